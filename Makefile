@@ -1,0 +1,150 @@
+# tbon - plain Makefile. Everything is built into $(B) (default build/).
+#   make              library, programs, tests
+#   make check        install missing deps, build, run every test (also under ASan+UBSan)
+#   make demo         run the main job on a local default topology
+#   make bench        run the benchmarks, write bench/RESULTS.md
+#   make fuzz-smoke   run each libFuzzer harness for a bounded time
+#   make install PREFIX=/usr/local
+#   make clean
+# Variables: B=build dir, SAN=1 (address+undefined sanitizers), CI (adds -Werror).
+
+B      ?= build
+PREFIX ?= /usr/local
+CC     ?= cc
+SAN    ?=
+
+XML_CFLAGS := $(shell pkg-config --cflags libxml-2.0 2>/dev/null || echo -I/usr/include/libxml2)
+XML_LIBS   := $(shell pkg-config --libs libxml-2.0 2>/dev/null || echo -lxml2)
+
+WARN    := -Wall -Wextra -Wstrict-prototypes -Wshadow -Wformat=2 -Wno-format-nonliteral
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 $(WARN) -fPIC -MMD -MP -pthread -D_GNU_SOURCE \
+           -Iinclude -Ilibtbon $(XML_CFLAGS)
+ifneq ($(CI),)
+CFLAGS  += -Werror
+endif
+ifneq ($(SAN),)
+CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=address,undefined
+endif
+LIBS    := $(XML_LIBS) -lz -lcrypto -ldl -lpthread -lm
+
+# The library: every .c in libtbon/, and the library parts of the FE/BE APIs
+# (files named lib*.c there; the other .c files there are programs).
+LIB_SRC := $(wildcard libtbon/*.c) $(wildcard frontend-api/lib*.c) $(wildcard backend-api/lib*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o)
+
+# Programs: name -> sources (each program's main file, plus helpers if any).
+PROGRAMS := tbon_topgen
+tbon_topgen_SRC := topologies/tbon_topgen.c
+BIN := $(PROGRAMS:%=$(B)/bin/%)
+
+# Unit tests: tests/unit/test_*.c, each one binary with the harness.
+TEST_SRC := $(wildcard tests/unit/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(B)/tests/unit/%)
+
+# Benchmarks: bench/bench_*.c, each one binary.
+BENCH_SRC := $(wildcard bench/bench_*.c)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
+
+ALL_OBJ := $(LIB_OBJ) $(foreach p,$(PROGRAMS),$($(p)_SRC:%.c=$(B)/obj/%.o)) \
+           $(TEST_SRC:%.c=$(B)/obj/%.o) $(B)/obj/tests/harness.o $(BENCH_SRC:%.c=$(B)/obj/%.o)
+
+.PHONY: all lib programs tests benches check test san demo bench fuzz fuzz-smoke \
+        install clean deps
+.DEFAULT_GOAL := all
+
+all: lib programs tests benches
+lib: $(B)/lib/libtbon.a $(B)/lib/libtbon.so
+programs: $(BIN)
+tests: $(TEST_BIN)
+benches: $(BENCH_BIN)
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(B)/lib/libtbon.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(B)/lib/libtbon.so: $(LIB_OBJ) libtbon/libtbon.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,libtbon.so.0 -Wl,--version-script=libtbon/libtbon.map \
+	    -o $@ $(LIB_OBJ) $(LIBS)
+
+# Programs and tests link the static library so they run from the build tree.
+# (The pattern lives in prog_objs: a '%' written in the rule itself would be
+# replaced by the stem before the second expansion.)
+prog_objs = $(patsubst %.c,$(B)/obj/%.o,$($(1)_SRC))
+.SECONDEXPANSION:
+$(B)/bin/%: $$(call prog_objs,$$*) $(B)/lib/libtbon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(B)/lib/libtbon.a $(LIBS)
+
+$(B)/tests/unit/%: $(B)/obj/tests/unit/%.o $(B)/obj/tests/harness.o $(B)/lib/libtbon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(B)/lib/libtbon.a $(LIBS)
+
+$(B)/bench/%: $(B)/obj/bench/%.o $(B)/lib/libtbon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(B)/lib/libtbon.a $(LIBS)
+
+deps:
+	@scripts/deps.sh
+
+# The full gate: dependencies, a normal build, a sanitizer build, every test in
+# both, and a short fuzz run. tests/run.sh prints the final "N passed, N failed".
+check: deps
+	$(MAKE) all
+	$(MAKE) B=$(B)/san SAN=1 all
+	$(MAKE) fuzz-smoke FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
+	tests/run.sh $(B) $(B)/san
+
+test: all
+	tests/run.sh $(B)
+
+san:
+	$(MAKE) B=$(B)/san SAN=1 all
+	tests/run.sh $(B)/san
+
+# libFuzzer harnesses (clang): tests/fuzz/fuzz_*.c, built with the library
+# sources directly so that the whole decoder path is instrumented.
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
+FUZZ_CC  ?= clang
+FUZZ_FLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Ilibtbon $(XML_CFLAGS) \
+              -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_SECONDS ?= 20
+CHECK_FUZZ_SECONDS ?= 5
+
+.PHONY: fuzz-build
+fuzz-build: $(FUZZ_BIN)
+
+$(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard libtbon/*.h include/tbon/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(LIBS)
+
+fuzz-smoke: $(FUZZ_BIN)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/smoke.sh $(B)/fuzz
+
+demo: all
+	@scripts/demo.sh $(B)
+
+bench: all
+	bench/run.sh $(B)
+
+install: lib programs
+	install -d $(DESTDIR)$(PREFIX)/include/tbon $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 0644 include/tbon/*.h $(DESTDIR)$(PREFIX)/include/tbon/
+	install -m 0644 $(B)/lib/libtbon.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 0755 $(B)/lib/libtbon.so $(DESTDIR)$(PREFIX)/lib/libtbon.so.0
+	ln -sf libtbon.so.0 $(DESTDIR)$(PREFIX)/lib/libtbon.so
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' tbon.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tbon.pc
+
+clean:
+	rm -rf $(B)
+
+-include $(ALL_OBJ:.o=.d)

@@ -1,0 +1,35 @@
+#!/bin/sh
+# deps.sh - install the Debian packages tbon builds with, if any are missing.
+# As root it runs apt-get; otherwise it prints the command to run.
+set -u
+
+PKGS="make gcc pkg-config procps libxml2-dev zlib1g-dev libssl-dev clang libclang-rt-14-dev"
+
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+        missing="$missing $p"
+done
+
+if [ -z "$missing" ]; then
+    exit 0
+fi
+
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "deps.sh: missing packages:$missing (no apt-get here: install them by hand)" >&2
+    exit 1
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "deps.sh: missing packages:$missing" >&2
+    echo "deps.sh: run: sudo apt-get update && sudo apt-get install -y$missing" >&2
+    exit 1
+fi
+
+echo "deps.sh: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >/dev/null &&
+    apt-get install -y -q --no-install-recommends $missing >/dev/null || {
+    echo "deps.sh: apt-get install$missing failed" >&2
+    exit 1
+}

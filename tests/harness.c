@@ -1,0 +1,153 @@
+/* harness.c - main() for test binaries: runs each TEST in a forked child */
+#include "harness.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TH_MAX_CASES 512
+
+static struct { const char *name; th_fn fn; } cases[TH_MAX_CASES];
+static int ncases;
+int th_failures;
+static char tmpdir[256];
+
+void th_register(const char *name, th_fn fn)
+{
+    if (ncases == TH_MAX_CASES) {
+        fprintf(stderr, "harness: more than %d cases\n", TH_MAX_CASES);
+        exit(2);
+    }
+    cases[ncases].name = name;
+    cases[ncases].fn = fn;
+    ncases++;
+}
+
+void th_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "    %s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    th_failures++;
+}
+
+const char *th_tmpdir(void)
+{
+    if (!tmpdir[0]) {
+        const char *base = getenv("TMPDIR");
+        snprintf(tmpdir, sizeof tmpdir, "%s/tbon-test-XXXXXX", base ? base : "/tmp");
+        if (!mkdtemp(tmpdir)) {
+            perror("harness: mkdtemp");
+            exit(2);
+        }
+    }
+    return tmpdir;
+}
+
+const char *th_write_file(const char *name, const char *text)
+{
+    static char paths[16][512];
+    static int slot;
+    char *path = paths[slot++ % 16];
+    snprintf(path, sizeof paths[0], "%s/%s", th_tmpdir(), name);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+        perror(path);
+        exit(2);
+    }
+    return path;
+}
+
+uint64_t th_rand(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+void th_fill_random(void *p, size_t n, uint64_t seed)
+{
+    uint8_t *b = p;
+    /* Spread the seed over the state; odd, hence never the stuck state 0. */
+    uint64_t state = seed * 0x9E3779B97F4A7C15ull | 1;
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t r = th_rand(&state);
+        for (size_t k = 0; k < 8 && i + k < n; k++)
+            b[i + k] = (uint8_t)(r >> (56 - 8 * k));
+    }
+}
+
+static int run_case(int i, int timeout_s)
+{
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("harness: fork");
+        return 1;
+    }
+    if (pid == 0) {
+        alarm((unsigned)timeout_s);
+        th_failures = 0;
+        cases[i].fn();
+        if (tmpdir[0]) {
+            char cmd[300];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+            if (system(cmd) != 0)
+                fprintf(stderr, "harness: could not remove %s\n", tmpdir);
+        }
+        fflush(NULL);
+        _exit(th_failures ? 1 : 0);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFSIGNALED(status)) {
+        fprintf(stderr, "    killed by signal %d%s\n", WTERMSIG(status),
+                WTERMSIG(status) == SIGALRM ? " (timeout)" : "");
+        return 1;
+    }
+    return WEXITSTATUS(status) != 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *prog = strrchr(argv[0], '/');
+    prog = prog ? prog + 1 : argv[0];
+    const char *t = getenv("TBON_TEST_TIMEOUT");
+    int timeout_s = t && atoi(t) > 0 ? atoi(t) : 60;
+    int passed = 0, failed = 0;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (int i = 0; i < ncases; i++) {
+        if (argc > 1) {
+            int wanted = 0;
+            for (int a = 1; a < argc; a++)
+                wanted |= strcmp(argv[a], cases[i].name) == 0;
+            if (!wanted)
+                continue;
+        }
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int bad = run_case(i, timeout_s);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+                    (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+        printf("%s %s/%s (%.0f ms)\n", bad ? "FAIL" : "ok  ", prog, cases[i].name, ms);
+        if (bad)
+            failed++;
+        else
+            passed++;
+    }
+    printf("%s: %d passed, %d failed\n", prog, passed, failed);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,68 @@
+/* harness.h - a small test harness: TEST() cases, CHECK macros, one fork per case
+ *
+ * Each test binary links harness.c, which provides main(). Every TEST runs in
+ * its own child process with an alarm (TBON_TEST_TIMEOUT seconds, default 60),
+ * so a crash or hang fails that case only. A run prints one line per case and
+ * ends with "NAME: N passed, N failed"; tests/run.sh adds those up.
+ * Run one case with: build/tests/unit/test_x CASE_NAME
+ */
+#ifndef TB_HARNESS_H
+#define TB_HARNESS_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef void (*th_fn)(void);
+void th_register(const char *name, th_fn fn);
+void th_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+extern int th_failures;   /* failures in the current case */
+
+#define TEST(name)                                                        \
+    static void name(void);                                               \
+    __attribute__((constructor)) static void th_reg_##name(void)          \
+    { th_register(#name, name); }                                         \
+    static void name(void)
+
+#define CHECK(cond) do { if (!(cond))                                     \
+    th_fail(__FILE__, __LINE__, "CHECK(%s)", #cond); } while (0)
+
+/* CHECK and stop the case (for pointers the rest depends on). */
+#define REQUIRE(cond) do { if (!(cond)) {                                 \
+    th_fail(__FILE__, __LINE__, "REQUIRE(%s)", #cond); return; } } while (0)
+
+#define CHECK_INT(a, b) do { long long th_a = (long long)(a),             \
+    th_b = (long long)(b); if (th_a != th_b)                              \
+    th_fail(__FILE__, __LINE__, "%s == %lld, expected %s == %lld",        \
+            #a, th_a, #b, th_b); } while (0)
+
+#define CHECK_UINT(a, b) do { unsigned long long th_a =                   \
+    (unsigned long long)(a), th_b = (unsigned long long)(b);              \
+    if (th_a != th_b) th_fail(__FILE__, __LINE__,                         \
+    "%s == %llu, expected %s == %llu", #a, th_a, #b, th_b); } while (0)
+
+#define CHECK_STR(a, b) do { const char *th_a = (a), *th_b = (b);         \
+    if (!th_a || !th_b || strcmp(th_a, th_b) != 0)                        \
+    th_fail(__FILE__, __LINE__, "%s == \"%s\", expected \"%s\"",          \
+            #a, th_a ? th_a : "(null)", th_b ? th_b : "(null)"); } while (0)
+
+#define CHECK_MEM(a, b, n) do { if (memcmp((a), (b), (n)) != 0)           \
+    th_fail(__FILE__, __LINE__, "%s and %s differ in their first %zu bytes", \
+            #a, #b, (size_t)(n)); } while (0)
+
+/* A scratch directory for the current case, removed after it ends. */
+const char *th_tmpdir(void);
+
+/* Write text to a fresh file in th_tmpdir(); returns its path (static buffer
+ * per call slot, valid until the case ends). */
+const char *th_write_file(const char *name, const char *text);
+
+/* Deterministic pseudo-random numbers (xorshift64*), so that a failing case
+ * reproduces: the next value from *state, which must not be 0. */
+uint64_t th_rand(uint64_t *state);
+
+/* Fill p[0..n) with bytes that depend only on seed (any value, 0 too). */
+void th_fill_random(void *p, size_t n, uint64_t seed);
+
+#endif

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# run.sh - run every test binary of the given build directories and add up.
+# Usage: tests/run.sh BUILD_DIR [BUILD_DIR ...]
+# Each binary runs under `timeout` (TBON_SUITE_TIMEOUT seconds, default 600) and
+# prints "NAME: N passed, N failed"; the last line here is the total, in the
+# same form. Exit status: 0 only if nothing failed.
+set -u
+cd "$(dirname "$0")/.."
+
+suite_timeout=${TBON_SUITE_TIMEOUT:-600}
+total_pass=0
+total_fail=0
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+for b in "$@"; do
+    export TBON_BUILD_DIR=$b      # tests find programs under $TBON_BUILD_DIR/bin
+    for t in "$b"/tests/unit/test_* "$b"/tests/integration/test_*; do
+        [ -x "$t" ] || continue
+        case "$t" in *.d|*.o) continue ;; esac
+        echo "== $t"
+        out=$(timeout -k 5 "$suite_timeout" "$t" 2>&1)
+        rc=$?
+        printf '%s\n' "$out"
+        line=$(printf '%s\n' "$out" | grep -E ': [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+        if [ -n "$line" ]; then
+            p=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed$/\1/' <<<"$line")
+            f=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed$/\2/' <<<"$line")
+        else
+            p=0; f=1
+            echo "   $t ended without a summary (exit $rc)"
+        fi
+        if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+            f=1
+            echo "   $t exited $rc"
+        fi
+        total_pass=$((total_pass + p))
+        total_fail=$((total_fail + f))
+    done
+done
+
+# Nothing of ours may outlive the suite.
+# (Process names, not command lines: a checkout path may contain "tbon_".)
+left=$(pgrep -l '^tbon_' || true)
+if [ -n "$left" ]; then
+    echo "tbon processes left running after the tests:"
+    echo "$left"
+    total_fail=$((total_fail + 1))
+fi
+
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]
