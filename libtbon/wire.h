@@ -1,0 +1,159 @@
+/* wire.h - tbon frames: the fixed header, the encoder and a streaming decoder
+ *
+ * Every byte on a tbon connection belongs to a frame: a 44-byte header,
+ * explicitly encoded little-endian, followed by the payload; a CRC-32C covers
+ * the header's first 40 bytes and then the payload as sent. docs/protocol.md
+ * is the byte-exact description. Pure code: no sockets, no threads.
+ */
+#ifndef TB_WIRE_H
+#define TB_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tbon/tbon.h>
+
+#define TB_FRAME_MAGIC      0x4E4F4254u   /* bytes 'T' 'B' 'O' 'N' on the wire */
+#define TB_FRAME_VERSION    1
+#define TB_FRAME_HDR_SIZE   44
+#define TB_FRAME_CRC_OFFSET 40            /* the CRC covers bytes [0, 40) and the payload */
+
+/* Frame types; the values are part of the protocol. */
+enum tb_frame_type {
+    TB_FRAME_DATA      = 1,   /* a packet of a stream */
+    TB_FRAME_HELLO     = 2,   /* server -> client: version, session, nonce */
+    TB_FRAME_HANDSHAKE = 3,   /* client -> server: who I am, HMAC */
+    TB_FRAME_WELCOME   = 4,   /* server -> client: accepted or why not, HMAC */
+    TB_FRAME_TOPOLOGY  = 5,   /* the serialised topology (compressed) */
+    TB_FRAME_CONTROL   = 6,   /* stream and filter set-up, shutdown */
+    TB_FRAME_HEARTBEAT = 7,
+    TB_FRAME_ACK       = 8,   /* acknowledges up to hdr.ack, no payload needed */
+    TB_FRAME_EVENT     = 9,   /* failure/adoption/membership traffic */
+    TB_FRAME_REPORT    = 10,  /* failure and adoption reports */
+};
+#define TB_FRAME_TYPE_MIN TB_FRAME_DATA
+#define TB_FRAME_TYPE_MAX TB_FRAME_REPORT
+
+/* Header flags; any other bit set is an error. */
+#define TB_FRAME_F_ZLIB  0x0001u  /* payload = u32 LE uncompressed length || zlib stream */
+#define TB_FRAME_F_KNOWN TB_FRAME_F_ZLIB
+
+/* The default payload limit a connection should use once authenticated;
+ * before the handshake has succeeded use TB_FRAME_MAX_HANDSHAKE. */
+#define TB_FRAME_MAX_DEFAULT   (16u * 1024 * 1024)
+#define TB_FRAME_MAX_HANDSHAKE 256u
+
+typedef struct tb_frame_hdr {
+    uint8_t  type;        /* enum tb_frame_type */
+    uint16_t flags;       /* TB_FRAME_F_* */
+    uint32_t len;         /* payload length */
+    uint32_t stream;
+    int32_t  tag;
+    uint32_t source;      /* rank of the producer */
+    uint64_t seq;         /* link sequence number (link layer) */
+    uint64_t ack;         /* highest sequence number received (link layer) */
+} tb_frame_hdr_t;
+
+/* A decoded frame. hdr.len is the length of payload as delivered, i.e. after
+ * decompression, and hdr.flags no longer carries TB_FRAME_F_ZLIB. */
+typedef struct tb_frame {
+    tb_frame_hdr_t hdr;
+    uint8_t *payload;     /* malloc'd, hdr.len bytes; NULL when hdr.len == 0 */
+    size_t   wire_len;    /* bytes this frame took on the wire, header included */
+} tb_frame_t;
+
+/* Name of a frame type ("DATA", ...) or "unknown". */
+const char *tb_frame_type_name(int type);
+
+/* Encode h into out, with the CRC over out[0..40) and payload[0..h->len).
+ * h->len must be the payload length; payload may be NULL when it is 0.
+ * Send with writev(out, payload): the payload is never copied. The fields
+ * are written as given, unchecked (see tb_frame_build for a checked path). */
+void tb_frame_hdr_encode(const tb_frame_hdr_t *h, const void *payload,
+                         uint8_t out[TB_FRAME_HDR_SIZE]);
+
+/* Like tb_frame_hdr_encode, given payload_crc = tb_crc32c(0, payload, h->len)
+ * instead of the payload: for one payload sent on several links with
+ * different seq/ack, the payload is checksummed once. */
+void tb_frame_hdr_encode_crc(const tb_frame_hdr_t *h, uint32_t payload_crc,
+                             uint8_t out[TB_FRAME_HDR_SIZE]);
+
+/* Build one contiguous frame (header + payload) in a fresh malloc'd buffer
+ * *out of *out_len bytes. h->len is ignored (len is used) and h->flags must
+ * not carry TB_FRAME_F_ZLIB: the payload is zlib-compressed, and the flag set,
+ * when compress_threshold != 0, len >= compress_threshold and compression
+ * makes it smaller. Returns 0, TBON_EINVAL (bad type or flags, len too big)
+ * or TBON_ENOMEM. */
+int tb_frame_build(const tb_frame_hdr_t *h, const void *payload, size_t len,
+                   size_t compress_threshold, uint8_t **out, size_t *out_len);
+
+/* Free f->payload and clear it; f may be NULL. */
+void tb_frame_release(tb_frame_t *f);
+
+/* ---- streaming decoder ----------------------------------------------------
+ * One per connection, used by one thread at a time (the reactor's). */
+
+typedef struct tb_fdec tb_fdec_t;
+
+/* What went wrong, from tb_fdec_error_kind(). */
+enum tb_fdec_err {
+    TB_FDEC_OK = 0,
+    TB_FDEC_EMAGIC,     /* not a tbon frame (or lost framing) */
+    TB_FDEC_EVERSION,   /* header version other than TB_FRAME_VERSION */
+    TB_FDEC_ETYPE,      /* unknown frame type */
+    TB_FDEC_EFLAGS,     /* unknown flag bits */
+    TB_FDEC_ETOOBIG,    /* payload (or its uncompressed size) above the maximum */
+    TB_FDEC_ECRC,       /* checksum mismatch: header or payload corrupt */
+    TB_FDEC_EZLIB,      /* bad compressed payload, or size differs from its claim */
+    TB_FDEC_ENOMEM,     /* could not allocate */
+};
+
+/* Read-chunk size: outside a large payload tb_fdec_reserve grows its buffer
+ * by at most this much, so a decoder drained after every read holds at most
+ * one maximum payload plus about 84 KiB (a partial small frame + a chunk). */
+#define TB_FDEC_CHUNK (64u * 1024)
+
+/* A decoder accepting payloads (compressed and uncompressed) of at most
+ * max_payload bytes. Returns NULL only when out of memory. */
+tb_fdec_t *tb_fdec_new(uint32_t max_payload);
+
+/* Free the decoder and whatever it buffers; NULL is fine. */
+void tb_fdec_destroy(tb_fdec_t *d);
+
+/* Change the maximum for frames whose header has not been decoded yet (e.g.
+ * raise it from TB_FRAME_MAX_HANDSHAKE once the peer is authenticated). */
+void tb_fdec_set_max(tb_fdec_t *d, uint32_t max_payload);
+
+/* Append n received bytes (copied). Call tb_fdec_next until it returns 0
+ * after each feed: the decoder keeps what has not been taken. Returns 0,
+ * the sticky error (as tb_fdec_next) or TBON_ENOMEM. */
+int tb_fdec_feed(tb_fdec_t *d, const void *bytes, size_t n);
+
+/* Zero-copy receive: *ptr gets room for *avail bytes (1 <= *avail <= want;
+ * want 0 means TB_FDEC_CHUNK) to read() into, followed by
+ * tb_fdec_commit(d, bytes_read). Inside a large payload the room is the
+ * payload's final buffer, so its bytes are never copied. Returns 0, the
+ * sticky error, or TBON_ENOMEM. */
+int tb_fdec_reserve(tb_fdec_t *d, size_t want, void **ptr, size_t *avail);
+
+/* Take n (<= *avail of the last reserve) bytes written at the reserved room. */
+void tb_fdec_commit(tb_fdec_t *d, size_t n);
+
+/* The next complete frame: returns 1 and fills *out (the caller owns
+ * out->payload; free with tb_frame_release), 0 when more bytes are needed,
+ * or TBON_EFORMAT / TBON_ENOMEM on an error. Errors are sticky: every later
+ * call returns the same; the connection must be closed. */
+int tb_fdec_next(tb_fdec_t *d, tb_frame_t *out);
+
+/* The error kind (TB_FDEC_OK if none) and a sentence describing it with the
+ * offending values ("" if none). The string lives as long as the decoder. */
+int tb_fdec_error_kind(const tb_fdec_t *d);
+const char *tb_fdec_error(const tb_fdec_t *d);
+
+/* Name of an error kind ("ECRC", ...). */
+const char *tb_fdec_kind_name(int kind);
+
+/* Bytes of memory the decoder holds right now (buffer + partial payload). */
+size_t tb_fdec_memory(const tb_fdec_t *d);
+
+#endif

@@ -1,0 +1,822 @@
+/* test_wire.c - frame header, builder and the streaming decoder */
+#include "../harness.h"
+
+#include <stdlib.h>
+#include <zlib.h>
+
+#include "crc32c.h"
+#include "wire.h"
+
+#define MIB (1024u * 1024u)
+
+/* Compressible text shaped like a serialised topology. */
+static void fill_text(uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    for (unsigned k = 0; i < n; k++) {
+        char line[80];
+        int m = snprintf(line, sizeof line, "node%05u.cluster:%u => node%05u.cluster:%u ;\n",
+                         k / 16, k % 7, k, (k * 13) % 5);
+        for (int j = 0; j < m && i < n; j++)
+            p[i++] = (uint8_t)line[j];
+    }
+}
+
+/* ---- a stream of frames and the frames expected from it ---- */
+
+typedef struct spec {
+    tb_frame_hdr_t h;
+    uint8_t *p;
+    size_t n;
+    size_t thr;          /* compress threshold given to tb_frame_build */
+} spec_t;
+
+#define MAX_SPECS 8
+
+typedef struct stream {
+    spec_t s[MAX_SPECS];
+    int n;
+    uint8_t *bytes;
+    size_t len;
+    size_t end[MAX_SPECS];   /* offset just past frame i */
+} stream_t;
+
+static void stream_add(stream_t *st, uint8_t type, size_t n, int kind, size_t thr, uint64_t seq)
+{
+    spec_t *s = &st->s[st->n++];
+    memset(s, 0, sizeof *s);
+    s->h.type = type;
+    s->h.stream = 1000u + (uint32_t)st->n;
+    s->h.tag = -7 * st->n;
+    s->h.source = 0xFFFFFFF0u + (uint32_t)st->n;
+    s->h.seq = seq;
+    s->h.ack = seq ? seq - 1 : UINT64_MAX;
+    s->n = n;
+    s->thr = thr;
+    s->p = n ? malloc(n) : NULL;
+    if (kind == 0)
+        th_fill_random(s->p, n, seq + 11);
+    else
+        fill_text(s->p, n);
+    uint8_t *f;
+    size_t flen;
+    if (tb_frame_build(&s->h, s->p, n, thr, &f, &flen) != 0)
+        abort();
+    st->bytes = realloc(st->bytes, st->len + flen);
+    memcpy(st->bytes + st->len, f, flen);
+    st->len += flen;
+    st->end[st->n - 1] = st->len;
+    free(f);
+}
+
+static void stream_free(stream_t *st)
+{
+    for (int i = 0; i < st->n; i++)
+        free(st->s[i].p);
+    free(st->bytes);
+}
+
+/* The small mixed stream: empty, small, compressed, ack-only, another data. */
+static void stream_small(stream_t *st)
+{
+    memset(st, 0, sizeof *st);
+    stream_add(st, TB_FRAME_HEARTBEAT, 0, 0, 0, 1);
+    stream_add(st, TB_FRAME_DATA, 37, 0, 0, 2);
+    stream_add(st, TB_FRAME_TOPOLOGY, 2500, 1, 1, 3);
+    stream_add(st, TB_FRAME_ACK, 0, 0, 1, 4);
+    stream_add(st, TB_FRAME_DATA, 300, 0, 64, 5);   /* random: stays uncompressed */
+}
+
+static int frame_matches(const tb_frame_t *f, const spec_t *s)
+{
+    return f->hdr.type == s->h.type && f->hdr.flags == s->h.flags && f->hdr.len == s->n &&
+           f->hdr.stream == s->h.stream && f->hdr.tag == s->h.tag &&
+           f->hdr.source == s->h.source && f->hdr.seq == s->h.seq && f->hdr.ack == s->h.ack &&
+           (s->n == 0 ? f->payload == NULL : memcmp(f->payload, s->p, s->n) == 0);
+}
+
+/* Pull every available frame; check each against the next expected one.
+ * Returns the decoder's last result (0, or an error). */
+static int drain(tb_fdec_t *d, const stream_t *st, int *got)
+{
+    tb_frame_t f;
+    int rc;
+    while ((rc = tb_fdec_next(d, &f)) == 1) {
+        if (*got >= st->n || !frame_matches(&f, &st->s[*got]))
+            th_fail(__FILE__, __LINE__, "frame %d differs from what was sent", *got);
+        (*got)++;
+        tb_frame_release(&f);
+    }
+    return rc;
+}
+
+/* ---- header ---- */
+
+TEST(header_layout_is_byte_exact)
+{
+    tb_frame_hdr_t h = { .type = TB_FRAME_EVENT, .flags = 0, .len = 3, .stream = 0x01020304,
+                         .tag = -2, .source = 0xA1B2C3D4, .seq = 0x1122334455667788ull,
+                         .ack = 0x99AABBCCDDEEFF00ull };
+    uint8_t out[TB_FRAME_HDR_SIZE];
+    tb_frame_hdr_encode(&h, "abc", out);
+    static const uint8_t want[40] = {
+        'T', 'B', 'O', 'N', 1, 9, 0, 0, 3, 0, 0, 0, 0x04, 0x03, 0x02, 0x01,
+        0xFE, 0xFF, 0xFF, 0xFF, 0xD4, 0xC3, 0xB2, 0xA1,
+        0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
+        0x00, 0xFF, 0xEE, 0xDD, 0xCC, 0xBB, 0xAA, 0x99 };
+    CHECK_MEM(out, want, 40);
+    uint32_t crc = tb_crc32c(tb_crc32c(0, want, 40), "abc", 3);
+    CHECK_UINT(out[40] | out[41] << 8 | out[42] << 16 | (uint32_t)out[43] << 24, crc);
+
+    /* The cached-payload-CRC variant writes the same bytes. */
+    uint8_t out2[TB_FRAME_HDR_SIZE];
+    tb_frame_hdr_encode_crc(&h, tb_crc32c(0, "abc", 3), out2);
+    CHECK_MEM(out2, out, TB_FRAME_HDR_SIZE);
+}
+
+/* The example frame of docs/protocol.md, section 6. */
+TEST(protocol_document_example)
+{
+    static const uint8_t want[TB_FRAME_HDR_SIZE] = {
+        0x54, 0x42, 0x4f, 0x4e, 0x01, 0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00,
+        0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x35, 0x9b, 0xc5, 0xe4 };
+    tb_frame_hdr_t h = { .type = TB_FRAME_HEARTBEAT, .source = 3, .seq = 1 };
+    uint8_t out[TB_FRAME_HDR_SIZE];
+    tb_frame_hdr_encode(&h, NULL, out);
+    CHECK_MEM(out, want, sizeof want);
+}
+
+TEST(header_round_trip)
+{
+    tb_frame_hdr_t h = { .type = TB_FRAME_REPORT, .flags = 0, .stream = UINT32_MAX,
+                         .tag = INT32_MIN, .source = 77, .seq = UINT64_MAX, .ack = 0 };
+    uint8_t *f;
+    size_t n;
+    REQUIRE(tb_frame_build(&h, "xy", 2, 0, &f, &n) == 0);
+    CHECK_UINT(n, TB_FRAME_HDR_SIZE + 2);
+    tb_fdec_t *d = tb_fdec_new(100);
+    REQUIRE(d);
+    CHECK_INT(tb_fdec_feed(d, f, n), 0);
+    tb_frame_t fr;
+    CHECK_INT(tb_fdec_next(d, &fr), 1);
+    CHECK_UINT(fr.hdr.type, TB_FRAME_REPORT);
+    CHECK_UINT(fr.hdr.flags, 0);
+    CHECK_UINT(fr.hdr.len, 2);
+    CHECK_UINT(fr.hdr.stream, UINT32_MAX);
+    CHECK_INT(fr.hdr.tag, INT32_MIN);
+    CHECK_UINT(fr.hdr.source, 77);
+    CHECK_UINT(fr.hdr.seq, UINT64_MAX);
+    CHECK_UINT(fr.hdr.ack, 0);
+    CHECK_UINT(fr.wire_len, n);
+    CHECK_MEM(fr.payload, "xy", 2);
+    tb_frame_release(&fr);
+    CHECK(fr.payload == NULL);
+    tb_frame_release(NULL);
+    CHECK_INT(tb_fdec_next(d, &fr), 0);
+    CHECK_INT(tb_fdec_error_kind(d), TB_FDEC_OK);
+    CHECK_STR(tb_fdec_error(d), "");
+    tb_fdec_destroy(d);
+    tb_fdec_destroy(NULL);
+    free(f);
+}
+
+TEST(build_rejects_bad_arguments)
+{
+    tb_frame_hdr_t h = { .type = TB_FRAME_DATA };
+    uint8_t *f = NULL;
+    size_t n;
+    h.type = 0;
+    CHECK_INT(tb_frame_build(&h, "a", 1, 0, &f, &n), TBON_EINVAL);
+    h.type = TB_FRAME_TYPE_MAX + 1;
+    CHECK_INT(tb_frame_build(&h, "a", 1, 0, &f, &n), TBON_EINVAL);
+    h.type = TB_FRAME_DATA;
+    h.flags = TB_FRAME_F_ZLIB;
+    CHECK_INT(tb_frame_build(&h, "a", 1, 0, &f, &n), TBON_EINVAL);
+    h.flags = 0x8000;
+    CHECK_INT(tb_frame_build(&h, "a", 1, 0, &f, &n), TBON_EINVAL);
+    h.flags = 0;
+    CHECK_INT(tb_frame_build(&h, NULL, 1, 0, &f, &n), TBON_EINVAL);
+    CHECK_INT(tb_frame_build(NULL, "a", 1, 0, &f, &n), TBON_EINVAL);
+    CHECK(f == NULL);
+    CHECK_INT(tb_frame_build(&h, NULL, 0, 1, &f, &n), 0);   /* empty, "always compress" */
+    CHECK_UINT(n, TB_FRAME_HDR_SIZE);
+    CHECK_UINT(f[6], 0);                                    /* not compressed */
+    free(f);
+}
+
+TEST(names)
+{
+    CHECK_STR(tb_frame_type_name(TB_FRAME_DATA), "DATA");
+    CHECK_STR(tb_frame_type_name(TB_FRAME_REPORT), "REPORT");
+    CHECK_STR(tb_frame_type_name(0), "unknown");
+    CHECK_STR(tb_fdec_kind_name(TB_FDEC_ECRC), "ECRC");
+    CHECK_STR(tb_fdec_kind_name(TB_FDEC_ENOMEM), "ENOMEM");
+    CHECK_STR(tb_fdec_kind_name(99), "unknown");
+    for (int t = TB_FRAME_TYPE_MIN; t <= TB_FRAME_TYPE_MAX; t++)
+        CHECK(strcmp(tb_frame_type_name(t), "unknown") != 0);
+}
+
+/* ---- splitting ---- */
+
+/* Feed the stream to a fresh decoder (maximum frame max) in two parts, cut at
+ * byte `cut`: every frame must come out, in order. Returns how many came out
+ * of the first part alone, or -1 if no decoder could be made. */
+static int feed_in_two(const stream_t *st, size_t cut, uint32_t max)
+{
+    tb_fdec_t *d = tb_fdec_new(max);
+    if (!d) {
+        th_fail(__FILE__, __LINE__, "tb_fdec_new(%u) failed", max);
+        return -1;
+    }
+    int got = 0;
+    CHECK_INT(tb_fdec_feed(d, st->bytes, cut), 0);
+    CHECK_INT(drain(d, st, &got), 0);
+    int first = got;
+    CHECK_INT(tb_fdec_feed(d, st->bytes + cut, st->len - cut), 0);
+    CHECK_INT(drain(d, st, &got), 0);
+    CHECK_INT(got, st->n);
+    tb_fdec_destroy(d);
+    return first;
+}
+
+TEST(stream_split_at_every_point)
+{
+    stream_t st;
+    stream_small(&st);
+    /* The compressed one is flagged and smaller; the random one is not. */
+    CHECK_UINT(st.bytes[st.end[1] + 6], TB_FRAME_F_ZLIB);
+    CHECK(st.end[2] - st.end[1] < TB_FRAME_HDR_SIZE + 2500);
+    CHECK_UINT(st.bytes[st.end[3] + 6], 0);
+    CHECK_UINT(st.end[4] - st.end[3], TB_FRAME_HDR_SIZE + 300);
+
+    for (size_t cut = 0; cut <= st.len; cut++) {
+        /* Exactly the frames wholly inside the first part come out of it. */
+        int whole = 0;
+        while (whole < st.n && st.end[whole] <= cut)
+            whole++;
+        CHECK_INT(feed_in_two(&st, cut, 4096), whole);
+        if (th_failures)
+            break;
+    }
+    stream_free(&st);
+}
+
+TEST(stream_one_byte_at_a_time)
+{
+    stream_t st;
+    stream_small(&st);
+    /* Add a payload above the direct-read size, to cover that path byte-wise. */
+    stream_add(&st, TB_FRAME_DATA, 40000, 0, 0, 6);
+    stream_add(&st, TB_FRAME_CONTROL, 5, 0, 0, 7);
+    tb_fdec_t *d = tb_fdec_new(MIB);
+    REQUIRE(d);
+    int got = 0;
+    for (size_t i = 0; i < st.len; i++) {
+        CHECK_INT(tb_fdec_feed(d, st.bytes + i, 1), 0);
+        CHECK_INT(drain(d, &st, &got), 0);
+        int whole = 0;
+        while (whole < st.n && st.end[whole] <= i + 1)
+            whole++;
+        if (got != whole) {
+            th_fail(__FILE__, __LINE__, "after byte %zu: %d frames, expected %d", i, got, whole);
+            break;
+        }
+    }
+    CHECK_INT(got, st.n);
+    tb_fdec_destroy(d);
+    stream_free(&st);
+}
+
+/* A large frame split at a sample of points (every one near the header and
+ * the direct-read threshold, then every 211th). */
+TEST(large_frame_split_points)
+{
+    stream_t st;
+    memset(&st, 0, sizeof st);
+    stream_add(&st, TB_FRAME_DATA, 16 * 1024 - 1, 0, 0, 1);
+    stream_add(&st, TB_FRAME_DATA, 16 * 1024, 0, 0, 2);
+    stream_add(&st, TB_FRAME_DATA, 50000, 0, 0, 3);
+    stream_add(&st, TB_FRAME_TOPOLOGY, 100000, 1, 1, 4);   /* compressed */
+    stream_add(&st, TB_FRAME_DATA, 10, 0, 0, 5);
+    for (size_t cut = 0; cut <= st.len; cut += (cut % 16384 < 100 ? 1 : 211)) {
+        feed_in_two(&st, cut, MIB);
+        if (th_failures)
+            break;
+    }
+    stream_free(&st);
+}
+
+/* reserve/commit with varied read sizes, as a reactor would use it; memory
+ * stays within one maximum frame plus the read buffer. */
+TEST(reserve_commit_path)
+{
+    const uint32_t max = 256 * 1024;
+    stream_t st;
+    memset(&st, 0, sizeof st);
+    stream_add(&st, TB_FRAME_DATA, 200000, 0, 0, 1);
+    stream_add(&st, TB_FRAME_HEARTBEAT, 0, 0, 0, 2);
+    stream_add(&st, TB_FRAME_DATA, 20000, 0, 0, 3);
+    stream_add(&st, TB_FRAME_TOPOLOGY, 250000, 1, 1, 4);
+    stream_add(&st, TB_FRAME_DATA, 3, 0, 0, 5);
+    stream_add(&st, TB_FRAME_DATA, max, 0, 0, 6);
+    stream_add(&st, TB_FRAME_EVENT, 1000, 0, 0, 7);
+    static const size_t wants[] = { 0, 1, 7, 44, 45, 4096, 65536, 100000, 1 << 20 };
+    for (size_t w = 0; w < sizeof wants / sizeof wants[0]; w++) {
+        tb_fdec_t *d = tb_fdec_new(max);
+        REQUIRE(d);
+        size_t off = 0, peak = 0;
+        int got = 0;
+        while (off < st.len) {
+            void *p;
+            size_t avail;
+            REQUIRE(tb_fdec_reserve(d, wants[w], &p, &avail) == 0);
+            CHECK(avail >= 1);
+            CHECK(avail <= (wants[w] ? wants[w] : TB_FDEC_CHUNK));
+            size_t k = st.len - off < avail ? st.len - off : avail;
+            if (k > 3 && (off & 1))
+                k -= 3;                       /* short reads too */
+            memcpy(p, st.bytes + off, k);
+            tb_fdec_commit(d, k);
+            off += k;
+            CHECK_INT(drain(d, &st, &got), 0);
+            if (tb_fdec_memory(d) > peak)
+                peak = tb_fdec_memory(d);
+        }
+        CHECK_INT(got, st.n);
+        if (peak > max + 96 * 1024)
+            th_fail(__FILE__, __LINE__, "want %zu: decoder held %zu bytes", wants[w], peak);
+        tb_fdec_destroy(d);
+    }
+    stream_free(&st);
+}
+
+/* Mixing feed and reserve inside a direct-read payload. */
+TEST(feed_and_reserve_mixed)
+{
+    stream_t st;
+    memset(&st, 0, sizeof st);
+    stream_add(&st, TB_FRAME_DATA, 70000, 0, 0, 1);
+    stream_add(&st, TB_FRAME_DATA, 70000, 0, 0, 2);
+    tb_fdec_t *d = tb_fdec_new(MIB);
+    REQUIRE(d);
+    size_t off = 0;
+    int got = 0, turn = 0;
+    while (off < st.len) {
+        size_t k = 1000 + (size_t)turn * 777;
+        if (k > st.len - off)
+            k = st.len - off;
+        if (turn++ & 1) {
+            CHECK_INT(tb_fdec_feed(d, st.bytes + off, k), 0);
+        } else {
+            void *p;
+            size_t avail;
+            REQUIRE(tb_fdec_reserve(d, k, &p, &avail) == 0);
+            k = avail < k ? avail : k;
+            memcpy(p, st.bytes + off, k);
+            tb_fdec_commit(d, k);
+        }
+        off += k;
+        CHECK_INT(drain(d, &st, &got), 0);
+    }
+    CHECK_INT(got, 2);
+    tb_fdec_destroy(d);
+    stream_free(&st);
+}
+
+/* ---- corruption ---- */
+
+/* Feed frame bytes, then zero padding while the decoder wants more (a
+ * corrupted length may claim more); returns the first non-zero result. */
+static int feed_until_verdict(tb_fdec_t *d, const uint8_t *b, size_t n, int *frames)
+{
+    static const uint8_t zeros[65536];
+    tb_frame_t f;
+    int rc;
+    *frames = 0;
+    if ((rc = tb_fdec_feed(d, b, n)) != 0)
+        return rc;
+    for (int i = 0; i < 40; i++) {
+        while ((rc = tb_fdec_next(d, &f)) == 1) {
+            (*frames)++;
+            tb_frame_release(&f);
+        }
+        if (rc != 0)
+            return rc;
+        if ((rc = tb_fdec_feed(d, zeros, sizeof zeros)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* The kind a flip of bit `bit` of byte `i` of a frame must produce. */
+static int expected_kind(const uint8_t *orig, size_t i, int bit, uint32_t max)
+{
+    uint8_t v = orig[i] ^ (uint8_t)(1 << bit);
+    if (i < 4)
+        return TB_FDEC_EMAGIC;
+    if (i == 4)
+        return TB_FDEC_EVERSION;
+    if (i == 5)
+        return v >= TB_FRAME_TYPE_MIN && v <= TB_FRAME_TYPE_MAX ? TB_FDEC_ECRC : TB_FDEC_ETYPE;
+    if (i == 6 || i == 7) {
+        unsigned flags = (unsigned)(orig[6] | orig[7] << 8) ^ (1u << (bit + 8 * (int)(i - 6)));
+        return flags & ~TB_FRAME_F_KNOWN ? TB_FDEC_EFLAGS : TB_FDEC_ECRC;
+    }
+    if (i >= 8 && i < 12) {
+        uint32_t len = (uint32_t)(orig[8] | orig[9] << 8 | orig[10] << 16 |
+                                  (uint32_t)orig[11] << 24) ^ (1u << (bit + 8 * (int)(i - 8)));
+        return len > max ? TB_FDEC_ETOOBIG : TB_FDEC_ECRC;
+    }
+    return TB_FDEC_ECRC;
+}
+
+static void flip_every_bit(const uint8_t *frame, size_t n, uint32_t max)
+{
+    uint8_t *b = malloc(n);
+    int bad = 0;
+    for (size_t i = 0; i < n && bad < 5; i++) {
+        for (int bit = 0; bit < 8; bit++) {
+            memcpy(b, frame, n);
+            b[i] ^= (uint8_t)(1 << bit);
+            tb_fdec_t *d = tb_fdec_new(max);
+            int frames;
+            int rc = feed_until_verdict(d, b, n, &frames);
+            int want = expected_kind(frame, i, bit, max);
+            if (rc != TBON_EFORMAT || frames != 0 || tb_fdec_error_kind(d) != want) {
+                th_fail(__FILE__, __LINE__, "flip byte %zu bit %d: rc %d, %d frames, kind %s "
+                        "(expected %s): %s", i, bit, rc, frames,
+                        tb_fdec_kind_name(tb_fdec_error_kind(d)), tb_fdec_kind_name(want),
+                        tb_fdec_error(d));
+                bad++;
+            }
+            tb_fdec_destroy(d);
+        }
+    }
+    free(b);
+}
+
+TEST(every_bit_flip_is_an_error)
+{
+    uint8_t pay[61];
+    th_fill_random(pay, sizeof pay, 5);
+    tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .stream = 3, .tag = 101, .source = 9,
+                         .seq = 42, .ack = 41 };
+    uint8_t *f;
+    size_t n;
+    REQUIRE(tb_frame_build(&h, pay, sizeof pay, 0, &f, &n) == 0);
+    flip_every_bit(f, n, MIB);
+    free(f);
+
+    /* A compressed frame: flips of its payload (and its length prefix) are
+     * caught by the CRC before anything is inflated. */
+    uint8_t text[3000];
+    fill_text(text, sizeof text);
+    h.type = TB_FRAME_TOPOLOGY;
+    REQUIRE(tb_frame_build(&h, text, sizeof text, 1, &f, &n) == 0);
+    REQUIRE(f[6] == TB_FRAME_F_ZLIB);
+    flip_every_bit(f, n, MIB);
+    free(f);
+
+    /* Empty payload: only the header to corrupt. */
+    h.type = TB_FRAME_ACK;
+    REQUIRE(tb_frame_build(&h, NULL, 0, 0, &f, &n) == 0);
+    flip_every_bit(f, n, MIB);
+    free(f);
+}
+
+TEST(crc_error_message_and_sticky)
+{
+    tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .seq = 5 };
+    uint8_t *f, *g;
+    size_t n, gn;
+    REQUIRE(tb_frame_build(&h, "hello", 5, 0, &f, &n) == 0);
+    REQUIRE(tb_frame_build(&h, "world", 5, 0, &g, &gn) == 0);
+    uint32_t good = (uint32_t)(f[40] | f[41] << 8 | f[42] << 16 | (uint32_t)f[43] << 24);
+    f[TB_FRAME_HDR_SIZE] ^= 0x20;   /* "Hello" */
+    uint32_t now = tb_crc32c(tb_crc32c(0, f, 40), f + TB_FRAME_HDR_SIZE, 5);
+    tb_fdec_t *d = tb_fdec_new(100);
+    REQUIRE(d);
+    CHECK_INT(tb_fdec_feed(d, f, n), 0);
+    tb_frame_t fr;
+    CHECK_INT(tb_fdec_next(d, &fr), TBON_EFORMAT);
+    CHECK_INT(tb_fdec_error_kind(d), TB_FDEC_ECRC);
+    char want[200];
+    snprintf(want, sizeof want, "CRC mismatch: frame says 0x%08x, computed 0x%08x "
+             "(DATA frame, 5 payload bytes, seq 5)", good, now);
+    CHECK_STR(tb_fdec_error(d), want);
+    /* Sticky: a good frame afterwards changes nothing. */
+    CHECK_INT(tb_fdec_feed(d, g, gn), TBON_EFORMAT);
+    CHECK_INT(tb_fdec_next(d, &fr), TBON_EFORMAT);
+    void *p;
+    size_t avail;
+    CHECK_INT(tb_fdec_reserve(d, 10, &p, &avail), TBON_EFORMAT);
+    CHECK_INT(tb_fdec_error_kind(d), TB_FDEC_ECRC);
+    CHECK_STR(tb_fdec_error(d), want);
+    tb_fdec_destroy(d);
+    free(f);
+    free(g);
+}
+
+/* Raw frame with arbitrary header fields (the builder refuses bad ones). */
+static uint8_t *raw_frame(uint8_t type, uint16_t flags, const void *pay, uint32_t len, size_t *n)
+{
+    tb_frame_hdr_t h = { .type = type, .flags = flags, .len = len };
+    uint8_t *f = malloc(TB_FRAME_HDR_SIZE + len);
+    tb_frame_hdr_encode(&h, pay, f);
+    if (len)
+        memcpy(f + TB_FRAME_HDR_SIZE, pay, len);
+    *n = TB_FRAME_HDR_SIZE + len;
+    return f;
+}
+
+/* The error kind and message after feeding bytes[0..n). */
+static int verdict(const uint8_t *b, size_t n, uint32_t max, char *msg, size_t msgsz)
+{
+    tb_fdec_t *d = tb_fdec_new(max);
+    tb_frame_t fr;
+    tb_fdec_feed(d, b, n);
+    int rc;
+    while ((rc = tb_fdec_next(d, &fr)) == 1)
+        tb_frame_release(&fr);
+    int kind = tb_fdec_error_kind(d);
+    if (msg)
+        snprintf(msg, msgsz, "%s", tb_fdec_error(d));
+    if (kind && rc != (kind == TB_FDEC_ENOMEM ? TBON_ENOMEM : TBON_EFORMAT))
+        kind = -1;
+    tb_fdec_destroy(d);
+    return kind;
+}
+
+TEST(header_errors_name_the_values)
+{
+    char msg[300];
+    size_t n;
+    uint8_t *f = raw_frame(11, 0, "x", 1, &n);
+    CHECK_INT(verdict(f, n, 100, msg, sizeof msg), TB_FDEC_ETYPE);
+    CHECK_STR(msg, "unknown frame type 11 (known: 1..10)");
+    free(f);
+    f = raw_frame(0, 0, "x", 1, &n);
+    CHECK_INT(verdict(f, n, 100, NULL, 0), TB_FDEC_ETYPE);
+    free(f);
+    f = raw_frame(TB_FRAME_DATA, 0x0102, "x", 1, &n);
+    CHECK_INT(verdict(f, n, 100, msg, sizeof msg), TB_FDEC_EFLAGS);
+    CHECK_STR(msg, "unknown flag bits 0x0102 in flags 0x0102");
+    free(f);
+    f = raw_frame(TB_FRAME_DATA, 0, "x", 1, &n);
+    f[4] = 2;
+    CHECK_INT(verdict(f, n, 100, msg, sizeof msg), TB_FDEC_EVERSION);
+    CHECK_STR(msg, "frame version 2, this side speaks version 1");
+    f[4] = 1;
+    f[0] = 'G';   /* an HTTP client, say */
+    CHECK_INT(verdict(f, n, 100, msg, sizeof msg), TB_FDEC_EMAGIC);
+    CHECK(strstr(msg, "bad magic 0x4e4f4247 (bytes 47 42 4f 4e)") == msg);
+    free(f);
+    /* Detected with the header alone, before any payload byte. */
+    f = raw_frame(11, 0, "x", 1, &n);
+    CHECK_INT(verdict(f, TB_FRAME_HDR_SIZE, 100, NULL, 0), TB_FDEC_ETYPE);
+    CHECK_INT(verdict(f, TB_FRAME_HDR_SIZE - 1, 100, NULL, 0), TB_FDEC_OK);
+    free(f);
+}
+
+/* A header claiming 4 GiB with a 1 MiB maximum fails at once, with nothing
+ * allocated for it, though the payload never comes. */
+TEST(too_big_before_allocation)
+{
+    char msg[300];
+    tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .len = UINT32_MAX };
+    uint8_t hdr[TB_FRAME_HDR_SIZE];
+    tb_frame_hdr_encode_crc(&h, 0, hdr);
+    tb_fdec_t *d = tb_fdec_new(MIB);
+    REQUIRE(d);
+    CHECK_INT(tb_fdec_feed(d, hdr, sizeof hdr), 0);
+    tb_frame_t fr;
+    CHECK_INT(tb_fdec_next(d, &fr), TBON_EFORMAT);
+    CHECK_INT(tb_fdec_error_kind(d), TB_FDEC_ETOOBIG);
+    CHECK_STR(tb_fdec_error(d), "payload length 4294967295 above the maximum 1048576 (DATA frame)");
+    CHECK(tb_fdec_memory(d) < 64 * 1024);
+    tb_fdec_destroy(d);
+
+    /* max + 1 fails; exactly max passes. */
+    h.len = MIB + 1;
+    tb_frame_hdr_encode_crc(&h, 0, hdr);
+    CHECK_INT(verdict(hdr, sizeof hdr, MIB, msg, sizeof msg), TB_FDEC_ETOOBIG);
+    uint8_t *big = calloc(1, MIB);
+    uint8_t *f;
+    size_t n;
+    h.len = 0;
+    REQUIRE(tb_frame_build(&h, big, MIB, 0, &f, &n) == 0);
+    CHECK_INT(verdict(f, n, MIB, NULL, 0), TB_FDEC_OK);
+    CHECK_INT(verdict(f, n, MIB - 1, NULL, 0), TB_FDEC_ETOOBIG);
+    free(f);
+    free(big);
+}
+
+TEST(set_max_for_handshake_phase)
+{
+    uint8_t pay[1000] = { 1 };
+    tb_frame_hdr_t h = { .type = TB_FRAME_DATA };
+    uint8_t *f;
+    size_t n;
+    REQUIRE(tb_frame_build(&h, pay, sizeof pay, 0, &f, &n) == 0);
+    tb_fdec_t *d = tb_fdec_new(TB_FRAME_MAX_HANDSHAKE);
+    CHECK_INT(verdict(f, n, TB_FRAME_MAX_HANDSHAKE, NULL, 0), TB_FDEC_ETOOBIG);
+    tb_fdec_set_max(d, TB_FRAME_MAX_DEFAULT);
+    CHECK_INT(tb_fdec_feed(d, f, n), 0);
+    tb_frame_t fr;
+    CHECK_INT(tb_fdec_next(d, &fr), 1);
+    CHECK_UINT(fr.hdr.len, sizeof pay);
+    tb_frame_release(&fr);
+    tb_fdec_destroy(d);
+    free(f);
+}
+
+/* ---- compression ---- */
+
+TEST(compression_round_trip_1mib)
+{
+    uint8_t *text = malloc(MIB);
+    REQUIRE(text);
+    fill_text(text, MIB);
+    tb_frame_hdr_t h = { .type = TB_FRAME_TOPOLOGY, .seq = 9 };
+    uint8_t *f;
+    size_t n;
+    REQUIRE(tb_frame_build(&h, text, MIB, 1, &f, &n) == 0);
+    CHECK_UINT(f[6], TB_FRAME_F_ZLIB);
+    CHECK(n < MIB / 4);
+    tb_fdec_t *d = tb_fdec_new(MIB);
+    CHECK_INT(tb_fdec_feed(d, f, n), 0);
+    tb_frame_t fr;
+    CHECK_INT(tb_fdec_next(d, &fr), 1);
+    CHECK_UINT(fr.hdr.flags, 0);
+    CHECK_UINT(fr.hdr.len, MIB);
+    CHECK_UINT(fr.wire_len, n);
+    CHECK_UINT(fr.hdr.seq, 9);
+    CHECK_MEM(fr.payload, text, MIB);
+    tb_frame_release(&fr);
+    tb_fdec_destroy(d);
+    free(f);
+
+    /* Below the threshold, or threshold 0: sent as is. */
+    REQUIRE(tb_frame_build(&h, text, 1000, 1001, &f, &n) == 0);
+    CHECK_UINT(n, TB_FRAME_HDR_SIZE + 1000);
+    CHECK_UINT(f[6], 0);
+    free(f);
+    REQUIRE(tb_frame_build(&h, text, MIB, 0, &f, &n) == 0);
+    CHECK_UINT(n, TB_FRAME_HDR_SIZE + MIB);
+    free(f);
+    REQUIRE(tb_frame_build(&h, text, 1000, 1000, &f, &n) == 0);
+    CHECK_UINT(f[6], TB_FRAME_F_ZLIB);
+    free(f);
+    free(text);
+}
+
+TEST(incompressible_stays_raw)
+{
+    uint8_t *r = malloc(65536);
+    th_fill_random(r, 65536, 8);
+    tb_frame_hdr_t h = { .type = TB_FRAME_DATA };
+    uint8_t *f;
+    size_t n;
+    REQUIRE(tb_frame_build(&h, r, 65536, 1, &f, &n) == 0);
+    CHECK_UINT(n, TB_FRAME_HDR_SIZE + 65536);
+    CHECK_UINT(f[6], 0);
+    CHECK_MEM(f + TB_FRAME_HDR_SIZE, r, 65536);
+    /* Tiny payloads never shrink either. */
+    free(f);
+    REQUIRE(tb_frame_build(&h, "abc", 3, 1, &f, &n) == 0);
+    CHECK_UINT(n, TB_FRAME_HDR_SIZE + 3);
+    free(f);
+    free(r);
+}
+
+/* A ZLIB-flagged frame whose payload is claim || zlib(data[0..dn)) + extra. */
+static uint8_t *zframe(uint32_t claim, const uint8_t *data, size_t dn, size_t cut,
+                       const char *extra, size_t *n)
+{
+    uLongf clen = compressBound((uLong)dn);
+    uint8_t *pay = malloc(4 + clen + 16);
+    if (compress2(pay + 4, &clen, data, (uLong)dn, 9) != Z_OK)
+        abort();
+    clen -= cut;
+    size_t en = extra ? strlen(extra) : 0;
+    if (en)
+        memcpy(pay + 4 + clen, extra, en);
+    pay[0] = (uint8_t)claim;
+    pay[1] = (uint8_t)(claim >> 8);
+    pay[2] = (uint8_t)(claim >> 16);
+    pay[3] = (uint8_t)(claim >> 24);
+    uint8_t *f = raw_frame(TB_FRAME_TOPOLOGY, TB_FRAME_F_ZLIB, pay, (uint32_t)(4 + clen + en), n);
+    free(pay);
+    return f;
+}
+
+TEST(zlib_bombs_and_lies)
+{
+    char msg[300];
+    size_t n;
+    uint8_t *zeros = calloc(1, MIB);
+    REQUIRE(zeros);
+    uint8_t *f;
+
+    /* Claims 1000 bytes, inflates to 1 MiB: stopped at 1000. */
+    f = zframe(1000, zeros, MIB, 0, NULL, &n);
+    CHECK(n < 2000);
+    CHECK_INT(verdict(f, n, 4 * MIB, msg, sizeof msg), TB_FDEC_EZLIB);
+    CHECK_STR(msg, "compressed payload inflates to more than the 1000 bytes it claims");
+    free(f);
+
+    /* Claims more than the maximum: refused before inflating. */
+    f = zframe(MIB + 1, zeros, MIB, 0, NULL, &n);
+    CHECK_INT(verdict(f, n, MIB, msg, sizeof msg), TB_FDEC_ETOOBIG);
+    CHECK_STR(msg, "uncompressed length 1048577 above the maximum 1048576 (TOPOLOGY frame)");
+    free(f);
+
+    /* Claims more than it holds. */
+    f = zframe(200, zeros, 100, 0, NULL, &n);
+    CHECK_INT(verdict(f, n, MIB, msg, sizeof msg), TB_FDEC_EZLIB);
+    CHECK_STR(msg, "compressed payload inflates to 100 bytes, it claims 200");
+    free(f);
+
+    /* Exactly right, and exactly right at 0 bytes. */
+    f = zframe(100, zeros, 100, 0, NULL, &n);
+    CHECK_INT(verdict(f, n, MIB, NULL, 0), TB_FDEC_OK);
+    free(f);
+    f = zframe(0, zeros, 0, 0, NULL, &n);
+    tb_fdec_t *d = tb_fdec_new(100);
+    tb_fdec_feed(d, f, n);
+    tb_frame_t fr;
+    CHECK_INT(tb_fdec_next(d, &fr), 1);
+    CHECK_UINT(fr.hdr.len, 0);
+    CHECK(fr.payload == NULL);
+    tb_fdec_destroy(d);
+    free(f);
+
+    /* Trailing bytes after the stream, a truncated stream, garbage. */
+    f = zframe(100, zeros, 100, 0, "junk", &n);
+    CHECK_INT(verdict(f, n, MIB, msg, sizeof msg), TB_FDEC_EZLIB);
+    CHECK_STR(msg, "4 bytes after the end of the zlib stream");
+    free(f);
+    f = zframe(100, zeros, 100, 3, NULL, &n);
+    CHECK_INT(verdict(f, n, MIB, msg, sizeof msg), TB_FDEC_EZLIB);
+    CHECK(strstr(msg, "zlib stream truncated") == msg);
+    free(f);
+    f = raw_frame(TB_FRAME_TOPOLOGY, TB_FRAME_F_ZLIB, "\x10\0\0\0garbage!", 12, &n);
+    CHECK_INT(verdict(f, n, MIB, msg, sizeof msg), TB_FDEC_EZLIB);
+    CHECK(strstr(msg, "corrupt zlib stream") == msg);
+    free(f);
+    f = raw_frame(TB_FRAME_TOPOLOGY, TB_FRAME_F_ZLIB, "\x10\0\0", 3, &n);
+    CHECK_INT(verdict(f, n, MIB, msg, sizeof msg), TB_FDEC_EZLIB);
+    CHECK_STR(msg, "compressed payload of 3 bytes is shorter than its 4-byte length prefix");
+    free(f);
+
+    /* The same bomb through the direct-read path (payload > 16 KiB, arriving
+     * in pieces). */
+    uint8_t *noise = malloc(64 * 1024);
+    th_fill_random(noise, 64 * 1024, 9);
+    for (int i = 0; i < 64 * 1024; i += 4)
+        noise[i] = 0;
+    f = zframe(1000, noise, 64 * 1024, 0, NULL, &n);
+    CHECK(n > 16 * 1024 + TB_FRAME_HDR_SIZE);
+    d = tb_fdec_new(MIB);
+    int rc = 0;
+    for (size_t off = 0; off < n && rc == 0; off += 1000) {
+        CHECK_INT(tb_fdec_feed(d, f + off, n - off < 1000 ? n - off : 1000), 0);
+        rc = tb_fdec_next(d, &fr);
+    }
+    CHECK_INT(rc, TBON_EFORMAT);
+    CHECK_INT(tb_fdec_error_kind(d), TB_FDEC_EZLIB);
+    tb_fdec_destroy(d);
+    free(f);
+    free(noise);
+    free(zeros);
+}
+
+/* A CRC error in a payload that arrived through reserve into its final buffer. */
+TEST(direct_path_crc_error)
+{
+    stream_t st;
+    memset(&st, 0, sizeof st);
+    stream_add(&st, TB_FRAME_DATA, 100000, 0, 0, 1);
+    st.bytes[TB_FRAME_HDR_SIZE + 77777] ^= 0x01;
+    tb_fdec_t *d = tb_fdec_new(MIB);
+    size_t off = 0;
+    int rc = 0;
+    tb_frame_t fr;
+    while (off < st.len && rc == 0) {
+        void *p;
+        size_t avail;
+        REQUIRE(tb_fdec_reserve(d, 8192, &p, &avail) == 0);
+        size_t k = st.len - off < avail ? st.len - off : avail;
+        memcpy(p, st.bytes + off, k);
+        tb_fdec_commit(d, k);
+        off += k;
+        rc = tb_fdec_next(d, &fr);
+    }
+    CHECK_INT(rc, TBON_EFORMAT);
+    CHECK_UINT(off, st.len);
+    CHECK_INT(tb_fdec_error_kind(d), TB_FDEC_ECRC);
+    tb_fdec_destroy(d);
+    stream_free(&st);
+}
