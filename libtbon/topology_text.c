@@ -216,14 +216,10 @@ static int parse_node(parser_t *P, const tok_t *k, uint32_t *idx)
         if (P->nn >= P->max_nodes)
             return perr(P, k->line, k->col, "too many nodes: \"%.*s:%u\" would be node %u "
                         "(at most %u)", hl, k->s, (uint32_t)id, P->nn + 1, P->max_nodes);
-        if (P->nn == P->ncap) {
-            uint32_t cap = P->ncap ? P->ncap * 2 : 64;
-            tnode_t *a = realloc(P->nodes, cap * sizeof *a);
-            if (!a)
-                return oom(P);
-            P->nodes = a;
-            P->ncap = cap;
-        }
+        tnode_t *a = tb_grow(P->nodes, P->nn, &P->ncap, sizeof *a);
+        if (!a)
+            return oom(P);
+        P->nodes = a;
         v = P->nn;
         if (tb_u64map_put(&P->map, (uint64_t)h << 32 | id, v) != v)
             return oom(P);
@@ -235,14 +231,10 @@ static int parse_node(parser_t *P, const tok_t *k, uint32_t *idx)
 
 static int add_kid(parser_t *P, uint32_t c)
 {
-    if (P->nk == P->kcap) {
-        uint32_t cap = P->kcap ? P->kcap * 2 : 64;
-        uint32_t *a = realloc(P->kids, cap * sizeof *a);
-        if (!a)
-            return oom(P);
-        P->kids = a;
-        P->kcap = cap;
-    }
+    uint32_t *a = tb_grow(P->kids, P->nk, &P->kcap, sizeof *a);
+    if (!a)
+        return oom(P);
+    P->kids = a;
     P->kids[P->nk++] = c;
     return 0;
 }
@@ -257,14 +249,10 @@ static int parse_statement(parser_t *P, const tok_t *k)
     if (P->nodes[p].stmt != NONE)
         return perr(P, k->line, k->col, "%s already has a statement (line %u); list all of "
                     "its children there", nm(P, p), P->stmts[P->nodes[p].stmt].line);
-    if (P->ns == P->scap) {
-        uint32_t cap = P->scap ? P->scap * 2 : 64;
-        stmt_t *a = realloc(P->stmts, cap * sizeof *a);
-        if (!a)
-            return oom(P);
-        P->stmts = a;
-        P->scap = cap;
-    }
+    stmt_t *sa = tb_grow(P->stmts, P->ns, &P->scap, sizeof *sa);
+    if (!sa)
+        return oom(P);
+    P->stmts = sa;
     stmt_t *s = &P->stmts[P->ns];
     *s = (stmt_t){ p, k->line, k->col, P->nk, 0 };
     P->nodes[p].stmt = P->ns++;

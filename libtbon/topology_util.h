@@ -11,6 +11,20 @@
 #include <string.h>
 
 /* splitmix64's finaliser: a cheap, well-mixing 64-bit permutation. */
+/* Room for one more element in arr (n used of *cap, elem bytes each),
+ * doubling from 64: returns arr itself, a grown copy (and updates *cap), or
+ * NULL when out of memory (arr untouched and still owned by the caller). */
+static inline void *tb_grow(void *arr, uint32_t n, uint32_t *cap, size_t elem)
+{
+    if (n < *cap)
+        return arr;
+    uint32_t ncap = *cap ? *cap * 2 : 64;
+    void *na = realloc(arr, (size_t)ncap * elem);
+    if (na)
+        *cap = ncap;
+    return na;
+}
+
 static inline uint64_t tb_mix64(uint64_t x)
 {
     x ^= x >> 30;

@@ -156,16 +156,12 @@ static int read_node(xparser_t *X, xmlNodePtr x, long line)
                   h, (uint32_t)v, X->n + 1, X->max_nodes);
         goto out;
     }
-    if (X->n == X->cap) {
-        uint32_t cap = X->cap ? X->cap * 2 : 64;
-        xelem_t *e = realloc(X->el, cap * sizeof *e);
-        if (!e) {
-            rc = xoom(X);
-            goto out;
-        }
-        X->el = e;
-        X->cap = cap;
+    xelem_t *grown = tb_grow(X->el, X->n, &X->cap, sizeof *grown);
+    if (!grown) {
+        rc = xoom(X);
+        goto out;
     }
+    X->el = grown;
     uint32_t hi;
     if (tb_topology_intern_host(X->t, h, hl, &hi) != 0) {
         rc = xoom(X);
