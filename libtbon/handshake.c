@@ -6,15 +6,12 @@
  */
 #include "handshake.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
-
 #include "error.h"
+#include "sha256.h"
 #include "wire_int.h"
 
 /* MAC labels; part of the protocol (docs/protocol.md). No NUL is hashed. */
@@ -61,9 +58,9 @@ const char *tb_welcome_status_name(int status)
 
 int tb_secret_generate(uint8_t secret[TB_SECRET_SIZE], tbon_error_t *err)
 {
-    if (RAND_bytes(secret, TB_SECRET_SIZE) != 1)
+    if (tb_random_bytes(secret, TB_SECRET_SIZE) != 0)
         return tb_error_set(err, TBON_EIO, "cannot generate the session secret: "
-                            "the OpenSSL random generator failed");
+                            "the system random generator failed: %s", strerror(errno));
     return 0;
 }
 
@@ -102,7 +99,7 @@ int tb_secret_from_hex(const char *hex, uint8_t secret[TB_SECRET_SIZE], tbon_err
     uint8_t tmp[TB_SECRET_SIZE];
     for (size_t i = 0; i < n; i++) {
         if (hexval(hex[i]) < 0) {
-            OPENSSL_cleanse(tmp, sizeof tmp);
+            tb_secure_zero(tmp, sizeof tmp);
             /* The position only: the rest of the string may be a real secret. */
             return tb_error_set(err, TBON_EFORMAT, "session secret: character %zu is not "
                                 "a hexadecimal digit", i + 1);
@@ -111,27 +108,22 @@ int tb_secret_from_hex(const char *hex, uint8_t secret[TB_SECRET_SIZE], tbon_err
             tmp[i / 2] = (uint8_t)(hexval(hex[i - 1]) << 4 | hexval(hex[i]));
     }
     memcpy(secret, tmp, sizeof tmp);
-    OPENSSL_cleanse(tmp, sizeof tmp);
+    tb_secure_zero(tmp, sizeof tmp);
     return 0;
 }
 
-/* HMAC-SHA256(secret, label || a || b); returns 0 or -1. */
-static int mac3(const uint8_t secret[TB_SECRET_SIZE], const char *label,
-                const uint8_t *a, size_t na, const uint8_t *b, size_t nb,
-                uint8_t out[TB_MAC_SIZE])
+/* HMAC-SHA256(secret, label || a || b), fed in three pieces: the MAC of the
+ * concatenation, without copying it anywhere. Cannot fail. */
+static void mac3(const uint8_t secret[TB_SECRET_SIZE], const char *label,
+                 const uint8_t *a, size_t na, const uint8_t *b, size_t nb,
+                 uint8_t out[TB_MAC_SIZE])
 {
-    uint8_t msg[32 + TB_NONCE_SIZE + TB_HANDSHAKE_SIZE + TB_WELCOME_SIZE];
-    size_t nl = strlen(label);
-    if (nl + na + nb > sizeof msg)
-        return -1;
-    memcpy(msg, label, nl);
-    memcpy(msg + nl, a, na);
-    memcpy(msg + nl + na, b, nb);
-    unsigned int olen = 0;
-    if (!HMAC(EVP_sha256(), secret, TB_SECRET_SIZE, msg, nl + na + nb, out, &olen) ||
-        olen != TB_MAC_SIZE)
-        return -1;
-    return 0;
+    tb_hmac_sha256_t c;
+    tb_hmac_sha256_init(&c, secret, TB_SECRET_SIZE);
+    tb_hmac_sha256_update(&c, label, strlen(label));
+    tb_hmac_sha256_update(&c, a, na);
+    tb_hmac_sha256_update(&c, b, nb);
+    tb_hmac_sha256_final(&c, out);
 }
 
 /* ---- HELLO ---- */
@@ -140,9 +132,9 @@ int tb_hello_make(tb_hello_t *h, uint64_t session, tbon_error_t *err)
 {
     h->version = TB_PROTO_VERSION;
     h->session = session;
-    if (RAND_bytes(h->nonce, TB_NONCE_SIZE) != 1)
-        return tb_error_set(err, TBON_EIO, "cannot make a HELLO nonce: the OpenSSL "
-                            "random generator failed");
+    if (tb_random_bytes(h->nonce, TB_NONCE_SIZE) != 0)
+        return tb_error_set(err, TBON_EIO, "cannot make a HELLO nonce: the system "
+                            "random generator failed: %s", strerror(errno));
     return 0;
 }
 
@@ -189,12 +181,12 @@ static void hs_encode_fields(const tb_handshake_t *hs, uint8_t *out)
     memcpy(out + 20, hs->nonce, TB_NONCE_SIZE);
 }
 
-static int hs_mac(const tb_handshake_t *hs, const tb_hello_t *hello,
-                  const uint8_t secret[TB_SECRET_SIZE], uint8_t out[TB_MAC_SIZE])
+static void hs_mac(const tb_handshake_t *hs, const tb_hello_t *hello,
+                   const uint8_t secret[TB_SECRET_SIZE], uint8_t out[TB_MAC_SIZE])
 {
     uint8_t fields[HS_FIELDS];
     hs_encode_fields(hs, fields);
-    return mac3(secret, HS_LABEL, hello->nonce, TB_NONCE_SIZE, fields, HS_FIELDS, out);
+    mac3(secret, HS_LABEL, hello->nonce, TB_NONCE_SIZE, fields, HS_FIELDS, out);
 }
 
 int tb_handshake_make(tb_handshake_t *hs, const tb_hello_t *hello,
@@ -212,11 +204,10 @@ int tb_handshake_make(tb_handshake_t *hs, const tb_hello_t *hello,
     hs->purpose = purpose;
     hs->rank = rank;
     hs->incarnation = incarnation;
-    if (RAND_bytes(hs->nonce, TB_NONCE_SIZE) != 1)
-        return tb_error_set(err, TBON_EIO, "cannot make a HANDSHAKE nonce: the OpenSSL "
-                            "random generator failed");
-    if (hs_mac(hs, hello, secret, hs->mac) != 0)
-        return tb_error_set(err, TBON_EIO, "cannot compute the HANDSHAKE MAC (OpenSSL HMAC failed)");
+    if (tb_random_bytes(hs->nonce, TB_NONCE_SIZE) != 0)
+        return tb_error_set(err, TBON_EIO, "cannot make a HANDSHAKE nonce: the system "
+                            "random generator failed: %s", strerror(errno));
+    hs_mac(hs, hello, secret, hs->mac);
     return 0;
 }
 
@@ -274,10 +265,8 @@ int tb_handshake_verify(const tb_handshake_t *hs, const tb_hello_t *hello,
                             "session %016" PRIx64 ", this is session %016" PRIx64,
                             role, hs->rank, purpose, hs->session, hello->session);
     uint8_t mac[TB_MAC_SIZE];
-    if (hs_mac(hs, hello, secret, mac) != 0)
-        return tb_error_set(err, TBON_EAUTH, "HANDSHAKE from %s rank %" PRIu32 ": cannot "
-                            "compute the MAC (OpenSSL HMAC failed)", role, hs->rank);
-    if (CRYPTO_memcmp(mac, hs->mac, TB_MAC_SIZE) != 0)
+    hs_mac(hs, hello, secret, mac);
+    if (!tb_ct_equal(mac, hs->mac, TB_MAC_SIZE))
         return tb_error_set(err, TBON_EAUTH, "HANDSHAKE from %s rank %" PRIu32
                             " incarnation %" PRIu32 " (%s): MAC does not verify "
                             "(wrong session secret, altered message, or replayed "
@@ -296,13 +285,13 @@ static void wl_encode_fields(const tb_welcome_t *w, uint8_t *out)
 
 /* The MAC covers the client's whole HANDSHAKE (its nonce, its fields, and its
  * MAC, which covers the server nonce): the WELCOME answers that one message. */
-static int wl_mac(const tb_welcome_t *w, const tb_handshake_t *hs,
-                  const uint8_t secret[TB_SECRET_SIZE], uint8_t out[TB_MAC_SIZE])
+static void wl_mac(const tb_welcome_t *w, const tb_handshake_t *hs,
+                   const uint8_t secret[TB_SECRET_SIZE], uint8_t out[TB_MAC_SIZE])
 {
     uint8_t hsb[TB_HANDSHAKE_SIZE], fields[WL_FIELDS];
     tb_handshake_encode(hs, hsb);
     wl_encode_fields(w, fields);
-    return mac3(secret, WL_LABEL, hsb, TB_HANDSHAKE_SIZE, fields, WL_FIELDS, out);
+    mac3(secret, WL_LABEL, hsb, TB_HANDSHAKE_SIZE, fields, WL_FIELDS, out);
 }
 
 int tb_welcome_make(tb_welcome_t *w, const tb_handshake_t *hs,
@@ -315,8 +304,7 @@ int tb_welcome_make(tb_welcome_t *w, const tb_handshake_t *hs,
     w->status = status;
     w->rank = rank;
     w->incarnation = incarnation;
-    if (wl_mac(w, hs, secret, w->mac) != 0)
-        return tb_error_set(err, TBON_EIO, "cannot compute the WELCOME MAC (OpenSSL HMAC failed)");
+    wl_mac(w, hs, secret, w->mac);
     return 0;
 }
 
@@ -346,10 +334,8 @@ int tb_welcome_verify(const tb_welcome_t *w, const tb_handshake_t *hs,
                       const uint8_t secret[TB_SECRET_SIZE], tbon_error_t *err)
 {
     uint8_t mac[TB_MAC_SIZE];
-    if (wl_mac(w, hs, secret, mac) != 0)
-        return tb_error_set(err, TBON_EAUTH, "WELCOME from rank %" PRIu32 ": cannot compute "
-                            "the MAC (OpenSSL HMAC failed)", w->rank);
-    if (CRYPTO_memcmp(mac, w->mac, TB_MAC_SIZE) != 0)
+    wl_mac(w, hs, secret, mac);
+    if (!tb_ct_equal(mac, w->mac, TB_MAC_SIZE))
         return tb_error_set(err, TBON_EAUTH, "WELCOME from rank %" PRIu32 ": MAC does not "
                             "verify, the server does not hold our session secret (its "
                             "unauthenticated status says \"%s\")", w->rank,

@@ -18,6 +18,8 @@
 
 #include <tbon/tbon.h>
 
+#include "topology.h"
+
 #define TB_PROTO_VERSION   1
 #define TB_SECRET_SIZE     32
 #define TB_SECRET_HEX_SIZE (2 * TB_SECRET_SIZE + 1)   /* with the NUL */
@@ -27,8 +29,8 @@
 #define TB_HANDSHAKE_SIZE  84   /* 2 + 8 + 1 + 1 + 4 + 4 + 32 + 32 */
 #define TB_WELCOME_SIZE    41   /* 1 + 4 + 4 + 32 */
 
-/* Who is connecting; values are part of the protocol. */
-enum tb_role { TB_ROLE_FE = 0, TB_ROLE_COMMNODE = 1, TB_ROLE_BE = 2 };
+/* Who is connecting: tb_role_t of topology.h, whose values are part of the
+ * protocol (FE 0, commnode 1, BE 2). */
 #define TB_ROLE_MAX TB_ROLE_BE
 
 /* What the connection is for; values are part of the protocol. */
@@ -76,7 +78,7 @@ typedef struct tb_welcome {
 
 /* ---- session secret ---- */
 
-/* Fill secret with TB_SECRET_SIZE random bytes (OpenSSL RAND_bytes).
+/* Fill secret with TB_SECRET_SIZE random bytes (getrandom(2) via tb_random_bytes).
  * Returns 0, or TBON_EIO with err filled. */
 int tb_secret_generate(uint8_t secret[TB_SECRET_SIZE], tbon_error_t *err);
 

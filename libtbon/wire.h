@@ -36,7 +36,8 @@ enum tb_frame_type {
 
 /* Header flags; any other bit set is an error. */
 #define TB_FRAME_F_ZLIB  0x0001u  /* payload = u32 LE uncompressed length || zlib stream */
-#define TB_FRAME_F_KNOWN TB_FRAME_F_ZLIB
+#define TB_FRAME_F_MORE  0x0002u  /* DATA upward: more packets of the same wave follow */
+#define TB_FRAME_F_KNOWN (TB_FRAME_F_ZLIB | TB_FRAME_F_MORE)
 
 /* The default payload limit a connection should use once authenticated;
  * before the handshake has succeeded use TB_FRAME_MAX_HANDSHAKE. */

@@ -3,7 +3,7 @@
 # As root it runs apt-get; otherwise it prints the command to run.
 set -u
 
-PKGS="make gcc pkg-config procps libxml2-dev zlib1g-dev libssl-dev clang libclang-rt-14-dev"
+PKGS="make gcc pkg-config procps libxml2-dev zlib1g-dev clang libclang-rt-14-dev"
 
 missing=""
 for p in $PKGS; do
