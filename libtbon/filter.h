@@ -1,0 +1,92 @@
+/* filter.h - filters inside the library: the registry of built-in and loaded
+ * filters, the output list, and running a filter over a wave of packets */
+#ifndef TB_FILTER_H
+#define TB_FILTER_H
+
+#include <tbon/tbon.h>
+
+#include <stdarg.h>
+
+/* The output list (tbon_packet_list_t of the public API). */
+struct tbon_packet_list {
+    tbon_packet_t **v;
+    size_t n, cap;
+};
+void tb_plist_init(tbon_packet_list_t *l);
+void tb_plist_clear(tbon_packet_list_t *l);  /* releases every packet; l stays usable */
+void tb_plist_free(tbon_packet_list_t *l);   /* clear and free the array */
+
+/* One filter: built-in (dl == NULL) or loaded from a shared object. */
+typedef struct tb_filter {
+    int                   id;
+    char                 *name;        /* "sum", or the function name */
+    char                 *path;        /* the shared object, NULL for built-ins */
+    void                 *dl;          /* dlopen handle */
+    tbon_filter_fn       *fn;
+    const char           *format;      /* F_format_string; "" = any */
+    tbon_filter_state_fn *get_state;   /* F_get_FilterState, may be NULL */
+    tbon_filter_free_fn  *free_state;  /* F_free_state, may be NULL */
+} tb_filter_t;
+
+/* The filters of one process, by id. Ids 0..TBON_FILTER_BUILTIN_COUNT-1 are
+ * the built-ins, present from creation. Not thread-safe: one owner thread. */
+typedef struct tb_filter_reg tb_filter_reg_t;
+tb_filter_reg_t *tb_filter_reg_new(void);
+void tb_filter_reg_destroy(tb_filter_reg_t *r);     /* dlcloses; NULL is fine */
+
+/* Load func from so_path under id (id < 0: the next free id). Returns the id,
+ * or TBON_EFILTER with err->msg naming the file and symbol and including
+ * dlerror()'s text (missing file, missing F or F_format_string), or TBON_EINVAL
+ * for an id already taken. Loading the same path+func again returns its id. */
+int tb_filter_reg_load(tb_filter_reg_t *r, const char *so_path, const char *func,
+                       int id, tbon_error_t *err);
+
+/* The filter with this id, or NULL. */
+const tb_filter_t *tb_filter_reg_get(const tb_filter_reg_t *r, int id);
+
+/* The built-in with this name ("null", "sum", ...): its id, or TBON_ENOTFOUND. */
+int tb_filter_builtin_id(const char *name);
+
+/* Run f over in[0..n): checks every input against f->format first (a
+ * mismatch is TBON_EFILTER naming the filter, the expected and the actual
+ * format, and nothing runs), then calls f->fn. Appends to out. On a filter
+ * error returns its code with err->msg saying which filter failed. */
+int tb_filter_run(const tb_filter_t *f, tbon_packet_t *const in[], size_t n,
+                  tbon_packet_list_t *out, void **state,
+                  const tbon_filter_ctx_t *ctx, tbon_error_t *err);
+
+/* Free a filter's state through F_free_state (or free()) and set *state NULL. */
+void tb_filter_state_free(const tb_filter_t *f, void **state);
+
+/* ---- added by the filters work (issue 3 item 4) ---- */
+
+/* The built-in filter with this id (0..TBON_FILTER_BUILTIN_COUNT-1), or NULL.
+ * The records are static and shared by every registry. */
+const tb_filter_t *tb_filter_builtin(int id);
+
+/* Called by a filter (built-in or plug-in) on the thread running it, just
+ * before it returns an error code: the reason, which tb_filter_run puts into
+ * err->msg after the filter's name. The last call wins. */
+void tb_filter_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void tb_filter_verrorf(const char *fmt, va_list ap);
+
+/* The same for plug-ins (public name, exported from the library).
+ * TODO(lead): declare it in include/tbon/filter.h. */
+void tbon_filter_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A rank for messages: its decimal digits in buf, or "none". Returns buf or
+ * a static string. */
+const char *tb_filter_rank_str(tbon_rank_t r, char buf[16]);
+
+/* The built-in sum, min and max filters (filter_fold.c). */
+tbon_filter_fn tb_filter_sum;
+tbon_filter_fn tb_filter_min;
+tbon_filter_fn tb_filter_max;
+
+/* The built-in union filter (filter_union.c): filter function, state packet
+ * ("%auld" of every value seen; NULL if none yet) and state destructor. */
+tbon_filter_fn       tb_filter_union;
+tbon_filter_state_fn tb_filter_union_get_state;
+tbon_filter_free_fn  tb_filter_union_free_state;
+
+#endif

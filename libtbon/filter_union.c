@@ -1,0 +1,315 @@
+/* filter_union.c - the built-in union filter: the set of unique unsigned
+ * integers seen on a stream, with recoverable state
+ *
+ * This is the integer-union computation of seed 003 (section IV-A, used as
+ * the application of the evaluation in section VI-B): "computes the set of
+ * unique integers in the TBON's input stream by filtering out duplicates".
+ * Its join (set union) is associative, commutative and idempotent, so it
+ * supports state composition (section IV-C): the state at a node is the set
+ * of every value it has seen on the stream, and get_FilterState (section
+ * V-B) returns that whole set, which an adopted orphan sends to its new
+ * parent as ordinary input; values the parent already has cost nothing.
+ *
+ * Each wave outputs one "%auld" packet: the sorted values of the wave that
+ * were not yet in the state (possibly none), so the union of everything the
+ * FE application receives is the union of everything the back-ends sent.
+ */
+#include "filter.h"
+
+#include "packet_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Below this many values a wave is sorted by insertion, above by radix. */
+#define SMALL_SORT 48
+
+struct union_state {
+    uint64_t *set;         /* sorted, unique: every value seen */
+    size_t    n, cap;
+    uint64_t *buf, *tmp;   /* scratch of one wave (kept: no malloc per wave) */
+    size_t    bcap;
+    int       tag;         /* of the last wave, for the state packet */
+};
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define HOST_LE 1
+#else
+#define HOST_LE 0
+#endif
+
+static inline uint64_t ld64(const uint8_t *b)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | b[i];
+    return v;
+}
+
+/* Swap v[0..n) between host and little-endian order (nothing on LE hosts). */
+static void swap_le(uint64_t *v, size_t n)
+{
+    if (HOST_LE)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t b[8];
+        for (int k = 0; k < 8; k++)
+            b[k] = (uint8_t)(v[i] >> (8 * k));
+        memcpy(&v[i], b, 8);
+    }
+}
+
+/* Grow *v (of capacity *cap) to hold need values. Returns 0 or TBON_ENOMEM
+ * (*v unchanged). */
+static int reserve(uint64_t **v, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    if (need > SIZE_MAX / sizeof(uint64_t))
+        return TBON_ENOMEM;
+    size_t c = *cap ? *cap : 64;
+    while (c < need)
+        c = c > SIZE_MAX / 2 / sizeof(uint64_t) ? need : c * 2;
+    uint64_t *nv = realloc(*v, c * sizeof *nv);
+    if (!nv)
+        return TBON_ENOMEM;
+    *v = nv;
+    *cap = c;
+    return 0;
+}
+
+/* LSD radix sort of a[0..n) by bytes, using tmp[0..n). Only the bytes that
+ * differ between values get a pass (small numbers share their high bytes),
+ * found from the OR and AND of all values in one pass first. */
+static void radix_sort(uint64_t *a, uint64_t *tmp, size_t n)
+{
+    size_t cnt[8][256];   /* 16 KiB of stack */
+    uint64_t *src = a, *dst = tmp, or_all = 0, and_all = ~(uint64_t)0;
+    int pass[8], np = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        or_all |= a[i];
+        and_all &= a[i];
+    }
+    for (int b = 0; b < 8; b++)
+        if (((or_all ^ and_all) >> (8 * b)) & 0xff)
+            pass[np++] = b;
+    memset(cnt, 0, sizeof cnt);
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < np; k++)
+            cnt[k][(a[i] >> (8 * pass[k])) & 0xff]++;
+    for (int k = 0; k < np; k++) {
+        size_t *c = cnt[k], sum = 0;
+        int sh = 8 * pass[k];
+        for (int v = 0; v < 256; v++) {
+            size_t t = c[v];
+            c[v] = sum;
+            sum += t;
+        }
+        for (size_t i = 0; i < n; i++)
+            dst[c[(src[i] >> sh) & 0xff]++] = src[i];
+        uint64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != a)
+        memcpy(a, src, n * sizeof *a);
+}
+
+/* Sort v[0..n) ascending (tmp: scratch of n values). */
+static void sort_values(uint64_t *v, uint64_t *tmp, size_t n)
+{
+    size_t i = 1;
+    while (i < n && v[i - 1] <= v[i])
+        i++;
+    if (i >= n)
+        return;   /* already sorted: one child, or the FE's own state packet */
+    if (n <= SMALL_SORT) {
+        for (i = 1; i < n; i++) {
+            uint64_t x = v[i];
+            size_t j = i;
+            for (; j > 0 && v[j - 1] > x; j--)
+                v[j] = v[j - 1];
+            v[j] = x;
+        }
+        return;
+    }
+    radix_sort(v, tmp, n);
+}
+
+/* Remove duplicates from sorted v[0..n); returns the new count. */
+static size_t unique(uint64_t *v, size_t n)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (w == 0 || v[w - 1] != v[i])
+            v[w++] = v[i];
+    return w;
+}
+
+/* The first index in s[lo..n) whose value is >= x. */
+static size_t lower_bound(const uint64_t *s, size_t lo, size_t n, uint64_t x)
+{
+    while (lo < n) {
+        size_t mid = lo + (n - lo) / 2;
+        if (s[mid] < x)
+            lo = mid + 1;
+        else
+            n = mid;
+    }
+    return lo;
+}
+
+/* Keep in sorted unique v[0..m) only the values not in the sorted set
+ * s[0..n); returns the new count. A few values against a large set are
+ * looked up by binary search, otherwise the two are walked together. */
+static size_t minus(uint64_t *v, size_t m, const uint64_t *s, size_t n)
+{
+    size_t w = 0, j = 0;
+    if (m < n / 16) {
+        for (size_t i = 0; i < m; i++) {
+            j = lower_bound(s, j, n, v[i]);
+            if (j == n || s[j] != v[i])
+                v[w++] = v[i];
+        }
+        return w;
+    }
+    for (size_t i = 0; i < m; i++) {
+        while (j < n && s[j] < v[i])
+            j++;
+        if (j == n || s[j] != v[i])
+            v[w++] = v[i];
+    }
+    return w;
+}
+
+/* Merge the d sorted values of add (none of them in the set) into the set,
+ * whose capacity already holds them: from the back, in place. */
+static void merge_into(struct union_state *st, const uint64_t *add, size_t d)
+{
+    size_t i = st->n, j = d, w = st->n + d;
+    while (j > 0) {
+        if (i > 0 && st->set[i - 1] > add[j - 1])
+            st->set[--w] = st->set[--i];
+        else
+            st->set[--w] = add[--j];
+    }
+    st->n += d;
+}
+
+/* Check the inputs ("%auld" or "%uld", one field) and count their values.
+ * Returns 0 or TBON_EFORMAT with the reason set. */
+static int check_inputs(tbon_packet_t *const in[], size_t n, size_t *total)
+{
+    char rb[16];
+    *total = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t cnt;
+        enum tb_ftype t = tb_packet_nfields(in[k]) == 1 ?
+                          tb_packet_field_type(in[k], 0) : TB_F_COUNT;
+        if (t != TB_F_AULD && t != TB_F_ULD) {
+            tb_filter_errorf("input %zu (from rank %s) has format \"%s\"; union "
+                             "takes \"%%auld\" or \"%%uld\"", k,
+                             tb_filter_rank_str(tbon_packet_source(in[k]), rb),
+                             tbon_packet_format(in[k]));
+            return TBON_EFORMAT;
+        }
+        tb_packet_field(in[k], 0, &cnt);
+        *total += cnt;
+    }
+    return 0;
+}
+
+int tb_filter_union(tbon_packet_t *const in[], size_t n, tbon_packet_list_t *out,
+                    void **state, const tbon_filter_ctx_t *ctx)
+{
+    struct union_state *st = *state;
+    struct tb_field f;
+    tbon_error_t err;
+    tbon_packet_t *p;
+    size_t m = 0, d;
+    int rc;
+
+    (void)ctx;
+    if (n == 0)
+        return 0;
+    if ((rc = check_inputs(in, n, &m)))
+        return rc;
+    if (!st) {
+        if (!(st = calloc(1, sizeof *st)))
+            goto nomem;
+        *state = st;
+    }
+    st->tag = tbon_packet_tag(in[0]);
+    if (m > st->bcap) {
+        size_t c1 = st->bcap, c2 = st->bcap;
+        if (reserve(&st->buf, &c1, m) || reserve(&st->tmp, &c2, m))
+            goto nomem;
+        st->bcap = c1 < c2 ? c1 : c2;
+    }
+    m = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t cnt;
+        const uint8_t *b = tb_packet_field(in[k], 0, &cnt);
+        if (HOST_LE) {
+            if (cnt)
+                memcpy(st->buf + m, b, cnt * 8);
+            m += cnt;
+        } else {
+            for (size_t i = 0; i < cnt; i++)
+                st->buf[m++] = ld64(b + 8 * i);
+        }
+    }
+    sort_values(st->buf, st->tmp, m);
+    m = unique(st->buf, m);
+    d = minus(st->buf, m, st->set, st->n);
+    /* Reserve before output so that nothing can fail after the push: the
+     * state then always holds exactly what was sent up. */
+    if (reserve(&st->set, &st->cap, st->n + d))
+        goto nomem;
+    swap_le(st->buf, d);
+    f = (struct tb_field){ TB_F_AULD, d, (const uint8_t *)st->buf, d * 8 };
+    p = tb_packet_build(tbon_packet_tag(in[0]), &f, 1, &err);
+    swap_le(st->buf, d);
+    if (!p) {
+        tb_filter_errorf("%s", err.msg);
+        return err.code;
+    }
+    if ((rc = tbon_packet_list_push(out, p))) {
+        tb_filter_errorf("cannot append the output packet: %s", tbon_strerror(rc));
+        return rc;
+    }
+    merge_into(st, st->buf, d);
+    return 0;
+
+nomem:
+    tb_filter_errorf("out of memory for a wave of %zu values", m);
+    return TBON_ENOMEM;
+}
+
+tbon_packet_t *tb_filter_union_get_state(void **state, uint32_t stream)
+{
+    struct union_state *st = state ? *state : NULL;
+    struct tb_field f;
+    tbon_packet_t *p;
+
+    (void)stream;
+    if (!st)
+        return NULL;
+    swap_le(st->set, st->n);
+    f = (struct tb_field){ TB_F_AULD, st->n, (const uint8_t *)st->set, st->n * 8 };
+    p = tb_packet_build(st->tag, &f, 1, NULL);
+    swap_le(st->set, st->n);
+    return p;
+}
+
+void tb_filter_union_free_state(void *state)
+{
+    struct union_state *st = state;
+    if (!st)
+        return;
+    free(st->set);
+    free(st->buf);
+    free(st->tmp);
+    free(st);
+}
