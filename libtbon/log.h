@@ -1,0 +1,37 @@
+/* log.h - the library's logger: levelled lines with time, rank, role and tag */
+#ifndef TB_LOG_H
+#define TB_LOG_H
+
+#include <tbon/tbon.h>
+
+/* Who this process is, for every line from now on (role: "fe", "commnode",
+ * "be"; rank TBON_RANK_NONE before it is known). Any thread. */
+void tb_log_set_identity(tbon_rank_t rank, const char *role);
+
+/* Send the default logger's lines to this file (appending, created 0600)
+ * instead of stderr; NULL goes back to stderr. Returns 0 or TBON_EIO. Used by
+ * commnodes: their lines go to tb_log_session_dir()/commnode-RANK.log. */
+int tb_log_to_file(const char *path);
+
+/* The per-session log directory for session id `session`: $TBON_LOG_DIR if
+ * set, else ${TMPDIR:-/tmp}/tbon-<user>-<session hex>; created (0700) if
+ * missing. Writes the path into out. Returns 0 or TBON_EIO. */
+int tb_log_session_dir(uint64_t session, char *out, size_t outlen);
+
+/* 1 if lines of this level are written (level from $TBON_LOG, read once:
+ * error|warn|info|debug, default warn, or tbon_log_set_level). */
+int tb_log_enabled(int level);
+
+/* Log one line: "2026-11-22T10:11:12.345678Z warn rank=3 commnode [tag] text".
+ * tag: a short stable word ("launch", "conn", "filter"). Thread-safe. */
+void tb_log(int level, const char *tag, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define TB_LOG(level, tag, ...) \
+    do { if (tb_log_enabled(level)) tb_log(level, tag, __VA_ARGS__); } while (0)
+#define TB_ERROR(tag, ...) TB_LOG(TBON_LOG_ERROR, tag, __VA_ARGS__)
+#define TB_WARN(tag, ...)  TB_LOG(TBON_LOG_WARN, tag, __VA_ARGS__)
+#define TB_INFO(tag, ...)  TB_LOG(TBON_LOG_INFO, tag, __VA_ARGS__)
+#define TB_DEBUG(tag, ...) TB_LOG(TBON_LOG_DEBUG, tag, __VA_ARGS__)
+
+#endif
