@@ -27,7 +27,10 @@ ifneq ($(SAN),)
 CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 endif
-LIBS    := $(XML_LIBS) -lz -lcrypto -ldl -lpthread -lm
+# Where a front-end looks for tbon_commnode when $$TBON_COMMNODE is unset (after
+# the directory of its own executable): this build's bin/, then PATH.
+CFLAGS  += -DTBON_BUILD_BINDIR='"$(abspath $(B))/bin"'
+LIBS    := $(XML_LIBS) -lz -ldl -lpthread -lm
 
 # The library: every .c in libtbon/, and the library parts of the FE/BE APIs
 # (files named lib*.c there; the other .c files there are programs).
@@ -35,9 +38,32 @@ LIB_SRC := $(wildcard libtbon/*.c) $(wildcard frontend-api/lib*.c) $(wildcard ba
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o)
 
 # Programs: name -> sources (each program's main file, plus helpers if any).
-PROGRAMS := tbon_topgen
-tbon_topgen_SRC := topologies/tbon_topgen.c
+PROGRAMS := tbon_topgen tbon_commnode tbon_frontend tbon_example_be
+tbon_topgen_SRC     := topologies/tbon_topgen.c
+tbon_commnode_SRC   := commnode/tbon_commnode.c
+tbon_frontend_SRC   := frontend-api/tbon_frontend.c
+tbon_example_be_SRC := backend-api/tbon_example_be.c
 BIN := $(PROGRAMS:%=$(B)/bin/%)
+
+# Filter plug-ins: filters/*.c, each one shared object. They are not linked
+# with libtbon: the tbon_* symbols they call come from the process that loads
+# them (programs are linked with --export-dynamic and the whole library).
+PLUGIN_SRC := $(wildcard filters/*.c)
+PLUGIN_SO  := $(PLUGIN_SRC:filters/%.c=$(B)/filters/%.so)
+# Plug-ins only the tests use (broken on purpose, slow, ...): tests/plugins/*.c.
+TPLUGIN_SRC := $(wildcard tests/plugins/*.c)
+TPLUGIN_SO  := $(TPLUGIN_SRC:tests/plugins/%.c=$(B)/tests/plugins/%.so)
+
+# Integration tests: tests/integration/test_*.c (with the harness); the
+# programs they start: tests/integration/tbon_*.c, into $(B)/tests/bin/.
+ITEST_SRC := $(wildcard tests/integration/test_*.c)
+ITEST_BIN := $(ITEST_SRC:tests/integration/%.c=$(B)/tests/integration/%)
+IPROG_SRC := $(wildcard tests/integration/tbon_*.c)
+IPROG_BIN := $(IPROG_SRC:tests/integration/%.c=$(B)/tests/bin/%)
+
+# examples/*/: each a small FE, BE and filter a user can copy (see its README).
+EX_DIRS := $(patsubst %/,%,$(dir $(wildcard examples/*/fe.c)))
+EX_BIN  := $(foreach d,$(EX_DIRS),$(B)/$(d)/fe $(B)/$(d)/be $(B)/$(d)/filter.so)
 
 # Unit tests: tests/unit/test_*.c, each one binary with the harness.
 TEST_SRC := $(wildcard tests/unit/test_*.c)
@@ -48,16 +74,23 @@ BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 
 ALL_OBJ := $(LIB_OBJ) $(foreach p,$(PROGRAMS),$($(p)_SRC:%.c=$(B)/obj/%.o)) \
-           $(TEST_SRC:%.c=$(B)/obj/%.o) $(B)/obj/tests/harness.o $(BENCH_SRC:%.c=$(B)/obj/%.o)
+           $(TEST_SRC:%.c=$(B)/obj/%.o) $(B)/obj/tests/harness.o $(BENCH_SRC:%.c=$(B)/obj/%.o) \
+           $(ITEST_SRC:%.c=$(B)/obj/%.o) $(IPROG_SRC:%.c=$(B)/obj/%.o) \
+           $(PLUGIN_SRC:%.c=$(B)/obj/%.o) $(TPLUGIN_SRC:%.c=$(B)/obj/%.o) \
+           $(foreach d,$(EX_DIRS),$(B)/obj/$(d)/fe.o $(B)/obj/$(d)/be.o $(B)/obj/$(d)/filter.o)
 
-.PHONY: all lib programs tests benches check test san demo bench fuzz fuzz-smoke \
+.PHONY: all lib programs plugins examples tests benches check test san demo bench fuzz fuzz-smoke \
         install clean deps
 .DEFAULT_GOAL := all
+# Keep objects make would otherwise treat as intermediate (and rebuild).
+.SECONDARY:
 
-all: lib programs tests benches
+all: lib programs plugins tests benches examples
 lib: $(B)/lib/libtbon.a $(B)/lib/libtbon.so
 programs: $(BIN)
-tests: $(TEST_BIN)
+plugins: $(PLUGIN_SO) $(TPLUGIN_SO)
+tests: $(TEST_BIN) $(ITEST_BIN) $(IPROG_BIN)
+examples: $(EX_BIN)
 benches: $(BENCH_BIN)
 
 $(B)/obj/%.o: %.c
@@ -74,22 +107,54 @@ $(B)/lib/libtbon.so: $(LIB_OBJ) libtbon/libtbon.map
 	$(CC) -shared $(LDFLAGS) -Wl,-soname,libtbon.so.0 -Wl,--version-script=libtbon/libtbon.map \
 	    -o $@ $(LIB_OBJ) $(LIBS)
 
-# Programs and tests link the static library so they run from the build tree.
+# Programs and tests link the static library, so they run from the build tree,
+# and export its symbols to the filter plug-ins they dlopen. --as-needed keeps
+# libraries a program does not use (libxml2 in a back-end) from being loaded
+# at every start: process start-up is most of a tree's start-up time.
 # (The pattern lives in prog_objs: a '%' written in the rule itself would be
 # replaced by the stem before the second expansion.)
+LINK_TBON = -Wl,--export-dynamic -Wl,--as-needed $(B)/lib/libtbon.a $(LIBS)
 prog_objs = $(patsubst %.c,$(B)/obj/%.o,$($(1)_SRC))
 .SECONDEXPANSION:
 $(B)/bin/%: $$(call prog_objs,$$*) $(B)/lib/libtbon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(B)/lib/libtbon.a $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_TBON)
 
 $(B)/tests/unit/%: $(B)/obj/tests/unit/%.o $(B)/obj/tests/harness.o $(B)/lib/libtbon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(B)/lib/libtbon.a $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_TBON)
+
+$(B)/tests/integration/%: $(B)/obj/tests/integration/%.o $(B)/obj/tests/harness.o $(B)/lib/libtbon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_TBON)
+
+$(B)/tests/bin/%: $(B)/obj/tests/integration/%.o $(B)/lib/libtbon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_TBON)
+
+$(B)/filters/%.so: $(B)/obj/filters/%.o
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS) -o $@ $<
+
+$(B)/tests/plugins/%.so: $(B)/obj/tests/plugins/%.o
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS) -o $@ $<
+
+$(B)/examples/%/fe: $(B)/obj/examples/%/fe.o $(B)/lib/libtbon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LINK_TBON)
+
+$(B)/examples/%/be: $(B)/obj/examples/%/be.o $(B)/lib/libtbon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LINK_TBON)
+
+$(B)/examples/%/filter.so: $(B)/obj/examples/%/filter.o
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS) -o $@ $<
 
 $(B)/bench/%: $(B)/obj/bench/%.o $(B)/lib/libtbon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(B)/lib/libtbon.a $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_TBON)
 
 deps:
 	@scripts/deps.sh

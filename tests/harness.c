@@ -10,6 +10,19 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Under AddressSanitizer each case checks for leaks before it exits (_exit
+ * skips LeakSanitizer's own check at exit). */
+#if defined(__SANITIZE_ADDRESS__)
+#define TH_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TH_LSAN 1
+#endif
+#endif
+#ifdef TH_LSAN
+#include <sanitizer/lsan_interface.h>
+#endif
+
 #define TH_MAX_CASES 512
 
 static struct { const char *name; th_fn fn; } cases[TH_MAX_CASES];
@@ -106,6 +119,12 @@ static int run_case(int i, int timeout_s)
                 fprintf(stderr, "harness: could not remove %s\n", tmpdir);
         }
         fflush(NULL);
+#ifdef TH_LSAN
+        if (__lsan_do_recoverable_leak_check()) {
+            fprintf(stderr, "  %s: memory leaked (see above)\n", cases[i].name);
+            th_failures++;
+        }
+#endif
         _exit(th_failures ? 1 : 0);
     }
     int status;

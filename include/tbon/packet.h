@@ -29,7 +29,7 @@
 #ifndef TBON_PACKET_H
 #define TBON_PACKET_H
 
-#include <tbon/tbon.h>
+#include <tbon/common.h>
 
 #include <stdarg.h>
 #include <stddef.h>

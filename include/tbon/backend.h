@@ -1,0 +1,24 @@
+/* backend.h - the back-end API: join the tree a front-end launched */
+#ifndef TBON_BACKEND_H
+#define TBON_BACKEND_H
+
+#include <tbon/net.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Join the tree as the back-end the launcher started: reads and removes the
+ * launcher's arguments (--tbon-...) from argc and argv, so the application sees
+ * only its own. Returns when connected, or NULL with err filled. */
+tbon_net_t  *tbon_be_create(int *argc, char ***argv, tbon_error_t *err);
+
+/* Join as back-end `rank` of a tree started in attach mode, through the attach
+ * file the front-end wrote. Returns when connected, or NULL with err filled. */
+tbon_net_t  *tbon_be_attach(const char *attach_file, tbon_rank_t rank, tbon_error_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

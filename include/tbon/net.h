@@ -1,0 +1,88 @@
+/* net.h - what front-ends and back-ends share: networks, streams, events, logging */
+#ifndef TBON_NET_H
+#define TBON_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <tbon/common.h>
+#include <tbon/packet.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tbon_net    tbon_net_t;
+typedef struct tbon_comm   tbon_comm_t;
+typedef struct tbon_stream tbon_stream_t;
+
+/* This process's rank (0 at the FE). */
+tbon_rank_t  tbon_net_rank(const tbon_net_t *net);
+
+/* The number of alive back-ends, and their ranks (up to cap; returns the
+ * count). */
+size_t       tbon_net_num_backends(tbon_net_t *net);
+int          tbon_net_backends(tbon_net_t *net, tbon_rank_t *out, size_t cap);
+
+/* Receive the next packet of any stream: *pkt (one reference, the caller
+ * releases it) and its stream *s. timeout_ms: -1 blocks, 0 polls. Returns 0,
+ * TBON_ETIMEOUT, TBON_ECLOSED once the network has shut down, or TBON_EFILTER
+ * once for a filter failure somewhere on a stream (tbon_net_error says what). */
+int          tbon_net_recv(tbon_net_t *net, tbon_packet_t **pkt, tbon_stream_t **s, int timeout_ms);
+
+/* Send a new packet on s (downstream from the FE, upstream from a BE). Blocks
+ * while the network's send queue is full (back-pressure). */
+int          tbon_stream_send(tbon_stream_t *s, int tag, const char *fmt, ...);
+int          tbon_stream_send_packet(tbon_stream_t *s, tbon_packet_t *p);  /* does not take the reference */
+
+/* Return once everything sent on s so far has been written to the network. */
+int          tbon_stream_flush(tbon_stream_t *s);
+
+/* Receive the next packet of s only; as tbon_net_recv. */
+int          tbon_stream_recv(tbon_stream_t *s, tbon_packet_t **pkt, int timeout_ms);
+uint32_t     tbon_stream_id(const tbon_stream_t *s);
+
+/* FE: flush, tell every node to exit and reap the tree. BE: leave. Frees net
+ * and everything it owns. NULL is fine. */
+void         tbon_net_destroy(tbon_net_t *net);
+
+/* The last error message of a call on net from this thread ("" if none). */
+const char  *tbon_net_error(const tbon_net_t *net);
+
+/* --- events --- */
+
+typedef enum {
+    TBON_EV_NODE_FAILED, TBON_EV_NODE_ADOPTED, TBON_EV_NODE_JOINED,
+    TBON_EV_NODE_LEFT, TBON_EV_VIEW_STABLE,
+} tbon_event_type_t;
+
+typedef struct tbon_event {
+    tbon_event_type_t type;
+    tbon_rank_t rank;          /* the node concerned */
+    tbon_rank_t parent;        /* its (new) parent, for ADOPTED and JOINED */
+    uint32_t    incarnation;
+    uint64_t    view_version;  /* for VIEW_STABLE */
+} tbon_event_t;
+
+/* The next membership event seen by this process. Returns 0, TBON_ETIMEOUT or
+ * TBON_ECLOSED. */
+int tbon_net_next_event(tbon_net_t *net, tbon_event_t *ev, int timeout_ms);
+
+/* --- logging --- */
+
+enum { TBON_LOG_ERROR = 0, TBON_LOG_WARN = 1, TBON_LOG_INFO = 2, TBON_LOG_DEBUG = 3 };
+
+/* A logger gets each line, already formatted with time, rank, role and tag,
+ * without a newline. It may be called from any library thread. */
+typedef void tbon_log_fn(void *arg, int level, const char *line);
+
+/* Replace the logger of this process (NULL restores the default: stderr, or
+ * the session's log file in a commnode). Level: from $TBON_LOG
+ * (error|warn|info|debug; default warn) unless set here. */
+void tbon_log_set_handler(tbon_log_fn *fn, void *arg);
+void tbon_log_set_level(int level);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

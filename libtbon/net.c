@@ -1,0 +1,526 @@
+/* net.c - the calls front-ends and back-ends share: receiving (from the
+ * queues the reactor fills), sending (commands to the reactor), ranks */
+#include "net_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "error.h"
+#include "log.h"
+#include <unistd.h>
+#include "packet_int.h"
+
+static __thread char tls_error[512];
+
+/* Back-end networks not yet destroyed in this process (see be_watchdog). */
+static atomic_int live_be_nets;
+
+/* DESIGN.md, "Processes": when the front-end is gone, every process of the
+ * session exits within a second. A back-end application hears TBON_ECLOSED;
+ * if it has not left by then (busy elsewhere, or ignoring it), the process
+ * ends here rather than linger as a stray. */
+static void *be_watchdog(void *arg)
+{
+    (void)arg;
+    struct timespec ts = { .tv_sec = 0, .tv_nsec = 900 * 1000000L };
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+    if (atomic_load(&live_be_nets) > 0) {
+        TB_WARN("session", "the session is gone and the application did not leave; exiting");
+        _exit(1);
+    }
+    return NULL;
+}
+
+int tb_net_seterr(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tls_error, sizeof tls_error, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *tbon_net_error(const tbon_net_t *net)
+{
+    (void)net;
+    return tls_error;
+}
+
+static size_t pkt_size(const tbon_packet_t *p)
+{
+    size_t len;
+    tb_packet_payload(p, &len);
+    return len + 64;
+}
+
+tbon_net_t *tb_net_alloc(int is_fe)
+{
+    tbon_net_t *n = calloc(1, sizeof *n);
+    if (!n)
+        return NULL;
+    n->is_fe = is_fe;
+    if (!is_fe)
+        atomic_fetch_add(&live_be_nets, 1);
+    pthread_mutex_init(&n->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&n->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    n->next_stream = 1;
+    n->next_filter = TBON_FILTER_BUILTIN_COUNT;
+    return n;
+}
+
+tbon_stream_t *tb_net_stream_locked(tbon_net_t *net, uint32_t id, int create)
+{
+    if (id < net->nstreams && net->streams[id])
+        return net->streams[id];
+    if (!create || id == 0 || id > (1u << 24))
+        return NULL;
+    if (id >= net->nstreams) {
+        size_t nc = net->nstreams ? net->nstreams : 16;
+        while (nc <= id)
+            nc *= 2;
+        tbon_stream_t **ns = realloc(net->streams, nc * sizeof *ns);
+        if (!ns)
+            return NULL;
+        memset(ns + net->nstreams, 0, (nc - net->nstreams) * sizeof *ns);
+        net->streams = ns;
+        net->nstreams = nc;
+    }
+    tbon_stream_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->net = net;
+    s->id = id;
+    net->streams[id] = s;
+    return s;
+}
+
+/* ---- node callbacks (reactor thread) ---- */
+
+static void cb_deliver(void *arg, uint32_t stream, tbon_packet_t *p)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    tbon_stream_t *s = tb_net_stream_locked(net, stream, !net->is_fe);
+    if (!s) {
+        pthread_mutex_unlock(&net->mu);
+        tbon_packet_unref(p);
+        return;
+    }
+    if (s->len == s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 16;
+        tb_dent_t *nq = malloc(nc * sizeof *nq);
+        if (!nq) {
+            pthread_mutex_unlock(&net->mu);
+            tbon_packet_unref(p);
+            return;
+        }
+        for (size_t i = 0; i < s->len; i++)
+            nq[i] = s->q[(s->head + i) % s->cap];
+        free(s->q);
+        s->q = nq;
+        s->cap = nc;
+        s->head = 0;
+    }
+    s->q[(s->head + s->len++) % s->cap] = (tb_dent_t){ p, ++net->seq };
+    net->app_bytes += pkt_size(p);
+    pthread_cond_broadcast(&net->cond);
+    pthread_mutex_unlock(&net->mu);
+}
+
+static void cb_status(void *arg, int what, int code, const char *msg)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    switch (what) {
+    case TB_NODE_READY:
+        net->ready = 1;
+        break;
+    case TB_NODE_FAILED:
+        if (!net->failed) {
+            net->failed = 1;
+            net->fail_code = code;
+            snprintf(net->fail_msg, sizeof net->fail_msg, "%s", msg);
+        }
+        break;
+    case TB_NODE_CLOSED:
+        if (!net->closed && !net->is_fe && code != 0) {
+            pthread_t t;
+            if (pthread_create(&t, NULL, be_watchdog, NULL) == 0)
+                pthread_detach(t);
+        }
+        net->closed = 1;
+        break;
+    case TB_NODE_STREAM_ERROR: {
+        tbon_stream_t *s = tb_net_stream_locked(net, (uint32_t)code, 0);
+        if (s)
+            s->error = 1;
+        net->any_error = 1;
+        snprintf(net->error_msg, sizeof net->error_msg, "%s", msg);
+        break;
+    }
+    }
+    pthread_cond_broadcast(&net->cond);
+    pthread_mutex_unlock(&net->mu);
+}
+
+static void cb_progress(void *arg, size_t ready, size_t total)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    net->prog_ready = ready;
+    net->prog_total = total;
+    pthread_cond_broadcast(&net->cond);
+    pthread_mutex_unlock(&net->mu);
+}
+
+static int cb_app_full(void *arg)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    int full = net->app_bytes > TB_APP_HIGH;
+    if (full)
+        atomic_store(&net->want_resume, 1);
+    pthread_mutex_unlock(&net->mu);
+    return full;
+}
+
+tb_node_cbs_t tb_net_callbacks(tbon_net_t *net)
+{
+    return (tb_node_cbs_t){ .arg = net, .deliver = cb_deliver, .status = cb_status,
+                            .progress = cb_progress, .app_full = cb_app_full };
+}
+
+/* ---- receiving ---- */
+
+static int wait_until(tbon_net_t *net, const struct timespec *abs)
+{
+    if (!abs) {
+        pthread_cond_wait(&net->cond, &net->mu);
+        return 0;
+    }
+    return pthread_cond_timedwait(&net->cond, &net->mu, abs);
+}
+
+static struct timespec *deadline_of(int timeout_ms, struct timespec *ts)
+{
+    if (timeout_ms < 0)
+        return NULL;
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += timeout_ms / 1000;
+    ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (ts->tv_nsec >= 1000000000) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000;
+    }
+    return ts;
+}
+
+static tbon_packet_t *pop_locked(tbon_net_t *net, tbon_stream_t *s)
+{
+    tbon_packet_t *p = s->q[s->head].pkt;
+    s->head = (s->head + 1) % s->cap;
+    s->len--;
+    net->app_bytes -= pkt_size(p);
+    return p;
+}
+
+/* After taking packets: let the reactor read again once the queue drained. */
+static void maybe_resume(tbon_net_t *net)
+{
+    if (atomic_load(&net->want_resume) && net->app_bytes < TB_APP_LOW) {
+        atomic_store(&net->want_resume, 0);
+        tb_cmd_t *c = tb_cmd_new(TB_CMD_RESUME);
+        if (c)
+            tb_node_post(net->node, c);
+    }
+}
+
+/* ms left until abs (NULL: -1 = no limit). */
+static int ms_left(const struct timespec *abs)
+{
+    if (!abs)
+        return -1;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long ms = (long long)(abs->tv_sec - now.tv_sec) * 1000 +
+                   (abs->tv_nsec - now.tv_nsec) / 1000000;
+    return ms < 0 ? 0 : ms > 1000000000 ? 1000000000 : (int)ms;
+}
+
+/* Drive an inline node for one turn (called with net->mu held and nobody
+ * driving; returns with it held). Back-ends have no reactor thread: the
+ * thread that waits for data reads it itself, so a request costs the
+ * back-end one wake-up, not three (DESIGN.md, changed here: see
+ * docs/protocol.md 7.4 and the user guide). */
+static void drive(tbon_net_t *net, int timeout_ms)
+{
+    net->driving = 1;
+    pthread_mutex_unlock(&net->mu);
+    tb_node_step(net->node, timeout_ms);
+    pthread_mutex_lock(&net->mu);
+    net->driving = 0;
+    pthread_cond_broadcast(&net->cond);
+}
+
+/* Take the node to run a command now; 0 if another thread drives it (then
+ * the command was posted to it instead). */
+static void exec_or_post(tbon_net_t *net, tb_cmd_t *c)
+{
+    pthread_mutex_lock(&net->mu);
+    if (net->driving) {
+        pthread_mutex_unlock(&net->mu);
+        tb_node_post(net->node, c);
+        return;
+    }
+    net->driving = 1;
+    pthread_mutex_unlock(&net->mu);
+    c->bytes = 0;   /* never counted as pending: it is carried out now */
+    tb_node_exec(net->node, c);
+    /* Back-pressure: while the way up is full, wait for it here. */
+    while (tb_node_backlog(net->node) > TB_APP_HIGH && !tb_node_stopped(net->node))
+        tb_node_step(net->node, -1);
+    pthread_mutex_lock(&net->mu);
+    net->driving = 0;
+    pthread_cond_broadcast(&net->cond);
+    pthread_mutex_unlock(&net->mu);
+}
+
+static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt,
+                       tbon_stream_t **sout, int timeout_ms)
+{
+    if (!net || !pkt)
+        return tb_net_seterr(TBON_EINVAL, "NULL argument");
+    struct timespec ts, *abs = deadline_of(timeout_ms, &ts);
+    int turned = 0;
+    pthread_mutex_lock(&net->mu);
+    for (;;) {
+        tbon_stream_t *best = NULL;
+        if (only) {
+            if (only->len)
+                best = only;
+        } else {
+            for (size_t i = 0; i < net->nstreams; i++) {
+                tbon_stream_t *s = net->streams[i];
+                if (s && s->len && (!best || s->q[s->head].seq < best->q[best->head].seq))
+                    best = s;
+            }
+        }
+        if (best) {
+            *pkt = pop_locked(net, best);
+            if (sout)
+                *sout = best;
+            maybe_resume(net);
+            pthread_mutex_unlock(&net->mu);
+            return 0;
+        }
+        if ((only && only->error) || (!only && net->any_error)) {
+            if (only)
+                only->error = 0;
+            else {
+                net->any_error = 0;
+                for (size_t i = 0; i < net->nstreams; i++)
+                    if (net->streams[i])
+                        net->streams[i]->error = 0;
+            }
+            tb_net_seterr(TBON_EFILTER, "%s", net->error_msg);
+            pthread_mutex_unlock(&net->mu);
+            return TBON_EFILTER;
+        }
+        if (net->closed) {
+            pthread_mutex_unlock(&net->mu);
+            return tb_net_seterr(TBON_ECLOSED, "the network has shut down");
+        }
+        if (net->inline_node && !net->driving && !tb_node_stopped(net->node)) {
+            int left = ms_left(abs);
+            if (turned && left == 0)
+                break;
+            drive(net, left);
+            turned = 1;
+            continue;
+        }
+        if (timeout_ms == 0 || wait_until(net, abs) != 0) {
+            pthread_mutex_unlock(&net->mu);
+            return tb_net_seterr(TBON_ETIMEOUT, "nothing received within %d ms", timeout_ms);
+        }
+    }
+    pthread_mutex_unlock(&net->mu);
+    return tb_net_seterr(TBON_ETIMEOUT, "nothing received within %d ms", timeout_ms);
+}
+
+int tbon_net_recv(tbon_net_t *net, tbon_packet_t **pkt, tbon_stream_t **s, int timeout_ms)
+{
+    return recv_common(net, NULL, pkt, s, timeout_ms);
+}
+
+int tbon_stream_recv(tbon_stream_t *s, tbon_packet_t **pkt, int timeout_ms)
+{
+    if (!s)
+        return tb_net_seterr(TBON_EINVAL, "NULL stream");
+    return recv_common(s->net, s, pkt, NULL, timeout_ms);
+}
+
+/* ---- sending ---- */
+
+int tbon_stream_send_packet(tbon_stream_t *s, tbon_packet_t *p)
+{
+    if (!s || !p)
+        return tb_net_seterr(TBON_EINVAL, "NULL argument");
+    tbon_net_t *net = s->net;
+    if (!net->inline_node && tb_node_wait_backlog(net->node, 0))
+        return tb_net_seterr(TBON_ECLOSED, "the network has shut down");
+    if (net->inline_node && tb_node_stopped(net->node))
+        return tb_net_seterr(TBON_ECLOSED, "the network has shut down");
+    tb_cmd_t *c = tb_cmd_new(TB_CMD_SEND);
+    if (!c)
+        return tb_net_seterr(TBON_ENOMEM, "out of memory");
+    c->stream = s->id;
+    c->pkt = tbon_packet_ref(p);
+    c->bytes = pkt_size(p);
+    if (net->inline_node)
+        exec_or_post(net, c);
+    else
+        tb_node_post(net->node, c);
+    return 0;
+}
+
+int tbon_stream_send(tbon_stream_t *s, int tag, const char *fmt, ...)
+{
+    if (!s || !fmt)
+        return tb_net_seterr(TBON_EINVAL, "NULL argument");
+    va_list ap;
+    va_start(ap, fmt);
+    tbon_error_t err;
+    tbon_packet_t *p = tb_packet_vcreate(tag, fmt, ap, &err);
+    va_end(ap);
+    if (!p)
+        return tb_net_seterr(err.code, "%s", err.msg);
+    int rc = tbon_stream_send_packet(s, p);
+    tbon_packet_unref(p);
+    return rc;
+}
+
+int tbon_stream_flush(tbon_stream_t *s)
+{
+    if (!s)
+        return tb_net_seterr(TBON_EINVAL, "NULL stream");
+    tbon_net_t *net = s->net;
+    if (!net->inline_node)
+        return tb_node_wait_backlog(net->node, 1);
+    pthread_mutex_lock(&net->mu);
+    while (tb_node_backlog(net->node) > 0 && !tb_node_stopped(net->node)) {
+        if (net->driving)
+            wait_until(net, NULL);
+        else
+            drive(net, -1);
+    }
+    pthread_mutex_unlock(&net->mu);
+    return 0;
+}
+
+uint32_t tbon_stream_id(const tbon_stream_t *s)
+{
+    return s ? s->id : 0;
+}
+
+/* ---- ranks and events ---- */
+
+tbon_rank_t tbon_net_rank(const tbon_net_t *net)
+{
+    return net ? net->rank : TBON_RANK_NONE;
+}
+
+int tbon_net_backends(tbon_net_t *net, tbon_rank_t *out, size_t cap)
+{
+    if (!net)
+        return tb_net_seterr(TBON_EINVAL, "NULL network");
+    size_t n = 0, size = tb_topology_size(net->topo);
+    for (tbon_rank_t r = 0; r < size; r++) {
+        if (tb_topology_role(net->topo, r) != TB_ROLE_BE || !tb_topology_alive(net->topo, r))
+            continue;
+        if (out && n < cap)
+            out[n] = r;
+        n++;
+    }
+    return (int)n;
+}
+
+size_t tbon_net_num_backends(tbon_net_t *net)
+{
+    int n = tbon_net_backends(net, NULL, 0);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+int tbon_net_next_event(tbon_net_t *net, tbon_event_t *ev, int timeout_ms)
+{
+    /* Membership events come with fault tolerance; until then there are none
+     * to report, and waiting for one ends like waiting for a packet. */
+    if (!net || !ev)
+        return tb_net_seterr(TBON_EINVAL, "NULL argument");
+    struct timespec ts, *abs = deadline_of(timeout_ms, &ts);
+    pthread_mutex_lock(&net->mu);
+    int rc = TBON_ETIMEOUT;
+    while (!net->closed) {
+        if (timeout_ms == 0 || wait_until(net, abs) != 0)
+            break;
+    }
+    if (net->closed)
+        rc = TBON_ECLOSED;
+    pthread_mutex_unlock(&net->mu);
+    return rc;
+}
+
+void tbon_net_destroy(tbon_net_t *net)
+{
+    if (!net)
+        return;
+    if (!net->inline_node) {
+        tb_cmd_t *c = tb_cmd_new(net->is_fe ? TB_CMD_SHUTDOWN : TB_CMD_LEAVE);
+        if (c)
+            tb_node_post(net->node, c);
+    }
+    tb_node_destroy(net->node);
+    tb_net_free(net);
+}
+
+void tb_net_free(tbon_net_t *net)
+{
+    if (!net)
+        return;
+    if (!net->is_fe)
+        atomic_fetch_sub(&live_be_nets, 1);
+    for (size_t i = 0; i < net->nstreams; i++) {
+        tbon_stream_t *s = net->streams[i];
+        if (!s)
+            continue;
+        while (s->len)
+            tbon_packet_unref(pop_locked(net, s));
+        free(s->q);
+        free(s);
+    }
+    free(net->streams);
+    tbon_comm_t *c = net->comms;
+    while (c) {
+        tbon_comm_t *next = c->next;
+        free(c->ranks);
+        free(c);
+        c = next;
+    }
+    for (size_t i = 0; i < net->nloaded; i++) {
+        free(net->loaded[i].path);
+        free(net->loaded[i].func);
+    }
+    free(net->loaded);
+    free((void *)net->argv_keep);
+    tb_topology_destroy(net->topo);
+    pthread_mutex_destroy(&net->mu);
+    pthread_cond_destroy(&net->cond);
+    free(net);
+}

@@ -1,0 +1,158 @@
+/* node.h - one process's place in the tree: the data-plane reactor (streams,
+ * filters, routing, start-up and shutdown), fed by the EDS thread and by the
+ * application's threads through a command queue and an eventfd */
+#ifndef TB_NODE_H
+#define TB_NODE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <tbon/tbon.h>
+
+#include "auth.h"
+#include "topology.h"
+
+typedef struct tb_node tb_node_t;
+typedef struct tb_cmd tb_cmd_t;
+
+/* What a node tells its application (FE and BE libraries). */
+enum tb_node_status {
+    TB_NODE_READY = 1,      /* every process below is connected (FE) */
+    TB_NODE_FAILED,         /* start-up failed: code and message */
+    TB_NODE_CLOSED,         /* the session ended (code 0: orderly shutdown) */
+    TB_NODE_STREAM_ERROR,   /* a filter failed somewhere: message */
+};
+
+/* Callbacks, all called on the reactor thread. */
+typedef struct tb_node_cbs {
+    void *arg;
+    /* A packet for the application (takes the reference). */
+    void (*deliver)(void *arg, uint32_t stream, tbon_packet_t *p);
+    void (*status)(void *arg, int what, int code, const char *msg);
+    void (*progress)(void *arg, size_t ready, size_t total);
+    /* 1 while the application's receive queue is above its high-water mark:
+     * the node then stops reading from its children (back-pressure). */
+    int  (*app_full)(void *arg);
+} tb_node_cbs_t;
+
+typedef struct tb_node_config {
+    tb_role_t      role;
+    tbon_rank_t    rank;
+    tb_topology_t *topo;            /* taken over */
+    tb_session_t   session;
+    const char    *commnode_path;   /* for launching commnode children */
+    const char    *backend_exe;     /* NULL: back-ends attach */
+    const char *const *backend_argv;/* argv[0] first; NULL-terminated */
+    const char    *rsh;
+    const char    *attach_file;     /* FE in attach mode */
+    int            startup_timeout_ms;
+    int            parent_fd;       /* data connection to the parent, or -1 */
+    int            parent_event_fd; /* event connection to the parent, or -1 */
+} tb_node_config_t;
+
+/* Listen (if the node has children), launch its children and start the EDS
+ * thread. NULL with err filled on failure, with nothing left running. */
+tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs,
+                       tbon_error_t *err);
+
+/* Run the reactor on a new thread (FE, BE) or on the caller's (commnode:
+ * returns when the session is over). */
+int  tb_node_start(tb_node_t *n);
+int  tb_node_run(tb_node_t *n);
+
+/* Without a reactor thread (a back-end: its application's calls drive the
+ * node, one thread at a time, while the EDS thread keeps watching the
+ * parent): one turn of the loop waiting at most timeout_ms (-1: until
+ * something happens); returns 1 once the node has stopped. */
+int  tb_node_step(tb_node_t *n, int timeout_ms);
+/* Carry out a command at once (the caller drives the node). */
+void tb_node_exec(tb_node_t *n, tb_cmd_t *cmd);
+/* Bytes queued for sending, and whether the node has stopped. */
+size_t tb_node_backlog(const tb_node_t *n);
+int  tb_node_stopped(const tb_node_t *n);
+/* EDS thread: the event connection to rank (our parent?) has ended. */
+void tb_node_parent_gone(tb_node_t *n, tbon_rank_t rank);
+
+/* Wait for the reactor thread to end, stop the EDS thread, reap every child
+ * (killing what has not exited by the deadline) and free the node. */
+void tb_node_destroy(tb_node_t *n);
+
+/* ---- commands from other threads ---- */
+enum tb_cmd_op {
+    TB_CMD_CONN = 1,     /* EDS: an authenticated data connection (fd, rank) */
+    TB_CMD_PEER_LOST,    /* EDS: rank's event connection ended */
+    TB_CMD_CHILD_EXIT,   /* EDS: child process rank exited (status) */
+    TB_CMD_SEND,         /* app: pkt on stream */
+    TB_CMD_STREAM,       /* FE app: new stream */
+    TB_CMD_PARAMS,       /* FE app: filter parameters (which, pkt) */
+    TB_CMD_FILTER,       /* FE app: load filter id path func everywhere */
+    TB_CMD_RESUME,       /* app: the receive queue drained */
+    TB_CMD_SHUTDOWN,     /* FE app: end the session */
+    TB_CMD_LEAVE,        /* BE app: leave */
+};
+
+struct tb_cmd {
+    struct tb_cmd *next;
+    int            op;
+    int            fd;
+    tbon_rank_t    rank;
+    int            status;
+    uint32_t       stream;
+    int            up, sync, down, which, id;
+    uint32_t       timeout_ms;
+    tbon_packet_t *pkt;           /* owned by the command */
+    tbon_rank_t   *members;       /* owned */
+    size_t         nmembers;
+    char          *path, *func;   /* owned */
+    size_t         bytes;         /* counted in the send backlog */
+};
+
+/* Queue a command (taken over) and wake the reactor. Any thread. */
+void tb_node_post(tb_node_t *n, tb_cmd_t *cmd);
+tb_cmd_t *tb_cmd_new(int op);
+void tb_cmd_free(tb_cmd_t *c);
+
+/* Back-pressure for application senders: block while the node's outgoing
+ * backlog is above its high-water mark (flush: until it is empty), or until
+ * the node is closed. Returns 0 or TBON_ECLOSED. Any thread but the reactor. */
+int tb_node_wait_backlog(tb_node_t *n, int flush);
+
+/* This node's listening port (0 if none). */
+uint16_t tb_node_port(const tb_node_t *n);
+
+/* The EDS side (eds.c) */
+typedef struct tb_eds tb_eds_t;
+tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
+                       const tb_topology_t *topo, tbon_rank_t rank,
+                       const tb_session_t *s, tbon_error_t *err);
+/* Watch the event connection fd to the parent (taken over). Any thread. */
+int  tb_eds_watch_parent(tb_eds_t *e, int fd, tbon_rank_t parent);
+/* The same through the node (a commnode connects it after launching). */
+int  tb_node_watch_parent(tb_node_t *n, int fd);
+/* Watch a child process (pidfd) for the node. */
+int  tb_eds_watch_child(tb_eds_t *e, tbon_rank_t rank, pid_t pid);
+/* Stop the thread and close its sockets (the reaped-children record stays
+ * until tb_eds_free). NULL is fine. */
+void tb_eds_stop(tb_eds_t *e);
+void tb_eds_free(tb_eds_t *e);
+/* 1 if the EDS has reaped that child. */
+int  tb_eds_reaped(tb_eds_t *e, pid_t pid);
+
+/* Control messages (CONTROL frames: tag = op, payload = a packet). */
+enum tb_ctl {
+    TB_CTL_READY = 1,     /* up:   "%ud" processes in the subtree */
+    TB_CTL_FAIL,          /* up:   "%d %s" code, message */
+    TB_CTL_STREAM,        /* down: "%ud %d %d %ud %d %aud" id up sync timeout down members */
+    TB_CTL_FILTER,        /* down: "%d %s %s" id path func */
+    TB_CTL_PARAMS,        /* down: "%ud %d %d %auc" stream which tag payload */
+    TB_CTL_SHUTDOWN,      /* down: "%ud" 0 */
+    TB_CTL_STREAM_ERR,    /* up:   "%ud %s" stream message */
+    TB_CTL_PORT,          /* up:   "%ud %ud" rank port */
+    TB_CTL_LAUNCH,        /* down, once, to a new commnode after the topology:
+                             "%s %as %s %s" backend exe ("" = attach), its argv,
+                             remote shell, commnode path */
+};
+
+#endif

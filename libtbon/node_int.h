@@ -1,0 +1,137 @@
+/* node_int.h - the node's private state, shared by node.c (loop, commands,
+ * connections), node_start.c (launch, start-up, shutdown) and node_stream.c
+ * (streams, synchronisation, filters) */
+#ifndef TB_NODE_INT_H
+#define TB_NODE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "conn.h"
+#include "filter.h"
+#include "node.h"
+
+/* Back-pressure marks (bytes queued on one connection, or for the app). */
+#define TB_HWM (4u << 20)
+#define TB_LWM (1u << 20)
+
+enum child_state { CH_LAUNCHED, CH_CONNECTED, CH_READY, CH_GONE };
+
+typedef struct tb_child {
+    tbon_rank_t rank;
+    int         is_be;
+    pid_t       pid;          /* 0 if not launched by us (attach) */
+    int         state;
+    uint32_t    count;        /* processes in its subtree, once ready */
+    int         exited;
+    int         status;
+    tb_conn_t  *conn;
+    int         blocked;      /* reading paused for its stream queues */
+} tb_child_t;
+
+/* A FIFO of packets (one child's queue on one stream). */
+typedef struct tb_pq {
+    tbon_packet_t **v;
+    uint8_t *more;            /* per packet: the child's wave continues */
+    size_t head, len, cap;
+    size_t units;             /* complete waves queued (packets with more == 0) */
+    size_t bytes;
+} tb_pq_t;
+
+typedef struct tb_stream_st {
+    uint32_t  id;
+    int       up, sync, down;
+    uint32_t  timeout_ms;
+    tbon_rank_t *members;
+    size_t    nmembers;
+    uint8_t  *part;           /* per child: takes part */
+    tb_pq_t  *q;              /* per child: packets of the wave being collected */
+    size_t    nlive, nonempty; /* nonempty: children with a complete wave queued */
+    int64_t   deadline;       /* TIMEOUT: when the current wave is cut; 0 = none */
+    void     *up_state, *down_state;
+    tbon_packet_t *up_params, *down_params;
+} tb_stream_st_t;
+
+struct tb_node {
+    tb_node_config_t cfg;
+    tb_node_cbs_t cbs;
+    tb_topology_t *topo;
+    tbon_rank_t rank;
+    tbon_rank_t parent_rank;  /* fixed at creation: the EDS thread reads it */
+    tb_role_t  role;
+    uint32_t   depth;
+    char       role_name[16];
+
+    int        epfd, evfd, tfd;
+    int        lfd;
+    uint16_t   port;
+    tb_eds_t  *eds;
+    pthread_t  thread;
+    int        threaded;
+
+    tb_conn_t *parent;
+    tb_conn_t *dead;          /* retired connections, freed after each turn */
+    tb_child_t *child;
+    size_t     nchild;
+    tbon_rank_t *child_ranks;
+
+    tb_stream_st_t **streams; /* by id */
+    size_t     nstreams;
+    tb_filter_reg_t *filters;
+
+    /* commands */
+    pthread_mutex_t qmu;
+    tb_cmd_t  *qhead, *qtail;
+    pthread_cond_t bcond;     /* senders waiting on the backlog */
+    atomic_size_t pending;    /* bytes of SEND commands not yet taken */
+    atomic_size_t queued;     /* bytes in connection queues */
+    atomic_int    waiters;
+    atomic_int    closed;
+
+    /* state */
+    int64_t    start_deadline;
+    int        ready_sent;
+    int        failed;
+    int        shutting_down;
+    int64_t    shutdown_deadline;
+    int        stop;
+    int        finished;
+    int        up_paused, down_paused;
+    int        attach_written;
+    size_t     ready_count;
+    size_t     total;
+};
+
+/* node.c */
+void tb_node_send_ctl(tb_node_t *n, tb_conn_t *c, int op, tbon_packet_t *p); /* takes p */
+/* Send p up (to the app at the FE); more: other packets of the same wave
+ * follow (TB_FRAME_F_MORE). Takes p. */
+void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more);
+void tb_node_to_child(tb_node_t *n, size_t i, uint32_t stream, tbon_packet_t *p); /* borrows */
+void tb_node_fail(tb_node_t *n, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int  tb_node_child_index(const tb_node_t *n, tbon_rank_t r);
+void tb_node_close_child(tb_node_t *n, size_t i, const char *why);
+void tb_node_begin_shutdown(tb_node_t *n);
+
+/* node_start.c */
+int  tb_node_launch_children(tb_node_t *n, tbon_error_t *err);
+void tb_node_check_ready(tb_node_t *n);
+void tb_node_startup_timer(tb_node_t *n);
+void tb_node_child_exited(tb_node_t *n, tbon_rank_t r, int status);
+void tb_node_write_attach(tb_node_t *n);
+void tb_node_reap_all(tb_node_t *n);
+
+/* node_stream.c */
+/* A packet from child; more: the child's wave continues (TB_FRAME_F_MORE). */
+void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p, int more);
+void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p);              /* takes p */
+int  tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeout_ms,
+                      int down, const tbon_rank_t *members, size_t nmembers);
+void tb_stream_set_params(tb_node_t *n, uint32_t id, int which, tbon_packet_t *p); /* takes p */
+void tb_stream_child_gone(tb_node_t *n, size_t child);
+void tb_stream_timers(tb_node_t *n, int64_t now, int64_t *next);
+void tb_stream_free_all(tb_node_t *n);
+size_t tb_stream_child_bytes(const tb_node_t *n, size_t child);
+
+#endif

@@ -1,0 +1,383 @@
+/* node_stream.c - streams inside a node: which children take part, the
+ * upstream waves under the three synchronisation modes, the filters up and
+ * down (DESIGN.md, "Streams and filters") */
+#include "node_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "packet_int.h"
+#include "sock.h"
+
+static tb_stream_st_t *get(const tb_node_t *n, uint32_t id)
+{
+    return id < n->nstreams ? n->streams[id] : NULL;
+}
+
+static size_t pkt_bytes(const tbon_packet_t *p)
+{
+    size_t len;
+    tb_packet_payload(p, &len);
+    return len + 64;
+}
+
+static int pq_push(tb_pq_t *q, tbon_packet_t *p, int more)
+{
+    if (q->len == q->cap) {
+        size_t nc = q->cap ? q->cap * 2 : 8;
+        tbon_packet_t **nv = malloc(nc * sizeof *nv);
+        uint8_t *nm = malloc(nc);
+        if (!nv || !nm) {
+            free(nv);
+            free(nm);
+            return TBON_ENOMEM;
+        }
+        for (size_t i = 0; i < q->len; i++) {
+            nv[i] = q->v[(q->head + i) % q->cap];
+            nm[i] = q->more[(q->head + i) % q->cap];
+        }
+        free(q->v);
+        free(q->more);
+        q->v = nv;
+        q->more = nm;
+        q->cap = nc;
+        q->head = 0;
+    }
+    size_t at = (q->head + q->len++) % q->cap;
+    q->v[at] = p;
+    q->more[at] = (uint8_t)(more != 0);
+    q->bytes += pkt_bytes(p);
+    if (!more)
+        q->units++;
+    return 0;
+}
+
+/* The oldest packet; *more says whether its wave continues. */
+static tbon_packet_t *pq_pop(tb_pq_t *q, int *more)
+{
+    if (!q->len)
+        return NULL;
+    tbon_packet_t *p = q->v[q->head];
+    int m = q->more[q->head];
+    q->head = (q->head + 1) % q->cap;
+    q->len--;
+    q->bytes -= pkt_bytes(p);
+    if (!m && q->units)
+        q->units--;
+    if (more)
+        *more = m;
+    return p;
+}
+
+static void pq_free(tb_pq_t *q)
+{
+    tbon_packet_t *p;
+    while ((p = pq_pop(q, NULL)))
+        tbon_packet_unref(p);
+    free(q->v);
+    free(q->more);
+}
+
+static void stream_free(tb_node_t *n, tb_stream_st_t *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; s->q && i < n->nchild; i++)
+        pq_free(&s->q[i]);
+    free(s->q);
+    free(s->part);
+    free(s->members);
+    tb_filter_state_free(tb_filter_reg_get(n->filters, s->up), &s->up_state);
+    tb_filter_state_free(tb_filter_reg_get(n->filters, s->down), &s->down_state);
+    tbon_packet_unref(s->up_params);
+    tbon_packet_unref(s->down_params);
+    free(s);
+}
+
+void tb_stream_free_all(tb_node_t *n)
+{
+    for (size_t i = 0; i < n->nstreams; i++)
+        stream_free(n, n->streams[i]);
+    free(n->streams);
+    n->streams = NULL;
+    n->nstreams = 0;
+}
+
+/* Report a filter failure towards the FE, where tbon_*_recv returns it. */
+static void stream_error(tb_node_t *n, uint32_t id, const char *msg)
+{
+    TB_ERROR("filter", "stream %u: %s", id, msg);
+    if (n->role == TB_ROLE_FE) {
+        if (n->cbs.status)
+            n->cbs.status(n->cbs.arg, TB_NODE_STREAM_ERROR, (int)id, msg);
+    } else {
+        tb_node_send_ctl(n, n->parent, TB_CTL_STREAM_ERR,
+                         tbon_packet_new(TB_CTL_STREAM_ERR, "%ud %s", id, msg));
+    }
+}
+
+int tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeout_ms,
+                     int down, const tbon_rank_t *members, size_t nmembers)
+{
+    if (id == 0 || id > (1u << 24) || get(n, id))
+        return TBON_EINVAL;
+    if (id >= n->nstreams) {
+        size_t nc = n->nstreams ? n->nstreams : 16;
+        while (nc <= id)
+            nc *= 2;
+        tb_stream_st_t **ns = realloc(n->streams, nc * sizeof *ns);
+        if (!ns)
+            return TBON_ENOMEM;
+        memset(ns + n->nstreams, 0, (nc - n->nstreams) * sizeof *ns);
+        n->streams = ns;
+        n->nstreams = nc;
+    }
+    tb_stream_st_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return TBON_ENOMEM;
+    s->id = id;
+    s->up = up;
+    s->sync = sync;
+    s->timeout_ms = timeout_ms;
+    s->down = down;
+    s->members = malloc((nmembers ? nmembers : 1) * sizeof *members);
+    s->part = calloc(n->nchild ? n->nchild : 1, 1);
+    s->q = calloc(n->nchild ? n->nchild : 1, sizeof *s->q);
+    if (!s->members || !s->part || !s->q) {
+        stream_free(n, s);
+        return TBON_ENOMEM;
+    }
+    memcpy(s->members, members, nmembers * sizeof *members);
+    s->nmembers = nmembers;
+    /* A child takes part when a member lies in its subtree: walk up from each
+     * member to the child of ours on its path. O(members x depth). */
+    for (size_t m = 0; m < nmembers; m++) {
+        tbon_rank_t r = members[m];
+        if (r >= tb_topology_size(n->topo))
+            continue;
+        while (r != TBON_RANK_NONE) {
+            tbon_rank_t p = tb_topology_parent(n->topo, r);
+            if (p == n->rank) {
+                int i = tb_node_child_index(n, r);
+                if (i >= 0 && !s->part[i]) {
+                    s->part[i] = 1;
+                    if (n->child[i].conn)
+                        s->nlive++;
+                }
+                break;
+            }
+            r = p;
+        }
+    }
+    n->streams[id] = s;
+    /* Exactly the children whose subtree holds a member hear of it. */
+    tbon_packet_t *p = tbon_packet_new(TB_CTL_STREAM, "%ud %d %d %ud %d %aud", id, up, sync,
+                                       timeout_ms, down, members, nmembers);
+    for (size_t i = 0; p && i < n->nchild; i++)
+        if (s->part[i] && n->child[i].conn)
+            tb_node_send_ctl(n, n->child[i].conn, TB_CTL_STREAM, tbon_packet_ref(p));
+    tbon_packet_unref(p);
+    return 0;
+}
+
+void tb_stream_set_params(tb_node_t *n, uint32_t id, int which, tbon_packet_t *p)
+{
+    tb_stream_st_t *s = get(n, id);
+    if (!s) {
+        tbon_packet_unref(p);
+        return;
+    }
+    if (which == TBON_FILTER_PARAM_SYNC) {
+        uint32_t ms;
+        if (tbon_packet_unpack(p, "%ud", &ms) == 0)
+            s->timeout_ms = ms;
+    }
+    size_t len;
+    const uint8_t *pl = tb_packet_payload(p, &len);
+    tbon_packet_t *fwd = tbon_packet_new(TB_CTL_PARAMS, "%ud %d %d %auc", id, which,
+                                         tbon_packet_tag(p), pl, len);
+    for (size_t i = 0; fwd && i < n->nchild; i++)
+        if (s->part[i] && n->child[i].conn && !n->child[i].is_be)
+            tb_node_send_ctl(n, n->child[i].conn, TB_CTL_PARAMS, tbon_packet_ref(fwd));
+    tbon_packet_unref(fwd);
+    tbon_packet_t **slot = which == TBON_FILTER_PARAM_DOWN ? &s->down_params
+                         : which == TBON_FILTER_PARAM_UP ? &s->up_params : NULL;
+    if (slot) {
+        tbon_packet_unref(*slot);
+        *slot = p;
+    } else {
+        tbon_packet_unref(p);
+    }
+}
+
+/* Run the up filter over a wave and send what it makes up (or to the app). */
+static void run_up(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k)
+{
+    const tb_filter_t *f = tb_filter_reg_get(n->filters, s->up);
+    if (!f || s->up == TBON_FILTER_NULL) {
+        if (!f && s->up != TBON_FILTER_NULL) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "rank %u has no filter %d", n->rank, s->up);
+            stream_error(n, s->id, msg);
+        }
+        for (size_t i = 0; i < k; i++)
+            tb_node_to_parent(n, s->id, in[i], i + 1 < k);
+        return;
+    }
+    tbon_packet_list_t out;
+    tb_plist_init(&out);
+    tbon_filter_ctx_t ctx = { .rank = n->rank, .num_children = (uint32_t)n->nchild,
+                              .depth = n->depth, .stream = s->id, .params = s->up_params };
+    tbon_error_t err;
+    int rc = tb_filter_run(f, in, k, &out, &s->up_state, &ctx, &err);
+    for (size_t i = 0; i < k; i++)
+        tbon_packet_unref(in[i]);
+    if (rc) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "rank %u: %s", n->rank, err.msg);
+        stream_error(n, s->id, msg);
+    }
+    for (size_t i = 0; i < out.n; i++) {
+        tb_node_to_parent(n, s->id, out.v[i], i + 1 < out.n);
+        out.v[i] = NULL;
+    }
+    out.n = 0;
+    tb_plist_free(&out);
+}
+
+/* Collect waves while one is complete (or, cut = 1, take what is there):
+ * one complete wave of every child that has one, that is its packets up to
+ * the first without TB_FRAME_F_MORE. */
+static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
+{
+    tbon_packet_t *stackv[64];
+    while (s->nonempty > 0 && (cut || s->nonempty >= s->nlive)) {
+        size_t total = 0;
+        for (size_t i = 0; i < n->nchild; i++)
+            if (s->q[i].units)
+                total += s->q[i].len;
+        tbon_packet_t **in = total <= 64 ? stackv : malloc(total * sizeof *in);
+        if (!in)
+            return;
+        size_t k = 0;
+        for (size_t i = 0; i < n->nchild; i++) {
+            if (!s->q[i].units)
+                continue;
+            int more = 1;
+            while (more && s->q[i].len)
+                in[k++] = pq_pop(&s->q[i], &more);
+            if (!s->q[i].units)
+                s->nonempty--;
+        }
+        s->deadline = 0;
+        run_up(n, s, in, k);
+        if (in != stackv)
+            free(in);
+        cut = 0;
+    }
+    if (s->sync == TBON_SYNC_TIMEOUT && s->nonempty > 0 && !s->deadline)
+        s->deadline = tb_now_ms() + s->timeout_ms;
+}
+
+void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p, int more)
+{
+    tb_stream_st_t *s = get(n, stream);
+    if (!s || !s->part[child]) {
+        TB_WARN("stream", "packet from rank %u on unknown stream %u dropped",
+                n->child[child].rank, stream);
+        tbon_packet_unref(p);
+        return;
+    }
+    if (s->sync == TBON_SYNC_DONTWAIT) {
+        run_up(n, s, &p, 1);
+        return;
+    }
+    tb_pq_t *q = &s->q[child];
+    if (pq_push(q, p, more)) {
+        tbon_packet_unref(p);
+        return;
+    }
+    if (!more && q->units == 1) {
+        s->nonempty++;
+        if (s->sync == TBON_SYNC_TIMEOUT && !s->deadline)
+            s->deadline = tb_now_ms() + s->timeout_ms;
+    }
+    waves(n, s, 0);
+}
+
+void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p)
+{
+    tb_stream_st_t *s = get(n, stream);
+    if (n->role == TB_ROLE_BE) {
+        if (n->cbs.deliver)
+            n->cbs.deliver(n->cbs.arg, stream, p);
+        else
+            tbon_packet_unref(p);
+        return;
+    }
+    if (!s) {
+        TB_WARN("stream", "downstream packet on unknown stream %u dropped", stream);
+        tbon_packet_unref(p);
+        return;
+    }
+    tbon_packet_list_t out;
+    tb_plist_init(&out);
+    const tb_filter_t *f = tb_filter_reg_get(n->filters, s->down);
+    if (f && s->down != TBON_FILTER_NULL) {
+        tbon_filter_ctx_t ctx = { .rank = n->rank, .num_children = (uint32_t)n->nchild,
+                                  .depth = n->depth, .stream = s->id, .params = s->down_params };
+        tbon_error_t err;
+        if (tb_filter_run(f, &p, 1, &out, &s->down_state, &ctx, &err)) {
+            char msg[600];
+            snprintf(msg, sizeof msg, "rank %u: %s", n->rank, err.msg);
+            stream_error(n, s->id, msg);
+        }
+        tbon_packet_unref(p);
+    } else {
+        tbon_packet_list_push(&out, p);
+    }
+    for (size_t j = 0; j < out.n; j++)
+        for (size_t i = 0; i < n->nchild; i++)
+            if (s->part[i])
+                tb_node_to_child(n, i, stream, out.v[j]);
+    tb_plist_free(&out);
+}
+
+void tb_stream_child_gone(tb_node_t *n, size_t child)
+{
+    for (size_t id = 0; id < n->nstreams; id++) {
+        tb_stream_st_t *s = n->streams[id];
+        if (!s || !s->part[child])
+            continue;
+        /* DESIGN.md: a dead child is dropped from the wave being collected;
+         * what it already sent still counts. */
+        s->part[child] = 0;
+        if (s->nlive)
+            s->nlive--;
+        if (s->sync != TBON_SYNC_DONTWAIT)
+            waves(n, s, 0);
+    }
+}
+
+void tb_stream_timers(tb_node_t *n, int64_t now, int64_t *next)
+{
+    for (size_t id = 0; id < n->nstreams; id++) {
+        tb_stream_st_t *s = n->streams[id];
+        if (!s || !s->deadline)
+            continue;
+        if (s->deadline <= now)
+            waves(n, s, 1);
+        if (s->deadline && s->deadline < *next)
+            *next = s->deadline;
+    }
+}
+
+size_t tb_stream_child_bytes(const tb_node_t *n, size_t child)
+{
+    size_t b = 0;
+    for (size_t id = 0; id < n->nstreams; id++)
+        if (n->streams[id])
+            b += n->streams[id]->q[child].bytes;
+    return b;
+}

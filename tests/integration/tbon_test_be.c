@@ -1,0 +1,258 @@
+/* tbon_test_be.c - the back-end the integration tests start; the front-end
+ * (the test) drives it with requests, one tag per behaviour
+ *
+ * Requests (FE -> BE, on any stream; the answer goes up the same stream, with
+ * the request's tag; rank is this BE's tbon_net_rank):
+ *   100 "%ud" wave        -> "%ld"   rank*1000 + wave
+ *   101 "%ud" wave        -> "%auld" {rank, rank % 3, 1000000 + wave}
+ *   102 "%ud" wave        -> "%ad"   {rank, wave}
+ *   103 "%ud %ud" n size  -> n packets "%ud %auc" (seq 0..n-1, size bytes of
+ *                            it_pattern(rank, seq)), sent as fast as the
+ *                            network takes them, then a flush
+ *   104 "%s" text         -> "%s"    the same text
+ *   105 "%ud %aud" ms, ranks -> "%uld" 1 << (rank % 64), after sleeping ms
+ *                            if rank is among ranks (at once otherwise)
+ *   107 "%auc" bytes      -> "%auc"  the same bytes
+ *   108 "%ud" wave        -> "%ld %alf" rank + wave, {rank * 0.5, -rank, wave}
+ *   109 "%ud" any         -> "%as"   argv[1..argc) as left by tbon_be_create
+ *   110+i "%ud" wave      -> one value of the scalar type it_type_fmt[i]
+ *                            (%c %uc %hd %uhd %d %ud %ld %uld %f %lf):
+ *                            it_type_ival / it_type_fval (itest.h)
+ * Any other tag is ignored (and reported on stderr).
+ *
+ * Options (anywhere in argv; the launcher's own arguments are removed by
+ * tbon_be_create):
+ *   --die-at-start        exit 3 at once, before joining
+ *   --hang-at-start       never join: sleep (at most 120 s, then exit 6)
+ *   --attach FILE --rank R  join with tbon_be_attach(FILE, R), retrying for
+ *                         up to 20 s while that fails (file not there yet)
+ *   --marker DIR          on TBON_ECLOSED, after tbon_net_destroy, create
+ *                         DIR/closed.RANK (proof that the BE left cleanly)
+ *   --exit-after N        _exit(0) without leaving after N requests (a BE
+ *                         that dies)
+ * On TBON_ECLOSED from tbon_net_recv: tbon_net_destroy and exit 0.
+ * Exit status: 0 closed, 3 die-at-start, 4 receive error, 5 join failed,
+ * 6 hang expired.
+ */
+#define ITEST_PROTO_ONLY
+#include "itest.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static tbon_rank_t rank;
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* The value of option name (a following argument), or NULL. */
+static const char *opt_value(int argc, char **argv, const char *name)
+{
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], name) == 0)
+            return argv[i + 1];
+    return NULL;
+}
+
+static int opt_flag(int argc, char **argv, const char *name)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+/* Join through the attach file, retrying while it fails (the FE may not
+ * have written it yet). Returns the network or NULL. */
+static tbon_net_t *attach(const char *file, tbon_rank_t r)
+{
+    tbon_error_t err = { 0, "" };
+    for (int tries = 0; tries < 400; tries++) {
+        tbon_net_t *net = tbon_be_attach(file, r, &err);
+        if (net)
+            return net;
+        sleep_ms(50);
+    }
+    fprintf(stderr, "tbon_test_be: tbon_be_attach(%s, %u): %s\n", file, (unsigned)r,
+            err.msg);
+    return NULL;
+}
+
+/* Answer request 110 + t with this rank's value of that type. */
+static int send_type(tbon_stream_t *s, int tag, int t, uint32_t wave)
+{
+    int64_t v = it_type_ival(t, rank, wave);
+    const char *fmt = it_type_fmt[t];
+    switch (t) {
+    case IT_T_C: case IT_T_UC: case IT_T_HD: case IT_T_UHD:
+        return tbon_stream_send(s, tag, fmt, (int)v);
+    case IT_T_D:   return tbon_stream_send(s, tag, fmt, (int32_t)v);
+    case IT_T_UD:  return tbon_stream_send(s, tag, fmt, (uint32_t)v);
+    case IT_T_LD:  return tbon_stream_send(s, tag, fmt, (int64_t)v);
+    case IT_T_ULD: return tbon_stream_send(s, tag, fmt, (uint64_t)v);
+    default:       return tbon_stream_send(s, tag, fmt, it_type_fval(t, rank, wave));
+    }
+}
+
+/* Send n burst packets of size bytes, then flush. */
+static int burst(tbon_stream_t *s, uint32_t n, uint32_t size)
+{
+    uint8_t *buf = malloc(size ? size : 1);
+    int rc = 0;
+    if (!buf)
+        return TBON_ENOMEM;
+    for (uint32_t seq = 0; seq < n && rc == 0; seq++) {
+        it_pattern(buf, size, rank, seq);
+        rc = tbon_stream_send(s, IT_TAG_BURST, "%ud %auc", seq, buf, (size_t)size);
+    }
+    free(buf);
+    return rc ? rc : tbon_stream_flush(s);
+}
+
+/* Handle one request; returns the send's result (0 when nothing is sent). */
+static int handle(tbon_packet_t *p, tbon_stream_t *s, int argc, char **argv)
+{
+    int tag = tbon_packet_tag(p);
+    uint32_t a = 0, b = 0;
+    int rc = 0;
+
+    if (tag >= IT_TAG_TYPE0 && tag < IT_TAG_TYPE0 + IT_NTYPES) {
+        if (tbon_packet_unpack(p, "%ud", &a) != 0)
+            return TBON_EFORMAT;
+        return send_type(s, tag, tag - IT_TAG_TYPE0, a);
+    }
+    switch (tag) {
+    case IT_TAG_WAVE:
+        if ((rc = tbon_packet_unpack(p, "%ud", &a)))
+            return rc;
+        return tbon_stream_send(s, tag, "%ld", (int64_t)rank * 1000 + a);
+    case IT_TAG_UNION: {
+        if ((rc = tbon_packet_unpack(p, "%ud", &a)))
+            return rc;
+        uint64_t v[3] = { rank, rank % 3, 1000000u + (uint64_t)a };
+        return tbon_stream_send(s, tag, "%auld", v, (size_t)3);
+    }
+    case IT_TAG_CONCAT: {
+        if ((rc = tbon_packet_unpack(p, "%ud", &a)))
+            return rc;
+        int32_t v[2] = { (int32_t)rank, (int32_t)a };
+        return tbon_stream_send(s, tag, "%ad", v, (size_t)2);
+    }
+    case IT_TAG_BURST:
+        if ((rc = tbon_packet_unpack(p, "%ud %ud", &a, &b)))
+            return rc;
+        return burst(s, a, b);
+    case IT_TAG_ECHO: {
+        char *text = NULL;
+        if ((rc = tbon_packet_unpack(p, "%s", &text)))
+            return rc;
+        rc = tbon_stream_send(s, tag, "%s", text);
+        free(text);
+        return rc;
+    }
+    case IT_TAG_SLOW: {
+        uint32_t *ranks = NULL;
+        size_t n = 0;
+        if ((rc = tbon_packet_unpack(p, "%ud %aud", &a, &ranks, &n)))
+            return rc;
+        for (size_t i = 0; i < n; i++)
+            if (ranks[i] == rank)
+                sleep_ms(a);
+        free(ranks);
+        return tbon_stream_send(s, tag, "%uld", (uint64_t)1 << (rank % 64));
+    }
+    case IT_TAG_BYTES: {
+        uint8_t *bytes = NULL;
+        size_t n = 0;
+        if ((rc = tbon_packet_unpack(p, "%auc", &bytes, &n)))
+            return rc;
+        rc = tbon_stream_send(s, tag, "%auc", bytes, n);
+        free(bytes);
+        return rc;
+    }
+    case IT_TAG_MULTI: {
+        if ((rc = tbon_packet_unpack(p, "%ud", &a)))
+            return rc;
+        double v[3] = { rank * 0.5, -(double)rank, (double)a };
+        return tbon_stream_send(s, tag, "%ld %alf", (int64_t)rank + a, v, (size_t)3);
+    }
+    case IT_TAG_ARGV:
+        return tbon_stream_send(s, tag, "%as", (const char *const *)(argv + 1),
+                                (size_t)(argc - 1));
+    default:
+        fprintf(stderr, "tbon_test_be[%u]: unknown request tag %d (format \"%s\")\n",
+                (unsigned)rank, tag, tbon_packet_format(p));
+        return 0;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    tbon_error_t err = { 0, "" };
+    tbon_net_t *net;
+
+    if (opt_flag(argc, argv, "--die-at-start"))
+        return 3;
+    if (opt_flag(argc, argv, "--hang-at-start")) {
+        for (int i = 0; i < 1200; i++)
+            sleep_ms(100);
+        return 6;
+    }
+    const char *file = opt_value(argc, argv, "--attach");
+    if (file) {
+        const char *r = opt_value(argc, argv, "--rank");
+        net = r ? attach(file, (tbon_rank_t)strtoul(r, NULL, 10)) : NULL;
+    } else {
+        net = tbon_be_create(&argc, &argv, &err);
+        if (!net)
+            fprintf(stderr, "tbon_test_be: tbon_be_create: %s\n", err.msg);
+    }
+    if (!net)
+        return 5;
+    rank = tbon_net_rank(net);
+
+    const char *marker = opt_value(argc, argv, "--marker");
+    const char *ea = opt_value(argc, argv, "--exit-after");
+    long exit_after = ea ? atol(ea) : -1, handled = 0;
+
+    for (;;) {
+        tbon_packet_t *p = NULL;
+        tbon_stream_t *s = NULL;
+        int rc = tbon_net_recv(net, &p, &s, -1);
+        if (rc == TBON_ECLOSED)
+            break;
+        if (rc != 0) {
+            fprintf(stderr, "tbon_test_be[%u]: tbon_net_recv: %s (%s)\n", (unsigned)rank,
+                    tbon_strerror(rc), tbon_net_error(net));
+            if (rc == TBON_EFILTER)
+                continue;
+            tbon_net_destroy(net);
+            return 4;
+        }
+        rc = handle(p, s, argc, argv);
+        if (rc != 0)
+            fprintf(stderr, "tbon_test_be[%u]: request %d (\"%s\"): %s\n", (unsigned)rank,
+                    tbon_packet_tag(p), tbon_packet_format(p), tbon_strerror(rc));
+        tbon_packet_unref(p);
+        if (exit_after >= 0 && ++handled >= exit_after)
+            _exit(0);
+    }
+    tbon_net_destroy(net);
+    if (marker) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/closed.%u", marker, (unsigned)rank);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0)
+            close(fd);
+    }
+    return 0;
+}

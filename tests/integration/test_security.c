@@ -1,0 +1,319 @@
+/* test_security.c - strangers on the listening ports of a running tree: a
+ * wrong secret or session is refused, garbage, a bad CRC, an oversized
+ * length or a frame out of turn close that connection only, idle
+ * connections block nothing; the tree answers exactly afterwards
+ *
+ * The ports are found from outside, as an attacker on the machine would:
+ * the listening TCP sockets of the FE (this process) and of a commnode,
+ * from /proc. Frames are built with libtbon/wire.h and handshake.h.
+ */
+#include "itest.h"
+
+#include "handshake.h"
+#include "wire.h"
+
+/* Read one frame from fd within ms: 1 and *f (release it), 0 on EOF or
+ * reset, -1 on timeout, -2 on a frame error. */
+static int read_frame(int fd, tb_fdec_t *d, tb_frame_t *f, int ms)
+{
+    int64_t end = it_now_ms() + ms;
+    for (;;) {
+        int rc = tb_fdec_next(d, f);
+        if (rc == 1)
+            return 1;
+        if (rc < 0)
+            return -2;
+        int left = (int)(end - it_now_ms());
+        struct pollfd pf = { .fd = fd, .events = POLLIN };
+        if (left <= 0 || poll(&pf, 1, left) != 1)
+            return -1;
+        uint8_t buf[4096];
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
+            return 0;
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            return 0;
+        }
+        if (tb_fdec_feed(d, buf, (size_t)n) < 0)
+            return -2;
+    }
+}
+
+/* Connect to a and read the server's HELLO. Returns the socket (and the
+ * decoder in *d) or -1 (failure recorded). */
+static int connect_hello(const struct it_addr *a, tb_hello_t *hello, tb_fdec_t **d)
+{
+    int fd = it_connect(a);
+    if (fd < 0) {
+        th_fail(__FILE__, __LINE__, "cannot connect to port %u: %s", a->port, strerror(errno));
+        return -1;
+    }
+    *d = tb_fdec_new(TB_FRAME_MAX_DEFAULT);
+    tb_frame_t f;
+    int rc = read_frame(fd, *d, &f, 5000);
+    if (rc != 1) {
+        th_fail(__FILE__, __LINE__, "port %u: no HELLO (%d)", a->port, rc);
+        close(fd);
+        tb_fdec_destroy(*d);
+        return -1;
+    }
+    int ok = f.hdr.type == TB_FRAME_HELLO &&
+             tb_hello_decode(hello, f.payload, f.hdr.len, NULL) == 0;
+    tb_frame_release(&f);
+    if (!ok) {
+        th_fail(__FILE__, __LINE__, "port %u: first frame is not a HELLO", a->port);
+        close(fd);
+        tb_fdec_destroy(*d);
+        return -1;
+    }
+    return fd;
+}
+
+static int send_all(int fd, const void *b, size_t n)
+{
+    const uint8_t *p = b;
+    while (n) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k <= 0)
+            return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Send a frame of type with payload. */
+static int send_frame(int fd, int type, const void *payload, size_t len)
+{
+    tb_frame_hdr_t h = { .type = (uint8_t)type };
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    if (tb_frame_build(&h, payload, len, 0, &buf, &n) != 0)
+        return -1;
+    int rc = send_all(fd, buf, n);
+    free(buf);
+    return rc;
+}
+
+/* The server must close the connection within 5 s. A WELCOME on the way
+ * is allowed only with status want_status (-1: none allowed); any other
+ * frame is a failure. */
+static void expect_closed(int fd, tb_fdec_t *d, int want_status, const char *what)
+{
+    for (;;) {
+        tb_frame_t f;
+        int rc = read_frame(fd, d, &f, 5000);
+        if (rc == 0)
+            break;
+        if (rc == -1) {
+            th_fail(__FILE__, __LINE__, "%s: connection still open after 5 s", what);
+            break;
+        }
+        if (rc == -2) {
+            th_fail(__FILE__, __LINE__, "%s: the server sent a bad frame", what);
+            break;
+        }
+        tb_welcome_t w;
+        if (f.hdr.type != TB_FRAME_WELCOME) {
+            th_fail(__FILE__, __LINE__, "%s: got a %s frame", what,
+                    tb_frame_type_name(f.hdr.type));
+        } else if (tb_welcome_decode(&w, f.payload, f.hdr.len, NULL) != 0) {
+            th_fail(__FILE__, __LINE__, "%s: bad WELCOME", what);
+        } else if (want_status < 0 || w.status != want_status) {
+            th_fail(__FILE__, __LINE__, "%s: WELCOME status %s", what,
+                    tb_welcome_status_name(w.status));
+        }
+        tb_frame_release(&f);
+    }
+    close(fd);
+    tb_fdec_destroy(d);
+}
+
+/* A HANDSHAKE answering hello, with secret and session as given. */
+static void send_handshake(int fd, const tb_hello_t *hello, const uint8_t *secret,
+                           uint64_t session, int corrupt_crc)
+{
+    tb_handshake_t hs;
+    uint8_t b[TB_HANDSHAKE_SIZE];
+    CHECK_INT(tb_handshake_make(&hs, hello, secret, session, TB_ROLE_COMMNODE,
+                                TB_PURPOSE_DATA, 1, 0, NULL), 0);
+    tb_handshake_encode(&hs, b);
+    if (!corrupt_crc) {
+        CHECK_INT(send_frame(fd, TB_FRAME_HANDSHAKE, b, sizeof b), 0);
+        return;
+    }
+    tb_frame_hdr_t h = { .type = TB_FRAME_HANDSHAKE, .len = sizeof b };
+    uint8_t hdr[TB_FRAME_HDR_SIZE];
+    tb_frame_hdr_encode(&h, b, hdr);
+    hdr[TB_FRAME_CRC_OFFSET] ^= 0x5A;
+    CHECK_INT(send_all(fd, hdr, sizeof hdr), 0);
+    CHECK_INT(send_all(fd, b, sizeof b), 0);
+}
+
+/* The listening addresses to attack: the FE's and one commnode's. */
+static size_t targets(struct it_addr *a, size_t cap)
+{
+    size_t n = it_listen_addrs(getpid(), a, cap);
+    if (n == 0)
+        th_fail(__FILE__, __LINE__, "the FE has no listening TCP socket");
+    pid_t cn[4];
+    if (it_our_procs("tbon_commnode", cn, 4) >= 1 && n < cap) {
+        size_t k = it_listen_addrs(cn[0], a + n, cap - n);
+        if (k == 0)
+            th_fail(__FILE__, __LINE__, "commnode %d has no listening TCP socket", (int)cn[0]);
+        n += k;
+    }
+    return n;
+}
+
+/* Start a 2x2 tree and a sum stream; each attack runs against every
+ * target and must leave the tree exact. */
+typedef void attack_fn(const struct it_addr *a);
+
+static void run_attack(attack_fn *fn)
+{
+    it_tree_t t;
+    if (it_start(&t, "2x2", NULL, NULL))
+        return;
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    struct it_addr a[8];
+    size_t n = s ? targets(a, 8) : 0;
+    uint32_t wave = 1;
+    if (getenv("ITEST_VERBOSE"))
+        for (size_t i = 0; i < n; i++)
+            fprintf(stderr, "    target %zu: port %u\n", i, a[i].port);
+    if (s)
+        it_sum_wave(s, wave++, t.be, t.nbe);
+    for (size_t i = 0; i < n; i++) {
+        fn(&a[i]);
+        it_sum_wave(s, wave++, t.be, t.nbe);
+        CHECK_UINT(tbon_net_num_backends(t.net), t.nbe);
+    }
+    pid_t p[16];
+    CHECK_UINT(it_our_procs("tbon_", p, 16), 6);   /* nobody died */
+    it_stop(&t);
+}
+
+static void attack_wrong_secret(const struct it_addr *a)
+{
+    tb_hello_t hello;
+    tb_fdec_t *d;
+    int fd = connect_hello(a, &hello, &d);
+    if (fd < 0)
+        return;
+    uint8_t bad[TB_SECRET_SIZE];
+    th_fill_random(bad, sizeof bad, 42);
+    send_handshake(fd, &hello, bad, hello.session, 0);
+    expect_closed(fd, d, TB_WELCOME_BAD_MAC, "wrong secret");
+}
+
+static void attack_wrong_session(const struct it_addr *a)
+{
+    tb_hello_t hello;
+    tb_fdec_t *d;
+    int fd = connect_hello(a, &hello, &d);
+    if (fd < 0)
+        return;
+    uint8_t bad[TB_SECRET_SIZE];
+    th_fill_random(bad, sizeof bad, 43);
+    send_handshake(fd, &hello, bad, hello.session ^ 0x8000000000000001ull, 0);
+    expect_closed(fd, d, TB_WELCOME_WRONG_SESSION, "wrong session");
+}
+
+static void attack_garbage(const struct it_addr *a)
+{
+    tb_hello_t hello;
+    tb_fdec_t *d;
+    int fd = connect_hello(a, &hello, &d);
+    if (fd < 0)
+        return;
+    uint8_t junk[300];
+    th_fill_random(junk, sizeof junk, 44);
+    send_all(fd, junk, sizeof junk);
+    expect_closed(fd, d, -1, "garbage");
+}
+
+static void attack_bad_crc(const struct it_addr *a)
+{
+    tb_hello_t hello;
+    tb_fdec_t *d;
+    int fd = connect_hello(a, &hello, &d);
+    if (fd < 0)
+        return;
+    uint8_t bad[TB_SECRET_SIZE];
+    th_fill_random(bad, sizeof bad, 45);
+    send_handshake(fd, &hello, bad, hello.session, 1);
+    expect_closed(fd, d, -1, "bad CRC");
+}
+
+/* A header announcing a 1 GiB payload (valid CRC over the header, no
+ * payload follows): refused from the header alone, nothing allocated. */
+static void attack_oversized(const struct it_addr *a)
+{
+    tb_hello_t hello;
+    tb_fdec_t *d;
+    int fd = connect_hello(a, &hello, &d);
+    if (fd < 0)
+        return;
+    tb_frame_hdr_t h = { .type = TB_FRAME_HANDSHAKE, .len = 1u << 30 };
+    uint8_t hdr[TB_FRAME_HDR_SIZE];
+    tb_frame_hdr_encode_crc(&h, 0, hdr);
+    send_all(fd, hdr, sizeof hdr);
+    expect_closed(fd, d, -1, "oversized length");
+}
+
+/* A DATA frame (a well-formed packet) where the HANDSHAKE should be. */
+static void attack_data_first(const struct it_addr *a)
+{
+    tb_hello_t hello;
+    tb_fdec_t *d;
+    int fd = connect_hello(a, &hello, &d);
+    if (fd < 0)
+        return;
+    /* tbon_packet_new(100, "%ld", 1) encoded: u16 format length, "%ld", 8 bytes. */
+    const uint8_t payload[] = { 3, 0, '%', 'l', 'd', 1, 0, 0, 0, 0, 0, 0, 0 };
+    tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .tag = IT_TAG_WAVE, .stream = 1,
+                         .source = 3 };
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    CHECK_INT(tb_frame_build(&h, payload, sizeof payload, 0, &buf, &n), 0);
+    send_all(fd, buf, n);
+    free(buf);
+    expect_closed(fd, d, -1, "DATA before the handshake");
+}
+
+ITEST(sec_wrong_secret_refused) { run_attack(attack_wrong_secret); }
+ITEST(sec_wrong_session_refused) { run_attack(attack_wrong_session); }
+ITEST(sec_garbage_closed) { run_attack(attack_garbage); }
+ITEST(sec_bad_crc_closed) { run_attack(attack_bad_crc); }
+ITEST(sec_oversized_length_closed) { run_attack(attack_oversized); }
+ITEST(sec_data_before_handshake_closed) { run_attack(attack_data_first); }
+
+/* Idle connections (32 per target, never speaking) stop nothing: waves go
+ * on exactly while they are open, and after they are closed. */
+ITEST(sec_idle_connections_block_nothing)
+{
+    it_tree_t t;
+    if (it_start(&t, "2x2", NULL, NULL))
+        return;
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    struct it_addr a[8];
+    size_t n = targets(a, 8);
+    int fds[8][32];
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 32; k++)
+            fds[i][k] = it_connect(&a[i]);
+    for (uint32_t w = 1; w <= 5; w++)
+        it_sum_wave(s, w, t.be, t.nbe);
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 32; k++) {
+            CHECK(fds[i][k] >= 0);
+            if (fds[i][k] >= 0)
+                close(fds[i][k]);
+        }
+    it_sum_wave(s, 6, t.be, t.nbe);
+    it_stop(&t);
+}
