@@ -1,0 +1,809 @@
+/* tbon_frontend.c - the tbon_frontend program: launch a tree from a topology
+ * file, open a broadcast stream with a filter, send request waves to the
+ * back-ends and print what comes back (readable lines or JSON lines).
+ *
+ * Written against the public API; it only borrows the library's typed field
+ * access (packet_int.h) to print any packet's values whatever its format.
+ * Results go to stdout, everything else (progress, notes, errors) to stderr,
+ * so `--json | jq` sees nothing but results.
+ */
+#include <tbon/tbon.h>
+
+#include "packet_int.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROG        "tbon_frontend"
+#define EXIT_RUN    1
+#define EXIT_USAGE  2
+#define TAG_REQUEST TBON_FIRST_APP_TAG
+
+/* While waiting for results, wake up this often to notice Ctrl-C and back-ends
+ * that died (a null-filter wave then needs fewer packets). */
+#define RECV_SLICE_MS 200
+
+/* Human output shows at most this many elements of an array (JSON: all). */
+#define HUMAN_MAX_ELEMS 64
+
+enum { OPT_JSON = 256, OPT_ATTACH, OPT_EVENTS, OPT_IDLE };
+
+/* The command line, parsed. */
+struct cli {
+    const char        *topology;
+    const char        *backend;       /* NULL in attach mode */
+    const char        *attach;        /* --attach FILE */
+    const char        *filter;        /* as given */
+    char              *so_path;       /* PATH.so of a plug-in (absolute), else NULL */
+    const char        *so_func;       /* its function */
+    const char        *filter_name;   /* "sum", or the plug-in's function */
+    int                filter_id;     /* built-in id, or -1 for a plug-in */
+    const char        *kind;          /* what the back-ends send: int|double|set|array */
+    int                sync;          /* TBON_SYNC_* */
+    unsigned long      sync_ms;       /* for TBON_SYNC_TIMEOUT */
+    unsigned long      waves;
+    long               idle_ms;       /* dontwait/timeout: end of a wave */
+    int                json, events;
+    char *const       *be_argv;       /* NULL-terminated (argv's tail) */
+};
+
+static volatile sig_atomic_t g_stop;  /* set by SIGINT/SIGTERM */
+
+static const struct {
+    const char *name;
+    int         id;
+    const char *kind;
+} builtins[] = {
+    { "null", TBON_FILTER_NULL, "int" },     { "sum", TBON_FILTER_SUM, "int" },
+    { "min", TBON_FILTER_MIN, "int" },       { "max", TBON_FILTER_MAX, "int" },
+    { "avg", TBON_FILTER_AVG, "int" },       { "concat", TBON_FILTER_CONCAT, "array" },
+    { "union", TBON_FILTER_UNION, "set" },
+};
+
+static const char *const kinds[] = { "int", "int32", "double", "set", "array" };
+
+/* ---- messages ---- */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: " PROG " -t TOPOLOGY -b BACKEND [options] [-- BACKEND ARGS...]\n"
+"       " PROG " -t TOPOLOGY --attach FILE [options]\n"
+"\n"
+"Launch a tbon tree: the commnodes of TOPOLOGY and BACKEND at each of its\n"
+"leaves. Open a stream over every back-end with FILTER, then for each wave\n"
+"w = 0..WAVES-1 send the request packet \"%%ud %%s\" (w, KIND) with tag %d and\n"
+"print the results that come back up the tree. Shut the tree down at the end.\n"
+"\n"
+"Options:\n"
+"  -t, --topology FILE   the tree (MRNet text format or XML; see tbon_topgen)\n"
+"  -b, --backend EXE     the back-end program, e.g. tbon_example_be (a name\n"
+"                        without '/' is looked up in PATH, then the current\n"
+"                        directory); arguments after -- are passed to it\n"
+"  -f, --filter FILTER   the upstream filter: null, sum (default), min, max,\n"
+"                        avg, concat, union, or PATH.so:FUNCTION for a filter\n"
+"                        plug-in (loaded here and in every commnode)\n"
+"  -s, --sync MODE       waitforall (default): one result per wave, made from\n"
+"                        every back-end's answer; dontwait: results flow up as\n"
+"                        answers arrive; timeout:MS: wait for all, or MS ms\n"
+"                        after a wave's first answer\n"
+"  -w, --waves N         number of request waves (default 1; 0 only starts\n"
+"                        and stops the tree)\n"
+"  -k, --kind KIND       what the back-ends answer with (tbon_example_be):\n"
+"                          int     \"%%ld\"   rank + wave\n"
+"                          int32   \"%%d\"    rank + wave\n"
+"                          double  \"%%lf\"   (rank + wave) / 4\n"
+"                          set     \"%%auld\" {rank, rank %% 4, 100 + wave}\n"
+"                          array   \"%%ald\"  {rank, wave}\n"
+"                        default: set for union, array for concat, else int\n"
+"      --idle MS         dontwait and timeout modes: a wave ends when no result\n"
+"                        came for MS ms (default 2000, or the sync timeout +\n"
+"                        500 if larger)\n"
+"      --json            print one JSON object per result:\n"
+"                        {\"wave\":0,\"stream\":1,\"source\":0,\"format\":\"%%ld\",\"values\":[200]}\n"
+"      --events          print membership events (node failed, adopted, ...)\n"
+"                        between waves\n"
+"      --attach FILE     attach mode: launch no back-ends; write FILE and wait\n"
+"                        until back-ends join through it (tbon_be_attach, or\n"
+"                        tbon_example_be --attach FILE --rank R)\n"
+"  -h, --help            show this help\n"
+"\n"
+"Results (stdout, one line each):\n"
+"  waitforall   wave 0: sum = 200 (from 16 back-ends)\n"
+"  null filter  wave 0: back-end 5 sent 5     (one line per back-end and wave)\n"
+"  dontwait     wave 0: sum = 47 (result 1 of the wave)\n"
+"With the null filter a wave ends when every live back-end has answered; with\n"
+"other filters in dontwait/timeout mode the number of answers in a result is\n"
+"not known, so a wave ends after --idle ms without a result. Progress, notes\n"
+"and errors go to stderr.\n"
+"\n"
+"Environment:\n"
+"  TBON_LOG=error|warn|info|debug   library log level (default warn); the\n"
+"                                   commnodes log to files in TBON_LOG_DIR,\n"
+"                                   default ${TMPDIR:-/tmp}/tbon-USER-SESSION/\n"
+"  TBON_RSH=CMD       remote shell for hosts other than this one (default ssh)\n"
+"  TBON_COMMNODE=EXE  the commnode program (default: tbon_commnode next to\n"
+"                     this program, in the build tree, then in PATH)\n"
+"\n"
+"Exit status: 0 success, 1 runtime error (message on stderr), 2 usage error.\n"
+"\n"
+"Examples:\n"
+"  " PROG " -t topologies/local-4x4.top -b build/bin/tbon_example_be -w 3\n"
+"  " PROG " -t my.top -b tbon_example_be -f avg --json\n"
+"  " PROG " -t my.top -b tbon_example_be -f null -s dontwait\n"
+"  " PROG " -t my.top -b ./my_be -f ./my_filter.so:my_sum -- --my-be-option\n",
+            TAG_REQUEST);
+}
+
+/* A bad command line: say which argument and how to get help; exit 2. */
+static void __attribute__((noreturn, format(printf, 1, 2))) usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs(PROG ": ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs("\nTry '" PROG " --help' for more information.\n", stderr);
+    va_end(ap);
+    exit(EXIT_USAGE);
+}
+
+/* ---- argument parsing ---- */
+
+/* A decimal number in [0, max] without sign or junk. 0 or -1. */
+static int parse_ulong(const char *s, unsigned long max, unsigned long *out)
+{
+    char *end;
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || *end || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Decide what FILTER names: a built-in, or PATH.so:FUNCTION (made absolute
+ * here, so the commnodes find it whatever their working directory). */
+static void parse_filter(struct cli *c)
+{
+    for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)
+        if (strcmp(c->filter, builtins[i].name) == 0) {
+            c->filter_id = builtins[i].id;
+            c->filter_name = builtins[i].name;
+            if (!c->kind)
+                c->kind = builtins[i].kind;
+            return;
+        }
+    const char *colon = strrchr(c->filter, ':');
+    if (!colon || colon == c->filter || !colon[1] || !strstr(c->filter, ".so"))
+        usage_error("unknown filter '%s' (built-ins: null sum min max avg concat "
+                    "union; or PATH.so:FUNCTION)", c->filter);
+    size_t n = (size_t)(colon - c->filter);
+    char *path = strndup(c->filter, n);
+    if (!path) {
+        fprintf(stderr, PROG ": out of memory\n");
+        exit(EXIT_RUN);
+    }
+    c->so_path = realpath(path, NULL);
+    if (!c->so_path) {
+        fprintf(stderr, PROG ": filter plug-in %s: %s\n", path, strerror(errno));
+        free(path);
+        exit(EXIT_RUN);
+    }
+    free(path);
+    c->so_func = colon + 1;
+    c->filter_name = c->so_func;
+    c->filter_id = -1;
+    if (!c->kind)
+        c->kind = "int";
+}
+
+/* Parse "waitforall", "dontwait" or "timeout:MS". */
+static void parse_sync(struct cli *c, const char *s)
+{
+    if (strcmp(s, "waitforall") == 0) {
+        c->sync = TBON_SYNC_WAITFORALL;
+    } else if (strcmp(s, "dontwait") == 0) {
+        c->sync = TBON_SYNC_DONTWAIT;
+    } else if (strncmp(s, "timeout:", 8) == 0) {
+        if (parse_ulong(s + 8, UINT32_MAX, &c->sync_ms) != 0 || c->sync_ms == 0)
+            usage_error("bad sync mode '%s': the timeout must be a number of ms "
+                        "from 1 to %" PRIu32, s, UINT32_MAX);
+        c->sync = TBON_SYNC_TIMEOUT;
+    } else {
+        usage_error("bad sync mode '%s' (waitforall, dontwait or timeout:MS)", s);
+    }
+}
+
+static void parse_args(struct cli *c, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "topology", required_argument, NULL, 't' },
+        { "backend", required_argument, NULL, 'b' },
+        { "filter", required_argument, NULL, 'f' },
+        { "sync", required_argument, NULL, 's' },
+        { "waves", required_argument, NULL, 'w' },
+        { "kind", required_argument, NULL, 'k' },
+        { "idle", required_argument, NULL, OPT_IDLE },
+        { "json", no_argument, NULL, OPT_JSON },
+        { "events", no_argument, NULL, OPT_EVENTS },
+        { "attach", required_argument, NULL, OPT_ATTACH },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    unsigned long v;
+    int opt;
+
+    memset(c, 0, sizeof *c);
+    c->filter = "sum";
+    c->sync = TBON_SYNC_WAITFORALL;
+    c->waves = 1;
+    c->idle_ms = -1;
+    opterr = 0;
+    /* '+': stop at the first non-option, so nothing after "--" is permuted. */
+    while ((opt = getopt_long(argc, argv, "+:t:b:f:s:w:k:h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 't': c->topology = optarg; break;
+        case 'b': c->backend = optarg; break;
+        case 'f': c->filter = optarg; break;
+        case 's': parse_sync(c, optarg); break;
+        case 'w':
+            if (parse_ulong(optarg, 100000000, &v) != 0)
+                usage_error("bad number of waves '%s' (0 to 100000000)", optarg);
+            c->waves = v;
+            break;
+        case 'k':
+            c->kind = NULL;
+            for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+                if (strcmp(optarg, kinds[i]) == 0)
+                    c->kind = kinds[i];
+            if (!c->kind)
+                usage_error("bad kind '%s' (int, int32, double, set or array)", optarg);
+            break;
+        case OPT_IDLE:
+            if (parse_ulong(optarg, INT_MAX, &v) != 0 || v == 0)
+                usage_error("bad idle time '%s' (ms, from 1)", optarg);
+            c->idle_ms = (long)v;
+            break;
+        case OPT_JSON: c->json = 1; break;
+        case OPT_EVENTS: c->events = 1; break;
+        case OPT_ATTACH: c->attach = optarg; break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        case ':':
+            usage_error("option '%s' needs an argument", argv[optind - 1]);
+        default:
+            if (optopt)
+                usage_error("unknown option '-%c'", optopt);
+            usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc && strcmp(argv[optind - 1], "--") != 0)
+        usage_error("unexpected argument '%s' (back-end arguments go after --)",
+                    argv[optind]);
+    c->be_argv = argv + optind;   /* argv[argc] is NULL */
+
+    if (!c->topology)
+        usage_error("missing -t TOPOLOGY");
+    if (c->attach && c->backend)
+        usage_error("-b '%s' and --attach '%s' exclude each other (in attach mode "
+                    "the back-ends are started by you)", c->backend, c->attach);
+    if (!c->attach && !c->backend)
+        usage_error("missing -b BACKEND (or --attach FILE)");
+    if (c->attach && optind < argc)
+        usage_error("unexpected argument '%s': no back-ends are launched in attach "
+                    "mode", argv[optind]);
+    parse_filter(c);
+    if (c->idle_ms < 0) {
+        c->idle_ms = 2000;
+        if (c->sync == TBON_SYNC_TIMEOUT && c->sync_ms + 500 > 2000)
+            c->idle_ms = c->sync_ms + 500 > INT_MAX ? INT_MAX : (long)(c->sync_ms + 500);
+    }
+}
+
+/* path made absolute (without resolving symbolic links: a multi-call
+ * program looks at its name). A malloc'd string, or NULL. */
+static char *absolute(const char *path)
+{
+    char cwd[PATH_MAX], *out;
+    if (path[0] == '/')
+        return strdup(path);
+    if (!getcwd(cwd, sizeof cwd) || asprintf(&out, "%s/%s", cwd, path) < 0)
+        return NULL;
+    return out;
+}
+
+/* The back-end program as the launcher needs it: a name without '/' is
+ * searched in PATH and then the current directory, as a shell would, and a
+ * path is made absolute so the commnodes find it whatever their directory.
+ * Returns a malloc'd string, or NULL if it is not an executable here (it is
+ * then passed as given: it may exist on the hosts of the back-ends). */
+static char *resolve_backend(const char *exe)
+{
+    if (strchr(exe, '/'))
+        return access(exe, X_OK) == 0 ? absolute(exe) : NULL;
+    const char *path = getenv("PATH");
+    while (path && *path) {
+        const char *end = strchr(path, ':');
+        size_t n = end ? (size_t)(end - path) : strlen(path);
+        char buf[PATH_MAX];
+        if (n > 0 && (size_t)snprintf(buf, sizeof buf, "%.*s/%s", (int)n, path, exe) < sizeof buf &&
+            access(buf, X_OK) == 0)
+            return absolute(buf);
+        path = end ? end + 1 : NULL;
+    }
+    return access(exe, X_OK) == 0 ? absolute(exe) : NULL;
+}
+
+/* ---- start-up progress ---- */
+
+struct progress {
+    struct timespec t0, last;
+    int             tty;        /* stderr is a terminal: overwrite one line */
+    int             open;       /* a progress line without its newline is on screen */
+    int             shown;      /* printed at least once */
+    size_t          total;
+    const char     *attach;     /* attach mode: announce when the file exists */
+    int             announced;
+};
+
+static long ms_since(const struct timespec *a, const struct timespec *b)
+{
+    return (long)(b->tv_sec - a->tv_sec) * 1000 + (b->tv_nsec - a->tv_nsec) / 1000000;
+}
+
+/* The progress hook of tbon_fe_create (on our thread, inside the call): a
+ * line "starting tree: R/T processes", only once start-up has taken 0.5 s,
+ * at most 10 times a second on a terminal (overwritten with \r) and once a
+ * second otherwise (one line each). */
+static void on_progress(void *arg, size_t ready, size_t total)
+{
+    struct progress *p = arg;
+    struct timespec now;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    p->total = total;
+    if (p->attach && !p->announced && access(p->attach, F_OK) == 0) {
+        fprintf(stderr, "%sattach file %s is ready: start the back-ends now\n",
+                p->open ? "\n" : "", p->attach);
+        p->open = 0;
+        p->announced = 1;
+    }
+    if (ms_since(&p->t0, &now) < 500)
+        return;
+    if (p->shown && ms_since(&p->last, &now) < (p->tty ? 100 : 1000))
+        return;
+    if (p->tty) {
+        fprintf(stderr, "\rstarting tree: %zu/%zu processes ", ready, total);
+        p->open = 1;
+    } else {
+        fprintf(stderr, "starting tree: %zu/%zu processes\n", ready, total);
+    }
+    fflush(stderr);
+    p->shown = 1;
+    p->last = now;
+}
+
+/* After tbon_fe_create: end the progress line, if one was shown. */
+static void progress_done(struct progress *p, int ok)
+{
+    struct timespec now;
+
+    if (!p->shown)
+        return;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (ok)   /* on a terminal this overwrites the progress line */
+        fprintf(stderr, "%sstarted tree: %zu processes in %.1f s     \n", p->open ? "\r" : "",
+                p->total, (double)ms_since(&p->t0, &now) / 1000.0);
+    else if (p->open)
+        fputc('\n', stderr);
+    p->open = 0;
+}
+
+/* ---- printing packets ---- */
+
+/* A string as JSON (quoted, escaped); bytes >= 0x80 pass through. */
+static void json_string(FILE *f, const uint8_t *s, size_t n)
+{
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t ch = s[i];
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch == '\n')
+            fputs("\\n", f);
+        else if (ch == '\t')
+            fputs("\\t", f);
+        else if (ch < 0x20 || ch == 0x7f)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+/* One numeric element e of type t. */
+static void print_number(FILE *f, enum tb_ftype t, const uint8_t *e, int json)
+{
+    if (tb_ftype_is_float(t)) {
+        double d = tb_elem_get_f64(t, e);
+        if (json && !isfinite(d))
+            fputs("null", f);     /* JSON has no NaN or infinity */
+        else
+            fprintf(f, json ? "%.17g" : "%.10g", d);
+    } else if (tb_ftype_is_signed(t)) {
+        fprintf(f, "%" PRId64, tb_elem_get_i64(t, e));
+    } else {
+        fprintf(f, "%" PRIu64, tb_elem_get_u64(t, e));
+    }
+}
+
+/* Field i of p: a number, a string, or [elements] for an array. */
+static void print_field(FILE *f, const tbon_packet_t *p, size_t i, int json)
+{
+    struct tb_field fl;
+
+    if (tb_packet_get_field(p, i, &fl) != 0) {
+        fputs(json ? "null" : "?", f);
+        return;
+    }
+    enum tb_ftype et = tb_ftype_elem(fl.type);
+    if (fl.type == TB_F_S) {
+        json_string(f, fl.data, fl.size);
+        return;
+    }
+    if (!tb_ftype_is_array(fl.type)) {
+        print_number(f, et, fl.data, json);
+        return;
+    }
+    size_t esz = tb_ftype_elem_size(et);
+    size_t shown = json || fl.count <= HUMAN_MAX_ELEMS ? fl.count : HUMAN_MAX_ELEMS;
+    const uint8_t *d = fl.data;
+    fputc('[', f);
+    for (size_t k = 0; k < shown; k++) {
+        if (k)
+            fputs(json ? "," : ", ", f);
+        if (fl.type == TB_F_AS) {
+            /* %as: each string is a u32 little-endian length and its bytes. */
+            uint32_t len = (uint32_t)d[0] | (uint32_t)d[1] << 8 |
+                           (uint32_t)d[2] << 16 | (uint32_t)d[3] << 24;
+            json_string(f, d + 4, len);
+            d += 4 + (size_t)len;
+        } else {
+            print_number(f, et, d + k * esz, json);
+        }
+    }
+    if (shown < fl.count)
+        fprintf(f, ", ... (%zu more)", fl.count - shown);
+    fputc(']', f);
+}
+
+/* Every field of p, comma-separated (JSON: the inside of the values array). */
+static void print_values(FILE *f, const tbon_packet_t *p, int json)
+{
+    size_t n = tb_packet_nfields(p);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            fputs(json ? "," : ", ", f);
+        print_field(f, p, i, json);
+    }
+    if (!n && !json)
+        fputs("(no values)", f);
+}
+
+/* How a result was made, for the readable line. */
+enum origin { ORIGIN_ALL, ORIGIN_BACKEND, ORIGIN_PARTIAL };
+
+/* One result line on stdout: JSON, or readable according to origin (n: the
+ * back-ends of a complete wave, or the result's number within its wave). */
+static void print_result(const struct cli *c, unsigned long wave, const tbon_packet_t *p,
+                         enum origin how, size_t n)
+{
+    if (c->json) {
+        printf("{\"wave\":%lu,\"stream\":%" PRIu32 ",\"source\":", wave, tbon_packet_stream(p));
+        if (tbon_packet_source(p) == TBON_RANK_NONE)
+            fputs("null", stdout);
+        else
+            printf("%" PRIu32, tbon_packet_source(p));
+        fputs(",\"format\":", stdout);
+        const char *fmt = tbon_packet_format(p);
+        json_string(stdout, (const uint8_t *)fmt, strlen(fmt));
+        fputs(",\"values\":[", stdout);
+        print_values(stdout, p, 1);
+        fputs("]}\n", stdout);
+    } else if (how == ORIGIN_BACKEND) {
+        printf("wave %lu: back-end %" PRIu32 " sent ", wave, tbon_packet_source(p));
+        print_values(stdout, p, 0);
+        putchar('\n');
+    } else {
+        printf("wave %lu: %s = ", wave, c->filter_name);
+        print_values(stdout, p, 0);
+        if (how == ORIGIN_ALL)
+            printf(" (from %zu back-end%s)\n", n, n == 1 ? "" : "s");
+        else
+            printf(" (result %zu of the wave)\n", n);
+    }
+    fflush(stdout);
+}
+
+/* Print the membership events that are waiting (none if --events is off). */
+static void drain_events(const struct cli *c, tbon_net_t *net)
+{
+    static const char *const names[] = {
+        [TBON_EV_NODE_FAILED] = "node_failed", [TBON_EV_NODE_ADOPTED] = "node_adopted",
+        [TBON_EV_NODE_JOINED] = "node_joined", [TBON_EV_NODE_LEFT] = "node_left",
+        [TBON_EV_VIEW_STABLE] = "view_stable",
+    };
+    tbon_event_t ev;
+
+    if (!c->events)
+        return;
+    while (tbon_net_next_event(net, &ev, 0) == 0) {
+        const char *name = (unsigned)ev.type < sizeof names / sizeof names[0] &&
+                           names[ev.type] ? names[ev.type] : "unknown";
+        if (c->json) {
+            printf("{\"event\":\"%s\",\"rank\":%" PRIu32 ",\"parent\":%" PRIu32
+                   ",\"incarnation\":%" PRIu32 ",\"view_version\":%" PRIu64 "}\n",
+                   name, ev.rank, ev.parent, ev.incarnation, ev.view_version);
+            continue;
+        }
+        switch (ev.type) {
+        case TBON_EV_NODE_FAILED:
+            printf("event: node %" PRIu32 " failed (incarnation %" PRIu32 ")\n",
+                   ev.rank, ev.incarnation);
+            break;
+        case TBON_EV_NODE_ADOPTED:
+            printf("event: node %" PRIu32 " adopted by %" PRIu32 "\n", ev.rank, ev.parent);
+            break;
+        case TBON_EV_NODE_JOINED:
+            printf("event: node %" PRIu32 " joined under %" PRIu32 "\n", ev.rank, ev.parent);
+            break;
+        case TBON_EV_NODE_LEFT:
+            printf("event: node %" PRIu32 " left\n", ev.rank);
+            break;
+        case TBON_EV_VIEW_STABLE:
+            printf("event: view %" PRIu64 " is stable\n", ev.view_version);
+            break;
+        default:
+            printf("event: type %d, node %" PRIu32 "\n", (int)ev.type, ev.rank);
+            break;
+        }
+    }
+    fflush(stdout);
+}
+
+/* ---- waves ---- */
+
+/* Say why receiving failed; returns EXIT_RUN. */
+static int recv_failed(const struct cli *c, tbon_net_t *net, unsigned long wave, int rc)
+{
+    const char *why = tbon_net_error(net);
+    if (rc == TBON_ECLOSED)
+        fprintf(stderr, PROG ": wave %lu: the network shut down\n", wave);
+    else
+        fprintf(stderr, PROG ": wave %lu: %s%s%s\n", wave, tbon_strerror(rc),
+                why && *why ? ": " : "", why && *why ? why : "");
+    /* The usual cause: answers in a format the filter does not take. */
+    if (rc == TBON_EFILTER)
+        fprintf(stderr, PROG ": note: the back-ends were asked for kind '%s'; -k chooses "
+                "another (int, int32, double, set, array; see --help)\n", c->kind);
+    return EXIT_RUN;
+}
+
+/* Receive the next result of s: waits at most timeout_ms (-1: for ever) in
+ * slices, so Ctrl-C is noticed. Returns as tbon_stream_recv, or TBON_ECLOSED
+ * with g_stop set. */
+static int recv_result(tbon_stream_t *s, tbon_packet_t **pkt, long timeout_ms)
+{
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int slice = RECV_SLICE_MS;
+        if (timeout_ms >= 0) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            long left = timeout_ms - ms_since(&t0, &now);
+            if (left <= 0)
+                return TBON_ETIMEOUT;
+            if (left < slice)
+                slice = (int)left;
+        }
+        int rc = tbon_stream_recv(s, pkt, slice);
+        if (rc != TBON_ETIMEOUT)
+            return rc;
+        if (g_stop)
+            return TBON_ECLOSED;
+    }
+}
+
+/* One wave: send the request, then print its results. Returns 0 or EXIT_RUN. */
+static int run_wave(const struct cli *c, tbon_net_t *net, tbon_stream_t *s, unsigned long w)
+{
+    tbon_packet_t *p = NULL;
+    int rc = tbon_stream_send(s, TAG_REQUEST, "%ud %s", (uint32_t)w, c->kind);
+    if (rc != 0) {
+        fprintf(stderr, PROG ": wave %lu: sending the request: %s %s\n", w,
+                tbon_strerror(rc), tbon_net_error(net));
+        return EXIT_RUN;
+    }
+
+    if (c->filter_id == TBON_FILTER_NULL) {
+        /* Every answer comes up unchanged: one per live back-end. */
+        size_t got = 0;
+        while (got < tbon_net_num_backends(net)) {
+            rc = recv_result(s, &p, RECV_SLICE_MS);
+            if (rc == TBON_ETIMEOUT)
+                continue;    /* re-read the number of live back-ends */
+            if (rc != 0)
+                return g_stop ? EXIT_RUN : recv_failed(c, net, w, rc);
+            print_result(c, w, p, ORIGIN_BACKEND, 0);
+            tbon_packet_unref(p);
+            got++;
+        }
+        return 0;
+    }
+
+    if (c->sync == TBON_SYNC_WAITFORALL) {
+        rc = recv_result(s, &p, -1);
+        if (rc != 0)
+            return g_stop ? EXIT_RUN : recv_failed(c, net, w, rc);
+        print_result(c, w, p, ORIGIN_ALL, tbon_net_num_backends(net));
+        tbon_packet_unref(p);
+        return 0;
+    }
+
+    /* dontwait / timeout: partial results; the wave ends after an idle gap. */
+    size_t n = 0;
+    for (;;) {
+        rc = recv_result(s, &p, c->idle_ms);
+        if (rc == TBON_ETIMEOUT)
+            break;
+        if (rc != 0)
+            return g_stop ? EXIT_RUN : recv_failed(c, net, w, rc);
+        print_result(c, w, p, ORIGIN_PARTIAL, ++n);
+        tbon_packet_unref(p);
+    }
+    if (n == 0) {
+        fprintf(stderr, PROG ": wave %lu: no result within %ld ms\n", w, c->idle_ms);
+        return EXIT_RUN;
+    }
+    return 0;
+}
+
+/* Load the plug-in if any, open the broadcast stream with the filter and
+ * sync mode, and say what was opened (stderr). The stream, or NULL after
+ * printing why. */
+static tbon_stream_t *open_stream(const struct cli *c, tbon_net_t *net)
+{
+    int fid = c->filter_id;
+    if (c->so_path) {
+        fid = tbon_fe_load_filter(net, c->so_path, c->so_func);
+        if (fid < 0) {
+            fprintf(stderr, PROG ": loading filter %s from %s: %s\n", c->so_func,
+                    c->so_path, tbon_net_error(net));
+            return NULL;
+        }
+    }
+    tbon_stream_t *s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), fid,
+                                          c->sync, TBON_FILTER_NULL);
+    if (!s) {
+        fprintf(stderr, PROG ": creating the stream: %s\n", tbon_net_error(net));
+        return NULL;
+    }
+    char sync[32];
+    if (c->sync == TBON_SYNC_TIMEOUT) {
+        int rc = tbon_stream_set_filter_params(s, TBON_FILTER_PARAM_SYNC, "%ud",
+                                               (uint32_t)c->sync_ms);
+        if (rc != 0) {
+            fprintf(stderr, PROG ": setting the sync timeout: %s %s\n",
+                    tbon_strerror(rc), tbon_net_error(net));
+            return NULL;
+        }
+        snprintf(sync, sizeof sync, "timeout:%lu", c->sync_ms);
+    } else {
+        snprintf(sync, sizeof sync, "%s",
+                 c->sync == TBON_SYNC_WAITFORALL ? "waitforall" : "dontwait");
+    }
+    fprintf(stderr, PROG ": %zu back-ends; stream %" PRIu32 ": filter %s, %s, "
+            "back-ends answer '%s'\n", tbon_net_num_backends(net), tbon_stream_id(s),
+            c->filter_name, sync, c->kind);
+    return s;
+}
+
+/* SIGINT/SIGTERM: the first asks the main loop to shut the tree down (it
+ * polls g_stop between slices of waiting); the second kills us at once. */
+static void on_signal(int sig)
+{
+    static const char msg[] = "\n" PROG ": interrupted, shutting the tree down "
+                              "(again to quit at once)\n";
+    if (g_stop) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    g_stop = 1;
+    ssize_t r = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)r;
+}
+
+/* Parse, start the tree, run the waves, shut the tree down. */
+int main(int argc, char **argv)
+{
+    struct cli c;
+    tbon_error_t err = { 0 };
+    tbon_fe_options_t opts = { 0 };
+    struct progress prog = { 0 };
+    char *backend = NULL;
+    tbon_net_t *net = NULL;
+    int status = EXIT_RUN;
+
+    parse_args(&c, argc, argv);
+
+    struct sigaction sa = { 0 };
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    if (c.backend) {
+        backend = resolve_backend(c.backend);
+    } else {
+        fprintf(stderr, PROG ": attach mode: the tree's commnodes start now and write "
+                "%s; then start, for each leaf of %s, a back-end that calls\n"
+                "  tbon_be_attach(\"%s\", RANK, &err)   (RANK: the leaf's rank, "
+                "breadth-first from 0 at the front-end)\n"
+                "for example: tbon_example_be --attach %s --rank RANK\n",
+                c.attach, c.topology, c.attach, c.attach);
+    }
+
+    clock_gettime(CLOCK_MONOTONIC, &prog.t0);
+    prog.tty = isatty(STDERR_FILENO);
+    prog.attach = c.attach;
+    opts.progress = on_progress;
+    opts.progress_arg = &prog;
+    opts.attach_file = c.attach;
+    net = tbon_fe_create(c.topology, c.backend ? (backend ? backend : c.backend) : NULL,
+                         (const char *const *)c.be_argv, &opts, &err);
+    progress_done(&prog, net != NULL);
+    if (!net) {
+        fprintf(stderr, PROG ": %s\n", err.msg[0] ? err.msg : tbon_strerror(err.code));
+        /* The commnode that failed to start it logs why; say the likely cause. */
+        if (c.backend && !backend)
+            fprintf(stderr, PROG ": note: back-end '%s' is %s on this machine\n", c.backend,
+                    strchr(c.backend, '/') ? "not an executable file"
+                                           : "not in PATH nor in the current directory");
+        goto out;
+    }
+    if (g_stop)
+        goto out;
+
+    tbon_stream_t *s = open_stream(&c, net);
+    if (!s)
+        goto out;
+
+    drain_events(&c, net);
+    status = 0;
+    for (unsigned long w = 0; w < c.waves && !status && !g_stop; w++) {
+        status = run_wave(&c, net, s, w);
+        drain_events(&c, net);
+    }
+    if (g_stop)
+        status = EXIT_RUN;
+
+out:
+    tbon_net_destroy(net);
+    free(backend);
+    free(c.so_path);
+    return status;
+}
