@@ -205,11 +205,12 @@ void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
                 tb_topology_host(n->topo, ch->rank), why);
     retire(n, ch->conn);
     ch->conn = NULL;
-    int was = ch->state;
     ch->state = CH_GONE;
     tb_stream_child_gone(n, i);
-    if (!n->shutting_down && !n->ready_sent && was != CH_READY)
-        tb_node_fail(n, TBON_ELAUNCH, "rank %u on host %s closed its connection before it was ready: %s",
+    /* Until the whole tree is up, losing any child fails the start-up (by
+     * name), or the tree would wait for it until the timeout. */
+    if (!n->shutting_down && !n->ready_sent)
+        tb_node_fail(n, TBON_ELAUNCH, "rank %u on host %s closed its connection before the tree was ready: %s",
                      ch->rank, tb_topology_host(n->topo, ch->rank), why);
 }
 

@@ -1,7 +1,9 @@
 /* test_security.c - strangers on the listening ports of a running tree: a
  * wrong secret or session is refused, garbage, a bad CRC, an oversized
  * length or a frame out of turn close that connection only, idle
- * connections block nothing; the tree answers exactly afterwards
+ * connections block nothing; the tree answers exactly afterwards. And an
+ * authenticated back-end that sends a bad CRC or length loses its own
+ * connection, nothing else.
  *
  * The ports are found from outside, as an attacker on the machine would:
  * the listening TCP sockets of the FE (this process) and of a commnode,
@@ -10,6 +12,10 @@
 #include "itest.h"
 
 #include "handshake.h"
+#include "join.h"
+#include "node.h"
+#include "sock.h"
+#include "packet_int.h"
 #include "wire.h"
 
 /* Read one frame from fd within ms: 1 and *f (release it), 0 on EOF or
@@ -317,3 +323,123 @@ ITEST(sec_idle_connections_block_nothing)
     it_sum_wave(s, 6, t.be, t.nbe);
     it_stop(&t);
 }
+
+/* ---- a bad frame from an authenticated peer ---- */
+
+/* The fake back-end: joins as `rank` through the attach file like a real one
+ * (it has the secret), then sends a DATA frame whose CRC (or, with bad_len,
+ * length) is wrong. Its parent must close this connection: exit 0 when EOF
+ * comes, 1 if the connection stays open, 2 if it could not join. */
+static void fake_backend(const char *file, tbon_rank_t rank, int bad_len)
+{
+    tb_join_t j;
+    tbon_error_t err;
+    int ok = -1;
+    for (int i = 0; i < 400 && ok != 0; i++) {
+        ok = tb_join_parse_attach(file, rank, &j, &err);
+        if (ok != 0)
+            it_sleep_ms(50);
+    }
+    if (ok != 0 || tb_join_connect(&j, TB_ROLE_BE, TB_PURPOSE_ATTACH, &err) != 0)
+        _exit(2);
+    /* Misbehave only once the tree is up: when the FE's stream arrives. */
+    for (;;) {
+        tb_frame_t f;
+        if (tb_sock_recv_frame(j.data_fd, TB_FRAME_MAX_DEFAULT, &f, it_now_ms() + 20000, &err))
+            _exit(2);
+        int stream = f.hdr.type == TB_FRAME_CONTROL && f.hdr.tag == TB_CTL_STREAM;
+        tb_frame_release(&f);
+        if (stream)
+            break;
+    }
+    /* A well-formed wave answer first would be accepted: corrupt it. */
+    tbon_packet_t *p = tbon_packet_new(IT_TAG_WAVE, "%ld", (int64_t)424242);
+    size_t len;
+    const uint8_t *pl = tb_packet_payload(p, &len);
+    tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .stream = 1, .tag = IT_TAG_WAVE,
+                         .source = rank, .len = (uint32_t)len };
+    uint8_t frame[TB_FRAME_HDR_SIZE + 256];
+    tb_frame_hdr_encode(&h, pl, frame);
+    memcpy(frame + TB_FRAME_HDR_SIZE, pl, len);
+    if (bad_len) {
+        /* A length far over the limit: refused as soon as the header is in. */
+        frame[8] = 0xff, frame[9] = 0xff, frame[10] = 0xff, frame[11] = 0x7f;
+    } else {
+        frame[TB_FRAME_HDR_SIZE + len - 1] ^= 0x01;   /* the payload, after the CRC */
+    }
+    tbon_packet_unref(p);
+    if (send_all(j.data_fd, frame, TB_FRAME_HDR_SIZE + len) != 0)
+        _exit(0);   /* already closed */
+    char buf[4096];
+    int64_t end = it_now_ms() + 5000;
+    while (it_now_ms() < end) {
+        struct pollfd pf = { .fd = j.data_fd, .events = POLLIN };
+        if (poll(&pf, 1, 100) <= 0)
+            continue;
+        ssize_t n = read(j.data_fd, buf, sizeof buf);
+        if (n <= 0)
+            _exit(0);   /* closed by the parent, as it must be */
+    }
+    _exit(1);
+}
+
+static void bad_frame_from_peer(int bad_len)
+{
+    char file[700];
+    snprintf(file, sizeof file, "%s/attach", th_tmpdir());
+    /* Two commnodes with two back-ends each; rank 6 will be the fake one. */
+    const char *topo = th_write_file("peer.top",
+                                     "localhost:0 => localhost:1 localhost:2 ;\n"
+                                     "localhost:1 => localhost:3 localhost:4 ;\n"
+                                     "localhost:2 => localhost:5 localhost:6 ;\n");
+    const tbon_rank_t real[] = { 3, 4, 5 };
+    pid_t kids[4];
+    for (int i = 0; i < 4; i++) {
+        kids[i] = fork();
+        REQUIRE(kids[i] >= 0);
+        if (kids[i] == 0) {
+            if (i == 3)
+                fake_backend(file, 6, bad_len);
+            char r[16];
+            snprintf(r, sizeof r, "%u", (unsigned)real[i]);
+            for (int k = 0; k < 400 && access(file, F_OK) != 0; k++)
+                it_sleep_ms(50);
+            execl(it_be_path(), "tbon_test_be", "--attach", file, "--rank", r, (char *)NULL);
+            _exit(127);
+        }
+    }
+    tbon_fe_options_t o = { .attach_file = file, .startup_timeout_ms = 20000 };
+    tbon_error_t err = { 0, "" };
+    tbon_net_t *net = tbon_fe_create(topo, NULL, NULL, &o, &err);
+    if (!net) {
+        th_fail(__FILE__, __LINE__, "tbon_fe_create (attach): %s", err.msg);
+        for (int i = 0; i < 4; i++) {
+            kill(kids[i], SIGKILL);
+            waitpid(kids[i], NULL, 0);
+        }
+        return;
+    }
+    /* The stream's arrival sets the fake one off; it is cut off, and its
+     * parent and everyone else carry on. */
+    tbon_stream_t *s = it_stream(net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    int st = 0;
+    CHECK_INT(waitpid(kids[3], &st, 0), kids[3]);
+    CHECK(WIFEXITED(st));
+    CHECK_INT(WEXITSTATUS(st), 0);
+    if (s) {
+        it_sum_wave(s, 1, real, 3);
+        it_sum_wave(s, 2, real, 3);
+    }
+    tbon_net_destroy(net);
+    for (int i = 0; i < 3; i++) {
+        CHECK_INT(waitpid(kids[i], &st, 0), kids[i]);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+}
+
+/* An authenticated back-end sends a frame with a bad CRC: only its own
+ * connection is closed, and the next waves are exact over the others. */
+ITEST(sec_bad_crc_from_peer_closes_only_it) { bad_frame_from_peer(0); }
+
+/* The same with a length over the limit. */
+ITEST(sec_bad_length_from_peer_closes_only_it) { bad_frame_from_peer(1); }
