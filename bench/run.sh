@@ -9,7 +9,9 @@ cd "$(dirname "$0")/.."
 b=${1:-build}
 out=bench/RESULTS.md
 tmp=$(mktemp)
-trap 'rm -f "$tmp"' EXIT
+flat_rows=$(mktemp)
+tree_rows=$(mktemp)
+trap 'rm -f "$tmp" "$flat_rows" "$tree_rows"' EXIT
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 {
@@ -30,10 +32,61 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 for x in "$b"/bench/bench_*; do
     [ -x "$x" ] || continue
     case "$x" in *.d|*.o) continue ;; esac
+    # The running-tree benchmarks get their own section below.
+    case "$x" in */bench_flat|*/bench_tree) continue ;; esac
     echo "== $x" >&2
     "$x" | grep -E '^\|' >>"$tmp"
 done
 
+# Issue 3: the running tree beside the flat TCP baseline of the same run.
+# bench_flat runs first; bench_tree reads its rows, names the flat figure in
+# each tree row's notes and prints the flat row of each N next to the tree rows.
+status=0
+if [ -x "$b/bench/bench_flat" ]; then
+    echo "== $b/bench/bench_flat" >&2
+    if ! "$b/bench/bench_flat" >"$flat_rows"; then
+        echo "bench_flat failed" >&2
+        status=1
+    fi
+fi
+tree_ok=0
+if [ -x "$b/bench/bench_tree" ]; then
+    echo "== $b/bench/bench_tree" >&2
+    if "$b/bench/bench_tree" --flat "$flat_rows" >"$tree_rows"; then
+        tree_ok=1
+    else
+        echo "bench_tree failed" >&2
+        status=1
+    fi
+fi
+{
+    echo
+    echo "## Running tree vs flat TCP"
+    echo
+    echo "Trees of tbon_commnode processes on this machine (bench/bench_tree.c, public API:"
+    echo "tbon_fe_create, a TBON_FILTER_SUM / TBON_SYNC_WAITFORALL stream, tbon_net_destroy),"
+    echo "each beside the flat baseline of the same run (bench/bench_flat.c: one FE process"
+    echo "with N back-end processes connected straight to it over TCP, epoll at the FE)."
+    echo "A wave: the FE sends a wave number to every back-end, each answers rank + wave"
+    echo "as an int64, the FE gets the sum and checks it exactly. For each N, every metric"
+    echo "has its tree row(s), then the flat row. Tree back-ends: bin/tbon_example_be"
+    echo "(links libz and libc only); flat back-ends: bench_flat itself (libc only)."
+    if [ "$tree_ok" = 0 ]; then
+        echo
+        echo "**bench_tree did not run or failed in this run: flat rows only.**"
+    fi
+    echo
+    echo "| area | metric | median | unit | notes |"
+    echo "|---|---|---|---|---|"
+    if [ "$tree_ok" = 1 ]; then
+        grep -E '^\|' "$tree_rows" || true
+    else
+        grep -E '^\|' "$flat_rows" || true
+    fi
+} >>"$tmp"
+
 mv "$tmp" "$out"
 trap - EXIT
+rm -f "$flat_rows" "$tree_rows"
 cat "$out"
+exit "$status"
