@@ -200,8 +200,10 @@ demo: all
 bench: all
 	bench/run.sh $(B)
 
-install: lib programs
-	install -d $(DESTDIR)$(PREFIX)/include/tbon $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+install: lib programs plugins
+	install -d $(DESTDIR)$(PREFIX)/include/tbon $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin \
+	    $(DESTDIR)$(PREFIX)/lib/tbon/filters
+	install -m 0755 $(PLUGIN_SO) $(DESTDIR)$(PREFIX)/lib/tbon/filters/
 	install -m 0644 include/tbon/*.h $(DESTDIR)$(PREFIX)/include/tbon/
 	install -m 0644 $(B)/lib/libtbon.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 0755 $(B)/lib/libtbon.so $(DESTDIR)$(PREFIX)/lib/libtbon.so.0

@@ -261,14 +261,22 @@ static void on_conn(tb_node_t *n, tb_cmd_t *cmd)
     cmd->fd = -1;
     watch(n, ch->conn, EPOLLIN);
     ch->state = CH_CONNECTED;
-    /* Every child gets the whole topology first (DESIGN.md, "Topology"). */
-    uint8_t *buf, *frame;
-    size_t len, flen;
-    if (tb_topology_serialize(n->topo, &buf, &len) == 0) {
-        tb_frame_hdr_t h = { .type = TB_FRAME_TOPOLOGY, .source = n->rank };
-        if (tb_frame_build(&h, buf, len, 1, &frame, &flen) == 0)
-            tb_conn_send_raw(ch->conn, frame, flen);
-        free(buf);
+    /* Every child gets the whole topology first (DESIGN.md, "Topology"),
+     * serialised and compressed once for all of them. */
+    if (!n->topo_frame) {
+        uint8_t *buf;
+        size_t len;
+        if (tb_topology_serialize(n->topo, &buf, &len) == 0) {
+            tb_frame_hdr_t h = { .type = TB_FRAME_TOPOLOGY, .source = n->rank };
+            if (tb_frame_build(&h, buf, len, 1, &n->topo_frame, &n->topo_frame_len) != 0)
+                n->topo_frame = NULL;
+            free(buf);
+        }
+    }
+    uint8_t *copy = n->topo_frame ? malloc(n->topo_frame_len) : NULL;
+    if (copy) {
+        memcpy(copy, n->topo_frame, n->topo_frame_len);
+        tb_conn_send_raw(ch->conn, copy, n->topo_frame_len);
     }
     /* A commnode learns next how to launch its own children. */
     if (!ch->is_be) {
@@ -874,6 +882,7 @@ void tb_node_destroy(tb_node_t *n)
     tb_stream_free_all(n);
     tb_filter_reg_destroy(n->filters);
     tb_topology_destroy(n->topo);
+    free(n->topo_frame);
     if (n->lfd >= 0)
         close(n->lfd);
     if (n->epfd >= 0)

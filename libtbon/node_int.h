@@ -27,6 +27,7 @@ typedef struct tb_child {
     int         status;
     tb_conn_t  *conn;
     int         blocked;      /* reading paused for its stream queues */
+    size_t      qbytes;       /* bytes it has queued in all streams' waves */
 } tb_child_t;
 
 /* A FIFO of packets (one child's queue on one stream). */
@@ -56,6 +57,9 @@ struct tb_node {
     tb_node_config_t cfg;
     tb_node_cbs_t cbs;
     tb_topology_t *topo;
+    uint8_t   *topo_frame;    /* the TOPOLOGY frame every new child gets; to be
+                                 dropped whenever the topology changes */
+    size_t     topo_frame_len;
     tbon_rank_t rank;
     tbon_rank_t parent_rank;  /* fixed at creation: the EDS thread reads it */
     tb_role_t  role;

@@ -83,8 +83,10 @@ static void stream_free(tb_node_t *n, tb_stream_st_t *s)
 {
     if (!s)
         return;
-    for (size_t i = 0; s->q && i < n->nchild; i++)
+    for (size_t i = 0; s->q && i < n->nchild; i++) {
+        n->child[i].qbytes -= s->q[i].bytes;
         pq_free(&s->q[i]);
+    }
     free(s->q);
     free(s->part);
     free(s->members);
@@ -265,8 +267,10 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
             if (!s->q[i].units)
                 continue;
             int more = 1;
+            size_t before = s->q[i].bytes;
             while (more && s->q[i].len)
                 in[k++] = pq_pop(&s->q[i], &more);
+            n->child[i].qbytes -= before - s->q[i].bytes;
             if (!s->q[i].units)
                 s->nonempty--;
         }
@@ -294,10 +298,12 @@ void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p,
         return;
     }
     tb_pq_t *q = &s->q[child];
+    size_t before = q->bytes;
     if (pq_push(q, p, more)) {
         tbon_packet_unref(p);
         return;
     }
+    n->child[child].qbytes += q->bytes - before;
     if (!more && q->units == 1) {
         s->nonempty++;
         if (s->sync == TBON_SYNC_TIMEOUT && !s->deadline)
@@ -375,9 +381,5 @@ void tb_stream_timers(tb_node_t *n, int64_t now, int64_t *next)
 
 size_t tb_stream_child_bytes(const tb_node_t *n, size_t child)
 {
-    size_t b = 0;
-    for (size_t id = 0; id < n->nstreams; id++)
-        if (n->streams[id])
-            b += n->streams[id]->q[child].bytes;
-    return b;
+    return n->child[child].qbytes;
 }

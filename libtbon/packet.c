@@ -21,6 +21,7 @@
  * Nothing follows the last field. The decoder (packet_codec.c) accepts only
  * this exact form, so a packet has exactly one encoding.
  */
+#include "crc32c.h"
 #include "packet_priv.h"
 
 #include "error.h"
@@ -43,6 +44,7 @@ tbon_packet_t *tb_packet_alloc(int tag, size_t nfields, size_t flen, size_t len)
     if (!p)
         return NULL;
     atomic_init(&p->refs, 1u);
+    atomic_init(&p->crc_known, 0u);
     p->tag = tag;
     p->stream = 0;
     p->source = TBON_RANK_NONE;
@@ -374,4 +376,16 @@ void tb_packet_set_route(tbon_packet_t *p, uint32_t stream, tbon_rank_t source)
     assert(atomic_load_explicit(&p->refs, memory_order_relaxed) == 1u);
     p->stream = stream;
     p->source = source;
+}
+
+uint32_t tb_packet_payload_crc(const tbon_packet_t *cp)
+{
+    /* Packets are immutable: the CRC is computed once, whichever thread
+     * asks first (a race computes the same value twice, harmlessly). */
+    tbon_packet_t *p = (tbon_packet_t *)cp;
+    if (atomic_load_explicit(&p->crc_known, memory_order_acquire))
+        return p->crc;
+    p->crc = tb_crc32c(0, p->payload, p->len);
+    atomic_store_explicit(&p->crc_known, 1u, memory_order_release);
+    return p->crc;
 }

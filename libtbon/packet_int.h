@@ -86,6 +86,10 @@ tbon_packet_t *tb_packet_vcreate(int tag, const char *fmt, va_list ap,
  * of a wire frame, valid as long as p is. Stores its length in *len. */
 const uint8_t *tb_packet_payload(const tbon_packet_t *p, size_t *len);
 
+/* CRC32C of the payload (tb_crc32c from 0), computed once per packet: a
+ * packet sent to many children is checksummed once. Any thread. */
+uint32_t tb_packet_payload_crc(const tbon_packet_t *p);
+
 /* Decode a payload received from the wire into a new packet (one reference)
  * with the given tag, stream and source. Validates everything and never reads
  * outside buf[0..len); the format must be canonical and nothing may follow the

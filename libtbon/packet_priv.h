@@ -23,6 +23,8 @@
  * refs is immutable once the packet is shared. */
 struct tbon_packet {
     atomic_uint refs;
+    atomic_uint crc_known;  /* crc below is valid (set once, any thread) */
+    uint32_t    crc;        /* CRC32C of the payload, for frames on many links */
     int         tag;
     uint32_t    stream;
     tbon_rank_t source;
