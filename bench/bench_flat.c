@@ -474,6 +474,13 @@ static void run_n(int n)
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        printf("usage: " PROG " [N ...]\n"
+               "The flat baseline: one front-end and N back-end processes connected\n"
+               "straight to it over TCP; prints start-up, round-trip, pipelined-wave\n"
+               "and teardown rows for bench/RESULTS.md (default N: 16 64 256 1024).\n");
+        return 0;
+    }
     if (argc == 5 && strcmp(argv[1], "--be") == 0)
         return be_main(atoi(argv[2]), atoll(argv[3]), (pid_t)atol(argv[4]));
 

@@ -7,9 +7,15 @@
 #include <tbon/tbon.h>
 
 #include <stdio.h>
+#include <string.h>
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        printf("usage: be (started by the example's fe through tbon_fe_create)\n"
+               "Answers each request \"%%d\" w with rank * (w + 1), as \"%%d\".\n");
+        return 0;
+    }
     tbon_error_t err;
     tbon_net_t *net = tbon_be_create(&argc, &argv, &err);  /* removes tbon's arguments */
     if (!net) {

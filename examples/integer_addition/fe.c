@@ -43,6 +43,12 @@ int main(int argc, char **argv)
     tbon_error_t err;
     tbon_rank_t *ranks = NULL;
 
+    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        printf("usage: %s TOPOLOGY [WAVES]\n"
+               "Launch the tree of TOPOLOGY with ./be at its leaves, load ./filter.so's\n"
+               "integer_add, and check WAVES (default 3) broadcast + sum waves.\n", argv[0]);
+        return 0;
+    }
     if (argc < 2 || argc > 3 || (argc == 3 && (waves = atoi(argv[2])) <= 0)) {
         fprintf(stderr, "usage: %s TOPOLOGY [WAVES]   (WAVES >= 1, default 3)\n", argv[0]);
         return 2;
