@@ -82,13 +82,18 @@ int tb_conn_send_packet_flags(tb_conn_t *c, uint8_t type, uint16_t flags, uint32
                               int32_t tag, tbon_rank_t source, tbon_packet_t *p)
 {
     size_t len;
-    tb_packet_payload(p, &len);
+    const uint8_t *payload = tb_packet_payload(p, &len);
     tb_outframe_t *f = q_push(c);
     if (!f)
         return TBON_ENOMEM;
     tb_frame_hdr_t h = { .type = type, .flags = flags, .len = (uint32_t)len, .stream = stream,
                          .tag = tag, .source = source };
-    tb_frame_hdr_encode_crc(&h, tb_packet_payload_crc(p), f->hdr);
+    /* Combining CRCs costs about as much as checksumming 16 KiB: only a large
+     * payload (sent on many links) is checksummed once and combined. */
+    if (len < 16384)
+        tb_frame_hdr_encode(&h, payload, f->hdr);
+    else
+        tb_frame_hdr_encode_crc(&h, tb_packet_payload_crc(p), f->hdr);
     f->pkt = tbon_packet_ref(p);
     f->len = len;
     c->out_bytes += TB_FRAME_HDR_SIZE + len;
