@@ -24,6 +24,7 @@ tb_conn_t *tb_conn_new(int fd, tbon_rank_t rank, int index, uint32_t max_payload
         return NULL;
     }
     tb_sock_nonblock(fd, 1);
+    tb_ring_init(&c->q, sizeof(tb_outframe_t));
     c->fd = fd;
     c->rank = rank;
     c->index = index;
@@ -41,34 +42,21 @@ void tb_conn_destroy(tb_conn_t *c)
 {
     if (!c)
         return;
-    for (size_t i = 0; i < c->qlen; i++)
-        outframe_free(&c->q[(c->qhead + i) % c->qcap]);
-    free(c->q);
+    for (size_t i = 0; i < c->q.len; i++)
+        outframe_free(tb_ring_at(&c->q, i));
+    tb_ring_free(&c->q);
     tb_fdec_destroy(c->dec);
     if (c->fd >= 0)
         close(c->fd);
     free(c);
 }
 
-/* A free slot at the tail of the ring, growing it if full. */
+/* A zeroed frame at the tail of the queue. */
 static tb_outframe_t *q_push(tb_conn_t *c)
 {
-    if (c->qlen == c->qcap) {
-        size_t ncap = c->qcap ? c->qcap * 2 : 16;
-        tb_outframe_t *nq = malloc(ncap * sizeof *nq);
-        if (!nq)
-            return NULL;
-        for (size_t i = 0; i < c->qlen; i++)
-            nq[i] = c->q[(c->qhead + i) % c->qcap];
-        free(c->q);
-        c->q = nq;
-        c->qcap = ncap;
-        c->qhead = 0;
-    }
-    tb_outframe_t *f = &c->q[(c->qhead + c->qlen) % c->qcap];
-    memset(f, 0, sizeof *f);
-    c->qlen++;
-    c->dirty = 1;
+    tb_outframe_t *f = tb_ring_push(&c->q);
+    if (f)
+        c->dirty = 1;
     return f;
 }
 
@@ -139,12 +127,12 @@ int tb_conn_flush(tb_conn_t *c)
 {
     enum { MAXV = 128 };
     c->dirty = 0;
-    while (c->qlen > 0) {
+    while (c->q.len > 0) {
         struct iovec iov[MAXV];
         int n = 0;
         size_t off = c->qoff;
-        for (size_t i = 0; i < c->qlen && n + 2 <= MAXV; i++) {
-            tb_outframe_t *f = &c->q[(c->qhead + i) % c->qcap];
+        for (size_t i = 0; i < c->q.len && n + 2 <= MAXV; i++) {
+            tb_outframe_t *f = tb_ring_at(&c->q, i);
             const uint8_t *payload = f->pkt ? tb_packet_payload(f->pkt, &(size_t){0}) : f->buf;
             if (off < TB_FRAME_HDR_SIZE) {
                 iov[n].iov_base = f->hdr + off;
@@ -173,7 +161,7 @@ int tb_conn_flush(tb_conn_t *c)
         size_t left = (size_t)w;
         c->out_bytes -= left;
         while (left > 0) {
-            tb_outframe_t *f = &c->q[c->qhead];
+            tb_outframe_t *f = tb_ring_at(&c->q, 0);
             size_t rest = TB_FRAME_HDR_SIZE + f->len - c->qoff;
             if (left < rest) {
                 c->qoff += left;
@@ -181,8 +169,7 @@ int tb_conn_flush(tb_conn_t *c)
             }
             left -= rest;
             outframe_free(f);
-            c->qhead = (c->qhead + 1) % c->qcap;
-            c->qlen--;
+            tb_ring_drop(&c->q);
             c->qoff = 0;
         }
     }

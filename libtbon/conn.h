@@ -9,6 +9,7 @@
 
 #include <tbon/tbon.h>
 
+#include "ring.h"
 #include "wire.h"
 
 typedef struct tb_conn tb_conn_t;
@@ -27,9 +28,8 @@ struct tb_conn {
     tbon_rank_t rank;          /* the peer */
     int         index;         /* owner's slot for it (child index, -1 = parent) */
     tb_fdec_t  *dec;
-    tb_outframe_t *q;          /* ring of queued frames */
-    size_t      qhead, qlen, qcap;
-    size_t      qoff;          /* bytes of q[qhead] already written */
+    tb_ring_t   q;             /* queued frames (tb_outframe_t), oldest first */
+    size_t      qoff;          /* bytes of the oldest already written */
     size_t      out_bytes;     /* bytes queued, not yet written */
     uint32_t    events;        /* what epoll watches now */
     int         registered;    /* in the reactor's epoll set (events may be 0) */

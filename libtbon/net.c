@@ -98,6 +98,7 @@ tbon_stream_t *tb_net_stream_locked(tbon_net_t *net, uint32_t id, int create)
         return NULL;
     s->net = net;
     s->id = id;
+    tb_ring_init(&s->q, sizeof(tb_dent_t));
     net->streams[id] = s;
     return s;
 }
@@ -114,22 +115,13 @@ static void cb_deliver(void *arg, uint32_t stream, tbon_packet_t *p)
         tbon_packet_unref(p);
         return;
     }
-    if (s->len == s->cap) {
-        size_t nc = s->cap ? s->cap * 2 : 16;
-        tb_dent_t *nq = malloc(nc * sizeof *nq);
-        if (!nq) {
-            pthread_mutex_unlock(&net->mu);
-            tbon_packet_unref(p);
-            return;
-        }
-        for (size_t i = 0; i < s->len; i++)
-            nq[i] = s->q[(s->head + i) % s->cap];
-        free(s->q);
-        s->q = nq;
-        s->cap = nc;
-        s->head = 0;
+    tb_dent_t *e = tb_ring_push(&s->q);
+    if (!e) {
+        pthread_mutex_unlock(&net->mu);
+        tbon_packet_unref(p);
+        return;
     }
-    s->q[(s->head + s->len++) % s->cap] = (tb_dent_t){ p, ++net->seq };
+    *e = (tb_dent_t){ p, ++net->seq };
     net->app_bytes += pkt_size(p);
     pthread_cond_broadcast(&net->cond);
     pthread_mutex_unlock(&net->mu);
@@ -223,11 +215,15 @@ static struct timespec *deadline_of(int timeout_ms, struct timespec *ts)
     return ts;
 }
 
+static uint64_t head_seq(const tbon_stream_t *s)
+{
+    return ((const tb_dent_t *)tb_ring_at(&s->q, 0))->seq;
+}
+
 static tbon_packet_t *pop_locked(tbon_net_t *net, tbon_stream_t *s)
 {
-    tbon_packet_t *p = s->q[s->head].pkt;
-    s->head = (s->head + 1) % s->cap;
-    s->len--;
+    tbon_packet_t *p = ((tb_dent_t *)tb_ring_at(&s->q, 0))->pkt;
+    tb_ring_drop(&s->q);
     net->app_bytes -= pkt_size(p);
     return p;
 }
@@ -304,12 +300,12 @@ static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt
     for (;;) {
         tbon_stream_t *best = NULL;
         if (only) {
-            if (only->len)
+            if (only->q.len)
                 best = only;
         } else {
             for (size_t i = 0; i < net->nstreams; i++) {
                 tbon_stream_t *s = net->streams[i];
-                if (s && s->len && (!best || s->q[s->head].seq < best->q[best->head].seq))
+                if (s && s->q.len && (!best || head_seq(s) < head_seq(best)))
                     best = s;
             }
         }
@@ -500,9 +496,9 @@ void tb_net_free(tbon_net_t *net)
         tbon_stream_t *s = net->streams[i];
         if (!s)
             continue;
-        while (s->len)
+        while (s->q.len)
             tbon_packet_unref(pop_locked(net, s));
-        free(s->q);
+        tb_ring_free(&s->q);
         free(s);
     }
     free(net->streams);

@@ -9,6 +9,7 @@
 #include <tbon/tbon.h>
 
 #include "node.h"
+#include "ring.h"
 
 /* The application's receive queue: past HIGH bytes the node stops reading
  * from its children until it is back under LOW. */
@@ -29,8 +30,7 @@ struct tbon_comm {
 struct tbon_stream {
     tbon_net_t *net;
     uint32_t id;
-    tb_dent_t *q;          /* ring of received packets */
-    size_t head, len, cap;
+    tb_ring_t q;           /* received packets (tb_dent_t), oldest first */
     int error;             /* a filter failed: recv returns TBON_EFILTER once */
 };
 

@@ -563,7 +563,7 @@ static void pressure(tb_node_t *n)
         int want = !n->up_paused && !ch->blocked;
         if (want != ch->conn->reading) {
             ch->conn->reading = want;
-            watch(n, ch->conn, (want ? EPOLLIN : 0) | (ch->conn->qlen ? EPOLLOUT : 0));
+            watch(n, ch->conn, (want ? EPOLLIN : 0) | (ch->conn->q.len ? EPOLLOUT : 0));
         }
     }
     if (!n->down_paused && down > TB_HWM)
@@ -572,7 +572,7 @@ static void pressure(tb_node_t *n)
         n->down_paused = 0;
     if (n->parent && n->parent->reading == n->down_paused) {
         n->parent->reading = !n->down_paused;
-        watch(n, n->parent, (n->parent->reading ? EPOLLIN : 0) | (n->parent->qlen ? EPOLLOUT : 0));
+        watch(n, n->parent, (n->parent->reading ? EPOLLIN : 0) | (n->parent->q.len ? EPOLLOUT : 0));
     }
 }
 

@@ -32,12 +32,14 @@ typedef struct tb_child {
 
 /* A FIFO of packets (one child's queue on one stream). */
 typedef struct tb_pq {
-    tbon_packet_t **v;
-    uint8_t *more;            /* per packet: the child's wave continues */
-    size_t head, len, cap;
+    tb_ring_t ring;           /* struct tb_pq_ent, oldest first */
     size_t units;             /* complete waves queued (packets with more == 0) */
     size_t bytes;
 } tb_pq_t;
+struct tb_pq_ent {
+    tbon_packet_t *pkt;
+    int more;                 /* the child's wave continues after this packet */
+};
 
 typedef struct tb_stream_st {
     uint32_t  id;

@@ -24,29 +24,13 @@ static size_t pkt_bytes(const tbon_packet_t *p)
 
 static int pq_push(tb_pq_t *q, tbon_packet_t *p, int more)
 {
-    if (q->len == q->cap) {
-        size_t nc = q->cap ? q->cap * 2 : 8;
-        tbon_packet_t **nv = malloc(nc * sizeof *nv);
-        uint8_t *nm = malloc(nc);
-        if (!nv || !nm) {
-            free(nv);
-            free(nm);
-            return TBON_ENOMEM;
-        }
-        for (size_t i = 0; i < q->len; i++) {
-            nv[i] = q->v[(q->head + i) % q->cap];
-            nm[i] = q->more[(q->head + i) % q->cap];
-        }
-        free(q->v);
-        free(q->more);
-        q->v = nv;
-        q->more = nm;
-        q->cap = nc;
-        q->head = 0;
-    }
-    size_t at = (q->head + q->len++) % q->cap;
-    q->v[at] = p;
-    q->more[at] = (uint8_t)(more != 0);
+    if (!q->ring.size)
+        tb_ring_init(&q->ring, sizeof(struct tb_pq_ent));
+    struct tb_pq_ent *e = tb_ring_push(&q->ring);
+    if (!e)
+        return TBON_ENOMEM;
+    e->pkt = p;
+    e->more = more != 0;
     q->bytes += pkt_bytes(p);
     if (!more)
         q->units++;
@@ -56,12 +40,12 @@ static int pq_push(tb_pq_t *q, tbon_packet_t *p, int more)
 /* The oldest packet; *more says whether its wave continues. */
 static tbon_packet_t *pq_pop(tb_pq_t *q, int *more)
 {
-    if (!q->len)
+    if (!q->ring.len)
         return NULL;
-    tbon_packet_t *p = q->v[q->head];
-    int m = q->more[q->head];
-    q->head = (q->head + 1) % q->cap;
-    q->len--;
+    struct tb_pq_ent *e = tb_ring_at(&q->ring, 0);
+    tbon_packet_t *p = e->pkt;
+    int m = e->more;
+    tb_ring_drop(&q->ring);
     q->bytes -= pkt_bytes(p);
     if (!m && q->units)
         q->units--;
@@ -75,8 +59,7 @@ static void pq_free(tb_pq_t *q)
     tbon_packet_t *p;
     while ((p = pq_pop(q, NULL)))
         tbon_packet_unref(p);
-    free(q->v);
-    free(q->more);
+    tb_ring_free(&q->ring);
 }
 
 static void stream_free(tb_node_t *n, tb_stream_st_t *s)
@@ -258,7 +241,7 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
         size_t total = 0;
         for (size_t i = 0; i < n->nchild; i++)
             if (s->q[i].units)
-                total += s->q[i].len;
+                total += s->q[i].ring.len;
         tbon_packet_t **in = total <= 64 ? stackv : malloc(total * sizeof *in);
         if (!in)
             return;
@@ -268,7 +251,7 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
                 continue;
             int more = 1;
             size_t before = s->q[i].bytes;
-            while (more && s->q[i].len)
+            while (more && s->q[i].ring.len)
                 in[k++] = pq_pop(&s->q[i], &more);
             n->child[i].qbytes -= before - s->q[i].bytes;
             if (!s->q[i].units)
