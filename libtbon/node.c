@@ -437,7 +437,10 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
     tb_frame_t f;
     int rc;
     while (!c->closed && (rc = tb_fdec_next(c->dec, &f)) == 1) {
-        if (f.hdr.type == TB_FRAME_DATA || f.hdr.type == TB_FRAME_CONTROL) {
+        if (f.hdr.type == TB_FRAME_DATA && f.hdr.len == 0 && c->index >= 0) {
+            /* A child's wave with no packet (node_stream.c, empty_up). */
+            tb_stream_up(n, (size_t)c->index, f.hdr.stream, NULL, 0);
+        } else if (f.hdr.type == TB_FRAME_DATA || f.hdr.type == TB_FRAME_CONTROL) {
             tbon_error_t err;
             tbon_packet_t *p = tb_packet_decode(f.payload, f.hdr.len, f.hdr.tag, f.hdr.stream,
                                                 f.hdr.source, &err);

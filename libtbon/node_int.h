@@ -129,7 +129,8 @@ void tb_node_write_attach(tb_node_t *n);
 void tb_node_reap_all(tb_node_t *n);
 
 /* node_stream.c */
-/* A packet from child; more: the child's wave continues (TB_FRAME_F_MORE). */
+/* A packet from child (NULL: its wave had none); more: the child's wave
+ * continues (TB_FRAME_F_MORE). */
 void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p, int more);
 void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p);              /* takes p */
 int  tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeout_ms,

@@ -29,9 +29,9 @@ static int pq_push(tb_pq_t *q, tbon_packet_t *p, int more)
     struct tb_pq_ent *e = tb_ring_push(&q->ring);
     if (!e)
         return TBON_ENOMEM;
-    e->pkt = p;
+    e->pkt = p;                /* NULL: a child's empty wave */
     e->more = more != 0;
-    q->bytes += pkt_bytes(p);
+    q->bytes += p ? pkt_bytes(p) : 0;
     if (!more)
         q->units++;
     return 0;
@@ -46,7 +46,7 @@ static tbon_packet_t *pq_pop(tb_pq_t *q, int *more)
     tbon_packet_t *p = e->pkt;
     int m = e->more;
     tb_ring_drop(&q->ring);
-    q->bytes -= pkt_bytes(p);
+    q->bytes -= p ? pkt_bytes(p) : 0;
     if (!m && q->units)
         q->units--;
     if (more)
@@ -56,9 +56,8 @@ static tbon_packet_t *pq_pop(tb_pq_t *q, int *more)
 
 static void pq_free(tb_pq_t *q)
 {
-    tbon_packet_t *p;
-    while ((p = pq_pop(q, NULL)))
-        tbon_packet_unref(p);
+    while (q->ring.len)
+        tbon_packet_unref(pq_pop(q, NULL));
     tb_ring_free(&q->ring);
 }
 
@@ -197,9 +196,24 @@ void tb_stream_set_params(tb_node_t *n, uint32_t id, int which, tbon_packet_t *p
 }
 
 /* Run the up filter over a wave and send what it makes up (or to the app). */
+/* A wave that gave no packet still counts as this node's contribution to
+ * its parent's wave: it goes up as an empty DATA frame (docs/protocol.md
+ * 7.3), so no wave waits forever for a child that had nothing to say. */
+static void empty_up(tb_node_t *n, tb_stream_st_t *s)
+{
+    if (n->role == TB_ROLE_FE || s->sync == TBON_SYNC_DONTWAIT || !n->parent || n->parent->closed)
+        return;
+    tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .stream = s->id, .source = n->rank };
+    tb_conn_send_buf(n->parent, &h, NULL, 0);
+}
+
 static void run_up(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k)
 {
     const tb_filter_t *f = tb_filter_reg_get(n->filters, s->up);
+    if (k == 0) {
+        empty_up(n, s);
+        return;
+    }
     if (!f || s->up == TBON_FILTER_NULL) {
         if (!f && s->up != TBON_FILTER_NULL) {
             char msg[128];
@@ -227,6 +241,8 @@ static void run_up(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k
         tb_node_to_parent(n, s->id, out.v[i], i + 1 < out.n);
         out.v[i] = NULL;
     }
+    if (out.n == 0)
+        empty_up(n, s);
     out.n = 0;
     tb_plist_free(&out);
 }
@@ -251,8 +267,11 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
                 continue;
             int more = 1;
             size_t before = s->q[i].bytes;
-            while (more && s->q[i].ring.len)
-                in[k++] = pq_pop(&s->q[i], &more);
+            while (more && s->q[i].ring.len) {
+                tbon_packet_t *p = pq_pop(&s->q[i], &more);
+                if (p)
+                    in[k++] = p;
+            }
             n->child[i].qbytes -= before - s->q[i].bytes;
             if (!s->q[i].units)
                 s->nonempty--;
@@ -277,7 +296,8 @@ void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p,
         return;
     }
     if (s->sync == TBON_SYNC_DONTWAIT) {
-        run_up(n, s, &p, 1);
+        if (p)
+            run_up(n, s, &p, 1);
         return;
     }
     tb_pq_t *q = &s->q[child];

@@ -475,3 +475,26 @@ ITEST(backpressure_bounded_memory)
     recv_burst(s, t.be, t.nbe, per, size, IT_RECV_MS * 4);
     it_stop(&t);
 }
+
+/* ---- a wave with nothing to say ---- */
+
+/* A filter that outputs nothing at commnode 1: its empty wave still counts,
+ * so the FE's wait-for-all completes with commnode 2's sum alone, wave after
+ * wave, instead of waiting forever for commnode 1. */
+ITEST(empty_wave_counts)
+{
+    it_tree_t t;
+    if (it_start(&t, "2x2", NULL, NULL))
+        return;
+    char so[PATH_MAX + 64];
+    snprintf(so, sizeof so, "%.*s/tests/plugins/filter_silent.so", PATH_MAX, it_build_dir());
+    int id = tbon_fe_load_filter(t.net, so, "silent_at_1");
+    REQUIRE(id >= TBON_FILTER_BUILTIN_COUNT);
+    tbon_stream_t *s = it_stream(t.net, id, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    const tbon_rank_t under2[] = { 5, 6 };   /* 2x2: BEs 3, 4 under 1; 5, 6 under 2 */
+    for (uint32_t w = 1; w <= 5; w++)
+        it_sum_wave(s, w, under2, 2);
+    it_expect_nothing(s, 200, "empty waves");
+    it_stop(&t);
+}
