@@ -498,3 +498,75 @@ ITEST(empty_wave_counts)
     it_expect_nothing(s, 200, "empty waves");
     it_stop(&t);
 }
+
+/* ---- kill -9 of a commnode in the middle of work ---- */
+
+/* The rank a tbon_commnode process was launched as (from its command line),
+ * or TBON_RANK_NONE. */
+static tbon_rank_t commnode_rank(pid_t pid)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return TBON_RANK_NONE;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    for (size_t i = 0; i + 1 < n; i += strlen(buf + i) + 1)
+        if (strcmp(buf + i, "--tbon-rank") == 0)
+            return (tbon_rank_t)strtoul(buf + i + strlen(buf + i) + 1, NULL, 10);
+    return TBON_RANK_NONE;
+}
+
+/* 4x4 with 200 sum waves in flight; commnode 2 (back-ends 9-12) is killed
+ * with SIGKILL in the middle. Without fault tolerance its subtree is lost,
+ * and nothing else: every wave still completes, each result is exactly the
+ * full sum or the sum without 9-12, and once a wave has lost them every
+ * later one has too. */
+ITEST(commnode_killed_mid_work)
+{
+    it_tree_t t;
+    if (it_start(&t, "4x4", NULL, NULL))
+        return;
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    pid_t cn[8], victim = 0;
+    size_t ncn = it_our_procs("tbon_commnode", cn, 8);
+    CHECK_UINT(ncn, 4);
+    for (size_t i = 0; i < ncn && i < 8; i++)
+        if (commnode_rank(cn[i]) == 2)
+            victim = cn[i];
+    REQUIRE(victim > 0);
+    tbon_rank_t rest[16];
+    size_t nrest = 0;
+    for (size_t i = 0; i < t.nbe; i++)
+        if (t.be[i] < 9 || t.be[i] > 12)
+            rest[nrest++] = t.be[i];
+    CHECK_UINT(nrest, 12);
+    const uint32_t waves = 200;
+    for (uint32_t w = 0; w < waves; w++) {
+        REQUIRE(tbon_stream_send(s, IT_TAG_WAVE, "%ud", w) == 0);
+        if (w == waves / 2)
+            kill(victim, SIGKILL);
+    }
+    int lost = 0;
+    for (uint32_t w = 0; w < waves; w++) {
+        tbon_packet_t *p = it_recv(s, IT_RECV_MS, "wave after the kill");
+        if (!p)
+            break;
+        int64_t v = 0;
+        CHECK_INT(tbon_packet_unpack(p, "%ld", &v), 0);
+        tbon_packet_unref(p);
+        int64_t full = it_wave_sum(t.be, t.nbe, w), part = it_wave_sum(rest, nrest, w);
+        if (v == part)
+            lost = 1;
+        else if (v != full || lost)
+            th_fail(__FILE__, __LINE__, "wave %u: sum %lld, expected %lld%s%lld", w,
+                    (long long)v, (long long)(lost ? part : full), lost ? "" : " or ",
+                    (long long)part);
+    }
+    CHECK(lost);   /* the waves sent after the kill cannot include 9-12 */
+    it_sum_wave(s, waves, rest, nrest);
+    it_stop(&t);
+}
