@@ -56,7 +56,7 @@ int tb_auth_client(int fd, const tb_session_t *s, uint8_t role, uint8_t purpose,
     return tb_welcome_verify(w, &hs, s->secret, err);
 }
 
-static int send_all_nb(int fd, const uint8_t *b, size_t n, int64_t deadline_ms)
+static int send_all_nb(int fd, const uint8_t *b, size_t n)
 {
     while (n > 0) {
         ssize_t k = send(fd, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -69,7 +69,6 @@ static int send_all_nb(int fd, const uint8_t *b, size_t n, int64_t deadline_ms)
             continue;
         /* A fresh socket's buffer holds a handshake many times over; a full one
          * means a peer that does not read, which we need not wait for. */
-        (void)deadline_ms;
         return TBON_EIO;
     }
     return 0;
@@ -85,7 +84,7 @@ static int srv_send(tb_auth_srv_t *a, uint8_t type, const void *payload, size_t 
     uint8_t buf[TB_FRAME_HDR_SIZE + 128];
     memcpy(buf, hdr, sizeof hdr);
     memcpy(buf + sizeof hdr, payload, len);
-    return send_all_nb(a->fd, buf, sizeof hdr + len, a->deadline_ms);
+    return send_all_nb(a->fd, buf, sizeof hdr + len);
 }
 
 int tb_auth_srv_start(tb_auth_srv_t *a, int fd, const tb_session_t *s, int64_t deadline_ms,

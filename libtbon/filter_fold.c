@@ -11,6 +11,7 @@
 #include "filter.h"
 
 #include "packet_int.h"
+#include "packet_priv.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -19,78 +20,14 @@
 /* Up to this many fields are described on the stack when building. */
 #define STACK_FIELDS 32
 
-/* ---- little-endian element access ----
- * On little-endian hosts a memcpy load is the value itself, and lets the
- * compiler vectorise the folds; elsewhere the bytes are assembled. */
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define HOST_LE 1
-#else
-#define HOST_LE 0
-#endif
-
-static inline uint16_t ld16(const uint8_t *b)
-{
-    uint16_t v;
-    if (HOST_LE)
-        memcpy(&v, b, sizeof v);
-    else
-        v = (uint16_t)(b[0] | (unsigned)b[1] << 8);
-    return v;
-}
-
-static inline uint32_t ld32(const uint8_t *b)
-{
-    uint32_t v;
-    if (HOST_LE)
-        memcpy(&v, b, sizeof v);
-    else
-        v = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-            (uint32_t)b[3] << 24;
-    return v;
-}
-
-static inline uint64_t ld64(const uint8_t *b)
-{
-    uint64_t v;
-    if (HOST_LE)
-        memcpy(&v, b, sizeof v);
-    else
-        v = (uint64_t)ld32(b) | (uint64_t)ld32(b + 4) << 32;
-    return v;
-}
-
-static inline void st16(uint8_t *b, uint16_t v)
-{
-    if (HOST_LE) {
-        memcpy(b, &v, sizeof v);
-        return;
-    }
-    b[0] = (uint8_t)v;
-    b[1] = (uint8_t)(v >> 8);
-}
-
-static inline void st32(uint8_t *b, uint32_t v)
-{
-    if (HOST_LE) {
-        memcpy(b, &v, sizeof v);
-        return;
-    }
-    b[0] = (uint8_t)v;
-    b[1] = (uint8_t)(v >> 8);
-    b[2] = (uint8_t)(v >> 16);
-    b[3] = (uint8_t)(v >> 24);
-}
-
-static inline void st64(uint8_t *b, uint64_t v)
-{
-    if (HOST_LE) {
-        memcpy(b, &v, sizeof v);
-        return;
-    }
-    st32(b, (uint32_t)v);
-    st32(b + 4, (uint32_t)(v >> 32));
-}
+/* ---- little-endian element access: packet_priv.h's loads and stores
+ * (single moves on a little-endian host, so the folds still vectorise) ---- */
+#define ld16 tb_ld16
+#define ld32 tb_ld32
+#define ld64 tb_ld64
+#define st16 tb_st16
+#define st32 tb_st32
+#define st64 tb_st64
 
 static inline uint8_t ld8(const uint8_t *b)
 {

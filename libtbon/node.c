@@ -75,11 +75,6 @@ int tb_node_wait_backlog(tb_node_t *n, int flush)
     return closed && !flush ? TBON_ECLOSED : 0;
 }
 
-uint16_t tb_node_port(const tb_node_t *n)
-{
-    return n->port;
-}
-
 int tb_node_child_index(const tb_node_t *n, tbon_rank_t r)
 {
     /* Children are in increasing rank order: binary search. */

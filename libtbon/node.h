@@ -119,8 +119,6 @@ void tb_cmd_free(tb_cmd_t *c);
  * the node is closed. Returns 0 or TBON_ECLOSED. Any thread but the reactor. */
 int tb_node_wait_backlog(tb_node_t *n, int flush);
 
-/* This node's listening port (0 if none). */
-uint16_t tb_node_port(const tb_node_t *n);
 
 /* The EDS side (eds.c) */
 typedef struct tb_eds tb_eds_t;
