@@ -9,8 +9,10 @@
  * sums) and teardown (close every socket, reap every BE). Every answer and every
  * sum is checked exactly. bench_tree.c prints the same figures through tbon.
  *
- * Usage: bench_flat [N ...]   (default 16 64 256 1024)
- *        bench_flat --be PORT RANK FE_PID   (a back-end; started by the FE)
+ * Usage: bench_flat [N | AxM ...]   (default 16 64 256 1024 32x32; AxM: the bare
+ *        tree, A relays with M back-ends each: the floor of any tree here)
+ *        bench_flat --be PORT RANK PARENT_PID   (a back-end; started by its parent)
+ *        bench_flat --relay PORT R FE_PID M   (a relay of the bare tree)
  *
  * Everything blocks (epoll, blocking reads in the BEs): on 2 cores with 1024
  * processes a spinning process would measure the scheduler, not TCP. The BEs
@@ -107,6 +109,96 @@ static int be_main(int port, int64_t rank, pid_t fe)
     }
 }
 
+/* A relay of the bare tree (issue 3's floor): the FE's child, with M back-ends
+ * of its own (ranks (r-1)M+1 .. rM). It says hello r to the FE once its BEs
+ * have said theirs, then for each read of k requests from the FE writes the k
+ * requests to every BE, gathers the k answers of each (epoll), and writes the
+ * k subtree sums up in one write. Nothing but blocking reads, epoll and 8-byte
+ * records: the least a two-level tree over TCP can do per wave. */
+static int relay_main(int port, int r, pid_t fe, int m, const char *exe)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != fe)
+        return 1;
+    int up = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), ep = epoll_create1(EPOLL_CLOEXEC);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct sockaddr_in la = { .sin_family = AF_INET };
+    la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t ll = sizeof la;
+    if (up < 0 || lfd < 0 || ep < 0 ||
+        setsockopt(up, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0 ||
+        connect(up, (struct sockaddr *)&a, sizeof a) != 0 ||
+        bind(lfd, (struct sockaddr *)&la, sizeof la) != 0 || listen(lfd, 4096) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&la, &ll) != 0) {
+        perror(PROG " --relay: set-up");
+        return 1;
+    }
+    char lport[16], rank[24], me[16];
+    snprintf(lport, sizeof lport, "%u", ntohs(la.sin_port));
+    snprintf(me, sizeof me, "%ld", (long)getpid());
+    pid_t *pids = calloc((size_t)m, sizeof *pids);
+    int *fd = calloc((size_t)m, sizeof *fd);
+    int64_t *got = calloc((size_t)m, sizeof *got);
+    static int64_t req[512], sum[512];
+    if (!pids || !fd || !got)
+        return 1;
+    for (int i = 0; i < m; i++) {
+        snprintf(rank, sizeof rank, "%lld", (long long)(r - 1) * m + i + 1);
+        char *argv[] = { "bench_flat_be", "--be", lport, rank, me, NULL };
+        if (posix_spawn(&pids[i], exe, NULL, NULL, argv, environ) != 0)
+            return 1;
+    }
+    for (int i = 0; i < m; i++) {
+        int64_t hello;
+        fd[i] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)i };
+        if (fd[i] < 0 || setsockopt(fd[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0 ||
+            read(fd[i], &hello, 8) != 8 || epoll_ctl(ep, EPOLL_CTL_ADD, fd[i], &ev) != 0)
+            return 1;
+    }
+    int64_t hello = r;
+    if (write_all(up, &hello, 8) != 0)
+        return 1;
+    for (;;) {
+        ssize_t n = read(up, req, sizeof req);
+        if (n == 0)
+            break;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 || n % 8 != 0)       /* the FE writes whole records */
+            return 1;
+        size_t k = (size_t)n / 8, left = (size_t)m * k;
+        for (int i = 0; i < m; i++)
+            if (write_all(fd[i], req, (size_t)n) != 0)
+                return 1;
+        memset(sum, 0, k * 8);
+        memset(got, 0, (size_t)m * sizeof *got);
+        while (left > 0) {
+            struct epoll_event ev[64];
+            int e = epoll_wait(ep, ev, 64, -1);
+            for (int j = 0; j < e; j++) {
+                int i = (int)ev[j].data.u32;
+                int64_t in[512];
+                ssize_t q = read(fd[i], in, (k - (size_t)got[i]) * 8);
+                if (q <= 0 || q % 8 != 0)    /* 8-byte writes: no torn records here */
+                    return 1;
+                for (ssize_t x = 0; x < q / 8; x++)
+                    sum[got[i]++] += in[x];
+                left -= (size_t)q / 8;
+            }
+        }
+        if (write_all(up, sum, k * 8) != 0)
+            return 1;
+    }
+    for (int i = 0; i < m; i++)
+        close(fd[i]);
+    for (int i = 0; i < m; i++)
+        waitpid(pids[i], NULL, 0);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- front-end */
 
 struct conn {
@@ -121,12 +213,12 @@ struct conn {
 
 struct flat {
     int n, ep, lfd, sfd;
+    int m;                  /* bare tree: BEs per relay; 0: flat */
     uint16_t port;
     pid_t *pids;
     int started;            /* BEs spawned and not yet reaped */
     struct conn *c;
     int ready;              /* hellos received */
-    int64_t rank_sum;
     uint64_t sent;          /* waves sent so far; wave w is number w */
     int64_t *sum;           /* per wave, the sum so far */
     int *cnt;               /* per wave, answers so far */
@@ -221,17 +313,19 @@ static void on_record(struct conn *c, int64_t v)
             bench_die(PROG, "hello (rank out of range or repeated)");
         F.seen[v] = 1;
         c->rank = v;
-        F.rank_sum += v;
         F.ready++;
         return;
     }
+    /* A relay r answers the sum over its BEs (r-1)m+1 .. rm of rank + w. */
     uint64_t w = c->answered++;
-    if (w >= F.sent || v != c->rank + (int64_t)w)
+    int64_t m = F.m ? F.m : 1, lo = (c->rank - 1) * m + 1;
+    if (w >= F.sent || v != m * (2 * lo + m - 1) / 2 + m * (int64_t)w)
         bench_die(PROG, "answer check");
     size_t i = w % F.waves_cap;
     F.sum[i] += v;
     if (++F.cnt[i] == F.n) {
-        if (w != F.done || F.sum[i] != F.rank_sum + (int64_t)w * F.n)
+        int64_t leaves = (int64_t)F.n * m;
+        if (w != F.done || F.sum[i] != leaves * (leaves + 1) / 2 + (int64_t)w * leaves)
             bench_die(PROG, "wave sum check");
         F.done++;
         F.sum[i] = 0;
@@ -313,10 +407,11 @@ static int all_ready(void) { return F.ready == F.n; }
 static int all_done(void) { return F.done == F.sent; }
 
 /* Start N BEs and wait for their hellos; returns the start-up time in s. */
-static double flat_start(int n, size_t waves_cap)
+static double flat_start(int n, int m, size_t waves_cap)
 {
     memset(&F, 0, sizeof F);
     F.n = n;
+    F.m = m;
     F.waves_cap = waves_cap;
     F.c = calloc((size_t)n, sizeof *F.c);
     F.pids = calloc((size_t)n, sizeof *F.pids);
@@ -354,7 +449,8 @@ static double flat_start(int n, size_t waves_cap)
         epoll_ctl(F.ep, EPOLL_CTL_ADD, F.sfd, &es) != 0)
         bench_die(PROG, "epoll/signalfd set-up");
 
-    char port[16], rank[16], fe[16];
+    char port[16], rank[16], fe[16], per[16];
+    snprintf(per, sizeof per, "%d", m);
     snprintf(port, sizeof port, "%u", F.port);
     snprintf(fe, sizeof fe, "%ld", (long)getpid());
     posix_spawnattr_t at;
@@ -367,8 +463,9 @@ static double flat_start(int n, size_t waves_cap)
     for (int i = 0; i < n; i++) {
         snprintf(rank, sizeof rank, "%d", i + 1);   /* ranks 1..N, the FE is 0 */
         char *argv[] = { "bench_flat_be", "--be", port, rank, fe, NULL };
+        char *rargv[] = { "bench_flat_relay", "--relay", port, rank, fe, per, NULL };
         posix_spawnattr_setpgroup(&at, be_pgid);    /* 0: a new group, the first BE's */
-        if (posix_spawn(&F.pids[i], self_exe, NULL, &at, argv, environ) != 0)
+        if (posix_spawn(&F.pids[i], self_exe, NULL, &at, m ? rargv : argv, environ) != 0)
             bench_die(PROG, "posix_spawn of a back-end");
         if (i == 0)
             be_pgid = F.pids[0];
@@ -424,17 +521,23 @@ static void send_wave(void)
         send_req(&F.c[i], w);
 }
 
-static void run_n(int n)
+static void run_n(int n, int m)
 {
-    int starts = n >= 1024 ? 3 : n >= 256 ? 5 : 7;
-    int pipe_k = n >= 1024 ? 200 : n >= 256 ? 500 : 2000;
+    int big = m ? n * m : n;
+    int starts = big >= 1024 ? 3 : big >= 256 ? 5 : 7;
+    int pipe_k = big >= 1024 ? 200 : big >= 256 ? 500 : 2000;
     double st[7], rtt[RTT_WAVES], rate[PIPE_RUNS], td[7];
-    char area[32];
-    snprintf(area, sizeof area, "flat, %d BEs", n);
+    char area[48];
+    int leaves = m ? n * m : n;
+    if (m)
+        snprintf(area, sizeof area, "bare tree %dx%d, %d BEs", n, m, leaves);
+    else
+        snprintf(area, sizeof area, "flat, %d BEs", n);
+    const char *what = m ? "relays over TCP, no tbon" : "one FE, direct TCP";
 
     alarm(240);
     for (int r = 0; r < starts; r++) {
-        st[r] = flat_start(n, (size_t)pipe_k);
+        st[r] = flat_start(n, m, (size_t)pipe_k);
         if (r < starts - 1)
             td[r] = flat_stop();
     }
@@ -460,10 +563,10 @@ static void run_n(int n)
     alarm(0);
 
     bench_row(area, "start-up to ready", "%.2f", bench_median(st, starts) * 1e3, "ms",
-              "%d BEs, one FE, direct TCP; first spawn to all hellos; median of %d", n, starts);
+              "%d BEs, %s; first spawn to all hellos; median of %d", leaves, what, starts);
     bench_row(area, "wave round trip", "%.3f", bench_median(rtt, RTT_WAVES) * 1e3, "ms",
-              "8 B request to each BE, int64 answers summed and checked; median of %d waves",
-              RTT_WAVES);
+              "8 B request to each BE, int64 answers summed%s and checked; median of %d waves",
+              m ? " at the relays" : "", RTT_WAVES);
     bench_row(area, "pipelined waves", "%.0f", bench_median(rate, PIPE_RUNS), "waves/s",
               "%d waves back-to-back, then %d sums; median of %d bursts", pipe_k, pipe_k,
               PIPE_RUNS);
@@ -475,31 +578,42 @@ static void run_n(int n)
 int main(int argc, char **argv)
 {
     if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: " PROG " [N ...]\n"
+        printf("usage: " PROG " [N | AxM ...]\n"
                "The flat baseline: one front-end and N back-end processes connected\n"
                "straight to it over TCP; prints start-up, round-trip, pipelined-wave\n"
-               "and teardown rows for bench/RESULTS.md (default N: 16 64 256 1024).\n");
+               "and teardown rows for bench/RESULTS.md (default: 16 64 256 1024 32x32).\n"
+               "AxM: the bare tree, the floor of any tree here: A relay processes\n"
+               "under the FE, each with M back-ends, 8-byte records over TCP, no tbon.\n");
         return 0;
     }
     if (argc == 5 && strcmp(argv[1], "--be") == 0)
         return be_main(atoi(argv[2]), atoll(argv[3]), (pid_t)atol(argv[4]));
-
-    set_nofile_max();
     ssize_t l = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
     if (l <= 0)
         bench_die(PROG, "readlink /proc/self/exe");
     self_exe[l] = '\0';
+    if (argc == 6 && strcmp(argv[1], "--relay") == 0)
+        return relay_main(atoi(argv[2]), atoi(argv[3]), (pid_t)atol(argv[4]), atoi(argv[5]),
+                          self_exe);
+
+    set_nofile_max();
     signal(SIGALRM, on_alarm);
     signal(SIGPIPE, SIG_IGN);
     atexit(kill_bes);
 
-    int def[] = { 16, 64, 256, 1024 };
-    int cnt = argc > 1 ? argc - 1 : 4;
+    const char *def[] = { "16", "64", "256", "1024", "32x32" };
+    int cnt = argc > 1 ? argc - 1 : 5;
     for (int i = 0; i < cnt; i++) {
-        int n = argc > 1 ? atoi(argv[i + 1]) : def[i];
-        if (n < 1 || n > 16384)
-            bench_die(PROG, "argument N (1..16384)");
-        run_n(n);
+        const char *arg = argc > 1 ? argv[i + 1] : def[i];
+        int n = 0, m = 0;
+        char end;
+        if (sscanf(arg, "%dx%d%c", &n, &m, &end) == 2) {
+            if (n < 1 || m < 1 || (long)n * m > 16384)
+                bench_die(PROG, "argument AxM (A*M in 1..16384)");
+        } else if (sscanf(arg, "%d%c", &n, &end) != 1 || n < 1 || n > 16384) {
+            bench_die(PROG, "argument N (1..16384) or AxM");
+        }
+        run_n(n, m);
     }
     return 0;
 }

@@ -440,7 +440,7 @@ static const char *const metric_name[M_COUNT] = {
 };
 
 /* bench_flat's rows of this run: for each N and metric, the value and the line. */
-struct flat_row { int n, m; double v; char line[512]; };
+struct flat_row { int n, m, bare; double v; char line[512]; };
 static struct flat_row flat[64];
 static int nflat;
 
@@ -453,10 +453,12 @@ static void read_flat(const char *path)
     }
     char line[512];
     while (nflat < 64 && fgets(line, sizeof line, f)) {
-        int n;
+        int n, a, b, bare = 0;
         char metric[64];
         double v;
-        if (sscanf(line, "| flat, %d BEs | %63[^|]| %lf |", &n, metric, &v) != 3)
+        if (sscanf(line, "| bare tree %dx%d, %d BEs | %63[^|]| %lf |", &a, &b, &n, metric, &v) == 5)
+            bare = 1;       /* the floor: relays over TCP without tbon */
+        else if (sscanf(line, "| flat, %d BEs | %63[^|]| %lf |", &n, metric, &v) != 3)
             continue;
         size_t ml = strlen(metric);
         while (ml > 0 && metric[ml - 1] == ' ')
@@ -466,6 +468,7 @@ static void read_flat(const char *path)
                 struct flat_row *fr = &flat[nflat++];
                 fr->n = n;
                 fr->m = m;
+                fr->bare = bare;
                 fr->v = v;
                 snprintf(fr->line, sizeof fr->line, "%s", line);
             }
@@ -474,10 +477,10 @@ static void read_flat(const char *path)
     fclose(f);
 }
 
-static const struct flat_row *flat_of(size_t n, int m)
+static const struct flat_row *flat_of(size_t n, int m, int bare)
 {
     for (int i = 0; i < nflat; i++)
-        if (flat[i].n == (int)n && flat[i].m == m)
+        if (flat[i].n == (int)n && flat[i].m == m && flat[i].bare == bare)
             return &flat[i];
     return NULL;
 }
@@ -494,7 +497,7 @@ static void print_tree_row(const struct shape *sh, int m)
 {
     char area[48], base[160] = "", goal[200] = "";
     snprintf(area, sizeof area, "tree %s, %zu BEs", sh->name, sh->n);
-    const struct flat_row *fr = flat_of(sh->n, m);
+    const struct flat_row *fr = flat_of(sh->n, m, 0), *bare = flat_of(sh->n, m, 1);
     double v = 0;
     const char *unit = "ms", *fmt = "%.3f";
     char desc[160];
@@ -544,8 +547,11 @@ static void print_tree_row(const struct shape *sh, int m)
     else if (m == M_START && is1024)
         snprintf(goal, sizeof goal, "; target <= 1000 ms: %s", verdict(v, 1000, 0));
     else if (m == M_RTT && is1024)
-        snprintf(goal, sizeof goal, "; target <= half of flat: %s",
-                 fr ? verdict(v, fr->v / 2, 0) : "no flat baseline");
+        snprintf(goal, sizeof goal, "; target <= half of flat: %s", fr ? verdict(v, fr->v / 2, 0)
+                 : "no flat baseline");
+    if (m == M_RTT && bare && fr)
+        snprintf(goal + strlen(goal), sizeof goal - strlen(goal),
+                 "; bare tree (no tbon): %.4g ms, %.2f of flat", bare->v, bare->v / fr->v);
     bench_row(area, metric_name[m], fmt, v, unit, "%s%s%s", desc, base, goal);
 }
 
@@ -569,9 +575,11 @@ static void print_results(void)
             for (size_t i = 0; i < NSHAPES; i++)
                 if (shapes[i].run && shapes[i].n == ns[j])
                     print_tree_row(&shapes[i], m);
-            const struct flat_row *fr = flat_of(ns[j], m);
-            if (fr)
-                fputs(fr->line, stdout);
+            for (int bare = 0; bare <= 1; bare++) {
+                const struct flat_row *fr = flat_of(ns[j], m, bare);
+                if (fr)
+                    fputs(fr->line, stdout);
+            }
         }
     fflush(stdout);
 }

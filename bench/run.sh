@@ -71,6 +71,11 @@ fi
     echo "as an int64, the FE gets the sum and checks it exactly. For each N, every metric"
     echo "has its tree row(s), then the flat row. Tree back-ends: bin/tbon_example_be"
     echo "(links libz and libc only); flat back-ends: bench_flat itself (libc only)."
+    echo "The bare tree rows (bench_flat AxM) are the floor of any tree on this machine:"
+    echo "A relay processes under the FE, M bench_flat back-ends under each, 8-byte"
+    echo "records, blocking reads and epoll, no framing, no tbon. A tbon tree can only"
+    echo "approach them; where they are above half the flat figure, that target is out"
+    echo "of reach of any tree here."
     if [ "$tree_ok" = 0 ]; then
         echo
         echo "**bench_tree did not run or failed in this run: flat rows only.**"
