@@ -17,6 +17,8 @@
 
 #include "error.h"
 #include "log.h"
+#include "packet_int.h"
+#include "reconfig_tmp.h"
 #include "sock.h"
 
 /* How long a connecting peer has to finish the handshake. */
@@ -49,6 +51,14 @@ struct tb_eds {
     pid_t *reaped;
     size_t nreaped, capreaped;
     atomic_int stop;
+    /* Fault tolerance (seed 003 V-A): the reconfigurator runs here. */
+    tbon_rank_t parent;        /* the current parent (its event connection) */
+    uint32_t incarnation;
+    atomic_int ft_ready;       /* the tree is up and every port is known */
+    int adopt_now;             /* the reactor asks for an adoption (under mu) */
+    uint8_t *expect;           /* per rank: an adopted child may open events */
+    struct eds_rep { int kind; tbon_rank_t r, p; uint32_t inc; } *reps;
+    size_t nreps, capreps;     /* reports to apply to the private copy (mu) */
 };
 
 static watch_t *add_watch(tb_eds_t *e, int kind, int fd, uint32_t events)
@@ -105,14 +115,24 @@ static void admit(tb_eds_t *e, watch_t *w)
     tbon_error_t err;
     tbon_rank_t r = hs->rank;
     uint8_t purpose = hs->purpose;   /* hs dies with w->auth below */
+    pthread_mutex_lock(&e->mu);
+    int expected = r < tb_topology_size(e->topo) && e->expect[r];
+    pthread_mutex_unlock(&e->mu);
     int ok = r < tb_topology_size(e->topo) && r != e->rank &&
-             tb_topology_parent(e->topo, r) == e->rank &&
              hs->role == (uint8_t)tb_topology_role(e->topo, r);
-    uint8_t *seen = hs->purpose == TB_PURPOSE_EVENT ? e->event_seen : e->data_seen;
-    if (ok && hs->purpose != TB_PURPOSE_DATA && hs->purpose != TB_PURPOSE_EVENT &&
-        hs->purpose != TB_PURPOSE_ATTACH)
-        ok = 0;
-    if (ok && seen[r])
+    if (purpose == TB_PURPOSE_ADOPTION) {
+        /* Any orphan may ask; the reactor decides (it has the up-to-date
+         * topology) and answers with TB_CTL_ADOPT_ACK or a close. */
+        ok = ok && atomic_load(&e->ft_ready) && e->role != TB_ROLE_BE;
+    } else {
+        ok = ok && (tb_topology_parent(e->topo, r) == e->rank ||
+                    (purpose == TB_PURPOSE_EVENT && expected));
+        if (ok && purpose != TB_PURPOSE_DATA && purpose != TB_PURPOSE_EVENT &&
+            purpose != TB_PURPOSE_ATTACH)
+            ok = 0;
+    }
+    uint8_t *seen = purpose == TB_PURPOSE_EVENT ? e->event_seen : e->data_seen;
+    if (ok && purpose != TB_PURPOSE_ADOPTION && seen[r] && !expected)
         ok = 0;
     if (!ok) {
         TB_WARN("eds", "refused %s connection from rank %u (%s): not an expected peer",
@@ -126,9 +146,15 @@ static void admit(tb_eds_t *e, watch_t *w)
         return;
     }
     seen[r] = 1;
+    uint32_t inc = w->auth->hs.incarnation;
     free(w->auth);
     w->auth = NULL;
     if (purpose == TB_PURPOSE_EVENT) {
+        if (expected) {
+            pthread_mutex_lock(&e->mu);
+            e->expect[r] = 0;
+            pthread_mutex_unlock(&e->mu);
+        }
         w->kind = K_EVENT;
         w->rank = r;
         return;
@@ -136,7 +162,8 @@ static void admit(tb_eds_t *e, watch_t *w)
     /* A data connection belongs to the reactor from here on. */
     epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->fd, NULL);
     w->dead = 1;
-    post(e, TB_CMD_CONN, r, w->fd, 0);
+    post(e, purpose == TB_PURPOSE_ADOPTION ? TB_CMD_ADOPT_CONN : TB_CMD_CONN, r, w->fd,
+         (int)inc);
 }
 
 static void on_listen(tb_eds_t *e, int lfd)
@@ -178,6 +205,8 @@ static void on_pending(tb_eds_t *e, watch_t *w)
     admit(e, w);
 }
 
+static void parent_down(tb_eds_t *e, tbon_rank_t lost);
+
 static void on_event_conn(tb_eds_t *e, watch_t *w)
 {
     char buf[4096];
@@ -192,9 +221,13 @@ static void on_event_conn(tb_eds_t *e, watch_t *w)
         break;
     }
     TB_DEBUG("eds", "event connection of rank %u ended", w->rank);
-    post(e, TB_CMD_PEER_LOST, w->rank, -1, 0);
-    tb_node_parent_gone(e->node, w->rank);
+    tbon_rank_t r = w->rank;
     drop_watch(e, w);
+    post(e, TB_CMD_PEER_LOST, r, -1, 0);
+    if (r == e->parent && atomic_load(&e->ft_ready))
+        parent_down(e, r);
+    else if (r == e->parent)
+        tb_node_parent_gone(e->node, r);
 }
 
 static void on_pidfd(tb_eds_t *e, watch_t *w)
@@ -241,6 +274,199 @@ static int64_t expire(tb_eds_t *e)
     return next;
 }
 
+/* ---- fault tolerance: the reconfigurator (seed 003 V-A) ---- */
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Apply the reports the reactor queued to the private copy. */
+static void apply_reports(tb_eds_t *e)
+{
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < e->nreps; i++) {
+        struct eds_rep *q = &e->reps[i];
+        if (q->kind == 1)
+            tb_tmp_report_failure(e->topo, q->r, q->inc);
+        else if (q->kind == 2)
+            tb_tmp_report_adoption(e->topo, q->r, q->p, q->inc);
+        else
+            tb_topology_set_port(e->topo, q->r, (uint16_t)q->p);
+    }
+    e->nreps = 0;
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* Connect to candidate c and ask it to adopt us: the handshake with purpose
+ * ADOPTION, then its TB_CTL_ADOPT_ACK. The data connection fd, or -1. */
+static int ask(tb_eds_t *e, tbon_rank_t c, int64_t deadline)
+{
+    uint16_t port = tb_topology_port(e->topo, c);
+    if (!port)
+        return -1;
+    /* A node on our own topology host is reached over the loopback, as
+     * children reach parents at start-up (docs/protocol.md 7.1). */
+    const char *host = tb_topology_host_index(e->topo, c) == tb_topology_host_index(e->topo, e->rank)
+                       ? "127.0.0.1" : tb_topology_host(e->topo, c);
+    tbon_error_t err;
+    int fd = tb_sock_connect(host, port, deadline, &err);
+    if (fd < 0)
+        return -1;
+    tb_welcome_t w;
+    tb_frame_t f;
+    uint32_t one = 0;
+    if (tb_auth_client(fd, &e->session, (uint8_t)e->role, TB_PURPOSE_ADOPTION, e->rank,
+                       e->incarnation + 1, deadline, &w, &err) == 0 &&
+        tb_sock_recv_frame(fd, 4096, &f, deadline, &err) == 0) {
+        tbon_packet_t *p = f.hdr.type == TB_FRAME_CONTROL && f.hdr.tag == TB_CTL_ADOPT_ACK
+                           ? tb_packet_decode(f.payload, f.hdr.len, f.hdr.tag, 0, c, NULL) : NULL;
+        if (p && tbon_packet_unpack(p, "%ud", &one) != 0)
+            one = 0;
+        tbon_packet_unref(p);
+        tb_frame_release(&f);
+    }
+    if (one != 1) {
+        TB_INFO("adopt", "rank %u did not adopt us: %s", c, one ? "refused" : err.msg);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Our parent is gone: find a new one (seed 003 V-A, "Dynamic Topology
+ * Configuration"). The candidates come from our copy of the topology; a dead
+ * or refusing one means the next, a round that finds nobody is tried again
+ * with what the reports have taught us meanwhile, and the FE is the last
+ * resort. On success the reactor gets the data connection and we watch the
+ * new parent's event connection; else the reactor is told to leave. */
+static void adopt(tb_eds_t *e, tbon_rank_t lost)
+{
+    int64_t t0 = now_us();
+    apply_reports(e);
+    /* Seed 003 V-A: an adopter must be at least as high as the lost parent
+     * was, that is one above us, so the tree grows no higher. */
+    uint32_t old_height = tb_topology_height(e->topo, e->rank) + 1;
+    tb_tmp_report_failure(e->topo, lost, tb_topology_incarnation(e->topo, lost));
+    for (int round = 0; round < 4 && !atomic_load(&e->stop); round++) {
+        if (round > 0) {
+            struct timespec ts = { 0, 40000000L * round };
+            nanosleep(&ts, NULL);
+            apply_reports(e);
+        }
+        tbon_rank_t cand[16];
+        size_t k = tb_tmp_adopt_candidates(e->topo, e->rank, lost, old_height, cand, 16);
+        int64_t t1 = now_us();
+        for (size_t i = 0; i < k && !atomic_load(&e->stop); i++) {
+            int fd = ask(e, cand[i], tb_now_ms() + 1000);
+            if (fd < 0)
+                continue;
+            int64_t t2 = now_us();
+            tb_cmd_t *c = tb_cmd_new(TB_CMD_ADOPTED);
+            if (!c) {
+                close(fd);
+                break;
+            }
+            c->rank = cand[i];
+            c->fd = fd;
+            c->us[0] = (uint64_t)(t1 - t0);
+            c->us[1] = (uint64_t)(t2 - t1);
+            e->parent = cand[i];
+            e->incarnation++;
+            tb_node_post(e->node, c);
+            /* The event connection to the new parent (seed 003 V-A: "a newly
+             * adopted process sends its parent the New Failure Detection
+             * Connection protocol message"). */
+            tbon_error_t err;
+            tb_welcome_t w;
+            uint16_t port = tb_topology_port(e->topo, cand[i]);
+            const char *host = tb_topology_host_index(e->topo, cand[i]) ==
+                               tb_topology_host_index(e->topo, e->rank)
+                               ? "127.0.0.1" : tb_topology_host(e->topo, cand[i]);
+            int64_t dl = tb_now_ms() + 1000;
+            int efd = tb_sock_connect(host, port, dl, &err);
+            if (efd >= 0 && tb_auth_client(efd, &e->session, (uint8_t)e->role, TB_PURPOSE_EVENT,
+                                           e->rank, e->incarnation, dl, &w, &err) == 0) {
+                tb_sock_nonblock(efd, 1);
+                watch_t *ww = add_watch(e, K_EVENT, efd, EPOLLIN);
+                if (ww)
+                    ww->rank = cand[i];
+                else
+                    close(efd);
+            } else {
+                if (efd >= 0)
+                    close(efd);
+                TB_WARN("adopt", "no event connection to the new parent %u: %s", cand[i], err.msg);
+            }
+            return;
+        }
+    }
+    TB_WARN("adopt", "no node would adopt us after the loss of rank %u; leaving", lost);
+    post(e, TB_CMD_ADOPT_FAILED, lost, -1, 0);
+    tb_node_parent_gone(e->node, lost);
+}
+
+/* The parent's event connection ended, or the reactor saw the parent go. */
+static void parent_down(tb_eds_t *e, tbon_rank_t lost)
+{
+    if (lost != e->parent)
+        return;            /* an old parent, already replaced */
+    pthread_mutex_lock(&e->mu);
+    for (watch_t *w = e->all; w; w = w->next)
+        if (!w->dead && w->kind == K_EVENT && w->rank == lost) {
+            pthread_mutex_unlock(&e->mu);
+            drop_watch(e, w);
+            pthread_mutex_lock(&e->mu);
+        }
+    pthread_mutex_unlock(&e->mu);
+    e->parent = TBON_RANK_NONE;
+    adopt(e, lost);
+}
+
+void tb_eds_report(tb_eds_t *e, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
+{
+    pthread_mutex_lock(&e->mu);
+    if (e->nreps == e->capreps) {
+        size_t nc = e->capreps ? 2 * e->capreps : 64;
+        struct eds_rep *nr = realloc(e->reps, nc * sizeof *nr);
+        if (!nr) {
+            pthread_mutex_unlock(&e->mu);
+            return;
+        }
+        e->reps = nr;
+        e->capreps = nc;
+    }
+    e->reps[e->nreps++] = (struct eds_rep){ kind, r, p, inc };
+    pthread_mutex_unlock(&e->mu);
+}
+
+void tb_eds_set_ft_ready(tb_eds_t *e)
+{
+    atomic_store(&e->ft_ready, 1);
+}
+
+void tb_eds_request_adoption(tb_eds_t *e, tbon_rank_t lost)
+{
+    pthread_mutex_lock(&e->mu);
+    e->adopt_now = (int)lost + 1;
+    pthread_mutex_unlock(&e->mu);
+    uint64_t one = 1;
+    ssize_t r = write(e->wakefd, &one, sizeof one);
+    (void)r;
+}
+
+void tb_eds_expect(tb_eds_t *e, tbon_rank_t rank)
+{
+    pthread_mutex_lock(&e->mu);
+    if (rank < tb_topology_size(e->topo)) {
+        e->expect[rank] = 1;
+        e->event_seen[rank] = 0;
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
 static void *eds_thread(void *arg)
 {
     tb_eds_t *e = arg;
@@ -255,7 +481,19 @@ static void *eds_thread(void *arg)
                 continue;
             switch (w->kind) {
             case K_LISTEN: on_listen(e, w->fd); break;
-            case K_WAKE: break;
+            case K_WAKE: {
+                uint64_t v;
+                ssize_t rr = read(w->fd, &v, sizeof v);
+                (void)rr;
+                pthread_mutex_lock(&e->mu);
+                int want = e->adopt_now;
+                e->adopt_now = 0;
+                pthread_mutex_unlock(&e->mu);
+                apply_reports(e);
+                if (want && atomic_load(&e->ft_ready))
+                    parent_down(e, (tbon_rank_t)(want - 1));
+                break;
+            }
             case K_PENDING: on_pending(e, w); break;
             case K_EVENT: on_event_conn(e, w); break;
             case K_PIDFD: on_pidfd(e, w); break;
@@ -276,6 +514,8 @@ tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
     }
     e->node = node;
     e->rank = rank;
+    e->role = tb_topology_role(topo, rank);
+    e->parent = tb_topology_parent(topo, rank);
     e->session = *s;
     e->epfd = epoll_create1(EPOLL_CLOEXEC);
     e->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -284,7 +524,9 @@ tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
     size_t n = tb_topology_size(topo);
     e->data_seen = calloc(n, 1);
     e->event_seen = calloc(n, 1);
+    e->expect = calloc(n, 1);
     if (e->epfd < 0 || e->wakefd < 0 || !e->topo || !e->data_seen || !e->event_seen ||
+        !e->expect ||
         !add_watch(e, K_WAKE, e->wakefd, EPOLLIN) ||
         (listen_fd >= 0 && !add_watch(e, K_LISTEN, listen_fd, EPOLLIN))) {
         tb_error_set(err, TBON_ENOMEM, "cannot start the event detection service");
@@ -387,6 +629,8 @@ void tb_eds_free(tb_eds_t *e)
     tb_topology_destroy(e->topo);
     free(e->data_seen);
     free(e->event_seen);
+    free(e->expect);
+    free(e->reps);
     free(e->reaped);
     pthread_mutex_destroy(&e->mu);
     free(e);

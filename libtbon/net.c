@@ -12,6 +12,7 @@
 #include "log.h"
 #include <unistd.h>
 #include "packet_int.h"
+#include "reconfig_tmp.h"
 
 static __thread char tls_error[512];
 
@@ -184,10 +185,30 @@ static int cb_app_full(void *arg)
     return full;
 }
 
+/* A failure or adoption (FE): the application's topology follows it, and
+ * tbon_net_next_event hands it out. */
+static void cb_event(void *arg, const tbon_event_t *ev)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    if (ev->type == TBON_EV_NODE_FAILED)
+        tb_tmp_report_failure(net->topo, ev->rank, ev->incarnation);
+    else if (ev->type == TBON_EV_NODE_ADOPTED)
+        tb_tmp_report_adoption(net->topo, ev->rank, ev->parent, ev->incarnation);
+    if (!net->events.size)
+        tb_ring_init(&net->events, sizeof(tbon_event_t));
+    tbon_event_t *e = tb_ring_push(&net->events);
+    if (e)
+        *e = *ev;
+    pthread_cond_broadcast(&net->cond);
+    pthread_mutex_unlock(&net->mu);
+}
+
 tb_node_cbs_t tb_net_callbacks(tbon_net_t *net)
 {
     return (tb_node_cbs_t){ .arg = net, .deliver = cb_deliver, .status = cb_status,
-                            .progress = cb_progress, .app_full = cb_app_full };
+                            .progress = cb_progress, .app_full = cb_app_full,
+                            .event = cb_event };
 }
 
 /* ---- receiving ---- */
@@ -456,20 +477,30 @@ size_t tbon_net_num_backends(tbon_net_t *net)
 
 int tbon_net_next_event(tbon_net_t *net, tbon_event_t *ev, int timeout_ms)
 {
-    /* Membership events come with fault tolerance; until then there are none
-     * to report, and waiting for one ends like waiting for a packet. */
     if (!net || !ev)
         return tb_net_seterr(TBON_EINVAL, "NULL argument");
     struct timespec ts, *abs = deadline_of(timeout_ms, &ts);
     pthread_mutex_lock(&net->mu);
     int rc = TBON_ETIMEOUT;
-    while (!net->closed) {
+    for (;;) {
+        if (net->events.len) {
+            *ev = *(tbon_event_t *)tb_ring_at(&net->events, 0);
+            tb_ring_drop(&net->events);
+            rc = 0;
+            break;
+        }
+        if (net->closed) {
+            rc = TBON_ECLOSED;
+            break;
+        }
         if (timeout_ms == 0 || wait_until(net, abs) != 0)
             break;
     }
-    if (net->closed)
-        rc = TBON_ECLOSED;
     pthread_mutex_unlock(&net->mu);
+    if (rc == TBON_ETIMEOUT)
+        return tb_net_seterr(rc, "no event within %d ms", timeout_ms);
+    if (rc == TBON_ECLOSED)
+        return tb_net_seterr(rc, "the network has shut down");
     return rc;
 }
 
@@ -492,6 +523,7 @@ void tb_net_free(tbon_net_t *net)
         return;
     if (!net->is_fe)
         atomic_fetch_sub(&live_be_nets, 1);
+    tb_ring_free(&net->events);
     for (size_t i = 0; i < net->nstreams; i++) {
         tbon_stream_t *s = net->streams[i];
         if (!s)

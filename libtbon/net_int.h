@@ -52,6 +52,7 @@ struct tbon_net {
     int            ready, failed, fail_code;
     char           fail_msg[512];
     int            any_error;      /* a stream error not yet returned by tbon_net_recv */
+    tb_ring_t      events;         /* FE: tbon_event_t not yet taken */
     char           error_msg[512];
     /* FE */
     tbon_comm_t   *comms;

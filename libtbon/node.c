@@ -77,8 +77,12 @@ int tb_node_wait_backlog(tb_node_t *n, int flush)
 
 int tb_node_child_index(const tb_node_t *n, tbon_rank_t r)
 {
-    /* Children are in increasing rank order: binary search. */
-    size_t lo = 0, hi = n->nchild;
+    /* Children are in increasing rank order: binary search; adopted ones
+     * (after nsorted) are few: a scan. */
+    for (size_t i = n->nsorted; i < n->nchild; i++)
+        if (n->child[i].rank == r)
+            return (int)i;
+    size_t lo = 0, hi = n->nsorted;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         if (n->child[mid].rank == r)
@@ -122,9 +126,13 @@ void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more
             tbon_packet_unref(p);
         return;
     }
-    if (n->parent && !n->parent->closed)
+    if (n->parent && !n->parent->closed) {
         tb_conn_send_packet_flags(n->parent, TB_FRAME_DATA, more ? TB_FRAME_F_MORE : 0, stream,
                                   tbon_packet_tag(p), src, p);
+    } else if (n->orphan) {
+        tb_ft_buffer(n, stream, p, more);
+        return;
+    }
     tbon_packet_unref(p);
 }
 
@@ -173,6 +181,44 @@ static void watch(tb_node_t *n, tb_conn_t *c, uint32_t events)
 /* Take c out of the loop; it is freed after the current batch of events,
  * which may still name it (STYLE.md: never free a connection inside its own
  * dispatch). */
+void tb_node_watch_conn(tb_node_t *n, tb_conn_t *c)
+{
+    watch(n, c, EPOLLIN);
+}
+
+int tb_node_add_child(tb_node_t *n, tbon_rank_t rank, int is_be)
+{
+    if (n->nchild == n->capchild) {
+        size_t nc = n->capchild ? 2 * n->capchild : 4;
+        tb_child_t *v = realloc(n->child, nc * sizeof *v);
+        if (!v)
+            return -1;
+        n->child = v;
+        n->capchild = nc;
+    }
+    memset(&n->child[n->nchild], 0, sizeof *n->child);
+    n->child[n->nchild].rank = rank;
+    n->child[n->nchild].is_be = is_be;
+    n->child[n->nchild].state = CH_CONNECTED;
+    n->nchild++;
+    if (tb_stream_add_child(n)) {
+        n->nchild--;
+        return -1;
+    }
+    return (int)n->nchild - 1;
+}
+
+void tb_node_fault_end(tb_node_t *n, tbon_rank_t r)
+{
+    char msg[300];
+    snprintf(msg, sizeof msg, "rank %u on host %s failed and fault tolerance is off: the "
+             "session ends", r, tb_topology_host(n->topo, r));
+    TB_ERROR("ft", "%s", msg);
+    if (n->cbs.status)
+        n->cbs.status(n->cbs.arg, TB_NODE_CLOSED, TBON_ECLOSED, msg);
+    tb_node_begin_shutdown(n);
+}
+
 static void retire(tb_node_t *n, tb_conn_t *c)
 {
     epoll_ctl(n->epfd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -202,6 +248,8 @@ void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
     ch->conn = NULL;
     ch->state = CH_GONE;
     tb_stream_child_gone(n, i);
+    if (!n->shutting_down && n->ready_sent)
+        tb_ft_child_lost(n, i);
     /* Until the whole tree is up, losing any child fails the start-up (by
      * name), or the tree would wait for it until the timeout. */
     if (!n->shutting_down && !n->ready_sent)
@@ -213,11 +261,14 @@ static void parent_lost(tb_node_t *n, const char *why_in)
 {
     char why[600];   /* why_in may live in the connection freed below */
     snprintf(why, sizeof why, "%s", why_in);
+    tbon_rank_t lost = n->parent ? n->parent->rank : TBON_RANK_NONE;
     if (n->parent) {
         retire(n, n->parent);
         n->parent = NULL;
     }
-    if (n->shutting_down)
+    if (n->shutting_down || n->orphan)
+        return;
+    if (lost != TBON_RANK_NONE && tb_ft_parent_lost(n, lost))
         return;
     TB_WARN("conn", "lost the parent: %s; leaving", why);
     atomic_store(&n->closed, 1);
@@ -307,6 +358,8 @@ static void on_conn(tb_node_t *n, tb_cmd_t *cmd)
 /* A CONTROL frame from the parent. */
 static void ctl_down(tb_node_t *n, int op, tbon_packet_t *p)
 {
+    if (tb_ft_ctl(n, -1, op, p))
+        return;
     switch (op) {
     case TB_CTL_STREAM: {
         uint32_t id, timeout;
@@ -370,6 +423,8 @@ static void ctl_down(tb_node_t *n, int op, tbon_packet_t *p)
 /* A CONTROL frame from child i. */
 static void ctl_up(tb_node_t *n, size_t i, int op, tbon_packet_t *p)
 {
+    if (tb_ft_ctl(n, (int)i, op, p))
+        return;
     tb_child_t *ch = &n->child[i];
     switch (op) {
     case TB_CTL_READY: {
@@ -478,6 +533,19 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
     case TB_CMD_PEER_LOST:
         if (n->parent && c->rank == n->parent->rank)
             parent_lost(n, "the event connection to the parent ended");
+        break;
+    case TB_CMD_ADOPT_CONN:
+        tb_ft_adopt_conn(n, c);
+        break;
+    case TB_CMD_ADOPTED:
+        if (n->orphan && !n->parent && !n->shutting_down)
+            tb_ft_adopted(n, c);
+        break;
+    case TB_CMD_ADOPT_FAILED:
+        if (n->orphan) {
+            tb_ft_adopt_failed(n, c->rank);
+            parent_lost(n, "no node would adopt us");
+        }
         break;
     case TB_CMD_CHILD_EXIT:
         tb_node_child_exited(n, c->rank, c->status);
@@ -804,7 +872,8 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
         tb_error_set(err, TBON_ENOMEM, "cannot set up the reactor: %s", strerror(errno));
         goto error;
     }
-    n->nchild = nc;
+    n->nchild = n->nsorted = nc;
+    n->capchild = nc ? nc : 1;
     for (size_t i = 0; i < nc; i++) {
         n->child[i].rank = kids[i];
         n->child[i].is_be = tb_topology_role(n->topo, kids[i]) == TB_ROLE_BE;
@@ -878,6 +947,7 @@ void tb_node_destroy(tb_node_t *n)
     tb_node_reap_all(n);
     tb_eds_free(n->eds);
     tb_stream_free_all(n);
+    tb_ft_free(n);
     tb_filter_reg_destroy(n->filters);
     tb_topology_destroy(n->topo);
     free(n->topo_frame);

@@ -35,6 +35,8 @@ typedef struct tb_node_cbs {
     /* 1 while the application's receive queue is above its high-water mark:
      * the node then stops reading from its children (back-pressure). */
     int  (*app_full)(void *arg);
+    /* FE: a failure or an adoption somewhere in the tree. */
+    void (*event)(void *arg, const tbon_event_t *ev);
 } tb_node_cbs_t;
 
 typedef struct tb_node_config {
@@ -50,6 +52,8 @@ typedef struct tb_node_config {
     int            startup_timeout_ms;
     int            parent_fd;       /* data connection to the parent, or -1 */
     int            parent_event_fd; /* event connection to the parent, or -1 */
+    int            no_ft;           /* FE: no fault tolerance (a commnode failure
+                                       ends the session) */
 } tb_node_config_t;
 
 /* Listen (if the node has children), launch its children and start the EDS
@@ -91,6 +95,11 @@ enum tb_cmd_op {
     TB_CMD_RESUME,       /* app: the receive queue drained */
     TB_CMD_SHUTDOWN,     /* FE app: end the session */
     TB_CMD_LEAVE,        /* BE app: leave */
+    TB_CMD_ADOPT_CONN,   /* EDS: orphan rank asks to be adopted (fd, status = its
+                            new incarnation) */
+    TB_CMD_ADOPTED,      /* EDS: we were adopted by rank (fd: the data connection,
+                            us[]: the new_parent and connect times) */
+    TB_CMD_ADOPT_FAILED, /* EDS: no adopter took us: leave */
 };
 
 struct tb_cmd {
@@ -107,6 +116,7 @@ struct tb_cmd {
     size_t         nmembers;
     char          *path, *func;   /* owned */
     size_t         bytes;         /* counted in the send backlog */
+    uint64_t       us[2];         /* TB_CMD_ADOPTED: recovery times (us) */
 };
 
 /* Queue a command (taken over) and wake the reactor. Any thread. */
@@ -137,6 +147,16 @@ void tb_eds_stop(tb_eds_t *e);
 void tb_eds_free(tb_eds_t *e);
 /* 1 if the EDS has reaped that child. */
 int  tb_eds_reaped(tb_eds_t *e, pid_t pid);
+/* Fault tolerance (seed 003 V-A). The reactor keeps the EDS's private copy
+ * of the topology in step: a report (kind 1 failure of r, 2 adoption of r by
+ * p, 3 the port p of r) is queued and applied on the EDS thread. */
+void tb_eds_report(tb_eds_t *e, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
+/* The tree is up and the ports known: orphans may now be adopted. */
+void tb_eds_set_ft_ready(tb_eds_t *e);
+/* The reactor lost its parent (rank lost) first: adopt us now. */
+void tb_eds_request_adoption(tb_eds_t *e, tbon_rank_t lost);
+/* An adopted child rank will open its event connection. */
+void tb_eds_expect(tb_eds_t *e, tbon_rank_t rank);
 
 /* Control messages (CONTROL frames: tag = op, payload = a packet). */
 enum tb_ctl {
@@ -151,6 +171,16 @@ enum tb_ctl {
     TB_CTL_LAUNCH,        /* down, once, to a new commnode after the topology:
                              "%s %as %s %s" backend exe ("" = attach), its argv,
                              remote shell, commnode path */
+    /* Fault tolerance (docs/protocol.md 8) */
+    TB_CTL_PORTS,         /* down, once the tree is up: "%aud %aud" ranks ports of
+                             every FE and commnode: where an orphan can ask */
+    TB_CTL_REPORT,        /* both ways, flooded: "%d %ud %ud %ud %auld" kind (1
+                             failure, 2 adoption), rank, new parent, incarnation,
+                             recovery times in us (new_parent connect compensate
+                             cleanup) */
+    TB_CTL_ADOPT_ACK,     /* adopter to orphan, first on the new connection: "%ud" 1 */
+    TB_CTL_GRAFT,         /* up from an adopted child: "%ud %d %d %ud %d %aud" as
+                             TB_CTL_STREAM: the streams it takes part in */
 };
 
 #endif

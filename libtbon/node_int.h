@@ -63,7 +63,7 @@ struct tb_node {
                                  dropped whenever the topology changes */
     size_t     topo_frame_len;
     tbon_rank_t rank;
-    tbon_rank_t parent_rank;  /* fixed at creation: the EDS thread reads it */
+    _Atomic tbon_rank_t parent_rank; /* the EDS thread reads it */
     tb_role_t  role;
     uint32_t   depth;
     char       role_name[16];
@@ -79,6 +79,8 @@ struct tb_node {
     tb_conn_t *dead;          /* retired connections, freed after each turn */
     tb_child_t *child;
     size_t     nchild;
+    size_t     nsorted;       /* child[0..nsorted) in rank order; adopted ones follow */
+    size_t     capchild;
     tbon_rank_t *child_ranks;
 
     tb_stream_st_t **streams; /* by id */
@@ -106,6 +108,13 @@ struct tb_node {
     int        attach_written;
     size_t     ready_count;
     size_t     total;
+
+    /* fault tolerance (node_ft.c) */
+    int        ft_ready;      /* the port table arrived: orphans get adopted */
+    int        orphan;        /* the parent is gone, an adopter is being sought */
+    int64_t    orphan_since;  /* us */
+    tb_ring_t  obuf;          /* what went up while orphaned */
+    size_t     obytes;
 };
 
 /* node.c */
@@ -119,6 +128,22 @@ void tb_node_fail(tb_node_t *n, int code, const char *fmt, ...)
 int  tb_node_child_index(const tb_node_t *n, tbon_rank_t r);
 void tb_node_close_child(tb_node_t *n, size_t i, const char *why);
 void tb_node_begin_shutdown(tb_node_t *n);
+void tb_node_watch_conn(tb_node_t *n, tb_conn_t *c);       /* EPOLLIN */
+/* A new child slot (an adopted orphan); its index, or -1. */
+int  tb_node_add_child(tb_node_t *n, tbon_rank_t rank, int is_be);
+/* FE without fault tolerance: commnode r failed, the session ends. */
+void tb_node_fault_end(tb_node_t *n, tbon_rank_t r);
+
+/* node_ft.c */
+void tb_ft_send_ports(tb_node_t *n);
+int  tb_ft_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p);
+int  tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost);
+void tb_ft_child_lost(tb_node_t *n, size_t i);
+void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more); /* takes p */
+void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c);
+void tb_ft_adopt_failed(tb_node_t *n, tbon_rank_t lost);
+void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c);
+void tb_ft_free(tb_node_t *n);
 
 /* node_start.c */
 int  tb_node_launch_children(tb_node_t *n, tbon_error_t *err);
@@ -140,5 +165,10 @@ void tb_stream_child_gone(tb_node_t *n, size_t child);
 void tb_stream_timers(tb_node_t *n, int64_t now, int64_t *next);
 void tb_stream_free_all(tb_node_t *n);
 size_t tb_stream_child_bytes(const tb_node_t *n, size_t child);
+/* A child slot was added: every stream grows its per-child arrays. */
+int  tb_stream_add_child(tb_node_t *n);
+int  tb_stream_known(const tb_node_t *n, uint32_t id);
+/* An adopted child takes part in stream id from its next wave on. */
+void tb_stream_join(tb_node_t *n, uint32_t id, size_t child);
 
 #endif

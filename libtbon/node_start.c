@@ -130,6 +130,10 @@ void tb_node_check_ready(tb_node_t *n)
     if (n->role == TB_ROLE_FE) {
         if (n->cbs.status)
             n->cbs.status(n->cbs.arg, TB_NODE_READY, 0, "ready");
+        /* Every node learns where the FE and the commnodes listen: an orphan
+         * asks one of them to adopt it (docs/protocol.md 8.1). */
+        if (!n->cfg.no_ft)
+            tb_ft_send_ports(n);
     } else {
         tb_node_send_ctl(n, n->parent, TB_CTL_READY,
                          tbon_packet_new(TB_CTL_READY, "%ud", (uint32_t)count));

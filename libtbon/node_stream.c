@@ -295,6 +295,14 @@ void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p,
         tbon_packet_unref(p);
         return;
     }
+    if (s->part[child] == 2) {
+        /* An adopted child counts from its first wave here, or from the
+         * first request sent to it (tb_stream_down), whichever comes first
+         * (DESIGN.md: "an adopted child joins the next one"), so no wave
+         * waits for a contribution it will never send. */
+        s->part[child] = 1;
+        s->nlive++;
+    }
     if (s->sync == TBON_SYNC_DONTWAIT) {
         if (p)
             run_up(n, s, &p, 1);
@@ -346,6 +354,14 @@ void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p)
     } else {
         tbon_packet_list_push(&out, p);
     }
+    for (size_t i = 0; out.n && i < n->nchild; i++) {
+        if (s->part[i] == 2 && n->child[i].conn) {
+            /* An adopted child counts from the first request it is sent:
+             * its answer belongs to the wave that request starts. */
+            s->part[i] = 1;
+            s->nlive++;
+        }
+    }
     for (size_t j = 0; j < out.n; j++)
         for (size_t i = 0; i < n->nchild; i++)
             if (s->part[i])
@@ -361,9 +377,9 @@ void tb_stream_child_gone(tb_node_t *n, size_t child)
             continue;
         /* DESIGN.md: a dead child is dropped from the wave being collected;
          * what it already sent still counts. */
-        s->part[child] = 0;
-        if (s->nlive)
+        if (s->part[child] == 1 && s->nlive)
             s->nlive--;
+        s->part[child] = 0;
         if (s->sync != TBON_SYNC_DONTWAIT)
             waves(n, s, 0);
     }
@@ -380,6 +396,39 @@ void tb_stream_timers(tb_node_t *n, int64_t now, int64_t *next)
         if (s->deadline && s->deadline < *next)
             *next = s->deadline;
     }
+}
+
+int tb_stream_add_child(tb_node_t *n)
+{
+    /* n->nchild already counts the new slot. */
+    for (size_t id = 0; id < n->nstreams; id++) {
+        tb_stream_st_t *s = n->streams[id];
+        if (!s)
+            continue;
+        uint8_t *np = realloc(s->part, n->nchild);
+        if (!np)
+            return TBON_ENOMEM;
+        s->part = np;
+        tb_pq_t *nq = realloc(s->q, n->nchild * sizeof *nq);
+        if (!nq)
+            return TBON_ENOMEM;
+        s->q = nq;
+        s->part[n->nchild - 1] = 0;
+        memset(&s->q[n->nchild - 1], 0, sizeof *nq);
+    }
+    return 0;
+}
+
+int tb_stream_known(const tb_node_t *n, uint32_t id)
+{
+    return get(n, id) != NULL;
+}
+
+void tb_stream_join(tb_node_t *n, uint32_t id, size_t child)
+{
+    tb_stream_st_t *s = get(n, id);
+    if (s && child < n->nchild && !s->part[child])
+        s->part[child] = 2;
 }
 
 size_t tb_stream_child_bytes(const tb_node_t *n, size_t child)

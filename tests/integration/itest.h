@@ -120,6 +120,24 @@ static inline void it_pattern(uint8_t *b, size_t n, uint32_t rank, uint32_t seq)
 #define IT_MAX_BE  1024
 
 static void it_init(void);
+/* The rank a tbon_commnode process was launched as (from its command line),
+ * or TBON_RANK_NONE. */
+static IT_UNUSED tbon_rank_t it_commnode_rank(pid_t pid)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return TBON_RANK_NONE;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    for (size_t i = 0; i + 1 < n; i += strlen(buf + i) + 1)
+        if (strcmp(buf + i, "--tbon-rank") == 0)
+            return (tbon_rank_t)strtoul(buf + i + strlen(buf + i) + 1, NULL, 10);
+    return TBON_RANK_NONE;
+}
+
 static void it_finish(void);
 
 /* A test case with the integration set-up and the leftover check. */

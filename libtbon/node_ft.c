@@ -1,0 +1,368 @@
+/* node_ft.c - fault tolerance in the reactor (DESIGN.md, "Fault tolerance";
+ * seed 003 IV-C and V): the port table every orphan needs, failure and
+ * adoption reports flooded over tree edges, the adopter's side of an
+ * adoption, and the orphan's: buffering while it has no parent, then state
+ * composition towards the new one. The search for an adopter runs on the EDS
+ * thread (eds.c); the reactor only ever sees its outcome as a command. */
+#include "node_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "packet_int.h"
+#include "reconfig_tmp.h"
+#include "sock.h"
+
+struct obuf_ent {
+    uint32_t stream;
+    int more;
+    tbon_packet_t *pkt;
+};
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void emit(tb_node_t *n, tbon_event_type_t type, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
+{
+    if (n->role != TB_ROLE_FE || !n->cbs.event)
+        return;
+    tbon_event_t ev = { .type = type, .rank = r, .parent = p, .incarnation = inc };
+    n->cbs.event(n->cbs.arg, &ev);
+}
+
+/* ---- the port table (docs/protocol.md 8.1) ---- */
+
+void tb_ft_send_ports(tb_node_t *n)
+{
+    size_t size = tb_topology_size(n->topo), k = 0;
+    uint32_t *ranks = malloc((size ? size : 1) * sizeof *ranks);
+    uint32_t *ports = malloc((size ? size : 1) * sizeof *ports);
+    if (!ranks || !ports)
+        goto out;
+    for (tbon_rank_t r = 0; r < size; r++) {
+        if (tb_topology_role(n->topo, r) == TB_ROLE_BE || !tb_topology_port(n->topo, r))
+            continue;
+        ranks[k] = r;
+        ports[k++] = tb_topology_port(n->topo, r);
+    }
+    tbon_packet_t *p = tbon_packet_new(TB_CTL_PORTS, "%aud %aud", ranks, k, ports, k);
+    for (size_t i = 0; p && i < n->nchild; i++)
+        if (n->child[i].conn)
+            tb_node_send_ctl(n, n->child[i].conn, TB_CTL_PORTS, tbon_packet_ref(p));
+    tbon_packet_unref(p);
+    n->ft_ready = 1;
+    tb_eds_set_ft_ready(n->eds);
+out:
+    free(ranks);
+    free(ports);
+}
+
+static void on_ports(tb_node_t *n, tbon_packet_t *p)
+{
+    uint32_t *ranks = NULL, *ports = NULL;
+    size_t nr = 0, np = 0;
+    if (tbon_packet_unpack(p, "%aud %aud", &ranks, &nr, &ports, &np) != 0 || nr != np) {
+        TB_WARN("ft", "malformed port table ignored");
+        free(ranks);
+        free(ports);
+        return;
+    }
+    for (size_t i = 0; i < nr; i++) {
+        if (ranks[i] >= tb_topology_size(n->topo) || ports[i] > 65535)
+            continue;
+        tb_topology_set_port(n->topo, ranks[i], (uint16_t)ports[i]);
+        tb_eds_report(n->eds, 3, ranks[i], ports[i], 0);
+    }
+    free(ranks);
+    free(ports);
+    for (size_t i = 0; i < n->nchild; i++)
+        if (n->child[i].conn)
+            tb_node_send_ctl(n, n->child[i].conn, TB_CTL_PORTS, tbon_packet_ref(p));
+    n->ft_ready = 1;
+    tb_eds_set_ft_ready(n->eds);
+}
+
+/* ---- reports (seed 003 V-A, "Topology Updates") ---- */
+
+/* Send a report to every peer but `except` (NULL: to all). */
+static void flood(tb_node_t *n, tb_conn_t *except, tbon_packet_t *p)
+{
+    if (n->parent && n->parent != except)
+        tb_node_send_ctl(n, n->parent, TB_CTL_REPORT, tbon_packet_ref(p));
+    for (size_t i = 0; i < n->nchild; i++) {
+        tb_conn_t *c = n->child[i].conn;
+        if (c && c != except)
+            tb_node_send_ctl(n, c, TB_CTL_REPORT, tbon_packet_ref(p));
+    }
+    tbon_packet_unref(p);
+}
+
+static tbon_packet_t *report(int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc,
+                             const uint64_t us[4])
+{
+    uint64_t zero[4] = { 0, 0, 0, 0 };
+    return tbon_packet_new(TB_CTL_REPORT, "%d %ud %ud %ud %auld", kind, r, p, inc,
+                           us ? us : zero, (size_t)4);
+}
+
+/* Apply a report to our topology; 1 if it was news. */
+static int apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
+{
+    int news = kind == 1 ? tb_tmp_report_failure(n->topo, r, inc)
+                         : tb_tmp_report_adoption(n->topo, r, p, inc);
+    if (news) {
+        free(n->topo_frame);        /* new children must get the new topology */
+        n->topo_frame = NULL;
+        tb_eds_report(n->eds, kind, r, p, inc);
+    }
+    return news;
+}
+
+static void on_report(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p)
+{
+    int kind;
+    uint32_t r, par, inc;
+    uint64_t *us = NULL;
+    size_t nus = 0;
+    if (tbon_packet_unpack(p, "%d %ud %ud %ud %auld", &kind, &r, &par, &inc, &us, &nus) != 0 ||
+        (kind != 1 && kind != 2) || r >= tb_topology_size(n->topo) || nus != 4 ||
+        (kind == 2 && par >= tb_topology_size(n->topo))) {
+        TB_WARN("ft", "malformed report from rank %u ignored", from ? from->rank : 0);
+        free(us);
+        return;
+    }
+    if (apply(n, kind, r, par, inc)) {
+        if (kind == 1) {
+            TB_INFO("ft", "rank %u failed", r);
+            emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc);
+            if (n->role == TB_ROLE_FE && !n->ft_ready && !n->shutting_down &&
+                tb_topology_role(n->topo, r) != TB_ROLE_BE) {
+                tb_node_fault_end(n, r);
+            }
+        } else {
+            if (n->role == TB_ROLE_FE)
+                TB_INFO("recovery", "rank %u adopted by %u (incarnation %u): new_parent %llu us, "
+                        "connect %llu us, compensate %llu us, cleanup %llu us", r, par, inc,
+                        (unsigned long long)us[0], (unsigned long long)us[1],
+                        (unsigned long long)us[2], (unsigned long long)us[3]);
+            emit(n, TBON_EV_NODE_ADOPTED, r, par, inc);
+        }
+        flood(n, from, tbon_packet_ref(p));
+    }
+    free(us);
+}
+
+/* A child's connection ended after start-up: report it everywhere. */
+void tb_ft_child_lost(tb_node_t *n, size_t i)
+{
+    tbon_rank_t r = n->child[i].rank;
+    uint32_t inc = tb_topology_incarnation(n->topo, r);
+    if (!apply(n, 1, r, TBON_RANK_NONE, inc))
+        return;
+    emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc);
+    flood(n, NULL, report(1, r, TBON_RANK_NONE, inc, NULL));
+    if (n->role == TB_ROLE_FE && !n->ft_ready && !n->shutting_down && !n->child[i].is_be)
+        tb_node_fault_end(n, r);
+}
+
+/* ---- the orphan ---- */
+
+int tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost)
+{
+    if (!n->ft_ready || n->shutting_down || n->role == TB_ROLE_FE)
+        return 0;
+    if (!n->orphan) {
+        n->orphan = 1;
+        n->orphan_since = now_us();
+        TB_WARN("ft", "lost the parent (rank %u); looking for an adopter", lost);
+        uint32_t inc = tb_topology_incarnation(n->topo, lost);
+        if (apply(n, 1, lost, TBON_RANK_NONE, inc))
+            flood(n, NULL, report(1, lost, TBON_RANK_NONE, inc, NULL));
+        tb_eds_request_adoption(n->eds, lost);
+    }
+    return 1;
+}
+
+/* While orphaned, what would go up waits here (seed 003 V-B: the orphan keeps
+ * reading and filtering its input and buffers its output). */
+void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more)
+{
+    if (!n->obuf.size)
+        tb_ring_init(&n->obuf, sizeof(struct obuf_ent));
+    struct obuf_ent *e = tb_ring_push(&n->obuf);
+    if (!e) {
+        tbon_packet_unref(p);
+        return;
+    }
+    size_t len;
+    tb_packet_payload(p, &len);
+    n->obytes += len + 64;
+    *e = (struct obuf_ent){ stream, more, p };
+}
+
+/* The streams we take part in, for the new parent to graft us into. */
+static void graft(tb_node_t *n, tb_stream_st_t *s)
+{
+    tb_node_send_ctl(n, n->parent, TB_CTL_GRAFT,
+                     tbon_packet_new(TB_CTL_GRAFT, "%ud %d %d %ud %d %aud", s->id, s->up, s->sync,
+                                     s->timeout_ms, s->down, s->members, s->nmembers));
+}
+
+void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
+{
+    int64_t t0 = now_us();
+    tb_conn_t *conn = tb_conn_new(c->fd, c->rank, -1, TB_FRAME_MAX_DEFAULT);
+    if (!conn)
+        return;
+    c->fd = -1;
+    n->parent = conn;
+    tb_node_watch_conn(n, conn);
+    atomic_store(&n->parent_rank, c->rank);
+    n->orphan = 0;
+    uint32_t inc = tb_topology_incarnation(n->topo, n->rank) + 1;
+    /* State composition (seed 003 IV-C, V-B): first the streams, then for
+     * each state-recoverable filter its state as ordinary input, then what
+     * was buffered meanwhile. */
+    int lossy = 0;
+    for (size_t id = 0; id < n->nstreams; id++) {
+        tb_stream_st_t *s = n->streams[id];
+        if (!s)
+            continue;
+        graft(n, s);
+        const tb_filter_t *f = tb_filter_reg_get(n->filters, s->up);
+        if (n->role != TB_ROLE_BE && f && f->get_state && s->up_state) {
+            tbon_packet_t *st = f->get_state(&s->up_state, s->id);
+            if (st)
+                tb_node_to_parent(n, s->id, st, 0);
+        }
+    }
+    /* What went up while we were orphaned: on a stream whose filter can
+     * compose state (idempotent, seed 003 IV-C) it goes up as it is; on any
+     * other it belongs to waves the tree has closed without us, and would
+     * land in later ones, so it is dropped and the loss reported. */
+    while (n->obuf.len) {
+        struct obuf_ent x = *(struct obuf_ent *)tb_ring_at(&n->obuf, 0);
+        tb_ring_drop(&n->obuf);
+        tb_stream_st_t *s = x.stream < n->nstreams ? n->streams[x.stream] : NULL;
+        const tb_filter_t *f = s ? tb_filter_reg_get(n->filters, s->up) : NULL;
+        if (f && f->get_state) {
+            tb_node_to_parent(n, x.stream, x.pkt, x.more);
+        } else {
+            lossy = 1;
+            tbon_packet_unref(x.pkt);
+        }
+    }
+    n->obytes = 0;
+    int64_t t1 = now_us();
+    if (lossy)
+        TB_WARN("ft", "adopted by rank %u: a stream's filter keeps no recoverable state; what "
+                "the lost parent held is lost", c->rank);
+    apply(n, 2, n->rank, c->rank, inc);
+    int64_t t2 = now_us();
+    uint64_t us[4] = { c->us[0], c->us[1], (uint64_t)(t1 - t0), (uint64_t)(t2 - t1) };
+    /* The adoption report starts here (seed 003 V-A: "initiated by the
+     * adopting and adopted processes"): up through the new parent, which
+     * floods it on, and down into our own subtree. */
+    flood(n, NULL, report(2, n->rank, c->rank, inc, us));
+    TB_INFO("ft", "adopted by rank %u after %lld us", c->rank,
+            (long long)(t2 - n->orphan_since));
+}
+
+void tb_ft_adopt_failed(tb_node_t *n, tbon_rank_t lost)
+{
+    (void)lost;
+    n->orphan = 0;
+    n->ft_ready = 0;      /* leave as without fault tolerance */
+}
+
+/* ---- the adopter ---- */
+
+/* Refuse (close) or take orphan o: a new child slot, the ACK, and the EDS
+ * told to expect its event connection. */
+void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c)
+{
+    tbon_rank_t o = c->rank;
+    const char *why = NULL;
+    if (!n->ft_ready || n->orphan || n->shutting_down || n->stop)
+        why = "not in a state to adopt";
+    else if (o == n->rank || o == 0 || tb_topology_in_subtree(n->topo, o, n->rank))
+        why = "it would make a cycle";
+    else if (tb_node_child_index(n, o) >= 0 && n->child[tb_node_child_index(n, o)].conn)
+        why = "it is already our child";
+    if (why) {
+        TB_INFO("ft", "refused to adopt rank %u: %s", o, why);
+        return;                         /* the fd is closed with the command */
+    }
+    int i = tb_node_add_child(n, o, tb_topology_role(n->topo, o) == TB_ROLE_BE);
+    if (i < 0)
+        return;
+    tb_conn_t *conn = tb_conn_new(c->fd, o, i, TB_FRAME_MAX_DEFAULT);
+    if (!conn)
+        return;
+    c->fd = -1;
+    n->child[i].conn = conn;
+    n->child[i].state = CH_READY;
+    tb_node_watch_conn(n, conn);
+    tb_eds_expect(n->eds, o);
+    tb_node_send_ctl(n, conn, TB_CTL_ADOPT_ACK, tbon_packet_new(TB_CTL_ADOPT_ACK, "%ud", 1u));
+    TB_INFO("ft", "adopted rank %u", o);
+}
+
+/* An adopted child's stream: take it in (creating the stream here if it
+ * never reached us, and grafting it further up), from its next wave on. */
+static void on_graft(tb_node_t *n, size_t child, tbon_packet_t *p)
+{
+    uint32_t id, timeout;
+    int up, sync, down;
+    uint32_t *members = NULL;
+    size_t nm = 0;
+    if (tbon_packet_unpack(p, "%ud %d %d %ud %d %aud", &id, &up, &sync, &timeout, &down,
+                           &members, &nm) != 0) {
+        TB_WARN("ft", "malformed graft from rank %u ignored", n->child[child].rank);
+        return;
+    }
+    int fresh = tb_stream_known(n, id) == 0;
+    if (fresh && tb_stream_create(n, id, up, sync, timeout, down, members, nm) == 0 &&
+        n->role != TB_ROLE_FE && n->parent)
+        tb_node_send_ctl(n, n->parent, TB_CTL_GRAFT, tbon_packet_ref(p));
+    tb_stream_join(n, id, child);
+    free(members);
+}
+
+/* Control messages of fault tolerance, from the parent (child < 0) or a
+ * child. 1 if op was one of them. */
+int tb_ft_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p)
+{
+    tb_conn_t *from = child < 0 ? n->parent : n->child[child].conn;
+    switch (op) {
+    case TB_CTL_PORTS:
+        if (child < 0)
+            on_ports(n, p);
+        return 1;
+    case TB_CTL_REPORT:
+        on_report(n, from, p);
+        return 1;
+    case TB_CTL_GRAFT:
+        if (child >= 0)
+            on_graft(n, (size_t)child, p);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+void tb_ft_free(tb_node_t *n)
+{
+    while (n->obuf.len) {
+        struct obuf_ent *e = tb_ring_at(&n->obuf, 0);
+        tbon_packet_unref(e->pkt);
+        tb_ring_drop(&n->obuf);
+    }
+    tb_ring_free(&n->obuf);
+}

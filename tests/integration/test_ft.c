@@ -1,0 +1,209 @@
+/* test_ft.c - fault tolerance over real trees: kill -9 of commnodes in the
+ * middle of work, orphans (commnodes and back-ends) adopted, exact results
+ * afterwards, events at the FE, and the session's end without fault tolerance
+ */
+#include "itest.h"
+
+/* The pid of our commnode of that rank, or 0. */
+static pid_t commnode_pid(tbon_rank_t rank)
+{
+    pid_t cn[64];
+    size_t n = it_our_procs("tbon_commnode", cn, 64);
+    for (size_t i = 0; i < n && i < 64; i++)
+        if (it_commnode_rank(cn[i]) == rank)
+            return cn[i];
+    return 0;
+}
+
+/* Wait for the FE's events until `failed` was reported failed and every
+ * rank of adopted[] adopted; 0, or -1 (recorded). */
+static int wait_recovery(tbon_net_t *net, tbon_rank_t failed, const tbon_rank_t *adopted,
+                         size_t nadopted)
+{
+    int seen_failed = 0;
+    uint8_t done[64] = { 0 };
+    size_t ndone = 0;
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while ((!seen_failed || ndone < nadopted) && it_now_ms() < end) {
+        tbon_event_t ev;
+        int rc = tbon_net_next_event(net, &ev, (int)(end - it_now_ms()));
+        if (rc != 0)
+            break;
+        if (ev.type == TBON_EV_NODE_FAILED && ev.rank == failed)
+            seen_failed = 1;
+        if (ev.type != TBON_EV_NODE_ADOPTED)
+            continue;
+        CHECK(ev.parent != failed);
+        CHECK(ev.incarnation >= 1);
+        for (size_t i = 0; i < nadopted && i < 64; i++)
+            if (adopted[i] == ev.rank && !done[i]) {
+                done[i] = 1;
+                ndone++;
+            }
+    }
+    if (!seen_failed || ndone < nadopted) {
+        th_fail(__FILE__, __LINE__, "events: failure of %u %s, %zu of %zu orphans adopted",
+                failed, seen_failed ? "seen" : "NOT seen", ndone, nadopted);
+        return -1;
+    }
+    return 0;
+}
+
+/* 4x4 with 300 sum waves in flight; commnode 2 (back-ends 9-12) is killed in
+ * the middle. Each back-end answers the bit 1 << rank, so a wave's sum says
+ * exactly who contributed, once each. Every wave completes; a wave may miss
+ * only 9-12's bits; 9-12 are adopted (events); afterwards every wave holds
+ * every back-end exactly once. */
+ITEST(backend_orphans_adopted_waves_exact)
+{
+    it_tree_t t;
+    if (it_start(&t, "4x4", NULL, NULL))
+        return;
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    /* One wave first: the port table orphans need travels right after start-up
+     * and is in place everywhere once a wave has come back (a failure before
+     * that is still handled as without fault tolerance; see docs). */
+    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
+    pid_t victim = commnode_pid(2);
+    REQUIRE(victim > 0);
+    uint64_t full = 0, lost = 0;
+    for (size_t i = 0; i < t.nbe; i++)
+        full |= (uint64_t)1 << t.be[i];
+    for (tbon_rank_t r = 9; r <= 12; r++)
+        lost |= (uint64_t)1 << r;
+    const uint32_t none[1] = { 0 };
+    const uint32_t waves = 300;
+    for (uint32_t w = 0; w < waves; w++) {
+        REQUIRE(tbon_stream_send(s, IT_TAG_SLOW, "%ud %aud", 0u, none, (size_t)0) == 0);
+        if (w == waves / 3)
+            kill(victim, SIGKILL);
+    }
+    for (uint32_t w = 0; w < waves; w++) {
+        tbon_packet_t *p = it_recv(s, IT_RECV_MS, "wave around the kill");
+        if (!p)
+            break;
+        uint64_t v = 0;
+        CHECK_INT(tbon_packet_unpack(p, "%uld", &v), 0);
+        tbon_packet_unref(p);
+        if ((v | lost) != full || v > full)
+            th_fail(__FILE__, __LINE__, "wave %u: contributors %#llx, expected %#llx less "
+                    "at most %#llx", w, (unsigned long long)v, (unsigned long long)full,
+                    (unsigned long long)lost);
+    }
+    const tbon_rank_t orphans[] = { 9, 10, 11, 12 };
+    if (wait_recovery(t.net, 2, orphans, 4) == 0) {
+        CHECK_UINT(tbon_net_num_backends(t.net), 16);
+        for (uint32_t w = 0; w < 30; w++) {
+            REQUIRE(tbon_stream_send(s, IT_TAG_SLOW, "%ud %aud", 0u, none, (size_t)0) == 0);
+            tbon_packet_t *p = it_recv(s, IT_RECV_MS, "wave after the adoption");
+            if (!p)
+                break;
+            uint64_t v = 0;
+            CHECK_INT(tbon_packet_unpack(p, "%uld", &v), 0);
+            tbon_packet_unref(p);
+            if (v != full)
+                th_fail(__FILE__, __LINE__, "wave %u after adoption: %#llx, expected %#llx", w,
+                        (unsigned long long)v, (unsigned long long)full);
+        }
+    }
+    CHECK(commnode_pid(2) == 0);
+    it_stop(&t);
+}
+
+/* 4x4x4, union with don't-wait (seed 003's integer union): commnode 1 (depth
+ * 1, four commnode children) is killed while waves go on. Its orphans are
+ * commnodes: they compose their filter state into their new parents. The
+ * FE's union must be exactly every element any back-end sent, none of them
+ * announced as new twice. */
+ITEST(commnode_orphans_union_exact)
+{
+    it_tree_t t;
+    if (it_start(&t, "4x4x4", NULL, NULL))
+        return;
+    tbon_stream_t *sum = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(sum);
+    REQUIRE(it_sum_wave(sum, 0, t.be, t.nbe) == 0);   /* the port table is in place */
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_UNION, TBON_SYNC_DONTWAIT, 0);
+    REQUIRE(s);
+    pid_t victim = commnode_pid(1);
+    REQUIRE(victim > 0);
+    const uint32_t waves = 120;
+    uint8_t *have = calloc(1000000 + waves, 1);
+    REQUIRE(have);
+    size_t twice = 0, got = 0;
+    for (uint32_t w = 0; w < waves; w++) {
+        REQUIRE(tbon_stream_send(s, IT_TAG_UNION, "%ud", w) == 0);
+        if (w == waves / 2)
+            kill(victim, SIGKILL);
+        if (w % 8 == 7) {
+            struct timespec ts = { 0, 5000000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    const tbon_rank_t orphans[] = { 5, 6, 7, 8 };
+    wait_recovery(t.net, 1, orphans, 4);
+    for (;;) {
+        tbon_packet_t *p = NULL;
+        if (tbon_stream_recv(s, &p, 1500) != 0)
+            break;
+        uint64_t *v = NULL;
+        size_t n = 0;
+        CHECK_INT(tbon_packet_unpack(p, "%auld", &v, &n), 0);
+        for (size_t i = 0; i < n; i++) {
+            if (v[i] >= 1000000 + waves) {
+                th_fail(__FILE__, __LINE__, "element %llu was never sent",
+                        (unsigned long long)v[i]);
+                continue;
+            }
+            if (have[v[i]]++)
+                twice++;
+            else
+                got++;
+        }
+        free(v);
+        tbon_packet_unref(p);
+    }
+    /* Sent: every back-end rank, rank % 3, and 1000000 + w for every wave. */
+    size_t want = 0;
+    for (size_t i = 0; i < t.nbe; i++)
+        CHECK(have[t.be[i]]);
+    for (uint64_t x = 0; x < 3; x++)
+        CHECK(have[x]);
+    for (uint32_t w = 0; w < waves; w++)
+        CHECK(have[1000000 + w]);
+    want = t.nbe + 3 + waves;
+    CHECK_UINT(got, want);
+    CHECK_UINT(twice, 0);
+    free(have);
+    it_stop(&t);
+}
+
+/* no_fault_tolerance: a commnode's death ends the session, cleanly: the FE
+ * hears of the failure, receiving ends with TBON_ECLOSED, and nothing is
+ * left running. */
+ITEST(no_fault_tolerance_ends_session)
+{
+    tbon_fe_options_t o = { 0 };
+    o.no_fault_tolerance = 1;
+    it_tree_t t;
+    if (it_start(&t, "4x4", NULL, &o))
+        return;
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    REQUIRE(it_sum_wave(s, 1, t.be, t.nbe) == 0);
+    pid_t victim = commnode_pid(3);
+    REQUIRE(victim > 0);
+    kill(victim, SIGKILL);
+    tbon_event_t ev;
+    int rc = tbon_net_next_event(t.net, &ev, IT_RECV_MS);
+    CHECK_INT(rc, 0);
+    CHECK_INT(ev.type, TBON_EV_NODE_FAILED);
+    CHECK_UINT(ev.rank, 3);
+    tbon_packet_t *p = NULL;
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while (it_now_ms() < end && (rc = tbon_stream_recv(s, &p, 500)) != TBON_ECLOSED)
+        tbon_packet_unref(p);
+    CHECK_INT(rc, TBON_ECLOSED);
+    it_stop(&t);
+}
