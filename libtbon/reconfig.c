@@ -193,7 +193,8 @@ int tb_adopt_index_update(tb_adopt_index_t *x, const tb_topology_t *t)
         else
             x->fresh[nf++] = k;
     }
-    qsort(x->fresh, nf, sizeof *x->fresh, ent_cmp);
+    if (nf > 1)                 /* (fresh is NULL while nothing was ever indexed) */
+        qsort(x->fresh, nf, sizeof *x->fresh, ent_cmp);
 
     /* Merge the kept old entries (in order) with the sorted fresh ones. */
     for (uint32_t i = 0; i < x->len; i++)
