@@ -96,10 +96,15 @@ int tb_adopt_index_update(tb_adopt_index_t *x, const tb_topology_t *t);
  * parent failed_parent (whose height before the failure was old_height)
  * failed; returns how many were written. The rules are in the comment at the
  * top. If the FE is not among the first cap candidates, it takes the last
- * place, so a result with cap >= 1 always contains rank 0. t is o's copy, with
- * or without failed_parent removed already; x must be up to date with it (a
- * stale index still yields only nodes that pass the rules, checked against t,
- * but may miss some or order them differently from other orphans).
+ * place, so a result with cap >= 1 always contains rank 0. t is o's copy and
+ * x must be up to date with it (a stale index still yields only nodes that
+ * pass the rules, checked against t, but may miss some or order them
+ * differently from other orphans). Heights and fan-outs are those of t: apply
+ * the parent's failure first (tb_report_failure), so that all of its orphans
+ * rotate over the same list; P's ancestors may then have become lower and no
+ * longer qualify, which keeps any adoption from raising any height. Asked
+ * before the failure is applied, the list has the same members but P's parent
+ * is weighed with P still among its children.
  * Returns 0 when o is 0, dead or out of range, when failed_parent is 0, o or
  * out of range, and when cap is 0. Cost: O(log N + depth * tried) - candidates
  * that no longer pass the rules are skipped while walking. */
@@ -118,15 +123,17 @@ bool tb_adopt_would_cycle(const tb_topology_t *t, tbon_rank_t o, tbon_rank_t ado
  * Returns 1 when t changed (r newly dead, or its incarnation raised; the
  * caller floods the report on), 0 for a duplicate, TBON_EINVAL for a rank out
  * of range or NULL t, TBON_ETOPOLOGY for r == 0 (the FE cannot be reported
- * dead), TBON_ENOMEM (t stays consistent). */
+ * dead), TBON_ENOMEM (the report is applied and t is a valid forest, but a
+ * claim the failure freed may stay pending until the next report). */
 int tb_report_failure(tb_topology_t *t, tbon_rank_t r, uint32_t inc);
 
 /* Apply an adoption report: orphan o, now at incarnation inc, was adopted by
  * p. Returns 1 when t changed, 0 for a duplicate or a stale report (inc below
  * o's incarnation, or equal to it and nothing new), TBON_EINVAL for a
  * malformed report (a rank out of range, o == 0, o == p, inc == 0 - adoptions
- * start at incarnation 1 - or p a back-end), TBON_ENOMEM (t stays
- * consistent). */
+ * start at incarnation 1 - or p a back-end), TBON_ENOMEM (as for
+ * tb_report_failure(): t is a valid forest, a claim may stay pending until the
+ * next report). */
 int tb_report_adoption(tb_topology_t *t, tbon_rank_t o, tbon_rank_t p, uint32_t inc);
 
 #endif
