@@ -131,9 +131,9 @@ int tb_report_failure(tb_topology_t *t, tbon_rank_t r, uint32_t inc);
  * p. Returns 1 when t changed, 0 for a duplicate or a stale report (inc below
  * o's incarnation, or equal to it and nothing new), TBON_EINVAL for a
  * malformed report (a rank out of range, o == 0, o == p, inc == 0 - adoptions
- * start at incarnation 1 - or p a back-end), TBON_ENOMEM (as for
- * tb_report_failure(): t is a valid forest, a claim may stay pending until the
- * next report). */
+ * start at incarnation 1 - or p a back-end), TBON_ENOMEM (t is a valid
+ * forest: either nothing changed, or the report is applied and a claim may
+ * stay pending until the next report). */
 int tb_report_adoption(tb_topology_t *t, tbon_rank_t o, tbon_rank_t p, uint32_t inc);
 
 #endif
