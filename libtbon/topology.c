@@ -36,6 +36,8 @@ struct tb_topology {
     size_t    nmask;
     size_t    nleaves;         /* alive back-ends */
     uint64_t  dsum;            /* sum of node_hash() over all ranks */
+    uint32_t *pend;            /* pending claims: (rank, claimed parent) pairs, */
+    uint32_t  npend, pcap;     /* sorted by rank; almost always empty */
 };
 
 #define NONE TBON_RANK_NONE
@@ -68,6 +70,7 @@ void tb_topology_destroy(tb_topology_t *t)
     free(t->hhash);
     free(t->hmap);
     free(t->nmap);
+    free(t->pend);
     free(t);
 }
 
@@ -537,6 +540,12 @@ tb_topology_t *tb_topology_clone(const tb_topology_t *t)
     /* The copy's children are compact CSR, whatever the original's pool holds. */
     if (build_children(c) != 0)
         goto fail;
+    if (t->npend) {
+        if (tb_topology_reserve_pending(c, t->npend) != 0)
+            goto fail;
+        memcpy(c->pend, t->pend, 2 * (size_t)t->npend * sizeof *c->pend);
+        c->npend = t->npend;
+    }
     c->nleaves = t->nleaves;
     c->dsum = t->dsum;
     c->finished = true;
@@ -928,16 +937,21 @@ int tb_topology_remove(tb_topology_t *t, tbon_rank_t r)
     return 0;
 }
 
-int tb_topology_reparent(tb_topology_t *t, tbon_rank_t r, tbon_rank_t new_parent)
+int tb_topology_move(tb_topology_t *t, tbon_rank_t r, tbon_rank_t new_parent)
 {
-    if (!VALID(t, r) || !VALID(t, new_parent))
+    if (!VALID(t, r) || (new_parent != NONE && !VALID(t, new_parent)))
         return TBON_EINVAL;
-    if (r == 0 || !t->alive[r] || !t->alive[new_parent] ||
-        t->role[new_parent] == TB_ROLE_BE || tb_topology_in_subtree(t, r, new_parent))
+    if (r == 0 || !t->alive[r])
         return TBON_ETOPOLOGY;
-    int rc = child_reserve(t, new_parent);
-    if (rc)
-        return rc;
+    if (new_parent != NONE &&
+        (!t->alive[new_parent] || t->role[new_parent] == TB_ROLE_BE ||
+         tb_topology_in_subtree(t, r, new_parent)))
+        return TBON_ETOPOLOGY;
+    if (new_parent != NONE) {
+        int rc = child_reserve(t, new_parent);
+        if (rc)
+            return rc;
+    }
     uint32_t old = t->parent[r];
     t->dsum -= node_hash(t, r);
     if (old != NONE) {
@@ -945,9 +959,25 @@ int tb_topology_reparent(tb_topology_t *t, tbon_rank_t r, tbon_rank_t new_parent
         heights_after_loss(t, old);
     }
     t->parent[r] = new_parent;
-    child_insert(t, new_parent, r);
-    set_depths(t, r, t->depth[new_parent] + 1);
-    heights_after_gain(t, new_parent, t->height[r]);
+    if (new_parent != NONE) {
+        child_insert(t, new_parent, r);
+        set_depths(t, r, t->depth[new_parent] + 1);
+        heights_after_gain(t, new_parent, t->height[r]);
+    } else {
+        set_depths(t, r, 0);
+    }
+    t->dsum += node_hash(t, r);
+    return 0;
+}
+
+int tb_topology_reparent(tb_topology_t *t, tbon_rank_t r, tbon_rank_t new_parent)
+{
+    if (!VALID(t, r) || !VALID(t, new_parent))
+        return TBON_EINVAL;
+    int rc = tb_topology_move(t, r, new_parent);
+    if (rc)
+        return rc;
+    t->dsum -= node_hash(t, r);
     t->inc[r]++;
     t->dsum += node_hash(t, r);
     return 0;
@@ -984,4 +1014,84 @@ int tb_topology_add_child(tb_topology_t *t, tbon_rank_t parent, const char *host
     if (rank)
         *rank = r;
     return 0;
+}
+
+/* ---- pending claims (for reconfig.c's report rules) ----------------------- */
+
+/* Index of r in the sorted pending pairs, or where it would go. */
+static uint32_t pend_index(const tb_topology_t *t, uint32_t r)
+{
+    uint32_t lo = 0, hi = t->npend;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (t->pend[2 * mid] < r)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int tb_topology_reserve_pending(tb_topology_t *t, size_t more)
+{
+    if (!t)
+        return TBON_EINVAL;
+    if (t->npend + more <= t->pcap)
+        return 0;
+    if (more > TB_TOPOLOGY_MAX_NODES)
+        return TBON_ENOMEM;
+    size_t cap = t->pcap ? t->pcap : 4;
+    while (cap < t->npend + more)
+        cap *= 2;
+    uint32_t *p = realloc(t->pend, 2 * cap * sizeof *p);
+    if (!p)
+        return TBON_ENOMEM;
+    t->pend = p;
+    t->pcap = (uint32_t)cap;
+    return 0;
+}
+
+int tb_topology_set_pending(tb_topology_t *t, tbon_rank_t r, tbon_rank_t claim)
+{
+    if (!VALID(t, r) || (claim != NONE && !VALID(t, claim)))
+        return TBON_EINVAL;
+    uint32_t i = pend_index(t, r);
+    bool present = i < t->npend && t->pend[2 * i] == r;
+    if (claim == NONE) {
+        if (present) {
+            memmove(t->pend + 2 * i, t->pend + 2 * i + 2,
+                    2 * (size_t)(t->npend - i - 1) * sizeof *t->pend);
+            t->npend--;
+        }
+        return 0;
+    }
+    if (!present) {
+        int rc = tb_topology_reserve_pending(t, 1);
+        if (rc)
+            return rc;
+        memmove(t->pend + 2 * i + 2, t->pend + 2 * i,
+                2 * (size_t)(t->npend - i) * sizeof *t->pend);
+        t->npend++;
+        t->pend[2 * i] = r;
+    }
+    t->pend[2 * i + 1] = claim;
+    return 0;
+}
+
+tbon_rank_t tb_topology_pending(const tb_topology_t *t, tbon_rank_t r)
+{
+    if (!VALID(t, r))
+        return NONE;
+    uint32_t i = pend_index(t, r);
+    return i < t->npend && t->pend[2 * i] == r ? t->pend[2 * i + 1] : NONE;
+}
+
+size_t tb_topology_num_pending(const tb_topology_t *t)
+{
+    return t ? t->npend : 0;
+}
+
+tbon_rank_t tb_topology_pending_rank(const tb_topology_t *t, size_t i)
+{
+    return t && i < t->npend ? t->pend[2 * i] : NONE;
 }

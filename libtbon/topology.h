@@ -126,6 +126,14 @@ int tb_topology_remove(tb_topology_t *t, tbon_rank_t r);
  * no cycle can form. TBON_EINVAL for bad ranks; TBON_ENOMEM. */
 int tb_topology_reparent(tb_topology_t *t, tbon_rank_t r, tbon_rank_t new_parent);
 
+/* Move r (with its subtree) under new_parent, or make it the root of its own
+ * fragment when new_parent is TBON_RANK_NONE, leaving its incarnation alone:
+ * the primitive under tb_topology_reparent(), for the report rules of
+ * reconfig.c, which set incarnations themselves. Same refusals as reparent
+ * (TBON_ETOPOLOGY, t unchanged; r == 0 or dead, new_parent dead, a BE or in
+ * r's subtree); TBON_EINVAL for bad ranks; TBON_ENOMEM. */
+int tb_topology_move(tb_topology_t *t, tbon_rank_t r, tbon_rank_t new_parent);
+
 /* Set r's incarnation (when applying an adoption report that carries one).
  * Returns 0 or TBON_EINVAL. */
 int tb_topology_set_incarnation(tb_topology_t *t, tbon_rank_t r, uint32_t inc);
@@ -141,6 +149,26 @@ int tb_topology_set_role(tb_topology_t *t, tbon_rank_t r, tb_role_t role);
  * size is reached; TBON_EINVAL for bad arguments; TBON_ENOMEM. */
 int tb_topology_add_child(tb_topology_t *t, tbon_rank_t parent, const char *host,
                           uint32_t local_id, tb_role_t role, tbon_rank_t *rank);
+
+/* Pending claims: a few (rank, claimed parent) pairs that the report rules of
+ * reconfig.c keep with the copy. A pending node is an alive orphan whose
+ * winning adoption report names an adopter that is, in this copy, inside the
+ * orphan's own subtree: attaching it would close a cycle, so it waits (see
+ * reconfig.h). Not part of tb_topology_equal(), the digest or the wire format;
+ * tb_topology_clone() copies them. Sorted by rank. */
+
+/* Record claim as r's pending parent, or forget r's when claim is
+ * TBON_RANK_NONE. Returns 0, TBON_EINVAL (bad rank) or TBON_ENOMEM (never
+ * after tb_topology_reserve_pending() made room). */
+int tb_topology_set_pending(tb_topology_t *t, tbon_rank_t r, tbon_rank_t claim);
+/* Room for `more` pending pairs beyond the present ones: 0 or TBON_ENOMEM. */
+int tb_topology_reserve_pending(tb_topology_t *t, size_t more);
+/* r's pending parent, or TBON_RANK_NONE. O(log pending). */
+tbon_rank_t tb_topology_pending(const tb_topology_t *t, tbon_rank_t r);
+/* How many nodes are pending, and the i-th of them in rank order (NONE past
+ * the end). */
+size_t      tb_topology_num_pending(const tb_topology_t *t);
+tbon_rank_t tb_topology_pending_rank(const tb_topology_t *t, size_t i);
 
 /* ---- comparison ---------------------------------------------------------- */
 
