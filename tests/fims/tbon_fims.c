@@ -1436,9 +1436,12 @@ static int fe_main(struct opts *o, const char *self)
     if (fail) {
         printf(PROG ": FAIL: %s (back-end files kept in %s)\n", why, dir);
     } else {
+        char k[64] = "no kills";
+        if (kills)
+            snprintf(k, sizeof k, "%zu kill%s, each reported failed", kills,
+                     kills == 1 ? "" : "s");
         printf(PROG ": PASS: %zu distinct elements, output == union of inputs, none reported "
-               "twice, %zu kill%s each reported failed, no process left\n", set_size(&in),
-               kills, kills == 1 ? "" : "s");
+               "twice, %s, no process left\n", set_size(&in), k);
         if (own_dir)
             clean_dir(dir, 1);
     }
