@@ -79,6 +79,12 @@ ALL_OBJ := $(LIB_OBJ) $(foreach p,$(PROGRAMS),$($(p)_SRC:%.c=$(B)/obj/%.o)) \
            $(PLUGIN_SRC:%.c=$(B)/obj/%.o) $(TPLUGIN_SRC:%.c=$(B)/obj/%.o) \
            $(foreach d,$(EX_DIRS),$(B)/obj/$(d)/fe.o $(B)/obj/$(d)/be.o $(B)/obj/$(d)/filter.o)
 
+# tbon_fims, the failure injection and management tool (tests/fims/, see
+# docs/fault-tolerance.md): a test program, built into bin/ but not installed.
+tbon_fims_SRC := tests/fims/tbon_fims.c
+FIMS_BIN := $(B)/bin/tbon_fims
+ALL_OBJ  += $(tbon_fims_SRC:%.c=$(B)/obj/%.o)
+
 .PHONY: all lib programs plugins examples tests benches check test san demo bench fuzz fuzz-smoke \
         install clean deps
 .DEFAULT_GOAL := all
@@ -89,7 +95,7 @@ all: lib programs plugins tests benches examples
 lib: $(B)/lib/libtbon.a $(B)/lib/libtbon.so
 programs: $(BIN)
 plugins: $(PLUGIN_SO) $(TPLUGIN_SO)
-tests: $(TEST_BIN) $(ITEST_BIN) $(IPROG_BIN)
+tests: $(TEST_BIN) $(ITEST_BIN) $(IPROG_BIN) $(FIMS_BIN)
 examples: $(EX_BIN)
 benches: $(BENCH_BIN)
 

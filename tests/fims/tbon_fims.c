@@ -1,0 +1,1471 @@
+/* tbon_fims.c - the failure injection and management service of seed 003
+ * (section VI-A): run the integer-union computation (VI-B) on a tree, kill
+ * commnodes on a schedule, time each recovery (VI-C) and check the output.
+ *
+ * Usage: tbon_fims -t TOPOLOGY [options]      (see usage() or --help)
+ *        tbon_fims --be ...                   (a back-end; started by the tree)
+ *
+ * The front-end starts the tree with this program at every leaf, opens one
+ * union/don't-wait stream over every back-end and sends it the run's
+ * parameters. Each back-end then sends random uint64 values at --rate Hz for
+ * --duration seconds and writes every value it sent to DIR/be-RANK.txt. The
+ * front-end keeps the union of what it receives, injects the scheduled
+ * failures, follows the membership events on a private copy of the topology
+ * (so it only ever picks live commnodes and knows each victim's orphans) and
+ * takes the per-orphan timings from the runtime's "recovery" log lines. At
+ * the end it checks: output set == union of the back-ends' files, no element
+ * reported as new twice, a failure event for every kill, no process of the
+ * run left. Exit 0 only if all of that holds.
+ *
+ * The processes of a run carry TBON_FIMS_RUN=<id> in their environment; that
+ * is how commnodes are found for a kill (with --tbon-rank R on their command
+ * line), how leftovers are counted and what the watchdog kills.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tbon/tbon.h>
+
+#include "log.h"
+#include "topology.h"
+
+#define PROG          "tbon_fims"
+#define TAG_START     TBON_FIRST_APP_TAG       /* FE -> BEs: the run's parameters */
+#define TAG_DATA      (TBON_FIRST_APP_TAG + 1) /* BEs -> FE: "%auld" values */
+#define RUN_ENV       "TBON_FIMS_RUN"
+#define VALS_PER_PKT  4
+#define SHARED_POOL   4096u      /* half of the values come from [0, this) */
+#define MAX_VICTIMS   64
+#define QUIET_MS      2000       /* results are over after this long without one */
+#define RECOVER_MS    15000      /* how long to wait for failure/adoption events */
+#define ADOPTER_DELAY_MS 5       /* "adopter": second kill this long after the first */
+#define SHOW_MAX      5          /* elements listed on a mismatch */
+
+/* ------------------------------------------------------------------ utils */
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void sleep_until_us(int64_t t)
+{
+    struct timespec ts = { .tv_sec = (time_t)(t / 1000000), .tv_nsec = (long)(t % 1000000) * 1000 };
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+/* splitmix64: small, seedable with any value, good enough for choices. */
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* ---------------------------------------------------- a set of uint64 values */
+
+typedef struct u64set {
+    uint64_t *slot;      /* open addressing; empty slots hold 0 */
+    size_t    cap, n;    /* cap a power of two */
+    int       has_zero;  /* 0 itself is kept aside */
+} u64set_t;
+
+static size_t set_hash(uint64_t v, size_t cap)
+{
+    v ^= v >> 33;
+    v *= 0xFF51AFD7ED558CCDull;
+    v ^= v >> 33;
+    return (size_t)v & (cap - 1);
+}
+
+static int set_has(const u64set_t *s, uint64_t v)
+{
+    if (v == 0)
+        return s->has_zero;
+    if (!s->cap)
+        return 0;
+    for (size_t i = set_hash(v, s->cap);; i = (i + 1) & (s->cap - 1)) {
+        if (s->slot[i] == v)
+            return 1;
+        if (s->slot[i] == 0)
+            return 0;
+    }
+}
+
+/* Add v: 1 if it was new, 0 if already there; exits when out of memory. */
+static int set_add(u64set_t *s, uint64_t v)
+{
+    if (v == 0) {
+        int was = s->has_zero;
+        s->has_zero = 1;
+        return !was;
+    }
+    if ((s->n + 1) * 2 > s->cap) {
+        size_t ncap = s->cap ? s->cap * 2 : 1024;
+        uint64_t *ns = calloc(ncap, sizeof *ns);
+        if (!ns) {
+            fprintf(stderr, PROG ": out of memory\n");
+            exit(1);
+        }
+        for (size_t i = 0; i < s->cap; i++) {
+            if (!s->slot[i])
+                continue;
+            size_t j = set_hash(s->slot[i], ncap);
+            while (ns[j])
+                j = (j + 1) & (ncap - 1);
+            ns[j] = s->slot[i];
+        }
+        free(s->slot);
+        s->slot = ns;
+        s->cap = ncap;
+    }
+    size_t i = set_hash(v, s->cap);
+    while (s->slot[i] && s->slot[i] != v)
+        i = (i + 1) & (s->cap - 1);
+    if (s->slot[i] == v)
+        return 0;
+    s->slot[i] = v;
+    s->n++;
+    return 1;
+}
+
+static size_t set_size(const u64set_t *s)
+{
+    return s->n + (size_t)s->has_zero;
+}
+
+/* Print the first up-to-SHOW_MAX elements of a not in b; returns how many
+ * there are in all. */
+static size_t set_diff(const u64set_t *a, const u64set_t *b, const char *what)
+{
+    size_t count = 0;
+    if (a->has_zero && !set_has(b, 0)) {
+        printf("  %s: 0\n", what);
+        count++;
+    }
+    for (size_t i = 0; i < a->cap; i++) {
+        if (!a->slot[i] || set_has(b, a->slot[i]))
+            continue;
+        if (count < SHOW_MAX)
+            printf("  %s: %" PRIu64 "\n", what, a->slot[i]);
+        count++;
+    }
+    return count;
+}
+
+/* ---------------------------------------------------------------- back-end */
+
+/* Join the tree, wait for the start packet ("%lf %lf %uld %s": rate, duration,
+ * seed, directory), send VALS_PER_PKT values per period for the duration and
+ * append each successfully sent packet's values to DIR/be-RANK.txt; then stay
+ * until the front-end closes the network. */
+static int be_main(int argc, char **argv)
+{
+    tbon_error_t err = { 0 };
+    tbon_net_t *net = tbon_be_create(&argc, &argv, &err);
+    if (!net) {
+        fprintf(stderr, PROG " --be: tbon_be_create: %s\n", err.msg);
+        return 1;
+    }
+    tbon_rank_t rank = tbon_net_rank(net);
+    tbon_packet_t *p = NULL;
+    tbon_stream_t *s = NULL;
+    int rc = tbon_net_recv(net, &p, &s, -1);
+    double rate = 0, dur = 0;
+    uint64_t seed = 0;
+    char *dir = NULL;
+    if (rc == 0 && (tbon_packet_tag(p) != TAG_START ||
+                    tbon_packet_unpack(p, "%lf %lf %uld %s", &rate, &dur, &seed, &dir) != 0)) {
+        fprintf(stderr, PROG " --be: rank %u: unexpected first packet (tag %d, \"%s\")\n",
+                (unsigned)rank, tbon_packet_tag(p), tbon_packet_format(p));
+        rc = TBON_EFORMAT;
+    }
+    tbon_packet_unref(p);
+    FILE *out = NULL;
+    if (rc == 0) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/be-%u.txt", dir, (unsigned)rank);
+        out = fopen(path, "w");
+        if (!out) {
+            fprintf(stderr, PROG " --be: rank %u: %s: %s\n", (unsigned)rank, path,
+                    strerror(errno));
+            rc = TBON_EIO;
+        }
+    }
+    free(dir);
+    if (rc == 0) {
+        /* Every back-end draws from its own sequence; half of the values
+         * fall in a small range all of them share, so the same value comes
+         * from several back-ends (and the union has duplicates to remove). */
+        uint64_t st = seed ^ ((uint64_t)rank * 0xD1B54A32D192ED03ull);
+        int64_t period = (int64_t)(1e6 / rate), t = now_us(), end = t + (int64_t)(dur * 1e6);
+        while (t < end) {
+            uint64_t v[VALS_PER_PKT];
+            for (int i = 0; i < VALS_PER_PKT; i++)
+                v[i] = i < VALS_PER_PKT / 2 ? rng_next(&st) % SHARED_POOL : rng_next(&st);
+            rc = tbon_stream_send(s, TAG_DATA, "%auld", v, (size_t)VALS_PER_PKT);
+            if (rc != 0)
+                break;
+            for (int i = 0; i < VALS_PER_PKT; i++)
+                fprintf(out, "%" PRIu64 "\n", v[i]);
+            fflush(out);
+            t += period;
+            sleep_until_us(t);
+        }
+        fclose(out);
+    }
+    /* Stay (answering nothing) until the front-end shuts the tree down. */
+    while (rc == 0) {
+        rc = tbon_net_recv(net, &p, &s, -1);
+        tbon_packet_unref(p);
+        p = NULL;
+    }
+    if (rc != TBON_ECLOSED)
+        fprintf(stderr, PROG " --be: rank %u: %s (%s)\n", (unsigned)rank, tbon_strerror(rc),
+                tbon_net_error(net));
+    tbon_net_destroy(net);
+    return rc == TBON_ECLOSED ? 0 : 1;
+}
+
+/* -------------------------------------------------- this run's processes */
+
+static char run_kv[64];          /* RUN_ENV "=<pid>.<nonce>" */
+
+/* 1 if /proc/PID/environ holds run_kv as a whole entry. */
+static int pid_in_run(long pid, char *buf, size_t cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/environ", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, cap);
+    close(fd);
+    size_t kl = strlen(run_kv);
+    for (ssize_t i = 0; n > 0 && i + (ssize_t)kl <= n;) {
+        if (memcmp(buf + i, run_kv, kl) == 0 && (i + (ssize_t)kl == n || buf[i + kl] == '\0'))
+            return 1;
+        char *z = memchr(buf + i, '\0', (size_t)(n - i));
+        if (!z)
+            break;
+        i = z - buf + 1;
+    }
+    return 0;
+}
+
+/* The state letter of pid (from /proc/PID/stat), or 0 if it is gone. */
+static char pid_state(long pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' ? rp[2] : 0;
+}
+
+/* The value of --tbon-rank on pid's command line, or TBON_RANK_NONE. */
+static tbon_rank_t pid_rank(long pid)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return TBON_RANK_NONE;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return TBON_RANK_NONE;
+    buf[n] = '\0';
+    for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1)
+        if (strcmp(buf + i, "--tbon-rank") == 0 && i + (ssize_t)strlen(buf + i) + 1 < n)
+            return (tbon_rank_t)strtoul(buf + i + strlen(buf + i) + 1, NULL, 10);
+    return TBON_RANK_NONE;
+}
+
+/* Walk the live (not zombie) processes of this run other than this one:
+ * with want != TBON_RANK_NONE return the pid of the one launched as that
+ * rank (0 if none); otherwise send each sig (unless 0) and return how many
+ * there are. */
+static long scan_run(tbon_rank_t want, int sig)
+{
+    enum { ENV_MAX = 1 << 18 };
+    DIR *d = opendir("/proc");
+    char *buf = malloc(ENV_MAX);
+    long found = 0;
+    struct dirent *e;
+    while (d && buf && (e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid())
+            continue;
+        char st = pid_state(pid);
+        if (!st || st == 'Z' || st == 'X' || !pid_in_run(pid, buf, ENV_MAX))
+            continue;
+        if (want != TBON_RANK_NONE) {
+            if (pid_rank(pid) == want) {
+                found = pid;
+                break;
+            }
+            continue;
+        }
+        found++;
+        if (sig)
+            kill((pid_t)pid, sig);
+    }
+    if (d)
+        closedir(d);
+    free(buf);
+    return found;
+}
+
+/* SIGKILL every process of the run, rescanning until none is left (one
+ * may have been starting while we looked). */
+static void kill_run(void)
+{
+    for (int i = 0; i < 10 && scan_run(TBON_RANK_NONE, SIGKILL) > 0; i++)
+        ;
+}
+
+/* Reap every zombie child (this process is a subreaper: orphans of the
+ * tree come back here). Only once the library has reaped its own. */
+static void reap_all(void)
+{
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
+}
+
+/* --------------------------------------------------------------- watchdog */
+
+static pthread_mutex_t wd_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t  wd_cv;
+static int64_t         wd_deadline;       /* monotonic us; 0 = disarmed */
+static const char     *wd_phase = "start-up";
+
+static void *wd_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&wd_mu);
+    while (wd_deadline == 0 || now_us() < wd_deadline) {
+        if (wd_deadline == 0) {
+            pthread_cond_wait(&wd_cv, &wd_mu);
+            continue;
+        }
+        struct timespec ts = { .tv_sec = (time_t)(wd_deadline / 1000000),
+                               .tv_nsec = (long)(wd_deadline % 1000000) * 1000 };
+        pthread_cond_timedwait(&wd_cv, &wd_mu, &ts);
+    }
+    fprintf(stderr, PROG ": watchdog: the run is still going (%s) after its time limit; "
+            "killing every process of the run\n", wd_phase);
+    printf(PROG ": FAIL: watchdog fired during %s\n", wd_phase);
+    fflush(stdout);
+    kill_run();
+    _exit(1);
+}
+
+static void wd_set(const char *phase, double seconds_from_now)
+{
+    pthread_mutex_lock(&wd_mu);
+    wd_phase = phase;
+    wd_deadline = seconds_from_now > 0 ? now_us() + (int64_t)(seconds_from_now * 1e6) : 0;
+    pthread_cond_signal(&wd_cv);
+    pthread_mutex_unlock(&wd_mu);
+}
+
+static void wd_start(void)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&wd_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_t t;
+    if (pthread_create(&t, NULL, wd_main, NULL) == 0)
+        pthread_detach(t);
+}
+
+/* ---------------------------------------------------------------- options */
+
+enum kind { K_ONE, K_SEVERAL, K_DEPTH1, K_ADOPTER, K_PARENT, K_EVERY };
+
+struct item {                    /* one parsed schedule item */
+    double    at;                /* seconds since the start */
+    enum kind kind;
+    unsigned  k;                 /* several=K */
+    double    period;            /* every=P */
+    char      text[48];          /* as written, for messages */
+};
+
+struct opts {
+    const char *topo, *dir, *csv, *sched;
+    double      duration, rate, timeout;
+    uint64_t    seed;
+    int         heartbeat_ms;
+    struct item *items;
+    size_t      nitems;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: " PROG " -t TOPOLOGY [--duration S] [--rate HZ] [--schedule SPEC]\n"
+"                 [--dir DIR] [--seed N] [--heartbeat MS] [--csv FILE] [--timeout S]\n"
+"\n"
+"The failure injection and management service: runs the integer-union\n"
+"computation on the tree of TOPOLOGY (this program at every leaf), kills\n"
+"commnodes with SIGKILL on a schedule, reports how long the tree took to\n"
+"recover, and checks that the front-end's output set is exactly the union of\n"
+"what the back-ends sent, with no element reported as new twice, a failure\n"
+"event for every kill and no process of the run left at the end.\n"
+"\n"
+"Options:\n"
+"  -t, --topology FILE  the tree (text or XML topology)\n"
+"  --duration S         how long the back-ends send (default 10)\n"
+"  --rate HZ            packets per second per back-end (default 10)\n"
+"  --schedule SPEC      failures to inject: comma-separated T:KIND, T in seconds\n"
+"                       since the start; KIND is one of\n"
+"                         one          one random live commnode\n"
+"                         several=K    K random live commnodes at once\n"
+"                         depth1       a child of the front-end\n"
+"                         adopter      a commnode, then %d ms later the node most\n"
+"                                      likely to adopt its first orphan\n"
+"                         parent       a commnode and its parent at once\n"
+"                         every=P      a random commnode every P seconds from T\n"
+"                                      to the end of --duration\n"
+"                       e.g. 2:one,5:several=2,8:every=2\n"
+"  --dir DIR            where the back-ends write be-RANK.txt (default: a new\n"
+"                       directory in $TMPDIR, removed when the run passes)\n"
+"  --seed N             seed of every random choice (default 1)\n"
+"  --heartbeat MS       the tree's heartbeat period (default: the library's)\n"
+"  --csv FILE           one row per recovered orphan: injection, victim,\n"
+"                       orphan, adopter, the four parts in us, total\n"
+"  --timeout S          kill everything and exit 1 after S seconds\n"
+"                       (default: duration + 120)\n"
+"  -h, --help           show this help\n"
+"\n"
+"Exit status: 0 when every check holds, 1 when one does not, 2 for bad usage.\n",
+            ADOPTER_DELAY_MS);
+}
+
+__attribute__((noreturn, format(printf, 1, 2)))
+static void bad_usage(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, PROG ": ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n(" PROG " --help shows the options)\n");
+    exit(2);
+}
+
+/* A finite number > 0 (>= 0 if zero_ok), or a usage error naming opt. */
+static double parse_pos(const char *opt, const char *s, int zero_ok)
+{
+    char *end;
+    errno = 0;
+    double v = s && *s ? strtod(s, &end) : 0;
+    if (!s || !*s || *end || errno || !(v == v) || v > 1e9 || v < 0 || (!zero_ok && v == 0))
+        bad_usage("%s: expected a %s number, got \"%s\"", opt,
+                  zero_ok ? "non-negative" : "positive", s ? s : "");
+    return v;
+}
+
+static void add_item(struct opts *o, const struct item *it)
+{
+    struct item *n = realloc(o->items, (o->nitems + 1) * sizeof *n);
+    if (!n)
+        bad_usage("out of memory");
+    o->items = n;
+    o->items[o->nitems++] = *it;
+}
+
+/* Parse SPEC into o->items (every=P expanded), sorted by time. */
+static void parse_schedule(struct opts *o)
+{
+    char *copy = strdup(o->sched), *save = NULL;
+    if (!copy)
+        bad_usage("out of memory");
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        struct item it = { 0 };
+        snprintf(it.text, sizeof it.text, "%s", tok);
+        char *colon = strchr(tok, ':');
+        if (!colon)
+            bad_usage("--schedule: \"%s\": expected T:KIND (e.g. 2:one)", it.text);
+        *colon = '\0';
+        char *end, *kind = colon + 1;
+        errno = 0;
+        it.at = strtod(tok, &end);
+        if (!*tok || *end || errno || !(it.at >= 0))
+            bad_usage("--schedule: \"%s\": the time \"%s\" is not a number of seconds >= 0",
+                      it.text, tok);
+        if (it.at >= o->duration)
+            bad_usage("--schedule: \"%s\": %g s is not before the end of the run (--duration %g)",
+                      it.text, it.at, o->duration);
+        char *eq = strchr(kind, '=');
+        const char *arg = eq ? eq + 1 : NULL;
+        if (eq)
+            *eq = '\0';
+        if (strcmp(kind, "one") == 0 && !arg) {
+            it.kind = K_ONE;
+        } else if (strcmp(kind, "depth1") == 0 && !arg) {
+            it.kind = K_DEPTH1;
+        } else if (strcmp(kind, "adopter") == 0 && !arg) {
+            it.kind = K_ADOPTER;
+        } else if (strcmp(kind, "parent") == 0 && !arg) {
+            it.kind = K_PARENT;
+        } else if (strcmp(kind, "several") == 0 && arg) {
+            unsigned long k = strtoul(arg, &end, 10);
+            if (!*arg || *end || k < 1 || k > MAX_VICTIMS)
+                bad_usage("--schedule: \"%s\": several=K needs K from 1 to %d", it.text,
+                          MAX_VICTIMS);
+            it.kind = K_SEVERAL;
+            it.k = (unsigned)k;
+        } else if (strcmp(kind, "every") == 0 && arg) {
+            errno = 0;
+            it.period = strtod(arg, &end);
+            if (!*arg || *end || errno || !(it.period >= 0.05))
+                bad_usage("--schedule: \"%s\": every=P needs a period P of at least 0.05 s",
+                          it.text);
+            it.kind = K_EVERY;
+        } else {
+            bad_usage("--schedule: \"%s\": unknown kind \"%s%s%s\" (one, several=K, depth1, "
+                      "adopter, parent, every=P)", it.text, kind, arg ? "=" : "", arg ? arg : "");
+        }
+        if (it.kind != K_EVERY) {
+            add_item(o, &it);
+            continue;
+        }
+        for (double t = it.at; t < o->duration; t += it.period) {
+            struct item one = it;
+            one.at = t;
+            add_item(o, &one);
+        }
+    }
+    free(copy);
+    /* Stable insertion sort by time: the schedule's own order breaks ties. */
+    for (size_t i = 1; i < o->nitems; i++)
+        for (size_t j = i; j > 0 && o->items[j - 1].at > o->items[j].at; j--) {
+            struct item t = o->items[j];
+            o->items[j] = o->items[j - 1];
+            o->items[j - 1] = t;
+        }
+}
+
+/* The value of option a (argv[i + 1]), or a usage error. */
+static const char *value_of(int argc, char **argv, int i)
+{
+    if (i + 1 >= argc)
+        bad_usage("%s needs a value", argv[i]);
+    return argv[i + 1];
+}
+
+static void parse_args(int argc, char **argv, struct opts *o)
+{
+    static const char *const valued[] = { "-t", "--topology", "--duration", "--rate",
+                                          "--schedule", "--dir", "--csv", "--timeout",
+                                          "--seed", "--heartbeat", NULL };
+    o->duration = 10;
+    o->rate = 10;
+    o->seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        size_t k = 0;
+        while (valued[k] && strcmp(valued[k], a) != 0)
+            k++;
+        if (!valued[k])
+            bad_usage("unknown option \"%s\"", a);
+        const char *v = value_of(argc, argv, i++);
+        if (strcmp(a, "-t") == 0 || strcmp(a, "--topology") == 0)
+            o->topo = v;
+        else if (strcmp(a, "--duration") == 0)
+            o->duration = parse_pos(a, v, 0);
+        else if (strcmp(a, "--rate") == 0)
+            o->rate = parse_pos(a, v, 0);
+        else if (strcmp(a, "--schedule") == 0)
+            o->sched = v;
+        else if (strcmp(a, "--dir") == 0)
+            o->dir = v;
+        else if (strcmp(a, "--csv") == 0)
+            o->csv = v;
+        else if (strcmp(a, "--timeout") == 0)
+            o->timeout = parse_pos(a, v, 0);
+        else if (strcmp(a, "--seed") == 0) {
+            char *end;
+            errno = 0;
+            o->seed = *v >= '0' && *v <= '9' ? strtoull(v, &end, 0) : 0;
+            if (*v < '0' || *v > '9' || *end || errno)
+                bad_usage("--seed: expected an unsigned integer, got \"%s\"", v);
+        } else {   /* --heartbeat */
+            double ms = parse_pos(a, v, 0);
+            if (ms != (int)ms || ms > 3600000)
+                bad_usage("--heartbeat: expected whole milliseconds up to 3600000, got \"%s\"", v);
+            o->heartbeat_ms = (int)ms;
+        }
+    }
+    if (!o->topo)
+        bad_usage("no topology: -t TOPOLOGY is required");
+    if (o->rate > 10000)
+        bad_usage("--rate: %g Hz is more than the 10000 this tool sends", o->rate);
+    if (o->sched && *o->sched)
+        parse_schedule(o);
+    if (o->timeout == 0)
+        o->timeout = o->duration + 120;
+}
+
+/* ------------------------------------------------------ the front-end state */
+
+struct injection {
+    const struct item *item;
+    int          skipped;             /* nothing to kill (see note) */
+    char         note[160];
+    size_t       nv;
+    tbon_rank_t  victim[MAX_VICTIMS];
+    pid_t        pid[MAX_VICTIMS];
+    int64_t      kill_us[MAX_VICTIMS];
+    int64_t      failed_us[MAX_VICTIMS]; /* FAILED event seen; 0 = not yet */
+    tbon_rank_t *orphan;               /* children of the victims at the kill */
+    tbon_rank_t *old_parent;           /* ... and which victim each was under */
+    int64_t     *adopted_us;           /* last ADOPTED event; 0 = none yet */
+    size_t       norph;
+};
+
+struct recovery {                     /* one "recovery" log line */
+    size_t      inj;                  /* index into injections; SIZE_MAX: none */
+    tbon_rank_t orphan, adopter, victim;
+    uint32_t    incarnation;
+    long long   part[4];              /* new_parent, connect, compensate, cleanup (us) */
+};
+
+static struct fe {
+    pthread_mutex_t   mu;
+    pthread_cond_t    cv;             /* a result or event arrived */
+    tb_topology_t    *topo;           /* the private copy, under mu */
+    uint8_t          *killed;         /* per rank: we killed it */
+    struct injection *inj;
+    size_t            ninj;
+    struct recovery  *rec;
+    size_t            nrec, caprec;
+    u64set_t          out;            /* every element the FE received */
+    size_t            twice;          /* elements received as new again */
+    uint64_t          twice_first[SHOW_MAX];
+    size_t            packets, stream_errors;
+    char              stream_error[256];
+    int64_t           last_result_us;
+    size_t            other_failed;   /* FAILED events for nodes we did not kill */
+    size_t            bad_recovery_lines;
+    int               stop;
+    int               user_level;     /* log level for lines other than ours */
+} fe = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+/* The injection whose orphans include r (the latest one), or SIZE_MAX. */
+static size_t injection_of_orphan(tbon_rank_t r, size_t *idx)
+{
+    for (size_t i = fe.ninj; i-- > 0;)
+        for (size_t k = 0; k < fe.inj[i].norph; k++)
+            if (fe.inj[i].orphan[k] == r) {
+                *idx = k;
+                return i;
+            }
+    return SIZE_MAX;
+}
+
+/* The recovery line the runtime logs at the FE for each adopted orphan:
+ * "rank R adopted by A (incarnation I): new_parent N us, connect C us,
+ * compensate P us, cleanup Q us". Other lines go on to stderr as the default
+ * logger would write them, if their level is enabled for the user. Runs on
+ * library threads, under the library's logger lock: it must not log. */
+static void log_handler(void *arg, int level, const char *line)
+{
+    (void)arg;
+    const char *m = strstr(line, " [recovery] ");
+    if (m) {
+        struct recovery r = { .inj = SIZE_MAX };
+        int end = 0;
+        if (sscanf(m + 12, "rank %" SCNu32 " adopted by %" SCNu32 " (incarnation %" SCNu32
+                   "): new_parent %lld us, connect %lld us, compensate %lld us, "
+                   "cleanup %lld us%n", &r.orphan, &r.adopter, &r.incarnation, &r.part[0],
+                   &r.part[1], &r.part[2], &r.part[3], &end) == 7 && m[12 + end] == '\0') {
+            pthread_mutex_lock(&fe.mu);
+            size_t k;
+            r.inj = injection_of_orphan(r.orphan, &k);
+            r.victim = r.inj == SIZE_MAX ? TBON_RANK_NONE : fe.inj[r.inj].old_parent[k];
+            if (fe.nrec == fe.caprec) {
+                size_t nc = fe.caprec ? fe.caprec * 2 : 64;
+                struct recovery *nr = realloc(fe.rec, nc * sizeof *nr);
+                if (nr) {
+                    fe.rec = nr;
+                    fe.caprec = nc;
+                }
+            }
+            if (fe.nrec < fe.caprec)
+                fe.rec[fe.nrec++] = r;
+            pthread_mutex_unlock(&fe.mu);
+            if (fe.user_level < TBON_LOG_INFO)
+                return;
+        } else {
+            pthread_mutex_lock(&fe.mu);
+            fe.bad_recovery_lines++;
+            pthread_mutex_unlock(&fe.mu);
+        }
+    }
+    if (level <= fe.user_level)
+        fprintf(stderr, "%s\n", line);
+}
+
+/* Results: keep the union; an element that comes twice was reported as new
+ * twice. */
+static void *results_main(void *arg)
+{
+    tbon_stream_t *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&fe.mu);
+        int stop = fe.stop;
+        pthread_mutex_unlock(&fe.mu);
+        if (stop)
+            break;
+        tbon_packet_t *p = NULL;
+        int rc = tbon_stream_recv(s, &p, 200);
+        if (rc == TBON_ETIMEOUT)
+            continue;
+        if (rc == TBON_ECLOSED)
+            break;
+        uint64_t *v = NULL;
+        size_t n = 0;
+        if (rc == 0 && tbon_packet_unpack(p, "%auld", &v, &n) != 0)
+            rc = TBON_EFORMAT;
+        pthread_mutex_lock(&fe.mu);
+        if (rc != 0) {
+            if (fe.stream_errors++ == 0)
+                snprintf(fe.stream_error, sizeof fe.stream_error, "%s%s%s", tbon_strerror(rc),
+                         rc == TBON_EFORMAT ? ": a result of format " : "",
+                         rc == TBON_EFORMAT ? tbon_packet_format(p) : "");
+        } else {
+            fe.packets++;
+            for (size_t i = 0; i < n; i++)
+                if (!set_add(&fe.out, v[i]) && fe.twice++ < SHOW_MAX)
+                    fe.twice_first[fe.twice - 1] = v[i];
+        }
+        fe.last_result_us = now_us();
+        pthread_cond_broadcast(&fe.cv);
+        pthread_mutex_unlock(&fe.mu);
+        free(v);
+        tbon_packet_unref(p);
+    }
+    return NULL;
+}
+
+/* Membership events: apply them to the private topology copy and match them
+ * with the injections. */
+static void *events_main(void *arg)
+{
+    tbon_net_t *net = arg;
+    for (;;) {
+        pthread_mutex_lock(&fe.mu);
+        int stop = fe.stop;
+        pthread_mutex_unlock(&fe.mu);
+        if (stop)
+            break;
+        tbon_event_t ev;
+        int rc = tbon_net_next_event(net, &ev, 200);
+        if (rc == TBON_ETIMEOUT)
+            continue;
+        if (rc != 0)
+            break;
+        int64_t t = now_us();
+        pthread_mutex_lock(&fe.mu);
+        if (ev.type == TBON_EV_NODE_FAILED && ev.rank != 0) {
+            tb_topology_remove(fe.topo, ev.rank);
+            int ours = 0;
+            for (size_t i = 0; i < fe.ninj; i++)
+                for (size_t k = 0; k < fe.inj[i].nv; k++)
+                    if (fe.inj[i].victim[k] == ev.rank && fe.inj[i].pid[k] &&
+                        !fe.inj[i].failed_us[k]) {
+                        fe.inj[i].failed_us[k] = t;
+                        ours = 1;
+                    }
+            fe.other_failed += !ours && !(ev.rank < tb_topology_size(fe.topo) &&
+                                          fe.killed[ev.rank]);
+        } else if (ev.type == TBON_EV_NODE_ADOPTED) {
+            if (tb_topology_reparent(fe.topo, ev.rank, ev.parent) == 0)
+                tb_topology_set_incarnation(fe.topo, ev.rank, ev.incarnation);
+            size_t k, i = injection_of_orphan(ev.rank, &k);
+            if (i != SIZE_MAX)
+                fe.inj[i].adopted_us[k] = t;
+        }
+        pthread_cond_broadcast(&fe.cv);
+        pthread_mutex_unlock(&fe.mu);
+    }
+    return NULL;
+}
+
+/* --------------------------------------------------------------- injection */
+
+static uint64_t pick_rng;
+
+static int is_live_commnode(tbon_rank_t r)
+{
+    return tb_topology_role(fe.topo, r) == TB_ROLE_COMMNODE && tb_topology_alive(fe.topo, r) &&
+           !fe.killed[r];
+}
+
+/* A random live commnode satisfying ok (NULL: any) and not in excl[0..nex),
+ * or TBON_RANK_NONE. */
+static tbon_rank_t pick(int (*ok)(tbon_rank_t), const tbon_rank_t *excl, size_t nex)
+{
+    size_t size = tb_topology_size(fe.topo), n = 0;
+    tbon_rank_t *c = malloc(size * sizeof *c);
+    if (!c)
+        return TBON_RANK_NONE;
+    for (tbon_rank_t r = 1; r < size; r++) {
+        int skip = !is_live_commnode(r) || (ok && !ok(r));
+        for (size_t i = 0; i < nex && !skip; i++)
+            skip = excl[i] == r;
+        if (!skip)
+            c[n++] = r;
+    }
+    tbon_rank_t r = n ? c[rng_next(&pick_rng) % n] : TBON_RANK_NONE;
+    free(c);
+    return r;
+}
+
+static int at_depth1(tbon_rank_t r)
+{
+    return tb_topology_parent(fe.topo, r) == 0;
+}
+
+static int has_children(tbon_rank_t r)
+{
+    return tb_topology_num_children(fe.topo, r) > 0;
+}
+
+static int parent_is_commnode(tbon_rank_t r)
+{
+    tbon_rank_t p = tb_topology_parent(fe.topo, r);
+    return p != TBON_RANK_NONE && p != 0 && is_live_commnode(p);
+}
+
+/* The node most likely to adopt the first orphan of victim. The library's
+ * own candidate order (tb_adopt_candidates in libtbon/reconfig.h) is not in
+ * this tree yet; until it is, the stand-in is the live commnode outside the
+ * victim's subtree with the fewest children (lowest rank on a tie), as the
+ * runtime weighs adopters by fan-out (DESIGN.md, fault tolerance, 2). */
+static tbon_rank_t likely_adopter(tbon_rank_t victim)
+{
+    size_t size = tb_topology_size(fe.topo), best_n = SIZE_MAX;
+    tbon_rank_t best = TBON_RANK_NONE;
+    for (tbon_rank_t r = 1; r < size; r++) {
+        if (!is_live_commnode(r) || tb_topology_in_subtree(fe.topo, victim, r) ||
+            tb_topology_root_of(fe.topo, r) != 0)
+            continue;
+        size_t n = tb_topology_num_children(fe.topo, r);
+        if (n < best_n) {
+            best_n = n;
+            best = r;
+        }
+    }
+    return best;
+}
+
+/* Add the children of v (not themselves victims of in) to in's orphans. */
+static void add_orphans(struct injection *in, tbon_rank_t v)
+{
+    size_t n;
+    const tbon_rank_t *kids = tb_topology_children(fe.topo, v, &n);
+    for (size_t i = 0; i < n; i++) {
+        int dup = 0;
+        for (size_t k = 0; k < in->nv && !dup; k++)
+            dup = in->victim[k] == kids[i];
+        for (size_t k = 0; k < in->norph && !dup; k++)
+            dup = in->orphan[k] == kids[i];
+        if (dup)
+            continue;
+        size_t m = in->norph + 1;
+        tbon_rank_t *o = realloc(in->orphan, m * sizeof *o);
+        tbon_rank_t *op = realloc(in->old_parent, m * sizeof *op);
+        int64_t *a = realloc(in->adopted_us, m * sizeof *a);
+        if (o)
+            in->orphan = o;
+        if (op)
+            in->old_parent = op;
+        if (a)
+            in->adopted_us = a;
+        if (!o || !op || !a)
+            return;
+        in->orphan[in->norph] = kids[i];
+        in->old_parent[in->norph] = v;
+        in->adopted_us[in->norph] = 0;
+        in->norph = m;
+    }
+}
+
+/* Choose the victims of in (under fe.mu). Returns 0, or -1 with in->note
+ * saying why there is nothing to kill. */
+static int choose_victims(struct injection *in)
+{
+    const struct item *it = in->item;
+    tbon_rank_t r;
+    switch (it->kind) {
+    case K_ONE:
+    case K_EVERY:
+        r = pick(NULL, NULL, 0);
+        if (r == TBON_RANK_NONE)
+            break;
+        in->victim[in->nv++] = r;
+        return 0;
+    case K_SEVERAL:
+        while (in->nv < it->k && (r = pick(NULL, in->victim, in->nv)) != TBON_RANK_NONE)
+            in->victim[in->nv++] = r;
+        if (in->nv == it->k)
+            return 0;
+        snprintf(in->note, sizeof in->note, "only %zu live commnode%s, %u wanted", in->nv,
+                 in->nv == 1 ? "" : "s", it->k);
+        in->nv = 0;
+        return -1;
+    case K_DEPTH1:
+        r = pick(at_depth1, NULL, 0);
+        if (r == TBON_RANK_NONE)
+            break;
+        in->victim[in->nv++] = r;
+        return 0;
+    case K_ADOPTER:
+        r = pick(has_children, NULL, 0);
+        if (r == TBON_RANK_NONE)
+            break;
+        in->victim[in->nv++] = r;
+        tbon_rank_t a = likely_adopter(r);
+        if (a == TBON_RANK_NONE)
+            snprintf(in->note, sizeof in->note, "no commnode can adopt (the front-end "
+                     "will): the victim only");
+        else
+            in->victim[in->nv++] = a;
+        return 0;
+    case K_PARENT:
+        r = pick(parent_is_commnode, NULL, 0);
+        if (r == TBON_RANK_NONE) {
+            snprintf(in->note, sizeof in->note, "no live commnode has a live commnode parent");
+            return -1;
+        }
+        in->victim[in->nv++] = r;
+        in->victim[in->nv++] = tb_topology_parent(fe.topo, r);
+        return 0;
+    }
+    snprintf(in->note, sizeof in->note, "no live commnode%s to kill",
+             it->kind == K_DEPTH1 ? " at depth 1" : it->kind == K_ADOPTER ? " with children" : "");
+    return -1;
+}
+
+static void print_ranks(FILE *f, const tbon_rank_t *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%s%u", i ? "," : "", (unsigned)r[i]);
+    if (!n)
+        fprintf(f, "-");
+}
+
+/* Kill the victims of one schedule item; t0 is the run's start. */
+static void inject(const struct item *it, int64_t t0)
+{
+    pthread_mutex_lock(&fe.mu);
+    struct injection *ni = realloc(fe.inj, (fe.ninj + 1) * sizeof *ni);
+    if (!ni) {
+        pthread_mutex_unlock(&fe.mu);
+        return;
+    }
+    fe.inj = ni;
+    struct injection *in = &fe.inj[fe.ninj];
+    memset(in, 0, sizeof *in);
+    in->item = it;
+    size_t idx = fe.ninj++;
+    if (choose_victims(in) != 0)
+        in->skipped = 1;
+    /* Find every pid first, so that "at once" means back to back. */
+    for (size_t k = 0; k < in->nv; k++) {
+        in->pid[k] = (pid_t)scan_run(in->victim[k], 0);
+        fe.killed[in->victim[k]] = 1;
+    }
+    /* The adopter's children are orphans of this injection too, including
+     * the first orphan if it is already adopted when the adopter dies. */
+    size_t nfirst = it->kind == K_ADOPTER ? 1 : in->nv;
+    for (size_t k = 0; k < nfirst; k++)
+        if (in->pid[k]) {
+            in->kill_us[k] = now_us();
+            kill(in->pid[k], SIGKILL);
+        }
+    for (size_t k = 0; k < in->nv; k++)
+        add_orphans(in, in->victim[k]);
+    pthread_mutex_unlock(&fe.mu);
+    if (nfirst < in->nv && in->pid[1]) {
+        sleep_until_us(in->kill_us[0] + ADOPTER_DELAY_MS * 1000);
+        pthread_mutex_lock(&fe.mu);
+        in = &fe.inj[idx];
+        in->kill_us[1] = now_us();
+        kill(in->pid[1], SIGKILL);
+        add_orphans(in, in->victim[1]);
+        pthread_mutex_unlock(&fe.mu);
+    }
+    pthread_mutex_lock(&fe.mu);
+    in = &fe.inj[idx];
+    printf("t=%.3f s: injection %zu (%s): ", (double)(now_us() - t0) / 1e6, idx + 1, it->text);
+    if (in->skipped) {
+        printf("nothing killed: %s\n", in->note);
+    } else {
+        for (size_t k = 0; k < in->nv; k++) {
+            if (in->pid[k])
+                printf("%skilled commnode %u (pid %d)", k ? ", " : "", (unsigned)in->victim[k],
+                       (int)in->pid[k]);
+            else
+                printf("%scommnode %u has no process", k ? ", " : "", (unsigned)in->victim[k]);
+        }
+        printf("; orphans ");
+        print_ranks(stdout, in->orphan, in->norph);
+        printf("%s%s\n", in->note[0] ? "; " : "", in->note);
+    }
+    fflush(stdout);
+    pthread_mutex_unlock(&fe.mu);
+}
+
+/* ----------------------------------------------------------------- the end */
+
+/* 1 when every kill has its FAILED event and every orphan an ADOPTED one
+ * (under fe.mu). */
+static int all_recovered(void)
+{
+    for (size_t i = 0; i < fe.ninj; i++) {
+        for (size_t k = 0; k < fe.inj[i].nv; k++)
+            if (fe.inj[i].pid[k] && !fe.inj[i].failed_us[k])
+                return 0;
+        for (size_t k = 0; k < fe.inj[i].norph; k++)
+            if (!fe.inj[i].adopted_us[k] && tb_topology_alive(fe.topo, fe.inj[i].orphan[k]))
+                return 0;
+    }
+    return 1;
+}
+
+/* Wait (blocking on fe.cv) until the results have been quiet for QUIET_MS
+ * after end_us and the injections have recovered, or the bounds pass. */
+static void wait_quiet(int64_t end_us)
+{
+    int64_t hard = end_us + (int64_t)RECOVER_MS * 1000 + QUIET_MS * 1000;
+    pthread_mutex_lock(&fe.mu);
+    for (;;) {
+        int64_t t = now_us(), last = fe.last_result_us > end_us ? fe.last_result_us : end_us;
+        int quiet = t - last >= QUIET_MS * 1000;
+        if (t >= hard || (quiet && (all_recovered() || t >= end_us + RECOVER_MS * 1000LL)))
+            break;
+        int64_t wake = quiet ? t + 100000 : last + QUIET_MS * 1000;
+        if (wake > hard)
+            wake = hard;
+        struct timespec ts = { .tv_sec = (time_t)(wake / 1000000),
+                               .tv_nsec = (long)(wake % 1000000) * 1000 };
+        pthread_cond_timedwait(&fe.cv, &fe.mu, &ts);
+    }
+    pthread_mutex_unlock(&fe.mu);
+}
+
+/* The union of every DIR/be-*.txt into in; *files and *lines get counts.
+ * Returns 0 or -1 (message printed). */
+static int read_inputs(const char *dir, u64set_t *in, size_t *files, size_t *lines)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        printf(PROG ": %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    struct dirent *e;
+    char path[4400], line[64];
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (strncmp(e->d_name, "be-", 3) != 0 || l < 8 || strcmp(e->d_name + l - 4, ".txt"))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        (*files)++;
+        while (fgets(line, sizeof line, f)) {
+            char *end;
+            errno = 0;
+            uint64_t v = strtoull(line, &end, 10);
+            if (end == line || (*end != '\n' && *end) || errno)
+                continue;
+            set_add(in, v);
+            (*lines)++;
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return 0;
+}
+
+/* Remove DIR/be-*.txt (and DIR itself when rmdir_too). */
+static void clean_dir(const char *dir, int rmdir_too)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[4400];
+    while (d && (e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (strncmp(e->d_name, "be-", 3) != 0 || l < 8 || strcmp(e->d_name + l - 4, ".txt"))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    if (d)
+        closedir(d);
+    if (rmdir_too)
+        rmdir(dir);
+}
+
+/* Per-injection table; per-orphan CSV rows. Returns 0, or -1 when the CSV
+ * file cannot be written. */
+static int report_recovery(const char *csv, int64_t t0)
+{
+    FILE *c = NULL;
+    if (csv) {
+        c = fopen(csv, "w");
+        if (!c) {
+            printf(PROG ": --csv %s: %s\n", csv, strerror(errno));
+            return -1;
+        }
+        fprintf(c, "injection,victim,orphan,adopter,new_parent_us,connect_us,compensate_us,"
+                "cleanup_us,total_us\n");
+        for (size_t i = 0; i < fe.nrec; i++) {
+            const struct recovery *r = &fe.rec[i];
+            long long tot = r->part[0] + r->part[1] + r->part[2] + r->part[3];
+            if (r->inj == SIZE_MAX)
+                fprintf(c, ",");
+            else
+                fprintf(c, "%zu,", r->inj + 1);
+            if (r->victim == TBON_RANK_NONE)
+                fprintf(c, ",");
+            else
+                fprintf(c, "%u,", (unsigned)r->victim);
+            fprintf(c, "%u,%u,%lld,%lld,%lld,%lld,%lld\n", (unsigned)r->orphan,
+                    (unsigned)r->adopter, r->part[0], r->part[1], r->part[2], r->part[3], tot);
+        }
+        if (fclose(c) != 0) {
+            printf(PROG ": --csv %s: %s\n", csv, strerror(errno));
+            return -1;
+        }
+    }
+    if (!fe.ninj)
+        return 0;
+    printf("\n%-4s %7s %-12s %-11s %7s %8s %11s %9s %9s %11s %10s %11s %10s\n", "inj", "at_s",
+           "kind", "victims", "orphans", "adopted", "overall_ms", "max_ms", "mean_ms",
+           "new_par_us", "connect_us", "compens_us", "cleanup_us");
+    for (size_t i = 0; i < fe.ninj; i++) {
+        const struct injection *in = &fe.inj[i];
+        size_t adopted = 0, n = 0;
+        int64_t last = 0;
+        for (size_t k = 0; k < in->norph; k++)
+            if (in->adopted_us[k]) {
+                adopted++;
+                if (in->adopted_us[k] > last)
+                    last = in->adopted_us[k];
+            }
+        long long mx = 0, sum = 0, ps[4] = { 0 };
+        for (size_t k = 0; k < fe.nrec; k++) {
+            if (fe.rec[k].inj != i)
+                continue;
+            long long tot = 0;
+            for (int p = 0; p < 4; p++) {
+                ps[p] += fe.rec[k].part[p];
+                tot += fe.rec[k].part[p];
+            }
+            mx = tot > mx ? tot : mx;
+            sum += tot;
+            n++;
+        }
+        char vict[48] = "-", overall[24] = "-", mxs[24] = "-", mean[24] = "-", pm[4][24];
+        if (in->nv) {
+            size_t o = 0;
+            for (size_t k = 0; k < in->nv && o < sizeof vict - 12; k++)
+                o += (size_t)snprintf(vict + o, sizeof vict - o, "%s%u", k ? "," : "",
+                                      (unsigned)in->victim[k]);
+        }
+        if (last && in->kill_us[0])
+            snprintf(overall, sizeof overall, "%.2f", (double)(last - in->kill_us[0]) / 1e3);
+        for (int p = 0; p < 4; p++)
+            snprintf(pm[p], sizeof pm[p], "-");
+        if (n) {
+            snprintf(mxs, sizeof mxs, "%.2f", (double)mx / 1e3);
+            snprintf(mean, sizeof mean, "%.2f", (double)sum / (double)n / 1e3);
+            for (int p = 0; p < 4; p++)
+                snprintf(pm[p], sizeof pm[p], "%.0f", (double)ps[p] / (double)n);
+        }
+        printf("%-4zu %7.2f %-12s %-11s %7zu %8zu %11s %9s %9s %11s %10s %11s %10s\n", i + 1,
+               in->kill_us[0] ? (double)(in->kill_us[0] - t0) / 1e6 : in->item->at,
+               in->item->text + (strchr(in->item->text, ':') ? strchr(in->item->text, ':') - in->item->text + 1 : 0),
+               vict, in->norph, adopted, overall, mxs, mean, pm[0], pm[1], pm[2], pm[3]);
+    }
+    printf("(overall: from the kill to the last adoption event of an orphan; max and mean:\n"
+           " the orphans' own latencies, the sum of the four parts, from the runtime's\n"
+           " recovery reports: %zu received%s)\n\n", fe.nrec,
+           fe.bad_recovery_lines ? ", some unreadable" : "");
+    return 0;
+}
+
+/* ------------------------------------------------------------- front-end */
+
+static int fe_main(struct opts *o, const char *self)
+{
+    int64_t run_t0 = now_us();
+    snprintf(run_kv, sizeof run_kv, RUN_ENV "=%ld.%llx", (long)getpid(),
+             (unsigned long long)(run_t0 ^ (int64_t)o->seed));
+    if (setenv(RUN_ENV, strchr(run_kv, '=') + 1, 1) != 0) {
+        perror(PROG ": setenv");
+        return 1;
+    }
+    /* Orphans of the tree (processes whose parent was killed) come back to
+     * us, so the leftover check still sees them and we reap them. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    signal(SIGPIPE, SIG_IGN);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+
+    tbon_error_t err = { 0 };
+    fe.topo = tb_topology_parse_file(o->topo, &err);
+    if (!fe.topo) {
+        fprintf(stderr, PROG ": %s\n", err.msg);
+        return 2;
+    }
+    size_t size = tb_topology_size(fe.topo), nbe = tb_topology_num_leaves(fe.topo);
+    fe.killed = calloc(size, 1);
+    if (!fe.killed)
+        return 1;
+
+    char dir[4096];
+    int own_dir = !o->dir;
+    if (own_dir) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(dir, sizeof dir, "%s/tbon-fims-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(dir)) {
+            fprintf(stderr, PROG ": mkdtemp %s: %s\n", dir, strerror(errno));
+            return 1;
+        }
+    } else {
+        if (!realpath(o->dir, dir) && (mkdir(o->dir, 0700) != 0 || !realpath(o->dir, dir))) {
+            fprintf(stderr, PROG ": --dir %s: %s\n", o->dir, strerror(errno));
+            return 2;
+        }
+        clean_dir(dir, 0);
+    }
+
+    /* Our recovery lines are info lines; the others keep the user's level. */
+    fe.user_level = TBON_LOG_WARN;
+    for (int l = TBON_LOG_DEBUG; l >= TBON_LOG_ERROR; l--)
+        if (tb_log_enabled(l)) {
+            fe.user_level = l;
+            break;
+        }
+    tbon_log_set_handler(log_handler, NULL);
+    if (fe.user_level < TBON_LOG_INFO)
+        tbon_log_set_level(TBON_LOG_INFO);
+
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&fe.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pick_rng = o->seed ^ 0x5DEECE66Dull;
+
+    wd_start();
+    wd_set("start-up", o->timeout);
+    printf(PROG ": %s: %zu processes (%zu back-ends), duration %g s at %g Hz, seed %" PRIu64
+           ", %zu injection%s, files in %s\n", o->topo, size, nbe, o->duration, o->rate,
+           o->seed, o->nitems, o->nitems == 1 ? "" : "s", dir);
+    fflush(stdout);
+    tbon_fe_options_t fo = { 0 };
+    fo.heartbeat_ms = o->heartbeat_ms;
+    const char *const be_argv[] = { "--be", NULL };
+    int64_t t_create = now_us();
+    tbon_net_t *net = tbon_fe_create(o->topo, self, be_argv, &fo, &err);
+    if (!net) {
+        printf(PROG ": FAIL: tbon_fe_create: %s\n", err.msg);
+        kill_run();
+        return 1;
+    }
+    printf(PROG ": tree up in %.0f ms\n", (double)(now_us() - t_create) / 1e3);
+    tbon_stream_t *s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), TBON_FILTER_UNION,
+                                          TBON_SYNC_DONTWAIT, TBON_FILTER_NULL);
+    int rc = s ? tbon_stream_send(s, TAG_START, "%lf %lf %uld %s", o->rate, o->duration,
+                                  o->seed, dir) : TBON_EINVAL;
+    if (rc == 0)
+        rc = tbon_stream_flush(s);
+    if (rc != 0) {
+        printf(PROG ": FAIL: starting the stream: %s (%s)\n", tbon_strerror(rc),
+               tbon_net_error(net));
+        tbon_net_destroy(net);
+        kill_run();
+        return 1;
+    }
+    int64_t t0 = now_us();
+    pthread_t rt, et;
+    pthread_create(&rt, NULL, results_main, s);
+    pthread_create(&et, NULL, events_main, net);
+
+    double left_s = o->timeout - (double)(t0 - run_t0) / 1e6;
+    wd_set("the run", left_s > 0.001 ? left_s : 0.001);
+    for (size_t i = 0; i < o->nitems; i++) {
+        sleep_until_us(t0 + (int64_t)(o->items[i].at * 1e6));
+        inject(&o->items[i], t0);
+    }
+    int64_t end = t0 + (int64_t)(o->duration * 1e6);
+    sleep_until_us(end);
+    wait_quiet(end);
+
+    pthread_mutex_lock(&fe.mu);
+    fe.stop = 1;
+    pthread_mutex_unlock(&fe.mu);
+    pthread_join(rt, NULL);
+    pthread_join(et, NULL);
+    wd_set("tbon_net_destroy", 60);
+    tbon_net_destroy(net);
+    reap_all();
+    long left = 0;
+    for (int i = 0; i < 100 && (left = scan_run(TBON_RANK_NONE, 0)) > 0; i++) {
+        struct timespec ts = { 0, 50 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+        reap_all();
+    }
+    if (left > 0) {
+        printf(PROG ": %ld process%s of the run left after tbon_net_destroy; killing them\n",
+               left, left == 1 ? "" : "es");
+        kill_run();
+    }
+    wd_set("the checks", 60);
+
+    /* The checks. */
+    u64set_t in = { 0 };
+    size_t files = 0, lines = 0;
+    int fail = read_inputs(dir, &in, &files, &lines) != 0;
+    printf(PROG ": back-ends: %zu files, %zu values sent, %zu distinct; front-end: %zu "
+           "packets, %zu distinct elements\n", files, lines, set_size(&in), fe.packets,
+           set_size(&fe.out));
+    size_t missing = set_diff(&in, &fe.out, "missing at the front-end");
+    size_t extra = set_diff(&fe.out, &in, "received but never sent");
+    char why[1024] = "";
+    size_t wl = 0;
+#define WHY(...) (wl += (size_t)snprintf(why + wl, wl < sizeof why ? sizeof why - wl : 0, \
+                                         __VA_ARGS__), fail = 1)
+    if (files != nbe)
+        WHY("%s%zu of %zu back-ends wrote their file", wl ? "; " : "", files, nbe);
+    if (set_size(&in) == 0)
+        WHY("%snothing was sent", wl ? "; " : "");
+    if (missing || extra)
+        WHY("%soutput != union of inputs (%zu missing, %zu extra)", wl ? "; " : "", missing,
+            extra);
+    if (fe.twice) {
+        printf("  reported as new twice (first ones):");
+        for (size_t i = 0; i < fe.twice && i < SHOW_MAX; i++)
+            printf(" %" PRIu64, fe.twice_first[i]);
+        printf("\n");
+        WHY("%s%zu element%s reported as new twice", wl ? "; " : "", fe.twice,
+            fe.twice == 1 ? "" : "s");
+    }
+    if (fe.stream_errors)
+        WHY("%s%zu stream error%s (%s)", wl ? "; " : "", fe.stream_errors,
+            fe.stream_errors == 1 ? "" : "s", fe.stream_error);
+    size_t kills = 0, unreported = 0, skipped = 0, unadopted = 0;
+    for (size_t i = 0; i < fe.ninj; i++) {
+        /* A repeated injection may outlive the commnodes: not a failure. */
+        skipped += fe.inj[i].skipped && fe.inj[i].item->kind != K_EVERY;
+        for (size_t k = 0; k < fe.inj[i].nv; k++) {
+            if (!fe.inj[i].pid[k])
+                continue;
+            kills++;
+            if (!fe.inj[i].failed_us[k]) {
+                unreported++;
+                printf("  injection %zu: no failure event for commnode %u\n", i + 1,
+                       (unsigned)fe.inj[i].victim[k]);
+            }
+        }
+        for (size_t k = 0; k < fe.inj[i].norph; k++)
+            unadopted += !fe.inj[i].adopted_us[k] &&
+                         tb_topology_alive(fe.topo, fe.inj[i].orphan[k]);
+    }
+    if (unreported)
+        WHY("%s%zu of %zu kills without a failure event", wl ? "; " : "", unreported, kills);
+    if (skipped)
+        WHY("%s%zu injection%s had nothing to kill", wl ? "; " : "", skipped,
+            skipped == 1 ? "" : "s");
+    if (left > 0)
+        WHY("%s%ld process%s left", wl ? "; " : "", left, left == 1 ? "" : "es");
+    if (unadopted)
+        printf("  note: %zu orphan%s never reported adopted\n", unadopted,
+               unadopted == 1 ? "" : "s");
+    if (fe.other_failed)
+        printf("  note: %zu failure event%s for nodes this run did not kill\n", fe.other_failed,
+               fe.other_failed == 1 ? "" : "s");
+    if (report_recovery(o->csv, t0) != 0)
+        WHY("%scould not write the CSV file", wl ? "; " : "");
+#undef WHY
+    if (fail) {
+        printf(PROG ": FAIL: %s (back-end files kept in %s)\n", why, dir);
+    } else {
+        char k[64] = "no kills";
+        if (kills)
+            snprintf(k, sizeof k, "%zu kill%s, each reported failed", kills,
+                     kills == 1 ? "" : "s");
+        printf(PROG ": PASS: %zu distinct elements, output == union of inputs, none reported "
+               "twice, %s, no process left\n", set_size(&in), k);
+        if (own_dir)
+            clean_dir(dir, 1);
+    }
+    fflush(stdout);
+    wd_set("exit", 0);
+    free(in.slot);
+    return fail;
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--be") == 0)
+            return be_main(argc, argv);
+    struct opts o = { 0 };
+    parse_args(argc, argv, &o);
+    char self[4096];
+    ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (l <= 0) {
+        perror(PROG ": readlink /proc/self/exe");
+        return 1;
+    }
+    self[l] = '\0';
+    int rc = fe_main(&o, self);
+    free(o.items);
+    return rc;
+}

@@ -1,0 +1,258 @@
+/* test_fims.c - tbon_fims (tests/fims/) on real trees: the integer union
+ * without failures, the tool's argument checks, and the failure scenarios of
+ * issue 4 (seed 003 VI).
+ *
+ * Each case runs build/bin/tbon_fims as a child with its own watchdog
+ * (--timeout) and waits for it with a bound of its own; the tool's output is
+ * shown when a case fails. The failure scenarios need orphan adoption in the
+ * runtime: until it is there they are skipped unless TBON_FIMS_FT=1.
+ */
+#include "itest.h"
+
+#define PROG_VERDICT_PASS "tbon_fims: PASS"
+
+/* The tool, from this build. */
+static const char *fims_path(void)
+{
+    static char p[PATH_MAX + 32];
+    snprintf(p, sizeof p, "%s/bin/tbon_fims", it_build_dir());
+    return p;
+}
+
+/* 1 if the failure scenarios are to run; otherwise say why not. */
+static int need_ft(void)
+{
+    const char *v = getenv("TBON_FIMS_FT");
+    if (v && strcmp(v, "1") == 0)
+        return 1;
+    fprintf(stderr, "    skipped: needs orphan adoption in the runtime "
+            "(set TBON_FIMS_FT=1 to run it)\n");
+    return 0;
+}
+
+/* The whole of a small file as a malloc'd string ("" if missing). */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    size_t cap = 4096, n = 0;
+    char *s = malloc(cap);
+    if (!s) {
+        if (f)
+            fclose(f);
+        return NULL;
+    }
+    while (f && !feof(f)) {
+        if (n + 2048 > cap) {
+            char *ns = realloc(s, cap *= 2);
+            if (!ns)
+                break;
+            s = ns;
+        }
+        n += fread(s + n, 1, cap - n - 1, f);
+    }
+    s[n] = '\0';
+    if (f)
+        fclose(f);
+    return s;
+}
+
+struct run {
+    int   status;          /* exit status, or -1 if killed at our bound */
+    char *out, *err;       /* its stdout and stderr */
+};
+
+/* Run tbon_fims with args (NULL-terminated, without argv[0]); wait at most
+ * bound_s seconds, then kill it. */
+static void fims_run(struct run *r, const char *const *args, int bound_s)
+{
+    char outp[700], errp[700];
+    snprintf(outp, sizeof outp, "%s/fims.out", th_tmpdir());
+    snprintf(errp, sizeof errp, "%s/fims.err", th_tmpdir());
+    const char *argv[40];
+    size_t n = 0;
+    argv[n++] = fims_path();
+    for (size_t i = 0; args[i] && n < 39; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int o = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int e = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (o < 0 || e < 0)
+            _exit(127);
+        dup2(o, 1);
+        dup2(e, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    r->status = -1;
+    int64_t deadline = it_now_ms() + (int64_t)bound_s * 1000;
+    int st;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) {
+            r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            break;
+        }
+        if (it_now_ms() >= deadline) {
+            th_fail(__FILE__, __LINE__, "tbon_fims still running after %d s; killed", bound_s);
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            break;
+        }
+        it_sleep_ms(50);
+    }
+    r->out = slurp(outp);
+    r->err = slurp(errp);
+}
+
+static void fims_show(const struct run *r)
+{
+    fprintf(stderr, "    --- tbon_fims exit %d; stdout:\n%s    --- stderr:\n%s", r->status,
+            r->out ? r->out : "", r->err ? r->err : "");
+}
+
+static void fims_free(struct run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+/* Run a scenario on a tree of shape: duration seconds with schedule (NULL:
+ * none). It must pass (exit 0, "PASS" verdict); with want_recovery, the CSV
+ * must hold at least one recovered orphan. */
+static void scenario(const char *shape, int duration, const char *schedule, int want_recovery)
+{
+    tbon_rank_t be[IT_MAX_BE];
+    size_t nbe;
+    const char *topo = it_topo_shape(shape, be, IT_MAX_BE, &nbe);
+    REQUIRE(topo);
+    char dur[16], tmo[16], csv[700], dir[700];
+    snprintf(dur, sizeof dur, "%d", duration);
+    /* The tool's own watchdog first; then ours, then the harness's alarm. */
+    int tool_s = duration + (IT_ASAN ? 150 : 90);
+    snprintf(tmo, sizeof tmo, "%d", tool_s);
+    alarm((unsigned)tool_s + 60);
+    snprintf(csv, sizeof csv, "%s/recovery.csv", th_tmpdir());
+    snprintf(dir, sizeof dir, "%s/values", th_tmpdir());
+    const char *args[] = { "-t", topo, "--duration", dur, "--timeout", tmo, "--csv", csv,
+                           "--dir", dir, schedule ? "--schedule" : NULL, schedule, NULL };
+    struct run r;
+    fims_run(&r, args, tool_s + 30);
+    int ok = r.status == 0 && r.out && strstr(r.out, PROG_VERDICT_PASS);
+    if (!ok)
+        th_fail(__FILE__, __LINE__, "tbon_fims on %s, schedule %s: exit %d, no PASS verdict",
+                shape, schedule ? schedule : "(none)", r.status);
+    char *rows = slurp(csv);
+    CHECK(rows && strncmp(rows, "injection,victim,orphan,adopter,", 32) == 0);
+    if (want_recovery && rows && !strchr(strchr(rows, '\n') ? strchr(rows, '\n') + 1 : "", ','))
+        th_fail(__FILE__, __LINE__, "%s: no orphan recovery reported in %s", shape, csv);
+    if (th_failures)
+        fims_show(&r);
+    free(rows);
+    fims_free(&r);
+}
+
+
+/* ---- today: no failures ---- */
+
+/* 4x4 for 3 s without a kill: the front-end's set is exactly the union of
+ * what the 16 back-ends sent, nothing is new twice, nothing is left. */
+ITEST(fims_no_kills_4x4)
+{
+    scenario("4x4", 3, NULL, 0);
+}
+
+/* Bad arguments: exit 2 with a message that names what is wrong; --help
+ * exits 0; nothing is started. */
+ITEST(fims_bad_arguments)
+{
+    tbon_rank_t be[IT_MAX_BE];
+    size_t nbe;
+    const char *topo = it_topo_shape("2x2", be, IT_MAX_BE, &nbe);
+    REQUIRE(topo);
+    static const struct {
+        const char *args[8];
+        const char *says;
+    } cases[] = {
+        { { "--duration", "3", NULL }, "-t TOPOLOGY is required" },
+        { { "-t", NULL }, "-t needs a value" },
+        { { "--bogus", NULL }, "unknown option \"--bogus\"" },
+        { { "-t", "T", "--rate", "fast", NULL }, "--rate: expected a positive number" },
+        { { "-t", "T", "--schedule", "2", NULL }, "expected T:KIND" },
+        { { "-t", "T", "--schedule", "1:explode", NULL }, "unknown kind \"explode\"" },
+        { { "-t", "T", "--schedule", "1:several=0", NULL }, "several=K needs K" },
+        { { "-t", "T", "--duration", "5", "--schedule", "7:one", NULL },
+          "7 s is not before the end of the run" },
+        { { "-t", "T", "--schedule", "x:one", NULL }, "the time \"x\"" },
+        { { "-t", "T", "--seed", "-3", NULL }, "--seed: expected an unsigned integer" },
+        { { "-t", "/nonexistent/t.top", NULL }, "/nonexistent/t.top" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[10];
+        size_t k = 0;
+        for (; cases[i].args[k]; k++)
+            args[k] = strcmp(cases[i].args[k], "T") == 0 ? topo : cases[i].args[k];
+        args[k] = NULL;
+        struct run r;
+        fims_run(&r, args, 30);
+        if (r.status != 2 || !r.err || !strstr(r.err, cases[i].says)) {
+            th_fail(__FILE__, __LINE__, "case %zu: exit %d, stderr without \"%s\"", i,
+                    r.status, cases[i].says);
+            fims_show(&r);
+        }
+        fims_free(&r);
+    }
+    const char *help[] = { "--help", NULL };
+    struct run r;
+    fims_run(&r, help, 30);
+    CHECK_INT(r.status, 0);
+    CHECK(r.out && strstr(r.out, "--schedule SPEC") && strstr(r.out, "every=P"));
+    fims_free(&r);
+}
+
+/* ---- with the fault-tolerance runtime (TBON_FIMS_FT=1) ---- */
+
+/* One random commnode of 4x4x4 killed at 1 s. */
+ITEST(fims_single_kill)
+{
+    if (need_ft())
+        scenario("4x4x4", 4, "1:one", 1);
+}
+
+/* Three commnodes of 4x4x4 at once. */
+ITEST(fims_several_at_once)
+{
+    if (need_ft())
+        scenario("4x4x4", 4, "1:several=3", 1);
+}
+
+/* A child of the front-end (its subtree holds 16 back-ends). */
+ITEST(fims_depth1)
+{
+    if (need_ft())
+        scenario("4x4x4", 4, "1:depth1", 1);
+}
+
+/* A commnode, then the likely adopter of its first orphan while it adopts. */
+ITEST(fims_adopter_while_adopting)
+{
+    if (need_ft())
+        scenario("4x4x4", 5, "1:adopter", 1);
+}
+
+/* A commnode and its parent at once: two levels of orphans. */
+ITEST(fims_node_and_parent)
+{
+    if (need_ft())
+        scenario("4x4x4", 5, "1:parent", 1);
+}
+
+/* Issue 4: 8x8 with a failure every 2 s for 20 s (the 9th finds no
+ * commnode left: the tree is flat by then). */
+ITEST(fims_8x8_every_2s)
+{
+    if (need_ft())
+        scenario("8x8", 20, "2:every=2", 1);
+}
