@@ -18,7 +18,7 @@
 #include "error.h"
 #include "log.h"
 #include "packet_int.h"
-#include "reconfig_tmp.h"
+#include "reconfig.h"
 #include "sock.h"
 
 /* How long a connecting peer has to finish the handshake. */
@@ -59,6 +59,7 @@ struct tb_eds {
     uint8_t *expect;           /* per rank: an adopted child may open events */
     struct eds_rep { int kind; tbon_rank_t r, p; uint32_t inc; } *reps;
     size_t nreps, capreps;     /* reports to apply to the private copy (mu) */
+    tb_adopt_index_t *aidx;    /* adopter index over the private copy */
 };
 
 static watch_t *add_watch(tb_eds_t *e, int kind, int fd, uint32_t events)
@@ -290,9 +291,9 @@ static void apply_reports(tb_eds_t *e)
     for (size_t i = 0; i < e->nreps; i++) {
         struct eds_rep *q = &e->reps[i];
         if (q->kind == 1)
-            tb_tmp_report_failure(e->topo, q->r, q->inc);
+            tb_report_failure(e->topo, q->r, q->inc);
         else if (q->kind == 2)
-            tb_tmp_report_adoption(e->topo, q->r, q->p, q->inc);
+            tb_report_adoption(e->topo, q->r, q->p, q->inc);
         else
             tb_topology_set_port(e->topo, q->r, (uint16_t)q->p);
     }
@@ -349,7 +350,7 @@ static void adopt(tb_eds_t *e, tbon_rank_t lost)
     /* Seed 003 V-A: an adopter must be at least as high as the lost parent
      * was, that is one above us, so the tree grows no higher. */
     uint32_t old_height = tb_topology_height(e->topo, e->rank) + 1;
-    tb_tmp_report_failure(e->topo, lost, tb_topology_incarnation(e->topo, lost));
+    tb_report_failure(e->topo, lost, tb_topology_incarnation(e->topo, lost));
     for (int round = 0; round < 4 && !atomic_load(&e->stop); round++) {
         if (round > 0) {
             struct timespec ts = { 0, 40000000L * round };
@@ -357,7 +358,14 @@ static void adopt(tb_eds_t *e, tbon_rank_t lost)
             apply_reports(e);
         }
         tbon_rank_t cand[16];
-        size_t k = tb_tmp_adopt_candidates(e->topo, e->rank, lost, old_height, cand, 16);
+        if (!e->aidx)
+            e->aidx = tb_adopt_index_new(e->topo);
+        else
+            tb_adopt_index_update(e->aidx, e->topo);
+        size_t k = e->aidx ? tb_adopt_candidates(e->aidx, e->topo, e->rank, lost, old_height,
+                                                 cand, 16) : 0;
+        if (k == 0)
+            cand[k++] = 0;      /* no index (out of memory): the FE, the last resort */
         int64_t t1 = now_us();
         for (size_t i = 0; i < k && !atomic_load(&e->stop); i++) {
             int fd = ask(e, cand[i], tb_now_ms() + 1000);
@@ -630,6 +638,7 @@ void tb_eds_free(tb_eds_t *e)
     free(e->data_seen);
     free(e->event_seen);
     free(e->expect);
+    tb_adopt_index_free(e->aidx);
     free(e->reps);
     free(e->reaped);
     pthread_mutex_destroy(&e->mu);

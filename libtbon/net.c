@@ -12,7 +12,7 @@
 #include "log.h"
 #include <unistd.h>
 #include "packet_int.h"
-#include "reconfig_tmp.h"
+#include "reconfig.h"
 
 static __thread char tls_error[512];
 
@@ -192,9 +192,9 @@ static void cb_event(void *arg, const tbon_event_t *ev)
     tbon_net_t *net = arg;
     pthread_mutex_lock(&net->mu);
     if (ev->type == TBON_EV_NODE_FAILED)
-        tb_tmp_report_failure(net->topo, ev->rank, ev->incarnation);
+        tb_report_failure(net->topo, ev->rank, ev->incarnation);
     else if (ev->type == TBON_EV_NODE_ADOPTED)
-        tb_tmp_report_adoption(net->topo, ev->rank, ev->parent, ev->incarnation);
+        tb_report_adoption(net->topo, ev->rank, ev->parent, ev->incarnation);
     if (!net->events.size)
         tb_ring_init(&net->events, sizeof(tbon_event_t));
     tbon_event_t *e = tb_ring_push(&net->events);

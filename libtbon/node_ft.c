@@ -12,7 +12,7 @@
 
 #include "log.h"
 #include "packet_int.h"
-#include "reconfig_tmp.h"
+#include "reconfig.h"
 #include "sock.h"
 
 struct obuf_ent {
@@ -114,8 +114,8 @@ static tbon_packet_t *report(int kind, tbon_rank_t r, tbon_rank_t p, uint32_t in
 /* Apply a report to our topology; 1 if it was news. */
 static int apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
 {
-    int news = kind == 1 ? tb_tmp_report_failure(n->topo, r, inc)
-                         : tb_tmp_report_adoption(n->topo, r, p, inc);
+    int news = kind == 1 ? tb_report_failure(n->topo, r, inc)
+                         : tb_report_adoption(n->topo, r, p, inc);
     if (news) {
         free(n->topo_frame);        /* new children must get the new topology */
         n->topo_frame = NULL;
@@ -291,7 +291,7 @@ void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c)
     const char *why = NULL;
     if (!n->ft_ready || n->orphan || n->shutting_down || n->stop)
         why = "not in a state to adopt";
-    else if (o == n->rank || o == 0 || tb_topology_in_subtree(n->topo, o, n->rank))
+    else if (o == n->rank || o == 0 || tb_adopt_would_cycle(n->topo, o, n->rank))
         why = "it would make a cycle";
     else if (tb_node_child_index(n, o) >= 0 && n->child[tb_node_child_index(n, o)].conn)
         why = "it is already our child";
