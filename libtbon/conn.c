@@ -69,13 +69,19 @@ int tb_conn_send_packet(tb_conn_t *c, uint8_t type, uint32_t stream, int32_t tag
 int tb_conn_send_packet_flags(tb_conn_t *c, uint8_t type, uint16_t flags, uint32_t stream,
                               int32_t tag, tbon_rank_t source, tbon_packet_t *p)
 {
+    return tb_conn_send_packet_key(c, type, flags, stream, tag, source, 0, p);
+}
+
+int tb_conn_send_packet_key(tb_conn_t *c, uint8_t type, uint16_t flags, uint32_t stream,
+                            int32_t tag, tbon_rank_t source, uint64_t key, tbon_packet_t *p)
+{
     size_t len;
     const uint8_t *payload = tb_packet_payload(p, &len);
     tb_outframe_t *f = q_push(c);
     if (!f)
         return TBON_ENOMEM;
     tb_frame_hdr_t h = { .type = type, .flags = flags, .len = (uint32_t)len, .stream = stream,
-                         .tag = tag, .source = source };
+                         .tag = tag, .source = source, .seq = key };
     /* Combining CRCs costs about as much as checksumming 16 KiB: only a large
      * payload (sent on many links) is checksummed once and combined. */
     if (len < 16384)

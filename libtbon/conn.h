@@ -53,6 +53,9 @@ int tb_conn_send_packet(tb_conn_t *c, uint8_t type, uint32_t stream, int32_t tag
 /* The same with header flags (TB_FRAME_F_MORE). */
 int tb_conn_send_packet_flags(tb_conn_t *c, uint8_t type, uint16_t flags, uint32_t stream,
                               int32_t tag, tbon_rank_t source, tbon_packet_t *p);
+/* The same with a wave key in the header's seq field (docs/protocol.md 8.4). */
+int tb_conn_send_packet_key(tb_conn_t *c, uint8_t type, uint16_t flags, uint32_t stream,
+                            int32_t tag, tbon_rank_t source, uint64_t key, tbon_packet_t *p);
 
 /* Queue a frame whose payload is buf (taken over, freed after writing). */
 int tb_conn_send_buf(tb_conn_t *c, const tb_frame_hdr_t *h, uint8_t *buf, size_t len);

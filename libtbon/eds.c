@@ -24,6 +24,10 @@
 /* How long a connecting peer has to finish the handshake. */
 #define HANDSHAKE_MS 5000
 
+/* On an event connection, the byte a parent sends its children before an
+ * orderly end (docs/protocol.md 8.2): the connection's end is then no failure. */
+#define TB_EVENT_BYE 'B'
+
 enum { K_LISTEN, K_WAKE, K_PENDING, K_EVENT, K_PIDFD };
 
 typedef struct watch {
@@ -60,6 +64,9 @@ struct tb_eds {
     struct eds_rep { int kind; tbon_rank_t r, p; uint32_t inc; } *reps;
     size_t nreps, capreps;     /* reports to apply to the private copy (mu) */
     tb_adopt_index_t *aidx;    /* adopter index over the private copy */
+    atomic_int leaving;        /* an orderly end: tell the children, adopt nobody */
+    int bye_sent;
+    int parent_bye;            /* the parent said it leaves: its end is no failure */
 };
 
 static watch_t *add_watch(tb_eds_t *e, int kind, int fd, uint32_t events)
@@ -213,8 +220,12 @@ static void on_event_conn(tb_eds_t *e, watch_t *w)
     char buf[4096];
     for (;;) {
         ssize_t n = recv(w->fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n > 0)
-            continue;   /* heartbeats and reports: the fault-tolerance layer */
+        if (n > 0) {
+            /* TB_EVENT_BYE from the parent: an orderly end follows. */
+            if (w->rank == e->parent && memchr(buf, TB_EVENT_BYE, (size_t)n))
+                e->parent_bye = 1;
+            continue;
+        }
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN)
@@ -225,7 +236,8 @@ static void on_event_conn(tb_eds_t *e, watch_t *w)
     tbon_rank_t r = w->rank;
     drop_watch(e, w);
     post(e, TB_CMD_PEER_LOST, r, -1, 0);
-    if (r == e->parent && atomic_load(&e->ft_ready))
+    if (r == e->parent && atomic_load(&e->ft_ready) && !e->parent_bye &&
+        !atomic_load(&e->leaving))
         parent_down(e, r);
     else if (r == e->parent)
         tb_node_parent_gone(e->node, r);
@@ -450,6 +462,28 @@ void tb_eds_report(tb_eds_t *e, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t
     pthread_mutex_unlock(&e->mu);
 }
 
+/* Tell every child on its event connection that we leave in order. */
+static void say_bye(tb_eds_t *e)
+{
+    e->bye_sent = 1;
+    const char bye = TB_EVENT_BYE;
+    pthread_mutex_lock(&e->mu);
+    for (watch_t *w = e->all; w; w = w->next)
+        if (!w->dead && w->kind == K_EVENT && w->rank != e->parent &&
+            send(w->fd, &bye, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+            TB_DEBUG("eds", "no goodbye to rank %u: %s", w->rank, strerror(errno));
+    pthread_mutex_unlock(&e->mu);
+}
+
+void tb_eds_leave(tb_eds_t *e)
+{
+    if (!e || atomic_exchange(&e->leaving, 1))
+        return;
+    uint64_t one = 1;
+    ssize_t r = write(e->wakefd, &one, sizeof one);
+    (void)r;
+}
+
 void tb_eds_set_ft_ready(tb_eds_t *e)
 {
     atomic_store(&e->ft_ready, 1);
@@ -498,7 +532,9 @@ static void *eds_thread(void *arg)
                 e->adopt_now = 0;
                 pthread_mutex_unlock(&e->mu);
                 apply_reports(e);
-                if (want && atomic_load(&e->ft_ready))
+                if (atomic_load(&e->leaving) && !e->bye_sent)
+                    say_bye(e);
+                if (want && atomic_load(&e->ft_ready) && !atomic_load(&e->leaving))
                     parent_down(e, (tbon_rank_t)(want - 1));
                 break;
             }

@@ -106,7 +106,7 @@ tbon_stream_t *tb_net_stream_locked(tbon_net_t *net, uint32_t id, int create)
 
 /* ---- node callbacks (reactor thread) ---- */
 
-static void cb_deliver(void *arg, uint32_t stream, tbon_packet_t *p)
+static void cb_deliver(void *arg, uint32_t stream, tbon_packet_t *p, uint64_t q)
 {
     tbon_net_t *net = arg;
     pthread_mutex_lock(&net->mu);
@@ -122,7 +122,7 @@ static void cb_deliver(void *arg, uint32_t stream, tbon_packet_t *p)
         tbon_packet_unref(p);
         return;
     }
-    *e = (tb_dent_t){ p, ++net->seq };
+    *e = (tb_dent_t){ p, ++net->seq, q };
     net->app_bytes += pkt_size(p);
     pthread_cond_broadcast(&net->cond);
     pthread_mutex_unlock(&net->mu);
@@ -243,7 +243,12 @@ static uint64_t head_seq(const tbon_stream_t *s)
 
 static tbon_packet_t *pop_locked(tbon_net_t *net, tbon_stream_t *s)
 {
-    tbon_packet_t *p = ((tb_dent_t *)tb_ring_at(&s->q, 0))->pkt;
+    tb_dent_t *e = tb_ring_at(&s->q, 0);
+    tbon_packet_t *p = e->pkt;
+    if (e->q > s->epoch) {
+        s->epoch = e->q;
+        s->idx = 0;
+    }
     tb_ring_drop(&s->q);
     net->app_bytes -= pkt_size(p);
     return p;
@@ -399,6 +404,11 @@ int tbon_stream_send_packet(tbon_stream_t *s, tbon_packet_t *p)
     if (!c)
         return tb_net_seterr(TBON_ENOMEM, "out of memory");
     c->stream = s->id;
+    pthread_mutex_lock(&net->mu);
+    c->key = (s->epoch << 24) | s->idx;
+    if (s->idx < 0xffffff)
+        s->idx++;
+    pthread_mutex_unlock(&net->mu);
     c->pkt = tbon_packet_ref(p);
     c->bytes = pkt_size(p);
     if (net->inline_node)

@@ -19,6 +19,7 @@
 typedef struct tb_dent {
     tbon_packet_t *pkt;
     uint64_t seq;
+    uint64_t q;            /* the request number it came with (BE) */
 } tb_dent_t;
 
 struct tbon_comm {
@@ -32,6 +33,10 @@ struct tbon_stream {
     uint32_t id;
     tb_ring_t q;           /* received packets (tb_dent_t), oldest first */
     int error;             /* a filter failed: recv returns TBON_EFILTER once */
+    /* BE: the wave key of the next packet sent up (docs/protocol.md 8.4):
+     * the last request the application took, and its answers since. */
+    uint64_t epoch;
+    uint32_t idx;
 };
 
 struct tbon_net {

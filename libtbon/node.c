@@ -104,7 +104,7 @@ void tb_node_send_ctl(tb_node_t *n, tb_conn_t *c, int op, tbon_packet_t *p)
     tbon_packet_unref(p);
 }
 
-void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more)
+void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uint64_t key)
 {
     if (!p)
         return;
@@ -121,29 +121,31 @@ void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more
             p = q;
         }
         if (p && n->cbs.deliver)
-            n->cbs.deliver(n->cbs.arg, stream, p);
+            n->cbs.deliver(n->cbs.arg, stream, p, 0);
         else
             tbon_packet_unref(p);
         return;
     }
+    if (!more)
+        tb_stream_sent(n, stream, key);
     if (n->parent && !n->parent->closed) {
-        tb_conn_send_packet_flags(n->parent, TB_FRAME_DATA, more ? TB_FRAME_F_MORE : 0, stream,
-                                  tbon_packet_tag(p), src, p);
+        tb_conn_send_packet_key(n->parent, TB_FRAME_DATA, more ? TB_FRAME_F_MORE : 0, stream,
+                                tbon_packet_tag(p), src, key, p);
     } else if (n->orphan) {
-        tb_ft_buffer(n, stream, p, more);
+        tb_ft_buffer(n, stream, p, more, key);
         return;
     }
     tbon_packet_unref(p);
 }
 
-void tb_node_to_child(tb_node_t *n, size_t i, uint32_t stream, tbon_packet_t *p)
+void tb_node_to_child(tb_node_t *n, size_t i, uint32_t stream, tbon_packet_t *p, uint64_t q)
 {
     tb_conn_t *c = n->child[i].conn;
     if (!c || c->closed)
         return;
     tbon_rank_t src = tbon_packet_source(p);
-    tb_conn_send_packet(c, TB_FRAME_DATA, stream, tbon_packet_tag(p),
-                        src == TBON_RANK_NONE ? n->rank : src, p);
+    tb_conn_send_packet_key(c, TB_FRAME_DATA, 0, stream, tbon_packet_tag(p),
+                            src == TBON_RANK_NONE ? n->rank : src, q, p);
 }
 
 void tb_node_fail(tb_node_t *n, int code, const char *fmt, ...)
@@ -286,6 +288,7 @@ void tb_node_begin_shutdown(tb_node_t *n)
         return;
     n->shutting_down = 1;
     n->shutdown_deadline = tb_now_ms() + 3000;
+    tb_eds_leave(n->eds);
     for (size_t i = 0; i < n->nchild; i++)
         if (n->child[i].conn)
             tb_node_send_ctl(n, n->child[i].conn, TB_CTL_SHUTDOWN,
@@ -489,7 +492,7 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
     while (!c->closed && (rc = tb_fdec_next(c->dec, &f)) == 1) {
         if (f.hdr.type == TB_FRAME_DATA && f.hdr.len == 0 && c->index >= 0) {
             /* A child's wave with no packet (node_stream.c, empty_up). */
-            tb_stream_up(n, (size_t)c->index, f.hdr.stream, NULL, 0);
+            tb_stream_up(n, (size_t)c->index, f.hdr.stream, NULL, 0, f.hdr.seq);
         } else if (f.hdr.type == TB_FRAME_DATA || f.hdr.type == TB_FRAME_CONTROL) {
             tbon_error_t err;
             tbon_packet_t *p = tb_packet_decode(f.payload, f.hdr.len, f.hdr.tag, f.hdr.stream,
@@ -499,10 +502,10 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
                 c->closed = 1;
             } else if (f.hdr.type == TB_FRAME_DATA) {
                 if (c->index < 0)
-                    tb_stream_down(n, f.hdr.stream, p);
+                    tb_stream_down(n, f.hdr.stream, p, f.hdr.seq);
                 else
                     tb_stream_up(n, (size_t)c->index, f.hdr.stream, p,
-                                 (f.hdr.flags & TB_FRAME_F_MORE) != 0);
+                                 (f.hdr.flags & TB_FRAME_F_MORE) != 0, f.hdr.seq);
                 p = NULL;
             } else if (c->index < 0) {
                 ctl_down(n, f.hdr.tag, p);
@@ -552,9 +555,9 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
         break;
     case TB_CMD_SEND:
         if (n->role == TB_ROLE_FE)
-            tb_stream_down(n, c->stream, c->pkt);
+            tb_stream_down(n, c->stream, c->pkt, 0);
         else
-            tb_node_to_parent(n, c->stream, c->pkt, 0);
+            tb_node_to_parent(n, c->stream, c->pkt, 0, c->key);
         c->pkt = NULL;
         break;
     case TB_CMD_STREAM:

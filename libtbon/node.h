@@ -28,8 +28,9 @@ enum tb_node_status {
 /* Callbacks, all called on the reactor thread. */
 typedef struct tb_node_cbs {
     void *arg;
-    /* A packet for the application (takes the reference). */
-    void (*deliver)(void *arg, uint32_t stream, tbon_packet_t *p);
+    /* A packet for the application (takes the reference); q: at a back-end,
+     * the request number it carries (docs/protocol.md 8.4). */
+    void (*deliver)(void *arg, uint32_t stream, tbon_packet_t *p, uint64_t q);
     void (*status)(void *arg, int what, int code, const char *msg);
     void (*progress)(void *arg, size_t ready, size_t total);
     /* 1 while the application's receive queue is above its high-water mark:
@@ -117,6 +118,7 @@ struct tb_cmd {
     char          *path, *func;   /* owned */
     size_t         bytes;         /* counted in the send backlog */
     uint64_t       us[2];         /* TB_CMD_ADOPTED: recovery times (us) */
+    uint64_t       key;           /* TB_CMD_SEND at a back-end: the wave key */
 };
 
 /* Queue a command (taken over) and wake the reactor. Any thread. */
@@ -157,6 +159,8 @@ void tb_eds_set_ft_ready(tb_eds_t *e);
 void tb_eds_request_adoption(tb_eds_t *e, tbon_rank_t lost);
 /* An adopted child rank will open its event connection. */
 void tb_eds_expect(tb_eds_t *e, tbon_rank_t rank);
+/* The node leaves in order: the children are told, nobody is adopted. */
+void tb_eds_leave(tb_eds_t *e);
 
 /* Control messages (CONTROL frames: tag = op, payload = a packet). */
 enum tb_ctl {
@@ -179,8 +183,9 @@ enum tb_ctl {
                              recovery times in us (new_parent connect compensate
                              cleanup) */
     TB_CTL_ADOPT_ACK,     /* adopter to orphan, first on the new connection: "%ud" 1 */
-    TB_CTL_GRAFT,         /* up from an adopted child: "%ud %d %d %ud %d %aud" as
-                             TB_CTL_STREAM: the streams it takes part in */
+    TB_CTL_GRAFT,         /* up from an adopted child: "%ud %d %d %ud %d %aud %uld
+                             %uld" as TB_CTL_STREAM, then the last wave key it sent
+                             up and the last request it saw */
 };
 
 #endif

@@ -18,6 +18,7 @@
 struct obuf_ent {
     uint32_t stream;
     int more;
+    uint64_t key;
     tbon_packet_t *pkt;
 };
 
@@ -191,7 +192,7 @@ int tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost)
 
 /* While orphaned, what would go up waits here (seed 003 V-B: the orphan keeps
  * reading and filtering its input and buffers its output). */
-void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more)
+void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uint64_t key)
 {
     if (!n->obuf.size)
         tb_ring_init(&n->obuf, sizeof(struct obuf_ent));
@@ -203,15 +204,16 @@ void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more)
     size_t len;
     tb_packet_payload(p, &len);
     n->obytes += len + 64;
-    *e = (struct obuf_ent){ stream, more, p };
+    *e = (struct obuf_ent){ stream, more, key, p };
 }
 
 /* The streams we take part in, for the new parent to graft us into. */
 static void graft(tb_node_t *n, tb_stream_st_t *s)
 {
     tb_node_send_ctl(n, n->parent, TB_CTL_GRAFT,
-                     tbon_packet_new(TB_CTL_GRAFT, "%ud %d %d %ud %d %aud", s->id, s->up, s->sync,
-                                     s->timeout_ms, s->down, s->members, s->nmembers));
+                     tbon_packet_new(TB_CTL_GRAFT, "%ud %d %d %ud %d %aud %uld %uld", s->id,
+                                     s->up, s->sync, s->timeout_ms, s->down, s->members,
+                                     s->nmembers, s->sent_key, s->last_q));
 }
 
 void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
@@ -238,8 +240,8 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
         const tb_filter_t *f = tb_filter_reg_get(n->filters, s->up);
         if (n->role != TB_ROLE_BE && f && f->get_state && s->up_state) {
             tbon_packet_t *st = f->get_state(&s->up_state, s->id);
-            if (st)
-                tb_node_to_parent(n, s->id, st, 0);
+            if (st)      /* key 0: late everywhere, so it joins the next wave */
+                tb_node_to_parent(n, s->id, st, 0, 0);
         }
     }
     /* What went up while we were orphaned: on a stream whose filter can
@@ -252,7 +254,7 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
         tb_stream_st_t *s = x.stream < n->nstreams ? n->streams[x.stream] : NULL;
         const tb_filter_t *f = s ? tb_filter_reg_get(n->filters, s->up) : NULL;
         if (f && f->get_state) {
-            tb_node_to_parent(n, x.stream, x.pkt, x.more);
+            tb_node_to_parent(n, x.stream, x.pkt, x.more, x.key);
         } else {
             lossy = 1;
             tbon_packet_unref(x.pkt);
@@ -322,8 +324,9 @@ static void on_graft(tb_node_t *n, size_t child, tbon_packet_t *p)
     int up, sync, down;
     uint32_t *members = NULL;
     size_t nm = 0;
-    if (tbon_packet_unpack(p, "%ud %d %d %ud %d %aud", &id, &up, &sync, &timeout, &down,
-                           &members, &nm) != 0) {
+    uint64_t sent = 0, seen = 0;
+    if (tbon_packet_unpack(p, "%ud %d %d %ud %d %aud %uld %uld", &id, &up, &sync, &timeout,
+                           &down, &members, &nm, &sent, &seen) != 0) {
         TB_WARN("ft", "malformed graft from rank %u ignored", n->child[child].rank);
         return;
     }
@@ -331,7 +334,7 @@ static void on_graft(tb_node_t *n, size_t child, tbon_packet_t *p)
     if (fresh && tb_stream_create(n, id, up, sync, timeout, down, members, nm) == 0 &&
         n->role != TB_ROLE_FE && n->parent)
         tb_node_send_ctl(n, n->parent, TB_CTL_GRAFT, tbon_packet_ref(p));
-    tb_stream_join(n, id, child);
+    tb_stream_join(n, id, child, sent, seen);
     free(members);
 }
 

@@ -39,6 +39,7 @@ typedef struct tb_pq {
 struct tb_pq_ent {
     tbon_packet_t *pkt;
     int more;                 /* the child's wave continues after this packet */
+    uint64_t key;             /* the wave it belongs to (docs/protocol.md 8.4) */
 };
 
 typedef struct tb_stream_st {
@@ -49,10 +50,22 @@ typedef struct tb_stream_st {
     size_t    nmembers;
     uint8_t  *part;           /* per child: takes part */
     tb_pq_t  *q;              /* per child: packets of the wave being collected */
-    size_t    nlive, nonempty; /* nonempty: children with a complete wave queued */
+    size_t    nonempty;       /* children with a complete unit queued */
     int64_t   deadline;       /* TIMEOUT: when the current wave is cut; 0 = none */
     void     *up_state, *down_state;
     tbon_packet_t *up_params, *down_params;
+    /* wave keys (docs/protocol.md 8.4) */
+    uint64_t  down_q;         /* FE: requests sent so far on this stream */
+    uint64_t  last_q;         /* the last request that came down */
+    uint64_t *seen_to;        /* per child: the last request it saw before it was
+                                 adopted here (UINT64_MAX: not adopted) */
+    uint64_t *fwd_from;       /* per adopted child: the first request sent to it here */
+    uint64_t *sent;           /* per adopted child: the last key it had sent up before */
+    uint64_t  sent_key;       /* the last key this node sent up (or buffered) */
+    uint64_t  closed;         /* the key of the last wave sent up */
+    int       has_closed;
+    tbon_packet_list_t extra; /* stale input of a state-recoverable filter, for
+                                 the next wave */
 } tb_stream_st_t;
 
 struct tb_node {
@@ -121,8 +134,9 @@ struct tb_node {
 void tb_node_send_ctl(tb_node_t *n, tb_conn_t *c, int op, tbon_packet_t *p); /* takes p */
 /* Send p up (to the app at the FE); more: other packets of the same wave
  * follow (TB_FRAME_F_MORE). Takes p. */
-void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more);
-void tb_node_to_child(tb_node_t *n, size_t i, uint32_t stream, tbon_packet_t *p); /* borrows */
+void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uint64_t key);
+/* Send p (borrowed) down to child i as part of request q (docs/protocol.md 8.4). */
+void tb_node_to_child(tb_node_t *n, size_t i, uint32_t stream, tbon_packet_t *p, uint64_t q);
 void tb_node_fail(tb_node_t *n, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int  tb_node_child_index(const tb_node_t *n, tbon_rank_t r);
@@ -139,7 +153,8 @@ void tb_ft_send_ports(tb_node_t *n);
 int  tb_ft_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p);
 int  tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost);
 void tb_ft_child_lost(tb_node_t *n, size_t i);
-void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more); /* takes p */
+void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more,
+                  uint64_t key);  /* takes p */
 void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c);
 void tb_ft_adopt_failed(tb_node_t *n, tbon_rank_t lost);
 void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c);
@@ -156,8 +171,11 @@ void tb_node_reap_all(tb_node_t *n);
 /* node_stream.c */
 /* A packet from child (NULL: its wave had none); more: the child's wave
  * continues (TB_FRAME_F_MORE). */
-void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p, int more);
-void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p);              /* takes p */
+void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p, int more,
+                  uint64_t key);
+/* A packet going down (takes p); q: its request number, 0 at the FE (which
+ * numbers the requests of each stream). */
+void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q);
 int  tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeout_ms,
                       int down, const tbon_rank_t *members, size_t nmembers);
 void tb_stream_set_params(tb_node_t *n, uint32_t id, int which, tbon_packet_t *p); /* takes p */
@@ -168,7 +186,10 @@ size_t tb_stream_child_bytes(const tb_node_t *n, size_t child);
 /* A child slot was added: every stream grows its per-child arrays. */
 int  tb_stream_add_child(tb_node_t *n);
 int  tb_stream_known(const tb_node_t *n, uint32_t id);
-/* An adopted child takes part in stream id from its next wave on. */
-void tb_stream_join(tb_node_t *n, uint32_t id, size_t child);
+/* An adopted child takes part in stream id; before, it had sent up to key
+ * sent and seen the requests up to seen_to (docs/protocol.md 8.4). */
+void tb_stream_join(tb_node_t *n, uint32_t id, size_t child, uint64_t sent, uint64_t seen_to);
+/* This node sent (or buffered) a unit with key up on stream id. */
+void tb_stream_sent(tb_node_t *n, uint32_t id, uint64_t key);
 
 #endif

@@ -22,7 +22,7 @@ static size_t pkt_bytes(const tbon_packet_t *p)
     return len + 64;
 }
 
-static int pq_push(tb_pq_t *q, tbon_packet_t *p, int more)
+static int pq_push(tb_pq_t *q, tbon_packet_t *p, int more, uint64_t key)
 {
     if (!q->ring.size)
         tb_ring_init(&q->ring, sizeof(struct tb_pq_ent));
@@ -31,6 +31,7 @@ static int pq_push(tb_pq_t *q, tbon_packet_t *p, int more)
         return TBON_ENOMEM;
     e->pkt = p;                /* NULL: a child's empty wave */
     e->more = more != 0;
+    e->key = key;
     q->bytes += p ? pkt_bytes(p) : 0;
     if (!more)
         q->units++;
@@ -71,7 +72,11 @@ static void stream_free(tb_node_t *n, tb_stream_st_t *s)
     }
     free(s->q);
     free(s->part);
+    free(s->seen_to);
+    free(s->fwd_from);
+    free(s->sent);
     free(s->members);
+    tb_plist_free(&s->extra);
     tb_filter_state_free(tb_filter_reg_get(n->filters, s->up), &s->up_state);
     tb_filter_state_free(tb_filter_reg_get(n->filters, s->down), &s->down_state);
     tbon_packet_unref(s->up_params);
@@ -125,14 +130,20 @@ int tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeo
     s->sync = sync;
     s->timeout_ms = timeout_ms;
     s->down = down;
+    tb_plist_init(&s->extra);
     s->members = malloc((nmembers ? nmembers : 1) * sizeof *members);
     s->part = calloc(n->nchild ? n->nchild : 1, 1);
     s->q = calloc(n->nchild ? n->nchild : 1, sizeof *s->q);
-    if (!s->members || !s->part || !s->q) {
+    s->seen_to = malloc((n->nchild ? n->nchild : 1) * sizeof *s->seen_to);
+    s->fwd_from = calloc(n->nchild ? n->nchild : 1, sizeof *s->fwd_from);
+    s->sent = calloc(n->nchild ? n->nchild : 1, sizeof *s->sent);
+    if (!s->members || !s->part || !s->q || !s->seen_to || !s->fwd_from || !s->sent) {
         stream_free(n, s);
         return TBON_ENOMEM;
     }
     memcpy(s->members, members, nmembers * sizeof *members);
+    for (size_t i = 0; i < n->nchild; i++)
+        s->seen_to[i] = UINT64_MAX;     /* an original child answers every request */
     s->nmembers = nmembers;
     /* A child takes part when a member lies in its subtree: walk up from each
      * member to the child of ours on its path. O(members x depth). */
@@ -144,11 +155,8 @@ int tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeo
             tbon_rank_t p = tb_topology_parent(n->topo, r);
             if (p == n->rank) {
                 int i = tb_node_child_index(n, r);
-                if (i >= 0 && !s->part[i]) {
+                if (i >= 0)
                     s->part[i] = 1;
-                    if (n->child[i].conn)
-                        s->nlive++;
-                }
                 break;
             }
             r = p;
@@ -199,19 +207,19 @@ void tb_stream_set_params(tb_node_t *n, uint32_t id, int which, tbon_packet_t *p
 /* A wave that gave no packet still counts as this node's contribution to
  * its parent's wave: it goes up as an empty DATA frame (docs/protocol.md
  * 7.3), so no wave waits forever for a child that had nothing to say. */
-static void empty_up(tb_node_t *n, tb_stream_st_t *s)
+static void empty_up(tb_node_t *n, tb_stream_st_t *s, uint64_t key)
 {
     if (n->role == TB_ROLE_FE || s->sync == TBON_SYNC_DONTWAIT || !n->parent || n->parent->closed)
         return;
-    tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .stream = s->id, .source = n->rank };
+    tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .stream = s->id, .source = n->rank, .seq = key };
     tb_conn_send_buf(n->parent, &h, NULL, 0);
 }
 
-static void run_up(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k)
+static void run_up(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k, uint64_t key)
 {
     const tb_filter_t *f = tb_filter_reg_get(n->filters, s->up);
     if (k == 0) {
-        empty_up(n, s);
+        empty_up(n, s, key);
         return;
     }
     if (!f || s->up == TBON_FILTER_NULL) {
@@ -221,7 +229,7 @@ static void run_up(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k
             stream_error(n, s->id, msg);
         }
         for (size_t i = 0; i < k; i++)
-            tb_node_to_parent(n, s->id, in[i], i + 1 < k);
+            tb_node_to_parent(n, s->id, in[i], i + 1 < k, key);
         return;
     }
     tbon_packet_list_t out;
@@ -238,33 +246,70 @@ static void run_up(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k
         stream_error(n, s->id, msg);
     }
     for (size_t i = 0; i < out.n; i++) {
-        tb_node_to_parent(n, s->id, out.v[i], i + 1 < out.n);
+        tb_node_to_parent(n, s->id, out.v[i], i + 1 < out.n, key);
         out.v[i] = NULL;
     }
     if (out.n == 0)
-        empty_up(n, s);
+        empty_up(n, s, key);
     out.n = 0;
     tb_plist_free(&out);
 }
 
-/* Collect waves while one is complete (or, cut = 1, take what is there):
- * one complete wave of every child that has one, that is its packets up to
- * the first without TB_FRAME_F_MORE. */
+/* Does child i owe a unit to the wave with this key? An adopted child owes
+ * the waves of the requests it had seen before its adoption (seen_to) but not
+ * yet answered (keys after sent), and those of the requests its new parent
+ * has sent it since (from fwd_from on); not the ones in between, which died
+ * with its old parent. */
+static int owes(const tb_stream_st_t *s, size_t i, uint64_t key)
+{
+    if (s->seen_to[i] == UINT64_MAX)
+        return 1;
+    uint64_t epoch = key >> 24;
+    return (key > s->sent[i] && epoch <= s->seen_to[i]) ||
+           (s->fwd_from[i] && epoch >= s->fwd_from[i]);
+}
+
+static uint64_t head_key(const tb_pq_t *q)
+{
+    return ((const struct tb_pq_ent *)tb_ring_at(&q->ring, 0))->key;
+}
+
+/* Collect waves while one is complete (or, cut = 1, take what is there). A
+ * wave is the units with the smallest key at the head of any child's queue
+ * (docs/protocol.md 8.4); it is complete when every child that counts has a
+ * unit queued: a child whose oldest unit has a later key had nothing for it
+ * (it never got that request, as after an adoption) and is not waited for.
+ * A unit is a child's packets up to the first without TB_FRAME_F_MORE. */
 static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
 {
     tbon_packet_t *stackv[64];
-    while (s->nonempty > 0 && (cut || s->nonempty >= s->nlive)) {
-        size_t total = 0;
+    while (s->nonempty > 0) {
+        uint64_t key = UINT64_MAX;
+        size_t total = s->extra.n;
         for (size_t i = 0; i < n->nchild; i++)
-            if (s->q[i].units)
+            if (s->q[i].units && head_key(&s->q[i]) < key)
+                key = head_key(&s->q[i]);
+        /* Complete when every live child that takes part and owes this wave
+         * has a unit queued. A dead child's queued units still count, but it
+         * is not waited for; neither is an adopted child for the requests it
+         * never got (docs/protocol.md 8.4). */
+        int missing = 0;
+        for (size_t i = 0; i < n->nchild && !cut && !missing; i++)
+            missing = s->part[i] && n->child[i].conn && !s->q[i].units && owes(s, i, key);
+        if (missing)
+            break;
+        for (size_t i = 0; i < n->nchild; i++)
+            if (s->q[i].units && head_key(&s->q[i]) == key)
                 total += s->q[i].ring.len;
         tbon_packet_t **in = total <= 64 ? stackv : malloc(total * sizeof *in);
         if (!in)
             return;
         size_t k = 0;
+        uint64_t who = 0;       /* for the debug line: which children took part */
         for (size_t i = 0; i < n->nchild; i++) {
-            if (!s->q[i].units)
+            if (!s->q[i].units || head_key(&s->q[i]) != key)
                 continue;
+            who |= i < 64 ? (uint64_t)1 << i : 0;
             int more = 1;
             size_t before = s->q[i].bytes;
             while (more && s->q[i].ring.len) {
@@ -276,8 +321,16 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
             if (!s->q[i].units)
                 s->nonempty--;
         }
+        for (size_t j = 0; j < s->extra.n; j++)
+            in[k++] = s->extra.v[j];
+        s->extra.n = 0;
         s->deadline = 0;
-        run_up(n, s, in, k);
+        TB_DEBUG("wave", "stream %u: wave %llu.%llu of %zu packets, children %#llx; %zu still "
+                 "have units", s->id, (unsigned long long)(key >> 24),
+                 (unsigned long long)(key & 0xffffff), k, (unsigned long long)who, s->nonempty);
+        s->closed = key;
+        s->has_closed = 1;
+        run_up(n, s, in, k, key);
         if (in != stackv)
             free(in);
         cut = 0;
@@ -286,7 +339,8 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
         s->deadline = tb_now_ms() + s->timeout_ms;
 }
 
-void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p, int more)
+void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p, int more,
+                  uint64_t key)
 {
     tb_stream_st_t *s = get(n, stream);
     if (!s || !s->part[child]) {
@@ -295,22 +349,32 @@ void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p,
         tbon_packet_unref(p);
         return;
     }
-    if (s->part[child] == 2) {
-        /* An adopted child counts from its first wave here, or from the
-         * first request sent to it (tb_stream_down), whichever comes first
-         * (DESIGN.md: "an adopted child joins the next one"), so no wave
-         * waits for a contribution it will never send. */
-        s->part[child] = 1;
-        s->nlive++;
+    TB_DEBUG("unit", "stream %u: from rank %u, wave %llu.%llu%s%s", stream, n->child[child].rank,
+             (unsigned long long)(key >> 24), (unsigned long long)(key & 0xffffff),
+             p ? "" : " (empty)", more ? " (more)" : "");
+    if (s->sync == TBON_SYNC_WAITFORALL && s->has_closed && key <= s->closed) {
+        /* A unit of a wave already sent up without this child: that happens
+         * only around a failure (an orphan's late output). A state-recoverable
+         * filter is idempotent: the packet joins the next wave. Any other
+         * would count it in the wrong wave: it is dropped. */
+        const tb_filter_t *f = tb_filter_reg_get(n->filters, s->up);
+        if (p && f && f->get_state) {
+            tbon_packet_list_push(&s->extra, p);
+        } else if (p) {
+            TB_INFO("stream", "stream %u: a late packet of rank %u for a closed wave dropped",
+                    stream, n->child[child].rank);
+            tbon_packet_unref(p);
+        }
+        return;
     }
     if (s->sync == TBON_SYNC_DONTWAIT) {
         if (p)
-            run_up(n, s, &p, 1);
+            run_up(n, s, &p, 1, key);
         return;
     }
     tb_pq_t *q = &s->q[child];
     size_t before = q->bytes;
-    if (pq_push(q, p, more)) {
+    if (pq_push(q, p, more, key)) {
         tbon_packet_unref(p);
         return;
     }
@@ -323,12 +387,16 @@ void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p,
     waves(n, s, 0);
 }
 
-void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p)
+void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q)
 {
     tb_stream_st_t *s = get(n, stream);
+    if (s && n->role == TB_ROLE_FE)
+        q = ++s->down_q;           /* requests are numbered per stream at the FE */
+    if (s && q > s->last_q)
+        s->last_q = q;
     if (n->role == TB_ROLE_BE) {
         if (n->cbs.deliver)
-            n->cbs.deliver(n->cbs.arg, stream, p);
+            n->cbs.deliver(n->cbs.arg, stream, p, q);
         else
             tbon_packet_unref(p);
         return;
@@ -354,18 +422,13 @@ void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p)
     } else {
         tbon_packet_list_push(&out, p);
     }
-    for (size_t i = 0; out.n && i < n->nchild; i++) {
-        if (s->part[i] == 2 && n->child[i].conn) {
-            /* An adopted child counts from the first request it is sent:
-             * its answer belongs to the wave that request starts. */
-            s->part[i] = 1;
-            s->nlive++;
-        }
-    }
+    for (size_t i = 0; out.n && i < n->nchild; i++)
+        if (s->part[i] && !s->fwd_from[i] && s->seen_to[i] != UINT64_MAX)
+            s->fwd_from[i] = q;     /* an adopted child's first request here */
     for (size_t j = 0; j < out.n; j++)
         for (size_t i = 0; i < n->nchild; i++)
             if (s->part[i])
-                tb_node_to_child(n, i, stream, out.v[j]);
+                tb_node_to_child(n, i, stream, out.v[j], q);
     tb_plist_free(&out);
 }
 
@@ -377,8 +440,6 @@ void tb_stream_child_gone(tb_node_t *n, size_t child)
             continue;
         /* DESIGN.md: a dead child is dropped from the wave being collected;
          * what it already sent still counts. */
-        if (s->part[child] == 1 && s->nlive)
-            s->nlive--;
         s->part[child] = 0;
         if (s->sync != TBON_SYNC_DONTWAIT)
             waves(n, s, 0);
@@ -413,7 +474,22 @@ int tb_stream_add_child(tb_node_t *n)
         if (!nq)
             return TBON_ENOMEM;
         s->q = nq;
+        uint64_t *st = realloc(s->seen_to, n->nchild * sizeof *st);
+        if (!st)
+            return TBON_ENOMEM;
+        s->seen_to = st;
+        uint64_t *ff = realloc(s->fwd_from, n->nchild * sizeof *ff);
+        if (!ff)
+            return TBON_ENOMEM;
+        s->fwd_from = ff;
+        uint64_t *se = realloc(s->sent, n->nchild * sizeof *se);
+        if (!se)
+            return TBON_ENOMEM;
+        s->sent = se;
+        s->sent[n->nchild - 1] = 0;
         s->part[n->nchild - 1] = 0;
+        s->seen_to[n->nchild - 1] = 0;
+        s->fwd_from[n->nchild - 1] = 0;
         memset(&s->q[n->nchild - 1], 0, sizeof *nq);
     }
     return 0;
@@ -424,11 +500,22 @@ int tb_stream_known(const tb_node_t *n, uint32_t id)
     return get(n, id) != NULL;
 }
 
-void tb_stream_join(tb_node_t *n, uint32_t id, size_t child)
+void tb_stream_join(tb_node_t *n, uint32_t id, size_t child, uint64_t sent, uint64_t seen_to)
 {
     tb_stream_st_t *s = get(n, id);
-    if (s && child < n->nchild && !s->part[child])
-        s->part[child] = 2;
+    if (s && child < n->nchild && !s->part[child]) {
+        s->part[child] = 1;
+        s->sent[child] = sent;
+        s->seen_to[child] = seen_to;
+        s->fwd_from[child] = 0;
+    }
+}
+
+void tb_stream_sent(tb_node_t *n, uint32_t id, uint64_t key)
+{
+    tb_stream_st_t *s = get(n, id);
+    if (s && key > s->sent_key)
+        s->sent_key = key;
 }
 
 size_t tb_stream_child_bytes(const tb_node_t *n, size_t child)

@@ -112,7 +112,9 @@ static int run_case(int i, int timeout_s)
         alarm((unsigned)timeout_s);
         th_failures = 0;
         cases[i].fn();
-        if (tmpdir[0]) {
+        if (tmpdir[0] && getenv("TH_KEEP"))       /* debugging: keep the logs */
+            fprintf(stderr, "harness: kept %s\n", tmpdir);
+        else if (tmpdir[0]) {
             char cmd[300];
             snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
             if (system(cmd) != 0)
