@@ -21,8 +21,8 @@
  *    balanced), then fewer children first, then lower rank. The sorted list of
  *    length L is rotated by rank(O) mod L, so that orphans with consecutive
  *    ranks start at consecutive adopters and, as the seed notes, the numbers
- *    of adoptions by any two adopters differ by at most one. The FE is the
- *    last resort: it ends the list if the rules did not put it in already.
+ *    of adoptions by any two adopters differ by at most one. The FE is not
+ *    rotated with the others: it is the last resort and always ends the list.
  *
  *    An index (buckets by height, each ordered by fan-out and rank) makes this
  *    lazy: producing the first k candidates costs O(k * depth) after an O(1)

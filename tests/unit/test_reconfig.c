@@ -96,7 +96,7 @@ static size_t ref_candidates(const tb_topology_t *t, tbon_rank_t o, tbon_rank_t 
     uint32_t h0 = oh ? oh : 1;
     rkey_t *k = malloc((n + 1) * sizeof *k);
     size_t len = 0;
-    for (tbon_rank_t a = 0; a < n; a++) {
+    for (tbon_rank_t a = 1; a < n; a++) {      /* the FE comes last, below */
         if (a == o || a == p || !tb_topology_alive(t, a) ||
             tb_topology_role(t, a) == TB_ROLE_BE || tb_topology_height(t, a) < h0 ||
             tb_topology_in_subtree(t, o, a) || tb_topology_in_subtree(t, p, a) ||
@@ -189,18 +189,18 @@ TEST(candidates_order_weight_and_rotation)
     REQUIRE(x);
     tbon_rank_t out[16];
     /* Sorted: height 1 by fan-out then rank: 7 8 (one child), 5 6 (two);
-     * height 2: 1 (one child left), 3 (one), 2 (two); height 3: the FE.
-     * Orphan 9 starts at 9 mod 8 = 1, orphan 10 at 2. */
-    static const tbon_rank_t want9[] = { 8, 5, 6, 1, 3, 2, 0, 7 };
-    static const tbon_rank_t want10[] = { 5, 6, 1, 3, 2, 0, 7, 8 };
+     * height 2: 1 (one child left), 3 (one), 2 (two); the FE is not rotated
+     * but always last. Orphan 9 starts at 9 mod 7 = 2, orphan 10 at 3. */
+    static const tbon_rank_t want9[] = { 5, 6, 1, 3, 2, 7, 8, 0 };
+    static const tbon_rank_t want10[] = { 6, 1, 3, 2, 7, 8, 5, 0 };
     CHECK_UINT(tb_adopt_candidates(x, t, 9, 4, oh, out, 16), 8);
     CHECK_MEM(out, want9, sizeof want9);
     CHECK_UINT(tb_adopt_candidates(x, t, 10, 4, oh, out, 16), 8);
     CHECK_MEM(out, want10, sizeof want10);
     /* A short cap keeps the FE in its last place. */
     CHECK_UINT(tb_adopt_candidates(x, t, 9, 4, oh, out, 3), 3);
-    CHECK_UINT(out[0], 8);
-    CHECK_UINT(out[1], 5);
+    CHECK_UINT(out[0], 5);
+    CHECK_UINT(out[1], 6);
     CHECK_UINT(out[2], 0);
     CHECK_UINT(tb_adopt_candidates(x, t, 9, 4, oh, out, 1), 1);
     CHECK_UINT(out[0], 0);
@@ -227,8 +227,8 @@ TEST(candidates_height_rule_and_exclusions)
      * children (orphans now) and their subtrees do not. 3 and 2, then the FE. */
     REQUIRE(tb_topology_remove(t, 1) == 0);
     REQUIRE(tb_adopt_index_update(x, t) == 0);
-    static const tbon_rank_t want4[] = { 2, 0, 3 };   /* sorted 3 2 0; 4 mod 3 = 1 */
-    static const tbon_rank_t want5[] = { 0, 3, 2 };
+    static const tbon_rank_t want4[] = { 3, 2, 0 };   /* sorted 3 2; 4 mod 2 = 0; FE last */
+    static const tbon_rank_t want5[] = { 2, 3, 0 };
     CHECK_UINT(tb_adopt_candidates(x, t, 4, 1, 2, out, 16), 3);
     CHECK_MEM(out, want4, sizeof want4);
     CHECK_UINT(tb_adopt_candidates(x, t, 5, 1, 2, out, 16), 3);
@@ -297,7 +297,8 @@ TEST(candidates_skip_own_and_failed_subtrees)
 TEST(candidates_spread_over_adopters)
 {
     /* 3 x 4 x 32: removing one height-1 commnode orphans 32 BEs with
-     * consecutive ranks; 11 + 3 + 1 adopters. First choices spread evenly. */
+     * consecutive ranks; 11 + 3 adopters (the FE is the last resort). First
+     * choices spread evenly. */
     static const uint32_t fan[] = { 3, 4, 32 };
     tb_topology_t *t = shape(fan, 3);
     REQUIRE(t);
@@ -321,14 +322,15 @@ TEST(candidates_spread_over_adopters)
         check_against_ref(x, t, orphans[i], p, oh);
     }
     unsigned lo = ~0u, hi = 0, adopters = 0;
-    for (tbon_rank_t a = 0; a < n; a++) {
+    for (tbon_rank_t a = 1; a < n; a++) {      /* the FE is only the last resort */
         if (!tb_topology_alive(t, a) || tb_topology_height(t, a) < oh)
             continue;
         adopters++;
         lo = count[a] < lo ? count[a] : lo;
         hi = count[a] > hi ? count[a] : hi;
     }
-    CHECK_UINT(adopters, 15);
+    CHECK_UINT(adopters, 14);
+    CHECK_UINT(count[0], 0);
     CHECK(hi - lo <= 1);
     CHECK_UINT(hi, 3);
     free(count);
