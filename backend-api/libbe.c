@@ -41,8 +41,8 @@ static tbon_net_t *be_start(tb_join_t *j, int purpose, tbon_error_t *err)
     };
     j->topo = NULL;   /* the node owns these now */
     j->data_fd = j->event_fd = -1;
-    tb_node_cbs_t cbs = tb_net_callbacks(net);
     net->inline_node = 1;   /* the application's calls drive it */
+    tb_node_cbs_t cbs = tb_net_callbacks(net);
     net->node = tb_node_new(&cfg, &cbs, err);
     if (!net->node) {
         tb_node_destroy(net->node);

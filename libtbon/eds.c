@@ -113,7 +113,7 @@ static void post(tb_eds_t *e, int op, tbon_rank_t rank, int fd, int status)
     c->rank = rank;
     c->fd = fd;
     c->status = status;
-    tb_node_post(e->node, c);
+    tb_node_post_kick(e->node, c);
 }
 
 /* An authentic peer: is it one we expect? */
@@ -395,7 +395,7 @@ static void adopt(tb_eds_t *e, tbon_rank_t lost)
             c->us[1] = (uint64_t)(t2 - t1);
             e->parent = cand[i];
             e->incarnation++;
-            tb_node_post(e->node, c);
+            tb_node_post_kick(e->node, c);
             /* The event connection to the new parent (seed 003 V-A: "a newly
              * adopted process sends its parent the New Failure Detection
              * Connection protocol message"). */

@@ -185,6 +185,8 @@ static int cb_app_full(void *arg)
     return full;
 }
 
+static void cb_kick(void *arg);
+
 /* A failure or adoption (FE): the application's topology follows it, and
  * tbon_net_next_event hands it out. */
 static void cb_event(void *arg, const tbon_event_t *ev)
@@ -208,7 +210,7 @@ tb_node_cbs_t tb_net_callbacks(tbon_net_t *net)
 {
     return (tb_node_cbs_t){ .arg = net, .deliver = cb_deliver, .status = cb_status,
                             .progress = cb_progress, .app_full = cb_app_full,
-                            .event = cb_event };
+                            .event = cb_event, .kick = net->inline_node ? cb_kick : NULL };
 }
 
 /* ---- receiving ---- */
@@ -277,6 +279,19 @@ static int ms_left(const struct timespec *abs)
     return ms < 0 ? 0 : ms > 1000000000 ? 1000000000 : (int)ms;
 }
 
+/* Let go of an inline node (with net->mu held): first run what other
+ * threads posted while we drove it, so nothing waits for the next call. */
+static void release(tbon_net_t *net)
+{
+    while (tb_node_has_posted(net->node) && !tb_node_stopped(net->node)) {
+        pthread_mutex_unlock(&net->mu);
+        tb_node_step(net->node, 0);
+        pthread_mutex_lock(&net->mu);
+    }
+    net->driving = 0;
+    pthread_cond_broadcast(&net->cond);
+}
+
 /* Drive an inline node for one turn (called with net->mu held and nobody
  * driving; returns with it held). Back-ends have no reactor thread: the
  * thread that waits for data reads it itself, so a request costs the
@@ -288,18 +303,17 @@ static void drive(tbon_net_t *net, int timeout_ms)
     pthread_mutex_unlock(&net->mu);
     tb_node_step(net->node, timeout_ms);
     pthread_mutex_lock(&net->mu);
-    net->driving = 0;
-    pthread_cond_broadcast(&net->cond);
+    release(net);
 }
 
-/* Take the node to run a command now; 0 if another thread drives it (then
- * the command was posted to it instead). */
+/* Take the node to run a command now, or post it if another thread drives
+ * it (under net->mu, so the driver sees it before it lets go: release). */
 static void exec_or_post(tbon_net_t *net, tb_cmd_t *c)
 {
     pthread_mutex_lock(&net->mu);
     if (net->driving) {
-        pthread_mutex_unlock(&net->mu);
         tb_node_post(net->node, c);
+        pthread_mutex_unlock(&net->mu);
         return;
     }
     net->driving = 1;
@@ -310,8 +324,23 @@ static void exec_or_post(tbon_net_t *net, tb_cmd_t *c)
     while (tb_node_backlog(net->node) > TB_APP_HIGH && !tb_node_stopped(net->node))
         tb_node_step(net->node, -1);
     pthread_mutex_lock(&net->mu);
-    net->driving = 0;
-    pthread_cond_broadcast(&net->cond);
+    release(net);
+    pthread_mutex_unlock(&net->mu);
+}
+
+/* The EDS thread queued work for a node nobody may be driving (a back-end
+ * whose application is busy elsewhere): run it now unless someone drives. */
+static void cb_kick(void *arg)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    if (!net->driving && !tb_node_stopped(net->node)) {
+        net->driving = 1;
+        pthread_mutex_unlock(&net->mu);
+        tb_node_step(net->node, 0);
+        pthread_mutex_lock(&net->mu);
+        release(net);
+    }
     pthread_mutex_unlock(&net->mu);
 }
 

@@ -55,6 +55,7 @@ void tb_node_post(tb_node_t *n, tb_cmd_t *cmd)
     else
         n->qhead = cmd;
     n->qtail = cmd;
+    atomic_store(&n->posted, 1);
     pthread_mutex_unlock(&n->qmu);
     uint64_t one = 1;
     ssize_t w = write(n->evfd, &one, sizeof one);
@@ -556,8 +557,10 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
     case TB_CMD_SEND:
         if (n->role == TB_ROLE_FE)
             tb_stream_down(n, c->stream, c->pkt, 0);
-        else
+        else {
+            tb_stream_keep(n, c->stream, c->pkt);
             tb_node_to_parent(n, c->stream, c->pkt, 0, c->key);
+        }
         c->pkt = NULL;
         break;
     case TB_CMD_STREAM:
@@ -599,6 +602,7 @@ static void drain_cmds(tb_node_t *n)
     pthread_mutex_lock(&n->qmu);
     tb_cmd_t *c = n->qhead;
     n->qhead = n->qtail = NULL;
+    atomic_store(&n->posted, 0);
     pthread_mutex_unlock(&n->qmu);
     while (c) {
         tb_cmd_t *next = c->next;
@@ -807,6 +811,18 @@ void tb_node_exec(tb_node_t *n, tb_cmd_t *cmd)
     after_dispatch(n);
     if (n->stop)
         finish(n);
+}
+
+void tb_node_post_kick(tb_node_t *n, tb_cmd_t *cmd)
+{
+    tb_node_post(n, cmd);
+    if (n->cbs.kick)
+        n->cbs.kick(n->cbs.arg);
+}
+
+int tb_node_has_posted(tb_node_t *n)
+{
+    return atomic_load(&n->posted);
 }
 
 size_t tb_node_backlog(const tb_node_t *n)

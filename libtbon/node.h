@@ -38,6 +38,9 @@ typedef struct tb_node_cbs {
     int  (*app_full)(void *arg);
     /* FE: a failure or an adoption somewhere in the tree. */
     void (*event)(void *arg, const tbon_event_t *ev);
+    /* A node without a reactor thread (BE): the EDS thread queued work (an
+     * adoption); run it now if no application thread drives the node. */
+    void (*kick)(void *arg);
 } tb_node_cbs_t;
 
 typedef struct tb_node_config {
@@ -74,6 +77,11 @@ int  tb_node_run(tb_node_t *n);
 int  tb_node_step(tb_node_t *n, int timeout_ms);
 /* Carry out a command at once (the caller drives the node). */
 void tb_node_exec(tb_node_t *n, tb_cmd_t *cmd);
+/* 1 if other threads have queued commands (an adoption, say) that a node
+ * without a reactor thread should take in with a tb_node_step(n, 0). */
+int  tb_node_has_posted(tb_node_t *n);
+/* Queue a command from the EDS thread and kick a node without a reactor. */
+void tb_node_post_kick(tb_node_t *n, tb_cmd_t *cmd);
 /* Bytes queued for sending, and whether the node has stopped. */
 size_t tb_node_backlog(const tb_node_t *n);
 int  tb_node_stopped(const tb_node_t *n);

@@ -181,6 +181,7 @@ int tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost)
     if (!n->orphan) {
         n->orphan = 1;
         n->orphan_since = now_us();
+        n->lost_parent = lost;
         TB_WARN("ft", "lost the parent (rank %u); looking for an adopter", lost);
         uint32_t inc = tb_topology_incarnation(n->topo, lost);
         if (apply(n, 1, lost, TBON_RANK_NONE, inc))
@@ -238,7 +239,7 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
             continue;
         graft(n, s);
         const tb_filter_t *f = tb_filter_reg_get(n->filters, s->up);
-        if (n->role != TB_ROLE_BE && f && f->get_state && s->up_state) {
+        if (f && f->get_state && s->up_state) {
             tbon_packet_t *st = f->get_state(&s->up_state, s->id);
             if (st)      /* key 0: late everywhere, so it joins the next wave */
                 tb_node_to_parent(n, s->id, st, 0, 0);
@@ -266,6 +267,11 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
         TB_WARN("ft", "adopted by rank %u: a stream's filter keeps no recoverable state; what "
                 "the lost parent held is lost", c->rank);
     apply(n, 2, n->rank, c->rank, inc);
+    /* The lost parent's failure, up to where it may not be known yet (its own
+     * parent may have died with it). */
+    tb_node_send_ctl(n, n->parent, TB_CTL_REPORT,
+                     report(1, n->lost_parent, TBON_RANK_NONE,
+                            tb_topology_incarnation(n->topo, n->lost_parent), NULL));
     int64_t t2 = now_us();
     uint64_t us[4] = { c->us[0], c->us[1], (uint64_t)(t1 - t0), (uint64_t)(t2 - t1) };
     /* The adoption report starts here (seed 003 V-A: "initiated by the

@@ -108,6 +108,7 @@ struct tb_node {
     atomic_size_t queued;     /* bytes in connection queues */
     atomic_int    waiters;
     atomic_int    closed;
+    atomic_int    posted;     /* commands are queued (an inline node checks it) */
 
     /* state */
     int64_t    start_deadline;
@@ -125,6 +126,7 @@ struct tb_node {
     /* fault tolerance (node_ft.c) */
     int        ft_ready;      /* the port table arrived: orphans get adopted */
     int        orphan;        /* the parent is gone, an adopter is being sought */
+    tbon_rank_t lost_parent;
     int64_t    orphan_since;  /* us */
     tb_ring_t  obuf;          /* what went up while orphaned */
     size_t     obytes;
@@ -189,6 +191,11 @@ int  tb_stream_known(const tb_node_t *n, uint32_t id);
 /* An adopted child takes part in stream id; before, it had sent up to key
  * sent and seen the requests up to seen_to (docs/protocol.md 8.4). */
 void tb_stream_join(tb_node_t *n, uint32_t id, size_t child, uint64_t sent, uint64_t seen_to);
+/* A back-end sends p up on stream id: if the stream's filter can compose
+ * state, fold p into the back-end's own state of that filter, so that after
+ * an adoption it can send everything it ever sent again in one packet (what
+ * it wrote to a parent that then died is lost in the socket). */
+void tb_stream_keep(tb_node_t *n, uint32_t id, tbon_packet_t *p);
 /* This node sent (or buffered) a unit with key up on stream id. */
 void tb_stream_sent(tb_node_t *n, uint32_t id, uint64_t key);
 

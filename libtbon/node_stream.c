@@ -511,6 +511,21 @@ void tb_stream_join(tb_node_t *n, uint32_t id, size_t child, uint64_t sent, uint
     }
 }
 
+void tb_stream_keep(tb_node_t *n, uint32_t id, tbon_packet_t *p)
+{
+    tb_stream_st_t *s = get(n, id);
+    const tb_filter_t *f = s ? tb_filter_reg_get(n->filters, s->up) : NULL;
+    if (!f || !f->get_state || !p)
+        return;
+    tbon_packet_list_t out;
+    tb_plist_init(&out);
+    tbon_filter_ctx_t ctx = { .rank = n->rank, .stream = id, .params = s->up_params };
+    tbon_error_t err;
+    if (tb_filter_run(f, &p, 1, &out, &s->up_state, &ctx, &err))
+        TB_WARN("ft", "stream %u: keeping what was sent: %s", id, err.msg);
+    tb_plist_free(&out);
+}
+
 void tb_stream_sent(tb_node_t *n, uint32_t id, uint64_t key)
 {
     tb_stream_st_t *s = get(n, id);

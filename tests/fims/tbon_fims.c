@@ -42,6 +42,7 @@
 #include <tbon/tbon.h>
 
 #include "log.h"
+#include "reconfig.h"
 #include "topology.h"
 
 #define PROG          "tbon_fims"
@@ -819,8 +820,8 @@ static void *events_main(void *arg)
             if (tb_topology_reparent(fe.topo, ev.rank, ev.parent) == 0)
                 tb_topology_set_incarnation(fe.topo, ev.rank, ev.incarnation);
             size_t k, i = injection_of_orphan(ev.rank, &k);
-            if (i != SIZE_MAX)
-                fe.inj[i].adopted_us[k] = t;
+            if (i != SIZE_MAX && !fe.inj[i].adopted_us[k])
+                fe.inj[i].adopted_us[k] = t;    /* its first adoption after the kill */
         }
         pthread_cond_broadcast(&fe.cv);
         pthread_mutex_unlock(&fe.mu);
@@ -874,26 +875,28 @@ static int parent_is_commnode(tbon_rank_t r)
     return p != TBON_RANK_NONE && p != 0 && is_live_commnode(p);
 }
 
-/* The node most likely to adopt the first orphan of victim. The library's
- * own candidate order (tb_adopt_candidates in libtbon/reconfig.h) is not in
- * this tree yet; until it is, the stand-in is the live commnode outside the
- * victim's subtree with the fewest children (lowest rank on a tie), as the
- * runtime weighs adopters by fan-out (DESIGN.md, fault tolerance, 2). */
+/* The node that will adopt the first orphan of victim: the first of the
+ * library's own candidates (libtbon/reconfig.h), computed on a copy of our
+ * topology as the orphan will, or NONE if that is the FE (the last resort). */
 static tbon_rank_t likely_adopter(tbon_rank_t victim)
 {
-    size_t size = tb_topology_size(fe.topo), best_n = SIZE_MAX;
-    tbon_rank_t best = TBON_RANK_NONE;
-    for (tbon_rank_t r = 1; r < size; r++) {
-        if (!is_live_commnode(r) || tb_topology_in_subtree(fe.topo, victim, r) ||
-            tb_topology_root_of(fe.topo, r) != 0)
-            continue;
-        size_t n = tb_topology_num_children(fe.topo, r);
-        if (n < best_n) {
-            best_n = n;
-            best = r;
-        }
-    }
-    return best;
+    size_t n;
+    const tbon_rank_t *kids = tb_topology_children(fe.topo, victim, &n);
+    if (n == 0)
+        return TBON_RANK_NONE;
+    tbon_rank_t o = kids[0], out[4], a = TBON_RANK_NONE;
+    uint32_t old_height = tb_topology_height(fe.topo, o) + 1;
+    tb_topology_t *t = tb_topology_clone(fe.topo);
+    if (!t)
+        return TBON_RANK_NONE;
+    tb_report_failure(t, victim, tb_topology_incarnation(t, victim));
+    tb_adopt_index_t *x = tb_adopt_index_new(t);
+    size_t k = x ? tb_adopt_candidates(x, t, o, victim, old_height, out, 4) : 0;
+    if (k > 0 && out[0] != 0)
+        a = out[0];
+    tb_adopt_index_free(x);
+    tb_topology_destroy(t);
+    return a;
 }
 
 /* Add the children of v (not themselves victims of in) to in's orphans. */

@@ -4,8 +4,7 @@
  *
  * Each case runs build/bin/tbon_fims as a child with its own watchdog
  * (--timeout) and waits for it with a bound of its own; the tool's output is
- * shown when a case fails. The failure scenarios need orphan adoption in the
- * runtime: until it is there they are skipped unless TBON_FIMS_FT=1.
+ * shown when a case fails.
  */
 #include "itest.h"
 
@@ -20,16 +19,6 @@ static const char *fims_path(void)
 }
 
 /* 1 if the failure scenarios are to run; otherwise say why not. */
-static int need_ft(void)
-{
-    const char *v = getenv("TBON_FIMS_FT");
-    if (v && strcmp(v, "1") == 0)
-        return 1;
-    fprintf(stderr, "    skipped: needs orphan adoption in the runtime "
-            "(set TBON_FIMS_FT=1 to run it)\n");
-    return 0;
-}
-
 /* The whole of a small file as a malloc'd string ("" if missing). */
 static char *slurp(const char *path)
 {
@@ -212,47 +201,41 @@ ITEST(fims_bad_arguments)
     fims_free(&r);
 }
 
-/* ---- with the fault-tolerance runtime (TBON_FIMS_FT=1) ---- */
+/* ---- failures ---- */
 
 /* One random commnode of 4x4x4 killed at 1 s. */
 ITEST(fims_single_kill)
 {
-    if (need_ft())
-        scenario("4x4x4", 4, "1:one", 1);
+    scenario("4x4x4", 4, "1:one", 1);
 }
 
 /* Three commnodes of 4x4x4 at once. */
 ITEST(fims_several_at_once)
 {
-    if (need_ft())
-        scenario("4x4x4", 4, "1:several=3", 1);
+    scenario("4x4x4", 4, "1:several=3", 1);
 }
 
 /* A child of the front-end (its subtree holds 16 back-ends). */
 ITEST(fims_depth1)
 {
-    if (need_ft())
-        scenario("4x4x4", 4, "1:depth1", 1);
+    scenario("4x4x4", 4, "1:depth1", 1);
 }
 
 /* A commnode, then the likely adopter of its first orphan while it adopts. */
 ITEST(fims_adopter_while_adopting)
 {
-    if (need_ft())
-        scenario("4x4x4", 5, "1:adopter", 1);
+    scenario("4x4x4", 5, "1:adopter", 1);
 }
 
 /* A commnode and its parent at once: two levels of orphans. */
 ITEST(fims_node_and_parent)
 {
-    if (need_ft())
-        scenario("4x4x4", 5, "1:parent", 1);
+    scenario("4x4x4", 5, "1:parent", 1);
 }
 
 /* Issue 4: 8x8 with a failure every 2 s for 20 s (the 9th finds no
  * commnode left: the tree is flat by then). */
 ITEST(fims_8x8_every_2s)
 {
-    if (need_ft())
-        scenario("8x8", 20, "2:every=2", 1);
+    scenario("8x8", 20, "2:every=2", 1);
 }
