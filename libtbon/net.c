@@ -349,6 +349,7 @@ static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt
 {
     if (!net || !pkt)
         return tb_net_seterr(TBON_EINVAL, "NULL argument");
+    *pkt = NULL;            /* nothing received unless 0 is returned */
     struct timespec ts, *abs = deadline_of(timeout_ms, &ts);
     int turned = 0;
     pthread_mutex_lock(&net->mu);
