@@ -179,6 +179,8 @@ tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
         .attach_file = backend_exe ? NULL : o.attach_file,
         .startup_timeout_ms = o.startup_timeout_ms > 0 ? o.startup_timeout_ms : 30000,
         .no_ft = o.no_fault_tolerance != 0,
+        .heartbeat_ms = o.heartbeat_ms < 0 ? 0 : o.heartbeat_ms > 0 ? o.heartbeat_ms
+                        : TB_HEARTBEAT_DEFAULT_MS,
         .parent_fd = -1, .parent_event_fd = -1,
     };
     if (!net->topo || tb_secret_generate(cfg.session.secret, err)) {

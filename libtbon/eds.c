@@ -27,6 +27,8 @@
 /* On an event connection, the byte a parent sends its children before an
  * orderly end (docs/protocol.md 8.2): the connection's end is then no failure. */
 #define TB_EVENT_BYE 'B'
+/* A heartbeat on an event connection. */
+#define TB_EVENT_BEAT 'H'
 
 enum { K_LISTEN, K_WAKE, K_PENDING, K_EVENT, K_PIDFD };
 
@@ -38,6 +40,7 @@ typedef struct watch {
     tb_auth_srv_t *auth;
     struct watch *next;        /* in the list of all watches */
     int dead;
+    int64_t heard;             /* K_EVENT: when the peer last sent anything (ms) */
 } watch_t;
 
 struct tb_eds {
@@ -67,6 +70,8 @@ struct tb_eds {
     atomic_int leaving;        /* an orderly end: tell the children, adopt nobody */
     int bye_sent;
     int parent_bye;            /* the parent said it leaves: its end is no failure */
+    atomic_int hb_ms;          /* heartbeat timeout (0: none); a beat every quarter */
+    int64_t next_beat;
 };
 
 static watch_t *add_watch(tb_eds_t *e, int kind, int fd, uint32_t events)
@@ -77,6 +82,7 @@ static watch_t *add_watch(tb_eds_t *e, int kind, int fd, uint32_t events)
     w->kind = kind;
     w->fd = fd;
     w->rank = TBON_RANK_NONE;
+    w->heard = tb_now_ms();
     struct epoll_event ev = { .events = events, .data.ptr = w };
     if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
         free(w);
@@ -221,6 +227,7 @@ static void on_event_conn(tb_eds_t *e, watch_t *w)
     for (;;) {
         ssize_t n = recv(w->fd, buf, sizeof buf, MSG_DONTWAIT);
         if (n > 0) {
+            w->heard = tb_now_ms();
             /* TB_EVENT_BYE from the parent: an orderly end follows. */
             if (w->rank == e->parent && memchr(buf, TB_EVENT_BYE, (size_t)n))
                 e->parent_bye = 1;
@@ -509,12 +516,89 @@ void tb_eds_expect(tb_eds_t *e, tbon_rank_t rank)
     pthread_mutex_unlock(&e->mu);
 }
 
+/* Heartbeats (DESIGN.md, fault tolerance 1): a beat on every event
+ * connection each quarter of the timeout; a peer silent for the whole
+ * timeout has failed. A silent child is fenced: its event connection is
+ * closed here and the reactor closes its data connection and reports it
+ * failed, so if it was only stopped it finds itself out when it wakes up
+ * (every copy of the topology has it dead, and no one adopts a dead rank). A
+ * silent parent is lost like a dead one. Returns when the EDS must look
+ * again (-1: heartbeats are off). */
+static int64_t heartbeats(tb_eds_t *e)
+{
+    int hb = atomic_load(&e->hb_ms);
+    if (hb <= 0)
+        return -1;
+    int64_t now = tb_now_ms(), next = now + hb;
+    int beat = now >= e->next_beat;
+    if (beat)
+        e->next_beat = now + (hb / 4 > 0 ? hb / 4 : 1);
+    const char b = TB_EVENT_BEAT;
+    tbon_rank_t silent[16];
+    size_t nsilent = 0;
+    pthread_mutex_lock(&e->mu);
+    for (watch_t *w = e->all; w; w = w->next) {
+        if (w->dead || w->kind != K_EVENT)
+            continue;
+        if (now - w->heard >= hb) {
+            /* We may be the slow one (starved, or just woken up): what the
+             * peer sent may be waiting unread. Only true silence counts. */
+            char c;
+            if (recv(w->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0)
+                w->heard = now;
+        }
+        if (now - w->heard >= hb) {
+            if (nsilent < 16)
+                silent[nsilent++] = w->rank;
+            continue;
+        }
+        if (w->heard + hb < next)
+            next = w->heard + hb;
+        if (beat && send(w->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)
+            TB_DEBUG("eds", "no heartbeat to rank %u: %s", w->rank, strerror(errno));
+    }
+    pthread_mutex_unlock(&e->mu);
+    for (size_t i = 0; i < nsilent; i++) {
+        tbon_rank_t r = silent[i];
+        watch_t *w = NULL;
+        pthread_mutex_lock(&e->mu);
+        for (watch_t *x = e->all; x && !w; x = x->next)
+            if (!x->dead && x->kind == K_EVENT && x->rank == r)
+                w = x;
+        pthread_mutex_unlock(&e->mu);
+        if (!w)
+            continue;
+        TB_WARN("eds", "rank %u sent nothing for %d ms: taken for failed", r, hb);
+        drop_watch(e, w);
+        if (r == e->parent) {
+            post(e, TB_CMD_PEER_LOST, r, -1, 0);
+            if (atomic_load(&e->ft_ready) && !e->parent_bye && !atomic_load(&e->leaving))
+                parent_down(e, r);
+            else
+                tb_node_parent_gone(e->node, r);
+        } else {
+            post(e, TB_CMD_FENCE, r, -1, hb);
+        }
+    }
+    return e->next_beat < next ? e->next_beat : next;
+}
+
+void tb_eds_set_heartbeat(tb_eds_t *e, int timeout_ms)
+{
+    atomic_store(&e->hb_ms, timeout_ms > 0 ? timeout_ms : 0);
+    uint64_t one = 1;
+    ssize_t r = write(e->wakefd, &one, sizeof one);
+    (void)r;
+}
+
 static void *eds_thread(void *arg)
 {
     tb_eds_t *e = arg;
     struct epoll_event evs[64];
     while (!atomic_load(&e->stop)) {
-        int64_t next = expire(e), now = tb_now_ms();
+        int64_t next = expire(e), now = tb_now_ms(), hb = heartbeats(e);
+        if (hb >= 0 && (next < 0 || hb < next))
+            next = hb;
         int wait = next < 0 ? -1 : next <= now ? 0 : (int)(next - now);
         int k = epoll_wait(e->epfd, evs, 64, wait);
         for (int i = 0; i < k; i++) {

@@ -251,8 +251,12 @@ void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
     ch->conn = NULL;
     ch->state = CH_GONE;
     tb_stream_child_gone(n, i);
-    if (!n->shutting_down && n->ready_sent)
+    if (!n->shutting_down && n->ready_sent) {
+        /* With fault tolerance it may live on under another parent (after
+         * we were fenced, say): it is no longer ours to kill. */
+        ch->released = n->ft_ready;
         tb_ft_child_lost(n, i);
+    }
     /* Until the whole tree is up, losing any child fails the start-up (by
      * name), or the tree would wait for it until the timeout. */
     if (!n->shutting_down && !n->ready_sent)
@@ -541,6 +545,18 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
     case TB_CMD_ADOPT_CONN:
         tb_ft_adopt_conn(n, c);
         break;
+    case TB_CMD_FENCE: {
+        int i = tb_node_child_index(n, c->rank);
+        if (i >= 0 && n->child[i].conn) {
+            char why[96];
+            snprintf(why, sizeof why, "no heartbeat for %d ms: fenced", c->status);
+            tb_node_close_child(n, (size_t)i, why);
+            /* Fenced, it is stale: still ours to kill at the end if it is
+             * still there (stopped for good, say). */
+            n->child[i].released = 0;
+        }
+        break;
+    }
     case TB_CMD_ADOPTED:
         if (n->orphan && !n->parent && !n->shutting_down)
             tb_ft_adopted(n, c);

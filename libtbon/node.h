@@ -14,6 +14,10 @@
 #include "auth.h"
 #include "topology.h"
 
+/* The heartbeat timeout when the FE's options leave it 0: a peer silent this
+ * long has failed. Long enough for hundreds of processes on two cores. */
+#define TB_HEARTBEAT_DEFAULT_MS 3000
+
 typedef struct tb_node tb_node_t;
 typedef struct tb_cmd tb_cmd_t;
 
@@ -58,6 +62,8 @@ typedef struct tb_node_config {
     int            parent_event_fd; /* event connection to the parent, or -1 */
     int            no_ft;           /* FE: no fault tolerance (a commnode failure
                                        ends the session) */
+    int            heartbeat_ms;    /* FE: heartbeat timeout for every node (<= 0:
+                                       none) */
 } tb_node_config_t;
 
 /* Listen (if the node has children), launch its children and start the EDS
@@ -109,6 +115,7 @@ enum tb_cmd_op {
     TB_CMD_ADOPTED,      /* EDS: we were adopted by rank (fd: the data connection,
                             us[]: the new_parent and connect times) */
     TB_CMD_ADOPT_FAILED, /* EDS: no adopter took us: leave */
+    TB_CMD_FENCE,        /* EDS: child rank sent no heartbeat for status ms */
 };
 
 struct tb_cmd {
@@ -169,6 +176,9 @@ void tb_eds_request_adoption(tb_eds_t *e, tbon_rank_t lost);
 void tb_eds_expect(tb_eds_t *e, tbon_rank_t rank);
 /* The node leaves in order: the children are told, nobody is adopted. */
 void tb_eds_leave(tb_eds_t *e);
+/* Heartbeats on the event connections: a peer silent for timeout_ms has
+ * failed (0: no heartbeats). */
+void tb_eds_set_heartbeat(tb_eds_t *e, int timeout_ms);
 
 /* Control messages (CONTROL frames: tag = op, payload = a packet). */
 enum tb_ctl {
@@ -184,8 +194,9 @@ enum tb_ctl {
                              "%s %as %s %s" backend exe ("" = attach), its argv,
                              remote shell, commnode path */
     /* Fault tolerance (docs/protocol.md 8) */
-    TB_CTL_PORTS,         /* down, once the tree is up: "%aud %aud" ranks ports of
-                             every FE and commnode: where an orphan can ask */
+    TB_CTL_PORTS,         /* down, once the tree is up: "%aud %aud %d" ranks and
+                             ports of the FE and every commnode (where an orphan
+                             can ask), the heartbeat timeout in ms (0: none) */
     TB_CTL_REPORT,        /* both ways, flooded: "%d %ud %ud %ud %auld" kind (1
                              failure, 2 adoption), rank, new parent, incarnation,
                              recovery times in us (new_parent connect compensate

@@ -52,13 +52,15 @@ void tb_ft_send_ports(tb_node_t *n)
         ranks[k] = r;
         ports[k++] = tb_topology_port(n->topo, r);
     }
-    tbon_packet_t *p = tbon_packet_new(TB_CTL_PORTS, "%aud %aud", ranks, k, ports, k);
+    tbon_packet_t *p = tbon_packet_new(TB_CTL_PORTS, "%aud %aud %d", ranks, k, ports, k,
+                                       n->cfg.heartbeat_ms);
     for (size_t i = 0; p && i < n->nchild; i++)
         if (n->child[i].conn)
             tb_node_send_ctl(n, n->child[i].conn, TB_CTL_PORTS, tbon_packet_ref(p));
     tbon_packet_unref(p);
     n->ft_ready = 1;
     tb_eds_set_ft_ready(n->eds);
+    tb_eds_set_heartbeat(n->eds, n->cfg.heartbeat_ms);
 out:
     free(ranks);
     free(ports);
@@ -68,7 +70,8 @@ static void on_ports(tb_node_t *n, tbon_packet_t *p)
 {
     uint32_t *ranks = NULL, *ports = NULL;
     size_t nr = 0, np = 0;
-    if (tbon_packet_unpack(p, "%aud %aud", &ranks, &nr, &ports, &np) != 0 || nr != np) {
+    int hb = 0;
+    if (tbon_packet_unpack(p, "%aud %aud %d", &ranks, &nr, &ports, &np, &hb) != 0 || nr != np) {
         TB_WARN("ft", "malformed port table ignored");
         free(ranks);
         free(ports);
@@ -87,6 +90,7 @@ static void on_ports(tb_node_t *n, tbon_packet_t *p)
             tb_node_send_ctl(n, n->child[i].conn, TB_CTL_PORTS, tbon_packet_ref(p));
     n->ft_ready = 1;
     tb_eds_set_ft_ready(n->eds);
+    tb_eds_set_heartbeat(n->eds, hb);
 }
 
 /* ---- reports (seed 003 V-A, "Topology Updates") ---- */
@@ -301,6 +305,8 @@ void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c)
         why = "not in a state to adopt";
     else if (o == n->rank || o == 0 || tb_adopt_would_cycle(n->topo, o, n->rank))
         why = "it would make a cycle";
+    else if (!tb_topology_alive(n->topo, o))
+        why = "it was reported failed (fenced): it may not come back";
     else if (tb_node_child_index(n, o) >= 0 && n->child[tb_node_child_index(n, o)].conn)
         why = "it is already our child";
     if (why) {

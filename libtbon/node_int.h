@@ -25,6 +25,8 @@ typedef struct tb_child {
     uint32_t    count;        /* processes in its subtree, once ready */
     int         exited;
     int         status;
+    int         released;     /* it left us while the tree ran (dead, fenced or
+                                 adopted elsewhere): never waited for or killed */
     tb_conn_t  *conn;
     int         blocked;      /* reading paused for its stream queues */
     size_t      qbytes;       /* bytes it has queued in all streams' waves */

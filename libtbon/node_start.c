@@ -248,7 +248,7 @@ void tb_node_reap_all(tb_node_t *n)
     int64_t deadline = tb_now_ms() + 2000;
     for (size_t i = 0; i < n->nchild; i++) {
         tb_child_t *ch = &n->child[i];
-        if (ch->pid <= 0 || (n->eds && tb_eds_reaped(n->eds, ch->pid)))
+        if (ch->pid <= 0 || ch->released || (n->eds && tb_eds_reaped(n->eds, ch->pid)))
             continue;
         /* One that never connected is not coming: no reason to wait. */
         int64_t left = ch->state == CH_LAUNCHED ? 0 : deadline - tb_now_ms();

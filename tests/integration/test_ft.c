@@ -228,3 +228,100 @@ ITEST(no_fault_tolerance_ends_session)
     CHECK_INT(rc, TBON_ECLOSED);
     it_stop(&t);
 }
+
+/* Heartbeats and fencing: commnode 1 of 4x4x4 is stopped (SIGSTOP), not
+ * killed. Past the heartbeat timeout it is taken for failed: the FE hears
+ * of it, its children are adopted, and waves are exact again. Woken up
+ * (SIGCONT), it finds itself out and exits; nothing else is reported failed
+ * and the waves stay exact. */
+ITEST(stopped_commnode_fenced_then_exits)
+{
+    tbon_fe_options_t o = { 0 };
+    o.heartbeat_ms = 1000;      /* short, but safe under ASan on two busy cores */
+    it_tree_t t;
+    if (it_start(&t, "4x4x4", NULL, &o))
+        return;
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
+    pid_t victim = commnode_pid(1);
+    REQUIRE(victim > 0);
+    uint64_t full = 0, lost = 0;
+    for (size_t i = 0; i < t.nbe; i++)
+        full |= (uint64_t)1 << (t.be[i] % 64);
+    for (tbon_rank_t r = 21; r <= 36; r++)
+        lost |= (uint64_t)1 << (r % 64);
+    const uint32_t none[1] = { 0 };
+    int64_t t0 = it_now_ms();
+    kill(victim, SIGSTOP);
+    /* The wave sent now waits for the stopped subtree until it is fenced. */
+    REQUIRE(tbon_stream_send(s, IT_TAG_SLOW, "%ud %aud", 0u, none, (size_t)0) == 0);
+    tbon_packet_t *p = it_recv(s, IT_RECV_MS, "the wave across the stop");
+    uint64_t v = 0;
+    if (p)
+        CHECK_INT(tbon_packet_unpack(p, "%uld", &v), 0);
+    tbon_packet_unref(p);
+    CHECK((v | lost) == full);
+    CHECK(it_now_ms() - t0 >= 900);       /* not before the timeout */
+    const tbon_rank_t orphans[] = { 5, 6, 7, 8 };
+    if (wait_recovery(t.net, 1, orphans, 4) == 0) {
+        for (uint32_t w = 0; w < 10; w++)
+            REQUIRE(it_sum_wave(s, 100 + w, t.be, t.nbe) == 0 ||
+                    (th_fail(__FILE__, __LINE__, "wave %u after fencing", w), 0));
+    }
+    /* Woken up, it must leave on its own, and no one else is hurt. */
+    kill(victim, SIGCONT);
+    int64_t end = it_now_ms() + 5000;
+    while (kill(victim, 0) == 0 && it_now_ms() < end) {
+        pid_t cn[64];
+        int alive = 0;
+        size_t n = it_our_procs("tbon_commnode", cn, 64);
+        for (size_t i = 0; i < n && i < 64; i++)
+            alive |= cn[i] == victim;
+        if (!alive)
+            break;
+        struct timespec ts = { 0, 20000000 };
+        nanosleep(&ts, NULL);
+    }
+    CHECK(commnode_pid(1) == 0);
+    tbon_event_t ev;
+    while (tbon_net_next_event(t.net, &ev, 300) == 0)
+        if (ev.type == TBON_EV_NODE_FAILED && ev.rank != 1)
+            th_fail(__FILE__, __LINE__, "rank %u reported failed after the wake-up", ev.rank);
+    for (uint32_t w = 0; w < 10; w++)
+        if (it_sum_wave(s, 200 + w, t.be, t.nbe) != 0)
+            th_fail(__FILE__, __LINE__, "wave %u after the wake-up", w);
+    CHECK_UINT(tbon_net_num_backends(t.net), t.nbe);
+    it_stop(&t);
+}
+
+/* A back-end's death is an event, and the stream goes on with the others:
+ * back-end 9 of 4x4 is killed; the FE hears of it, the count of back-ends
+ * drops by one, and every later wave is exactly the sum of the others. */
+ITEST(backend_death_is_an_event)
+{
+    it_tree_t t;
+    if (it_start(&t, "4x4", NULL, NULL))
+        return;
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
+    pid_t be[64];
+    REQUIRE(it_our_procs("tbon_test_be", be, 64) == 16);
+    pid_t victim = be[0];     /* any one; its rank comes from the event */
+    kill(victim, SIGKILL);
+    tbon_event_t ev;
+    CHECK_INT(tbon_net_next_event(t.net, &ev, IT_RECV_MS), 0);
+    CHECK_INT(ev.type, TBON_EV_NODE_FAILED);
+    tbon_rank_t dead = ev.rank, rest[16];
+    size_t nrest = 0;
+    for (size_t i = 0; i < t.nbe; i++)
+        if (t.be[i] != dead)
+            rest[nrest++] = t.be[i];
+    CHECK_UINT(nrest, 15);
+    CHECK_UINT(tbon_net_num_backends(t.net), 15);
+    for (uint32_t w = 1; w <= 10; w++)
+        if (it_sum_wave(s, w, rest, nrest) != 0)
+            break;
+    it_stop(&t);
+}
