@@ -422,12 +422,15 @@ void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q)
     } else {
         tbon_packet_list_push(&out, p);
     }
+    /* An adopted child does not get a request again that its old parent had
+     * already passed down to it (it answered that one, or will): a second
+     * copy would be answered twice. */
     for (size_t i = 0; out.n && i < n->nchild; i++)
-        if (s->part[i] && !s->fwd_from[i] && s->seen_to[i] != UINT64_MAX)
-            s->fwd_from[i] = q;     /* an adopted child's first request here */
+        if (s->part[i] && !s->fwd_from[i] && s->seen_to[i] != UINT64_MAX && q > s->seen_to[i])
+            s->fwd_from[i] = q;     /* an adopted child's first new request here */
     for (size_t j = 0; j < out.n; j++)
         for (size_t i = 0; i < n->nchild; i++)
-            if (s->part[i])
+            if (s->part[i] && (s->seen_to[i] == UINT64_MAX || q > s->seen_to[i]))
                 tb_node_to_child(n, i, stream, out.v[j], q);
     tb_plist_free(&out);
 }
