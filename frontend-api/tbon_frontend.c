@@ -544,7 +544,7 @@ static void drain_events(const struct cli *c, tbon_net_t *net)
     static const char *const names[] = {
         [TBON_EV_NODE_FAILED] = "node_failed", [TBON_EV_NODE_ADOPTED] = "node_adopted",
         [TBON_EV_NODE_JOINED] = "node_joined", [TBON_EV_NODE_LEFT] = "node_left",
-        [TBON_EV_VIEW_STABLE] = "view_stable",
+        [TBON_EV_VIEW_STABLE] = "view_stable", [TBON_EV_DATA_LOST] = "data_lost",
     };
     tbon_event_t ev;
 
@@ -575,6 +575,10 @@ static void drain_events(const struct cli *c, tbon_net_t *net)
             break;
         case TBON_EV_VIEW_STABLE:
             printf("event: view %" PRIu64 " is stable\n", ev.view_version);
+            break;
+        case TBON_EV_DATA_LOST:
+            printf("event: waves in flight may miss the subtree of node %" PRIu32
+                   " (its stream keeps no recoverable state)\n", ev.rank);
             break;
         default:
             printf("event: type %d, node %" PRIu32 "\n", (int)ev.type, ev.rank);

@@ -108,12 +108,13 @@ static void flood(tb_node_t *n, tb_conn_t *except, tbon_packet_t *p)
     tbon_packet_unref(p);
 }
 
+/* us: the four recovery times, then 1 if a stream may have lost data. */
 static tbon_packet_t *report(int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc,
-                             const uint64_t us[4])
+                             const uint64_t us[5])
 {
-    uint64_t zero[4] = { 0, 0, 0, 0 };
+    uint64_t zero[5] = { 0, 0, 0, 0, 0 };
     return tbon_packet_new(TB_CTL_REPORT, "%d %ud %ud %ud %auld", kind, r, p, inc,
-                           us ? us : zero, (size_t)4);
+                           us ? us : zero, (size_t)5);
 }
 
 /* Apply a report to our topology; 1 if it was news. */
@@ -136,7 +137,7 @@ static void on_report(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p)
     uint64_t *us = NULL;
     size_t nus = 0;
     if (tbon_packet_unpack(p, "%d %ud %ud %ud %auld", &kind, &r, &par, &inc, &us, &nus) != 0 ||
-        (kind != 1 && kind != 2) || r >= tb_topology_size(n->topo) || nus != 4 ||
+        (kind != 1 && kind != 2) || r >= tb_topology_size(n->topo) || nus < 4 ||
         (kind == 2 && par >= tb_topology_size(n->topo))) {
         TB_WARN("ft", "malformed report from rank %u ignored", from ? from->rank : 0);
         free(us);
@@ -157,6 +158,8 @@ static void on_report(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p)
                         (unsigned long long)us[0], (unsigned long long)us[1],
                         (unsigned long long)us[2], (unsigned long long)us[3]);
             emit(n, TBON_EV_NODE_ADOPTED, r, par, inc);
+            if (nus > 4 && us[4])
+                emit(n, TBON_EV_DATA_LOST, r, par, inc);
         }
         flood(n, from, tbon_packet_ref(p));
     }
@@ -247,6 +250,8 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
             tbon_packet_t *st = f->get_state(&s->up_state, s->id);
             if (st)      /* key 0: late everywhere, so it joins the next wave */
                 tb_node_to_parent(n, s->id, st, 0, 0);
+        } else if (!f || !f->get_state) {
+            lossy = 1;   /* what the lost parent held of our waves is gone */
         }
     }
     /* What went up while we were orphaned: on a stream whose filter can
@@ -268,8 +273,8 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
     n->obytes = 0;
     int64_t t1 = now_us();
     if (lossy)
-        TB_WARN("ft", "adopted by rank %u: a stream's filter keeps no recoverable state; what "
-                "the lost parent held is lost", c->rank);
+        TB_INFO("ft", "adopted by rank %u: a stream's filter keeps no recoverable state; what "
+                "the lost parent held of its waves is lost (TBON_EV_DATA_LOST)", c->rank);
     apply(n, 2, n->rank, c->rank, inc);
     /* The lost parent's failure, up to where it may not be known yet (its own
      * parent may have died with it). */
@@ -277,7 +282,8 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
                      report(1, n->lost_parent, TBON_RANK_NONE,
                             tb_topology_incarnation(n->topo, n->lost_parent), NULL));
     int64_t t2 = now_us();
-    uint64_t us[4] = { c->us[0], c->us[1], (uint64_t)(t1 - t0), (uint64_t)(t2 - t1) };
+    uint64_t us[5] = { c->us[0], c->us[1], (uint64_t)(t1 - t0), (uint64_t)(t2 - t1),
+                       (uint64_t)lossy };
     /* The adoption report starts here (seed 003 V-A: "initiated by the
      * adopting and adopted processes"): up through the new parent, which
      * floods it on, and down into our own subtree. */
