@@ -47,7 +47,9 @@ static int wait_recovery(tbon_net_t *net, tbon_rank_t failed, const tbon_rank_t 
      * stream whose filter keeps no state (sum) may have lost waves in flight,
      * one that does (union) lost nothing. */
     tbon_event_t ev;
-    while (tbon_net_next_event(net, &ev, 0) == 0)
+    while (nlost < (want_lost ? nadopted : 0) && tbon_net_next_event(net, &ev, 2000) == 0)
+        nlost += ev.type == TBON_EV_DATA_LOST;
+    while (tbon_net_next_event(net, &ev, 100) == 0)
         nlost += ev.type == TBON_EV_DATA_LOST;
     CHECK_UINT(nlost, want_lost ? nadopted : 0);
     if (!seen_failed || ndone < nadopted) {
