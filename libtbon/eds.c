@@ -734,6 +734,9 @@ void tb_eds_stop(tb_eds_t *e)
         (void)r;
         pthread_join(e->thread, NULL);
         e->running = 0;
+        /* Leaving faster than the thread could say goodbye: say it now. */
+        if (atomic_load(&e->leaving) && !e->bye_sent)
+            say_bye(e);
     }
     for (watch_t *w = e->all; w; w = w->next)
         drop_watch(e, w);

@@ -95,14 +95,18 @@ static void on_ports(tb_node_t *n, tbon_packet_t *p)
 
 /* ---- reports (seed 003 V-A, "Topology Updates") ---- */
 
-/* Send a report to every peer but `except` (NULL: to all). */
+/* Send a report to every peer but `except` (NULL: to all), back-ends
+ * excepted: a leaf forwards nothing and uses its copy only to pick adopters,
+ * for which a stale copy is fine (a dead or refusing candidate means the
+ * next one, seed 003 V-A). Flooding every report to every back-end made a
+ * recovery cost grow with the size of the tree instead of the fan-out. */
 static void flood(tb_node_t *n, tb_conn_t *except, tbon_packet_t *p)
 {
     if (n->parent && n->parent != except)
         tb_node_send_ctl(n, n->parent, TB_CTL_REPORT, tbon_packet_ref(p));
     for (size_t i = 0; i < n->nchild; i++) {
         tb_conn_t *c = n->child[i].conn;
-        if (c && c != except)
+        if (c && c != except && !n->child[i].is_be)
             tb_node_send_ctl(n, c, TB_CTL_REPORT, tbon_packet_ref(p));
     }
     tbon_packet_unref(p);
