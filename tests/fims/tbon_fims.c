@@ -201,6 +201,7 @@ static int be_main(int argc, char **argv)
         rc = TBON_EFORMAT;
     }
     tbon_packet_unref(p);
+    p = NULL;   /* the wait below may return without setting p */
     FILE *out = NULL;
     if (rc == 0) {
         char path[4200];
