@@ -11,7 +11,8 @@ out=bench/RESULTS.md
 tmp=$(mktemp)
 flat_rows=$(mktemp)
 tree_rows=$(mktemp)
-trap 'rm -f "$tmp" "$flat_rows" "$tree_rows"' EXIT
+ft_rows=$(mktemp)
+trap 'rm -f "$tmp" "$flat_rows" "$tree_rows" "$ft_rows"' EXIT
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 {
@@ -32,8 +33,8 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 for x in "$b"/bench/bench_*; do
     [ -x "$x" ] || continue
     case "$x" in *.d|*.o) continue ;; esac
-    # The running-tree benchmarks get their own section below.
-    case "$x" in */bench_flat|*/bench_tree) continue ;; esac
+    # The running-tree and fault-tolerance benchmarks get their own sections below.
+    case "$x" in */bench_flat|*/bench_tree|*/bench_ft) continue ;; esac
     echo "== $x" >&2
     "$x" | grep -E '^\|' >>"$tmp"
 done
@@ -90,8 +91,49 @@ fi
     fi
 } >>"$tmp"
 
+# Fault tolerance (seed 003 VI-C and VI-D): recovery latency against the
+# victim's fan-out, the cost of fault tolerance on a streaming union, and the
+# perturbation trace of a 32x32 tree (bench/perturbation.csv and .svg).
+ft_ok=0
+ft_load=$(cut -d' ' -f1-3 /proc/loadavg)
+if [ -x "$b/bench/bench_ft" ]; then
+    echo "== $b/bench/bench_ft" >&2
+    if "$b/bench/bench_ft" >"$ft_rows" &&
+       "$b/bench/bench_ft" --perturbation --csv bench/perturbation.csv \
+           --svg bench/perturbation.svg >>"$ft_rows"; then
+        ft_ok=1
+    else
+        echo "bench_ft failed" >&2
+        status=1
+    fi
+fi
+{
+    echo
+    echo "## Fault tolerance"
+    echo
+    echo "bench/bench_ft.c, public API; every back-end is bench_ft itself. Recovery: the"
+    echo "topology of seed 003 Figure 5 (the FE over 17 commnodes; commnode 1, the victim,"
+    echo "over F back-ends, the 16 others over 2 each, the possible adopters), a"
+    echo "TBON_FILTER_UNION / TBON_SYNC_DONTWAIT stream with 10 Hz traffic from every"
+    echo "back-end, one complete wave, then kill -9 of the victim; the times come from the"
+    echo "FE's TBON_EV_NODE_ADOPTED events and its \"recovery\" log lines, and a second"
+    echo "wave must reach every back-end. Streaming: a union on 8x8 with and without"
+    echo "fault tolerance, both trees up, rounds alternating. Perturbation (seed 003"
+    echo "Figure 7): waves/s of a sum on 32x32 while commnodes are killed;"
+    echo "[trace](perturbation.csv), [plot](perturbation.svg). The figures move with the"
+    echo "machine's load; load average (1, 5, 15 min) when bench_ft started: $ft_load."
+    if [ "$ft_ok" = 0 ]; then
+        echo
+        echo "**bench_ft did not run or failed in this run: rows of the parts that passed only.**"
+    fi
+    echo
+    echo "| area | metric | median | unit | notes |"
+    echo "|---|---|---|---|---|"
+    grep -E '^\|' "$ft_rows" || true
+} >>"$tmp"
+
 mv "$tmp" "$out"
 trap - EXIT
-rm -f "$flat_rows" "$tree_rows"
+rm -f "$flat_rows" "$tree_rows" "$ft_rows"
 cat "$out"
 exit "$status"

@@ -1,0 +1,1573 @@
+/* bench_ft.c - fault tolerance through the public API: recovery latency
+ * against the victim's fan-out (seed 003, VI-C, Figure 5), the throughput of
+ * a streaming union with fault tolerance on and off, and the perturbation of
+ * a running computation by failures (VI-D, Figure 7).
+ *
+ * Usage: bench_ft [--recovery] [--throughput] [--reps N]   (default: both)
+ *        bench_ft --perturbation [--period S] [--rounds K] [--csv FILE] [--svg FILE]
+ *        bench_ft --be ...          (a back-end; started by the tree)
+ *
+ * Every tree is started with tbon_fe_create, this program at every leaf. The
+ * processes of a run carry BENCH_FT_SESSION=<FE pid> in their environment: a
+ * victim is found in /proc by that and "--tbon-rank R" on its command line; on
+ * any failure (or the watchdog) every process of the run is killed, and after
+ * each tbon_net_destroy none may be left. Every result is checked (each
+ * union wave complete, each element once, each sum exact or a strict subset);
+ * a check that fails ends the program with status 1 and no rows.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tbon/tbon.h>
+
+#include "bench.h"
+#include "topology.h"
+
+#define PROG        "bench_ft"
+#define TAG         TBON_FIRST_APP_TAG
+#define SESSION_ENV "BENCH_FT_SESSION"
+
+/* Requests "%ud %ud %ud" (op, w, arg) from the FE to every back-end. */
+enum {
+    OP_WAVE = 1,    /* union: send {w << 32 | rank} once */
+    OP_STREAM = 2,  /* union: send arg packets as fast as possible, then mark w */
+    OP_SUM = 3,     /* sum: send "%ld %ld" (w, 1) */
+    OP_TICK = 4,    /* union: send one new value every arg ms from now on */
+};
+
+/* The union values: what each one is, from its top bits. */
+#define V_MARK   (UINT64_C(1) << 63)    /* end of a round: w << 52 | rank << 40 | count */
+#define V_DATA   (UINT64_C(1) << 62)    /* stream: rank << 12 | i, i < STREAM_POOL */
+#define V_TICK   (UINT64_C(1) << 61)    /* traffic: seq << 11 | rank */
+#define V_RANK   0x7ffu                 /* ranks in V_TICK values */
+#define STREAM_VALS 8                   /* values per stream packet */
+#define STREAM_POOL 4096                /* distinct stream values per back-end */
+
+/* ---------------------------------------------------------------- back-end */
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* OP_STREAM: npkt packets of STREAM_VALS values as fast as back-pressure
+ * allows, cycling through this back-end's own STREAM_POOL values (so the
+ * union sets stay small and most of the input is duplicates the tree
+ * removes, as in seed 003 VI-B), then the mark of round w with the count. */
+static int be_stream(tbon_stream_t *s, uint64_t rank, uint32_t w, uint32_t npkt)
+{
+    static uint64_t next;       /* the pool position carries over the rounds */
+    uint64_t v[STREAM_VALS];
+    int rc;
+    for (uint32_t k = 0; k < npkt; k++) {
+        for (int i = 0; i < STREAM_VALS; i++, next++)
+            v[i] = V_DATA | rank << 12 | (next & (STREAM_POOL - 1));
+        if ((rc = tbon_stream_send(s, TAG, "%auld", v, (size_t)STREAM_VALS)) != 0)
+            return rc;
+    }
+    v[0] = V_MARK | (uint64_t)(w & 0x3ff) << 52 | rank << 40 | (uint64_t)npkt * STREAM_VALS;
+    return tbon_stream_send(s, TAG, "%auld", v, (size_t)1);
+}
+
+/* Join the tree and answer the FE's requests (see the OP_ enum) until it
+ * shuts the network down. */
+static int be_main(int argc, char **argv)
+{
+    tbon_error_t err = { 0 };
+    tbon_net_t *net = tbon_be_create(&argc, &argv, &err);
+    if (!net) {
+        fprintf(stderr, PROG " --be: tbon_be_create: %s\n", err.msg);
+        return 1;
+    }
+    uint64_t rank = tbon_net_rank(net), seq = 0;
+    tbon_stream_t *tick_s = NULL;
+    int64_t tick_us = 0, next_tick = 0;
+    int rc;
+    for (;;) {
+        int timeout = -1;
+        if (tick_s) {
+            int64_t d = next_tick - now_us();
+            timeout = d <= 0 ? 0 : (int)((d + 999) / 1000);
+        }
+        tbon_packet_t *p = NULL;
+        tbon_stream_t *s = NULL;
+        rc = tbon_net_recv(net, &p, &s, timeout);
+        if (rc == TBON_ETIMEOUT) {
+            uint64_t v = V_TICK | seq++ << 11 | rank;
+            if ((rc = tbon_stream_send(tick_s, TAG, "%auld", &v, (size_t)1)) != 0)
+                break;
+            next_tick += tick_us;
+            continue;
+        }
+        if (rc != 0)
+            break;
+        uint32_t op, w, arg;
+        if (tbon_packet_unpack(p, "%ud %ud %ud", &op, &w, &arg) != 0) {
+            fprintf(stderr, PROG " --be: rank %" PRIu64 ": request of format \"%s\"\n", rank,
+                    tbon_packet_format(p));
+            tbon_packet_unref(p);
+            rc = TBON_EFORMAT;
+            break;
+        }
+        tbon_packet_unref(p);
+        if (rank > V_RANK && (op == OP_STREAM || op == OP_TICK)) {   /* fits the values */
+            fprintf(stderr, PROG " --be: rank %" PRIu64 " too large for op %u\n", rank, op);
+            rc = TBON_EINVAL;
+            break;
+        }
+        uint64_t v = (uint64_t)w << 32 | rank;
+        switch (op) {
+        case OP_WAVE:
+            rc = tbon_stream_send(s, TAG, "%auld", &v, (size_t)1);
+            break;
+        case OP_STREAM:
+            rc = be_stream(s, rank, w, arg);
+            break;
+        case OP_SUM:
+            rc = tbon_stream_send(s, TAG, "%ld %ld", (int64_t)w, (int64_t)1);
+            break;
+        case OP_TICK:
+            tick_s = arg ? s : NULL;
+            tick_us = (int64_t)arg * 1000;
+            next_tick = now_us() + tick_us;
+            break;
+        default:
+            rc = TBON_EINVAL;
+        }
+        if (rc != 0)
+            break;
+    }
+    if (rc != TBON_ECLOSED)
+        fprintf(stderr, PROG " --be: rank %" PRIu64 ": %s (%s)\n", rank, tbon_strerror(rc),
+                tbon_net_error(net));
+    tbon_net_destroy(net);
+    return rc == TBON_ECLOSED ? 0 : 1;
+}
+
+/* ------------------------------------------------ finding the run's processes */
+
+static char session_kv[64];     /* "BENCH_FT_SESSION=<pid>"; a tree adds ".K" */
+static struct { tbon_net_t *net; char kv[80]; } trees[4];   /* the trees up */
+static char self_exe[4096];
+static char tmpdir[64];         /* the topologies written; "" when none */
+
+/* 1 if /proc/PID/environ holds kv as a whole entry, or with kv NULL, an
+ * entry of this run: session_kv itself or session_kv followed by ".K". */
+static int in_session(long pid, char *buf, size_t cap, const char *kv)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/environ", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, cap);
+    close(fd);
+    const char *k = kv ? kv : session_kv;
+    size_t kl = strlen(k);
+    for (ssize_t i = 0; n > 0 && i + (ssize_t)kl <= n;) {
+        if (memcmp(buf + i, k, kl) == 0 && (i + (ssize_t)kl == n || buf[i + kl] == '\0' ||
+                                             (!kv && buf[i + kl] == '.')))
+            return 1;
+        char *z = memchr(buf + i, '\0', (size_t)(n - i));
+        if (!z)
+            break;
+        i = z - buf + 1;
+    }
+    return 0;
+}
+
+/* 1 if pid is gone or a zombie (its state in /proc/PID/stat). */
+static int is_dead(long pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 1;
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    return !rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X';
+}
+
+/* The value of --tbon-rank on pid's command line, or TBON_RANK_NONE. */
+static tbon_rank_t rank_of(long pid)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return TBON_RANK_NONE;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return TBON_RANK_NONE;
+    buf[n] = '\0';
+    for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1)
+        if (strcmp(buf + i, "--tbon-rank") == 0 && i + (ssize_t)strlen(buf + i) + 1 < n)
+            return (tbon_rank_t)strtoul(buf + i + strlen(buf + i) + 1, NULL, 10);
+    return TBON_RANK_NONE;
+}
+
+/* Walk the live processes of the tree whose environment holds kv (NULL: of
+ * every tree of the run) other than this one. With pids != NULL, store the
+ * pid of each one launched as rank r < npids in pids[r]; with sig, send it to
+ * each. Returns how many there are. */
+static long scan_session(const char *kv, int sig, pid_t *pids, size_t npids)
+{
+    enum { ENV_MAX = 1 << 18 };
+    DIR *d = opendir("/proc");
+    char *buf = malloc(ENV_MAX);    /* not static: the watchdog may scan too */
+    long found = 0;
+    struct dirent *e;
+    while (d && buf && (e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid() || is_dead(pid) ||
+            !in_session(pid, buf, ENV_MAX, kv))
+            continue;
+        found++;
+        if (pids) {
+            tbon_rank_t r = rank_of(pid);
+            if (r < npids)
+                pids[r] = (pid_t)pid;
+        }
+        if (sig)
+            kill((pid_t)pid, sig);
+    }
+    if (d)
+        closedir(d);
+    free(buf);
+    return found;
+}
+
+/* SIGKILL every process of the run, rescanning until none is found. */
+static void kill_session(void)
+{
+    for (int i = 0; i < 10 && scan_session(NULL, SIGKILL, NULL, 0) > 0; i++)
+        ;
+}
+
+/* Reap the zombies handed to us (we are a subreaper: the back-ends of a
+ * killed commnode become our children). */
+static void reap_all(void)
+{
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
+}
+
+/* CPU time (ns, from /proc/PID/schedstat) of the processes pids[0..n) but
+ * skip, and of this one. */
+static double cpu_ns(const pid_t *pids, size_t n, pid_t skip)
+{
+    double sum = 0;
+    for (size_t i = 0; i <= n; i++) {
+        pid_t pid = i < n ? pids[i] : getpid();
+        if (!pid || pid == skip)
+            continue;
+        char path[64], buf[128];
+        snprintf(path, sizeof path, "/proc/%ld/schedstat", (long)pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t k = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (k > 0) {
+            buf[k] = '\0';
+            sum += strtod(buf, NULL);
+        }
+    }
+    return sum;
+}
+
+static void remove_tmpdir(void)
+{
+    if (!tmpdir[0])
+        return;
+    DIR *d = opendir(tmpdir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char p[600];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
+        unlink(p);
+    }
+    if (d)
+        closedir(d);
+    rmdir(tmpdir);
+    tmpdir[0] = '\0';
+}
+
+/* A measurement failed: say what, remove the whole tree, exit 1. */
+__attribute__((noreturn, format(printf, 1, 2))) static void ft_die(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, PROG ": ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "; no rows printed\n");
+    kill_session();
+    remove_tmpdir();
+    exit(1);
+}
+
+/* ---------------------------------------------------------------- watchdog */
+
+/* A thread that kills the run and exits if a phase outlives its deadline (a
+ * hang must not stall `make bench`); it sleeps on a condition variable. */
+static pthread_mutex_t wd_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wd_cv;
+static double wd_deadline;      /* bench_now() seconds; 0 = disarmed */
+static const char *wd_phase = "";
+
+static struct timespec abs_ts(double t)
+{
+    struct timespec ts = { .tv_sec = (time_t)t };
+    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    return ts;
+}
+
+static void *wd_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&wd_mu);
+    while (wd_deadline == 0 || bench_now() < wd_deadline) {
+        if (wd_deadline == 0) {
+            pthread_cond_wait(&wd_cv, &wd_mu);
+            continue;
+        }
+        struct timespec ts = abs_ts(wd_deadline);
+        pthread_cond_timedwait(&wd_cv, &wd_mu, &ts);
+    }
+    fprintf(stderr, PROG ": watchdog: %s took too long; killing the tree; no rows printed\n",
+            wd_phase);
+    kill_session();
+    _exit(1);
+}
+
+static void wd_arm(const char *phase, double seconds)
+{
+    pthread_mutex_lock(&wd_mu);
+    wd_phase = phase;
+    wd_deadline = seconds > 0 ? bench_now() + seconds : 0;
+    pthread_cond_signal(&wd_cv);
+    pthread_mutex_unlock(&wd_mu);
+}
+
+static void cond_init_mono(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+/* ------------------------------------------------------------ the FE state */
+
+/* One "recovery" line of the runtime at the FE. */
+struct rec {
+    tbon_rank_t orphan, adopter;
+    uint32_t incarnation;
+    long long part[4];          /* new_parent, connect, compensate, cleanup (us) */
+};
+
+/* What the receiver thread of a union stream saw. */
+#define MAX_WAVES 4
+struct uwatch {
+    tbon_stream_t *s;
+    size_t n, size;             /* back-ends; ranks below size */
+    uint8_t *seen[MAX_WAVES];   /* per wave, per rank */
+    size_t wave_count[MAX_WAVES];
+    uint32_t round;             /* of OP_STREAM */
+    uint8_t *marked;            /* per rank: mark of this round seen */
+    uint64_t *sent;             /* per rank: values sent in all rounds (the marks) */
+    uint32_t *distinct;         /* per rank: stream values received */
+    uint8_t *got;               /* per rank * STREAM_POOL: that value received */
+    size_t nmarks;
+    uint64_t mark_total, data, ticks;
+    double last_mark;
+    int stop;
+    char error[256];            /* "" while every check holds */
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;          /* a recovery line or union result arrived */
+    struct rec *rec;
+    size_t nrec, caprec, bad_lines;
+    int user_level;             /* level for lines other than recovery */
+} fe = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+/* The runtime's line per adopted orphan (tag "recovery"): "rank R adopted
+ * by A (incarnation I): new_parent N us, connect C us, compensate P us,
+ * cleanup Q us". Other lines go to stderr if the user's level wants them.
+ * Runs on library threads under the logger's lock: it must not log. */
+static void log_handler(void *arg, int level, const char *line)
+{
+    (void)arg;
+    const char *m = strstr(line, " [recovery] ");
+    if (m) {
+        struct rec r;
+        int end = 0;
+        pthread_mutex_lock(&fe.mu);
+        if (sscanf(m + 12, "rank %" SCNu32 " adopted by %" SCNu32 " (incarnation %" SCNu32
+                   "): new_parent %lld us, connect %lld us, compensate %lld us, "
+                   "cleanup %lld us%n", &r.orphan, &r.adopter, &r.incarnation, &r.part[0],
+                   &r.part[1], &r.part[2], &r.part[3], &end) == 7 && m[12 + end] == '\0') {
+            if (fe.nrec == fe.caprec) {
+                size_t nc = fe.caprec ? fe.caprec * 2 : 256;
+                struct rec *nr = realloc(fe.rec, nc * sizeof *nr);
+                if (nr) {
+                    fe.rec = nr;
+                    fe.caprec = nc;
+                }
+            }
+            if (fe.nrec < fe.caprec)
+                fe.rec[fe.nrec++] = r;
+            else
+                fe.bad_lines++;
+        } else {
+            fe.bad_lines++;
+        }
+        pthread_cond_broadcast(&fe.cv);
+        pthread_mutex_unlock(&fe.mu);
+        if (fe.user_level < TBON_LOG_INFO)
+            return;
+    }
+    if (level <= fe.user_level)
+        fprintf(stderr, "%s\n", line);
+}
+
+/* Wait on fe.cv until the deadline (bench_now() seconds); under fe.mu. */
+static void fe_wait(double deadline)
+{
+    struct timespec ts = abs_ts(deadline);
+    pthread_cond_timedwait(&fe.cv, &fe.mu, &ts);
+}
+
+/* The receiver of a union stream: classify each element, check the waves. */
+static void *urecv_main(void *arg)
+{
+    struct uwatch *u = arg;
+    for (;;) {
+        pthread_mutex_lock(&fe.mu);
+        int stop = u->stop;
+        pthread_mutex_unlock(&fe.mu);
+        if (stop)
+            break;
+        tbon_packet_t *p = NULL;
+        int rc = tbon_stream_recv(u->s, &p, 200);
+        if (rc == TBON_ETIMEOUT)
+            continue;
+        uint64_t *v = NULL;
+        size_t nv = 0;
+        if (rc == 0 && tbon_packet_unpack(p, "%auld", &v, &nv) != 0)
+            rc = TBON_EFORMAT;
+        double t = bench_now();
+        pthread_mutex_lock(&fe.mu);
+        if (rc != 0 && !u->error[0])
+            snprintf(u->error, sizeof u->error, "union stream: %s", tbon_strerror(rc));
+        for (size_t i = 0; i < nv && !u->error[0]; i++) {
+            uint64_t x = v[i];
+            if (x & V_MARK) {
+                uint64_t r = (x >> 40) & 0xfff, c = x & ((UINT64_C(1) << 40) - 1);
+                if (r >= u->size || ((x >> 52) & 0x3ff) != (u->round & 0x3ff) ||
+                    u->marked[r]++) {
+                    snprintf(u->error, sizeof u->error, "stream mark of rank %" PRIu64
+                             " bad, of another round or twice", r);
+                    break;
+                }
+                u->nmarks++;
+                u->sent[r] += c;
+                u->mark_total += c;
+                u->last_mark = t;
+            } else if (x & V_DATA) {
+                uint64_t r = (x & ~V_DATA) >> 12, k = x & (STREAM_POOL - 1);
+                if (r >= u->size || u->got[r * STREAM_POOL + k]++) {
+                    snprintf(u->error, sizeof u->error, "stream value %" PRIu64 " of rank %"
+                             PRIu64 " bad or received twice", k, r);
+                    break;
+                }
+                u->distinct[r]++;
+                u->data++;
+            } else if (x & V_TICK) {
+                u->ticks++;
+            } else {
+                uint64_t w = x >> 32, r = x & 0xffffffffu;
+                if (w >= MAX_WAVES || r >= u->size || u->seen[w][r]++) {
+                    snprintf(u->error, sizeof u->error, "union wave value %" PRIu64 " (wave %"
+                             PRIu64 ", rank %" PRIu64 ") bad or received twice", x, w, r);
+                    break;
+                }
+                u->wave_count[w]++;
+            }
+        }
+        pthread_cond_broadcast(&fe.cv);
+        pthread_mutex_unlock(&fe.mu);
+        free(v);
+        tbon_packet_unref(p);
+        if (rc == TBON_ECLOSED)
+            break;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------- the trees */
+
+static void set_nofile_max(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+/* Write t into tmpdir as NAME.top; returns the path (static). Takes t. */
+static const char *write_topology(tb_topology_t *t, const char *name)
+{
+    static char path[128];
+    tbon_error_t err = { 0 };
+    snprintf(path, sizeof path, "%s/%s.top", tmpdir, name);
+    if (!t || tb_topology_write_file(t, path, false, PROG, &err) != 0)
+        ft_die("topology %s: %s", name, err.msg);
+    tb_topology_destroy(t);
+    return path;
+}
+
+/* The environment entry of net's processes. */
+static const char *tree_kv(const tbon_net_t *net)
+{
+    for (size_t i = 0; i < sizeof trees / sizeof trees[0]; i++)
+        if (trees[i].net == net)
+            return trees[i].kv;
+    ft_die("a tree without its session entry");
+}
+
+static tbon_net_t *start(const char *topo, size_t n, int no_ft)
+{
+    static unsigned seq;
+    size_t slot = 0;
+    while (slot < sizeof trees / sizeof trees[0] && trees[slot].net)
+        slot++;
+    if (slot == sizeof trees / sizeof trees[0])
+        ft_die("too many trees at once");
+    /* The tree's processes inherit SESSION_ENV=<pid>.<seq>. */
+    snprintf(trees[slot].kv, sizeof trees[slot].kv, "%s.%u", session_kv, ++seq);
+    if (setenv(SESSION_ENV, strchr(trees[slot].kv, '=') + 1, 1) != 0)
+        ft_die("setenv");
+    const char *const be_argv[] = { "--be", NULL };
+    tbon_fe_options_t o = { 0 };
+    o.startup_timeout_ms = n >= 1024 ? 120000 : 30000;
+    o.no_fault_tolerance = no_ft;
+    tbon_error_t err = { 0 };
+    wd_arm("tbon_fe_create", n >= 1024 ? 180 : 60);
+    tbon_net_t *net = tbon_fe_create(topo, self_exe, be_argv, &o, &err);
+    if (!net)
+        ft_die("tbon_fe_create: %s", err.msg);
+    trees[slot].net = net;
+    if (tbon_net_num_backends(net) != n)
+        ft_die("%zu back-ends, expected %zu", tbon_net_num_backends(net), n);
+    return net;
+}
+
+/* Destroy the network, then require that no process of its tree is left. */
+static void stop(tbon_net_t *net)
+{
+    const char *kv = tree_kv(net);
+    wd_arm("tbon_net_destroy", 60);
+    tbon_net_destroy(net);
+    long left = 0;
+    for (int i = 0; i < 200; i++) {
+        reap_all();
+        if ((left = scan_session(kv, 0, NULL, 0)) == 0)
+            break;
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    if (left)
+        ft_die("%ld processes left after tbon_net_destroy", left);
+    for (size_t i = 0; i < sizeof trees / sizeof trees[0]; i++)
+        if (trees[i].net == net)
+            trees[i].net = NULL;
+    wd_arm("", 0);
+}
+
+/* A union stream over every back-end with its receiver thread. */
+static tbon_stream_t *union_stream(tbon_net_t *net, struct uwatch *u, size_t n, size_t size,
+                                   pthread_t *th)
+{
+    memset(u, 0, sizeof *u);
+    u->n = n;
+    u->size = size;
+    for (int w = 0; w < MAX_WAVES; w++)
+        u->seen[w] = calloc(size, 1);
+    u->marked = calloc(size, 1);
+    u->sent = calloc(size, sizeof *u->sent);
+    u->distinct = calloc(size, sizeof *u->distinct);
+    u->got = calloc(size, STREAM_POOL);
+    u->s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), TBON_FILTER_UNION,
+                              TBON_SYNC_DONTWAIT, TBON_FILTER_NULL);
+    if (!u->s || !u->marked || !u->sent || !u->distinct || !u->got || !u->seen[MAX_WAVES - 1])
+        ft_die("union stream: %s", tbon_net_error(net));
+    if (pthread_create(th, NULL, urecv_main, u) != 0)
+        ft_die("pthread_create");
+    return u->s;
+}
+
+/* Stop the receiver thread. */
+static void union_stream_end(struct uwatch *u, pthread_t th)
+{
+    pthread_mutex_lock(&fe.mu);
+    u->stop = 1;
+    pthread_mutex_unlock(&fe.mu);
+    pthread_join(th, NULL);
+}
+
+static void union_stream_free(struct uwatch *u)
+{
+    for (int w = 0; w < MAX_WAVES; w++)
+        free(u->seen[w]);
+    free(u->marked);
+    free(u->sent);
+    free(u->distinct);
+    free(u->got);
+}
+
+static void request(tbon_stream_t *s, uint32_t op, uint32_t w, uint32_t arg)
+{
+    int rc = tbon_stream_send(s, TAG, "%ud %ud %ud", op, w, arg);
+    if (rc == 0)
+        rc = tbon_stream_flush(s);
+    if (rc != 0)
+        ft_die("request %u: %s", op, tbon_strerror(rc));
+}
+
+/* Ask for union wave w and wait until every back-end's value is in. */
+static void union_wave(struct uwatch *u, uint32_t w, double secs)
+{
+    request(u->s, OP_WAVE, w, 0);
+    double dl = bench_now() + secs;
+    pthread_mutex_lock(&fe.mu);
+    while (u->wave_count[w] < u->n && !u->error[0] && bench_now() < dl)
+        fe_wait(dl);
+    size_t got = u->wave_count[w];
+    pthread_mutex_unlock(&fe.mu);
+    if (u->error[0])
+        ft_die("%s", u->error);
+    if (got < u->n)
+        ft_die("union wave %u: %zu of %zu back-ends answered within %.0f s", w, got, u->n, secs);
+}
+
+/* ------------------------------------------ (a) recovery against fan-out */
+
+#define REC_ADOPTERS 16         /* other commnodes at depth 1 (seed 003, Figure 5) */
+#define REC_THEIR_BES 2         /* back-ends under each of them */
+#define REC_TICK_MS 100         /* 10 Hz per back-end, the rate of seed 003 VI-B */
+#define REC_WAIT_S 10.0         /* the recovery must be over by then */
+
+static const uint32_t rec_fanouts[] = { 16, 32, 64, 128 };
+#define NFANOUTS (sizeof rec_fanouts / sizeof rec_fanouts[0])
+
+struct rec_result {             /* medians over the repetitions */
+    double overall, failed, first, max, mean, part[4], cpu;
+    size_t adopters_min, adopters_max, by_fe;
+};
+
+/* The tree of Figure 5: the FE over 17 commnodes; commnode 1, the victim,
+ * over f back-ends, each other over REC_THEIR_BES. */
+static const char *rec_topology(uint32_t f, size_t *n, size_t *size)
+{
+    tb_topology_t *t = tb_topology_new();
+    uint32_t id = 0;
+    int rc = t ? tb_topology_add(t, "localhost", id++, TBON_RANK_NONE) : TBON_ENOMEM;
+    for (int i = 0; i <= REC_ADOPTERS && rc == 0; i++)
+        rc = tb_topology_add(t, "localhost", id++, 0);
+    for (tbon_rank_t c = 1; c <= REC_ADOPTERS + 1 && rc == 0; c++)
+        for (uint32_t k = 0; k < (c == 1 ? f : REC_THEIR_BES) && rc == 0; k++)
+            rc = tb_topology_add(t, "localhost", id++, c);
+    tbon_error_t err = { 0 };
+    if (rc != 0 || tb_topology_finish(t, &err) != 0)
+        ft_die("building the fan-out %u topology: %s", f, rc ? tbon_strerror(rc) : err.msg);
+    size_t nk;
+    tb_topology_children(t, 1, &nk);
+    *n = tb_topology_num_leaves(t);
+    *size = tb_topology_size(t);
+    if (nk != f || *n != f + REC_ADOPTERS * REC_THEIR_BES)
+        ft_die("the fan-out %u topology has %zu children under the victim", f, nk);
+    char name[32];
+    snprintf(name, sizeof name, "fanout%u", f);
+    return write_topology(t, name);
+}
+
+/* One repetition: start, a wave, traffic, kill commnode 1, wait for the
+ * adoption of its f orphans (ranks 18 .. 17 + f: breadth-first), check with
+ * a second wave that every back-end is back, tear down. */
+static void rec_once(const char *topo, uint32_t f, size_t n, size_t size, double *res,
+                     size_t *nadopters, size_t *by_fe)
+{
+    const tbon_rank_t victim = 1, first = REC_ADOPTERS + 2;
+    tbon_net_t *net = start(topo, n, 0);
+    struct uwatch u;
+    pthread_t th;
+    union_stream(net, &u, n, size, &th);
+    wd_arm("recovery run", 60);
+    union_wave(&u, 1, 30);              /* the port table is everywhere now */
+    request(u.s, OP_TICK, 0, REC_TICK_MS);
+    pid_t *pids = calloc(size, sizeof *pids);
+    double *adopted = calloc(f, sizeof *adopted);
+    tbon_rank_t *parent = calloc(f, sizeof *parent);
+    if (!pids || !adopted || !parent)
+        ft_die("calloc");
+    scan_session(tree_kv(net), 0, pids, size);
+    if (!pids[victim])
+        ft_die("no process for commnode %u", victim);
+    /* Let the traffic run a few periods. */
+    struct timespec ts = { 0, 3 * REC_TICK_MS * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+    tbon_event_t ev;
+    while (tbon_net_next_event(net, &ev, 0) == 0)
+        ft_die("event %d for rank %u before the kill", (int)ev.type, ev.rank);
+
+    pthread_mutex_lock(&fe.mu);
+    fe.nrec = 0;
+    fe.bad_lines = 0;
+    pthread_mutex_unlock(&fe.mu);
+    double cpu0 = cpu_ns(pids, size, pids[victim]);
+    double t_kill = bench_now(), t_failed = 0, dl = t_kill + REC_WAIT_S;
+    kill(pids[victim], SIGKILL);
+    size_t left = f;
+    while (left > 0 || t_failed == 0) {
+        int ms = (int)((dl - bench_now()) * 1e3);
+        int rc = ms > 0 ? tbon_net_next_event(net, &ev, ms) : TBON_ETIMEOUT;
+        if (rc != 0)
+            ft_die("fan-out %u: %zu of %u orphans adopted, failure %sseen, within %.0f s "
+                   "(%s)", f, f - left, f, t_failed ? "" : "not ", REC_WAIT_S, tbon_strerror(rc));
+        double t = bench_now();
+        if (ev.type == TBON_EV_NODE_FAILED && ev.rank == victim) {
+            if (!t_failed)
+                t_failed = t;
+        } else if (ev.type == TBON_EV_NODE_ADOPTED && ev.rank >= first && ev.rank < first + f) {
+            if (!adopted[ev.rank - first]) {
+                adopted[ev.rank - first] = t;
+                parent[ev.rank - first] = ev.parent;
+                left--;
+            }
+        } else {
+            ft_die("fan-out %u: unexpected event %d for rank %u (parent %u)", f, (int)ev.type,
+                   ev.rank, ev.parent);
+        }
+    }
+    double cpu1 = cpu_ns(pids, size, pids[victim]);
+    if (getenv("BENCH_FT_DEBUG")) {
+        fprintf(stderr, "failed %.2f; adopted:", (t_failed - t_kill) * 1e3);
+        for (uint32_t k = 0; k < f; k++)
+            fprintf(stderr, " %.1f", (adopted[k] - t_kill) * 1e3);
+        fprintf(stderr, "\n");
+    }
+    double last = 0, firsta = adopted[0];
+    for (uint32_t k = 0; k < f; k++) {
+        last = adopted[k] > last ? adopted[k] : last;
+        firsta = adopted[k] < firsta ? adopted[k] : firsta;
+    }
+
+    /* The recovery lines of the f orphans (one each). */
+    pthread_mutex_lock(&fe.mu);
+    double dl2 = bench_now() + 5;
+    while (fe.nrec < f && !fe.bad_lines && bench_now() < dl2)
+        fe_wait(dl2);
+    size_t nrec = fe.nrec, bad = fe.bad_lines;
+    struct rec *recs = malloc(f * sizeof *recs);
+    if (recs && nrec == f)
+        memcpy(recs, fe.rec, f * sizeof *recs);
+    pthread_mutex_unlock(&fe.mu);
+    if (!recs || nrec != f || bad)
+        ft_die("fan-out %u: %zu recovery lines for %u orphans (%zu unreadable)", f, nrec, f, bad);
+    double mx = 0, sum = 0, ps[4] = { 0 };
+    uint8_t *seen = calloc(size, 1), *adopter = calloc(size, 1);
+    if (!seen || !adopter)
+        ft_die("calloc");
+    *nadopters = 0;
+    *by_fe = 0;
+    for (uint32_t k = 0; k < f; k++) {
+        const struct rec *r = &recs[k];
+        if (r->orphan < first || r->orphan >= first + f || seen[r->orphan]++ ||
+            r->adopter >= size || r->adopter != parent[r->orphan - first])
+            ft_die("fan-out %u: recovery line of rank %u (adopter %u) does not match the "
+                   "events", f, r->orphan, r->adopter);
+        double tot = 0;
+        for (int p = 0; p < 4; p++) {
+            ps[p] += (double)r->part[p];
+            tot += (double)r->part[p];
+        }
+        mx = tot > mx ? tot : mx;
+        sum += tot;
+        *nadopters += !adopter[r->adopter]++;
+        *by_fe += r->adopter == 0;
+    }
+    free(seen);
+    free(adopter);
+    free(recs);
+
+    union_wave(&u, 2, 30);              /* every back-end, orphans too, answers */
+    union_stream_end(&u, th);
+    union_stream_free(&u);
+    stop(net);
+    free(pids);
+    free(adopted);
+    free(parent);
+    res[0] = (last - t_kill) * 1e3;
+    res[1] = (t_failed - t_kill) * 1e3;
+    res[2] = (firsta - t_kill) * 1e3;
+    res[9] = (cpu1 - cpu0) / 1e6;
+    res[3] = mx / 1e3;
+    res[4] = sum / f / 1e3;
+    for (int p = 0; p < 4; p++)
+        res[5 + p] = ps[p] / f;
+}
+
+static void rec_run(uint32_t f, int reps, struct rec_result *out)
+{
+    size_t n, size;
+    const char *topo = rec_topology(f, &n, &size);
+    double v[10][16];
+    out->adopters_min = SIZE_MAX;
+    out->adopters_max = out->by_fe = 0;
+    for (int r = 0; r < reps; r++) {
+        double res[10];
+        size_t na, nfe;
+        rec_once(topo, f, n, size, res, &na, &nfe);
+        for (int k = 0; k < 10; k++)
+            v[k][r] = res[k];
+        out->adopters_min = na < out->adopters_min ? na : out->adopters_min;
+        out->adopters_max = na > out->adopters_max ? na : out->adopters_max;
+        out->by_fe += nfe;
+        fprintf(stderr, "%s: fan-out %u, run %d: overall %.2f ms, max %.2f ms, mean %.2f ms, "
+                "first ADOPTED %.2f ms, %zu adopters, CPU %.1f ms\n", PROG, f, r + 1, res[0], res[3], res[4],
+                res[2], na, res[9]);
+    }
+    out->overall = bench_median(v[0], reps);
+    out->failed = bench_median(v[1], reps);
+    out->first = bench_median(v[2], reps);
+    out->cpu = bench_median(v[9], reps);
+    out->max = bench_median(v[3], reps);
+    out->mean = bench_median(v[4], reps);
+    for (int p = 0; p < 4; p++)
+        out->part[p] = bench_median(v[5 + p], reps);
+}
+
+static void rec_rows(const struct rec_result *res, int reps)
+{
+    for (size_t i = 0; i < NFANOUTS; i++) {
+        const struct rec_result *r = &res[i];
+        uint32_t f = rec_fanouts[i];
+        char metric[64], adopters[48], goal[96];
+        snprintf(metric, sizeof metric, "recovery, victim fan-out %u", f);
+        if (r->adopters_min == r->adopters_max)
+            snprintf(adopters, sizeof adopters, "%zu", r->adopters_min);
+        else
+            snprintf(adopters, sizeof adopters, "%zu-%zu", r->adopters_min, r->adopters_max);
+        if (f == 128)
+            snprintf(goal, sizeof goal, "; target overall <= 20 ms at F=128: %s",
+                     r->overall <= 20 ? "met" : "MISSED");
+        else
+            goal[0] = '\0';
+        bench_row("ft", metric, "%.2f", r->overall, "ms",
+                  "overall: kill -9 to the FE's last ADOPTED event of the %u orphans, median of "
+                  "%d; orphan recovery max %.2f ms, mean %.3f ms; parts (mean, us): new_parent "
+                  "%.0f, connect %.0f, compensate %.0f, cleanup %.0f; FAILED event after %.2f ms, "
+                  "first ADOPTED after %.2f ms; CPU of all the tree's processes from the kill to the "
+                  "last ADOPTED event: %.1f ms; "
+                  "%s adopters%s; union/don't-wait stream, %u+%d BEs at %d Hz%s; seed 003: "
+                  "under 80 ms at 128",
+                  f, reps, r->max, r->mean, r->part[0], r->part[1], r->part[2], r->part[3],
+                  r->failed, r->first, r->cpu, adopters, r->by_fe ? " (the FE too)" : "", f,
+                  REC_ADOPTERS * REC_THEIR_BES, 1000 / REC_TICK_MS, goal);
+    }
+}
+
+/* ----------------------------- (b) streaming union, fault tolerance on/off */
+
+#define TP_PACKETS 2500         /* per back-end and round */
+#define TP_ROUNDS 30            /* per tree, after a warm-up round */
+
+/* A tree of (b): 8x8, with or without fault tolerance, its union stream. */
+struct tp_tree {
+    tbon_net_t *net;
+    struct uwatch u;
+    pthread_t th;
+    size_t n, size;
+};
+
+static void tp_start(struct tp_tree *t, const char *topo, size_t n, size_t size, int no_ft)
+{
+    t->n = n;
+    t->size = size;
+    t->net = start(topo, n, no_ft);
+    union_stream(t->net, &t->u, n, size, &t->th);
+    union_wave(&t->u, 1, 30);
+}
+
+/* One round: every back-end sends TP_PACKETS packets and its mark; the FE
+ * waits for every mark. Returns the values sent per second, from the request
+ * to the last mark's arrival. */
+static double tp_round(struct tp_tree *t, uint32_t round)
+{
+    struct uwatch *u = &t->u;
+    pthread_mutex_lock(&fe.mu);
+    u->round = round;
+    u->nmarks = 0;
+    u->mark_total = 0;
+    memset(u->marked, 0, t->size);
+    pthread_mutex_unlock(&fe.mu);
+    double t0 = bench_now(), dl = t0 + 30;
+    request(u->s, OP_STREAM, round, TP_PACKETS);
+    pthread_mutex_lock(&fe.mu);
+    while (u->nmarks < t->n && !u->error[0] && bench_now() < dl)
+        fe_wait(dl);
+    size_t marks = u->nmarks;
+    uint64_t total = u->mark_total;
+    double t1 = u->last_mark;
+    pthread_mutex_unlock(&fe.mu);
+    if (u->error[0])
+        ft_die("%s", u->error);
+    if (marks < t->n)
+        ft_die("streaming round %u: %zu of %zu back-ends finished within 30 s", round, marks,
+               t->n);
+    return (double)total / (t1 - t0);
+}
+
+/* Check that the FE got the union of everything sent, then tear down. */
+static void tp_stop(struct tp_tree *t)
+{
+    struct uwatch *u = &t->u;
+    union_stream_end(u, t->th);     /* no more results: read without the lock */
+    for (size_t r = 0; r < t->size; r++) {
+        uint64_t want = u->sent[r] < STREAM_POOL ? u->sent[r] : STREAM_POOL;
+        if (u->distinct[r] != want)
+            ft_die("streaming: rank %zu sent %" PRIu64 " values (%" PRIu64 " distinct), the "
+                   "FE got %u of them", r, u->sent[r], want, u->distinct[r]);
+    }
+    union_stream_free(u);
+    stop(t->net);
+}
+
+struct tp_result {
+    double on, off, diff;       /* medians; diff: (off - on) / off in % */
+    double lo, hi, pmed;        /* range and median of the per-pair differences */
+};
+
+/* Both trees up at once (the idle one blocks, costing nothing), rounds
+ * alternating on, off, off, on, ... so that a drift of the machine (other
+ * jobs) favours neither; a first round of each is a warm-up. */
+static void tp_run(int rounds, struct tp_result *out)
+{
+    const uint32_t fan[] = { 8, 8 };
+    const char *hosts[] = { "localhost" };
+    tbon_error_t err = { 0 };
+    tb_topology_t *t = tb_topology_gen_shape(fan, 2, hosts, 1, &err);
+    if (!t)
+        ft_die("8x8: %s", err.msg);
+    size_t n = tb_topology_num_leaves(t), size = tb_topology_size(t);
+    const char *topo = write_topology(t, "8x8");
+    struct tp_tree on, off;
+    tp_start(&on, topo, n, size, 0);
+    tp_start(&off, topo, n, size, 1);
+    wd_arm("throughput rounds", 60 + rounds * 3);
+    tp_round(&on, 1);
+    tp_round(&off, 1);
+    double von[TP_ROUNDS], voff[TP_ROUNDS], d[TP_ROUNDS] = { 0 };
+    for (int r = 0; r < rounds; r++) {
+        int on_first = r % 2 == 0;
+        double a = tp_round(on_first ? &on : &off, (uint32_t)r + 2);
+        double b = tp_round(on_first ? &off : &on, (uint32_t)r + 2);
+        von[r] = on_first ? a : b;
+        voff[r] = on_first ? b : a;
+        d[r] = (voff[r] - von[r]) / voff[r] * 100;
+    }
+    tp_stop(&on);
+    tp_stop(&off);
+    out->lo = out->hi = d[0];
+    for (int r = 1; r < rounds; r++) {
+        out->lo = d[r] < out->lo ? d[r] : out->lo;
+        out->hi = d[r] > out->hi ? d[r] : out->hi;
+    }
+    out->pmed = bench_median(d, rounds);
+    out->on = bench_median(von, rounds);
+    out->off = bench_median(voff, rounds);
+    out->diff = (out->off - out->on) / out->off * 100;
+    fprintf(stderr, "%s: streaming union 8x8: on %.0f, off %.0f values/s (%+.1f%%; pairs %+.1f "
+            "to %+.1f)\n", PROG, out->on, out->off, out->diff, out->lo, out->hi);
+}
+
+static void tp_rows(const struct tp_result *r, int rounds)
+{
+    bench_row("ft", "streaming union 8x8, fault tolerance on", "%.0f", r->on, "values/s",
+              "64 BEs each send %d %%auld packets of %d values (cycling through %d of their "
+              "own) as fast as back-pressure lets them, then a mark; values sent / time from "
+              "the request to the last mark at the FE; the FE checks it got exactly the union; "
+              "median of %d rounds, alternating with the tree without fault tolerance, both "
+              "trees up", TP_PACKETS, STREAM_VALS, STREAM_POOL, rounds);
+    bench_row("ft", "streaming union 8x8, fault tolerance off", "%.0f", r->off, "values/s",
+              "the same with tbon_fe_options_t.no_fault_tolerance = 1; median of %d rounds",
+              rounds);
+    bench_row("ft", "streaming union 8x8, cost of fault tolerance", "%+.1f", r->diff, "%",
+              "(off - on) / off of the medians; of each pair of rounds: median %+.1f%%, from "
+              "%+.1f%% to %+.1f%% (the machine's noise); target within 3%%: %s", r->pmed, r->lo,
+              r->hi, fabs(r->diff) <= 3 ? "met" : "MISSED");
+}
+
+/* ------------------------------------- (c) perturbation on 32x32 (Figure 7) */
+
+#define PT_BIN 0.1              /* s */
+#define PT_SMOOTH 5             /* bins of the moving mean (the waves come in bursts) */
+#define PT_WINDOW 64            /* waves in flight */
+#define PT_VICTIMS 4            /* commnodes killed per round */
+#define PT_MAX_ROUNDS 8
+#define PT_STALL_MS 5000
+
+static struct {
+    double t0, period;
+    int rounds;
+    size_t nbins, ncomm;
+    uint32_t *waves, *shortw, *failed, *adopted;  /* per bin */
+    uint8_t *killed;            /* per commnode rank */
+    pid_t *pids;
+    double kill_t[PT_MAX_ROUNDS], last_adopted[PT_MAX_ROUNDS];
+    tbon_rank_t victim[PT_MAX_ROUNDS][PT_VICTIMS];
+    int kills_done;
+    size_t nfailed, nadopted;
+    int stop;
+    tbon_net_t *net;
+} pt;
+
+static size_t pt_bin(double t)
+{
+    double b = (t - pt.t0) / PT_BIN;
+    return b < 0 ? 0 : (size_t)b < pt.nbins ? (size_t)b : pt.nbins - 1;
+}
+
+static void *pt_events_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&fe.mu);
+        int stop = pt.stop;
+        pthread_mutex_unlock(&fe.mu);
+        if (stop)
+            break;
+        tbon_event_t ev;
+        int rc = tbon_net_next_event(pt.net, &ev, 200);
+        if (rc == TBON_ETIMEOUT)
+            continue;
+        if (rc != 0)
+            break;
+        size_t b = pt_bin(bench_now());
+        pthread_mutex_lock(&fe.mu);
+        if (ev.type == TBON_EV_NODE_FAILED) {
+            pt.failed[b]++;
+            pt.nfailed++;
+        } else if (ev.type == TBON_EV_NODE_ADOPTED) {
+            pt.adopted[b]++;
+            pt.nadopted++;
+            if (pt.kills_done > 0)
+                pt.last_adopted[pt.kills_done - 1] = bench_now();
+        }
+        pthread_cond_broadcast(&fe.cv);
+        pthread_mutex_unlock(&fe.mu);
+    }
+    return NULL;
+}
+
+/* Every period: PT_VICTIMS random live commnodes (depth 1), back to back. */
+static void *pt_killer_main(void *arg)
+{
+    (void)arg;
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    for (int k = 0; k < pt.rounds; k++) {
+        double at = pt.t0 + pt.period * (k + 1);
+        struct timespec ts = abs_ts(at);
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+            ;
+        tbon_rank_t v[PT_VICTIMS];
+        for (int i = 0; i < PT_VICTIMS; i++) {
+            tbon_rank_t r;
+            do {
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                r = 1 + (tbon_rank_t)((rng >> 33) % pt.ncomm);
+            } while (pt.killed[r]);
+            pt.killed[r] = 1;
+            v[i] = r;
+        }
+        double t = bench_now();
+        for (int i = 0; i < PT_VICTIMS; i++)
+            kill(pt.pids[v[i]], SIGKILL);
+        pthread_mutex_lock(&fe.mu);
+        pt.kill_t[k] = t;
+        memcpy(pt.victim[k], v, sizeof v);
+        pt.kills_done = k + 1;
+        pthread_mutex_unlock(&fe.mu);
+    }
+    return NULL;
+}
+
+/* Mean rate (waves/s) of the bins [a, b). */
+static double pt_rate(size_t a, size_t b)
+{
+    if (b > pt.nbins)
+        b = pt.nbins;
+    if (a >= b)
+        return 0;
+    double s = 0;
+    for (size_t i = a; i < b; i++)
+        s += pt.waves[i];
+    return s / (double)(b - a) / PT_BIN;
+}
+
+static void pt_write_csv(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        ft_die("--csv %s: %s", path, strerror(errno));
+    fprintf(f, "time_s,waves_per_s,events\n");
+    for (size_t b = 0; b < pt.nbins; b++) {
+        char ev[160] = "";
+        size_t o = 0;
+        for (int k = 0; k < pt.kills_done; k++)
+            if (pt_bin(pt.kill_t[k]) == b) {
+                o += (size_t)snprintf(ev + o, sizeof ev - o, "kill");
+                for (int i = 0; i < PT_VICTIMS; i++)
+                    o += (size_t)snprintf(ev + o, sizeof ev - o, " %u", pt.victim[k][i]);
+            }
+        if (pt.failed[b])
+            o += (size_t)snprintf(ev + o, sizeof ev - o, "%sfailed %u", o ? "; " : "",
+                                  pt.failed[b]);
+        if (pt.adopted[b])
+            o += (size_t)snprintf(ev + o, sizeof ev - o, "%sadopted %u", o ? "; " : "",
+                                  pt.adopted[b]);
+        if (pt.shortw[b])
+            snprintf(ev + o, sizeof ev - o, "%sshort waves %u", o ? "; " : "", pt.shortw[b]);
+        fprintf(f, "%.1f,%.0f,%s\n", (double)b * PT_BIN, pt.waves[b] / PT_BIN, ev);
+    }
+    if (fclose(f) != 0)
+        ft_die("--csv %s: %s", path, strerror(errno));
+}
+
+/* A round step for an axis up to max: 1, 2 or 5 times a power of ten. */
+static double nice_step(double max, int ticks)
+{
+    double raw = max / ticks, p = pow(10, floor(log10(raw))), m = raw / p;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+}
+
+/* The plot of Figure 7: waves/s per bin, a red marker at each kill. */
+static void pt_write_svg(const char *path, double before)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        ft_die("--svg %s: %s", path, strerror(errno));
+    const double W = 900, H = 380, L = 70, R = 20, T = 40, B = 50;
+    double dur = (double)pt.nbins * PT_BIN, ymax = 0;
+    for (size_t b = 0; b < pt.nbins; b++)
+        ymax = pt.waves[b] / PT_BIN > ymax ? pt.waves[b] / PT_BIN : ymax;
+    double ystep = nice_step(ymax > 0 ? ymax : 1, 5);
+    ymax = ceil(ymax / ystep + 0.2) * ystep;
+    double xstep = nice_step(dur, 10);
+#define X(t) (L + (t) / dur * (W - L - R))
+#define Y(v) (H - B - (v) / ymax * (H - T - B))
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+            "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
+            W, H, W, H);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(f, "<text x=\"%.0f\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">tbon 32x32 "
+            "(1,024 back-ends): SUM waves/s in %.0f ms bins, %d commnodes killed every %g s"
+            "</text>\n", W / 2, PT_BIN * 1e3, PT_VICTIMS, pt.period);
+    for (double y = 0; y <= ymax + 1e-9; y += ystep) {
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
+                L, Y(y), W - R, Y(y));
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.0f</text>\n", L - 6,
+                Y(y) + 4, y);
+    }
+    for (double x = 0; x <= dur + 1e-9; x += xstep) {
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n",
+                X(x), H - B, X(x), H - B + 5);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", X(x),
+                H - B + 18, x);
+    }
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n",
+            L, H - B, W - R, H - B);
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n",
+            L, T, L, H - B);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">time (s)</text>\n",
+            (L + W - R) / 2, H - 12);
+    fprintf(f, "<text x=\"16\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 16 "
+            "%.1f)\">waves/s</text>\n", (T + H - B) / 2, (T + H - B) / 2);
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\" "
+            "stroke-dasharray=\"2,3\"/>\n", L, Y(before), W - R, Y(before));
+    for (int k = 0; k < pt.kills_done; k++) {
+        double x = X(pt.kill_t[k] - pt.t0);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"red\" "
+                "stroke-dasharray=\"5,4\"/>\n", x, T, x, H - B);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"red\" text-anchor=\"middle\">kill %d"
+                "</text>\n", x, T - 4, PT_VICTIMS);
+    }
+    fprintf(f, "<polyline fill=\"none\" stroke=\"#9bb8e6\" stroke-width=\"1\" points=\"");
+    for (size_t b = 0; b < pt.nbins; b++)
+        fprintf(f, "%s%.1f,%.1f", b ? " " : "", X(((double)b + 0.5) * PT_BIN),
+                Y(pt.waves[b] / PT_BIN));
+    fprintf(f, "\"/>\n<polyline fill=\"none\" stroke=\"#1f4fa0\" stroke-width=\"2\" "
+            "points=\"");
+    for (size_t b = 0; b + PT_SMOOTH <= pt.nbins; b++)
+        fprintf(f, "%s%.1f,%.1f", b ? " " : "", X(((double)b + PT_SMOOTH / 2.0) * PT_BIN),
+                Y(pt_rate(b, b + PT_SMOOTH)));
+    fprintf(f, "\"/>\n");
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#1f4fa0\">thin: "
+            "%.0f ms bins; thick: mean of %d bins; dotted: before the first kill</text>\n",
+            W - R - 4, T + 14, PT_BIN * 1e3, PT_SMOOTH);
+    fprintf(f, "</svg>\n");
+#undef X
+#undef Y
+    if (fclose(f) != 0)
+        ft_die("--svg %s: %s", path, strerror(errno));
+}
+
+static void pt_run(double period, int rounds, const char *csv, const char *svg)
+{
+    const uint32_t fan[] = { 32, 32 };
+    const char *hosts[] = { "localhost" };
+    tbon_error_t err = { 0 };
+    tb_topology_t *t = tb_topology_gen_shape(fan, 2, hosts, 1, &err);
+    if (!t)
+        ft_die("32x32: %s", err.msg);
+    size_t n = tb_topology_num_leaves(t), size = tb_topology_size(t);
+    const char *topo = write_topology(t, "32x32");
+    double dur = period * (rounds + 1);
+    pt.period = period;
+    pt.rounds = rounds;
+    pt.ncomm = 32;
+    pt.nbins = (size_t)(dur / PT_BIN + 0.5);
+    pt.waves = calloc(pt.nbins, sizeof *pt.waves);
+    pt.shortw = calloc(pt.nbins, sizeof *pt.shortw);
+    pt.failed = calloc(pt.nbins, sizeof *pt.failed);
+    pt.adopted = calloc(pt.nbins, sizeof *pt.adopted);
+    pt.killed = calloc(size, 1);
+    pt.pids = calloc(size, sizeof *pt.pids);
+    size_t maxw = (size_t)(dur * 20000) + 1024;     /* far above any rate here */
+    uint8_t *out = calloc(maxw, 1);                 /* per wave: in flight */
+    if (!pt.waves || !pt.shortw || !pt.failed || !pt.adopted || !pt.killed || !pt.pids || !out)
+        ft_die("calloc");
+
+    tbon_net_t *net = start(topo, n, 0);
+    pt.net = net;
+    scan_session(tree_kv(net), 0, pt.pids, size);
+    for (tbon_rank_t r = 1; r <= pt.ncomm; r++)
+        if (!pt.pids[r])
+            ft_die("no process for commnode %u", r);
+    tbon_stream_t *s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), TBON_FILTER_SUM,
+                                          TBON_SYNC_WAITFORALL, TBON_FILTER_NULL);
+    if (!s)
+        ft_die("sum stream: %s", tbon_net_error(net));
+    wd_arm("perturbation run", dur + 120);
+    uint32_t w = 1;
+    int rc;
+    /* Warm-up: complete, exact waves (and the port table everywhere). */
+    for (int i = 0; i < 20; i++, w++) {
+        tbon_packet_t *p = NULL;
+        int64_t sw = 0, cnt = 0;
+        request(s, OP_SUM, w, 0);
+        if ((rc = tbon_stream_recv(s, &p, 30000)) != 0 ||
+            tbon_packet_unpack(p, "%ld %ld", &sw, &cnt) != 0 || cnt != (int64_t)n ||
+            sw != (int64_t)n * w)
+            ft_die("warm-up wave %u: %s", w, rc ? tbon_strerror(rc) : "wrong sum");
+        tbon_packet_unref(p);
+    }
+
+    pthread_t et, kt;
+    pt.t0 = bench_now();
+    double end = pt.t0 + dur;
+    if (pthread_create(&et, NULL, pt_events_main, NULL) != 0 ||
+        pthread_create(&kt, NULL, pt_killer_main, NULL) != 0)
+        ft_die("pthread_create");
+    size_t inflight = 0, nshort = 0, total = 0;
+    uint32_t first = w;
+    for (;;) {
+        while (inflight < PT_WINDOW && bench_now() < end) {
+            if (w >= maxw)
+                ft_die("more than %zu waves", maxw);
+            if ((rc = tbon_stream_send(s, TAG, "%ud %ud %ud", OP_SUM, w, 0)) != 0)
+                ft_die("sending wave %u: %s", w, tbon_strerror(rc));
+            out[w++] = 1;
+            inflight++;
+        }
+        if (inflight == 0)
+            break;
+        tbon_packet_t *p = NULL;
+        if ((rc = tbon_stream_recv(s, &p, PT_STALL_MS)) != 0)
+            ft_die("perturbation: no result for %d ms with %zu waves in flight (%s) at t=%.1f s",
+                   PT_STALL_MS, inflight, tbon_strerror(rc), bench_now() - pt.t0);
+        int64_t sw = 0, cnt = 0;
+        if (tbon_packet_unpack(p, "%ld %ld", &sw, &cnt) != 0)
+            ft_die("perturbation: a result of format \"%s\"", tbon_packet_format(p));
+        tbon_packet_unref(p);
+        /* sum of w over cnt back-ends: cnt * w, with cnt <= n; fewer than
+         * n when a wave in flight lost a dead commnode's subtree. */
+        int64_t wv = cnt > 0 ? sw / cnt : 0;
+        if (cnt < 1 || cnt > (int64_t)n || sw != wv * cnt || wv < first || wv >= w || !out[wv])
+            ft_die("perturbation: result (%" PRId64 ", %" PRId64 ") is no wave in flight "
+                   "(counted twice, or never sent)", sw, cnt);
+        out[wv] = 0;
+        inflight--;
+        total++;
+        size_t b = pt_bin(bench_now());
+        pt.waves[b]++;
+        if (cnt < (int64_t)n) {
+            pt.shortw[b]++;
+            nshort++;
+        }
+    }
+    pthread_join(kt, NULL);
+    /* The last round's adoptions must be in before we stop watching. */
+    size_t want = (size_t)(rounds * PT_VICTIMS) * (n / pt.ncomm);
+    double dl = bench_now() + 10;
+    pthread_mutex_lock(&fe.mu);
+    while ((pt.nadopted < want || pt.nfailed < (size_t)(PT_VICTIMS * rounds)) &&
+           bench_now() < dl)
+        fe_wait(dl);
+    pt.stop = 1;
+    size_t nfailed = pt.nfailed, nadopted = pt.nadopted;
+    pthread_mutex_unlock(&fe.mu);
+    pthread_join(et, NULL);
+    if (nfailed < (size_t)(PT_VICTIMS * rounds) || nadopted < want)
+        ft_die("perturbation: %zu FAILED events for %d kills, %zu ADOPTED for %zu orphans",
+               nfailed, PT_VICTIMS * rounds, nadopted, want);
+    /* A final wave must be complete and exact: every orphan is back. */
+    {
+        tbon_packet_t *p = NULL;
+        int64_t sw = 0, cnt = 0;
+        request(s, OP_SUM, w, 0);
+        if ((rc = tbon_stream_recv(s, &p, 30000)) != 0 ||
+            tbon_packet_unpack(p, "%ld %ld", &sw, &cnt) != 0 || cnt != (int64_t)n ||
+            sw != (int64_t)n * w)
+            ft_die("final wave %u: %s (%" PRId64 " of %zu back-ends)", w,
+                   rc ? tbon_strerror(rc) : "incomplete", cnt, n);
+        tbon_packet_unref(p);
+    }
+    stop(net);
+    free(out);
+
+    /* Before: from 1 s to the first kill. During: the first 0.5 s after each
+     * kill. Recovery: from the kill to the first bin from which the mean of
+     * three bins is within 10% of the 2 s before that kill. */
+    size_t k0 = pt_bin(pt.kill_t[0]);
+    double before = pt_rate((size_t)(1.0 / PT_BIN), k0);
+    double during[PT_MAX_ROUNDS], rec[PT_MAX_ROUNDS], lowest[PT_MAX_ROUNDS];
+    int never = 0;
+    for (int k = 0; k < rounds; k++) {
+        size_t kb = pt_bin(pt.kill_t[k]), nb = k + 1 < rounds ? pt_bin(pt.kill_t[k + 1]) : pt.nbins;
+        size_t span = (size_t)(0.5 / PT_BIN);
+        during[k] = pt_rate(kb, kb + span);
+        lowest[k] = 1e300;
+        for (size_t b = kb; b < kb + span && b < pt.nbins; b++)
+            lowest[k] = pt.waves[b] / PT_BIN < lowest[k] ? pt.waves[b] / PT_BIN : lowest[k];
+        double base = pt_rate(kb >= 20 ? kb - 20 : 0, kb);
+        rec[k] = -1;
+        for (size_t b = kb; b + PT_SMOOTH <= nb; b++)
+            if (pt_rate(b, b + PT_SMOOTH) >= 0.9 * base) {
+                double dt = pt.t0 + (double)b * PT_BIN - pt.kill_t[k];
+                rec[k] = dt > 0 ? dt : 0;
+                break;
+            }
+        never += rec[k] < 0;
+    }
+    double after = pt_rate(pt_bin(pt.kill_t[rounds - 1]) + (size_t)(1.0 / PT_BIN), pt.nbins);
+    if (csv)
+        pt_write_csv(csv);
+    if (svg)
+        pt_write_svg(svg, before);
+    remove_tmpdir();
+
+    char dl_s[160] = "", low_s[160] = "", rec_s[400] = "", ad_s[160] = "";
+    size_t o1 = 0, o2 = 0, o3 = 0, o4 = 0;
+    for (int k = 0; k < rounds; k++) {
+        o4 += (size_t)snprintf(ad_s + o4, sizeof ad_s - o4, "%s%.0f", k ? ", " : "",
+                               (pt.last_adopted[k] - pt.kill_t[k]) * 1e3);
+        o1 += (size_t)snprintf(dl_s + o1, sizeof dl_s - o1, "%s%.0f", k ? ", " : "", during[k]);
+        o2 += (size_t)snprintf(low_s + o2, sizeof low_s - o2, "%s%.0f", k ? ", " : "", lowest[k]);
+        if (rec[k] < 0)
+            o3 += (size_t)snprintf(rec_s + o3, sizeof rec_s - o3, "%snot before the next kill",
+                                   k ? ", " : "");
+        else
+            o3 += (size_t)snprintf(rec_s + o3, sizeof rec_s - o3, "%s%.0f", k ? ", " : "",
+                                   rec[k] * 1e3);
+    }
+    double d_sorted[PT_MAX_ROUNDS], r_sorted[PT_MAX_ROUNDS];
+    memcpy(d_sorted, during, sizeof during);
+    for (int k = 0; k < rounds; k++)
+        r_sorted[k] = rec[k] < 0 ? 1e9 : rec[k] * 1e3;
+    char shape[256];
+    snprintf(shape, sizeof shape, "32x32 (%zu BEs), SUM/WAITFORALL waves, %d in flight, "
+             "%.0f ms bins; %d commnodes killed at %g s, every %g s, %d times%s", n, PT_WINDOW,
+             PT_BIN * 1e3, PT_VICTIMS, period, period, rounds,
+             period < 10 || rounds < 4 ? " (shortened: seed 003 kills every 30 s)" : "");
+    bench_row("ft", "perturbation, before the first kill", "%.0f", before, "waves/s",
+              "%s; mean of the bins from 1 s to the first kill; %zu waves in all, every one "
+              "checked (%zu short: a subtree lost in flight, never counted twice); "
+              "bench/perturbation.csv, bench/perturbation.svg", shape, total, nshort);
+    bench_row("ft", "perturbation, 0.5 s after each kill", "%.0f", bench_median(d_sorted, rounds),
+              "waves/s", "median over the %d kills of the mean of the 5 bins after it; per "
+              "kill: %s; lowest bin: %s; %.0f%% of before", rounds, dl_s, low_s,
+              bench_median(d_sorted, rounds) / before * 100);
+    bench_row("ft", "perturbation, back within 10% of before", "%.0f",
+              never ? NAN : bench_median(r_sorted, rounds), "ms",
+              "median over the kills: kill to the first bin from which %d bins average >= 90%% "
+              "of the 2 s before that kill (0: no dip the mean shows); per kill: %s; "
+              "kill to the last ADOPTED event at the FE (ms): %s", PT_SMOOTH, rec_s, ad_s);
+    bench_row("ft", "perturbation, after the last kill", "%.0f", after, "waves/s",
+              "from 1 s after the last kill to the end; %zu of 32 commnodes left, the %zu BEs "
+              "adopted by them; %.0f%% of before", pt.ncomm - (size_t)(PT_VICTIMS * rounds),
+              n, after / before * 100);
+    free(pt.waves);
+    free(pt.shortw);
+    free(pt.failed);
+    free(pt.adopted);
+    free(pt.killed);
+    free(pt.pids);
+}
+
+/* ---------------------------------------------------------------- main */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: " PROG " [--recovery] [--throughput] [--reps N]\n"
+"       " PROG " --perturbation [--period S] [--rounds K] [--csv FILE] [--svg FILE]\n"
+"\n"
+"Fault-tolerance benchmarks; Markdown rows on stdout (bench/run.sh collects them).\n"
+"  --recovery      seed 003 Figure 5: kill -9 a commnode of fan-out 16, 32, 64\n"
+"                  and 128 beside 16 possible adopters; recovery latencies\n"
+"  --throughput    a streaming union on 8x8, fault tolerance on vs off\n"
+"  --reps N        repetitions of each (default 5)\n"
+"  --perturbation  seed 003 Figure 7: waves/s on 32x32 while %d commnodes are\n"
+"                  killed every --period S (default 10) seconds, --rounds K\n"
+"                  (default 4) times; --csv and --svg write the trace and its plot\n"
+"With no option: --recovery --throughput. With BENCH_FT_DEBUG set, --recovery\n"
+"prints the time of each orphan's ADOPTED event to stderr.\n", PT_VICTIMS);
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--be") == 0)
+            return be_main(argc, argv);
+
+    int do_rec = 0, do_tp = 0, do_pt = 0, reps = 5, rounds = 4;
+    double period = 10;
+    const char *csv = NULL, *svg = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--recovery") == 0)
+            do_rec = 1;
+        else if (strcmp(a, "--throughput") == 0)
+            do_tp = 1;
+        else if (strcmp(a, "--perturbation") == 0)
+            do_pt = 1;
+        else if (strcmp(a, "--reps") == 0 && v && (reps = atoi(v)) >= 1 && reps <= 15)
+            i++;
+        else if (strcmp(a, "--rounds") == 0 && v && (rounds = atoi(v)) >= 1 &&
+                 rounds <= PT_MAX_ROUNDS && rounds * PT_VICTIMS < 32)
+            i++;
+        else if (strcmp(a, "--period") == 0 && v && (period = atof(v)) >= 2 && period <= 120)
+            i++;
+        else if (strcmp(a, "--csv") == 0 && v)
+            csv = argv[++i];
+        else if (strcmp(a, "--svg") == 0 && v)
+            svg = argv[++i];
+        else {
+            usage(strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 ? stdout : stderr);
+            if (strcmp(a, "--help") != 0 && strcmp(a, "-h") != 0)
+                fprintf(stderr, PROG ": bad option or value: %s%s%s\n", a, v ? " " : "",
+                        v ? v : "");
+            return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 ? 0 : 2;
+        }
+    }
+    if (!do_rec && !do_tp && !do_pt)
+        do_rec = do_tp = 1;
+
+    set_nofile_max();
+    ssize_t l = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+    if (l <= 0)
+        bench_die(PROG, "readlink /proc/self/exe");
+    self_exe[l] = '\0';
+    signal(SIGPIPE, SIG_IGN);
+    /* The back-ends of a killed commnode become our children: we reap them. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    snprintf(session_kv, sizeof session_kv, SESSION_ENV "=%ld", (long)getpid());
+    if (setenv(SESSION_ENV, session_kv + strlen(SESSION_ENV "="), 1) != 0)
+        bench_die(PROG, "setenv");
+    /* Orphans warn when they lose their parent: expected here, so the tree
+     * logs errors only unless $TBON_LOG says otherwise. The FE takes its
+     * recovery lines (info) through the handler either way. */
+    fe.user_level = TBON_LOG_WARN;
+    const char *lv = getenv("TBON_LOG");
+    if (!lv || !*lv) {
+        setenv("TBON_LOG", "error", 1);
+        fe.user_level = TBON_LOG_ERROR;
+    } else {
+        fe.user_level = strcmp(lv, "debug") == 0 ? TBON_LOG_DEBUG : strcmp(lv, "info") == 0 ?
+                        TBON_LOG_INFO : strcmp(lv, "error") == 0 ? TBON_LOG_ERROR : TBON_LOG_WARN;
+    }
+    tbon_log_set_handler(log_handler, NULL);
+    tbon_log_set_level(fe.user_level > TBON_LOG_INFO ? fe.user_level : TBON_LOG_INFO);
+    cond_init_mono(&fe.cv);
+    cond_init_mono(&wd_cv);
+    pthread_t wt;
+    if (pthread_create(&wt, NULL, wd_main, NULL) != 0)
+        bench_die(PROG, "pthread_create (watchdog)");
+    pthread_detach(wt);
+
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/bench_ft.XXXXXX");
+    if (!mkdtemp(tmpdir))
+        bench_die(PROG, "mkdtemp");
+    struct rec_result rec[NFANOUTS];
+    struct tp_result tp = { 0 };
+    int tp_rounds = TP_ROUNDS;
+    if (do_rec)
+        for (size_t i = 0; i < NFANOUTS; i++)
+            rec_run(rec_fanouts[i], reps, &rec[i]);
+    if (do_tp)
+        tp_run(tp_rounds, &tp);
+    /* The rows of a part once all of its runs have passed. */
+    if (do_rec)
+        rec_rows(rec, reps);
+    if (do_tp)
+        tp_rows(&tp, tp_rounds);
+    fflush(stdout);
+    if (do_pt)
+        pt_run(period, rounds, csv, svg);
+    remove_tmpdir();
+    fflush(stdout);
+    free(fe.rec);
+    return 0;
+}
