@@ -250,6 +250,8 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
             continue;
         graft(n, s);
         const tb_filter_t *f = tb_filter_reg_get(n->filters, s->up);
+        if (f && f->get_state)
+            tb_stream_fold_kept(n, s);      /* a back-end's last sends */
         if (f && f->get_state && s->up_state) {
             tbon_packet_t *st = f->get_state(&s->up_state, s->id);
             if (st)      /* key 0: late everywhere, so it joins the next wave */

@@ -68,6 +68,7 @@ typedef struct tb_stream_st {
     int       has_closed;
     tbon_packet_list_t extra; /* stale input of a state-recoverable filter, for
                                  the next wave */
+    tbon_packet_list_t kept;  /* BE: sent packets not yet folded into up_state */
 } tb_stream_st_t;
 
 struct tb_node {
@@ -198,6 +199,7 @@ void tb_stream_join(tb_node_t *n, uint32_t id, size_t child, uint64_t sent, uint
  * an adoption it can send everything it ever sent again in one packet (what
  * it wrote to a parent that then died is lost in the socket). */
 void tb_stream_keep(tb_node_t *n, uint32_t id, tbon_packet_t *p);
+void tb_stream_fold_kept(tb_node_t *n, tb_stream_st_t *s);
 /* This node sent (or buffered) a unit with key up on stream id. */
 void tb_stream_sent(tb_node_t *n, uint32_t id, uint64_t key);
 
