@@ -35,6 +35,7 @@
 #include <tbon/tbon.h>
 
 #include "bench.h"
+#include "../tests/procscan.h"
 #include "topology.h"
 
 #define PROG        "bench_ft"
@@ -167,67 +168,6 @@ static struct { tbon_net_t *net; char kv[80]; } trees[4];   /* the trees up */
 static char self_exe[4096];
 static char tmpdir[64];         /* the topologies written; "" when none */
 
-/* 1 if /proc/PID/environ holds kv as a whole entry, or with kv NULL, an
- * entry of this run: session_kv itself or session_kv followed by ".K". */
-static int in_session(long pid, char *buf, size_t cap, const char *kv)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%ld/environ", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, cap);
-    close(fd);
-    const char *k = kv ? kv : session_kv;
-    size_t kl = strlen(k);
-    for (ssize_t i = 0; n > 0 && i + (ssize_t)kl <= n;) {
-        if (memcmp(buf + i, k, kl) == 0 && (i + (ssize_t)kl == n || buf[i + kl] == '\0' ||
-                                             (!kv && buf[i + kl] == '.')))
-            return 1;
-        char *z = memchr(buf + i, '\0', (size_t)(n - i));
-        if (!z)
-            break;
-        i = z - buf + 1;
-    }
-    return 0;
-}
-
-/* 1 if pid is gone or a zombie (its state in /proc/PID/stat). */
-static int is_dead(long pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 1;
-    buf[n] = '\0';
-    char *rp = strrchr(buf, ')');
-    return !rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X';
-}
-
-/* The value of --tbon-rank on pid's command line, or TBON_RANK_NONE. */
-static tbon_rank_t rank_of(long pid)
-{
-    char path[64], buf[4096];
-    snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return TBON_RANK_NONE;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return TBON_RANK_NONE;
-    buf[n] = '\0';
-    for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1)
-        if (strcmp(buf + i, "--tbon-rank") == 0 && i + (ssize_t)strlen(buf + i) + 1 < n)
-            return (tbon_rank_t)strtoul(buf + i + strlen(buf + i) + 1, NULL, 10);
-    return TBON_RANK_NONE;
-}
-
 /* Walk the live processes of the tree whose environment holds kv (NULL: of
  * every tree of the run) other than this one. With pids != NULL, store the
  * pid of each one launched as rank r < npids in pids[r]; with sig, send it to
@@ -242,12 +182,12 @@ static long scan_session(const char *kv, int sig, pid_t *pids, size_t npids)
     while (d && buf && (e = readdir(d))) {
         char *end;
         long pid = strtol(e->d_name, &end, 10);
-        if (*end || pid <= 0 || pid == (long)getpid() || is_dead(pid) ||
-            !in_session(pid, buf, ENV_MAX, kv))
+        if (*end || pid <= 0 || pid == (long)getpid() || tb_proc_dead(pid) ||
+            !tb_proc_env_has(pid, kv ? kv : session_kv, !kv, buf, ENV_MAX))
             continue;
         found++;
         if (pids) {
-            tbon_rank_t r = rank_of(pid);
+            tbon_rank_t r = tb_proc_rank(pid);
             if (r < npids)
                 pids[r] = (pid_t)pid;
         }

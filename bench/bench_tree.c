@@ -36,6 +36,7 @@
 #include <tbon/tbon.h>
 
 #include "bench.h"
+#include "../tests/procscan.h"
 #include "topology.h"
 
 #define PROG "bench_tree"
@@ -126,33 +127,17 @@ static int scan_session(int sig)
         free(buf);
         return 0;
     }
-    size_t kl = strlen(session_kv);
     int found = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         char *end;
         long pid = strtol(e->d_name, &end, 10);
-        if (*end || pid <= 0 || pid == (long)getpid())
+        if (*end || pid <= 0 || pid == (long)getpid() ||
+            !tb_proc_env_has(pid, session_kv, 0, buf, ENV_MAX))
             continue;
-        char path[64];
-        snprintf(path, sizeof path, "/proc/%ld/environ", pid);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        ssize_t n = read(fd, buf, ENV_MAX);
-        close(fd);
-        for (ssize_t i = 0; n > 0 && i + (ssize_t)kl <= n; ) {
-            if (memcmp(buf + i, session_kv, kl) == 0 && (i + (ssize_t)kl == n || buf[i + kl] == '\0')) {
-                found++;
-                if (sig)
-                    kill((pid_t)pid, sig);
-                break;
-            }
-            char *z = memchr(buf + i, '\0', (size_t)(n - i));
-            if (!z)
-                break;
-            i = z - buf + 1;
-        }
+        found++;
+        if (sig)
+            kill((pid_t)pid, sig);
     }
     closedir(d);
     free(buf);

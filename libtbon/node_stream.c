@@ -351,9 +351,6 @@ void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p,
         tbon_packet_unref(p);
         return;
     }
-    TB_DEBUG("unit", "stream %u: from rank %u, wave %llu.%llu%s%s", stream, n->child[child].rank,
-             (unsigned long long)(key >> 24), (unsigned long long)(key & 0xffffff),
-             p ? "" : " (empty)", more ? " (more)" : "");
     if (s->sync == TBON_SYNC_WAITFORALL && s->has_closed && key <= s->closed) {
         /* A unit of a wave already sent up without this child: that happens
          * only around a failure (an orphan's late output). A state-recoverable

@@ -43,6 +43,7 @@
 
 #include "log.h"
 #include "reconfig.h"
+#include "../procscan.h"
 #include "topology.h"
 
 #define PROG          "tbon_fims"
@@ -252,64 +253,6 @@ static int be_main(int argc, char **argv)
 
 static char run_kv[64];          /* RUN_ENV "=<pid>.<nonce>" */
 
-/* 1 if /proc/PID/environ holds run_kv as a whole entry. */
-static int pid_in_run(long pid, char *buf, size_t cap)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%ld/environ", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, cap);
-    close(fd);
-    size_t kl = strlen(run_kv);
-    for (ssize_t i = 0; n > 0 && i + (ssize_t)kl <= n;) {
-        if (memcmp(buf + i, run_kv, kl) == 0 && (i + (ssize_t)kl == n || buf[i + kl] == '\0'))
-            return 1;
-        char *z = memchr(buf + i, '\0', (size_t)(n - i));
-        if (!z)
-            break;
-        i = z - buf + 1;
-    }
-    return 0;
-}
-
-/* The state letter of pid (from /proc/PID/stat), or 0 if it is gone. */
-static char pid_state(long pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    char *rp = strrchr(buf, ')');
-    return rp && rp[1] == ' ' ? rp[2] : 0;
-}
-
-/* The value of --tbon-rank on pid's command line, or TBON_RANK_NONE. */
-static tbon_rank_t pid_rank(long pid)
-{
-    char path[64], buf[4096];
-    snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return TBON_RANK_NONE;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return TBON_RANK_NONE;
-    buf[n] = '\0';
-    for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1)
-        if (strcmp(buf + i, "--tbon-rank") == 0 && i + (ssize_t)strlen(buf + i) + 1 < n)
-            return (tbon_rank_t)strtoul(buf + i + strlen(buf + i) + 1, NULL, 10);
-    return TBON_RANK_NONE;
-}
-
 /* Walk the live (not zombie) processes of this run other than this one:
  * with want != TBON_RANK_NONE return the pid of the one launched as that
  * rank (0 if none); otherwise send each sig (unless 0) and return how many
@@ -326,11 +269,11 @@ static long scan_run(tbon_rank_t want, int sig)
         long pid = strtol(e->d_name, &end, 10);
         if (*end || pid <= 0 || pid == (long)getpid())
             continue;
-        char st = pid_state(pid);
-        if (!st || st == 'Z' || st == 'X' || !pid_in_run(pid, buf, ENV_MAX))
+        char st = tb_proc_state(pid);
+        if (!st || st == 'Z' || st == 'X' || !tb_proc_env_has(pid, run_kv, 0, buf, ENV_MAX))
             continue;
         if (want != TBON_RANK_NONE) {
-            if (pid_rank(pid) == want) {
+            if (tb_proc_rank(pid) == want) {
                 found = pid;
                 break;
             }

@@ -82,6 +82,7 @@ static inline void it_pattern(uint8_t *b, size_t n, uint32_t rank, uint32_t seq)
 #ifndef ITEST_PROTO_ONLY
 
 #include "../harness.h"
+#include "../procscan.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -124,18 +125,7 @@ static void it_init(void);
  * or TBON_RANK_NONE. */
 static IT_UNUSED tbon_rank_t it_commnode_rank(pid_t pid)
 {
-    char path[64], buf[4096];
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return TBON_RANK_NONE;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    for (size_t i = 0; i + 1 < n; i += strlen(buf + i) + 1)
-        if (strcmp(buf + i, "--tbon-rank") == 0)
-            return (tbon_rank_t)strtoul(buf + i + strlen(buf + i) + 1, NULL, 10);
-    return TBON_RANK_NONE;
+    return tb_proc_rank((long)pid);
 }
 
 static void it_finish(void);
