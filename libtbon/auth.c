@@ -56,10 +56,10 @@ int tb_auth_client(int fd, const tb_session_t *s, uint8_t role, uint8_t purpose,
     return tb_welcome_verify(w, &hs, s->secret, err);
 }
 
-static int send_all_nb(int fd, const uint8_t *b, size_t n)
+static int send_all_nb(int fd, const uint8_t *b, size_t n, int flags)
 {
     while (n > 0) {
-        ssize_t k = send(fd, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t k = send(fd, b, n, MSG_NOSIGNAL | MSG_DONTWAIT | flags);
         if (k > 0) {
             b += k;
             n -= (size_t)k;
@@ -75,7 +75,7 @@ static int send_all_nb(int fd, const uint8_t *b, size_t n)
 }
 
 static int srv_send(tb_auth_srv_t *a, uint8_t type, const void *payload, size_t len,
-                    uint32_t rank)
+                    uint32_t rank, int flags)
 {
     tb_frame_hdr_t h = { .type = type, .source = rank };
     uint8_t hdr[TB_FRAME_HDR_SIZE];
@@ -84,7 +84,7 @@ static int srv_send(tb_auth_srv_t *a, uint8_t type, const void *payload, size_t 
     uint8_t buf[TB_FRAME_HDR_SIZE + 128];
     memcpy(buf, hdr, sizeof hdr);
     memcpy(buf + sizeof hdr, payload, len);
-    return send_all_nb(a->fd, buf, sizeof hdr + len);
+    return send_all_nb(a->fd, buf, sizeof hdr + len, flags);
 }
 
 int tb_auth_srv_start(tb_auth_srv_t *a, int fd, const tb_session_t *s, int64_t deadline_ms,
@@ -99,7 +99,7 @@ int tb_auth_srv_start(tb_auth_srv_t *a, int fd, const tb_session_t *s, int64_t d
         return rc;
     uint8_t out[TB_HELLO_SIZE];
     tb_hello_encode(&a->hello, out);
-    if (srv_send(a, TB_FRAME_HELLO, out, sizeof out, 0))
+    if (srv_send(a, TB_FRAME_HELLO, out, sizeof out, 0, 0))
         return tb_error_set(err, TBON_EIO, "cannot send HELLO: %s", strerror(errno));
     return 0;
 }
@@ -156,14 +156,14 @@ int tb_auth_srv_read(tb_auth_srv_t *a, const tb_session_t *s, tbon_error_t *err)
         tb_welcome_t w = { .status = tb_handshake_reject_status(&a->hs, &a->hello) };
         uint8_t out[TB_WELCOME_SIZE];
         tb_welcome_encode(&w, out);
-        srv_send(a, TB_FRAME_WELCOME, out, sizeof out, 0);
+        srv_send(a, TB_FRAME_WELCOME, out, sizeof out, 0, 0);
         return rc;
     }
     return 1;
 }
 
 int tb_auth_srv_welcome(tb_auth_srv_t *a, const tb_session_t *s, uint8_t status,
-                        uint32_t rank, uint32_t incarnation, tbon_error_t *err)
+                        uint32_t rank, uint32_t incarnation, int more, tbon_error_t *err)
 {
     tb_welcome_t w;
     int rc = tb_welcome_make(&w, &a->hs, s->secret, status, rank, incarnation, err);
@@ -171,7 +171,7 @@ int tb_auth_srv_welcome(tb_auth_srv_t *a, const tb_session_t *s, uint8_t status,
         return rc;
     uint8_t out[TB_WELCOME_SIZE];
     tb_welcome_encode(&w, out);
-    if (srv_send(a, TB_FRAME_WELCOME, out, sizeof out, rank))
+    if (srv_send(a, TB_FRAME_WELCOME, out, sizeof out, rank, more ? MSG_MORE : 0))
         return tb_error_set(err, TBON_EIO, "cannot send WELCOME: %s", strerror(errno));
     return 0;
 }

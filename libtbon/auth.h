@@ -46,8 +46,11 @@ int tb_auth_srv_start(tb_auth_srv_t *a, int fd, const tb_session_t *s, int64_t d
 int tb_auth_srv_read(tb_auth_srv_t *a, const tb_session_t *s, tbon_error_t *err);
 
 /* Answer an authentic peer: WELCOME with status (TB_WELCOME_OK or
- * TB_WELCOME_REFUSED) and our rank. 0 or an I/O error. */
+ * TB_WELCOME_REFUSED) and our rank. With more, the WELCOME is held back
+ * (MSG_MORE) until the next write on fd or its close, so that it reaches the
+ * peer together with what must follow it: the first frames of a data
+ * connection, an adoption's answer. 0 or an I/O error. */
 int tb_auth_srv_welcome(tb_auth_srv_t *a, const tb_session_t *s, uint8_t status,
-                        uint32_t rank, uint32_t incarnation, tbon_error_t *err);
+                        uint32_t rank, uint32_t incarnation, int more, tbon_error_t *err);
 
 #endif

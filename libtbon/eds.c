@@ -29,6 +29,10 @@
 #define TB_EVENT_BYE 'B'
 /* A heartbeat on an event connection. */
 #define TB_EVENT_BEAT 'H'
+/* After an adoption, the event connection to the new parent waits this long
+ * (at most a quarter of the heartbeat timeout), plus up to as much again by
+ * rank: see events_delay(). */
+#define TB_EVENTS_AFTER_ADOPTION_MS 40
 
 enum { K_LISTEN, K_WAKE, K_PENDING, K_EVENT, K_PIDFD };
 
@@ -72,6 +76,9 @@ struct tb_eds {
     int parent_bye;            /* the parent said it leaves: its end is no failure */
     atomic_int hb_ms;          /* heartbeat timeout (0: none); a beat every quarter */
     int64_t next_beat;
+    int64_t events_due;        /* when to open the new parent's event connection (0: no) */
+    int grave[8];              /* the lost parent's event connections, closed later */
+    int ngrave;
 };
 
 static watch_t *add_watch(tb_eds_t *e, int kind, int fd, uint32_t events)
@@ -102,7 +109,12 @@ static void drop_watch(tb_eds_t *e, watch_t *w)
     if (w->dead)
         return;
     epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->fd, NULL);
-    close(w->fd);
+    /* Closing a dead parent's connection sends a FIN the peer's kernel has
+     * to answer: work that can wait until the adoption is done. */
+    if (w->kind == K_EVENT && w->rank == e->parent && e->ngrave < 8)
+        e->grave[e->ngrave++] = w->fd;
+    else
+        close(w->fd);
     w->dead = 1;
     free(w->auth);
     w->auth = NULL;
@@ -151,11 +163,15 @@ static void admit(tb_eds_t *e, watch_t *w)
     if (!ok) {
         TB_WARN("eds", "refused %s connection from rank %u (%s): not an expected peer",
                 tb_purpose_name(hs->purpose), r, tb_role_name(hs->role));
-        tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_REFUSED, e->rank, 0, &err);
+        tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_REFUSED, e->rank, 0, 0, &err);
         drop_watch(e, w);
         return;
     }
-    if (tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_OK, e->rank, 0, &err)) {
+    /* The reactor answers a data or adoption connection at once (the
+     * topology, TB_CTL_ADOPT_ACK, or a close): the WELCOME waits for that, and
+     * the peer wakes up once for both. */
+    if (tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_OK, e->rank, 0,
+                            purpose != TB_PURPOSE_EVENT, &err)) {
         drop_watch(e, w);
         return;
     }
@@ -356,6 +372,54 @@ static int ask(tb_eds_t *e, tbon_rank_t c, int64_t deadline)
     return fd;
 }
 
+/* How long after an adoption the event connection to the new parent waits.
+ * A parent's death orphans all its children at once, and each of them
+ * opening a second connection (connect, handshake, accept) in that burst
+ * slows every other orphan's adoption; a dead new parent is still seen
+ * meanwhile, by the reactor on the data connection, and a hung one only
+ * needs heartbeats well within their timeout. Spread by rank so that the
+ * connections do not make a second burst. */
+static int64_t events_delay(const tb_eds_t *e)
+{
+    int64_t d = TB_EVENTS_AFTER_ADOPTION_MS;
+    int hb = atomic_load(&e->hb_ms);
+    if (hb > 0 && d > hb / 4)
+        d = hb / 4;
+    return d + (int64_t)(e->rank % 16) * (d / 16);
+}
+
+/* Open the event connection to the current parent, if one is due. */
+static void parent_events(tb_eds_t *e)
+{
+    tbon_rank_t p = e->parent;
+    e->events_due = 0;
+    while (e->ngrave > 0)
+        close(e->grave[--e->ngrave]);
+    if (p == TBON_RANK_NONE || atomic_load(&e->stop) || atomic_load(&e->leaving))
+        return;
+    tbon_error_t err;
+    tb_welcome_t w;
+    uint16_t port = tb_topology_port(e->topo, p);
+    const char *host = tb_topology_host_index(e->topo, p) ==
+                       tb_topology_host_index(e->topo, e->rank)
+                       ? "127.0.0.1" : tb_topology_host(e->topo, p);
+    int64_t dl = tb_now_ms() + 1000;
+    int efd = tb_sock_connect(host, port, dl, &err);
+    if (efd >= 0 && tb_auth_client(efd, &e->session, (uint8_t)e->role, TB_PURPOSE_EVENT,
+                                   e->rank, e->incarnation, dl, &w, &err) == 0) {
+        tb_sock_nonblock(efd, 1);
+        watch_t *ww = add_watch(e, K_EVENT, efd, EPOLLIN);
+        if (ww)
+            ww->rank = p;
+        else
+            close(efd);
+    } else {
+        if (efd >= 0)
+            close(efd);
+        TB_WARN("adopt", "no event connection to the new parent %u: %s", p, err.msg);
+    }
+}
+
 /* Our parent is gone: find a new one (seed 003 V-A, "Dynamic Topology
  * Configuration"). The candidates come from our copy of the topology; a dead
  * or refusing one means the next, a round that finds nobody is tried again
@@ -405,28 +469,9 @@ static void adopt(tb_eds_t *e, tbon_rank_t lost)
             tb_node_post_kick(e->node, c);
             /* The event connection to the new parent (seed 003 V-A: "a newly
              * adopted process sends its parent the New Failure Detection
-             * Connection protocol message"). */
-            tbon_error_t err;
-            tb_welcome_t w;
-            uint16_t port = tb_topology_port(e->topo, cand[i]);
-            const char *host = tb_topology_host_index(e->topo, cand[i]) ==
-                               tb_topology_host_index(e->topo, e->rank)
-                               ? "127.0.0.1" : tb_topology_host(e->topo, cand[i]);
-            int64_t dl = tb_now_ms() + 1000;
-            int efd = tb_sock_connect(host, port, dl, &err);
-            if (efd >= 0 && tb_auth_client(efd, &e->session, (uint8_t)e->role, TB_PURPOSE_EVENT,
-                                           e->rank, e->incarnation, dl, &w, &err) == 0) {
-                tb_sock_nonblock(efd, 1);
-                watch_t *ww = add_watch(e, K_EVENT, efd, EPOLLIN);
-                if (ww)
-                    ww->rank = cand[i];
-                else
-                    close(efd);
-            } else {
-                if (efd >= 0)
-                    close(efd);
-                TB_WARN("adopt", "no event connection to the new parent %u: %s", cand[i], err.msg);
-            }
+             * Connection protocol message") waits until the burst of a
+             * recovery is over: see parent_events(). */
+            e->events_due = tb_now_ms() + events_delay(e);
             return;
         }
     }
@@ -449,6 +494,7 @@ static void parent_down(tb_eds_t *e, tbon_rank_t lost)
         }
     pthread_mutex_unlock(&e->mu);
     e->parent = TBON_RANK_NONE;
+    e->events_due = 0;
     adopt(e, lost);
 }
 
@@ -595,10 +641,23 @@ static void *eds_thread(void *arg)
 {
     tb_eds_t *e = arg;
     struct epoll_event evs[64];
+    /* The C library gives a thread its own heap at its first allocation. A
+     * back-end's EDS may allocate nothing before its parent dies, and then
+     * paid for that heap in the middle of the recovery burst: pay now. */
+    void *volatile warm = malloc(64);
+    free(warm);
     while (!atomic_load(&e->stop)) {
         int64_t next = expire(e), now = tb_now_ms(), hb = heartbeats(e);
         if (hb >= 0 && (next < 0 || hb < next))
             next = hb;
+        if (e->events_due) {
+            if (e->events_due <= now) {
+                parent_events(e);
+                continue;
+            }
+            if (next < 0 || e->events_due < next)
+                next = e->events_due;
+        }
         int wait = next < 0 ? -1 : next <= now ? 0 : (int)(next - now);
         int k = epoll_wait(e->epfd, evs, 64, wait);
         for (int i = 0; i < k; i++) {
@@ -755,6 +814,8 @@ void tb_eds_free(tb_eds_t *e)
         free(w);
         w = next;
     }
+    while (e->ngrave > 0)
+        close(e->grave[--e->ngrave]);
     if (e->epfd >= 0)
         close(e->epfd);
     tb_topology_destroy(e->topo);

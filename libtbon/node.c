@@ -739,6 +739,7 @@ static void turn(tb_node_t *n, int timeout_ms)
             next = n->shutdown_deadline;
     }
     tb_stream_timers(n, now, &next);
+    tb_ft_timers(n, now, &next);
     after_dispatch(n);
     if (n->stop)
         return;

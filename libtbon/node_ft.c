@@ -22,6 +22,15 @@ struct obuf_ent {
     tbon_packet_t *pkt;
 };
 
+/* A report waiting to go down (flood): all children but the sender's. */
+struct down_rep {
+    tbon_rank_t except;
+    tbon_packet_t *pkt;
+};
+
+/* How long reports for the children wait to go together (ms). */
+#define TB_REPORT_BATCH_MS 5
+
 static int64_t now_us(void)
 {
     struct timespec ts;
@@ -104,12 +113,46 @@ static void flood(tb_node_t *n, tb_conn_t *except, tbon_packet_t *p)
 {
     if (n->parent && n->parent != except)
         tb_node_send_ctl(n, n->parent, TB_CTL_REPORT, tbon_packet_ref(p));
-    for (size_t i = 0; i < n->nchild; i++) {
-        tb_conn_t *c = n->child[i].conn;
-        if (c && c != except && !n->child[i].is_be)
-            tb_node_send_ctl(n, c, TB_CTL_REPORT, tbon_packet_ref(p));
+    /* Down, the reports wait a little and go together: nothing below waits
+     * for them (a stale copy only picks adopters, and every adopter checks),
+     * and in a recovery burst each one sent at once woke every commnode of
+     * the tree once per orphan. Up they go at once: the FE's events. */
+    int any = 0;
+    for (size_t i = 0; i < n->nchild && !any; i++)
+        any = n->child[i].conn && n->child[i].conn != except && !n->child[i].is_be;
+    if (any) {
+        if (!n->down_reps.size)
+            tb_ring_init(&n->down_reps, sizeof(struct down_rep));
+        struct down_rep *d = tb_ring_push(&n->down_reps);
+        if (d) {
+            *d = (struct down_rep){ except ? except->rank : TBON_RANK_NONE, tbon_packet_ref(p) };
+            if (!n->down_due)
+                n->down_due = tb_now_ms() + TB_REPORT_BATCH_MS;
+        }
     }
     tbon_packet_unref(p);
+}
+
+void tb_ft_timers(tb_node_t *n, int64_t now, int64_t *next)
+{
+    if (!n->down_due)
+        return;
+    if (now < n->down_due) {
+        if (n->down_due < *next)
+            *next = n->down_due;
+        return;
+    }
+    n->down_due = 0;
+    while (n->down_reps.len) {
+        struct down_rep d = *(struct down_rep *)tb_ring_at(&n->down_reps, 0);
+        tb_ring_drop(&n->down_reps);
+        for (size_t i = 0; i < n->nchild; i++) {
+            tb_conn_t *c = n->child[i].conn;
+            if (c && !n->child[i].is_be && n->child[i].rank != d.except)
+                tb_node_send_ctl(n, c, TB_CTL_REPORT, tbon_packet_ref(d.pkt));
+        }
+        tbon_packet_unref(d.pkt);
+    }
 }
 
 /* us: the four recovery times, then 1 if a stream may have lost data. */
@@ -392,4 +435,10 @@ void tb_ft_free(tb_node_t *n)
         tb_ring_drop(&n->obuf);
     }
     tb_ring_free(&n->obuf);
+    while (n->down_reps.len) {
+        struct down_rep *d = tb_ring_at(&n->down_reps, 0);
+        tbon_packet_unref(d->pkt);
+        tb_ring_drop(&n->down_reps);
+    }
+    tb_ring_free(&n->down_reps);
 }

@@ -133,6 +133,8 @@ struct tb_node {
     int64_t    orphan_since;  /* us */
     tb_ring_t  obuf;          /* what went up while orphaned */
     size_t     obytes;
+    tb_ring_t  down_reps;     /* reports for the commnode children, batched */
+    int64_t    down_due;      /* when they go (ms; 0: none waiting) */
 };
 
 /* node.c */
@@ -164,6 +166,8 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c);
 void tb_ft_adopt_failed(tb_node_t *n, tbon_rank_t lost);
 void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c);
 void tb_ft_free(tb_node_t *n);
+/* Send the batched reports down when due; lowers *next to when they are. */
+void tb_ft_timers(tb_node_t *n, int64_t now, int64_t *next);
 
 /* node_start.c */
 int  tb_node_launch_children(tb_node_t *n, tbon_error_t *err);
