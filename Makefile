@@ -54,6 +54,22 @@ PLUGIN_SO  := $(PLUGIN_SRC:filters/%.c=$(B)/filters/%.so)
 TPLUGIN_SRC := $(wildcard tests/plugins/*.c)
 TPLUGIN_SO  := $(TPLUGIN_SRC:tests/plugins/%.c=$(B)/tests/plugins/%.so)
 
+# tbon_stat (stat/, docs/stat.md): the stack-trace tool. Its library parts,
+# stat/st_*.c (prefix trees, the stack walker), go into libtbonstat.a and use
+# elfutils' libdw; the merge filter is a plug-in with the prefix-tree code in
+# it; stat/examples/*.c are targets to sample, built without sanitizers and
+# without optimisation, so that their stacks are what the source says.
+STAT_LIB_SRC := $(wildcard stat/st_*.c)
+STAT_LIB_OBJ := $(STAT_LIB_SRC:%.c=$(B)/obj/%.o)
+STAT_LIBS    := -ldw -lelf
+STAT_BIN     := $(B)/bin/tbon_stat
+STAT_SO      := $(B)/stat/stat_merge.so
+STAT_EX_SRC  := $(wildcard stat/examples/*.c)
+STAT_EX_BIN  := $(STAT_EX_SRC:stat/examples/%.c=$(B)/stat/examples/%)
+STAT_ALL     := $(if $(wildcard stat/tbon_stat.c),$(STAT_BIN)) \
+                $(if $(wildcard stat/stat_merge.c),$(STAT_SO)) $(STAT_EX_BIN) \
+                $(if $(STAT_LIB_SRC),$(B)/lib/libtbonstat.a)
+
 # Integration tests: tests/integration/test_*.c (with the harness); the
 # programs they start: tests/integration/tbon_*.c, into $(B)/tests/bin/.
 ITEST_SRC := $(wildcard tests/integration/test_*.c)
@@ -77,7 +93,8 @@ ALL_OBJ := $(LIB_OBJ) $(foreach p,$(PROGRAMS),$($(p)_SRC:%.c=$(B)/obj/%.o)) \
            $(TEST_SRC:%.c=$(B)/obj/%.o) $(B)/obj/tests/harness.o $(BENCH_SRC:%.c=$(B)/obj/%.o) \
            $(ITEST_SRC:%.c=$(B)/obj/%.o) $(IPROG_SRC:%.c=$(B)/obj/%.o) \
            $(PLUGIN_SRC:%.c=$(B)/obj/%.o) $(TPLUGIN_SRC:%.c=$(B)/obj/%.o) \
-           $(foreach d,$(EX_DIRS),$(B)/obj/$(d)/fe.o $(B)/obj/$(d)/be.o $(B)/obj/$(d)/filter.o)
+           $(foreach d,$(EX_DIRS),$(B)/obj/$(d)/fe.o $(B)/obj/$(d)/be.o $(B)/obj/$(d)/filter.o) \
+           $(STAT_LIB_OBJ) $(wildcard $(B)/obj/stat/*.o)
 
 # tbon_fims, the failure injection and management tool (tests/fims/, see
 # docs/fault-tolerance.md): a test program, built into bin/ but not installed.
@@ -85,19 +102,20 @@ tbon_fims_SRC := tests/fims/tbon_fims.c
 FIMS_BIN := $(B)/bin/tbon_fims
 ALL_OBJ  += $(tbon_fims_SRC:%.c=$(B)/obj/%.o)
 
-.PHONY: all lib programs plugins examples tests benches check test san demo bench fuzz fuzz-smoke \
+.PHONY: all lib programs plugins examples tests benches stat check test san demo bench fuzz fuzz-smoke \
         install clean deps
 .DEFAULT_GOAL := all
 # Keep objects make would otherwise treat as intermediate (and rebuild).
 .SECONDARY:
 
-all: lib programs plugins tests benches examples
+all: lib programs plugins tests benches examples stat
 lib: $(B)/lib/libtbon.a $(B)/lib/libtbon.so
 programs: $(BIN)
 plugins: $(PLUGIN_SO) $(TPLUGIN_SO)
 tests: $(TEST_BIN) $(ITEST_BIN) $(IPROG_BIN) $(FIMS_BIN)
 examples: $(EX_BIN)
 benches: $(BENCH_BIN)
+stat: $(STAT_ALL)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -126,13 +144,37 @@ $(B)/bin/%: $$(call prog_objs,$$*) $(B)/lib/libtbon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_TBON)
 
-$(B)/tests/unit/%: $(B)/obj/tests/unit/%.o $(B)/obj/tests/harness.o $(B)/lib/libtbon.a
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_TBON)
+# Tests may use the tbon_stat library parts (libtbonstat.a, libdw): only
+# what a test calls is linked, and --as-needed drops libdw from the others.
+STAT_LINK = $(if $(STAT_LIB_SRC),$(B)/lib/libtbonstat.a) $(LINK_TBON) $(if $(STAT_LIB_SRC),$(STAT_LIBS))
+STAT_DEP  = $(if $(STAT_LIB_SRC),$(B)/lib/libtbonstat.a)
 
-$(B)/tests/integration/%: $(B)/obj/tests/integration/%.o $(B)/obj/tests/harness.o $(B)/lib/libtbon.a
+$(B)/tests/unit/%: $(B)/obj/tests/unit/%.o $(B)/obj/tests/harness.o $(B)/lib/libtbon.a $(STAT_DEP)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_TBON)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(STAT_LINK)
+
+$(B)/tests/integration/%: $(B)/obj/tests/integration/%.o $(B)/obj/tests/harness.o $(B)/lib/libtbon.a $(STAT_DEP)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(STAT_LINK)
+
+$(B)/lib/libtbonstat.a: $(STAT_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(B)/bin/tbon_stat: $(B)/obj/stat/tbon_stat.o $(B)/lib/libtbonstat.a $(B)/lib/libtbon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(STAT_LINK)
+
+# The merge filter carries its own copy of the prefix-tree code.
+$(B)/stat/stat_merge.so: $(B)/obj/stat/stat_merge.o $(B)/obj/stat/st_ptree.o
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS) -o $@ $^
+
+$(B)/stat/examples/%: stat/examples/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -O0 -g -fno-omit-frame-pointer -fno-inline -std=c11 -D_GNU_SOURCE -Wall -Werror \
+	    -pthread -o $@ $<
 
 $(B)/tests/bin/%: $(B)/obj/tests/integration/%.o $(B)/lib/libtbon.a
 	@mkdir -p $(dir $@)

@@ -3,7 +3,9 @@
 # As root it runs apt-get; otherwise it prints the command to run.
 set -u
 
-PKGS="make gcc pkg-config procps libxml2-dev zlib1g-dev clang libclang-rt-14-dev"
+# libdw-dev: tbon_stat's stack walker; elfutils (eu-stack) and gdb: what its
+# tests and benchmark compare it with.
+PKGS="make gcc pkg-config procps libxml2-dev zlib1g-dev clang libclang-rt-14-dev libdw-dev elfutils gdb"
 
 missing=""
 for p in $PKGS; do

@@ -1,0 +1,81 @@
+/* st_ptree.h - call-prefix trees whose nodes carry task sets: what tbon_stat
+ * merges up the tree (docs/stat.md).
+ *
+ * A tree has a root (no frame) and one node per distinct call prefix: the
+ * path from the root to a node is a sequence of frames, outermost first
+ * ("_start", "__libc_start_main", "main", ...). Each node carries the set of
+ * tasks (MPI-style ranks, uint32_t) whose sampled stack has that prefix; the
+ * root's set is every task in the tree. Sets are kept as sorted, disjoint,
+ * non-adjacent ranges, so 1,024 tasks in one call path cost one range.
+ *
+ * Merging is set union node by node: associative, commutative and
+ * idempotent, as state composition needs (seed 003, IV-C).
+ *
+ * The binary form (st_tree_encode) is what travels in tbon packets; the
+ * decoder checks everything (lengths, counts, range order, nesting depth)
+ * and says what is wrong and at which byte offset. */
+#ifndef TBON_ST_PTREE_H
+#define TBON_ST_PTREE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct st_tree st_tree_t;
+
+/* A task range [lo, hi], lo <= hi. */
+typedef struct st_range {
+    uint32_t lo, hi;
+} st_range_t;
+
+st_tree_t *st_tree_new(void);
+void st_tree_free(st_tree_t *t);
+
+/* Add one sampled stack of task: frames[0] is the outermost frame, frames[n-1]
+ * the innermost; every node on the path (and the root) gets task. n may be 0
+ * (the task is only in the root's set). 0, or TBON_ENOMEM / TBON_EINVAL. */
+int st_tree_add(st_tree_t *t, const char *const *frames, size_t n, uint32_t task);
+
+/* dst = dst U src. 0 or TBON_ENOMEM (dst may then hold part of src: still a
+ * valid tree, a subset of the union). */
+int st_tree_merge(st_tree_t *dst, const st_tree_t *src);
+
+/* 1 if a and b have the same nodes with the same task sets. */
+int st_tree_equal(const st_tree_t *a, const st_tree_t *b);
+
+/* The binary form: *buf is malloc'ed. 0 or TBON_ENOMEM. */
+int st_tree_encode(const st_tree_t *t, uint8_t **buf, size_t *len);
+/* A tree from its binary form, or NULL with the reason in err ("at byte N:
+ * ..."). Never reads outside buf[0..len). */
+st_tree_t *st_tree_decode(const uint8_t *buf, size_t len, char *err, size_t errlen);
+
+/* The root's task set: *ranges is malloc'ed (NULL when empty); returns the
+ * number of ranges. tasks_count: the number of tasks in it. */
+size_t st_tree_tasks(const st_tree_t *t, st_range_t **ranges, uint64_t *tasks_count);
+
+/* The deepest path holding task, frames outermost first: *frames is a
+ * malloc'ed array of pointers into the tree (valid while it is unchanged);
+ * returns its length, 0 if task is only in the root or absent. With several
+ * deepest paths (threads, 3D trees) the first in frame order. */
+size_t st_tree_path(const st_tree_t *t, uint32_t task, const char ***frames);
+
+/* Task sets as text: "4:[0-2,7]" (count, then the ranges). Writes at most
+ * cap bytes with a NUL; returns the length it needed (as snprintf). */
+size_t st_tree_label(const st_range_t *r, size_t nr, char *out, size_t cap);
+
+/* Outputs. Edge labels are the task sets of the child nodes ("4:[0-2,7]").
+ * 0, or TBON_EIO if writing failed. */
+int st_tree_write_dot(const st_tree_t *t, FILE *f, const char *title);
+int st_tree_write_json(const st_tree_t *t, FILE *f);
+/* An indented text tree, one node per line: "  main  4:[0-2,7]". */
+int st_tree_write_text(const st_tree_t *t, FILE *f);
+/* Equivalence classes (as STAT): the tasks grouped by the set of leaf paths
+ * they end in; one line per class: its task set, a representative (its
+ * lowest task) and the innermost frames of its paths. Returns the number of
+ * classes, or < 0 on an error. */
+int st_tree_write_classes(const st_tree_t *t, FILE *f);
+
+/* Number of nodes, root included. */
+size_t st_tree_size(const st_tree_t *t);
+
+#endif
