@@ -1,0 +1,509 @@
+/* st_walker.c - stack samples of live processes: ptrace stops them (st_stop.c),
+ * elfutils' libdwfl unwinds and symbolises the frames */
+#include "st_walker.h"
+#include "st_names.h"
+#include "st_stop.h"
+
+#include <tbon/common.h>
+
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+/* Deeper stacks are cut (a broken unwind can go round in circles). */
+#define ST_MAX_FRAMES 1024
+/* Frame names kept for reuse (a few per distinct PC sampled). */
+#define ST_MAX_NAMES 65536
+
+/* What the walker keeps of one process between samples: its Dwfl holds the
+ * modules with their ELF files, symbol tables and CFI, the main cost of a
+ * first sample. */
+typedef struct proc {
+    pid_t pid;
+    unsigned long long start;   /* start time: a reused pid is another process */
+    Dwfl *dwfl;
+    bool attached;              /* dwfl_linux_proc_attach done (once per Dwfl) */
+    char *maps;                 /* /proc/PID/maps when the modules were reported */
+    size_t maps_len;
+    unsigned long long used;    /* the walker's tick of its last sample */
+} proc_t;
+
+struct st_walker {
+    unsigned flags;
+    st_names_t *names;          /* frame names by file and offset, for all pids */
+    proc_t *procs;              /* a linear search: a sample costs far more */
+    size_t nprocs, cap;
+    size_t max_procs;           /* kept at most (each holds open files) */
+    unsigned long long tick;
+};
+
+/* One thread's unwind: PCs innermost first, or an error. */
+typedef struct walk {
+    Dwarf_Addr *pc;
+    bool *act;                  /* pc[i] is an activation: no "pc - 1" */
+    size_t n, cap;
+    char *err;                  /* the reason of "[stackwalk error: ...]" */
+    bool nomem;
+} walk_t;
+
+static const Dwfl_Callbacks proc_callbacks = {
+    .find_elf = dwfl_linux_proc_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+};
+
+st_walker_t *st_walker_new(unsigned flags)
+{
+    st_walker_t *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->flags = flags;
+    /* A process's Dwfl keeps about 4-8 files open (its task directory, the
+     * executable twice, the libraries on its stacks): stay well inside the
+     * descriptor limit, at the price of setting a process up again. */
+    struct rlimit rl;
+    rlim_t fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+    w->max_procs = fds == RLIM_INFINITY || fds / 16 > 4096 ? 4096 : fds / 16 < 16 ? 16 : fds / 16;
+    w->names = st_names_new(ST_MAX_NAMES);
+    if (!w->names) {
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+static void proc_clear(proc_t *p)
+{
+    if (p->dwfl)
+        dwfl_end(p->dwfl);
+    free(p->maps);
+}
+
+void st_walker_free(st_walker_t *w)
+{
+    if (!w)
+        return;
+    for (size_t i = 0; i < w->nprocs; i++)
+        proc_clear(&w->procs[i]);
+    free(w->procs);
+    st_names_free(w->names);
+    free(w);
+}
+
+void st_walker_forget(st_walker_t *w, pid_t pid)
+{
+    for (size_t i = 0; w && i < w->nprocs; i++)
+        if (w->procs[i].pid == pid) {
+            proc_clear(&w->procs[i]);
+            w->procs[i] = w->procs[--w->nprocs];
+            return;
+        }
+}
+
+void st_stacks_free(st_stack_t *s, size_t n)
+{
+    for (size_t i = 0; s && i < n; i++) {
+        for (size_t f = 0; f < s[i].n; f++)
+            free(s[i].frames[f]);
+        free(s[i].frames);
+    }
+    free(s);
+}
+
+/* A malloc'ed string, or NULL when out of memory. */
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...)
+{
+    va_list ap;
+    char *s;
+    va_start(ap, f);
+    int r = vasprintf(&s, f, ap);
+    va_end(ap);
+    return r < 0 ? NULL : s;
+}
+
+/* The whole of a /proc file (they have no size). 0, or an errno value. */
+static int slurp(const char *path, char **out, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) {
+            close(fd);
+            return ENOMEM;
+        }
+        ssize_t r = read(fd, buf + n, cap - n - 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            int e = r < 0 ? errno : 0;
+            close(fd);
+            if (e) {
+                free(buf);
+                return e;
+            }
+            buf[n] = '\0';
+            *out = buf;
+            *len = n;
+            return 0;
+        }
+        n += (size_t)r;
+        if (cap - n - 1 == 0) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb)
+                free(buf);
+            buf = nb;
+            cap *= 2;
+        }
+    }
+}
+
+/* pid's state letter and start time from /proc/PID/stat; false if it is gone. */
+static bool proc_stat(pid_t pid, char *state, unsigned long long *start)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');    /* the name may hold anything */
+    if (!p || sscanf(p + 1, " %c", state) != 1)
+        return false;
+    /* starttime is field 22; p is at the end of field 2. */
+    for (int field = 2; field < 21 && p; field++)
+        p = strchr(p + 1, ' ');
+    *start = p ? strtoull(p + 1, NULL, 10) : 0;
+    return true;
+}
+
+/* The walker's record of pid (made, or remade for a new process with the
+ * same pid). NULL when out of memory. */
+static proc_t *proc_get(st_walker_t *w, pid_t pid, unsigned long long start)
+{
+    w->tick++;
+    for (size_t i = 0; i < w->nprocs; i++)
+        if (w->procs[i].pid == pid) {
+            if (w->procs[i].start == start) {
+                w->procs[i].used = w->tick;
+                return &w->procs[i];
+            }
+            st_walker_forget(w, pid);
+            break;
+        }
+    if (w->nprocs >= w->max_procs) {              /* make room: the least recently used goes */
+        size_t lru = 0;
+        for (size_t i = 1; i < w->nprocs; i++)
+            if (w->procs[i].used < w->procs[lru].used)
+                lru = i;
+        st_walker_forget(w, w->procs[lru].pid);
+    }
+    if (w->nprocs == w->cap) {
+        size_t ncap = w->cap ? w->cap * 2 : 16;
+        proc_t *np = realloc(w->procs, ncap * sizeof *np);
+        if (!np)
+            return NULL;
+        w->procs = np;
+        w->cap = ncap;
+    }
+    Dwfl *dwfl = dwfl_begin(&proc_callbacks);
+    if (!dwfl)
+        return NULL;
+    proc_t *p = &w->procs[w->nprocs++];
+    *p = (proc_t){.pid = pid, .start = start, .dwfl = dwfl, .used = w->tick};
+    return p;
+}
+
+/* Bring p's modules up to date (the process is stopped) and attach the Dwfl
+ * to it. 0, with *err set to why it failed (malloc'ed) or NULL; or
+ * TBON_ENOMEM. */
+static int proc_refresh(proc_t *p, char **err)
+{
+    char path[64], *maps = NULL;
+    size_t len = 0;
+    *err = NULL;
+    snprintf(path, sizeof path, "/proc/%ld/maps", (long)p->pid);
+    int e = slurp(path, &maps, &len);
+    if (e == ENOMEM)
+        return TBON_ENOMEM;
+    if (e) {
+        *err = fmt("%s: %s", path, strerror(e));
+        return *err ? 0 : TBON_ENOMEM;
+    }
+    /* Unchanged maps, unchanged modules: the usual case of a second sample. */
+    if (p->maps && len == p->maps_len && memcmp(maps, p->maps, len) == 0) {
+        free(maps);
+    } else {
+        /* Modules reported again with the same name and place are kept with
+         * what was loaded for them; the others go. */
+        dwfl_report_begin(p->dwfl);
+        int r = dwfl_linux_proc_report(p->dwfl, p->pid);
+        dwfl_report_end(p->dwfl, NULL, NULL);
+        free(p->maps);
+        p->maps = NULL;
+        if (r != 0) {
+            free(maps);
+            *err = r > 0 ? fmt("reading /proc/%ld: %s", (long)p->pid, strerror(r))
+                         : fmt("dwfl_linux_proc_report: %s", dwfl_errmsg(-1));
+            return *err ? 0 : TBON_ENOMEM;
+        }
+        p->maps = maps;
+        p->maps_len = len;
+    }
+    if (!p->attached) {
+        /* true: st_stop stopped the threads; libdwfl must not ptrace them. */
+        int r = dwfl_linux_proc_attach(p->dwfl, p->pid, true);
+        if (r != 0) {
+            *err = fmt("dwfl_linux_proc_attach: %s", r > 0 ? strerror(r) : dwfl_errmsg(-1));
+            return *err ? 0 : TBON_ENOMEM;
+        }
+        p->attached = true;
+    }
+    return 0;
+}
+
+static int frame_cb(Dwfl_Frame *frame, void *arg)
+{
+    walk_t *wk = arg;
+    Dwarf_Addr pc;
+    bool act;
+    if (!dwfl_frame_pc(frame, &pc, &act)) {
+        wk->err = fmt("%s", dwfl_errmsg(-1));
+        wk->nomem = !wk->err;
+        return DWARF_CB_ABORT;
+    }
+    if (wk->n == ST_MAX_FRAMES) {
+        wk->err = fmt("more than %d frames", ST_MAX_FRAMES);
+        wk->nomem = !wk->err;
+        return DWARF_CB_ABORT;
+    }
+    if (wk->n == wk->cap) {
+        size_t ncap = wk->cap ? wk->cap * 2 : 32;
+        Dwarf_Addr *npc = realloc(wk->pc, ncap * sizeof *npc);
+        if (npc)
+            wk->pc = npc;
+        bool *nact = npc ? realloc(wk->act, ncap * sizeof *nact) : NULL;
+        if (!nact) {
+            wk->nomem = true;
+            return DWARF_CB_ABORT;
+        }
+        wk->act = nact;
+        wk->cap = ncap;
+    }
+    wk->pc[wk->n] = pc;
+    wk->act[wk->n++] = act;
+    return DWARF_CB_OK;
+}
+
+/* Unwind the stopped thread tid into wk. */
+static void walk_thread(Dwfl *dwfl, pid_t tid, walk_t *wk)
+{
+    int r = dwfl_getthread_frames(dwfl, tid, frame_cb, wk);
+    if (r == -1 && !wk->err && !wk->nomem) {
+        wk->err = fmt("%s", dwfl_errmsg(-1));
+        wk->nomem = !wk->err;
+    }
+}
+
+/* A module's name and load address; the vDSO is "[vdso]" (to libdwfl
+ * "[vdso: PID]", which would differ from process to process). */
+static const char *module_name(Dwfl_Module *mod, Dwarf_Addr *low)
+{
+    const char *name = dwfl_module_info(mod, NULL, low, NULL, NULL, NULL, NULL, NULL);
+    if (!name)
+        return "?";
+    return strncmp(name, "[vdso", 5) == 0 ? "[vdso]" : name;
+}
+
+/* The text of the frame at pc (addr: the address to look up) in mod:
+ * "func", "func@file:line", "module`func" or "module+0xOFF". NULL when out
+ * of memory. */
+static char *frame_name(unsigned flags, Dwfl_Module *mod, const char *path, Dwarf_Addr low,
+                        Dwarf_Addr pc, Dwarf_Addr addr)
+{
+    const char *slash = strrchr(path, '/');
+    const char *mname = slash ? slash + 1 : path;
+    GElf_Off off;
+    GElf_Sym sym;
+    const char *func = dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL);
+    if (!func || !*func)
+        return fmt("%s+0x%llx", mname, (unsigned long long)(pc - low));
+    const char *mpre = flags & ST_WALK_MODULES ? mname : "";
+    const char *mtick = flags & ST_WALK_MODULES ? "`" : "";
+    if (flags & ST_WALK_LINES) {
+        Dwfl_Line *line = dwfl_module_getsrc(mod, addr);
+        int lineno = 0;
+        const char *file = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
+        if (file) {
+            slash = strrchr(file, '/');
+            return fmt("%s%s%s@%s:%d", mpre, mtick, func, slash ? slash + 1 : file, lineno);
+        }
+    }
+    return fmt("%s%s%s", mpre, mtick, func);
+}
+
+/* The name of the frame at pc: "0xPC" outside any module, else frame_name's,
+ * from the walker's cache when a process with the same file (path and build
+ * id) had a frame at the same offset. malloc'ed; NULL when out of memory. */
+static char *frame_text(st_walker_t *w, Dwfl *dwfl, Dwarf_Addr pc, bool act)
+{
+    /* A return address may be the first byte after the call's function
+     * (a call to a noreturn function ends it): look up the call itself. */
+    Dwarf_Addr addr = act ? pc : pc - 1;
+    Dwfl_Module *mod = dwfl_addrmodule(dwfl, addr);
+    if (!mod)
+        return fmt("0x%llx", (unsigned long long)pc);
+    Dwarf_Addr low = 0;
+    const char *path = module_name(mod, &low);
+    const unsigned char *id = NULL;
+    GElf_Addr id_vaddr;
+    int idlen = dwfl_module_build_id(mod, &id, &id_vaddr);
+    char key[PATH_MAX + 256];
+    int k = snprintf(key, sizeof key, "%s\n%llx%c", path, (unsigned long long)(pc - low),
+                     act ? 'a' : 'r');
+    for (int i = 0; i < idlen && i < 64 && k > 0 && (size_t)k + 3 < sizeof key; i++)
+        k += snprintf(key + k, sizeof key - (size_t)k, "%02x", id[i]);
+    bool cacheable = k > 0 && (size_t)k + 3 < sizeof key;
+    const char *hit = cacheable ? st_names_get(w->names, key) : NULL;
+    if (hit)
+        return strdup(hit);
+    char *name = frame_name(w->flags, mod, path, low, pc, addr);
+    if (name && cacheable && st_names_put(w->names, key, name) != 0) {
+        free(name);
+        return NULL;
+    }
+    return name;
+}
+
+/* Fill st with the frames of wk, outermost first, then the error if any. */
+static int make_stack(st_walker_t *w, Dwfl *dwfl, const walk_t *wk, st_stack_t *st)
+{
+    size_t n = wk->n + (wk->err ? 1 : 0);
+    st->frames = calloc(n ? n : 1, sizeof *st->frames);
+    if (!st->frames)
+        return TBON_ENOMEM;
+    for (size_t i = 0; i < wk->n; i++) {
+        size_t k = wk->n - 1 - i;
+        st->frames[i] = frame_text(w, dwfl, wk->pc[k], wk->act[k]);
+        if (!st->frames[i])
+            return TBON_ENOMEM;
+        st->n = i + 1;
+    }
+    if (wk->err) {
+        st->frames[wk->n] = fmt("[stackwalk error: %s]", wk->err);
+        if (!st->frames[wk->n])
+            return TBON_ENOMEM;
+        st->n = n;
+    }
+    return 0;
+}
+
+/* One stack of one frame for the whole process. */
+static int one_frame(pid_t pid, char *frame, st_stack_t **stacks, size_t *n)
+{
+    st_stack_t *s = calloc(1, sizeof *s);
+    char **f = malloc(sizeof *f);
+    if (!frame || !s || !f) {
+        free(frame);
+        free(s);
+        free(f);
+        return TBON_ENOMEM;
+    }
+    f[0] = frame;
+    *s = (st_stack_t){.tid = pid, .n = 1, .frames = f};
+    *stacks = s;
+    *n = 1;
+    return 1;
+}
+
+int st_sample(st_walker_t *w, pid_t pid, st_stack_t **stacks, size_t *n)
+{
+    if (!w || pid <= 0 || !stacks || !n)
+        return TBON_EINVAL;
+    *stacks = NULL;
+    *n = 0;
+    char state;
+    unsigned long long start;
+    if (!proc_stat(pid, &state, &start) || state == 'Z' || state == 'X') {
+        st_walker_forget(w, pid);
+        return one_frame(pid, fmt("[task exited]"), stacks, n);
+    }
+
+    st_stopset_t set = {0};
+    if (st_stop(&set, pid, w->flags & ST_WALK_THREADS) != 0) {
+        st_stopset_free(&set);
+        return TBON_ENOMEM;
+    }
+    if (set.t[0].state == ST_THR_FAILED) {
+        int err = set.t[0].err;
+        st_stopset_free(&set);
+        return one_frame(pid, fmt("[stackwalk error: ptrace: %s]", strerror(err)), stacks, n);
+    }
+
+    /* Unwind while stopped; name the frames only after the resume, so that
+     * the target waits for the unwind alone. */
+    walk_t *wk = calloc(set.n, sizeof *wk);
+    proc_t *p = wk ? proc_get(w, pid, start) : NULL;
+    char *err = NULL;
+    int rc = p ? proc_refresh(p, &err) : TBON_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < set.n; i++) {
+        st_thread_t *t = &set.t[i];
+        if (t->state == ST_THR_FAILED)
+            wk[i].nomem = !(wk[i].err = fmt("ptrace: %s", strerror(t->err)));
+        else if (t->state == ST_THR_STOPPED && err)
+            wk[i].nomem = !(wk[i].err = fmt("%s", err));
+        else if (t->state == ST_THR_STOPPED)
+            walk_thread(p->dwfl, t->tid, &wk[i]);
+        if (wk[i].nomem)
+            rc = TBON_ENOMEM;
+    }
+    st_resume(&set);
+    free(err);
+
+    /* Threads that ended during the sample are left out; if none is left,
+     * the process ended. */
+    size_t ns = 0;
+    st_stack_t *out = rc == 0 ? calloc(set.n, sizeof *out) : NULL;
+    if (rc == 0 && !out)
+        rc = TBON_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < set.n; i++) {
+        if (set.t[i].state == ST_THR_GONE)
+            continue;
+        out[ns].tid = set.t[i].tid;
+        rc = make_stack(w, p->dwfl, &wk[i], &out[ns]);
+        ns++;
+    }
+    for (size_t i = 0; wk && i < set.n; i++) {
+        free(wk[i].pc);
+        free(wk[i].act);
+        free(wk[i].err);
+    }
+    free(wk);
+    st_stopset_free(&set);
+    if (rc != 0) {
+        st_stacks_free(out, ns);
+        return rc;
+    }
+    if (ns == 0) {
+        free(out);
+        st_walker_forget(w, pid);
+        return one_frame(pid, fmt("[task exited]"), stacks, n);
+    }
+    *stacks = out;
+    *n = ns;
+    return (int)ns;
+}
