@@ -2,6 +2,7 @@
 #   make              library, programs, tests
 #   make check        install missing deps, build, run every test (also under ASan+UBSan)
 #   make demo         run the main job on a local default topology
+#   make demo-stat    tbon_stat on 64 stuck processes (stat/examples/stat_hang)
 #   make bench        run the benchmarks, write bench/RESULTS.md
 #   make fuzz-smoke   run each libFuzzer harness for a bounded time
 #   make install PREFIX=/usr/local
@@ -102,7 +103,8 @@ tbon_fims_SRC := tests/fims/tbon_fims.c
 FIMS_BIN := $(B)/bin/tbon_fims
 ALL_OBJ  += $(tbon_fims_SRC:%.c=$(B)/obj/%.o)
 
-.PHONY: all lib programs plugins examples tests benches stat check test san demo bench fuzz fuzz-smoke \
+.PHONY: all lib programs plugins examples tests benches stat check test san demo demo-stat bench \
+        fuzz fuzz-smoke \
         install clean deps
 .DEFAULT_GOAL := all
 # Keep objects make would otherwise treat as intermediate (and rebuild).
@@ -245,18 +247,21 @@ fuzz-smoke: $(FUZZ_BIN)
 demo: all
 	@scripts/demo.sh $(B)
 
+demo-stat: all
+	@scripts/demo-stat.sh $(B)
+
 bench: all
 	bench/run.sh $(B)
 
-install: lib programs plugins
+install: lib programs plugins stat
 	install -d $(DESTDIR)$(PREFIX)/include/tbon $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin \
 	    $(DESTDIR)$(PREFIX)/lib/tbon/filters
-	install -m 0755 $(PLUGIN_SO) $(DESTDIR)$(PREFIX)/lib/tbon/filters/
+	install -m 0755 $(PLUGIN_SO) $(STAT_SO) $(DESTDIR)$(PREFIX)/lib/tbon/filters/
 	install -m 0644 include/tbon/*.h $(DESTDIR)$(PREFIX)/include/tbon/
 	install -m 0644 $(B)/lib/libtbon.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 0755 $(B)/lib/libtbon.so $(DESTDIR)$(PREFIX)/lib/libtbon.so.0
 	ln -sf libtbon.so.0 $(DESTDIR)$(PREFIX)/lib/libtbon.so
-	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BIN) $(STAT_BIN) $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' tbon.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tbon.pc
 
 clean:

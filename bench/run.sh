@@ -34,7 +34,7 @@ for x in "$b"/bench/bench_*; do
     [ -x "$x" ] || continue
     case "$x" in *.d|*.o) continue ;; esac
     # The running-tree and fault-tolerance benchmarks get their own sections below.
-    case "$x" in */bench_flat|*/bench_tree|*/bench_ft) continue ;; esac
+    case "$x" in */bench_flat|*/bench_tree|*/bench_ft|*/bench_stat) continue ;; esac
     echo "== $x" >&2
     "$x" | grep -E '^\|' >>"$tmp"
 done
@@ -131,6 +131,38 @@ fi
     echo "|---|---|---|---|---|"
     grep -E '^\|' "$ft_rows" || true
 } >>"$tmp"
+
+# tbon_stat (issue 5): attach, sample once and merge, beside eu-stack.
+stat_rows=$(mktemp)
+stat_ok=0
+if [ -x "$b/bench/bench_stat" ] && [ -x "$b/bin/tbon_stat" ]; then
+    echo "== $b/bench/bench_stat" >&2
+    if "$b/bench/bench_stat" >"$stat_rows"; then
+        stat_ok=1
+    else
+        echo "bench_stat failed" >&2
+        status=1
+    fi
+fi
+{
+    echo
+    echo "## tbon_stat"
+    echo
+    echo "bench/bench_stat.c: stat/examples/stat_hang N starts N workers stuck in a few"
+    echo "call paths; \`tbon_stat -n 1 --pids-file\` samples each once through its default"
+    echo "tree (one back-end per 16 tasks, fan-out 8) and merges the traces; the time is"
+    echo "the whole command, tree start-up included. The baseline is \`eu-stack -p PID\`"
+    echo "(elfutils) run for each of the same workers in turn, in the same run."
+    if [ "$stat_ok" = 0 ]; then
+        echo
+        echo "**bench_stat did not run or failed in this run: rows of the sizes that passed only.**"
+    fi
+    echo
+    echo "| area | metric | median | unit | notes |"
+    echo "|---|---|---|---|---|"
+    grep -E '^\|' "$stat_rows" || true
+} >>"$tmp"
+rm -f "$stat_rows"
 
 mv "$tmp" "$out"
 trap - EXIT

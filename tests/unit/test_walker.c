@@ -318,8 +318,9 @@ TEST(repeated_samples)
  * stack is the same. */
 TEST(maps_change_between_samples)
 {
-    int fds[2];
+    int fds[2], ack[2];
     REQUIRE(pipe(fds) == 0);
+    REQUIRE(pipe(ack) == 0);
     pid_t me = getpid();
     pid_t child = fork();
     REQUIRE(child >= 0);
@@ -328,15 +329,21 @@ TEST(maps_change_between_samples)
         if (getppid() != me)
             _exit(1);
         close(fds[1]);
+        close(ack[0]);
         char c;
         while (read(fds[0], &c, 1) == 1) {
             if (mmap(NULL, 1 << 20, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED)
                 _exit(1);
             (void)dlopen("libresolv.so.2", RTLD_NOW);
+            /* Done: dlopen reads files too, so "in read(2)" alone does not
+             * say the child is back at the pipe. */
+            if (write(ack[1], "a", 1) != 1)
+                _exit(1);
         }
         _exit(0);
     }
     close(fds[0]);
+    close(ack[1]);
     static const long rd[] = {0};
     for (double t0 = tw_now_ms(); !tw_in_syscall(child, rd, 1, 1) && tw_now_ms() - t0 < 5000;)
         tw_nap();
@@ -349,6 +356,8 @@ TEST(maps_change_between_samples)
     CHECK(tw_read(child, "maps", maps0, sizeof maps0) > 0);
     for (int round = 0; round < 3; round++) {
         CHECK(write(fds[1], "x", 1) == 1);
+        char a;
+        CHECK(read(ack[0], &a, 1) == 1);
         /* Wait until it has mapped and is back in read(2). */
         char maps[65536] = "";
         for (double t0 = tw_now_ms(); tw_now_ms() - t0 < 5000; tw_nap())
@@ -369,6 +378,7 @@ TEST(maps_change_between_samples)
     }
     st_stacks_free(first, n0);
     close(fds[1]);
+    close(ack[0]);
     waitpid(child, NULL, 0);
     st_walker_free(w);
 }

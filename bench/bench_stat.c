@@ -1,0 +1,238 @@
+/* bench_stat.c - tbon_stat against a loop of eu-stack: the time to attach to,
+ * sample once and merge the stack traces of 256 and 1,024 processes
+ * (stat/examples/stat_hang workers), beside `eu-stack -p PID` run for each of
+ * the same processes, one after the other, in the same run.
+ *
+ * Usage: bench_stat [--tasks N[,N...]] [--reps R]   (default 256,1024 and 3)
+ * Markdown rows on stdout (bench/run.sh collects them); progress on stderr.
+ * Every tbon_stat run must exit 0 with every task in its merged tree.
+ */
+#include "bench.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PROG "bench_stat"
+#define MAXT 4096
+
+static char build[PATH_MAX], tmp[64];
+static pid_t hang_parent;
+static pid_t workers[MAXT];
+static size_t nworkers;
+
+static void die(const char *what)
+{
+    if (hang_parent > 0)
+        kill(hang_parent, SIGKILL);
+    bench_die(PROG, what);
+}
+
+/* The build directory: the parent of this program's bench/. */
+static void find_build(void)
+{
+    ssize_t k = readlink("/proc/self/exe", build, sizeof build - 1);
+    if (k <= 0)
+        die("readlink /proc/self/exe");
+    build[k] = '\0';
+    for (int i = 0; i < 2; i++) {
+        char *s = strrchr(build, '/');
+        if (!s)
+            die("finding the build directory");
+        *s = '\0';
+    }
+}
+
+static double wait_status(pid_t pid, int *status)
+{
+    double t0 = bench_now();
+    if (waitpid(pid, status, 0) != pid)
+        die("waitpid");
+    return bench_now() - t0;
+}
+
+/* stat_hang n, and its workers' pids (children of it, after they started). */
+static void hang_start(size_t n)
+{
+    char path[PATH_MAX + 64], nb[16];
+    snprintf(path, sizeof path, "%s/stat/examples/stat_hang", build);
+    snprintf(nb, sizeof nb, "%zu", n);
+    hang_parent = fork();
+    if (hang_parent == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int dn = open("/dev/null", O_WRONLY);
+        dup2(dn, 1);
+        execl(path, "stat_hang", nb, (char *)NULL);
+        _exit(127);
+    }
+    double dl = bench_now() + 60;
+    for (;;) {
+        /* The workers are the children of hang_parent. */
+        char cpath[96];
+        snprintf(cpath, sizeof cpath, "/proc/%d/task/%d/children", (int)hang_parent,
+                 (int)hang_parent);
+        FILE *f = fopen(cpath, "r");
+        nworkers = 0;
+        long p;
+        while (f && nworkers < MAXT && fscanf(f, "%ld", &p) == 1)
+            workers[nworkers++] = (pid_t)p;
+        if (f)
+            fclose(f);
+        if (nworkers == n)
+            break;
+        if (bench_now() > dl)
+            die("starting stat_hang");
+        usleep(50000);
+    }
+    usleep(500000);      /* into their stuck paths */
+}
+
+static void hang_stop(void)
+{
+    kill(hang_parent, SIGTERM);
+    int st;
+    waitpid(hang_parent, &st, 0);
+    hang_parent = 0;
+}
+
+/* One tbon_stat run over the workers; its wall time; *launch and *merge
+ * from its .perf file. */
+static double stat_once(size_t n, int rep, double *launch, double *merge)
+{
+    char pids[PATH_MAX], out[PATH_MAX], bin[PATH_MAX + 32];
+    snprintf(pids, sizeof pids, "%s/pids", tmp);
+    snprintf(out, sizeof out, "%s/out%zu.%d", tmp, n, rep);
+    snprintf(bin, sizeof bin, "%s/bin/tbon_stat", build);
+    FILE *f = fopen(pids, "w");
+    if (!f)
+        die("writing the pids file");
+    for (size_t i = 0; i < nworkers; i++)
+        fprintf(f, "%d\n", (int)workers[i]);
+    fclose(f);
+    double t0 = bench_now();
+    pid_t pid = fork();
+    if (pid == 0) {
+        int dn = open("/dev/null", O_WRONLY);
+        dup2(dn, 1);
+        execl(bin, "tbon_stat", "-n", "1", "-q", "-o", out, "--pids-file", pids, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    wait_status(pid, &st);
+    double wall = bench_now() - t0;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        die("tbon_stat");
+    char perf[PATH_MAX + 64], line[256];
+    snprintf(perf, sizeof perf, "%s/stat_hang.0000/stat_hang.perf", out);
+    f = fopen(perf, "r");
+    if (!f)
+        die("reading tbon_stat's .perf file");
+    size_t missing = 1;
+    while (fgets(line, sizeof line, f)) {
+        sscanf(line, "launch_tree_s %lf", launch);
+        sscanf(line, "sample_merge_s %lf", merge);
+        sscanf(line, "missing %zu", &missing);
+    }
+    fclose(f);
+    if (missing)
+        die("tbon_stat left tasks out");
+    return wall;
+}
+
+/* eu-stack -p PID for every worker, one after the other. */
+static double eu_loop(void)
+{
+    double t0 = bench_now();
+    for (size_t i = 0; i < nworkers; i++) {
+        char p[16];
+        snprintf(p, sizeof p, "%d", (int)workers[i]);
+        pid_t pid = fork();
+        if (pid == 0) {
+            int dn = open("/dev/null", O_WRONLY);
+            dup2(dn, 1);
+            dup2(dn, 2);
+            execlp("eu-stack", "eu-stack", "-p", p, (char *)NULL);
+            _exit(127);
+        }
+        int st;
+        wait_status(pid, &st);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) == 127)
+            die("eu-stack");
+    }
+    return bench_now() - t0;
+}
+
+static void cleanup(void)
+{
+    if (hang_parent > 0)
+        kill(hang_parent, SIGKILL);
+    if (tmp[0]) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+        if (system(cmd) != 0)
+            fprintf(stderr, PROG ": could not remove %s\n", tmp);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    size_t sizes[8] = { 256, 1024 }, nsizes = 2;
+    int reps = 3;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--tasks") == 0 && i + 1 < argc) {
+            nsizes = 0;
+            for (char *s = strtok(argv[++i], ","); s && nsizes < 8; s = strtok(NULL, ","))
+                sizes[nsizes++] = strtoul(s, NULL, 10);
+        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+            reps = atoi(argv[++i]);
+        } else {
+            fprintf(stderr, "usage: " PROG " [--tasks N[,N...]] [--reps R]\n"
+                    "tbon_stat -n 1 on N stat_hang workers (default 256 and 1024), median of R\n"
+                    "runs (default 3), beside a loop of eu-stack -p PID over the same workers.\n");
+            return 2;
+        }
+    }
+    if (reps < 1 || reps > 20 || nsizes == 0)
+        die("the arguments");
+    for (size_t s = 0; s < nsizes; s++)
+        if (sizes[s] < 1 || sizes[s] > MAXT)
+            die("the arguments");
+    find_build();
+    snprintf(tmp, sizeof tmp, "/tmp/bench_stat.XXXXXX");
+    if (!mkdtemp(tmp))
+        die("mkdtemp");
+    atexit(cleanup);
+    for (size_t s = 0; s < nsizes; s++) {
+        size_t n = sizes[s];
+        hang_start(n);
+        double wall[20], launch[20], merge[20];
+        for (int r = 0; r < reps; r++) {
+            wall[r] = stat_once(n, r, &launch[r], &merge[r]);
+            fprintf(stderr, PROG ": %zu tasks, run %d: %.3f s (tree up %.3f s, sample and merge "
+                    "%.3f s)\n", n, r + 1, wall[r], launch[r], merge[r]);
+        }
+        double eu = eu_loop();
+        fprintf(stderr, PROG ": %zu tasks: eu-stack loop %.2f s\n", n, eu);
+        hang_stop();
+        double w = bench_median(wall, reps), l = bench_median(launch, reps),
+               m = bench_median(merge, reps);
+        char metric[64], goal[96] = "";
+        snprintf(metric, sizeof metric, "attach, sample once and merge, %zu tasks", n);
+        if (n == 256)
+            snprintf(goal, sizeof goal, "; target <= 2 s and >= 20x faster than the loop: %s",
+                     w <= 2 && eu / w >= 20 ? "met" : "MISSED");
+        bench_row("stat", metric, "%.3f", w, "s",
+                  "tbon_stat -n 1 --pids-file (stat_hang workers), from the command to its exit: "
+                  "the default topology's tree up in %.3f s, sample and merge %.3f s, outputs "
+                  "written; median of %d; beside it, eu-stack -p PID for each of the %zu "
+                  "processes in turn: %.2f s (%.1fx as long)%s", l, m, reps, n, eu, eu / w, goal);
+        fflush(stdout);
+    }
+    return 0;
+}

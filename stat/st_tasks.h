@@ -1,0 +1,48 @@
+/* st_tasks.h - which processes tbon_stat samples, and their ranks: from a
+ * list of pids, a pids file, or the descendants of a launcher (docs/stat.md) */
+#ifndef TBON_ST_TASKS_H
+#define TBON_ST_TASKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct st_task {
+    pid_t pid;
+    uint32_t rank;
+} st_task_t;
+
+/* A parsed task list. */
+typedef struct st_tasks {
+    st_task_t *v;
+    size_t n;
+} st_tasks_t;
+
+/* Append the pids of "PID,PID,..." (what -p takes). 0, or TBON_EINVAL with
+ * the offending item in err. */
+int st_tasks_parse_list(st_tasks_t *t, const char *list, char *err, size_t errlen);
+
+/* Append the pids of a file: one or more per line, separated by commas or
+ * white space; '#' starts a comment. Errors name the file and line. */
+int st_tasks_read_file(st_tasks_t *t, const char *path, char *err, size_t errlen);
+
+/* Append the descendants of launcher (children, grandchildren, ...) that run
+ * the executable most of them run, other than the launcher's own (an mpirun
+ * or a shell starts helpers too); when none runs another executable, those
+ * that run the launcher's (a program that forks its workers), and when there
+ * are none, the launcher itself. Errors name the launcher. */
+int st_tasks_from_launcher(st_tasks_t *t, pid_t launcher, char *err, size_t errlen);
+
+/* Give every task its rank: from its environment (OMPI_COMM_WORLD_RANK,
+ * PMI_RANK, PMIX_RANK, SLURM_PROCID, the first one set) when every task has
+ * one and they are distinct, else its position in the list. Drops duplicate
+ * pids. Then sorts the tasks by rank. Returns 1 if the ranks came from the
+ * environment, 0 if from positions. */
+int st_tasks_rank(st_tasks_t *t);
+
+/* The executable's base name of pid ("?" if unknown); static buffer. */
+const char *st_task_exe_name(pid_t pid);
+
+void st_tasks_free(st_tasks_t *t);
+
+#endif

@@ -1,0 +1,615 @@
+/* test_stat.c - tbon_stat end to end: real target processes (stat_hang),
+ * real trees, real ptrace; each task's merged path checked against what
+ * eu-stack prints for the same process, commnode kills during the merge,
+ * targets that exit while sampled, and targets never left stopped. */
+#include "itest.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#define NTASK 64
+
+/* ---- the targets: stat_hang N ---- */
+
+struct hang {
+    pid_t parent;
+    pid_t pid[NTASK];      /* by rank (PMI_RANK) */
+    size_t n;
+};
+
+static const char *hang_path(void)
+{
+    static char p[PATH_MAX + 32];
+    snprintf(p, sizeof p, "%s/stat/examples/stat_hang", it_build_dir());
+    return p;
+}
+
+/* PMI_RANK of pid, or -1. */
+static long env_rank(pid_t pid)
+{
+    char path[64], buf[8192];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    ssize_t k = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (k <= 0)
+        return -1;
+    buf[k] = 0;
+    for (ssize_t off = 0; off < k; off += (ssize_t)strlen(buf + off) + 1)
+        if (strncmp(buf + off, "PMI_RANK=", 9) == 0)
+            return atol(buf + off + 9);
+    return -1;
+}
+
+static char proc_state(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return 0;
+    ssize_t k = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (k <= 0)
+        return 0;
+    buf[k] = 0;
+    char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' ? rp[2] : 0;
+}
+
+/* Start stat_hang n and wait until its n workers run with their ranks. */
+static int hang_start(struct hang *h, size_t n)
+{
+    memset(h, 0, sizeof *h);
+    h->n = n;
+    pid_t pid = fork();
+    if (pid == 0) {
+        int dn = open("/dev/null", O_WRONLY);
+        dup2(dn, 1);
+        char nb[16];
+        snprintf(nb, sizeof nb, "%zu", n);
+        execl(hang_path(), "stat_hang", nb, (char *)NULL);
+        _exit(127);
+    }
+    h->parent = pid;
+    int64_t t0 = it_now_ms();
+    for (;;) {
+        size_t np, found = 0;
+        struct it_proc *v = it_proc_table(&np);
+        memset(h->pid, 0, sizeof h->pid);
+        for (size_t i = 0; v && i < np; i++) {
+            if (v[i].ppid != pid)
+                continue;
+            long r = env_rank(v[i].pid);
+            if (r >= 0 && (size_t)r < n && !h->pid[r]) {
+                h->pid[r] = v[i].pid;
+                found++;
+            }
+        }
+        free(v);
+        if (found == n)
+            break;
+        if (it_now_ms() - t0 > 10000) {
+            th_fail(__FILE__, __LINE__, "stat_hang %zu: %zu workers after 10 s", n, found);
+            return -1;
+        }
+        it_sleep_ms(20);
+    }
+    it_sleep_ms(300);            /* into their stuck call paths */
+    return 0;
+}
+
+static void hang_stop(struct hang *h)
+{
+    if (h->parent > 0) {
+        kill(h->parent, SIGTERM);
+        int64_t t0 = it_now_ms();
+        while (waitpid(h->parent, NULL, WNOHANG) != h->parent && it_now_ms() - t0 < 3000)
+            it_sleep_ms(10);
+        kill(h->parent, SIGKILL);
+        waitpid(h->parent, NULL, WNOHANG);
+        for (size_t i = 0; i < h->n; i++)
+            if (h->pid[i])
+                kill(h->pid[i], SIGKILL);
+    }
+    h->parent = 0;
+}
+
+/* ---- running tbon_stat ---- */
+
+static pid_t stat_spawn(char *const argv[])
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int dn = open("/dev/null", O_WRONLY);
+        dup2(dn, 1);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Wait for pid up to ms; its exit status, or -1 (then it is killed). */
+static int stat_wait(pid_t pid, int ms)
+{
+    int64_t t0 = it_now_ms();
+    int st;
+    while (waitpid(pid, &st, WNOHANG) != pid) {
+        if (it_now_ms() - t0 > ms) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1;
+        }
+        it_sleep_ms(20);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static const char *stat_bin(void)
+{
+    static char p[PATH_MAX + 32];
+    snprintf(p, sizeof p, "%s/bin/tbon_stat", it_build_dir());
+    return p;
+}
+
+/* "-p" list of h's pids, in a shuffled order (ranks must come from PMI_RANK). */
+static const char *pid_list(const struct hang *h)
+{
+    static char buf[NTASK * 12];
+    size_t off = 0;
+    for (size_t k = 0; k < h->n; k++) {
+        size_t i = (k * 37 + 11) % h->n;
+        off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%d", k ? "," : "", (int)h->pid[i]);
+    }
+    return buf;
+}
+
+/* ---- the merged tree, from <exe>.2D.txt ---- */
+
+#define MAXNODE 4096
+#define MAXDEPTH 128
+
+struct tnode { int depth; char frame[256]; char label[1024]; };
+
+struct ttree { struct tnode *v; size_t n; };
+
+static int parse_tree(const char *path, struct ttree *t)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    t->v = calloc(MAXNODE, sizeof *t->v);
+    t->n = 0;
+    char line[2048];
+    while (t->v && t->n < MAXNODE && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (!line[0])
+            continue;
+        int sp = 0;
+        while (line[sp] == ' ')
+            sp++;
+        char *sep = strstr(line + sp, "  ");
+        char *last = sep;
+        while (sep && (sep = strstr(sep + 2, "  ")))
+            last = sep;
+        if (!last)
+            continue;
+        struct tnode *nd = &t->v[t->n++];
+        nd->depth = sp / 2;
+        snprintf(nd->frame, sizeof nd->frame, "%.*s", (int)(last - (line + sp)), line + sp);
+        const char *lab = last;
+        while (*lab == ' ')
+            lab++;
+        snprintf(nd->label, sizeof nd->label, "%s", lab);
+    }
+    fclose(f);
+    return t->v ? 0 : -1;
+}
+
+/* 1 if the label "count:[a-b,c]" holds rank r. */
+static int label_has(const char *label, unsigned r)
+{
+    const char *p = strchr(label, '[');
+    while (p && *p && *p != ']') {
+        p++;
+        char *end;
+        unsigned long lo = strtoul(p, &end, 10), hi = lo;
+        if (end == p)
+            return 0;
+        if (*end == '-')
+            hi = strtoul(end + 1, &end, 10);
+        if (r >= lo && r <= hi)
+            return 1;
+        p = end;
+    }
+    return 0;
+}
+
+/* The deepest path of rank r: frames into out (outermost first), count. */
+static size_t tree_path(const struct ttree *t, unsigned r, char out[][256], size_t cap)
+{
+    const char *stack[MAXDEPTH];
+    size_t best = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        int d = t->v[i].depth;
+        if (d >= MAXDEPTH)
+            continue;
+        stack[d] = t->v[i].frame;
+        if (!label_has(t->v[i].label, r))
+            continue;
+        /* depth 0 is the root line; frames are at depth 1.. */
+        if ((size_t)d > best) {
+            best = (size_t)d;
+            for (int k = 1; k <= d && (size_t)(k - 1) < cap; k++)
+                snprintf(out[k - 1], 256, "%s", stack[k]);
+        }
+    }
+    return best < cap ? best : cap;
+}
+
+/* ---- eu-stack ---- */
+
+/* The main thread's function names of `eu-stack -p pid`, outermost first. */
+static size_t eu_stack(pid_t pid, char out[][256], size_t cap)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "eu-stack -p %d 2>/dev/null", (int)pid);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return 0;
+    char line[1024], frames[MAXDEPTH][256];
+    size_t n = 0;
+    int threads = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "TID ", 4) == 0) {
+            threads++;
+            continue;
+        }
+        if (threads != 1 || line[0] != '#' || n >= MAXDEPTH)
+            continue;
+        /* "#3  0x000055d0c1a2b3c4 barrier_wait" or "... - 1 func" */
+        char *p = strstr(line, "0x");
+        if (!p)
+            continue;
+        p += strcspn(p, " \t");
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (p[0] == '-' && p[1] == ' ') {
+            p += 2;
+            p += strcspn(p, " \t");
+            while (*p == ' ')
+                p++;
+        }
+        p[strcspn(p, " \t\n")] = 0;
+        snprintf(frames[n++], 256, "%s", *p ? p : "??");
+    }
+    pclose(f);
+    size_t k = 0;
+    for (size_t i = n; i-- > 0 && k < cap;)
+        snprintf(out[k++], 256, "%s", frames[i]);
+    return k;
+}
+
+/* The run directory DIR/stat_hang.0000 of a run into dir. */
+static const char *result_file(const char *outdir, const char *name)
+{
+    static char p[PATH_MAX + 64];
+    snprintf(p, sizeof p, "%.*s/stat_hang.0000/stat_hang.%s", PATH_MAX - 64, outdir, name);
+    return p;
+}
+
+/* Every rank's path equals eu-stack's (the busy worker's innermost frames
+ * move, so only its outer frames are compared). */
+static void check_against_eu_stack(const struct hang *h, const struct ttree *t)
+{
+    static char a[MAXDEPTH][256], b[MAXDEPTH][256];
+    size_t bad = 0;
+    for (unsigned r = 0; r < h->n && bad < 3; r++) {
+        size_t na = tree_path(t, r, a, MAXDEPTH), nb = eu_stack(h->pid[r], b, MAXDEPTH);
+        int busy = 0;
+        for (size_t i = 0; i < na; i++)
+            busy |= strstr(a[i], "compute") != NULL || strstr(a[i], "spin") != NULL;
+        size_t cmp = busy ? 3 : (na > nb ? na : nb);
+        int same = na > 0 && nb > 0 && (busy || na == nb);
+        for (size_t i = 0; same && i < cmp && i < na && i < nb; i++)
+            same = strcmp(a[i], b[i]) == 0;
+        if (!same) {
+            bad++;
+            char sa[2048] = "", sb[2048] = "";
+            for (size_t i = 0; i < na; i++)
+                snprintf(sa + strlen(sa), sizeof sa - strlen(sa), "%s%s", i ? " > " : "", a[i]);
+            for (size_t i = 0; i < nb; i++)
+                snprintf(sb + strlen(sb), sizeof sb - strlen(sb), "%s%s", i ? " > " : "", b[i]);
+            th_fail(__FILE__, __LINE__, "rank %u (pid %d): tbon_stat has %s; eu-stack has %s", r,
+                    (int)h->pid[r], sa, sb);
+        }
+    }
+}
+
+static void run_and_compare(const char *shape, int use_file)
+{
+    struct hang h;
+    REQUIRE(hang_start(&h, NTASK) == 0);
+    tbon_rank_t be[IT_MAX_BE];
+    size_t nbe;
+    const char *topo = it_topo_shape(shape, be, IT_MAX_BE, &nbe);
+    REQUIRE(topo != NULL);
+    char outdir[PATH_MAX];
+    snprintf(outdir, sizeof outdir, "%s/out", th_tmpdir());
+    const char *src_opt = "-p", *src = pid_list(&h);
+    if (use_file) {
+        src_opt = "--pids-file";
+        src = th_write_file("pids", pid_list(&h));
+    }
+    char *argv[] = { (char *)stat_bin(), "-n", "1", "-q", "-t", (char *)topo, "-o", outdir,
+                     (char *)src_opt, (char *)src, NULL };
+    int st = stat_wait(stat_spawn(argv), 60000);
+    CHECK_INT(st, 0);
+    struct ttree t = { 0 };
+    CHECK(parse_tree(result_file(outdir, "2D.txt"), &t) == 0);
+    if (t.n) {
+        CHECK(label_has(t.v[0].label, 0) && label_has(t.v[0].label, NTASK - 1));
+        char want[32];
+        snprintf(want, sizeof want, "%d:[0-%d]", NTASK, NTASK - 1);
+        CHECK_STR(t.v[0].label, want);
+        check_against_eu_stack(&h, &t);
+    }
+    free(t.v);
+    hang_stop(&h);
+}
+
+ITEST(paths_equal_eu_stack_4x4)
+{
+    run_and_compare("4x4", 0);
+}
+
+ITEST(paths_equal_eu_stack_8x8_pids_file)
+{
+    run_and_compare("8x8", 1);
+}
+
+/* Kill pid's first tbon_commnode descendant; its pid or 0. */
+static pid_t kill_a_commnode(pid_t root)
+{
+    size_t np;
+    struct it_proc *v = it_proc_table(&np);
+    pid_t victim = 0;
+    for (size_t i = 0; v && i < np && !victim; i++)
+        if (strncmp(v[i].comm, "tbon_commnode", 13) == 0 && it_descends(v, np, v[i].pid, root))
+            victim = v[i].pid;
+    free(v);
+    if (victim)
+        kill(victim, SIGKILL);
+    return victim;
+}
+
+/* A commnode killed while the back-ends sample and merge: every task is
+ * still in the tree with a real path (state composition, then asking the
+ * back-ends again for what died in flight). */
+ITEST(commnode_killed_during_merge)
+{
+    struct hang h;
+    REQUIRE(hang_start(&h, NTASK) == 0);
+    tbon_rank_t be[IT_MAX_BE];
+    size_t nbe;
+    const char *topo = it_topo_shape("4x4", be, IT_MAX_BE, &nbe);
+    REQUIRE(topo != NULL);
+    char outdir[PATH_MAX];
+    snprintf(outdir, sizeof outdir, "%s/out", th_tmpdir());
+    for (int trial = 0; trial < 2; trial++) {
+        char od[PATH_MAX + 8];
+        snprintf(od, sizeof od, "%s%d", outdir, trial);
+        char *argv[] = { (char *)stat_bin(), "-n", "8", "-i", "100", "-q", "-t", (char *)topo,
+                         "-o", od, "-p", (char *)pid_list(&h), NULL };
+        pid_t sp = stat_spawn(argv);
+        /* Trial 0: in the middle of the sampling (8 x 100 ms); trial 1: at
+         * its end, as the trees go up. */
+        it_sleep_ms(trial == 0 ? 400 : 640);
+        pid_t victim = 0;
+        int64_t t0 = it_now_ms();
+        while (!(victim = kill_a_commnode(sp)) && it_now_ms() - t0 < 2000)
+            it_sleep_ms(5);
+        CHECK(victim != 0);
+        int st = stat_wait(sp, 60000);
+        CHECK_INT(st, 0);
+        struct ttree t = { 0 };
+        char path[PATH_MAX + 64];
+        snprintf(path, sizeof path, "%s/stat_hang.0000/stat_hang.2D.txt", od);
+        CHECK(parse_tree(path, &t) == 0);
+        if (t.n) {
+            char want[32];
+            snprintf(want, sizeof want, "%d:[0-%d]", NTASK, NTASK - 1);
+            CHECK_STR(t.v[0].label, want);
+            for (size_t i = 0; i < t.n; i++)
+                if (t.v[i].frame[0] == '[')
+                    th_fail(__FILE__, __LINE__, "trial %d: a frame \"%s\" (%s)", trial,
+                            t.v[i].frame, t.v[i].label);
+        }
+        free(t.v);
+    }
+    hang_stop(&h);
+}
+
+/* Deterministic loss in flight: back-end 8 (under commnode 1 of 4x4) holds
+ * its result back 2 s; commnode 1 is killed after its other back-ends' results
+ * reached it, so they die with it. The front-end must notice the gap and
+ * ask again, and end with every task. */
+ITEST(results_lost_with_a_commnode_are_asked_again)
+{
+    struct hang h;
+    REQUIRE(hang_start(&h, NTASK) == 0);
+    tbon_rank_t be[IT_MAX_BE];
+    size_t nbe;
+    const char *topo = it_topo_shape("4x4", be, IT_MAX_BE, &nbe);
+    REQUIRE(topo != NULL);
+    char outdir[PATH_MAX];
+    snprintf(outdir, sizeof outdir, "%s/out", th_tmpdir());
+    setenv("TBON_STAT_TEST_SLOW", "8:2000", 1);
+    char *argv[] = { (char *)stat_bin(), "-n", "2", "-i", "50", "-q", "-t", (char *)topo,
+                     "-o", outdir, "-p", (char *)pid_list(&h), NULL };
+    pid_t sp = stat_spawn(argv);
+    unsetenv("TBON_STAT_TEST_SLOW");
+    it_sleep_ms(1000);
+    size_t np;
+    struct it_proc *v = it_proc_table(&np);
+    pid_t victim = 0;
+    for (size_t i = 0; v && i < np; i++)
+        if (strncmp(v[i].comm, "tbon_commnode", 13) == 0 && it_descends(v, np, v[i].pid, sp) &&
+            it_commnode_rank(v[i].pid) == 1)
+            victim = v[i].pid;
+    free(v);
+    CHECK(victim != 0);
+    if (victim)
+        kill(victim, SIGKILL);
+    CHECK_INT(stat_wait(sp, 60000), 0);
+    struct ttree t = { 0 };
+    CHECK(parse_tree(result_file(outdir, "2D.txt"), &t) == 0);
+    if (t.n) {
+        char want[32];
+        snprintf(want, sizeof want, "%d:[0-%d]", NTASK, NTASK - 1);
+        CHECK_STR(t.v[0].label, want);
+        for (size_t i = 0; i < t.n; i++)
+            if (t.v[i].frame[0] == '[')
+                th_fail(__FILE__, __LINE__, "a frame \"%s\" (%s)", t.v[i].frame, t.v[i].label);
+    }
+    free(t.v);
+    FILE *f = fopen(result_file(outdir, "perf"), "r");
+    int resends = -1;
+    char line[128];
+    while (f && fgets(line, sizeof line, f))
+        sscanf(line, "resends %d", &resends);
+    if (f)
+        fclose(f);
+    CHECK(resends >= 1);
+    hang_stop(&h);
+}
+
+/* A target that exits while it is sampled is a "[task exited]" frame, and
+ * the other tasks are complete. */
+ITEST(target_exits_during_sampling)
+{
+    struct hang h;
+    REQUIRE(hang_start(&h, 16) == 0);
+    char outdir[PATH_MAX];
+    snprintf(outdir, sizeof outdir, "%s/out", th_tmpdir());
+    char *argv[] = { (char *)stat_bin(), "-n", "10", "-i", "100", "-q", "-o", outdir, "-p",
+                     (char *)pid_list(&h), NULL };
+    pid_t sp = stat_spawn(argv);
+    it_sleep_ms(700);
+    kill(h.pid[5], SIGKILL);
+    CHECK_INT(stat_wait(sp, 60000), 0);
+    struct ttree t2 = { 0 }, t3 = { 0 };
+    CHECK(parse_tree(result_file(outdir, "2D.txt"), &t2) == 0);
+    CHECK(parse_tree(result_file(outdir, "3D.txt"), &t3) == 0);
+    static char p[MAXDEPTH][256];
+    size_t n = tree_path(&t2, 5, p, MAXDEPTH);
+    CHECK(n >= 1);
+    if (n >= 1)
+        CHECK_STR(p[n - 1], "[task exited]");
+    if (t2.n)
+        CHECK_STR(t2.v[0].label, "16:[0-15]");
+    /* In 3D, rank 5 has its real path as well (sampled before it died). */
+    int real = 0, exited = 0;
+    for (size_t i = 0; i < t3.n; i++) {
+        if (!label_has(t3.v[i].label, 5) || t3.v[i].depth == 0)
+            continue;
+        exited |= strcmp(t3.v[i].frame, "[task exited]") == 0;
+        real |= strcmp(t3.v[i].frame, "main") == 0;
+    }
+    CHECK(real && exited);
+    free(t2.v);
+    free(t3.v);
+    hang_stop(&h);
+}
+
+/* 1 if every worker is running or sleeping (not stopped, not traced). */
+static int all_running(const struct hang *h, int skip)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        if ((int)i == skip)
+            continue;
+        char s = proc_state(h->pid[i]);
+        if (s == 't' || s == 'T' || s == 0) {
+            th_fail(__FILE__, __LINE__, "worker %zu (pid %d) is in state '%c'", i,
+                    (int)h->pid[i], s ? s : '?');
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* After tbon_stat, and after tbon_stat is killed with SIGKILL in the middle
+ * of sampling, every target runs on. */
+ITEST(targets_never_left_stopped)
+{
+    struct hang h;
+    REQUIRE(hang_start(&h, 16) == 0);
+    char outdir[PATH_MAX];
+    snprintf(outdir, sizeof outdir, "%s/out", th_tmpdir());
+    char *argv[] = { (char *)stat_bin(), "-n", "3", "-i", "50", "-q", "-o", outdir, "-p",
+                     (char *)pid_list(&h), NULL };
+    CHECK_INT(stat_wait(stat_spawn(argv), 60000), 0);
+    CHECK(all_running(&h, -1));
+    char *argv2[] = { (char *)stat_bin(), "-n", "200", "-i", "10", "-q", "-o", outdir, "-p",
+                      (char *)pid_list(&h), NULL };
+    for (int delay = 300; delay <= 900; delay += 300) {
+        pid_t sp = stat_spawn(argv2);
+        it_sleep_ms(delay);
+        kill(sp, SIGKILL);
+        stat_wait(sp, 5000);
+        /* The back-ends (the tracers) go when the front-end is gone. */
+        CHECK(it_wait_no_procs(20000, NULL) == 0);
+        for (int k = 0; k < 5; k++) {
+            if (!all_running(&h, -1))
+                break;
+            it_sleep_ms(40);
+        }
+    }
+    hang_stop(&h);
+}
+
+/* Bad arguments: a clear message and exit status 2, nothing started. */
+ITEST(bad_arguments)
+{
+    const char *bad_file = th_write_file("pids", "123\n45x\n");
+    struct { const char *a[6]; const char *says; int code; } cases[] = {
+        { { "-p", "12x" }, "\"12x\" is not a process id", 2 },
+        { { "--pids-file", bad_file }, "pids:2: \"45x\" is not a process id", 2 },
+        { { "-n", "0", "-p", "1" }, "-n \"0\"", 2 },
+        { { "-q" }, "give exactly one of", 2 },
+        { { "-p", "1", "-P", "1" }, "give exactly one of", 2 },
+        { { "-P", "999999999" }, "no such process", 1 },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char errpath[PATH_MAX];
+        snprintf(errpath, sizeof errpath, "%s/err%zu", th_tmpdir(), c);
+        char *argv[8] = { (char *)stat_bin() };
+        size_t k = 1;
+        for (size_t i = 0; i < 6 && cases[c].a[i]; i++)
+            argv[k++] = (char *)cases[c].a[i];
+        argv[k] = NULL;
+        pid_t pid = fork();
+        if (pid == 0) {
+            int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            dup2(fd, 2);
+            execv(argv[0], argv);
+            _exit(127);
+        }
+        CHECK_INT(stat_wait(pid, 20000), cases[c].code);
+        char buf[2048] = "";
+        FILE *f = fopen(errpath, "r");
+        if (f) {
+            size_t r = fread(buf, 1, sizeof buf - 1, f);
+            buf[r] = 0;
+            fclose(f);
+        }
+        if (!strstr(buf, cases[c].says))
+            th_fail(__FILE__, __LINE__, "case %zu: stderr \"%s\" lacks \"%s\"", c, buf,
+                    cases[c].says);
+    }
+}
