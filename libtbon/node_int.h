@@ -69,7 +69,6 @@ typedef struct tb_stream_st {
     tbon_packet_list_t extra; /* stale input of a state-recoverable filter, for
                                  the next wave */
     tbon_packet_list_t kept;  /* BE: sent packets not yet folded into up_state */
-    size_t     kept_bytes;    /* their payload */
 } tb_stream_st_t;
 
 struct tb_node {

@@ -10,11 +10,6 @@
 #include "packet_int.h"
 #include "sock.h"
 
-/* A back-end folds what it sent on a state-recoverable stream into the
- * filter state after this many packets or payload bytes (tb_stream_keep). */
-#define TB_KEEP_BATCH 1024
-#define TB_KEEP_BATCH_BYTES (256 * 1024)
-
 static tb_stream_st_t *get(const tb_node_t *n, uint32_t id)
 {
     return id < n->nstreams ? n->streams[id] : NULL;
@@ -532,7 +527,6 @@ void tb_stream_fold_kept(tb_node_t *n, tb_stream_st_t *s)
         TB_WARN("ft", "stream %u: keeping what was sent: %s", s->id, err.msg);
     tb_plist_free(&out);
     tb_plist_clear(&s->kept);
-    s->kept_bytes = 0;
 }
 
 void tb_stream_keep(tb_node_t *n, uint32_t id, tbon_packet_t *p)
@@ -541,14 +535,10 @@ void tb_stream_keep(tb_node_t *n, uint32_t id, tbon_packet_t *p)
     const tb_filter_t *f = s ? tb_filter_reg_get(n->filters, s->up) : NULL;
     if (!f || !f->get_state || !p)
         return;
-    /* Folded in batches: one pass of the filter over a batch costs about
-     * what one packet's does (the union merges with its state once), and
-     * this runs on the application's sending path. */
-    size_t len;
-    tb_packet_payload(p, &len);
-    if (tbon_packet_list_push(&s->kept, tbon_packet_ref(p)) == 0)
-        s->kept_bytes += len;
-    if (s->kept.n >= TB_KEEP_BATCH || s->kept_bytes >= TB_KEEP_BATCH_BYTES)
+    /* Folded 64 packets at a time: one pass of the filter over a batch
+     * costs about what one packet's does (the union merges once). */
+    tbon_packet_list_push(&s->kept, tbon_packet_ref(p));
+    if (s->kept.n >= 64)
         tb_stream_fold_kept(n, s);
 }
 
