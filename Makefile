@@ -241,6 +241,9 @@ $(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard libtbon/*.h include/tbon/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(LIBS)
 
+# fuzz_ptree includes tbon_stat's prefix-tree sources itself.
+$(B)/fuzz/fuzz_ptree: $(wildcard stat/st_ptree*.c stat/st_ptree*.h)
+
 fuzz-smoke: $(FUZZ_BIN)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/smoke.sh $(B)/fuzz
 

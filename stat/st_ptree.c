@@ -1,7 +1,21 @@
-/* st_ptree.c - call-prefix trees with task sets: build, merge, compare,
- * encode and decode (the part the stat_merge plug-in carries too; the
- * outputs are in st_ptree_out.c) */
-#include "st_ptree.h"
+/* st_ptree.c - call-prefix trees with task sets: building, merging, comparing
+ * and the binary form. The merge filter (stat_merge.so) links this file
+ * alone, so everything it needs lives here; queries and text outputs are in
+ * st_ptree_out.c.
+ *
+ * The binary form, all numbers unsigned LEB128 (7 bits a byte, low first,
+ * at most 5 bytes, no superfluous zero byte), the nodes in pre-order:
+ *
+ *   "STPT" version(1 byte)  node(root)
+ *   node  = [flen frame]            (not for the root) frame: flen bytes, no NUL
+ *           nranges range*          the task set
+ *           nkids node*             children, frames strictly increasing
+ *   range = lo hi-lo                the first range
+ *         | lo-(prev hi)-2 hi-lo    the others: ranges are increasing and
+ *                                   non-adjacent by construction
+ *
+ * Every tree has one encoding (sets and children are canonical), so equal
+ * trees give identical bytes. */
 #include "st_ptree_int.h"
 
 #include <tbon/common.h>
@@ -10,204 +24,296 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAGIC "STP1"
-#define MAX_FRAME 4096          /* bytes of one frame name */
-#define MAX_DEPTH 4096          /* nodes on a path */
-#define MAX_NODES (1u << 24)
+static const uint8_t st_magic[4] = { 'S', 'T', 'P', 'T' };
 
 /* ---- task sets ---- */
 
-static int set_reserve(st_node_t *n, size_t need)
+static int rset_reserve(st_rset_t *s, size_t need)
 {
-    if (need <= n->cr)
+    if (need <= s->cap)
         return 0;
-    size_t c = n->cr ? n->cr * 2 : 4;
-    while (c < need)
-        c *= 2;
-    st_range_t *r = realloc(n->r, c * sizeof *r);
+    if (s->cap == 0 && need == 1) {
+        s->r = &s->one;
+        s->cap = 1;
+        return 0;
+    }
+    if (need > SIZE_MAX / 2 / sizeof *s->r)
+        return TBON_ENOMEM;
+    size_t cap = s->cap ? 2 * s->cap : 2;
+    while (cap < need)
+        cap *= 2;
+    int inl = s->r == &s->one;
+    st_range_t *r = realloc(inl ? NULL : s->r, cap * sizeof *r);
     if (!r)
         return TBON_ENOMEM;
-    n->r = r;
-    n->cr = c;
+    if (inl)
+        r[0] = s->one;
+    s->r = r;
+    s->cap = cap;
     return 0;
 }
 
-/* Add task x to n's set. */
-static int set_add(st_node_t *n, uint32_t x)
+static void rset_release(st_rset_t *s)
 {
-    size_t lo = 0, hi = n->nr;          /* first range with hi >= x */
+    if (s->r != &s->one)
+        free(s->r);
+    s->r = NULL;
+    s->n = s->cap = 0;
+}
+
+/* The index of the first range that t falls in, touches or precedes
+ * (hi + 1 >= t), or s->n. */
+static size_t rset_find(const st_rset_t *s, uint32_t t)
+{
+    size_t lo = 0, hi = s->n;
+    /* Tasks mostly arrive in increasing order: check the end first. */
+    if (s->n && (uint64_t)s->r[s->n - 1].hi + 1 < t)
+        return s->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (n->r[mid].hi < x)
+        if ((uint64_t)s->r[mid].hi + 1 < t)
             lo = mid + 1;
         else
             hi = mid;
     }
-    if (lo < n->nr && n->r[lo].lo <= x)
-        return 0;                                   /* already in */
-    int join_prev = lo > 0 && n->r[lo - 1].hi + 1 == x;
-    int join_next = lo < n->nr && x != UINT32_MAX && n->r[lo].lo == x + 1;
-    if (join_prev && join_next) {
-        n->r[lo - 1].hi = n->r[lo].hi;
-        memmove(&n->r[lo], &n->r[lo + 1], (n->nr - lo - 1) * sizeof *n->r);
-        n->nr--;
-    } else if (join_prev) {
-        n->r[lo - 1].hi = x;
-    } else if (join_next) {
-        n->r[lo].lo = x;
-    } else {
-        if (set_reserve(n, n->nr + 1))
-            return TBON_ENOMEM;
-        memmove(&n->r[lo + 1], &n->r[lo], (n->nr - lo) * sizeof *n->r);
-        n->r[lo] = (st_range_t){ x, x };
-        n->nr++;
-    }
-    return 0;
+    return lo;
 }
 
-/* n's set |= the ranges b[0..nb). */
-static int set_union(st_node_t *n, const st_range_t *b, size_t nb)
+int st_rset_has(const st_rset_t *s, uint32_t task)
 {
-    if (nb == 0)
-        return 0;
-    st_range_t *out = malloc((n->nr + nb) * sizeof *out);
-    if (!out)
-        return TBON_ENOMEM;
-    size_t i = 0, j = 0, k = 0;
-    while (i < n->nr || j < nb) {
-        st_range_t x = j >= nb || (i < n->nr && n->r[i].lo <= b[j].lo) ? n->r[i++] : b[j++];
-        if (k > 0 && (out[k - 1].hi == UINT32_MAX || x.lo <= out[k - 1].hi + 1)) {
-            if (x.hi > out[k - 1].hi)
-                out[k - 1].hi = x.hi;
-        } else {
-            out[k++] = x;
+    size_t i = rset_find(s, task);
+    return i < s->n && s->r[i].lo <= task && task <= s->r[i].hi;
+}
+
+static int rset_add(st_rset_t *s, uint32_t t)
+{
+    size_t i = rset_find(s, t);
+
+    if (i < s->n) {
+        st_range_t *r = &s->r[i];
+        if (r->lo <= t && t <= r->hi)
+            return 0;
+        if ((uint64_t)t == (uint64_t)r->hi + 1) {
+            r->hi = t;
+            /* t may close the gap to the next range. */
+            if (i + 1 < s->n && (uint64_t)s->r[i + 1].lo == (uint64_t)t + 1) {
+                r->hi = s->r[i + 1].hi;
+                memmove(&s->r[i + 1], &s->r[i + 2], (s->n - i - 2) * sizeof *r);
+                s->n--;
+            }
+            return 0;
+        }
+        /* Here t < r->lo, and the range before ends below t - 1. */
+        if ((uint64_t)t + 1 == r->lo) {
+            r->lo = t;
+            return 0;
         }
     }
-    free(n->r);
-    n->r = out;
-    n->nr = k;
-    n->cr = n->nr + nb;
+    if (rset_reserve(s, s->n + 1))
+        return TBON_ENOMEM;
+    memmove(&s->r[i + 1], &s->r[i], (s->n - i) * sizeof *s->r);
+    s->r[i].lo = s->r[i].hi = t;
+    s->n++;
     return 0;
 }
 
-uint64_t st_set_count(const st_range_t *r, size_t nr)
-{
-    uint64_t c = 0;
-    for (size_t i = 0; i < nr; i++)
-        c += (uint64_t)r[i].hi - r[i].lo + 1;
-    return c;
-}
-
-int st_set_has(const st_range_t *r, size_t nr, uint32_t x)
-{
-    size_t lo = 0, hi = nr;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (r[mid].hi < x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < nr && r[lo].lo <= x;
-}
-
-/* 1 if every range of a[] is inside the set b[]. */
-static int set_within(const st_range_t *a, size_t na, const st_range_t *b, size_t nb)
+/* 1 if a is a subset of b. A range of a must lie inside one range of b,
+ * since b's ranges are not adjacent. */
+static int rset_subset(const st_rset_t *a, const st_rset_t *b)
 {
     size_t j = 0;
-    for (size_t i = 0; i < na; i++) {
-        while (j < nb && b[j].hi < a[i].lo)
+    for (size_t i = 0; i < a->n; i++) {
+        while (j < b->n && b->r[j].hi < a->r[i].lo)
             j++;
-        if (j == nb || b[j].lo > a[i].lo || b[j].hi < a[i].hi)
+        if (j == b->n || b->r[j].lo > a->r[i].lo || b->r[j].hi < a->r[i].hi)
             return 0;
     }
     return 1;
 }
 
+/* d = d U s, built in tmp and copied back, or when d must grow, tmp's
+ * buffer and d's change places: a whole merge allocates only when a set
+ * grows past what it had. */
+static int rset_union(st_rset_t *d, const st_rset_t *s, st_rset_t *tmp)
+{
+    if (s->n == 0 || rset_subset(s, d))
+        return 0;
+    if (d->n == 0) {
+        if (rset_reserve(d, s->n))
+            return TBON_ENOMEM;
+        memcpy(d->r, s->r, s->n * sizeof *d->r);
+        d->n = s->n;
+        return 0;
+    }
+    if (rset_reserve(tmp, d->n + s->n))
+        return TBON_ENOMEM;
+    size_t i = 0, j = 0, k = 0;
+    while (i < d->n || j < s->n) {
+        st_range_t x;
+        if (j == s->n || (i < d->n && d->r[i].lo <= s->r[j].lo))
+            x = d->r[i++];
+        else
+            x = s->r[j++];
+        if (k && (uint64_t)tmp->r[k - 1].hi + 1 >= x.lo) {
+            if (x.hi > tmp->r[k - 1].hi)
+                tmp->r[k - 1].hi = x.hi;
+        } else {
+            tmp->r[k++] = x;
+        }
+    }
+    if (k <= d->cap) {
+        memcpy(d->r, tmp->r, k * sizeof *d->r);
+    } else {
+        /* d->n and s->n are at least 1, so tmp's buffer (room for both)
+         * is on the heap: d takes it, tmp takes d's old one unless that
+         * was inline. */
+        st_range_t *r = d->r;
+        size_t cap = d->cap;
+        d->r = tmp->r;
+        d->cap = tmp->cap;
+        tmp->r = r == &d->one ? NULL : r;
+        tmp->cap = r == &d->one ? 0 : cap;
+    }
+    d->n = k;
+    tmp->n = 0;
+    return 0;
+}
+
+uint64_t st_ranges_count(const st_range_t *r, size_t n)
+{
+    uint64_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += (uint64_t)r[i].hi - r[i].lo + 1;
+    return c;
+}
+
 /* ---- nodes ---- */
 
-static st_node_t *node_new(const char *frame, size_t len, st_node_t *parent)
+static st_node_t *node_new(const char *frame, size_t flen)
 {
-    st_node_t *n = calloc(1, sizeof *n);
-    if (!n)
+    st_node_t *nd = calloc(1, sizeof *nd + flen + 1);
+    if (!nd)
         return NULL;
-    n->parent = parent;
-    if (frame) {
-        n->frame = malloc(len + 1);
-        if (!n->frame) {
-            free(n);
-            return NULL;
-        }
-        memcpy(n->frame, frame, len);
-        n->frame[len] = '\0';
-    }
-    return n;
+    if (flen)
+        memcpy(nd->frame, frame, flen);
+    nd->flen = flen;
+    return nd;
 }
 
-static void node_free(st_node_t *n)
+/* Recursive: depth is at most ST_MAX_DEPTH, and the frames are small. */
+static void node_free(st_node_t *nd)
 {
-    if (!n)
+    if (!nd)
         return;
-    for (size_t i = 0; i < n->nk; i++)
-        node_free(n->kid[i]);
-    free(n->kid);
-    free(n->r);
-    free(n->frame);
-    free(n);
+    for (size_t i = 0; i < nd->nkids; i++)
+        node_free(nd->kids[i]);
+    if (nd->kids != &nd->kid1)
+        free(nd->kids);
+    rset_release(&nd->set);
+    free(nd);
 }
 
-/* The index of frame among n's children, or where it would go (*found 0). */
-static size_t kid_find(const st_node_t *n, const char *frame, int *found)
+/* Bytewise order, a prefix first: strcmp's order for frames without NUL. */
+static int frame_cmp(const char *a, size_t al, const char *b, size_t bl)
 {
-    size_t lo = 0, hi = n->nk;
+    int c = memcmp(a, b, al < bl ? al : bl);
+    if (c)
+        return c;
+    return (al > bl) - (al < bl);
+}
+
+/* The child of nd with this frame, or NULL with *pos where it would go. */
+static st_node_t *kid_find(const st_node_t *nd, const char *f, size_t fl, size_t *pos)
+{
+    size_t lo = 0, hi = nd->nkids;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(n->kid[mid]->frame, frame);
-        if (c == 0) {
-            *found = 1;
-            return mid;
-        }
+        const st_node_t *k = nd->kids[mid];
+        int c = frame_cmp(k->frame, k->flen, f, fl);
+        if (c == 0)
+            return nd->kids[mid];
         if (c < 0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    *found = 0;
-    return lo;
+    *pos = lo;
+    return NULL;
 }
 
-/* n's child named frame, made if needed; NULL when out of memory. */
-static st_node_t *kid_get(st_tree_t *t, st_node_t *n, const char *frame)
+/* Room for need children. */
+static int kids_reserve(st_node_t *nd, size_t need)
 {
-    int found;
-    size_t i = kid_find(n, frame, &found);
-    if (found)
-        return n->kid[i];
-    if (n->nk == n->ck) {
-        size_t c = n->ck ? n->ck * 2 : 2;
-        st_node_t **k = realloc(n->kid, c * sizeof *k);
-        if (!k)
-            return NULL;
-        n->kid = k;
-        n->ck = c;
+    if (need <= nd->kcap)
+        return 0;
+    if (nd->kcap == 0 && need == 1) {
+        nd->kids = &nd->kid1;
+        nd->kcap = 1;
+        return 0;
     }
-    st_node_t *x = node_new(frame, strlen(frame), n);
-    if (!x)
-        return NULL;
-    memmove(&n->kid[i + 1], &n->kid[i], (n->nk - i) * sizeof *n->kid);
-    n->kid[i] = x;
-    n->nk++;
-    t->nnodes++;
-    return x;
+    if (need > SIZE_MAX / 2 / sizeof *nd->kids)
+        return TBON_ENOMEM;
+    size_t cap = nd->kcap ? 2 * nd->kcap : 2;
+    while (cap < need)
+        cap *= 2;
+    int inl = nd->kids == &nd->kid1;
+    st_node_t **k = realloc(inl ? NULL : nd->kids, cap * sizeof *k);
+    if (!k)
+        return TBON_ENOMEM;
+    if (inl)
+        k[0] = nd->kid1;
+    nd->kids = k;
+    nd->kcap = cap;
+    return 0;
 }
+
+static int kid_insert(st_node_t *nd, size_t pos, st_node_t *kid)
+{
+    if (kids_reserve(nd, nd->nkids + 1))
+        return TBON_ENOMEM;
+    memmove(&nd->kids[pos + 1], &nd->kids[pos], (nd->nkids - pos) * sizeof *nd->kids);
+    nd->kids[pos] = kid;
+    nd->nkids++;
+    return 0;
+}
+
+/* A deep copy of s, or NULL (nothing of it kept). *count grows by the
+ * number of nodes copied. */
+static st_node_t *node_copy(const st_node_t *s, size_t *count)
+{
+    st_node_t *d = node_new(s->frame, s->flen);
+    if (!d)
+        return NULL;
+    if (s->set.n) {
+        if (rset_reserve(&d->set, s->set.n))
+            goto error;
+        memcpy(d->set.r, s->set.r, s->set.n * sizeof *s->set.r);
+        d->set.n = s->set.n;
+    }
+    if (s->nkids) {
+        if (kids_reserve(d, s->nkids))
+            goto error;
+        for (size_t i = 0; i < s->nkids; i++) {
+            if (!(d->kids[i] = node_copy(s->kids[i], count)))
+                goto error;
+            d->nkids++;
+        }
+    }
+    (*count)++;
+    return d;
+error:
+    node_free(d);
+    return NULL;
+}
+
+/* ---- trees ---- */
 
 st_tree_t *st_tree_new(void)
 {
     st_tree_t *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
-    t->root = node_new(NULL, 0, NULL);
-    if (!t->root) {
+    if (!(t->root = node_new("", 0))) {
         free(t);
         return NULL;
     }
@@ -230,351 +336,463 @@ size_t st_tree_size(const st_tree_t *t)
 
 int st_tree_add(st_tree_t *t, const char *const *frames, size_t n, uint32_t task)
 {
-    if (!t || (n && !frames))
+    if (!t || (n && !frames) || n > ST_MAX_DEPTH)
         return TBON_EINVAL;
+    /* Check the whole stack first, so that a refused one changes nothing. */
     for (size_t i = 0; i < n; i++)
-        if (!frames[i] || !frames[i][0] || strlen(frames[i]) > MAX_FRAME)
+        if (!frames[i] || strnlen(frames[i], ST_MAX_FRAME + 1) > ST_MAX_FRAME)
             return TBON_EINVAL;
-    st_node_t *cur = t->root;
-    if (set_add(cur, task))
+
+    /* Each node gets the task before its children, so that on ENOMEM the
+     * tree still has every child's set inside its parent's. */
+    st_node_t *nd = t->root;
+    if (rset_add(&nd->set, task))
         return TBON_ENOMEM;
-    for (size_t i = 0; i < n && i < MAX_DEPTH; i++) {
-        cur = kid_get(t, cur, frames[i]);
-        if (!cur || set_add(cur, task))
+    for (size_t i = 0; i < n; i++) {
+        size_t fl = strlen(frames[i]), pos = 0;
+        st_node_t *kid = kid_find(nd, frames[i], fl, &pos);
+        if (!kid) {
+            kid = node_new(frames[i], fl);
+            if (!kid || rset_add(&kid->set, task) || kid_insert(nd, pos, kid)) {
+                node_free(kid);
+                return TBON_ENOMEM;
+            }
+            t->nnodes++;
+        } else if (rset_add(&kid->set, task)) {
             return TBON_ENOMEM;
+        }
+        nd = kid;
     }
     return 0;
 }
 
-static int merge_node(st_tree_t *dt, st_node_t *d, const st_node_t *s)
+struct merge_ctx {
+    st_rset_t tmp;      /* scratch for set unions */
+    size_t added;       /* nodes copied from the source */
+};
+
+/* d = d U s, then the same for their children: a walk of the two sorted
+ * child arrays side by side, O(|d| + |s|) per node. New children are
+ * merged into a fresh array in one go rather than inserted one by one. */
+static int merge_node(st_node_t *d, const st_node_t *s, struct merge_ctx *m)
 {
-    if (set_union(d, s->r, s->nr))
-        return TBON_ENOMEM;
-    for (size_t i = 0; i < s->nk; i++) {
-        st_node_t *k = kid_get(dt, d, s->kid[i]->frame);
-        if (!k || merge_node(dt, k, s->kid[i]))
-            return TBON_ENOMEM;
+    int rc = rset_union(&d->set, &s->set, &m->tmp);
+    if (rc)
+        return rc;   /* d's children stay inside d's set: do not descend */
+    if (s->nkids == 0)
+        return 0;
+
+    size_t missing = 0, i = 0, j = 0;
+    while (j < s->nkids) {
+        int c = i < d->nkids ? frame_cmp(d->kids[i]->frame, d->kids[i]->flen,
+                                         s->kids[j]->frame, s->kids[j]->flen) : 1;
+        if (c <= 0)
+            i++;
+        if (c >= 0)
+            j++;
+        if (c > 0)
+            missing++;
     }
-    return 0;
+
+    st_node_t **nk = NULL;
+    size_t ncap = d->nkids + missing;
+    if (missing && !(nk = malloc(ncap * sizeof *nk)))
+        rc = TBON_ENOMEM;   /* merge what is there, add nothing */
+    size_t k = 0;
+    i = j = 0;
+    while (i < d->nkids || j < s->nkids) {
+        int c;
+        if (i == d->nkids)
+            c = 1;
+        else if (j == s->nkids)
+            c = -1;
+        else
+            c = frame_cmp(d->kids[i]->frame, d->kids[i]->flen,
+                          s->kids[j]->frame, s->kids[j]->flen);
+        if (c < 0) {
+            if (nk)
+                nk[k++] = d->kids[i];
+            i++;
+        } else if (c == 0) {
+            int r = merge_node(d->kids[i], s->kids[j], m);
+            if (r)
+                rc = r;
+            if (nk)
+                nk[k++] = d->kids[i];
+            i++, j++;
+        } else {
+            if (nk) {
+                size_t cnt = 0;
+                st_node_t *cp = node_copy(s->kids[j], &cnt);
+                if (cp) {
+                    nk[k++] = cp;
+                    m->added += cnt;
+                } else {
+                    rc = TBON_ENOMEM;
+                }
+            }
+            j++;
+        }
+    }
+    if (nk) {
+        if (d->kids != &d->kid1)
+            free(d->kids);
+        d->kids = nk;
+        d->nkids = k;
+        d->kcap = ncap;
+    }
+    return rc;
 }
 
 int st_tree_merge(st_tree_t *dst, const st_tree_t *src)
 {
     if (!dst || !src)
         return TBON_EINVAL;
-    return merge_node(dst, dst->root, src->root);
+    if (dst == src)
+        return 0;
+    struct merge_ctx m = { { NULL, 0, 0, { 0, 0 } }, 0 };
+    int rc = merge_node(dst->root, src->root, &m);
+    dst->nnodes += m.added;
+    rset_release(&m.tmp);
+    return rc;
 }
 
 static int node_equal(const st_node_t *a, const st_node_t *b)
 {
-    if (a->nr != b->nr || a->nk != b->nk ||
-        (a->nr && memcmp(a->r, b->r, a->nr * sizeof *a->r) != 0))
+    if (a->flen != b->flen || memcmp(a->frame, b->frame, a->flen) != 0 ||
+        a->set.n != b->set.n || a->nkids != b->nkids)
         return 0;
-    for (size_t i = 0; i < a->nk; i++)
-        if (strcmp(a->kid[i]->frame, b->kid[i]->frame) != 0 ||
-            !node_equal(a->kid[i], b->kid[i]))
+    if (a->set.n && memcmp(a->set.r, b->set.r, a->set.n * sizeof *a->set.r) != 0)
+        return 0;
+    for (size_t i = 0; i < a->nkids; i++)
+        if (!node_equal(a->kids[i], b->kids[i]))
             return 0;
     return 1;
 }
 
 int st_tree_equal(const st_tree_t *a, const st_tree_t *b)
 {
-    return a && b && node_equal(a->root, b->root);
+    if (!a || !b)
+        return a == b;
+    return a->nnodes == b->nnodes && node_equal(a->root, b->root);
 }
 
 size_t st_tree_tasks(const st_tree_t *t, st_range_t **ranges, uint64_t *tasks_count)
 {
-    *ranges = NULL;
+    const st_rset_t *s = t ? &t->root->set : NULL;
+    size_t n = s ? s->n : 0;
+
     if (tasks_count)
-        *tasks_count = t ? st_set_count(t->root->r, t->root->nr) : 0;
-    if (!t || !t->root->nr)
-        return 0;
-    *ranges = malloc(t->root->nr * sizeof **ranges);
-    if (!*ranges)
-        return 0;
-    memcpy(*ranges, t->root->r, t->root->nr * sizeof **ranges);
-    return t->root->nr;
-}
-
-static void deepest(const st_node_t *n, uint32_t task, size_t depth, const st_node_t **best,
-                    size_t *best_depth)
-{
-    if (depth > *best_depth) {
-        *best = n;
-        *best_depth = depth;
-    }
-    for (size_t i = 0; i < n->nk; i++)
-        if (st_set_has(n->kid[i]->r, n->kid[i]->nr, task))
-            deepest(n->kid[i], task, depth + 1, best, best_depth);
-}
-
-size_t st_tree_path(const st_tree_t *t, uint32_t task, const char ***frames)
-{
-    *frames = NULL;
-    if (!t || !st_set_has(t->root->r, t->root->nr, task))
-        return 0;
-    const st_node_t *best = t->root;
-    size_t d = 0;
-    deepest(t->root, task, 0, &best, &d);
-    if (d == 0)
-        return 0;
-    *frames = malloc(d * sizeof **frames);
-    if (!*frames)
-        return 0;
-    for (size_t i = d; i-- > 0; best = best->parent)
-        (*frames)[i] = best->frame;
-    return d;
-}
-
-/* ---- the binary form ----
- * "STP1", then the nodes in pre-order, each: u32 frame length, the frame
- * (none for the root, at least one byte for every other node), u32 number
- * of ranges, the ranges (u32 lo, u32 hi), u32 number of children. All
- * little-endian. Siblings come in strictly increasing frame order, ranges
- * strictly increasing and not adjacent, every set inside its parent's. */
-
-struct wbuf { uint8_t *b; size_t n, cap; int oom; };
-
-static void put(struct wbuf *w, const void *p, size_t len)
-{
-    if (w->oom || len == 0)
-        return;
-    if (w->n + len > w->cap) {
-        size_t c = w->cap ? w->cap * 2 : 256;
-        while (c < w->n + len)
-            c *= 2;
-        uint8_t *nb = realloc(w->b, c);
-        if (!nb) {
-            w->oom = 1;
-            return;
+        *tasks_count = n ? st_ranges_count(s->r, n) : 0;
+    if (!ranges)
+        return n;
+    *ranges = NULL;
+    if (n) {
+        if (!(*ranges = malloc(n * sizeof **ranges))) {
+            if (tasks_count)
+                *tasks_count = 0;
+            return 0;
         }
-        w->b = nb;
-        w->cap = c;
+        memcpy(*ranges, s->r, n * sizeof **ranges);
     }
-    memcpy(w->b + w->n, p, len);
-    w->n += len;
+    return n;
 }
 
-static void put32(struct wbuf *w, uint32_t v)
+/* ---- encoding ---- */
+
+struct wbuf {
+    uint8_t *b;
+    size_t n, cap;
+    int err;
+};
+
+/* Room for n more bytes. */
+static int wbuf_room(struct wbuf *w, size_t n)
 {
-    uint8_t b[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
-    put(w, b, 4);
+    if (w->err)
+        return 0;
+    if (w->n + n > w->cap) {
+        size_t cap = w->cap ? w->cap : 256;
+        while (cap < w->n + n)
+            cap *= 2;
+        uint8_t *b = realloc(w->b, cap);
+        if (!b) {
+            w->err = TBON_ENOMEM;
+            return 0;
+        }
+        w->b = b;
+        w->cap = cap;
+    }
+    return 1;
 }
 
-static void enc_node(struct wbuf *w, const st_node_t *n)
+static void put_bytes(struct wbuf *w, const void *p, size_t n)
 {
-    size_t fl = n->frame ? strlen(n->frame) : 0;
-    put32(w, (uint32_t)fl);
-    put(w, n->frame, fl);
-    put32(w, (uint32_t)n->nr);
-    for (size_t i = 0; i < n->nr; i++) {
-        put32(w, n->r[i].lo);
-        put32(w, n->r[i].hi);
+    if (n && wbuf_room(w, n)) {
+        memcpy(w->b + w->n, p, n);
+        w->n += n;
     }
-    put32(w, (uint32_t)n->nk);
-    for (size_t i = 0; i < n->nk; i++)
-        enc_node(w, n->kid[i]);
+}
+
+static void put_num(struct wbuf *w, uint64_t v)
+{
+    if (!wbuf_room(w, 10))
+        return;
+    while (v >= 0x80) {
+        w->b[w->n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    w->b[w->n++] = (uint8_t)v;
+}
+
+static void enc_node(struct wbuf *w, const st_node_t *nd, int is_root)
+{
+    if (!is_root) {
+        put_num(w, nd->flen);
+        put_bytes(w, nd->frame, nd->flen);
+    }
+    put_num(w, nd->set.n);
+    for (size_t k = 0; k < nd->set.n; k++) {
+        const st_range_t *r = &nd->set.r[k];
+        put_num(w, k ? (uint64_t)r->lo - nd->set.r[k - 1].hi - 2 : r->lo);
+        put_num(w, (uint64_t)r->hi - r->lo);
+    }
+    put_num(w, nd->nkids);
+    for (size_t i = 0; i < nd->nkids; i++)
+        enc_node(w, nd->kids[i], 0);
 }
 
 int st_tree_encode(const st_tree_t *t, uint8_t **buf, size_t *len)
 {
-    struct wbuf w = { 0 };
-    put(&w, MAGIC, 4);
-    enc_node(&w, t->root);
-    if (w.oom) {
+    if (!t || !buf || !len)
+        return TBON_EINVAL;
+    struct wbuf w = { NULL, 0, 0, 0 };
+    uint8_t version = ST_ENC_VERSION;
+    put_bytes(&w, st_magic, sizeof st_magic);
+    put_bytes(&w, &version, 1);
+    enc_node(&w, t->root, 1);
+    if (w.err) {
         free(w.b);
-        return TBON_ENOMEM;
+        return w.err;
     }
     *buf = w.b;
     *len = w.n;
     return 0;
 }
 
+/* ---- decoding ---- */
+
 struct rbuf {
     const uint8_t *b;
-    size_t n, off;
+    size_t len, off;
     char *err;
     size_t errlen;
-    int failed;
-    size_t nodes;
+    size_t nnodes;
 };
 
-static void rfail(struct rbuf *r, size_t at, const char *fmt, ...)
+static void fail(struct rbuf *r, size_t at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static void rfail(struct rbuf *r, size_t at, const char *fmt, ...)
+static void fail(struct rbuf *r, size_t at, const char *fmt, ...)
 {
-    if (r->failed)
+    if (!r->err || r->errlen == 0)
         return;
-    r->failed = 1;
-    if (!r->err || !r->errlen)
+    int n = snprintf(r->err, r->errlen, "at byte %zu: ", at);
+    if (n < 0 || (size_t)n >= r->errlen)
         return;
-    int k = snprintf(r->err, r->errlen, "at byte %zu: ", at);
-    if (k >= 0 && (size_t)k < r->errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(r->err + k, r->errlen - (size_t)k, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->err + n, r->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
 }
 
-static int get32(struct rbuf *r, uint32_t *v, const char *what)
+/* One number: 0, or -1 after fail() naming what it is. */
+static int get_num(struct rbuf *r, const char *what, uint64_t max, uint64_t *v)
 {
-    if (r->n - r->off < 4) {
-        rfail(r, r->off, "the tree ends inside %s", what);
-        return -1;
-    }
-    const uint8_t *p = r->b + r->off;
-    *v = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-    r->off += 4;
-    return 0;
-}
-
-/* Decode one node into n (whose frame the caller set), below parent (NULL
- * for the root). */
-static int dec_node(struct rbuf *r, st_tree_t *t, st_node_t *n, const st_node_t *parent,
-                    size_t depth)
-{
-    uint32_t nr, nk;
     size_t at = r->off;
-    if (get32(r, &nr, "a range count"))
-        return -1;
-    if (nr > (r->n - r->off) / 8) {
-        rfail(r, at, "%u ranges, more than the %zu bytes left hold", nr, r->n - r->off);
-        return -1;
-    }
-    if (nr) {
-        n->r = malloc(nr * sizeof *n->r);
-        if (!n->r) {
-            rfail(r, at, "out of memory");
+    uint64_t x = 0;
+    for (unsigned shift = 0;; shift += 7) {
+        if (shift > 28) {
+            fail(r, at, "%s: a number of more than 5 bytes", what);
             return -1;
         }
-        n->cr = nr;
-    }
-    for (uint32_t i = 0; i < nr; i++) {
-        size_t ra = r->off;
-        st_range_t x;
-        get32(r, &x.lo, "a range");
-        get32(r, &x.hi, "a range");
-        if (x.lo > x.hi) {
-            rfail(r, ra, "range %u-%u runs backwards", x.lo, x.hi);
+        if (r->off >= r->len) {
+            fail(r, at, "%s: truncated (the data ends inside it)", what);
             return -1;
         }
-        if (i > 0 && (n->r[i - 1].hi == UINT32_MAX || x.lo <= n->r[i - 1].hi + 1)) {
-            rfail(r, ra, "range %u-%u overlaps or touches the one before (%u-%u)", x.lo, x.hi,
-                  n->r[i - 1].lo, n->r[i - 1].hi);
-            return -1;
+        uint8_t c = r->b[r->off++];
+        x |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) {
+            if (c == 0 && shift) {
+                fail(r, at, "%s: superfluous zero byte at the end of a number", what);
+                return -1;
+            }
+            break;
         }
-        n->r[n->nr++] = x;
     }
-    if (parent && !set_within(n->r, n->nr, parent->r, parent->nr)) {
-        rfail(r, at, "the tasks of frame \"%.64s\" are not all in its caller's", n->frame);
+    if (x > max) {
+        fail(r, at, "%s %llu exceeds the limit %llu", what, (unsigned long long)x,
+             (unsigned long long)max);
         return -1;
     }
-    at = r->off;
-    if (get32(r, &nk, "a child count"))
-        return -1;
-    if (nk > (r->n - r->off) / 12) {
-        rfail(r, at, "%u children, more than the %zu bytes left hold", nk, r->n - r->off);
-        return -1;
-    }
-    if (nk && depth + 1 >= MAX_DEPTH) {
-        rfail(r, at, "paths deeper than %d frames", MAX_DEPTH);
-        return -1;
-    }
-    if (nk) {
-        n->kid = calloc(nk, sizeof *n->kid);
-        if (!n->kid) {
-            rfail(r, at, "out of memory");
-            return -1;
-        }
-        n->ck = nk;
-    }
-    for (uint32_t i = 0; i < nk; i++) {
-        size_t fa = r->off;
-        uint32_t fl;
-        if (get32(r, &fl, "a frame's length"))
-            return -1;
-        if (fl == 0 || fl > MAX_FRAME) {
-            rfail(r, fa, "a frame of %u bytes (1 to %d)", fl, MAX_FRAME);
-            return -1;
-        }
-        if (fl > r->n - r->off) {
-            rfail(r, fa, "a frame of %u bytes, %zu left", fl, r->n - r->off);
-            return -1;
-        }
-        if (memchr(r->b + r->off, 0, fl)) {
-            rfail(r, fa, "a frame with a NUL byte");
-            return -1;
-        }
-        if (++r->nodes > MAX_NODES) {
-            rfail(r, fa, "more than %u nodes", MAX_NODES);
-            return -1;
-        }
-        st_node_t *k = node_new((const char *)r->b + r->off, fl, n);
-        if (!k) {
-            rfail(r, fa, "out of memory");
-            return -1;
-        }
-        r->off += fl;
-        n->kid[n->nk++] = k;
-        t->nnodes++;
-        if (i > 0 && strcmp(n->kid[i - 1]->frame, k->frame) >= 0) {
-            rfail(r, fa, "frame \"%.64s\" out of order after \"%.64s\"", k->frame,
-                  n->kid[i - 1]->frame);
-            return -1;
-        }
-        if (dec_node(r, t, k, n, depth + 1))
-            return -1;
-    }
+    *v = x;
     return 0;
+}
+
+static size_t left(const struct rbuf *r)
+{
+    return r->len - r->off;
+}
+
+/* The smallest encoded child: empty frame, one one-task range, no children. */
+#define ST_MIN_NODE_BYTES 5
+
+/* Reads one node and its subtree; NULL after fail(). parent: the parent's
+ * task set (NULL for the root); prev: the previous sibling, for the order. */
+static st_node_t *dec_node(struct rbuf *r, const st_rset_t *parent, const st_node_t *prev,
+                           unsigned depth)
+{
+    size_t at = r->off;
+    uint64_t v;
+    st_node_t *nd;
+
+    if (!parent) {
+        nd = node_new("", 0);
+    } else {
+        if (depth > ST_MAX_DEPTH) {
+            fail(r, at, "nodes nested deeper than %d frames", ST_MAX_DEPTH);
+            return NULL;
+        }
+        if (get_num(r, "frame length", ST_MAX_FRAME, &v))
+            return NULL;
+        if (v > left(r)) {
+            fail(r, at, "frame length %llu but only %zu bytes left", (unsigned long long)v,
+                 left(r));
+            return NULL;
+        }
+        const char *f = (const char *)r->b + r->off;
+        const char *nul = memchr(f, '\0', (size_t)v);
+        if (nul) {
+            fail(r, r->off + (size_t)(nul - f), "NUL byte inside a frame");
+            return NULL;
+        }
+        if (prev && frame_cmp(prev->frame, prev->flen, f, (size_t)v) >= 0) {
+            fail(r, at, "sibling frames not in strictly increasing order");
+            return NULL;
+        }
+        nd = node_new(f, (size_t)v);
+        r->off += (size_t)v;
+    }
+    if (!nd) {
+        fail(r, at, "out of memory");
+        return NULL;
+    }
+
+    size_t set_at = r->off;
+    if (get_num(r, "range count", UINT32_MAX, &v))
+        goto error;
+    if (v > left(r) / 2) {
+        fail(r, set_at, "%llu ranges but only %zu bytes left", (unsigned long long)v, left(r));
+        goto error;
+    }
+    if (v == 0 && parent) {
+        fail(r, set_at, "a node below the root with no tasks");
+        goto error;
+    }
+    if (rset_reserve(&nd->set, (size_t)v)) {
+        fail(r, set_at, "out of memory");
+        goto error;
+    }
+    for (size_t k = 0, n = (size_t)v; k < n; k++) {
+        size_t rat = r->off;
+        uint64_t a, b;
+        if (get_num(r, k ? "range gap" : "range start", UINT32_MAX, &a) ||
+            get_num(r, "range length", UINT32_MAX, &b))
+            goto error;
+        uint64_t lo = k ? (uint64_t)nd->set.r[k - 1].hi + 2 + a : a;
+        if (lo + b > UINT32_MAX) {
+            fail(r, rat, "range %llu-%llu goes past task %lu", (unsigned long long)lo,
+                 (unsigned long long)(lo + b), (unsigned long)UINT32_MAX);
+            goto error;
+        }
+        nd->set.r[k].lo = (uint32_t)lo;
+        nd->set.r[k].hi = (uint32_t)(lo + b);
+        nd->set.n++;
+    }
+    if (parent && !rset_subset(&nd->set, parent)) {
+        fail(r, set_at, "the tasks of a node are not a subset of its parent's");
+        goto error;
+    }
+
+    size_t kids_at = r->off;
+    if (get_num(r, "child count", UINT32_MAX, &v))
+        goto error;
+    if (v > left(r) / ST_MIN_NODE_BYTES) {
+        fail(r, kids_at, "%llu children but only %zu bytes left", (unsigned long long)v,
+             left(r));
+        goto error;
+    }
+    if (kids_reserve(nd, (size_t)v)) {
+        fail(r, kids_at, "out of memory");
+        goto error;
+    }
+    for (size_t k = 0, n = (size_t)v; k < n; k++) {
+        st_node_t *kid = dec_node(r, &nd->set, k ? nd->kids[k - 1] : NULL, depth + 1);
+        if (!kid)
+            goto error;
+        nd->kids[nd->nkids++] = kid;
+    }
+    r->nnodes++;
+    return nd;
+error:
+    node_free(nd);
+    return NULL;
 }
 
 st_tree_t *st_tree_decode(const uint8_t *buf, size_t len, char *err, size_t errlen)
 {
-    struct rbuf r = { buf, len, 0, err, errlen, 0, 1 };
-    if (!buf || len < 4 || memcmp(buf, MAGIC, 4) != 0) {
-        rfail(&r, 0, "not a tbon_stat tree (no \"%s\" header)", MAGIC);
+    struct rbuf r = { buf, len, 0, err, errlen, 0 };
+
+    if (err && errlen)
+        err[0] = '\0';
+    if (!buf && len) {
+        fail(&r, 0, "no data");
         return NULL;
     }
-    r.off = 4;
-    uint32_t fl;
-    if (get32(&r, &fl, "the root"))
-        return NULL;
-    if (fl != 0) {
-        rfail(&r, 4, "the root has a frame (%u bytes)", fl);
+    for (size_t i = 0; i < sizeof st_magic; i++) {
+        if (i >= len) {
+            fail(&r, i, "truncated header (%zu bytes)", len);
+            return NULL;
+        }
+        if (buf[i] != st_magic[i]) {
+            fail(&r, i, "bad magic: not a tbon_stat prefix tree");
+            return NULL;
+        }
+    }
+    if (len < 5) {
+        fail(&r, 4, "truncated header (%zu bytes)", len);
         return NULL;
     }
-    st_tree_t *t = st_tree_new();
+    if (buf[4] != ST_ENC_VERSION) {
+        fail(&r, 4, "version %u, this code reads version %d", buf[4], ST_ENC_VERSION);
+        return NULL;
+    }
+    r.off = 5;
+
+    st_tree_t *t = calloc(1, sizeof *t);
     if (!t) {
-        rfail(&r, 0, "out of memory");
+        fail(&r, 0, "out of memory");
         return NULL;
     }
-    if (dec_node(&r, t, t->root, NULL, 0) == 0 && r.off != len)
-        rfail(&r, r.off, "%zu bytes after the tree", len - r.off);
-    if (r.failed) {
+    if (!(t->root = dec_node(&r, NULL, NULL, 0))) {
+        free(t);
+        return NULL;
+    }
+    if (r.off != len) {
+        fail(&r, r.off, "%zu bytes after the end of the tree", len - r.off);
         st_tree_free(t);
         return NULL;
     }
+    t->nnodes = r.nnodes;
     return t;
-}
-
-size_t st_tree_label(const st_range_t *r, size_t nr, char *out, size_t cap)
-{
-    char tmp[32];
-    size_t need = (size_t)snprintf(tmp, sizeof tmp, "%llu:[",
-                                   (unsigned long long)st_set_count(r, nr));
-    if (cap)
-        snprintf(out, cap, "%s", tmp);
-    for (size_t i = 0; i < nr; i++) {
-        int k = r[i].lo == r[i].hi ? snprintf(tmp, sizeof tmp, "%s%u", i ? "," : "", r[i].lo)
-                                   : snprintf(tmp, sizeof tmp, "%s%u-%u", i ? "," : "",
-                                              r[i].lo, r[i].hi);
-        if (need < cap)
-            snprintf(out + need, cap - need, "%s", tmp);
-        need += (size_t)k;
-    }
-    if (need < cap)
-        snprintf(out + need, cap - need, "]");
-    return need + 1;            /* the length, without the NUL (as snprintf) */
 }

@@ -23,6 +23,15 @@
 
 typedef struct st_tree st_tree_t;
 
+/* Limits, kept by st_tree_add and checked by st_tree_decode, so that every
+ * tree the code builds also decodes: stacks of at most ST_MAX_DEPTH frames,
+ * frames of at most ST_MAX_FRAME bytes (no NUL inside). */
+#define ST_MAX_DEPTH 4096
+#define ST_MAX_FRAME 65535
+
+/* The binary form: "STPT", then this version byte. */
+#define ST_ENC_VERSION 1
+
 /* A task range [lo, hi], lo <= hi. */
 typedef struct st_range {
     uint32_t lo, hi;
@@ -33,7 +42,9 @@ void st_tree_free(st_tree_t *t);
 
 /* Add one sampled stack of task: frames[0] is the outermost frame, frames[n-1]
  * the innermost; every node on the path (and the root) gets task. n may be 0
- * (the task is only in the root's set). 0, or TBON_ENOMEM / TBON_EINVAL. */
+ * (the task is only in the root's set). 0, or TBON_ENOMEM, or TBON_EINVAL
+ * (tree unchanged) for a NULL frame, more than ST_MAX_DEPTH frames (deep
+ * recursion: the caller cuts the stack) or a frame over ST_MAX_FRAME bytes. */
 int st_tree_add(st_tree_t *t, const char *const *frames, size_t n, uint32_t task);
 
 /* dst = dst U src. 0 or TBON_ENOMEM (dst may then hold part of src: still a
@@ -50,13 +61,15 @@ int st_tree_encode(const st_tree_t *t, uint8_t **buf, size_t *len);
 st_tree_t *st_tree_decode(const uint8_t *buf, size_t len, char *err, size_t errlen);
 
 /* The root's task set: *ranges is malloc'ed (NULL when empty); returns the
- * number of ranges. tasks_count: the number of tasks in it. */
+ * number of ranges. tasks_count: the number of tasks in it. ranges may be
+ * NULL (the count only); out of memory gives 0 ranges and a count of 0. */
 size_t st_tree_tasks(const st_tree_t *t, st_range_t **ranges, uint64_t *tasks_count);
 
 /* The deepest path holding task, frames outermost first: *frames is a
  * malloc'ed array of pointers into the tree (valid while it is unchanged);
- * returns its length, 0 if task is only in the root or absent. With several
- * deepest paths (threads, 3D trees) the first in frame order. */
+ * returns its length, 0 if task is only in the root or absent (or out of
+ * memory), *frames then NULL. With several deepest paths (threads, 3D
+ * trees) the first in frame order. */
 size_t st_tree_path(const st_tree_t *t, uint32_t task, const char ***frames);
 
 /* Task sets as text: "4:[0-2,7]" (count, then the ranges). Writes at most
@@ -64,15 +77,25 @@ size_t st_tree_path(const st_tree_t *t, uint32_t task, const char ***frames);
 size_t st_tree_label(const st_range_t *r, size_t nr, char *out, size_t cap);
 
 /* Outputs. Edge labels are the task sets of the child nodes ("4:[0-2,7]").
- * 0, or TBON_EIO if writing failed. */
+ * The root is shown as "/"; frames are escaped as each format needs (any
+ * bytes give valid DOT and JSON, and one text line per node). 0, or
+ * TBON_EIO if writing failed (TBON_EINVAL for a NULL argument).
+ * DOT: digraph "title" (NULL: "tbon_stat"), nodes n0 (the root), n1, ... in
+ * pre-order labelled with their frames, an edge from each node's parent. */
 int st_tree_write_dot(const st_tree_t *t, FILE *f, const char *title);
+/* JSON, one line: {"frame":"/","tasks":"[0-7]","count":8,"children":[...]},
+ * each child an object of the same form. */
 int st_tree_write_json(const st_tree_t *t, FILE *f);
-/* An indented text tree, one node per line: "  main  4:[0-2,7]". */
+/* An indented text tree, one node per line, two spaces per level:
+ * "/  8:[0-7]", then "  _start  8:[0-7]", ... "    main  4:[0-2,7]". */
 int st_tree_write_text(const st_tree_t *t, FILE *f);
-/* Equivalence classes (as STAT): the tasks grouped by the set of leaf paths
- * they end in; one line per class: its task set, a representative (its
- * lowest task) and the innermost frames of its paths. Returns the number of
- * classes, or < 0 on an error. */
+/* Equivalence classes (as STAT): the tasks grouped by the set of nodes they
+ * end in (a node holding the task where no child does: a leaf of the task's
+ * paths). One line per class, in order of representative:
+ * "4:[0-2,7]  rep 0  poll | compute": its task set, its representative (its
+ * lowest task) and the frames of the nodes it ends in, in pre-order. A task
+ * with an empty stack ends in the root ("/"). Returns the number of classes,
+ * or < 0 on an error. */
 int st_tree_write_classes(const st_tree_t *t, FILE *f);
 
 /* Number of nodes, root included. */

@@ -1,25 +1,43 @@
-/* st_ptree_int.h - the inside of a call-prefix tree, for st_ptree.c and its
- * outputs (st_ptree_out.c); nothing else sees it */
+/* st_ptree_int.h - the inside of st_tree_t, shared by st_ptree.c (the tree,
+ * merging and the binary form) and st_ptree_out.c (queries and outputs).
+ * Nothing outside those two files includes it. */
 #ifndef TBON_ST_PTREE_INT_H
 #define TBON_ST_PTREE_INT_H
 
 #include "st_ptree.h"
 
+/* A task set: sorted, disjoint, non-adjacent ranges (r[i].hi + 1 < r[i+1].lo).
+ * Most sets are one range: r then points to `one`, saving an allocation
+ * per node (the set must then stay where it is: it lives in a node). */
+typedef struct st_rset {
+    st_range_t *r;
+    size_t n, cap;
+    st_range_t one;
+} st_rset_t;
+
+/* A node: its task set and its children, sorted by frame (bytewise, as
+ * memcmp, shorter first on a common prefix) so that walks, outputs and the
+ * binary form do not depend on the order of insertion. The frame is stored
+ * in the same allocation; the root's is "". An only child is kept in kid1
+ * (kids == &kid1), like a set of one range. */
 typedef struct st_node {
-    char *frame;                /* NULL at the root */
-    struct st_node *parent;
-    st_range_t *r;              /* the task set: sorted, disjoint, not adjacent */
-    size_t nr, cr;
-    struct st_node **kid;       /* sorted by frame (strcmp) */
-    size_t nk, ck;
+    st_rset_t set;
+    struct st_node **kids;
+    size_t nkids, kcap;
+    struct st_node *kid1;
+    size_t flen;
+    char frame[];
 } st_node_t;
 
 struct st_tree {
     st_node_t *root;
-    size_t nnodes;
+    size_t nnodes;      /* root included */
 };
 
-uint64_t st_set_count(const st_range_t *r, size_t nr);
-int st_set_has(const st_range_t *r, size_t nr, uint32_t x);
+/* 1 if task is in s (binary search). */
+int st_rset_has(const st_rset_t *s, uint32_t task);
+
+/* The number of tasks in r[0..n). */
+uint64_t st_ranges_count(const st_range_t *r, size_t n);
 
 #endif

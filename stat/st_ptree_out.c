@@ -1,392 +1,543 @@
-/* st_ptree_out.c - what a call-prefix tree looks like outside: Graphviz dot,
- * JSON, an indented text tree, and STAT's equivalence classes */
+/* st_ptree_out.c - what a prefix tree says: task-set labels, a task's path,
+ * and the DOT, JSON, text and equivalence-class outputs. The root is shown
+ * as "/" (as STAT does); frames are escaped for each format, so that any
+ * bytes a stack walker reports give valid output. */
 #include "st_ptree_int.h"
 
 #include <tbon/common.h>
 
+#include <limits.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* A node's task set as "count:[ranges]", malloc'ed (NULL when out of memory). */
-static char *label_of(const st_node_t *n)
+#define ST_ROOT_NAME "/"
+
+/* ---- labels ---- */
+
+/* A snprintf-like appender: writes what fits, counts what is needed. */
+struct sbuf {
+    char *out;
+    size_t cap, n;
+};
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
 {
-    size_t need = st_tree_label(n->r, n->nr, NULL, 0) + 1;
-    char *s = malloc(need);
-    if (s)
-        st_tree_label(n->r, n->nr, s, need);
-    return s;
+    va_list ap;
+    char *p = b->n < b->cap ? b->out + b->n : NULL;
+    va_start(ap, fmt);
+    int k = vsnprintf(p, p ? b->cap - b->n : 0, fmt, ap);
+    va_end(ap);
+    if (k > 0)
+        b->n += (size_t)k;
 }
 
-/* s with " \ and control characters escaped for a dot or JSON string. */
-static void put_escaped(FILE *f, const char *s, int json)
+size_t st_tree_label(const st_range_t *r, size_t nr, char *out, size_t cap)
 {
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", f);
-        else if (c < 0x20 || c == 0x7f)
-            fprintf(f, json ? "\\u%04x" : "\\\\x%02x", c);
+    struct sbuf b = { out, out ? cap : 0, 0 };
+    if (b.cap)
+        out[0] = '\0';
+    sb_printf(&b, "%llu:[", (unsigned long long)st_ranges_count(r, nr));
+    for (size_t i = 0; i < nr; i++) {
+        if (r[i].lo == r[i].hi)
+            sb_printf(&b, "%s%lu", i ? "," : "", (unsigned long)r[i].lo);
         else
+            sb_printf(&b, "%s%lu-%lu", i ? "," : "", (unsigned long)r[i].lo,
+                      (unsigned long)r[i].hi);
+    }
+    sb_printf(&b, "]");
+    return b.n;
+}
+
+/* The ranges alone ("[0-2,7]"), or with the count first ("4:[0-2,7]"). */
+static void put_ranges(FILE *f, const st_range_t *r, size_t n, int with_count)
+{
+    if (with_count)
+        fprintf(f, "%llu:", (unsigned long long)st_ranges_count(r, n));
+    fputc('[', f);
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].lo == r[i].hi)
+            fprintf(f, "%s%lu", i ? "," : "", (unsigned long)r[i].lo);
+        else
+            fprintf(f, "%s%lu-%lu", i ? "," : "", (unsigned long)r[i].lo,
+                    (unsigned long)r[i].hi);
+    }
+    fputc(']', f);
+}
+
+/* ---- escaping ---- */
+
+enum esc { ESC_DOT, ESC_JSON, ESC_TEXT };
+
+/* The length of the valid UTF-8 sequence at s[0..n), or 0. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef)
+        len = 3, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4)
+        len = 4, cp = c & 0x07;
+    else
+        return 0;
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    /* No overlong forms, surrogates or code points past U+10FFFF. */
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+/* Frame bytes for a quoted DOT or JSON string, or a text line. Quotes,
+ * backslashes and control characters are escaped; bytes that are not
+ * UTF-8 become U+FFFD in JSON and \xHH elsewhere (still readable, still
+ * one line). */
+static void put_escaped(FILE *f, const char *str, size_t n, enum esc mode)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        size_t ul = utf8_len(s + i, n - i);
+        if (ul > 1) {
+            fwrite(s + i, 1, ul, f);
+            i += ul;
+            continue;
+        }
+        i++;
+        if (ul == 0) {
+            if (mode == ESC_JSON)
+                fputs("\\ufffd", f);
+            else if (mode == ESC_DOT)
+                fprintf(f, "\\\\x%02x", c);   /* DOT shows "\x.." */
+            else
+                fprintf(f, "\\x%02x", c);
+            continue;
+        }
+        if (c == '"' && mode != ESC_TEXT) {
+            fputs("\\\"", f);
+        } else if (c == '\\') {
+            fputs("\\\\", f);
+        } else if (c == '\n') {
+            fputs("\\n", f);
+        } else if (c < 0x20 || c == 0x7f) {
+            if (mode == ESC_JSON) {
+                if (c == '\t')
+                    fputs("\\t", f);
+                else if (c == '\r')
+                    fputs("\\r", f);
+                else
+                    fprintf(f, "\\u%04x", c);
+            } else if (mode == ESC_DOT) {
+                fprintf(f, "\\\\x%02x", c);
+            } else {
+                fprintf(f, "\\x%02x", c);
+            }
+        } else {
             fputc(c, f);
+        }
     }
 }
 
-/* ---- dot ---- */
-
-static int dot_node(FILE *f, const st_node_t *n, size_t id, size_t *next)
+static void put_frame(FILE *f, const st_node_t *nd, int is_root, enum esc mode)
 {
-    for (size_t i = 0; i < n->nk; i++) {
-        const st_node_t *k = n->kid[i];
-        size_t kid = (*next)++;
-        char *lab = label_of(k);
-        if (!lab)
-            return TBON_ENOMEM;
-        fprintf(f, "  n%zu [label=\"", kid);
-        put_escaped(f, k->frame, 0);
-        fprintf(f, "\"];\n  n%zu -> n%zu [label=\"%s\"];\n", id, kid, lab);
-        free(lab);
-        int rc = dot_node(f, k, kid, next);
-        if (rc)
-            return rc;
-    }
+    if (is_root)
+        fputs(ST_ROOT_NAME, f);
+    else
+        put_escaped(f, nd->frame, nd->flen, mode);
+}
+
+static int finish(FILE *f)
+{
+    if (fflush(f) != 0 || ferror(f))
+        return TBON_EIO;
     return 0;
+}
+
+/* ---- a task's path ---- */
+
+struct path_walk {
+    uint32_t task;
+    const char **cur, **best;
+    size_t nbest;
+    int err;
+};
+
+static void path_dfs(struct path_walk *w, const st_node_t *nd, size_t depth)
+{
+    if (depth > w->nbest) {
+        const char **b = realloc(w->best, depth * sizeof *b);
+        if (!b) {
+            w->err = 1;
+            return;
+        }
+        memcpy(b, w->cur, depth * sizeof *b);
+        w->best = b;
+        w->nbest = depth;
+    }
+    for (size_t i = 0; i < nd->nkids && !w->err; i++) {
+        const st_node_t *k = nd->kids[i];
+        if (depth < ST_MAX_DEPTH && st_rset_has(&k->set, w->task)) {
+            w->cur[depth] = k->frame;
+            path_dfs(w, k, depth + 1);
+        }
+    }
+}
+
+size_t st_tree_path(const st_tree_t *t, uint32_t task, const char ***frames)
+{
+    struct path_walk w = { task, NULL, NULL, 0, 0 };
+    if (!frames)
+        return 0;
+    *frames = NULL;
+    if (!t || !st_rset_has(&t->root->set, task))
+        return 0;
+    if (!(w.cur = malloc(ST_MAX_DEPTH * sizeof *w.cur)))
+        return 0;
+    path_dfs(&w, t->root, 0);
+    free(w.cur);
+    if (w.err) {
+        free(w.best);
+        return 0;
+    }
+    *frames = w.best;
+    return w.nbest;
+}
+
+/* ---- DOT, JSON, text ---- */
+
+static void dot_node(FILE *f, const st_node_t *nd, size_t parent, size_t *next)
+{
+    size_t id = (*next)++;
+    fprintf(f, "  n%zu [label=\"", id);
+    put_frame(f, nd, id == 0, ESC_DOT);
+    fputs("\"];\n", f);
+    if (id) {
+        fprintf(f, "  n%zu -> n%zu [label=\"", parent, id);
+        put_ranges(f, nd->set.r, nd->set.n, 1);
+        fputs("\"];\n", f);
+    }
+    for (size_t i = 0; i < nd->nkids; i++)
+        dot_node(f, nd->kids[i], id, next);
 }
 
 int st_tree_write_dot(const st_tree_t *t, FILE *f, const char *title)
 {
-    char *lab = label_of(t->root);
-    if (!lab)
-        return TBON_ENOMEM;
+    size_t next = 0;
+    if (!t || !f)
+        return TBON_EINVAL;
     fputs("digraph \"", f);
-    put_escaped(f, title ? title : "tbon_stat", 0);
-    fputs("\" {\n  node [shape=box, fontname=\"monospace\"];\n"
-          "  edge [fontname=\"monospace\"];\n  n0 [label=\"", f);
-    put_escaped(f, title ? title : "all tasks", 0);
-    fprintf(f, "\\n%s\"];\n", lab);
-    free(lab);
-    size_t next = 1;
-    int rc = dot_node(f, t->root, 0, &next);
+    if (!title)
+        title = "tbon_stat";
+    put_escaped(f, title, strlen(title), ESC_DOT);
+    fputs("\" {\n  node [shape=box];\n", f);
+    dot_node(f, t->root, 0, &next);
     fputs("}\n", f);
-    return rc ? rc : ferror(f) ? TBON_EIO : 0;
+    return finish(f);
 }
 
-/* ---- JSON ---- */
-
-static int json_node(FILE *f, const st_node_t *n, int depth)
+static void json_node(FILE *f, const st_node_t *nd, int is_root)
 {
-    char *lab = label_of(n);
-    if (!lab)
-        return TBON_ENOMEM;
-    fprintf(f, "%*s{\"frame\": ", depth * 2, "");
-    if (n->frame) {
-        fputc('"', f);
-        put_escaped(f, n->frame, 1);
-        fputc('"', f);
-    } else {
-        fputs("null", f);
+    fputs("{\"frame\":\"", f);
+    put_frame(f, nd, is_root, ESC_JSON);
+    fputs("\",\"tasks\":\"", f);
+    put_ranges(f, nd->set.r, nd->set.n, 0);
+    fprintf(f, "\",\"count\":%llu,\"children\":[",
+            (unsigned long long)st_ranges_count(nd->set.r, nd->set.n));
+    for (size_t i = 0; i < nd->nkids; i++) {
+        if (i)
+            fputc(',', f);
+        json_node(f, nd->kids[i], 0);
     }
-    /* "count:[ranges]": the ranges part only, and the count as a number. */
-    fprintf(f, ", \"count\": %llu, \"tasks\": \"%s\", \"children\": [",
-            (unsigned long long)st_set_count(n->r, n->nr), strchr(lab, ':') + 1);
-    free(lab);
-    for (size_t i = 0; i < n->nk; i++) {
-        fputs(i ? ",\n" : "\n", f);
-        int rc = json_node(f, n->kid[i], depth + 1);
-        if (rc)
-            return rc;
-    }
-    if (n->nk)
-        fprintf(f, "\n%*s", depth * 2, "");
     fputs("]}", f);
-    return 0;
 }
 
 int st_tree_write_json(const st_tree_t *t, FILE *f)
 {
-    int rc = json_node(f, t->root, 0);
+    if (!t || !f)
+        return TBON_EINVAL;
+    json_node(f, t->root, 1);
     fputc('\n', f);
-    return rc ? rc : ferror(f) ? TBON_EIO : 0;
+    return finish(f);
 }
 
-/* ---- text ---- */
-
-static int text_node(FILE *f, const st_node_t *n, int depth)
+static void text_node(FILE *f, const st_node_t *nd, size_t depth)
 {
-    char *lab = label_of(n);
-    if (!lab)
-        return TBON_ENOMEM;
-    fprintf(f, "%*s%s  %s\n", depth * 2, "", n->frame ? n->frame : "all", lab);
-    free(lab);
-    for (size_t i = 0; i < n->nk; i++) {
-        int rc = text_node(f, n->kid[i], depth + 1);
-        if (rc)
-            return rc;
-    }
-    return 0;
+    for (size_t i = 0; i < depth; i++)
+        fputs("  ", f);
+    put_frame(f, nd, depth == 0, ESC_TEXT);
+    fputs("  ", f);
+    put_ranges(f, nd->set.r, nd->set.n, 1);
+    fputc('\n', f);
+    for (size_t i = 0; i < nd->nkids; i++)
+        text_node(f, nd->kids[i], depth + 1);
 }
 
 int st_tree_write_text(const st_tree_t *t, FILE *f)
 {
-    int rc = text_node(f, t->root, 0);
-    return rc ? rc : ferror(f) ? TBON_EIO : 0;
+    if (!t || !f)
+        return TBON_EINVAL;
+    text_node(f, t->root, 0);
+    return finish(f);
 }
 
 /* ---- equivalence classes ----
- * A task "ends" at a node when it is in the node's set and in none of its
- * children's. Tasks that end at the same set of nodes form a class. The
- * computation works on ranges: every end set cuts the task space at its
- * range bounds; between two cuts all tasks end at the same nodes. */
+ *
+ * A task ends at node v when v holds it and no child of v does; its class
+ * is the set of nodes it ends at (several with threads). The end sets are
+ * ranges, so the classes come from a sweep over their end points: between
+ * two consecutive end points every task ends at the same nodes. Nodes are
+ * numbered in pre-order, so a class's key is a sorted array of numbers. */
 
-struct end { const st_node_t *node; st_range_t *r; size_t nr; };
-struct ends { struct end *v; size_t n, cap; int oom; };
+struct cls_ev {
+    uint64_t pos;       /* a range's lo, or its hi + 1 */
+    size_t node;
+    int start;
+};
 
-/* n's set minus its children's. */
-static void end_set(const st_node_t *n, struct ends *e)
+struct cls_seg {
+    uint32_t lo, hi;
+    size_t koff, klen;  /* the key: pool[koff..koff+klen) */
+    const size_t *key;
+};
+
+struct cls_class {
+    uint32_t rep;
+    size_t first, n;    /* its segments */
+};
+
+struct cls_walk {
+    const st_node_t **nodes;
+    size_t nnodes;
+    struct cls_ev *ev;
+    size_t nev, evcap;
+    st_range_t *tmp;    /* the union of a node's children's sets */
+    size_t tmpcap;
+    int err;
+};
+
+static int range_cmp(const void *a, const void *b)
 {
-    /* Walk n's ranges, cutting out every child's ranges (children's sets are
-     * inside n's, but may overlap each other). Merge the children's first. */
-    st_node_t u = { 0 };
-    for (size_t i = 0; i < n->nk && !e->oom; i++) {
-        st_range_t *m = malloc((u.nr + n->kid[i]->nr) * sizeof *m + sizeof *m);
-        if (!m) {
-            e->oom = 1;
-            break;
-        }
-        size_t a = 0, b = 0, k = 0;
-        const st_node_t *c = n->kid[i];
-        while (a < u.nr || b < c->nr) {
-            st_range_t x = b >= c->nr || (a < u.nr && u.r[a].lo <= c->r[b].lo) ? u.r[a++] : c->r[b++];
-            if (k && (m[k - 1].hi == UINT32_MAX || x.lo <= m[k - 1].hi + 1)) {
-                if (x.hi > m[k - 1].hi)
-                    m[k - 1].hi = x.hi;
-            } else {
-                m[k++] = x;
-            }
-        }
-        free(u.r);
-        u.r = m;
-        u.nr = k;
-    }
-    /* Cutting u's ranges out of n's leaves at most one piece more than u has. */
-    size_t no = 0, cap = n->nr + u.nr + 1;
-    st_range_t *out = e->oom ? NULL : malloc(cap * sizeof *out);
-    if (!out) {
-        free(u.r);
-        e->oom = 1;
-        return;
-    }
-    size_t j = 0;
-    for (size_t i = 0; i < n->nr && !e->oom; i++) {
-        uint64_t lo = n->r[i].lo, hi = n->r[i].hi;
-        while (j < u.nr && u.r[j].hi < lo)
-            j++;
-        size_t k = j;
-        while (lo <= hi) {
-            if (k < u.nr && u.r[k].lo <= hi) {
-                if (u.r[k].lo > lo && no < cap)
-                    out[no++] = (st_range_t){ (uint32_t)lo, u.r[k].lo - 1 };
-                lo = (uint64_t)u.r[k].hi + 1;
-                k++;
-            } else {
-                if (no < cap)
-                    out[no++] = (st_range_t){ (uint32_t)lo, (uint32_t)hi };
-                break;
-            }
-        }
-    }
-    free(u.r);
-    if (e->oom || no == 0) {
-        free(out);
-        return;
-    }
-    if (e->n == e->cap) {
-        size_t c = e->cap ? e->cap * 2 : 16;
-        struct end *nv = realloc(e->v, c * sizeof *nv);
-        if (!nv) {
-            free(out);
-            e->oom = 1;
-            return;
-        }
-        e->v = nv;
-        e->cap = c;
-    }
-    e->v[e->n++] = (struct end){ n, out, no };
-}
-
-static void collect_ends(const st_node_t *n, struct ends *e)
-{
-    end_set(n, e);
-    for (size_t i = 0; i < n->nk && !e->oom; i++)
-        collect_ends(n->kid[i], e);
-}
-
-struct piece { uint64_t lo, hi; size_t *sig; size_t nsig; };
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-static int cmp_piece(const void *a, const void *b)
-{
-    const struct piece *x = a, *y = b;
-    size_t n = x->nsig < y->nsig ? x->nsig : y->nsig;
-    for (size_t i = 0; i < n; i++)
-        if (x->sig[i] != y->sig[i])
-            return x->sig[i] < y->sig[i] ? -1 : 1;
-    if (x->nsig != y->nsig)
-        return x->nsig < y->nsig ? -1 : 1;
+    const st_range_t *x = a, *y = b;
     return (x->lo > y->lo) - (x->lo < y->lo);
 }
 
-struct cls { st_range_t *r; size_t nr; uint64_t count; size_t *sig; size_t nsig; };
-
-static int cmp_cls(const void *a, const void *b)
+static int ev_cmp(const void *a, const void *b)
 {
-    const struct cls *x = a, *y = b;
-    if (x->count != y->count)
-        return x->count > y->count ? -1 : 1;
-    return (x->r[0].lo > y->r[0].lo) - (x->r[0].lo < y->r[0].lo);
+    const struct cls_ev *x = a, *y = b;
+    if (x->pos != y->pos)
+        return (x->pos > y->pos) - (x->pos < y->pos);
+    return x->start - y->start;   /* ends first */
 }
 
-/* The last frames of node's path ("... > a > b > c"). */
-static void put_tail(FILE *f, const st_node_t *n)
+static int seg_cmp(const void *a, const void *b)
 {
-    const char *fr[3];
-    size_t k = 0;
-    int more = 0;
-    for (const st_node_t *p = n; p && p->frame; p = p->parent) {
-        if (k < 3)
-            fr[k++] = p->frame;
+    const struct cls_seg *x = a, *y = b;
+    for (size_t i = 0; i < x->klen && i < y->klen; i++)
+        if (x->key[i] != y->key[i])
+            return (x->key[i] > y->key[i]) - (x->key[i] < y->key[i]);
+    if (x->klen != y->klen)
+        return (x->klen > y->klen) - (x->klen < y->klen);
+    return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+static int class_cmp(const void *a, const void *b)
+{
+    const struct cls_class *x = a, *y = b;
+    return (x->rep > y->rep) - (x->rep < y->rep);
+}
+
+static void cls_emit(struct cls_walk *w, uint64_t lo, uint64_t hi, size_t node)
+{
+    if (w->nev + 2 > w->evcap) {
+        size_t cap = w->evcap ? 2 * w->evcap : 64;
+        struct cls_ev *e = realloc(w->ev, cap * sizeof *e);
+        if (!e) {
+            w->err = TBON_ENOMEM;
+            return;
+        }
+        w->ev = e;
+        w->evcap = cap;
+    }
+    w->ev[w->nev++] = (struct cls_ev){ lo, node, 1 };
+    w->ev[w->nev++] = (struct cls_ev){ hi + 1, node, 0 };
+}
+
+/* Number the nodes in pre-order and emit each one's end set. */
+static void cls_collect(struct cls_walk *w, const st_node_t *nd)
+{
+    size_t idx = w->nnodes++, nk = 0, m = 0;
+    w->nodes[idx] = nd;
+
+    for (size_t i = 0; i < nd->nkids; i++)
+        nk += nd->kids[i]->set.n;
+    if (nk > w->tmpcap) {
+        st_range_t *r = realloc(w->tmp, nk * sizeof *r);
+        if (!r) {
+            w->err = TBON_ENOMEM;
+            return;
+        }
+        w->tmp = r;
+        w->tmpcap = nk;
+    }
+    for (size_t i = 0; i < nd->nkids; i++) {
+        memcpy(w->tmp + m, nd->kids[i]->set.r, nd->kids[i]->set.n * sizeof *w->tmp);
+        m += nd->kids[i]->set.n;
+    }
+    if (nd->nkids > 1)
+        qsort(w->tmp, m, sizeof *w->tmp, range_cmp);
+
+    /* nd's set minus the children's; both sorted, so one walk. */
+    size_t j = 0;
+    for (size_t k = 0; k < nd->set.n && !w->err; k++) {
+        uint64_t cur = nd->set.r[k].lo, hi = nd->set.r[k].hi;
+        while (j < m && w->tmp[j].hi < cur)
+            j++;
+        while (j < m && w->tmp[j].lo <= hi) {
+            if (w->tmp[j].lo > cur)
+                cls_emit(w, cur, w->tmp[j].lo - 1, idx);
+            if ((uint64_t)w->tmp[j].hi + 1 > cur)
+                cur = (uint64_t)w->tmp[j].hi + 1;
+            if (w->tmp[j].hi >= hi)
+                break;
+            j++;
+        }
+        if (cur <= hi)
+            cls_emit(w, cur, hi, idx);
+    }
+    for (size_t i = 0; i < nd->nkids && !w->err; i++)
+        cls_collect(w, nd->kids[i]);
+}
+
+static void cls_print(FILE *f, const struct cls_walk *w, const struct cls_seg *segs,
+                      const struct cls_class *c, st_range_t *rbuf)
+{
+    size_t nr = 0;
+    for (size_t i = c->first; i < c->first + c->n; i++) {
+        if (nr && (uint64_t)rbuf[nr - 1].hi + 1 == segs[i].lo)
+            rbuf[nr - 1].hi = segs[i].hi;
         else
-            more = 1;
+            rbuf[nr++] = (st_range_t){ segs[i].lo, segs[i].hi };
     }
-    if (k == 0) {
-        fputs("(no frames)", f);
-        return;
+    put_ranges(f, rbuf, nr, 1);
+    fprintf(f, "  rep %lu  ", (unsigned long)c->rep);
+    const struct cls_seg *s = &segs[c->first];
+    for (size_t i = 0; i < s->klen; i++) {
+        if (i)
+            fputs(" | ", f);
+        put_frame(f, w->nodes[s->key[i]], s->key[i] == 0, ESC_TEXT);
     }
-    if (more)
-        fputs("... > ", f);
-    for (size_t i = k; i-- > 0;)
-        fprintf(f, "%s%s", fr[i], i ? " > " : "");
+    fputc('\n', f);
 }
 
 int st_tree_write_classes(const st_tree_t *t, FILE *f)
 {
-    struct ends e = { 0 };
-    collect_ends(t->root, &e);
-    size_t ncut = 0;
-    for (size_t i = 0; i < e.n; i++)
-        ncut += 2 * e.v[i].nr;
-    uint64_t *cut = malloc((ncut + 1) * sizeof *cut);
-    struct piece *pc = NULL;
-    struct cls *cl = NULL;
-    size_t np = 0, nc = 0;
-    int rc = e.oom || !cut ? TBON_ENOMEM : 0;
-    if (rc == 0) {
-        size_t k = 0;
-        for (size_t i = 0; i < e.n; i++)
-            for (size_t j = 0; j < e.v[i].nr; j++) {
-                cut[k++] = e.v[i].r[j].lo;
-                cut[k++] = (uint64_t)e.v[i].r[j].hi + 1;
-            }
-        qsort(cut, k, sizeof *cut, cmp_u64);
-        size_t u = 0;
-        for (size_t i = 0; i < k; i++)
-            if (u == 0 || cut[u - 1] != cut[i])
-                cut[u++] = cut[i];
-        ncut = u;
-        pc = calloc(ncut ? ncut : 1, sizeof *pc);
-        if (!pc)
-            rc = TBON_ENOMEM;
-        for (size_t i = 0; rc == 0 && i + 1 < ncut; i++)
-            pc[i] = (struct piece){ cut[i], cut[i + 1] - 1, NULL, 0 };
-        np = ncut ? ncut - 1 : 0;
-    }
-    /* Each end set's ranges mark the pieces they cover. */
-    for (size_t i = 0; rc == 0 && i < e.n; i++)
-        for (size_t j = 0; rc == 0 && j < e.v[i].nr; j++) {
-            uint64_t lo = e.v[i].r[j].lo, hi = e.v[i].r[j].hi;
-            size_t a = 0, b = np;
-            while (a < b) {
-                size_t mid = a + (b - a) / 2;
-                if (pc[mid].lo < lo)
-                    a = mid + 1;
+    struct cls_walk w = { 0 };
+    size_t *active = NULL, nact = 0, *pool = NULL, npool = 0, poolcap = 0;
+    struct cls_seg *segs = NULL;
+    struct cls_class *cls = NULL;
+    st_range_t *rbuf = NULL;
+    size_t nseg = 0, segcap = 0, ncls = 0;
+    int rc = TBON_ENOMEM;
+
+    if (!t || !f)
+        return TBON_EINVAL;
+    if (!(w.nodes = malloc(t->nnodes * sizeof *w.nodes)) ||
+        !(active = malloc(t->nnodes * sizeof *active)))
+        goto out;
+    cls_collect(&w, t->root);
+    if (w.err)
+        goto out;
+    if (w.nev)
+        qsort(w.ev, w.nev, sizeof *w.ev, ev_cmp);
+
+    for (size_t i = 0; i < w.nev;) {
+        uint64_t pos = w.ev[i].pos;
+        for (; i < w.nev && w.ev[i].pos == pos; i++) {
+            size_t lo = 0, hi = nact, v = w.ev[i].node;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (active[mid] < v)
+                    lo = mid + 1;
                 else
-                    b = mid;
+                    hi = mid;
             }
-            for (size_t p = a; p < np && pc[p].hi <= hi && rc == 0; p++) {
-                size_t *ns = realloc(pc[p].sig, (pc[p].nsig + 1) * sizeof *ns);
-                if (!ns) {
-                    rc = TBON_ENOMEM;
-                    break;
-                }
-                pc[p].sig = ns;
-                pc[p].sig[pc[p].nsig++] = i;
-            }
-        }
-    if (rc == 0) {
-        qsort(pc, np, sizeof *pc, cmp_piece);
-        cl = calloc(np ? np : 1, sizeof *cl);
-        if (!cl)
-            rc = TBON_ENOMEM;
-    }
-    for (size_t i = 0; rc == 0 && i < np; i++) {
-        if (pc[i].nsig == 0)
-            continue;           /* tasks in no tree */
-        struct cls *c = nc ? &cl[nc - 1] : NULL;
-        if (!c || c->nsig != pc[i].nsig ||
-            memcmp(c->sig, pc[i].sig, pc[i].nsig * sizeof *c->sig) != 0) {
-            c = &cl[nc++];
-            c->sig = pc[i].sig;
-            c->nsig = pc[i].nsig;
-            c->r = malloc((np - i) * sizeof *c->r);
-            if (!c->r) {
-                rc = TBON_ENOMEM;
-                break;
+            if (w.ev[i].start) {
+                memmove(&active[lo + 1], &active[lo], (nact - lo) * sizeof *active);
+                active[lo] = v;
+                nact++;
+            } else if (lo < nact && active[lo] == v) {
+                memmove(&active[lo], &active[lo + 1], (nact - lo - 1) * sizeof *active);
+                nact--;
             }
         }
-        st_range_t x = { (uint32_t)pc[i].lo, (uint32_t)pc[i].hi };
-        if (c->nr && (uint64_t)c->r[c->nr - 1].hi + 1 == pc[i].lo)
-            c->r[c->nr - 1].hi = x.hi;
-        else
-            c->r[c->nr++] = x;
-        c->count += pc[i].hi - pc[i].lo + 1;
+        if (!nact || i == w.nev)
+            continue;
+        if (nseg == segcap) {
+            size_t cap = segcap ? 2 * segcap : 64;
+            struct cls_seg *s = realloc(segs, cap * sizeof *s);
+            if (!s)
+                goto out;
+            segs = s;
+            segcap = cap;
+        }
+        if (npool + nact > poolcap) {
+            size_t cap = poolcap ? 2 * poolcap : 256;
+            while (cap < npool + nact)
+                cap *= 2;
+            size_t *p = realloc(pool, cap * sizeof *p);
+            if (!p)
+                goto out;
+            pool = p;
+            poolcap = cap;
+        }
+        memcpy(pool + npool, active, nact * sizeof *active);
+        segs[nseg++] = (struct cls_seg){ (uint32_t)pos, (uint32_t)(w.ev[i].pos - 1),
+                                         npool, nact, NULL };
+        npool += nact;
     }
-    if (rc == 0) {
-        qsort(cl, nc, sizeof *cl, cmp_cls);
-        for (size_t i = 0; i < nc; i++) {
-            size_t need = st_tree_label(cl[i].r, cl[i].nr, NULL, 0) + 1;
-            char *lab = malloc(need);
-            if (!lab) {
-                rc = TBON_ENOMEM;
-                break;
-            }
-            st_tree_label(cl[i].r, cl[i].nr, lab, need);
-            fprintf(f, "%s  representative %u:  ", lab, cl[i].r[0].lo);
-            free(lab);
-            for (size_t k = 0; k < cl[i].nsig; k++) {
-                if (k)
-                    fputs("  |  ", f);
-                put_tail(f, e.v[cl[i].sig[k]].node);
-            }
-            fputc('\n', f);
+    for (size_t i = 0; i < nseg; i++)
+        segs[i].key = pool + segs[i].koff;
+    if (nseg)
+        qsort(segs, nseg, sizeof *segs, seg_cmp);
+
+    if (nseg && (!(cls = malloc(nseg * sizeof *cls)) || !(rbuf = malloc(nseg * sizeof *rbuf))))
+        goto out;
+    for (size_t i = 0; i < nseg; i++) {
+        if (i && segs[i].klen == segs[i - 1].klen &&
+            memcmp(segs[i].key, segs[i - 1].key, segs[i].klen * sizeof *segs[i].key) == 0) {
+            cls[ncls - 1].n++;
+        } else {
+            cls[ncls++] = (struct cls_class){ segs[i].lo, i, 1 };
         }
     }
-    for (size_t i = 0; cl && i < nc; i++)
-        free(cl[i].r);
-    for (size_t i = 0; pc && i < np; i++)
-        free(pc[i].sig);
-    for (size_t i = 0; i < e.n; i++)
-        free(e.v[i].r);
-    free(e.v);
-    free(cl);
-    free(pc);
-    free(cut);
-    if (rc == 0 && ferror(f))
-        rc = TBON_EIO;
-    return rc ? rc : (int)nc;
+    if (ncls)
+        qsort(cls, ncls, sizeof *cls, class_cmp);
+    for (size_t i = 0; i < ncls; i++)
+        cls_print(f, &w, segs, &cls[i], rbuf);
+    rc = finish(f);
+    if (rc == 0)
+        rc = ncls > INT_MAX ? INT_MAX : (int)ncls;
+out:
+    free(w.nodes);
+    free(w.ev);
+    free(w.tmp);
+    free(active);
+    free(pool);
+    free(segs);
+    free(cls);
+    free(rbuf);
+    return rc;
 }

@@ -1,16 +1,16 @@
-/* stat_merge.c - tbon_stat's merge filter, a tbon plug-in: unites the
- * call-prefix trees of a wave (docs/stat.md)
+/* stat_merge.c - tbon_stat's merge filter plug-in: the union of the
+ * call-prefix trees the back-ends sample (docs/stat.md)
  *
- * Every input is "%auc %auc": the binary forms of a 2D tree (the last sample
- * of each task) and a 3D tree (all samples). The filter decodes every input
- * of the wave first (a malformed one fails the wave and changes nothing),
- * unites them into its state, and outputs the whole state in the same
- * format. Union node by node is associative, commutative and idempotent, so
- * the state is recoverable (seed 003, IV-C): stat_merge_get_FilterState
- * returns it, an adopted orphan sends it to its new parent, and what the
- * parent already had changes nothing. A model for users' filters: it checks
- * its inputs itself and names what is wrong.
- */
+ * Every input is "%auc %auc": the binary forms (st_tree_encode) of a 2D tree
+ * (call paths) and a 3D tree (call paths with more detail). The filter folds
+ * each wave into the trees it keeps and outputs them whole, as one
+ * "%auc %auc" packet: the FE thus always holds the complete merge so far.
+ * Tree merging is union, so the filter is associative, commutative and
+ * idempotent, and its state can be composed after a failure (filter guide,
+ * "State composition"): stat_merge_get_FilterState returns the same packet.
+ *
+ * The plug-in carries its own copy of st_ptree.c (the Makefile links it in);
+ * the tbon_* functions come from the process that loads it. */
 #include <tbon/tbon.h>
 
 #include "st_ptree.h"
@@ -18,108 +18,122 @@
 #include <stdlib.h>
 #include <string.h>
 
+struct stat_state {
+    st_tree_t *tree[2];   /* 2D, 3D */
+    int tag;              /* of the last wave, for the state packet */
+};
+
 tbon_filter_fn       stat_merge;
 tbon_filter_state_fn stat_merge_get_FilterState;
 tbon_filter_free_fn  stat_merge_free_state;
 
 const char stat_merge_format_string[] = "%auc %auc";
 
-struct merge_state {
-    st_tree_t *t2, *t3;
-    int tag;
-};
+static const char *const dim_name[2] = { "2D", "3D" };
 
-/* The state as an output packet (NULL when out of memory). */
-static tbon_packet_t *state_packet(const struct merge_state *st)
+void stat_merge_free_state(void *state)
 {
-    uint8_t *b2 = NULL, *b3 = NULL;
-    size_t l2 = 0, l3 = 0;
+    struct stat_state *st = state;
+    if (!st)
+        return;
+    st_tree_free(st->tree[0]);
+    st_tree_free(st->tree[1]);
+    free(st);
+}
+
+/* The state as one "%auc %auc" packet, or NULL when out of memory. */
+static tbon_packet_t *state_packet(const struct stat_state *st)
+{
+    uint8_t *b[2] = { NULL, NULL };
+    size_t n[2] = { 0, 0 };
     tbon_packet_t *p = NULL;
-    if (st_tree_encode(st->t2, &b2, &l2) == 0 && st_tree_encode(st->t3, &b3, &l3) == 0)
-        p = tbon_packet_new(st->tag, "%auc %auc", b2, l2, b3, l3);
-    free(b2);
-    free(b3);
+
+    if (st_tree_encode(st->tree[0], &b[0], &n[0]) == 0 &&
+        st_tree_encode(st->tree[1], &b[1], &n[1]) == 0)
+        p = tbon_packet_new(st->tag, "%auc %auc", b[0], n[0], b[1], n[1]);
+    free(b[0]);
+    free(b[1]);
     return p;
 }
 
-int stat_merge(tbon_packet_t *const in[], size_t n_in, tbon_packet_list_t *out, void **state,
-               const tbon_filter_ctx_t *ctx)
+/* Decode input i's two trees into t[0..2); TBON_EFORMAT or TBON_ENOMEM
+ * after tbon_filter_error. */
+static int decode_input(tbon_packet_t *in, size_t i, st_tree_t *t[2])
 {
-    (void)ctx;
+    uint8_t *b[2] = { NULL, NULL };
+    size_t n[2] = { 0, 0 };
+    char err[256];
+    int rc = tbon_packet_unpack(in, "%auc %auc", &b[0], &n[0], &b[1], &n[1]);
+
+    if (rc) {
+        tbon_filter_error("input %zu (from rank %lu): cannot unpack \"%%auc %%auc\" (%s)", i,
+                          (unsigned long)tbon_packet_source(in), tbon_strerror(rc));
+        return rc == TBON_ENOMEM ? rc : TBON_EFORMAT;
+    }
+    for (int d = 0; d < 2 && rc == 0; d++) {
+        if (!(t[d] = st_tree_decode(b[d], n[d], err, sizeof err))) {
+            tbon_filter_error("input %zu (from rank %lu): %s tree: %s", i,
+                              (unsigned long)tbon_packet_source(in), dim_name[d], err);
+            rc = strstr(err, "out of memory") ? TBON_ENOMEM : TBON_EFORMAT;
+        }
+    }
+    free(b[0]);
+    free(b[1]);
+    return rc;
+}
+
+int stat_merge(tbon_packet_t *const in[], size_t n_in, tbon_packet_list_t *out,
+               void **state, const tbon_filter_ctx_t *ctx)
+{
+    struct stat_state *st = *state;
+    st_tree_t **trees;
+    int rc = 0;
+
+    (void)ctx;   /* the same merge at every level, the FE included */
     if (n_in == 0)
         return 0;
-    struct merge_state *st = *state;
+
+    /* Decode the whole wave before touching the state: a bad input leaves
+     * it as it was. */
+    if (!(trees = calloc(2 * n_in, sizeof *trees)))
+        return TBON_ENOMEM;
+    for (size_t i = 0; i < n_in && rc == 0; i++)
+        rc = decode_input(in[i], i, &trees[2 * i]);
+    if (rc)
+        goto out;
+
     if (!st) {
-        st = calloc(1, sizeof *st);
-        if (!st || !(st->t2 = st_tree_new()) || !(st->t3 = st_tree_new())) {
-            if (st) {
-                st_tree_free(st->t2);
-                free(st);
-            }
-            tbon_filter_error("out of memory");
-            return TBON_ENOMEM;
+        if (!(st = calloc(1, sizeof *st)) || !(st->tree[0] = st_tree_new()) ||
+            !(st->tree[1] = st_tree_new())) {
+            stat_merge_free_state(st);
+            rc = TBON_ENOMEM;
+            goto out;
         }
         *state = st;
     }
-    /* Decode the whole wave before touching the state. */
-    st_tree_t **trees = calloc(2 * n_in, sizeof *trees);
-    if (!trees) {
-        tbon_filter_error("out of memory for a wave of %zu inputs", n_in);
-        return TBON_ENOMEM;
+    /* On ENOMEM a tree may hold part of an input: still a valid tree, and
+     * a later merge of the same input completes it (merging is idempotent). */
+    for (size_t i = 0; i < 2 * n_in; i++) {
+        if ((rc = st_tree_merge(st->tree[i % 2], trees[i]))) {
+            tbon_filter_error("out of memory merging the %s tree of input %zu",
+                              dim_name[i % 2], i / 2);
+            goto out;
+        }
     }
-    int rc = 0;
-    for (size_t i = 0; i < n_in && rc == 0; i++) {
-        uint8_t *b[2] = { NULL, NULL };
-        size_t l[2] = { 0, 0 };
-        if (tbon_packet_unpack(in[i], "%auc %auc", &b[0], &l[0], &b[1], &l[1]) != 0) {
-            tbon_filter_error("input %zu (from rank %u) has format \"%s\", not \"%%auc %%auc\"",
-                              i, tbon_packet_source(in[i]), tbon_packet_format(in[i]));
-            rc = TBON_EFORMAT;
-        }
-        for (int k = 0; k < 2 && rc == 0; k++) {
-            char err[256];
-            trees[2 * i + (size_t)k] = st_tree_decode(b[k], l[k], err, sizeof err);
-            if (!trees[2 * i + (size_t)k]) {
-                tbon_filter_error("input %zu (from rank %u): its %s tree: %s", i,
-                                  tbon_packet_source(in[i]), k ? "3D" : "2D", err);
-                rc = TBON_EFORMAT;
-            }
-        }
-        free(b[0]);
-        free(b[1]);
-    }
-    for (size_t i = 0; i < n_in && rc == 0; i++)
-        if (st_tree_merge(st->t2, trees[2 * i]) || st_tree_merge(st->t3, trees[2 * i + 1])) {
-            tbon_filter_error("out of memory merging input %zu", i);
-            rc = TBON_ENOMEM;
-        }
+    st->tag = tbon_packet_tag(in[0]);
+
+    tbon_packet_t *p = state_packet(st);
+    rc = p ? tbon_packet_list_push(out, p) : TBON_ENOMEM;
+out:
     for (size_t i = 0; i < 2 * n_in; i++)
         st_tree_free(trees[i]);
     free(trees);
-    if (rc)
-        return rc;
-    st->tag = tbon_packet_tag(in[0]);
-    tbon_packet_t *p = state_packet(st);
-    if (!p) {
-        tbon_filter_error("out of memory for the merged trees");
-        return TBON_ENOMEM;
-    }
-    return tbon_packet_list_push(out, p);
+    return rc;
 }
 
 tbon_packet_t *stat_merge_get_FilterState(void **state, uint32_t stream)
 {
-    (void)stream;
-    struct merge_state *st = state ? *state : NULL;
+    struct stat_state *st = *state;
+    (void)stream;   /* one state per stream: this is the stream's */
     return st ? state_packet(st) : NULL;
-}
-
-void stat_merge_free_state(void *state)
-{
-    struct merge_state *st = state;
-    if (!st)
-        return;
-    st_tree_free(st->t2);
-    st_tree_free(st->t3);
-    free(st);
 }

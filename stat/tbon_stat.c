@@ -237,10 +237,13 @@ static int be_sample(const int32_t *pids, const uint32_t *ranks, const uint32_t 
                 break;
             }
             for (size_t k = 0; k < ns && rc == 0; k++) {
+                /* A runaway recursion keeps its outermost ST_MAX_DEPTH frames
+                 * (what a tree can hold): where it started is what tells. */
                 const char *const *fr = (const char *const *)st[k].frames;
-                rc = st_tree_add(t3, fr, st[k].n, ranks[i]);
+                size_t depth = st[k].n < ST_MAX_DEPTH ? st[k].n : ST_MAX_DEPTH;
+                rc = st_tree_add(t3, fr, depth, ranks[i]);
                 if (rc == 0 && s + 1 == n)
-                    rc = st_tree_add(t2, fr, st[k].n, ranks[i]);
+                    rc = st_tree_add(t2, fr, depth, ranks[i]);
             }
             st_stacks_free(st, ns);
         }
