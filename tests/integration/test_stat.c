@@ -373,6 +373,27 @@ ITEST(paths_equal_eu_stack_8x8_pids_file)
     run_and_compare("8x8", 1);
 }
 
+/* The merged tree at path holds every one of the NTASK tasks, each with a
+ * real path (no "[...]" frame naming a problem). */
+static void check_complete(const char *path, const char *what)
+{
+    struct ttree t = { 0 };
+    if (parse_tree(path, &t) != 0 || t.n == 0) {
+        th_fail(__FILE__, __LINE__, "%s: no tree in %s", what, path);
+        free(t.v);
+        return;
+    }
+    char want[32];
+    snprintf(want, sizeof want, "%d:[0-%d]", NTASK, NTASK - 1);
+    if (strcmp(t.v[0].label, want) != 0)
+        th_fail(__FILE__, __LINE__, "%s: the root holds %s, not %s", what, t.v[0].label, want);
+    for (size_t i = 0; i < t.n; i++)
+        if (t.v[i].frame[0] == '[')
+            th_fail(__FILE__, __LINE__, "%s: a frame \"%s\" (%s)", what, t.v[i].frame,
+                    t.v[i].label);
+    free(t.v);
+}
+
 /* Kill pid's first tbon_commnode descendant; its pid or 0. */
 static pid_t kill_a_commnode(pid_t root)
 {
@@ -417,20 +438,10 @@ ITEST(commnode_killed_during_merge)
         CHECK(victim != 0);
         int st = stat_wait(sp, 60000);
         CHECK_INT(st, 0);
-        struct ttree t = { 0 };
-        char path[PATH_MAX + 64];
+        char path[PATH_MAX + 64], what[32];
         snprintf(path, sizeof path, "%s/stat_hang.0000/stat_hang.2D.txt", od);
-        CHECK(parse_tree(path, &t) == 0);
-        if (t.n) {
-            char want[32];
-            snprintf(want, sizeof want, "%d:[0-%d]", NTASK, NTASK - 1);
-            CHECK_STR(t.v[0].label, want);
-            for (size_t i = 0; i < t.n; i++)
-                if (t.v[i].frame[0] == '[')
-                    th_fail(__FILE__, __LINE__, "trial %d: a frame \"%s\" (%s)", trial,
-                            t.v[i].frame, t.v[i].label);
-        }
-        free(t.v);
+        snprintf(what, sizeof what, "trial %d", trial);
+        check_complete(path, what);
     }
     hang_stop(&h);
 }
@@ -467,17 +478,7 @@ ITEST(results_lost_with_a_commnode_are_asked_again)
     if (victim)
         kill(victim, SIGKILL);
     CHECK_INT(stat_wait(sp, 60000), 0);
-    struct ttree t = { 0 };
-    CHECK(parse_tree(result_file(outdir, "2D.txt"), &t) == 0);
-    if (t.n) {
-        char want[32];
-        snprintf(want, sizeof want, "%d:[0-%d]", NTASK, NTASK - 1);
-        CHECK_STR(t.v[0].label, want);
-        for (size_t i = 0; i < t.n; i++)
-            if (t.v[i].frame[0] == '[')
-                th_fail(__FILE__, __LINE__, "a frame \"%s\" (%s)", t.v[i].frame, t.v[i].label);
-    }
-    free(t.v);
+    check_complete(result_file(outdir, "2D.txt"), "after the loss");
     FILE *f = fopen(result_file(outdir, "perf"), "r");
     int resends = -1;
     char line[128];
