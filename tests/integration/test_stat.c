@@ -62,7 +62,26 @@ static char proc_state(pid_t pid)
     return rp && rp[1] == ' ' ? rp[2] : 0;
 }
 
-/* Start stat_hang n and wait until its n workers run with their ranks. */
+/* 1 if pid's only thread (or main thread) sits in a blocking call of
+ * stat_hang's stuck paths. */
+static int in_blocking_call(pid_t pid)
+{
+    char path[64], buf[64];
+    snprintf(path, sizeof path, "/proc/%d/syscall", (int)pid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return 0;
+    ssize_t k = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (k <= 0)
+        return 0;
+    buf[k] = 0;
+    long nr = strtol(buf, NULL, 10);
+    return buf[0] >= '0' && buf[0] <= '9' && (nr == 0 || nr == 35 || nr == 230);
+}
+
+/* Start stat_hang n and wait until its n workers run with their ranks and
+ * are where their ranks lead. */
 static int hang_start(struct hang *h, size_t n)
 {
     memset(h, 0, sizeof *h);
@@ -100,7 +119,17 @@ static int hang_start(struct hang *h, size_t n)
         }
         it_sleep_ms(20);
     }
-    it_sleep_ms(300);            /* into their stuck call paths */
+    /* Into their stuck call paths: every worker but the spinning rank 1
+     * blocked in read (0), nanosleep (35) or clock_nanosleep (230). */
+    for (size_t r = 0; r < n; r++) {
+        while (r != 1 && !in_blocking_call(h->pid[r])) {
+            if (it_now_ms() - t0 > 10000) {
+                th_fail(__FILE__, __LINE__, "stat_hang worker %zu never blocked", r);
+                return -1;
+            }
+            it_sleep_ms(5);
+        }
+    }
     return 0;
 }
 
