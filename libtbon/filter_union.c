@@ -30,7 +30,72 @@ struct union_state {
     uint64_t *buf, *tmp;   /* scratch of one wave (kept: no malloc per wave) */
     size_t    bcap;
     int       tag;         /* of the last wave, for the state packet */
+    /* The same values in an open-addressing hash (0 marks a free slot; the
+     * value 0 itself is has_zero): most values of a long-running union were
+     * seen before, and one probe tells, where sorting them and walking the
+     * set cost O(log n) or more each. */
+    uint64_t *h;
+    size_t    hmask;       /* slots - 1 (a power of two), 0 before the first */
+    int       has_zero;
 };
+
+static inline size_t h_slot(uint64_t v, size_t mask)
+{
+    v ^= v >> 33;
+    v *= 0xff51afd7ed558ccdULL;
+    v ^= v >> 33;
+    return (size_t)v & mask;
+}
+
+static int h_has(const struct union_state *st, uint64_t v)
+{
+    if (v == 0)
+        return st->has_zero;
+    if (!st->hmask)
+        return 0;
+    for (size_t i = h_slot(v, st->hmask);; i = (i + 1) & st->hmask) {
+        if (st->h[i] == v)
+            return 1;
+        if (st->h[i] == 0)
+            return 0;
+    }
+}
+
+static void h_put(struct union_state *st, uint64_t v)
+{
+    if (v == 0) {
+        st->has_zero = 1;
+        return;
+    }
+    size_t i = h_slot(v, st->hmask);
+    while (st->h[i] != 0 && st->h[i] != v)
+        i = (i + 1) & st->hmask;
+    st->h[i] = v;
+}
+
+/* Room in the hash for n values at most half full. 0 or TBON_ENOMEM (the
+ * hash unchanged). */
+static int h_reserve(struct union_state *st, size_t n)
+{
+    size_t slots = st->hmask ? st->hmask + 1 : 0;
+    if (n * 2 <= slots)
+        return 0;
+    size_t ns = slots ? slots : 1024;
+    while (ns < n * 2)
+        ns *= 2;
+    uint64_t *nh = calloc(ns, sizeof *nh);
+    if (!nh)
+        return TBON_ENOMEM;
+    uint64_t *old = st->h;
+    size_t om = st->hmask;
+    st->h = nh;
+    st->hmask = ns - 1;
+    for (size_t i = 0; old && i <= om; i++)
+        if (old[i])
+            h_put(st, old[i]);
+    free(old);
+    return 0;
+}
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define HOST_LE 1
@@ -147,42 +212,6 @@ static size_t unique(uint64_t *v, size_t n)
     return w;
 }
 
-/* The first index in s[lo..n) whose value is >= x. */
-static size_t lower_bound(const uint64_t *s, size_t lo, size_t n, uint64_t x)
-{
-    while (lo < n) {
-        size_t mid = lo + (n - lo) / 2;
-        if (s[mid] < x)
-            lo = mid + 1;
-        else
-            n = mid;
-    }
-    return lo;
-}
-
-/* Keep in sorted unique v[0..m) only the values not in the sorted set
- * s[0..n); returns the new count. A few values against a large set are
- * looked up by binary search, otherwise the two are walked together. */
-static size_t minus(uint64_t *v, size_t m, const uint64_t *s, size_t n)
-{
-    size_t w = 0, j = 0;
-    if (m < n / 16) {
-        for (size_t i = 0; i < m; i++) {
-            j = lower_bound(s, j, n, v[i]);
-            if (j == n || s[j] != v[i])
-                v[w++] = v[i];
-        }
-        return w;
-    }
-    for (size_t i = 0; i < m; i++) {
-        while (j < n && s[j] < v[i])
-            j++;
-        if (j == n || s[j] != v[i])
-            v[w++] = v[i];
-    }
-    return w;
-}
-
 /* Merge the d sorted values of add (none of them in the set) into the set,
  * whose capacity already holds them: from the back, in place. */
 static void merge_into(struct union_state *st, const uint64_t *add, size_t d)
@@ -247,25 +276,26 @@ int tb_filter_union(tbon_packet_t *const in[], size_t n, tbon_packet_list_t *out
             goto nomem;
         st->bcap = c1 < c2 ? c1 : c2;
     }
+    /* Only the values the hash has not seen go on to be sorted. */
     m = 0;
     for (size_t k = 0; k < n; k++) {
         size_t cnt;
         const uint8_t *b = tb_packet_field(in[k], 0, &cnt);
-        if (HOST_LE) {
-            if (cnt)
-                memcpy(st->buf + m, b, cnt * 8);
-            m += cnt;
-        } else {
-            for (size_t i = 0; i < cnt; i++)
-                st->buf[m++] = ld64(b + 8 * i);
+        for (size_t i = 0; i < cnt; i++) {
+            uint64_t v;
+            if (HOST_LE)
+                memcpy(&v, b + 8 * i, 8);
+            else
+                v = ld64(b + 8 * i);
+            if (!h_has(st, v))
+                st->buf[m++] = v;
         }
     }
     sort_values(st->buf, st->tmp, m);
-    m = unique(st->buf, m);
-    d = minus(st->buf, m, st->set, st->n);
+    d = unique(st->buf, m);
     /* Reserve before output so that nothing can fail after the push: the
      * state then always holds exactly what was sent up. */
-    if (reserve(&st->set, &st->cap, st->n + d))
+    if (reserve(&st->set, &st->cap, st->n + d) || h_reserve(st, st->n + d))
         goto nomem;
     swap_le(st->buf, d);
     f = (struct tb_field){ TB_F_AULD, d, (const uint8_t *)st->buf, d * 8 };
@@ -280,6 +310,8 @@ int tb_filter_union(tbon_packet_t *const in[], size_t n, tbon_packet_list_t *out
         return rc;
     }
     merge_into(st, st->buf, d);
+    for (size_t i = 0; i < d; i++)
+        h_put(st, st->buf[i]);
     return 0;
 
 nomem:
@@ -311,5 +343,6 @@ void tb_filter_union_free_state(void *state)
     free(st->set);
     free(st->buf);
     free(st->tmp);
+    free(st->h);
     free(st);
 }

@@ -151,9 +151,10 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Large random waves (the radix sort path, duplicates inside and across
- * waves, values above 2^63) and small waves against a large state (the
- * binary search path), checked against a plain reference. */
+/* Large random waves (the radix sort path, the hash growing, duplicates
+ * inside and across waves, values above 2^63, 0) and small waves against a
+ * large state (mostly values the hash knows), checked against a plain
+ * reference. */
 TEST(union_large_waves_match_a_reference)
 {
     enum { WAVES = 6, KIDS = 4, PER = 25000 };
