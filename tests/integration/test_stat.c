@@ -30,54 +30,23 @@ static const char *hang_path(void)
 /* PMI_RANK of pid, or -1. */
 static long env_rank(pid_t pid)
 {
-    char path[64], buf[8192];
-    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return -1;
-    ssize_t k = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (k <= 0)
-        return -1;
-    buf[k] = 0;
+    char buf[8192];
+    ssize_t k = tb_proc_read(pid, "environ", buf, sizeof buf);
     for (ssize_t off = 0; off < k; off += (ssize_t)strlen(buf + off) + 1)
         if (strncmp(buf + off, "PMI_RANK=", 9) == 0)
             return atol(buf + off + 9);
     return -1;
 }
 
-static char proc_state(pid_t pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return 0;
-    ssize_t k = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (k <= 0)
-        return 0;
-    buf[k] = 0;
-    char *rp = strrchr(buf, ')');
-    return rp && rp[1] == ' ' ? rp[2] : 0;
-}
-
 /* 1 if pid's only thread (or main thread) sits in a blocking call of
  * stat_hang's stuck paths. */
 static int in_blocking_call(pid_t pid)
 {
-    char path[64], buf[64];
-    snprintf(path, sizeof path, "/proc/%d/syscall", (int)pid);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
+    char buf[64];
+    if (tb_proc_read(pid, "syscall", buf, sizeof buf) <= 0 || buf[0] < '0' || buf[0] > '9')
         return 0;
-    ssize_t k = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (k <= 0)
-        return 0;
-    buf[k] = 0;
     long nr = strtol(buf, NULL, 10);
-    return buf[0] >= '0' && buf[0] <= '9' && (nr == 0 || nr == 35 || nr == 230);
+    return nr == 0 || nr == 35 || nr == 230;
 }
 
 /* Start stat_hang n and wait until its n workers run with their ranks and
@@ -563,7 +532,7 @@ static int all_running(const struct hang *h, int skip)
     for (size_t i = 0; i < h->n; i++) {
         if ((int)i == skip)
             continue;
-        char s = proc_state(h->pid[i]);
+        char s = tb_proc_state(h->pid[i]);
         if (s == 't' || s == 'T' || s == 0) {
             th_fail(__FILE__, __LINE__, "worker %zu (pid %d) is in state '%c'", i,
                     (int)h->pid[i], s ? s : '?');
