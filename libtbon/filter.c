@@ -327,21 +327,11 @@ static int format_ok(const tb_filter_t *f, const tbon_packet_t *p)
            tb_packet_format_matches(p, f->format);
 }
 
-/* See filter.h. Also: a failed call's partial output is dropped from out, and
- * err->msg is 'filter "NAME" [of PATH]: REASON' with the reason the filter
- * gave through tb_filter_errorf / tbon_filter_error, or "failed: " and the
- * code's description if it gave none. */
-int tb_filter_run(const tb_filter_t *f, tbon_packet_t *const in[], size_t n,
-                  tbon_packet_list_t *out, void **state,
-                  const tbon_filter_ctx_t *ctx, tbon_error_t *err)
+/* Check f and its inputs before a run: 0, or the error (nothing runs). */
+static int run_check(const tb_filter_t *f, tbon_packet_t *const in[], size_t n,
+                     tbon_error_t *err)
 {
     char rb[16];
-    size_t keep;
-    int rc;
-
-    if (!f || !f->fn || !out || !state || (n && !in))
-        return tb_error_set(err, TBON_EINVAL, "running a filter needs the filter, "
-                            "its inputs, an output list and a state pointer");
     for (size_t i = 0; i < n; i++) {
         if (!in[i])
             return tb_error_set(err, TBON_EINVAL, "filter \"%s\": input %zu is NULL",
@@ -353,13 +343,13 @@ int tb_filter_run(const tb_filter_t *f, tbon_packet_t *const in[], size_t n,
                                 tb_filter_rank_str(tbon_packet_source(in[i]), rb),
                                 tbon_packet_format(in[i]));
     }
-    keep = out->n;
     tb_filter_msg[0] = '\0';
-    rc = f->fn(in, n, out, state, ctx);
-    if (rc == 0)
-        return 0;
-    /* A partial output is not a result: drop what the failed call pushed. */
-    plist_truncate(out, keep);
+    return 0;
+}
+
+/* The error of a filter call that returned rc != 0, named as filter.h says. */
+static int run_error(const tb_filter_t *f, int rc, tbon_error_t *err)
+{
     if (rc > 0)
         rc = TBON_EFILTER;
     if (tb_filter_msg[0])
@@ -369,6 +359,50 @@ int tb_filter_run(const tb_filter_t *f, tbon_packet_t *const in[], size_t n,
     return tb_error_set(err, rc, "filter \"%s\"%s%s failed: %s", f->name,
                         f->path ? " of " : "", f->path ? f->path : "",
                         tbon_strerror(rc));
+}
+
+/* See filter.h. Also: a failed call's partial output is dropped from out, and
+ * err->msg is 'filter "NAME" [of PATH]: REASON' with the reason the filter
+ * gave through tb_filter_errorf / tbon_filter_error, or "failed: " and the
+ * code's description if it gave none. */
+int tb_filter_run(const tb_filter_t *f, tbon_packet_t *const in[], size_t n,
+                  tbon_packet_list_t *out, void **state,
+                  const tbon_filter_ctx_t *ctx, tbon_error_t *err)
+{
+    size_t keep;
+    int rc;
+
+    if (!f || !f->fn || !out || !state || (n && !in))
+        return tb_error_set(err, TBON_EINVAL, "running a filter needs the filter, "
+                            "its inputs, an output list and a state pointer");
+    if ((rc = run_check(f, in, n, err)))
+        return rc;
+    keep = out->n;
+    rc = f->fn(in, n, out, state, ctx);
+    if (rc == 0)
+        return 0;
+    /* A partial output is not a result: drop what the failed call pushed. */
+    plist_truncate(out, keep);
+    return run_error(f, rc, err);
+}
+
+int tb_filter_keep(const tb_filter_t *f, tbon_packet_t *const in[], size_t n,
+                   void **state, const tbon_filter_ctx_t *ctx, tbon_error_t *err)
+{
+    int rc;
+    if (!f || !f->keep) {
+        tbon_packet_list_t out;
+        tb_plist_init(&out);
+        rc = tb_filter_run(f, in, n, &out, state, ctx, err);
+        tb_plist_free(&out);
+        return rc;
+    }
+    if (!state || (n && !in))
+        return tb_error_set(err, TBON_EINVAL, "keeping needs the inputs and a state pointer");
+    if ((rc = run_check(f, in, n, err)))
+        return rc;
+    rc = f->keep(in, n, state);
+    return rc ? run_error(f, rc, err) : 0;
 }
 
 void tb_filter_state_free(const tb_filter_t *f, void **state)

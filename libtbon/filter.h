@@ -26,6 +26,10 @@ typedef struct tb_filter {
     const char           *format;      /* F_format_string; "" = any */
     tbon_filter_state_fn *get_state;   /* F_get_FilterState, may be NULL */
     tbon_filter_free_fn  *free_state;  /* F_free_state, may be NULL */
+    /* Built-ins only, may be NULL: fold inputs into the state with no output
+     * (what a back-end keeps of what it sends); the state must stay usable
+     * by fn and get_state. Without it the node runs fn and drops the output. */
+    int (*keep)(tbon_packet_t *const in[], size_t n, void **state);
 } tb_filter_t;
 
 /* The filters of one process, by id. Ids 0..TBON_FILTER_BUILTIN_COUNT-1 are
@@ -54,6 +58,12 @@ int tb_filter_builtin_id(const char *name);
 int tb_filter_run(const tb_filter_t *f, tbon_packet_t *const in[], size_t n,
                   tbon_packet_list_t *out, void **state,
                   const tbon_filter_ctx_t *ctx, tbon_error_t *err);
+
+/* Fold in[0..n) into *state as tb_filter_run would, for a node that drops
+ * the output (a back-end keeping what it sends): f->keep where the filter has
+ * one, else tb_filter_run with the output released. 0 or the error. */
+int tb_filter_keep(const tb_filter_t *f, tbon_packet_t *const in[], size_t n,
+                   void **state, const tbon_filter_ctx_t *ctx, tbon_error_t *err);
 
 /* Free a filter's state through F_free_state (or free()) and set *state NULL. */
 void tb_filter_state_free(const tb_filter_t *f, void **state);
@@ -88,5 +98,6 @@ tbon_filter_fn tb_filter_max;
 tbon_filter_fn       tb_filter_union;
 tbon_filter_state_fn tb_filter_union_get_state;
 tbon_filter_free_fn  tb_filter_union_free_state;
+int tb_filter_union_keep(tbon_packet_t *const in[], size_t n, void **state);
 
 #endif

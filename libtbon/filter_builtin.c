@@ -192,7 +192,8 @@ static const tb_filter_t builtins[TBON_FILTER_BUILTIN_COUNT] = {
     [TBON_FILTER_CONCAT] = { TBON_FILTER_CONCAT, "concat", NULL, NULL, f_concat, "",
                              NULL, NULL },
     [TBON_FILTER_UNION]  = { TBON_FILTER_UNION, "union", NULL, NULL, tb_filter_union, "",
-                             tb_filter_union_get_state, tb_filter_union_free_state },
+                             tb_filter_union_get_state, tb_filter_union_free_state,
+                             tb_filter_union_keep },
 };
 
 const tb_filter_t *tb_filter_builtin(int id)

@@ -519,13 +519,10 @@ void tb_stream_fold_kept(tb_node_t *n, tb_stream_st_t *s)
     const tb_filter_t *f = tb_filter_reg_get(n->filters, s->up);
     if (!s->kept.n || !f)
         return;
-    tbon_packet_list_t out;
-    tb_plist_init(&out);
     tbon_filter_ctx_t ctx = { .rank = n->rank, .stream = s->id, .params = s->up_params };
     tbon_error_t err;
-    if (tb_filter_run(f, s->kept.v, s->kept.n, &out, &s->up_state, &ctx, &err))
+    if (tb_filter_keep(f, s->kept.v, s->kept.n, &s->up_state, &ctx, &err))
         TB_WARN("ft", "stream %u: keeping what was sent: %s", s->id, err.msg);
-    tb_plist_free(&out);
     tb_plist_clear(&s->kept);
 }
 
@@ -535,8 +532,16 @@ void tb_stream_keep(tb_node_t *n, uint32_t id, tbon_packet_t *p)
     const tb_filter_t *f = s ? tb_filter_reg_get(n->filters, s->up) : NULL;
     if (!f || !f->get_state || !p)
         return;
-    /* Folded 64 packets at a time: one pass of the filter over a batch
-     * costs about what one packet's does (the union merges once). */
+    /* A filter with a keep function takes each packet at once, while it is
+     * in the cache; the others run over 64 packets at a time, since one
+     * pass of a filter over a batch costs about what one packet's does. */
+    if (f->keep) {
+        tbon_filter_ctx_t ctx = { .rank = n->rank, .stream = s->id, .params = s->up_params };
+        tbon_error_t err;
+        if (tb_filter_keep(f, &p, 1, &s->up_state, &ctx, &err))
+            TB_WARN("ft", "stream %u: keeping what was sent: %s", s->id, err.msg);
+        return;
+    }
     tbon_packet_list_push(&s->kept, tbon_packet_ref(p));
     if (s->kept.n >= 64)
         tb_stream_fold_kept(n, s);

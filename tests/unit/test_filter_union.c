@@ -151,6 +151,28 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Check that the "%auld" packet p holds exactly want[0..n), in order. */
+static void check_values(const tbon_packet_t *p, const uint64_t *want, size_t n)
+{
+    size_t cnt;
+    const uint8_t *d = tb_packet_field(p, 0, &cnt);
+    CHECK_UINT(cnt, n);
+    int same = cnt == n;
+    for (size_t i = 0; same && i < n; i++)
+        same = tb_elem_get_u64(TB_F_ULD, d + 8 * i) == want[i];
+    CHECK(same);
+}
+
+/* Drop repeats from sorted v[0..n); the new count. */
+static size_t unique_u64(uint64_t *v, size_t n)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!w || v[w - 1] != v[i])
+            v[w++] = v[i];
+    return w;
+}
+
 /* Large random waves (the radix sort path, the hash growing, duplicates
  * inside and across waves, values above 2^63, 0) and small waves against a
  * large state (mostly values the hash knows), checked against a plain
@@ -194,13 +216,7 @@ TEST(union_large_waves_match_a_reference)
         }
         tbon_packet_t *p = uwave(&state, in, KIDS, 1);
         REQUIRE(p);
-        size_t cnt;
-        const uint8_t *d = tb_packet_field(p, 0, &cnt);
-        CHECK_UINT(cnt, nn);
-        int same = cnt == nn;
-        for (size_t i = 0; same && i < nn; i++)
-            same = tb_elem_get_u64(TB_F_ULD, d + 8 * i) == wave[i];
-        CHECK(same);
+        check_values(p, wave, nn);
         tbon_packet_unref(p);
         unref_all(in, KIDS);
         ref = realloc(ref, sizeof(uint64_t) * (nref + nn + WAVES * KIDS * PER));
@@ -212,13 +228,7 @@ TEST(union_large_waves_match_a_reference)
     /* The state is the reference set. */
     tbon_packet_t *s = tb_filter_builtin(TBON_FILTER_UNION)->get_state(&state, 1);
     REQUIRE(s);
-    size_t cnt;
-    const uint8_t *d = tb_packet_field(s, 0, &cnt);
-    CHECK_UINT(cnt, nref);
-    int same = cnt == nref;
-    for (size_t i = 0; same && i < nref; i++)
-        same = tb_elem_get_u64(TB_F_ULD, d + 8 * i) == ref[i];
-    CHECK(same);
+    check_values(s, ref, nref);
     tbon_packet_unref(s);
     tb_filter_state_free(tb_filter_builtin(TBON_FILTER_UNION), &state);
     free(ref);
@@ -279,4 +289,67 @@ TEST(union_state_composition_recovers_a_lost_commnode)
     tb_filter_state_free(u, &fe);
     tb_filter_state_free(u, &c2);
     tb_filter_state_free(u, &c3);
+}
+
+/* A back-end's keep path (tb_filter_keep with the union's keep function):
+ * many small packets appended and absorbed in bulk, with repeats, 0 and values
+ * above 2^63; the state packet is exactly the set sent; the same state then
+ * runs ordinary waves (the hash is built on the way) and outputs only what it
+ * had not kept; a packet of the wrong format is an error that keeps nothing. */
+TEST(union_keep_folds_what_a_back_end_sends)
+{
+    enum { PKTS = 9000, PER = 8 };
+    const tb_filter_t *u = tb_filter_builtin(TBON_FILTER_UNION);
+    tbon_filter_ctx_t ctx = { 5, 0, 2, 9, NULL };
+    tbon_error_t err;
+    uint64_t rng = 0xfeedbeef;
+    uint64_t *ref = malloc(sizeof(uint64_t) * PKTS * PER);
+    size_t nref = 0;
+    void *state = NULL;
+    REQUIRE(ref && u->keep);
+    for (int k = 0; k < PKTS; k++) {
+        uint64_t v[PER];
+        for (int i = 0; i < PER; i++) {
+            uint64_t r = th_rand(&rng);
+            v[i] = (r & 7) ? r % 30000 : r;        /* mostly repeats, some huge */
+            if (k == 17 && i == 3)
+                v[i] = 0;
+            ref[nref++] = v[i];
+        }
+        tbon_packet_t *p = set(5, 100, v, PER);
+        CHECK_INT(tb_filter_keep(u, &p, 1, &state, &ctx, &err), 0);
+        tbon_packet_unref(p);
+    }
+    qsort(ref, nref, sizeof *ref, cmp_u64);
+    nref = unique_u64(ref, nref);
+
+    /* A wrong format: an error naming the filter, nothing kept. */
+    tbon_packet_t *bad = pk(5, 100, "%d", 7);
+    CHECK(tb_filter_keep(u, &bad, 1, &state, &ctx, &err) != 0);
+    CHECK(strstr(err.msg, "union") != NULL);
+    tbon_packet_unref(bad);
+
+    tbon_packet_t *s = u->get_state(&state, 9);
+    REQUIRE(s);
+    check_values(s, ref, nref);
+    tbon_packet_unref(s);
+
+    /* Keep a little more (not yet absorbed), then an ordinary wave with
+     * known, kept-but-pending and new values: only the new ones come out. */
+    tbon_packet_t *more = set(5, 100, (uint64_t[]){ 123456789, 0 }, 2);
+    CHECK_INT(tb_filter_keep(u, &more, 1, &state, &ctx, &err), 0);
+    tbon_packet_unref(more);
+    tbon_packet_t *w = set(6, 100, (uint64_t[]){ ref[0], ref[nref - 1], 123456789, 0,
+                                                 987654321, 987654321 }, 6);
+    tbon_packet_t *r = uwave(&state, &w, 1, 2);
+    CHECK_STR(vals(r), "987654321");
+    tbon_packet_unref(r);
+    tbon_packet_unref(w);
+    w = set(6, 100, (uint64_t[]){ 987654321, 5 }, 2);
+    r = uwave(&state, &w, 1, 2);
+    CHECK_STR(vals(r), bsearch(&(uint64_t){ 5 }, ref, nref, sizeof *ref, cmp_u64) ? "" : "5");
+    tbon_packet_unref(r);
+    tbon_packet_unref(w);
+    tb_filter_state_free(u, &state);
+    free(ref);
 }
