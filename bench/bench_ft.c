@@ -711,7 +711,10 @@ static void rec_once(const char *topo, uint32_t f, size_t n, size_t size, double
         }
     }
     if (getenv("BENCH_FT_DEBUG")) {
-        fprintf(stderr, "failed %.2f; adopted:", (t_failed - t_kill) * 1e3);
+        /* The kill's time lets a system-wide profile (perf record -k
+         * CLOCK_MONOTONIC) be cut to the recovery. */
+        fprintf(stderr, "fan-out %u, kill at %.6f s (CLOCK_MONOTONIC); failed %.2f ms; "
+                "adopted:", f, t_kill, (t_failed - t_kill) * 1e3);
         for (uint32_t k = 0; k < f; k++)
             fprintf(stderr, " %.1f", (adopted[k] - t_kill) * 1e3);
         fprintf(stderr, "\n");
@@ -846,41 +849,13 @@ struct tp_tree {
     struct uwatch u;
     pthread_t th;
     size_t n, size;
-    pid_t pids[128];            /* by rank (0: none, the FE is this process) */
-    int is_cn[128];
-    int which;                  /* 0: tree a (with fault tolerance but in the A/A
-                                 * control), 1: tree b (without) */
 };
 
-/* CPU ticks of the tree's back-ends (be) and commnodes (cn) so far. */
-static void tp_ticks(const struct tp_tree *t, double *be, double *cn)
-{
-    *be = *cn = 0;
-    for (size_t r = 0; r < t->size && r < 128; r++) {
-        long long k = t->pids[r] > 0 ? tb_proc_cpu_ticks(t->pids[r]) : -1;
-        if (k > 0)
-            *(t->is_cn[r] ? cn : be) += (double)k;
-    }
-}
-
-/* Per tree (a, b) over the rounds of a tp_run: CPU ticks of its back-ends
- * and commnodes, and the values sent. */
-static double proc_be[2], proc_cn[2], proc_vals[2];
-
-static void tp_start(struct tp_tree *t, const char *topo, size_t n, size_t size, int no_ft,
-                     int which)
+static void tp_start(struct tp_tree *t, const char *topo, size_t n, size_t size, int no_ft)
 {
     t->n = n;
     t->size = size;
-    t->which = which;
     t->net = start(topo, n, no_ft);
-    memset(t->pids, 0, sizeof t->pids);
-    scan_session(tree_kv(t->net), 0, t->pids, 128);
-    for (size_t r = 0; r < 128; r++) {
-        char c[64];
-        t->is_cn[r] = t->pids[r] > 0 && tb_proc_read(t->pids[r], "comm", c, sizeof c) > 0 &&
-                      strncmp(c, "tbon_commnode", 13) == 0;
-    }
     union_stream(t->net, &t->u, n, size, &t->th);
     union_wave(&t->u, 1, 30);
 }
@@ -897,8 +872,6 @@ static double tp_round(struct tp_tree *t, uint32_t round, double *cpu_per_value)
     u->mark_total = 0;
     memset(u->marked, 0, t->size);
     pthread_mutex_unlock(&fe.mu);
-    double be0, cn0, be1, cn1;
-    tp_ticks(t, &be0, &cn0);
     double t0 = bench_now(), dl = t0 + 30, b0 = busy_ticks();
     request(u->s, OP_STREAM, round, TP_PACKETS);
     pthread_mutex_lock(&fe.mu);
@@ -910,10 +883,6 @@ static double tp_round(struct tp_tree *t, uint32_t round, double *cpu_per_value)
     pthread_mutex_unlock(&fe.mu);
     *cpu_per_value = total ? (busy_ticks() - b0) * 1e9 / (double)sysconf(_SC_CLK_TCK) /
                              (double)total : 0;
-    tp_ticks(t, &be1, &cn1);
-    proc_be[t->which] += be1 - be0;
-    proc_cn[t->which] += cn1 - cn0;
-    proc_vals[t->which] += (double)total;
     if (u->error[0])
         ft_die("%s", u->error);
     if (marks < t->n)
@@ -945,9 +914,6 @@ struct tp_result {
     double pmed, lo, hi;        /* median and range of the per-pair costs */
     double aa_mean, aa_ci;      /* the same of an A/A run (both without), if one was made */
     double aa_cmean, aa_cci;
-    double be_ns[2], cn_ns[2];  /* CPU per value of the back-ends and commnodes of
-                                 * tree a and b (their own processes) */
-    double aa_be[2], aa_cn[2];
     int blocks;
 };
 
@@ -993,11 +959,11 @@ static void tp_run(int blocks, int no_ft_a, struct tp_result *out)
     for (int bl = 0; bl < blocks; bl++) {
         struct tp_tree a, b;
         if (bl % 2 == 0) {
-            tp_start(&a, topo, n, size, no_ft_a, 0);
-            tp_start(&b, topo, n, size, 1, 1);
+            tp_start(&a, topo, n, size, no_ft_a);
+            tp_start(&b, topo, n, size, 1);
         } else {
-            tp_start(&b, topo, n, size, 1, 1);
-            tp_start(&a, topo, n, size, no_ft_a, 0);
+            tp_start(&b, topo, n, size, 1);
+            tp_start(&a, topo, n, size, no_ft_a);
         }
         wd_arm("throughput rounds", 60 + TP_PAIRS * 3);
         tp_round(&a, 1, &dummy);
@@ -1031,18 +997,10 @@ static void tp_run(int blocks, int no_ft_a, struct tp_result *out)
     out->on = bench_median(va, np);
     out->off = bench_median(vb, np);
     out->blocks = blocks;
-    double tck = (double)sysconf(_SC_CLK_TCK);
-    for (int w = 0; w < 2; w++) {
-        out->be_ns[w] = proc_vals[w] > 0 ? proc_be[w] * 1e9 / tck / proc_vals[w] : 0;
-        out->cn_ns[w] = proc_vals[w] > 0 ? proc_cn[w] * 1e9 / tck / proc_vals[w] : 0;
-        proc_be[w] = proc_cn[w] = proc_vals[w] = 0;
-    }
     fprintf(stderr, "%s: streaming union 8x8%s: %.0f vs %.0f values/s; per pair %+.1f%% +- %.1f "
-            "(median %+.1f, %+.1f to %+.1f); CPU %.0f vs %.0f ns/value, %+.1f%% +- %.1f; "
-            "back-ends %.1f vs %.1f, commnodes %.1f vs %.1f ns/value\n", PROG,
+            "(median %+.1f, %+.1f to %+.1f); CPU %.0f vs %.0f ns/value, %+.1f%% +- %.1f\n", PROG,
             no_ft_a ? " (A/A)" : "", out->on, out->off, out->mean, out->ci, out->pmed, out->lo,
-            out->hi, out->con, out->coff, out->cmean, out->cci, out->be_ns[0], out->be_ns[1],
-            out->cn_ns[0], out->cn_ns[1]);
+            out->hi, out->con, out->coff, out->cmean, out->cci);
 }
 
 static void tp_rows(const struct tp_result *r)
@@ -1070,12 +1028,6 @@ static void tp_rows(const struct tp_result *r)
               "the %d rounds; off: %.0f ns; cost of fault tolerance (on - off) / off, mean of the "
               "pairs: %+.1f%% +-%.1f (95%%); A/A: %+.1f%% +-%.1f", rounds, r->coff, r->cmean,
               r->cci, r->aa_cmean, r->aa_cci);
-    bench_row("ft", "streaming union 8x8, back-ends' CPU per value, fault tolerance on", "%.1f",
-              r->be_ns[0], "ns", "utime + stime of the tree's own back-end processes "
-              "(/proc/PID/stat) over all %d rounds / values sent; off: %.1f ns; the A/A control: "
-              "%.1f vs %.1f ns; the commnodes: on %.1f, off %.1f ns (A/A: %.1f vs %.1f)", rounds,
-              r->be_ns[1], r->aa_be[0], r->aa_be[1], r->cn_ns[0], r->cn_ns[1], r->aa_cn[0],
-              r->aa_cn[1]);
 }
 
 /* ------------------------------------- (c) perturbation on 32x32 (Figure 7) */
@@ -1604,8 +1556,6 @@ int main(int argc, char **argv)
         tp.aa_ci = aa.ci;
         tp.aa_cmean = aa.cmean;
         tp.aa_cci = aa.cci;
-        memcpy(tp.aa_be, aa.be_ns, sizeof tp.aa_be);
-        memcpy(tp.aa_cn, aa.cn_ns, sizeof tp.aa_cn);
     }
     /* The rows of a part once all of its runs have passed. */
     if (do_rec)

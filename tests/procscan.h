@@ -59,23 +59,6 @@ static inline char tb_proc_state(long pid)
     return rp && rp[1] == ' ' ? rp[2] : 0;
 }
 
-/* The CPU time pid has used, user and system, in clock ticks (utime +
- * stime of /proc/PID/stat: every thread), or -1 if it is gone. */
-static inline long long tb_proc_cpu_ticks(long pid)
-{
-    char buf[1024];
-    unsigned long long ut, st;
-    if (tb_proc_read(pid, "stat", buf, sizeof buf) <= 0)
-        return -1;
-    char *rp = strrchr(buf, ')');
-    /* After ") ": state(3) ppid pgrp session tty tpgid flags minflt cminflt
-     * majflt cmajflt utime(14) stime(15). */
-    if (!rp || sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-                      &ut, &st) != 2)
-        return -1;
-    return (long long)(ut + st);
-}
-
 /* 1 if pid is gone or a zombie. */
 static inline int tb_proc_dead(long pid)
 {
