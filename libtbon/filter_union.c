@@ -99,7 +99,7 @@ static int h_reserve(struct union_state *st, size_t n)
     size_t slots = st->hmask ? st->hmask + 1 : 0;
     if (n * 2 <= slots)
         return 0;
-    size_t ns = slots ? slots : 1024;
+    size_t ns = slots ? slots : 64;
     while (ns < n * 2)
         ns *= 2;
     uint64_t *nh = calloc(ns, sizeof *nh);

@@ -230,13 +230,34 @@ static void retire(tb_node_t *n, tb_conn_t *c)
     n->dead = c;
 }
 
-static void bury(tb_node_t *n)
+static void bury_list(tb_conn_t **list)
 {
-    while (n->dead) {
-        tb_conn_t *c = n->dead;
-        n->dead = c->next_dead;
+    while (*list) {
+        tb_conn_t *c = *list;
+        *list = c->next_dead;
         tb_conn_destroy(c);
     }
+}
+
+static void bury(tb_node_t *n)
+{
+    bury_list(&n->dead);
+}
+
+/* A lost parent's connection is closed a little later: when a parent dies
+ * all its children recover at once, on every core, and its close (the
+ * socket's teardown, the buffers) is work that can wait for the burst to
+ * pass (docs/protocol.md 8.3). */
+#define TB_LATE_CLOSE_MS 50
+
+static void retire_late(tb_node_t *n, tb_conn_t *c)
+{
+    epoll_ctl(n->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    c->closed = 1;
+    c->next_dead = n->dead_late;
+    n->dead_late = c;
+    if (!n->late_due)
+        n->late_due = tb_now_ms() + TB_LATE_CLOSE_MS;
 }
 
 void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
@@ -270,7 +291,7 @@ static void parent_lost(tb_node_t *n, const char *why_in)
     snprintf(why, sizeof why, "%s", why_in);
     tbon_rank_t lost = n->parent ? n->parent->rank : TBON_RANK_NONE;
     if (n->parent) {
-        retire(n, n->parent);
+        retire_late(n, n->parent);
         n->parent = NULL;
     }
     if (n->shutting_down || n->orphan)
@@ -740,6 +761,12 @@ static void turn(tb_node_t *n, int timeout_ms)
     }
     tb_stream_timers(n, now, &next);
     tb_ft_timers(n, now, &next);
+    if (n->late_due && now >= n->late_due) {
+        n->late_due = 0;
+        bury_list(&n->dead_late);
+    } else if (n->late_due && n->late_due < next) {
+        next = n->late_due;
+    }
     after_dispatch(n);
     if (n->stop)
         return;
@@ -975,6 +1002,7 @@ void tb_node_destroy(tb_node_t *n)
         tb_conn_destroy(n->parent);
     n->parent = NULL;
     bury(n);
+    bury_list(&n->dead_late);
     for (size_t i = 0; i < n->nchild; i++) {
         tb_conn_destroy(n->child[i].conn);
         n->child[i].conn = NULL;

@@ -93,6 +93,8 @@ struct tb_node {
 
     tb_conn_t *parent;
     tb_conn_t *dead;          /* retired connections, freed after each turn */
+    tb_conn_t *dead_late;     /* a lost parent's, freed at late_due (ms) */
+    int64_t    late_due;
     tb_child_t *child;
     size_t     nchild;
     size_t     nsorted;       /* child[0..nsorted) in rank order; adopted ones follow */
