@@ -1,6 +1,7 @@
 /* st_walker.c - stack samples of live processes: ptrace stops them (st_stop.c),
  * elfutils' libdwfl unwinds and symbolises the frames */
 #include "st_walker.h"
+#include "st_elfs.h"
 #include "st_names.h"
 #include "st_stop.h"
 
@@ -22,6 +23,8 @@
 #define ST_MAX_FRAMES 1024
 /* Frame names kept for reuse (a few per distinct PC sampled). */
 #define ST_MAX_NAMES 65536
+/* ELF files shared between processes (a job maps a few dozen at most). */
+#define ST_MAX_ELFS 256
 
 /* What the walker keeps of one process between samples: its Dwfl holds the
  * modules with their ELF files, symbol tables and CFI, the main cost of a
@@ -31,6 +34,7 @@ typedef struct proc {
     unsigned long long start;   /* start time: a reused pid is another process */
     Dwfl *dwfl;
     bool attached;              /* dwfl_linux_proc_attach done (once per Dwfl) */
+    bool reported;              /* modules reported at least once */
     char *maps;                 /* /proc/PID/maps when the modules were reported */
     size_t maps_len;
     unsigned long long used;    /* the walker's tick of its last sample */
@@ -39,6 +43,7 @@ typedef struct proc {
 struct st_walker {
     unsigned flags;
     st_names_t *names;          /* frame names by file and offset, for all pids */
+    st_elfs_t *elfs;            /* ELF files, for all pids */
     proc_t *procs;              /* a linear search: a sample costs far more */
     size_t nprocs, cap;
     size_t max_procs;           /* kept at most (each holds open files) */
@@ -55,7 +60,7 @@ typedef struct walk {
 } walk_t;
 
 static const Dwfl_Callbacks proc_callbacks = {
-    .find_elf = dwfl_linux_proc_find_elf,
+    .find_elf = st_elfs_find_elf,
     .find_debuginfo = dwfl_standard_find_debuginfo,
 };
 
@@ -72,7 +77,10 @@ st_walker_t *st_walker_new(unsigned flags)
     rlim_t fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
     w->max_procs = fds == RLIM_INFINITY || fds / 16 > 4096 ? 4096 : fds / 16 < 16 ? 16 : fds / 16;
     w->names = st_names_new(ST_MAX_NAMES);
-    if (!w->names) {
+    w->elfs = st_elfs_new(ST_MAX_ELFS);
+    if (!w->names || !w->elfs) {
+        st_names_free(w->names);
+        st_elfs_free(w->elfs);
         free(w);
         return NULL;
     }
@@ -94,6 +102,7 @@ void st_walker_free(st_walker_t *w)
         proc_clear(&w->procs[i]);
     free(w->procs);
     st_names_free(w->names);
+    st_elfs_free(w->elfs);      /* after the Dwfls: they hold references */
     free(w);
 }
 
@@ -236,16 +245,22 @@ static int proc_refresh(proc_t *p, char **err)
     char path[64], *maps = NULL;
     size_t len = 0;
     *err = NULL;
-    snprintf(path, sizeof path, "/proc/%ld/maps", (long)p->pid);
-    int e = slurp(path, &maps, &len);
-    if (e == ENOMEM)
-        return TBON_ENOMEM;
-    if (e) {
-        *err = fmt("%s: %s", path, strerror(e));
-        return *err ? 0 : TBON_ENOMEM;
+    /* The first sample reports the modules straight away (libdwfl reads the
+     * maps itself); later ones read the maps first and report them again
+     * only if they changed: the usual case of a repeated sample. The maps
+     * are kept from the second sample on, so that each sample reads them
+     * once, the second one twice. */
+    if (p->reported) {
+        snprintf(path, sizeof path, "/proc/%ld/maps", (long)p->pid);
+        int e = slurp(path, &maps, &len);
+        if (e == ENOMEM)
+            return TBON_ENOMEM;
+        if (e) {
+            *err = fmt("%s: %s", path, strerror(e));
+            return *err ? 0 : TBON_ENOMEM;
+        }
     }
-    /* Unchanged maps, unchanged modules: the usual case of a second sample. */
-    if (p->maps && len == p->maps_len && memcmp(maps, p->maps, len) == 0) {
+    if (p->reported && p->maps && len == p->maps_len && memcmp(maps, p->maps, len) == 0) {
         free(maps);
     } else {
         /* Modules reported again with the same name and place are kept with
@@ -261,7 +276,8 @@ static int proc_refresh(proc_t *p, char **err)
                          : fmt("dwfl_linux_proc_report: %s", dwfl_errmsg(-1));
             return *err ? 0 : TBON_ENOMEM;
         }
-        p->maps = maps;
+        p->reported = true;
+        p->maps = maps;         /* NULL after the first sample */
         p->maps_len = len;
     }
     if (!p->attached) {
@@ -436,6 +452,7 @@ int st_sample(st_walker_t *w, pid_t pid, st_stack_t **stacks, size_t *n)
         return TBON_EINVAL;
     *stacks = NULL;
     *n = 0;
+    st_elfs_use(w->elfs);       /* for the find_elf callback, on this thread */
     char state;
     unsigned long long start;
     if (!proc_stat(pid, &state, &start) || state == 'Z' || state == 'X') {

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -42,7 +43,8 @@
 #define FLAG_THREADS 1u
 #define FLAG_LINES   2u
 #define FLAG_MODULES 4u
-#define TASKS_PER_BE 16     /* default topology: one back-end per this many tasks */
+#define TASKS_PER_BE 16     /* default topology: one back-end per this many tasks, */
+#define BES_PER_CPU 4       /* and at most this many per CPU of this host */
 #define DEFAULT_FANOUT 8
 #define RESENDS 3           /* asks again for tasks missing from the merge */
 #define RESEND_QUIET_S 0.5  /* ... after this long without a result */
@@ -115,7 +117,7 @@ static void usage(FILE *f)
 "  --lines            source file:line of each frame, where known\n"
 "  --modules          the shared object of each frame\n"
 "  -t FILE            the tree's topology (default: one back-end per %d tasks,\n"
-"                     fan-out %d, on this host)\n"
+"                     at most %d per CPU, fan-out %d, on this host)\n"
 "\n"
 "Output:\n"
 "  -o DIR             results under DIR/<exe>.NNNN/ (default stat_results):\n"
@@ -127,7 +129,7 @@ static void usage(FILE *f)
 "\n"
 "Targets are stopped only while sampled (ptrace interrupt, no SIGSTOP) and\n"
 "always resumed, also when " PROG " is killed. Exit: 0 done, 1 failure,\n"
-"2 usage.\n", TASKS_PER_BE, DEFAULT_FANOUT);
+"2 usage.\n", TASKS_PER_BE, BES_PER_CPU, DEFAULT_FANOUT);
 }
 
 static unsigned parse_uint(const char *opt, const char *v, unsigned lo, unsigned hi)
@@ -285,6 +287,17 @@ static void test_delay(tbon_rank_t me)
 
 static int be_main(int argc, char **argv)
 {
+    /* The walker keeps each task's state (a few open files) for the next
+     * sample, up to RLIMIT_NOFILE / 16 tasks: take the hard limit (a
+     * common soft limit of 1,024 would keep 64). */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+        if (want > rl.rlim_cur) {
+            rl.rlim_cur = want;
+            setrlimit(RLIMIT_NOFILE, &rl);
+        }
+    }
     tbon_error_t err = { 0 };
     tbon_net_t *net = tbon_be_create(&argc, &argv, &err);
     if (!net) {
@@ -406,12 +419,18 @@ static void stop_command(pid_t pid)
 }
 
 /* The default topology, written to a temporary file: one back-end per
- * TASKS_PER_BE tasks, fan-out DEFAULT_FANOUT, every process on this host.
- * (One back-end per CPU was slower here: a walker's cost per process grows
- * with the number of processes it holds.) */
+ * TASKS_PER_BE tasks but at most BES_PER_CPU per CPU, fan-out
+ * DEFAULT_FANOUT, every process on this host. A sample spends part of its
+ * time waiting for the target to stop, so a few back-ends per CPU overlap
+ * those waits; more only cost their start (on 2 CPUs, 256 tasks: 16
+ * back-ends took 60-70 ms, 4 or 8 about 40-60 ms, 2 50-70 ms). */
 static char *default_topology(size_t ntasks, char *dir_out, size_t cap)
 {
     uint32_t nbe = (uint32_t)((ntasks + TASKS_PER_BE - 1) / TASKS_PER_BE);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    uint32_t most = (uint32_t)(ncpu > 0 ? ncpu : 1) * BES_PER_CPU;
+    if (nbe > most)
+        nbe = most;
     if (nbe < 1)
         nbe = 1;
     const char *hosts[] = { "localhost" };

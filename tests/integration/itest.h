@@ -580,7 +580,9 @@ static IT_UNUSED long it_proc_status(pid_t pid, const char *key)
     return v;
 }
 
-/* Context switches (voluntary) of every thread of pid: how often it woke up. */
+/* Context switches of every thread of pid, voluntary and not: 0 for a
+ * process asleep the whole time. (A busy one under load may be preempted
+ * instead of blocking: voluntary ones alone read 3 for such a commnode.) */
 static IT_UNUSED long it_wakeups(pid_t pid)
 {
     char path[64];
@@ -601,6 +603,8 @@ static IT_UNUSED long it_wakeups(pid_t pid)
         while (fgets(line, sizeof line, f))
             if (strncmp(line, "voluntary_ctxt_switches:", 24) == 0)
                 sum += atol(line + 24);
+            else if (strncmp(line, "nonvoluntary_ctxt_switches:", 27) == 0)
+                sum += atol(line + 27);
         fclose(f);
     }
     closedir(d);

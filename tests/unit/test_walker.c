@@ -14,6 +14,8 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 
 /* ---- helpers ---- */
 
@@ -662,4 +664,104 @@ static void killed_sampler_body(tw_hang_t *h)
 TEST(sampler_killed_mid_sample)
 {
     with_hang(2, killed_sampler_body);
+}
+
+/* ---- one walker, many processes: ELF files shared by file, not by path ---- */
+
+/* Copy file from to to (mode 0755) through a new inode. */
+static bool copy_exe(const char *from, const char *to)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s.new", to);
+    FILE *in = fopen(from, "rb"), *out = fopen(tmp, "wb");
+    bool ok = in && out;
+    char buf[65536];
+    size_t k;
+    while (ok && (k = fread(buf, 1, sizeof buf, in)) > 0)
+        ok = fwrite(buf, 1, k, out) == k;
+    if (in)
+        fclose(in);
+    if (out)
+        ok = fclose(out) == 0 && ok;
+    return ok && chmod(tmp, 0755) == 0 && rename(tmp, to) == 0;
+}
+
+/* A child running path with args, its stdin a pipe nobody writes to (so
+ * "cat" blocks in read); *wfd the pipe's write end. */
+static pid_t spawn(const char *path, const char *arg, int *wfd)
+{
+    int p[2];
+    if (pipe(p) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(p[0], 0);
+        close(p[0]);
+        close(p[1]);
+        execl(path, path, arg, (char *)NULL);
+        _exit(127);
+    }
+    close(p[0]);
+    *wfd = p[1];
+    return pid;
+}
+
+/* Sample pid with w and check the stack against eu-stack's: the same
+ * frames, a frame eu-stack has no name for (a stripped program's own
+ * functions) being "module+0xOFFSET" here. Returns how many are named. */
+static int check_against_eu(st_walker_t *w, pid_t pid)
+{
+    size_t n;
+    int named = 0;
+    st_stack_t *s = sample(w, pid, &n);
+    if (!s)
+        return 0;
+    tw_eu_t eu;
+    CHECK(tw_eu_stack(pid, false, &eu));
+    int t = eu_thread(&eu, pid);
+    bool same = t >= 0 && s[0].n == (size_t)eu.n[t];
+    for (size_t i = 0; same && i < s[0].n; i++) {
+        named += eu.name[t][i][0] != '\0';
+        same = eu.name[t][i][0] ? strcmp(s[0].frames[i], eu.name[t][i]) == 0
+                                : strstr(s[0].frames[i], "+0x") != NULL;
+    }
+    if (!same && t >= 0)
+        same_as_eu(&s[0], &eu, t, 0);      /* prints both */
+    CHECK(same);
+    CHECK(tw_running(pid));
+    st_stacks_free(s, n);
+    return named;
+}
+
+/* Two programs run from the same path, one after the other (the file
+ * replaced in between, as a rebuild does): one walker samples both, and
+ * each stack is named from its own file, as eu-stack names it. */
+TEST(replaced_executable_at_the_same_path)
+{
+    char exe[PATH_MAX];
+    snprintf(exe, sizeof exe, "%s/prog", th_tmpdir());
+    st_walker_t *w = st_walker_new(0);
+    REQUIRE(w);
+    REQUIRE(copy_exe("/bin/sleep", exe));
+    int fd1, fd2;
+    pid_t a = spawn(exe, "100", &fd1);
+    REQUIRE(a > 0);
+    long nr_sleep[] = { SYS_clock_nanosleep, SYS_nanosleep }, nr_read[] = { SYS_read };
+    for (int i = 0; i < 200 && !tw_in_syscall(a, nr_sleep, 2, 0); i++)
+        tw_nap();
+    CHECK(check_against_eu(w, a) >= 3);
+    REQUIRE(copy_exe("/bin/cat", exe));
+    pid_t b = spawn(exe, "-", &fd2);
+    REQUIRE(b > 0);
+    for (int i = 0; i < 200 && !tw_in_syscall(b, nr_read, 1, 0); i++)
+        tw_nap();
+    CHECK(check_against_eu(w, b) >= 3);
+    CHECK(check_against_eu(w, a) >= 3);     /* still named from the first file */
+    kill(a, SIGKILL);
+    kill(b, SIGKILL);
+    waitpid(a, NULL, 0);
+    waitpid(b, NULL, 0);
+    close(fd1);
+    close(fd2);
+    st_walker_free(w);
 }
