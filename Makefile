@@ -67,8 +67,13 @@ STAT_BIN     := $(B)/bin/tbon_stat
 STAT_SO      := $(B)/stat/stat_merge.so
 STAT_EX_SRC  := $(wildcard stat/examples/*.c)
 STAT_EX_BIN  := $(STAT_EX_SRC:stat/examples/%.c=$(B)/stat/examples/%)
+# stat/examples/mpi/*.c are MPI programs, built with mpicc where there is one
+# (scripts/deps.sh installs Open MPI; test_stat samples a real hung MPI job).
+MPICC        := $(shell command -v mpicc 2>/dev/null)
+STAT_MPI_SRC := $(wildcard stat/examples/mpi/*.c)
+STAT_MPI_BIN := $(if $(MPICC),$(STAT_MPI_SRC:stat/examples/mpi/%.c=$(B)/stat/examples/%))
 STAT_ALL     := $(if $(wildcard stat/tbon_stat.c),$(STAT_BIN)) \
-                $(if $(wildcard stat/stat_merge.c),$(STAT_SO)) $(STAT_EX_BIN) \
+                $(if $(wildcard stat/stat_merge.c),$(STAT_SO)) $(STAT_EX_BIN) $(STAT_MPI_BIN) \
                 $(if $(STAT_LIB_SRC),$(B)/lib/libtbonstat.a)
 
 # Integration tests: tests/integration/test_*.c (with the harness); the
@@ -172,6 +177,11 @@ $(B)/bin/tbon_stat: $(B)/obj/stat/tbon_stat.o $(B)/lib/libtbonstat.a $(B)/lib/li
 $(B)/stat/stat_merge.so: $(B)/obj/stat/stat_merge.o $(B)/obj/stat/st_ptree.o
 	@mkdir -p $(dir $@)
 	$(CC) -shared $(LDFLAGS) -o $@ $^
+
+$(B)/stat/examples/%: stat/examples/mpi/%.c
+	@mkdir -p $(dir $@)
+	$(MPICC) -O0 -g -fno-omit-frame-pointer -fno-inline -std=c11 -D_GNU_SOURCE -Wall -Werror \
+	    -o $@ $<
 
 $(B)/stat/examples/%: stat/examples/%.c
 	@mkdir -p $(dir $@)

@@ -4,8 +4,9 @@
 set -u
 
 # libdw-dev: tbon_stat's stack walker; elfutils (eu-stack) and gdb: what its
-# tests and benchmark compare it with.
-PKGS="make gcc pkg-config procps libxml2-dev zlib1g-dev clang libclang-rt-14-dev libdw-dev elfutils gdb"
+# tests and benchmark compare it with; Open MPI (mpicc, mpirun): the hung MPI
+# job tbon_stat's test samples.
+PKGS="make gcc pkg-config procps libxml2-dev zlib1g-dev clang libclang-rt-14-dev libdw-dev elfutils gdb openmpi-bin libopenmpi-dev"
 
 missing=""
 for p in $PKGS; do

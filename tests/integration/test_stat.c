@@ -612,3 +612,113 @@ ITEST(bad_arguments)
                     cases[c].says);
     }
 }
+
+/* ---- a real MPI job (issue 5: most ranks in MPI_Barrier, one not) ---- */
+
+#define MPI_NP 4
+#define MPI_STUCK 2
+
+/* Whether frames[0..n) has one containing s. */
+static int path_has(char frames[][256], size_t n, const char *s)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strstr(frames[i], s))
+            return 1;
+    return 0;
+}
+
+/* mpirun -np MPI_NP mpi_hang MPI_STUCK, sampled through its launcher pid
+ * (-P): every rank is in the tree by its OMPI_COMM_WORLD_RANK, the ranks
+ * but one on a path through synchronise and MPI_Barrier, the stuck one on
+ * its own (exchange_halo > wait_for_lost_message) and not in the barrier;
+ * the classes file has two classes or more, the stuck rank alone in one.
+ * Skipped, with a line saying so, where Open MPI is not installed
+ * (scripts/deps.sh installs it). */
+ITEST(mpi_job_barrier_and_one_stuck_rank)
+{
+    char exe[PATH_MAX + 64], outdir[PATH_MAX], np[8], stuck[8];
+    snprintf(exe, sizeof exe, "%s/stat/examples/mpi_hang", it_build_dir());
+    if (access(exe, X_OK) != 0 || system("command -v mpirun >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "    skipped: no mpirun or no %s (Open MPI not installed)\n", exe);
+        return;
+    }
+    snprintf(np, sizeof np, "%d", MPI_NP);
+    snprintf(stuck, sizeof stuck, "%d", MPI_STUCK);
+    int out[2];
+    REQUIRE(pipe(out) == 0);
+    pid_t mpirun = fork();
+    if (mpirun == 0) {
+        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+        setpgid(0, 0);
+        dup2(out[1], 1);
+        close(out[0]);
+        close(out[1]);
+        execlp("mpirun", "mpirun", "--oversubscribe", "--bind-to", "none", "-np", np, exe,
+               stuck, (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    /* Each rank prints one line when it is about to be where it hangs. */
+    FILE *f = fdopen(out[0], "r");
+    char line[256];
+    int ready = 0;
+    while (f && ready < MPI_NP && fgets(line, sizeof line, f))
+        ready += strstr(line, " barrier") != NULL || strstr(line, " stuck") != NULL;
+    CHECK_INT(ready, MPI_NP);
+    it_sleep_ms(300);           /* into the barrier's wait */
+
+    snprintf(outdir, sizeof outdir, "%s/mpi", th_tmpdir());
+    char pidarg[16];
+    snprintf(pidarg, sizeof pidarg, "%d", (int)mpirun);
+    char *argv[] = { (char *)stat_bin(), "-P", pidarg, "-n", "2", "-i", "50", "-q", "-o",
+                     outdir, NULL };
+    int st = ready == MPI_NP ? stat_wait(stat_spawn(argv), 60000) : -1;
+    CHECK_INT(st, 0);
+
+    char txt[PATH_MAX + 64], cls[PATH_MAX + 64];
+    snprintf(txt, sizeof txt, "%s/mpi_hang.0000/mpi_hang.2D.txt", outdir);
+    snprintf(cls, sizeof cls, "%s/mpi_hang.0000/mpi_hang.2D.classes.txt", outdir);
+    struct ttree t = { 0 };
+    if (st == 0 && parse_tree(txt, &t) == 0 && t.n > 0) {
+        char want[32];
+        snprintf(want, sizeof want, "%d:[0-%d]", MPI_NP, MPI_NP - 1);
+        CHECK_STR(t.v[0].label, want);
+        static char p[MAXDEPTH][256];
+        for (unsigned r = 0; r < MPI_NP; r++) {
+            size_t n = tree_path(&t, r, p, MAXDEPTH);
+            CHECK(n > 3 && path_has(p, n, "main"));
+            if (r == MPI_STUCK) {
+                CHECK(path_has(p, n, "exchange_halo") && path_has(p, n, "wait_for_lost_message"));
+                CHECK(!path_has(p, n, "MPI_Barrier") && !path_has(p, n, "synchronise"));
+            } else {
+                CHECK(path_has(p, n, "synchronise") && path_has(p, n, "MPI_Barrier"));
+                CHECK(!path_has(p, n, "exchange_halo"));
+            }
+        }
+        /* The stuck rank is a class of its own. */
+        FILE *c = fopen(cls, "r");
+        int alone = 0, classes = 0;
+        char l[512], self[32];
+        snprintf(self, sizeof self, "1:[%d]", MPI_STUCK);
+        while (c && fgets(l, sizeof l, c)) {
+            classes += strchr(l, '[') != NULL && strstr(l, " rep ") != NULL;
+            alone |= strncmp(l, self, strlen(self)) == 0;
+        }
+        if (c)
+            fclose(c);
+        CHECK(classes >= 2);
+        CHECK(alone);
+    } else {
+        th_fail(__FILE__, __LINE__, "no merged tree in %s", txt);
+    }
+    free(t.v);
+    kill(-mpirun, SIGTERM);
+    int64_t t0 = it_now_ms();
+    while (waitpid(mpirun, NULL, WNOHANG) != mpirun && it_now_ms() - t0 < 5000)
+        it_sleep_ms(20);
+    kill(-mpirun, SIGKILL);
+    waitpid(mpirun, NULL, WNOHANG);
+    if (f)
+        fclose(f);
+}
