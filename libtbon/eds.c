@@ -258,11 +258,17 @@ static void on_event_conn(tb_eds_t *e, watch_t *w)
     TB_DEBUG("eds", "event connection of rank %u ended", w->rank);
     tbon_rank_t r = w->rank;
     drop_watch(e, w);
-    post(e, TB_CMD_PEER_LOST, r, -1, 0);
+    /* A dead parent: the reactor sees its data connection end too, and the
+     * adoption's TB_CMD_ADOPTED tells it in any case (it carries the lost
+     * rank), so the reactor is not woken for it now: in a recovery burst that
+     * wake-up (and the thread switch it forces on us) is per orphan. */
     if (r == e->parent && atomic_load(&e->ft_ready) && !e->parent_bye &&
-        !atomic_load(&e->leaving))
+        !atomic_load(&e->leaving)) {
         parent_down(e, r);
-    else if (r == e->parent)
+        return;
+    }
+    post(e, TB_CMD_PEER_LOST, r, -1, 0);
+    if (r == e->parent)
         tb_node_parent_gone(e->node, r);
 }
 
@@ -461,6 +467,7 @@ static void adopt(tb_eds_t *e, tbon_rank_t lost)
                 break;
             }
             c->rank = cand[i];
+            c->status = (int)lost;      /* the parent it replaces */
             c->fd = fd;
             c->us[0] = (uint64_t)(t1 - t0);
             c->us[1] = (uint64_t)(t2 - t1);

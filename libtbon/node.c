@@ -579,6 +579,9 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
         break;
     }
     case TB_CMD_ADOPTED:
+        /* The lost parent's data connection may not have ended here yet. */
+        if (n->parent && n->parent->rank == (tbon_rank_t)c->status)
+            parent_lost(n, "the event connection to the parent ended");
         if (n->orphan && !n->parent && !n->shutting_down)
             tb_ft_adopted(n, c);
         break;

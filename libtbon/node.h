@@ -113,7 +113,8 @@ enum tb_cmd_op {
     TB_CMD_ADOPT_CONN,   /* EDS: orphan rank asks to be adopted (fd, status = its
                             new incarnation) */
     TB_CMD_ADOPTED,      /* EDS: we were adopted by rank (fd: the data connection,
-                            us[]: the new_parent and connect times) */
+                            status: the lost parent, us[]: the new_parent and
+                            connect times) */
     TB_CMD_ADOPT_FAILED, /* EDS: no adopter took us: leave */
     TB_CMD_FENCE,        /* EDS: child rank sent no heartbeat for status ms */
 };
