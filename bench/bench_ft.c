@@ -36,6 +36,7 @@
 
 #include "bench.h"
 #include "../tests/procscan.h"
+#include "../tests/watchdog.h"
 #include "topology.h"
 
 #define PROG        "bench_ft"
@@ -265,45 +266,20 @@ __attribute__((noreturn, format(printf, 1, 2))) static void ft_die(const char *f
 
 /* ---------------------------------------------------------------- watchdog */
 
-/* A thread that kills the run and exits if a phase outlives its deadline (a
- * hang must not stall `make bench`); it sleeps on a condition variable. */
-static pthread_mutex_t wd_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wd_cv;
-static double wd_deadline;      /* bench_now() seconds; 0 = disarmed */
-static const char *wd_phase = "";
+/* The watchdog (tests/watchdog.h) fired: no rows, no process left. */
+static void wd_fire(const char *phase)
+{
+    fprintf(stderr, PROG ": watchdog: %s took too long; killing the tree; no rows printed\n",
+            phase);
+    kill_session();
+    _exit(1);
+}
 
 static struct timespec abs_ts(double t)
 {
     struct timespec ts = { .tv_sec = (time_t)t };
     ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
     return ts;
-}
-
-static void *wd_main(void *arg)
-{
-    (void)arg;
-    pthread_mutex_lock(&wd_mu);
-    while (wd_deadline == 0 || bench_now() < wd_deadline) {
-        if (wd_deadline == 0) {
-            pthread_cond_wait(&wd_cv, &wd_mu);
-            continue;
-        }
-        struct timespec ts = abs_ts(wd_deadline);
-        pthread_cond_timedwait(&wd_cv, &wd_mu, &ts);
-    }
-    fprintf(stderr, PROG ": watchdog: %s took too long; killing the tree; no rows printed\n",
-            wd_phase);
-    kill_session();
-    _exit(1);
-}
-
-static void wd_arm(const char *phase, double seconds)
-{
-    pthread_mutex_lock(&wd_mu);
-    wd_phase = phase;
-    wd_deadline = seconds > 0 ? bench_now() + seconds : 0;
-    pthread_cond_signal(&wd_cv);
-    pthread_mutex_unlock(&wd_mu);
 }
 
 static void cond_init_mono(pthread_cond_t *cv)
@@ -514,7 +490,7 @@ static tbon_net_t *start(const char *topo, size_t n, int no_ft)
     o.startup_timeout_ms = n >= 1024 ? 120000 : 30000;
     o.no_fault_tolerance = no_ft;
     tbon_error_t err = { 0 };
-    wd_arm("tbon_fe_create", n >= 1024 ? 180 : 60);
+    tb_wd_arm("tbon_fe_create", n >= 1024 ? 180 : 60);
     tbon_net_t *net = tbon_fe_create(topo, self_exe, be_argv, &o, &err);
     if (!net)
         ft_die("tbon_fe_create: %s", err.msg);
@@ -528,7 +504,7 @@ static tbon_net_t *start(const char *topo, size_t n, int no_ft)
 static void stop(tbon_net_t *net)
 {
     const char *kv = tree_kv(net);
-    wd_arm("tbon_net_destroy", 60);
+    tb_wd_arm("tbon_net_destroy", 60);
     tbon_net_destroy(net);
     long left = 0;
     for (int i = 0; i < 200; i++) {
@@ -543,7 +519,7 @@ static void stop(tbon_net_t *net)
     for (size_t i = 0; i < sizeof trees / sizeof trees[0]; i++)
         if (trees[i].net == net)
             trees[i].net = NULL;
-    wd_arm("", 0);
+    tb_wd_arm("", 0);
 }
 
 /* A union stream over every back-end with its receiver thread. */
@@ -664,7 +640,7 @@ static void rec_once(const char *topo, uint32_t f, size_t n, size_t size, double
     struct uwatch u;
     pthread_t th;
     union_stream(net, &u, n, size, &th);
-    wd_arm("recovery run", 60);
+    tb_wd_arm("recovery run", 60);
     union_wave(&u, 1, 30);              /* the port table is everywhere now */
     request(u.s, OP_TICK, 0, REC_TICK_MS);
     pid_t *pids = calloc(size, sizeof *pids);
@@ -965,7 +941,7 @@ static void tp_run(int blocks, int no_ft_a, struct tp_result *out)
             tp_start(&b, topo, n, size, 1);
             tp_start(&a, topo, n, size, no_ft_a);
         }
-        wd_arm("throughput rounds", 60 + TP_PAIRS * 3);
+        tb_wd_arm("throughput rounds", 60 + TP_PAIRS * 3);
         tp_round(&a, 1, &dummy);
         tp_round(&b, 1, &dummy);
         for (int r = 0; r < TP_PAIRS && np < TP_ROUNDS; r++, np++) {
@@ -1280,7 +1256,7 @@ static void pt_run(double period, int rounds, const char *csv, const char *svg)
                                           TBON_SYNC_WAITFORALL, TBON_FILTER_NULL);
     if (!s)
         ft_die("sum stream: %s", tbon_net_error(net));
-    wd_arm("perturbation run", dur + 120);
+    tb_wd_arm("perturbation run", dur + 120);
     uint32_t w = 1;
     int rc;
     /* Warm-up: complete, exact waves (and the port table everywhere). */
@@ -1533,11 +1509,8 @@ int main(int argc, char **argv)
     tbon_log_set_handler(log_handler, NULL);
     tbon_log_set_level(fe.user_level > TBON_LOG_INFO ? fe.user_level : TBON_LOG_INFO);
     cond_init_mono(&fe.cv);
-    cond_init_mono(&wd_cv);
-    pthread_t wt;
-    if (pthread_create(&wt, NULL, wd_main, NULL) != 0)
+    if (tb_wd_start(wd_fire) != 0)
         bench_die(PROG, "pthread_create (watchdog)");
-    pthread_detach(wt);
 
     snprintf(tmpdir, sizeof tmpdir, "/tmp/bench_ft.XXXXXX");
     if (!mkdtemp(tmpdir))

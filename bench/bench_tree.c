@@ -37,6 +37,7 @@
 
 #include "bench.h"
 #include "../tests/procscan.h"
+#include "../tests/watchdog.h"
 #include "topology.h"
 
 #define PROG "bench_tree"
@@ -163,53 +164,12 @@ __attribute__((noreturn)) static void tree_die(const char *what, int rc)
 
 /* ---------------------------------------------------------------- watchdog */
 
-/* A thread that kills the run and exits if a phase outlives its deadline
- * (a hang must not stall `make bench`); it sleeps on a condition variable. */
-static pthread_mutex_t wd_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wd_cv;
-static double wd_deadline;      /* CLOCK_MONOTONIC seconds; 0 = disarmed */
-static const char *wd_phase = "";
-
-static void *wd_main(void *arg)
+/* The watchdog (tests/watchdog.h) fired: a hang must not stall `make bench`. */
+static void wd_fire(const char *phase)
 {
-    (void)arg;
-    pthread_mutex_lock(&wd_mu);
-    for (;;) {
-        if (wd_deadline == 0) {
-            pthread_cond_wait(&wd_cv, &wd_mu);
-            continue;
-        }
-        if (bench_now() >= wd_deadline)
-            break;
-        struct timespec ts = { .tv_sec = (time_t)wd_deadline };
-        ts.tv_nsec = (long)((wd_deadline - (double)ts.tv_sec) * 1e9);
-        pthread_cond_timedwait(&wd_cv, &wd_mu, &ts);
-    }
-    fprintf(stderr, "%s: watchdog: %s took too long; killing the tree\n", PROG, wd_phase);
+    fprintf(stderr, "%s: watchdog: %s took too long; killing the tree\n", PROG, phase);
     kill_session();
     _exit(1);
-}
-
-static void wd_arm(const char *phase, double seconds)
-{
-    pthread_mutex_lock(&wd_mu);
-    wd_phase = phase;
-    wd_deadline = seconds > 0 ? bench_now() + seconds : 0;
-    pthread_cond_signal(&wd_cv);
-    pthread_mutex_unlock(&wd_mu);
-}
-
-static void wd_start(void)
-{
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&wd_cv, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_t t;
-    if (pthread_create(&t, NULL, wd_main, NULL) != 0)
-        bench_die(PROG, "pthread_create (watchdog)");
-    pthread_detach(t);
 }
 
 /* ---------------------------------------------------------------- front-end */
@@ -304,7 +264,7 @@ static tbon_net_t *start(const char *topo, size_t n, double *secs)
     tbon_fe_options_t o = { 0 };
     o.startup_timeout_ms = n >= 1024 ? 120000 : 30000;
     tbon_error_t err = { 0 };
-    wd_arm("tbon_fe_create", n >= 1024 ? 180 : 60);
+    tb_wd_arm("tbon_fe_create", n >= 1024 ? 180 : 60);
     double t0 = bench_now();
     tbon_net_t *net = tbon_fe_create(topo, be_exe, be_argv, &o, &err);
     *secs = bench_now() - t0;
@@ -317,12 +277,12 @@ static tbon_net_t *start(const char *topo, size_t n, double *secs)
 
 static double stop(tbon_net_t *net)
 {
-    wd_arm("tbon_net_destroy", 60);
+    tb_wd_arm("tbon_net_destroy", 60);
     double t0 = bench_now();
     tbon_net_destroy(net);
     double t = bench_now() - t0;
     check_no_leftovers();
-    wd_arm("", 0);
+    tb_wd_arm("", 0);
     return t;
 }
 
@@ -376,7 +336,7 @@ static void run_shape(struct shape *sh)
     free(got);
     free(leaves);
 
-    wd_arm("waves", n >= 1024 ? 120 : 60);
+    tb_wd_arm("waves", n >= 1024 ? 120 : 60);
     tbon_comm_t *comm = tbon_fe_broadcast_comm(net);
     tbon_stream_t *s = comm ? tbon_fe_stream_new(net, comm, TBON_FILTER_SUM,
                                                  TBON_SYNC_WAITFORALL, TBON_FILTER_NULL) : NULL;
@@ -612,7 +572,8 @@ int main(int argc, char **argv)
     snprintf(tmpdir, sizeof tmpdir, "/tmp/bench_tree.XXXXXX");
     if (!mkdtemp(tmpdir))
         bench_die(PROG, "mkdtemp");
-    wd_start();
+    if (tb_wd_start(wd_fire) != 0)
+        bench_die(PROG, "pthread_create (watchdog)");
     for (size_t k = 0; k < NSHAPES; k++)
         if (shapes[k].run)
             run_shape(&shapes[k]);

@@ -44,6 +44,7 @@
 #include "log.h"
 #include "reconfig.h"
 #include "../procscan.h"
+#include "../watchdog.h"
 #include "topology.h"
 
 #define PROG          "tbon_fims"
@@ -307,51 +308,15 @@ static void reap_all(void)
 
 /* --------------------------------------------------------------- watchdog */
 
-static pthread_mutex_t wd_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t  wd_cv;
-static int64_t         wd_deadline;       /* monotonic us; 0 = disarmed */
-static const char     *wd_phase = "start-up";
-
-static void *wd_main(void *arg)
+/* The watchdog (tests/watchdog.h) fired: FAIL, and no process left. */
+static void wd_fire(const char *phase)
 {
-    (void)arg;
-    pthread_mutex_lock(&wd_mu);
-    while (wd_deadline == 0 || now_us() < wd_deadline) {
-        if (wd_deadline == 0) {
-            pthread_cond_wait(&wd_cv, &wd_mu);
-            continue;
-        }
-        struct timespec ts = { .tv_sec = (time_t)(wd_deadline / 1000000),
-                               .tv_nsec = (long)(wd_deadline % 1000000) * 1000 };
-        pthread_cond_timedwait(&wd_cv, &wd_mu, &ts);
-    }
     fprintf(stderr, PROG ": watchdog: the run is still going (%s) after its time limit; "
-            "killing every process of the run\n", wd_phase);
-    printf(PROG ": FAIL: watchdog fired during %s\n", wd_phase);
+            "killing every process of the run\n", phase);
+    printf(PROG ": FAIL: watchdog fired during %s\n", phase);
     fflush(stdout);
     kill_run();
     _exit(1);
-}
-
-static void wd_set(const char *phase, double seconds_from_now)
-{
-    pthread_mutex_lock(&wd_mu);
-    wd_phase = phase;
-    wd_deadline = seconds_from_now > 0 ? now_us() + (int64_t)(seconds_from_now * 1e6) : 0;
-    pthread_cond_signal(&wd_cv);
-    pthread_mutex_unlock(&wd_mu);
-}
-
-static void wd_start(void)
-{
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&wd_cv, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_t t;
-    if (pthread_create(&t, NULL, wd_main, NULL) == 0)
-        pthread_detach(t);
 }
 
 /* ---------------------------------------------------------------- options */
@@ -1249,8 +1214,8 @@ static int fe_main(struct opts *o, const char *self)
     pthread_condattr_destroy(&ca);
     pick_rng = o->seed ^ 0x5DEECE66Dull;
 
-    wd_start();
-    wd_set("start-up", o->timeout);
+    tb_wd_start(wd_fire);
+    tb_wd_arm("start-up", o->timeout);
     printf(PROG ": %s: %zu processes (%zu back-ends), duration %g s at %g Hz, seed %" PRIu64
            ", %zu injection%s, files in %s\n", o->topo, size, nbe, o->duration, o->rate,
            o->seed, o->nitems, o->nitems == 1 ? "" : "s", dir);
@@ -1285,7 +1250,7 @@ static int fe_main(struct opts *o, const char *self)
     pthread_create(&et, NULL, events_main, net);
 
     double left_s = o->timeout - (double)(t0 - run_t0) / 1e6;
-    wd_set("the run", left_s > 0.001 ? left_s : 0.001);
+    tb_wd_arm("the run", left_s > 0.001 ? left_s : 0.001);
     for (size_t i = 0; i < o->nitems; i++) {
         sleep_until_us(t0 + (int64_t)(o->items[i].at * 1e6));
         inject(&o->items[i], t0);
@@ -1299,7 +1264,7 @@ static int fe_main(struct opts *o, const char *self)
     pthread_mutex_unlock(&fe.mu);
     pthread_join(rt, NULL);
     pthread_join(et, NULL);
-    wd_set("tbon_net_destroy", 60);
+    tb_wd_arm("tbon_net_destroy", 60);
     tbon_net_destroy(net);
     reap_all();
     long left = 0;
@@ -1313,7 +1278,7 @@ static int fe_main(struct opts *o, const char *self)
                left, left == 1 ? "" : "es");
         kill_run();
     }
-    wd_set("the checks", 60);
+    tb_wd_arm("the checks", 60);
 
     /* The checks. */
     u64set_t in = { 0 };
@@ -1393,7 +1358,7 @@ static int fe_main(struct opts *o, const char *self)
             clean_dir(dir, 1);
     }
     fflush(stdout);
-    wd_set("exit", 0);
+    tb_wd_arm("exit", 0);
     free(in.slot);
     return fail;
 }
