@@ -3,8 +3,8 @@
  *
  * This is the integer-union computation of seed 003 (section IV-A, used as
  * the application of the evaluation in section VI-B): the distinct integers
- * of a stream, each reported once. Its join (set union) is associative, commutative and idempotent, so it
- * supports state composition (section IV-C): the state at a node is the set
+ * of a stream, each reported once. Its join (set union) is associative,
+ * commutative and idempotent, so it supports state composition (section IV-C): the state at a node is the set
  * of every value it has seen on the stream, and get_FilterState (section
  * V-B) returns that whole set, which an adopted orphan sends to its new
  * parent as ordinary input; values the parent already has cost nothing.

@@ -513,16 +513,23 @@ void tb_stream_join(tb_node_t *n, uint32_t id, size_t child, uint64_t sent, uint
     }
 }
 
+/* Fold in[0..k) into s's filter state, the output dropped. */
+static void keep_run(tb_node_t *n, tb_stream_st_t *s, const tb_filter_t *f,
+                     tbon_packet_t *const in[], size_t k)
+{
+    tbon_filter_ctx_t ctx = { .rank = n->rank, .stream = s->id, .params = s->up_params };
+    tbon_error_t err;
+    if (tb_filter_keep(f, in, k, &s->up_state, &ctx, &err))
+        TB_WARN("ft", "stream %u: keeping what was sent: %s", s->id, err.msg);
+}
+
 /* Fold the packets a back-end kept into its filter state, all at once. */
 void tb_stream_fold_kept(tb_node_t *n, tb_stream_st_t *s)
 {
     const tb_filter_t *f = tb_filter_reg_get(n->filters, s->up);
     if (!s->kept.n || !f)
         return;
-    tbon_filter_ctx_t ctx = { .rank = n->rank, .stream = s->id, .params = s->up_params };
-    tbon_error_t err;
-    if (tb_filter_keep(f, s->kept.v, s->kept.n, &s->up_state, &ctx, &err))
-        TB_WARN("ft", "stream %u: keeping what was sent: %s", s->id, err.msg);
+    keep_run(n, s, f, s->kept.v, s->kept.n);
     tb_plist_clear(&s->kept);
 }
 
@@ -536,10 +543,7 @@ void tb_stream_keep(tb_node_t *n, uint32_t id, tbon_packet_t *p)
      * in the cache; the others run over 64 packets at a time, since one
      * pass of a filter over a batch costs about what one packet's does. */
     if (f->keep) {
-        tbon_filter_ctx_t ctx = { .rank = n->rank, .stream = s->id, .params = s->up_params };
-        tbon_error_t err;
-        if (tb_filter_keep(f, &p, 1, &s->up_state, &ctx, &err))
-            TB_WARN("ft", "stream %u: keeping what was sent: %s", s->id, err.msg);
+        keep_run(n, s, f, &p, 1);
         return;
     }
     tbon_packet_list_push(&s->kept, tbon_packet_ref(p));

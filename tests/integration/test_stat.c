@@ -618,6 +618,20 @@ ITEST(bad_arguments)
 #define MPI_NP 4
 #define MPI_STUCK 2
 
+/* utime + stime of pid in clock ticks (/proc/PID/stat), or -1. */
+static long long cpu_ticks(pid_t pid)
+{
+    char buf[1024];
+    unsigned long long ut, st;
+    if (tb_proc_read(pid, "stat", buf, sizeof buf) <= 0)
+        return -1;
+    const char *rp = strrchr(buf, ')');
+    if (!rp || sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+                      &st) != 2)
+        return -1;
+    return (long long)(ut + st);
+}
+
 /* Whether frames[0..n) has one containing s. */
 static int path_has(char frames[][256], size_t n, const char *s)
 {
@@ -662,11 +676,38 @@ ITEST(mpi_job_barrier_and_one_stuck_rank)
     /* Each rank prints one line when it is about to be where it hangs. */
     FILE *f = fdopen(out[0], "r");
     char line[256];
-    int ready = 0;
+    int ready = 0, rank, pid;
+    pid_t rpid[MPI_NP] = { 0 };
     while (f && ready < MPI_NP && fgets(line, sizeof line, f))
-        ready += strstr(line, " barrier") != NULL || strstr(line, " stuck") != NULL;
+        if (sscanf(line, "rank %d pid %d", &rank, &pid) == 2 && rank >= 0 && rank < MPI_NP &&
+            !rpid[rank]) {
+            rpid[rank] = pid;
+            ready++;
+        }
     CHECK_INT(ready, MPI_NP);
-    it_sleep_ms(300);           /* into the barrier's wait */
+    /* Then until each is there: the stuck one asleep in its loop
+     * (clock_nanosleep, 230), the others polling in the barrier, which is
+     * all they do after their line: their CPU time has grown since. */
+    long long cpu0[MPI_NP];
+    for (int r = 0; r < MPI_NP; r++)
+        cpu0[r] = rpid[r] ? cpu_ticks(rpid[r]) : -1;
+    for (int r = 0; ready == MPI_NP && r < MPI_NP; r++) {
+        int64_t t0 = it_now_ms();
+        for (;;) {
+            char sc[64];
+            if (r == MPI_STUCK ? tb_proc_read(rpid[r], "syscall", sc, sizeof sc) > 0 &&
+                                     sc[0] >= '0' && sc[0] <= '9' && atol(sc) == 230
+                               : cpu_ticks(rpid[r]) > cpu0[r])
+                break;
+            if (it_now_ms() - t0 > 10000) {
+                th_fail(__FILE__, __LINE__, "rank %d (pid %d) never got where it hangs", r,
+                        (int)rpid[r]);
+                ready = 0;
+                break;
+            }
+            it_sleep_ms(2);
+        }
+    }
 
     snprintf(outdir, sizeof outdir, "%s/mpi", th_tmpdir());
     char pidarg[16];
