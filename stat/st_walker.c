@@ -260,7 +260,7 @@ static int proc_refresh(proc_t *p, char **err)
             return *err ? 0 : TBON_ENOMEM;
         }
     }
-    if (p->reported && p->maps && len == p->maps_len && memcmp(maps, p->maps, len) == 0) {
+    if (p->maps && len == p->maps_len && memcmp(maps, p->maps, len) == 0) {
         free(maps);
     } else {
         /* Modules reported again with the same name and place are kept with
