@@ -14,8 +14,9 @@ PREFIX ?= /usr/local
 CC     ?= cc
 SAN    ?=
 
+# libxml2's headers only: libtbon loads libxml2.so.2 itself the first time
+# it parses an XML topology (libtbon/topology_xml.c).
 XML_CFLAGS := $(shell pkg-config --cflags libxml-2.0 2>/dev/null || echo -I/usr/include/libxml2)
-XML_LIBS   := $(shell pkg-config --libs libxml-2.0 2>/dev/null || echo -lxml2)
 
 WARN    := -Wall -Wextra -Wstrict-prototypes -Wshadow -Wformat=2 -Wno-format-nonliteral
 CFLAGS  ?= -O2 -g
@@ -31,7 +32,7 @@ endif
 # Where a front-end looks for tbon_commnode when $$TBON_COMMNODE is unset (after
 # the directory of its own executable): this build's bin/, then PATH.
 CFLAGS  += -DTBON_BUILD_BINDIR='"$(abspath $(B))/bin"'
-LIBS    := $(XML_LIBS) -lz -ldl -lpthread -lm
+LIBS    := -lz -ldl -lpthread -lm
 
 # The library: every .c in libtbon/, and the library parts of the FE/BE APIs
 # (files named lib*.c there; the other .c files there are programs).
@@ -140,8 +141,9 @@ $(B)/lib/libtbon.so: $(LIB_OBJ) libtbon/libtbon.map
 
 # Programs and tests link the static library, so they run from the build tree,
 # and export its symbols to the filter plug-ins they dlopen. --as-needed keeps
-# libraries a program does not use (libxml2 in a back-end) from being loaded
-# at every start: process start-up is most of a tree's start-up time.
+# libraries a program does not use (zlib in a program that never compresses)
+# from being loaded at every start: process start-up is most of a tree's
+# start-up time.
 # (The pattern lives in prog_objs: a '%' written in the rule itself would be
 # replaced by the stem before the second expansion.)
 LINK_TBON = -Wl,--export-dynamic -Wl,--as-needed $(B)/lib/libtbon.a $(LIBS)

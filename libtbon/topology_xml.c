@@ -14,6 +14,7 @@
  */
 #include "topology.h"
 
+#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -43,12 +44,56 @@ typedef struct xparser {
     char           xml_msg[320];
 } xparser_t;
 
+/* libxml2 (with ICU and libstdc++ behind it, about 1 ms of dynamic linking)
+ * is loaded when the first XML topology is parsed, not when a program that
+ * links libtbon starts: most never read one, and start-up is on the critical
+ * path of every tree. The types come from libxml2's own headers. */
+#define LIBXML2_SONAME "libxml2.so.2"
+static struct {
+    char why[200];                       /* why it could not be loaded, or "" */
+    __typeof__(xmlInitParser)     *InitParser;
+    __typeof__(xmlNewParserCtxt)  *NewParserCtxt;
+    __typeof__(xmlCtxtReadMemory) *CtxtReadMemory;
+    __typeof__(xmlFreeDoc)        *FreeDoc;
+    __typeof__(xmlFreeParserCtxt) *FreeParserCtxt;
+    __typeof__(xmlDocGetRootElement) *DocGetRootElement;
+    __typeof__(xmlGetLineNo)      *GetLineNo;
+    __typeof__(xmlGetNoNsProp)    *GetNoNsProp;
+    xmlFreeFunc                   *Free;   /* libxml2's variable xmlFree */
+} lx;
+
 static pthread_once_t xml_once = PTHREAD_ONCE_INIT;
 
-/* libxml2 wants its global tables set up once before any thread parses. */
+/* Load libxml2 and set up its global tables, once, before any thread
+ * parses; on failure lx.why says why. */
 static void xml_init(void)
 {
-    xmlInitParser();
+    void *dl = dlopen(LIBXML2_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        snprintf(lx.why, sizeof lx.why, "%s", dlerror());
+        return;
+    }
+    static const char *const names[] = { "xmlInitParser", "xmlNewParserCtxt",
+        "xmlCtxtReadMemory", "xmlFreeDoc", "xmlFreeParserCtxt", "xmlDocGetRootElement",
+        "xmlGetLineNo", "xmlGetNoNsProp", "xmlFree" };
+    void *sym[sizeof names / sizeof names[0]];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!(sym[i] = dlsym(dl, names[i]))) {
+            snprintf(lx.why, sizeof lx.why, "%s has no %s", LIBXML2_SONAME, names[i]);
+            dlclose(dl);
+            return;
+        }
+    /* POSIX lets a data pointer from dlsym become a function pointer. */
+    memcpy(&lx.InitParser, &sym[0], sizeof sym[0]);
+    memcpy(&lx.NewParserCtxt, &sym[1], sizeof sym[1]);
+    memcpy(&lx.CtxtReadMemory, &sym[2], sizeof sym[2]);
+    memcpy(&lx.FreeDoc, &sym[3], sizeof sym[3]);
+    memcpy(&lx.FreeParserCtxt, &sym[4], sizeof sym[4]);
+    memcpy(&lx.DocGetRootElement, &sym[5], sizeof sym[5]);
+    memcpy(&lx.GetLineNo, &sym[6], sizeof sym[6]);
+    memcpy(&lx.GetNoNsProp, &sym[7], sizeof sym[7]);
+    lx.Free = sym[8];
+    lx.InitParser();
 }
 
 __attribute__((format(printf, 3, 4)))
@@ -117,8 +162,8 @@ static int read_node(xparser_t *X, xmlNodePtr x, long line)
                         "id are allowed)", a->ns && a->ns->prefix ? (const char *)a->ns->prefix
                         : "", a->ns && a->ns->prefix ? ":" : "", an);
     }
-    host = xmlGetNoNsProp(x, (const xmlChar *)"host");
-    id = xmlGetNoNsProp(x, (const xmlChar *)"id");
+    host = lx.GetNoNsProp(x, (const xmlChar *)"host");
+    id = lx.GetNoNsProp(x, (const xmlChar *)"id");
     const char *h = (const char *)host, *i = (const char *)id;
     if (!h) {
         rc = xerr(X, line, "<node> has no host attribute");
@@ -170,8 +215,8 @@ static int read_node(xparser_t *X, xmlNodePtr x, long line)
     x->_private = (void *)(uintptr_t)(X->n + 1);
     X->el[X->n++] = (xelem_t){ x, hi, (uint32_t)v, (uint32_t)line };
 out:
-    xmlFree(host);
-    xmlFree(id);
+    (*lx.Free)(host);
+    (*lx.Free)(id);
     return rc;
 }
 
@@ -180,13 +225,13 @@ out:
 static int walk(xparser_t *X, xmlNodePtr root)
 {
     if (root->properties)
-        return xerr(X, xmlGetLineNo(root), "unknown attribute \"%.60s\" on <topology> (it "
+        return xerr(X, lx.GetLineNo(root), "unknown attribute \"%.60s\" on <topology> (it "
                     "takes none)", (const char *)root->properties->name);
     uint32_t top = 0;      /* <node> elements directly in <topology> */
     uint32_t first_top = 0;
     xmlNodePtr x = root->children;
     while (x) {
-        long line = xmlGetLineNo(x);
+        long line = lx.GetLineNo(x);
         const char *in = x->parent == root ? "<topology>" : "<node>";
         bool descend = false;
         if (x->type == XML_ELEMENT_NODE) {
@@ -233,7 +278,7 @@ static int walk(xparser_t *X, xmlNodePtr root)
         x = x == root ? NULL : x->next;
     }
     if (X->n == 0)
-        return xerr(X, xmlGetLineNo(root), "empty topology: no nodes");
+        return xerr(X, lx.GetLineNo(root), "empty topology: no nodes");
     return 0;
 }
 
@@ -318,8 +363,13 @@ tb_topology_t *tb_topology_parse_xml_limits(const char *buf, size_t len, const c
         return NULL;
     }
     pthread_once(&xml_once, xml_init);
+    if (lx.why[0]) {
+        tb_error_set(err, TBON_ETOPOLOGY, "%s: reading an XML topology needs libxml2 "
+                     "(%s): %s", X.name, LIBXML2_SONAME, lx.why);
+        return NULL;
+    }
     X.t = tb_topology_new();
-    ctxt = xmlNewParserCtxt();
+    ctxt = lx.NewParserCtxt();
     if (!X.t || !ctxt || !ctxt->sax) {
         rc = xoom(&X);
         goto out;
@@ -328,7 +378,7 @@ tb_topology_t *tb_topology_parse_xml_limits(const char *buf, size_t len, const c
     ctxt->sax->serror = on_xml_error;
     /* UTF-8 whatever the document declares: libxml2's other converters report
      * their errors on stderr, outside any parser context. */
-    doc = xmlCtxtReadMemory(ctxt, buf ? buf : "", (int)len, X.name, "UTF-8",
+    doc = lx.CtxtReadMemory(ctxt, buf ? buf : "", (int)len, X.name, "UTF-8",
                             XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING |
                             XML_PARSE_BIG_LINES | XML_PARSE_IGNORE_ENC);
     if (!doc || !ctxt->wellFormed) {
@@ -344,13 +394,13 @@ tb_topology_t *tb_topology_parse_xml_limits(const char *buf, size_t len, const c
                   "topology");
         goto out;
     }
-    xmlNodePtr root = xmlDocGetRootElement(doc);
+    xmlNodePtr root = lx.DocGetRootElement(doc);
     if (root && root->ns && strcmp((const char *)root->name, "topology") == 0) {
-        rc = xerr(&X, xmlGetLineNo(root), "<topology> must not be in an XML namespace");
+        rc = xerr(&X, lx.GetLineNo(root), "<topology> must not be in an XML namespace");
         goto out;
     }
     if (!root || root->ns || strcmp((const char *)root->name, "topology") != 0) {
-        rc = xerr(&X, root ? xmlGetLineNo(root) : 1, "the root element is <%.60s>; a topology "
+        rc = xerr(&X, root ? lx.GetLineNo(root) : 1, "the root element is <%.60s>; a topology "
                   "file has <topology>", root ? (const char *)root->name : "");
         goto out;
     }
@@ -358,8 +408,10 @@ tb_topology_t *tb_topology_parse_xml_limits(const char *buf, size_t len, const c
         rc = build(&X);
 out:
     free(X.el);
-    xmlFreeDoc(doc);
-    xmlFreeParserCtxt(ctxt);
+    if (doc)
+        lx.FreeDoc(doc);
+    if (ctxt)
+        lx.FreeParserCtxt(ctxt);
     if (rc || !X.t) {
         tb_topology_destroy(X.t);
         return NULL;
