@@ -305,10 +305,9 @@ static int by_rank(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-int st_tasks_rank(st_tasks_t *t)
+void st_tasks_unique(st_tasks_t *t)
 {
-    /* Duplicates out, keeping the first position of each pid; rank holds
-     * the position meanwhile. */
+    /* rank holds the position meanwhile. */
     for (size_t i = 0; i < t->n; i++)
         t->v[i].rank = (uint32_t)i;
     qsort(t->v, t->n, sizeof *t->v, by_pid);
@@ -318,6 +317,11 @@ int st_tasks_rank(st_tasks_t *t)
             t->v[w++] = t->v[i];
     t->n = w;
     qsort(t->v, t->n, sizeof *t->v, by_rank);      /* back to list order */
+}
+
+int st_tasks_rank(st_tasks_t *t)
+{
+    st_tasks_unique(t);
     st_task_t *e = malloc((t->n ? t->n : 1) * sizeof *e);
     int from_env = e != NULL && t->n > 0;
     for (size_t i = 0; from_env && i < t->n; i++) {

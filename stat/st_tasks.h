@@ -33,6 +33,10 @@ int st_tasks_read_file(st_tasks_t *t, const char *path, char *err, size_t errlen
  * are none, the launcher itself. Errors name the launcher. */
 int st_tasks_from_launcher(st_tasks_t *t, pid_t launcher, char *err, size_t errlen);
 
+/* Drop duplicate pids, keeping the first position of each: the number of
+ * tasks st_tasks_rank leaves, known before it reads any environment. */
+void st_tasks_unique(st_tasks_t *t);
+
 /* Give every task its rank: from its environment (OMPI_COMM_WORLD_RANK,
  * PMI_RANK, PMIX_RANK, SLURM_PROCID, the first one set) when every task has
  * one and they are distinct, else its position in the list. Drops duplicate

@@ -18,10 +18,14 @@
 #include "topology.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +48,7 @@
 #define FLAG_LINES   2u
 #define FLAG_MODULES 4u
 #define TASKS_PER_BE 16     /* default topology: one back-end per this many tasks, */
-#define BES_PER_CPU 4       /* and at most this many per CPU of this host */
+#define BES_PER_CPU 2       /* and at most this many per CPU of this host */
 #define DEFAULT_FANOUT 8
 #define RESENDS 3           /* asks again for tasks missing from the merge */
 #define RESEND_QUIET_S 0.5  /* ... after this long without a result */
@@ -211,30 +215,38 @@ static void parse_cli(int argc, char **argv, struct cli *c)
 
 /* ------------------------------------------------------------ back-end */
 
-/* Sample the tasks given to rank me: n samples, interval ms apart; the 2D
- * tree has the last one, the 3D tree all of them. */
-static int be_sample(const int32_t *pids, const uint32_t *ranks, const uint32_t *owner,
-                     size_t nt, tbon_rank_t me, unsigned n, unsigned interval, unsigned flags,
-                     st_tree_t *t2, st_tree_t *t3)
+/* A walker for the request's flags (NULL when out of memory). */
+static st_walker_t *be_walker(unsigned flags)
 {
-    unsigned wf = (flags & FLAG_THREADS ? ST_WALK_THREADS : 0) |
-                  (flags & FLAG_LINES ? ST_WALK_LINES : 0) |
-                  (flags & FLAG_MODULES ? ST_WALK_MODULES : 0);
-    st_walker_t *w = st_walker_new(wf);
-    if (!w)
-        return TBON_ENOMEM;
+    return st_walker_new((flags & FLAG_THREADS ? ST_WALK_THREADS : 0) |
+                         (flags & FLAG_LINES ? ST_WALK_LINES : 0) |
+                         (flags & FLAG_MODULES ? ST_WALK_MODULES : 0));
+}
+
+/* Sample the tasks given to rank me with w: n samples, interval ms apart;
+ * the 2D tree has the last one, the 3D tree all of them. */
+static int be_sample(st_walker_t *w, const int32_t *pids, const uint32_t *ranks,
+                     const uint32_t *owner, size_t nt, tbon_rank_t me, unsigned n,
+                     unsigned interval, st_tree_t *t2, st_tree_t *t3)
+{
     int rc = 0;
     for (unsigned s = 0; s < n && rc == 0; s++) {
         if (s > 0 && interval) {
             struct timespec ts = { interval / 1000, (long)(interval % 1000) * 1000000L };
             nanosleep(&ts, NULL);
         }
-        for (size_t i = 0; i < nt && rc == 0; i++) {
-            if (owner[i] != me)
-                continue;
+        size_t i = 0;
+        while (i < nt && owner[i] != me)
+            i++;
+        for (size_t next; i < nt && rc == 0; i = next) {
+            next = i + 1;
+            while (next < nt && owner[next] != me)
+                next++;
             st_stack_t *st = NULL;
             size_t ns = 0;
-            if (st_sample(w, (pid_t)pids[i], &st, &ns) < 0) {
+            /* The next task starts stopping as soon as this one runs again. */
+            if (st_sample_then(w, (pid_t)pids[i], next < nt ? (pid_t)pids[next] : 0, &st,
+                               &ns) < 0) {
                 rc = TBON_ENOMEM;
                 break;
             }
@@ -250,10 +262,6 @@ static int be_sample(const int32_t *pids, const uint32_t *ranks, const uint32_t 
             st_stacks_free(st, ns);
         }
     }
-    for (size_t i = 0; i < nt; i++)
-        if (owner[i] == me)
-            st_walker_forget(w, (pid_t)pids[i]);
-    st_walker_free(w);
     return rc;
 }
 
@@ -328,11 +336,14 @@ static int be_main(int argc, char **argv)
                 st_tree_free(t3);
                 t2 = st_tree_new();
                 t3 = st_tree_new();
-                rc = t2 && t3 ? be_sample(pids, ranks, owner, np, me, n, interval, flags, t2, t3)
-                              : TBON_ENOMEM;
+                st_walker_t *w = t2 && t3 ? be_walker(flags) : NULL;
+                rc = w ? be_sample(w, pids, ranks, owner, np, me, n, interval, t2, t3)
+                       : TBON_ENOMEM;
                 test_delay(me);
                 if (rc == 0)
                     rc = be_send(s, TAG_SAMPLE, t2, t3);
+                /* The walker's files and maps go after the result did. */
+                st_walker_free(w);
             }
             free(pids);
             free(ranks);
@@ -490,7 +501,38 @@ static void close_file(FILE *f, const char *path)
 
 static int have_dot(void)
 {
-    return system("command -v dot >/dev/null 2>&1") == 0;
+    /* A search of $PATH: no shell to start on every run. */
+    const char *path = getenv("PATH");
+    for (const char *d = path ? path : ""; *d;) {
+        size_t k = strcspn(d, ":");
+        char cand[PATH_MAX];
+        if (k > 0 && snprintf(cand, sizeof cand, "%.*s/dot", (int)k, d) < (int)sizeof cand &&
+            access(cand, X_OK) == 0)
+            return 1;
+        d += k + (d[k] == ':');
+    }
+    return 0;
+}
+
+/* dot -Tsvg IN -o OUT, without a shell (any character may be in a path);
+ * 0 when it succeeded. */
+static int run_dot(const char *in, const char *out)
+{
+    char *const argv[] = { "dot", "-Tsvg", (char *)in, "-o", (char *)out, NULL };
+    posix_spawn_file_actions_t fa;
+    if (posix_spawn_file_actions_init(&fa) != 0)
+        return -1;
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, "dot", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    int st;
+    if (rc != 0)
+        return -1;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
 static void write_tree(const char *dir, const char *exe, const char *which,
@@ -505,10 +547,9 @@ static void write_tree(const char *dir, const char *exe, const char *which,
         die("%s: write error", path);
     close_file(f, path);
     if (svg) {
-        char cmd[3 * PATH_MAX];
-        snprintf(cmd, sizeof cmd, "dot -Tsvg '%s' -o '%s/%s.%s.svg' 2>/dev/null", path, dir, exe,
-                 which);
-        if (system(cmd) != 0)
+        char svgpath[PATH_MAX + NAME_MAX + 16];
+        snprintf(svgpath, sizeof svgpath, "%s/%s.%s.svg", dir, exe, which);
+        if (run_dot(path, svgpath) != 0)
             fprintf(stderr, PROG ": note: dot could not draw %s\n", path);
     }
     snprintf(suffix, sizeof suffix, "%s.json", which);
@@ -571,6 +612,24 @@ static int take(tbon_packet_t *p, st_tree_t *t2, st_tree_t *t3, char *err, size_
     return rc;
 }
 
+/* The tree of tbon_stat back-ends (tbon_fe_create, from a thread). */
+struct start {
+    const char *topo;
+    char *self;
+    tbon_net_t *net;
+    tbon_error_t err;
+};
+
+static void *start_tree(void *arg)
+{
+    struct start *st = arg;
+    const char *const be_argv[] = { "--be", NULL };
+    tbon_fe_options_t o = { 0 };
+    o.startup_timeout_ms = 120000;
+    st->net = tbon_fe_create(st->topo, st->self, be_argv, &o, &st->err);
+    return NULL;
+}
+
 static int fe_main(const struct cli *c, char *self)
 {
     double t_start = now_s();
@@ -595,12 +654,7 @@ static int fe_main(const struct cli *c, char *self)
         st_tasks_free(&tasks);
         return c->pids || c->pids_file ? EXIT_USAGE : EXIT_RUN;
     }
-    int env_ranks = st_tasks_rank(&tasks);
-    char exe[NAME_MAX + 1];
-    snprintf(exe, sizeof exe, "%s", st_task_exe_name(tasks.v[0].pid));
-    if (strcmp(exe, "?") == 0)
-        snprintf(exe, sizeof exe, "stat");
-
+    st_tasks_unique(&tasks);            /* the number of tasks the tree is for */
     char *filter = filter_path();
     if (!filter)
         die("cannot find stat_merge.so (set TBON_STAT_FILTER to its path)");
@@ -608,16 +662,26 @@ static int fe_main(const struct cli *c, char *self)
     char *topo = c->topology ? strdup(c->topology)
                              : default_topology(tasks.n, tmpdir, sizeof tmpdir);
 
+    /* The tree starts in a thread while this one reads the tasks' ranks
+     * from their environments (a few milliseconds for a few hundred). */
     double t0 = now_s();
-    const char *const be_argv[] = { "--be", NULL };
-    tbon_fe_options_t o = { 0 };
-    o.startup_timeout_ms = 120000;
-    tbon_error_t terr = { 0 };
-    tbon_net_t *net = tbon_fe_create(topo, self, be_argv, &o, &terr);
+    struct start st = { .topo = topo, .self = self };
+    pthread_t starter;
+    bool threaded = pthread_create(&starter, NULL, start_tree, &st) == 0;
+    if (!threaded)
+        start_tree(&st);
+    int env_ranks = st_tasks_rank(&tasks);
+    if (threaded)
+        pthread_join(starter, NULL);
+    tbon_net_t *net = st.net;
+    char exe[NAME_MAX + 1];
+    snprintf(exe, sizeof exe, "%s", st_task_exe_name(tasks.v[0].pid));
+    if (strcmp(exe, "?") == 0)
+        snprintf(exe, sizeof exe, "stat");
     if (!net) {
         if (launched && !c->keep)
             stop_command(launched);
-        die("starting the tree of %s: %s", topo, terr.msg);
+        die("starting the tree of %s: %s", topo, st.err.msg);
     }
     double t_launch = now_s() - t0;
     size_t nbe = tbon_net_num_backends(net);
