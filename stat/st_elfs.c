@@ -94,6 +94,13 @@ static ent_t *get(st_elfs_t *e, const char *path, const struct stat *sb)
     return x;
 }
 
+Elf *st_elfs_get(st_elfs_t *e, const char *path)
+{
+    struct stat sb;
+    ent_t *x = e && stat(path, &sb) == 0 && S_ISREG(sb.st_mode) ? get(e, path, &sb) : NULL;
+    return x ? x->elf : NULL;
+}
+
 int st_elfs_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
                      char **file_name, Elf **elfp)
 {

@@ -23,6 +23,12 @@ void st_elfs_free(st_elfs_t *e);
 /* The set the find_elf callback below uses on this thread (NULL: none). */
 void st_elfs_use(st_elfs_t *e);
 
+/* The set's Elf of the file at path (a symbolic link is followed, so
+ * /proc/PID/exe names the file the process runs), added if new; valid
+ * until st_elfs_free. NULL if it is not a regular ELF file or the set is
+ * full. */
+Elf *st_elfs_get(st_elfs_t *e, const char *path);
+
 /* A Dwfl_Callbacks.find_elf: a regular file from the shared set; anything
  * else (the vDSO, a deleted file, a file that cannot be opened) as
  * dwfl_linux_proc_find_elf finds it. */

@@ -119,12 +119,18 @@ static void wait_all(st_stopset_t *s, size_t from)
                 wait_stop(&s->t[i]);
 }
 
-int st_stop(st_stopset_t *s, pid_t pid, bool all_threads)
+static int stop(st_stopset_t *s, pid_t pid, bool all_threads, bool seized)
 {
     s->pid = pid;
-    if (add(s, pid) != 0)
+    if (add(s, pid) != 0) {
+        if (seized)
+            st_stop_drop(pid);
         return TBON_ENOMEM;
-    seize(pid, &s->t[0]);
+    }
+    if (seized)
+        s->t[0].state = ST_THR_STOPPED;
+    else
+        seize(pid, &s->t[0]);
     if (s->t[0].state == ST_THR_FAILED)       /* EPERM and the like: the whole process */
         return 0;
     /* Interrupt every thread before waiting for any: they stop in parallel.
@@ -146,6 +152,32 @@ int st_stop(st_stopset_t *s, pid_t pid, bool all_threads)
             break;
     }
     return 0;
+}
+
+int st_stop(st_stopset_t *s, pid_t pid, bool all_threads)
+{
+    return stop(s, pid, all_threads, false);
+}
+
+int st_stop_seized(st_stopset_t *s, pid_t pid, bool all_threads)
+{
+    return stop(s, pid, all_threads, true);
+}
+
+int st_stop_begin(pid_t pid)
+{
+    if (ptrace(PTRACE_SEIZE, pid, NULL, NULL) != 0)
+        return errno;
+    (void)ptrace(PTRACE_INTERRUPT, pid, NULL, NULL);  /* ESRCH: exiting, seen at the wait */
+    return 0;
+}
+
+void st_stop_drop(pid_t pid)
+{
+    st_thread_t t = { .tid = pid, .state = ST_THR_STOPPED };
+    st_stopset_t one = { .pid = pid, .t = &t, .n = 1, .cap = 1 };
+    wait_stop(&t);
+    st_resume(&one);
 }
 
 void st_resume(st_stopset_t *s)

@@ -36,6 +36,15 @@ typedef struct st_stopset {
  * thread's state; a leader that cannot be seized ends the stop: its error is
  * the process's), or TBON_ENOMEM with every thread already resumed. */
 int st_stop(st_stopset_t *s, pid_t pid, bool all_threads);
+/* The same, for a pid whose main thread st_stop_begin seized and interrupted
+ * (the stop is then only waited for). */
+int st_stop_seized(st_stopset_t *s, pid_t pid, bool all_threads);
+/* Seize and interrupt pid's main thread without waiting: its stop goes on
+ * while the caller does other work. Then st_stop_seized, or st_stop_drop to
+ * let it go. 0, or the errno of PTRACE_SEIZE (nothing was done). */
+int st_stop_begin(pid_t pid);
+/* Wait for the stop st_stop_begin asked for and detach again. */
+void st_stop_drop(pid_t pid);
 
 /* Detach every stopped thread, giving back the signals they stopped for. */
 void st_resume(st_stopset_t *s);

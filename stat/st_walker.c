@@ -19,6 +19,14 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#if defined(__x86_64__)
+#include <gelf.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#define ST_OWN_ATTACH 1     /* registers mapped to DWARF numbers below */
+#endif
+
 /* Deeper stacks are cut (a broken unwind can go round in circles). */
 #define ST_MAX_FRAMES 1024
 /* Frame names kept for reuse (a few per distinct PC sampled). */
@@ -34,7 +42,6 @@ typedef struct proc {
     unsigned long long start;   /* start time: a reused pid is another process */
     Dwfl *dwfl;
     bool attached;              /* dwfl_linux_proc_attach done (once per Dwfl) */
-    bool reported;              /* modules reported at least once */
     char *maps;                 /* /proc/PID/maps when the modules were reported */
     size_t maps_len;
     unsigned long long used;    /* the walker's tick of its last sample */
@@ -48,6 +55,13 @@ struct st_walker {
     size_t nprocs, cap;
     size_t max_procs;           /* kept at most (each holds open files) */
     unsigned long long tick;
+    /* The stopped target's memory for the unwinder, a page at a time;
+     * valid for one sample of one process. */
+    pid_t page_pid;             /* 0: nothing cached */
+    Dwarf_Addr page_addr;
+    unsigned char page[4096];
+    int regs_err;               /* errno of a failed register read */
+    pid_t ahead;                /* seized and interrupted for the next sample */
 };
 
 /* One thread's unwind: PCs innermost first, or an error. */
@@ -98,6 +112,8 @@ void st_walker_free(st_walker_t *w)
 {
     if (!w)
         return;
+    if (w->ahead > 0)
+        st_stop_drop(w->ahead);
     for (size_t i = 0; i < w->nprocs; i++)
         proc_clear(&w->procs[i]);
     free(w->procs);
@@ -237,50 +253,225 @@ static proc_t *proc_get(st_walker_t *w, pid_t pid, unsigned long long start)
     return p;
 }
 
+#ifdef ST_OWN_ATTACH
+/* The process's state for libdwfl's unwinder, from the threads st_stop
+ * stopped: registers with PTRACE_GETREGS, memory with process_vm_readv a
+ * page at a time. dwfl_linux_proc_attach does the same but first reads
+ * /proc/PID/status, opens the task directory and maps /proc/PID/exe again
+ * for every process, a fifth of a first sample's cost. */
+static pid_t cb_next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+    (void)dwfl, (void)arg, (void)thread_argp;
+    return 0;                   /* only dwfl_getthread_frames is used */
+}
+
+static bool cb_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+    (void)dwfl, (void)tid;
+    *thread_argp = arg;         /* the walker, for cb_set_initial_registers */
+    return true;                /* the walker asks only for threads it stopped */
+}
+
+static bool read_word(pid_t pid, Dwarf_Addr addr, void *out, size_t len)
+{
+    struct iovec local = { out, len }, remote = { (void *)(uintptr_t)addr, len };
+    return process_vm_readv(pid, &local, 1, &remote, 1, 0) == (ssize_t)len;
+}
+
+static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+    st_walker_t *w = arg;
+    pid_t pid = dwfl_pid(dwfl);
+    const size_t psz = sizeof w->page;
+    Dwarf_Addr base = addr & ~(Dwarf_Addr)(psz - 1);
+    if (addr - base > psz - sizeof *result)           /* across two pages */
+        return read_word(pid, addr, result, sizeof *result);
+    if (w->page_pid != pid || w->page_addr != base) {
+        w->page_pid = 0;
+        if (!read_word(pid, base, w->page, psz))
+            return read_word(pid, addr, result, sizeof *result);
+        w->page_pid = pid;
+        w->page_addr = base;
+    }
+    memcpy(result, w->page + (addr - base), sizeof *result);
+    return true;
+}
+
+static bool cb_set_initial_registers(Dwfl_Thread *thread, void *thread_arg)
+{
+    st_walker_t *w = thread_arg;
+    struct user_regs_struct r;
+    if (ptrace(PTRACE_GETREGS, dwfl_thread_tid(thread), NULL, &r) != 0) {
+        w->regs_err = errno;    /* libdwfl has no way to take our reason */
+        return false;
+    }
+    /* The x86-64 psABI's DWARF numbers: rax rdx rcx rbx rsi rdi rbp rsp,
+     * r8-r15, then the return address column, rip. */
+    const Dwarf_Word d[17] = { r.rax, r.rdx, r.rcx, r.rbx, r.rsi, r.rdi, r.rbp, r.rsp,
+                               r.r8, r.r9, r.r10, r.r11, r.r12, r.r13, r.r14, r.r15, r.rip };
+    return dwfl_thread_state_registers(thread, 0, 17, d);
+}
+
+static const Dwfl_Thread_Callbacks thread_callbacks = {
+    .next_thread = cb_next_thread,
+    .get_thread = cb_get_thread,
+    .memory_read = cb_memory_read,
+    .set_initial_registers = cb_set_initial_registers,
+};
+
+/* Attach p's Dwfl with the callbacks above if the process runs a native
+ * x86-64 executable; false (nothing done) otherwise. */
+static bool own_attach(st_walker_t *w, proc_t *p)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/exe", (long)p->pid);
+    Elf *elf = st_elfs_get(w->elfs, path);
+    GElf_Ehdr eh;
+    if (!elf || !gelf_getehdr(elf, &eh) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh.e_machine != EM_X86_64)
+        return false;
+    return dwfl_attach_state(p->dwfl, elf, p->pid, &thread_callbacks, w);
+}
+#endif
+
+/* Report the modules of maps (the text of /proc/PID/maps) to dwfl, as
+ * dwfl_linux_proc_report would from the same text: one module per file,
+ * from its first to its last consecutive mapping, and the vDSO as
+ * "[vdso: PID]" (libdwfl's name, which its find_elf reads from the
+ * process's memory). Doing it here spares reading the maps a second time
+ * through stdio and reading /proc/PID/auxv for the vDSO's address. 0, or
+ * an errno value. */
+/* One line of /proc/PID/maps, "start-end perms offset major:minor inode
+ * path": false if it is not one. *path is where the path starts (maybe
+ * at the end of the line). */
+static bool maps_line(const char *l, unsigned long long *start, unsigned long long *end,
+                      unsigned *ma, unsigned *mi, unsigned long long *ino, const char **path)
+{
+    char *e;
+    *start = strtoull(l, &e, 16);
+    if (*e != '-')
+        return false;
+    *end = strtoull(e + 1, &e, 16);
+    if (*e != ' ' || !(e = strchr(e + 1, ' ')))                 /* perms */
+        return false;
+    (void)strtoull(e + 1, &e, 16);                               /* offset */
+    if (*e != ' ')
+        return false;
+    *ma = (unsigned)strtoul(e + 1, &e, 16);
+    if (*e != ':')
+        return false;
+    *mi = (unsigned)strtoul(e + 1, &e, 16);
+    if (*e != ' ')
+        return false;
+    *ino = strtoull(e + 1, &e, 10);
+    if (*e != ' ' && *e != '\n' && *e != '\0')
+        return false;
+    *path = e + strspn(e, " ");
+    return true;
+}
+
+/* Report the module name[0, len) at [low, high). */
+static bool report(Dwfl *dwfl, const char *name, size_t len, Dwarf_Addr low, Dwarf_Addr high)
+{
+    char buf[PATH_MAX + 1];
+    snprintf(buf, sizeof buf, "%.*s", (int)len, name);
+    return dwfl_report_module(dwfl, buf, low, high) != NULL;
+}
+
+static int report_maps(Dwfl *dwfl, pid_t pid, const char *maps)
+{
+    const char *file = NULL;    /* the file being gathered, in maps */
+    size_t flen = 0;
+    unsigned long long low = 0, high = 0, ino = 0;
+    unsigned dmaj = 0, dmin = 0;
+    for (const char *line = maps, *next; line && *line; line = next) {
+        const char *nl = strchr(line, '\n');
+        next = nl ? nl + 1 : NULL;
+        unsigned long long start, end, i;
+        unsigned ma, mi;
+        const char *path;
+        if (!maps_line(line, &start, &end, &ma, &mi, &i, &path))
+            return EINVAL;
+        size_t plen = nl ? (size_t)(nl - path) : strlen(path);
+        bool vdso = plen == 6 && memcmp(path, "[vdso]", 6) == 0;
+        bool same = file && i == ino && ma == dmaj && mi == dmin && plen == flen &&
+                    memcmp(path, file, plen) == 0;
+        if (!vdso && (plen == 0 || path[0] != '/' || (i == 0 && ma == 0 && mi == 0)))
+            continue;           /* not a file */
+        if (same) {
+            high = end;
+            continue;
+        }
+        if (file && !report(dwfl, file, flen, low, high))
+            return EIO;
+        file = NULL;
+        if (vdso) {
+            char name[32];
+            int k = snprintf(name, sizeof name, "[vdso: %ld]", (long)pid);
+            if (!report(dwfl, name, (size_t)k, start, end))
+                return EIO;
+            continue;
+        }
+        if (plen > PATH_MAX)
+            return ENAMETOOLONG;
+        file = path;
+        flen = plen;
+        low = start;
+        high = end;
+        ino = i;
+        dmaj = ma;
+        dmin = mi;
+    }
+    return file && !report(dwfl, file, flen, low, high) ? EIO : 0;
+}
+
 /* Bring p's modules up to date (the process is stopped) and attach the Dwfl
  * to it. 0, with *err set to why it failed (malloc'ed) or NULL; or
  * TBON_ENOMEM. */
-static int proc_refresh(proc_t *p, char **err)
+static int proc_refresh(st_walker_t *w, proc_t *p, char **err)
 {
     char path[64], *maps = NULL;
     size_t len = 0;
     *err = NULL;
-    /* The first sample reports the modules straight away (libdwfl reads the
-     * maps itself); later ones read the maps first and report them again
-     * only if they changed: the usual case of a repeated sample. The maps
-     * are kept from the second sample on, so that each sample reads them
-     * once, the second one twice. */
-    if (p->reported) {
-        snprintf(path, sizeof path, "/proc/%ld/maps", (long)p->pid);
-        int e = slurp(path, &maps, &len);
-        if (e == ENOMEM)
-            return TBON_ENOMEM;
-        if (e) {
-            *err = fmt("%s: %s", path, strerror(e));
-            return *err ? 0 : TBON_ENOMEM;
-        }
+    /* Modules are reported again only when the maps changed: the usual
+     * repeated sample reads them and compares. */
+    snprintf(path, sizeof path, "/proc/%ld/maps", (long)p->pid);
+    int e = slurp(path, &maps, &len);
+    if (e == ENOMEM)
+        return TBON_ENOMEM;
+    if (e) {
+        *err = fmt("%s: %s", path, strerror(e));
+        return *err ? 0 : TBON_ENOMEM;
     }
     if (p->maps && len == p->maps_len && memcmp(maps, p->maps, len) == 0) {
         free(maps);
     } else {
         /* Modules reported again with the same name and place are kept with
          * what was loaded for them; the others go. */
-        dwfl_report_begin(p->dwfl);
-        int r = dwfl_linux_proc_report(p->dwfl, p->pid);
-        dwfl_report_end(p->dwfl, NULL, NULL);
         free(p->maps);
         p->maps = NULL;
+        dwfl_report_begin(p->dwfl);
+        int r = report_maps(p->dwfl, p->pid, maps);
+        dwfl_report_end(p->dwfl, NULL, NULL);
         if (r != 0) {
             free(maps);
-            *err = r > 0 ? fmt("reading /proc/%ld: %s", (long)p->pid, strerror(r))
-                         : fmt("dwfl_linux_proc_report: %s", dwfl_errmsg(-1));
+            if (r == ENOMEM)
+                return TBON_ENOMEM;
+            *err = r == EIO ? fmt("dwfl_report_module: %s", dwfl_errmsg(-1))
+                            : fmt("%s: %s", path, strerror(r));
             return *err ? 0 : TBON_ENOMEM;
         }
-        p->reported = true;
-        p->maps = maps;         /* NULL after the first sample */
+        p->maps = maps;
         p->maps_len = len;
     }
     if (!p->attached) {
+#ifdef ST_OWN_ATTACH
+        p->attached = own_attach(w, p);
+        if (p->attached)
+            return 0;
+#else
+        (void)w;
+#endif
         /* true: st_stop stopped the threads; libdwfl must not ptrace them. */
         int r = dwfl_linux_proc_attach(p->dwfl, p->pid, true);
         if (r != 0) {
@@ -326,11 +517,13 @@ static int frame_cb(Dwfl_Frame *frame, void *arg)
 }
 
 /* Unwind the stopped thread tid into wk. */
-static void walk_thread(Dwfl *dwfl, pid_t tid, walk_t *wk)
+static void walk_thread(st_walker_t *w, Dwfl *dwfl, pid_t tid, walk_t *wk)
 {
+    w->regs_err = 0;
     int r = dwfl_getthread_frames(dwfl, tid, frame_cb, wk);
     if (r == -1 && !wk->err && !wk->nomem) {
-        wk->err = fmt("%s", dwfl_errmsg(-1));
+        wk->err = w->regs_err ? fmt("ptrace(PTRACE_GETREGS): %s", strerror(w->regs_err))
+                              : fmt("%s", dwfl_errmsg(-1));
         wk->nomem = !wk->err;
     }
 }
@@ -448,20 +641,32 @@ static int one_frame(pid_t pid, char *frame, st_stack_t **stacks, size_t *n)
 
 int st_sample(st_walker_t *w, pid_t pid, st_stack_t **stacks, size_t *n)
 {
+    return st_sample_then(w, pid, 0, stacks, n);
+}
+
+int st_sample_then(st_walker_t *w, pid_t pid, pid_t next, st_stack_t **stacks, size_t *n)
+{
     if (!w || pid <= 0 || !stacks || !n)
         return TBON_EINVAL;
     *stacks = NULL;
     *n = 0;
+    bool seized = w->ahead == pid;
+    if (w->ahead > 0 && !seized)
+        st_stop_drop(w->ahead);
+    w->ahead = 0;
     st_elfs_use(w->elfs);       /* for the find_elf callback, on this thread */
     char state;
     unsigned long long start;
     if (!proc_stat(pid, &state, &start) || state == 'Z' || state == 'X') {
+        if (seized)
+            st_stop_drop(pid);
         st_walker_forget(w, pid);
         return one_frame(pid, fmt("[task exited]"), stacks, n);
     }
 
     st_stopset_t set = {0};
-    if (st_stop(&set, pid, w->flags & ST_WALK_THREADS) != 0) {
+    bool threads = w->flags & ST_WALK_THREADS;
+    if ((seized ? st_stop_seized(&set, pid, threads) : st_stop(&set, pid, threads)) != 0) {
         st_stopset_free(&set);
         return TBON_ENOMEM;
     }
@@ -476,7 +681,8 @@ int st_sample(st_walker_t *w, pid_t pid, st_stack_t **stacks, size_t *n)
     walk_t *wk = calloc(set.n, sizeof *wk);
     proc_t *p = wk ? proc_get(w, pid, start) : NULL;
     char *err = NULL;
-    int rc = p ? proc_refresh(p, &err) : TBON_ENOMEM;
+    w->page_pid = 0;             /* its memory may have changed since */
+    int rc = p ? proc_refresh(w, p, &err) : TBON_ENOMEM;
     for (size_t i = 0; rc == 0 && i < set.n; i++) {
         st_thread_t *t = &set.t[i];
         if (t->state == ST_THR_FAILED)
@@ -484,12 +690,14 @@ int st_sample(st_walker_t *w, pid_t pid, st_stack_t **stacks, size_t *n)
         else if (t->state == ST_THR_STOPPED && err)
             wk[i].nomem = !(wk[i].err = fmt("%s", err));
         else if (t->state == ST_THR_STOPPED)
-            walk_thread(p->dwfl, t->tid, &wk[i]);
+            walk_thread(w, p->dwfl, t->tid, &wk[i]);
         if (wk[i].nomem)
             rc = TBON_ENOMEM;
     }
     st_resume(&set);
     free(err);
+    if (next > 0 && next != pid && st_stop_begin(next) == 0)
+        w->ahead = next;        /* it stops while we name the frames */
 
     /* Threads that ended during the sample are left out; if none is left,
      * the process ended. */

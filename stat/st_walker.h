@@ -61,6 +61,11 @@ void st_walker_free(st_walker_t *w);
  * thread, at least one; failures are frames (above). Returns the number of
  * stacks, or TBON_ENOMEM. */
 int st_sample(st_walker_t *w, pid_t pid, st_stack_t **stacks, size_t *n);
+/* The same, and when next > 0 the next process to sample: its main thread
+ * is interrupted as soon as pid runs again, so that it stops while this
+ * sample's frames are named and the next sample need not wait for it. A
+ * sample of another pid, or st_walker_free, lets it go again. */
+int st_sample_then(st_walker_t *w, pid_t pid, pid_t next, st_stack_t **stacks, size_t *n);
 void st_stacks_free(st_stack_t *s, size_t n);
 
 /* Drop what the walker knows of pid (it exited, or sampling is over). */

@@ -765,3 +765,56 @@ TEST(replaced_executable_at_the_same_path)
     close(fd2);
     st_walker_free(w);
 }
+
+/* A loop on clock_gettime, which the vDSO serves without a system call. */
+__attribute__((noinline)) static void vdso_caller(void)
+{
+    struct timespec ts;
+    for (;;)
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+}
+
+/* A process caught inside the vDSO: the walker reports the vDSO module
+ * from the maps and unwinds through it with the vDSO's own CFI, so the
+ * frames outside it are the ones a sample in the caller gives. */
+TEST(stack_inside_the_vdso)
+{
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        vdso_caller();
+    }
+    st_walker_t *w = st_walker_new(0);
+    REQUIRE(w);
+    int caught = 0, samples = 0;
+    double until = tw_now_ms() + 5000;
+    while (caught < 3 && tw_now_ms() < until) {
+        size_t n;
+        st_stack_t *s = sample(w, pid, &n);
+        if (!s)
+            break;
+        samples++;
+        const st_stack_t *t = &s[0];
+        /* The innermost frame is the vDSO's: named from its symbols
+         * (__vdso_clock_gettime) or "[vdso]+0x..." */
+        size_t k = t->n ? t->n - 1 : 0;
+        if (t->n > 1 && (strncmp(t->frames[k], "__vdso_", 7) == 0 ||
+                         strncmp(t->frames[k], "[vdso]", 6) == 0)) {
+            caught++;
+            bool found = false;         /* vdso_caller outside it, main further out */
+            for (size_t i = 0; i < k; i++)
+                found |= strcmp(t->frames[i], "vdso_caller") == 0;
+            if (!found || strcmp(t->frames[0], "_start") != 0)
+                print_stack("inside the vDSO", t);
+            CHECK(found);
+            CHECK_STR(t->frames[0], "_start");
+        }
+        st_stacks_free(s, n);
+    }
+    fprintf(stderr, "    %d of %d samples inside the vDSO\n", caught, samples);
+    CHECK(caught > 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    st_walker_free(w);
+}
