@@ -3,7 +3,8 @@
  * (stat/examples/stat_hang workers), beside `eu-stack -p PID` run for each of
  * the same processes, one after the other, in the same run.
  *
- * Usage: bench_stat [--tasks N[,N...]] [--reps R]   (default 256,1024 and 3)
+ * Usage: bench_stat [--tasks N[,N...]] [--reps R]   (default 256,1024 and 7;
+ *                                                    eu-stack: the median of 3 loops)
  * Markdown rows on stdout (bench/run.sh collects them); progress on stderr.
  * Every tbon_stat run must exit 0 with every task in its merged tree.
  */
@@ -21,6 +22,7 @@
 
 #define PROG "bench_stat"
 #define MAXT 4096
+#define EU_REPS 3           /* loops of eu-stack, for their median */
 
 static char build[PATH_MAX], tmp[64];
 static pid_t hang_parent;
@@ -183,7 +185,7 @@ static void cleanup(void)
 int main(int argc, char **argv)
 {
     size_t sizes[8] = { 256, 1024 }, nsizes = 2;
-    int reps = 3;
+    int reps = 7;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--tasks") == 0 && i + 1 < argc) {
             nsizes = 0;
@@ -194,7 +196,8 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr, "usage: " PROG " [--tasks N[,N...]] [--reps R]\n"
                     "tbon_stat -n 1 on N stat_hang workers (default 256 and 1024), median of R\n"
-                    "runs (default 3), beside a loop of eu-stack -p PID over the same workers.\n");
+                    "runs (default 7), beside the median of 3 loops of eu-stack -p PID over the\n"
+                    "same workers.\n");
             return 2;
         }
     }
@@ -217,8 +220,12 @@ int main(int argc, char **argv)
             fprintf(stderr, PROG ": %zu tasks, run %d: %.3f s (tree up %.3f s, sample and merge "
                     "%.3f s)\n", n, r + 1, wall[r], launch[r], merge[r]);
         }
-        double eu = eu_loop();
-        fprintf(stderr, PROG ": %zu tasks: eu-stack loop %.2f s\n", n, eu);
+        double loops[EU_REPS];
+        for (int r = 0; r < EU_REPS; r++) {
+            loops[r] = eu_loop();
+            fprintf(stderr, PROG ": %zu tasks: eu-stack loop %d: %.2f s\n", n, r + 1, loops[r]);
+        }
+        double eu = bench_median(loops, EU_REPS);
         hang_stop();
         double w = bench_median(wall, reps), l = bench_median(launch, reps),
                m = bench_median(merge, reps);
@@ -231,7 +238,8 @@ int main(int argc, char **argv)
                   "tbon_stat -n 1 --pids-file (stat_hang workers), from the command to its exit: "
                   "the default topology's tree up in %.3f s, sample and merge %.3f s, outputs "
                   "written; median of %d; beside it, eu-stack -p PID for each of the %zu "
-                  "processes in turn: %.2f s (%.1fx as long)%s", l, m, reps, n, eu, eu / w, goal);
+                  "processes in turn: %.2f s (median of %d loops; %.1fx as long)%s", l, m, reps,
+                  n, eu, EU_REPS, eu / w, goal);
         fflush(stdout);
     }
     return 0;

@@ -150,9 +150,10 @@ fi
     echo
     echo "bench/bench_stat.c: stat/examples/stat_hang N starts N workers stuck in a few"
     echo "call paths; \`tbon_stat -n 1 --pids-file\` samples each once through its default"
-    echo "tree (one back-end per 16 tasks, fan-out 8) and merges the traces; the time is"
-    echo "the whole command, tree start-up included. The baseline is \`eu-stack -p PID\`"
-    echo "(elfutils) run for each of the same workers in turn, in the same run."
+    echo "tree (one back-end per 16 tasks, at most 2 per CPU, fan-out 8) and merges the"
+    echo "traces; the time is the whole command, tree start-up included. The baseline is"
+    echo "\`eu-stack -p PID\` (elfutils) run for each of the same workers in turn, in the"
+    echo "same run (the median of 3 such loops)."
     if [ "$stat_ok" = 0 ]; then
         echo
         echo "**bench_stat did not run or failed in this run: rows of the sizes that passed only.**"

@@ -101,6 +101,14 @@ Elf *st_elfs_get(st_elfs_t *e, const char *path)
     return x ? x->elf : NULL;
 }
 
+int st_elfs_owns(const st_elfs_t *e, const Elf *elf)
+{
+    for (size_t i = 0; e && elf && i < e->n; i++)
+        if (e->v[i].elf == elf)
+            return 1;
+    return 0;
+}
+
 int st_elfs_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
                      char **file_name, Elf **elfp)
 {

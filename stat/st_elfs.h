@@ -29,6 +29,11 @@ void st_elfs_use(st_elfs_t *e);
  * full. */
 Elf *st_elfs_get(st_elfs_t *e, const char *path);
 
+/* 1 if elf is one of the set's own handles (valid until st_elfs_free): a
+ * module whose file came from the set has exactly that handle, since libelf
+ * hands out a file's handle itself, counted once more, as the module's. */
+int st_elfs_owns(const st_elfs_t *e, const Elf *elf);
+
 /* A Dwfl_Callbacks.find_elf: a regular file from the shared set; anything
  * else (the vDSO, a deleted file, a file that cannot be opened) as
  * dwfl_linux_proc_find_elf finds it. */

@@ -39,9 +39,9 @@
  * first sample. */
 typedef struct proc {
     pid_t pid;
-    unsigned long long start;   /* start time: a reused pid is another process */
     Dwfl *dwfl;
-    bool attached;              /* dwfl_linux_proc_attach done (once per Dwfl) */
+    bool attached;              /* the Dwfl is attached to the process (once) */
+    bool own;                   /* with our thread callbacks (own_attach) */
     char *maps;                 /* /proc/PID/maps when the modules were reported */
     size_t maps_len;
     unsigned long long used;    /* the walker's tick of its last sample */
@@ -193,42 +193,16 @@ static int slurp(const char *path, char **out, size_t *len)
     }
 }
 
-/* pid's state letter and start time from /proc/PID/stat; false if it is gone. */
-static bool proc_stat(pid_t pid, char *state, unsigned long long *start)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');    /* the name may hold anything */
-    if (!p || sscanf(p + 1, " %c", state) != 1)
-        return false;
-    /* starttime is field 22; p is at the end of field 2. */
-    for (int field = 2; field < 21 && p; field++)
-        p = strchr(p + 1, ' ');
-    *start = p ? strtoull(p + 1, NULL, 10) : 0;
-    return true;
-}
-
-/* The walker's record of pid (made, or remade for a new process with the
- * same pid). NULL when out of memory. */
-static proc_t *proc_get(st_walker_t *w, pid_t pid, unsigned long long start)
+/* The walker's record of pid, made if new. A new process with a pid seen
+ * before shows in its maps, and proc_refresh sees to it. NULL when out of
+ * memory. */
+static proc_t *proc_get(st_walker_t *w, pid_t pid)
 {
     w->tick++;
     for (size_t i = 0; i < w->nprocs; i++)
         if (w->procs[i].pid == pid) {
-            if (w->procs[i].start == start) {
-                w->procs[i].used = w->tick;
-                return &w->procs[i];
-            }
-            st_walker_forget(w, pid);
-            break;
+            w->procs[i].used = w->tick;
+            return &w->procs[i];
         }
     if (w->nprocs >= w->max_procs) {              /* make room: the least recently used goes */
         size_t lru = 0;
@@ -249,7 +223,7 @@ static proc_t *proc_get(st_walker_t *w, pid_t pid, unsigned long long start)
     if (!dwfl)
         return NULL;
     proc_t *p = &w->procs[w->nprocs++];
-    *p = (proc_t){.pid = pid, .start = start, .dwfl = dwfl, .used = w->tick};
+    *p = (proc_t){.pid = pid, .dwfl = dwfl, .used = w->tick};
     return p;
 }
 
@@ -319,13 +293,32 @@ static const Dwfl_Thread_Callbacks thread_callbacks = {
     .set_initial_registers = cb_set_initial_registers,
 };
 
-/* Attach p's Dwfl with the callbacks above if the process runs a native
- * x86-64 executable; false (nothing done) otherwise. */
+static int first_file(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+                      void *arg)
+{
+    (void)userdata, (void)start;
+    if (name[0] != '/')
+        return DWARF_CB_OK;     /* the vDSO: its ELF is read from memory */
+    *(Dwfl_Module **)arg = mod;
+    return DWARF_CB_ABORT;
+}
+
+/* Attach p's Dwfl with the callbacks above if the process runs native x86-64
+ * code; false (nothing done) otherwise. libdwfl wants an ELF file of the
+ * process for its architecture: that of a module (the executable, first in
+ * the maps), which the unwind loads anyway, when the shared set holds it
+ * (it then outlives the Dwfl); else /proc/PID/exe. */
 static bool own_attach(st_walker_t *w, proc_t *p)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%ld/exe", (long)p->pid);
-    Elf *elf = st_elfs_get(w->elfs, path);
+    Dwfl_Module *mod = NULL;
+    Dwarf_Addr bias;
+    dwfl_getmodules(p->dwfl, first_file, &mod, 0);
+    Elf *elf = mod ? dwfl_module_getelf(mod, &bias) : NULL;
+    if (!st_elfs_owns(w->elfs, elf)) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%ld/exe", (long)p->pid);
+        elf = st_elfs_get(w->elfs, path);
+    }
     GElf_Ehdr eh;
     if (!elf || !gelf_getehdr(elf, &eh) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
         eh.e_machine != EM_X86_64)
@@ -447,9 +440,22 @@ static int proc_refresh(st_walker_t *w, proc_t *p, char **err)
         free(maps);
     } else {
         /* Modules reported again with the same name and place are kept with
-         * what was loaded for them; the others go. */
+         * what was loaded for them; the others go. Also when the pid is
+         * another process's now: our callbacks keep nothing of a process
+         * but its pid, while dwfl_linux_proc_attach keeps its executable,
+         * so that Dwfl starts again. */
         free(p->maps);
         p->maps = NULL;
+        if (p->attached && !p->own) {
+            Dwfl *fresh = dwfl_begin(&proc_callbacks);
+            if (!fresh) {
+                free(maps);
+                return TBON_ENOMEM;
+            }
+            dwfl_end(p->dwfl);
+            p->dwfl = fresh;
+            p->attached = false;
+        }
         dwfl_report_begin(p->dwfl);
         int r = report_maps(p->dwfl, p->pid, maps);
         dwfl_report_end(p->dwfl, NULL, NULL);
@@ -466,7 +472,7 @@ static int proc_refresh(st_walker_t *w, proc_t *p, char **err)
     }
     if (!p->attached) {
 #ifdef ST_OWN_ATTACH
-        p->attached = own_attach(w, p);
+        p->attached = p->own = own_attach(w, p);
         if (p->attached)
             return 0;
 #else
@@ -655,20 +661,18 @@ int st_sample_then(st_walker_t *w, pid_t pid, pid_t next, st_stack_t **stacks, s
         st_stop_drop(w->ahead);
     w->ahead = 0;
     st_elfs_use(w->elfs);       /* for the find_elf callback, on this thread */
-    char state;
-    unsigned long long start;
-    if (!proc_stat(pid, &state, &start) || state == 'Z' || state == 'X') {
-        if (seized)
-            st_stop_drop(pid);
-        st_walker_forget(w, pid);
-        return one_frame(pid, fmt("[task exited]"), stacks, n);
-    }
 
+    /* A process that is gone (or a zombie) cannot be seized: st_stop says so. */
     st_stopset_t set = {0};
     bool threads = w->flags & ST_WALK_THREADS;
     if ((seized ? st_stop_seized(&set, pid, threads) : st_stop(&set, pid, threads)) != 0) {
         st_stopset_free(&set);
         return TBON_ENOMEM;
+    }
+    if (set.n == 1 && set.t[0].state == ST_THR_GONE) {
+        st_stopset_free(&set);
+        st_walker_forget(w, pid);
+        return one_frame(pid, fmt("[task exited]"), stacks, n);
     }
     if (set.t[0].state == ST_THR_FAILED) {
         int err = set.t[0].err;
@@ -679,7 +683,7 @@ int st_sample_then(st_walker_t *w, pid_t pid, pid_t next, st_stack_t **stacks, s
     /* Unwind while stopped; name the frames only after the resume, so that
      * the target waits for the unwind alone. */
     walk_t *wk = calloc(set.n, sizeof *wk);
-    proc_t *p = wk ? proc_get(w, pid, start) : NULL;
+    proc_t *p = wk ? proc_get(w, pid) : NULL;
     char *err = NULL;
     w->page_pid = 0;             /* its memory may have changed since */
     int rc = p ? proc_refresh(w, p, &err) : TBON_ENOMEM;
