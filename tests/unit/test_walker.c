@@ -818,3 +818,63 @@ TEST(stack_inside_the_vdso)
     waitpid(pid, NULL, 0);
     st_walker_free(w);
 }
+
+/* fork() with the pid want, if the kernel gives it (root sets the last pid
+ * handed out; another process forking in between takes it): the child runs
+ * path arg as spawn() does. -1 if not. */
+static pid_t spawn_as(pid_t want, const char *path, const char *arg, int *wfd)
+{
+    for (int tries = 0; tries < 20; tries++) {
+        FILE *f = fopen("/proc/sys/kernel/ns_last_pid", "w");
+        if (!f)
+            return -1;
+        fprintf(f, "%d", (int)want - 1);
+        if (fclose(f) != 0)
+            return -1;
+        pid_t pid = spawn(path, arg, wfd);
+        if (pid == want)
+            return pid;
+        if (pid > 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            close(*wfd);
+        }
+    }
+    return -1;
+}
+
+/* A pid used again by another program: the walker, which knew the first
+ * process under that pid, names the second one's stack from its own files,
+ * as eu-stack does. */
+TEST(pid_reused_by_another_program)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "    skipped: needs root to choose a pid\n");
+        return;
+    }
+    st_walker_t *w = st_walker_new(0);
+    REQUIRE(w);
+    int fd1, fd2;
+    long nr_sleep[] = { SYS_clock_nanosleep, SYS_nanosleep }, nr_read[] = { SYS_read };
+    pid_t a = spawn("/bin/sleep", "100", &fd1);
+    REQUIRE(a > 0);
+    for (int i = 0; i < 200 && !tw_in_syscall(a, nr_sleep, 2, 0); i++)
+        tw_nap();
+    CHECK(check_against_eu(w, a) >= 3);
+    kill(a, SIGKILL);
+    waitpid(a, NULL, 0);
+    close(fd1);
+    pid_t b = spawn_as(a, "/bin/cat", "-", &fd2);
+    if (b < 0) {
+        fprintf(stderr, "    skipped: pid %d was taken by another process\n", (int)a);
+        st_walker_free(w);
+        return;
+    }
+    for (int i = 0; i < 200 && !tw_in_syscall(b, nr_read, 1, 0); i++)
+        tw_nap();
+    CHECK(check_against_eu(w, b) >= 3);
+    kill(b, SIGKILL);
+    waitpid(b, NULL, 0);
+    close(fd2);
+    st_walker_free(w);
+}
