@@ -84,9 +84,10 @@ st_walker_t *st_walker_new(unsigned flags)
     if (!w)
         return NULL;
     w->flags = flags;
-    /* A process's Dwfl keeps about 4-8 files open (its task directory, the
-     * executable twice, the libraries on its stacks): stay well inside the
-     * descriptor limit, at the price of setting a process up again. */
+    /* A process's Dwfl attached by dwfl_linux_proc_attach keeps a few files
+     * open (its task directory, its executable; ours keep none, the shared
+     * ELF files being the walker's): stay well inside the descriptor limit,
+     * at the price of setting a process up again. */
     struct rlimit rl;
     rlim_t fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
     w->max_procs = fds == RLIM_INFINITY || fds / 16 > 4096 ? 4096 : fds / 16 < 16 ? 16 : fds / 16;

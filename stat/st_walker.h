@@ -23,14 +23,18 @@
  * files in /usr/lib/debug (and through debuginfod when DEBUGINFOD_URLS is
  * set: unset it for speed).
  *
- * Cost (stat/examples/stat_hang, 2 cores, one walker over 256 of them):
- * a first sample of a process ~0.12 ms (its maps read once, its Dwfl,
- * CFI), a repeated one ~0.06 ms. What processes share is loaded once per
- * walker: the ELF files of the same executable and libraries (st_elfs.h;
- * 0.17 ms a first sample when each process opened and mapped its own) and
- * the names of frames at the same file offset (st_names.h). The walker keeps the
- * process state of at most RLIMIT_NOFILE/16 processes (4-8 open files
- * each), dropping the least recently sampled. */
+ * Cost (stat/examples/stat_hang, 2 cores, one walker over 256 of them): a
+ * first sample of a process ~65 us of CPU. It reads /proc/PID/maps once
+ * (parsed here, not by libdwfl), seizes, interrupts and waits for the
+ * thread, reads its registers and its stack a page at a time (our own
+ * libdwfl thread callbacks on x86-64; elsewhere dwfl_linux_proc_attach,
+ * which reads more of /proc) and detaches. What processes share is loaded
+ * once per walker: the ELF files of the same executable and libraries
+ * (st_elfs.h) and the names of frames at the same file offset
+ * (st_names.h). st_sample_then interrupts the next process while this
+ * one's frames are named. The walker keeps the process state of at most
+ * RLIMIT_NOFILE/16 processes (a few open files each), dropping the least
+ * recently sampled. */
 #ifndef TBON_ST_WALKER_H
 #define TBON_ST_WALKER_H
 
