@@ -4,9 +4,11 @@
 #include <fcntl.h>
 #include <libelf.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 typedef struct ent {
@@ -18,9 +20,21 @@ typedef struct ent {
     Elf *elf;                   /* our reference; each module holds its own */
 } ent_t;
 
+/* A file as a process's maps name it (path, device, inode), and the entry
+ * it turned out to be, once a stat of the path found the same device and
+ * inode: later processes that map it need no stat of their own. */
+typedef struct note {
+    dev_t dev;
+    ino_t ino;
+    char *path;
+    ent_t *ent;
+} note_t;
+
 struct st_elfs {
     ent_t *v;
     size_t n, max;
+    note_t *notes;
+    size_t nnotes, capnotes;
 };
 
 static _Thread_local st_elfs_t *current;
@@ -50,6 +64,9 @@ void st_elfs_free(st_elfs_t *e)
         elf_end(e->v[i].elf);
         close(e->v[i].fd);
     }
+    for (size_t i = 0; i < e->nnotes; i++)
+        free(e->notes[i].path);
+    free(e->notes);
     free(e->v);
     free(e);
 }
@@ -109,13 +126,51 @@ int st_elfs_owns(const st_elfs_t *e, const Elf *elf)
     return 0;
 }
 
+void st_elfs_note(st_elfs_t *e, Dwfl_Module *mod, const char *path, size_t len,
+                  unsigned major, unsigned minor, uint64_t ino)
+{
+    dev_t dev = makedev(major, minor);
+    size_t i = 0;
+    while (i < e->nnotes && !(e->notes[i].ino == (ino_t)ino && e->notes[i].dev == dev &&
+                              strlen(e->notes[i].path) == len &&
+                              memcmp(e->notes[i].path, path, len) == 0))
+        i++;
+    if (i == e->nnotes) {
+        if (e->nnotes == e->capnotes) {
+            size_t nc = e->capnotes ? 2 * e->capnotes : 16;
+            note_t *nn = realloc(e->notes, nc * sizeof *nn);
+            if (!nn)
+                return;
+            e->notes = nn;
+            e->capnotes = nc;
+        }
+        char *p = strndup(path, len);
+        if (!p)
+            return;
+        e->notes[e->nnotes++] = (note_t){ .dev = dev, .ino = (ino_t)ino, .path = p };
+    }
+    void **ud = NULL;
+    dwfl_module_info(mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
+    if (ud)
+        *ud = (void *)(uintptr_t)(i + 1);
+}
+
 int st_elfs_find_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
                      char **file_name, Elf **elfp)
 {
     struct stat sb;
     ent_t *x = NULL;
-    if (current && modname[0] == '/' && stat(modname, &sb) == 0 && S_ISREG(sb.st_mode))
+    uintptr_t k = current && userdata ? (uintptr_t)*userdata : 0;
+    note_t *note = k && k <= current->nnotes ? &current->notes[k - 1] : NULL;
+    if (note && note->ent) {
+        x = note->ent;
+    } else if (current && modname[0] == '/' && stat(modname, &sb) == 0 && S_ISREG(sb.st_mode)) {
         x = get(current, modname, &sb);
+        /* The file at the path is the one the maps named: it stays open in
+         * the set, so its inode cannot be another file's while noted. */
+        if (x && note && sb.st_dev == note->dev && sb.st_ino == note->ino)
+            note->ent = x;
+    }
     if (x) {
         char *name = strdup(modname);
         Elf *ref = name ? elf_begin(x->fd, ELF_C_READ_MMAP, x->elf) : NULL;   /* one more reference */

@@ -34,6 +34,12 @@ Elf *st_elfs_get(st_elfs_t *e, const char *path);
  * hands out a file's handle itself, counted once more, as the module's. */
 int st_elfs_owns(const st_elfs_t *e, const Elf *elf);
 
+/* Note that module mod is the file the maps name path[0, len) on device
+ * major:minor, inode ino: find_elf then needs a stat of the path only for
+ * the first module of a file, not for every process that maps it. */
+void st_elfs_note(st_elfs_t *e, Dwfl_Module *mod, const char *path, size_t len,
+                  unsigned major, unsigned minor, uint64_t ino);
+
 /* A Dwfl_Callbacks.find_elf: a regular file from the shared set; anything
  * else (the vDSO, a deleted file, a file that cannot be opened) as
  * dwfl_linux_proc_find_elf finds it. */

@@ -365,19 +365,34 @@ static bool maps_line(const char *l, unsigned long long *start, unsigned long lo
 }
 
 /* Report the module name[0, len) at [low, high). */
-static bool report(Dwfl *dwfl, const char *name, size_t len, Dwarf_Addr low, Dwarf_Addr high)
+static Dwfl_Module *report(Dwfl *dwfl, const char *name, size_t len, Dwarf_Addr low,
+                           Dwarf_Addr high)
 {
     char buf[PATH_MAX + 1];
     snprintf(buf, sizeof buf, "%.*s", (int)len, name);
-    return dwfl_report_module(dwfl, buf, low, high) != NULL;
+    return dwfl_report_module(dwfl, buf, low, high);
 }
 
-static int report_maps(Dwfl *dwfl, pid_t pid, const char *maps)
+/* The file being gathered from the maps. */
+struct mfile {
+    const char *path;           /* in the maps text; NULL: none */
+    size_t len;
+    unsigned long long low, high, ino;
+    unsigned dmaj, dmin;
+};
+
+/* Report f as a module, noted for elfs (st_elfs_note). false if libdwfl failed. */
+static bool report_file(st_elfs_t *elfs, Dwfl *dwfl, const struct mfile *f)
 {
-    const char *file = NULL;    /* the file being gathered, in maps */
-    size_t flen = 0;
-    unsigned long long low = 0, high = 0, ino = 0;
-    unsigned dmaj = 0, dmin = 0;
+    Dwfl_Module *mod = report(dwfl, f->path, f->len, f->low, f->high);
+    if (mod)
+        st_elfs_note(elfs, mod, f->path, f->len, f->dmaj, f->dmin, f->ino);
+    return mod != NULL;
+}
+
+static int report_maps(st_elfs_t *elfs, Dwfl *dwfl, pid_t pid, const char *maps)
+{
+    struct mfile f = { 0 };
     for (const char *line = maps, *next; line && *line; line = next) {
         const char *nl = strchr(line, '\n');
         next = nl ? nl + 1 : NULL;
@@ -388,17 +403,16 @@ static int report_maps(Dwfl *dwfl, pid_t pid, const char *maps)
             return EINVAL;
         size_t plen = nl ? (size_t)(nl - path) : strlen(path);
         bool vdso = plen == 6 && memcmp(path, "[vdso]", 6) == 0;
-        bool same = file && i == ino && ma == dmaj && mi == dmin && plen == flen &&
-                    memcmp(path, file, plen) == 0;
         if (!vdso && (plen == 0 || path[0] != '/' || (i == 0 && ma == 0 && mi == 0)))
             continue;           /* not a file */
-        if (same) {
-            high = end;
+        if (f.path && i == f.ino && ma == f.dmaj && mi == f.dmin && plen == f.len &&
+            memcmp(path, f.path, plen) == 0) {
+            f.high = end;       /* the same file, further on */
             continue;
         }
-        if (file && !report(dwfl, file, flen, low, high))
+        if (f.path && !report_file(elfs, dwfl, &f))
             return EIO;
-        file = NULL;
+        f.path = NULL;
         if (vdso) {
             char name[32];
             int k = snprintf(name, sizeof name, "[vdso: %ld]", (long)pid);
@@ -408,15 +422,9 @@ static int report_maps(Dwfl *dwfl, pid_t pid, const char *maps)
         }
         if (plen > PATH_MAX)
             return ENAMETOOLONG;
-        file = path;
-        flen = plen;
-        low = start;
-        high = end;
-        ino = i;
-        dmaj = ma;
-        dmin = mi;
+        f = (struct mfile){ path, plen, start, end, i, ma, mi };
     }
-    return file && !report(dwfl, file, flen, low, high) ? EIO : 0;
+    return f.path && !report_file(elfs, dwfl, &f) ? EIO : 0;
 }
 
 /* Bring p's modules up to date (the process is stopped) and attach the Dwfl
@@ -458,7 +466,7 @@ static int proc_refresh(st_walker_t *w, proc_t *p, char **err)
             p->attached = false;
         }
         dwfl_report_begin(p->dwfl);
-        int r = report_maps(p->dwfl, p->pid, maps);
+        int r = report_maps(w->elfs, p->dwfl, p->pid, maps);
         dwfl_report_end(p->dwfl, NULL, NULL);
         if (r != 0) {
             free(maps);
