@@ -706,6 +706,23 @@ static pid_t spawn(const char *path, const char *arg, int *wfd)
     return pid;
 }
 
+/* Wait (2 s at most) until pid is in one of the nr[0, n) system calls. */
+static void wait_in(pid_t pid, const long *nr, int n)
+{
+    for (int i = 0; i < 1000 && !tw_in_syscall(pid, nr, n, 0); i++)
+        tw_nap();
+}
+
+/* Kill and reap a spawn()ed child, and close its pipe. */
+static void end_child(pid_t pid, int wfd)
+{
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(wfd);
+}
+
+static const long nr_sleep[] = { SYS_clock_nanosleep, SYS_nanosleep }, nr_read[] = { SYS_read };
+
 /* Sample pid with w and check the stack against eu-stack's: the same
  * frames, a frame eu-stack has no name for (a stripped program's own
  * functions) being "module+0xOFFSET" here. Returns how many are named. */
@@ -746,23 +763,16 @@ TEST(replaced_executable_at_the_same_path)
     int fd1, fd2;
     pid_t a = spawn(exe, "100", &fd1);
     REQUIRE(a > 0);
-    long nr_sleep[] = { SYS_clock_nanosleep, SYS_nanosleep }, nr_read[] = { SYS_read };
-    for (int i = 0; i < 200 && !tw_in_syscall(a, nr_sleep, 2, 0); i++)
-        tw_nap();
+    wait_in(a, nr_sleep, 2);
     CHECK(check_against_eu(w, a) >= 3);
     REQUIRE(copy_exe("/bin/cat", exe));
     pid_t b = spawn(exe, "-", &fd2);
     REQUIRE(b > 0);
-    for (int i = 0; i < 200 && !tw_in_syscall(b, nr_read, 1, 0); i++)
-        tw_nap();
+    wait_in(b, nr_read, 1);
     CHECK(check_against_eu(w, b) >= 3);
     CHECK(check_against_eu(w, a) >= 3);     /* still named from the first file */
-    kill(a, SIGKILL);
-    kill(b, SIGKILL);
-    waitpid(a, NULL, 0);
-    waitpid(b, NULL, 0);
-    close(fd1);
-    close(fd2);
+    end_child(a, fd1);
+    end_child(b, fd2);
     st_walker_free(w);
 }
 
@@ -834,11 +844,8 @@ static pid_t spawn_as(pid_t want, const char *path, const char *arg, int *wfd)
         pid_t pid = spawn(path, arg, wfd);
         if (pid == want)
             return pid;
-        if (pid > 0) {
-            kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
-            close(*wfd);
-        }
+        if (pid > 0)
+            end_child(pid, *wfd);
     }
     return -1;
 }
@@ -855,26 +862,19 @@ TEST(pid_reused_by_another_program)
     st_walker_t *w = st_walker_new(0);
     REQUIRE(w);
     int fd1, fd2;
-    long nr_sleep[] = { SYS_clock_nanosleep, SYS_nanosleep }, nr_read[] = { SYS_read };
     pid_t a = spawn("/bin/sleep", "100", &fd1);
     REQUIRE(a > 0);
-    for (int i = 0; i < 200 && !tw_in_syscall(a, nr_sleep, 2, 0); i++)
-        tw_nap();
+    wait_in(a, nr_sleep, 2);
     CHECK(check_against_eu(w, a) >= 3);
-    kill(a, SIGKILL);
-    waitpid(a, NULL, 0);
-    close(fd1);
+    end_child(a, fd1);
     pid_t b = spawn_as(a, "/bin/cat", "-", &fd2);
     if (b < 0) {
         fprintf(stderr, "    skipped: pid %d was taken by another process\n", (int)a);
         st_walker_free(w);
         return;
     }
-    for (int i = 0; i < 200 && !tw_in_syscall(b, nr_read, 1, 0); i++)
-        tw_nap();
+    wait_in(b, nr_read, 1);
     CHECK(check_against_eu(w, b) >= 3);
-    kill(b, SIGKILL);
-    waitpid(b, NULL, 0);
-    close(fd2);
+    end_child(b, fd2);
     st_walker_free(w);
 }
