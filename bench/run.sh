@@ -20,7 +20,8 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
     echo
     echo "Written by \`make bench\` (bench/run.sh) on $(date -u '+%Y-%m-%d %H:%M UTC')."
     echo "Every figure is the median of repeated runs in this one run of the command;"
-    echo "baselines named in the notes were measured in the same run."
+    echo "baselines named in the notes were measured in the same run. Each benchmark"
+    echo "program starts once the machine has been idle for a second."
     echo
     echo "- machine: $cpu, $(nproc) cores, $(free -g | awk '/^Mem:/{print $2}') GiB, $(uname -sr)"
     echo "- compiler: $(${CC:-cc} --version | head -n1)"
@@ -39,11 +40,31 @@ for x in "$b"/bench/bench_*; do
     "$x" | grep -E '^\|' >>"$tmp"
 done
 
+# A benchmark starts on a quiet machine, not in the aftermath of the one
+# before (a 1,057-process tree's teardown keeps the kernel busy for a while):
+# wait until at most two tasks have been runnable (the look itself and a
+# kernel thread) for one second (ten looks 100 ms apart), at most 20 s; say
+# how long that took.
+quiet() {
+    local calm=0 waited=0
+    while [ "$calm" -lt 10 ] && [ "$waited" -lt 200 ]; do
+        sleep 0.1
+        waited=$((waited + 1))
+        if [ "$(awk '/^procs_running/{print $2}' /proc/stat)" -le 2 ]; then
+            calm=$((calm + 1))
+        else
+            calm=0
+        fi
+    done
+    echo "   (machine quiet after $((waited / 10)).$((waited % 10)) s)" >&2
+}
+
 # Issue 3: the running tree beside the flat TCP baseline of the same run.
 # bench_flat runs first; bench_tree reads its rows, names the flat figure in
 # each tree row's notes and prints the flat row of each N next to the tree rows.
 status=0
 if [ -x "$b/bench/bench_flat" ]; then
+    quiet
     echo "== $b/bench/bench_flat" >&2
     if ! "$b/bench/bench_flat" >"$flat_rows"; then
         echo "bench_flat failed" >&2
@@ -52,6 +73,7 @@ if [ -x "$b/bench/bench_flat" ]; then
 fi
 tree_ok=0
 if [ -x "$b/bench/bench_tree" ]; then
+    quiet
     echo "== $b/bench/bench_tree" >&2
     if "$b/bench/bench_tree" --flat "$flat_rows" >"$tree_rows"; then
         tree_ok=1
@@ -95,6 +117,7 @@ fi
 # victim's fan-out, the cost of fault tolerance on a streaming union, and the
 # perturbation trace of a 32x32 tree (bench/perturbation.csv and .svg).
 ft_ok=0
+quiet
 ft_load=$(cut -d' ' -f1-3 /proc/loadavg)
 if [ -x "$b/bench/bench_ft" ]; then
     echo "== $b/bench/bench_ft" >&2
@@ -121,7 +144,7 @@ fi
     echo "fault tolerance, both trees up, rounds alternating. Perturbation (seed 003"
     echo "Figure 7): waves/s of a sum on 32x32 while commnodes are killed;"
     echo "[trace](perturbation.csv), [plot](perturbation.svg). The figures move with the"
-    echo "machine's load; load average (1, 5, 15 min) when bench_ft started: $ft_load."
+    echo "machine's load; load average (1, 5, 15 min) when bench_ft started, after a quiet second (the averages decay slowly): $ft_load."
     if [ "$ft_ok" = 0 ]; then
         echo
         echo "**bench_ft did not run or failed in this run: rows of the parts that passed only.**"
@@ -136,6 +159,7 @@ fi
 stat_rows=$(mktemp)
 stat_ok=0
 if [ -x "$b/bench/bench_stat" ] && [ -x "$b/bin/tbon_stat" ]; then
+    quiet
     echo "== $b/bench/bench_stat" >&2
     if "$b/bench/bench_stat" >"$stat_rows"; then
         stat_ok=1
