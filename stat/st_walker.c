@@ -451,7 +451,8 @@ static int proc_refresh(st_walker_t *w, proc_t *p, char **err)
         /* Modules reported again with the same name and place are kept with
          * what was loaded for them; the others go. Also when the pid is
          * another process's now: our callbacks keep nothing of a process
-         * but its pid, while dwfl_linux_proc_attach keeps its executable,
+         * but its pid, while dwfl_linux_proc_attach took the architecture
+         * from the old process's executable (the new one may be 32-bit),
          * so that Dwfl starts again. */
         free(p->maps);
         p->maps = NULL;
@@ -481,7 +482,7 @@ static int proc_refresh(st_walker_t *w, proc_t *p, char **err)
     }
     if (!p->attached) {
 #ifdef ST_OWN_ATTACH
-        p->attached = p->own = own_attach(w, p);
+        p->attached = p->own = !(w->flags & ST_WALK_LIBDWFL) && own_attach(w, p);
         if (p->attached)
             return 0;
 #else

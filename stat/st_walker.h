@@ -46,6 +46,8 @@
 #define ST_WALK_THREADS 1u   /* every thread (else the main thread only) */
 #define ST_WALK_LINES   2u   /* "func@file:line" where debug info says (else "func") */
 #define ST_WALK_MODULES 4u   /* "module`func" (the shared object's base name) */
+#define ST_WALK_LIBDWFL 8u   /* attach with libdwfl's dwfl_linux_proc_attach, as on
+                                hosts other than x86-64 (the tests use both ways) */
 
 /* One thread's stack: frames outermost first ("_start", ..., "main", ...). */
 typedef struct st_stack {

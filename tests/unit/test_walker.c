@@ -853,13 +853,13 @@ static pid_t spawn_as(pid_t want, const char *path, const char *arg, int *wfd)
 /* A pid used again by another program: the walker, which knew the first
  * process under that pid, names the second one's stack from its own files,
  * as eu-stack does. */
-TEST(pid_reused_by_another_program)
+static void pid_reused(unsigned flags)
 {
     if (geteuid() != 0) {
         fprintf(stderr, "    skipped: needs root to choose a pid\n");
         return;
     }
-    st_walker_t *w = st_walker_new(0);
+    st_walker_t *w = st_walker_new(flags);
     REQUIRE(w);
     int fd1, fd2;
     pid_t a = spawn("/bin/sleep", "100", &fd1);
@@ -877,4 +877,50 @@ TEST(pid_reused_by_another_program)
     CHECK(check_against_eu(w, b) >= 3);
     end_child(b, fd2);
     st_walker_free(w);
+}
+
+TEST(pid_reused_by_another_program)
+{
+    pid_reused(0);
+}
+
+/* The same with libdwfl's own attach (hosts other than x86-64), whose Dwfl
+ * the walker starts again for the new process. */
+TEST(pid_reused_by_another_program_libdwfl_attach)
+{
+    pid_reused(ST_WALK_LIBDWFL);
+}
+
+/* libdwfl's own attach, which the walker uses on hosts other than x86-64,
+ * gives the stacks eu-stack gives, as ours does: every stat_hang worker,
+ * both threads of rank 3. */
+static void libdwfl_body(tw_hang_t *h)
+{
+    st_walker_t *ours = st_walker_new(ST_WALK_THREADS);
+    st_walker_t *lib = st_walker_new(ST_WALK_THREADS | ST_WALK_LIBDWFL);
+    REQUIRE(ours && lib);
+    for (int r = 0; r < h->n; r++) {
+        if (r == 1)
+            continue;                   /* the spinner's stack moves */
+        size_t n1, n2;
+        st_stack_t *a = sample(ours, h->pid[r], &n1), *b = sample(lib, h->pid[r], &n2);
+        tw_eu_t eu;
+        CHECK(tw_eu_stack(h->pid[r], false, &eu));
+        CHECK(a && b && n1 == n2 && n1 == (size_t)eu.nthreads);
+        for (size_t i = 0; a && b && i < n1 && i < n2; i++) {
+            int t = eu_thread(&eu, b[i].tid);
+            CHECK(t >= 0 && same_as_eu(&b[i], &eu, t, 0));
+            CHECK(a[i].tid == b[i].tid && t >= 0 && same_as_eu(&a[i], &eu, t, 0));
+        }
+        st_stacks_free(a, n1);
+        st_stacks_free(b, n2);
+        CHECK(tw_running(h->pid[r]));
+    }
+    st_walker_free(ours);
+    st_walker_free(lib);
+}
+
+TEST(libdwfl_attach_matches_eu_stack)
+{
+    with_hang(4, libdwfl_body);
 }
