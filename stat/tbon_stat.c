@@ -499,23 +499,9 @@ static void close_file(FILE *f, const char *path)
         die("%s: write error", path);
 }
 
-static int have_dot(void)
-{
-    /* A search of $PATH: no shell to start on every run. */
-    const char *path = getenv("PATH");
-    for (const char *d = path ? path : ""; *d;) {
-        size_t k = strcspn(d, ":");
-        char cand[PATH_MAX];
-        if (k > 0 && snprintf(cand, sizeof cand, "%.*s/dot", (int)k, d) < (int)sizeof cand &&
-            access(cand, X_OK) == 0)
-            return 1;
-        d += k + (d[k] == ':');
-    }
-    return 0;
-}
-
-/* dot -Tsvg IN -o OUT, without a shell (any character may be in a path);
- * 0 when it succeeded. */
+/* dot -Tsvg IN -o OUT, without a shell (any character may be in a path):
+ * 0 when it succeeded, 1 when there is no dot on the PATH, -1 when it
+ * failed. */
 static int run_dot(const char *in, const char *out)
 {
     char *const argv[] = { "dot", "-Tsvg", (char *)in, "-o", (char *)out, NULL };
@@ -528,15 +514,17 @@ static int run_dot(const char *in, const char *out)
     posix_spawn_file_actions_destroy(&fa);
     int st;
     if (rc != 0)
-        return -1;
+        return rc == ENOENT ? 1 : -1;
     while (waitpid(pid, &st, 0) < 0)
         if (errno != EINTR)
             return -1;
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
+/* Write one tree's files; also its SVG while *svg (cleared when there is no
+ * dot to draw it). */
 static void write_tree(const char *dir, const char *exe, const char *which,
-                       const st_tree_t *t, int svg)
+                       const st_tree_t *t, int *svg)
 {
     char path[PATH_MAX], suffix[32];
     snprintf(suffix, sizeof suffix, "%s.dot", which);
@@ -546,11 +534,13 @@ static void write_tree(const char *dir, const char *exe, const char *which,
     if (st_tree_write_dot(t, f, title) != 0)
         die("%s: write error", path);
     close_file(f, path);
-    if (svg) {
+    if (*svg) {
         char svgpath[PATH_MAX + NAME_MAX + 16];
         snprintf(svgpath, sizeof svgpath, "%s/%s.%s.svg", dir, exe, which);
-        if (run_dot(path, svgpath) != 0)
+        int r = run_dot(path, svgpath);
+        if (r < 0)
             fprintf(stderr, PROG ": note: dot could not draw %s\n", path);
+        *svg = r == 0;
     }
     snprintf(suffix, sizeof suffix, "%s.json", which);
     f = out_file(dir, exe, suffix, path, sizeof path);
@@ -771,9 +761,9 @@ static int fe_main(const struct cli *c, char *self)
 
     double t2s = now_s();
     char *dir = run_dir(c->outdir, exe);
-    int svg = have_dot();
-    write_tree(dir, exe, "2D", t2, svg);
-    write_tree(dir, exe, "3D", t3, svg);
+    int svg = 1;                        /* until dot is missing or fails */
+    write_tree(dir, exe, "2D", t2, &svg);
+    write_tree(dir, exe, "3D", t3, &svg);
     char path[PATH_MAX];
     FILE *f = out_file(dir, exe, "perf", path, sizeof path);
     double t_write = now_s() - t2s;

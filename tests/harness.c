@@ -79,6 +79,31 @@ const char *th_write_file(const char *name, const char *text)
     return path;
 }
 
+char *th_read_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    size_t cap = 4096, n = 0;
+    char *s = malloc(cap);
+    if (!s) {
+        if (f)
+            fclose(f);
+        return NULL;
+    }
+    while (f && !feof(f)) {
+        if (n + 2048 > cap) {
+            char *ns = realloc(s, cap *= 2);
+            if (!ns)
+                break;
+            s = ns;
+        }
+        n += fread(s + n, 1, cap - n - 1, f);
+    }
+    s[n] = '\0';
+    if (f)
+        fclose(f);
+    return s;
+}
+
 uint64_t th_rand(uint64_t *state)
 {
     uint64_t x = *state;

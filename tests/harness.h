@@ -58,6 +58,10 @@ const char *th_tmpdir(void);
  * per call slot, valid until the case ends). */
 const char *th_write_file(const char *name, const char *text);
 
+/* The whole of a small file as a malloc'd string ("" if it is missing;
+ * NULL when out of memory). */
+char *th_read_file(const char *path);
+
 /* Deterministic pseudo-random numbers (xorshift64*), so that a failing case
  * reproduces: the next value from *state, which must not be 0. */
 uint64_t th_rand(uint64_t *state);

@@ -18,33 +18,6 @@ static const char *fims_path(void)
     return p;
 }
 
-/* 1 if the failure scenarios are to run; otherwise say why not. */
-/* The whole of a small file as a malloc'd string ("" if missing). */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    size_t cap = 4096, n = 0;
-    char *s = malloc(cap);
-    if (!s) {
-        if (f)
-            fclose(f);
-        return NULL;
-    }
-    while (f && !feof(f)) {
-        if (n + 2048 > cap) {
-            char *ns = realloc(s, cap *= 2);
-            if (!ns)
-                break;
-            s = ns;
-        }
-        n += fread(s + n, 1, cap - n - 1, f);
-    }
-    s[n] = '\0';
-    if (f)
-        fclose(f);
-    return s;
-}
-
 struct run {
     int   status;          /* exit status, or -1 if killed at our bound */
     char *out, *err;       /* its stdout and stderr */
@@ -92,8 +65,8 @@ static void fims_run(struct run *r, const char *const *args, int bound_s)
         }
         it_sleep_ms(50);
     }
-    r->out = slurp(outp);
-    r->err = slurp(errp);
+    r->out = th_read_file(outp);
+    r->err = th_read_file(errp);
 }
 
 static void fims_show(const struct run *r)
@@ -133,7 +106,7 @@ static void scenario(const char *shape, int duration, const char *schedule, int 
     if (!ok)
         th_fail(__FILE__, __LINE__, "tbon_fims on %s, schedule %s: exit %d, no PASS verdict",
                 shape, schedule ? schedule : "(none)", r.status);
-    char *rows = slurp(csv);
+    char *rows = th_read_file(csv);
     CHECK(rows && strncmp(rows, "injection,victim,orphan,adopter,", 32) == 0);
     if (want_recovery && rows && !strchr(strchr(rows, '\n') ? strchr(rows, '\n') + 1 : "", ','))
         th_fail(__FILE__, __LINE__, "%s: no orphan recovery reported in %s", shape, csv);

@@ -763,3 +763,42 @@ ITEST(mpi_job_barrier_and_one_stuck_rank)
     if (f)
         fclose(f);
 }
+
+/* With a `dot` on the PATH the trees are drawn as SVG too (here a stand-in
+ * that copies its input, as Graphviz is not installed here); a dot that
+ * fails is a note, and the run still succeeds without the SVGs. */
+ITEST(svg_drawn_by_dot_on_the_path)
+{
+    struct hang h;
+    REQUIRE(hang_start(&h, 4) == 0);
+    const char *kinds[] = { "good", "bad" };
+    for (int k = 0; k < 2; k++) {
+        char bindir[512], dot[528], out[512], cmd[16384];
+        snprintf(bindir, sizeof bindir, "%s/%sbin", th_tmpdir(), kinds[k]);
+        snprintf(dot, sizeof dot, "%s/dot", bindir);
+        snprintf(out, sizeof out, "%s/%sout", th_tmpdir(), kinds[k]);
+        REQUIRE(mkdir(bindir, 0755) == 0);
+        FILE *f = fopen(dot, "w");
+        REQUIRE(f);
+        /* dot -Tsvg IN -o OUT */
+        fputs(k == 0 ? "#!/bin/sh\ncp \"$2\" \"$4\"\n" : "#!/bin/sh\nexit 1\n", f);
+        fclose(f);
+        REQUIRE(chmod(dot, 0755) == 0);
+        snprintf(cmd, sizeof cmd, "PATH='%s':\"$PATH\" '%s' -n 1 -q -o '%s' -p %s >'%s.out' "
+                 "2>'%s.err'", bindir, stat_bin(), out, pid_list(&h), out, out);
+        CHECK_INT(system(cmd), 0);
+        char p[PATH_MAX + 16];
+        snprintf(p, sizeof p, "%s.out", out);
+        char *said = th_read_file(p);
+        CHECK(said && (strstr(said, ",svg}") != NULL) == (k == 0));
+        CHECK((access(result_file(out, "2D.svg"), F_OK) == 0) == (k == 0));
+        CHECK((access(result_file(out, "3D.svg"), F_OK) == 0) == (k == 0));
+        CHECK(access(result_file(out, "2D.dot"), F_OK) == 0);
+        snprintf(p, sizeof p, "%s.err", out);
+        char *err = th_read_file(p);
+        CHECK(err && (strstr(err, "note: dot could not draw") != NULL) == (k == 1));
+        free(said);
+        free(err);
+    }
+    hang_stop(&h);
+}
