@@ -408,10 +408,8 @@ tb_topology_t *tb_topology_parse_xml_limits(const char *buf, size_t len, const c
         rc = build(&X);
 out:
     free(X.el);
-    if (doc)
-        lx.FreeDoc(doc);
-    if (ctxt)
-        lx.FreeParserCtxt(ctxt);
+    lx.FreeDoc(doc);                /* both take NULL */
+    lx.FreeParserCtxt(ctxt);
     if (rc || !X.t) {
         tb_topology_destroy(X.t);
         return NULL;

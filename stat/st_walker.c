@@ -328,13 +328,6 @@ static bool own_attach(st_walker_t *w, proc_t *p)
 }
 #endif
 
-/* Report the modules of maps (the text of /proc/PID/maps) to dwfl, as
- * dwfl_linux_proc_report would from the same text: one module per file,
- * from its first to its last consecutive mapping, and the vDSO as
- * "[vdso: PID]" (libdwfl's name, which its find_elf reads from the
- * process's memory). Doing it here spares reading the maps a second time
- * through stdio and reading /proc/PID/auxv for the vDSO's address. 0, or
- * an errno value. */
 /* One line of /proc/PID/maps, "start-end perms offset major:minor inode
  * path": false if it is not one. *path is where the path starts (maybe
  * at the end of the line). */
@@ -390,6 +383,13 @@ static bool report_file(st_elfs_t *elfs, Dwfl *dwfl, const struct mfile *f)
     return mod != NULL;
 }
 
+/* Report the modules of maps (the text of /proc/PID/maps) to dwfl (each file noted for elfs), as
+ * dwfl_linux_proc_report would from the same text: one module per file,
+ * from its first to its last consecutive mapping, and the vDSO as
+ * "[vdso: PID]" (libdwfl's name, which its find_elf reads from the
+ * process's memory). Doing it here spares reading the maps a second time
+ * through stdio and reading /proc/PID/auxv for the vDSO's address. 0, or
+ * an errno value. */
 static int report_maps(st_elfs_t *elfs, Dwfl *dwfl, pid_t pid, const char *maps)
 {
     struct mfile f = { 0 };
@@ -471,10 +471,9 @@ static int proc_refresh(st_walker_t *w, proc_t *p, char **err)
         dwfl_report_end(p->dwfl, NULL, NULL);
         if (r != 0) {
             free(maps);
-            if (r == ENOMEM)
-                return TBON_ENOMEM;
             *err = r == EIO ? fmt("dwfl_report_module: %s", dwfl_errmsg(-1))
-                            : fmt("%s: %s", path, strerror(r));
+                   : r == EINVAL ? fmt("%s: a line not in the maps format", path)
+                                 : fmt("%s: %s", path, strerror(r));
             return *err ? 0 : TBON_ENOMEM;
         }
         p->maps = maps;
