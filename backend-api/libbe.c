@@ -43,13 +43,17 @@ static tbon_net_t *be_start(tb_join_t *j, int purpose, tbon_error_t *err)
     j->data_fd = j->event_fd = -1;
     net->inline_node = 1;   /* the application's calls drive it */
     tb_node_cbs_t cbs = tb_net_callbacks(net);
-    net->node = tb_node_new(&cfg, &cbs, err);
-    if (!net->node) {
-        tb_node_destroy(net->node);
+    tb_node_t *node = tb_node_new(&cfg, &cbs, err);
+    if (!node) {
         tb_net_free(net);
         tb_join_release(j);
         return NULL;
     }
+    pthread_mutex_lock(&net->mu);
+    net->node = node;
+    pthread_mutex_unlock(&net->mu);
+    /* From now on the EDS may run the node while the application does not. */
+    tb_node_arm(node, 1);
     tb_join_release(j);
     return net;
 }

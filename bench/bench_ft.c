@@ -473,6 +473,9 @@ static const char *tree_kv(const tbon_net_t *net)
     ft_die("a tree without its session entry");
 }
 
+/* The heartbeat option of the next trees started (0: the default). */
+static int start_heartbeat_ms;
+
 static tbon_net_t *start(const char *topo, size_t n, int no_ft)
 {
     static unsigned seq;
@@ -489,6 +492,7 @@ static tbon_net_t *start(const char *topo, size_t n, int no_ft)
     tbon_fe_options_t o = { 0 };
     o.startup_timeout_ms = n >= 1024 ? 120000 : 30000;
     o.no_fault_tolerance = no_ft;
+    o.heartbeat_ms = start_heartbeat_ms;
     tbon_error_t err = { 0 };
     tb_wd_arm("tbon_fe_create", n >= 1024 ? 180 : 60);
     tbon_net_t *net = tbon_fe_create(topo, self_exe, be_argv, &o, &err);
@@ -1423,12 +1427,212 @@ static void pt_run(double period, int rounds, const char *csv, const char *svg)
     free(pt.pids);
 }
 
+/* ------------------------------------------------------- (d) membership */
+
+/* Trees of 64, 256 and 1,024 nodes, three levels (FE, two commnode levels,
+ * back-ends), so that a back-end's failure is two hops from the FE through
+ * the tree and one through its parent's failure notice. */
+#define MB_KILLS 7              /* victims of each kind per tree */
+#define MB_IDLE_S 5.0           /* idle measurement */
+static const uint32_t mb_fan[][3] = { { 3, 4, 4 }, { 5, 5, 9 }, { 11, 4, 22 } };
+#define MB_SHAPES (sizeof mb_fan / sizeof mb_fan[0])
+
+struct mb_result {
+    size_t nodes;
+    double be_failed, be_stable, cn_failed, cn_stable;  /* medians, ms */
+    double idle, idle_nohb;     /* loopback bytes/s per node (idle_nohb: 1,024 only) */
+};
+
+/* Bytes received on the loopback interface so far (/proc/net/dev): every
+ * byte between processes of this machine, headers included. */
+static double lo_bytes(void)
+{
+    FILE *f = fopen("/proc/net/dev", "r");
+    char line[512];
+    double v = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long long rx;
+        if (sscanf(line, " lo: %llu", &rx) == 1)
+            v = (double)rx;
+    }
+    if (f)
+        fclose(f);
+    if (v < 0)
+        ft_die("no loopback counters in /proc/net/dev");
+    return v;
+}
+
+/* Loopback bytes per second and node while net sits idle. */
+static double mb_idle(size_t size)
+{
+    struct timespec ts = { 1, 0 };
+    nanosleep(&ts, NULL);           /* the start-up's last frames are gone */
+    double b0 = lo_bytes(), t0 = bench_now();
+    ts = (struct timespec){ (time_t)MB_IDLE_S, 0 };
+    nanosleep(&ts, NULL);
+    return (lo_bytes() - b0) / (bench_now() - t0) / (double)size;
+}
+
+/* A sum wave over the live back-ends, checked: each answers (w, 1). */
+static void mb_wave(tbon_stream_t *s, uint32_t w, size_t live)
+{
+    request(s, OP_SUM, w, 0);
+    tbon_packet_t *p = NULL;
+    int rc = tbon_stream_recv(s, &p, 30000);
+    int64_t a = 0, b = 0;
+    if (rc == 0)
+        rc = tbon_packet_unpack(p, "%ld %ld", &a, &b);
+    tbon_packet_unref(p);
+    if (rc != 0 || a != (int64_t)w * (int64_t)live || b != (int64_t)live)
+        ft_die("membership wave %u: (%lld, %lld), expected (%lld, %zu): %s", w, (long long)a,
+               (long long)b, (long long)w * (long long)live, live, tbon_strerror(rc));
+}
+
+/* Kill victim (pid) and time the FE's TBON_EV_NODE_FAILED for it and the
+ * TBON_EV_VIEW_STABLE after it (and after every adoption it causes), ms. */
+static void mb_kill(tbon_net_t *net, tbon_rank_t victim, pid_t pid, size_t orphans,
+                    double *failed, double *stable)
+{
+    tbon_event_t ev;
+    while (tbon_net_next_event(net, &ev, 0) == 0)
+        ;
+    size_t adopted = 0;
+    double t0 = bench_now(), dl = t0 + 30;
+    *failed = *stable = -1;
+    kill(pid, SIGKILL);
+    while (*stable < 0) {
+        int ms = (int)((dl - bench_now()) * 1e3);
+        if (ms <= 0 || tbon_net_next_event(net, &ev, ms) != 0)
+            ft_die("no stable view within 30 s of killing rank %u", victim);
+        double t = (bench_now() - t0) * 1e3;
+        if (ev.type == TBON_EV_NODE_FAILED && ev.rank == victim)
+            *failed = t;
+        else if (ev.type == TBON_EV_NODE_FAILED)
+            ft_die("rank %u reported failed, not the victim %u", ev.rank, victim);
+        adopted += ev.type == TBON_EV_NODE_ADOPTED;
+        if (ev.type == TBON_EV_VIEW_STABLE && *failed >= 0 && adopted >= orphans)
+            *stable = t;
+    }
+    reap_all();
+}
+
+static void mb_run(size_t k, struct mb_result *out)
+{
+    const uint32_t *fan = mb_fan[k];
+    const char *host = "localhost";
+    tbon_error_t err = { 0 };
+    tb_topology_t *t = tb_topology_gen_shape(fan, 3, &host, 1, &err);
+    if (!t)
+        ft_die("membership topology: %s", err.msg);
+    size_t size = tb_topology_size(t), n = tb_topology_num_leaves(t);
+    size_t ncn = (size_t)fan[0] * fan[1];          /* commnodes at depth 2 */
+    tbon_rank_t first_cn = 1 + fan[0], first_be = (tbon_rank_t)(1 + fan[0] + ncn);
+    char name[32];
+    snprintf(name, sizeof name, "members%zu", size);
+    const char *topo = write_topology(t, name);
+    out->nodes = size;
+
+    start_heartbeat_ms = 0;
+    tbon_net_t *net = start(topo, n, 0);
+    tb_wd_arm("membership run", 240);
+    tbon_stream_t *s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), TBON_FILTER_SUM,
+                                          TBON_SYNC_WAITFORALL, TBON_FILTER_NULL);
+    if (!s)
+        ft_die("membership stream: %s", tbon_net_error(net));
+    mb_wave(s, 1, n);                   /* the port table is everywhere now */
+    out->idle = mb_idle(size);
+    pid_t *pids = calloc(size, sizeof *pids);
+    double bf[MB_KILLS], bs[MB_KILLS], cf[MB_KILLS], cs[MB_KILLS];
+    if (!pids)
+        ft_die("calloc");
+    size_t live = n;
+    uint32_t w = 2;
+    /* Back-ends spread over the tree, then commnodes at depth 2 (each with
+     * fan[2] back-ends that are adopted by the others). Each kill starts
+     * from a stable view, and a wave checks the survivors after it. */
+    for (int i = 0; i < MB_KILLS; i++) {
+        tbon_rank_t v = first_be + (tbon_rank_t)((size_t)(i * 2 + 1) * n / (2 * MB_KILLS));
+        scan_session(tree_kv(net), 0, pids, size);
+        if (!pids[v])
+            ft_die("no process for back-end %u", v);
+        mb_kill(net, v, pids[v], 0, &bf[i], &bs[i]);
+        mb_wave(s, w++, --live);
+    }
+    for (int i = 0; i < MB_KILLS; i++) {
+        tbon_rank_t v = first_cn + (tbon_rank_t)((size_t)(i * 2 + 1) * ncn / (2 * MB_KILLS));
+        memset(pids, 0, size * sizeof *pids);
+        scan_session(tree_kv(net), 0, pids, size);
+        if (!pids[v])
+            ft_die("no process for commnode %u", v);
+        size_t nk = 0;
+        for (tbon_rank_t r = first_be; r < size; r++)   /* its live back-ends */
+            nk += (r - first_be) / fan[2] == v - first_cn && pids[r];
+        mb_kill(net, v, pids[v], nk, &cf[i], &cs[i]);
+        mb_wave(s, w++, live);
+    }
+    tbon_view_check_t c;
+    if (tbon_fe_check_views(net, &c, 30000) != 0)
+        ft_die("consistency check after the kills: %s", tbon_net_error(net));
+    free(pids);
+    stop(net);
+    out->be_failed = bench_median(bf, MB_KILLS);
+    out->be_stable = bench_median(bs, MB_KILLS);
+    out->cn_failed = bench_median(cf, MB_KILLS);
+    out->cn_stable = bench_median(cs, MB_KILLS);
+    out->idle_nohb = -1;
+    if (k + 1 == MB_SHAPES) {
+        /* The same tree without heartbeats: what the membership layer alone
+         * sends when nothing happens. */
+        start_heartbeat_ms = -1;
+        net = start(topo, n, 0);
+        s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), TBON_FILTER_SUM,
+                               TBON_SYNC_WAITFORALL, TBON_FILTER_NULL);
+        if (!s)
+            ft_die("membership stream: %s", tbon_net_error(net));
+        mb_wave(s, 1, n);
+        out->idle_nohb = mb_idle(size);
+        stop(net);
+        start_heartbeat_ms = 0;
+    }
+    tb_wd_arm("", 0);
+}
+
+static void mb_rows(const struct mb_result *r)
+{
+    for (size_t k = 0; k < MB_SHAPES; k++) {
+        const uint32_t *f = mb_fan[k];
+        char shape[64];
+        snprintf(shape, sizeof shape, "%zu nodes (%ux%ux%u)", r[k].nodes, f[0], f[1], f[2]);
+        int last = k + 1 == MB_SHAPES;
+        bench_row("membership", "kill -9 of a back-end to TBON_EV_NODE_FAILED", "%.2f",
+                  r[k].be_failed, "ms", "%s; median of %d back-ends, one at a time%s", shape,
+                  MB_KILLS, last ? "; target <= 2 ms at 1,024" : "");
+        bench_row("membership", "kill -9 of a back-end to TBON_EV_VIEW_STABLE", "%.2f",
+                  r[k].be_stable, "ms", "%s; every live process has the view; median of %d%s",
+                  shape, MB_KILLS, last ? "; target <= 5 ms at 1,024" : "");
+        bench_row("membership", "kill -9 of a commnode to TBON_EV_NODE_FAILED", "%.2f",
+                  r[k].cn_failed, "ms", "%s; depth 2, %u back-ends; median of %d", shape, f[2],
+                  MB_KILLS);
+        bench_row("membership", "kill -9 of a commnode to TBON_EV_VIEW_STABLE", "%.2f",
+                  r[k].cn_stable, "ms", "%s; after its %u orphans are adopted and every "
+                  "process has the view; median of %d", shape, f[2], MB_KILLS);
+        bench_row("membership", "idle traffic, default heartbeats", "%.1f", r[k].idle,
+                  "bytes/s per node", "%s; loopback bytes (headers included) over %.0f s with "
+                  "nothing happening: the heartbeats (a 1-byte segment each way per "
+                  "connection every 750 ms) and their TCP acknowledgements", shape, MB_IDLE_S);
+        if (r[k].idle_nohb >= 0)
+            bench_row("membership", "idle traffic, heartbeats off", "%.1f", r[k].idle_nohb,
+                      "bytes/s per node", "%s; the same without heartbeats: what the "
+                      "membership layer sends when nothing changes; target 0", shape);
+    }
+}
+
 /* ---------------------------------------------------------------- main */
 
 static void usage(FILE *f)
 {
     fprintf(f,
-"usage: " PROG " [--recovery] [--throughput] [--reps N]\n"
+"usage: " PROG " [--recovery] [--throughput] [--membership] [--reps N]\n"
 "       " PROG " --perturbation [--period S] [--rounds K] [--csv FILE] [--svg FILE]\n"
 "\n"
 "Fault-tolerance benchmarks; Markdown rows on stdout (bench/run.sh collects them).\n"
@@ -1436,11 +1640,14 @@ static void usage(FILE *f)
 "                  and 128 beside 16 possible adopters; recovery latencies\n"
 "  --throughput    a streaming union on 8x8, fault tolerance on vs off, after the\n"
 "                  same with both off (the A/A control); 16 blocks of fresh trees\n"
+"  --membership    trees of 64, 256 and 1,024 nodes: kill -9 of back-ends and\n"
+"                  commnodes to the FE's NODE_FAILED and VIEW_STABLE events; the\n"
+"                  idle traffic per node with and without heartbeats\n"
 "  --reps N        repetitions of each recovery (default 5)\n"
 "  --perturbation  seed 003 Figure 7: waves/s on 32x32 while %d commnodes are\n"
 "                  killed every --period S (default 10) seconds, --rounds K\n"
 "                  (default 4) times; --csv and --svg write the trace and its plot\n"
-"With no option: --recovery --throughput. With BENCH_FT_DEBUG set, --recovery\n"
+"With no option: --recovery --throughput --membership. With BENCH_FT_DEBUG set, --recovery\n"
 "prints the time of each orphan's ADOPTED event to stderr.\n", PT_VICTIMS);
 }
 
@@ -1450,7 +1657,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--be") == 0)
             return be_main(argc, argv);
 
-    int do_rec = 0, do_tp = 0, do_pt = 0, reps = 5, rounds = 4;
+    int do_rec = 0, do_tp = 0, do_pt = 0, do_mb = 0, reps = 5, rounds = 4;
     double period = 10;
     const char *csv = NULL, *svg = NULL;
     for (int i = 1; i < argc; i++) {
@@ -1461,6 +1668,8 @@ int main(int argc, char **argv)
             do_tp = 1;
         else if (strcmp(a, "--perturbation") == 0)
             do_pt = 1;
+        else if (strcmp(a, "--membership") == 0)
+            do_mb = 1;
         else if (strcmp(a, "--reps") == 0 && v && (reps = atoi(v)) >= 1 && reps <= 15)
             i++;
         else if (strcmp(a, "--rounds") == 0 && v && (rounds = atoi(v)) >= 1 &&
@@ -1480,8 +1689,8 @@ int main(int argc, char **argv)
             return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 ? 0 : 2;
         }
     }
-    if (!do_rec && !do_tp && !do_pt)
-        do_rec = do_tp = 1;
+    if (!do_rec && !do_tp && !do_pt && !do_mb)
+        do_rec = do_tp = do_mb = 1;
 
     set_nofile_max();
     ssize_t l = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
@@ -1530,11 +1739,17 @@ int main(int argc, char **argv)
         tp.aa_cmean = aa.cmean;
         tp.aa_cci = aa.cci;
     }
+    struct mb_result mb[MB_SHAPES];
+    if (do_mb)
+        for (size_t k = 0; k < MB_SHAPES; k++)
+            mb_run(k, &mb[k]);
     /* The rows of a part once all of its runs have passed. */
     if (do_rec)
         rec_rows(rec, reps);
     if (do_tp)
         tp_rows(&tp);
+    if (do_mb)
+        mb_rows(mb);
     fflush(stdout);
     if (do_pt)
         pt_run(period, rounds, csv, svg);

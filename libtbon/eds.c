@@ -34,7 +34,7 @@
  * rank: see events_delay(). */
 #define TB_EVENTS_AFTER_ADOPTION_MS 40
 
-enum { K_LISTEN, K_WAKE, K_PENDING, K_EVENT, K_PIDFD };
+enum { K_LISTEN, K_WAKE, K_PENDING, K_EVENT, K_PIDFD, K_NODE };
 
 typedef struct watch {
     int kind;
@@ -78,6 +78,7 @@ struct tb_eds {
     int64_t next_beat;
     int64_t events_due;        /* when to open the new parent's event connection (0: no) */
     int grave[8];              /* the lost parent's event connections, closed later */
+    watch_t *node_watch;       /* BE: the node's own epoll set, while nobody drives it */
     int ngrave;
 };
 
@@ -113,7 +114,7 @@ static void drop_watch(tb_eds_t *e, watch_t *w)
      * to answer: work that can wait until the adoption is done. */
     if (w->kind == K_EVENT && w->rank == e->parent && e->ngrave < 8)
         e->grave[e->ngrave++] = w->fd;
-    else
+    else if (w->kind != K_NODE)          /* the node's epoll set is the node's */
         close(w->fd);
     w->dead = 1;
     free(w->auth);
@@ -691,6 +692,7 @@ static void *eds_thread(void *arg)
             case K_PENDING: on_pending(e, w); break;
             case K_EVENT: on_event_conn(e, w); break;
             case K_PIDFD: on_pidfd(e, w); break;
+            case K_NODE: tb_node_kick(e->node); break;
             }
         }
     }
@@ -762,6 +764,28 @@ int tb_eds_watch_parent(tb_eds_t *e, int fd, tbon_rank_t parent)
     }
     w->rank = parent;
     return 0;
+}
+
+int tb_eds_watch_node(tb_eds_t *e, int node_epfd)
+{
+    /* Disarmed until the application's network is complete (tb_node_arm). */
+    watch_t *w = add_watch(e, K_NODE, node_epfd, EPOLLONESHOT);
+    if (!w)
+        return TBON_ENOMEM;
+    pthread_mutex_lock(&e->mu);
+    e->node_watch = w;
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+void tb_eds_arm_node(tb_eds_t *e, int on)
+{
+    watch_t *w = e->node_watch;
+    if (!w || w->dead)
+        return;
+    struct epoll_event ev = { .events = on ? EPOLLIN | EPOLLONESHOT : EPOLLONESHOT,
+                              .data.ptr = w };
+    epoll_ctl(e->epfd, EPOLL_CTL_MOD, w->fd, &ev);
 }
 
 int tb_eds_watch_child(tb_eds_t *e, tbon_rank_t rank, pid_t pid)

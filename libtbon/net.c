@@ -11,6 +11,7 @@
 #include "error.h"
 #include "log.h"
 #include <unistd.h>
+#include "attrs.h"
 #include "packet_int.h"
 #include "reconfig.h"
 
@@ -74,6 +75,7 @@ tbon_net_t *tb_net_alloc(int is_fe)
     pthread_condattr_destroy(&ca);
     n->next_stream = 1;
     n->next_filter = TBON_FILTER_BUILTIN_COUNT;
+    n->view_version = 1;      /* the tree as it started (node_view.c) */
     return n;
 }
 
@@ -187,14 +189,68 @@ static int cb_app_full(void *arg)
 
 static void cb_kick(void *arg);
 
+/* FE: the replica of rank r's attributes, made if make (under net->mu). */
+static tb_attrs_t *replica(tbon_net_t *net, tbon_rank_t r, int make)
+{
+    if (r >= net->nrep) {
+        if (!make)
+            return NULL;
+        size_t nc = net->nrep ? net->nrep : 64;
+        while (nc <= r)
+            nc *= 2;
+        tb_attrs_t **nv = realloc(net->rep, nc * sizeof *nv);
+        if (!nv)
+            return NULL;
+        net->rep = nv;
+        uint8_t *nchg = realloc(net->chg, nc);
+        if (!nchg)
+            return NULL;
+        net->chg = nchg;
+        memset(net->rep + net->nrep, 0, (nc - net->nrep) * sizeof *nv);
+        memset(net->chg + net->nrep, 0, nc - net->nrep);
+        net->nrep = nc;
+    }
+    if (!net->rep[r] && make)
+        net->rep[r] = tb_attrs_new();
+    return net->rep[r];
+}
+
+static void attrs_changed_locked(tbon_net_t *net, tbon_rank_t r)
+{
+    if (r < net->nrep && !net->chg[r]) {
+        net->chg[r] = 1;
+        net->nchg++;
+    }
+    pthread_cond_broadcast(&net->cond);
+}
+
+/* FE: an attribute entry from src (the node checked src is alive). */
+static void cb_attr(void *arg, tbon_rank_t src, const char *key, const char *value,
+                    uint64_t version)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    tb_attrs_t *a = replica(net, src, 1);
+    if (a && tb_attrs_apply(a, key, value, version) == 1)
+        attrs_changed_locked(net, src);
+    pthread_mutex_unlock(&net->mu);
+}
+
 /* A failure or adoption (FE): the application's topology follows it, and
  * tbon_net_next_event hands it out. */
 static void cb_event(void *arg, const tbon_event_t *ev)
 {
     tbon_net_t *net = arg;
     pthread_mutex_lock(&net->mu);
-    if (ev->type == TBON_EV_NODE_FAILED)
+    if (ev->type == TBON_EV_NODE_FAILED) {
         tb_report_failure(net->topo, ev->rank, ev->incarnation);
+        /* Seed 002: a node's attributes are valid while it is alive. */
+        if (ev->rank < net->nrep && net->rep[ev->rank]) {
+            tb_attrs_free(net->rep[ev->rank]);
+            net->rep[ev->rank] = NULL;
+            attrs_changed_locked(net, ev->rank);
+        }
+    }
     else if (ev->type == TBON_EV_NODE_ADOPTED)
         tb_report_adoption(net->topo, ev->rank, ev->parent, ev->incarnation);
     if (!net->events.size)
@@ -206,11 +262,57 @@ static void cb_event(void *arg, const tbon_event_t *ev)
     pthread_mutex_unlock(&net->mu);
 }
 
+/* A view version the node applied: the application's copy follows it (at
+ * the FE the events already did, and applying a report twice changes
+ * nothing). */
+static void cb_view(void *arg, uint64_t version, const tb_vchange_t *ch, size_t n)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    for (size_t i = 0; i < n; i++) {
+        if (ch[i].kind == 1)
+            tb_report_failure(net->topo, ch[i].rank, ch[i].inc);
+        else if (ch[i].kind == 2)
+            tb_report_adoption(net->topo, ch[i].rank, ch[i].parent, ch[i].inc);
+    }
+    net->view_version = version;
+    pthread_cond_broadcast(&net->cond);
+    pthread_mutex_unlock(&net->mu);
+}
+
+static tbon_rank_t *dup_ranks(const tbon_rank_t *r, size_t n)
+{
+    tbon_rank_t *v = malloc((n ? n : 1) * sizeof *v);
+    if (v && n)
+        memcpy(v, r, n * sizeof *v);
+    return v;
+}
+
+/* FE: a consistency check came back. */
+static void cb_checked(void *arg, uint64_t id, const tbon_rank_t *agree, size_t nagree,
+                       const tbon_rank_t *bad, size_t nbad)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    if (id == net->chk_next) {
+        free(net->chk_agree);
+        free(net->chk_bad);
+        net->chk_agree = dup_ranks(agree, nagree);
+        net->chk_bad = dup_ranks(bad, nbad);
+        net->chk_nagree = net->chk_agree ? nagree : 0;
+        net->chk_nbad = net->chk_bad ? nbad : 0;
+        net->chk_done = id;
+        pthread_cond_broadcast(&net->cond);
+    }
+    pthread_mutex_unlock(&net->mu);
+}
+
 tb_node_cbs_t tb_net_callbacks(tbon_net_t *net)
 {
     return (tb_node_cbs_t){ .arg = net, .deliver = cb_deliver, .status = cb_status,
                             .progress = cb_progress, .app_full = cb_app_full,
-                            .event = cb_event, .kick = net->inline_node ? cb_kick : NULL };
+                            .event = cb_event, .kick = net->inline_node ? cb_kick : NULL,
+                            .view = cb_view, .checked = cb_checked, .attr = cb_attr };
 }
 
 /* ---- receiving ---- */
@@ -289,6 +391,9 @@ static void release(tbon_net_t *net)
         pthread_mutex_lock(&net->mu);
     }
     net->driving = 0;
+    /* Nobody drives it now: the EDS kicks it when something arrives
+     * (armed only now, or a kick could find it still driven and be lost). */
+    tb_node_arm(net->node, 1);
     pthread_cond_broadcast(&net->cond);
 }
 
@@ -300,6 +405,8 @@ static void release(tbon_net_t *net)
 static void drive(tbon_net_t *net, int timeout_ms)
 {
     net->driving = 1;
+    if (timeout_ms != 0)
+        tb_node_arm(net->node, 0);     /* we wait on it ourselves */
     pthread_mutex_unlock(&net->mu);
     tb_node_step(net->node, timeout_ms);
     pthread_mutex_lock(&net->mu);
@@ -334,7 +441,7 @@ static void cb_kick(void *arg)
 {
     tbon_net_t *net = arg;
     pthread_mutex_lock(&net->mu);
-    if (!net->driving && !tb_node_stopped(net->node)) {
+    if (net->node && !net->driving && !tb_node_stopped(net->node)) {
         net->driving = 1;
         pthread_mutex_unlock(&net->mu);
         tb_node_step(net->node, 0);
@@ -515,6 +622,176 @@ size_t tbon_net_num_backends(tbon_net_t *net)
     return n < 0 ? 0 : (size_t)n;
 }
 
+uint64_t tbon_net_view_version(tbon_net_t *net)
+{
+    if (!net)
+        return 0;
+    pthread_mutex_lock(&net->mu);
+    uint64_t v = net->view_version;
+    pthread_mutex_unlock(&net->mu);
+    return v;
+}
+
+int tbon_net_view(tbon_net_t *net, tbon_rank_t *ranks, size_t cap)
+{
+    if (!net || (cap && !ranks))
+        return tb_net_seterr(TBON_EINVAL, "tbon_net_view needs a network and room for ranks");
+    pthread_mutex_lock(&net->mu);
+    size_t n = 0, size = tb_topology_size(net->topo);
+    for (tbon_rank_t r = 0; r < size; r++) {
+        if (!tb_topology_alive(net->topo, r))
+            continue;
+        if (n < cap)
+            ranks[n] = r;
+        n++;
+    }
+    pthread_mutex_unlock(&net->mu);
+    return (int)n;
+}
+
+static void note_rank(tbon_rank_t *v, size_t cap, size_t *n, tbon_rank_t r)
+{
+    if (*n < cap)
+        v[*n] = r;
+    (*n)++;
+}
+
+static int cmp_rank(const void *a, const void *b)
+{
+    tbon_rank_t x = *(const tbon_rank_t *)a, y = *(const tbon_rank_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int tbon_fe_check_views(tbon_net_t *net, tbon_view_check_t *out, int timeout_ms)
+{
+    if (!net || !net->is_fe || !out)
+        return tb_net_seterr(TBON_EINVAL, "tbon_fe_check_views needs a front-end network and a result");
+    memset(out, 0, sizeof *out);
+    tb_cmd_t *c = tb_cmd_new(TB_CMD_CHECK);
+    if (!c)
+        return tb_net_seterr(TBON_ENOMEM, "out of memory");
+    struct timespec ts, *abs = deadline_of(timeout_ms, &ts);
+    pthread_mutex_lock(&net->mu);
+    uint64_t id = ++net->chk_next;
+    c->key = id;
+    tb_node_post(net->node, c);
+    int rc = 0;
+    while (net->chk_done != id && !net->closed && rc == 0)
+        rc = timeout_ms == 0 ? TBON_ETIMEOUT : wait_until(net, abs);
+    if (net->chk_done != id) {
+        int closed = net->closed;
+        pthread_mutex_unlock(&net->mu);
+        if (closed)
+            return tb_net_seterr(TBON_ECLOSED, "the network has shut down");
+        return tb_net_seterr(TBON_ETIMEOUT, "not every node answered the check within %d ms",
+                             timeout_ms);
+    }
+    /* Every live node of our view should have answered and agreed. */
+    out->view_version = net->view_version;
+    qsort(net->chk_agree, net->chk_nagree, sizeof *net->chk_agree, cmp_rank);
+    qsort(net->chk_bad, net->chk_nbad, sizeof *net->chk_bad, cmp_rank);
+    const size_t cap = sizeof out->disagree / sizeof out->disagree[0];
+    for (size_t i = 0; i < net->chk_nbad; i++)
+        note_rank(out->disagree, cap, &out->ndisagree, net->chk_bad[i]);
+    out->agree = net->chk_nagree;
+    size_t size = tb_topology_size(net->topo), ia = 0, ib = 0;
+    for (tbon_rank_t r = 0; r < size; r++) {
+        if (!tb_topology_alive(net->topo, r))
+            continue;
+        out->nodes++;
+        while (ia < net->chk_nagree && net->chk_agree[ia] < r)
+            ia++;
+        while (ib < net->chk_nbad && net->chk_bad[ib] < r)
+            ib++;
+        if ((ia == net->chk_nagree || net->chk_agree[ia] != r) &&
+            (ib == net->chk_nbad || net->chk_bad[ib] != r))
+            note_rank(out->missing, cap, &out->nmissing, r);
+    }
+    pthread_mutex_unlock(&net->mu);
+    if (out->ndisagree || out->nmissing)
+        return tb_net_seterr(TBON_ETOPOLOGY, "%zu of %zu live nodes disagree with the front-end's "
+                             "view and topology, %zu did not answer", out->ndisagree, out->nodes,
+                             out->nmissing);
+    return 0;
+}
+
+int tbon_net_set_attr(tbon_net_t *net, const char *key, const char *value)
+{
+    if (!net)
+        return tb_net_seterr(TBON_EINVAL, "NULL network");
+    if (tb_attrs_check(key, value) != 0)
+        return tb_net_seterr(TBON_EINVAL, "an attribute key is 1 to %u bytes, a value at most %u",
+                             TB_ATTR_KEY_MAX, TB_ATTR_VALUE_MAX);
+    if (net->is_fe) {
+        /* The FE's own map is its replica of itself: nothing travels. */
+        pthread_mutex_lock(&net->mu);
+        tb_attrs_t *a = replica(net, 0, 1);
+        int ok = a && tb_attrs_set(a, key, value) != 0;
+        if (ok)
+            attrs_changed_locked(net, 0);
+        pthread_mutex_unlock(&net->mu);
+        return ok ? 0 : tb_net_seterr(TBON_ENOMEM, "out of memory");
+    }
+    tb_cmd_t *c = tb_cmd_new(TB_CMD_ATTR);
+    if (!c || !(c->path = strdup(key)) || (value && !(c->func = strdup(value)))) {
+        tb_cmd_free(c);
+        return tb_net_seterr(TBON_ENOMEM, "out of memory");
+    }
+    pthread_mutex_lock(&net->mu);
+    int closed = net->closed;
+    pthread_mutex_unlock(&net->mu);
+    if (closed) {
+        tb_cmd_free(c);
+        return tb_net_seterr(TBON_ECLOSED, "the network has shut down");
+    }
+    exec_or_post(net, c);
+    return 0;
+}
+
+int tbon_fe_get_attr(tbon_net_t *net, tbon_rank_t rank, const char *key, char *buf, size_t cap)
+{
+    if (!net || !net->is_fe || !key || (cap && !buf))
+        return tb_net_seterr(TBON_EINVAL, "tbon_fe_get_attr needs a front-end network, a key and "
+                             "a buffer");
+    pthread_mutex_lock(&net->mu);
+    const char *v = tb_attrs_get(replica(net, rank, 0), key);
+    size_t len = v ? strlen(v) : 0;
+    if (v && cap) {
+        size_t k = len < cap - 1 ? len : cap - 1;
+        memcpy(buf, v, k);
+        buf[k] = 0;
+    }
+    pthread_mutex_unlock(&net->mu);
+    if (!v)
+        return tb_net_seterr(TBON_ENOTFOUND, "rank %u has no attribute \"%s\"", rank, key);
+    return len > INT32_MAX ? INT32_MAX : (int)len;
+}
+
+int tbon_fe_attrs_changed(tbon_net_t *net, tbon_rank_t *ranks, size_t cap, int timeout_ms)
+{
+    if (!net || !net->is_fe || !ranks || !cap)
+        return tb_net_seterr(TBON_EINVAL, "tbon_fe_attrs_changed needs a front-end network and "
+                             "room for ranks");
+    struct timespec ts, *abs = deadline_of(timeout_ms, &ts);
+    pthread_mutex_lock(&net->mu);
+    while (!net->nchg && !net->closed && timeout_ms != 0 && wait_until(net, abs) == 0)
+        ;
+    size_t k = 0;
+    for (size_t r = 0; r < net->nrep && k < cap && net->nchg; r++)
+        if (net->chg[r]) {
+            net->chg[r] = 0;
+            net->nchg--;
+            ranks[k++] = (tbon_rank_t)r;
+        }
+    int closed = net->closed;
+    pthread_mutex_unlock(&net->mu);
+    if (k)
+        return (int)k;
+    if (closed)
+        return tb_net_seterr(TBON_ECLOSED, "the network has shut down");
+    return tb_net_seterr(TBON_ETIMEOUT, "no attribute changed within %d ms", timeout_ms);
+}
+
 int tbon_net_next_event(tbon_net_t *net, tbon_event_t *ev, int timeout_ms)
 {
     if (!net || !ev)
@@ -564,6 +841,12 @@ void tb_net_free(tbon_net_t *net)
     if (!net->is_fe)
         atomic_fetch_sub(&live_be_nets, 1);
     tb_ring_free(&net->events);
+    free(net->chk_agree);
+    free(net->chk_bad);
+    for (size_t i = 0; i < net->nrep; i++)
+        tb_attrs_free(net->rep[i]);
+    free(net->rep);
+    free(net->chg);
     for (size_t i = 0; i < net->nstreams; i++) {
         tbon_stream_t *s = net->streams[i];
         if (!s)

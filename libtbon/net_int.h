@@ -58,6 +58,16 @@ struct tbon_net {
     char           fail_msg[512];
     int            any_error;      /* a stream error not yet returned by tbon_net_recv */
     tb_ring_t      events;         /* FE: tbon_event_t not yet taken */
+    uint64_t       view_version;   /* the last view applied by the node */
+    /* FE: consistency checks (tbon_fe_check_views) */
+    uint64_t       chk_next, chk_done;
+    tbon_rank_t   *chk_agree, *chk_bad;
+    size_t         chk_nagree, chk_nbad;
+    /* FE: every node's attributes as they reached us (by rank), and which
+     * sources changed since tbon_fe_attrs_changed last said */
+    struct tb_attrs **rep;
+    uint8_t       *chg;
+    size_t         nrep, nchg;
     char           error_msg[512];
     /* FE */
     tbon_comm_t   *comms;

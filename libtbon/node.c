@@ -272,6 +272,7 @@ void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
     ch->conn = NULL;
     ch->state = CH_GONE;
     tb_stream_child_gone(n, i);
+    tb_view_child_gone(n, i);
     if (!n->shutting_down && n->ready_sent) {
         /* With fault tolerance it may live on under another parent (after
          * we were fenced, say): it is no longer ours to kill. */
@@ -387,7 +388,7 @@ static void on_conn(tb_node_t *n, tb_cmd_t *cmd)
 /* A CONTROL frame from the parent. */
 static void ctl_down(tb_node_t *n, int op, tbon_packet_t *p)
 {
-    if (tb_ft_ctl(n, -1, op, p))
+    if (tb_ft_ctl(n, -1, op, p) || tb_view_ctl(n, -1, op, p) || tb_attr_ctl(n, -1, op, p))
         return;
     switch (op) {
     case TB_CTL_STREAM: {
@@ -452,7 +453,8 @@ static void ctl_down(tb_node_t *n, int op, tbon_packet_t *p)
 /* A CONTROL frame from child i. */
 static void ctl_up(tb_node_t *n, size_t i, int op, tbon_packet_t *p)
 {
-    if (tb_ft_ctl(n, (int)i, op, p))
+    if (tb_ft_ctl(n, (int)i, op, p) || tb_view_ctl(n, (int)i, op, p) ||
+        tb_attr_ctl(n, (int)i, op, p))
         return;
     tb_child_t *ch = &n->child[i];
     switch (op) {
@@ -621,6 +623,12 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
                                  tbon_packet_new(TB_CTL_FILTER, "%d %s %s", c->id, c->path, c->func));
         break;
     }
+    case TB_CMD_CHECK:
+        tb_view_check(n, c->key);
+        break;
+    case TB_CMD_ATTR:
+        tb_attr_set(n, c->path, c->func);
+        break;
     case TB_CMD_RESUME:
         break;  /* the back-pressure check after the dispatch does the work */
     case TB_CMD_SHUTDOWN:
@@ -679,9 +687,12 @@ static void pressure(tb_node_t *n)
             watch(n, ch->conn, (want ? EPOLLIN : 0) | (ch->conn->q.len ? EPOLLOUT : 0));
         }
     }
-    if (!n->down_paused && down > TB_HWM)
+    /* A back-end whose application does not take what arrives stops
+     * reading too (its EDS would otherwise read everything into memory). */
+    int be_full = n->role == TB_ROLE_BE && app_full;
+    if (!n->down_paused && (down > TB_HWM || be_full))
         n->down_paused = 1;
-    else if (n->down_paused && down < TB_LWM)
+    else if (n->down_paused && down < TB_LWM && !be_full)
         n->down_paused = 0;
     if (n->parent && n->parent->reading == n->down_paused) {
         n->parent->reading = !n->down_paused;
@@ -703,6 +714,7 @@ static void flush_conn(tb_node_t *n, tb_conn_t *c)
 static void after_dispatch(tb_node_t *n)
 {
     size_t queued = 0;
+    tb_view_flush(n);
     if (n->parent) {
         if (n->parent->dirty)
             flush_conn(n, n->parent);
@@ -763,7 +775,7 @@ static void turn(tb_node_t *n, int timeout_ms)
             next = n->shutdown_deadline;
     }
     tb_stream_timers(n, now, &next);
-    tb_ft_timers(n, now, &next);
+    tb_view_timers(n, now);
     if (n->late_due && now >= n->late_due) {
         n->late_due = 0;
         bury_list(&n->dead_late);
@@ -773,6 +785,7 @@ static void turn(tb_node_t *n, int timeout_ms)
     after_dispatch(n);
     if (n->stop)
         return;
+    tb_view_next(n, &next);
     if (timeout_ms >= 0 && now + timeout_ms < next)
         next = now + timeout_ms;
     int wait = (int)(next - tb_now_ms());
@@ -785,6 +798,10 @@ static void turn(tb_node_t *n, int timeout_ms)
     for (int e = 0; e < k; e++) {
         if (evs[e].data.ptr == &n->evfd) {
             drain_cmds(n);
+            continue;
+        }
+        if (evs[e].data.ptr == &n->nfd) {
+            tb_view_on_notices(n);
             continue;
         }
         tb_conn_t *c = evs[e].data.ptr;
@@ -860,11 +877,22 @@ void tb_node_exec(tb_node_t *n, tb_cmd_t *cmd)
         finish(n);
 }
 
+void tb_node_kick(tb_node_t *n)
+{
+    if (n->cbs.kick)
+        n->cbs.kick(n->cbs.arg);
+}
+
 void tb_node_post_kick(tb_node_t *n, tb_cmd_t *cmd)
 {
     tb_node_post(n, cmd);
-    if (n->cbs.kick)
-        n->cbs.kick(n->cbs.arg);
+    tb_node_kick(n);
+}
+
+void tb_node_arm(tb_node_t *n, int on)
+{
+    if (n->cbs.kick && !n->stop)
+        tb_eds_arm_node(n->eds, on);
 }
 
 int tb_node_has_posted(tb_node_t *n)
@@ -925,7 +953,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
     n->role = cfg->role;
     n->depth = tb_topology_depth(n->topo, n->rank);
     n->parent_rank = tb_topology_parent(n->topo, n->rank);
-    n->epfd = n->evfd = n->lfd = -1;
+    n->epfd = n->evfd = n->lfd = n->nfd = -1;
     pthread_mutex_init(&n->qmu, NULL);
     pthread_cond_init(&n->bcond, NULL);
     n->filters = tb_filter_reg_new();
@@ -944,6 +972,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
         n->child[i].rank = kids[i];
         n->child[i].is_be = tb_topology_role(n->topo, kids[i]) == TB_ROLE_BE;
     }
+    tb_view_init(n);
     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &n->evfd };
     epoll_ctl(n->epfd, EPOLL_CTL_ADD, n->evfd, &ev);
     if (cfg->parent_fd >= 0) {
@@ -960,10 +989,16 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
         if (n->lfd < 0)
             goto error;
     }
+    if (n->role == TB_ROLE_FE)
+        tb_view_open_notices(n);
     n->eds = tb_eds_start(n, n->lfd, cfg->parent_event_fd, n->topo, n->rank, &cfg->session, err);
     if (!n->eds)
         goto error;
     n->lfd = -1;   /* the EDS owns it now */
+    if (n->cbs.kick && tb_eds_watch_node(n->eds, n->epfd)) {
+        tb_error_set(err, TBON_ENOMEM, "cannot watch the back-end's node");
+        goto error;
+    }
     n->total = tb_topology_size(n->topo);
     if (n->parent)
         tb_node_send_ctl(n, n->parent, TB_CTL_PORT,
@@ -1015,6 +1050,8 @@ void tb_node_destroy(tb_node_t *n)
     tb_eds_free(n->eds);
     tb_stream_free_all(n);
     tb_ft_free(n);
+    tb_view_free(n);
+    tb_attr_free(n);
     tb_filter_reg_destroy(n->filters);
     tb_topology_destroy(n->topo);
     free(n->topo_frame);

@@ -29,6 +29,13 @@ enum tb_node_status {
     TB_NODE_STREAM_ERROR,   /* a filter failed somewhere: message */
 };
 
+/* One change of the membership view (TB_CTL_VIEW). */
+typedef struct tb_vchange {
+    int32_t     kind;         /* 1 failure, 2 adoption */
+    tbon_rank_t rank, parent;
+    uint32_t    inc;
+} tb_vchange_t;
+
 /* Callbacks, all called on the reactor thread. */
 typedef struct tb_node_cbs {
     void *arg;
@@ -45,6 +52,15 @@ typedef struct tb_node_cbs {
     /* A node without a reactor thread (BE): the EDS thread queued work (an
      * adoption); run it now if no application thread drives the node. */
     void (*kick)(void *arg);
+    /* View version applied here, with its changes (all of them, at the FE). */
+    void (*view)(void *arg, uint64_t version, const tb_vchange_t *ch, size_t n);
+    /* FE: consistency check id finished: the ranks that agree and those
+     * that do not (both in no order). */
+    void (*checked)(void *arg, uint64_t id, const tbon_rank_t *agree, size_t nagree,
+                    const tbon_rank_t *bad, size_t nbad);
+    /* FE: an attribute entry of source src arrived (value NULL: a tombstone). */
+    void (*attr)(void *arg, tbon_rank_t src, const char *key, const char *value,
+                 uint64_t version);
 } tb_node_cbs_t;
 
 typedef struct tb_node_config {
@@ -117,6 +133,8 @@ enum tb_cmd_op {
                             connect times) */
     TB_CMD_ADOPT_FAILED, /* EDS: no adopter took us: leave */
     TB_CMD_FENCE,        /* EDS: child rank sent no heartbeat for status ms */
+    TB_CMD_CHECK,        /* FE app: consistency check (key = its id) */
+    TB_CMD_ATTR,         /* BE app: set attribute path = func (func NULL: delete) */
 };
 
 struct tb_cmd {
@@ -157,6 +175,18 @@ tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
 int  tb_eds_watch_parent(tb_eds_t *e, int fd, tbon_rank_t parent);
 /* The same through the node (a commnode connects it after launching). */
 int  tb_node_watch_parent(tb_node_t *n, int fd);
+/* A node without a reactor thread (BE): the EDS watches its epoll set and
+ * kicks it when something arrives while no application thread drives it,
+ * so that its parent is answered (views, checks) even when the
+ * application is busy elsewhere. Added disarmed; armed once per kick
+ * (tb_eds_arm_node). */
+int  tb_eds_watch_node(tb_eds_t *e, int node_epfd);
+void tb_eds_arm_node(tb_eds_t *e, int on);
+/* The application's threads stop (0) or start again (1) driving the node
+ * of a back-end: while nobody drives it, the EDS kicks it. */
+void tb_node_arm(tb_node_t *n, int on);
+/* Run cbs.kick: from the EDS thread. */
+void tb_node_kick(tb_node_t *n);
 /* Watch a child process (pidfd) for the node. */
 int  tb_eds_watch_child(tb_eds_t *e, tbon_rank_t rank, pid_t pid);
 /* Stop the thread and close its sockets (the reaped-children record stays
@@ -206,6 +236,30 @@ enum tb_ctl {
     TB_CTL_GRAFT,         /* up from an adopted child: "%ud %d %d %ud %d %aud %uld
                              %uld" as TB_CTL_STREAM, then the last wave key it sent
                              up and the last request it saw */
+    /* Membership (docs/protocol.md 9) */
+    TB_CTL_VIEW,          /* down: "%uld %uld %ad %aud %aud %aud" version, the
+                             version it follows (0: a whole view), and the
+                             changes: kinds (1 failure, 2 adoption), ranks,
+                             parents, incarnations */
+    TB_CTL_VIEW_ACK,      /* up: "%uld %uld %d" the version applied here, the one
+                             the whole subtree has applied, 1 to ask for every
+                             version after the first (adopted, or a gap) */
+    TB_CTL_CHECK,         /* down: "%uld %uld %uld" check id, the FE's view
+                             version and digest */
+    TB_CTL_CHECKED,       /* up: "%uld %aud %aud" check id, the ranks of the
+                             subtree that agree, and those that do not */
+    TB_CTL_ATTR,          /* up: "%ud %as %as %auc %auld" source rank, keys,
+                             values ("" for a tombstone), tombstone flags,
+                             versions */
+    TB_CTL_ATTR_SYNC,     /* down: "%ud" 0: send your whole map up, and ask
+                             your children (after an adoption above) */
 };
+
+/* The digest the consistency check compares (node_view.c): every rank's
+ * liveness and, for the alive ones, parent, incarnation, role, host and
+ * local id. Dead nodes' incarnations are left out: they may legitimately
+ * differ (a report that reached only part of the tree before its sender
+ * died). O(size). */
+uint64_t tb_view_digest(const tb_topology_t *t);
 
 #endif

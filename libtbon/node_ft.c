@@ -1,6 +1,6 @@
 /* node_ft.c - fault tolerance in the reactor (DESIGN.md, "Fault tolerance";
  * seed 003 IV-C and V): the port table every orphan needs, failure and
- * adoption reports flooded over tree edges, the adopter's side of an
+ * adoption reports sent up to the FE, the adopter's side of an
  * adoption, and the orphan's: buffering while it has no parent, then state
  * composition towards the new one. The search for an adopter runs on the EDS
  * thread (eds.c); the reactor only ever sees its outcome as a command. */
@@ -21,15 +21,6 @@ struct obuf_ent {
     uint64_t key;
     tbon_packet_t *pkt;
 };
-
-/* A report waiting to go down (flood): all children but the sender's. */
-struct down_rep {
-    tbon_rank_t except;
-    tbon_packet_t *pkt;
-};
-
-/* How long reports for the children wait to go together (ms). */
-#define TB_REPORT_BATCH_MS 5
 
 static int64_t now_us(void)
 {
@@ -100,59 +91,78 @@ static void on_ports(tb_node_t *n, tbon_packet_t *p)
     n->ft_ready = 1;
     tb_eds_set_ft_ready(n->eds);
     tb_eds_set_heartbeat(n->eds, hb);
+    tb_view_notice_setup(n);
 }
 
 /* ---- reports (seed 003 V-A, "Topology Updates") ---- */
 
-/* Send a report to every peer but `except` (NULL: to all), back-ends
- * excepted: a leaf forwards nothing and uses its copy only to pick adopters,
- * for which a stale copy is fine (a dead or refusing candidate means the
- * next one, seed 003 V-A). Flooding every report to every back-end made a
- * recovery cost grow with the size of the tree instead of the fan-out. */
-static void flood(tb_node_t *n, tb_conn_t *except, tbon_packet_t *p)
+/* Send a report up, unless it came from there. Reports travel up only: the
+ * FE puts every one that is news to it into the next view, which reaches
+ * every process, back-ends included (node_view.c). Before views, reports
+ * were flooded down too, batched, to the commnodes only, and back-end copies
+ * stayed stale. */
+/* A report sent up is kept until a view brings its fact back down: if the
+ * parent dies before passing it on, it is sent again to the adopter (what
+ * died with a forwarder is otherwise lost, and the FE would wait for an
+ * orphan that in truth has a parent). */
+struct held {
+    int kind;
+    tbon_rank_t r;
+    uint32_t inc;
+    tbon_packet_t *p;
+};
+
+#define TB_HELD_MAX 4096
+
+static void report_up(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p, int kind, tbon_rank_t r,
+                      uint32_t inc)
 {
-    if (n->parent && n->parent != except)
-        tb_node_send_ctl(n, n->parent, TB_CTL_REPORT, tbon_packet_ref(p));
-    /* Down, the reports wait a little and go together: nothing below waits
-     * for them (a stale copy only picks adopters, and every adopter checks),
-     * and in a recovery burst each one sent at once woke every commnode of
-     * the tree once per orphan. Up they go at once: the FE's events. */
-    int any = 0;
-    for (size_t i = 0; i < n->nchild && !any; i++)
-        any = n->child[i].conn && n->child[i].conn != except && !n->child[i].is_be;
-    if (any) {
-        if (!n->down_reps.size)
-            tb_ring_init(&n->down_reps, sizeof(struct down_rep));
-        struct down_rep *d = tb_ring_push(&n->down_reps);
-        if (d) {
-            *d = (struct down_rep){ except ? except->rank : TBON_RANK_NONE, tbon_packet_ref(p) };
-            if (!n->down_due)
-                n->down_due = tb_now_ms() + TB_REPORT_BATCH_MS;
+    /* An orphan holds it for its adopter. */
+    if (p && n->role != TB_ROLE_FE && (!n->parent || n->parent != from)) {
+        if (n->parent)
+            tb_node_send_ctl(n, n->parent, TB_CTL_REPORT, tbon_packet_ref(p));
+        if (!n->held.size)
+            tb_ring_init(&n->held, sizeof(struct held));
+        if (n->held.len == TB_HELD_MAX) {
+            tbon_packet_unref(((struct held *)tb_ring_at(&n->held, 0))->p);
+            tb_ring_drop(&n->held);
         }
+        struct held *h = tb_ring_push(&n->held);
+        if (h)
+            *h = (struct held){ kind, r, inc, tbon_packet_ref(p) };
     }
     tbon_packet_unref(p);
 }
 
-void tb_ft_timers(tb_node_t *n, int64_t now, int64_t *next)
+void tb_ft_confirm(tb_node_t *n, const tb_vchange_t *ch, size_t k)
 {
-    if (!n->down_due)
+    if (!n->held.len)
         return;
-    if (now < n->down_due) {
-        if (n->down_due < *next)
-            *next = n->down_due;
-        return;
+    tb_ring_t keep;
+    tb_ring_init(&keep, sizeof(struct held));
+    while (n->held.len) {
+        struct held h = *(struct held *)tb_ring_at(&n->held, 0);
+        tb_ring_drop(&n->held);
+        int covered = 0;
+        for (size_t i = 0; i < k && !covered; i++)
+            covered = ch[i].rank == h.r &&
+                      (ch[i].kind == 1 || (h.kind == 2 && ch[i].kind == 2 && h.inc <= ch[i].inc));
+        struct held *x = covered ? NULL : tb_ring_push(&keep);
+        if (x)
+            *x = h;
+        else
+            tbon_packet_unref(h.p);
     }
-    n->down_due = 0;
-    while (n->down_reps.len) {
-        struct down_rep d = *(struct down_rep *)tb_ring_at(&n->down_reps, 0);
-        tb_ring_drop(&n->down_reps);
-        for (size_t i = 0; i < n->nchild; i++) {
-            tb_conn_t *c = n->child[i].conn;
-            if (c && !n->child[i].is_be && n->child[i].rank != d.except)
-                tb_node_send_ctl(n, c, TB_CTL_REPORT, tbon_packet_ref(d.pkt));
-        }
-        tbon_packet_unref(d.pkt);
-    }
+    tb_ring_free(&n->held);
+    n->held = keep;
+}
+
+/* A new parent: what the old one may not have passed on goes again. */
+static void resend_held(tb_node_t *n)
+{
+    for (size_t i = 0; i < n->held.len; i++)
+        tb_node_send_ctl(n, n->parent, TB_CTL_REPORT,
+                         tbon_packet_ref(((struct held *)tb_ring_at(&n->held, i))->p));
 }
 
 /* us: the four recovery times, then 1 if a stream may have lost data. */
@@ -164,8 +174,7 @@ static tbon_packet_t *report(int kind, tbon_rank_t r, tbon_rank_t p, uint32_t in
                            us ? us : zero, (size_t)5);
 }
 
-/* Apply a report to our topology; 1 if it was news. */
-static int apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
+int tb_ft_apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
 {
     int news = kind == 1 ? tb_report_failure(n->topo, r, inc)
                          : tb_report_adoption(n->topo, r, p, inc);
@@ -173,8 +182,17 @@ static int apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t 
         free(n->topo_frame);        /* new children must get the new topology */
         n->topo_frame = NULL;
         tb_eds_report(n->eds, kind, r, p, inc);
+        tb_view_note(n, kind, r, p, inc);
     }
     return news;
+}
+
+void tb_ft_failed(tb_node_t *n, tbon_rank_t r, uint32_t inc, const char *how)
+{
+    if (!tb_ft_apply(n, 1, r, TBON_RANK_NONE, inc))
+        return;
+    TB_INFO("ft", "rank %u failed (%s)", r, how);
+    emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc);
 }
 
 static void on_report(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p)
@@ -190,7 +208,7 @@ static void on_report(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p)
         free(us);
         return;
     }
-    if (apply(n, kind, r, par, inc)) {
+    if (tb_ft_apply(n, kind, r, par, inc)) {
         if (kind == 1) {
             TB_INFO("ft", "rank %u failed", r);
             emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc);
@@ -208,7 +226,7 @@ static void on_report(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p)
             if (nus > 4 && us[4])
                 emit(n, TBON_EV_DATA_LOST, r, par, inc);
         }
-        flood(n, from, tbon_packet_ref(p));
+        report_up(n, from, tbon_packet_ref(p), kind, r, inc);
     }
     free(us);
 }
@@ -218,10 +236,11 @@ void tb_ft_child_lost(tb_node_t *n, size_t i)
 {
     tbon_rank_t r = n->child[i].rank;
     uint32_t inc = tb_topology_incarnation(n->topo, r);
-    if (!apply(n, 1, r, TBON_RANK_NONE, inc))
+    if (!tb_ft_apply(n, 1, r, TBON_RANK_NONE, inc))
         return;
     emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc);
-    flood(n, NULL, report(1, r, TBON_RANK_NONE, inc, NULL));
+    tb_view_notice(n, r, inc);
+    report_up(n, NULL, report(1, r, TBON_RANK_NONE, inc, NULL), 1, r, inc);
     if (n->role == TB_ROLE_FE && !n->ft_ready && !n->shutting_down && !n->child[i].is_be)
         tb_node_fault_end(n, r);
 }
@@ -238,8 +257,17 @@ int tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost)
         n->lost_parent = lost;
         TB_WARN("ft", "lost the parent (rank %u); looking for an adopter", lost);
         uint32_t inc = tb_topology_incarnation(n->topo, lost);
-        if (apply(n, 1, lost, TBON_RANK_NONE, inc))
-            flood(n, NULL, report(1, lost, TBON_RANK_NONE, inc, NULL));
+        /* The FE hears of it directly from one of the orphans (the first
+         * alive child in our copy): the lost parent's own parent may have
+         * died with it. */
+        size_t nk = 0;
+        const tbon_rank_t *kids = tb_topology_children(n->topo, lost, &nk);
+        size_t k = 0;
+        while (k < nk && !tb_topology_alive(n->topo, kids[k]))
+            k++;
+        if (k < nk && kids[k] == n->rank)
+            tb_view_notice(n, lost, inc);
+        tb_ft_apply(n, 1, lost, TBON_RANK_NONE, inc);
         tb_eds_request_adoption(n->eds, lost);
     }
     return 1;
@@ -324,19 +352,22 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
     if (lossy)
         TB_INFO("ft", "adopted by rank %u: a stream's filter keeps no recoverable state; what "
                 "the lost parent held of its waves is lost (TBON_EV_DATA_LOST)", c->rank);
-    apply(n, 2, n->rank, c->rank, inc);
+    tb_ft_apply(n, 2, n->rank, c->rank, inc);
     /* The lost parent's failure, up to where it may not be known yet (its own
-     * parent may have died with it). */
-    tb_node_send_ctl(n, n->parent, TB_CTL_REPORT,
-                     report(1, n->lost_parent, TBON_RANK_NONE,
-                            tb_topology_incarnation(n->topo, n->lost_parent), NULL));
+     * parent may have died with it), and what it may not have passed on. */
+    resend_held(n);
+    uint32_t linc = tb_topology_incarnation(n->topo, n->lost_parent);
+    report_up(n, NULL, report(1, n->lost_parent, TBON_RANK_NONE, linc, NULL), 1, n->lost_parent,
+              linc);
     int64_t t2 = now_us();
     uint64_t us[5] = { c->us[0], c->us[1], (uint64_t)(t1 - t0), (uint64_t)(t2 - t1),
                        (uint64_t)lossy };
     /* The adoption report starts here (seed 003 V-A: "initiated by the
-     * adopting and adopted processes"): up through the new parent, which
-     * floods it on, and down into our own subtree. */
-    flood(n, NULL, report(2, n->rank, c->rank, inc, us));
+     * adopting and adopted processes"): up through the new parent to the FE,
+     * whose next view carries it everywhere. */
+    report_up(n, NULL, report(2, n->rank, c->rank, inc, us), 2, n->rank, inc);
+    tb_view_adopted(n);
+    tb_attr_resync(n);
     TB_INFO("ft", "adopted by rank %u after %lld us", c->rank,
             (long long)(t2 - n->orphan_since));
 }
@@ -429,16 +460,15 @@ int tb_ft_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p)
 
 void tb_ft_free(tb_node_t *n)
 {
+    while (n->held.len) {
+        tbon_packet_unref(((struct held *)tb_ring_at(&n->held, 0))->p);
+        tb_ring_drop(&n->held);
+    }
+    tb_ring_free(&n->held);
     while (n->obuf.len) {
         struct obuf_ent *e = tb_ring_at(&n->obuf, 0);
         tbon_packet_unref(e->pkt);
         tb_ring_drop(&n->obuf);
     }
     tb_ring_free(&n->obuf);
-    while (n->down_reps.len) {
-        struct down_rep *d = tb_ring_at(&n->down_reps, 0);
-        tbon_packet_unref(d->pkt);
-        tb_ring_drop(&n->down_reps);
-    }
-    tb_ring_free(&n->down_reps);
 }

@@ -30,6 +30,12 @@ typedef struct tb_child {
     tb_conn_t  *conn;
     int         blocked;      /* reading paused for its stream queues */
     size_t      qbytes;       /* bytes it has queued in all streams' waves */
+    /* membership (node_view.c) */
+    int         v_known;      /* it told us its view version (an adopted child
+                                 has not yet: until then nothing is sent to it) */
+    uint64_t    v_sent;       /* the last view version sent to it */
+    uint64_t    v_acked;      /* the version its whole subtree has applied */
+    uint64_t    chk;          /* the consistency check it owes us an answer to */
 } tb_child_t;
 
 /* A FIFO of packets (one child's queue on one stream). */
@@ -134,9 +140,34 @@ struct tb_node {
     tbon_rank_t lost_parent;
     int64_t    orphan_since;  /* us */
     tb_ring_t  obuf;          /* what went up while orphaned */
+    tb_ring_t  held;          /* reports sent up, not yet back in a view */
     size_t     obytes;
-    tb_ring_t  down_reps;     /* reports for the commnode children, batched */
-    int64_t    down_due;      /* when they go (ms; 0: none waiting) */
+
+    /* membership (node_view.c) */
+    uint64_t   view;          /* the view version applied here */
+    uint64_t   view_sub;      /* the version this whole subtree has applied */
+    uint64_t   view_up[2];    /* what went up last: applied, subtree (FE: the
+                                 last version announced stable, in [1]) */
+    tb_ring_t  vhist;         /* recent deltas (struct tb_vhist), oldest first */
+    struct tb_vchange *vpend; /* FE: changes for the next version */
+    size_t     nvpend, capvpend;
+    int64_t    vpend_due;     /* FE: when they go even if a version is in flight */
+    struct tb_orphan *orph;   /* FE: alive nodes without a parent, and since when */
+    size_t     norph;
+    int        orph_dirty;    /* FE: the orphans must be counted again */
+    int        nfd;           /* UDP: the FE receives failure notices on it, the
+                                 others send them from it */
+    uint8_t    fe_addr[16];   /* the FE's notice address (struct sockaddr_in) */
+    int        fe_addr_ok;
+    uint64_t   chk_id;        /* the consistency check under way here */
+    tbon_rank_t *chk_rank;    /* its answers so far: ranks, and whether they agree */
+    uint8_t   *chk_ok;
+    size_t     nchk, capchk;
+    int        corrupt_done;  /* the test hook has corrupted our copy */
+
+    /* attributes (node_attr.c) */
+    struct tb_attrs *attrs;   /* a back-end's own map (NULL until written) */
+    int        attr_seen;     /* an attribute went up through here */
 };
 
 /* node.c */
@@ -168,8 +199,55 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c);
 void tb_ft_adopt_failed(tb_node_t *n, tbon_rank_t lost);
 void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c);
 void tb_ft_free(tb_node_t *n);
-/* Send the batched reports down when due; lowers *next to when they are. */
-void tb_ft_timers(tb_node_t *n, int64_t now, int64_t *next);
+/* Apply a report (kind 1 failure of r, 2 adoption of r by p) to our
+ * topology and the EDS's; 1 if it was news (at the FE it then goes into
+ * the next view). */
+int  tb_ft_apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
+/* A view brought these changes: reports of ours they cover are done. */
+void tb_ft_confirm(tb_node_t *n, const tb_vchange_t *ch, size_t k);
+/* FE: a failure learned first hand (a notice, an orphan that never came
+ * back): applied, announced (TBON_EV_NODE_FAILED) and put in the view. */
+void tb_ft_failed(tb_node_t *n, tbon_rank_t r, uint32_t inc, const char *how);
+
+/* node_view.c: views, their acknowledgements, failure notices, checks */
+void tb_view_init(tb_node_t *n);
+/* FE: a change for the next view version. */
+void tb_view_note(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
+/* After each dispatch: publish what is due, acknowledge what is new. */
+void tb_view_flush(tb_node_t *n);
+/* FE: declare failed the orphans that waited too long (before a dispatch);
+ * then (after it, when the orphans are counted) lower *next to when the
+ * next batch or orphan is due. */
+void tb_view_timers(tb_node_t *n, int64_t now);
+void tb_view_next(const tb_node_t *n, int64_t *next);
+/* Membership control messages; 1 if op was one. */
+int  tb_view_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p);
+/* A child's connection ended; we were adopted (send our versions up). */
+void tb_view_child_gone(tb_node_t *n, size_t i);
+void tb_view_adopted(tb_node_t *n);
+/* The port table arrived: where failure notices go (non-FE), or the FE's
+ * socket for them was opened at start-up. */
+void tb_view_notice_setup(tb_node_t *n);
+/* Tell the FE directly that r (incarnation inc) failed (seed 002 section 3,
+ * "high priority monitoring"). */
+void tb_view_notice(tb_node_t *n, tbon_rank_t r, uint32_t inc);
+/* FE: datagrams arrived on the notice socket. */
+void tb_view_on_notices(tb_node_t *n);
+/* FE: open the notice socket on our port (0, or -1 with a warning). */
+int  tb_view_open_notices(tb_node_t *n);
+/* FE app: start consistency check id. */
+void tb_view_check(tb_node_t *n, uint64_t id);
+/* Answer the check under way if no child still owes its part. */
+void tb_view_check_progress(tb_node_t *n);
+void tb_view_free(tb_node_t *n);
+
+/* node_attr.c: attribute replication (seed 002 section 4) */
+/* A back-end writes key (value NULL: deletes it); the change goes up. */
+void tb_attr_set(tb_node_t *n, const char *key, const char *value);
+int  tb_attr_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p);
+/* Adopted: our map, and those of our subtree, go up again. */
+void tb_attr_resync(tb_node_t *n);
+void tb_attr_free(tb_node_t *n);
 
 /* node_start.c */
 int  tb_node_launch_children(tb_node_t *n, tbon_error_t *err);

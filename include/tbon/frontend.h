@@ -58,6 +58,38 @@ tbon_stream_t *tbon_fe_stream_new(tbon_net_t *net, tbon_comm_t *comm,
  * the timeout "%ud" in ms of a TBON_SYNC_TIMEOUT stream. */
 int tbon_stream_set_filter_params(tbon_stream_t *s, int which, const char *fmt, ...);
 
+/* The consistency check: every live node compares its view version and a
+ * digest of its topology copy (who is alive; the parent, incarnation, role,
+ * host and id of each) with the FE's. Run it once the view is stable
+ * (TBON_EV_VIEW_STABLE): during a view change nodes differ by design. */
+typedef struct tbon_view_check {
+    uint64_t    view_version;   /* the FE's view when the check ended */
+    size_t      nodes;          /* live nodes in the FE's view, the FE included */
+    size_t      agree;          /* nodes whose view and topology equal the FE's */
+    size_t      ndisagree;      /* nodes that answered with something else */
+    size_t      nmissing;       /* live nodes (in the FE's view) that did not answer */
+    tbon_rank_t disagree[32];   /* the first 32 of each, in rank order */
+    tbon_rank_t missing[32];
+} tbon_view_check_t;
+/* Returns 0 when every live node answered and agrees, TBON_ETOPOLOGY when
+ * some disagree or did not answer (out says which; tbon_net_error says how
+ * many), TBON_ETIMEOUT if an answer is still out after timeout_ms (a node
+ * hung: its parent waits for it), TBON_ECLOSED or TBON_EINVAL. */
+int tbon_fe_check_views(tbon_net_t *net, tbon_view_check_t *out, int timeout_ms);
+
+/* The attribute key of node rank (the FE is rank 0) as it reached the FE:
+ * copied into buf (cap bytes, NUL-terminated, truncated if need be, as
+ * snprintf). Returns the value's length, or TBON_ENOTFOUND if rank never
+ * set key, deleted it, or failed (a failed node's attributes are dropped);
+ * TBON_EINVAL. */
+int tbon_fe_get_attr(tbon_net_t *net, tbon_rank_t rank, const char *key, char *buf, size_t cap);
+/* The nodes whose attributes changed since the last call (set, deleted, or
+ * dropped with the node's failure): writes up to cap ranks, in rank order,
+ * waiting up to timeout_ms (-1: for ever, 0: not at all) for a first one.
+ * Returns how many it wrote (those beyond cap stay for the next call),
+ * TBON_ETIMEOUT, TBON_ECLOSED or TBON_EINVAL. */
+int tbon_fe_attrs_changed(tbon_net_t *net, tbon_rank_t *ranks, size_t cap, int timeout_ms);
+
 #ifdef __cplusplus
 }
 #endif

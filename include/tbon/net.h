@@ -73,6 +73,28 @@ typedef struct tbon_event {
  * TBON_ECLOSED. */
 int tbon_net_next_event(tbon_net_t *net, tbon_event_t *ev, int timeout_ms);
 
+/* --- membership views (docs/user-guide.md, "Membership") ---
+ * The FE numbers every change of the session's membership (failures,
+ * adoptions) with a view version and sends it to every process; once every
+ * live process has applied version v and every live node has a parent, the
+ * FE gets TBON_EV_VIEW_STABLE with view_version v. Version 1 is the tree as
+ * it started. */
+/* The last view version this process has applied. */
+uint64_t tbon_net_view_version(tbon_net_t *net);
+/* The live nodes of this process's view (FE, commnodes, back-ends), in rank
+ * order: writes up to cap ranks, returns how many there are. At the FE the
+ * view follows its events at once, before the version that carries them is
+ * made. */
+int      tbon_net_view(tbon_net_t *net, tbon_rank_t *ranks, size_t cap);
+
+/* --- attributes (docs/user-guide.md, "Attributes") ---
+ * Every process may publish key/value attributes (NUL-terminated strings:
+ * a key of 1 to 255 bytes, a value of at most 65,536); they are replicated
+ * to the FE (tbon_fe_get_attr). Set key to value, or delete it with value
+ * NULL. Only the change travels; it reaches the FE even if a parent on the
+ * way fails. Returns 0, TBON_EINVAL, TBON_ENOMEM or TBON_ECLOSED. */
+int      tbon_net_set_attr(tbon_net_t *net, const char *key, const char *value);
+
 /* --- logging --- */
 
 enum { TBON_LOG_ERROR = 0, TBON_LOG_WARN = 1, TBON_LOG_INFO = 2, TBON_LOG_DEBUG = 3 };

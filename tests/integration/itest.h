@@ -32,6 +32,10 @@ enum {
     IT_TAG_MULTI  = 108,  /* "%ud" wave -> "%ld %alf" rank+wave, {rank*0.5, -rank, wave} */
     IT_TAG_ARGV   = 109,  /* "%ud" -> "%as" the BE's argv[1..] after tbon_be_create */
     IT_TAG_TYPE0  = 110,  /* 110+i "%ud" wave -> one value of type it_type_fmt[i] */
+    IT_TAG_VIEW   = 120,  /* "%ud" -> "%ud %uld %aud" rank, view version, live ranks */
+    IT_TAG_ATTR   = 121,  /* "%aud %s %s %d %ud" ranks key value delete ms -> "%ld" 0
+                             or rc: the listed BEs sleep ms, then set key to
+                             "value.RANK" (or delete it) */
 };
 
 #define IT_NTYPES 10

@@ -15,6 +15,12 @@
  *   107 "%auc" bytes      -> "%auc"  the same bytes
  *   108 "%ud" wave        -> "%ld %alf" rank + wave, {rank * 0.5, -rank, wave}
  *   109 "%ud" any         -> "%as"   argv[1..argc) as left by tbon_be_create
+ *   120 "%ud" any         -> "%ud %uld %aud" rank, tbon_net_view_version and
+ *                            tbon_net_view (the membership view here)
+ *   121 "%aud %s %s %d %ud" ranks, key, value, delete, ms -> "%ld" 0, or the
+ *                            error of tbon_net_set_attr: a BE among ranks
+ *                            sleeps ms, then sets key to "value.RANK" (or
+ *                            deletes it if delete)
  *   110+i "%ud" wave      -> one value of the scalar type it_type_fmt[i]
  *                            (%c %uc %hd %uhd %d %ud %ld %uld %f %lf):
  *                            it_type_ival / it_type_fval (itest.h)
@@ -46,6 +52,7 @@
 #include <unistd.h>
 
 static tbon_rank_t rank;
+static tbon_net_t *the_net;     /* for the view request */
 
 static void sleep_ms(unsigned ms)
 {
@@ -185,6 +192,35 @@ static int handle(tbon_packet_t *p, tbon_stream_t *s, int argc, char **argv)
         double v[3] = { rank * 0.5, -(double)rank, (double)a };
         return tbon_stream_send(s, tag, "%ld %alf", (int64_t)rank + a, v, (size_t)3);
     }
+    case IT_TAG_VIEW: {
+        tbon_rank_t live[2048];
+        int n = tbon_net_view(the_net, live, sizeof live / sizeof live[0]);
+        if (n < 0 || n > (int)(sizeof live / sizeof live[0]))
+            n = 0;
+        return tbon_stream_send(s, tag, "%ud %uld %aud", rank, tbon_net_view_version(the_net), live,
+                                (size_t)n);
+    }
+    case IT_TAG_ATTR: {
+        uint32_t *ranks = NULL;
+        size_t nr = 0;
+        char *key = NULL, *val = NULL;
+        int del = 0;
+        uint32_t ms = 0;
+        long long res = 0;
+        if ((rc = tbon_packet_unpack(p, "%aud %s %s %d %ud", &ranks, &nr, &key, &val, &del, &ms)))
+            return rc;
+        for (size_t i = 0; i < nr; i++)
+            if (ranks[i] == rank) {
+                sleep_ms(ms);
+                char v[600];
+                snprintf(v, sizeof v, "%s.%u", val, (unsigned)rank);
+                res = tbon_net_set_attr(the_net, key, del ? NULL : v);
+            }
+        free(ranks);
+        free(key);
+        free(val);
+        return tbon_stream_send(s, tag, "%ld", (int64_t)res);
+    }
     case IT_TAG_ARGV:
         return tbon_stream_send(s, tag, "%as", (const char *const *)(argv + 1),
                                 (size_t)(argc - 1));
@@ -219,6 +255,7 @@ int main(int argc, char **argv)
     if (!net)
         return 5;
     rank = tbon_net_rank(net);
+    the_net = net;
 
     const char *marker = opt_value(argc, argv, "--marker");
     const char *ea = opt_value(argc, argv, "--exit-after");

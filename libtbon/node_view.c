@@ -1,0 +1,747 @@
+/* node_view.c - the membership layer in the reactor (DESIGN.md, "Fault
+ * tolerance" 5; docs/protocol.md 9).
+ *
+ * The FE is the membership root (seed 000 section 3.4). Every failure or
+ * adoption that is news to it becomes part of the next *view version*,
+ * which travels down the tree to every process, back-ends included; each
+ * node acknowledges up the highest version its whole subtree has applied,
+ * once its children have (seed 000: "higher nodes acknowledge ... once they
+ * have received the acknowledgments from their children"). When the FE's
+ * own version has come back from every child and no alive node is without a
+ * parent, the view is stable: TBON_EV_VIEW_STABLE.
+ *
+ * Failures during a view change (seed 000 section 3.5) need no special
+ * case: a dead child is simply no longer waited for, its failure is the
+ * next version, and an adopted node is brought up to date by its adopter
+ * from the recent versions it keeps (or, if it lags further, with a whole
+ * view). A node alive in the FE's copy but left without a parent for too
+ * long (its adoption never came) is declared failed, so no view waits for
+ * ever.
+ *
+ * Two more things live here: the fast failure notice (seed 002 section 3,
+ * "high priority monitoring"), a datagram from the detector straight to the
+ * FE, and the consistency check, which compares every node's copy with the
+ * FE's.
+ */
+#include "node_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "packet_int.h"
+#include "sha256.h"
+#include "sock.h"
+
+/* Versions kept for children that lag (an adopted one). */
+#define TB_VIEW_HISTORY 256
+/* While a version is in flight (not yet back from every child), new changes
+ * wait at most this long to go together: in a recovery burst, a version
+ * per adoption would wake every process of the tree once per orphan. */
+#define TB_VIEW_BATCH_MS 5
+/* An alive node without a parent for this long is taken for failed (ms):
+ * twice the heartbeat timeout, at least a second; 10 s without heartbeats. */
+#define TB_VIEW_ORPHAN_MIN_MS 1000
+#define TB_VIEW_ORPHAN_NOHB_MS 10000
+
+struct tb_vhist {
+    uint64_t v;
+    tbon_packet_t *p;
+};
+
+struct tb_orphan {
+    tbon_rank_t r;
+    int64_t since;      /* ms */
+};
+
+void tb_view_init(tb_node_t *n)
+{
+    n->view = 1;        /* the tree as it started: the same copy everywhere */
+    n->view_sub = 1;
+    n->view_up[0] = n->view_up[1] = 1;
+    n->nfd = -1;
+    for (size_t i = 0; i < n->nchild; i++) {
+        n->child[i].v_known = 1;
+        n->child[i].v_sent = n->child[i].v_acked = 1;
+    }
+    tb_ring_init(&n->vhist, sizeof(struct tb_vhist));
+}
+
+/* ---- acknowledgements ---- */
+
+static int counted(const tb_child_t *ch)
+{
+    return ch->conn && !ch->conn->closed;
+}
+
+/* The highest version every process of our subtree has applied: ours, or
+ * less while a child's subtree lags (0 while an adopted child has not said). */
+static uint64_t subtree(const tb_node_t *n)
+{
+    uint64_t v = n->view;
+    for (size_t i = 0; i < n->nchild; i++) {
+        const tb_child_t *ch = &n->child[i];
+        if (!counted(ch))
+            continue;
+        if (!ch->v_known)
+            return 0;
+        if (ch->v_acked < v)
+            v = ch->v_acked;
+    }
+    return v;
+}
+
+static void emit_stable(tb_node_t *n)
+{
+    if (n->view_sub != n->view || n->view <= n->view_up[1] || n->norph || n->nvpend ||
+        n->orph_dirty || n->shutting_down)
+        return;
+    n->view_up[1] = n->view;
+    TB_DEBUG("view", "view %llu is stable", (unsigned long long)n->view);
+    if (n->cbs.event) {
+        tbon_event_t ev = { .type = TBON_EV_VIEW_STABLE, .rank = 0, .parent = TBON_RANK_NONE,
+                            .view_version = n->view };
+        n->cbs.event(n->cbs.arg, &ev);
+    }
+}
+
+static void send_ack(tb_node_t *n, int want)
+{
+    n->view_up[0] = n->view;
+    n->view_up[1] = n->view_sub;
+    tb_node_send_ctl(n, n->parent, TB_CTL_VIEW_ACK,
+                     tbon_packet_new(TB_CTL_VIEW_ACK, "%uld %uld %d", n->view, n->view_sub, want));
+}
+
+/* Recompute our subtree's version; tell the parent if it moved (FE: is the
+ * view stable now?). */
+static void ack_up(tb_node_t *n)
+{
+    n->view_sub = subtree(n);
+    if (n->role == TB_ROLE_FE) {
+        emit_stable(n);
+        return;
+    }
+    if (n->parent && !n->parent->closed &&
+        (n->view != n->view_up[0] || n->view_sub > n->view_up[1]))
+        send_ack(n, 0);
+}
+
+/* ---- sending versions down ---- */
+
+static tbon_packet_t *hist_find(const tb_node_t *n, uint64_t v)
+{
+    for (size_t i = n->vhist.len; i-- > 0;) {
+        const struct tb_vhist *h = tb_ring_at(&n->vhist, i);
+        if (h->v == v)
+            return h->p;
+        if (h->v < v)
+            break;
+    }
+    return NULL;
+}
+
+static void hist_push(tb_node_t *n, uint64_t v, tbon_packet_t *p)
+{
+    if (n->vhist.len == TB_VIEW_HISTORY) {
+        tbon_packet_unref(((struct tb_vhist *)tb_ring_at(&n->vhist, 0))->p);
+        tb_ring_drop(&n->vhist);
+    }
+    struct tb_vhist *h = tb_ring_push(&n->vhist);
+    if (h) {
+        h->v = v;
+        h->p = tbon_packet_ref(p);
+    }
+}
+
+static tbon_packet_t *view_packet(uint64_t v, uint64_t prev, const tb_vchange_t *ch, size_t k)
+{
+    int32_t *kinds = malloc((k ? k : 1) * sizeof *kinds);
+    uint32_t *r = malloc((k ? k : 1) * 3 * sizeof *r);
+    tbon_packet_t *p = NULL;
+    if (kinds && r) {
+        for (size_t i = 0; i < k; i++) {
+            kinds[i] = ch[i].kind;
+            r[i] = ch[i].rank;
+            r[k + i] = ch[i].parent;
+            r[2 * k + i] = ch[i].inc;
+        }
+        p = tbon_packet_new(TB_CTL_VIEW, "%uld %uld %ad %aud %aud %aud", v, prev, kinds, k,
+                            r, k, r + k, k, r + 2 * k, k);
+    }
+    free(kinds);
+    free(r);
+    return p;
+}
+
+/* A whole view (prev 0) for a child that lags beyond our history: every
+ * fact of our copy as a report. Applying reports is idempotent and order
+ * does not matter (reconfig.h), so the child ends up with what we have. */
+static tbon_packet_t *whole_view(const tb_node_t *n)
+{
+    size_t size = tb_topology_size(n->topo), k = 0;
+    tb_vchange_t *ch = malloc((size ? size : 1) * sizeof *ch);
+    if (!ch)
+        return NULL;
+    for (tbon_rank_t r = 1; r < size; r++) {
+        uint32_t inc = tb_topology_incarnation(n->topo, r);
+        if (!tb_topology_alive(n->topo, r))
+            ch[k++] = (tb_vchange_t){ 1, r, TBON_RANK_NONE, inc };
+        else if (inc > 0 && tb_topology_parent(n->topo, r) != TBON_RANK_NONE)
+            ch[k++] = (tb_vchange_t){ 2, r, tb_topology_parent(n->topo, r), inc };
+    }
+    tbon_packet_t *p = view_packet(n->view, 0, ch, k);
+    free(ch);
+    return p;
+}
+
+/* Bring child i up to our version, from where it is. */
+static void catch_up(tb_node_t *n, size_t i)
+{
+    tb_child_t *ch = &n->child[i];
+    while (counted(ch) && ch->v_known && ch->v_sent < n->view) {
+        tbon_packet_t *p = hist_find(n, ch->v_sent + 1);
+        if (!p) {
+            TB_INFO("view", "rank %u is at view %llu, beyond what we keep: it gets view %llu "
+                    "whole", ch->rank, (unsigned long long)ch->v_sent,
+                    (unsigned long long)n->view);
+            tb_node_send_ctl(n, ch->conn, TB_CTL_VIEW, whole_view(n));
+            ch->v_sent = n->view;
+            break;
+        }
+        tb_node_send_ctl(n, ch->conn, TB_CTL_VIEW, tbon_packet_ref(p));
+        ch->v_sent++;
+    }
+}
+
+/* Version v (packet p) is ours now: keep it, pass it on. */
+static void pass_down(tb_node_t *n, uint64_t v, tbon_packet_t *p)
+{
+    hist_push(n, v, p);
+    for (size_t i = 0; i < n->nchild; i++)
+        catch_up(n, i);
+}
+
+/* ---- the FE: making versions ---- */
+
+void tb_view_note(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
+{
+    if (n->role != TB_ROLE_FE)
+        return;
+    n->orph_dirty = 1;
+    if (n->nvpend == n->capvpend) {
+        size_t nc = n->capvpend ? 2 * n->capvpend : 16;
+        tb_vchange_t *v = realloc(n->vpend, nc * sizeof *v);
+        if (!v)
+            return;
+        n->vpend = v;
+        n->capvpend = nc;
+    }
+    n->vpend[n->nvpend++] = (tb_vchange_t){ kind, r, p, inc };
+    if (!n->vpend_due)
+        n->vpend_due = tb_now_ms() + TB_VIEW_BATCH_MS;
+}
+
+static void publish(tb_node_t *n)
+{
+    tbon_packet_t *p = view_packet(n->view + 1, n->view, n->vpend, n->nvpend);
+    if (!p)
+        return;         /* out of memory: tried again after the next turn */
+    n->view++;
+    TB_DEBUG("view", "view %llu: %zu changes", (unsigned long long)n->view, n->nvpend);
+    if (n->cbs.view)
+        n->cbs.view(n->cbs.arg, n->view, n->vpend, n->nvpend);
+    n->nvpend = 0;
+    n->vpend_due = 0;
+    pass_down(n, n->view, p);
+    tbon_packet_unref(p);
+}
+
+/* The FE's alive nodes without a parent (orphans, and nodes whose claimed
+ * adopter closes a cycle), in rank order, each with when it was first seen
+ * so. */
+static void count_orphans(tb_node_t *n, int64_t now)
+{
+    size_t size = tb_topology_size(n->topo), k = 0, j = 0, cap = 0;
+    struct tb_orphan *v = NULL;
+    for (tbon_rank_t r = 1; r < size; r++) {
+        if (!tb_topology_alive(n->topo, r) || tb_topology_parent(n->topo, r) != TBON_RANK_NONE)
+            continue;
+        while (j < n->norph && n->orph[j].r < r)
+            j++;
+        if (k == cap) {
+            cap = cap ? 2 * cap : 16;
+            struct tb_orphan *nv = realloc(v, cap * sizeof *nv);
+            if (!nv) {
+                free(v);
+                return;             /* still dirty: counted again next turn */
+            }
+            v = nv;
+        }
+        v[k++] = (struct tb_orphan){ r, j < n->norph && n->orph[j].r == r ? n->orph[j].since : now };
+    }
+    free(n->orph);
+    n->orph = v;
+    n->norph = k;
+    n->orph_dirty = 0;
+}
+
+void tb_view_flush(tb_node_t *n)
+{
+    if (n->role != TB_ROLE_FE)
+        return;
+    if (n->orph_dirty)
+        count_orphans(n, tb_now_ms());
+    /* At once when nothing is in flight; else with the batch. */
+    if (n->nvpend && (n->view_sub == n->view || tb_now_ms() >= n->vpend_due))
+        publish(n);
+    ack_up(n);
+}
+
+static int64_t orphan_ms(const tb_node_t *n)
+{
+    int hb = n->cfg.heartbeat_ms;
+    if (hb <= 0)
+        return TB_VIEW_ORPHAN_NOHB_MS;
+    return 2 * (int64_t)hb > TB_VIEW_ORPHAN_MIN_MS ? 2 * (int64_t)hb : TB_VIEW_ORPHAN_MIN_MS;
+}
+
+void tb_view_timers(tb_node_t *n, int64_t now)
+{
+    if (n->role != TB_ROLE_FE || !n->ft_ready || n->shutting_down)
+        return;
+    int64_t limit = orphan_ms(n);
+    for (size_t j = 0; j < n->norph; j++) {
+        struct tb_orphan o = n->orph[j];
+        if (now - o.since < limit)
+            continue;
+        /* Seed 000 section 3.5: a node that does not acknowledge is taken
+         * for failed. Its adoption never came: fenced like a silent node. */
+        TB_WARN("view", "rank %u has had no parent for %lld ms: taken for failed", o.r,
+                (long long)(now - o.since));
+        tb_ft_failed(n, o.r, tb_topology_incarnation(n->topo, o.r), "never adopted");
+    }
+}
+
+void tb_view_next(const tb_node_t *n, int64_t *next)
+{
+    if (n->role != TB_ROLE_FE || !n->ft_ready || n->shutting_down)
+        return;
+    if (n->vpend_due && n->vpend_due < *next)
+        *next = n->vpend_due;
+    int64_t limit = orphan_ms(n);
+    for (size_t j = 0; j < n->norph; j++)
+        if (n->orph[j].since + limit < *next)
+            *next = n->orph[j].since + limit;
+}
+
+/* ---- versions arriving (every node but the FE) ---- */
+
+static void on_view(tb_node_t *n, tbon_packet_t *p)
+{
+    uint64_t v, prev;
+    int32_t *kinds = NULL;
+    uint32_t *r = NULL, *par = NULL, *inc = NULL;
+    size_t nk = 0, nr = 0, np = 0, ni = 0;
+    if (tbon_packet_unpack(p, "%uld %uld %ad %aud %aud %aud", &v, &prev, &kinds, &nk, &r, &nr,
+                           &par, &np, &inc, &ni) != 0 || nk != nr || nk != np || nk != ni ||
+        prev >= v) {
+        TB_WARN("view", "malformed view from the parent ignored");
+        goto out;
+    }
+    if (v <= n->view)
+        goto out;                       /* had it (sent again after an adoption) */
+    if (prev > n->view) {
+        /* A gap: ask for everything after what we have. */
+        TB_INFO("view", "view %llu follows %llu but we have %llu: asking again",
+                (unsigned long long)v, (unsigned long long)prev, (unsigned long long)n->view);
+        send_ack(n, 1);
+        goto out;
+    }
+    tb_vchange_t *ch = malloc((nk ? nk : 1) * sizeof *ch);
+    size_t k = 0;
+    for (size_t i = 0; i < nk; i++) {
+        if ((kinds[i] != 1 && kinds[i] != 2) || r[i] >= tb_topology_size(n->topo) || r[i] == 0 ||
+            (kinds[i] == 2 && par[i] >= tb_topology_size(n->topo))) {
+            TB_WARN("view", "view %llu: a malformed change ignored", (unsigned long long)v);
+            continue;
+        }
+        tb_ft_apply(n, kinds[i], r[i], par[i], inc[i]);
+        if (ch)
+            ch[k++] = (tb_vchange_t){ kinds[i], r[i], par[i], inc[i] };
+    }
+    n->view = v;
+    if (ch)
+        tb_ft_confirm(n, ch, k);
+    if (n->cbs.view && ch)
+        n->cbs.view(n->cbs.arg, v, ch, k);
+    free(ch);
+    pass_down(n, v, p);
+    ack_up(n);
+out:
+    free(kinds);
+    free(r);
+    free(par);
+    free(inc);
+}
+
+static void on_ack(tb_node_t *n, size_t i, tbon_packet_t *p)
+{
+    uint64_t applied, sub;
+    int want;
+    tb_child_t *ch = &n->child[i];
+    if (tbon_packet_unpack(p, "%uld %uld %d", &applied, &sub, &want) != 0 || sub > applied) {
+        TB_WARN("view", "malformed view acknowledgement from rank %u ignored", ch->rank);
+        return;
+    }
+    ch->v_acked = sub;
+    if (!ch->v_known || want) {
+        ch->v_known = 1;
+        ch->v_sent = applied;
+        catch_up(n, i);
+    }
+    ack_up(n);
+}
+
+void tb_view_child_gone(tb_node_t *n, size_t i)
+{
+    tb_child_t *ch = &n->child[i];
+    if (ch->chk && ch->chk == n->chk_id) {
+        ch->chk = 0;
+        tb_view_check_progress(n);
+    }
+    ack_up(n);
+}
+
+void tb_view_adopted(tb_node_t *n)
+{
+    /* The new parent does not know where we are: say it, and ask. */
+    n->view_sub = subtree(n);
+    send_ack(n, 1);
+}
+
+/* ---- failure notices (docs/protocol.md 9.3) ---- */
+
+#define NOTICE_MAGIC 0x464E4254u     /* "TBNF" */
+#define NOTICE_SIZE  (40 + TB_SHA256_SIZE)
+
+static void put32(uint8_t *b, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *b)
+{
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+static void put64(uint8_t *b, uint64_t v)
+{
+    put32(b, (uint32_t)v);
+    put32(b + 4, (uint32_t)(v >> 32));
+}
+
+static uint64_t get64(const uint8_t *b)
+{
+    return get32(b) | (uint64_t)get32(b + 4) << 32;
+}
+
+int tb_view_open_notices(tb_node_t *n)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(n->port),
+                             .sin_addr.s_addr = htonl(INADDR_ANY) };
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+        TB_WARN("view", "no socket for failure notices on UDP port %u (%s): the FE hears of "
+                "failures through the tree only", (unsigned)n->port, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &n->nfd };
+    if (epoll_ctl(n->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        close(fd);
+        return -1;
+    }
+    n->nfd = fd;
+    return 0;
+}
+
+void tb_view_notice_setup(tb_node_t *n)
+{
+    uint16_t port = tb_topology_port(n->topo, 0);
+    if (n->role == TB_ROLE_FE || n->fe_addr_ok || !port)
+        return;
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+    /* The FE on our own topology host is reached over the loopback, as
+     * children reach parents (docs/protocol.md 7.1). */
+    if (tb_topology_host_index(n->topo, 0) == tb_topology_host_index(n->topo, n->rank)) {
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    } else {
+        struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_DGRAM }, *res = NULL;
+        if (getaddrinfo(tb_topology_host(n->topo, 0), NULL, &hints, &res) != 0 || !res) {
+            TB_WARN("view", "cannot resolve the FE's host %s: no failure notices from here",
+                    tb_topology_host(n->topo, 0));
+            return;
+        }
+        a.sin_addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
+        freeaddrinfo(res);
+    }
+    n->nfd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (n->nfd < 0)
+        return;
+    memcpy(n->fe_addr, &a, sizeof a);
+    n->fe_addr_ok = 1;
+}
+
+void tb_view_notice(tb_node_t *n, tbon_rank_t r, uint32_t inc)
+{
+    if (n->role == TB_ROLE_FE || !n->fe_addr_ok || n->shutting_down)
+        return;
+    uint8_t b[NOTICE_SIZE] = { 0 };
+    put32(b, NOTICE_MAGIC);
+    b[4] = 1;                           /* version */
+    put64(b + 8, n->cfg.session.id);
+    put32(b + 16, n->rank);
+    put32(b + 20, r);
+    put32(b + 24, inc);
+    uint64_t nonce = 0;
+    tb_random_bytes(&nonce, sizeof nonce);
+    put64(b + 32, nonce);
+    tb_hmac_sha256(n->cfg.session.secret, TB_SECRET_SIZE, b, 40, b + 40);
+    if (sendto(n->nfd, b, sizeof b, MSG_DONTWAIT, (struct sockaddr *)n->fe_addr,
+               sizeof(struct sockaddr_in)) < 0)
+        TB_DEBUG("view", "failure notice not sent: %s", strerror(errno));
+}
+
+void tb_view_on_notices(tb_node_t *n)
+{
+    uint8_t b[NOTICE_SIZE + 1], mac[TB_SHA256_SIZE];
+    for (int budget = 0; budget < 256; budget++) {
+        ssize_t len = recv(n->nfd, b, sizeof b, MSG_DONTWAIT);
+        if (len < 0)
+            return;
+        /* Anything not a notice of this session, signed with its secret, is
+         * dropped without a word: the port is open to anyone. */
+        if (len != NOTICE_SIZE || get32(b) != NOTICE_MAGIC || b[4] != 1 ||
+            get64(b + 8) != n->cfg.session.id)
+            continue;
+        tb_hmac_sha256(n->cfg.session.secret, TB_SECRET_SIZE, b, 40, mac);
+        if (!tb_ct_equal(mac, b + 40, sizeof mac))
+            continue;
+        tbon_rank_t from = get32(b + 16), r = get32(b + 20);
+        uint32_t inc = get32(b + 24);
+        if (r == 0 || r >= tb_topology_size(n->topo) || !n->ft_ready || n->shutting_down)
+            continue;
+        /* A detector we have fenced is not believed: woken up, it sees its
+         * children gone (adopted elsewhere) and would call them dead. */
+        if (from >= tb_topology_size(n->topo) || !tb_topology_alive(n->topo, from))
+            continue;
+        /* A replay is harmless: a failure is final, and an old incarnation's
+         * says nothing new. */
+        char how[64];
+        snprintf(how, sizeof how, "notice from rank %u", from);
+        tb_ft_failed(n, r, inc, how);
+    }
+}
+
+/* ---- the consistency check ---- */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+uint64_t tb_view_digest(const tb_topology_t *t)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t size = tb_topology_size(t);
+    h = fnv(h, &size, sizeof size);
+    for (tbon_rank_t r = 0; r < size; r++) {
+        uint32_t f[5] = { r, 0, 0, 0, 0 };
+        if (tb_topology_alive(t, r)) {
+            f[1] = 1;
+            f[2] = tb_topology_parent(t, r);
+            f[3] = tb_topology_incarnation(t, r);
+            f[4] = (uint32_t)tb_topology_role(t, r) | tb_topology_local_id(t, r) << 2;
+            const char *host = tb_topology_host(t, r);
+            h = fnv(h, host, strlen(host) + 1);
+        }
+        h = fnv(h, f, sizeof f);
+    }
+    return h;
+}
+
+static void chk_add(tb_node_t *n, tbon_rank_t r, int ok)
+{
+    if (n->nchk == n->capchk) {
+        size_t nc = n->capchk ? 2 * n->capchk : 64;
+        tbon_rank_t *v = realloc(n->chk_rank, nc * sizeof *v);
+        if (v)
+            n->chk_rank = v;
+        uint8_t *o = realloc(n->chk_ok, nc);
+        if (o)
+            n->chk_ok = o;
+        if (!v || !o)
+            return;
+        n->capchk = nc;
+    }
+    n->chk_rank[n->nchk] = r;
+    n->chk_ok[n->nchk++] = (uint8_t)ok;
+}
+
+/* The test hook (TBON_TEST_CORRUPT_VIEW=RANK): that process spoils its own
+ * copy once, before its first check, so that the tests can see the check
+ * fail for a real difference. */
+static void test_corrupt(tb_node_t *n)
+{
+    const char *e = getenv("TBON_TEST_CORRUPT_VIEW");
+    char *end;
+    if (n->corrupt_done || !e || !*e || strtoul(e, &end, 10) != n->rank || *end)
+        return;
+    n->corrupt_done = 1;
+    tb_topology_set_incarnation(n->topo, n->rank, tb_topology_incarnation(n->topo, n->rank) + 7);
+    TB_WARN("view", "test hook: our copy of the topology is corrupted on purpose");
+}
+
+/* Our answer is complete when no child owes one. */
+void tb_view_check_progress(tb_node_t *n)
+{
+    if (!n->chk_id)
+        return;
+    for (size_t i = 0; i < n->nchild; i++)
+        if (n->child[i].chk == n->chk_id && counted(&n->child[i]))
+            return;
+    size_t na = 0, nb = 0;
+    for (size_t i = 0; i < n->nchk; i++)
+        na += n->chk_ok[i];
+    nb = n->nchk - na;
+    tbon_rank_t *a = malloc((na ? na : 1) * sizeof *a), *b = malloc((nb ? nb : 1) * sizeof *b);
+    if (a && b) {
+        na = nb = 0;
+        for (size_t i = 0; i < n->nchk; i++) {
+            if (n->chk_ok[i])
+                a[na++] = n->chk_rank[i];
+            else
+                b[nb++] = n->chk_rank[i];
+        }
+        if (n->role == TB_ROLE_FE) {
+            if (n->cbs.checked)
+                n->cbs.checked(n->cbs.arg, n->chk_id, a, na, b, nb);
+        } else {
+            tb_node_send_ctl(n, n->parent, TB_CTL_CHECKED,
+                             tbon_packet_new(TB_CTL_CHECKED, "%uld %aud %aud", n->chk_id, a, na,
+                                             b, nb));
+        }
+    }
+    free(a);
+    free(b);
+    n->chk_id = 0;
+    n->nchk = 0;
+}
+
+static void check_start(tb_node_t *n, uint64_t id, uint64_t version, uint64_t digest)
+{
+    test_corrupt(n);
+    n->chk_id = id;
+    n->nchk = 0;
+    chk_add(n, n->rank, n->view == version && tb_view_digest(n->topo) == digest);
+    tbon_packet_t *p = tbon_packet_new(TB_CTL_CHECK, "%uld %uld %uld", id, version, digest);
+    for (size_t i = 0; p && i < n->nchild; i++) {
+        tb_child_t *ch = &n->child[i];
+        ch->chk = 0;
+        if (!counted(ch))
+            continue;
+        ch->chk = id;
+        tb_node_send_ctl(n, ch->conn, TB_CTL_CHECK, tbon_packet_ref(p));
+    }
+    tbon_packet_unref(p);
+    tb_view_check_progress(n);
+}
+
+void tb_view_check(tb_node_t *n, uint64_t id)
+{
+    check_start(n, id, n->view, tb_view_digest(n->topo));
+}
+
+static void on_check(tb_node_t *n, tbon_packet_t *p)
+{
+    uint64_t id, version, digest;
+    if (tbon_packet_unpack(p, "%uld %uld %uld", &id, &version, &digest) != 0 || !id) {
+        TB_WARN("view", "malformed consistency check ignored");
+        return;
+    }
+    check_start(n, id, version, digest);    /* a newer check replaces an older one */
+}
+
+static void on_checked(tb_node_t *n, size_t i, tbon_packet_t *p)
+{
+    uint64_t id;
+    uint32_t *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    if (tbon_packet_unpack(p, "%uld %aud %aud", &id, &a, &na, &b, &nb) != 0) {
+        TB_WARN("view", "malformed check answer from rank %u ignored", n->child[i].rank);
+    } else if (id == n->chk_id && n->child[i].chk == id) {
+        for (size_t j = 0; j < na; j++)
+            chk_add(n, a[j], 1);
+        for (size_t j = 0; j < nb; j++)
+            chk_add(n, b[j], 0);
+        n->child[i].chk = 0;
+        tb_view_check_progress(n);
+    }
+    free(a);
+    free(b);
+}
+
+/* ---- dispatch ---- */
+
+int tb_view_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p)
+{
+    switch (op) {
+    case TB_CTL_VIEW:
+        if (child < 0)
+            on_view(n, p);
+        return 1;
+    case TB_CTL_VIEW_ACK:
+        if (child >= 0)
+            on_ack(n, (size_t)child, p);
+        return 1;
+    case TB_CTL_CHECK:
+        if (child < 0)
+            on_check(n, p);
+        return 1;
+    case TB_CTL_CHECKED:
+        if (child >= 0)
+            on_checked(n, (size_t)child, p);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+void tb_view_free(tb_node_t *n)
+{
+    while (n->vhist.len) {
+        tbon_packet_unref(((struct tb_vhist *)tb_ring_at(&n->vhist, 0))->p);
+        tb_ring_drop(&n->vhist);
+    }
+    tb_ring_free(&n->vhist);
+    free(n->vpend);
+    free(n->orph);
+    free(n->chk_rank);
+    free(n->chk_ok);
+    if (n->nfd >= 0)
+        close(n->nfd);
+    n->nfd = -1;
+}
