@@ -12,7 +12,7 @@
 #include "net_int.h"
 
 /* Connect through j and start the node: shared by create and attach. */
-static tbon_net_t *be_start(tb_join_t *j, int purpose, tbon_error_t *err)
+static tbon_net_t *be_start(tb_join_t *j, int purpose, int joined, tbon_error_t *err)
 {
     tb_log_set_identity(j->rank, "be");
     if (tb_join_connect(j, TB_ROLE_BE, purpose, err)) {
@@ -37,7 +37,7 @@ static tbon_net_t *be_start(tb_join_t *j, int purpose, tbon_error_t *err)
     net->topo = mine;
     tb_node_config_t cfg = {
         .role = TB_ROLE_BE, .rank = j->rank, .topo = j->topo, .session = j->session,
-        .parent_fd = j->data_fd, .parent_event_fd = j->event_fd,
+        .parent_fd = j->data_fd, .parent_event_fd = j->event_fd, .joined = joined,
     };
     j->topo = NULL;   /* the node owns these now */
     j->data_fd = j->event_fd = -1;
@@ -68,7 +68,7 @@ tbon_net_t *tbon_be_create(int *argc, char ***argv, tbon_error_t *err)
     }
     if (tb_join_parse_args(argc, *argv, &j, err))
         return NULL;
-    return be_start(&j, TB_PURPOSE_DATA, err);
+    return be_start(&j, TB_PURPOSE_DATA, 0, err);
 }
 
 tbon_net_t *tbon_be_attach(const char *attach_file, tbon_rank_t rank, tbon_error_t *err)
@@ -81,5 +81,18 @@ tbon_net_t *tbon_be_attach(const char *attach_file, tbon_rank_t rank, tbon_error
     }
     if (tb_join_parse_attach(attach_file, rank, &j, err))
         return NULL;
-    return be_start(&j, TB_PURPOSE_ATTACH, err);
+    if (rank == TBON_RANK_NONE) {
+        /* Joining the running tree: the FE gives us a rank and a parent. */
+        tb_log_set_identity(0, "be");
+        if (tb_join_request(&j, err)) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+            tb_error_set(err, err && err->code ? err->code : TBON_EIO,
+                         "cannot join the tree through the front-end at %s:%u: %s",
+                         j.parent_host, (unsigned)j.parent_port, msg);
+            tb_join_release(&j);
+            return NULL;
+        }
+    }
+    return be_start(&j, TB_PURPOSE_ATTACH, rank == TBON_RANK_NONE, err);
 }

@@ -92,7 +92,12 @@ static int be_stream(tbon_stream_t *s, uint64_t rank, uint32_t w, uint32_t npkt)
 static int be_main(int argc, char **argv)
 {
     tbon_error_t err = { 0 };
-    tbon_net_t *net = tbon_be_create(&argc, &argv, &err);
+    const char *attach = NULL;      /* --attach FILE: join the running tree */
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--attach") == 0)
+            attach = argv[i + 1];
+    tbon_net_t *net = attach ? tbon_be_attach(attach, TBON_RANK_NONE, &err)
+                             : tbon_be_create(&argc, &argv, &err);
     if (!net) {
         fprintf(stderr, PROG " --be: tbon_be_create: %s\n", err.msg);
         return 1;
@@ -473,8 +478,10 @@ static const char *tree_kv(const tbon_net_t *net)
     ft_die("a tree without its session entry");
 }
 
-/* The heartbeat option of the next trees started (0: the default). */
+/* The heartbeat and attach-file options of the next trees started (0,
+ * NULL: the defaults). */
 static int start_heartbeat_ms;
+static const char *start_attach_file;
 
 static tbon_net_t *start(const char *topo, size_t n, int no_ft)
 {
@@ -493,6 +500,7 @@ static tbon_net_t *start(const char *topo, size_t n, int no_ft)
     o.startup_timeout_ms = n >= 1024 ? 120000 : 30000;
     o.no_fault_tolerance = no_ft;
     o.heartbeat_ms = start_heartbeat_ms;
+    o.attach_file = start_attach_file;
     tbon_error_t err = { 0 };
     tb_wd_arm("tbon_fe_create", n >= 1024 ? 180 : 60);
     tbon_net_t *net = tbon_fe_create(topo, self_exe, be_argv, &o, &err);
@@ -1440,6 +1448,7 @@ static const uint32_t mb_fan[][3] = { { 3, 4, 4 }, { 5, 5, 9 }, { 11, 4, 22 } };
 struct mb_result {
     size_t nodes;
     double be_failed, be_stable, cn_failed, cn_stable;  /* medians, ms */
+    double wave;                /* a sum wave's round trip on the same tree, ms */
     double idle, idle_nohb;     /* loopback bytes/s per node (idle_nohb: 1,024 only) */
 };
 
@@ -1473,9 +1482,11 @@ static double mb_idle(size_t size)
     return (lo_bytes() - b0) / (bench_now() - t0) / (double)size;
 }
 
-/* A sum wave over the live back-ends, checked: each answers (w, 1). */
-static void mb_wave(tbon_stream_t *s, uint32_t w, size_t live)
+/* A sum wave over the live back-ends, checked: each answers (w, 1).
+ * Returns its round trip (ms). */
+static double mb_wave(tbon_stream_t *s, uint32_t w, size_t live)
 {
+    double t0 = bench_now();
     request(s, OP_SUM, w, 0);
     tbon_packet_t *p = NULL;
     int rc = tbon_stream_recv(s, &p, 30000);
@@ -1486,6 +1497,7 @@ static void mb_wave(tbon_stream_t *s, uint32_t w, size_t live)
     if (rc != 0 || a != (int64_t)w * (int64_t)live || b != (int64_t)live)
         ft_die("membership wave %u: (%lld, %lld), expected (%lld, %zu): %s", w, (long long)a,
                (long long)b, (long long)w * (long long)live, live, tbon_strerror(rc));
+    return (bench_now() - t0) * 1e3;
 }
 
 /* Kill victim (pid) and time the FE's TBON_EV_NODE_FAILED for it and the
@@ -1542,7 +1554,7 @@ static void mb_run(size_t k, struct mb_result *out)
     mb_wave(s, 1, n);                   /* the port table is everywhere now */
     out->idle = mb_idle(size);
     pid_t *pids = calloc(size, sizeof *pids);
-    double bf[MB_KILLS], bs[MB_KILLS], cf[MB_KILLS], cs[MB_KILLS];
+    double bf[MB_KILLS], bs[MB_KILLS], cf[MB_KILLS], cs[MB_KILLS], wv[2 * MB_KILLS];
     if (!pids)
         ft_die("calloc");
     size_t live = n;
@@ -1556,7 +1568,7 @@ static void mb_run(size_t k, struct mb_result *out)
         if (!pids[v])
             ft_die("no process for back-end %u", v);
         mb_kill(net, v, pids[v], 0, &bf[i], &bs[i]);
-        mb_wave(s, w++, --live);
+        wv[i] = mb_wave(s, w++, --live);
     }
     for (int i = 0; i < MB_KILLS; i++) {
         tbon_rank_t v = first_cn + (tbon_rank_t)((size_t)(i * 2 + 1) * ncn / (2 * MB_KILLS));
@@ -1568,7 +1580,7 @@ static void mb_run(size_t k, struct mb_result *out)
         for (tbon_rank_t r = first_be; r < size; r++)   /* its live back-ends */
             nk += (r - first_be) / fan[2] == v - first_cn && pids[r];
         mb_kill(net, v, pids[v], nk, &cf[i], &cs[i]);
-        mb_wave(s, w++, live);
+        wv[MB_KILLS + i] = mb_wave(s, w++, live);
     }
     tbon_view_check_t c;
     if (tbon_fe_check_views(net, &c, 30000) != 0)
@@ -1579,6 +1591,7 @@ static void mb_run(size_t k, struct mb_result *out)
     out->be_stable = bench_median(bs, MB_KILLS);
     out->cn_failed = bench_median(cf, MB_KILLS);
     out->cn_stable = bench_median(cs, MB_KILLS);
+    out->wave = bench_median(wv, 2 * MB_KILLS);
     out->idle_nohb = -1;
     if (k + 1 == MB_SHAPES) {
         /* The same tree without heartbeats: what the membership layer alone
@@ -1597,8 +1610,78 @@ static void mb_run(size_t k, struct mb_result *out)
     tb_wd_arm("", 0);
 }
 
+/* Joins (seed 000 section 3.7): MB_JOINERS back-ends started at once join
+ * a running tree of 256 nodes; from the first fork to the FE's last
+ * TBON_EV_NODE_JOINED, then a wave that must sum them all. Beside it, the
+ * start-up of a tree with as many back-ends (10x10) in the same run. */
+#define MB_JOINERS 100
+#define MB_JOIN_REPS 3
+
+static void mb_joins(double *join_ms, double *start_ms)
+{
+    double jv[MB_JOIN_REPS], sv[MB_JOIN_REPS];
+    const uint32_t fan[3] = { 5, 5, 9 }, fan10[2] = { 10, 10 };
+    const char *host = "localhost";
+    tbon_error_t err = { 0 };
+    tb_topology_t *t = tb_topology_gen_shape(fan, 3, &host, 1, &err);
+    tb_topology_t *t10 = tb_topology_gen_shape(fan10, 2, &host, 1, &err);
+    if (!t || !t10)
+        ft_die("join topologies: %s", err.msg);
+    size_t n = tb_topology_num_leaves(t);
+    char topo[160], topo10[160], attach[128];      /* write_topology's path is static */
+    snprintf(topo, sizeof topo, "%s", write_topology(t, "joins256"));
+    snprintf(topo10, sizeof topo10, "%s", write_topology(t10, "start100"));
+    snprintf(attach, sizeof attach, "%s/attach", tmpdir);
+    for (int rep = 0; rep < MB_JOIN_REPS; rep++) {
+        double t0 = bench_now();
+        tbon_net_t *net = start(topo10, 100, 0);
+        sv[rep] = (bench_now() - t0) * 1e3;
+        stop(net);
+        start_attach_file = attach;
+        net = start(topo, n, 0);
+        start_attach_file = NULL;
+        tb_wd_arm("joins", 120);
+        tbon_stream_t *s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), TBON_FILTER_SUM,
+                                              TBON_SYNC_WAITFORALL, TBON_FILTER_NULL);
+        if (!s)
+            ft_die("join stream: %s", tbon_net_error(net));
+        mb_wave(s, 1, n);
+        t0 = bench_now();
+        for (int i = 0; i < MB_JOINERS; i++) {
+            pid_t pid = fork();
+            if (pid == 0) {
+                execl(self_exe, self_exe, "--be", "--attach", attach, (char *)NULL);
+                _exit(127);
+            }
+            if (pid < 0)
+                ft_die("fork");
+        }
+        int joined = 0;
+        tbon_event_t ev;
+        while (joined < MB_JOINERS) {
+            int ms = (int)((t0 + 60 - bench_now()) * 1e3);
+            if (ms <= 0 || tbon_net_next_event(net, &ev, ms) != 0)
+                ft_die("%d of %d back-ends joined within 60 s", joined, MB_JOINERS);
+            joined += ev.type == TBON_EV_NODE_JOINED;
+        }
+        jv[rep] = (bench_now() - t0) * 1e3;
+        mb_wave(s, 2, n + MB_JOINERS);      /* the old stream waits for them all */
+        stop(net);
+        tb_wd_arm("", 0);
+    }
+    *join_ms = bench_median(jv, MB_JOIN_REPS);
+    *start_ms = bench_median(sv, MB_JOIN_REPS);
+}
+
+static double mb_join_ms, mb_start_ms;
+
 static void mb_rows(const struct mb_result *r)
 {
+    bench_row("membership", "100 back-ends join a running tree", "%.1f", mb_join_ms, "ms",
+              "256 nodes (5x5x9) with a broadcast sum stream; %d tbon_be_attach(FILE, "
+              "TBON_RANK_NONE) processes forked at once, to the FE's last TBON_EV_NODE_JOINED; a "
+              "wave then sums them all; median of %d; baseline: tbon_fe_create of a 10x10 tree "
+              "(100 back-ends) in the same run %.1f ms", MB_JOINERS, MB_JOIN_REPS, mb_start_ms);
     for (size_t k = 0; k < MB_SHAPES; k++) {
         const uint32_t *f = mb_fan[k];
         char shape[64];
@@ -1608,8 +1691,13 @@ static void mb_rows(const struct mb_result *r)
                   r[k].be_failed, "ms", "%s; median of %d back-ends, one at a time%s", shape,
                   MB_KILLS, last ? "; target <= 2 ms at 1,024" : "");
         bench_row("membership", "kill -9 of a back-end to TBON_EV_VIEW_STABLE", "%.2f",
-                  r[k].be_stable, "ms", "%s; every live process has the view; median of %d%s",
-                  shape, MB_KILLS, last ? "; target <= 5 ms at 1,024" : "");
+                  r[k].be_stable, "ms", "%s; every live process has the view; median of %d; "
+                  "baseline: a sum wave's round trip on the same tree %.2f ms%s", shape,
+                  MB_KILLS, r[k].wave, last ? "; target <= 5 ms at 1,024" : "");
+        bench_row("membership", "sum wave round trip (baseline)", "%.2f", r[k].wave, "ms",
+                  "%s; the request down to every back-end and the sum back, as a view goes "
+                  "down and its acknowledgements up; median of %d waves after the kills",
+                  shape, 2 * MB_KILLS);
         bench_row("membership", "kill -9 of a commnode to TBON_EV_NODE_FAILED", "%.2f",
                   r[k].cn_failed, "ms", "%s; depth 2, %u back-ends; median of %d", shape, f[2],
                   MB_KILLS);
@@ -1740,9 +1828,11 @@ int main(int argc, char **argv)
         tp.aa_cci = aa.cci;
     }
     struct mb_result mb[MB_SHAPES];
-    if (do_mb)
+    if (do_mb) {
         for (size_t k = 0; k < MB_SHAPES; k++)
             mb_run(k, &mb[k]);
+        mb_joins(&mb_join_ms, &mb_start_ms);
+    }
     /* The rows of a part once all of its runs have passed. */
     if (do_rec)
         rec_rows(rec, reps);

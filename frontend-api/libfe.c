@@ -176,7 +176,7 @@ tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
         .commnode_path = commnode[0] ? commnode : NULL,
         .backend_exe = backend_exe ? bexe : NULL, .backend_argv = argv,
         .rsh = o.rsh ? o.rsh : getenv("TBON_RSH"),
-        .attach_file = backend_exe ? NULL : o.attach_file,
+        .attach_file = o.attach_file,
         .startup_timeout_ms = o.startup_timeout_ms > 0 ? o.startup_timeout_ms : 30000,
         .no_ft = o.no_fault_tolerance != 0,
         .heartbeat_ms = o.heartbeat_ms < 0 ? 0 : o.heartbeat_ms > 0 ? o.heartbeat_ms
@@ -359,7 +359,7 @@ tbon_stream_t *tbon_fe_stream_new(tbon_net_t *net, tbon_comm_t *comm, int up_fil
     }
     c->stream = id;
     c->up = up_filter;
-    c->sync = sync;
+    c->sync = sync | (comm == net->bcast ? TB_STREAM_BCAST : 0);
     c->down = down_filter;
     c->timeout_ms = 1000;   /* TBON_SYNC_TIMEOUT's default until set */
     c->members = m;

@@ -68,7 +68,7 @@ struct tb_eds {
     atomic_int ft_ready;       /* the tree is up and every port is known */
     int adopt_now;             /* the reactor asks for an adoption (under mu) */
     uint8_t *expect;           /* per rank: an adopted child may open events */
-    struct eds_rep { int kind; tbon_rank_t r, p; uint32_t inc; } *reps;
+    struct eds_rep { int kind; tbon_rank_t r, p; uint32_t inc; char *host; } *reps;
     size_t nreps, capreps;     /* reports to apply to the private copy (mu) */
     tb_adopt_index_t *aidx;    /* adopter index over the private copy */
     atomic_int leaving;        /* an orderly end: tell the children, adopt nobody */
@@ -135,6 +135,8 @@ static void post(tb_eds_t *e, int op, tbon_rank_t rank, int fd, int status)
     tb_node_post_kick(e->node, c);
 }
 
+static void apply_reports(tb_eds_t *e);
+
 /* An authentic peer: is it one we expect? */
 static void admit(tb_eds_t *e, watch_t *w)
 {
@@ -142,6 +144,28 @@ static void admit(tb_eds_t *e, watch_t *w)
     tbon_error_t err;
     tbon_rank_t r = hs->rank;
     uint8_t purpose = hs->purpose;   /* hs dies with w->auth below */
+    if (purpose == TB_PURPOSE_JOIN) {
+        /* A new back-end: the FE's reactor gives it a rank and a parent
+         * (TB_CTL_JOIN_ACK) or closes. */
+        if (e->role != TB_ROLE_FE || hs->role != TB_ROLE_BE || !atomic_load(&e->ft_ready)) {
+            TB_WARN("eds", "refused a join: %s", e->role != TB_ROLE_FE ? "not the front-end" :
+                    hs->role != TB_ROLE_BE ? "only back-ends join" : "the tree is not up yet");
+            tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_REFUSED, e->rank, 0, 0, &err);
+            drop_watch(e, w);
+            return;
+        }
+        if (tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_OK, e->rank, 0, 1, &err)) {
+            drop_watch(e, w);
+            return;
+        }
+        free(w->auth);
+        w->auth = NULL;
+        epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+        w->dead = 1;
+        post(e, TB_CMD_JOIN_CONN, TBON_RANK_NONE, w->fd, 0);
+        return;
+    }
+    apply_reports(e);           /* a back-end that joined may be connecting */
     pthread_mutex_lock(&e->mu);
     int expected = r < tb_topology_size(e->topo) && e->expect[r];
     pthread_mutex_unlock(&e->mu);
@@ -326,18 +350,40 @@ static int64_t now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* The per-rank arrays follow the topology when back-ends join (under mu). */
+static int grow_seen(tb_eds_t *e, size_t old, size_t n)
+{
+    uint8_t **v[3] = { &e->data_seen, &e->event_seen, &e->expect };
+    for (int i = 0; i < 3; i++) {
+        uint8_t *nv = realloc(*v[i], n);
+        if (!nv)
+            return TBON_ENOMEM;
+        memset(nv + old, 0, n - old);
+        *v[i] = nv;
+    }
+    return 0;
+}
+
 /* Apply the reports the reactor queued to the private copy. */
 static void apply_reports(tb_eds_t *e)
 {
     pthread_mutex_lock(&e->mu);
     for (size_t i = 0; i < e->nreps; i++) {
         struct eds_rep *q = &e->reps[i];
-        if (q->kind == 1)
+        if (q->kind == 1) {
             tb_report_failure(e->topo, q->r, q->inc);
-        else if (q->kind == 2)
+        } else if (q->kind == 2) {
             tb_report_adoption(e->topo, q->r, q->p, q->inc);
-        else
+        } else if (q->kind == 4) {
+            size_t old = tb_topology_size(e->topo);
+            tbon_rank_t r;
+            if (q->r != old || grow_seen(e, old, old + 1) ||
+                tb_topology_add_child(e->topo, q->p, q->host, q->inc, TB_ROLE_BE, &r))
+                TB_WARN("eds", "the join of rank %u left out of our copy", q->r);
+            free(q->host);
+        } else {
             tb_topology_set_port(e->topo, q->r, (uint16_t)q->p);
+        }
     }
     e->nreps = 0;
     pthread_mutex_unlock(&e->mu);
@@ -519,7 +565,22 @@ void tb_eds_report(tb_eds_t *e, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t
         e->reps = nr;
         e->capreps = nc;
     }
-    e->reps[e->nreps++] = (struct eds_rep){ kind, r, p, inc };
+    e->reps[e->nreps++] = (struct eds_rep){ kind, r, p, inc, NULL };
+    pthread_mutex_unlock(&e->mu);
+}
+
+void tb_eds_join(tb_eds_t *e, tbon_rank_t r, tbon_rank_t p, const char *host, uint32_t lid)
+{
+    char *h = strdup(host);
+    if (!h)
+        return;
+    tb_eds_report(e, 4, r, p, lid);
+    pthread_mutex_lock(&e->mu);
+    if (e->nreps && e->reps[e->nreps - 1].kind == 4 && e->reps[e->nreps - 1].r == r &&
+        !e->reps[e->nreps - 1].host)
+        e->reps[e->nreps - 1].host = h;
+    else
+        free(h);
     pthread_mutex_unlock(&e->mu);
 }
 
@@ -854,6 +915,8 @@ void tb_eds_free(tb_eds_t *e)
     free(e->event_seen);
     free(e->expect);
     tb_adopt_index_free(e->aidx);
+    for (size_t i = 0; i < e->nreps; i++)
+        free(e->reps[i].host);
     free(e->reps);
     free(e->reaped);
     pthread_mutex_destroy(&e->mu);

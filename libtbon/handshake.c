@@ -38,6 +38,7 @@ const char *tb_purpose_name(int purpose)
     case TB_PURPOSE_EVENT:    return "event";
     case TB_PURPOSE_ATTACH:   return "attach";
     case TB_PURPOSE_ADOPTION: return "adoption";
+    case TB_PURPOSE_JOIN:     return "join";
     default:                  return "unknown";
     }
 }

@@ -39,8 +39,9 @@ enum tb_purpose {
     TB_PURPOSE_EVENT = 1,      /* control plane: heartbeats, reports, membership */
     TB_PURPOSE_ATTACH = 2,     /* a BE started elsewhere joining through the attach file */
     TB_PURPOSE_ADOPTION = 3,   /* an orphan asking to be adopted */
+    TB_PURPOSE_JOIN = 4,       /* a new BE asking the FE for a rank and a parent */
 };
-#define TB_PURPOSE_MAX TB_PURPOSE_ADOPTION
+#define TB_PURPOSE_MAX TB_PURPOSE_JOIN
 
 /* WELCOME status; values are part of the protocol. */
 enum tb_welcome_status {

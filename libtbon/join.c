@@ -135,6 +135,8 @@ int tb_join_parse_attach(const char *path, tbon_rank_t rank, tb_join_t *j, tbon_
     fclose(f);
     if (!rc && (!have_session || !secret[0]))
         rc = tb_error_set(err, TBON_EINVAL, "%s: no session or secret line", path);
+    if (rank == TBON_RANK_NONE)
+        parent = 0;     /* a new back-end asks the FE for a rank and a parent */
     if (!rc && parent == TBON_RANK_NONE)
         rc = tb_error_set(err, TBON_EINVAL, "%s: rank %u is not a back-end of this tree", path, rank);
     if (!rc) {
@@ -153,6 +155,43 @@ int tb_join_parse_attach(const char *path, tbon_rank_t rank, tb_join_t *j, tbon_
     if (!rc)
         rc = tb_secret_from_hex(secret, j->session.secret, err);
     return rc;
+}
+
+int tb_join_request(tb_join_t *j, tbon_error_t *err)
+{
+    int64_t deadline = tb_now_ms() + j->timeout_ms;
+    tb_welcome_t w;
+    tb_frame_t f;
+    int fd = tb_sock_connect(j->parent_host, j->parent_port, deadline, err);
+    if (fd < 0)
+        return fd;
+    int rc = tb_auth_client(fd, &j->session, TB_ROLE_BE, TB_PURPOSE_JOIN, TBON_RANK_NONE, 0,
+                            deadline, &w, err);
+    if (!rc)
+        rc = tb_sock_recv_frame(fd, 4096, &f, deadline, err);
+    close(fd);
+    if (rc == TBON_ECLOSED)
+        return tb_error_set(err, TBON_ECLOSED, "the front-end did not take us in (shutting "
+                            "down, or our parent-to-be failed)");
+    if (rc)
+        return rc;
+    tbon_packet_t *p = f.hdr.type == TB_FRAME_CONTROL && f.hdr.tag == TB_CTL_JOIN_ACK
+                       ? tb_packet_decode(f.payload, f.hdr.len, f.hdr.tag, 0, 0, NULL) : NULL;
+    tb_frame_release(&f);
+    uint32_t rank, parent, port;
+    char *host = NULL;
+    if (!p || tbon_packet_unpack(p, "%ud %ud %s %ud", &rank, &parent, &host, &port) != 0 ||
+        rank == TBON_RANK_NONE || !port || port > 65535 || strlen(host) >= sizeof j->parent_host) {
+        tbon_packet_unref(p);
+        free(host);
+        return tb_error_set(err, TBON_EFORMAT, "a malformed answer from the front-end");
+    }
+    tbon_packet_unref(p);
+    j->rank = rank;
+    snprintf(j->parent_host, sizeof j->parent_host, "%s", host);
+    j->parent_port = (uint16_t)port;
+    free(host);
+    return 0;
 }
 
 int tb_join_connect(tb_join_t *j, tb_role_t role, int purpose, tbon_error_t *err)

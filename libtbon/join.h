@@ -25,9 +25,15 @@ typedef struct tb_join {
  * err saying which argument is missing or bad. */
 int tb_join_parse_args(int *argc, char **argv, tb_join_t *j, tbon_error_t *err);
 
-/* Fill j from an attach file for back-end rank. 0, TBON_ENOTFOUND (no such
- * file), or TBON_EINVAL naming the file, line and what is wrong. */
+/* Fill j from an attach file for back-end rank (TBON_RANK_NONE: a new
+ * back-end, aimed at the FE's address). 0, TBON_ENOTFOUND (no such file),
+ * or TBON_EINVAL naming the file, line and what is wrong. */
 int tb_join_parse_attach(const char *path, tbon_rank_t rank, tb_join_t *j, tbon_error_t *err);
+
+/* A new back-end (j from tb_join_parse_attach with rank TBON_RANK_NONE, so
+ * aimed at the FE): ask the FE to join; it answers once the parent it chose
+ * expects us. Fills j->rank and the parent's address. 0 or an error. */
+int tb_join_request(tb_join_t *j, tbon_error_t *err);
 
 /* Connect the data connection (purpose DATA or ATTACH) and receive the
  * topology (and, for a commnode, the launch instructions), then (not for a

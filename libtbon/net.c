@@ -242,7 +242,16 @@ static void cb_event(void *arg, const tbon_event_t *ev)
 {
     tbon_net_t *net = arg;
     pthread_mutex_lock(&net->mu);
-    if (ev->type == TBON_EV_NODE_FAILED) {
+    if (ev->type == TBON_EV_NODE_JOINED && net->bcast) {
+        /* Streams made on the broadcast communicator from now on reach it
+         * too (those made before take it in at its parent). */
+        tbon_rank_t *v = realloc(net->bcast->ranks, (net->bcast->n + 1) * sizeof *v);
+        if (v) {
+            v[net->bcast->n++] = ev->rank;
+            net->bcast->ranks = v;
+        }
+    }
+    if (ev->type == TBON_EV_NODE_FAILED || ev->type == TBON_EV_NODE_LEFT) {
         tb_report_failure(net->topo, ev->rank, ev->incarnation);
         /* Seed 002: a node's attributes are valid while it is alive. */
         if (ev->rank < net->nrep && net->rep[ev->rank]) {
@@ -270,10 +279,15 @@ static void cb_view(void *arg, uint64_t version, const tb_vchange_t *ch, size_t 
     tbon_net_t *net = arg;
     pthread_mutex_lock(&net->mu);
     for (size_t i = 0; i < n; i++) {
-        if (ch[i].kind == 1)
-            tb_report_failure(net->topo, ch[i].rank, ch[i].inc);
-        else if (ch[i].kind == 2)
-            tb_report_adoption(net->topo, ch[i].rank, ch[i].parent, ch[i].inc);
+        const tb_vchange_t *c = &ch[i];
+        tbon_rank_t r;
+        if (c->kind == TB_V_FAILED || c->kind == TB_V_LEFT)
+            tb_report_failure(net->topo, c->rank, c->inc);
+        else if (c->kind == TB_V_ADOPTED)
+            tb_report_adoption(net->topo, c->rank, c->parent, c->inc);
+        else if (c->kind == TB_V_JOIN && c->rank == tb_topology_size(net->topo))
+            tb_topology_add_child(net->topo, tb_topology_alive(net->topo, c->parent) ?
+                                  c->parent : 0, c->host, c->lid, TB_ROLE_BE, &r);
     }
     net->view_version = version;
     pthread_cond_broadcast(&net->cond);

@@ -273,7 +273,10 @@ void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
     ch->state = CH_GONE;
     tb_stream_child_gone(n, i);
     tb_view_child_gone(n, i);
-    if (!n->shutting_down && n->ready_sent) {
+    if (!n->shutting_down && n->ready_sent && ch->leaving) {
+        ch->released = 1;
+        tb_view_left(n, i);
+    } else if (!n->shutting_down && n->ready_sent) {
         /* With fault tolerance it may live on under another parent (after
          * we were fenced, say): it is no longer ours to kill. */
         ch->released = n->ft_ready;
@@ -307,6 +310,17 @@ static void parent_lost(tb_node_t *n, const char *why_in)
     /* The session is gone: give the children half a second to leave, then
      * they are killed, so that everything is gone within a second. */
     n->shutdown_deadline = tb_now_ms() + 500;
+}
+
+void tb_node_leave(tb_node_t *n)
+{
+    /* A back-end that leaves a running tree says so first: its parent then
+     * reports it left, not failed (TBON_EV_NODE_LEFT). */
+    if (n->role == TB_ROLE_BE && n->ft_ready && !n->shutting_down && n->parent &&
+        !n->parent->closed)
+        tb_node_send_ctl(n, n->parent, TB_CTL_LEAVE, tbon_packet_new(TB_CTL_LEAVE, "%ud", 0u));
+    n->shutting_down = 1;
+    n->stop = 1;
 }
 
 void tb_node_begin_shutdown(tb_node_t *n)
@@ -383,6 +397,8 @@ static void on_conn(tb_node_t *n, tb_cmd_t *cmd)
         ch->count = 1;
         tb_node_check_ready(n);
     }
+    if (ch->joined)
+        tb_view_joined(n, (size_t)i);
 }
 
 /* A CONTROL frame from the parent. */
@@ -496,6 +512,9 @@ static void ctl_up(tb_node_t *n, size_t i, int op, tbon_packet_t *p)
         free(msg);
         break;
     }
+    case TB_CTL_LEAVE:
+        ch->leaving = 1;        /* its end that follows is no failure */
+        break;
     case TB_CTL_PORT: {
         uint32_t r, port;
         if (tbon_packet_unpack(p, "%ud %ud", &r, &port) == 0 && r < tb_topology_size(n->topo)) {
@@ -629,14 +648,16 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
     case TB_CMD_ATTR:
         tb_attr_set(n, c->path, c->func);
         break;
+    case TB_CMD_JOIN_CONN:
+        tb_view_join(n, c);
+        break;
     case TB_CMD_RESUME:
         break;  /* the back-pressure check after the dispatch does the work */
     case TB_CMD_SHUTDOWN:
         tb_node_begin_shutdown(n);
         break;
     case TB_CMD_LEAVE:
-        n->shutting_down = 1;
-        n->stop = 1;
+        tb_node_leave(n);
         break;
     }
     tb_cmd_free(c);
@@ -1017,6 +1038,8 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
     }
     if (n->role == TB_ROLE_FE)
         tb_node_write_attach(n);
+    if (cfg->joined)
+        tb_view_adopted(n);     /* no view yet: the parent sends what it has */
     tb_node_check_ready(n);
     return n;
 error:
@@ -1032,8 +1055,7 @@ void tb_node_destroy(tb_node_t *n)
         pthread_join(n->thread, NULL);
     else if (!n->finished && n->role == TB_ROLE_BE) {
         /* A back-end driven by its application leaves here. */
-        n->shutting_down = 1;
-        n->stop = 1;
+        tb_node_leave(n);
         finish(n);
     }
     if (n->parent)

@@ -30,10 +30,20 @@ enum tb_node_status {
 };
 
 /* One change of the membership view (TB_CTL_VIEW). */
+enum tb_vkind {
+    TB_V_FAILED = 1,          /* rank failed */
+    TB_V_ADOPTED = 2,         /* rank adopted by parent at inc */
+    TB_V_JOIN = 3,            /* a back-end joins: rank (the next one) under parent,
+                                 named host:lid */
+    TB_V_JOINED = 4,          /* it is connected and in its parent's streams */
+    TB_V_LEFT = 5,            /* rank left in order (dead from now on) */
+};
 typedef struct tb_vchange {
-    int32_t     kind;         /* 1 failure, 2 adoption */
+    int32_t     kind;         /* enum tb_vkind */
     tbon_rank_t rank, parent;
     uint32_t    inc;
+    uint32_t    lid;          /* TB_V_JOIN: the local id */
+    char        host[TB_TOPOLOGY_MAX_HOST + 1];   /* TB_V_JOIN: the host */
 } tb_vchange_t;
 
 /* Callbacks, all called on the reactor thread. */
@@ -80,6 +90,8 @@ typedef struct tb_node_config {
                                        ends the session) */
     int            heartbeat_ms;    /* FE: heartbeat timeout for every node (<= 0:
                                        none) */
+    int            joined;          /* BE: joined the running tree (its view comes
+                                       from its parent) */
 } tb_node_config_t;
 
 /* Listen (if the node has children), launch its children and start the EDS
@@ -135,6 +147,7 @@ enum tb_cmd_op {
     TB_CMD_FENCE,        /* EDS: child rank sent no heartbeat for status ms */
     TB_CMD_CHECK,        /* FE app: consistency check (key = its id) */
     TB_CMD_ATTR,         /* BE app: set attribute path = func (func NULL: delete) */
+    TB_CMD_JOIN_CONN,    /* EDS (FE): a new back-end asks to join on fd */
 };
 
 struct tb_cmd {
@@ -199,6 +212,8 @@ int  tb_eds_reaped(tb_eds_t *e, pid_t pid);
  * of the topology in step: a report (kind 1 failure of r, 2 adoption of r by
  * p, 3 the port p of r) is queued and applied on the EDS thread. */
 void tb_eds_report(tb_eds_t *e, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
+/* A back-end joined: rank r (the next) under p, named host:lid. */
+void tb_eds_join(tb_eds_t *e, tbon_rank_t r, tbon_rank_t p, const char *host, uint32_t lid);
 /* The tree is up and the ports known: orphans may now be adopted. */
 void tb_eds_set_ft_ready(tb_eds_t *e);
 /* The reactor lost its parent (rank lost) first: adopt us now. */
@@ -210,6 +225,11 @@ void tb_eds_leave(tb_eds_t *e);
 /* Heartbeats on the event connections: a peer silent for timeout_ms has
  * failed (0: no heartbeats). */
 void tb_eds_set_heartbeat(tb_eds_t *e, int timeout_ms);
+
+/* On the wire (TB_CTL_STREAM, TB_CTL_GRAFT, TB_CMD_STREAM), a broadcast
+ * stream's sync mode carries this flag: a stream over every back-end, those
+ * that join later included. */
+#define TB_STREAM_BCAST 0x100
 
 /* Control messages (CONTROL frames: tag = op, payload = a packet). */
 enum tb_ctl {
@@ -253,6 +273,10 @@ enum tb_ctl {
                              versions */
     TB_CTL_ATTR_SYNC,     /* down: "%ud" 0: send your whole map up, and ask
                              your children (after an adoption above) */
+    TB_CTL_JOIN_ACK,      /* FE to a joining BE on its JOIN connection: "%ud %ud
+                             %s %ud" its rank, its parent, the parent's host and
+                             port */
+    TB_CTL_LEAVE,         /* up from a back-end that leaves: "%ud" 0 */
 };
 
 /* The digest the consistency check compares (node_view.c): every rank's

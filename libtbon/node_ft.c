@@ -39,21 +39,32 @@ static void emit(tb_node_t *n, tbon_event_type_t type, tbon_rank_t r, tbon_rank_
 
 /* ---- the port table (docs/protocol.md 8.1) ---- */
 
-void tb_ft_send_ports(tb_node_t *n)
+/* The port table of our copy: where the FE and every commnode listen,
+ * and the heartbeat timeout. */
+static tbon_packet_t *ports_packet(const tb_node_t *n)
 {
     size_t size = tb_topology_size(n->topo), k = 0;
     uint32_t *ranks = malloc((size ? size : 1) * sizeof *ranks);
     uint32_t *ports = malloc((size ? size : 1) * sizeof *ports);
-    if (!ranks || !ports)
-        goto out;
-    for (tbon_rank_t r = 0; r < size; r++) {
-        if (tb_topology_role(n->topo, r) == TB_ROLE_BE || !tb_topology_port(n->topo, r))
-            continue;
-        ranks[k] = r;
-        ports[k++] = tb_topology_port(n->topo, r);
+    tbon_packet_t *p = NULL;
+    if (ranks && ports) {
+        for (tbon_rank_t r = 0; r < size; r++) {
+            if (tb_topology_role(n->topo, r) == TB_ROLE_BE || !tb_topology_port(n->topo, r))
+                continue;
+            ranks[k] = r;
+            ports[k++] = tb_topology_port(n->topo, r);
+        }
+        p = tbon_packet_new(TB_CTL_PORTS, "%aud %aud %d", ranks, k, ports, k,
+                            n->cfg.heartbeat_ms);
     }
-    tbon_packet_t *p = tbon_packet_new(TB_CTL_PORTS, "%aud %aud %d", ranks, k, ports, k,
-                                       n->cfg.heartbeat_ms);
+    free(ranks);
+    free(ports);
+    return p;
+}
+
+void tb_ft_send_ports(tb_node_t *n)
+{
+    tbon_packet_t *p = ports_packet(n);
     for (size_t i = 0; p && i < n->nchild; i++)
         if (n->child[i].conn)
             tb_node_send_ctl(n, n->child[i].conn, TB_CTL_PORTS, tbon_packet_ref(p));
@@ -61,9 +72,12 @@ void tb_ft_send_ports(tb_node_t *n)
     n->ft_ready = 1;
     tb_eds_set_ft_ready(n->eds);
     tb_eds_set_heartbeat(n->eds, n->cfg.heartbeat_ms);
-out:
-    free(ranks);
-    free(ports);
+}
+
+void tb_ft_send_ports_to(tb_node_t *n, tb_conn_t *c)
+{
+    if (n->ft_ready)
+        tb_node_send_ctl(n, c, TB_CTL_PORTS, ports_packet(n));
 }
 
 static void on_ports(tb_node_t *n, tbon_packet_t *p)
@@ -89,6 +103,7 @@ static void on_ports(tb_node_t *n, tbon_packet_t *p)
         if (n->child[i].conn)
             tb_node_send_ctl(n, n->child[i].conn, TB_CTL_PORTS, tbon_packet_ref(p));
     n->ft_ready = 1;
+    n->cfg.heartbeat_ms = hb;       /* for the port tables of joined children */
     tb_eds_set_ft_ready(n->eds);
     tb_eds_set_heartbeat(n->eds, hb);
     tb_view_notice_setup(n);
@@ -146,7 +161,9 @@ void tb_ft_confirm(tb_node_t *n, const tb_vchange_t *ch, size_t k)
         int covered = 0;
         for (size_t i = 0; i < k && !covered; i++)
             covered = ch[i].rank == h.r &&
-                      (ch[i].kind == 1 || (h.kind == 2 && ch[i].kind == 2 && h.inc <= ch[i].inc));
+                      (ch[i].kind == TB_V_FAILED || ch[i].kind == TB_V_LEFT ||
+                       (h.kind == 4 && ch[i].kind == TB_V_JOINED) ||
+                       (h.kind == 2 && ch[i].kind == TB_V_ADOPTED && h.inc <= ch[i].inc));
         struct held *x = covered ? NULL : tb_ring_push(&keep);
         if (x)
             *x = h;
@@ -202,9 +219,22 @@ static void on_report(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p)
     uint64_t *us = NULL;
     size_t nus = 0;
     if (tbon_packet_unpack(p, "%d %ud %ud %ud %auld", &kind, &r, &par, &inc, &us, &nus) != 0 ||
-        (kind != 1 && kind != 2) || r >= tb_topology_size(n->topo) || nus < 4 ||
-        (kind == 2 && par >= tb_topology_size(n->topo))) {
+        kind < 1 || kind > 5 || kind == 3 || r >= tb_topology_size(n->topo) || r == 0 ||
+        nus < 4 || ((kind == 2 || kind == 4) && par >= tb_topology_size(n->topo))) {
         TB_WARN("ft", "malformed report from rank %u ignored", from ? from->rank : 0);
+        free(us);
+        return;
+    }
+    if (kind == 4 || kind == 5) {           /* joined, left (node_view.c) */
+        if (n->role == TB_ROLE_FE && kind == 4)
+            tb_view_fe_joined(n, r, par);
+        else if (n->role == TB_ROLE_FE)
+            tb_view_fe_left(n, r, inc);
+        else {
+            if (kind == 5)
+                tb_ft_apply(n, 1, r, TBON_RANK_NONE, inc);
+            report_up(n, from, tbon_packet_ref(p), kind, r, inc);
+        }
         free(us);
         return;
     }
@@ -229,6 +259,11 @@ static void on_report(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p)
         report_up(n, from, tbon_packet_ref(p), kind, r, inc);
     }
     free(us);
+}
+
+void tb_ft_report(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
+{
+    report_up(n, NULL, report(kind, r, p, inc, NULL), kind, r, inc);
 }
 
 /* A child's connection ended after start-up: report it everywhere. */
@@ -291,13 +326,6 @@ void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uin
 }
 
 /* The streams we take part in, for the new parent to graft us into. */
-static void graft(tb_node_t *n, tb_stream_st_t *s)
-{
-    tb_node_send_ctl(n, n->parent, TB_CTL_GRAFT,
-                     tbon_packet_new(TB_CTL_GRAFT, "%ud %d %d %ud %d %aud %uld %uld", s->id,
-                                     s->up, s->sync, s->timeout_ms, s->down, s->members,
-                                     s->nmembers, s->sent_key, s->last_q));
-}
 
 void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
 {
@@ -319,7 +347,7 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
         tb_stream_st_t *s = n->streams[id];
         if (!s)
             continue;
-        graft(n, s);
+        tb_stream_graft(n, s);
         const tb_filter_t *f = tb_filter_reg_get(n->filters, s->up);
         if (f && f->get_state)
             tb_stream_fold_kept(n, s);      /* a back-end's last sends */

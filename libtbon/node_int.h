@@ -36,6 +36,9 @@ typedef struct tb_child {
     uint64_t    v_sent;       /* the last view version sent to it */
     uint64_t    v_acked;      /* the version its whole subtree has applied */
     uint64_t    chk;          /* the consistency check it owes us an answer to */
+    int         joined;       /* it joined the running tree (not launched) */
+    int64_t     join_due;     /* joined: it must have connected by then (ms; 0: has) */
+    int         leaving;      /* it said it leaves: its end is no failure */
 } tb_child_t;
 
 /* A FIFO of packets (one child's queue on one stream). */
@@ -53,6 +56,7 @@ struct tb_pq_ent {
 typedef struct tb_stream_st {
     uint32_t  id;
     int       up, sync, down;
+    int       bcast;          /* over every back-end, joiners included */
     uint32_t  timeout_ms;
     tbon_rank_t *members;
     size_t    nmembers;
@@ -151,7 +155,8 @@ struct tb_node {
     tb_ring_t  vhist;         /* recent deltas (struct tb_vhist), oldest first */
     struct tb_vchange *vpend; /* FE: changes for the next version */
     size_t     nvpend, capvpend;
-    int64_t    vpend_due;     /* FE: when they go even if a version is in flight */
+    int64_t    vpend_since;   /* FE: when the first of them came (ms; 0: none) */
+    int        vheld;         /* FE: they wait because some node has no parent */
     struct tb_orphan *orph;   /* FE: alive nodes without a parent, and since when */
     size_t     norph;
     int        orph_dirty;    /* FE: the orphans must be counted again */
@@ -164,6 +169,12 @@ struct tb_node {
     uint8_t   *chk_ok;
     size_t     nchk, capchk;
     int        corrupt_done;  /* the test hook has corrupted our copy */
+
+    /* joins (node_view.c) */
+    struct tb_pjoin *pjoin;   /* FE: back-ends told to wait for their parent */
+    size_t     npjoin;
+    tbon_rank_t *announced;   /* FE: joined ranks whose TBON_EV_NODE_JOINED went out */
+    size_t     nannounced;
 
     /* attributes (node_attr.c) */
     struct tb_attrs *attrs;   /* a back-end's own map (NULL until written) */
@@ -182,6 +193,8 @@ void tb_node_fail(tb_node_t *n, int code, const char *fmt, ...)
 int  tb_node_child_index(const tb_node_t *n, tbon_rank_t r);
 void tb_node_close_child(tb_node_t *n, size_t i, const char *why);
 void tb_node_begin_shutdown(tb_node_t *n);
+/* A back-end leaves (its application destroys the network). */
+void tb_node_leave(tb_node_t *n);
 void tb_node_watch_conn(tb_node_t *n, tb_conn_t *c);       /* EPOLLIN */
 /* A new child slot (an adopted orphan); its index, or -1. */
 int  tb_node_add_child(tb_node_t *n, tbon_rank_t rank, int is_be);
@@ -190,6 +203,11 @@ void tb_node_fault_end(tb_node_t *n, tbon_rank_t r);
 
 /* node_ft.c */
 void tb_ft_send_ports(tb_node_t *n);
+/* The port table to one (joined) child. */
+void tb_ft_send_ports_to(tb_node_t *n, tb_conn_t *c);
+/* A report of ours (kind 1 failed, 2 adopted, 4 joined, 5 left) up to the
+ * FE, kept until a view brings it back. */
+void tb_ft_report(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
 int  tb_ft_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p);
 int  tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost);
 void tb_ft_child_lost(tb_node_t *n, size_t i);
@@ -235,6 +253,16 @@ void tb_view_notice(tb_node_t *n, tbon_rank_t r, uint32_t inc);
 void tb_view_on_notices(tb_node_t *n);
 /* FE: open the notice socket on our port (0, or -1 with a warning). */
 int  tb_view_open_notices(tb_node_t *n);
+/* FE: a back-end asks to join on c->fd. */
+void tb_view_join(tb_node_t *n, tb_cmd_t *c);
+/* A joined child connected (on_conn): it gets the port table and the
+ * broadcast streams, and its joining is reported. */
+void tb_view_joined(tb_node_t *n, size_t i);
+/* A child that said it leaves has gone: not a failure. */
+void tb_view_left(tb_node_t *n, size_t i);
+/* Reports of kinds 4 (joined) and 5 (left), at the FE. */
+void tb_view_fe_joined(tb_node_t *n, tbon_rank_t r, tbon_rank_t parent);
+void tb_view_fe_left(tb_node_t *n, tbon_rank_t r, uint32_t inc);
 /* FE app: start consistency check id. */
 void tb_view_check(tb_node_t *n, uint64_t id);
 /* Answer the check under way if no child still owes its part. */
@@ -284,6 +312,14 @@ void tb_stream_join(tb_node_t *n, uint32_t id, size_t child, uint64_t sent, uint
  * it wrote to a parent that then died is lost in the socket). */
 void tb_stream_keep(tb_node_t *n, uint32_t id, tbon_packet_t *p);
 void tb_stream_fold_kept(tb_node_t *n, tb_stream_st_t *s);
+/* A joined back-end (child i) takes part in every broadcast stream from the
+ * next request on; a stream none of our children took part in so far is
+ * grafted up. */
+void tb_stream_bcast_join(tb_node_t *n, size_t i);
+/* Graft stream s up to our parent (an adopted node, or one whose first
+ * child joins it): its definition, the last key we sent, the last request
+ * we saw. */
+void tb_stream_graft(tb_node_t *n, tb_stream_st_t *s);
 /* This node sent (or buffered) a unit with key up on stream id. */
 void tb_stream_sent(tb_node_t *n, uint32_t id, uint64_t key);
 

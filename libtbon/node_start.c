@@ -196,7 +196,7 @@ static int parent_of_be(const tb_node_t *n, tbon_rank_t r)
  * back-end's parent is listening. Mode 0600: it holds the session secret. */
 void tb_node_write_attach(tb_node_t *n)
 {
-    if (n->attach_written || !n->cfg.attach_file || n->cfg.backend_exe)
+    if (n->attach_written || !n->cfg.attach_file)
         return;
     size_t size = tb_topology_size(n->topo);
     for (tbon_rank_t r = 0; r < size; r++) {
@@ -222,7 +222,8 @@ void tb_node_write_attach(tb_node_t *n)
     fprintf(f, "version=1\nsession=%016llx\nsecret=%s\n",
             (unsigned long long)n->cfg.session.id, secret);
     for (tbon_rank_t r = 0; r < size; r++) {
-        if (tb_topology_role(n->topo, r) == TB_ROLE_BE || !parent_of_be(n, r))
+        /* The FE's line always: new back-ends ask it to join. */
+        if (tb_topology_role(n->topo, r) == TB_ROLE_BE || (r && !parent_of_be(n, r)))
             continue;
         fprintf(f, "node=%u host=%s port=%u\n", r, host_of(n, r),
                 (unsigned)tb_topology_port(n->topo, r));

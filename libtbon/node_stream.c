@@ -110,6 +110,8 @@ static void stream_error(tb_node_t *n, uint32_t id, const char *msg)
 int tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeout_ms,
                      int down, const tbon_rank_t *members, size_t nmembers)
 {
+    int wire_sync = sync, bcast = (sync & TB_STREAM_BCAST) != 0;
+    sync &= ~TB_STREAM_BCAST;
     if (id == 0 || id > (1u << 24) || get(n, id))
         return TBON_EINVAL;
     if (id >= n->nstreams) {
@@ -129,6 +131,7 @@ int tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeo
     s->id = id;
     s->up = up;
     s->sync = sync;
+    s->bcast = bcast;
     s->timeout_ms = timeout_ms;
     s->down = down;
     tb_plist_init(&s->extra);
@@ -165,11 +168,13 @@ int tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeo
         }
     }
     n->streams[id] = s;
-    /* Exactly the children whose subtree holds a member hear of it. */
-    tbon_packet_t *p = tbon_packet_new(TB_CTL_STREAM, "%ud %d %d %ud %d %aud", id, up, sync,
+    /* Exactly the children whose subtree holds a member hear of it; of a
+     * broadcast stream every commnode does, so that a back-end joining
+     * anywhere finds it at its parent. */
+    tbon_packet_t *p = tbon_packet_new(TB_CTL_STREAM, "%ud %d %d %ud %d %aud", id, up, wire_sync,
                                        timeout_ms, down, members, nmembers);
     for (size_t i = 0; p && i < n->nchild; i++)
-        if (s->part[i] && n->child[i].conn)
+        if ((s->part[i] || (bcast && !n->child[i].is_be)) && n->child[i].conn)
             tb_node_send_ctl(n, n->child[i].conn, TB_CTL_STREAM, tbon_packet_ref(p));
     tbon_packet_unref(p);
     return 0;
@@ -203,6 +208,15 @@ void tb_stream_set_params(tb_node_t *n, uint32_t id, int which, tbon_packet_t *p
     } else {
         tbon_packet_unref(p);
     }
+}
+
+/* Whether any child still takes part in s. */
+static int takes_part(const tb_node_t *n, const tb_stream_st_t *s)
+{
+    for (size_t i = 0; i < n->nchild; i++)
+        if (s->part[i])
+            return 1;
+    return 0;
 }
 
 /* Run the up filter over a wave and send what it makes up (or to the app). */
@@ -432,7 +446,10 @@ void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q)
             if (s->part[i] && (s->seen_to[i] == UINT64_MAX || q > s->seen_to[i]))
                 tb_node_to_child(n, i, stream, out.v[j], q);
     tb_plist_free(&out);
+    if (!takes_part(n, s))
+        empty_up(n, s, q << 24);    /* nobody below answers: we do, with nothing */
 }
+
 
 void tb_stream_child_gone(tb_node_t *n, size_t child)
 {
@@ -445,6 +462,14 @@ void tb_stream_child_gone(tb_node_t *n, size_t child)
         s->part[child] = 0;
         if (s->sync != TBON_SYNC_DONTWAIT)
             waves(n, s, 0);
+        /* The last one gone (every back-end below left or died): the
+         * requests it had not answered are answered here, empty, so that no
+         * wave above waits for us forever. */
+        if (!takes_part(n, s) && s->sync != TBON_SYNC_DONTWAIT && n->role != TB_ROLE_FE) {
+            uint64_t from = s->has_closed ? (s->closed >> 24) + 1 : 1;
+            for (uint64_t q = from; q <= s->last_q; q++)
+                empty_up(n, s, q << 24);
+        }
     }
 }
 
@@ -549,6 +574,38 @@ void tb_stream_keep(tb_node_t *n, uint32_t id, tbon_packet_t *p)
     tbon_packet_list_push(&s->kept, tbon_packet_ref(p));
     if (s->kept.n >= 64)
         tb_stream_fold_kept(n, s);
+}
+
+void tb_stream_graft(tb_node_t *n, tb_stream_st_t *s)
+{
+    tb_node_send_ctl(n, n->parent, TB_CTL_GRAFT,
+                     tbon_packet_new(TB_CTL_GRAFT, "%ud %d %d %ud %d %aud %uld %uld", s->id,
+                                     s->up, s->sync | (s->bcast ? TB_STREAM_BCAST : 0),
+                                     s->timeout_ms, s->down, s->members, s->nmembers,
+                                     s->sent_key, s->last_q));
+}
+
+void tb_stream_bcast_join(tb_node_t *n, size_t i)
+{
+    for (size_t id = 0; id < n->nstreams; id++) {
+        tb_stream_st_t *s = n->streams[id];
+        if (!s || !s->bcast || s->part[i])
+            continue;
+        int had = 0;
+        for (size_t j = 0; j < n->nchild && !had; j++)
+            had = j != i && s->part[j];
+        tb_node_send_ctl(n, n->child[i].conn, TB_CTL_STREAM,
+                         tbon_packet_new(TB_CTL_STREAM, "%ud %d %d %ud %d %aud", s->id, s->up,
+                                         s->sync | TB_STREAM_BCAST, s->timeout_ms, s->down,
+                                         s->members, s->nmembers));
+        /* It owes the waves of the requests after the last one that passed
+         * here (docs/protocol.md 8.4): as an adopted child that had seen
+         * them all and answered them all. */
+        uint64_t seen = s->last_q;
+        tb_stream_join(n, s->id, i, ((seen + 1) << 24) - 1, seen);
+        if (!had && n->role != TB_ROLE_FE && n->parent)
+            tb_stream_graft(n, s);
+    }
 }
 
 void tb_stream_sent(tb_node_t *n, uint32_t id, uint64_t key)

@@ -37,15 +37,22 @@
 
 #include "log.h"
 #include "packet_int.h"
+#include "reconfig.h"
 #include "sha256.h"
 #include "sock.h"
 
 /* Versions kept for children that lag (an adopted one). */
 #define TB_VIEW_HISTORY 256
 /* While a version is in flight (not yet back from every child), new changes
- * wait at most this long to go together: in a recovery burst, a version
- * per adoption would wake every process of the tree once per orphan. */
+ * wait at most this long to go together. */
 #define TB_VIEW_BATCH_MS 5
+/* While some alive node has no parent (a recovery is under way), changes
+ * wait until the last orphan is adopted, at most this long: the view cannot
+ * be stable before, and in a recovery burst every version sent wakes every
+ * process of the tree, which slowed the adoptions themselves (seed 003's
+ * recovery at fan-out 128: 17 ms without views, 28 ms with a version every
+ * 5 ms, on this machine). */
+#define TB_VIEW_HOLD_MS 50
 /* An alive node without a parent for this long is taken for failed (ms):
  * twice the heartbeat timeout, at least a second; 10 s without heartbeats. */
 #define TB_VIEW_ORPHAN_MIN_MS 1000
@@ -60,6 +67,19 @@ struct tb_orphan {
     tbon_rank_t r;
     int64_t since;      /* ms */
 };
+
+/* A back-end that asked the FE to join: it is told its rank and parent once
+ * the parent has the view that adds it (it would be refused before). */
+struct tb_pjoin {
+    tbon_rank_t r, parent;
+    int fd;
+    uint64_t version;   /* the version that adds it (0: not yet made) */
+    int64_t due;        /* given up then (ms) */
+};
+
+/* A joined back-end must connect to its parent within this (ms), or it is
+ * taken for failed. */
+#define TB_JOIN_CONNECT_MS 10000
 
 void tb_view_init(tb_node_t *n)
 {
@@ -122,11 +142,14 @@ static void send_ack(tb_node_t *n, int want)
 
 /* Recompute our subtree's version; tell the parent if it moved (FE: is the
  * view stable now?). */
+static void join_replies(tb_node_t *n);
+
 static void ack_up(tb_node_t *n)
 {
     n->view_sub = subtree(n);
     if (n->role == TB_ROLE_FE) {
         emit_stable(n);
+        join_replies(n);
         return;
     }
     if (n->parent && !n->parent->closed &&
@@ -164,20 +187,24 @@ static void hist_push(tb_node_t *n, uint64_t v, tbon_packet_t *p)
 static tbon_packet_t *view_packet(uint64_t v, uint64_t prev, const tb_vchange_t *ch, size_t k)
 {
     int32_t *kinds = malloc((k ? k : 1) * sizeof *kinds);
-    uint32_t *r = malloc((k ? k : 1) * 3 * sizeof *r);
+    uint32_t *r = malloc((k ? k : 1) * 4 * sizeof *r);
+    const char **hosts = malloc((k ? k : 1) * sizeof *hosts);
     tbon_packet_t *p = NULL;
-    if (kinds && r) {
+    if (kinds && r && hosts) {
         for (size_t i = 0; i < k; i++) {
             kinds[i] = ch[i].kind;
             r[i] = ch[i].rank;
             r[k + i] = ch[i].parent;
             r[2 * k + i] = ch[i].inc;
+            r[3 * k + i] = ch[i].lid;
+            hosts[i] = ch[i].host;
         }
-        p = tbon_packet_new(TB_CTL_VIEW, "%uld %uld %ad %aud %aud %aud", v, prev, kinds, k,
-                            r, k, r + k, k, r + 2 * k, k);
+        p = tbon_packet_new(TB_CTL_VIEW, "%uld %uld %ad %aud %aud %aud %as %aud", v, prev, kinds,
+                            k, r, k, r + k, k, r + 2 * k, k, hosts, k, r + 3 * k, k);
     }
     free(kinds);
     free(r);
+    free(hosts);
     return p;
 }
 
@@ -190,12 +217,27 @@ static tbon_packet_t *whole_view(const tb_node_t *n)
     tb_vchange_t *ch = malloc((size ? size : 1) * sizeof *ch);
     if (!ch)
         return NULL;
+    tb_vchange_t *ch2 = ch ? realloc(ch, 2 * (size ? size : 1) * sizeof *ch) : NULL;
+    if (!ch2) {
+        free(ch);
+        return NULL;
+    }
+    ch = ch2;
+    /* Every rank as a join first (the receiver adds those it does not have,
+     * in rank order, under their parent now, or the FE's), then the facts. */
+    for (tbon_rank_t r = 1; r < size; r++) {
+        tbon_rank_t p = tb_topology_parent(n->topo, r);
+        tb_vchange_t *c = &ch[k++];
+        *c = (tb_vchange_t){ TB_V_JOIN, r, p == TBON_RANK_NONE ? 0 : p, 0,
+                             tb_topology_local_id(n->topo, r), "" };
+        snprintf(c->host, sizeof c->host, "%s", tb_topology_host(n->topo, r));
+    }
     for (tbon_rank_t r = 1; r < size; r++) {
         uint32_t inc = tb_topology_incarnation(n->topo, r);
         if (!tb_topology_alive(n->topo, r))
-            ch[k++] = (tb_vchange_t){ 1, r, TBON_RANK_NONE, inc };
+            ch[k++] = (tb_vchange_t){ TB_V_FAILED, r, TBON_RANK_NONE, inc, 0, "" };
         else if (inc > 0 && tb_topology_parent(n->topo, r) != TBON_RANK_NONE)
-            ch[k++] = (tb_vchange_t){ 2, r, tb_topology_parent(n->topo, r), inc };
+            ch[k++] = (tb_vchange_t){ TB_V_ADOPTED, r, tb_topology_parent(n->topo, r), inc, 0, "" };
     }
     tbon_packet_t *p = view_packet(n->view, 0, ch, k);
     free(ch);
@@ -231,7 +273,15 @@ static void pass_down(tb_node_t *n, uint64_t v, tbon_packet_t *p)
 
 /* ---- the FE: making versions ---- */
 
+static void note(tb_node_t *n, const tb_vchange_t *c);
+
 void tb_view_note(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
+{
+    tb_vchange_t c = { kind, r, p, inc, 0, "" };
+    note(n, &c);
+}
+
+static void note(tb_node_t *n, const tb_vchange_t *c)
 {
     if (n->role != TB_ROLE_FE)
         return;
@@ -244,10 +294,12 @@ void tb_view_note(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t
         n->vpend = v;
         n->capvpend = nc;
     }
-    n->vpend[n->nvpend++] = (tb_vchange_t){ kind, r, p, inc };
-    if (!n->vpend_due)
-        n->vpend_due = tb_now_ms() + TB_VIEW_BATCH_MS;
+    n->vpend[n->nvpend++] = *c;
+    if (!n->vpend_since)
+        n->vpend_since = tb_now_ms();
 }
+
+static void join_replies(tb_node_t *n);
 
 static void publish(tb_node_t *n)
 {
@@ -259,9 +311,14 @@ static void publish(tb_node_t *n)
     if (n->cbs.view)
         n->cbs.view(n->cbs.arg, n->view, n->vpend, n->nvpend);
     n->nvpend = 0;
-    n->vpend_due = 0;
+    n->vpend_since = 0;
+    n->vheld = 0;
     pass_down(n, n->view, p);
     tbon_packet_unref(p);
+    for (size_t i = 0; i < n->npjoin; i++)
+        if (!n->pjoin[i].version)
+            n->pjoin[i].version = n->view;
+    join_replies(n);
 }
 
 /* The FE's alive nodes without a parent (orphans, and nodes whose claimed
@@ -299,9 +356,15 @@ void tb_view_flush(tb_node_t *n)
         return;
     if (n->orph_dirty)
         count_orphans(n, tb_now_ms());
-    /* At once when nothing is in flight; else with the batch. */
-    if (n->nvpend && (n->view_sub == n->view || tb_now_ms() >= n->vpend_due))
-        publish(n);
+    /* At once when nothing is in flight and every node has a parent, or
+     * when the last orphan has just been adopted; else batched. */
+    if (n->nvpend) {
+        int now = !n->norph && (n->view_sub == n->view || n->vheld);
+        if (now || tb_now_ms() - n->vpend_since >= (n->norph ? TB_VIEW_HOLD_MS : TB_VIEW_BATCH_MS))
+            publish(n);
+        else if (n->norph)
+            n->vheld = 1;
+    }
     ack_up(n);
 }
 
@@ -313,10 +376,15 @@ static int64_t orphan_ms(const tb_node_t *n)
     return 2 * (int64_t)hb > TB_VIEW_ORPHAN_MIN_MS ? 2 * (int64_t)hb : TB_VIEW_ORPHAN_MIN_MS;
 }
 
+static void join_timeouts(tb_node_t *n, int64_t now);
+
 void tb_view_timers(tb_node_t *n, int64_t now)
 {
+    join_timeouts(n, now);
     if (n->role != TB_ROLE_FE || !n->ft_ready || n->shutting_down)
         return;
+    if (n->npjoin)
+        join_replies(n);
     int64_t limit = orphan_ms(n);
     for (size_t j = 0; j < n->norph; j++) {
         struct tb_orphan o = n->orph[j];
@@ -332,10 +400,19 @@ void tb_view_timers(tb_node_t *n, int64_t now)
 
 void tb_view_next(const tb_node_t *n, int64_t *next)
 {
+    for (size_t i = n->nsorted; i < n->nchild; i++)     /* joined slots come last */
+        if (n->child[i].join_due && n->child[i].join_due < *next)
+            *next = n->child[i].join_due;
+    for (size_t i = 0; i < n->npjoin; i++)
+        if (n->pjoin[i].due < *next)
+            *next = n->pjoin[i].due;
     if (n->role != TB_ROLE_FE || !n->ft_ready || n->shutting_down)
         return;
-    if (n->vpend_due && n->vpend_due < *next)
-        *next = n->vpend_due;
+    if (n->vpend_since) {
+        int64_t due = n->vpend_since + (n->norph ? TB_VIEW_HOLD_MS : TB_VIEW_BATCH_MS);
+        if (due < *next)
+            *next = due;
+    }
     int64_t limit = orphan_ms(n);
     for (size_t j = 0; j < n->norph; j++)
         if (n->orph[j].since + limit < *next)
@@ -344,15 +421,19 @@ void tb_view_next(const tb_node_t *n, int64_t *next)
 
 /* ---- versions arriving (every node but the FE) ---- */
 
+static int add_joined(tb_node_t *n, tbon_rank_t r, tbon_rank_t p, const char *host,
+                      uint32_t lid);
+
 static void on_view(tb_node_t *n, tbon_packet_t *p)
 {
     uint64_t v, prev;
     int32_t *kinds = NULL;
-    uint32_t *r = NULL, *par = NULL, *inc = NULL;
-    size_t nk = 0, nr = 0, np = 0, ni = 0;
-    if (tbon_packet_unpack(p, "%uld %uld %ad %aud %aud %aud", &v, &prev, &kinds, &nk, &r, &nr,
-                           &par, &np, &inc, &ni) != 0 || nk != nr || nk != np || nk != ni ||
-        prev >= v) {
+    uint32_t *r = NULL, *par = NULL, *inc = NULL, *lid = NULL;
+    char **hosts = NULL;
+    size_t nk = 0, nr = 0, np = 0, ni = 0, nh = 0, nl = 0;
+    if (tbon_packet_unpack(p, "%uld %uld %ad %aud %aud %aud %as %aud", &v, &prev, &kinds, &nk,
+                           &r, &nr, &par, &np, &inc, &ni, &hosts, &nh, &lid, &nl) != 0 ||
+        nk != nr || nk != np || nk != ni || nk != nh || nk != nl || prev >= v) {
         TB_WARN("view", "malformed view from the parent ignored");
         goto out;
     }
@@ -368,14 +449,24 @@ static void on_view(tb_node_t *n, tbon_packet_t *p)
     tb_vchange_t *ch = malloc((nk ? nk : 1) * sizeof *ch);
     size_t k = 0;
     for (size_t i = 0; i < nk; i++) {
-        if ((kinds[i] != 1 && kinds[i] != 2) || r[i] >= tb_topology_size(n->topo) || r[i] == 0 ||
-            (kinds[i] == 2 && par[i] >= tb_topology_size(n->topo))) {
+        if (kinds[i] == TB_V_JOIN) {
+            /* Joins come in rank order; the ones we have are skipped. */
+            if (add_joined(n, r[i], par[i], hosts[i], lid[i]) < 0)
+                TB_WARN("view", "view %llu: the join of rank %u cannot be applied",
+                        (unsigned long long)v, r[i]);
+        } else if (kinds[i] < TB_V_FAILED || kinds[i] > TB_V_LEFT ||
+                   r[i] >= tb_topology_size(n->topo) || r[i] == 0 ||
+                   (kinds[i] == TB_V_ADOPTED && par[i] >= tb_topology_size(n->topo))) {
             TB_WARN("view", "view %llu: a malformed change ignored", (unsigned long long)v);
             continue;
+        } else if (kinds[i] != TB_V_JOINED) {
+            tb_ft_apply(n, kinds[i] == TB_V_ADOPTED ? 2 : 1, r[i], par[i], inc[i]);
         }
-        tb_ft_apply(n, kinds[i], r[i], par[i], inc[i]);
-        if (ch)
-            ch[k++] = (tb_vchange_t){ kinds[i], r[i], par[i], inc[i] };
+        if (ch) {
+            tb_vchange_t *c = &ch[k++];
+            *c = (tb_vchange_t){ kinds[i], r[i], par[i], inc[i], lid[i], "" };
+            snprintf(c->host, sizeof c->host, "%s", hosts[i]);
+        }
     }
     n->view = v;
     if (ch)
@@ -390,6 +481,10 @@ out:
     free(r);
     free(par);
     free(inc);
+    free(lid);
+    for (size_t i = 0; hosts && i < nh; i++)
+        free(hosts[i]);
+    free(hosts);
 }
 
 static void on_ack(tb_node_t *n, size_t i, tbon_packet_t *p)
@@ -422,6 +517,11 @@ void tb_view_child_gone(tb_node_t *n, size_t i)
 
 void tb_view_adopted(tb_node_t *n)
 {
+    if (n->cfg.joined && n->view == 1 && !n->ft_ready) {
+        /* A back-end that joined the running tree has the topology of its
+         * parent but no view version yet: version 0 asks for a whole one. */
+        n->view = 0;
+    }
     /* The new parent does not know where we are: say it, and ask. */
     n->view_sub = subtree(n);
     send_ack(n, 1);
@@ -730,8 +830,201 @@ int tb_view_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p)
     }
 }
 
+/* ---- joins and leaves (seed 000 section 3.7; docs/protocol.md 9.6) ---- */
+
+/* Add the joined back-end r (the next rank) under p, named host:lid, to our
+ * copies (and as a child slot if p is us). 1 if added, 0 if we have it,
+ * -1 if it cannot be (not the next rank, out of memory). */
+static int add_joined(tb_node_t *n, tbon_rank_t r, tbon_rank_t p, const char *host, uint32_t lid)
+{
+    size_t size = tb_topology_size(n->topo);
+    if (r < size)
+        return 0;
+    if (r != size || p >= size)
+        return -1;
+    tbon_rank_t got;
+    /* A parent dead by now: under the FE until the reports say more. */
+    if (!tb_topology_alive(n->topo, p) || tb_topology_role(n->topo, p) == TB_ROLE_BE)
+        p = 0;
+    if (tb_topology_add_child(n->topo, p, host, lid, TB_ROLE_BE, &got) != 0 || got != r)
+        return -1;
+    free(n->topo_frame);
+    n->topo_frame = NULL;
+    tb_eds_join(n->eds, r, p, host, lid);
+    if (p == n->rank) {
+        int i = tb_node_add_child(n, r, 1);
+        if (i >= 0) {
+            n->child[i].state = CH_LAUNCHED;
+            n->child[i].joined = 1;
+            n->child[i].join_due = tb_now_ms() + TB_JOIN_CONNECT_MS;
+        }
+    }
+    return 1;
+}
+
+/* The host a joining back-end is known by: its address as we see it, or,
+ * on the loopback, the FE's own topology host. */
+static void peer_host(tb_node_t *n, int fd, char *out, size_t cap)
+{
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    if (getpeername(fd, (struct sockaddr *)&a, &len) == 0 && a.sin_family == AF_INET &&
+        (ntohl(a.sin_addr.s_addr) >> 24) != 127 && inet_ntop(AF_INET, &a.sin_addr, out, (socklen_t)cap))
+        return;
+    snprintf(out, cap, "%s", tb_topology_host(n->topo, 0));
+}
+
+void tb_view_join(tb_node_t *n, tb_cmd_t *c)
+{
+    if (!n->ft_ready || n->shutting_down) {
+        TB_INFO("join", "refused a back-end: %s", n->shutting_down ? "shutting down"
+                : "the tree is not up yet");
+        return;                                 /* the fd closes with the command */
+    }
+    struct tb_pjoin *pj = realloc(n->pjoin, (n->npjoin + 1) * sizeof *pj);
+    if (!pj)
+        return;
+    n->pjoin = pj;
+    tb_vchange_t ch = { TB_V_JOIN, (tbon_rank_t)tb_topology_size(n->topo),
+                        tb_join_parent(n->topo), 0, 0, "" };
+    peer_host(n, c->fd, ch.host, sizeof ch.host);
+    ch.lid = ch.rank;
+    while (tb_topology_find(n->topo, ch.host, ch.lid) != TBON_RANK_NONE)
+        ch.lid++;
+    if (add_joined(n, ch.rank, ch.parent, ch.host, ch.lid) != 1) {
+        TB_WARN("join", "cannot add a back-end to the topology");
+        return;
+    }
+    note(n, &ch);
+    n->pjoin[n->npjoin++] = (struct tb_pjoin){ ch.rank, ch.parent, c->fd, 0,
+                                               tb_now_ms() + TB_JOIN_CONNECT_MS };
+    c->fd = -1;
+    TB_INFO("join", "rank %u joins under %u (%s)", ch.rank, ch.parent, ch.host);
+}
+
+/* Has parent p applied version v? Its subtree's ancestor among our children
+ * says so (every process below it has). */
+static int applied_at(const tb_node_t *n, tbon_rank_t p, uint64_t v)
+{
+    if (p == 0)
+        return n->view >= v;
+    tbon_rank_t c = p;
+    while (c != TBON_RANK_NONE && tb_topology_parent(n->topo, c) != 0)
+        c = tb_topology_parent(n->topo, c);
+    int i = c == TBON_RANK_NONE ? -1 : tb_node_child_index(n, c);
+    return i >= 0 && counted(&n->child[i]) && n->child[i].v_known && n->child[i].v_acked >= v;
+}
+
+static void join_replies(tb_node_t *n)
+{
+    int64_t now = tb_now_ms();
+    for (size_t i = 0; i < n->npjoin;) {
+        struct tb_pjoin *j = &n->pjoin[i];
+        int ready = j->version && applied_at(n, j->parent, j->version);
+        if (!ready && now < j->due) {
+            i++;
+            continue;
+        }
+        if (ready) {
+            tbon_packet_t *p = tbon_packet_new(TB_CTL_JOIN_ACK, "%ud %ud %s %ud", j->r, j->parent,
+                                               tb_topology_host(n->topo, j->parent),
+                                               (uint32_t)tb_topology_port(n->topo, j->parent));
+            size_t len = 0;
+            const uint8_t *pl = p ? tb_packet_payload(p, &len) : NULL;
+            tb_frame_hdr_t h = { .type = TB_FRAME_CONTROL, .tag = TB_CTL_JOIN_ACK, .source = 0 };
+            tbon_error_t err;
+            if (!pl || tb_sock_send_frame(j->fd, &h, pl, len, now + 1000, &err) != 0)
+                TB_WARN("join", "rank %u: its rank could not be sent", j->r);
+            tbon_packet_unref(p);
+        } else {
+            TB_WARN("join", "rank %u: its parent %u did not take the view in time", j->r,
+                    j->parent);
+        }
+        close(j->fd);
+        *j = n->pjoin[--n->npjoin];
+    }
+}
+
+void tb_view_joined(tb_node_t *n, size_t i)
+{
+    tb_child_t *ch = &n->child[i];
+    ch->join_due = 0;
+    tb_ft_send_ports_to(n, ch->conn);
+    tb_stream_bcast_join(n, i);
+    TB_INFO("join", "rank %u joined", ch->rank);
+    if (n->role == TB_ROLE_FE)
+        tb_view_fe_joined(n, ch->rank, n->rank);
+    else
+        tb_ft_report(n, 4, ch->rank, n->rank, 0);
+}
+
+void tb_view_fe_joined(tb_node_t *n, tbon_rank_t r, tbon_rank_t parent)
+{
+    for (size_t i = 0; i < n->nannounced; i++)
+        if (n->announced[i] == r)
+            return;
+    tbon_rank_t *v = realloc(n->announced, (n->nannounced + 1) * sizeof *v);
+    if (!v)
+        return;
+    n->announced = v;
+    v[n->nannounced++] = r;
+    tb_view_note(n, TB_V_JOINED, r, parent, 0);
+    if (n->cbs.event) {
+        tbon_event_t ev = { .type = TBON_EV_NODE_JOINED, .rank = r, .parent = parent,
+                            .incarnation = tb_topology_incarnation(n->topo, r) };
+        n->cbs.event(n->cbs.arg, &ev);
+    }
+}
+
+void tb_view_fe_left(tb_node_t *n, tbon_rank_t r, uint32_t inc)
+{
+    if (!tb_ft_apply(n, 1, r, TBON_RANK_NONE, inc))
+        return;
+    TB_INFO("view", "rank %u left", r);
+    /* The view says it left, not failed (the change tb_ft_apply just
+     * noted). */
+    if (n->nvpend && n->vpend[n->nvpend - 1].rank == r)
+        n->vpend[n->nvpend - 1].kind = TB_V_LEFT;
+    if (n->cbs.event) {
+        tbon_event_t ev = { .type = TBON_EV_NODE_LEFT, .rank = r, .parent = TBON_RANK_NONE,
+                            .incarnation = inc };
+        n->cbs.event(n->cbs.arg, &ev);
+    }
+}
+
+void tb_view_left(tb_node_t *n, size_t i)
+{
+    tbon_rank_t r = n->child[i].rank;
+    uint32_t inc = tb_topology_incarnation(n->topo, r);
+    if (n->role == TB_ROLE_FE) {
+        tb_view_fe_left(n, r, inc);
+    } else if (tb_ft_apply(n, 1, r, TBON_RANK_NONE, inc)) {
+        TB_INFO("view", "rank %u left", r);
+        tb_ft_report(n, 5, r, TBON_RANK_NONE, inc);
+    }
+}
+
+/* Joined children that never connected are taken for failed. */
+static void join_timeouts(tb_node_t *n, int64_t now)
+{
+    for (size_t i = 0; i < n->nchild; i++) {
+        tb_child_t *ch = &n->child[i];
+        if (!ch->joined || !ch->join_due || now < ch->join_due || ch->conn)
+            continue;
+        ch->join_due = 0;
+        ch->state = CH_GONE;
+        TB_WARN("join", "rank %u did not connect after joining: taken for failed", ch->rank);
+        tb_stream_child_gone(n, i);
+        tb_ft_child_lost(n, i);
+    }
+}
+
 void tb_view_free(tb_node_t *n)
 {
+    for (size_t i = 0; i < n->npjoin; i++)
+        close(n->pjoin[i].fd);
+    free(n->pjoin);
+    free(n->announced);
     while (n->vhist.len) {
         tbon_packet_unref(((struct tb_vhist *)tb_ring_at(&n->vhist, 0))->p);
         tb_ring_drop(&n->vhist);

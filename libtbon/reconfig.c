@@ -306,6 +306,26 @@ size_t tb_adopt_candidates(const tb_adopt_index_t *x, const tb_topology_t *t,
     return w;
 }
 
+tbon_rank_t tb_join_parent(const tb_topology_t *t)
+{
+    tbon_rank_t best = 0;
+    uint32_t bh = UINT32_MAX;
+    size_t bk = SIZE_MAX, size = tb_topology_size(t);
+    for (tbon_rank_t r = 1; r < size; r++) {
+        uint32_t h = tb_topology_height(t, r);
+        if (!tb_topology_alive(t, r) || tb_topology_role(t, r) == TB_ROLE_BE || h == 0 ||
+            h > bh)
+            continue;
+        size_t k = tb_topology_num_children(t, r);
+        if ((h == bh && k >= bk) || tb_topology_root_of(t, r) != 0)
+            continue;
+        best = r;
+        bh = h;
+        bk = k;
+    }
+    return best;
+}
+
 bool tb_adopt_would_cycle(const tb_topology_t *t, tbon_rank_t o, tbon_rank_t adopter)
 {
     size_t n = tb_topology_size(t);

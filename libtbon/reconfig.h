@@ -117,6 +117,14 @@ size_t tb_adopt_candidates(const tb_adopt_index_t *x, const tb_topology_t *t,
  * range. O(depth of adopter). */
 bool tb_adopt_would_cycle(const tb_topology_t *t, tbon_rank_t o, tbon_rank_t adopter);
 
+/* The parent of a back-end joining the running tree: by the weights of
+ * adoption for a leaf, the alive node attached to the FE with height >= 1
+ * that is lowest, then has the fewest children, then the lowest rank; the
+ * FE when there is none. Joins are decided one at a time at the FE, so no
+ * rotation is needed to spread them: each join adds a child to its parent,
+ * and the next goes to the next least loaded. O(size x depth). */
+tbon_rank_t tb_join_parent(const tb_topology_t *t);
+
 /* ---- topology reports ---------------------------------------------------- */
 
 /* Apply a failure report: rank r, last known at incarnation inc, failed.

@@ -11,7 +11,9 @@ extern "C" {
 typedef struct tbon_fe_options {         /* zero-initialise: every field has a default */
     const char *commnode_path;           /* default: $TBON_COMMNODE, else the built tbon_commnode */
     const char *rsh;                     /* remote shell; default $TBON_RSH, else "ssh" */
-    const char *attach_file;             /* with backend_exe == NULL: write attach info here */
+    const char *attach_file;             /* write attach info here (mode 0600): for the
+                                            back-ends of attach mode (backend_exe NULL),
+                                            and for back-ends that join later */
     int         startup_timeout_ms;      /* default 30000 */
     int         heartbeat_ms;            /* default chosen by the library; <0 disables heartbeats */
     int         no_fault_tolerance;      /* 1: a commnode failure ends the session */

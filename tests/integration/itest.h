@@ -36,6 +36,8 @@ enum {
     IT_TAG_ATTR   = 121,  /* "%aud %s %s %d %ud" ranks key value delete ms -> "%ld" 0
                              or rc: the listed BEs sleep ms, then set key to
                              "value.RANK" (or delete it) */
+    IT_TAG_LEAVE  = 122,  /* "%aud" ranks -> "%ld" 0: the listed BEs then leave in order
+                             (tbon_net_destroy) and exit 0 */
 };
 
 #define IT_NTYPES 10

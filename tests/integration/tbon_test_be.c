@@ -21,6 +21,8 @@
  *                            error of tbon_net_set_attr: a BE among ranks
  *                            sleeps ms, then sets key to "value.RANK" (or
  *                            deletes it if delete)
+ *   122 "%aud" ranks      -> "%ld" 0; a BE among ranks then leaves in order
+ *                            (tbon_net_destroy) and exits 0
  *   110+i "%ud" wave      -> one value of the scalar type it_type_fmt[i]
  *                            (%c %uc %hd %uhd %d %ud %ld %uld %f %lf):
  *                            it_type_ival / it_type_fval (itest.h)
@@ -31,7 +33,9 @@
  *   --die-at-start        exit 3 at once, before joining
  *   --hang-at-start       never join: sleep (at most 120 s, then exit 6)
  *   --attach FILE --rank R  join with tbon_be_attach(FILE, R), retrying for
- *                         up to 20 s while that fails (file not there yet)
+ *                         up to 20 s while that fails (file not there yet);
+ *                         without --rank, join the running tree as a new
+ *                         back-end (TBON_RANK_NONE)
  *   --marker DIR          on TBON_ECLOSED, after tbon_net_destroy, create
  *                         DIR/closed.RANK (proof that the BE left cleanly)
  *   --exit-after N        _exit(0) without leaving after N requests (a BE
@@ -246,7 +250,7 @@ int main(int argc, char **argv)
     const char *file = opt_value(argc, argv, "--attach");
     if (file) {
         const char *r = opt_value(argc, argv, "--rank");
-        net = r ? attach(file, (tbon_rank_t)strtoul(r, NULL, 10)) : NULL;
+        net = attach(file, r ? (tbon_rank_t)strtoul(r, NULL, 10) : TBON_RANK_NONE);
     } else {
         net = tbon_be_create(&argc, &argv, &err);
         if (!net)
@@ -275,13 +279,28 @@ int main(int argc, char **argv)
             tbon_net_destroy(net);
             return 4;
         }
-        rc = handle(p, s, argc, argv);
+        int leave = 0;
+        if (tbon_packet_tag(p) == IT_TAG_LEAVE) {
+            uint32_t *who = NULL;
+            size_t nw = 0;
+            if (tbon_packet_unpack(p, "%aud", &who, &nw) == 0)
+                for (size_t i = 0; i < nw; i++)
+                    leave |= who[i] == rank;
+            free(who);
+            rc = tbon_stream_send(s, IT_TAG_LEAVE, "%ld", (int64_t)0);
+            if (rc == 0)
+                rc = tbon_stream_flush(s);
+        } else {
+            rc = handle(p, s, argc, argv);
+        }
         if (rc != 0)
             fprintf(stderr, "tbon_test_be[%u]: request %d (\"%s\"): %s\n", (unsigned)rank,
                     tbon_packet_tag(p), tbon_packet_format(p), tbon_strerror(rc));
         tbon_packet_unref(p);
         if (exit_after >= 0 && ++handled >= exit_after)
             _exit(0);
+        if (leave)
+            break;
     }
     tbon_net_destroy(net);
     if (marker) {

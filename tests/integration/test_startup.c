@@ -400,7 +400,7 @@ static void run_attach_mode(int be_first)
         CHECK_UINT(be[i], want[i]);
         CHECK_UINT(par[i], want_par[i]);
     }
-    CHECK_INT(nodes, 2);
+    CHECK_INT(nodes, 3);         /* the FE (where new back-ends join) and the two commnodes */
     CHECK_UINT(strlen(secret), 64);
     CHECK(!secret_on_cmdline(secret));
     CHECK_UINT(tbon_net_num_backends(net), 4);

@@ -282,9 +282,9 @@ TEST(out_of_range_fields)
     CHECK_INT(tb_handshake_decode(&hs, b, sizeof b, &err), TBON_EFORMAT);
     CHECK_STR(err.msg, "HANDSHAKE: role 3 out of range (0..2)");
     b[10] = 2;
-    b[11] = 4;
+    b[11] = 5;
     CHECK_INT(tb_handshake_decode(&hs, b, sizeof b, &err), TBON_EFORMAT);
-    CHECK_STR(err.msg, "HANDSHAKE: purpose 4 out of range (0..3)");
+    CHECK_STR(err.msg, "HANDSHAKE: purpose 5 out of range (0..4)");
     b[11] = 3;
     CHECK_INT(tb_handshake_decode(&hs, b, sizeof b, &err), 0);
     CHECK_UINT(hs.purpose, TB_PURPOSE_ADOPTION);
@@ -300,7 +300,7 @@ TEST(out_of_range_fields)
     secret_of(secret, 1);
     REQUIRE(tb_hello_make(&hello, 1, NULL) == 0);
     CHECK_INT(tb_handshake_make(&hs, &hello, secret, 1, 3, 0, 0, 0, &err), TBON_EINVAL);
-    CHECK_INT(tb_handshake_make(&hs, &hello, secret, 1, 0, 4, 0, 0, &err), TBON_EINVAL);
+    CHECK_INT(tb_handshake_make(&hs, &hello, secret, 1, 0, 5, 0, 0, &err), TBON_EINVAL);
     CHECK_INT(tb_welcome_make(&w, &hs, secret, 5, 0, 0, &err), TBON_EINVAL);
     REQUIRE(tb_handshake_make(&hs, &hello, secret, 1, TB_ROLE_COMMNODE, TB_PURPOSE_ADOPTION,
                               4, 0, &err) == 0);

@@ -854,3 +854,36 @@ TEST(reports_from_reconfiguration_converge)
         tb_topology_destroy(t0);
     }
 }
+
+/* A joining back-end's parent: the least loaded node of the lowest height
+ * >= 1 attached to the FE; joins spread over them one at a time; dead and
+ * detached nodes are passed over; the FE when nothing else qualifies. */
+TEST(join_parent_least_loaded)
+{
+    const uint32_t fan[] = { 2, 3 };            /* 0 -> 1, 2; 1 -> 3..5; 2 -> 6..8 */
+    tb_topology_t *t = shape(fan, 2);
+    REQUIRE(t);
+    CHECK_UINT(tb_join_parent(t), 1);            /* equal: the lower rank */
+    tbon_rank_t r;
+    uint32_t lid = 100;
+    /* Four joins alternate between 1 and 2 as each gains a child. */
+    tbon_rank_t want[] = { 1, 2, 1, 2 };
+    for (int i = 0; i < 4; i++) {
+        tbon_rank_t p = tb_join_parent(t);
+        CHECK_UINT(p, want[i]);
+        REQUIRE(tb_topology_add_child(t, p, "h", lid++, TB_ROLE_BE, &r) == 0);
+    }
+    /* 1 dies: its children are orphans, 2 is the only one left. */
+    CHECK_INT(tb_report_failure(t, 1, 0), 1);
+    CHECK_UINT(tb_join_parent(t), 2);
+    /* 2 dies too: the FE. */
+    CHECK_INT(tb_report_failure(t, 2, 0), 1);
+    CHECK_UINT(tb_join_parent(t), 0);
+    tb_topology_destroy(t);
+    /* A flat tree: the FE. */
+    const uint32_t flat[] = { 4 };
+    t = shape(flat, 1);
+    REQUIRE(t);
+    CHECK_UINT(tb_join_parent(t), 0);
+    tb_topology_destroy(t);
+}

@@ -1,0 +1,224 @@
+/* test_join.c - back-ends joining a running tree (seed 000 section 3.7)
+ * while a broadcast stream is streaming, and leaving it in order: a joiner
+ * gets a rank and a parent from the FE, appears in tbon_net_backends and in
+ * the broadcast stream (every wave sent after its TBON_EV_NODE_JOINED sums
+ * it in, exactly), and a back-end that leaves is TBON_EV_NODE_LEFT, not a
+ * failure; the views stay consistent throughout */
+#include "itest.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#define MAX_JOIN 128
+
+/* Start a tbon_test_be that joins through the attach file; its pid. */
+static pid_t spawn_joiner(const char *file)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(it_be_path(), "tbon_test_be", "--attach", file, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int in(const tbon_rank_t *v, size_t n, tbon_rank_t r)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == r)
+            return 1;
+    return 0;
+}
+
+/* Concat waves on s while `want` joiners come in. Each wave lists who
+ * answered, once each: the original back-ends and every joiner whose
+ * TBON_EV_NODE_JOINED came before the wave was sent must be there, exactly
+ * once; anyone else must be a joiner not yet announced. Returns the number
+ * of joiners seen (their ranks in joined[]). */
+static size_t stream_through_joins(it_tree_t *t, tbon_stream_t *s, size_t want,
+                                   tbon_rank_t *joined)
+{
+    size_t nj = 0, bad = 0, after = 0;
+    uint32_t w = 1;
+    int64_t end = it_now_ms() + IT_RECV_MS * 2;
+    while (it_now_ms() < end && bad < 5 && (nj < want || after < 5)) {
+        tbon_event_t ev;
+        while (tbon_net_next_event(t->net, &ev, 0) == 0)
+            if (ev.type == TBON_EV_NODE_JOINED && nj < MAX_JOIN) {
+                CHECK(ev.parent != TBON_RANK_NONE);
+                joined[nj++] = ev.rank;
+            }
+        size_t known = nj;           /* joined before this wave was sent */
+        if (tbon_stream_send(s, IT_TAG_CONCAT, "%ud", w) != 0) {
+            th_fail(__FILE__, __LINE__, "tbon_stream_send: %s", tbon_net_error(t->net));
+            return nj;
+        }
+        tbon_packet_t *p = it_recv(s, IT_RECV_MS, "a wave during the joins");
+        if (!p)
+            return nj;
+        int32_t *v = NULL;
+        size_t nv = 0;
+        CHECK_INT(tbon_packet_unpack(p, "%ad", &v, &nv), 0);
+        tbon_packet_unref(p);
+        static tbon_rank_t who[IT_MAX_BE + MAX_JOIN];
+        size_t nw = 0, missing = 0, strange = 0;
+        for (size_t i = 0; i + 1 < nv; i += 2) {
+            tbon_rank_t r = (tbon_rank_t)v[i];
+            /* Its own wave, once, and an original back-end or a joiner. */
+            if ((uint32_t)v[i + 1] != w || in(who, nw, r) || nw == IT_MAX_BE + MAX_JOIN ||
+                (r < t->total && !in(t->be, t->nbe, r)))
+                strange++;
+            else
+                who[nw++] = r;
+        }
+        free(v);
+        for (size_t i = 0; i < t->nbe; i++)
+            missing += !in(who, nw, t->be[i]);
+        for (size_t i = 0; i < known; i++)
+            missing += !in(who, nw, joined[i]);
+        if (missing || strange) {
+            bad++;
+            th_fail(__FILE__, __LINE__, "wave %u: %zu answers, %zu expected missing, %zu "
+                    "duplicate or out of place", w, nw, missing, strange);
+        }
+        if (nj == want)
+            after++;
+        w++;
+    }
+    return nj;
+}
+
+static void reap_joiners(const pid_t *pids, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int st = 0;
+        int64_t end = it_now_ms() + 10000;
+        while (waitpid(pids[i], &st, WNOHANG) == 0 && it_now_ms() < end)
+            it_sleep_ms(10);
+        if (kill(pids[i], 0) == 0) {
+            th_fail(__FILE__, __LINE__, "joiner %d still running", (int)pids[i]);
+            kill(pids[i], SIGKILL);
+            waitpid(pids[i], &st, 0);
+        } else {
+            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        }
+    }
+}
+
+/* The views and copies agree once stable, with joined ranks included. */
+static void check_views(it_tree_t *t, size_t live_be)
+{
+    tbon_event_t ev;
+    while (tbon_net_next_event(t->net, &ev, 300) == 0)
+        ;
+    tbon_view_check_t c;
+    int rc = tbon_fe_check_views(t->net, &c, IT_RECV_MS);
+    CHECK_INT(rc, 0);
+    if (rc)
+        th_fail(__FILE__, __LINE__, "%s", tbon_net_error(t->net));
+    CHECK_UINT(tbon_net_num_backends(t->net), live_be);
+}
+
+static void joins(const char *shape, size_t k)
+{
+    char file[600];
+    snprintf(file, sizeof file, "%s/attach-%zu", th_tmpdir(), k);
+    tbon_fe_options_t o = { 0 };
+    o.attach_file = file;
+    it_tree_t t;
+    if (it_start(&t, shape, NULL, &o))
+        return;
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_CONCAT, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    static pid_t pids[MAX_JOIN];
+    static tbon_rank_t joined[MAX_JOIN];
+    for (size_t i = 0; i < k; i++)
+        REQUIRE((pids[i] = spawn_joiner(file)) > 0);
+    size_t nj = stream_through_joins(&t, s, k, joined);
+    CHECK_UINT(nj, k);
+    /* Every joined rank is new, a back-end, and in tbon_net_backends. */
+    tbon_rank_t all[IT_MAX_BE + MAX_JOIN];
+    int n = tbon_net_backends(t.net, all, sizeof all / sizeof all[0]);
+    CHECK_INT(n, (long long)(t.nbe + k));
+    for (size_t i = 0; i < nj; i++) {
+        CHECK(joined[i] >= t.total);
+        int found = 0;
+        for (int j = 0; j < n; j++)
+            found |= all[j] == joined[i];
+        CHECK(found);
+    }
+    /* A stream made now on the broadcast communicator includes them. */
+    tbon_stream_t *s2 = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s2);
+    tbon_rank_t every[IT_MAX_BE + MAX_JOIN];
+    memcpy(every, t.be, t.nbe * sizeof *every);
+    memcpy(every + t.nbe, joined, nj * sizeof *every);
+    for (uint32_t w = 1000; w < 1003; w++)
+        it_sum_wave(s2, w, every, t.nbe + nj);
+    check_views(&t, t.nbe + k);
+    it_stop(&t);
+    reap_joiners(pids, k);
+}
+
+ITEST(one_backend_joins_while_streaming) { joins("2x2", 1); }
+ITEST(hundred_backends_join_while_streaming) { joins("4x4", 100); }
+
+/* A joined back-end and an original one leave in order (TBON_EV_NODE_LEFT,
+ * no failure), another is killed (TBON_EV_NODE_FAILED): the stream goes on
+ * with exactly the others. */
+ITEST(leave_is_not_a_failure)
+{
+    char file[600];
+    snprintf(file, sizeof file, "%s/attach-leave", th_tmpdir());
+    tbon_fe_options_t o = { 0 };
+    o.attach_file = file;
+    it_tree_t t;
+    if (it_start(&t, "2x2", NULL, &o))
+        return;
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
+    pid_t jp = spawn_joiner(file);
+    REQUIRE(jp > 0);
+    tbon_event_t ev;
+    tbon_rank_t j = TBON_RANK_NONE;
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while (j == TBON_RANK_NONE && tbon_net_next_event(t.net, &ev, (int)(end - it_now_ms())) == 0)
+        if (ev.type == TBON_EV_NODE_JOINED)
+            j = ev.rank;
+    REQUIRE(j != TBON_RANK_NONE);
+    /* The joiner (7) and back-end 3 leave. */
+    const uint32_t go[] = { j, 3 };
+    REQUIRE(tbon_stream_send(s, IT_TAG_LEAVE, "%aud", go, (size_t)2) == 0);
+    tbon_packet_unref(it_recv(s, IT_RECV_MS, "the leave answers"));
+    int left = 0;
+    end = it_now_ms() + IT_RECV_MS;
+    while (left < 2 && tbon_net_next_event(t.net, &ev, (int)(end - it_now_ms())) == 0) {
+        CHECK(ev.type != TBON_EV_NODE_FAILED);
+        if (ev.type == TBON_EV_NODE_LEFT) {
+            CHECK(ev.rank == j || ev.rank == 3);
+            left++;
+        }
+    }
+    CHECK_INT(left, 2);
+    reap_joiners(&jp, 1);
+    /* Back-end 4 dies: that one is a failure. */
+    pid_t v[IT_MAX_BE];
+    size_t nv = it_our_procs("tbon_test_be", v, IT_MAX_BE);
+    pid_t p4 = 0;
+    for (size_t i = 0; i < nv; i++)
+        if (it_commnode_rank(v[i]) == 4)
+            p4 = v[i];
+    REQUIRE(p4 > 0);
+    kill(p4, SIGKILL);
+    int failed = 0;
+    end = it_now_ms() + IT_RECV_MS;
+    while (!failed && tbon_net_next_event(t.net, &ev, (int)(end - it_now_ms())) == 0)
+        failed = ev.type == TBON_EV_NODE_FAILED && ev.rank == 4;
+    CHECK(failed);
+    const tbon_rank_t rest[] = { 5, 6 };
+    for (uint32_t w = 10; w < 13; w++)
+        it_sum_wave(s, w, rest, 2);
+    check_views(&t, 2);
+    it_stop(&t);
+}
