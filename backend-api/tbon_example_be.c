@@ -25,7 +25,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
 "usage: " PROG " [--delay MS]                  (started by a front-end)\n"
-"       " PROG " --attach FILE --rank RANK [--delay MS]\n"
+"       " PROG " --attach FILE [--rank RANK] [--delay MS]\n"
 "\n"
 "The example back-end of tbon_frontend. It joins the tree, then answers every\n"
 "request \"%%ud %%s\" (wave, kind) on the stream it came on, with tag %d:\n"
@@ -39,7 +39,9 @@ static void usage(FILE *f)
 "Options:\n"
 "  --attach FILE   join a tree started with tbon_frontend --attach FILE, as\n"
 "                  back-end RANK (tbon_be_attach), instead of being launched\n"
-"  --rank RANK     the back-end rank to attach as (with --attach)\n"
+"  --rank RANK     the back-end rank to attach as (with --attach); without it,\n"
+"                  join the running tree as a new back-end (the front-end gives\n"
+"                  the rank and the parent)\n"
 "  --delay MS      wait MS ms times (rank %% 4) before each answer, so answers\n"
 "                  arrive spread out (to watch dontwait and timeout modes)\n"
 "  -h, --help      show this help\n"
@@ -196,10 +198,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (attach) {
-        if (rank == TBON_RANK_NONE) {
-            fprintf(stderr, PROG ": --attach needs --rank RANK; see --help\n");
-            return 2;
-        }
+        /* Without --rank: join the running tree as a new back-end. */
         net = tbon_be_attach(attach, (tbon_rank_t)rank, &err);
         if (!net) {
             fprintf(stderr, PROG ": %s\n", err.msg[0] ? err.msg : tbon_strerror(err.code));

@@ -121,7 +121,7 @@ quiet
 ft_load=$(cut -d' ' -f1-3 /proc/loadavg)
 if [ -x "$b/bench/bench_ft" ]; then
     echo "== $b/bench/bench_ft" >&2
-    if "$b/bench/bench_ft" >"$ft_rows" &&
+    if "$b/bench/bench_ft" --recovery --throughput >"$ft_rows" &&
        "$b/bench/bench_ft" --perturbation --csv bench/perturbation.csv \
            --svg bench/perturbation.svg >>"$ft_rows"; then
         ft_ok=1
@@ -154,6 +154,45 @@ fi
     echo "|---|---|---|---|---|"
     grep -E '^\|' "$ft_rows" || true
 } >>"$tmp"
+
+# Membership (issue 6): failure notice and stable view against a kill -9,
+# beside a wave's round trip on the same tree; joins; idle traffic.
+mb_rows=$(mktemp)
+mb_ok=0
+if [ -x "$b/bench/bench_ft" ]; then
+    quiet
+    echo "== $b/bench/bench_ft --membership" >&2
+    if "$b/bench/bench_ft" --membership >"$mb_rows"; then
+        mb_ok=1
+    else
+        echo "bench_ft --membership failed" >&2
+        status=1
+    fi
+fi
+{
+    echo
+    echo "## Membership"
+    echo
+    echo "bench/bench_ft.c --membership, public API; every back-end is bench_ft itself."
+    echo "Trees of 64, 256 and 1,024 nodes with three levels (FE, two commnode levels,"
+    echo "back-ends) and a TBON_FILTER_SUM / TBON_SYNC_WAITFORALL stream. One at a time,"
+    echo "7 back-ends, then 7 commnodes at depth 2 are killed (kill -9); from the kill to the"
+    echo "FE's TBON_EV_NODE_FAILED for the victim, and to the TBON_EV_VIEW_STABLE after it"
+    echo "(and after every adoption it caused); after each, a sum wave must count exactly"
+    echo "the survivors, and its round trip is the baseline: a view goes down to every"
+    echo "process and its acknowledgements come back up, as a wave's request and answers"
+    echo "do. Idle traffic: the machine's loopback bytes over 5 s of an idle tree, with the"
+    echo "default heartbeats and without. Joins: 100 new back-ends at once."
+    if [ "$mb_ok" = 0 ]; then
+        echo
+        echo "**bench_ft --membership did not run or failed in this run.**"
+    fi
+    echo
+    echo "| area | metric | median | unit | notes |"
+    echo "|---|---|---|---|---|"
+    grep -E '^\|' "$mb_rows" || true
+} >>"$tmp"
+rm -f "$mb_rows"
 
 # tbon_stat (issue 5): attach, sample once and merge, beside eu-stack.
 stat_rows=$(mktemp)

@@ -113,9 +113,12 @@ static void usage(FILE *f)
 "                        {\"wave\":0,\"stream\":1,\"source\":0,\"format\":\"%%ld\",\"values\":[200]}\n"
 "      --events          print membership events (node failed, adopted, ...)\n"
 "                        between waves\n"
-"      --attach FILE     attach mode: launch no back-ends; write FILE and wait\n"
-"                        until back-ends join through it (tbon_be_attach, or\n"
-"                        tbon_example_be --attach FILE --rank R)\n"
+"      --attach FILE     attach mode (without -b): launch no back-ends; write\n"
+"                        FILE and wait until back-ends join through it\n"
+"                        (tbon_be_attach, or tbon_example_be --attach FILE\n"
+"                        --rank R). With -b: write FILE too, for back-ends\n"
+"                        that join the running tree later (tbon_example_be\n"
+"                        --attach FILE, no --rank)\n"
 "  -h, --help            show this help\n"
 "\n"
 "Results (stdout, one line each):\n"
@@ -297,12 +300,9 @@ static void parse_args(struct cli *c, int argc, char **argv)
 
     if (!c->topology)
         usage_error("missing -t TOPOLOGY");
-    if (c->attach && c->backend)
-        usage_error("-b '%s' and --attach '%s' exclude each other (in attach mode "
-                    "the back-ends are started by you)", c->backend, c->attach);
     if (!c->attach && !c->backend)
         usage_error("missing -b BACKEND (or --attach FILE)");
-    if (c->attach && optind < argc)
+    if (c->attach && !c->backend && optind < argc)
         usage_error("unexpected argument '%s': no back-ends are launched in attach "
                     "mode", argv[optind]);
     parse_filter(c);
@@ -773,7 +773,7 @@ int main(int argc, char **argv)
 
     clock_gettime(CLOCK_MONOTONIC, &prog.t0);
     prog.tty = isatty(STDERR_FILENO);
-    prog.attach = c.attach;
+    prog.attach = c.backend ? NULL : c.attach;
     opts.progress = on_progress;
     opts.progress_arg = &prog;
     opts.attach_file = c.attach;

@@ -79,6 +79,7 @@ struct tb_eds {
     int64_t events_due;        /* when to open the new parent's event connection (0: no) */
     int grave[8];              /* the lost parent's event connections, closed later */
     watch_t *node_watch;       /* BE: the node's own epoll set, while nobody drives it */
+    atomic_int node_armed;     /* it is armed (a fired one shot disarms it) */
     int ngrave;
 };
 
@@ -552,7 +553,8 @@ static void parent_down(tb_eds_t *e, tbon_rank_t lost)
     adopt(e, lost);
 }
 
-void tb_eds_report(tb_eds_t *e, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
+/* Queue a report (host taken over, for a join) for apply_reports. */
+static void push_rep(tb_eds_t *e, struct eds_rep q)
 {
     pthread_mutex_lock(&e->mu);
     if (e->nreps == e->capreps) {
@@ -560,28 +562,26 @@ void tb_eds_report(tb_eds_t *e, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t
         struct eds_rep *nr = realloc(e->reps, nc * sizeof *nr);
         if (!nr) {
             pthread_mutex_unlock(&e->mu);
+            free(q.host);
             return;
         }
         e->reps = nr;
         e->capreps = nc;
     }
-    e->reps[e->nreps++] = (struct eds_rep){ kind, r, p, inc, NULL };
+    e->reps[e->nreps++] = q;
     pthread_mutex_unlock(&e->mu);
+}
+
+void tb_eds_report(tb_eds_t *e, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
+{
+    push_rep(e, (struct eds_rep){ kind, r, p, inc, NULL });
 }
 
 void tb_eds_join(tb_eds_t *e, tbon_rank_t r, tbon_rank_t p, const char *host, uint32_t lid)
 {
     char *h = strdup(host);
-    if (!h)
-        return;
-    tb_eds_report(e, 4, r, p, lid);
-    pthread_mutex_lock(&e->mu);
-    if (e->nreps && e->reps[e->nreps - 1].kind == 4 && e->reps[e->nreps - 1].r == r &&
-        !e->reps[e->nreps - 1].host)
-        e->reps[e->nreps - 1].host = h;
-    else
-        free(h);
-    pthread_mutex_unlock(&e->mu);
+    if (h)
+        push_rep(e, (struct eds_rep){ 4, r, p, lid, h });
 }
 
 /* Tell every child on its event connection that we leave in order. */
@@ -753,7 +753,10 @@ static void *eds_thread(void *arg)
             case K_PENDING: on_pending(e, w); break;
             case K_EVENT: on_event_conn(e, w); break;
             case K_PIDFD: on_pidfd(e, w); break;
-            case K_NODE: tb_node_kick(e->node); break;
+            case K_NODE:
+                atomic_store(&e->node_armed, 0);    /* the one shot fired */
+                tb_node_kick(e->node);
+                break;
             }
         }
     }
@@ -842,7 +845,9 @@ int tb_eds_watch_node(tb_eds_t *e, int node_epfd)
 void tb_eds_arm_node(tb_eds_t *e, int on)
 {
     watch_t *w = e->node_watch;
-    if (!w || w->dead)
+    /* A back-end arms it after every call into the library: only changes
+     * cost a system call. */
+    if (!w || w->dead || atomic_exchange(&e->node_armed, on) == on)
         return;
     struct epoll_event ev = { .events = on ? EPOLLIN | EPOLLONESHOT : EPOLLONESHOT,
                               .data.ptr = w };

@@ -257,10 +257,11 @@ enum tb_ctl {
                              %uld" as TB_CTL_STREAM, then the last wave key it sent
                              up and the last request it saw */
     /* Membership (docs/protocol.md 9) */
-    TB_CTL_VIEW,          /* down: "%uld %uld %ad %aud %aud %aud" version, the
-                             version it follows (0: a whole view), and the
-                             changes: kinds (1 failure, 2 adoption), ranks,
-                             parents, incarnations */
+    TB_CTL_VIEW,          /* down: "%uld %uld %ad %aud %aud %aud %as %aud"
+                             version, the version it follows (0: a whole view),
+                             and the changes: kinds (enum tb_vkind), ranks,
+                             parents, incarnations, hosts and local ids (of
+                             joins; "" and 0 otherwise) */
     TB_CTL_VIEW_ACK,      /* up: "%uld %uld %d" the version applied here, the one
                              the whole subtree has applied, 1 to ask for every
                              version after the first (adopted, or a gap) */

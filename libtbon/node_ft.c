@@ -111,11 +111,6 @@ static void on_ports(tb_node_t *n, tbon_packet_t *p)
 
 /* ---- reports (seed 003 V-A, "Topology Updates") ---- */
 
-/* Send a report up, unless it came from there. Reports travel up only: the
- * FE puts every one that is news to it into the next view, which reaches
- * every process, back-ends included (node_view.c). Before views, reports
- * were flooded down too, batched, to the commnodes only, and back-end copies
- * stayed stale. */
 /* A report sent up is kept until a view brings its fact back down: if the
  * parent dies before passing it on, it is sent again to the adopter (what
  * died with a forwarder is otherwise lost, and the FE would wait for an
@@ -129,6 +124,11 @@ struct held {
 
 #define TB_HELD_MAX 4096
 
+/* Send a report up, unless it came from there. Reports travel up only: the
+ * FE puts every one that is news to it into the next view, which reaches
+ * every process, back-ends included (node_view.c). Before views, reports
+ * were flooded down too, batched, to the commnodes only, and back-end copies
+ * stayed stale. */
 static void report_up(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p, int kind, tbon_rank_t r,
                       uint32_t inc)
 {

@@ -18,10 +18,11 @@
  * long (its adoption never came) is declared failed, so no view waits for
  * ever.
  *
- * Two more things live here: the fast failure notice (seed 002 section 3,
+ * Three more things live here: the fast failure notice (seed 002 section 3,
  * "high priority monitoring"), a datagram from the detector straight to the
- * FE, and the consistency check, which compares every node's copy with the
- * FE's.
+ * FE; the consistency check, which compares every node's copy with the
+ * FE's; and joins and leaves (seed 000 section 3.7): a new back-end gets its
+ * rank and parent from the FE, and the join is a view change like any other.
  */
 #include "node_int.h"
 
@@ -86,7 +87,6 @@ void tb_view_init(tb_node_t *n)
     n->view = 1;        /* the tree as it started: the same copy everywhere */
     n->view_sub = 1;
     n->view_up[0] = n->view_up[1] = 1;
-    n->nfd = -1;
     for (size_t i = 0; i < n->nchild; i++) {
         n->child[i].v_known = 1;
         n->child[i].v_sent = n->child[i].v_acked = 1;
@@ -140,10 +140,10 @@ static void send_ack(tb_node_t *n, int want)
                      tbon_packet_new(TB_CTL_VIEW_ACK, "%uld %uld %d", n->view, n->view_sub, want));
 }
 
-/* Recompute our subtree's version; tell the parent if it moved (FE: is the
- * view stable now?). */
 static void join_replies(tb_node_t *n);
 
+/* Recompute our subtree's version; tell the parent if it moved (FE: is the
+ * view stable now? may joiners be answered?). */
 static void ack_up(tb_node_t *n)
 {
     n->view_sub = subtree(n);
@@ -214,15 +214,9 @@ static tbon_packet_t *view_packet(uint64_t v, uint64_t prev, const tb_vchange_t 
 static tbon_packet_t *whole_view(const tb_node_t *n)
 {
     size_t size = tb_topology_size(n->topo), k = 0;
-    tb_vchange_t *ch = malloc((size ? size : 1) * sizeof *ch);
+    tb_vchange_t *ch = malloc(2 * (size ? size : 1) * sizeof *ch);    /* at most 2 per rank */
     if (!ch)
         return NULL;
-    tb_vchange_t *ch2 = ch ? realloc(ch, 2 * (size ? size : 1) * sizeof *ch) : NULL;
-    if (!ch2) {
-        free(ch);
-        return NULL;
-    }
-    ch = ch2;
     /* Every rank as a join first (the receiver adds those it does not have,
      * in rank order, under their parent now, or the FE's), then the facts. */
     for (tbon_rank_t r = 1; r < size; r++) {
@@ -298,8 +292,6 @@ static void note(tb_node_t *n, const tb_vchange_t *c)
     if (!n->vpend_since)
         n->vpend_since = tb_now_ms();
 }
-
-static void join_replies(tb_node_t *n);
 
 static void publish(tb_node_t *n)
 {

@@ -340,6 +340,17 @@ static IT_UNUSED tbon_stream_t *it_stream(tbon_net_t *net, int up, int sync, int
     return s;
 }
 
+/* Start the tree of shape (it_start) with a sum stream over every back-end
+ * that has carried one complete wave (so the port table fault tolerance
+ * needs is everywhere). The stream, or NULL (failure recorded, nothing left
+ * running). */
+static IT_UNUSED tbon_stream_t *it_start_summing(it_tree_t *t, const char *shape,
+                                                 const tbon_fe_options_t *opts);
+
+/* The pid of our process whose name starts with prefix, launched as rank
+ * (its --tbon-rank), or 0. */
+static IT_UNUSED pid_t it_pid_of(const char *prefix, tbon_rank_t rank);
+
 /* Receive one packet of s within ms; NULL (failure recorded, naming what)
  * if none. */
 static IT_UNUSED tbon_packet_t *it_recv(tbon_stream_t *s, int ms, const char *what)
@@ -772,6 +783,29 @@ static IT_UNUSED void it_log_dump(void)
     for (unsigned i = it_log_next - n; i != it_log_next; i++)
         fprintf(stderr, "    | %s\n", it_log_ring[i % IT_LOG_LINES]);
     pthread_mutex_unlock(&it_log_lock);
+}
+
+static IT_UNUSED tbon_stream_t *it_start_summing(it_tree_t *t, const char *shape,
+                                                 const tbon_fe_options_t *opts)
+{
+    if (it_start(t, shape, NULL, opts))
+        return NULL;
+    tbon_stream_t *s = it_stream(t->net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    if (!s || it_sum_wave(s, 0, t->be, t->nbe) != 0) {
+        it_stop(t);
+        return NULL;
+    }
+    return s;
+}
+
+static IT_UNUSED pid_t it_pid_of(const char *prefix, tbon_rank_t rank)
+{
+    pid_t v[IT_MAX_BE];
+    size_t n = it_our_procs(prefix, v, IT_MAX_BE);
+    for (size_t i = 0; i < n && i < IT_MAX_BE; i++)
+        if (it_commnode_rank(v[i]) == rank)
+            return v[i];
+    return 0;
 }
 
 static void it_init(void)

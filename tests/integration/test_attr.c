@@ -7,16 +7,6 @@
 
 #include <signal.h>
 
-static pid_t pid_of(const char *prefix, tbon_rank_t rank)
-{
-    pid_t v[IT_MAX_BE];
-    size_t n = it_our_procs(prefix, v, IT_MAX_BE);
-    for (size_t i = 0; i < n && i < IT_MAX_BE; i++)
-        if (it_commnode_rank(v[i]) == rank)
-            return v[i];
-    return 0;
-}
-
 /* The listed back-ends set key to "value.RANK" (or delete it); every
  * back-end answers on s (a sum stream), 0 unless its call failed. */
 static void set_attrs(tbon_stream_t *s, const uint32_t *ranks, size_t n, const char *key,
@@ -123,7 +113,7 @@ static void blocked_write(it_tree_t *t, tbon_rank_t be, tbon_rank_t blocker, con
     REQUIRE(c);
     tbon_stream_t *s = tbon_fe_stream_new(t->net, c, TBON_FILTER_NULL, TBON_SYNC_DONTWAIT, 0);
     REQUIRE(s);
-    pid_t pb = pid_of("tbon_commnode", blocker);
+    pid_t pb = it_pid_of("tbon_commnode", blocker);
     REQUIRE(pb > 0);
     const uint32_t who[] = { be };
     REQUIRE(tbon_stream_send(s, IT_TAG_ATTR, "%aud %s %s %d %ud", who, (size_t)1, "k", val, 0,
@@ -147,11 +137,9 @@ static void blocked_write(it_tree_t *t, tbon_rank_t be, tbon_rank_t blocker, con
 ITEST(attributes_survive_reparenting)
 {
     it_tree_t t;
-    if (it_start(&t, "4x4x4", NULL, NULL))
+    tbon_stream_t *s = it_start_summing(&t, "4x4x4", NULL);
+    if (!s)
         return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
-    REQUIRE(s);
-    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
     /* Earlier attributes of the subtrees concerned stay. */
     const uint32_t early[] = { 22, 30 };
     set_attrs(s, early, 2, "e", "early", 0);
@@ -179,7 +167,7 @@ ITEST(failed_node_attributes_dropped)
     set_attrs(s, ten, 1, "state", "running", 0);
     wait_changed(t.net, (const tbon_rank_t[]){ 9, 10 }, 2);
     expect_attr(t.net, 9, "state", "running.9");
-    pid_t p9 = pid_of("tbon_test_be", 9);
+    pid_t p9 = it_pid_of("tbon_test_be", 9);
     REQUIRE(p9 > 0);
     kill(p9, SIGKILL);
     wait_changed(t.net, nine, 1);

@@ -4,17 +4,6 @@
  */
 #include "itest.h"
 
-/* The pid of our commnode of that rank, or 0. */
-static pid_t commnode_pid(tbon_rank_t rank)
-{
-    pid_t cn[64];
-    size_t n = it_our_procs("tbon_commnode", cn, 64);
-    for (size_t i = 0; i < n && i < 64; i++)
-        if (it_commnode_rank(cn[i]) == rank)
-            return cn[i];
-    return 0;
-}
-
 /* Wait for the FE's events until `failed` was reported failed and every
  * rank of adopted[] adopted; 0, or -1 (recorded). */
 static int wait_recovery(tbon_net_t *net, tbon_rank_t failed, const tbon_rank_t *adopted,
@@ -78,7 +67,7 @@ static void sum_waves_across_kill(const char *shape, tbon_rank_t victim_rank,
      * and is in place everywhere once a wave has come back (a failure before
      * that is still handled as without fault tolerance; see docs). */
     REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
-    pid_t victim = commnode_pid(victim_rank);
+    pid_t victim = it_pid_of("tbon_commnode", victim_rank);
     REQUIRE(victim > 0);
     uint64_t full = 0, lost = 0;
     for (size_t i = 0; i < t.nbe; i++)
@@ -124,7 +113,7 @@ static void sum_waves_across_kill(const char *shape, tbon_rank_t victim_rank,
             }
         }
     }
-    CHECK(commnode_pid(victim_rank) == 0);
+    CHECK(it_pid_of("tbon_commnode", victim_rank) == 0);
     it_stop(&t);
 }
 
@@ -158,7 +147,7 @@ ITEST(commnode_orphans_union_exact)
     REQUIRE(it_sum_wave(sum, 0, t.be, t.nbe) == 0);   /* the port table is in place */
     tbon_stream_t *s = it_stream(t.net, TBON_FILTER_UNION, TBON_SYNC_DONTWAIT, 0);
     REQUIRE(s);
-    pid_t victim = commnode_pid(1);
+    pid_t victim = it_pid_of("tbon_commnode", 1);
     REQUIRE(victim > 0);
     const uint32_t waves = 120;
     uint8_t *have = calloc(1000000 + waves, 1);
@@ -224,7 +213,7 @@ ITEST(no_fault_tolerance_ends_session)
     tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
     REQUIRE(s);
     REQUIRE(it_sum_wave(s, 1, t.be, t.nbe) == 0);
-    pid_t victim = commnode_pid(3);
+    pid_t victim = it_pid_of("tbon_commnode", 3);
     REQUIRE(victim > 0);
     kill(victim, SIGKILL);
     tbon_event_t ev;
@@ -255,7 +244,7 @@ ITEST(stopped_commnode_fenced_then_exits)
     tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
     REQUIRE(s);
     REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
-    pid_t victim = commnode_pid(1);
+    pid_t victim = it_pid_of("tbon_commnode", 1);
     REQUIRE(victim > 0);
     uint64_t full = 0, lost = 0;
     for (size_t i = 0; i < t.nbe; i++)
@@ -294,7 +283,7 @@ ITEST(stopped_commnode_fenced_then_exits)
         struct timespec ts = { 0, 20000000 };
         nanosleep(&ts, NULL);
     }
-    CHECK(commnode_pid(1) == 0);
+    CHECK(it_pid_of("tbon_commnode", 1) == 0);
     tbon_event_t ev;
     while (tbon_net_next_event(t.net, &ev, 300) == 0)
         if (ev.type == TBON_EV_NODE_FAILED && ev.rank != 1)

@@ -173,11 +173,9 @@ ITEST(leave_is_not_a_failure)
     tbon_fe_options_t o = { 0 };
     o.attach_file = file;
     it_tree_t t;
-    if (it_start(&t, "2x2", NULL, &o))
+    tbon_stream_t *s = it_start_summing(&t, "2x2", &o);
+    if (!s)
         return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
-    REQUIRE(s);
-    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
     pid_t jp = spawn_joiner(file);
     REQUIRE(jp > 0);
     tbon_event_t ev;
@@ -203,12 +201,7 @@ ITEST(leave_is_not_a_failure)
     CHECK_INT(left, 2);
     reap_joiners(&jp, 1);
     /* Back-end 4 dies: that one is a failure. */
-    pid_t v[IT_MAX_BE];
-    size_t nv = it_our_procs("tbon_test_be", v, IT_MAX_BE);
-    pid_t p4 = 0;
-    for (size_t i = 0; i < nv; i++)
-        if (it_commnode_rank(v[i]) == 4)
-            p4 = v[i];
+    pid_t p4 = it_pid_of("tbon_test_be", 4);
     REQUIRE(p4 > 0);
     kill(p4, SIGKILL);
     int failed = 0;

@@ -9,17 +9,6 @@
 
 #include <signal.h>
 
-/* The pid of our process of that name prefix launched as rank, or 0. */
-static pid_t pid_of(const char *prefix, tbon_rank_t rank)
-{
-    pid_t v[IT_MAX_BE];
-    size_t n = it_our_procs(prefix, v, IT_MAX_BE);
-    for (size_t i = 0; i < n && i < IT_MAX_BE; i++)
-        if (it_commnode_rank(v[i]) == rank)
-            return v[i];
-    return 0;
-}
-
 static int in(const tbon_rank_t *v, size_t n, tbon_rank_t r)
 {
     for (size_t i = 0; i < n; i++)
@@ -144,15 +133,13 @@ static void waves_exact(it_tree_t *t, tbon_stream_t *s, const tbon_rank_t *dead,
 ITEST(backend_failure_gives_a_stable_view)
 {
     it_tree_t t;
-    if (it_start(&t, "4x4", NULL, NULL))
+    tbon_stream_t *s = it_start_summing(&t, "4x4", NULL);
+    if (!s)
         return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
-    REQUIRE(s);
-    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
     CHECK_UINT(tbon_net_view_version(t.net), 1);
     check_everyone(&t, 1, NULL, 0);
     const tbon_rank_t dead[] = { 9 };
-    pid_t victim = pid_of("tbon_test_be", 9);
+    pid_t victim = it_pid_of("tbon_test_be", 9);
     REQUIRE(victim > 0);
     kill(victim, SIGKILL);
     uint64_t v = wait_stable(t.net, dead, 1, NULL, 0);
@@ -167,13 +154,11 @@ ITEST(backend_failure_gives_a_stable_view)
 ITEST(commnode_failure_stable_after_adoptions)
 {
     it_tree_t t;
-    if (it_start(&t, "4x4x4", NULL, NULL))
+    tbon_stream_t *s = it_start_summing(&t, "4x4x4", NULL);
+    if (!s)
         return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
-    REQUIRE(s);
-    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
     const tbon_rank_t dead[] = { 1 }, orphans[] = { 5, 6, 7, 8 };
-    pid_t victim = pid_of("tbon_commnode", 1);
+    pid_t victim = it_pid_of("tbon_commnode", 1);
     REQUIRE(victim > 0);
     kill(victim, SIGKILL);
     uint64_t v = wait_stable(t.net, dead, 1, orphans, 4);
@@ -191,12 +176,10 @@ ITEST(orphan_holds_the_view_until_adopted)
     tbon_fe_options_t o = { 0 };
     o.heartbeat_ms = 20000;     /* 5 must not be fenced while it is stopped */
     it_tree_t t;
-    if (it_start(&t, "4x4x4", NULL, &o))
+    tbon_stream_t *s = it_start_summing(&t, "4x4x4", &o);
+    if (!s)
         return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
-    REQUIRE(s);
-    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
-    pid_t p1 = pid_of("tbon_commnode", 1), p5 = pid_of("tbon_commnode", 5);
+    pid_t p1 = it_pid_of("tbon_commnode", 1), p5 = it_pid_of("tbon_commnode", 5);
     REQUIRE(p1 > 0 && p5 > 0);
     kill(p5, SIGSTOP);
     kill(p1, SIGKILL);
@@ -231,12 +214,10 @@ ITEST(orphan_never_adopted_is_declared_failed)
     tbon_fe_options_t o = { 0 };
     o.heartbeat_ms = 500;
     it_tree_t t;
-    if (it_start(&t, "4x4", NULL, &o))
+    tbon_stream_t *s = it_start_summing(&t, "4x4", &o);
+    if (!s)
         return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
-    REQUIRE(s);
-    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
-    pid_t p1 = pid_of("tbon_commnode", 1), p5 = pid_of("tbon_test_be", 5);
+    pid_t p1 = it_pid_of("tbon_commnode", 1), p5 = it_pid_of("tbon_test_be", 5);
     REQUIRE(p1 > 0 && p5 > 0);
     kill(p5, SIGSTOP);
     int64_t t0 = it_now_ms();
@@ -249,9 +230,9 @@ ITEST(orphan_never_adopted_is_declared_failed)
     waves_exact(&t, s, dead, 2, 1);
     kill(p5, SIGCONT);
     int64_t end = it_now_ms() + 5000;
-    while (pid_of("tbon_test_be", 5) && it_now_ms() < end)
+    while (it_pid_of("tbon_test_be", 5) && it_now_ms() < end)
         it_sleep_ms(20);
-    CHECK(pid_of("tbon_test_be", 5) == 0);
+    CHECK(it_pid_of("tbon_test_be", 5) == 0);
     it_stop(&t);
 }
 
@@ -260,17 +241,15 @@ ITEST(orphan_never_adopted_is_declared_failed)
 ITEST(multiple_failures_at_once)
 {
     it_tree_t t;
-    if (it_start(&t, "4x4x4", NULL, NULL))
+    tbon_stream_t *s = it_start_summing(&t, "4x4x4", NULL);
+    if (!s)
         return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
-    REQUIRE(s);
-    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
     /* 2 has commnodes 9..12; 14 (under 3) has back-ends 57..60; 80 is a
      * back-end under 19 (under 4). */
     const tbon_rank_t dead[] = { 2, 14, 80 };
     const tbon_rank_t orphans[] = { 9, 10, 11, 12, 57, 58, 59, 60 };
-    pid_t p2 = pid_of("tbon_commnode", 2), p14 = pid_of("tbon_commnode", 14);
-    pid_t p80 = pid_of("tbon_test_be", 80);
+    pid_t p2 = it_pid_of("tbon_commnode", 2), p14 = it_pid_of("tbon_commnode", 14);
+    pid_t p80 = it_pid_of("tbon_test_be", 80);
     REQUIRE(p2 > 0 && p14 > 0 && p80 > 0);
     kill(p2, SIGKILL);
     kill(p14, SIGKILL);
@@ -289,12 +268,10 @@ ITEST(multiple_failures_at_once)
 ITEST(cascading_failures)
 {
     it_tree_t t;
-    if (it_start(&t, "4x4x4", NULL, NULL))
+    tbon_stream_t *s = it_start_summing(&t, "4x4x4", NULL);
+    if (!s)
         return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
-    REQUIRE(s);
-    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
-    pid_t victim = pid_of("tbon_commnode", 1);
+    pid_t victim = it_pid_of("tbon_commnode", 1);
     REQUIRE(victim > 0);
     kill(victim, SIGKILL);
     tbon_rank_t dead[3] = { 1 }, first = TBON_RANK_NONE, adopter = TBON_RANK_NONE;
@@ -309,13 +286,13 @@ ITEST(cascading_failures)
     REQUIRE(first != TBON_RANK_NONE);
     /* Another orphan of 1 (commnode 5..8, not the first) dies... */
     tbon_rank_t other = first == 8 ? 7 : first + 1;
-    pid_t po = pid_of("tbon_commnode", other);
+    pid_t po = it_pid_of("tbon_commnode", other);
     REQUIRE(po > 0);
     kill(po, SIGKILL);
     dead[nd++] = other;
     /* ...and the first orphan's adopter, one level up. */
     if (adopter != 0) {
-        pid_t pa = pid_of("tbon_commnode", adopter);
+        pid_t pa = it_pid_of("tbon_commnode", adopter);
         REQUIRE(pa > 0);
         kill(pa, SIGKILL);
         dead[nd++] = adopter;
@@ -350,12 +327,10 @@ ITEST(cascading_failures)
 ITEST(node_dies_before_acknowledging)
 {
     it_tree_t t;
-    if (it_start(&t, "4x4", NULL, NULL))
+    tbon_stream_t *s = it_start_summing(&t, "4x4", NULL);
+    if (!s)
         return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
-    REQUIRE(s);
-    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
-    pid_t p6 = pid_of("tbon_test_be", 6), p9 = pid_of("tbon_test_be", 9);
+    pid_t p6 = it_pid_of("tbon_test_be", 6), p9 = it_pid_of("tbon_test_be", 9);
     REQUIRE(p6 > 0 && p9 > 0);
     kill(p6, SIGSTOP);
     kill(p9, SIGKILL);
@@ -384,15 +359,13 @@ ITEST(node_dies_before_acknowledging)
 ITEST(busy_backend_still_acknowledges)
 {
     it_tree_t t;
-    if (it_start(&t, "4x4", NULL, NULL))
+    tbon_stream_t *s = it_start_summing(&t, "4x4", NULL);
+    if (!s)
         return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
-    REQUIRE(s);
-    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
     const uint32_t slow[] = { 6 };
     REQUIRE(tbon_stream_send(s, IT_TAG_SLOW, "%ud %aud", 3000u, slow, (size_t)1) == 0);
     it_sleep_ms(100);             /* 6 is asleep in its handler now */
-    pid_t p9 = pid_of("tbon_test_be", 9);
+    pid_t p9 = it_pid_of("tbon_test_be", 9);
     REQUIRE(p9 > 0);
     int64_t t0 = it_now_ms();
     kill(p9, SIGKILL);
@@ -415,12 +388,10 @@ ITEST(failure_notice_bypasses_a_stopped_path)
     tbon_fe_options_t o = { 0 };
     o.heartbeat_ms = 20000;     /* 1 must not be fenced while it is stopped */
     it_tree_t t;
-    if (it_start(&t, "4x4x4", NULL, &o))
+    tbon_stream_t *s = it_start_summing(&t, "4x4x4", &o);
+    if (!s)
         return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
-    REQUIRE(s);
-    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
-    pid_t p1 = pid_of("tbon_commnode", 1), p21 = pid_of("tbon_test_be", 21);
+    pid_t p1 = it_pid_of("tbon_commnode", 1), p21 = it_pid_of("tbon_test_be", 21);
     REQUIRE(p1 > 0 && p21 > 0);
     kill(p1, SIGSTOP);
     int64_t t0 = it_now_ms();
