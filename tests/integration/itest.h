@@ -34,8 +34,9 @@ enum {
     IT_TAG_TYPE0  = 110,  /* 110+i "%ud" wave -> one value of type it_type_fmt[i] */
     IT_TAG_VIEW   = 120,  /* "%ud" -> "%ud %uld %aud" rank, view version, live ranks */
     IT_TAG_ATTR   = 121,  /* "%aud %s %s %d %ud" ranks key value delete ms -> "%ld" 0
-                             or rc: the listed BEs sleep ms, then set key to
-                             "value.RANK" (or delete it) */
+                             or rc: the listed BEs sleep ms (having set
+                             "key.asleep" if ms), then set key to "value.RANK"
+                             (or delete it) */
     IT_TAG_LEAVE  = 122,  /* "%aud" ranks -> "%ld" 0: the listed BEs then leave in order
                              (tbon_net_destroy) and exit 0 */
 };

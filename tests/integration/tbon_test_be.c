@@ -19,7 +19,8 @@
  *                            tbon_net_view (the membership view here)
  *   121 "%aud %s %s %d %ud" ranks, key, value, delete, ms -> "%ld" 0, or the
  *                            error of tbon_net_set_attr: a BE among ranks
- *                            sleeps ms, then sets key to "value.RANK" (or
+ *                            sleeps ms (having set "key.asleep" to "1"
+ *                            first), then sets key to "value.RANK" (or
  *                            deletes it if delete)
  *   122 "%aud" ranks      -> "%ld" 0; a BE among ranks then leaves in order
  *                            (tbon_net_destroy) and exits 0
@@ -215,6 +216,12 @@ static int handle(tbon_packet_t *p, tbon_stream_t *s, int argc, char **argv)
             return rc;
         for (size_t i = 0; i < nr; i++)
             if (ranks[i] == rank) {
+                if (ms) {
+                    /* Say that we sleep now: "KEY.asleep" = "1". */
+                    char k[300];
+                    snprintf(k, sizeof k, "%s.asleep", key);
+                    tbon_net_set_attr(the_net, k, "1");
+                }
                 sleep_ms(ms);
                 char v[600];
                 snprintf(v, sizeof v, "%s.%u", val, (unsigned)rank);

@@ -103,10 +103,11 @@ ITEST(attributes_set_overwritten_deleted)
 }
 
 /* Back-end `be` is asked (on a stream of its own) to write key after 300
- * ms; meanwhile commnode `blocker` on its path up is stopped, so the write
- * waits in it; it is killed. The FE must not have the value while the
- * blocker is stopped, and must have it once the orphans are adopted (the
- * orphan's map, or its whole subtree's, goes up again). */
+ * ms; once it says it sleeps, commnode `blocker` on its path up is stopped,
+ * so the write waits in it; it is killed after the back-end's sleep. The FE
+ * must not have the value while the blocker is stopped, and must have it
+ * once the orphans are adopted (the orphan's map, or its whole subtree's,
+ * goes up again). */
 static void blocked_write(it_tree_t *t, tbon_rank_t be, tbon_rank_t blocker, const char *val)
 {
     tbon_comm_t *c = tbon_fe_comm_new(t->net, &be, 1);
@@ -118,15 +119,20 @@ static void blocked_write(it_tree_t *t, tbon_rank_t be, tbon_rank_t blocker, con
     const uint32_t who[] = { be };
     REQUIRE(tbon_stream_send(s, IT_TAG_ATTR, "%aud %s %s %d %ud", who, (size_t)1, "k", val, 0,
                              300u) == 0);
-    it_sleep_ms(100);                 /* the request is at the back-end, which sleeps */
+    char buf[64];
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while (tbon_fe_get_attr(t->net, be, "k.asleep", buf, sizeof buf) < 0 && it_now_ms() < end) {
+        tbon_rank_t r[64];
+        tbon_fe_attrs_changed(t->net, r, 64, 100);
+    }
+    REQUIRE(tbon_fe_get_attr(t->net, be, "k.asleep", buf, sizeof buf) == 1);
     kill(pb, SIGSTOP);
-    it_sleep_ms(500);                 /* it has written: into the stopped commnode */
+    it_sleep_ms(600);                 /* past the back-end's 300 ms: it wrote into the blocker */
     char want[64];
     snprintf(want, sizeof want, "%s.%u", val, be);
-    char buf[64];
     CHECK_INT(tbon_fe_get_attr(t->net, be, "k", buf, sizeof buf), TBON_ENOTFOUND);
     kill(pb, SIGKILL);
-    int64_t end = it_now_ms() + IT_RECV_MS;
+    end = it_now_ms() + IT_RECV_MS;
     while (tbon_fe_get_attr(t->net, be, "k", buf, sizeof buf) < 0 && it_now_ms() < end) {
         tbon_rank_t r[64];
         tbon_fe_attrs_changed(t->net, r, 64, 100);

@@ -362,9 +362,17 @@ ITEST(busy_backend_still_acknowledges)
     tbon_stream_t *s = it_start_summing(&t, "4x4", NULL);
     if (!s)
         return;
+    /* 6 sleeps 3 s in its handler (and says so first: "busy.asleep"). */
     const uint32_t slow[] = { 6 };
-    REQUIRE(tbon_stream_send(s, IT_TAG_SLOW, "%ud %aud", 3000u, slow, (size_t)1) == 0);
-    it_sleep_ms(100);             /* 6 is asleep in its handler now */
+    REQUIRE(tbon_stream_send(s, IT_TAG_ATTR, "%aud %s %s %d %ud", slow, (size_t)1, "busy", "x",
+                             0, 3000u) == 0);
+    char buf[8];
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while (tbon_fe_get_attr(t.net, 6, "busy.asleep", buf, sizeof buf) < 0 && it_now_ms() < end) {
+        tbon_rank_t r[16];
+        tbon_fe_attrs_changed(t.net, r, 16, 100);
+    }
+    REQUIRE(tbon_fe_get_attr(t.net, 6, "busy.asleep", buf, sizeof buf) == 1);
     pid_t p9 = it_pid_of("tbon_test_be", 9);
     REQUIRE(p9 > 0);
     int64_t t0 = it_now_ms();
