@@ -843,6 +843,15 @@ void tbon_net_destroy(tbon_net_t *net)
         tb_cmd_t *c = tb_cmd_new(net->is_fe ? TB_CMD_SHUTDOWN : TB_CMD_LEAVE);
         if (c)
             tb_node_post(net->node, c);
+    } else if (net->node) {
+        /* The node is ours to the end: wait for a turn the EDS thread may be
+         * running (cb_kick), and keep it from starting another. */
+        pthread_mutex_lock(&net->mu);
+        while (net->driving)
+            pthread_cond_wait(&net->cond, &net->mu);
+        net->driving = 1;
+        pthread_mutex_unlock(&net->mu);
+        tb_node_arm(net->node, 0);
     }
     tb_node_destroy(net->node);
     tb_net_free(net);

@@ -211,6 +211,16 @@ int tb_node_add_child(tb_node_t *n, tbon_rank_t rank, int is_be)
     return (int)n->nchild - 1;
 }
 
+void tb_node_emit(tb_node_t *n, tbon_event_type_t type, tbon_rank_t r, tbon_rank_t p,
+                  uint32_t inc, uint64_t version)
+{
+    if (n->role != TB_ROLE_FE || !n->cbs.event)
+        return;
+    tbon_event_t ev = { .type = type, .rank = r, .parent = p, .incarnation = inc,
+                        .view_version = version };
+    n->cbs.event(n->cbs.arg, &ev);
+}
+
 void tb_node_fault_end(tb_node_t *n, tbon_rank_t r)
 {
     char msg[300];

@@ -29,14 +29,6 @@ static int64_t now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static void emit(tb_node_t *n, tbon_event_type_t type, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
-{
-    if (n->role != TB_ROLE_FE || !n->cbs.event)
-        return;
-    tbon_event_t ev = { .type = type, .rank = r, .parent = p, .incarnation = inc };
-    n->cbs.event(n->cbs.arg, &ev);
-}
-
 /* ---- the port table (docs/protocol.md 8.1) ---- */
 
 /* The port table of our copy: where the FE and every commnode listen,
@@ -193,12 +185,12 @@ static tbon_packet_t *report(int kind, tbon_rank_t r, tbon_rank_t p, uint32_t in
 
 int tb_ft_apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
 {
-    int news = kind == 1 ? tb_report_failure(n->topo, r, inc)
-                         : tb_report_adoption(n->topo, r, p, inc);
+    int dead = kind != TB_V_ADOPTED;        /* failed, or left: dead from now on */
+    int news = dead ? tb_report_failure(n->topo, r, inc) : tb_report_adoption(n->topo, r, p, inc);
     if (news) {
         free(n->topo_frame);        /* new children must get the new topology */
         n->topo_frame = NULL;
-        tb_eds_report(n->eds, kind, r, p, inc);
+        tb_eds_report(n->eds, dead ? 1 : 2, r, p, inc);
         tb_view_note(n, kind, r, p, inc);
     }
     return news;
@@ -209,7 +201,7 @@ void tb_ft_failed(tb_node_t *n, tbon_rank_t r, uint32_t inc, const char *how)
     if (!tb_ft_apply(n, 1, r, TBON_RANK_NONE, inc))
         return;
     TB_INFO("ft", "rank %u failed (%s)", r, how);
-    emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc);
+    tb_node_emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc, 0);
 }
 
 static void on_report(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p)
@@ -232,7 +224,7 @@ static void on_report(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p)
             tb_view_fe_left(n, r, inc);
         else {
             if (kind == 5)
-                tb_ft_apply(n, 1, r, TBON_RANK_NONE, inc);
+                tb_ft_apply(n, TB_V_LEFT, r, TBON_RANK_NONE, inc);
             report_up(n, from, tbon_packet_ref(p), kind, r, inc);
         }
         free(us);
@@ -241,7 +233,7 @@ static void on_report(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p)
     if (tb_ft_apply(n, kind, r, par, inc)) {
         if (kind == 1) {
             TB_INFO("ft", "rank %u failed", r);
-            emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc);
+            tb_node_emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc, 0);
             if (n->role == TB_ROLE_FE && !n->ft_ready && !n->shutting_down &&
                 tb_topology_role(n->topo, r) != TB_ROLE_BE) {
                 tb_node_fault_end(n, r);
@@ -252,9 +244,9 @@ static void on_report(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p)
                         "connect %llu us, compensate %llu us, cleanup %llu us", r, par, inc,
                         (unsigned long long)us[0], (unsigned long long)us[1],
                         (unsigned long long)us[2], (unsigned long long)us[3]);
-            emit(n, TBON_EV_NODE_ADOPTED, r, par, inc);
+            tb_node_emit(n, TBON_EV_NODE_ADOPTED, r, par, inc, 0);
             if (nus > 4 && us[4])
-                emit(n, TBON_EV_DATA_LOST, r, par, inc);
+                tb_node_emit(n, TBON_EV_DATA_LOST, r, par, inc, 0);
         }
         report_up(n, from, tbon_packet_ref(p), kind, r, inc);
     }
@@ -273,7 +265,7 @@ void tb_ft_child_lost(tb_node_t *n, size_t i)
     uint32_t inc = tb_topology_incarnation(n->topo, r);
     if (!tb_ft_apply(n, 1, r, TBON_RANK_NONE, inc))
         return;
-    emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc);
+    tb_node_emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc, 0);
     tb_view_notice(n, r, inc);
     report_up(n, NULL, report(1, r, TBON_RANK_NONE, inc, NULL), 1, r, inc);
     if (n->role == TB_ROLE_FE && !n->ft_ready && !n->shutting_down && !n->child[i].is_be)

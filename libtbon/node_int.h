@@ -198,6 +198,9 @@ void tb_node_leave(tb_node_t *n);
 void tb_node_watch_conn(tb_node_t *n, tb_conn_t *c);       /* EPOLLIN */
 /* A new child slot (an adopted orphan); its index, or -1. */
 int  tb_node_add_child(tb_node_t *n, tbon_rank_t rank, int is_be);
+/* FE: hand the application an event (nothing elsewhere). */
+void tb_node_emit(tb_node_t *n, tbon_event_type_t type, tbon_rank_t r, tbon_rank_t p,
+                  uint32_t inc, uint64_t version);
 /* FE without fault tolerance: commnode r failed, the session ends. */
 void tb_node_fault_end(tb_node_t *n, tbon_rank_t r);
 
@@ -217,9 +220,9 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c);
 void tb_ft_adopt_failed(tb_node_t *n, tbon_rank_t lost);
 void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c);
 void tb_ft_free(tb_node_t *n);
-/* Apply a report (kind 1 failure of r, 2 adoption of r by p) to our
- * topology and the EDS's; 1 if it was news (at the FE it then goes into
- * the next view). */
+/* Apply a change (enum tb_vkind: TB_V_FAILED or TB_V_LEFT of r, both dead
+ * from now on, or TB_V_ADOPTED of r by p) to our topology and the EDS's; 1
+ * if it was news (at the FE it then goes into the next view as that kind). */
 int  tb_ft_apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
 /* A view brought these changes: reports of ours they cover are done. */
 void tb_ft_confirm(tb_node_t *n, const tb_vchange_t *ch, size_t k);

@@ -125,11 +125,7 @@ static void emit_stable(tb_node_t *n)
         return;
     n->view_up[1] = n->view;
     TB_DEBUG("view", "view %llu is stable", (unsigned long long)n->view);
-    if (n->cbs.event) {
-        tbon_event_t ev = { .type = TBON_EV_VIEW_STABLE, .rank = 0, .parent = TBON_RANK_NONE,
-                            .view_version = n->view };
-        n->cbs.event(n->cbs.arg, &ev);
-    }
+    tb_node_emit(n, TBON_EV_VIEW_STABLE, 0, TBON_RANK_NONE, 0, n->view);
 }
 
 static void send_ack(tb_node_t *n, int want)
@@ -452,7 +448,7 @@ static void on_view(tb_node_t *n, tbon_packet_t *p)
             TB_WARN("view", "view %llu: a malformed change ignored", (unsigned long long)v);
             continue;
         } else if (kinds[i] != TB_V_JOINED) {
-            tb_ft_apply(n, kinds[i] == TB_V_ADOPTED ? 2 : 1, r[i], par[i], inc[i]);
+            tb_ft_apply(n, kinds[i], r[i], par[i], inc[i]);
         }
         if (ch) {
             tb_vchange_t *c = &ch[k++];
@@ -961,27 +957,15 @@ void tb_view_fe_joined(tb_node_t *n, tbon_rank_t r, tbon_rank_t parent)
     n->announced = v;
     v[n->nannounced++] = r;
     tb_view_note(n, TB_V_JOINED, r, parent, 0);
-    if (n->cbs.event) {
-        tbon_event_t ev = { .type = TBON_EV_NODE_JOINED, .rank = r, .parent = parent,
-                            .incarnation = tb_topology_incarnation(n->topo, r) };
-        n->cbs.event(n->cbs.arg, &ev);
-    }
+    tb_node_emit(n, TBON_EV_NODE_JOINED, r, parent, tb_topology_incarnation(n->topo, r), 0);
 }
 
 void tb_view_fe_left(tb_node_t *n, tbon_rank_t r, uint32_t inc)
 {
-    if (!tb_ft_apply(n, 1, r, TBON_RANK_NONE, inc))
+    if (!tb_ft_apply(n, TB_V_LEFT, r, TBON_RANK_NONE, inc))
         return;
     TB_INFO("view", "rank %u left", r);
-    /* The view says it left, not failed (the change tb_ft_apply just
-     * noted). */
-    if (n->nvpend && n->vpend[n->nvpend - 1].rank == r)
-        n->vpend[n->nvpend - 1].kind = TB_V_LEFT;
-    if (n->cbs.event) {
-        tbon_event_t ev = { .type = TBON_EV_NODE_LEFT, .rank = r, .parent = TBON_RANK_NONE,
-                            .incarnation = inc };
-        n->cbs.event(n->cbs.arg, &ev);
-    }
+    tb_node_emit(n, TBON_EV_NODE_LEFT, r, TBON_RANK_NONE, inc, 0);
 }
 
 void tb_view_left(tb_node_t *n, size_t i)
@@ -990,7 +974,7 @@ void tb_view_left(tb_node_t *n, size_t i)
     uint32_t inc = tb_topology_incarnation(n->topo, r);
     if (n->role == TB_ROLE_FE) {
         tb_view_fe_left(n, r, inc);
-    } else if (tb_ft_apply(n, 1, r, TBON_RANK_NONE, inc)) {
+    } else if (tb_ft_apply(n, TB_V_LEFT, r, TBON_RANK_NONE, inc)) {
         TB_INFO("view", "rank %u left", r);
         tb_ft_report(n, 5, r, TBON_RANK_NONE, inc);
     }
