@@ -11,19 +11,22 @@
 #include "log.h"
 #include "net_int.h"
 
-/* Connect through j and start the node: shared by create and attach. */
-static tbon_net_t *be_start(tb_join_t *j, int purpose, int joined, tbon_error_t *err)
+/* Connect through j (0, or err filled naming the parent). */
+static int be_connect(tb_join_t *j, int purpose, tbon_error_t *err)
 {
     tb_log_set_identity(j->rank, "be");
-    if (tb_join_connect(j, TB_ROLE_BE, purpose, err)) {
-        char msg[sizeof err->msg];
-        snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
-        tb_error_set(err, err && err->code ? err->code : TBON_EIO,
-                     "back-end rank %u cannot join its parent at %s:%u: %s", j->rank,
-                     j->parent_host, (unsigned)j->parent_port, msg);
-        tb_join_release(j);
-        return NULL;
-    }
+    if (tb_join_connect(j, TB_ROLE_BE, purpose, err) == 0)
+        return 0;
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+    return tb_error_set(err, err && err->code ? err->code : TBON_EIO,
+                        "back-end rank %u cannot join its parent at %s:%u: %s", j->rank,
+                        j->parent_host, (unsigned)j->parent_port, msg);
+}
+
+/* Start the node over j's connections. */
+static tbon_net_t *be_node(tb_join_t *j, int joined, tbon_error_t *err)
+{
     tbon_net_t *net = tb_net_alloc(0);
     tb_topology_t *mine = tb_topology_clone(j->topo);
     if (!net || !mine) {
@@ -68,7 +71,36 @@ tbon_net_t *tbon_be_create(int *argc, char ***argv, tbon_error_t *err)
     }
     if (tb_join_parse_args(argc, *argv, &j, err))
         return NULL;
-    return be_start(&j, TB_PURPOSE_DATA, 0, err);
+    if (be_connect(&j, TB_PURPOSE_DATA, err)) {
+        tb_join_release(&j);
+        return NULL;
+    }
+    return be_node(&j, 0, err);
+}
+
+/* Ask the FE (the attach file's) for a place in the running tree: as a new
+ * back-end (rank TBON_RANK_NONE) or as the failed rank restarted; then
+ * connect to the parent it chose. 0 or err filled. */
+static int be_join(const char *attach_file, tbon_rank_t rank, tb_join_t *j, tbon_error_t *err)
+{
+    if (tb_join_parse_attach(attach_file, TBON_RANK_NONE, j, err))
+        return err ? err->code : TBON_EINVAL;
+    j->rank = rank;
+    tb_log_set_identity(rank == TBON_RANK_NONE ? 0 : rank, "be");
+    if (tb_join_request(j, TB_ROLE_BE, 0, err)) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+        tb_error_set(err, err && err->code ? err->code : TBON_EIO,
+                     "cannot join the tree through the front-end at %s:%u: %s",
+                     j->parent_host, (unsigned)j->parent_port, msg);
+        tb_join_release(j);
+        return err ? err->code : TBON_EIO;
+    }
+    if (be_connect(j, TB_PURPOSE_ATTACH, err)) {
+        tb_join_release(j);
+        return err ? err->code : TBON_EIO;
+    }
+    return 0;
 }
 
 tbon_net_t *tbon_be_attach(const char *attach_file, tbon_rank_t rank, tbon_error_t *err)
@@ -79,20 +111,26 @@ tbon_net_t *tbon_be_attach(const char *attach_file, tbon_rank_t rank, tbon_error
         tb_error_set(err, TBON_EINVAL, "no attach file given");
         return NULL;
     }
-    if (tb_join_parse_attach(attach_file, rank, &j, err))
-        return NULL;
     if (rank == TBON_RANK_NONE) {
         /* Joining the running tree: the FE gives us a rank and a parent. */
-        tb_log_set_identity(0, "be");
-        if (tb_join_request(&j, err)) {
-            char msg[sizeof err->msg];
-            snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
-            tb_error_set(err, err && err->code ? err->code : TBON_EIO,
-                         "cannot join the tree through the front-end at %s:%u: %s",
-                         j.parent_host, (unsigned)j.parent_port, msg);
-            tb_join_release(&j);
-            return NULL;
-        }
+        return be_join(attach_file, rank, &j, err) ? NULL : be_node(&j, 1, err);
     }
-    return be_start(&j, TB_PURPOSE_ATTACH, rank == TBON_RANK_NONE, err);
+    /* The place the attach file gives rank; if it is not there (it is not
+     * a back-end of the file, or its parent refuses: it failed, and this is
+     * its process restarted), the FE takes it back at a new incarnation. */
+    int rc = tb_join_parse_attach(attach_file, rank, &j, err);
+    if (rc == TBON_ENOTFOUND || rc == TBON_EIO)
+        return NULL;
+    if (rc == 0 && be_connect(&j, TB_PURPOSE_ATTACH, err) == 0)
+        return be_node(&j, 0, err);
+    tb_join_release(&j);
+    char first[sizeof err->msg];
+    snprintf(first, sizeof first, "%s", err ? err->msg : "");
+    if (be_join(attach_file, rank, &j, err) == 0)
+        return be_node(&j, 1, err);
+    char second[sizeof err->msg];
+    snprintf(second, sizeof second, "%s", err ? err->msg : "");
+    tb_error_set(err, err && err->code ? err->code : TBON_EIO, "%s; and as a restarted "
+                 "process: %s", first, second);
+    return NULL;
 }

@@ -1,6 +1,7 @@
-/* tbon_commnode - an interior process of a tbon tree: started by its parent
- * (never by hand), it launches its own children, filters their packets up
- * and routes requests down until the front-end ends the session. */
+/* tbon_commnode - an interior process of a tbon tree: started by its parent,
+ * it launches its own children, filters their packets up and routes requests
+ * down until the front-end ends the session; or, started by hand with
+ * --join, it joins a running tree and takes over later joins and adoptions. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,26 +16,64 @@
 #include "log.h"
 #include "node.h"
 #include "packet_int.h"
+#include "sock.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tbon_commnode --tbon-parent HOST:PORT --tbon-rank RANK\n"
             "                     --tbon-session HEX [--tbon-timeout MS]\n"
+            "       tbon_commnode --join ATTACH_FILE [--rank RANK]\n"
             "\n"
-            "The communication process of a tbon tree. A front-end (tbon_fe_create,\n"
-            "tbon_frontend) or a parent commnode starts it with these arguments and\n"
-            "the session secret in the environment (TBON_SECRET) or, through a remote\n"
-            "shell, on stdin (--tbon-secret-stdin); it is not meant to be run by hand.\n"
+            "The communication process of a tbon tree.\n"
             "\n"
-            "It connects to its parent, receives the topology, launches its children\n"
+            "In the first form a front-end (tbon_fe_create, tbon_frontend) or a parent\n"
+            "commnode starts it, with the session secret in the environment\n"
+            "(TBON_SECRET) or, through a remote shell, on stdin (--tbon-secret-stdin);\n"
+            "it connects to its parent, receives the topology, launches its children\n"
             "(local ones directly, others through $TBON_RSH), runs the streams' filters\n"
             "and exits when the session ends or its parent goes away.\n"
+            "\n"
+            "In the second form it joins a running tree through the attach file its\n"
+            "front-end wrote (tbon_frontend --attach FILE, or the attach_file option):\n"
+            "the front-end gives it a rank and a parent, and from then on it takes in\n"
+            "back-ends that join and orphans that need a new parent. With --rank it\n"
+            "comes back as that commnode rank, which must have failed (a restarted\n"
+            "process, on the host it had): the new incarnation makes whatever its\n"
+            "old process may still say stale.\n"
             "\n"
             "Environment:\n"
             "  TBON_LOG      error|warn|info|debug (default warn)\n"
             "  TBON_LOG_DIR  where the log goes (default ${TMPDIR:-/tmp}/tbon-USER-SESSION/),\n"
             "                one file per commnode: commnode-RANK.log\n");
+}
+
+/* The second form: ask the FE for a place (docs/protocol.md 9.6). */
+static int join_running(const char *file, const char *rank_arg, tb_join_t *j, int *lfd,
+                        uint16_t *port, tbon_error_t *err)
+{
+    tbon_rank_t want = TBON_RANK_NONE;
+    if (rank_arg) {
+        char *end;
+        unsigned long r = strtoul(rank_arg, &end, 10);
+        if (*end || !*rank_arg || r == 0 || r >= TBON_RANK_NONE)
+            return tb_error_set(err, TBON_EINVAL, "--rank: bad rank \"%s\"", rank_arg);
+        want = (tbon_rank_t)r;
+    }
+    if (tb_join_parse_attach(file, TBON_RANK_NONE, j, err))
+        return err->code;
+    j->rank = want;
+    *lfd = tb_sock_listen(port, err);
+    if (*lfd < 0)
+        return err->code;
+    if (tb_join_request(j, TB_ROLE_COMMNODE, *port, err)) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return tb_error_set(err, err->code ? err->code : TBON_EIO,
+                            "cannot join the tree through the front-end at %s:%u: %s",
+                            j->parent_host, (unsigned)j->parent_port, msg);
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -47,7 +86,40 @@ int main(int argc, char **argv)
     }
     tbon_error_t err = { 0 };
     tb_join_t j;
-    if (tb_join_parse_args(&argc, argv, &j, &err)) {
+    const char *join_file = NULL, *rank_arg = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--join") || !strcmp(argv[i], "--rank")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "tbon_commnode: %s needs a value\n", argv[i]);
+                usage(stderr);
+                return 2;
+            }
+            *(argv[i][2] == 'j' ? &join_file : &rank_arg) = argv[i + 1];
+            i++;
+        }
+    }
+    for (int i = 1; (join_file || rank_arg) && i < argc; i++) {
+        if (strncmp(argv[i], "--tbon-", 7) == 0) {
+            fprintf(stderr, "tbon_commnode: --join and the launcher's %s do not go together\n",
+                    argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    int lfd = -1;
+    uint16_t port = 0;
+    if (rank_arg && !join_file) {
+        fprintf(stderr, "tbon_commnode: --rank goes with --join\n");
+        usage(stderr);
+        return 2;
+    }
+    if (join_file && join_running(join_file, rank_arg, &j, &lfd, &port, &err)) {
+        fprintf(stderr, "tbon_commnode: %s\n", err.msg);
+        if (lfd >= 0)
+            close(lfd);
+        return 1;
+    }
+    if (!join_file && tb_join_parse_args(&argc, argv, &j, &err)) {
         fprintf(stderr, "tbon_commnode: %s\n", err.msg);
         usage(stderr);
         return 2;
@@ -58,7 +130,16 @@ int main(int argc, char **argv)
         snprintf(path, sizeof path, "%s/commnode-%u.log", dir, j.rank);
         tb_log_to_file(path);
     }
-    if (tb_join_connect(&j, TB_ROLE_COMMNODE, TB_PURPOSE_DATA, &err)) {
+    if (join_file)
+        TB_INFO("join", "the front-end gave us rank %u (incarnation %u) under %s:%u", j.rank,
+                j.inc, j.parent_host, (unsigned)j.parent_port);
+    if (tb_join_connect(&j, TB_ROLE_COMMNODE, join_file ? TB_PURPOSE_ATTACH : TB_PURPOSE_DATA,
+                        &err)) {
+        if (join_file)
+            fprintf(stderr, "tbon_commnode: cannot join the parent at %s:%u: %s\n",
+                    j.parent_host, (unsigned)j.parent_port, err.msg);
+        if (lfd >= 0)
+            close(lfd);
         TB_ERROR("startup", "cannot join the parent at %s:%u: %s", j.parent_host,
                  (unsigned)j.parent_port, err.msg);
         tb_join_release(&j);
@@ -70,6 +151,8 @@ int main(int argc, char **argv)
     if (tbon_packet_unpack(j.launch, "%s %as %s %s", &bexe, &bargv, &nargs, &rsh, &cn)) {
         TB_ERROR("startup", "bad launch instructions from the parent");
         tb_join_release(&j);
+        if (lfd >= 0)
+            close(lfd);
         return 1;
     }
     char **argvz = calloc(nargs + 1, sizeof *argvz);
@@ -84,10 +167,13 @@ int main(int argc, char **argv)
         .backend_argv = (const char *const *)argvz, .rsh = *rsh ? rsh : NULL,
         .startup_timeout_ms = j.timeout_ms,
         .parent_fd = j.data_fd, .parent_event_fd = j.event_fd,
+        .joined = join_file != NULL, .listening = lfd >= 0, .listen_fd = lfd, .port = port,
     };
     j.topo = NULL;
     j.data_fd = j.event_fd = -1;
     tb_node_t *n = argvz ? tb_node_new(&cfg, NULL, &err) : NULL;
+    if (!argvz && lfd >= 0)
+        close(lfd);
     int rc = 0;
     if (!n) {
         TB_ERROR("startup", "%s", err.msg);

@@ -68,7 +68,9 @@ struct tb_eds {
     atomic_int ft_ready;       /* the tree is up and every port is known */
     int adopt_now;             /* the reactor asks for an adoption (under mu) */
     uint8_t *expect;           /* per rank: an adopted child may open events */
-    struct eds_rep { int kind; tbon_rank_t r, p; uint32_t inc; char *host; } *reps;
+    /* kind 1 failure, 2 adoption, 3 port (tb_eds_report), 4 join: */
+    struct eds_rep { int kind; tbon_rank_t r, p; uint32_t inc; char *host;
+                     uint32_t lid, port; tb_role_t role; } *reps;
     size_t nreps, capreps;     /* reports to apply to the private copy (mu) */
     tb_adopt_index_t *aidx;    /* adopter index over the private copy */
     atomic_int leaving;        /* an orderly end: tell the children, adopt nobody */
@@ -146,11 +148,19 @@ static void admit(tb_eds_t *e, watch_t *w)
     tbon_rank_t r = hs->rank;
     uint8_t purpose = hs->purpose;   /* hs dies with w->auth below */
     if (purpose == TB_PURPOSE_JOIN) {
-        /* A new back-end: the FE's reactor gives it a rank and a parent
+        /* A new node, or a restarted one (hs->rank: its old rank), whose
+         * incarnation field is where a commnode listens (docs/protocol.md
+         * 9.6): the FE's reactor gives it a rank and a parent
          * (TB_CTL_JOIN_ACK) or closes. */
-        if (e->role != TB_ROLE_FE || hs->role != TB_ROLE_BE || !atomic_load(&e->ft_ready)) {
+        int cn = hs->role == TB_ROLE_COMMNODE;
+        uint32_t port = hs->incarnation;
+        if (e->role != TB_ROLE_FE || (hs->role != TB_ROLE_BE && !cn) ||
+            (cn && (port == 0 || port > 65535)) || (!cn && port) ||
+            !atomic_load(&e->ft_ready)) {
             TB_WARN("eds", "refused a join: %s", e->role != TB_ROLE_FE ? "not the front-end" :
-                    hs->role != TB_ROLE_BE ? "only back-ends join" : "the tree is not up yet");
+                    hs->role != TB_ROLE_BE && !cn ? "only back-ends and commnodes join" :
+                    !atomic_load(&e->ft_ready) ? "the tree is not up yet"
+                    : "a commnode must say where it listens (and only a commnode)");
             tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_REFUSED, e->rank, 0, 0, &err);
             drop_watch(e, w);
             return;
@@ -163,7 +173,16 @@ static void admit(tb_eds_t *e, watch_t *w)
         w->auth = NULL;
         epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->fd, NULL);
         w->dead = 1;
-        post(e, TB_CMD_JOIN_CONN, TBON_RANK_NONE, w->fd, 0);
+        tb_cmd_t *c = tb_cmd_new(TB_CMD_JOIN_CONN);
+        if (!c) {
+            close(w->fd);
+            return;
+        }
+        c->rank = r;
+        c->fd = w->fd;
+        c->status = (int)port;
+        c->role = cn ? TB_ROLE_COMMNODE : TB_ROLE_BE;
+        tb_node_post_kick(e->node, c);
         return;
     }
     apply_reports(e);           /* a back-end that joined may be connecting */
@@ -186,9 +205,13 @@ static void admit(tb_eds_t *e, watch_t *w)
     uint8_t *seen = purpose == TB_PURPOSE_EVENT ? e->event_seen : e->data_seen;
     if (ok && purpose != TB_PURPOSE_ADOPTION && seen[r] && !expected)
         ok = 0;
-    if (!ok) {
-        TB_WARN("eds", "refused %s connection from rank %u (%s): not an expected peer",
-                tb_purpose_name(hs->purpose), r, tb_role_name(hs->role));
+    /* A process of an older generation than the rank's (it was restarted
+     * since): whatever it says is stale. */
+    int stale = ok && tb_inc_gen(hs->incarnation) < tb_inc_gen(tb_topology_incarnation(e->topo, r));
+    if (!ok || stale) {
+        TB_WARN("eds", "refused %s connection from rank %u (%s): %s",
+                tb_purpose_name(hs->purpose), r, tb_role_name(hs->role),
+                stale ? "a stale incarnation (the rank was restarted)" : "not an expected peer");
         tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_REFUSED, e->rank, 0, 0, &err);
         drop_watch(e, w);
         return;
@@ -377,10 +400,17 @@ static void apply_reports(tb_eds_t *e)
             tb_report_adoption(e->topo, q->r, q->p, q->inc);
         } else if (q->kind == 4) {
             size_t old = tb_topology_size(e->topo);
-            tbon_rank_t r;
-            if (q->r != old || grow_seen(e, old, old + 1) ||
-                tb_topology_add_child(e->topo, q->p, q->host, q->inc, TB_ROLE_BE, &r))
+            int rc = q->r == old ? grow_seen(e, old, old + 1) : 0;
+            if (rc == 0)
+                rc = tb_report_join(e->topo, q->role, q->r, q->p, q->host, q->lid, q->inc);
+            if (rc < 0)
                 TB_WARN("eds", "the join of rank %u left out of our copy", q->r);
+            if (rc == 1) {
+                /* A restarted process connects afresh. */
+                e->data_seen[q->r] = e->event_seen[q->r] = e->expect[q->r] = 0;
+                if (q->port)
+                    tb_topology_set_port(e->topo, q->r, (uint16_t)q->port);
+            }
             free(q->host);
         } else {
             tb_topology_set_port(e->topo, q->r, (uint16_t)q->p);
@@ -574,14 +604,15 @@ static void push_rep(tb_eds_t *e, struct eds_rep q)
 
 void tb_eds_report(tb_eds_t *e, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
 {
-    push_rep(e, (struct eds_rep){ kind, r, p, inc, NULL });
+    push_rep(e, (struct eds_rep){ kind, r, p, inc, NULL, 0, 0, TB_ROLE_BE });
 }
 
-void tb_eds_join(tb_eds_t *e, tbon_rank_t r, tbon_rank_t p, const char *host, uint32_t lid)
+void tb_eds_join(tb_eds_t *e, const tb_vchange_t *c)
 {
-    char *h = strdup(host);
+    char *h = strdup(c->host);
     if (h)
-        push_rep(e, (struct eds_rep){ 4, r, p, lid, h });
+        push_rep(e, (struct eds_rep){ 4, c->rank, c->parent, c->inc, h, c->lid, c->port,
+                                      c->kind == TB_V_JOIN_CN ? TB_ROLE_COMMNODE : TB_ROLE_BE });
 }
 
 /* Tell every child on its event connection that we leave in order. */
@@ -776,6 +807,7 @@ tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
     e->rank = rank;
     e->role = tb_topology_role(topo, rank);
     e->parent = tb_topology_parent(topo, rank);
+    e->incarnation = tb_topology_incarnation(topo, rank);   /* a restarted process: > 0 */
     e->session = *s;
     e->epfd = epoll_create1(EPOLL_CLOEXEC);
     e->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

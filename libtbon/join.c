@@ -157,19 +157,26 @@ int tb_join_parse_attach(const char *path, tbon_rank_t rank, tb_join_t *j, tbon_
     return rc;
 }
 
-int tb_join_request(tb_join_t *j, tbon_error_t *err)
+int tb_join_request(tb_join_t *j, tb_role_t role, uint16_t port, tbon_error_t *err)
 {
     int64_t deadline = tb_now_ms() + j->timeout_ms;
     tb_welcome_t w;
     tb_frame_t f;
+    tbon_rank_t want = j->rank;
     int fd = tb_sock_connect(j->parent_host, j->parent_port, deadline, err);
     if (fd < 0)
         return fd;
-    int rc = tb_auth_client(fd, &j->session, TB_ROLE_BE, TB_PURPOSE_JOIN, TBON_RANK_NONE, 0,
+    /* docs/protocol.md 9.6: the handshake's incarnation field carries the
+     * port a commnode listens on. */
+    int rc = tb_auth_client(fd, &j->session, (uint8_t)role, TB_PURPOSE_JOIN, want, port,
                             deadline, &w, err);
     if (!rc)
         rc = tb_sock_recv_frame(fd, 4096, &f, deadline, err);
     close(fd);
+    if (rc == TBON_ECLOSED && want != TBON_RANK_NONE)
+        return tb_error_set(err, TBON_ECLOSED, "the front-end did not take rank %u back (it is "
+                            "not known to have failed, is not a %s, or the session is ending)",
+                            want, tb_role_name(role));
     if (rc == TBON_ECLOSED)
         return tb_error_set(err, TBON_ECLOSED, "the front-end did not take us in (shutting "
                             "down, or our parent-to-be failed)");
@@ -178,18 +185,22 @@ int tb_join_request(tb_join_t *j, tbon_error_t *err)
     tbon_packet_t *p = f.hdr.type == TB_FRAME_CONTROL && f.hdr.tag == TB_CTL_JOIN_ACK
                        ? tb_packet_decode(f.payload, f.hdr.len, f.hdr.tag, 0, 0, NULL) : NULL;
     tb_frame_release(&f);
-    uint32_t rank, parent, port;
+    uint32_t rank, parent, pport, inc;
     char *host = NULL;
-    if (!p || tbon_packet_unpack(p, "%ud %ud %s %ud", &rank, &parent, &host, &port) != 0 ||
-        rank == TBON_RANK_NONE || !port || port > 65535 || strlen(host) >= sizeof j->parent_host) {
+    if (!p || tbon_packet_unpack(p, "%ud %ud %s %ud %ud", &rank, &parent, &host, &pport,
+                                 &inc) != 0 ||
+        rank == TBON_RANK_NONE || (want != TBON_RANK_NONE && rank != want) || !pport ||
+        pport > 65535 || strlen(host) >= sizeof j->parent_host) {
         tbon_packet_unref(p);
         free(host);
         return tb_error_set(err, TBON_EFORMAT, "a malformed answer from the front-end");
     }
     tbon_packet_unref(p);
     j->rank = rank;
+    j->inc = inc;
+    port = (uint16_t)pport;
     snprintf(j->parent_host, sizeof j->parent_host, "%s", host);
-    j->parent_port = (uint16_t)port;
+    j->parent_port = port;
     free(host);
     return 0;
 }
@@ -203,8 +214,8 @@ int tb_join_connect(tb_join_t *j, tb_role_t role, int purpose, tbon_error_t *err
     j->data_fd = tb_sock_connect(j->parent_host, j->parent_port, deadline, err);
     if (j->data_fd < 0)
         return j->data_fd;
-    rc = tb_auth_client(j->data_fd, &j->session, (uint8_t)role, (uint8_t)purpose, j->rank, 0,
-                        deadline, &w, err);
+    rc = tb_auth_client(j->data_fd, &j->session, (uint8_t)role, (uint8_t)purpose, j->rank,
+                        j->inc, deadline, &w, err);
     if (rc)
         return rc;
     rc = tb_sock_recv_frame(j->data_fd, TB_FRAME_MAX_DEFAULT, &f, deadline, err);
@@ -245,7 +256,7 @@ int tb_join_connect_event(tb_join_t *j, tb_role_t role, tbon_error_t *err)
     if (j->event_fd < 0)
         return j->event_fd;
     return tb_auth_client(j->event_fd, &j->session, (uint8_t)role, TB_PURPOSE_EVENT, j->rank,
-                          0, deadline, &w, err);
+                          j->inc, deadline, &w, err);
 }
 
 void tb_join_release(tb_join_t *j)

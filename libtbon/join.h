@@ -10,6 +10,7 @@
 
 typedef struct tb_join {
     tbon_rank_t    rank;
+    uint32_t       inc;         /* our incarnation (a restarted process: > 0) */
     char           parent_host[256];
     uint16_t       parent_port;
     tb_session_t   session;
@@ -30,10 +31,14 @@ int tb_join_parse_args(int *argc, char **argv, tb_join_t *j, tbon_error_t *err);
  * or TBON_EINVAL naming the file, line and what is wrong. */
 int tb_join_parse_attach(const char *path, tbon_rank_t rank, tb_join_t *j, tbon_error_t *err);
 
-/* A new back-end (j from tb_join_parse_attach with rank TBON_RANK_NONE, so
- * aimed at the FE): ask the FE to join; it answers once the parent it chose
- * expects us. Fills j->rank and the parent's address. 0 or an error. */
-int tb_join_request(tb_join_t *j, tbon_error_t *err);
+/* Ask the FE to join the running tree (j aimed at the FE: from
+ * tb_join_parse_attach with rank TBON_RANK_NONE): as a new node when j->rank
+ * is TBON_RANK_NONE, else as that failed rank restarted. A commnode says
+ * where it listens (port; 0 for a back-end). The FE answers once the parent
+ * it chose expects us. Fills j->rank, j->inc and the parent's address.
+ * 0, TBON_ECLOSED (the FE refused: the message says what may be why), or
+ * another error. */
+int tb_join_request(tb_join_t *j, tb_role_t role, uint16_t port, tbon_error_t *err);
 
 /* Connect the data connection (purpose DATA or ATTACH) and receive the
  * topology (and, for a commnode, the launch instructions), then (not for a

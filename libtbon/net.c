@@ -242,10 +242,16 @@ static void cb_event(void *arg, const tbon_event_t *ev)
 {
     tbon_net_t *net = arg;
     pthread_mutex_lock(&net->mu);
-    if (ev->type == TBON_EV_NODE_JOINED && net->bcast) {
+    if (ev->type == TBON_EV_NODE_JOINED && net->bcast &&
+        tb_topology_role(net->topo, ev->rank) == TB_ROLE_BE) {
         /* Streams made on the broadcast communicator from now on reach it
-         * too (those made before take it in at its parent). */
-        tbon_rank_t *v = realloc(net->bcast->ranks, (net->bcast->n + 1) * sizeof *v);
+         * too (those made before take it in at its parent); a restarted
+         * back-end is there already. */
+        size_t k = 0;
+        while (k < net->bcast->n && net->bcast->ranks[k] != ev->rank)
+            k++;
+        tbon_rank_t *v = k < net->bcast->n ? NULL
+                         : realloc(net->bcast->ranks, (net->bcast->n + 1) * sizeof *v);
         if (v) {
             v[net->bcast->n++] = ev->rank;
             net->bcast->ranks = v;
@@ -280,14 +286,13 @@ static void cb_view(void *arg, uint64_t version, const tb_vchange_t *ch, size_t 
     pthread_mutex_lock(&net->mu);
     for (size_t i = 0; i < n; i++) {
         const tb_vchange_t *c = &ch[i];
-        tbon_rank_t r;
         if (c->kind == TB_V_FAILED || c->kind == TB_V_LEFT)
             tb_report_failure(net->topo, c->rank, c->inc);
         else if (c->kind == TB_V_ADOPTED)
             tb_report_adoption(net->topo, c->rank, c->parent, c->inc);
-        else if (c->kind == TB_V_JOIN && c->rank == tb_topology_size(net->topo))
-            tb_topology_add_child(net->topo, tb_topology_alive(net->topo, c->parent) ?
-                                  c->parent : 0, c->host, c->lid, TB_ROLE_BE, &r);
+        else if (c->kind == TB_V_JOIN || c->kind == TB_V_JOIN_CN)
+            tb_report_join(net->topo, c->kind == TB_V_JOIN ? TB_ROLE_BE : TB_ROLE_COMMNODE,
+                           c->rank, c->parent, c->host, c->lid, c->inc);
     }
     net->view_version = version;
     pthread_cond_broadcast(&net->cond);

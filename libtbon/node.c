@@ -985,6 +985,12 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
     n->depth = tb_topology_depth(n->topo, n->rank);
     n->parent_rank = tb_topology_parent(n->topo, n->rank);
     n->epfd = n->evfd = n->lfd = n->nfd = -1;
+    if (cfg->listening) {
+        /* A commnode that joined the running tree: the FE has told every
+         * node where it listens already (the socket is ours from here). */
+        n->lfd = cfg->listen_fd;
+        n->port = cfg->port;
+    }
     pthread_mutex_init(&n->qmu, NULL);
     pthread_cond_init(&n->bcond, NULL);
     n->filters = tb_filter_reg_new();
@@ -1015,7 +1021,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
         }
         watch(n, n->parent, EPOLLIN);
     }
-    if (nc > 0) {
+    if (nc > 0 && !cfg->listening) {
         n->lfd = tb_sock_listen(&n->port, err);
         if (n->lfd < 0)
             goto error;

@@ -33,17 +33,20 @@ enum tb_node_status {
 enum tb_vkind {
     TB_V_FAILED = 1,          /* rank failed */
     TB_V_ADOPTED = 2,         /* rank adopted by parent at inc */
-    TB_V_JOIN = 3,            /* a back-end joins: rank (the next one) under parent,
-                                 named host:lid */
+    TB_V_JOIN = 3,            /* a back-end joins: rank (the next one, or a failed
+                                 one restarted at a later generation of inc)
+                                 under parent, named host:lid */
     TB_V_JOINED = 4,          /* it is connected and in its parent's streams */
     TB_V_LEFT = 5,            /* rank left in order (dead from now on) */
+    TB_V_JOIN_CN = 6,         /* a commnode joins, as TB_V_JOIN; it listens on port */
 };
 typedef struct tb_vchange {
     int32_t     kind;         /* enum tb_vkind */
     tbon_rank_t rank, parent;
     uint32_t    inc;
-    uint32_t    lid;          /* TB_V_JOIN: the local id */
-    char        host[TB_TOPOLOGY_MAX_HOST + 1];   /* TB_V_JOIN: the host */
+    uint32_t    lid;          /* joins: the local id */
+    char        host[TB_TOPOLOGY_MAX_HOST + 1];   /* joins: the host */
+    uint32_t    port;         /* TB_V_JOIN_CN: where it listens */
 } tb_vchange_t;
 
 /* Callbacks, all called on the reactor thread. */
@@ -90,8 +93,12 @@ typedef struct tb_node_config {
                                        ends the session) */
     int            heartbeat_ms;    /* FE: heartbeat timeout for every node (<= 0:
                                        none) */
-    int            joined;          /* BE: joined the running tree (its view comes
+    int            joined;          /* joined the running tree (its view comes
                                        from its parent) */
+    int            listening;       /* commnode: listen_fd (listening on port) is
+                                       taken over, though we have no children yet */
+    int            listen_fd;
+    uint16_t       port;
 } tb_node_config_t;
 
 /* Listen (if the node has children), launch its children and start the EDS
@@ -147,7 +154,9 @@ enum tb_cmd_op {
     TB_CMD_FENCE,        /* EDS: child rank sent no heartbeat for status ms */
     TB_CMD_CHECK,        /* FE app: consistency check (key = its id) */
     TB_CMD_ATTR,         /* BE app: set attribute path = func (func NULL: delete) */
-    TB_CMD_JOIN_CONN,    /* EDS (FE): a new back-end asks to join on fd */
+    TB_CMD_JOIN_CONN,    /* EDS (FE): a node asks to join on fd (role; rank: the
+                            rank of a restarted one, or TBON_RANK_NONE; status:
+                            where a commnode listens) */
 };
 
 struct tb_cmd {
@@ -166,6 +175,7 @@ struct tb_cmd {
     size_t         bytes;         /* counted in the send backlog */
     uint64_t       us[2];         /* TB_CMD_ADOPTED: recovery times (us) */
     uint64_t       key;           /* TB_CMD_SEND at a back-end: the wave key */
+    int            role;          /* TB_CMD_JOIN_CONN: tb_role_t of the joiner */
 };
 
 /* Queue a command (taken over) and wake the reactor. Any thread. */
@@ -212,8 +222,9 @@ int  tb_eds_reaped(tb_eds_t *e, pid_t pid);
  * of the topology in step: a report (kind 1 failure of r, 2 adoption of r by
  * p, 3 the port p of r) is queued and applied on the EDS thread. */
 void tb_eds_report(tb_eds_t *e, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
-/* A back-end joined: rank r (the next) under p, named host:lid. */
-void tb_eds_join(tb_eds_t *e, tbon_rank_t r, tbon_rank_t p, const char *host, uint32_t lid);
+/* A node joined, or a restarted one came back (a view's TB_V_JOIN or
+ * TB_V_JOIN_CN change c, applied by tb_report_join): the same in our copy. */
+void tb_eds_join(tb_eds_t *e, const tb_vchange_t *c);
 /* The tree is up and the ports known: orphans may now be adopted. */
 void tb_eds_set_ft_ready(tb_eds_t *e);
 /* The reactor lost its parent (rank lost) first: adopt us now. */

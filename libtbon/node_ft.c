@@ -413,6 +413,8 @@ void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c)
         why = "it would make a cycle";
     else if (!tb_topology_alive(n->topo, o))
         why = "it was reported failed (fenced): it may not come back";
+    else if (tb_inc_gen((uint32_t)c->status) < tb_inc_gen(tb_topology_incarnation(n->topo, o)))
+        why = "a stale incarnation: the rank was restarted since";
     else if (tb_node_child_index(n, o) >= 0 && n->child[tb_node_child_index(n, o)].conn)
         why = "it is already our child";
     if (why) {
@@ -448,11 +450,14 @@ static void on_graft(tb_node_t *n, size_t child, tbon_packet_t *p)
         TB_WARN("ft", "malformed graft from rank %u ignored", n->child[child].rank);
         return;
     }
-    int fresh = tb_stream_known(n, id) == 0;
-    if (fresh && tb_stream_create(n, id, up, sync, timeout, down, members, nm) == 0 &&
-        n->role != TB_ROLE_FE && n->parent)
+    /* A stream new here, or one none of our children took part in (a
+     * commnode that joined the running tree knows the broadcast streams
+     * without taking part), is grafted further up: we owe what the child
+     * owes. */
+    if (!tb_stream_known(n, id))
+        tb_stream_create(n, id, up, sync, timeout, down, members, nm);
+    if (tb_stream_join(n, id, child, sent, seen) && n->role != TB_ROLE_FE && n->parent)
         tb_node_send_ctl(n, n->parent, TB_CTL_GRAFT, tbon_packet_ref(p));
-    tb_stream_join(n, id, child, sent, seen);
     free(members);
 }
 

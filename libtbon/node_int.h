@@ -307,17 +307,18 @@ size_t tb_stream_child_bytes(const tb_node_t *n, size_t child);
 int  tb_stream_add_child(tb_node_t *n);
 int  tb_stream_known(const tb_node_t *n, uint32_t id);
 /* An adopted child takes part in stream id; before, it had sent up to key
- * sent and seen the requests up to seen_to (docs/protocol.md 8.4). */
-void tb_stream_join(tb_node_t *n, uint32_t id, size_t child, uint64_t sent, uint64_t seen_to);
+ * sent and seen the requests up to seen_to (docs/protocol.md 8.4). 1 if it
+ * is the first of our children that does (the stream must be grafted up). */
+int  tb_stream_join(tb_node_t *n, uint32_t id, size_t child, uint64_t sent, uint64_t seen_to);
 /* A back-end sends p up on stream id: if the stream's filter can compose
  * state, fold p into the back-end's own state of that filter, so that after
  * an adoption it can send everything it ever sent again in one packet (what
  * it wrote to a parent that then died is lost in the socket). */
 void tb_stream_keep(tb_node_t *n, uint32_t id, tbon_packet_t *p);
 void tb_stream_fold_kept(tb_node_t *n, tb_stream_st_t *s);
-/* A joined back-end (child i) takes part in every broadcast stream from the
- * next request on; a stream none of our children took part in so far is
- * grafted up. */
+/* A joined child i learns every broadcast stream; a back-end takes part in
+ * them from the next request on (a stream none of our children took part in
+ * so far is grafted up), a commnode once something below it does. */
 void tb_stream_bcast_join(tb_node_t *n, size_t i);
 /* Graft stream s up to our parent (an adopted node, or one whose first
  * child joins it): its definition, the last key we sent, the last request

@@ -527,15 +527,17 @@ int tb_stream_known(const tb_node_t *n, uint32_t id)
     return get(n, id) != NULL;
 }
 
-void tb_stream_join(tb_node_t *n, uint32_t id, size_t child, uint64_t sent, uint64_t seen_to)
+int tb_stream_join(tb_node_t *n, uint32_t id, size_t child, uint64_t sent, uint64_t seen_to)
 {
     tb_stream_st_t *s = get(n, id);
-    if (s && child < n->nchild && !s->part[child]) {
-        s->part[child] = 1;
-        s->sent[child] = sent;
-        s->seen_to[child] = seen_to;
-        s->fwd_from[child] = 0;
-    }
+    if (!s || child >= n->nchild || s->part[child])
+        return 0;
+    int first = !takes_part(n, s);
+    s->part[child] = 1;
+    s->sent[child] = sent;
+    s->seen_to[child] = seen_to;
+    s->fwd_from[child] = 0;
+    return first;
 }
 
 /* Fold in[0..k) into s's filter state, the output dropped. */
@@ -591,19 +593,20 @@ void tb_stream_bcast_join(tb_node_t *n, size_t i)
         tb_stream_st_t *s = n->streams[id];
         if (!s || !s->bcast || s->part[i])
             continue;
-        int had = 0;
-        for (size_t j = 0; j < n->nchild && !had; j++)
-            had = j != i && s->part[j];
         tb_node_send_ctl(n, n->child[i].conn, TB_CTL_STREAM,
                          tbon_packet_new(TB_CTL_STREAM, "%ud %d %d %ud %d %aud", s->id, s->up,
                                          s->sync | TB_STREAM_BCAST, s->timeout_ms, s->down,
                                          s->members, s->nmembers));
+        /* A commnode takes part once a back-end below it does: it grafts
+         * the stream up then. */
+        if (!n->child[i].is_be)
+            continue;
         /* It owes the waves of the requests after the last one that passed
          * here (docs/protocol.md 8.4): as an adopted child that had seen
          * them all and answered them all. */
         uint64_t seen = s->last_q;
-        tb_stream_join(n, s->id, i, ((seen + 1) << 24) - 1, seen);
-        if (!had && n->role != TB_ROLE_FE && n->parent)
+        if (tb_stream_join(n, s->id, i, ((seen + 1) << 24) - 1, seen) && n->role != TB_ROLE_FE &&
+            n->parent)
             tb_stream_graft(n, s);
     }
 }

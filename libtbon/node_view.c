@@ -183,7 +183,7 @@ static void hist_push(tb_node_t *n, uint64_t v, tbon_packet_t *p)
 static tbon_packet_t *view_packet(uint64_t v, uint64_t prev, const tb_vchange_t *ch, size_t k)
 {
     int32_t *kinds = malloc((k ? k : 1) * sizeof *kinds);
-    uint32_t *r = malloc((k ? k : 1) * 4 * sizeof *r);
+    uint32_t *r = malloc((k ? k : 1) * 5 * sizeof *r);
     const char **hosts = malloc((k ? k : 1) * sizeof *hosts);
     tbon_packet_t *p = NULL;
     if (kinds && r && hosts) {
@@ -193,10 +193,12 @@ static tbon_packet_t *view_packet(uint64_t v, uint64_t prev, const tb_vchange_t 
             r[k + i] = ch[i].parent;
             r[2 * k + i] = ch[i].inc;
             r[3 * k + i] = ch[i].lid;
+            r[4 * k + i] = ch[i].port;
             hosts[i] = ch[i].host;
         }
-        p = tbon_packet_new(TB_CTL_VIEW, "%uld %uld %ad %aud %aud %aud %as %aud", v, prev, kinds,
-                            k, r, k, r + k, k, r + 2 * k, k, hosts, k, r + 3 * k, k);
+        p = tbon_packet_new(TB_CTL_VIEW, "%uld %uld %ad %aud %aud %aud %as %aud %aud", v, prev,
+                            kinds, k, r, k, r + k, k, r + 2 * k, k, hosts, k, r + 3 * k, k,
+                            r + 4 * k, k);
     }
     free(kinds);
     free(r);
@@ -218,16 +220,22 @@ static tbon_packet_t *whole_view(const tb_node_t *n)
     for (tbon_rank_t r = 1; r < size; r++) {
         tbon_rank_t p = tb_topology_parent(n->topo, r);
         tb_vchange_t *c = &ch[k++];
-        *c = (tb_vchange_t){ TB_V_JOIN, r, p == TBON_RANK_NONE ? 0 : p, 0,
-                             tb_topology_local_id(n->topo, r), "" };
+        int cn = tb_topology_role(n->topo, r) == TB_ROLE_COMMNODE;
+        /* The incarnation's generation brings back a rank restarted since. */
+        uint32_t inc = tb_topology_incarnation(n->topo, r);
+        *c = (tb_vchange_t){ cn ? TB_V_JOIN_CN : TB_V_JOIN, r, p == TBON_RANK_NONE ? 0 : p,
+                             inc & ~((1u << TB_INC_GEN_SHIFT) - 1),
+                             tb_topology_local_id(n->topo, r), "",
+                             cn ? tb_topology_port(n->topo, r) : 0 };
         snprintf(c->host, sizeof c->host, "%s", tb_topology_host(n->topo, r));
     }
     for (tbon_rank_t r = 1; r < size; r++) {
         uint32_t inc = tb_topology_incarnation(n->topo, r);
         if (!tb_topology_alive(n->topo, r))
-            ch[k++] = (tb_vchange_t){ TB_V_FAILED, r, TBON_RANK_NONE, inc, 0, "" };
+            ch[k++] = (tb_vchange_t){ TB_V_FAILED, r, TBON_RANK_NONE, inc, 0, "", 0 };
         else if (inc > 0 && tb_topology_parent(n->topo, r) != TBON_RANK_NONE)
-            ch[k++] = (tb_vchange_t){ TB_V_ADOPTED, r, tb_topology_parent(n->topo, r), inc, 0, "" };
+            ch[k++] = (tb_vchange_t){ TB_V_ADOPTED, r, tb_topology_parent(n->topo, r), inc, 0, "",
+                                      0 };
     }
     tbon_packet_t *p = view_packet(n->view, 0, ch, k);
     free(ch);
@@ -267,7 +275,7 @@ static void note(tb_node_t *n, const tb_vchange_t *c);
 
 void tb_view_note(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
 {
-    tb_vchange_t c = { kind, r, p, inc, 0, "" };
+    tb_vchange_t c = { kind, r, p, inc, 0, "", 0 };
     note(n, &c);
 }
 
@@ -409,19 +417,19 @@ void tb_view_next(const tb_node_t *n, int64_t *next)
 
 /* ---- versions arriving (every node but the FE) ---- */
 
-static int add_joined(tb_node_t *n, tbon_rank_t r, tbon_rank_t p, const char *host,
-                      uint32_t lid);
+static int add_joined(tb_node_t *n, const tb_vchange_t *c);
 
 static void on_view(tb_node_t *n, tbon_packet_t *p)
 {
     uint64_t v, prev;
     int32_t *kinds = NULL;
-    uint32_t *r = NULL, *par = NULL, *inc = NULL, *lid = NULL;
+    uint32_t *r = NULL, *par = NULL, *inc = NULL, *lid = NULL, *port = NULL;
     char **hosts = NULL;
-    size_t nk = 0, nr = 0, np = 0, ni = 0, nh = 0, nl = 0;
-    if (tbon_packet_unpack(p, "%uld %uld %ad %aud %aud %aud %as %aud", &v, &prev, &kinds, &nk,
-                           &r, &nr, &par, &np, &inc, &ni, &hosts, &nh, &lid, &nl) != 0 ||
-        nk != nr || nk != np || nk != ni || nk != nh || nk != nl || prev >= v) {
+    size_t nk = 0, nr = 0, np = 0, ni = 0, nh = 0, nl = 0, npo = 0;
+    if (tbon_packet_unpack(p, "%uld %uld %ad %aud %aud %aud %as %aud %aud", &v, &prev, &kinds,
+                           &nk, &r, &nr, &par, &np, &inc, &ni, &hosts, &nh, &lid, &nl, &port,
+                           &npo) != 0 ||
+        nk != nr || nk != np || nk != ni || nk != nh || nk != nl || nk != npo || prev >= v) {
         TB_WARN("view", "malformed view from the parent ignored");
         goto out;
     }
@@ -437,9 +445,11 @@ static void on_view(tb_node_t *n, tbon_packet_t *p)
     tb_vchange_t *ch = malloc((nk ? nk : 1) * sizeof *ch);
     size_t k = 0;
     for (size_t i = 0; i < nk; i++) {
-        if (kinds[i] == TB_V_JOIN) {
+        if (kinds[i] == TB_V_JOIN || kinds[i] == TB_V_JOIN_CN) {
             /* Joins come in rank order; the ones we have are skipped. */
-            if (add_joined(n, r[i], par[i], hosts[i], lid[i]) < 0)
+            tb_vchange_t c = { kinds[i], r[i], par[i], inc[i], lid[i], "", port[i] };
+            snprintf(c.host, sizeof c.host, "%s", hosts[i]);
+            if (port[i] > 65535 || add_joined(n, &c) < 0)
                 TB_WARN("view", "view %llu: the join of rank %u cannot be applied",
                         (unsigned long long)v, r[i]);
         } else if (kinds[i] < TB_V_FAILED || kinds[i] > TB_V_LEFT ||
@@ -452,7 +462,7 @@ static void on_view(tb_node_t *n, tbon_packet_t *p)
         }
         if (ch) {
             tb_vchange_t *c = &ch[k++];
-            *c = (tb_vchange_t){ kinds[i], r[i], par[i], inc[i], lid[i], "" };
+            *c = (tb_vchange_t){ kinds[i], r[i], par[i], inc[i], lid[i], "", port[i] };
             snprintf(c->host, sizeof c->host, "%s", hosts[i]);
         }
     }
@@ -470,6 +480,7 @@ out:
     free(par);
     free(inc);
     free(lid);
+    free(port);
     for (size_t i = 0; hosts && i < nh; i++)
         free(hosts[i]);
     free(hosts);
@@ -601,6 +612,7 @@ void tb_view_notice(tb_node_t *n, tbon_rank_t r, uint32_t inc)
     put32(b + 16, n->rank);
     put32(b + 20, r);
     put32(b + 24, inc);
+    put32(b + 28, tb_topology_incarnation(n->topo, n->rank));   /* the detector's */
     uint64_t nonce = 0;
     tb_random_bytes(&nonce, sizeof nonce);
     put64(b + 32, nonce);
@@ -632,6 +644,10 @@ void tb_view_on_notices(tb_node_t *n)
         /* A detector we have fenced is not believed: woken up, it sees its
          * children gone (adopted elsewhere) and would call them dead. */
         if (from >= tb_topology_size(n->topo) || !tb_topology_alive(n->topo, from))
+            continue;
+        /* Nor is the old process of a rank restarted since (it wakes up to
+         * the same). */
+        if (tb_inc_gen(get32(b + 28)) < tb_inc_gen(tb_topology_incarnation(n->topo, from)))
             continue;
         /* A replay is harmless: a failure is final, and an old incarnation's
          * says nothing new. */
@@ -820,31 +836,36 @@ int tb_view_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p)
 
 /* ---- joins and leaves (seed 000 section 3.7; docs/protocol.md 9.6) ---- */
 
-/* Add the joined back-end r (the next rank) under p, named host:lid, to our
- * copies (and as a child slot if p is us). 1 if added, 0 if we have it,
- * -1 if it cannot be (not the next rank, out of memory). */
-static int add_joined(tb_node_t *n, tbon_rank_t r, tbon_rank_t p, const char *host, uint32_t lid)
+/* Apply join c (a new node, or a restarted one) to our copies, and take it
+ * as a child slot if its parent is us. 1 if applied, 0 if we have it, -1 if
+ * it cannot be (not the next rank, out of memory). */
+static int add_joined(tb_node_t *n, const tb_vchange_t *c)
 {
-    size_t size = tb_topology_size(n->topo);
-    if (r < size)
-        return 0;
-    if (r != size || p >= size)
-        return -1;
-    tbon_rank_t got;
-    /* A parent dead by now: under the FE until the reports say more. */
-    if (!tb_topology_alive(n->topo, p) || tb_topology_role(n->topo, p) == TB_ROLE_BE)
-        p = 0;
-    if (tb_topology_add_child(n->topo, p, host, lid, TB_ROLE_BE, &got) != 0 || got != r)
-        return -1;
+    tb_role_t role = c->kind == TB_V_JOIN_CN ? TB_ROLE_COMMNODE : TB_ROLE_BE;
+    int rc = tb_report_join(n->topo, role, c->rank, c->parent, c->host, c->lid, c->inc);
+    if (rc <= 0)
+        return rc < 0 ? -1 : 0;
+    tbon_rank_t r = c->rank, p = tb_topology_parent(n->topo, r);
+    if (c->port)
+        tb_topology_set_port(n->topo, r, (uint16_t)c->port);
     free(n->topo_frame);
     n->topo_frame = NULL;
-    tb_eds_join(n->eds, r, p, host, lid);
+    tb_eds_join(n->eds, c);
     if (p == n->rank) {
-        int i = tb_node_add_child(n, r, 1);
+        /* A restarted child takes its old slot again. */
+        int i = tb_node_child_index(n, r);
+        if (i >= 0 && n->child[i].conn)
+            return -1;
+        if (i < 0)
+            i = tb_node_add_child(n, r, role == TB_ROLE_BE);
         if (i >= 0) {
-            n->child[i].state = CH_LAUNCHED;
-            n->child[i].joined = 1;
-            n->child[i].join_due = tb_now_ms() + TB_JOIN_CONNECT_MS;
+            tb_child_t *ch = &n->child[i];
+            ch->state = CH_LAUNCHED;
+            ch->joined = 1;
+            ch->leaving = 0;
+            ch->v_known = 0;
+            ch->v_sent = ch->v_acked = 0;
+            ch->join_due = tb_now_ms() + TB_JOIN_CONNECT_MS;
         }
     }
     return 1;
@@ -862,32 +883,71 @@ static void peer_host(tb_node_t *n, int fd, char *out, size_t cap)
     snprintf(out, cap, "%s", tb_topology_host(n->topo, 0));
 }
 
+/* Why the FE does not take rank r back as a restarted process of role, or
+ * NULL if it does. */
+static const char *no_restart(const tb_node_t *n, tbon_rank_t r, tb_role_t role)
+{
+    if (r == 0 || r >= tb_topology_size(n->topo))
+        return "no such rank";
+    if (tb_topology_role(n->topo, r) != role)
+        return "it had another role";
+    if (tb_topology_alive(n->topo, r))
+        return "it is alive (not known to have failed yet)";
+    if (tb_inc_gen(tb_topology_incarnation(n->topo, r)) + 1 >=
+        1u << (32 - TB_INC_GEN_SHIFT))
+        return "restarted too often";
+    for (size_t i = 0; i < n->npjoin; i++)
+        if (n->pjoin[i].r == r)
+            return "it is coming back already";
+    return NULL;
+}
+
 void tb_view_join(tb_node_t *n, tb_cmd_t *c)
 {
-    if (!n->ft_ready || n->shutting_down) {
-        TB_INFO("join", "refused a back-end: %s", n->shutting_down ? "shutting down"
-                : "the tree is not up yet");
+    tb_role_t role = c->role == TB_ROLE_COMMNODE ? TB_ROLE_COMMNODE : TB_ROLE_BE;
+    const char *why = !n->ft_ready ? "the tree is not up yet"
+                      : n->shutting_down ? "shutting down"
+                      : c->rank != TBON_RANK_NONE ? no_restart(n, c->rank, role) : NULL;
+    if (why) {
+        if (c->rank != TBON_RANK_NONE)
+            TB_INFO("join", "refused to take rank %u back: %s", c->rank, why);
+        else
+            TB_INFO("join", "refused a %s: %s", tb_role_name(role), why);
         return;                                 /* the fd closes with the command */
     }
     struct tb_pjoin *pj = realloc(n->pjoin, (n->npjoin + 1) * sizeof *pj);
     if (!pj)
         return;
     n->pjoin = pj;
-    tb_vchange_t ch = { TB_V_JOIN, (tbon_rank_t)tb_topology_size(n->topo),
-                        tb_join_parent(n->topo), 0, 0, "" };
-    peer_host(n, c->fd, ch.host, sizeof ch.host);
-    ch.lid = ch.rank;
-    while (tb_topology_find(n->topo, ch.host, ch.lid) != TBON_RANK_NONE)
-        ch.lid++;
-    if (add_joined(n, ch.rank, ch.parent, ch.host, ch.lid) != 1) {
-        TB_WARN("join", "cannot add a back-end to the topology");
+    tb_vchange_t ch = { role == TB_ROLE_BE ? TB_V_JOIN : TB_V_JOIN_CN,
+                        (tbon_rank_t)tb_topology_size(n->topo), tb_join_parent(n->topo, role),
+                        0, 0, "", role == TB_ROLE_BE ? 0 : (uint32_t)c->status };
+    if (c->rank != TBON_RANK_NONE) {
+        /* A restarted process keeps its rank and name; its next generation
+         * makes whatever its old one still says stale (reconfig.h). */
+        ch.rank = c->rank;
+        ch.inc = tb_inc_next_gen(tb_topology_incarnation(n->topo, c->rank));
+        ch.lid = tb_topology_local_id(n->topo, c->rank);
+        snprintf(ch.host, sizeof ch.host, "%s", tb_topology_host(n->topo, c->rank));
+    } else {
+        peer_host(n, c->fd, ch.host, sizeof ch.host);
+        ch.lid = ch.rank;
+        while (tb_topology_find(n->topo, ch.host, ch.lid) != TBON_RANK_NONE)
+            ch.lid++;
+    }
+    if (add_joined(n, &ch) != 1) {
+        TB_WARN("join", "cannot add rank %u to the topology", ch.rank);
         return;
     }
     note(n, &ch);
     n->pjoin[n->npjoin++] = (struct tb_pjoin){ ch.rank, ch.parent, c->fd, 0,
                                                tb_now_ms() + TB_JOIN_CONNECT_MS };
     c->fd = -1;
-    TB_INFO("join", "rank %u joins under %u (%s)", ch.rank, ch.parent, ch.host);
+    for (size_t i = 0; i < n->nannounced; i++)     /* its next JOINED is news */
+        if (n->announced[i] == ch.rank)
+            n->announced[i] = n->announced[--n->nannounced];
+    TB_INFO("join", "rank %u (%s) %s under %u (%s)", ch.rank, tb_role_name(role),
+            ch.inc ? "comes back" : "joins", ch.parent, ch.host);
 }
 
 /* Has parent p applied version v? Its subtree's ancestor among our children
@@ -914,9 +974,10 @@ static void join_replies(tb_node_t *n)
             continue;
         }
         if (ready) {
-            tbon_packet_t *p = tbon_packet_new(TB_CTL_JOIN_ACK, "%ud %ud %s %ud", j->r, j->parent,
-                                               tb_topology_host(n->topo, j->parent),
-                                               (uint32_t)tb_topology_port(n->topo, j->parent));
+            tbon_packet_t *p = tbon_packet_new(TB_CTL_JOIN_ACK, "%ud %ud %s %ud %ud", j->r,
+                                               j->parent, tb_topology_host(n->topo, j->parent),
+                                               (uint32_t)tb_topology_port(n->topo, j->parent),
+                                               tb_topology_incarnation(n->topo, j->r));
             size_t len = 0;
             const uint8_t *pl = p ? tb_packet_payload(p, &len) : NULL;
             tb_frame_hdr_t h = { .type = TB_FRAME_CONTROL, .tag = TB_CTL_JOIN_ACK, .source = 0 };

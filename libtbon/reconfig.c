@@ -124,15 +124,16 @@ void tb_adopt_index_free(tb_adopt_index_t *x)
     free(x);
 }
 
-/* Breadth-first from the FE over nodes of height >= 1 (only they can adopt);
- * children of a height-1 node are all of height 0, so they are not even
- * looked at: the walk costs O(nodes of height >= 1), not O(size). Returns the
+/* Breadth-first from the FE over nodes of height >= 1 as adopters
+ * (tb_adopt_height: childless commnodes too, which may hang under a node of
+ * height 1), so the walk looks at every child of a node with children:
+ * O(size). Returns the
  * number of nodes in x->queue and their largest rank in *maxr, or -1. */
 static long walk_adopters(tb_adopt_index_t *x, const tb_topology_t *t, uint32_t *maxr)
 {
     size_t cnt = 0;
     *maxr = 0;
-    if (tb_topology_size(t) == 0 || tb_topology_height(t, 0) < 1)
+    if (tb_topology_size(t) == 0)
         return 0;
     if (grow((void **)&x->queue, &x->qcap, 1, sizeof *x->queue) != 0)
         return -1;
@@ -141,14 +142,14 @@ static long walk_adopters(tb_adopt_index_t *x, const tb_topology_t *t, uint32_t 
         uint32_t v = x->queue[i];
         if (v > *maxr)
             *maxr = v;
-        if (tb_topology_height(t, v) < 2)
+        if (tb_topology_height(t, v) < 1)
             continue;
         size_t k;
         const tbon_rank_t *kids = tb_topology_children(t, v, &k);
         if (grow((void **)&x->queue, &x->qcap, cnt + k, sizeof *x->queue) != 0)
             return -1;
         for (size_t j = 0; j < k; j++)
-            if (tb_topology_height(t, kids[j]) >= 1)
+            if (tb_adopt_height(t, kids[j]) >= 1)
                 x->queue[cnt++] = kids[j];
     }
     return (long)cnt;
@@ -186,7 +187,7 @@ int tb_adopt_index_update(tb_adopt_index_t *x, const tb_topology_t *t)
     uint32_t nf = 0;
     for (long i = 0; i < cnt; i++) {
         uint32_t v = x->queue[i];
-        ent_t k = { tb_topology_height(t, v), (uint32_t)tb_topology_num_children(t, v), v };
+        ent_t k = { tb_adopt_height(t, v), (uint32_t)tb_topology_num_children(t, v), v };
         uint32_t s = x->slot[v];
         if (s != NOPOS && x->e[s].h == k.h && x->e[s].f == k.f)
             x->keep[s] = 1;
@@ -226,12 +227,18 @@ nomem:
     return TBON_ENOMEM;
 }
 
+static int u32_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
 /* Whether a may adopt o now that p failed (the rules of reconfig.h). */
 static bool acceptable(const tb_topology_t *t, tbon_rank_t a, tbon_rank_t o,
                        tbon_rank_t p, uint32_t min_height)
 {
     if (a == o || a == p || !tb_topology_alive(t, a) ||
-        tb_topology_role(t, a) == TB_ROLE_BE || tb_topology_height(t, a) < min_height)
+        tb_topology_role(t, a) == TB_ROLE_BE || tb_adopt_height(t, a) < min_height)
         return false;
     tbon_rank_t v = a;
     for (;;) {
@@ -272,10 +279,32 @@ size_t tb_adopt_candidates(const tb_adopt_index_t *x, const tb_topology_t *t,
     /* The failed parent is still there when o's copy has not removed it yet:
      * leave it out of the list itself, so that all its orphans rotate over
      * the same list whichever the copy. */
+    size_t npk = 0;
+    const tbon_rank_t *pk = tb_topology_children(t, failed_parent, &npk);
+    uint32_t one[1], *skip = one, nskip = 0;
+    if (npk && h0 == 1) {
+        /* So are its children that are childless commnodes (height 1 as
+         * adopters, the orphan among them): they are in the list only
+         * while the copy has not removed their parent. */
+        skip = malloc((npk + 1) * sizeof *skip);
+        if (!skip) {
+            skip = one;
+            npk = 0;
+        }
+    } else {
+        npk = 0;
+    }
     uint32_t ps = failed_parent < x->nslot ? x->slot[failed_parent] : NOPOS;
-    bool skip_p = ps != NOPOS && ps >= base;
-    if (skip_p)
-        len--;
+    if (ps != NOPOS && ps >= base)
+        skip[nskip++] = ps;
+    for (size_t i = 0; i < npk; i++) {
+        uint32_t cs = pk[i] < x->nslot ? x->slot[pk[i]] : NOPOS;
+        if (cs != NOPOS && cs >= base && x->e[cs].r != 0)
+            skip[nskip++] = cs;
+    }
+    if (nskip > 1)
+        qsort(skip, nskip, sizeof *skip, u32_cmp);
+    len -= nskip;
     size_t w = 0;
     bool fe = false;
     if (len) {
@@ -287,7 +316,7 @@ size_t tb_adopt_candidates(const tb_adopt_index_t *x, const tb_topology_t *t,
             if (k >= len)
                 k -= len;
             uint32_t idx = base + k;
-            if (skip_p && idx >= ps)
+            for (uint32_t q = 0; q < nskip && idx >= skip[q]; q++)
                 idx++;
             tbon_rank_t a = x->e[idx].r;
             if (!acceptable(t, a, o, failed_parent, h0))
@@ -296,6 +325,8 @@ size_t tb_adopt_candidates(const tb_adopt_index_t *x, const tb_topology_t *t,
             fe |= a == 0;
         }
     }
+    if (skip != one)
+        free(skip);
     /* The FE is the adopter of last resort. */
     if (!fe) {
         if (w < cap)
@@ -306,14 +337,22 @@ size_t tb_adopt_candidates(const tb_adopt_index_t *x, const tb_topology_t *t,
     return w;
 }
 
-tbon_rank_t tb_join_parent(const tb_topology_t *t)
+uint32_t tb_adopt_height(const tb_topology_t *t, tbon_rank_t r)
+{
+    uint32_t h = tb_topology_height(t, r);
+    return h == 0 && r != 0 && tb_topology_alive(t, r) &&
+           tb_topology_role(t, r) == TB_ROLE_COMMNODE &&
+           tb_topology_depth(t, r) < tb_topology_height(t, 0) ? 1 : h;
+}
+
+tbon_rank_t tb_join_parent(const tb_topology_t *t, tb_role_t role)
 {
     tbon_rank_t best = 0;
-    uint32_t bh = UINT32_MAX;
+    uint32_t bh = UINT32_MAX, min = role == TB_ROLE_BE ? 1 : 2;
     size_t bk = SIZE_MAX, size = tb_topology_size(t);
     for (tbon_rank_t r = 1; r < size; r++) {
-        uint32_t h = tb_topology_height(t, r);
-        if (!tb_topology_alive(t, r) || tb_topology_role(t, r) == TB_ROLE_BE || h == 0 ||
+        uint32_t h = tb_adopt_height(t, r);
+        if (!tb_topology_alive(t, r) || tb_topology_role(t, r) == TB_ROLE_BE || h < min ||
             h > bh)
             continue;
         size_t k = tb_topology_num_children(t, r);
@@ -394,6 +433,8 @@ int tb_report_failure(tb_topology_t *t, tbon_rank_t r, uint32_t inc)
     if (r == 0)
         return TBON_ETOPOLOGY;
     int changed = 0;
+    if (tb_inc_gen(inc) < tb_inc_gen(tb_topology_incarnation(t, r)))
+        return 0;           /* about a process since restarted */
     if (inc > tb_topology_incarnation(t, r)) {
         tb_topology_set_incarnation(t, r, inc);
         changed = 1;
@@ -451,5 +492,36 @@ int tb_report_adoption(tb_topology_t *t, tbon_rank_t o, tbon_rank_t p, uint32_t 
         return rc;
     tb_topology_set_pending(t, o, tb_topology_alive(t, p) ? p : NONE);
     rc = settle(t);
+    return rc ? rc : 1;
+}
+
+int tb_report_join(tb_topology_t *t, tb_role_t role, tbon_rank_t r, tbon_rank_t p,
+                   const char *host, uint32_t lid, uint32_t inc)
+{
+    size_t size = tb_topology_size(t);
+    if (!t || !host || r == 0 || r > size || (role != TB_ROLE_BE && role != TB_ROLE_COMMNODE))
+        return TBON_EINVAL;
+    /* A parent dead by now (or, in a whole view, one that comes later): under
+     * the FE until the reports say more. */
+    if (p >= size || !tb_topology_alive(t, p) || tb_topology_role(t, p) == TB_ROLE_BE)
+        p = 0;
+    if (r == size) {
+        tbon_rank_t got;
+        int rc = tb_topology_add_child(t, p, host, lid, role, &got);
+        if (rc == 0 && inc)
+            rc = tb_topology_set_incarnation(t, got, inc);
+        return rc ? rc : 1;
+    }
+    uint32_t cur = tb_topology_incarnation(t, r);
+    if (tb_inc_gen(inc) <= tb_inc_gen(cur))
+        return 0;
+    if (tb_topology_role(t, r) != role)
+        return TBON_EINVAL;
+    if (tb_topology_alive(t, r)) {
+        int rc = tb_report_failure(t, r, cur);     /* its old process is gone */
+        if (rc < 0)
+            return rc;
+    }
+    int rc = tb_topology_revive(t, r, p, inc);
     return rc ? rc : 1;
 }

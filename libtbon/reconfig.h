@@ -14,8 +14,9 @@
  *      - and whose adoption of O does not raise the tree height:
  *        height(A) >= the height P had before it failed (seed: "the depth of
  *        each potential adopter's subtree must be equal or greater than that
- *        of the orphan's failed parent"). Heights are >= 1 here, so leaves and
- *        childless commnodes never qualify.
+ *        of the orphan's failed parent"). Heights are >= 1 here, so leaves never
+ *        qualify; a childless commnode counts as height 1 (tb_adopt_height:
+ *        one that joined the running tree takes over adoptions of leaves).
  *    They are sorted by weight: subtree height closest to height(O) + 1 first
  *    (all heights are >= that, so: ascending height, which keeps the tree
  *    balanced), then fewer children first, then lower rank. The sorted list of
@@ -26,7 +27,8 @@
  *
  *    An index (buckets by height, each ordered by fan-out and rank) makes this
  *    lazy: producing the first k candidates costs O(k * depth) after an O(1)
- *    search, instead of sorting every commnode per orphan.
+ *    search, instead of sorting every commnode per orphan; bringing it up to
+ *    date after a change walks the tree once.
  *
  * 2. Topology reports. Failure and adoption reports flood over tree edges and
  *    arrive in any order, duplicated and late. tb_report_failure() and
@@ -37,7 +39,9 @@
  *
  *    - Dead is sticky: a failure report is final (a suspect is fenced, its
  *      incarnation retired, DESIGN.md "Fault tolerance" 1), whatever its
- *      incarnation. A node's incarnation is the highest one any report about
+ *      incarnation within the node's generation. Only a join of a later
+ *      generation (a restarted process, tb_report_join) brings the rank
+ *      back, and reports of older generations are stale from then on. A node's incarnation is the highest one any report about
  *      it carried (failure or adoption), so a dead node still records it.
  *    - Per orphan, the adoption report with the highest incarnation wins
  *      ("Processes disregard adoption reports of orphans for which they have
@@ -79,15 +83,15 @@ typedef struct tb_adopt_index tb_adopt_index_t;
 
 /* An index of the potential adopters of t (built at once, as by
  * tb_adopt_index_update()). NULL when out of memory or t is NULL. The index
- * keeps no pointer to t. O(N log N) in the number N of nodes of height >= 1. */
+ * keeps no pointer to t. O(size + N log N), N the potential adopters. */
 tb_adopt_index_t *tb_adopt_index_new(const tb_topology_t *t);
 
 /* Free x. NULL is a no-op. */
 void tb_adopt_index_free(tb_adopt_index_t *x);
 
 /* Bring x up to date with t after mutations. O(1) when t's digest and size
- * are those of the last update; otherwise a walk over the nodes of height >= 1
- * attached to the FE, re-sorting only the entries whose key (height, fan-out)
+ * are those of the last update; otherwise a walk over the nodes attached to
+ * the FE (O(size)), re-sorting only the entries whose key (height, fan-out)
  * changed. Returns 0, TBON_EINVAL (NULL argument) or TBON_ENOMEM (x then holds
  * no entries, and is rebuilt at the next update). */
 int tb_adopt_index_update(tb_adopt_index_t *x, const tb_topology_t *t);
@@ -117,19 +121,44 @@ size_t tb_adopt_candidates(const tb_adopt_index_t *x, const tb_topology_t *t,
  * range. O(depth of adopter). */
 bool tb_adopt_would_cycle(const tb_topology_t *t, tbon_rank_t o, tbon_rank_t adopter);
 
-/* The parent of a back-end joining the running tree: by the weights of
- * adoption for a leaf, the alive node attached to the FE with height >= 1
- * that is lowest, then has the fewest children, then the lowest rank; the
- * FE when there is none. Joins are decided one at a time at the FE, so no
- * rotation is needed to spread them: each join adds a child to its parent,
- * and the next goes to the next least loaded. O(size x depth). */
-tbon_rank_t tb_join_parent(const tb_topology_t *t);
+/* The parent of a node joining the running tree, by the weights of
+ * adoption: the alive node attached to the FE, not a back-end, whose height
+ * is at least 1 for a joining back-end and at least 2 for a joining commnode
+ * (which counts as height 1 itself, so no height grows), that is lowest,
+ * then has the fewest children, then the lowest rank; the FE when there is
+ * none. Joins are decided one at a time at the FE, so no rotation is needed
+ * to spread them: each join adds a child to its parent, and the next goes to
+ * the next least loaded. O(size x depth). */
+tbon_rank_t tb_join_parent(const tb_topology_t *t, tb_role_t role);
+
+/* The height a node counts with as an adopter or a parent: its subtree's,
+ * but 1 for an alive commnode without children (one that joined the running
+ * tree, or whose children all left) above the tree's deepest level: it can
+ * take back-ends without making the tree any higher. */
+uint32_t tb_adopt_height(const tb_topology_t *t, tbon_rank_t r);
+
+/* ---- incarnations --------------------------------------------------------- */
+
+/* An incarnation is a generation in its high bits and a count of adoptions
+ * in its low bits. A node starts at generation 0; an adoption adds 1; a
+ * restarted process (a rank that failed and comes back, seed 002 section 3)
+ * gets the next generation with a count of 0, so everything its old process
+ * could still say - at most 65535 adoptions later - is older. */
+#define TB_INC_GEN_SHIFT 16
+static inline uint32_t tb_inc_gen(uint32_t inc) { return inc >> TB_INC_GEN_SHIFT; }
+/* The first incarnation of the generation after inc's. */
+static inline uint32_t tb_inc_next_gen(uint32_t inc)
+{
+    return (tb_inc_gen(inc) + 1) << TB_INC_GEN_SHIFT;
+}
 
 /* ---- topology reports ---------------------------------------------------- */
 
 /* Apply a failure report: rank r, last known at incarnation inc, failed.
  * Returns 1 when t changed (r newly dead, or its incarnation raised; the
- * caller floods the report on), 0 for a duplicate, TBON_EINVAL for a rank out
+ * caller floods the report on), 0 for a duplicate or a stale report (inc of
+ * an older generation than r's: a failure of a process that has since been
+ * restarted), TBON_EINVAL for a rank out
  * of range or NULL t, TBON_ETOPOLOGY for r == 0 (the FE cannot be reported
  * dead), TBON_ENOMEM (the report is applied and t is a valid forest, but a
  * claim the failure freed may stay pending until the next report). */
@@ -143,5 +172,19 @@ int tb_report_failure(tb_topology_t *t, tbon_rank_t r, uint32_t inc);
  * forest: either nothing changed, or the report is applied and a claim may
  * stay pending until the next report). */
 int tb_report_adoption(tb_topology_t *t, tbon_rank_t o, tbon_rank_t p, uint32_t inc);
+
+/* Apply a join (the FE's view change TB_V_JOIN, docs/protocol.md 9.6): rank
+ * r with the given role, named host:lid, under p, at incarnation inc. If r is
+ * the next rank it is added; if r exists and inc is of a later generation
+ * than r's, r is a restarted process: its old incarnation is taken for
+ * failed (if this copy still had it alive) and r comes back, childless,
+ * under p. A parent that is dead, a back-end or not yet known is replaced by
+ * the FE (later reports say more). Returns 1 when t changed, 0 when it has that
+ * incarnation of r already (or a later one), TBON_EINVAL for a malformed
+ * join (a rank past the next, a bad name or role), TBON_ENOMEM.
+ * Unlike the other reports, joins are ordered: only the FE makes them, and
+ * every copy applies them in its order of view versions. */
+int tb_report_join(tb_topology_t *t, tb_role_t role, tbon_rank_t r, tbon_rank_t p,
+                   const char *host, uint32_t lid, uint32_t inc);
 
 #endif

@@ -1016,6 +1016,29 @@ int tb_topology_add_child(tb_topology_t *t, tbon_rank_t parent, const char *host
     return 0;
 }
 
+int tb_topology_revive(tb_topology_t *t, tbon_rank_t r, tbon_rank_t parent, uint32_t inc)
+{
+    if (!VALID(t, r) || !VALID(t, parent))
+        return TBON_EINVAL;
+    if (r == 0 || t->alive[r] || !t->alive[parent] || t->role[parent] == TB_ROLE_BE)
+        return TBON_ETOPOLOGY;
+    int rc = child_reserve(t, parent);
+    if (rc)
+        return rc;
+    t->dsum -= node_hash(t, r);
+    t->alive[r] = 1;
+    t->inc[r] = inc;
+    t->port[r] = 0;
+    t->parent[r] = parent;
+    t->depth[r] = t->depth[parent] + 1;
+    t->height[r] = 0;
+    child_insert(t, parent, r);
+    heights_after_gain(t, parent, 0);
+    t->nleaves += t->role[r] == TB_ROLE_BE;
+    t->dsum += node_hash(t, r);
+    return 0;
+}
+
 /* ---- pending claims (for reconfig.c's report rules) ----------------------- */
 
 /* Index of r in the sorted pending pairs, or where it would go. */

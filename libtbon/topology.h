@@ -150,6 +150,12 @@ int tb_topology_set_role(tb_topology_t *t, tbon_rank_t r, tb_role_t role);
 int tb_topology_add_child(tb_topology_t *t, tbon_rank_t parent, const char *host,
                           uint32_t local_id, tb_role_t role, tbon_rank_t *rank);
 
+/* A dead node comes back (a restarted process): r becomes alive again,
+ * childless, under the alive, non-BE parent, at incarnation inc, with no
+ * port known; its name and role stay. TBON_ETOPOLOGY if r is 0 or alive, or
+ * the parent is dead or a BE; TBON_EINVAL for bad ranks; TBON_ENOMEM. */
+int tb_topology_revive(tb_topology_t *t, tbon_rank_t r, tbon_rank_t parent, uint32_t inc);
+
 /* Pending claims: a few (rank, claimed parent) pairs that the report rules of
  * reconfig.c keep with the copy. A pending node is an alive orphan whose
  * winning adoption report names an adopter that is, in this copy, inside the

@@ -17,7 +17,10 @@ tbon_net_t  *tbon_be_create(int *argc, char ***argv, tbon_error_t *err);
  * file the front-end wrote. With rank TBON_RANK_NONE, join a running tree as
  * a new back-end: the front-end gives it the next rank and a parent, and
  * gets TBON_EV_NODE_JOINED once it is connected (docs/user-guide.md,
- * "Membership"). Returns when connected, or NULL with err filled. */
+ * "Membership"). A rank that is not waiting for its attach (it failed while
+ * the tree ran) comes back as a restarted process: the front-end takes it
+ * back at the next incarnation generation, once it has seen it fail.
+ * Returns when connected, or NULL with err filled. */
 tbon_net_t  *tbon_be_attach(const char *attach_file, tbon_rank_t rank, tbon_error_t *err);
 
 #ifdef __cplusplus

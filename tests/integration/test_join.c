@@ -215,3 +215,171 @@ ITEST(leave_is_not_a_failure)
     check_views(&t, 2);
     it_stop(&t);
 }
+
+/* The next event of type within IT_RECV_MS (for rank r, or any rank if r is
+ * TBON_RANK_NONE) into *ev; 0, or -1 (failure recorded). Other events are
+ * checked by bad: a failure of a rank not in ok[0..nok) is one. */
+static int wait_event(tbon_net_t *net, tbon_event_type_t type, tbon_rank_t r, tbon_event_t *ev,
+                      const tbon_rank_t *ok, size_t nok)
+{
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while (tbon_net_next_event(net, ev, (int)(end - it_now_ms())) == 0) {
+        if (ev->type == TBON_EV_NODE_FAILED && !in(ok, nok, ev->rank))
+            th_fail(__FILE__, __LINE__, "rank %u reported failed", ev->rank);
+        if (ev->type == type && (r == TBON_RANK_NONE || ev->rank == r))
+            return 0;
+    }
+    th_fail(__FILE__, __LINE__, "no event %d for rank %u", (int)type, (unsigned)r);
+    return -1;
+}
+
+static pid_t spawn(const char *exe, const char *const *argv)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execv(exe, (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* A commnode joins the running tree (tbon_commnode --join): the FE gets
+ * TBON_EV_NODE_JOINED, a back-end joining next is given to it (the least
+ * loaded parent), and when commnode 1 is killed the new commnode adopts at
+ * least one of its orphans; the sum waves are exact throughout, with the
+ * joined back-end in them, and the copies agree. */
+ITEST(commnode_join_then_adopter)
+{
+    char file[600], cn[PATH_MAX + 64];
+    snprintf(file, sizeof file, "%s/attach-cn", th_tmpdir());
+    snprintf(cn, sizeof cn, "%s/bin/tbon_commnode", it_build_dir());
+    tbon_fe_options_t o = { 0 };
+    o.attach_file = file;
+    it_tree_t t;
+    tbon_stream_t *s = it_start_summing(&t, "2x3", &o);     /* 1: 3 4 5, 2: 6 7 8 */
+    if (!s)
+        return;
+    const char *cargv[] = { "tbon_commnode", "--join", file, NULL };
+    pid_t cp = spawn(cn, cargv);
+    REQUIRE(cp > 0);
+    tbon_event_t ev;
+    const tbon_rank_t one[] = { 1 };
+    REQUIRE(wait_event(t.net, TBON_EV_NODE_JOINED, TBON_RANK_NONE, &ev, NULL, 0) == 0);
+    tbon_rank_t c = ev.rank;
+    CHECK_UINT(c, t.total);
+    CHECK_UINT(ev.parent, 0);               /* the only node of height >= 2 */
+    CHECK_UINT(tbon_net_num_backends(t.net), t.nbe);    /* a commnode is no back-end */
+    for (uint32_t w = 1; w < 4; w++)
+        it_sum_wave(s, w, t.be, t.nbe);
+    /* A back-end joins: under the new commnode, which has no children. */
+    pid_t jp = spawn_joiner(file);
+    REQUIRE(jp > 0);
+    REQUIRE(wait_event(t.net, TBON_EV_NODE_JOINED, TBON_RANK_NONE, &ev, NULL, 0) == 0);
+    tbon_rank_t j = ev.rank;
+    CHECK_UINT(j, c + 1);
+    CHECK_UINT(ev.parent, c);
+    tbon_rank_t every[16];
+    memcpy(every, t.be, t.nbe * sizeof *every);
+    every[t.nbe] = j;
+    for (uint32_t w = 10; w < 13; w++)
+        it_sum_wave(s, w, every, t.nbe + 1);
+    /* Commnode 1 dies: its orphans 3 4 5 rotate over 2 and the new one. */
+    pid_t p1 = it_pid_of("tbon_commnode", 1);
+    REQUIRE(p1 > 0);
+    kill(p1, SIGKILL);
+    int adopted = 0, by_c = 0;
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while (adopted < 3 && tbon_net_next_event(t.net, &ev, (int)(end - it_now_ms())) == 0) {
+        if (ev.type == TBON_EV_NODE_FAILED && ev.rank != 1)
+            th_fail(__FILE__, __LINE__, "rank %u reported failed", ev.rank);
+        if (ev.type == TBON_EV_NODE_ADOPTED) {
+            CHECK(ev.rank >= 3 && ev.rank <= 5);
+            CHECK(ev.parent == 2 || ev.parent == c);
+            adopted++;
+            by_c += ev.parent == c;
+        }
+    }
+    CHECK_INT(adopted, 3);
+    CHECK(by_c >= 1);
+    for (uint32_t w = 20; w < 25; w++)
+        it_sum_wave(s, w, every, t.nbe + 1);
+    REQUIRE(wait_event(t.net, TBON_EV_VIEW_STABLE, TBON_RANK_NONE, &ev, one, 1) == 0 ||
+            tbon_net_view_version(t.net) > 0);
+    check_views(&t, t.nbe + 1);
+    it_stop(&t);
+    reap_joiners(&jp, 1);
+    reap_joiners(&cp, 1);
+}
+
+/* A restarted back-end comes back with a higher incarnation, and its old
+ * process is ignored: back-end 3 is stopped (SIGSTOP) until it is fenced, a
+ * new process takes rank 3 back (tbon_be_attach with the rank), then the
+ * old one is woken up (SIGCONT): it finds its parent gone, asks to be
+ * adopted with its old incarnation and tells the FE its parent failed;
+ * every node refuses it and it exits, and no one else is reported failed.
+ * The sum waves count rank 3 exactly once throughout. */
+ITEST(restart_stale_incarnation_ignored)
+{
+    char file[600];
+    snprintf(file, sizeof file, "%s/attach-restart", th_tmpdir());
+    tbon_fe_options_t o = { 0 };
+    o.attach_file = file;
+    o.heartbeat_ms = 1000;
+    it_tree_t t;
+    tbon_stream_t *s = it_start_summing(&t, "2x2", &o);     /* 1: 3 4, 2: 5 6 */
+    if (!s)
+        return;
+    pid_t old = it_pid_of("tbon_test_be", 3);
+    REQUIRE(old > 0);
+    kill(old, SIGSTOP);
+    tbon_event_t ev;
+    const tbon_rank_t three[] = { 3 };
+    REQUIRE(wait_event(t.net, TBON_EV_NODE_FAILED, 3, &ev, three, 1) == 0);
+    uint32_t old_inc = ev.incarnation;
+    const tbon_rank_t rest[] = { 4, 5, 6 };
+    it_sum_wave(s, 1, rest, 3);
+    /* Its restarted process. */
+    const char *bargv[] = { "tbon_test_be", "--attach", file, "--rank", "3", NULL };
+    pid_t np = spawn(it_be_path(), bargv);
+    REQUIRE(np > 0);
+    REQUIRE(wait_event(t.net, TBON_EV_NODE_JOINED, 3, &ev, three, 1) == 0);
+    CHECK(ev.incarnation > old_inc);
+    CHECK_UINT(ev.incarnation >> 16, (old_inc >> 16) + 1);
+    CHECK_UINT(tbon_net_num_backends(t.net), t.nbe);
+    for (uint32_t w = 10; w < 13; w++)
+        it_sum_wave(s, w, t.be, t.nbe);
+    REQUIRE(wait_event(t.net, TBON_EV_VIEW_STABLE, TBON_RANK_NONE, &ev, three, 1) == 0);
+    /* The old process wakes up. */
+    kill(old, SIGCONT);
+    int64_t end = it_now_ms() + 10000;
+    for (;;) {
+        pid_t v[64];
+        size_t n = it_our_procs("tbon_test_be", v, 64);
+        int alive = 0;
+        for (size_t i = 0; i < n && i < 64; i++)
+            alive |= v[i] == old;
+        if (!alive || it_now_ms() > end)
+            break;
+        it_sleep_ms(20);
+    }
+    CHECK(kill(old, 0) != 0 || (th_fail(__FILE__, __LINE__, "the old process still runs"),
+                                kill(old, SIGKILL), 0));
+    while (tbon_net_next_event(t.net, &ev, 500) == 0) {
+        if (ev.type == TBON_EV_NODE_FAILED)
+            th_fail(__FILE__, __LINE__, "rank %u reported failed after the wake-up", ev.rank);
+        if (ev.type == TBON_EV_NODE_ADOPTED)
+            th_fail(__FILE__, __LINE__, "rank %u adopted after the wake-up", ev.rank);
+    }
+    for (uint32_t w = 20; w < 25; w++)
+        it_sum_wave(s, w, t.be, t.nbe);
+    check_views(&t, t.nbe);
+    /* The new process fails like any other: its failure is news. */
+    kill(np, SIGKILL);
+    REQUIRE(wait_event(t.net, TBON_EV_NODE_FAILED, 3, &ev, three, 1) == 0);
+    CHECK_UINT(ev.incarnation >> 16, (old_inc >> 16) + 1);
+    it_sum_wave(s, 30, rest, 3);
+    check_views(&t, t.nbe - 1);
+    it_stop(&t);
+    int st;
+    waitpid(np, &st, 0);
+}

@@ -97,12 +97,18 @@ static size_t ref_candidates(const tb_topology_t *t, tbon_rank_t o, tbon_rank_t 
     rkey_t *k = malloc((n + 1) * sizeof *k);
     size_t len = 0;
     for (tbon_rank_t a = 1; a < n; a++) {      /* the FE comes last, below */
+        /* A commnode without children above the deepest level counts as
+         * height 1. */
+        uint32_t h = tb_topology_height(t, a);
+        if (h == 0 && tb_topology_role(t, a) == TB_ROLE_COMMNODE &&
+            tb_topology_depth(t, a) < tb_topology_height(t, 0))
+            h = 1;
         if (a == o || a == p || !tb_topology_alive(t, a) ||
-            tb_topology_role(t, a) == TB_ROLE_BE || tb_topology_height(t, a) < h0 ||
+            tb_topology_role(t, a) == TB_ROLE_BE || h < h0 ||
             tb_topology_in_subtree(t, o, a) || tb_topology_in_subtree(t, p, a) ||
             tb_topology_root_of(t, a) != 0)
             continue;
-        k[len++] = (rkey_t){ tb_topology_height(t, a), (uint32_t)tb_topology_num_children(t, a), a };
+        k[len++] = (rkey_t){ h, (uint32_t)tb_topology_num_children(t, a), a };
     }
     qsort(k, len, sizeof *k, key_cmp);
     tbon_rank_t *full = malloc((len + 1) * sizeof *full);
@@ -244,13 +250,21 @@ TEST(candidates_height_rule_and_exclusions)
         CHECK(tb_topology_root_of(t, out[i]) == 0);     /* orphans 4, 5 are not attached */
     }
     check_against_ref(x, t, 13, 6, 1);
-    /* A childless commnode (height 0) never adopts: 8 loses its only BE. */
+    /* A childless commnode above the deepest level counts as height 1: 8
+     * loses its only BE and may adopt 13 then; a childless one at the
+     * deepest level (12's place, were it a commnode) may not. */
     REQUIRE(tb_topology_remove(t, 16) == 0);
     REQUIRE(tb_adopt_index_update(x, t) == 0);
     k = tb_adopt_candidates(x, t, 13, 6, 1, out, 16);
+    int has8 = 0;
     for (size_t i = 0; i < k; i++)
-        CHECK(out[i] != 8);
+        has8 |= out[i] == 8;
+    CHECK(has8);
+    CHECK_UINT(tb_adopt_height(t, 8), 1);
     check_against_ref(x, t, 13, 6, 1);
+    CHECK_UINT(tb_topology_depth(t, 15), tb_topology_height(t, 0));
+    REQUIRE(tb_topology_set_role(t, 15, TB_ROLE_COMMNODE) == 0);
+    CHECK_UINT(tb_adopt_height(t, 15), 0);
     tb_adopt_index_free(x);
     tb_topology_destroy(t);
 }
@@ -498,6 +512,91 @@ TEST(adoptions_keep_height)
         }
     }
     tb_adopt_index_free(x);
+    tb_topology_destroy(t);
+}
+
+/* A joining commnode hangs where it adds no height: under the least loaded
+ * node of height >= 2 (the FE in a two-level tree); once there, childless,
+ * it counts as height 1: the next back-end joins under it, and orphans of a
+ * failed height-1 commnode may be adopted by it. */
+TEST(join_commnode_then_adopter)
+{
+    const uint32_t fan[] = { 2, 3 };            /* 0 -> 1, 2; 1 -> 3..5; 2 -> 6..8 */
+    tb_topology_t *t = shape(fan, 2);
+    REQUIRE(t);
+    CHECK_UINT(tb_join_parent(t, TB_ROLE_COMMNODE), 0);
+    CHECK_INT(tb_report_join(t, TB_ROLE_COMMNODE, 9, 0, "j", 1, 0), 1);
+    CHECK_INT(tb_report_join(t, TB_ROLE_COMMNODE, 9, 0, "j", 1, 0), 0);   /* have it */
+    CHECK_INT(tb_report_join(t, TB_ROLE_BE, 11, 0, "j", 2, 0), TBON_EINVAL);  /* a gap */
+    CHECK_UINT(tb_topology_height(t, 9), 0);
+    CHECK_UINT(tb_adopt_height(t, 9), 1);
+    CHECK_UINT(tb_topology_height(t, 0), 2);
+    CHECK_UINT(tb_join_parent(t, TB_ROLE_BE), 9);   /* no children yet: first */
+    /* 1 fails: its orphans 3..5 rotate over 2 and 9 (the FE last). */
+    tb_adopt_index_t *x = tb_adopt_index_new(t);
+    REQUIRE(x);
+    CHECK_INT(tb_report_failure(t, 1, 0), 1);
+    REQUIRE(tb_adopt_index_update(x, t) == 0);
+    int by9 = 0;
+    for (tbon_rank_t o = 3; o <= 5; o++) {
+        tbon_rank_t out[8];
+        size_t k = tb_adopt_candidates(x, t, o, 1, 1, out, 8);
+        CHECK_UINT(k, 3);
+        CHECK_UINT(out[k - 1], 0);
+        by9 += out[0] == 9;
+        check_against_ref(x, t, o, 1, 1);
+    }
+    CHECK(by9 >= 1);
+    /* Under a node of height 1 too, a childless commnode is found. */
+    CHECK_INT(tb_report_join(t, TB_ROLE_COMMNODE, 10, 2, "j", 3, 0), 1);
+    CHECK_UINT(tb_topology_height(t, 2), 1);
+    REQUIRE(tb_adopt_index_update(x, t) == 0);
+    check_against_ref(x, t, 6, 2, 1);
+    check_forest(t);
+    tb_adopt_index_free(x);
+    tb_topology_destroy(t);
+}
+
+/* A restarted process: a join of a later generation brings a failed rank
+ * back, childless, under its new parent; failures and adoptions of its old
+ * generation are stale from then on; a join of the same generation is a
+ * duplicate; a rank its copy still has alive is taken for failed first. */
+TEST(restart_generation_rules)
+{
+    tb_topology_t *t = small_tree();
+    REQUIRE(t);
+    uint32_t g1 = tb_inc_next_gen(0), g2 = tb_inc_next_gen(g1);
+    CHECK_UINT(tb_inc_gen(g1), 1);
+    CHECK_UINT(tb_inc_gen(g1 + 3), 1);
+    CHECK_INT(tb_report_failure(t, 9, 0), 1);
+    CHECK_INT(tb_report_adoption(t, 9, 5, 2), 1);          /* dead: recorded only */
+    CHECK_INT(tb_report_join(t, TB_ROLE_BE, 9, 5, "h", 9, 0), 0);   /* same generation */
+    CHECK_INT(tb_report_join(t, TB_ROLE_COMMNODE, 9, 5, "h", 9, g1), TBON_EINVAL); /* role */
+    CHECK_INT(tb_report_join(t, TB_ROLE_BE, 9, 5, "h", 9, g1), 1);
+    CHECK(tb_topology_alive(t, 9));
+    CHECK_UINT(tb_topology_parent(t, 9), 5);
+    CHECK_UINT(tb_topology_incarnation(t, 9), g1);
+    CHECK_INT(tb_report_join(t, TB_ROLE_BE, 9, 5, "h", 9, g1), 0);
+    /* What its old process says is stale. */
+    CHECK_INT(tb_report_failure(t, 9, 2), 0);
+    CHECK_INT(tb_report_failure(t, 9, 7), 0);
+    CHECK_INT(tb_report_adoption(t, 9, 6, 3), 0);
+    CHECK(tb_topology_alive(t, 9));
+    CHECK_UINT(tb_topology_parent(t, 9), 5);
+    /* Its new process is adopted and fails like any other. */
+    CHECK_INT(tb_report_adoption(t, 9, 6, g1 + 1), 1);
+    CHECK_UINT(tb_topology_parent(t, 9), 6);
+    CHECK_INT(tb_report_failure(t, 9, g1), 1);
+    CHECK(!tb_topology_alive(t, 9));
+    /* A copy that missed the failure: the restart ends the old process. */
+    CHECK_INT(tb_report_join(t, TB_ROLE_BE, 10, 4, "h", 10, g1), 1);
+    CHECK(tb_topology_alive(t, 10));
+    CHECK_UINT(tb_topology_incarnation(t, 10), g1);
+    /* A dead parent: under the FE. */
+    CHECK_INT(tb_report_failure(t, 8, 0), 1);
+    CHECK_INT(tb_report_join(t, TB_ROLE_BE, 9, 8, "h", 9, g2), 1);
+    CHECK_UINT(tb_topology_parent(t, 9), 0);
+    check_forest(t);
     tb_topology_destroy(t);
 }
 
@@ -863,27 +962,27 @@ TEST(join_parent_least_loaded)
     const uint32_t fan[] = { 2, 3 };            /* 0 -> 1, 2; 1 -> 3..5; 2 -> 6..8 */
     tb_topology_t *t = shape(fan, 2);
     REQUIRE(t);
-    CHECK_UINT(tb_join_parent(t), 1);            /* equal: the lower rank */
+    CHECK_UINT(tb_join_parent(t, TB_ROLE_BE), 1);            /* equal: the lower rank */
     tbon_rank_t r;
     uint32_t lid = 100;
     /* Four joins alternate between 1 and 2 as each gains a child. */
     tbon_rank_t want[] = { 1, 2, 1, 2 };
     for (int i = 0; i < 4; i++) {
-        tbon_rank_t p = tb_join_parent(t);
+        tbon_rank_t p = tb_join_parent(t, TB_ROLE_BE);
         CHECK_UINT(p, want[i]);
         REQUIRE(tb_topology_add_child(t, p, "h", lid++, TB_ROLE_BE, &r) == 0);
     }
     /* 1 dies: its children are orphans, 2 is the only one left. */
     CHECK_INT(tb_report_failure(t, 1, 0), 1);
-    CHECK_UINT(tb_join_parent(t), 2);
+    CHECK_UINT(tb_join_parent(t, TB_ROLE_BE), 2);
     /* 2 dies too: the FE. */
     CHECK_INT(tb_report_failure(t, 2, 0), 1);
-    CHECK_UINT(tb_join_parent(t), 0);
+    CHECK_UINT(tb_join_parent(t, TB_ROLE_BE), 0);
     tb_topology_destroy(t);
     /* A flat tree: the FE. */
     const uint32_t flat[] = { 4 };
     t = shape(flat, 1);
     REQUIRE(t);
-    CHECK_UINT(tb_join_parent(t), 0);
+    CHECK_UINT(tb_join_parent(t, TB_ROLE_BE), 0);
     tb_topology_destroy(t);
 }
