@@ -233,6 +233,28 @@ static int wait_event(tbon_net_t *net, tbon_event_type_t type, tbon_rank_t r, tb
     return -1;
 }
 
+/* Start shape (it_start_summing) with an attach file, th_tmpdir()/NAME, its
+ * path in file; hb: the heartbeat timeout (0: the default). */
+static tbon_stream_t *start_attached(it_tree_t *t, const char *shape, const char *name, int hb,
+                                     char *file, size_t cap)
+{
+    snprintf(file, cap, "%s/%s", th_tmpdir(), name);
+    tbon_fe_options_t o = { 0 };
+    o.attach_file = file;
+    o.heartbeat_ms = hb;
+    return it_start_summing(t, shape, &o);
+}
+
+/* Stop (SIGSTOP) or kill pid, rank r, and wait for its TBON_EV_NODE_FAILED:
+ * the incarnation it had, or UINT32_MAX (failure recorded). */
+static uint32_t fail_rank(it_tree_t *t, pid_t pid, int sig, tbon_rank_t r)
+{
+    tbon_event_t ev;
+    kill(pid, sig);
+    return wait_event(t->net, TBON_EV_NODE_FAILED, r, &ev, &r, 1) == 0 ? ev.incarnation
+                                                                        : UINT32_MAX;
+}
+
 static pid_t spawn(const char *exe, const char *const *argv)
 {
     pid_t pid = fork();
@@ -251,12 +273,9 @@ static pid_t spawn(const char *exe, const char *const *argv)
 ITEST(commnode_join_then_adopter)
 {
     char file[600], cn[PATH_MAX + 64];
-    snprintf(file, sizeof file, "%s/attach-cn", th_tmpdir());
     snprintf(cn, sizeof cn, "%s/bin/tbon_commnode", it_build_dir());
-    tbon_fe_options_t o = { 0 };
-    o.attach_file = file;
-    it_tree_t t;
-    tbon_stream_t *s = it_start_summing(&t, "2x3", &o);     /* 1: 3 4 5, 2: 6 7 8 */
+    it_tree_t t;     /* 1: 3 4 5, 2: 6 7 8 */
+    tbon_stream_t *s = start_attached(&t, "2x3", "attach-cn", 0, file, sizeof file);
     if (!s)
         return;
     const char *cargv[] = { "tbon_commnode", "--join", file, NULL };
@@ -321,21 +340,16 @@ ITEST(commnode_join_then_adopter)
 ITEST(restart_stale_incarnation_ignored)
 {
     char file[600];
-    snprintf(file, sizeof file, "%s/attach-restart", th_tmpdir());
-    tbon_fe_options_t o = { 0 };
-    o.attach_file = file;
-    o.heartbeat_ms = 1000;
-    it_tree_t t;
-    tbon_stream_t *s = it_start_summing(&t, "2x2", &o);     /* 1: 3 4, 2: 5 6 */
+    it_tree_t t;     /* 1: 3 4, 2: 5 6 */
+    tbon_stream_t *s = start_attached(&t, "2x2", "attach-restart", 1000, file, sizeof file);
     if (!s)
         return;
     pid_t old = it_pid_of("tbon_test_be", 3);
     REQUIRE(old > 0);
-    kill(old, SIGSTOP);
+    uint32_t old_inc = fail_rank(&t, old, SIGSTOP, 3);
+    REQUIRE(old_inc != UINT32_MAX);
     tbon_event_t ev;
     const tbon_rank_t three[] = { 3 };
-    REQUIRE(wait_event(t.net, TBON_EV_NODE_FAILED, 3, &ev, three, 1) == 0);
-    uint32_t old_inc = ev.incarnation;
     const tbon_rank_t rest[] = { 4, 5, 6 };
     it_sum_wave(s, 1, rest, 3);
     /* Its restarted process. */
@@ -374,12 +388,125 @@ ITEST(restart_stale_incarnation_ignored)
         it_sum_wave(s, w, t.be, t.nbe);
     check_views(&t, t.nbe);
     /* The new process fails like any other: its failure is news. */
-    kill(np, SIGKILL);
-    REQUIRE(wait_event(t.net, TBON_EV_NODE_FAILED, 3, &ev, three, 1) == 0);
-    CHECK_UINT(ev.incarnation >> 16, (old_inc >> 16) + 1);
+    CHECK_UINT(fail_rank(&t, np, SIGKILL, 3) >> 16, (old_inc >> 16) + 1);
     it_sum_wave(s, 30, rest, 3);
     check_views(&t, t.nbe - 1);
     it_stop(&t);
     int st;
     waitpid(np, &st, 0);
+}
+
+/* Run tbon_commnode with args (stderr to a file); its exit status, and its
+ * stderr in *err (malloc'd). */
+static int run_commnode(const char *const *args, char **err)
+{
+    char cn[PATH_MAX + 64], out[700];
+    snprintf(cn, sizeof cn, "%s/bin/tbon_commnode", it_build_dir());
+    snprintf(out, sizeof out, "%s/commnode-stderr", th_tmpdir());
+    const char *argv[12] = { "tbon_commnode" };
+    for (size_t i = 0; args[i] && i + 2 < sizeof argv / sizeof *argv; i++)
+        argv[i + 1] = args[i];
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen(out, "w", stderr))
+            _exit(126);
+        execv(cn, (char *const *)argv);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    *err = th_read_file(out);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* tbon_commnode --join with bad arguments, a missing attach file, or a rank
+ * the FE will not take back: a non-zero exit, a message naming what, and
+ * the tree untouched. */
+ITEST(commnode_join_refusals)
+{
+    char file[600];
+    it_tree_t t;     /* 1: 3 4, 2: 5 6 */
+    tbon_stream_t *s = start_attached(&t, "2x2", "attach-refuse", 0, file, sizeof file);
+    if (!s)
+        return;
+    static const struct {
+        const char *args[6];
+        int status;
+        const char *says;
+    } cases[] = {
+        { { "--rank", "3", NULL }, 2, "--rank goes with --join" },
+        { { "--join", NULL }, 2, "--join needs a value" },
+        { { "--join", "/nonexistent/attach", NULL }, 1, "cannot open the attach file "
+                                                         "/nonexistent/attach" },
+        { { "--join", "F", "--rank", "zero", NULL }, 1, "--rank: bad rank \"zero\"" },
+        { { "--join", "F", "--tbon-rank", "3", NULL }, 2, "do not go together" },
+        /* Alive: not taken back. */
+        { { "--join", "F", "--rank", "1", NULL }, 1, "did not take rank 1 back" },
+        /* A back-end's rank (and alive). */
+        { { "--join", "F", "--rank", "3", NULL }, 1, "did not take rank 3 back" },
+        { { "--join", "F", "--rank", "99", NULL }, 1, "did not take rank 99 back" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[6];
+        size_t k = 0;
+        for (; cases[i].args[k]; k++)
+            args[k] = strcmp(cases[i].args[k], "F") == 0 ? file : cases[i].args[k];
+        args[k] = NULL;
+        char *err = NULL;
+        int st = run_commnode(args, &err);
+        if (st != cases[i].status || !err || !strstr(err, cases[i].says))
+            th_fail(__FILE__, __LINE__, "case %zu: exit %d, stderr \"%s\" without \"%s\"", i,
+                    st, err ? err : "", cases[i].says);
+        free(err);
+    }
+    tbon_event_t ev;
+    while (tbon_net_next_event(t.net, &ev, 200) == 0)
+        CHECK(ev.type != TBON_EV_NODE_FAILED && ev.type != TBON_EV_NODE_JOINED);
+    for (uint32_t w = 1; w < 4; w++)
+        it_sum_wave(s, w, t.be, t.nbe);
+    check_views(&t, t.nbe);
+    it_stop(&t);
+}
+
+/* A commnode killed with kill -9 comes back (tbon_commnode --join FILE
+ * --rank 1) at the next generation, childless: its orphans stay with their
+ * adopters, the back-end that joins next goes to it, and the sums include
+ * that back-end exactly. */
+ITEST(commnode_restart)
+{
+    char file[600], cn[PATH_MAX + 64];
+    snprintf(cn, sizeof cn, "%s/bin/tbon_commnode", it_build_dir());
+    it_tree_t t;     /* 1: 4 5, 2: 6 7, 3: 8 9 */
+    tbon_stream_t *s = start_attached(&t, "3x2", "attach-cn-restart", 0, file, sizeof file);
+    if (!s)
+        return;
+    pid_t p1 = it_pid_of("tbon_commnode", 1);
+    REQUIRE(p1 > 0);
+    uint32_t old_inc = fail_rank(&t, p1, SIGKILL, 1);
+    REQUIRE(old_inc != UINT32_MAX);
+    tbon_event_t ev;
+    const tbon_rank_t one[] = { 1 };
+    REQUIRE(wait_event(t.net, TBON_EV_VIEW_STABLE, TBON_RANK_NONE, &ev, one, 1) == 0);
+    for (uint32_t w = 1; w < 4; w++)
+        it_sum_wave(s, w, t.be, t.nbe);
+    const char *cargv[] = { "tbon_commnode", "--join", file, "--rank", "1", NULL };
+    pid_t cp = spawn(cn, cargv);
+    REQUIRE(cp > 0);
+    REQUIRE(wait_event(t.net, TBON_EV_NODE_JOINED, 1, &ev, one, 1) == 0);
+    CHECK_UINT(ev.incarnation >> 16, (old_inc >> 16) + 1);
+    CHECK_UINT(ev.parent, 0);
+    pid_t jp = spawn_joiner(file);
+    REQUIRE(jp > 0);
+    REQUIRE(wait_event(t.net, TBON_EV_NODE_JOINED, TBON_RANK_NONE, &ev, one, 1) == 0);
+    CHECK_UINT(ev.rank, t.total);
+    CHECK_UINT(ev.parent, 1);               /* no children: the least loaded */
+    tbon_rank_t every[16];
+    memcpy(every, t.be, t.nbe * sizeof *every);
+    every[t.nbe] = ev.rank;
+    for (uint32_t w = 10; w < 15; w++)
+        it_sum_wave(s, w, every, t.nbe + 1);
+    check_views(&t, t.nbe + 1);
+    it_stop(&t);
+    reap_joiners(&jp, 1);
+    reap_joiners(&cp, 1);
 }
