@@ -198,9 +198,8 @@ int tb_join_request(tb_join_t *j, tb_role_t role, uint16_t port, tbon_error_t *e
     tbon_packet_unref(p);
     j->rank = rank;
     j->inc = inc;
-    port = (uint16_t)pport;
     snprintf(j->parent_host, sizeof j->parent_host, "%s", host);
-    j->parent_port = port;
+    j->parent_port = (uint16_t)pport;
     free(host);
     return 0;
 }

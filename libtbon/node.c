@@ -299,6 +299,21 @@ void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
                      ch->rank, tb_topology_host(n->topo, ch->rank), why);
 }
 
+void tb_node_drop_child(tb_node_t *n, size_t i)
+{
+    tb_child_t *ch = &n->child[i];
+    if (!ch->conn)
+        return;
+    TB_WARN("conn", "rank %u was restarted: the connection of its old process closed",
+            ch->rank);
+    retire(n, ch->conn);
+    ch->conn = NULL;
+    ch->state = CH_GONE;
+    ch->released = 1;
+    tb_stream_child_gone(n, i);
+    tb_view_child_gone(n, i);
+}
+
 static void parent_lost(tb_node_t *n, const char *why_in)
 {
     char why[600];   /* why_in may live in the connection freed below */

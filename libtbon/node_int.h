@@ -192,6 +192,9 @@ void tb_node_fail(tb_node_t *n, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int  tb_node_child_index(const tb_node_t *n, tbon_rank_t r);
 void tb_node_close_child(tb_node_t *n, size_t i, const char *why);
+/* Child i's rank was restarted (a view brought its next generation): the
+ * connection of its old process ends with no report, its end being known. */
+void tb_node_drop_child(tb_node_t *n, size_t i);
 void tb_node_begin_shutdown(tb_node_t *n);
 /* A back-end leaves (its application destroys the network). */
 void tb_node_leave(tb_node_t *n);

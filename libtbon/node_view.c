@@ -842,6 +842,10 @@ int tb_view_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p)
 static int add_joined(tb_node_t *n, const tb_vchange_t *c)
 {
     tb_role_t role = c->kind == TB_V_JOIN_CN ? TB_ROLE_COMMNODE : TB_ROLE_BE;
+    int old = c->rank < tb_topology_size(n->topo) ? tb_node_child_index(n, c->rank) : -1;
+    if (old >= 0 && n->child[old].conn &&
+        tb_inc_gen(c->inc) > tb_inc_gen(tb_topology_incarnation(n->topo, c->rank)))
+        tb_node_drop_child(n, (size_t)old);     /* still connected to its old process */
     int rc = tb_report_join(n->topo, role, c->rank, c->parent, c->host, c->lid, c->inc);
     if (rc <= 0)
         return rc < 0 ? -1 : 0;
@@ -854,8 +858,6 @@ static int add_joined(tb_node_t *n, const tb_vchange_t *c)
     if (p == n->rank) {
         /* A restarted child takes its old slot again. */
         int i = tb_node_child_index(n, r);
-        if (i >= 0 && n->child[i].conn)
-            return -1;
         if (i < 0)
             i = tb_node_add_child(n, r, role == TB_ROLE_BE);
         if (i >= 0) {

@@ -265,17 +265,44 @@ static pid_t spawn(const char *exe, const char *const *argv)
     return pid;
 }
 
+/* Commnode 1 of the 2x3 tree dies: its orphans 3 4 5 rotate over 2 and c,
+ * which must adopt at least one. */
+static void kill_one_adopted_by(it_tree_t *t, tbon_rank_t c)
+{
+    pid_t p1 = it_pid_of("tbon_commnode", 1);
+    REQUIRE(p1 > 0);
+    kill(p1, SIGKILL);
+    int adopted = 0, by_c = 0;
+    tbon_event_t ev;
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while (adopted < 3 && tbon_net_next_event(t->net, &ev, (int)(end - it_now_ms())) == 0) {
+        if (ev.type == TBON_EV_NODE_FAILED && ev.rank != 1)
+            th_fail(__FILE__, __LINE__, "rank %u reported failed", ev.rank);
+        if (ev.type == TBON_EV_NODE_ADOPTED) {
+            CHECK(ev.rank >= 3 && ev.rank <= 5);
+            CHECK(ev.parent == 2 || ev.parent == c);
+            adopted++;
+            by_c += ev.parent == c;
+        }
+    }
+    CHECK_INT(adopted, 3);
+    CHECK(by_c >= 1);
+}
+
 /* A commnode joins the running tree (tbon_commnode --join): the FE gets
- * TBON_EV_NODE_JOINED, a back-end joining next is given to it (the least
+ * TBON_EV_NODE_JOINED; a back-end joining later is given to it (the least
  * loaded parent), and when commnode 1 is killed the new commnode adopts at
- * least one of its orphans; the sum waves are exact throughout, with the
- * joined back-end in them, and the copies agree. */
-ITEST(commnode_join_then_adopter)
+ * least one of its orphans - before that back-end joins (kill_first: the
+ * orphans are the first of its children to take part in the stream, and
+ * graft it up through it) or after. The sum waves are exact throughout,
+ * with the joined back-end in them, and the copies agree. */
+static void commnode_join(int kill_first)
 {
     char file[600], cn[PATH_MAX + 64];
     snprintf(cn, sizeof cn, "%s/bin/tbon_commnode", it_build_dir());
     it_tree_t t;     /* 1: 3 4 5, 2: 6 7 8 */
-    tbon_stream_t *s = start_attached(&t, "2x3", "attach-cn", 0, file, sizeof file);
+    tbon_stream_t *s = start_attached(&t, "2x3", kill_first ? "attach-cn1" : "attach-cn2", 0,
+                                      file, sizeof file);
     if (!s)
         return;
     const char *cargv[] = { "tbon_commnode", "--join", file, NULL };
@@ -290,10 +317,15 @@ ITEST(commnode_join_then_adopter)
     CHECK_UINT(tbon_net_num_backends(t.net), t.nbe);    /* a commnode is no back-end */
     for (uint32_t w = 1; w < 4; w++)
         it_sum_wave(s, w, t.be, t.nbe);
-    /* A back-end joins: under the new commnode, which has no children. */
+    if (kill_first) {
+        kill_one_adopted_by(&t, c);
+        for (uint32_t w = 5; w < 8; w++)
+            it_sum_wave(s, w, t.be, t.nbe);
+    }
+    /* A back-end joins: under the new commnode, the least loaded. */
     pid_t jp = spawn_joiner(file);
     REQUIRE(jp > 0);
-    REQUIRE(wait_event(t.net, TBON_EV_NODE_JOINED, TBON_RANK_NONE, &ev, NULL, 0) == 0);
+    REQUIRE(wait_event(t.net, TBON_EV_NODE_JOINED, TBON_RANK_NONE, &ev, one, 1) == 0);
     tbon_rank_t j = ev.rank;
     CHECK_UINT(j, c + 1);
     CHECK_UINT(ev.parent, c);
@@ -302,33 +334,18 @@ ITEST(commnode_join_then_adopter)
     every[t.nbe] = j;
     for (uint32_t w = 10; w < 13; w++)
         it_sum_wave(s, w, every, t.nbe + 1);
-    /* Commnode 1 dies: its orphans 3 4 5 rotate over 2 and the new one. */
-    pid_t p1 = it_pid_of("tbon_commnode", 1);
-    REQUIRE(p1 > 0);
-    kill(p1, SIGKILL);
-    int adopted = 0, by_c = 0;
-    int64_t end = it_now_ms() + IT_RECV_MS;
-    while (adopted < 3 && tbon_net_next_event(t.net, &ev, (int)(end - it_now_ms())) == 0) {
-        if (ev.type == TBON_EV_NODE_FAILED && ev.rank != 1)
-            th_fail(__FILE__, __LINE__, "rank %u reported failed", ev.rank);
-        if (ev.type == TBON_EV_NODE_ADOPTED) {
-            CHECK(ev.rank >= 3 && ev.rank <= 5);
-            CHECK(ev.parent == 2 || ev.parent == c);
-            adopted++;
-            by_c += ev.parent == c;
-        }
-    }
-    CHECK_INT(adopted, 3);
-    CHECK(by_c >= 1);
+    if (!kill_first)
+        kill_one_adopted_by(&t, c);
     for (uint32_t w = 20; w < 25; w++)
         it_sum_wave(s, w, every, t.nbe + 1);
-    REQUIRE(wait_event(t.net, TBON_EV_VIEW_STABLE, TBON_RANK_NONE, &ev, one, 1) == 0 ||
-            tbon_net_view_version(t.net) > 0);
     check_views(&t, t.nbe + 1);
     it_stop(&t);
     reap_joiners(&jp, 1);
     reap_joiners(&cp, 1);
 }
+
+ITEST(commnode_join_then_adopter) { commnode_join(0); }
+ITEST(commnode_join_adopts_first) { commnode_join(1); }
 
 /* A restarted back-end comes back with a higher incarnation, and its old
  * process is ignored: back-end 3 is stopped (SIGSTOP) until it is fenced, a
