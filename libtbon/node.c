@@ -1106,6 +1106,10 @@ void tb_node_destroy(tb_node_t *n)
     tb_view_free(n);
     tb_attr_free(n);
     tb_filter_reg_destroy(n->filters);
+    if (n->attach_path && unlink(n->attach_path) != 0 && errno != ENOENT)
+        TB_WARN("attach", "cannot remove the attach file %s: %s", n->attach_path,
+                strerror(errno));
+    free(n->attach_path);
     tb_topology_destroy(n->topo);
     free(n->topo_frame);
     if (n->lfd >= 0)

@@ -135,6 +135,8 @@ struct tb_node {
     int        finished;
     int        up_paused, down_paused;
     int        attach_written;
+    char      *attach_path;   /* FE: the attach file written (its secret goes with
+                                 the session: removed by tb_node_destroy) */
     size_t     ready_count;
     size_t     total;
 

@@ -241,6 +241,8 @@ void tb_node_write_attach(tb_node_t *n)
         return;
     }
     n->attach_written = 1;
+    free(n->attach_path);
+    n->attach_path = strdup(n->cfg.attach_file);    /* removed with the session */
     TB_INFO("attach", "wrote %s", n->cfg.attach_file);
 }
 

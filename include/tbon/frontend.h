@@ -13,7 +13,8 @@ typedef struct tbon_fe_options {         /* zero-initialise: every field has a d
     const char *rsh;                     /* remote shell; default $TBON_RSH, else "ssh" */
     const char *attach_file;             /* write attach info here (mode 0600): for the
                                             back-ends of attach mode (backend_exe NULL),
-                                            and for back-ends that join later */
+                                            and for nodes that join later; removed by
+                                            tbon_net_destroy */
     int         startup_timeout_ms;      /* default 30000 */
     int         heartbeat_ms;            /* default chosen by the library; <0 disables heartbeats */
     int         no_fault_tolerance;      /* 1: a commnode failure ends the session */

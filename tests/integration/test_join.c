@@ -8,6 +8,7 @@
 
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #define MAX_JOIN 128
 
@@ -156,7 +157,9 @@ static void joins(const char *shape, size_t k)
     for (uint32_t w = 1000; w < 1003; w++)
         it_sum_wave(s2, w, every, t.nbe + nj);
     check_views(&t, t.nbe + k);
+    CHECK(access(file, F_OK) == 0);
     it_stop(&t);
+    CHECK(access(file, F_OK) != 0);         /* its secret goes with the session */
     reap_joiners(pids, k);
 }
 
