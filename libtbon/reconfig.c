@@ -125,9 +125,11 @@ void tb_adopt_index_free(tb_adopt_index_t *x)
 }
 
 /* Breadth-first from the FE over nodes of height >= 1 as adopters
- * (tb_adopt_height: childless commnodes too, which may hang under a node of
- * height 1), so the walk looks at every child of a node with children:
- * O(size). Returns the
+ * (tb_adopt_height: childless commnodes too). Children of a height-1 node
+ * are all of height 0, so they are not even looked at unless some commnode
+ * has no children (it may hang under a height-1 node): the walk costs
+ * O(nodes of height >= 1) then, O(size) while such a commnode exists.
+ * Returns the
  * number of nodes in x->queue and their largest rank in *maxr, or -1. */
 static long walk_adopters(tb_adopt_index_t *x, const tb_topology_t *t, uint32_t *maxr)
 {
@@ -138,18 +140,22 @@ static long walk_adopters(tb_adopt_index_t *x, const tb_topology_t *t, uint32_t 
     if (grow((void **)&x->queue, &x->qcap, 1, sizeof *x->queue) != 0)
         return -1;
     x->queue[cnt++] = 0;
+    /* Children of a node of height 1 are looked at only when some commnode
+     * has no children (they are all of height 0 otherwise). */
+    uint32_t min = tb_topology_num_childless(t) ? 1 : 2;
     for (size_t i = 0; i < cnt; i++) {
         uint32_t v = x->queue[i];
         if (v > *maxr)
             *maxr = v;
-        if (tb_topology_height(t, v) < 1)
+        if (tb_topology_height(t, v) < min)
             continue;
         size_t k;
         const tbon_rank_t *kids = tb_topology_children(t, v, &k);
         if (grow((void **)&x->queue, &x->qcap, cnt + k, sizeof *x->queue) != 0)
             return -1;
         for (size_t j = 0; j < k; j++)
-            if (tb_adopt_height(t, kids[j]) >= 1)
+            if (tb_topology_height(t, kids[j]) >= 1 ||
+                (min == 1 && tb_adopt_height(t, kids[j]) >= 1))
                 x->queue[cnt++] = kids[j];
     }
     return (long)cnt;

@@ -27,8 +27,7 @@
  *
  *    An index (buckets by height, each ordered by fan-out and rank) makes this
  *    lazy: producing the first k candidates costs O(k * depth) after an O(1)
- *    search, instead of sorting every commnode per orphan; bringing it up to
- *    date after a change walks the tree once.
+ *    search, instead of sorting every commnode per orphan.
  *
  * 2. Topology reports. Failure and adoption reports flood over tree edges and
  *    arrive in any order, duplicated and late. tb_report_failure() and
@@ -83,15 +82,17 @@ typedef struct tb_adopt_index tb_adopt_index_t;
 
 /* An index of the potential adopters of t (built at once, as by
  * tb_adopt_index_update()). NULL when out of memory or t is NULL. The index
- * keeps no pointer to t. O(size + N log N), N the potential adopters. */
+ * keeps no pointer to t. O(N log N) in the number N of nodes of height >= 1
+ * (O(size) more while some commnode has no children). */
 tb_adopt_index_t *tb_adopt_index_new(const tb_topology_t *t);
 
 /* Free x. NULL is a no-op. */
 void tb_adopt_index_free(tb_adopt_index_t *x);
 
 /* Bring x up to date with t after mutations. O(1) when t's digest and size
- * are those of the last update; otherwise a walk over the nodes attached to
- * the FE (O(size)), re-sorting only the entries whose key (height, fan-out)
+ * are those of the last update; otherwise a walk over the nodes of height >= 1
+ * attached to the FE (and the leaves, while some commnode has no children),
+ * re-sorting only the entries whose key (height, fan-out)
  * changed. Returns 0, TBON_EINVAL (NULL argument) or TBON_ENOMEM (x then holds
  * no entries, and is rebuilt at the next update). */
 int tb_adopt_index_update(tb_adopt_index_t *x, const tb_topology_t *t);

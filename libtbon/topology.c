@@ -35,6 +35,7 @@ struct tb_topology {
     uint32_t *nmap;            /* (host, local id) slot -> rank + 1 (0 = empty) */
     size_t    nmask;
     size_t    nleaves;         /* alive back-ends */
+    size_t    nbare;           /* alive commnodes without children */
     uint64_t  dsum;            /* sum of node_hash() over all ranks */
     uint32_t *pend;            /* pending claims: (rank, claimed parent) pairs, */
     uint32_t  npend, pcap;     /* sorted by rank; almost always empty */
@@ -399,12 +400,17 @@ static int build_children(tb_topology_t *t)
     return 0;
 }
 
+/* 1 if r is an alive commnode without children (counted in nbare). */
+#define BARE(t, r) ((t)->alive[r] && (t)->role[r] == TB_ROLE_COMMNODE && (t)->ccnt[r] == 0)
+
 static void finish_common(tb_topology_t *t)
 {
     t->nleaves = 0;
+    t->nbare = 0;
     t->dsum = 0;
     for (uint32_t r = 0; r < t->n; r++) {
         t->nleaves += t->alive[r] && t->role[r] == TB_ROLE_BE;
+        t->nbare += BARE(t, r);
         t->dsum += node_hash(t, r);
     }
     t->finished = true;
@@ -547,6 +553,7 @@ tb_topology_t *tb_topology_clone(const tb_topology_t *t)
         c->npend = t->npend;
     }
     c->nleaves = t->nleaves;
+    c->nbare = t->nbare;
     c->dsum = t->dsum;
     c->finished = true;
     return c;
@@ -647,6 +654,11 @@ tbon_rank_t tb_topology_root_of(const tb_topology_t *t, tbon_rank_t r)
 size_t tb_topology_num_leaves(const tb_topology_t *t)
 {
     return t && t->finished ? t->nleaves : 0;
+}
+
+size_t tb_topology_num_childless(const tb_topology_t *t)
+{
+    return t && t->finished ? t->nbare : 0;
 }
 
 size_t tb_topology_leaves(const tb_topology_t *t, tbon_rank_t *out, size_t cap)
@@ -802,6 +814,7 @@ static void child_insert(tb_topology_t *t, uint32_t p, uint32_t c)
     uint32_t i = child_index(t, p, c);
     memmove(a + i + 1, a + i, (t->ccnt[p] - i) * sizeof *a);
     a[i] = c;
+    t->nbare -= BARE(t, p);
     t->ccnt[p]++;
 }
 
@@ -811,6 +824,7 @@ static void child_remove(tb_topology_t *t, uint32_t p, uint32_t c)
     uint32_t i = child_index(t, p, c);
     memmove(a + i, a + i + 1, (t->ccnt[p] - i - 1) * sizeof *a);
     t->ccnt[p]--;
+    t->nbare += BARE(t, p);
 }
 
 /* ---- upkeep of depths and heights ----------------------------------------- */
@@ -900,7 +914,9 @@ int tb_topology_set_role(tb_topology_t *t, tbon_rank_t r, tb_role_t role)
     t->dsum -= node_hash(t, r);
     if (t->alive[r])
         t->nleaves += (role == TB_ROLE_BE) - (t->role[r] == TB_ROLE_BE);
+    t->nbare -= BARE(t, r);
     t->role[r] = (uint8_t)role;
+    t->nbare += BARE(t, r);
     t->dsum += node_hash(t, r);
     return 0;
 }
@@ -915,6 +931,7 @@ int tb_topology_remove(tb_topology_t *t, tbon_rank_t r)
         return 0;
     uint32_t p = t->parent[r];
     t->dsum -= node_hash(t, r);
+    t->nbare -= BARE(t, r);
     if (p != NONE)
         child_remove(t, p, r);
     for (uint32_t i = 0; i < t->ccnt[r]; i++) {
@@ -1010,6 +1027,7 @@ int tb_topology_add_child(tb_topology_t *t, tbon_rank_t parent, const char *host
     child_insert(t, parent, r);
     heights_after_gain(t, parent, 0);
     t->nleaves += role == TB_ROLE_BE;
+    t->nbare += BARE(t, r);
     t->dsum += node_hash(t, r);
     if (rank)
         *rank = r;
@@ -1027,6 +1045,7 @@ int tb_topology_revive(tb_topology_t *t, tbon_rank_t r, tbon_rank_t parent, uint
         return rc;
     t->dsum -= node_hash(t, r);
     t->alive[r] = 1;
+    t->nbare += BARE(t, r);
     t->inc[r] = inc;
     t->port[r] = 0;
     t->parent[r] = parent;

@@ -100,6 +100,10 @@ tbon_rank_t tb_topology_root_of(const tb_topology_t *t, tbon_rank_t r);
 size_t tb_topology_num_leaves(const tb_topology_t *t);
 size_t tb_topology_leaves(const tb_topology_t *t, tbon_rank_t *out, size_t cap);
 
+/* How many alive commnodes have no children (joined ones, or whose children
+ * all left or failed). O(1); 0 if t is NULL or unfinished. */
+size_t tb_topology_num_childless(const tb_topology_t *t);
+
 /* The path r, parent(r), ..., root of r's fragment: writes up to cap ranks to
  * out and returns the path's length (depth + 1), 0 for a bad r. */
 size_t tb_topology_path(const tb_topology_t *t, tbon_rank_t r, tbon_rank_t *out,

@@ -510,8 +510,18 @@ TEST(random_mutations_stay_consistent)
             if (tb_topology_add_child(t, b, "j", (uint32_t)step, rand() % 2 ? TB_ROLE_BE
                                       : TB_ROLE_COMMNODE, &r) == 0)
                 ok++;
+            /* A dead node comes back now and then (a restart). */
+            if (!tb_topology_alive(t, a) && rand() % 2 &&
+                tb_topology_revive(t, a, b, (uint32_t)step) == 0)
+                ok++;
         }
         }
+        /* The count of childless commnodes follows every change. */
+        size_t bare = 0;
+        for (tbon_rank_t r = 1; r < tb_topology_size(t); r++)
+            bare += tb_topology_alive(t, r) && tb_topology_role(t, r) == TB_ROLE_COMMNODE &&
+                    tb_topology_num_children(t, r) == 0;
+        CHECK_UINT(tb_topology_num_childless(t), bare);
         if (step % 50 == 0)
             tt_round_trip(t);
     }
