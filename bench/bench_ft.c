@@ -93,10 +93,14 @@ static int be_main(int argc, char **argv)
 {
     tbon_error_t err = { 0 };
     const char *attach = NULL;      /* --attach FILE: join the running tree */
-    for (int i = 1; i + 1 < argc; i++)
+    tbon_rank_t as = TBON_RANK_NONE;  /* --rank R: as rank R, restarted */
+    for (int i = 1; i + 1 < argc; i++) {
         if (strcmp(argv[i], "--attach") == 0)
             attach = argv[i + 1];
-    tbon_net_t *net = attach ? tbon_be_attach(attach, TBON_RANK_NONE, &err)
+        else if (strcmp(argv[i], "--rank") == 0)
+            as = (tbon_rank_t)strtoul(argv[i + 1], NULL, 10);
+    }
+    tbon_net_t *net = attach ? tbon_be_attach(attach, as, &err)
                              : tbon_be_create(&argc, &argv, &err);
     if (!net) {
         fprintf(stderr, PROG " --be: tbon_be_create: %s\n", err.msg);
@@ -1610,16 +1614,35 @@ static void mb_run(size_t k, struct mb_result *out)
     tb_wd_arm("", 0);
 }
 
+/* The FE's TBON_EV_NODE_JOINED for rank r (TBON_RANK_NONE: any) within 60 s
+ * of t0; its rank. */
+static tbon_rank_t mb_joined(tbon_net_t *net, tbon_rank_t r, double t0, const char *what)
+{
+    tbon_event_t ev;
+    for (;;) {
+        int ms = (int)((t0 + 60 - bench_now()) * 1e3);
+        if (ms <= 0 || tbon_net_next_event(net, &ev, ms) != 0)
+            ft_die("%s: no TBON_EV_NODE_JOINED within 60 s", what);
+        if (ev.type == TBON_EV_NODE_JOINED && (r == TBON_RANK_NONE || ev.rank == r))
+            return ev.rank;
+    }
+}
+
 /* Joins (seed 000 section 3.7): MB_JOINERS back-ends started at once join
  * a running tree of 256 nodes; from the first fork to the FE's last
  * TBON_EV_NODE_JOINED, then a wave that must sum them all. Beside it, the
- * start-up of a tree with as many back-ends (10x10) in the same run. */
+ * start-up of a tree with as many back-ends (10x10) in the same run. Then a
+ * commnode joins (tbon_commnode --join), and a back-end killed with kill -9
+ * is restarted (tbon_be_attach with its rank, once the FE has its failure):
+ * each from its fork to its TBON_EV_NODE_JOINED, and a wave after. */
 #define MB_JOINERS 100
 #define MB_JOIN_REPS 3
 
+static double mb_cn_join_ms, mb_restart_ms;
+
 static void mb_joins(double *join_ms, double *start_ms)
 {
-    double jv[MB_JOIN_REPS], sv[MB_JOIN_REPS];
+    double jv[MB_JOIN_REPS], sv[MB_JOIN_REPS], cv[MB_JOIN_REPS], rv[MB_JOIN_REPS];
     const uint32_t fan[3] = { 5, 5, 9 }, fan10[2] = { 10, 10 };
     const char *host = "localhost";
     tbon_error_t err = { 0 };
@@ -1656,21 +1679,54 @@ static void mb_joins(double *join_ms, double *start_ms)
             if (pid < 0)
                 ft_die("fork");
         }
-        int joined = 0;
-        tbon_event_t ev;
-        while (joined < MB_JOINERS) {
-            int ms = (int)((t0 + 60 - bench_now()) * 1e3);
-            if (ms <= 0 || tbon_net_next_event(net, &ev, ms) != 0)
-                ft_die("%d of %d back-ends joined within 60 s", joined, MB_JOINERS);
-            joined += ev.type == TBON_EV_NODE_JOINED;
-        }
+        for (int joined = 0; joined < MB_JOINERS; joined++)
+            mb_joined(net, TBON_RANK_NONE, t0, "the joins");
         jv[rep] = (bench_now() - t0) * 1e3;
         mb_wave(s, 2, n + MB_JOINERS);      /* the old stream waits for them all */
+        /* A commnode joins. */
+        t0 = bench_now();
+        pid_t cp = fork();
+        if (cp == 0) {
+            execl(TBON_BUILD_BINDIR "/tbon_commnode", "tbon_commnode", "--join", attach,
+                  (char *)NULL);
+            _exit(127);
+        }
+        if (cp < 0)
+            ft_die("fork");
+        mb_joined(net, TBON_RANK_NONE, t0, "the commnode join");
+        cv[rep] = (bench_now() - t0) * 1e3;
+        /* The first back-end dies and is restarted. */
+        size_t size = tb_topology_size(t) + MB_JOINERS + 1;
+        pid_t *pids = calloc(size, sizeof *pids);
+        tbon_rank_t v = (tbon_rank_t)(1 + fan[0] + fan[0] * fan[1]);
+        if (!pids)
+            ft_die("calloc");
+        scan_session(tree_kv(net), 0, pids, size);
+        if (!pids[v])
+            ft_die("no process for back-end %u", v);
+        double failed, stable;
+        mb_kill(net, v, pids[v], 0, &failed, &stable);
+        free(pids);
+        char rank[16];
+        snprintf(rank, sizeof rank, "%u", v);
+        t0 = bench_now();
+        pid_t rp = fork();
+        if (rp == 0) {
+            execl(self_exe, self_exe, "--be", "--attach", attach, "--rank", rank, (char *)NULL);
+            _exit(127);
+        }
+        if (rp < 0)
+            ft_die("fork");
+        mb_joined(net, v, t0, "the restart");
+        rv[rep] = (bench_now() - t0) * 1e3;
+        mb_wave(s, 3, n + MB_JOINERS);      /* the restarted one answers again */
         stop(net);
         tb_wd_arm("", 0);
     }
     *join_ms = bench_median(jv, MB_JOIN_REPS);
     *start_ms = bench_median(sv, MB_JOIN_REPS);
+    mb_cn_join_ms = bench_median(cv, MB_JOIN_REPS);
+    mb_restart_ms = bench_median(rv, MB_JOIN_REPS);
 }
 
 static double mb_join_ms, mb_start_ms;
@@ -1682,6 +1738,14 @@ static void mb_rows(const struct mb_result *r)
               "TBON_RANK_NONE) processes forked at once, to the FE's last TBON_EV_NODE_JOINED; a "
               "wave then sums them all; median of %d; baseline: tbon_fe_create of a 10x10 tree "
               "(100 back-ends) in the same run %.1f ms", MB_JOINERS, MB_JOIN_REPS, mb_start_ms);
+    bench_row("membership", "a commnode joins a running tree", "%.1f", mb_cn_join_ms, "ms",
+              "the same tree after the joins: tbon_commnode --join FILE forked, to its "
+              "TBON_EV_NODE_JOINED; median of %d", MB_JOIN_REPS);
+    bench_row("membership", "a killed back-end restarted", "%.1f", mb_restart_ms, "ms",
+              "the same tree: once the FE has the failure of a back-end killed with kill -9, "
+              "a new process with its rank (tbon_be_attach(FILE, RANK)) forked, to its "
+              "TBON_EV_NODE_JOINED at the next incarnation generation; a wave then counts it "
+              "again; median of %d", MB_JOIN_REPS);
     for (size_t k = 0; k < MB_SHAPES; k++) {
         const uint32_t *f = mb_fan[k];
         char shape[64];

@@ -182,7 +182,8 @@ fi
     echo "the survivors, and its round trip is the baseline: a view goes down to every"
     echo "process and its acknowledgements come back up, as a wave's request and answers"
     echo "do. Idle traffic: the machine's loopback bytes over 5 s of an idle tree, with the"
-    echo "default heartbeats and without. Joins: 100 new back-ends at once."
+    echo "default heartbeats and without. Joins: 100 new back-ends at once; then, on the"
+    echo "same tree, a commnode that joins and a killed back-end restarted with its rank."
     if [ "$mb_ok" = 0 ]; then
         echo
         echo "**bench_ft --membership did not run or failed in this run.**"
