@@ -154,8 +154,8 @@ void tb_ft_confirm(tb_node_t *n, const tb_vchange_t *ch, size_t k)
         for (size_t i = 0; i < k && !covered; i++)
             covered = ch[i].rank == h.r &&
                       (ch[i].kind == TB_V_FAILED || ch[i].kind == TB_V_LEFT ||
-                       (h.kind == 4 && ch[i].kind == TB_V_JOINED) ||
-                       (h.kind == 2 && ch[i].kind == TB_V_ADOPTED && h.inc <= ch[i].inc));
+                       (h.kind == TB_V_JOINED && ch[i].kind == TB_V_JOINED) ||
+                       (h.kind == TB_V_ADOPTED && ch[i].kind == TB_V_ADOPTED && h.inc <= ch[i].inc));
         struct held *x = covered ? NULL : tb_ring_push(&keep);
         if (x)
             *x = h;
@@ -198,7 +198,7 @@ int tb_ft_apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t i
 
 void tb_ft_failed(tb_node_t *n, tbon_rank_t r, uint32_t inc, const char *how)
 {
-    if (!tb_ft_apply(n, 1, r, TBON_RANK_NONE, inc))
+    if (!tb_ft_apply(n, TB_V_FAILED, r, TBON_RANK_NONE, inc))
         return;
     TB_INFO("ft", "rank %u failed (%s)", r, how);
     tb_node_emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc, 0);
@@ -211,19 +211,19 @@ static void on_report(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p)
     uint64_t *us = NULL;
     size_t nus = 0;
     if (tbon_packet_unpack(p, "%d %ud %ud %ud %auld", &kind, &r, &par, &inc, &us, &nus) != 0 ||
-        kind < 1 || kind > 5 || kind == 3 || r >= tb_topology_size(n->topo) || r == 0 ||
-        nus < 4 || ((kind == 2 || kind == 4) && par >= tb_topology_size(n->topo))) {
+        kind < TB_V_FAILED || kind > TB_V_LEFT || kind == TB_V_JOIN || r >= tb_topology_size(n->topo) || r == 0 ||
+        nus < 4 || ((kind == TB_V_ADOPTED || kind == TB_V_JOINED) && par >= tb_topology_size(n->topo))) {
         TB_WARN("ft", "malformed report from rank %u ignored", from ? from->rank : 0);
         free(us);
         return;
     }
-    if (kind == 4 || kind == 5) {           /* joined, left (node_view.c) */
-        if (n->role == TB_ROLE_FE && kind == 4)
+    if (kind == TB_V_JOINED || kind == TB_V_LEFT) {     /* node_view.c */
+        if (n->role == TB_ROLE_FE && kind == TB_V_JOINED)
             tb_view_fe_joined(n, r, par);
         else if (n->role == TB_ROLE_FE)
             tb_view_fe_left(n, r, inc);
         else {
-            if (kind == 5)
+            if (kind == TB_V_LEFT)
                 tb_ft_apply(n, TB_V_LEFT, r, TBON_RANK_NONE, inc);
             report_up(n, from, tbon_packet_ref(p), kind, r, inc);
         }
@@ -231,7 +231,7 @@ static void on_report(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p)
         return;
     }
     if (tb_ft_apply(n, kind, r, par, inc)) {
-        if (kind == 1) {
+        if (kind == TB_V_FAILED) {
             TB_INFO("ft", "rank %u failed", r);
             tb_node_emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc, 0);
             if (n->role == TB_ROLE_FE && !n->ft_ready && !n->shutting_down &&
@@ -263,11 +263,11 @@ void tb_ft_child_lost(tb_node_t *n, size_t i)
 {
     tbon_rank_t r = n->child[i].rank;
     uint32_t inc = tb_topology_incarnation(n->topo, r);
-    if (!tb_ft_apply(n, 1, r, TBON_RANK_NONE, inc))
+    if (!tb_ft_apply(n, TB_V_FAILED, r, TBON_RANK_NONE, inc))
         return;
     tb_node_emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc, 0);
     tb_view_notice(n, r, inc);
-    report_up(n, NULL, report(1, r, TBON_RANK_NONE, inc, NULL), 1, r, inc);
+    report_up(n, NULL, report(TB_V_FAILED, r, TBON_RANK_NONE, inc, NULL), TB_V_FAILED, r, inc);
     if (n->role == TB_ROLE_FE && !n->ft_ready && !n->shutting_down && !n->child[i].is_be)
         tb_node_fault_end(n, r);
 }
@@ -294,7 +294,7 @@ int tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost)
             k++;
         if (k < nk && kids[k] == n->rank)
             tb_view_notice(n, lost, inc);
-        tb_ft_apply(n, 1, lost, TBON_RANK_NONE, inc);
+        tb_ft_apply(n, TB_V_FAILED, lost, TBON_RANK_NONE, inc);
         tb_eds_request_adoption(n->eds, lost);
     }
     return 1;
@@ -372,20 +372,20 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
     if (lossy)
         TB_INFO("ft", "adopted by rank %u: a stream's filter keeps no recoverable state; what "
                 "the lost parent held of its waves is lost (TBON_EV_DATA_LOST)", c->rank);
-    tb_ft_apply(n, 2, n->rank, c->rank, inc);
+    tb_ft_apply(n, TB_V_ADOPTED, n->rank, c->rank, inc);
     /* The lost parent's failure, up to where it may not be known yet (its own
      * parent may have died with it), and what it may not have passed on. */
     resend_held(n);
     uint32_t linc = tb_topology_incarnation(n->topo, n->lost_parent);
-    report_up(n, NULL, report(1, n->lost_parent, TBON_RANK_NONE, linc, NULL), 1, n->lost_parent,
-              linc);
+    report_up(n, NULL, report(TB_V_FAILED, n->lost_parent, TBON_RANK_NONE, linc, NULL),
+              TB_V_FAILED, n->lost_parent, linc);
     int64_t t2 = now_us();
     uint64_t us[5] = { c->us[0], c->us[1], (uint64_t)(t1 - t0), (uint64_t)(t2 - t1),
                        (uint64_t)lossy };
     /* The adoption report starts here (seed 003 V-A: "initiated by the
      * adopting and adopted processes"): up through the new parent to the FE,
      * whose next view carries it everywhere. */
-    report_up(n, NULL, report(2, n->rank, c->rank, inc, us), 2, n->rank, inc);
+    report_up(n, NULL, report(TB_V_ADOPTED, n->rank, c->rank, inc, us), TB_V_ADOPTED, n->rank, inc);
     tb_view_adopted(n);
     tb_attr_resync(n);
     TB_INFO("ft", "adopted by rank %u after %lld us", c->rank,

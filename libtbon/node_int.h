@@ -175,6 +175,7 @@ struct tb_node {
     /* joins (node_view.c) */
     struct tb_pjoin *pjoin;   /* FE: back-ends told to wait for their parent */
     size_t     npjoin;
+    size_t     njoining;      /* child slots waiting for a joined child (join_due) */
     tbon_rank_t *announced;   /* FE: joined ranks whose TBON_EV_NODE_JOINED went out */
     size_t     nannounced;
 
@@ -213,8 +214,9 @@ void tb_node_fault_end(tb_node_t *n, tbon_rank_t r);
 void tb_ft_send_ports(tb_node_t *n);
 /* The port table to one (joined) child. */
 void tb_ft_send_ports_to(tb_node_t *n, tb_conn_t *c);
-/* A report of ours (kind 1 failed, 2 adopted, 4 joined, 5 left) up to the
- * FE, kept until a view brings it back. */
+/* A report of ours (kind: TB_V_FAILED, TB_V_ADOPTED, TB_V_JOINED or TB_V_LEFT;
+ * on the wire the same numbers) up to the FE, kept until a view brings it
+ * back. */
 void tb_ft_report(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
 int  tb_ft_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p);
 int  tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost);

@@ -350,18 +350,24 @@ void tb_view_flush(tb_node_t *n)
 {
     if (n->role != TB_ROLE_FE)
         return;
+    /* Stability depends on the orphans and on what is pending: look again
+     * only when those changed (acknowledgements call ack_up themselves). */
+    int changed = n->orph_dirty;
     if (n->orph_dirty)
         count_orphans(n, tb_now_ms());
     /* At once when nothing is in flight and every node has a parent, or
      * when the last orphan has just been adopted; else batched. */
     if (n->nvpend) {
         int now = !n->norph && (n->view_sub == n->view || n->vheld);
-        if (now || tb_now_ms() - n->vpend_since >= (n->norph ? TB_VIEW_HOLD_MS : TB_VIEW_BATCH_MS))
+        if (now || tb_now_ms() - n->vpend_since >= (n->norph ? TB_VIEW_HOLD_MS : TB_VIEW_BATCH_MS)) {
             publish(n);
-        else if (n->norph)
+            changed = 1;
+        } else if (n->norph) {
             n->vheld = 1;
+        }
     }
-    ack_up(n);
+    if (changed)
+        ack_up(n);
 }
 
 static int64_t orphan_ms(const tb_node_t *n)
@@ -396,7 +402,8 @@ void tb_view_timers(tb_node_t *n, int64_t now)
 
 void tb_view_next(const tb_node_t *n, int64_t *next)
 {
-    for (size_t i = n->nsorted; i < n->nchild; i++)     /* joined slots come last */
+    /* A joined child's slot: a new one, or a restarted child's old one. */
+    for (size_t i = 0; n->njoining && i < n->nchild; i++)
         if (n->child[i].join_due && n->child[i].join_due < *next)
             *next = n->child[i].join_due;
     for (size_t i = 0; i < n->npjoin; i++)
@@ -867,6 +874,7 @@ static int add_joined(tb_node_t *n, const tb_vchange_t *c)
             ch->leaving = 0;
             ch->v_known = 0;
             ch->v_sent = ch->v_acked = 0;
+            n->njoining += !ch->join_due;
             ch->join_due = tb_now_ms() + TB_JOIN_CONNECT_MS;
         }
     }
@@ -999,6 +1007,7 @@ static void join_replies(tb_node_t *n)
 void tb_view_joined(tb_node_t *n, size_t i)
 {
     tb_child_t *ch = &n->child[i];
+    n->njoining -= !!ch->join_due;
     ch->join_due = 0;
     tb_ft_send_ports_to(n, ch->conn);
     tb_stream_bcast_join(n, i);
@@ -1006,7 +1015,7 @@ void tb_view_joined(tb_node_t *n, size_t i)
     if (n->role == TB_ROLE_FE)
         tb_view_fe_joined(n, ch->rank, n->rank);
     else
-        tb_ft_report(n, 4, ch->rank, n->rank, 0);
+        tb_ft_report(n, TB_V_JOINED, ch->rank, n->rank, 0);
 }
 
 void tb_view_fe_joined(tb_node_t *n, tbon_rank_t r, tbon_rank_t parent)
@@ -1039,18 +1048,19 @@ void tb_view_left(tb_node_t *n, size_t i)
         tb_view_fe_left(n, r, inc);
     } else if (tb_ft_apply(n, TB_V_LEFT, r, TBON_RANK_NONE, inc)) {
         TB_INFO("view", "rank %u left", r);
-        tb_ft_report(n, 5, r, TBON_RANK_NONE, inc);
+        tb_ft_report(n, TB_V_LEFT, r, TBON_RANK_NONE, inc);
     }
 }
 
 /* Joined children that never connected are taken for failed. */
 static void join_timeouts(tb_node_t *n, int64_t now)
 {
-    for (size_t i = 0; i < n->nchild; i++) {
+    for (size_t i = 0; n->njoining && i < n->nchild; i++) {
         tb_child_t *ch = &n->child[i];
         if (!ch->joined || !ch->join_due || now < ch->join_due || ch->conn)
             continue;
         ch->join_due = 0;
+        n->njoining--;
         ch->state = CH_GONE;
         TB_WARN("join", "rank %u did not connect after joining: taken for failed", ch->rank);
         tb_stream_child_gone(n, i);
