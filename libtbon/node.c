@@ -270,6 +270,17 @@ static void retire_late(tb_node_t *n, tb_conn_t *c)
         n->late_due = tb_now_ms() + TB_LATE_CLOSE_MS;
 }
 
+/* Child i's connection is over: its streams and views stop waiting for it. */
+static void detach_child(tb_node_t *n, size_t i)
+{
+    tb_child_t *ch = &n->child[i];
+    retire(n, ch->conn);
+    ch->conn = NULL;
+    ch->state = CH_GONE;
+    tb_stream_child_gone(n, i);
+    tb_view_child_gone(n, i);
+}
+
 void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
 {
     tb_child_t *ch = &n->child[i];
@@ -278,11 +289,7 @@ void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
     if (!n->shutting_down)
         TB_WARN("conn", "lost child rank %u (%s): %s", ch->rank,
                 tb_topology_host(n->topo, ch->rank), why);
-    retire(n, ch->conn);
-    ch->conn = NULL;
-    ch->state = CH_GONE;
-    tb_stream_child_gone(n, i);
-    tb_view_child_gone(n, i);
+    detach_child(n, i);
     if (!n->shutting_down && n->ready_sent && ch->leaving) {
         ch->released = 1;
         tb_view_left(n, i);
@@ -306,12 +313,8 @@ void tb_node_drop_child(tb_node_t *n, size_t i)
         return;
     TB_WARN("conn", "rank %u was restarted: the connection of its old process closed",
             ch->rank);
-    retire(n, ch->conn);
-    ch->conn = NULL;
-    ch->state = CH_GONE;
     ch->released = 1;
-    tb_stream_child_gone(n, i);
-    tb_view_child_gone(n, i);
+    detach_child(n, i);
 }
 
 static void parent_lost(tb_node_t *n, const char *why_in)

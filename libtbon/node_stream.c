@@ -107,10 +107,18 @@ static void stream_error(tb_node_t *n, uint32_t id, const char *msg)
     }
 }
 
+/* The definition of s for a child (TB_CTL_STREAM). */
+static tbon_packet_t *stream_packet(const tb_stream_st_t *s)
+{
+    return tbon_packet_new(TB_CTL_STREAM, "%ud %d %d %ud %d %aud", s->id, s->up,
+                           s->sync | (s->bcast ? TB_STREAM_BCAST : 0), s->timeout_ms, s->down,
+                           s->members, s->nmembers);
+}
+
 int tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeout_ms,
                      int down, const tbon_rank_t *members, size_t nmembers)
 {
-    int wire_sync = sync, bcast = (sync & TB_STREAM_BCAST) != 0;
+    int bcast = (sync & TB_STREAM_BCAST) != 0;
     sync &= ~TB_STREAM_BCAST;
     if (id == 0 || id > (1u << 24) || get(n, id))
         return TBON_EINVAL;
@@ -171,8 +179,7 @@ int tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeo
     /* Exactly the children whose subtree holds a member hear of it; of a
      * broadcast stream every commnode does, so that a back-end joining
      * anywhere finds it at its parent. */
-    tbon_packet_t *p = tbon_packet_new(TB_CTL_STREAM, "%ud %d %d %ud %d %aud", id, up, wire_sync,
-                                       timeout_ms, down, members, nmembers);
+    tbon_packet_t *p = stream_packet(s);
     for (size_t i = 0; p && i < n->nchild; i++)
         if ((s->part[i] || (bcast && !n->child[i].is_be)) && n->child[i].conn)
             tb_node_send_ctl(n, n->child[i].conn, TB_CTL_STREAM, tbon_packet_ref(p));
@@ -593,10 +600,7 @@ void tb_stream_bcast_join(tb_node_t *n, size_t i)
         tb_stream_st_t *s = n->streams[id];
         if (!s || !s->bcast || s->part[i])
             continue;
-        tb_node_send_ctl(n, n->child[i].conn, TB_CTL_STREAM,
-                         tbon_packet_new(TB_CTL_STREAM, "%ud %d %d %ud %d %aud", s->id, s->up,
-                                         s->sync | TB_STREAM_BCAST, s->timeout_ms, s->down,
-                                         s->members, s->nmembers));
+        tb_node_send_ctl(n, n->child[i].conn, TB_CTL_STREAM, stream_packet(s));
         /* A commnode takes part once a back-end below it does: it grafts
          * the stream up then. */
         if (!n->child[i].is_be)
