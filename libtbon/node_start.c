@@ -65,8 +65,14 @@ static int env_travels(const char *kv, const char *names)
         return 0;
     if (len == strlen(TB_SECRET_ENV) && strncmp(kv, TB_SECRET_ENV, len) == 0)
         return 0;
-    if (strncmp(kv, "TBON_IFACE=", 11) == 0)
-        return strspn(kv + 11, "0123456789abcdefABCDEF.:") != strlen(kv + 11);
+    if (strncmp(kv, "TBON_IFACE=", 11) == 0) {
+        /* an interface name means the same on every host, an address not */
+        struct addrinfo hints = { .ai_flags = AI_NUMERICHOST }, *res = NULL;
+        int numeric = getaddrinfo(kv + 11, NULL, &hints, &res) == 0;
+        if (res)
+            freeaddrinfo(res);
+        return !numeric;
+    }
     if (strncmp(kv, "TBON_", 5) == 0 ||
         (len == 15 && strncmp(kv, "LD_LIBRARY_PATH", 15) == 0))
         return 1;
