@@ -15,6 +15,7 @@
 #include "error.h"
 #include "log.h"
 #include "relay.h"
+#include "sshmux.h"
 #include "packet_int.h"
 #include "sock.h"
 
@@ -1111,6 +1112,8 @@ void tb_node_destroy(tb_node_t *n)
     }
     tb_eds_stop(n->eds);
     tb_node_reap_all(n);
+    /* the children are gone: so are the masters' sessions */
+    tb_sshmux_free(n->sshmux, tb_now_ms() + 2000);
     tb_relay_free(n->relay);
     tb_eds_free(n->eds);
     tb_stream_free_all(n);

@@ -99,6 +99,7 @@ struct tb_node {
     uint16_t   port;
     tb_eds_t  *eds;
     struct tb_relay *relay;   /* the children's stderr (relay.h); NULL until a launch */
+    struct tb_sshmux *sshmux; /* ssh masters to the children's hosts (sshmux.h), or NULL */
     pthread_t  thread;
     int        threaded;
 
