@@ -302,8 +302,11 @@ void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
         tb_ft_child_lost(n, i);
     }
     /* Until the whole tree is up, losing any child fails the start-up (by
-     * name), or the tree would wait for it until the timeout. */
-    if (!n->shutting_down && !n->ready_sent)
+     * name), or the tree would wait for it until the timeout. A child we
+     * launched is reported when it exits, with its own words (a remote
+     * one's stderr may come after its connection's end); the start-up
+     * timer covers one that lives on. */
+    if (!n->shutting_down && !n->ready_sent && (ch->pid <= 0 || ch->exited))
         tb_node_fail(n, TBON_ELAUNCH, "rank %u on host %s closed its connection before the tree was ready: %s",
                      ch->rank, tb_topology_host(n->topo, ch->rank), why);
 }
