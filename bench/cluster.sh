@@ -16,7 +16,7 @@
 #     remote process started over ssh;
 #   - srun -N8 true (from head), and one ssh HOST true per node, 8 at once.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 TBON=$PWD
 b=${1:-build}
 case $b in /*) B=$b ;; *) B=$TBON/$b ;; esac

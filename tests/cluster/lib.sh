@@ -14,7 +14,8 @@
 #   tbon_procs HOST           "PID NAME ARGS" of HOST's tbon_* processes
 #   bg_start HOST PIDFILE OUT ERR CMD...
 #                             CMD on HOST in the background, its pid (on
-#                             HOST) in PIDFILE; echoes the local job's pid
+#                             HOST) in PIDFILE; the local job's pid in
+#                             $bg_pid (call it as is, not in $(...))
 #   bg_signal HOST PIDFILE SIG
 #   topo_nodes FILE           "RANK HOST ROLE" per node (fe, cn, be), ranks
 #                             breadth-first as docs/topology.md says
@@ -109,7 +110,8 @@ bg_start() {
     rm -f "$pidfile"
     on "$h" sh -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && exec "$@"' "$pidfile" "$@" \
         </dev/null >"$out" 2>"$err" &
-    echo $!
+    # shellcheck disable=SC2034 # for the caller
+    bg_pid=$!
 }
 
 bg_signal() {

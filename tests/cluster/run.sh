@@ -16,14 +16,15 @@
 #                      "# timeout: N" in its first 5 lines)
 #
 # One line per case: "ok", "FAIL" (with the last lines of its output) or
-# "skip" (with its reason), and its time. After each case no tbon_* process
+# "skip" (with its reason), and its time; under an "ok", the case's lines
+# that start with "result: " (what it measured). After each case no tbon_* process
 # may be left on any host, no Slurm job left, and head must still reach every
 # host by ssh: anything else fails that case (and is cleaned up). The last
 # line is "cluster: N passed, N failed, N skipped"; the exit status is 0
 # unless a case failed. Without root, or where network namespaces cannot be
 # made, it prints "check-cluster: skipped: REASON" and counts one skip.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 TBON=$PWD
 b=${1:-build}
 case $b in /*) B=$b ;; *) B=$TBON/$b ;; esac
@@ -155,6 +156,7 @@ up || fail_all "cluster.sh up $NODES failed ($RUN/up.log)"
 problems=""   # what the checks below found, for the case's FAIL line
 
 # tbon_* processes left on a host: a failure; killed by pid.
+# shellcheck disable=SC2154 # _left: set by lib.sh's _all_left
 check_left() {
     if wait_until 2 _all_left; then
         return 0
@@ -178,6 +180,7 @@ check_jobs() {
     wait_until 5 _jobs && return 0
     problems="${problems}Slurm jobs left after the case (cancelled): $_jobs_left
 "
+    # shellcheck disable=SC2046 # one word per job id
     on head scancel $(awk '{print $1}' <<<"$_jobs_left") 2>/dev/null
 }
 
@@ -242,6 +245,7 @@ for f in $list; do
     check_cluster
     if [ "$rc" -eq 0 ] && [ -z "$problems" ]; then
         printf 'ok    %-20s (%s s)\n' "$name" "$took"
+        grep '^result: ' "$log" | sed 's/^result: /      /'
         pass=$((pass + 1))
     elif [ "$rc" -eq 77 ] && [ -z "$problems" ]; then
         why=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1)

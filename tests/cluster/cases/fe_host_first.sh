@@ -43,8 +43,8 @@ seen() {
     [ "$got" = "$want" ]
 }
 # --delay 20: each wave takes 60 ms or more, so the tree lives for minutes
-job=$(bg_start head "$pidf" "$CASE_TMP/out2" "$CASE_TMP/err2" \
-    "$B/bin/tbon_frontend" -t "$top" -b "$B/bin/tbon_example_be" -w 5000 -- --delay 20)
+bg_start head "$pidf" "$CASE_TMP/out2" "$CASE_TMP/err2" \
+    "$B/bin/tbon_frontend" -t "$top" -b "$B/bin/tbon_example_be" -w 5000 -- --delay 20
 if ! wait_until 30 seen; then
     echo "seen (host commnodes back-ends):"
     for h in $(cl_hosts); do tbon_procs "$h" | sed "s/^/$h: /"; done
@@ -53,7 +53,9 @@ fi
 echo "every host runs what the topology puts there"
 wait_until 30 grep -q '^wave 2:' "$CASE_TMP/out2" || { cat "$CASE_TMP/err2"; fail "no wave 2 in the long run"; }
 bg_signal head "$pidf" TERM || fail "cannot signal the front-end"
-wait_until 30 eval '! kill -0 "$job" 2>/dev/null' || fail "the front-end did not end within 30 s of SIGTERM"
+fe_ended() { ! kill -0 "$bg_pid" 2>/dev/null; }
+wait_until 30 fe_ended || fail "the front-end did not end within 30 s of SIGTERM"
+wait "$bg_pid"
 n=$(grep -c '^wave ' "$CASE_TMP/out2")
 expect_waves "$top" "$CASE_TMP/out2" "$n"
 echo "long run: $n exact waves"

@@ -38,6 +38,7 @@ try() {   # try NAME HOST
     grep -q "^tbon_frontend: .*\\b$2\\b" "$CASE_TMP/$1.err" ||
         fail "$1: no error line of tbon_frontend names the host $2"
     no_tbon_left
+    echo "result: $1: the front-end named $2 and exited $rc after $took ms"
 }
 
 link_down=1

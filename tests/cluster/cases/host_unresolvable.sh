@@ -25,6 +25,7 @@ try() {   # try NAME TOPOLOGY-TEXT
     grep -q '^tbon_frontend: .*\bn9\b' "$CASE_TMP/$1.err" ||
         fail "$1: no error line of tbon_frontend names the host n9"
     no_tbon_left
+    echo "result: $1: the front-end named n9 and exited $rc after $took ms"
 }
 
 try fe_child 'head:0 => n1:0 n9:0 ;

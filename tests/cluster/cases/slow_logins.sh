@@ -33,6 +33,7 @@ try() {   # try SHAPE
         fail "$1: membership events other than a stable view (a node failed, was adopted, ...)"
     ! grep -E 'taken for failed|fenced' "$CASE_TMP/$1.err" || fail "$1: a node was fenced"
     expect_waves "$top" "$CASE_TMP/$1.out" 3
+    echo "result: $1: $(grep -o 'started tree: .*' "$CASE_TMP/$1.err" | sed 's/ *$//'), 3 exact waves, nothing fenced"
 }
 
 try 4x4
