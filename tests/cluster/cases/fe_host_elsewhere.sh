@@ -5,7 +5,10 @@
 #    and head; nothing left on any host.
 # 2. Run on n1: exact sums for 3 waves (a commnode on its parent's host must
 #    hand its children on other hosts an address they can reach).
-# 3. Run from head with --fe-host n1: exact sums for 3 waves.
+# 3. Run from head with --fe-host head (head standing for the topology's
+#    front-end host; n1's other nodes still run on n1): exact sums.
+# 4. Run from head with --fe-host n1 (not a name of head): refused, exit
+#    non-zero, the message names n1.
 # timeout: 150
 set -u
 . "$TBON/tests/cluster/lib.sh"
@@ -53,15 +56,26 @@ else
 "
 fi
 
-# 3. head, told it stands for n1
-run fe_host head --fe-host n1
+# 3. head, told it stands for the topology's front-end host
+run fe_host head --fe-host head
 no_tbon_left
 if [ "$rc" -ne 0 ]; then
-    errors="${errors}--fe-host n1 on head: tbon_frontend exited $rc
+    errors="${errors}--fe-host head on head: tbon_frontend exited $rc
 "
 else
-    (expect_waves "$top" "$CASE_TMP/fe_host.out" 3) || errors="${errors}--fe-host n1 on head: wrong waves
+    (expect_waves "$top" "$CASE_TMP/fe_host.out" 3) || errors="${errors}--fe-host head on head: wrong waves
 "
 fi
 
-[ -z "$errors" ] || { printf '%s' "$errors"; fail "$(printf '%s' "$errors" | wc -l) of 3 parts failed"; }
+# 4. a --fe-host that is not this host
+run fe_host_wrong head --fe-host n1
+no_tbon_left
+if [ "$rc" -eq 0 ]; then
+    errors="${errors}--fe-host n1 on head: tbon_frontend exited 0
+"
+elif ! grep -q '^tbon_frontend: .*\bn1\b' "$CASE_TMP/fe_host_wrong.err"; then
+    errors="${errors}--fe-host n1 on head: exit $rc, but no error line of tbon_frontend names n1
+"
+fi
+
+[ -z "$errors" ] || { printf '%s' "$errors"; fail "$(printf '%s' "$errors" | wc -l) of 4 parts failed"; }
