@@ -178,7 +178,8 @@ echo "node; the file system shared). Wall times measured on head, median of $ROU
 echo "kinds interleaved in each round; every run's figure is in the notes. Tree rows:"
 echo "\`tbon_frontend -w 0\` starts the tree and shuts it down; the FE's own \"started"
 echo "tree\" figure (start-up alone) is in the notes. Remote processes start over ssh"
-echo "(\`TBON_RSH\` unset: plain \`ssh HOST\`, the cluster's client config, no login shell rc)."
+echo "(\`TBON_RSH\` unset: the library's default ssh command, the cluster's client configuration,"
+echo "sessions without rc files)."
 echo "The 1,024-back-end tree is one commnode per node under the FE, each with its 128"
 echo "back-ends on its own node: 8 ssh launches, 1,024 local ones."
 echo
