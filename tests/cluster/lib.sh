@@ -17,7 +17,8 @@
 #                             HOST) in PIDFILE; the local job's pid in
 #                             $bg_pid (call it as is, not in $(...))
 #   bg_signal HOST PIDFILE SIG
-#   topo_nodes FILE           "RANK HOST ROLE" per node (fe, cn, be), ranks
+#   topo_nodes FILE           "RANK HOST ROLE PARENT" per node (role fe, cn
+#                             or be; parent "-" for the FE), ranks
 #                             breadth-first as docs/topology.md says
 #   wave_line FILE W          the exact line tbon_frontend prints for wave W
 #                             of a sum over FILE's back-ends (rank + W each)
@@ -137,12 +138,12 @@ topo_nodes() {
             else if (x == ";") st = 0
             else { nk[p]++; kid[p, nk[p]] = x }
         }
-        q[0] = root; qn = 1
+        q[0] = root; qn = 1; par[0] = "-"
         for (h = 0; h < qn; h++)
-            for (j = 1; j <= nk[q[h]]; j++) q[qn++] = kid[q[h], j]
+            for (j = 1; j <= nk[q[h]]; j++) { par[qn] = h; q[qn++] = kid[q[h], j] }
         for (r = 0; r < qn; r++) {
             split(q[r], hp, ":")
-            print r, hp[1], (r == 0 ? "fe" : (nk[q[r]] > 0 ? "cn" : "be"))
+            print r, hp[1], (r == 0 ? "fe" : (nk[q[r]] > 0 ? "cn" : "be")), par[r]
         }
     }' "$1"
 }
