@@ -26,8 +26,6 @@
 #   now_ms                    wall clock in ms (bash's EPOCHREALTIME)
 set -u
 
-if ! declare -F on >/dev/null; then
-
 for _v in TBON B C CL_PREFIX CL_NET CL_DIR CASE_TMP; do
     if [ -z "${!_v:-}" ]; then
         echo "lib.sh: $_v is not set (run the case through tests/cluster/run.sh)" >&2
@@ -171,4 +169,3 @@ expect_waves() {
     done
 }
 
-fi
