@@ -45,7 +45,8 @@ grep '^event' "$out"
 
 # Three more waves after the adoptions, each exact over all 16 back-ends.
 n0=$(grep -c '^wave ' "$out")
-wait_until 30 eval '[ "$(grep -c "^wave " "$out")" -ge $((n0 + 4)) ]' || fail "no 4 more waves within 30 s"
+more_waves() { [ "$(grep -c '^wave ' "$out")" -ge $((n0 + 4)) ]; }
+wait_until 30 more_waves || fail "no 4 more waves within 30 s"
 grep '^wave ' "$out" | tail -n 3 >"$CASE_TMP/last3"
 while read -r line; do
     w=$(awk '{ sub(":", "", $2); print $2 }' <<<"$line")
