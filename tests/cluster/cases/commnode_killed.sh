@@ -28,8 +28,8 @@ wait_until 30 grep -q '^wave 2:' "$out" || { cat "$CASE_TMP/err"; fail "the tree
 
 pid=$(tbon_procs n2 | awk '$2 == "tbon_commnode" && / --tbon-rank '$victim' / { print $1 }')
 [ -n "$pid" ] || { tbon_procs n2; fail "no tbon_commnode of rank $victim on n2"; }
+t0=$(now_ms)   # before: the figure below is an upper bound
 on n2 kill -KILL "$pid" || fail "kill -9 of rank $victim (pid $pid on n2) failed"
-t0=$(now_ms)
 echo "killed rank $victim (pid $pid on n2)"
 
 adopted() {
