@@ -580,8 +580,23 @@ enum origin { ORIGIN_ALL, ORIGIN_BACKEND, ORIGIN_PARTIAL };
 
 /* One result line on stdout: JSON, or readable according to origin (n: the
  * back-ends of a complete wave, or the result's number within its wave). */
+/* " (from 13 back-ends)", and the back-ends cut off from the tree, if any:
+ * " (from 13 back-ends; cut off: 17)"; ncut may exceed the ranks given. */
+static void print_from(size_t n, const tbon_rank_t *cut, size_t ncut)
+{
+    printf(" (from %zu back-end%s", n, n == 1 ? "" : "s");
+    if (ncut) {
+        printf("; cut off:");
+        for (size_t i = 0; i < ncut && i < 8; i++)
+            printf(" %" PRIu32, cut[i]);
+        if (ncut > 8)
+            printf(" and %zu more", ncut - 8);
+    }
+    printf(")\n");
+}
+
 static void print_result(const struct cli *c, unsigned long wave, const tbon_packet_t *p,
-                         enum origin how, size_t n)
+                         enum origin how, size_t n, const tbon_rank_t *cut, size_t ncut)
 {
     if (c->json) {
         printf("{\"wave\":%lu,\"stream\":%" PRIu32 ",\"source\":", wave, tbon_packet_stream(p));
@@ -603,7 +618,7 @@ static void print_result(const struct cli *c, unsigned long wave, const tbon_pac
         printf("wave %lu: %s = ", wave, c->filter_name);
         print_values(stdout, p, 0);
         if (how == ORIGIN_ALL)
-            printf(" (from %zu back-end%s)\n", n, n == 1 ? "" : "s");
+            print_from(n, cut, ncut);
         else
             printf(" (result %zu of the wave)\n", n);
     }
@@ -732,7 +747,7 @@ static int run_wave(const struct cli *c, tbon_net_t *net, tbon_stream_t *s, unsi
                 continue;    /* re-read the number of live back-ends */
             if (rc != 0)
                 return g_stop ? EXIT_RUN : recv_failed(c, net, w, rc);
-            print_result(c, w, p, ORIGIN_BACKEND, 0);
+            print_result(c, w, p, ORIGIN_BACKEND, 0, NULL, 0);
             tbon_packet_unref(p);
             got++;
         }
@@ -748,7 +763,14 @@ static int run_wave(const struct cli *c, tbon_net_t *net, tbon_stream_t *s, unsi
                 return no_backends(w);
         if (rc != 0)
             return g_stop ? EXIT_RUN : recv_failed(c, net, w, rc);
-        print_result(c, w, p, ORIGIN_ALL, tbon_net_num_backends(net));
+        /* The back-ends cut off from the tree (their parent failed, no
+         * adoption yet) are not in the result: say so, by rank. */
+        tbon_rank_t cut[8];
+        int ncut = tbon_fe_cut_off(net, cut, 8);
+        size_t live = tbon_net_num_backends(net);
+        ncut = ncut < 0 ? 0 : ncut;
+        print_result(c, w, p, ORIGIN_ALL, live > (size_t)ncut ? live - (size_t)ncut : 0, cut,
+                     (size_t)ncut);
         tbon_packet_unref(p);
         return 0;
     }
@@ -761,7 +783,7 @@ static int run_wave(const struct cli *c, tbon_net_t *net, tbon_stream_t *s, unsi
             break;
         if (rc != 0)
             return g_stop ? EXIT_RUN : recv_failed(c, net, w, rc);
-        print_result(c, w, p, ORIGIN_PARTIAL, ++n);
+        print_result(c, w, p, ORIGIN_PARTIAL, ++n, NULL, 0);
         tbon_packet_unref(p);
     }
     if (n == 0) {

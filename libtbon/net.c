@@ -635,6 +635,24 @@ int tbon_net_backends(tbon_net_t *net, tbon_rank_t *out, size_t cap)
     return (int)n;
 }
 
+int tbon_fe_cut_off(tbon_net_t *net, tbon_rank_t *out, size_t cap)
+{
+    if (!net || (cap && !out))
+        return tb_net_seterr(TBON_EINVAL, "tbon_fe_cut_off needs a network and room for ranks");
+    pthread_mutex_lock(&net->mu);
+    size_t n = 0, size = tb_topology_size(net->topo);
+    for (tbon_rank_t r = 1; r < size; r++) {
+        if (tb_topology_role(net->topo, r) != TB_ROLE_BE || !tb_topology_alive(net->topo, r) ||
+            tb_topology_root_of(net->topo, r) == 0)
+            continue;
+        if (n < cap)
+            out[n] = r;
+        n++;
+    }
+    pthread_mutex_unlock(&net->mu);
+    return (int)n;
+}
+
 size_t tbon_net_num_backends(tbon_net_t *net)
 {
     int n = tbon_net_backends(net, NULL, 0);

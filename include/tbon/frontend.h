@@ -57,6 +57,15 @@ tbon_net_t  *tbon_fe_create(const char *topology_file, const char *backend_exe,
                             const char *const backend_argv[],
                             const tbon_fe_options_t *opts, tbon_error_t *err);
 
+/* The live back-ends cut off from the front-end: their parent (or a node
+ * above it) failed and nobody has adopted them yet - an orphan looking for a
+ * new parent, or one on a host that fell off the network with its parent.
+ * Waves do not wait for them, so results miss their answers until they are
+ * adopted (they count again) or taken for failed (TBON_EV_NODE_FAILED).
+ * Writes up to cap ranks (in rank order) to out; returns how many there are,
+ * or a negative error code. docs/fault-tolerance.md. */
+int          tbon_fe_cut_off(tbon_net_t *net, tbon_rank_t *out, size_t cap);
+
 /* Load filter func from the shared object so_path here and in every commnode.
  * Returns its id (>= TBON_FILTER_BUILTIN_COUNT) or TBON_EFILTER, with the
  * reason (dlerror's text) in tbon_net_error(net). */

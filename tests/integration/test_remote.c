@@ -150,3 +150,55 @@ ITEST(slow_logins_no_fencing)
     CHECK_UINT(tbon_net_num_backends(net), 4);
     tbon_net_destroy(net);
 }
+
+/* A "host" that falls off the network, on one machine: a commnode and its
+ * back-ends stopped together. The commnode is fenced for its silence; its
+ * back-ends cannot ask anyone to adopt them, so they are cut off
+ * (tbon_fe_cut_off names them, waves are exact over the others and
+ * tbon_frontend says so) until they are taken for failed too. */
+ITEST(cut_off_backends_named)
+{
+    tbon_fe_options_t o = { .heartbeat_ms = 500 };
+    it_tree_t t;
+    tbon_stream_t *s = it_start_summing(&t, "2x3", &o);
+    if (!s)
+        return;
+    /* 2x3: commnodes 1 and 2; back-ends 3-5 under 1, 6-8 under 2 */
+    pid_t p1 = it_pid_of("tbon_commnode", 1);
+    pid_t pb[3] = { it_pid_of("tbon_test_be", 3), it_pid_of("tbon_test_be", 4),
+                    it_pid_of("tbon_test_be", 5) };
+    REQUIRE(p1 > 0 && pb[0] > 0 && pb[1] > 0 && pb[2] > 0);
+    for (int i = 0; i < 3; i++)
+        kill(pb[i], SIGSTOP);
+    kill(p1, SIGSTOP);
+    tbon_event_t ev;
+    int failed1 = 0;
+    int64_t end = it_now_ms() + 15000;
+    while (!failed1 && it_now_ms() < end)
+        if (tbon_net_next_event(t.net, &ev, 200) == 0 && ev.type == TBON_EV_NODE_FAILED)
+            failed1 = ev.rank == 1;
+    REQUIRE(failed1);
+    tbon_rank_t cut[8];
+    int n = tbon_fe_cut_off(t.net, cut, 8);
+    /* cut off until taken for failed: at least a second (2 heartbeats) */
+    CHECK_INT(n, 3);
+    for (int i = 0; i < n && i < 3; i++)
+        CHECK_UINT(cut[i], 3 + (unsigned)i);
+    const tbon_rank_t others[] = { 6, 7, 8 };
+    it_sum_wave(s, 7, others, 3);
+    /* then they are taken for failed, and nothing is cut off any more */
+    int gone = 0;
+    while (gone < 3 && it_now_ms() < end)
+        if (tbon_net_next_event(t.net, &ev, 200) == 0 && ev.type == TBON_EV_NODE_FAILED &&
+            ev.rank >= 3 && ev.rank <= 5)
+            gone++;
+    CHECK_INT(gone, 3);
+    CHECK_INT(tbon_fe_cut_off(t.net, cut, 8), 0);
+    CHECK_UINT(tbon_net_num_backends(t.net), 3);
+    it_sum_wave(s, 8, others, 3);
+    CHECK_INT(tbon_fe_cut_off(NULL, cut, 8), TBON_EINVAL);
+    kill(p1, SIGCONT);
+    for (int i = 0; i < 3; i++)
+        kill(pb[i], SIGCONT);
+    it_stop(&t);
+}

@@ -45,10 +45,14 @@ for h in n1 n2 n3 n4; do
     [ "$got" = "1 3" ] || { tbon_procs "$h"; fail "$h runs $got (commnodes back-ends), expected 1 3"; }
 done
 [ -z "$(tbon_procs head | grep -v tbon_frontend)" ] || fail "head runs more than the FE"
-grep -q '^wave 3:' "$CASE_TMP/out2" || wait_until 30 grep -q '^wave 3:' "$CASE_TMP/out2"
-bg_signal head "$pidf" TERM
+wait_until 30 grep -q '^wave 3:' "$CASE_TMP/out2" || fail "no wave 3"
+# end the FE itself (salloc, signalled, would cancel the job's steps under
+# the running tree): the tree shuts down, the steps end, salloc returns
+fe=$(tbon_procs head | awk '$2 == "tbon_frontend" { print $1; exit }')
+[ -n "$fe" ] || fail "no tbon_frontend on head"
+on head kill -TERM "$fe"
 fe_ended() { ! kill -0 "$bg_pid" 2>/dev/null; }
-wait_until 30 fe_ended || fail "salloc did not end within 30 s of SIGTERM"
+wait_until 30 fe_ended || fail "salloc did not end within 30 s of the FE's SIGTERM"
 wait "$bg_pid"
 n=$(grep -c '^wave ' "$CASE_TMP/out2")
 # back-ends 5..16: sum of ranks 126, plus 12 per wave
