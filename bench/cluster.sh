@@ -155,13 +155,18 @@ for r in $(seq 1 "$ROUNDS"); do
         { cat "$work/big.last" >&2; status=1; }
     fe_started big "$big_n"
     no_tbon_left 10
+    # the same two shapes started by Slurm: one srun step per depth
+    quiet
+    timed sl_small salloc -N4 "$B/bin/tbon_frontend" --slurm --be-per-node 4 \
+        -b "$B/bin/tbon_example_be" -w 0 || { cat "$work/sl_small.last" >&2; status=1; }
+    no_tbon_left 10
+    quiet
+    timed sl_big salloc -N"$NODES" "$B/bin/tbon_frontend" --slurm --be-per-node 128 \
+        -b "$B/bin/tbon_example_be" -w 0 || { cat "$work/sl_big.last" >&2; status=1; }
+    fe_started sl_big "$big_n"
+    no_tbon_left 10
 done
 
-# ---- --slurm (TODO: the lead) ----------------------------------------------
-# Here go the same two trees started with tbon_frontend --slurm inside an
-# allocation (salloc -N8 on head), timed like the rows above (timed NAME ...;
-# rows below). Until then the section says they are not measured.
-slurm_rows=""
 
 med() {   # median of a file of numbers (ms) -> seconds, 2 decimals
     sort -n "$1" | awk '{ v[NR] = $1 } END {
@@ -192,10 +197,9 @@ echo "| tree start-up, 4x4 ($small_n processes, 5 hosts), ssh | \`tbon_frontend 
 echo "| tree start-up, 1,024 back-ends ($big_n processes, 9 hosts: 8 x 128), ssh | \`tbon_frontend -t 8x128.top -b tbon_example_be -w 0\` | $(med "$work/big") | s | runs: $(all "$work/big"); FE's start-up (to 0.1 s): median $(med "$work/big.fe") s |"
 echo "| baseline: Slurm | \`srun -N$NODES true\` | $(med "$work/srun") | s | runs: $(all "$work/srun") |"
 echo "| baseline: ssh | \`ssh HOST true\` for n1..n$NODES at once | $(med "$work/ssh") | s | runs: $(all "$work/ssh") |"
-if [ -n "$slurm_rows" ]; then
-    printf '%s\n' "$slurm_rows"
-else
-    echo "| tree start-up over \`--slurm\` | TODO (lead): \`salloc -N$NODES tbon_frontend --slurm ...\` | - | s | not measured yet |"
-fi
+# the same shapes started by --slurm
+echo "| tree start-up, 4 nodes x 4 back-ends (21 processes), \`--slurm\` | \`salloc -N4 tbon_frontend --slurm --be-per-node 4 -b tbon_example_be -w 0\` (2 srun steps) | $(med "$work/sl_small") | s | runs: $(all "$work/sl_small"); the allocation included |
+| tree start-up, 1,024 back-ends ($big_n processes, 8 x 128), \`--slurm\` | \`salloc -N$NODES tbon_frontend --slurm --be-per-node 128 -b tbon_example_be -w 0\` (2 srun steps) | $(med "$work/sl_big") | s | runs: $(all "$work/sl_big"); the allocation included; FE's start-up (to 0.1 s): median $(med "$work/sl_big.fe") s |"
+
 [ "$status" -eq 0 ] || echo "**Some runs failed in this run (see stderr); medians are of the runs that were timed.**"
 exit "$status"
