@@ -24,6 +24,10 @@
 #                             of a sum over FILE's back-ends (rank + W each)
 #   expect_waves FILE OUT N   fail unless OUT holds exactly waves 0..N-1
 #   now_ms                    wall clock in ms (bash's EPOCHREALTIME)
+#   expect_start_failure NAME TOPOLOGY HOST LIMIT_MS
+#                             tbon_frontend on head must fail to start the
+#                             tree within LIMIT_MS, an error line naming
+#                             HOST, nothing left on any host
 set -u
 
 for _v in TBON B C CL_PREFIX CL_NET CL_DIR CASE_TMP; do
@@ -169,3 +173,21 @@ expect_waves() {
     done
 }
 
+
+expect_start_failure() {
+    local name=$1 top=$2 host=$3 limit=$4 t0 took rc
+    t0=$(now_ms)
+    on head timeout 60 "$B/bin/tbon_frontend" -t "$top" -b "$B/bin/tbon_example_be" -w 1 \
+        >"$CASE_TMP/$name.out" 2>"$CASE_TMP/$name.err"
+    rc=$?
+    took=$(($(now_ms) - t0))
+    echo "== $name: exit $rc after $took ms"
+    cat "$CASE_TMP/$name.out" "$CASE_TMP/$name.err"
+    [ "$rc" -ne 124 ] || fail "$name: tbon_frontend still running after 60 s"
+    [ "$rc" -ne 0 ] || fail "$name: tbon_frontend exited 0 with $host unreachable"
+    [ "$took" -le "$limit" ] || fail "$name: tbon_frontend took $took ms to fail (more than $limit)"
+    grep -q "^tbon_frontend: .*\\b$host\\b" "$CASE_TMP/$name.err" ||
+        fail "$name: no error line of tbon_frontend names the host $host"
+    no_tbon_left
+    echo "result: $name: the front-end named $host and exited $rc after $took ms"
+}
