@@ -42,10 +42,19 @@ static void usage(FILE *f)
             "process, on the host it had): the new incarnation makes whatever its\n"
             "old process may still say stale.\n"
             "\n"
-            "Environment:\n"
+            "Under Slurm (tbon_frontend --slurm) it is a task of a job step and finds\n"
+            "its rank and parent in --tbon-slurm-map by its node and local id, and\n"
+            "launches nothing itself.\n"
+            "\n"
+            "Environment (what the front-end had travels here: docs/cluster.md):\n"
             "  TBON_LOG      error|warn|info|debug (default warn)\n"
             "  TBON_LOG_DIR  where the log goes (default ${TMPDIR:-/tmp}/tbon-USER-SESSION/),\n"
-            "                one file per commnode: commnode-RANK.log\n");
+            "                one file per commnode: commnode-RANK.log\n"
+            "  TBON_RSH      the remote shell for children on other hosts (default ssh\n"
+            "                -o BatchMode=yes -o ConnectTimeout=10, one connection per host)\n"
+            "  TBON_IFACE    the interface (or address) children on other hosts reach it at\n"
+            "                (default: the one routed toward their host)\n"
+            "  TBON_ENV      names of more variables to pass on to children elsewhere\n");
 }
 
 /* A start-up failure goes to the log and to stderr: before the commnode is
