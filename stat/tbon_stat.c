@@ -1424,12 +1424,14 @@ static void make_dirs(const char *dir)
     free(p);
 }
 
-/* DIR/<exe>.tasks.txt: every task's number, rank, host, pid and step. */
-static void write_tasks(const char *dir, const char *exe, const struct run *r)
+/* DIR/<exe>.tasks.txt: every task's number, rank, host, pid and step, and
+ * its path in the merged 2D tree t (outermost first, " > " between). */
+static void write_tasks(const char *dir, const char *exe, const struct run *r,
+                        const st_tree_t *tree)
 {
     char path[PATH_MAX];
     FILE *f = out_file(dir, exe, "tasks.txt", path, sizeof path);
-    fprintf(f, "# task rank host pid step (the trees' sets are task numbers)\n");
+    fprintf(f, "# task rank host pid step: path (the trees' sets are task numbers)\n");
     for (size_t i = 0; i < r->n; i++) {
         const struct task *t = &r->t[i];
         char rank[16] = "-", step[16] = "-";
@@ -1437,10 +1439,16 @@ static void write_tasks(const char *dir, const char *exe, const struct run *r)
             snprintf(rank, sizeof rank, "%d", t->rank);
         if (t->step != ST_STEP_NONE)
             snprintf(step, sizeof step, "%u", t->step);
-        fprintf(f, "%u %s %s %d %s\n", t->id, rank, t->host, t->pid, step);
+        fprintf(f, "%u %s %s %d %s:", t->id, rank, t->host, t->pid, step);
+        const char **fr = NULL;
+        size_t nf = st_tree_path(tree, t->id, &fr);
+        for (size_t k = 0; k < nf; k++)
+            fprintf(f, "%s%s", k ? " > " : " ", fr[k]);
+        free(fr);
+        fputc('\n', f);
     }
     for (size_t i = 0; i < r->nabsent; i++)
-        fprintf(f, "%u %u - - - not found\n", r->absent[i], r->absent[i]);
+        fprintf(f, "%u %u - - -: [task not found]\n", r->absent[i], r->absent[i]);
     close_file(f, path);
 }
 
@@ -1622,7 +1630,7 @@ static int fe_main(const struct cli *c, char *self)
     write_tree(dir, exe, "3D", t3, &svg);
     write_classes(dir, exe, "2D", t2, r);
     write_classes(dir, exe, "3D", t3, r);
-    write_tasks(dir, exe, r);
+    write_tasks(dir, exe, r, t2);
     char path[PATH_MAX];
     FILE *f = out_file(dir, exe, "perf", path, sizeof path);
     double t_write = now_s() - t2s;

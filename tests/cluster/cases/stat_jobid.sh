@@ -1,0 +1,63 @@
+# stat_jobid.sh - tbon_stat --jobid from head on a hung sbatch job of 64
+# tasks over 4 nodes: every task is in the merged tree exactly once, with its
+# host, pid and rank as the node itself says, and every task's path is what
+# eu-stack -p PID prints on that task's node.
+. "$TBON/tests/cluster/stat_lib.sh"
+trap stat_cleanup EXIT
+
+N=64
+stat_submit -N4 -n$N -O -o "$CASE_TMP/job-%j.out" \
+    --wrap "srun sh -c 'exec $B/stat/examples/stat_hang --worker \$SLURM_PROCID'"
+J=$JOB
+wait_until 40 job_tasks_running "$J" $N stat_hang ||
+    fail "job $J: not all $N stat_hang tasks running after 40 s ($(on head squeue -h -j "$J"))"
+
+OUT=$CASE_TMP/out
+on head "$B/bin/tbon_stat" --jobid "$J" -n 2 -i 20 -o "$OUT" >"$CASE_TMP/stat.out" \
+    2>"$CASE_TMP/stat.err" || fail "tbon_stat --jobid $J: exit $? ($(cat "$CASE_TMP/stat.err"))"
+TASKS=$(ls "$OUT"/stat_hang.*/stat_hang.tasks.txt) || fail "no tasks file in $OUT"
+TREE=${TASKS%tasks.txt}2D.txt
+grep -q "^/  $N:\[0-$((N - 1))\]$" "$TREE" || fail "the tree's root is not $N:[0-$((N - 1))]: $(head -1 "$TREE")"
+grep -q "ranks from their environment" "$CASE_TMP/stat.out" || fail "ranks not from the tasks' environments"
+[ ! -s "$CASE_TMP/stat.err" ] || fail "tbon_stat said: $(cat "$CASE_TMP/stat.err")"
+ls -a "$OUT" | grep -q attach && fail "the attach file is left in $OUT"
+
+# Each task once: N lines, N distinct ranks 0..N-1, distinct host:pid.
+body=$(grep -v '^#' "$TASKS")
+[ "$(echo "$body" | wc -l)" -eq $N ] || fail "$TASKS has $(echo "$body" | wc -l) tasks, not $N"
+[ "$(echo "$body" | awk '{print $2}' | sort -n | uniq | tr '\n' ' ')" = "$(seq -s ' ' 0 $((N - 1))) " ] ||
+    fail "the ranks in $TASKS are not 0..$((N - 1)) once each"
+[ "$(echo "$body" | awk '{print $3 ":" $4}' | sort -u | wc -l)" -eq $N ] || fail "a host:pid twice in $TASKS"
+awk '$1 != $2 { exit 1 }' <<<"$body" || fail "a task number is not its rank in $TASKS"
+
+checked=0
+for h in $(on head scontrol show hostnames "$(on head squeue -h -j "$J" -o %N)"); do
+    # The node's own view: its stat_hang pids and their ranks.
+    mine=$(node_tasks "$h" stat_hang | sort -n)
+    theirs=$(echo "$body" | awk -v h="$h" '$3 == h { print $4, $2 }' | sort -n)
+    [ -n "$mine" ] || fail "$h has no stat_hang task"
+    [ "$mine" = "$theirs" ] || fail "$h: the node has pid/rank
+$mine
+and tbon_stat says
+$theirs"
+    # Every path against eu-stack on that node.
+    pids=$(echo "$mine" | awk '{print $1}')
+    while IFS= read -r line; do
+        pid=${line%%:*}
+        want=${line#*: }
+        got=$(echo "$body" | awk -v h="$h" -v p="$pid" '$3 == h && $4 == p' | sed 's/^[^:]*: //')
+        case $got in
+        *compute_loop*)
+            # The busy rank moves inside its loop: the frames down to do_work
+            # must agree, and eu-stack must see it in compute_loop too.
+            [ "${got%%do_work*}" = "${want%%do_work*}" ] && [[ $want == *compute_loop* ]] ||
+                fail "$h:$pid: tbon_stat has [$got]; eu-stack has [$want]" ;;
+        *)
+            [ "$got" = "$want" ] || fail "$h:$pid: tbon_stat has [$got]; eu-stack has [$want]" ;;
+        esac
+        checked=$((checked + 1))
+    done < <(node_stacks "$h" $pids)
+done
+[ "$checked" -eq $N ] || fail "compared $checked paths with eu-stack, not $N"
+no_tbon_left
+echo "ok: job $J, $N tasks on 4 nodes: hosts, pids, ranks and every path as on the nodes"

@@ -1,0 +1,54 @@
+# stat_mpi_pmix.sh - tbon_stat --jobid on an Open MPI job started with
+# srun --mpi=pmix -N4 -n16 (stat/examples/mpi/mpi_hang: rank 1 lost in its
+# own loop, the others in MPI_Barrier): every rank once, on the host and
+# with the pid the node says, rank 1 alone in wait_for_lost_message.
+. "$TBON/tests/cluster/stat_lib.sh"
+trap stat_cleanup EXIT
+
+EXE=$B/stat/examples/mpi_hang
+[ -x "$EXE" ] || { echo "skip: no $EXE (no mpicc when tbon was built)"; exit 77; }
+on head srun --mpi=list 2>&1 | grep -q pmix ||
+    { echo "skip: this Slurm has no pmix plugin (srun --mpi=list)"; exit 77; }
+
+N=16
+# The emulated hosts share /tmp and /dev/shm and their pids repeat, so Open
+# MPI's shared-memory files of two nodes can collide (a rank then dies in
+# its shared-memory set-up): ranks talk over TCP, PMIx keeps its data in a
+# hash, not in shared memory.
+stat_submit -N4 -n$N -O -o "$CASE_TMP/job-%j.out" \
+    --wrap "OMPI_MCA_btl=self,tcp PMIX_MCA_gds=hash srun --mpi=pmix $EXE"
+J=$JOB
+# Each rank prints "rank R pid P barrier|stuck" on its way there.
+_all_printed() {
+    [ "$(cat "$CASE_TMP/job-$J.out" 2>/dev/null | grep -cE '^rank [0-9]+ pid [0-9]+ (barrier|stuck)$')" -eq $N ]
+}
+wait_until 40 _all_printed ||
+    fail "job $J: not all $N ranks reached their place after 40 s: $(tail -5 "$CASE_TMP/job-$J.out" 2>/dev/null)"
+wait_until 10 job_tasks_running "$J" $N mpi_hang || fail "job $J: not $N mpi_hang processes"
+
+OUT=$CASE_TMP/out
+on head "$B/bin/tbon_stat" --jobid "$J" -n 3 -i 50 -o "$OUT" >"$CASE_TMP/stat.out" \
+    2>"$CASE_TMP/stat.err" || fail "tbon_stat --jobid $J: exit $? ($(cat "$CASE_TMP/stat.err"))"
+TASKS=$(ls "$OUT"/mpi_hang.*/mpi_hang.tasks.txt) || fail "no tasks file in $OUT"
+body=$(grep -v '^#' "$TASKS")
+[ "$(echo "$body" | wc -l)" -eq $N ] || fail "$(echo "$body" | wc -l) tasks, not $N: $body"
+[ "$(echo "$body" | awk '{print $2}' | sort -n | tr '\n' ' ')" = "$(seq -s ' ' 0 $((N - 1))) " ] ||
+    fail "the ranks are not 0..$((N - 1)) once each: $body"
+# The ranks as MPI gave them (the job's output) and as each node's /proc has them.
+while read -r _ r _ p _; do
+    echo "$body" | awk -v r="$r" -v p="$p" '$2 == r && $4 == p { f = 1 } END { exit !f }' ||
+        fail "rank $r (pid $p in the job's output) is not rank $r in $TASKS"
+done < <(grep -E '^rank [0-9]+ pid' "$CASE_TMP/job-$J.out")
+for h in $(on head scontrol show hostnames "$(on head squeue -h -j "$J" -o %N)"); do
+    mine=$(node_tasks "$h" mpi_hang | sort -n)
+    theirs=$(echo "$body" | awk -v h="$h" '$3 == h { print $4, $2 }' | sort -n)
+    [ "$mine" = "$theirs" ] || fail "$h: the node has pid/rank [$mine], tbon_stat says [$theirs]"
+done
+echo "$body" | awk '$2 == 1 && !/wait_for_lost_message/ { exit 1 }' ||
+    fail "rank 1 is not in wait_for_lost_message: $(grep -v '^#' "$TASKS" | awk '$2 == 1')"
+echo "$body" | awk '$2 != 1 && !/main > synchronise > PMPI_Barrier/ { exit 1 }' ||
+    fail "a rank other than 1 is not in MPI_Barrier: $body"
+grep -q "^1:\[1\]  rep 1 (" "${TASKS%tasks.txt}2D.classes.txt" ||
+    fail "rank 1 is not a class of its own: $(cat "${TASKS%tasks.txt}2D.classes.txt")"
+no_tbon_left
+echo "ok: job $J (srun --mpi=pmix), $N ranks on 4 nodes, rank 1 alone"
