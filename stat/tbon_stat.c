@@ -1354,8 +1354,8 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
             fprintf(stderr, PROG ": note: %s: %s\n", hosts[k], note);
         if (strcmp(r->exe, "?") == 0)
             snprintf(r->exe, sizeof r->exe, "%s", exe);
-        struct task *nt = realloc(r->t, (r->n + a) * sizeof *nt);
-        if (!nt)
+        struct task *nt = a ? realloc(r->t, (r->n + a) * sizeof *nt) : r->t;
+        if (a && !nt)
             die("out of memory");
         r->t = nt;
         for (size_t i = 0; i < a; i++) {
@@ -1383,7 +1383,8 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
         die("interrupted");
     r->t_find = now_s() - t0 - r->t_launch;
     if (gone)
-        fprintf(stderr, PROG ": no such process: %s%s\n", goners, gone > 8 ? ", ..." : "");
+        fprintf(stderr, PROG ": no such process: %s%s (nothing was sampled)\n", goners,
+                gone > 8 ? ", ..." : "");
     if (job && r->n == 0) {
         fprintf(stderr, PROG ": job %u: no task found on its %zu node%s%s\n", job, nh,
                 nh == 1 ? "" : "s", nsteps ? " in the steps asked for (--step)" :

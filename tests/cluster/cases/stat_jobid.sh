@@ -59,5 +59,17 @@ $theirs"
     done < <(node_stacks "$h" $pids)
 done
 [ "$checked" -eq $N ] || fail "compared $checked paths with eu-stack, not $N"
+
+# -P of the job's srun, on the host it runs on (the batch host, also a node
+# of the job): its step's tasks, on all the nodes.
+BH=$(on head squeue -h -j "$J" -o %B)
+S=$(on "$BH" pgrep -xo srun) || fail "no srun on $BH"
+on "$BH" "$B/bin/tbon_stat" -P "$S" -q -n 1 -o "$CASE_TMP/outP" >"$CASE_TMP/statP.out" \
+    2>"$CASE_TMP/statP.err" || fail "tbon_stat -P $S on $BH: exit $? ($(cat "$CASE_TMP/statP.err"))"
+grep -q "srun $S runs job $J step 0" "$CASE_TMP/statP.err" ||
+    fail "tbon_stat -P $S did not say it follows job $J step 0: $(cat "$CASE_TMP/statP.err")"
+TP=$(ls "$CASE_TMP"/outP/stat_hang.*/stat_hang.tasks.txt) || fail "-P $S: no tasks file"
+[ "$(grep -v '^#' "$TP" | awk '{print $2, $3, $4}' | sort)" = "$(echo "$body" | awk '{print $2, $3, $4}' | sort)" ] ||
+    fail "-P $S found other tasks than --jobid $J"
 no_tbon_left
-echo "ok: job $J, $N tasks on 4 nodes: hosts, pids, ranks and every path as on the nodes"
+echo "ok: job $J, $N tasks on 4 nodes: hosts, pids, ranks and every path as on the nodes; -P of its srun on $BH: the same tasks"

@@ -3,7 +3,12 @@
 # own loop, the others in MPI_Barrier): every rank once, on the host and
 # with the pid the node says, rank 1 alone in wait_for_lost_message.
 . "$TBON/tests/cluster/stat_lib.sh"
-trap stat_cleanup EXIT
+_cleanup() {
+    [ ! -s "$CASE_TMP/mpirun.pid" ] || on head kill "$(cat "$CASE_TMP/mpirun.pid")" 2>/dev/null
+    [ -z "${BG:-}" ] || wait "$BG" 2>/dev/null
+    stat_cleanup
+}
+trap _cleanup EXIT
 
 EXE=$B/stat/examples/mpi_hang
 [ -x "$EXE" ] || { echo "skip: no $EXE (no mpicc when tbon was built)"; exit 77; }
@@ -50,5 +55,22 @@ echo "$body" | awk '$2 != 1 && !/main > synchronise > PMPI_Barrier/ { exit 1 }' 
     fail "a rank other than 1 is not in MPI_Barrier: $body"
 grep -q "^1:\[1\]  rep 1 (" "${TASKS%tasks.txt}2D.classes.txt" ||
     fail "rank 1 is not a class of its own: $(cat "${TASKS%tasks.txt}2D.classes.txt")"
+
+# -P of an mpirun on head whose daemons it started on n2 and n3 over ssh:
+# an error that names them, not a tree of head's processes alone.
+on head timeout 60 env OMPI_MCA_btl=self,tcp PMIX_MCA_gds=hash mpirun --allow-run-as-root \
+    --oversubscribe --host n2:2,n3:2 -np 4 "$EXE" >"$CASE_TMP/mpirun.out" 2>&1 &
+BG=$!
+_mpirun_up() {
+    [ "$(grep -cE '^rank [0-9]+ pid' "$CASE_TMP/mpirun.out" 2>/dev/null)" = 4 ] &&
+        on head pgrep -xo mpirun >"$CASE_TMP/mpirun.pid"
+}
+wait_until 40 _mpirun_up || fail "mpirun over ssh: not 4 ranks after 40 s: $(tail -3 "$CASE_TMP/mpirun.out")"
+M=$(cat "$CASE_TMP/mpirun.pid")
+rc=0
+on head "$B/bin/tbon_stat" -P "$M" -o "$CASE_TMP/outM" >"$CASE_TMP/statM.out" 2>"$CASE_TMP/statM.err" || rc=$?
+[ "$rc" -ne 0 ] || fail "tbon_stat -P $M (mpirun with ranks on n2, n3): exit 0"
+grep -q "its tasks run on other hosts too (n2, n3" "$CASE_TMP/statM.err" ||
+    fail "tbon_stat -P $M: [$(cat "$CASE_TMP/statM.err")] does not name n2 and n3"
 no_tbon_left
-echo "ok: job $J (srun --mpi=pmix), $N ranks on 4 nodes, rank 1 alone"
+echo "ok: job $J (srun --mpi=pmix), $N ranks on 4 nodes, rank 1 alone; -P of an mpirun over ssh: $(cat "$CASE_TMP/statM.err")"

@@ -1,0 +1,51 @@
+# stat_wrong_input.sh - tbon_stat on what is not there: a job that does not
+# exist, a job that has ended, a pid that is not on the host named, and a
+# running job whose step holds no task. Each: non-zero exit, a message that
+# names it, no results, and nothing left on any host (no tbon process, no
+# attach file, no extra job step).
+. "$TBON/tests/cluster/stat_lib.sh"
+trap stat_cleanup EXIT
+
+OUT=$CASE_TMP/out
+# expect_error WHAT PATTERN CMD...: CMD on head fails with PATTERN on stderr.
+expect_error() {
+    local what=$1 pat=$2 rc=0
+    shift 2
+    on head "$@" >"$CASE_TMP/o" 2>"$CASE_TMP/e" || rc=$?
+    [ "$rc" -ne 0 ] || fail "$what: exit 0 ($(cat "$CASE_TMP/o"))"
+    grep -qE -e "$pat" "$CASE_TMP/e" || fail "$what: exit $rc, stderr [$(cat "$CASE_TMP/e")], not /$pat/"
+    echo "ok: $what: exit $rc: $(head -1 "$CASE_TMP/e")"
+    ! ls "$OUT" 2>/dev/null | grep -q . || fail "$what: it left $(ls -a "$OUT")"
+}
+
+expect_error "--jobid of no job" "--jobid 987654: no such job" \
+    "$B/bin/tbon_stat" --jobid 987654 -o "$OUT"
+
+stat_submit -N1 -o /dev/null --wrap true
+J=$JOB
+_ended() { ! on head squeue -h -j "$J" -o %T 2>/dev/null | grep -q .; }
+wait_until 30 _ended || fail "job $J (true) still in squeue after 30 s"
+expect_error "--jobid of an ended job" "--jobid $J: (the job is [A-Z]+, not running|no such job)" \
+    "$B/bin/tbon_stat" --jobid "$J" -o "$OUT"
+
+# A pid that was n2's and is no more: the shell that printed it.
+P=$(on n2 sh -c 'echo $$')
+_gone() { ! on n2 kill -0 "$P" 2>/dev/null; }
+wait_until 5 _gone || fail "n2:$P still there"
+expect_error "-p n2:$P (not there)" "no such process: n2:$P" \
+    "$B/bin/tbon_stat" -p "n2:$P" -o "$OUT"
+# Still not there with a good one beside it: nothing is sampled.
+Q=$(on n2 pgrep -xo sshd)
+expect_error "-p n2:$Q,n2:$P" "no such process: n2:$P \\(nothing was sampled\\)\$" \
+    "$B/bin/tbon_stat" -p "n2:$Q,n2:$P" -o "$OUT"
+
+# A running job, and a step it does not have.
+stat_submit -N2 -o /dev/null --wrap "srun sleep 300"
+J=$JOB
+_running() { [ "$(on head squeue -h -s -j "$J" -o %i | grep -c "^$J\.0$")" -eq 1 ]; }
+wait_until 30 _running || fail "job $J: no step 0 after 30 s"
+expect_error "--jobid $J --step 5 (no such step)" "job $J: no task found on its 2 nodes in the steps asked for" \
+    "$B/bin/tbon_stat" --jobid "$J" --step 5 -o "$OUT"
+steps=$(on head squeue -h -s -j "$J" -o %i | sort | tr '\n' ' ')
+[ "$steps" = "$J.0 $J.batch " ] || fail "job $J has steps [$steps] after tbon_stat (its own step left?)"
+no_tbon_left
