@@ -1220,7 +1220,7 @@ static void number_tasks(struct run *r, bool job_mode)
         i = j;
     }
     if (dups || norank)
-        r->incomplete = 1;
+        r->incomplete = 1;          /* a job's tasks all have a rank of their own */
 }
 
 /* Tasks on other hosts (-p/--pids-file with HOST:PID) or a Slurm job's
@@ -1493,9 +1493,9 @@ static int fe_main(const struct cli *c, char *self)
                     "--jobid (squeue shows it)", (int)c->launcher,
                     srun == c->launcher ? "" : "its srun ",
                     srun == c->launcher ? "srun " : "", (int)srun, err);
-            fprintf(stderr, PROG ": -P %d: srun %d runs job %u step %u on other hosts: "
-                    "sampling it there (as --jobid %u --step %u)\n", (int)c->launcher,
-                    (int)srun, j, sid, j, sid);
+            fprintf(stderr, PROG ": -P %d: srun %d runs job %u step %u, whose tasks are on "
+                    "the job's nodes: sampling them there (as --jobid %u --step %u)\n",
+                    (int)c->launcher, (int)srun, j, sid, j, sid);
             job = j;
             steps[0] = sid;
             nsteps = 1;

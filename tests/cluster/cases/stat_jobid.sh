@@ -66,7 +66,7 @@ BH=$(on head squeue -h -j "$J" -o %B)
 S=$(on "$BH" pgrep -xo srun) || fail "no srun on $BH"
 on "$BH" "$B/bin/tbon_stat" -P "$S" -q -n 1 -o "$CASE_TMP/outP" >"$CASE_TMP/statP.out" \
     2>"$CASE_TMP/statP.err" || fail "tbon_stat -P $S on $BH: exit $? ($(cat "$CASE_TMP/statP.err"))"
-grep -q "srun $S runs job $J step 0" "$CASE_TMP/statP.err" ||
+grep -q "srun $S runs job $J step 0, whose tasks are on the job.s nodes" "$CASE_TMP/statP.err" ||
     fail "tbon_stat -P $S did not say it follows job $J step 0: $(cat "$CASE_TMP/statP.err")"
 TP=$(ls "$CASE_TMP"/outP/stat_hang.*/stat_hang.tasks.txt) || fail "-P $S: no tasks file"
 [ "$(grep -v '^#' "$TP" | awk '{print $2, $3, $4}' | sort)" = "$(echo "$body" | awk '{print $2, $3, $4}' | sort)" ] ||

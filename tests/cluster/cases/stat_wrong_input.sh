@@ -39,13 +39,33 @@ Q=$(on n2 pgrep -xo sshd)
 expect_error "-p n2:$Q,n2:$P" "no such process: n2:$P \\(nothing was sampled\\)\$" \
     "$B/bin/tbon_stat" -p "n2:$Q,n2:$P" -o "$OUT"
 
-# A running job, and a step it does not have.
-stat_submit -N2 -o /dev/null --wrap "srun sleep 300"
+# A running job of 4 tasks, and a step it does not have.
+stat_submit -N2 -n4 -o /dev/null --wrap "srun sleep 300"
 J=$JOB
-_running() { [ "$(on head squeue -h -s -j "$J" -o %i | grep -c "^$J\.0$")" -eq 1 ]; }
-wait_until 30 _running || fail "job $J: no step 0 after 30 s"
+wait_until 30 job_tasks_running "$J" 4 sleep || fail "job $J: not 4 tasks after 30 s"
 expect_error "--jobid $J --step 5 (no such step)" "job $J: no task found on its 2 nodes in the steps asked for" \
     "$B/bin/tbon_stat" --jobid "$J" --step 5 -o "$OUT"
 steps=$(on head squeue -h -s -j "$J" -o %i | sort | tr '\n' ' ')
 [ "$steps" = "$J.0 $J.batch " ] || fail "job $J has steps [$steps] after tbon_stat (its own step left?)"
+
+# One task of the job killed: the others are sampled, the lost rank is named
+# (on stderr and as a frame of its own), and the exit is 1.
+victim=
+for h in $(on head scontrol show hostnames "$(on head squeue -h -j "$J" -o %N)"); do
+    victim=$(node_tasks "$h" sleep | awk '$2 == 1 { print $1 }')
+    [ -z "$victim" ] || { vhost=$h; break; }
+done
+[ -n "$victim" ] || fail "job $J: no task of rank 1 found on its nodes"
+on "$vhost" kill -9 "$victim"
+_victim_gone() { ! on "$vhost" kill -0 "$victim" 2>/dev/null; }
+wait_until 5 _victim_gone || fail "$vhost:$victim survived kill -9"
+rc=0
+on head "$B/bin/tbon_stat" --jobid "$J" -n 1 -o "$OUT" >"$CASE_TMP/o" 2>"$CASE_TMP/e" || rc=$?
+[ "$rc" -eq 1 ] || fail "--jobid $J with rank 1 killed: exit $rc, not 1 ($(cat "$CASE_TMP/e"))"
+grep -q "job $J step 0 has 4 tasks; 1 not found on any of its nodes: rank 1$" "$CASE_TMP/e" ||
+    fail "--jobid $J with rank 1 killed: stderr [$(cat "$CASE_TMP/e")] does not name rank 1"
+grep -q '^  \[task not found\]  1:\[1\]$' "$OUT"/sleep.*/sleep.2D.txt ||
+    fail "no [task not found] frame for rank 1 in $(cat "$OUT"/sleep.*/sleep.2D.txt)"
+grep -q '^/  4:\[0-3\]$' "$OUT"/sleep.*/sleep.2D.txt || fail "the tree is not of 4 tasks"
+echo "ok: --jobid $J with rank 1 killed: exit 1: $(grep 'not found' "$CASE_TMP/e" | head -1)"
 no_tbon_left
