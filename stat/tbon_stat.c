@@ -1012,7 +1012,13 @@ static void remote_topology(struct run *r, char **hosts, size_t n, tbon_rank_t *
     const char *me = this_host();
     tb_topology_t *t = tb_topology_new();
     tbon_error_t err = { 0 };
-    size_t ncn = n > DEFAULT_FANOUT ? (n + DEFAULT_FANOUT - 1) / DEFAULT_FANOUT : 0;
+    /* $TBON_STAT_FANOUT: a smaller fan-out, so that the tests see commnodes
+     * with a few hosts. */
+    size_t fanout = DEFAULT_FANOUT;
+    const char *fo = getenv("TBON_STAT_FANOUT");
+    if (fo && atoi(fo) >= 2 && atoi(fo) <= 1024)
+        fanout = (size_t)atoi(fo);
+    size_t ncn = n > fanout ? (n + fanout - 1) / fanout : 0;
     if (!t || tb_topology_add(t, me, 0, TBON_RANK_NONE) != 0)
         die("a topology for %zu hosts: out of memory", n);
     for (size_t k = 0; k < ncn; k++)

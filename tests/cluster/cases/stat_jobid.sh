@@ -71,5 +71,14 @@ grep -q "srun $S runs job $J step 0, whose tasks are on the job.s nodes" "$CASE_
 TP=$(ls "$CASE_TMP"/outP/stat_hang.*/stat_hang.tasks.txt) || fail "-P $S: no tasks file"
 [ "$(grep -v '^#' "$TP" | awk '{print $2, $3, $4}' | sort)" = "$(echo "$body" | awk '{print $2, $3, $4}' | sort)" ] ||
     fail "-P $S found other tasks than --jobid $J"
+
+# The same with commnodes on head between it and the nodes (fan-out 2: two
+# commnodes, two nodes each).
+on head env TBON_STAT_FANOUT=2 "$B/bin/tbon_stat" --jobid "$J" -q -n 1 -o "$CASE_TMP/outC" \
+    >"$CASE_TMP/statC.out" 2>"$CASE_TMP/statC.err" ||
+    fail "tbon_stat --jobid $J with commnodes: exit $? ($(cat "$CASE_TMP/statC.err"))"
+TC=$(ls "$CASE_TMP"/outC/stat_hang.*/stat_hang.tasks.txt) || fail "with commnodes: no tasks file"
+[ "$(grep -v '^#' "$TC" | sort -n)" = "$(echo "$body" | sort -n)" ] ||
+    fail "with commnodes: other tasks or paths than without"
 no_tbon_left
-echo "ok: job $J, $N tasks on 4 nodes: hosts, pids, ranks and every path as on the nodes; -P of its srun on $BH: the same tasks"
+echo "ok: job $J, $N tasks on 4 nodes: hosts, pids, ranks and every path as on the nodes; -P of its srun on $BH, and a tree with commnodes: the same tasks"
