@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "error.h"
 #include "filter.h"
 #include "handshake.h"
+#include "launch.h"
 #include "log.h"
 #include "net_int.h"
 #include "packet_int.h"
@@ -106,6 +108,69 @@ static int wait_ready(tbon_net_t *net)
     return ok;
 }
 
+/* Is a host name one of the loopback's? */
+static int loopback_name(const char *h)
+{
+    return strcasecmp(h, "localhost") == 0 || strncmp(h, "127.", 4) == 0 ||
+           strncasecmp(h, "localhost.", 10) == 0;
+}
+
+/* The front-end runs where its topology says (docs/cluster.md, "The
+ * front-end's host"): its host must be this one, or fe_host (else
+ * $TBON_FE_HOST) names this host and takes its place. A loopback name with
+ * other hosts in the tree becomes this host's name: the other hosts resolve
+ * the FE's name (to ask it for an adoption, to send it failure notices). */
+static int place_fe(tb_topology_t **topo, const char *file, const char *fe_host,
+                    tbon_error_t *err)
+{
+    const char *host = tb_topology_host(*topo, 0);
+    char me[256] = "";
+    gethostname(me, sizeof me - 1);
+    if (!fe_host || !*fe_host)
+        fe_host = getenv("TBON_FE_HOST");
+    if (fe_host && *fe_host) {
+        if (!tb_host_is_local(fe_host))
+            return tb_error_set(err, TBON_ETOPOLOGY, "--fe-host %s: that is not a name or "
+                                "address of this host (%s)", fe_host, me);
+    } else if (!tb_host_is_local(host)) {
+        return tb_error_set(err, TBON_ETOPOLOGY,
+                            "%s puts the front-end on host %s, but this is host %s: run the "
+                            "front-end on %s, or run it here with --fe-host %s "
+                            "(TBON_FE_HOST, tbon_fe_options_t.fe_host)",
+                            file, host, me, host, me);
+    } else if (loopback_name(host) && *me) {
+        size_t n = tb_topology_size(*topo);
+        for (tbon_rank_t r = 1; r < n && !fe_host; r++)
+            if (!tb_host_is_local(tb_topology_host(*topo, r)))
+                fe_host = me;
+    }
+    if (!fe_host || strcmp(fe_host, host) == 0)
+        return 0;
+    tb_topology_t *t = tb_topology_with_fe_host(*topo, fe_host, err);
+    if (!t)
+        return err ? err->code : TBON_EINVAL;
+    TB_INFO("startup", "the front-end, %s in %s, is %s to the other hosts", host, file,
+            fe_host);
+    tb_topology_destroy(*topo);
+    *topo = t;
+    return 0;
+}
+
+/* Add the names of env to $TBON_ENV (which travels, and names what else
+ * does). */
+static int add_env_names(const char *env, tbon_error_t *err)
+{
+    if (!env || !*env)
+        return 0;
+    const char *old = getenv("TBON_ENV");
+    char *v = NULL;
+    if (asprintf(&v, "%s%s%s", old && *old ? old : "", old && *old ? " " : "", env) < 0)
+        return tb_error_set(err, TBON_ENOMEM, "out of memory");
+    int rc = setenv("TBON_ENV", v, 1);
+    free(v);
+    return rc == 0 ? 0 : tb_error_set(err, TBON_ENOMEM, "out of memory");
+}
+
 tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
                            const char *const backend_argv[], const tbon_fe_options_t *opts,
                            tbon_error_t *err)
@@ -124,8 +189,11 @@ tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
         return NULL;
     }
     tb_topology_t *topo = tb_topology_parse_file(topology_file, err);
-    if (!topo)
+    if (!topo || place_fe(&topo, topology_file, o.fe_host, err) != 0 ||
+        add_env_names(o.env, err) != 0) {
+        tb_topology_destroy(topo);
         return NULL;
+    }
     if (tb_topology_size(topo) < 2) {
         tb_topology_destroy(topo);
         tb_error_set(err, TBON_ETOPOLOGY, "%s: the tree has no back-end", topology_file);

@@ -195,7 +195,8 @@ static char **build_env(const char *const *extra, char *secret_kv)
  * default and unblocked (the launcher may block or ignore some for its own
  * threads), stdin from stdin_fd (or /dev/null if -1), every other descriptor
  * but stdout and stderr closed. Returns 0 or an errno value. */
-static int spawn_setup(posix_spawnattr_t *attr, posix_spawn_file_actions_t *fa, int stdin_fd)
+static int spawn_setup(posix_spawnattr_t *attr, posix_spawn_file_actions_t *fa, int stdin_fd,
+                       int stderr_fd)
 {
     sigset_t none, all;
     sigemptyset(&none);
@@ -214,6 +215,8 @@ static int spawn_setup(posix_spawnattr_t *attr, posix_spawn_file_actions_t *fa, 
     if (!rc)
         rc = stdin_fd < 0 ? posix_spawn_file_actions_addopen(fa, 0, "/dev/null", O_RDONLY, 0)
                           : posix_spawn_file_actions_adddup2(fa, stdin_fd, 0);
+    if (!rc && stderr_fd >= 0)
+        rc = posix_spawn_file_actions_adddup2(fa, stderr_fd, 2);
 #ifdef HAVE_ADDCLOSEFROM
     /* Belt and braces: our descriptors are O_CLOEXEC, the application's
      * may not be. */
@@ -228,7 +231,7 @@ static int spawn_setup(posix_spawnattr_t *attr, posix_spawn_file_actions_t *fa, 
 }
 
 /* posix_spawn exe here, secret in the environment. */
-static int launch_local(const tb_launch_spec_t *s, const char *host, pid_t *pid,
+static int launch_local(const tb_launch_spec_t *s, const char *host, int errfd, pid_t *pid,
                         tbon_error_t *err)
 {
     struct stat st;
@@ -258,7 +261,7 @@ static int launch_local(const tb_launch_spec_t *s, const char *host, pid_t *pid,
     }
     posix_spawnattr_t attr;
     posix_spawn_file_actions_t fa;
-    e = spawn_setup(&attr, &fa, -1);
+    e = spawn_setup(&attr, &fa, -1, errfd);
     if (e)
         goto error;
     e = posix_spawn(pid, s->exe, &fa, &attr, (char *const *)s->argv, envp);
@@ -310,12 +313,12 @@ static char *shell_quote(const char *w)
 /* posix_spawnp the remote shell: [rsh words..., host, env, 'NAME=V'...,
  * 'exe', 'args'..., '--tbon-secret-stdin'], with the secret line already
  * waiting in a pipe on its stdin. */
-static int launch_remote(const tb_launch_spec_t *s, const char *host, pid_t *pid,
+static int launch_remote(const tb_launch_spec_t *s, const char *host, int errfd, pid_t *pid,
                          tbon_error_t *err)
 {
     const char *rsh = s->rsh && *s->rsh ? s->rsh : getenv("TBON_RSH");
     if (!rsh || !*rsh)
-        rsh = "ssh";
+        rsh = TB_DEFAULT_RSH;
     size_t nenv = 0, nargs = 0;
     while (s->env && s->env[nenv])
         nenv++;
@@ -392,7 +395,7 @@ static int launch_remote(const tb_launch_spec_t *s, const char *host, pid_t *pid
         goto error;
     posix_spawnattr_t attr;
     posix_spawn_file_actions_t fa;
-    e = spawn_setup(&attr, &fa, pfd[0]);
+    e = spawn_setup(&attr, &fa, pfd[0], errfd);
     if (e)
         goto error;
     e = posix_spawnp(pid, words[0], &fa, &attr, words, envp);
@@ -442,9 +445,22 @@ int tb_launch(const tb_launch_spec_t *s, pid_t *pid, tbon_error_t *err)
     if (host[0] == '-')   /* would be an option of the remote shell */
         return tb_error_set(err, TBON_ELAUNCH, "cannot launch %s on host %s: "
                             "a host name cannot start with '-'", s->exe, host);
-    if (tb_host_is_local(host))
-        return launch_local(s, host, pid, err);
-    return launch_remote(s, host, pid, err);
+    int ep[2] = { -1, -1 };
+    if (s->stderr_pipe) {
+        *s->stderr_pipe = -1;
+        if (pipe2(ep, O_CLOEXEC) < 0)
+            return tb_error_set(err, TBON_ELAUNCH, "cannot launch %s on host %s: a pipe for "
+                                "its stderr: %s", s->exe, host, strerror(errno));
+    }
+    int rc = s->here || tb_host_is_local(host) ? launch_local(s, host, ep[1], pid, err)
+                                    : launch_remote(s, host, ep[1], pid, err);
+    if (ep[1] >= 0)
+        close(ep[1]);
+    if (rc == 0 && s->stderr_pipe)
+        *s->stderr_pipe = ep[0];
+    else if (ep[0] >= 0)
+        close(ep[0]);
+    return rc;
 }
 
 /* ---- the launched side: taking the secret ---- */

@@ -14,6 +14,7 @@
 
 #include "error.h"
 #include "log.h"
+#include "relay.h"
 #include "packet_int.h"
 #include "sock.h"
 
@@ -1103,6 +1104,7 @@ void tb_node_destroy(tb_node_t *n)
     }
     tb_eds_stop(n->eds);
     tb_node_reap_all(n);
+    tb_relay_free(n->relay);
     tb_eds_free(n->eds);
     tb_stream_free_all(n);
     tb_ft_free(n);

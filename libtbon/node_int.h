@@ -98,6 +98,7 @@ struct tb_node {
     int        lfd;
     uint16_t   port;
     tb_eds_t  *eds;
+    struct tb_relay *relay;   /* the children's stderr (relay.h); NULL until a launch */
     pthread_t  thread;
     int        threaded;
 
