@@ -92,6 +92,12 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* --jobid's step of back-ends and attach file while they exist: a failure
+ * ends the step and removes the file (the back-ends would also end once the
+ * front-end is gone, but not before they noticed). */
+static pid_t g_srun;
+static char *g_attach;
+
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
 {
@@ -101,6 +107,12 @@ static void die(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+    if (g_attach)
+        unlink(g_attach);
+    if (g_srun > 0) {
+        kill(g_srun, SIGTERM);      /* srun passes it on to the step's tasks */
+        waitpid(g_srun, NULL, 0);
+    }
     exit(EXIT_RUN);
 }
 
@@ -600,13 +612,26 @@ static int be_attach_main(int argc, char **argv)
                 map);
         return EXIT_RUN;
     }
-    /* The front-end writes the file (atomically) while this step starts. */
-    double dl = now_s() + ATTACH_WAIT_S;
+    /* The front-end writes the file (atomically) while this step starts,
+     * into a directory this node must share. */
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", file);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
     struct stat sb;
+    if (slash && dir[0] && stat(dir, &sb) != 0) {
+        fprintf(stderr, PROG " --be-attach: on %s: %s: %s: -o's directory must be on a file "
+                "system this node shares with the front-end's host\n", node, dir,
+                strerror(errno));
+        return EXIT_RUN;
+    }
+    double dl = now_s() + ATTACH_WAIT_S;
     while (stat(file, &sb) != 0) {
         if (errno != ENOENT || now_s() > dl) {
             fprintf(stderr, PROG " --be-attach: on %s: %s: %s\n", node, file,
-                    errno == ENOENT ? "not written by the front-end in time" : strerror(errno));
+                    errno == ENOENT ? "the front-end's attach file is not there: is -o's "
+                    "directory shared with this node?" : strerror(errno));
             return EXIT_RUN;
         }
         struct timespec ts = { 0, 5 * 1000 * 1000 };
@@ -1152,6 +1177,10 @@ static int by_step_rank_host(const void *a, const void *b)
 
 static void number_tasks(struct run *r, bool job_mode)
 {
+    /* Listed pids are one set of tasks, whatever steps they are of. */
+    if (!job_mode)
+        for (size_t i = 0; i < r->n; i++)
+            r->t[i].step = ST_STEP_NONE;
     qsort(r->t, r->n, sizeof *r->t, by_step_rank_host);
     size_t nsteps = 0, dups = 0, norank = 0;
     for (size_t i = 0; i < r->n; i++) {
@@ -1274,37 +1303,32 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
         sprintf(r->attach, "%s/.tbon_stat.%s.%d.attach", dir, this_host(), (int)getpid());
         free(dir);
         st.attach = r->attach;
+        g_attach = r->attach;
     }
     if (pthread_create(&starter, NULL, start_tree, &st) != 0)
         die("pthread_create: %s", strerror(errno));
     if (job) {
-        r->srun = start_srun(job, hosts, nh, leaf, self, r->attach);
+        r->srun = g_srun = start_srun(job, hosts, nh, leaf, self, r->attach);
         /* The step's end before every back-end attached is a failure
          * (its messages are above); tbon_fe_create cannot see it. */
         while (!atomic_load(&st.done)) {
             int status;
             if (waitpid(r->srun, &status, WNOHANG) == r->srun) {
-                unlink(r->attach);
+                g_srun = 0;
                 die("--jobid %u: the back-ends' srun step ended (%s %d) before every back-end "
                     "attached; srun's and the back-ends' messages are above", job,
                     WIFEXITED(status) ? "status" : "signal",
                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
             }
-            if (g_stop) {
-                kill(r->srun, SIGINT);
-                unlink(r->attach);
+            if (g_stop)
                 die("interrupted while the tree started");
-            }
             struct timespec ts = { 0, 5 * 1000 * 1000 };
             nanosleep(&ts, NULL);
         }
     }
     pthread_join(starter, NULL);
-    if (!st.net) {
-        if (r->srun)
-            stop_srun(r->srun, 0);
+    if (!st.net)
         die("starting the tree of %s: %s", r->topo, st.err.msg);
-    }
     r->net = st.net;
     r->t_launch = now_s() - t0;
 
@@ -1401,6 +1425,7 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
         r->net = NULL;
         if (r->srun)
             stop_srun(r->srun, 10);
+        g_srun = 0;
         if (r->tmpdir[0]) {
             unlink(r->topo);
             rmdir(r->tmpdir);
@@ -1622,6 +1647,8 @@ static int fe_main(const struct cli *c, char *self)
     tbon_net_destroy(net);
     if (r->srun)
         stop_srun(r->srun, 10);
+    g_srun = 0;
+    g_attach = NULL;
     if (r->launched && !c->keep)
         stop_command(r->launched);
     if (r->tmpdir[0]) {

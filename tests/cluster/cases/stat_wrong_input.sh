@@ -48,6 +48,16 @@ expect_error "--jobid $J --step 5 (no such step)" "job $J: no task found on its 
 steps=$(on head squeue -h -s -j "$J" -o %i | sort | tr '\n' ' ')
 [ "$steps" = "$J.0 $J.batch " ] || fail "job $J has steps [$steps] after tbon_stat (its own step left?)"
 
+# The back-ends' step fails to start (an srun that refuses): srun's message,
+# then tbon_stat's, at once; no attach file left.
+mkdir -p "$CASE_TMP/fake"
+printf '#!/bin/sh\necho "srun: error: this srun refuses" >&2\nexit 1\n' >"$CASE_TMP/fake/srun"
+chmod +x "$CASE_TMP/fake/srun"
+expect_error "--jobid $J with a failing srun" "the back-ends' srun step ended \\(status 1\\) before every back-end attached" \
+    env PATH="$CASE_TMP/fake:$PATH" "$B/bin/tbon_stat" --jobid "$J" -o "$OUT"
+grep -q "this srun refuses" "$CASE_TMP/e" || fail "srun's own message did not reach the terminal"
+rm -rf "$OUT"
+
 # One task of the job killed: the others are sampled, the lost rank is named
 # (on stderr and as a frame of its own), and the exit is 1.
 victim=
