@@ -453,6 +453,8 @@ static int by_rank(const void *a, const void *b)
 
 void st_tasks_unique(st_tasks_t *t)
 {
+    if (t->n == 0)
+        return;                 /* --jobid: no list */
     /* rank holds the position meanwhile. */
     for (size_t i = 0; i < t->n; i++)
         t->v[i].rank = (uint32_t)i;

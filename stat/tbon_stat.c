@@ -97,6 +97,7 @@ static double now_s(void)
  * front-end is gone, but not before they noticed). */
 static pid_t g_srun;
 static char *g_attach;
+static char *g_topo, *g_topodir;   /* a topology written to a temporary directory */
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -109,6 +110,10 @@ static void die(const char *fmt, ...)
     va_end(ap);
     if (g_attach)
         unlink(g_attach);
+    if (g_topo) {
+        unlink(g_topo);
+        rmdir(g_topodir);
+    }
     if (g_srun > 0) {
         kill(g_srun, SIGTERM);      /* srun passes it on to the step's tasks */
         waitpid(g_srun, NULL, 0);
@@ -1069,6 +1074,8 @@ static void remote_topology(struct run *r, char **hosts, size_t n, tbon_rank_t *
     if (!r->topo)
         die("out of memory");
     sprintf(r->topo, "%s/tree.top", r->tmpdir);
+    g_topo = r->topo;
+    g_topodir = r->tmpdir;
     if (tb_topology_write_file(t, r->topo, false, PROG " tree over hosts", &err) != 0)
         die("writing %s: %s", r->topo, err.msg);
     tb_topology_destroy(t);
@@ -1655,6 +1662,7 @@ static int fe_main(const struct cli *c, char *self)
         unlink(r->topo);
         rmdir(r->tmpdir);
     }
+    g_topo = NULL;
 
     double t2s = now_s();
     const char *exe = r->exe;
