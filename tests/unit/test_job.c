@@ -253,3 +253,79 @@ TEST(run_a_command)
     CHECK(strstr(err, "/nonexistent/program") != NULL);
     free(out);
 }
+
+/* A copy of /bin/sh named name in the test's directory: a process that runs
+ * it has that executable's name, as an ssh or an srun would. */
+static const char *fake_program(const char *name)
+{
+    static char path[2][512];
+    static int k;
+    char *p = path[k++ % 2];
+    snprintf(p, 512, "%s/%s", th_tmpdir(), name);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cp /bin/sh '%s'", p);
+    CHECK_INT(system(cmd), 0);
+    return p;
+}
+
+/* Wait until n of pid's children run exe (by /proc/PID/exe). */
+static int wait_children(pid_t parent, const char *exe, int n)
+{
+    for (int i = 0; i < 500; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "test \"$(for c in $(pgrep -P %d); do readlink /proc/$c/exe; "
+                 "done | grep -cx '%s')\" -eq %d", (int)parent, exe, n);
+        if (system(cmd) == 0)
+            return 1;
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+/* A launcher (a shell) whose children are two "ssh" to n7 and me@n8.x: its
+ * tasks are on other hosts, named from the ssh command lines; one with an
+ * "srun" child: a Slurm step's, the srun named. */
+TEST(launchers_with_remote_tasks)
+{
+    const char *ssh = fake_program("ssh");
+    char script[2048];
+    /* "-c" takes a value for ssh (a cipher), so the host is the next word;
+     * "sleep; true" keeps the shell (the "ssh") from exec'ing sleep. */
+    snprintf(script, sizeof script,
+             "'%s' -c 'sleep 30; true' n7 & '%s' -x -c 'sleep 30; true' me@n8.x 2>/dev/null & wait",
+             ssh, ssh);
+    char *argv[] = { "/bin/sh", "-c", script, NULL };
+    char *env[] = { "PATH=/usr/bin:/bin", NULL };
+    pid_t l = spawn_env(argv, env);
+    CHECK(wait_children(l, ssh, 2));
+    pid_t srun = 1;
+    char hosts[256];
+    CHECK_INT(st_tasks_launcher_remote(l, &srun, hosts, sizeof hosts), ST_REMOTE_SSH);
+    CHECK(strstr(hosts, "n7") != NULL);
+    CHECK(strstr(hosts, "n8.x") != NULL && strstr(hosts, "me@") == NULL);
+    CHECK_INT(srun, 0);
+    kill(-l, SIGKILL);
+    waitpid(l, NULL, 0);
+
+    const char *fsrun = fake_program("srun");
+    snprintf(script, sizeof script, "'%s' -c 'sleep 30; true' & wait", fsrun);
+    l = spawn_env(argv, env);
+    CHECK(wait_children(l, fsrun, 1));
+    CHECK_INT(st_tasks_launcher_remote(l, &srun, hosts, sizeof hosts), ST_REMOTE_SRUN);
+    CHECK(srun > 0 && srun != l);
+    /* The srun itself. */
+    pid_t s2 = 0;
+    CHECK_INT(st_tasks_launcher_remote(srun, &s2, hosts, sizeof hosts), ST_REMOTE_SRUN);
+    CHECK_INT(s2, srun);
+    kill(-l, SIGKILL);
+    waitpid(l, NULL, 0);
+
+    /* A launcher of local processes only. */
+    snprintf(script, sizeof script, "sleep 30 & wait");
+    l = spawn_env(argv, env);
+    CHECK(wait_children(l, "/usr/bin/sleep", 1));
+    CHECK_INT(st_tasks_launcher_remote(l, &srun, hosts, sizeof hosts), ST_REMOTE_NONE);
+    kill(-l, SIGKILL);
+    waitpid(l, NULL, 0);
+}
