@@ -174,8 +174,9 @@ static void usage(FILE *f)
 "                     made with its parents when missing): <exe>.2D.dot (last\n"
 "                     sample), <exe>.3D.dot (all samples), .json, .txt\n"
 "                     (indented) and .classes.txt of both, .svg when\n"
-"                     Graphviz's dot is installed, <exe>.tasks.txt (each\n"
-"                     task's number, rank, host, pid and step) and <exe>.perf\n"
+"                     Graphviz's dot is installed, <exe>.tasks.txt and .json\n"
+"                     (each task's number, rank, host, pid and step) and\n"
+"                     <exe>.perf\n"
 "  -q                 no tree on the terminal (the summary only)\n"
 "  -h, --help         this text\n"
 "\n"
@@ -1024,7 +1025,8 @@ static void plan_local(const struct cli *c, const char *self, st_tasks_t *tasks,
     r->t = xcalloc(r->n, sizeof *r->t);
     for (size_t i = 0; i < r->n; i++)
         r->t[i] = (struct task){ .host = xstrdup(this_host()), .pid = tasks->v[i].pid,
-                                 .rank = (int32_t)tasks->v[i].rank, .size = -1,
+                                 .rank = env_ranks ? (int32_t)tasks->v[i].rank : -1,
+                                 .size = -1,
                                  .step = ST_STEP_NONE, .id = tasks->v[i].rank,
                                  .be = bes[i * nbe / r->n] };   /* blocks of ranks */
     r->nhosts = 1;
@@ -1491,6 +1493,52 @@ static void write_tasks(const char *dir, const char *exe, const struct run *r,
     close_file(f, path);
 }
 
+/* A JSON string of s (host names: escaped all the same). */
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+/* DIR/<exe>.tasks.json: the same as tasks.txt without the paths, one
+ * object per task: {"task", "rank", "host", "pid", "step"}, null for what
+ * is not known. */
+static void write_tasks_json(const char *dir, const char *exe, const struct run *r)
+{
+    char path[PATH_MAX];
+    FILE *f = out_file(dir, exe, "tasks.json", path, sizeof path);
+    fputc('[', f);
+    for (size_t i = 0; i < r->n; i++) {
+        const struct task *t = &r->t[i];
+        fprintf(f, "%s{\"task\":%u,\"rank\":", i ? "," : "", t->id);
+        if (t->rank >= 0)
+            fprintf(f, "%d", t->rank);
+        else
+            fputs("null", f);
+        fputs(",\"host\":", f);
+        json_str(f, t->host);
+        fprintf(f, ",\"pid\":%d,\"step\":", t->pid);
+        if (t->step != ST_STEP_NONE)
+            fprintf(f, "%u}", t->step);
+        else
+            fputs("null}", f);
+    }
+    for (size_t i = 0; i < r->nabsent; i++)
+        fprintf(f, "%s{\"task\":%u,\"rank\":%u,\"host\":null,\"pid\":null,\"step\":null}",
+                r->n || i ? "," : "", r->absent[i], r->absent[i]);
+    fputs("]\n", f);
+    close_file(f, path);
+}
+
 static void write_classes(const char *dir, const char *exe, const char *which,
                           const st_tree_t *t, struct run *r)
 {
@@ -1673,6 +1721,7 @@ static int fe_main(const struct cli *c, char *self)
     write_classes(dir, exe, "2D", t2, r);
     write_classes(dir, exe, "3D", t3, r);
     write_tasks(dir, exe, r, t2);
+    write_tasks_json(dir, exe, r);
     char path[PATH_MAX];
     FILE *f = out_file(dir, exe, "perf", path, sizeof path);
     double t_write = now_s() - t2s;
@@ -1697,7 +1746,8 @@ static int fe_main(const struct cli *c, char *self)
     printf("%zu tasks, %zu back-ends: tree up in %.3f s, %u sample%s and merge in %.3f s%s\n",
            r->n, nbe, r->t_launch, c->samples, c->samples == 1 ? "" : "s", t_sample,
            missing ? " (some tasks not sampled: see the tree)" : "");
-    printf("results: %s/%s.{2D,3D}.{dot,json,txt,classes.txt%s}, %s/%s.{tasks.txt,perf}\n",
+    printf("results: %s/%s.{2D,3D}.{dot,json,txt,classes.txt%s}, %s/%s.{tasks.txt,tasks.json,"
+           "perf}\n",
            dir, exe, svg ? ",svg" : "", dir, exe);
     if (r->incomplete)
         fprintf(stderr, PROG ": the job's tasks were not all found (see above): exit 1\n");

@@ -4,7 +4,7 @@
 # names it, no results, and nothing left on any host (no tbon process, no
 # attach file, no extra job step).
 . "$TBON/tests/cluster/stat_lib.sh"
-trap stat_cleanup EXIT
+trap 'stat_cleanup; wait' EXIT
 
 OUT=$CASE_TMP/out
 # expect_error WHAT PATTERN CMD...: CMD on head fails with PATTERN on stderr.
@@ -78,4 +78,33 @@ grep -q '^  \[task not found\]  1:\[1\]$' "$OUT"/sleep.*/sleep.2D.txt ||
     fail "no [task not found] frame for rank 1 in $(cat "$OUT"/sleep.*/sleep.2D.txt)"
 grep -q '^/  4:\[0-3\]$' "$OUT"/sleep.*/sleep.2D.txt || fail "the tree is not of 4 tasks"
 echo "ok: --jobid $J with rank 1 killed: exit 1: $(grep 'not found' "$CASE_TMP/e" | head -1)"
+
+# A second step in the job (one task, rank 0 again): --jobid numbers the
+# tasks of both in (step, rank) order and says so; -p with both rank-0
+# tasks names the two.
+rm -rf "$OUT"
+on head srun --overlap --jobid "$J" -N1 -n1 sleep 300 >/dev/null 2>&1 &
+_two_steps() {
+    [ "$(on head squeue -h -s -j "$J" -o %i | grep -cE "^$J\.[0-9]+$")" -eq 2 ] &&
+        job_tasks_running "$J" 4 sleep
+}
+wait_until 30 _two_steps || fail "job $J: no second step with its task after 30 s"
+S2=$(on head squeue -h -s -j "$J" -o %i | grep -E "^$J\.[0-9]+$" | grep -vx "$J.0")
+S2=${S2#*.}
+rc=0
+on head "$B/bin/tbon_stat" --jobid "$J" -n 1 -o "$OUT" >"$CASE_TMP/o" 2>"$CASE_TMP/e" || rc=$?
+[ "$rc" -eq 1 ] || fail "--jobid $J (two steps, rank 1 of step 0 gone): exit $rc"
+grep -q "tasks of 2 steps: numbered in (step, rank) order" "$CASE_TMP/e" ||
+    fail "--jobid $J with two steps: stderr [$(cat "$CASE_TMP/e")]"
+T=$(ls "$OUT"/sleep.*/sleep.tasks.txt)
+[ "$(grep -v '^#' "$T" | awk '{print $1, $2, $5}' | tr '\n' ' ')" = "0 0 0: 1 2 0: 2 3 0: 3 0 $S2: " ] ||
+    fail "--jobid $J with two steps: tasks [$(cat "$T")]"
+t0=$(grep -v '^#' "$T" | awk '$2 == 0 && $5 == "0:" { print $3 ":" $4 }')
+t1=$(grep -v '^#' "$T" | awk -v s="$S2:" '$2 == 0 && $5 == s { print $3 ":" $4 }')
+rc=0
+on head "$B/bin/tbon_stat" -p "$t0,$t1" -n 1 -o "$OUT" >"$CASE_TMP/o" 2>"$CASE_TMP/e" || rc=$?
+[ "$rc" -eq 0 ] || fail "-p $t0,$t1: exit $rc ($(cat "$CASE_TMP/e"))"
+grep -qE "two tasks have rank 0: ($t0 and $t1|$t1 and $t0)" "$CASE_TMP/e" ||
+    fail "-p $t0,$t1 (both rank 0): stderr [$(cat "$CASE_TMP/e")] does not name them"
+echo "ok: two steps: numbered in (step, rank) order; two rank-0 tasks named: $(head -1 "$CASE_TMP/e")"
 no_tbon_left
