@@ -1574,17 +1574,34 @@ static int fe_main(const struct cli *c, char *self)
         char hosts[512] = "";
         int kind = st_tasks_launcher_remote(c->launcher, &srun, hosts, sizeof hosts);
         if (kind == ST_REMOTE_SRUN) {
-            if (st_job_of_srun(this_host(), srun, &j, &sid, err, sizeof err) != 0)
+            /* Its step, by the srun's host and pid; else its job, from the
+             * environment it was started with (inside an allocation). */
+            size_t len = 0;
+            char *env = NULL;
+            long long ej = -1;
+            if (st_job_of_srun(this_host(), srun, &j, &sid, err, sizeof err) == 0) {
+                fprintf(stderr, PROG ": -P %d: srun %d runs job %u step %u, whose tasks are on "
+                        "the job's nodes: sampling them there (as --jobid %u --step %u)\n",
+                        (int)c->launcher, (int)srun, j, sid, j, sid);
+                steps[0] = sid;
+                nsteps = 1;
+            } else if ((env = st_proc_environ(srun, &len)) &&
+                       st_env_get(env, len, "SLURM_JOB_ID") &&
+                       (ej = strtoll(st_env_get(env, len, "SLURM_JOB_ID"), NULL, 10)) > 0 &&
+                       ej < 0xfffffff0ll) {
+                j = (uint32_t)ej;
+                fprintf(stderr, PROG ": -P %d: srun %d runs its tasks in job %u (its "
+                        "SLURM_JOB_ID), whose step Slurm did not name (%s): sampling every "
+                        "step of the job (as --jobid %u)\n", (int)c->launcher, (int)srun, j,
+                        err, j);
+            } else {
                 die("-P %d: %s%s%d runs its tasks on other hosts, and %s; give the job with "
                     "--jobid (squeue shows it)", (int)c->launcher,
                     srun == c->launcher ? "" : "its srun ",
                     srun == c->launcher ? "srun " : "", (int)srun, err);
-            fprintf(stderr, PROG ": -P %d: srun %d runs job %u step %u, whose tasks are on "
-                    "the job's nodes: sampling them there (as --jobid %u --step %u)\n",
-                    (int)c->launcher, (int)srun, j, sid, j, sid);
+            }
+            free(env);
             job = j;
-            steps[0] = sid;
-            nsteps = 1;
         } else if (kind == ST_REMOTE_SSH) {
             die("-P %d: its tasks run on other hosts too (%s, started over ssh/rsh): -P "
                 "samples this host's only; give them as -p HOST:PID,... or run the job "

@@ -32,7 +32,7 @@ wait_until 40 _all_printed ||
 wait_until 10 job_tasks_running "$J" $N mpi_hang || fail "job $J: not $N mpi_hang processes"
 
 OUT=$CASE_TMP/out
-on head "$B/bin/tbon_stat" --jobid "$J" -n 3 -i 50 -o "$OUT" >"$CASE_TMP/stat.out" \
+on head timeout 60 "$B/bin/tbon_stat" --jobid "$J" -n 3 -i 50 -o "$OUT" >"$CASE_TMP/stat.out" \
     2>"$CASE_TMP/stat.err" || fail "tbon_stat --jobid $J: exit $? ($(cat "$CASE_TMP/stat.err"))"
 TASKS=$(ls "$OUT"/mpi_hang.*/mpi_hang.tasks.txt) || fail "no tasks file in $OUT"
 body=$(grep -v '^#' "$TASKS")
@@ -68,7 +68,7 @@ _mpirun_up() {
 wait_until 40 _mpirun_up || fail "mpirun over ssh: not 4 ranks after 40 s: $(tail -3 "$CASE_TMP/mpirun.out")"
 M=$(cat "$CASE_TMP/mpirun.pid")
 rc=0
-on head "$B/bin/tbon_stat" -P "$M" -o "$CASE_TMP/outM" >"$CASE_TMP/statM.out" 2>"$CASE_TMP/statM.err" || rc=$?
+on head timeout 60 "$B/bin/tbon_stat" -P "$M" -o "$CASE_TMP/outM" >"$CASE_TMP/statM.out" 2>"$CASE_TMP/statM.err" || rc=$?
 [ "$rc" -ne 0 ] || fail "tbon_stat -P $M (mpirun with ranks on n2, n3): exit 0"
 grep -q "its tasks run on other hosts too (n2, n3" "$CASE_TMP/statM.err" ||
     fail "tbon_stat -P $M: [$(cat "$CASE_TMP/statM.err")] does not name n2 and n3"
