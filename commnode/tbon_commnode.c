@@ -170,7 +170,8 @@ int main(int argc, char **argv)
     self[sl > 0 ? sl : 0] = 0;
     tb_node_config_t cfg = {
         .role = TB_ROLE_COMMNODE, .rank = j.rank, .topo = j.topo, .session = j.session,
-        .commnode_path = *cn ? cn : self, .backend_exe = *bexe ? bexe : NULL,
+        .commnode_path = strcmp(cn, "-") == 0 ? NULL : *cn ? cn : self,
+        .backend_exe = *bexe ? bexe : NULL,
         .backend_argv = (const char *const *)argvz, .rsh = *rsh ? rsh : NULL,
         .startup_timeout_ms = j.timeout_ms,
         .parent_fd = j.data_fd, .parent_event_fd = j.event_fd,

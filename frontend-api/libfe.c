@@ -20,6 +20,7 @@
 #include "log.h"
 #include "net_int.h"
 #include "packet_int.h"
+#include "slurm.h"
 #include "topology.h"
 
 #ifndef TBON_BUILD_BINDIR
@@ -156,6 +157,29 @@ static int place_fe(tb_topology_t **topo, const char *file, const char *fe_host,
     return 0;
 }
 
+/* The tree over the Slurm allocation's nodes (slurm.h). */
+static tb_topology_t *slurm_topology(const tbon_fe_options_t *o, tbon_error_t *err)
+{
+    char **nodes = NULL;
+    size_t n = 0;
+    if (tb_slurm_nodes(&nodes, &n, err) != 0)
+        return NULL;
+    char me[256] = "";
+    const char *fe = o->fe_host;
+    if (!fe || !*fe) {
+        gethostname(me, sizeof me - 1);
+        fe = me;
+    }
+    unsigned per = o->slurm_be_per_node ? o->slurm_be_per_node : tb_slurm_default_per_node();
+    tb_topology_t *t = tb_slurm_topology(fe, nodes, n, per, o->slurm_fanout ? o->slurm_fanout
+                                                                            : 32, err);
+    if (t)
+        TB_INFO("startup", "Slurm: %zu nodes (%s%s), %u back-ends on each", n, nodes[0],
+                n > 1 ? ", ..." : "", per);
+    tb_slurm_free_nodes(nodes, n);
+    return t;
+}
+
 /* Add the names of env to $TBON_ENV (which travels, and names what else
  * does). */
 static int add_env_names(const char *env, tbon_error_t *err)
@@ -180,15 +204,23 @@ tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
         o = *opts;
     tb_error_clear(err);
     tb_log_set_identity(0, "fe");
-    if (!topology_file) {
+    if (!topology_file && !o.slurm) {
         tb_error_set(err, TBON_EINVAL, "no topology file given");
+        return NULL;
+    }
+    if (topology_file && o.slurm) {
+        tb_error_set(err, TBON_EINVAL, "a topology file and the Slurm launcher (which makes "
+                     "its own topology) do not go together");
         return NULL;
     }
     if (!backend_exe && !o.attach_file) {
         tb_error_set(err, TBON_EINVAL, "no back-end executable and no attach file given");
         return NULL;
     }
-    tb_topology_t *topo = tb_topology_parse_file(topology_file, err);
+    tb_topology_t *topo = o.slurm ? slurm_topology(&o, err)
+                                  : tb_topology_parse_file(topology_file, err);
+    if (o.slurm)
+        topology_file = "the Slurm allocation";
     if (!topo || place_fe(&topo, topology_file, o.fe_host, err) != 0 ||
         add_env_names(o.env, err) != 0) {
         tb_topology_destroy(topo);
@@ -244,7 +276,7 @@ tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
         .commnode_path = commnode[0] ? commnode : NULL,
         .backend_exe = backend_exe ? bexe : NULL, .backend_argv = argv,
         .rsh = o.rsh ? o.rsh : getenv("TBON_RSH"),
-        .attach_file = o.attach_file,
+        .attach_file = o.attach_file, .slurm = o.slurm != 0,
         .startup_timeout_ms = o.startup_timeout_ms > 0 ? o.startup_timeout_ms : 30000,
         .no_ft = o.no_fault_tolerance != 0,
         .heartbeat_ms = o.heartbeat_ms < 0 ? 0 : o.heartbeat_ms > 0 ? o.heartbeat_ms

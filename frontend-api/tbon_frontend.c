@@ -36,7 +36,8 @@
 /* Human output shows at most this many elements of an array (JSON: all). */
 #define HUMAN_MAX_ELEMS 64
 
-enum { OPT_JSON = 256, OPT_ATTACH, OPT_EVENTS, OPT_IDLE, OPT_FE_HOST, OPT_ENV };
+enum { OPT_JSON = 256, OPT_ATTACH, OPT_EVENTS, OPT_IDLE, OPT_FE_HOST, OPT_ENV, OPT_SLURM,
+       OPT_FANOUT, OPT_PER_NODE };
 
 /* The command line, parsed. */
 struct cli {
@@ -44,6 +45,8 @@ struct cli {
     const char        *backend;       /* NULL in attach mode */
     const char        *attach;        /* --attach FILE */
     const char        *fe_host;       /* --fe-host HOST */
+    int                slurm;         /* --slurm */
+    unsigned long      fanout, per_node; /* --fanout, --be-per-node (0: default) */
     char              *env;           /* --env NAME..., blank-separated (malloc'd) */
     const char        *filter;        /* as given */
     char              *so_path;       /* PATH.so of a plug-in (absolute), else NULL */
@@ -80,6 +83,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
 "usage: " PROG " -t TOPOLOGY -b BACKEND [options] [-- BACKEND ARGS...]\n"
+"       " PROG " --slurm -b BACKEND [options] [-- BACKEND ARGS...]\n"
 "       " PROG " -t TOPOLOGY --attach FILE [options]\n"
 "\n"
 "Launch a tbon tree: the commnodes of TOPOLOGY and BACKEND at each of its\n"
@@ -123,6 +127,16 @@ static void usage(FILE *f)
 "                        --attach FILE, no --rank), and commnodes\n"
 "                        (tbon_commnode --join FILE). FILE holds the session's\n"
 "                        secret: it is removed when the session ends\n"
+"      --slurm           inside a Slurm allocation (salloc, sbatch), instead\n"
+"                        of -t: the tree over the allocation's nodes (this\n"
+"                        host the front-end, one commnode per node with its\n"
+"                        back-ends, commnodes of --fanout children above),\n"
+"                        each depth started as one srun step\n"
+"      --fanout K        --slurm: children per commnode above the nodes'\n"
+"                        own (default 32)\n"
+"      --be-per-node N   --slurm: back-ends on each node (default\n"
+"                        $SLURM_NTASKS_PER_NODE, else the allocation's tasks\n"
+"                        per node, else 1)\n"
 "      --fe-host HOST    run here a topology whose front-end host is another\n"
 "                        name: HOST is this host's name as the other hosts\n"
 "                        know it (default $TBON_FE_HOST); without it the\n"
@@ -280,6 +294,9 @@ static void parse_args(struct cli *c, int argc, char **argv)
         { "attach", required_argument, NULL, OPT_ATTACH },
         { "fe-host", required_argument, NULL, OPT_FE_HOST },
         { "env", required_argument, NULL, OPT_ENV },
+        { "slurm", no_argument, NULL, OPT_SLURM },
+        { "fanout", required_argument, NULL, OPT_FANOUT },
+        { "be-per-node", required_argument, NULL, OPT_PER_NODE },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -322,6 +339,15 @@ static void parse_args(struct cli *c, int argc, char **argv)
         case OPT_ATTACH: c->attach = optarg; break;
         case OPT_FE_HOST: c->fe_host = optarg; break;
         case OPT_ENV: add_env(c, optarg); break;
+        case OPT_SLURM: c->slurm = 1; break;
+        case OPT_FANOUT:
+            if (parse_ulong(optarg, 65536, &c->fanout) != 0 || c->fanout < 2)
+                usage_error("bad fan-out '%s' (2 to 65536)", optarg);
+            break;
+        case OPT_PER_NODE:
+            if (parse_ulong(optarg, 65536, &c->per_node) != 0 || c->per_node == 0)
+                usage_error("bad number of back-ends per node '%s' (1 to 65536)", optarg);
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -338,8 +364,14 @@ static void parse_args(struct cli *c, int argc, char **argv)
                     argv[optind]);
     c->be_argv = argv + optind;   /* argv[argc] is NULL */
 
-    if (!c->topology)
-        usage_error("missing -t TOPOLOGY");
+    if (!c->topology && !c->slurm)
+        usage_error("missing -t TOPOLOGY (or --slurm inside a Slurm allocation)");
+    if (c->topology && c->slurm)
+        usage_error("-t and --slurm do not go together (--slurm makes the topology)");
+    if (c->slurm && !c->backend)
+        usage_error("--slurm needs -b BACKEND");
+    if ((c->fanout || c->per_node) && !c->slurm)
+        usage_error("--fanout and --be-per-node go with --slurm");
     if (!c->attach && !c->backend)
         usage_error("missing -b BACKEND (or --attach FILE)");
     if (c->attach && !c->backend && optind < argc)
@@ -832,6 +864,9 @@ int main(int argc, char **argv)
     opts.progress_arg = &prog;
     opts.attach_file = c.attach;
     opts.fe_host = c.fe_host;
+    opts.slurm = c.slurm;
+    opts.slurm_fanout = (unsigned)c.fanout;
+    opts.slurm_be_per_node = (unsigned)c.per_node;
     opts.env = c.env;
     net = tbon_fe_create(c.topology, c.backend ? (backend ? backend : c.backend) : NULL,
                          (const char *const *)c.be_argv, &opts, &err);

@@ -230,7 +230,40 @@ static int spawn_setup(posix_spawnattr_t *attr, posix_spawn_file_actions_t *fa, 
     return rc;
 }
 
-/* posix_spawn exe here, secret in the environment. */
+/* A pipe whose read end holds "secret\n" and then end-of-file: its write
+ * end is filled and closed before any child exists, so the write cannot
+ * block (<= PIPE_BUF) nor raise SIGPIPE. 0 with *rfd, or an errno value. */
+static int secret_pipe(const char *secret, int *rfd)
+{
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) < 0)
+        return errno;
+    size_t len = strlen(secret);
+    char line[PIPE_BUF];
+    int e = 0;
+    if (len + 1 > sizeof line) {
+        e = EMSGSIZE;
+    } else {
+        memcpy(line, secret, len);
+        line[len] = '\n';
+        ssize_t n;
+        do
+            n = write(pfd[1], line, len + 1);
+        while (n < 0 && errno == EINTR);
+        explicit_bzero(line, len + 1);
+        if (n != (ssize_t)(len + 1))
+            e = n < 0 ? errno : EIO;
+    }
+    close(pfd[1]);
+    if (e) {
+        close(pfd[0]);
+        return e;
+    }
+    *rfd = pfd[0];
+    return 0;
+}
+
+/* posix_spawn exe here, secret in the environment (or on stdin). */
 static int launch_local(const tb_launch_spec_t *s, const char *host, int errfd, pid_t *pid,
                         tbon_error_t *err)
 {
@@ -249,7 +282,12 @@ static int launch_local(const tb_launch_spec_t *s, const char *host, int errfd, 
 
     char *secret_kv = NULL;
     char **envp = NULL;
-    if (s->secret && asprintf(&secret_kv, "%s=%s", TB_SECRET_ENV, s->secret) < 0) {
+    int in = -1;
+    if (s->secret && s->secret_stdin) {
+        e = secret_pipe(s->secret, &in);
+        if (e)
+            goto error;
+    } else if (s->secret && asprintf(&secret_kv, "%s=%s", TB_SECRET_ENV, s->secret) < 0) {
         secret_kv = NULL;
         e = ENOMEM;
         goto error;
@@ -261,7 +299,7 @@ static int launch_local(const tb_launch_spec_t *s, const char *host, int errfd, 
     }
     posix_spawnattr_t attr;
     posix_spawn_file_actions_t fa;
-    e = spawn_setup(&attr, &fa, -1, errfd);
+    e = spawn_setup(&attr, &fa, in, errfd);
     if (e)
         goto error;
     e = posix_spawn(pid, s->exe, &fa, &attr, (char *const *)s->argv, envp);
@@ -270,6 +308,8 @@ static int launch_local(const tb_launch_spec_t *s, const char *host, int errfd, 
     if (e)
         goto error;
     TB_DEBUG("launch", "started %s on %s (pid %d)", s->exe, host, (int)*pid);
+    if (in >= 0)
+        close(in);
     free(envp);
     if (secret_kv) {
         explicit_bzero(secret_kv, strlen(secret_kv));
@@ -278,6 +318,8 @@ static int launch_local(const tb_launch_spec_t *s, const char *host, int errfd, 
     return 0;
 
 error:
+    if (in >= 0)
+        close(in);
     free(envp);
     if (secret_kv) {
         explicit_bzero(secret_kv, strlen(secret_kv));
@@ -359,35 +401,12 @@ static int launch_remote(const tb_launch_spec_t *s, const char *host, int errfd,
         goto error;
     nquoted = w - first_quoted;
 
-    /* Fill the pipe and close its write end before the child exists: the
-     * write cannot block (<= PIPE_BUF) nor raise SIGPIPE, and the remote
-     * process reads the line and then end-of-file. */
     what = "the secret's stdin pipe";
-    if (pipe2(pfd, O_CLOEXEC) < 0) {
-        e = errno;
-        goto error;
-    }
     if (s->secret) {
-        size_t len = strlen(s->secret);
-        char line[PIPE_BUF];
-        if (len + 1 > sizeof line) {
-            e = EMSGSIZE;
+        e = secret_pipe(s->secret, &pfd[0]);
+        if (e)
             goto error;
-        }
-        memcpy(line, s->secret, len);
-        line[len] = '\n';
-        ssize_t n;
-        do
-            n = write(pfd[1], line, len + 1);
-        while (n < 0 && errno == EINTR);
-        explicit_bzero(line, len + 1);
-        if (n != (ssize_t)(len + 1)) {
-            e = n < 0 ? errno : EIO;
-            goto error;
-        }
     }
-    close(pfd[1]);
-    pfd[1] = -1;
 
     what = NULL;
     envp = build_env(NULL, NULL);      /* never TBON_SECRET, even inherited */

@@ -30,6 +30,10 @@ typedef struct tb_launch_spec {
                                       $TBON_RSH, else TB_DEFAULT_RSH; split on blanks) */
     int                 here;      /* 1: start it on this machine, whatever host says
                                       (host then only names it in messages) */
+    int                 secret_stdin; /* local: the secret on stdin, not in the
+                                      environment (a launcher such as srun that
+                                      passes its stdin on); argv must then
+                                      carry TB_SECRET_STDIN_ARG itself */
     int                *stderr_pipe; /* non-NULL: the child's stderr is a pipe whose
                                       read end (close-on-exec) is stored here;
                                       NULL: it shares ours */

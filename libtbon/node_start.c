@@ -19,6 +19,8 @@
 #include "launch.h"
 #include "log.h"
 #include "relay.h"
+#include "slurm.h"
+#include "sshmux.h"
 #include "sock.h"
 
 static const char *host_of(const tb_node_t *n, tbon_rank_t r)
@@ -64,8 +66,14 @@ static int env_travels(const char *kv, const char *names)
         return 0;
     if (len == strlen(TB_SECRET_ENV) && strncmp(kv, TB_SECRET_ENV, len) == 0)
         return 0;
-    if (strncmp(kv, "TBON_IFACE=", 11) == 0)
-        return strspn(kv + 11, "0123456789abcdefABCDEF.:") != strlen(kv + 11);
+    if (strncmp(kv, "TBON_IFACE=", 11) == 0) {
+        /* an interface name means the same on every host, an address not */
+        struct addrinfo hints = { .ai_flags = AI_NUMERICHOST }, *res = NULL;
+        int numeric = getaddrinfo(kv + 11, NULL, &hints, &res) == 0;
+        if (res)
+            freeaddrinfo(res);
+        return !numeric;
+    }
     if (strncmp(kv, "TBON_", 5) == 0 ||
         (len == 15 && strncmp(kv, "LD_LIBRARY_PATH", 15) == 0))
         return 1;
@@ -95,17 +103,128 @@ static const char **travelling_env(void)
     return env;
 }
 
+/* A child on our own topology host runs beside us, whatever the name: it
+ * is launched directly and connects over the loopback. */
+static int child_is_local(const tb_node_t *n, tbon_rank_t r)
+{
+    return tb_host_is_local(host_of(n, r)) || strcmp(host_of(n, r), host_of(n, n->rank)) == 0;
+}
+
+/* The --tbon-timeout a launched child gets: three quarters of what is left,
+ * so that the node nearest a failure reports it (by name) before its
+ * ancestors time out. */
+static void child_timeout(const tb_node_t *n, char *out, size_t len)
+{
+    int64_t left = n->start_deadline - tb_now_ms();
+    snprintf(out, len, "%lld", (long long)(left > 4 ? left * 3 / 4 : 1));
+}
+
+/* Start depth d's srun step (FE under Slurm). 0 or an error code (err). */
+static int slurm_step(tb_node_t *n, uint32_t d, tbon_error_t *err)
+{
+    /* The FE is named by the address routed toward the first node. */
+    char fe[64] = "";
+    tbon_rank_t first = 1;
+    while (first < tb_topology_size(n->topo) && tb_topology_depth(n->topo, first) != 1)
+        first++;
+    if (tb_sock_route_addr(host_of(n, first), fe, sizeof fe, NULL) != 0)
+        snprintf(fe, sizeof fe, "%s", host_of(n, 0));
+    char *nodelist = NULL, *map = NULL, secret[TB_SECRET_HEX_SIZE], session[24], tmo[24];
+    unsigned per = 0;
+    size_t nnodes = 0;
+    int rc = tb_slurm_step(n->topo, d, fe, &nodelist, &per, &nnodes, &map, err);
+    if (rc)
+        return rc;
+    int be = d == n->slurm_depth;
+    const char *exe = be ? n->cfg.backend_exe : n->cfg.commnode_path;
+    const char *cn_argv[] = { exe, NULL };
+    tb_secret_to_hex(n->cfg.session.secret, secret);
+    snprintf(session, sizeof session, "%016llx", (unsigned long long)n->cfg.session.id);
+    child_timeout(n, tmo, sizeof tmo);
+    int errfd = -1;
+    pid_t pid = 0;
+    if (!exe)
+        rc = tb_error_set(err, TBON_ELAUNCH, "no %s program to start at depth %u",
+                          be ? "back-end" : "commnode", d);
+    else
+        rc = tb_slurm_spawn(exe, be ? n->cfg.backend_argv : cn_argv, nodelist, per, nnodes, map,
+                            session, tmo, secret, &errfd, &pid, err);
+    explicit_bzero(secret, sizeof secret);
+    free(nodelist);
+    free(map);
+    if (rc)
+        return rc;
+    n->slurm_pid[d] = pid;
+    tb_eds_watch_child(n->eds, TB_SLURM_STEP_RANK(d), pid);
+    if (errfd >= 0 && tb_relay_add(n->relay, TB_SLURM_STEP_RANK(d), errfd) != 0)
+        TB_WARN("launch", "the srun step of depth %u: its stderr is not relayed", d);
+    return 0;
+}
+
+void tb_node_slurm_next(tb_node_t *n)
+{
+    if (n->failed || n->shutting_down || !n->slurm_pid)
+        return;
+    while (n->slurm_next <= n->slurm_depth) {
+        uint32_t d = n->slurm_next;
+        /* every parent of depth d listens (its port came up) */
+        for (tbon_rank_t r = 1; r < tb_topology_size(n->topo); r++)
+            if (tb_topology_depth(n->topo, r) == d - 1 && tb_topology_port(n->topo, r) == 0)
+                return;
+        n->slurm_next++;
+        tbon_error_t err = { 0 };
+        if (slurm_step(n, d, &err) != 0) {
+            tb_node_fail(n, err.code ? err.code : TBON_ELAUNCH, "%s", err.msg);
+            return;
+        }
+    }
+}
+
+/* "exited with status 1", "was killed by signal 9" */
+static void describe_exit(int status, char *how, size_t len)
+{
+    if (status >= 0 && WIFEXITED(status))
+        snprintf(how, len, "exited with status %d", WEXITSTATUS(status));
+    else if (status >= 0 && WIFSIGNALED(status))
+        snprintf(how, len, "was killed by signal %d", WTERMSIG(status));
+    else
+        snprintf(how, len, "ended");
+}
+
+/* An srun step ended (FE under Slurm): before the tree is ready, the
+ * start-up failed, and srun's first line (or its tasks') says why. */
+static void slurm_step_exited(tb_node_t *n, tbon_rank_t r, int status)
+{
+    uint32_t d = TB_SLURM_STEP_DEPTH(r);
+    if (d <= n->slurm_depth)
+        n->slurm_pid[d] = 0;
+    if (n->shutting_down || n->ready_sent)
+        return;
+    char said[320], how[64];
+    int has = tb_relay_first_line(n->relay, r, said, sizeof said);
+    describe_exit(status, how, sizeof how);
+    tb_node_fail(n, TBON_ELAUNCH, "the srun step of depth %u %s before the tree was ready%s%s",
+                 d, how, has ? ": " : "", has ? said : "");
+}
+
 int tb_node_launch_children(tb_node_t *n, tbon_error_t *err)
 {
     if (n->nchild == 0)
         return 0;
+    if (n->cfg.slurm && n->role == TB_ROLE_FE) {
+        n->slurm_depth = tb_slurm_depth(n->topo);
+        n->slurm_next = 1;
+        n->slurm_pid = calloc(n->slurm_depth + 1, sizeof *n->slurm_pid);
+        if (!n->slurm_pid || (!n->relay && !(n->relay = tb_relay_new())))
+            return tb_error_set(err, TBON_ENOMEM, "out of memory");
+        /* depth 1's parent, the FE, listens already */
+        n->slurm_next = 2;
+        return slurm_step(n, 1, err);
+    }
     char secret[TB_SECRET_HEX_SIZE], session[24], rank[16], parent[96], tmo[24];
     tb_secret_to_hex(n->cfg.session.secret, secret);
     snprintf(session, sizeof session, "%016llx", (unsigned long long)n->cfg.session.id);
-    int64_t left = n->start_deadline - tb_now_ms();
-    /* Each level gets three quarters of what is left, so that the node
-     * nearest a failure reports it (by name) before its ancestors time out. */
-    snprintf(tmo, sizeof tmo, "%lld", (long long)(left > 4 ? left * 3 / 4 : 1));
+    child_timeout(n, tmo, sizeof tmo);
     const char **env = travelling_env();
     /* Where each host's children reach us, by host index: looked up once. */
     uint32_t nhosts = tb_topology_num_hosts(n->topo);
@@ -122,15 +241,32 @@ int tb_node_launch_children(tb_node_t *n, tbon_error_t *err)
         free(addr);
         return tb_error_set(err, TBON_ENOMEM, "out of memory");
     }
+    /* Hosts with several of our children share one ssh connection
+     * (sshmux.h): start their masters and wait for them first. */
+    uint32_t *count = !rsh && !n->sshmux ? calloc(nhosts, sizeof *count) : NULL;
+    for (size_t i = 0; count && i < n->nchild; i++) {
+        const char *exe = n->child[i].is_be ? n->cfg.backend_exe : n->cfg.commnode_path;
+        if (exe && !child_is_local(n, n->child[i].rank))
+            count[tb_topology_host_index(n->topo, n->child[i].rank)]++;
+    }
+    for (size_t i = 0; count && i < n->nchild; i++) {
+        uint32_t h = tb_topology_host_index(n->topo, n->child[i].rank);
+        if (count[h] >= 2 && (n->sshmux || (n->sshmux = tb_sshmux_new(n->cfg.session.id,
+                                                                        n->rank))))
+            tb_sshmux_open(n->sshmux, host_of(n, n->child[i].rank));
+    }
+    free(count);
+    if (n->sshmux) {
+        int64_t left = n->start_deadline - tb_now_ms();
+        tb_sshmux_wait(n->sshmux, left > 20000 ? 10000 : (int)(left > 0 ? left / 2 : 0));
+    }
     for (size_t i = 0; i < n->nchild; i++) {
         tb_child_t *ch = &n->child[i];
         const char *host = host_of(n, ch->rank);
         const char *exe = ch->is_be ? n->cfg.backend_exe : n->cfg.commnode_path;
         if (!exe)
             continue;   /* attach mode: the back-end comes by itself */
-        /* A child on our own topology host runs beside us, whatever the
-         * name: launch it directly and let it connect over loopback. */
-        int local = tb_host_is_local(host) || strcmp(host, host_of(n, n->rank)) == 0;
+        int local = child_is_local(n, ch->rank);
         /* Others reach us at the address the kernel routes toward their host
          * from, never at the loopback (nor at what our own parent saw, which
          * is the loopback when it runs beside us). */
@@ -173,8 +309,9 @@ int tb_node_launch_children(tb_node_t *n, tbon_error_t *err)
          * words can explain its failure. A local child keeps ours: a pipe
          * would break with us and take an orphan with it. */
         int errfd = -1;
+        const char *via = local ? NULL : tb_sshmux_rsh(n->sshmux, host);
         tb_launch_spec_t spec = { .host = host, .here = local, .exe = exe, .argv = argv,
-                                  .env = env, .secret = secret, .rsh = rsh,
+                                  .env = env, .secret = secret, .rsh = via ? via : rsh,
                                   .stderr_pipe = local ? NULL : &errfd };
         rc = tb_launch(&spec, &ch->pid, err);
         free(argv);
@@ -250,6 +387,10 @@ void tb_node_startup_timer(tb_node_t *n)
 
 void tb_node_child_exited(tb_node_t *n, tbon_rank_t r, int status)
 {
+    if (n->slurm_pid && TB_SLURM_STEP_DEPTH(r) <= n->slurm_depth) {
+        slurm_step_exited(n, r, status);
+        return;
+    }
     int i = tb_node_child_index(n, r);
     if (i < 0)
         return;
@@ -259,12 +400,7 @@ void tb_node_child_exited(tb_node_t *n, tbon_rank_t r, int status)
     if (n->shutting_down || n->ready_sent || ch->state == CH_READY)
         return;
     char how[64];
-    if (status >= 0 && WIFEXITED(status))
-        snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));
-    else if (status >= 0 && WIFSIGNALED(status))
-        snprintf(how, sizeof how, "was killed by signal %d", WTERMSIG(status));
-    else
-        snprintf(how, sizeof how, "ended");
+    describe_exit(status, how, sizeof how);
     /* Its own words, when it said something: they travelled up the remote
      * shell's stderr and are at hand (docs/cluster.md, "Errors and logs"). */
     char said[320];
@@ -340,6 +476,17 @@ void tb_node_write_attach(tb_node_t *n)
 void tb_node_reap_all(tb_node_t *n)
 {
     int64_t deadline = tb_now_ms() + 2000;
+    /* Slurm steps end when their tasks do (they have been told to); one
+     * that does not is killed, and Slurm then ends its tasks. */
+    for (uint32_t d = 0; n->slurm_pid && d <= n->slurm_depth; d++) {
+        pid_t pid = n->slurm_pid[d];
+        if (pid <= 0 || (n->eds && tb_eds_reaped(n->eds, pid)))
+            continue;
+        int64_t left = deadline - tb_now_ms();
+        tb_reap(pid, left > 0 ? (int)left : 0);
+        n->slurm_pid[d] = 0;
+    }
+    /* (the ssh masters go after the children: see tb_node_destroy) */
     for (size_t i = 0; i < n->nchild; i++) {
         tb_child_t *ch = &n->child[i];
         if (ch->pid <= 0 || ch->released || (n->eds && tb_eds_reaped(n->eds, ch->pid)))
