@@ -94,4 +94,4 @@ TC=$(ls "$CASE_TMP"/outC/stat_hang.*/stat_hang.tasks.txt) || fail "with commnode
 [ "$(grep -v '^#' "$TC" | sort -n)" = "$(echo "$body" | sort -n)" ] ||
     fail "with commnodes: other tasks or paths than without"
 no_tbon_left
-echo "ok: job $J, $N tasks on 4 nodes: hosts, pids, ranks and every path as on the nodes; -P of its srun on $BH, and a tree with commnodes: the same tasks"
+echo "result: job $J, $N tasks on 4 nodes: hosts, pids, ranks and every path as on the nodes; -P of its srun on $BH, and a tree with commnodes: the same tasks"

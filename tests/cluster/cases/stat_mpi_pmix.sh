@@ -73,4 +73,4 @@ on head timeout 60 "$B/bin/tbon_stat" -P "$M" -o "$CASE_TMP/outM" >"$CASE_TMP/st
 grep -q "its tasks run on other hosts too (n2, n3" "$CASE_TMP/statM.err" ||
     fail "tbon_stat -P $M: [$(cat "$CASE_TMP/statM.err")] does not name n2 and n3"
 no_tbon_left
-echo "ok: job $J (srun --mpi=pmix), $N ranks on 4 nodes, rank 1 alone; -P of an mpirun over ssh: $(cat "$CASE_TMP/statM.err")"
+echo "result: job $J (srun --mpi=pmix), $N ranks on 4 nodes, rank 1 alone; -P of an mpirun over ssh: $(cat "$CASE_TMP/statM.err")"

@@ -14,7 +14,7 @@ expect_error() {
     on head "$@" >"$CASE_TMP/o" 2>"$CASE_TMP/e" || rc=$?
     [ "$rc" -ne 0 ] || fail "$what: exit 0 ($(cat "$CASE_TMP/o"))"
     grep -qE -e "$pat" "$CASE_TMP/e" || fail "$what: exit $rc, stderr [$(cat "$CASE_TMP/e")], not /$pat/"
-    echo "ok: $what: exit $rc: $(head -1 "$CASE_TMP/e")"
+    echo "result: $what: exit $rc: $(head -1 "$CASE_TMP/e")"
     ! ls "$OUT" 2>/dev/null | grep -q . || fail "$what: it left $(ls -a "$OUT")"
 }
 
@@ -77,7 +77,7 @@ grep -q "job $J step 0 has 4 tasks; 1 not found on any of its nodes: rank 1$" "$
 grep -q '^  \[task not found\]  1:\[1\]$' "$OUT"/sleep.*/sleep.2D.txt ||
     fail "no [task not found] frame for rank 1 in $(cat "$OUT"/sleep.*/sleep.2D.txt)"
 grep -q '^/  4:\[0-3\]$' "$OUT"/sleep.*/sleep.2D.txt || fail "the tree is not of 4 tasks"
-echo "ok: --jobid $J with rank 1 killed: exit 1: $(grep 'not found' "$CASE_TMP/e" | head -1)"
+echo "result: --jobid $J with rank 1 killed: exit 1: $(grep 'not found' "$CASE_TMP/e" | head -1)"
 
 # A second step in the job (one task, rank 0 again): --jobid numbers the
 # tasks of both in (step, rank) order and says so; -p with both rank-0
@@ -106,5 +106,5 @@ on head timeout 60 "$B/bin/tbon_stat" -p "$t0,$t1" -n 1 -o "$OUT" >"$CASE_TMP/o"
 [ "$rc" -eq 0 ] || fail "-p $t0,$t1: exit $rc ($(cat "$CASE_TMP/e"))"
 grep -qE "two tasks have rank 0: ($t0 and $t1|$t1 and $t0)" "$CASE_TMP/e" ||
     fail "-p $t0,$t1 (both rank 0): stderr [$(cat "$CASE_TMP/e")] does not name them"
-echo "ok: two steps: numbered in (step, rank) order; two rank-0 tasks named: $(head -1 "$CASE_TMP/e")"
+echo "result: two steps: numbered in (step, rank) order; two rank-0 tasks named: $(head -1 "$CASE_TMP/e")"
 no_tbon_left
