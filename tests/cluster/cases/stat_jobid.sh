@@ -93,5 +93,36 @@ on head env TBON_STAT_FANOUT=2 timeout 60 "$B/bin/tbon_stat" --jobid "$J" -q -n 
 TC=$(ls "$CASE_TMP"/outC/stat_hang.*/stat_hang.tasks.txt) || fail "with commnodes: no tasks file"
 [ "$(grep -v '^#' "$TC" | sort -n)" = "$(echo "$body" | sort -n)" ] ||
     fail "with commnodes: other tasks or paths than without"
+
+# From inside a job: its batch script (on n1, a node of the job, inside the
+# allocation) starts the tasks, then tbon_stat --jobid $SLURM_JOB_ID.
+cat >"$CASE_TMP/inside.sh" <<EOS
+#!/bin/bash
+# Each task leaves a mark (on the shared file system) just before it becomes
+# stat_hang; tbon_stat runs once all 32 are there and this node's 8 are
+# stat_hang (job $J's tasks share the nodes).
+srun sh -c 'touch $CASE_TMP/up.\$SLURM_PROCID; exec $B/stat/examples/stat_hang --worker \$SLURM_PROCID' &
+mine() {
+    for p in \$(pgrep -x stat_hang); do
+        tr '\\0' '\\n' </proc/\$p/environ | grep -qx "SLURM_JOB_ID=\$SLURM_JOB_ID" && echo \$p
+    done | wc -l
+}
+until [ "\$(ls $CASE_TMP | grep -c '^up\.')" -eq 32 ] && [ "\$(mine)" -eq 8 ]; do
+    sleep 0.1
+done
+timeout 60 $B/bin/tbon_stat --jobid \$SLURM_JOB_ID -q -n 1 -o $CASE_TMP/outI
+echo "tbon_stat exit \$?"
+kill %1
+EOS
+chmod +x "$CASE_TMP/inside.sh"
+stat_submit -N4 -n32 -O -t 2 -o "$CASE_TMP/inside-%j.out" "$CASE_TMP/inside.sh"
+JI=$JOB
+_inside_done() { [ -z "$(on head squeue -h -j "$JI" 2>/dev/null)" ]; }
+wait_until 60 _inside_done || fail "job $JI (tbon_stat inside) still running after 60 s"
+grep -q "^tbon_stat exit 0$" "$CASE_TMP/inside-$JI.out" ||
+    fail "tbon_stat inside job $JI: $(head -5 "$CASE_TMP/inside-$JI.out")"
+TI=$(ls "$CASE_TMP"/outI/stat_hang.*/stat_hang.tasks.txt) || fail "inside job $JI: no tasks file"
+[ "$(grep -v '^#' "$TI" | awk '{print $2}' | sort -n | tr '\n' ' ')" = "$(seq -s ' ' 0 31) " ] ||
+    fail "inside job $JI: ranks are not 0..31: $(cat "$TI")"
 no_tbon_left
-echo "result: job $J, $N tasks on 4 nodes: hosts, pids, ranks and every path as on the nodes; -P of its srun on $BH, and a tree with commnodes: the same tasks"
+echo "result: job $J, $N tasks on 4 nodes: hosts, pids, ranks and every path as on the nodes; -P of its srun on $BH, and a tree with commnodes: the same tasks; from inside a 32-task job's batch script: its 32 tasks"
