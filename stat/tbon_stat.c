@@ -390,7 +390,7 @@ static void raise_nofile(void)
     }
 }
 
-/* The most common executable's base name among pids (NULL-free). */
+/* The executable's base name of the first of pids that has one ("?"). */
 static void exe_of_first(const int32_t *pids, size_t n, char *out, size_t cap)
 {
     snprintf(out, cap, "?");
@@ -1114,7 +1114,7 @@ static pid_t start_srun(uint32_t job, char **nodes, size_t n, const tbon_rank_t 
         strcat(list, i ? "," : "");
         strcat(list, nodes[i]);
     }
-    char jobopt[32], nopt[32], topt[32], wopt[16];
+    char jobopt[32], nopt[32], topt[32];
     snprintf(jobopt, sizeof jobopt, "--jobid=%u", job);
     snprintf(nopt, sizeof nopt, "--nodes=%zu", n);
     snprintf(topt, sizeof topt, "--ntasks=%zu", n);
@@ -1122,8 +1122,7 @@ static pid_t start_srun(uint32_t job, char **nodes, size_t n, const tbon_rank_t 
     if (!wl)
         die("out of memory");
     sprintf(wl, "--nodelist=%s", list);
-    snprintf(wopt, sizeof wopt, "--overlap");
-    char *const argv[] = { "srun", wopt, jobopt, nopt, topt, "--ntasks-per-node=1", wl,
+    char *const argv[] = { "srun", "--overlap", jobopt, nopt, topt, "--ntasks-per-node=1", wl,
                            "--kill-on-bad-exit=1", "--quiet", (char *)self, "--be-attach",
                            (char *)attach, map, NULL };
     posix_spawn_file_actions_t fa;
@@ -1216,7 +1215,7 @@ static void number_tasks(struct run *r, bool job_mode)
             r->t[i].id = (uint32_t)r->t[i].rank;
     } else {
         r->ranks_from = nsteps > 1 ? "(step, rank) order: see the tasks file"
-                                   : "their order (the ranks are not usable)";
+                                   : "position (not every task has a rank of its own)";
         if (nsteps > 1)
             fprintf(stderr, PROG ": tasks of %zu steps: numbered in (step, rank) order; "
                     "%s.tasks.txt maps the numbers to steps and ranks\n", nsteps, r->exe);
