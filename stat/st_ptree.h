@@ -98,6 +98,11 @@ int st_tree_write_text(const st_tree_t *t, FILE *f);
  * or < 0 on an error. */
 int st_tree_write_classes(const st_tree_t *t, FILE *f);
 
+/* The same, each representative followed by its name in parentheses
+ * ("rep 0 (n1:4242)") where name(arg, task) gives one (NULL: none). */
+typedef const char *(*st_task_name_fn)(void *arg, uint32_t task);
+int st_tree_write_classes_named(const st_tree_t *t, FILE *f, st_task_name_fn name, void *arg);
+
 /* Number of nodes, root included. */
 size_t st_tree_size(const st_tree_t *t);
 

@@ -422,7 +422,8 @@ static void cls_collect(struct cls_walk *w, const st_node_t *nd)
 }
 
 static void cls_print(FILE *f, const struct cls_walk *w, const struct cls_seg *segs,
-                      const struct cls_class *c, st_range_t *rbuf)
+                      const struct cls_class *c, st_range_t *rbuf, st_task_name_fn name,
+                      void *arg)
 {
     size_t nr = 0;
     for (size_t i = c->first; i < c->first + c->n; i++) {
@@ -432,7 +433,11 @@ static void cls_print(FILE *f, const struct cls_walk *w, const struct cls_seg *s
             rbuf[nr++] = (st_range_t){ segs[i].lo, segs[i].hi };
     }
     put_ranges(f, rbuf, nr, 1);
-    fprintf(f, "  rep %lu  ", (unsigned long)c->rep);
+    const char *who = name ? name(arg, c->rep) : NULL;
+    if (who)
+        fprintf(f, "  rep %lu (%s)  ", (unsigned long)c->rep, who);
+    else
+        fprintf(f, "  rep %lu  ", (unsigned long)c->rep);
     const struct cls_seg *s = &segs[c->first];
     for (size_t i = 0; i < s->klen; i++) {
         if (i)
@@ -443,6 +448,11 @@ static void cls_print(FILE *f, const struct cls_walk *w, const struct cls_seg *s
 }
 
 int st_tree_write_classes(const st_tree_t *t, FILE *f)
+{
+    return st_tree_write_classes_named(t, f, NULL, NULL);
+}
+
+int st_tree_write_classes_named(const st_tree_t *t, FILE *f, st_task_name_fn name, void *arg)
 {
     struct cls_walk w = { 0 };
     size_t *active = NULL, nact = 0, *pool = NULL, npool = 0, poolcap = 0;
@@ -526,7 +536,7 @@ int st_tree_write_classes(const st_tree_t *t, FILE *f)
     if (ncls)
         qsort(cls, ncls, sizeof *cls, class_cmp);
     for (size_t i = 0; i < ncls; i++)
-        cls_print(f, &w, segs, &cls[i], rbuf);
+        cls_print(f, &w, segs, &cls[i], rbuf, name, arg);
     rc = finish(f);
     if (rc == 0)
         rc = ncls > INT_MAX ? INT_MAX : (int)ncls;

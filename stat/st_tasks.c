@@ -28,14 +28,48 @@ static int errf(char *err, size_t errlen, int code, const char *fmt, ...)
     return code;
 }
 
+static int push_on(st_tasks_t *t, const char *host, size_t hlen, pid_t pid)
+{
+    char *h = NULL;
+    if (host && !(h = strndup(host, hlen)))
+        return TBON_ENOMEM;
+    st_task_t *nv = realloc(t->v, (t->n + 1) * sizeof *nv);
+    if (!nv) {
+        free(h);
+        return TBON_ENOMEM;
+    }
+    t->v = nv;
+    t->v[t->n] = (st_task_t){ pid, (uint32_t)t->n, h };
+    t->n++;
+    return 0;
+}
+
 static int push(st_tasks_t *t, pid_t pid)
 {
-    st_task_t *nv = realloc(t->v, (t->n + 1) * sizeof *nv);
-    if (!nv)
-        return TBON_ENOMEM;
-    t->v = nv;
-    t->v[t->n++] = (st_task_t){ pid, (uint32_t)t->n };
-    return 0;
+    return push_on(t, NULL, 0, pid);
+}
+
+/* Is host[0..len) this host: its name, its short name, or localhost? */
+static int is_this_host(const char *host, size_t len)
+{
+    char me[256] = "";
+    if (gethostname(me, sizeof me - 1) != 0)
+        me[0] = '\0';
+    size_t ml = strlen(me), sl = strcspn(me, ".");
+    return (len == 9 && strncmp(host, "localhost", 9) == 0) ||
+           (ml && len == ml && strncmp(host, me, len) == 0) ||
+           (sl && len == sl && strncmp(host, me, len) == 0);
+}
+
+/* A host name: letters, digits, '-', '.', '_', at most 255. */
+static int valid_host(const char *s, size_t len)
+{
+    if (len == 0 || len > 255)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '.' && s[i] != '_')
+            return 0;
+    return 1;
 }
 
 /* One pid of a list: digits only, > 0, fits a pid_t. */
@@ -65,11 +99,17 @@ static int parse_items(st_tasks_t *t, const char *s, const char *where, char *er
         if (!*s)
             break;
         size_t len = strcspn(s, ", \t\r\n");
+        const char *colon = memchr(s, ':', len);
+        size_t hl = colon ? (size_t)(colon - s) : 0;
+        const char *ps = colon ? colon + 1 : s;
         pid_t pid;
-        if (parse_pid(s, len, &pid))
-            return errf(err, errlen, TBON_EINVAL, "%s\"%.*s\" is not a process id", where,
-                        (int)(len > 40 ? 40 : len), s);
-        if (push(t, pid))
+        if (colon && !valid_host(s, hl))
+            return errf(err, errlen, TBON_EINVAL, "%s\"%.*s\": \"%.*s\" is not a host name",
+                        where, (int)(len > 80 ? 80 : len), s, (int)(hl > 40 ? 40 : hl), s);
+        if (parse_pid(ps, len - (size_t)(ps - s), &pid))
+            return errf(err, errlen, TBON_EINVAL, "%s\"%.*s\" is not a process id%s", where,
+                        (int)(len > 80 ? 80 : len), s, colon ? " on a host (HOST:PID)" : "");
+        if (push_on(t, colon && !is_this_host(s, hl) ? s : NULL, hl, pid))
             return errf(err, errlen, TBON_ENOMEM, "out of memory");
         s += len;
     }
@@ -247,6 +287,101 @@ int st_tasks_from_launcher(st_tasks_t *t, pid_t launcher, char *err, size_t errl
     return rc;
 }
 
+/* The base name of pid's executable into buf ("" if unknown). */
+static void exe_base(pid_t pid, char *buf, size_t cap)
+{
+    char exe[PATH_MAX];
+    exe_of(pid, exe, sizeof exe);
+    const char *slash = strrchr(exe, '/'), *b = slash ? slash + 1 : exe;
+    size_t l = strlen(b) < cap ? strlen(b) : cap - 1;
+    memcpy(buf, b, l);
+    buf[l] = '\0';
+}
+
+/* The host an ssh command line goes to: its first argument that is not an
+ * option or an option's value (user@ removed), into out. */
+static int ssh_host(pid_t pid, char *out, size_t cap)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t k = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (k <= 0)
+        return -1;
+    buf[k] = '\0';
+    static const char with_value[] = "BbcDEeFIiJLlmOoPpQRSWw";
+    size_t off = strlen(buf) + 1;       /* past argv[0] */
+    while (off < (size_t)k) {
+        const char *a = buf + off;
+        off += strlen(a) + 1;
+        if (a[0] == '-') {
+            if (a[1] && strchr(with_value, a[1]) && !a[2])
+                off += strlen(buf + off) + 1;     /* its value */
+            continue;
+        }
+        const char *at = strchr(a, '@'), *h = at ? at + 1 : a;
+        size_t l = strlen(h) < cap ? strlen(h) : cap - 1;
+        memcpy(out, h, l);
+        out[l] = '\0';
+        return 0;
+    }
+    return -1;
+}
+
+int st_tasks_launcher_remote(pid_t launcher, pid_t *srun, char *hosts, size_t cap)
+{
+    char name[NAME_MAX + 1];
+    *srun = 0;
+    if (cap)
+        hosts[0] = '\0';
+    exe_base(launcher, name, sizeof name);
+    if (strcmp(name, "srun") == 0) {
+        *srun = launcher;
+        return ST_REMOTE_SRUN;
+    }
+    DIR *d = opendir("/proc");
+    if (!d)
+        return ST_REMOTE_NONE;
+    /* Descendants, by walking each process's ancestors up to the launcher. */
+    int kind = ST_REMOTE_NONE;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        pid_t pid;
+        if (parse_pid(de->d_name, strlen(de->d_name), &pid) || pid == launcher)
+            continue;
+        int depth = 0, under = 0;
+        pid_t outer_srun = 0;
+        for (pid_t a = pid; a > 1 && depth < 64 && !under; depth++) {
+            char an[NAME_MAX + 1];
+            exe_base(a, an, sizeof an);
+            if (strcmp(an, "srun") == 0)
+                outer_srun = a;
+            a = parent_of(a);
+            under = a == launcher;
+        }
+        if (!under)
+            continue;
+        exe_base(pid, name, sizeof name);
+        if (outer_srun) {
+            *srun = outer_srun;
+            kind = ST_REMOTE_SRUN;
+        } else if (kind != ST_REMOTE_SRUN &&
+                   (strcmp(name, "ssh") == 0 || strcmp(name, "rsh") == 0)) {
+            char h[256];
+            if (ssh_host(pid, h, sizeof h) == 0 && !strstr(hosts, h)) {
+                size_t l = strlen(hosts);
+                snprintf(hosts + l, cap - l, "%s%s", l ? ", " : "", h);
+            }
+            kind = ST_REMOTE_SSH;
+        }
+    }
+    closedir(d);
+    return kind;
+}
+
 /* The rank of pid from its environment, or -1. */
 static long env_rank(pid_t pid)
 {
@@ -296,7 +431,18 @@ static long env_rank(pid_t pid)
 static int by_pid(const void *a, const void *b)
 {
     const st_task_t *x = a, *y = b;
+    int h = strcmp(x->host ? x->host : "", y->host ? y->host : "");
+    if (h)
+        return h;
     return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+int st_tasks_remote(const st_tasks_t *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (t->v[i].host)
+            return 1;
+    return 0;
 }
 
 static int by_rank(const void *a, const void *b)
@@ -307,14 +453,19 @@ static int by_rank(const void *a, const void *b)
 
 void st_tasks_unique(st_tasks_t *t)
 {
+    if (t->n == 0)
+        return;                 /* --jobid: no list */
     /* rank holds the position meanwhile. */
     for (size_t i = 0; i < t->n; i++)
         t->v[i].rank = (uint32_t)i;
     qsort(t->v, t->n, sizeof *t->v, by_pid);
     size_t w = 0;
-    for (size_t i = 0; i < t->n; i++)
-        if (w == 0 || t->v[w - 1].pid != t->v[i].pid)
+    for (size_t i = 0; i < t->n; i++) {
+        if (w == 0 || by_pid(&t->v[w - 1], &t->v[i]) != 0)
             t->v[w++] = t->v[i];
+        else
+            free(t->v[i].host);
+    }
     t->n = w;
     qsort(t->v, t->n, sizeof *t->v, by_rank);      /* back to list order */
 }
@@ -326,7 +477,7 @@ int st_tasks_rank(st_tasks_t *t)
     int from_env = e != NULL && t->n > 0;
     for (size_t i = 0; from_env && i < t->n; i++) {
         long r = env_rank(t->v[i].pid);
-        e[i] = (st_task_t){ t->v[i].pid, (uint32_t)r };
+        e[i] = (st_task_t){ t->v[i].pid, (uint32_t)r, t->v[i].host };
         from_env = r >= 0;
     }
     if (from_env) {
@@ -345,6 +496,8 @@ int st_tasks_rank(st_tasks_t *t)
 
 void st_tasks_free(st_tasks_t *t)
 {
+    for (size_t i = 0; i < t->n; i++)
+        free(t->v[i].host);
     free(t->v);
     t->v = NULL;
     t->n = 0;

@@ -10,6 +10,7 @@
 typedef struct st_task {
     pid_t pid;
     uint32_t rank;
+    char *host;         /* NULL: this host (malloc'ed, freed by st_tasks_free) */
 } st_task_t;
 
 /* A parsed task list. */
@@ -18,11 +19,13 @@ typedef struct st_tasks {
     size_t n;
 } st_tasks_t;
 
-/* Append the pids of "PID,PID,..." (what -p takes). 0, or TBON_EINVAL with
- * the offending item in err. */
+/* Append the tasks of "ITEM,ITEM,..." (what -p takes), each ITEM a PID (on
+ * this host) or HOST:PID; a HOST that names this host (its name, short or
+ * full, or localhost) is this host. 0, or TBON_EINVAL with the offending item
+ * in err. */
 int st_tasks_parse_list(st_tasks_t *t, const char *list, char *err, size_t errlen);
 
-/* Append the pids of a file: one or more per line, separated by commas or
+/* Append the tasks of a file (PID or HOST:PID): one or more per line, separated by commas or
  * white space; '#' starts a comment. Errors name the file and line. */
 int st_tasks_read_file(st_tasks_t *t, const char *path, char *err, size_t errlen);
 
@@ -33,7 +36,18 @@ int st_tasks_read_file(st_tasks_t *t, const char *path, char *err, size_t errlen
  * are none, the launcher itself. Errors name the launcher. */
 int st_tasks_from_launcher(st_tasks_t *t, pid_t launcher, char *err, size_t errlen);
 
-/* Drop duplicate pids, keeping the first position of each: the number of
+/* 1 if some task is on another host. */
+int st_tasks_remote(const st_tasks_t *t);
+
+/* Does a launcher run its tasks on other hosts? ST_REMOTE_SRUN when it is
+ * an srun or has one among its descendants (*srun: the outermost), then its
+ * tasks are a Slurm step's; ST_REMOTE_SSH when a descendant is an ssh or
+ * rsh (an mpirun's remote daemons): hosts gets their hosts, comma-separated;
+ * else ST_REMOTE_NONE. */
+enum { ST_REMOTE_NONE, ST_REMOTE_SRUN, ST_REMOTE_SSH };
+int st_tasks_launcher_remote(pid_t launcher, pid_t *srun, char *hosts, size_t cap);
+
+/* Drop duplicate tasks (host and pid), keeping the first position of each: the number of
  * tasks st_tasks_rank leaves, known before it reads any environment. */
 void st_tasks_unique(st_tasks_t *t);
 

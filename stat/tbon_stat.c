@@ -12,6 +12,7 @@
  * sample shows as a named frame, never as a gap. */
 #include <tbon/tbon.h>
 
+#include "st_job.h"
 #include "st_ptree.h"
 #include "st_tasks.h"
 #include "st_walker.h"
@@ -25,6 +26,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -44,6 +46,14 @@
 #define TAG_RESEND (TBON_FIRST_APP_TAG + 1)
 #define FMT_REQ    "%ad %aud %aud %ud %ud %ud"
 #define FMT_TREES  "%auc %auc"
+#define TAG_DISCOVER (TBON_FIRST_APP_TAG + 2)
+/* job (0: the pids given), steps (none: all), pids, their back-ends */
+#define FMT_DISCOVER "%ud %aud %ad %aud"
+/* back-end, pids, ranks, sizes, steps, states (FOUND_*), an executable, a note */
+#define FMT_FOUND  "%ud %ad %ad %ad %aud %aud %s %s"
+#define FOUND_OK   0u
+#define FOUND_GONE 1u
+#define ATTACH_WAIT_S 60.0  /* --be-attach: for the front-end's attach file */
 #define FLAG_THREADS 1u
 #define FLAG_LINES   2u
 #define FLAG_MODULES 4u
@@ -53,8 +63,13 @@
 #define RESENDS 3           /* asks again for tasks missing from the merge */
 #define RESEND_QUIET_S 0.5  /* ... after this long without a result */
 
+#define ST_MAX_STEPS 64
+
 struct cli {
     const char *pids, *pids_file, *topology, *outdir;
+    uint32_t jobid;          /* --jobid, 0: none */
+    uint32_t steps[ST_MAX_STEPS];
+    size_t nsteps;           /* --step: 0 = all */
     pid_t launcher;
     char **command;          /* -C: argv of the command to launch */
     unsigned samples, interval_ms, flags;
@@ -77,6 +92,13 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* --jobid's step of back-ends and attach file while they exist: a failure
+ * ends the step and removes the file (the back-ends would also end once the
+ * front-end is gone, but not before they noticed). */
+static pid_t g_srun;
+static char *g_attach;
+static char *g_topo, *g_topodir;   /* a topology written to a temporary directory */
+
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
 {
@@ -86,33 +108,56 @@ static void die(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+    if (g_attach)
+        unlink(g_attach);
+    if (g_topo) {
+        unlink(g_topo);
+        rmdir(g_topodir);
+    }
+    if (g_srun > 0) {
+        kill(g_srun, SIGTERM);      /* srun passes it on to the step's tasks */
+        waitpid(g_srun, NULL, 0);
+    }
     exit(EXIT_RUN);
 }
 
 static void usage(FILE *f)
 {
     fprintf(f,
-"usage: " PROG " [options] -p PID,PID,...\n"
+"usage: " PROG " [options] -p [HOST:]PID,[HOST:]PID,...\n"
 "       " PROG " [options] --pids-file FILE\n"
 "       " PROG " [options] -P LAUNCHER_PID\n"
 "       " PROG " [options] -C COMMAND [ARGS...]\n"
+"       " PROG " [options] --jobid JOB [--step S,S,...]\n"
 "\n"
 "Sample the stack traces of a job's processes with a tree of back-ends and\n"
 "merge them into one call-prefix tree: each edge is labelled with the number\n"
 "of tasks that took it and their ranks, e.g. 4:[0-2,7].\n"
 "\n"
 "Which tasks:\n"
-"  -p PIDS            a comma-separated list of process ids\n"
-"  --pids-file FILE   process ids, one or more per line ('#' comments)\n"
-"  -P PID             the descendants of a launcher (mpirun, srun, a shell)\n"
-"                     that run the executable most of them run\n"
+"  -p TASKS           a comma-separated list of process ids; HOST:PID is a\n"
+"                     process of another host (a back-end is started there\n"
+"                     over $TBON_RSH, default ssh), a plain PID one of this host\n"
+"  --pids-file FILE   the same, one or more per line ('#' comments)\n"
+"  -P PID             the descendants of a launcher (mpirun, a shell) that run\n"
+"                     the executable most of them run; for an srun (or a\n"
+"                     launcher that started one), its job step's tasks on the\n"
+"                     job's nodes, as with --jobid\n"
 "  -C COMMAND...      launch COMMAND (the rest of the line), wait -s seconds,\n"
 "                     sample its descendants (or itself), then stop it\n"
 "  -s SECONDS         with -C: how long to let it run first (default 1)\n"
 "  --keep             with -C: leave the command running at the end\n"
-"A task's rank comes from OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK or\n"
-"SLURM_PROCID in its environment when every task has one, else from its\n"
-"position in the list.\n"
+"  --jobid JOB        the tasks of a running Slurm job on all its nodes: the\n"
+"                     back-ends run as one step of the job (srun --overlap\n"
+"                     --jobid JOB, one task per node) and attach to the tree\n"
+"                     through a file in -o's directory, which the nodes must\n"
+"                     share; each finds the job's tasks on its node (scontrol\n"
+"                     listpids and SLURM_JOB_ID/SLURM_STEP_ID in /proc)\n"
+"  --step S,S,...     with --jobid: these steps only (default: every step but\n"
+"                     the batch and extern steps)\n"
+"A task is HOST:PID and a rank. The rank comes from OMPI_COMM_WORLD_RANK,\n"
+"PMI_RANK, PMIX_RANK or SLURM_PROCID in its environment when every task has\n"
+"one and no two share it, else from its position in the list (reported).\n"
 "\n"
 "Sampling:\n"
 "  -n N               samples per task (default 10)\n"
@@ -120,20 +165,25 @@ static void usage(FILE *f)
 "  --threads          every thread of each task (default: the main thread)\n"
 "  --lines            source file:line of each frame, where known\n"
 "  --modules          the shared object of each frame\n"
-"  -t FILE            the tree's topology (default: one back-end per %d tasks,\n"
-"                     at most %d per CPU, fan-out %d, on this host)\n"
+"  -t FILE            the tree's topology for tasks of this host (default: one\n"
+"                     back-end per %d tasks, at most %d per CPU, fan-out %d);\n"
+"                     tasks on other hosts get one back-end per host\n"
 "\n"
 "Output:\n"
-"  -o DIR             results under DIR/<exe>.NNNN/ (default stat_results):\n"
-"                     <exe>.2D.dot (last sample), <exe>.3D.dot (all samples),\n"
-"                     .json, .txt (indented) and .classes.txt of both, .svg\n"
-"                     when Graphviz's dot is installed, and <exe>.perf (times)\n"
+"  -o DIR             results under DIR/<exe>.NNNN/ (default stat_results;\n"
+"                     made with its parents when missing): <exe>.2D.dot (last\n"
+"                     sample), <exe>.3D.dot (all samples), .json, .txt\n"
+"                     (indented) and .classes.txt of both, .svg when\n"
+"                     Graphviz's dot is installed, <exe>.tasks.txt and .json\n"
+"                     (each task's number, rank, host, pid and step) and\n"
+"                     <exe>.perf\n"
 "  -q                 no tree on the terminal (the summary only)\n"
 "  -h, --help         this text\n"
 "\n"
 "Targets are stopped only while sampled (ptrace interrupt, no SIGSTOP) and\n"
-"always resumed, also when " PROG " is killed. Exit: 0 done, 1 failure,\n"
-"2 usage.\n", TASKS_PER_BE, BES_PER_CPU, DEFAULT_FANOUT);
+"always resumed, also when " PROG " is killed. Exit: 0 done, 1 failure (also:\n"
+"a listed process is not there, or tasks of the job were not found), 2 usage.\n",
+            TASKS_PER_BE, BES_PER_CPU, DEFAULT_FANOUT);
 }
 
 static unsigned parse_uint(const char *opt, const char *v, unsigned lo, unsigned hi)
@@ -149,7 +199,30 @@ static unsigned parse_uint(const char *opt, const char *v, unsigned lo, unsigned
     return (unsigned)x;
 }
 
-enum { OPT_PIDS_FILE = 256, OPT_THREADS, OPT_LINES, OPT_MODULES, OPT_KEEP, OPT_BE };
+enum { OPT_PIDS_FILE = 256, OPT_THREADS, OPT_LINES, OPT_MODULES, OPT_KEEP, OPT_BE, OPT_JOBID,
+       OPT_STEP };
+
+/* --step S,S,...: step ids. */
+static void parse_steps(struct cli *c, const char *v)
+{
+    char *copy = strdup(v), *save = NULL;
+    if (!copy) {
+        fprintf(stderr, PROG ": out of memory\n");
+        exit(EXIT_RUN);
+    }
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (c->nsteps == ST_MAX_STEPS) {
+            fprintf(stderr, PROG ": --step: at most %d steps\n", ST_MAX_STEPS);
+            exit(EXIT_USAGE);
+        }
+        c->steps[c->nsteps++] = parse_uint("--step", tok, 0, 0xfffffff0u);
+    }
+    free(copy);
+    if (c->nsteps == 0) {
+        fprintf(stderr, PROG ": --step \"%s\": no step id\n", v);
+        exit(EXIT_USAGE);
+    }
+}
 
 static void parse_cli(int argc, char **argv, struct cli *c)
 {
@@ -159,6 +232,8 @@ static void parse_cli(int argc, char **argv, struct cli *c)
         { "lines", no_argument, NULL, OPT_LINES },
         { "modules", no_argument, NULL, OPT_MODULES },
         { "keep", no_argument, NULL, OPT_KEEP },
+        { "jobid", required_argument, NULL, OPT_JOBID },
+        { "step", required_argument, NULL, OPT_STEP },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -199,6 +274,8 @@ static void parse_cli(int argc, char **argv, struct cli *c)
         case OPT_LINES: c->flags |= FLAG_LINES; break;
         case OPT_MODULES: c->flags |= FLAG_MODULES; break;
         case OPT_KEEP: c->keep = 1; break;
+        case OPT_JOBID: c->jobid = parse_uint("--jobid", optarg, 1, 0xfffffff0u); sources++; break;
+        case OPT_STEP: parse_steps(c, optarg); break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(EXIT_USAGE);
         }
@@ -208,7 +285,12 @@ static void parse_cli(int argc, char **argv, struct cli *c)
         exit(EXIT_USAGE);
     }
     if (sources != 1) {
-        fprintf(stderr, PROG ": give exactly one of -p, --pids-file, -P and -C (see --help)\n");
+        fprintf(stderr, PROG ": give exactly one of -p, --pids-file, -P, -C and --jobid (see "
+                "--help)\n");
+        exit(EXIT_USAGE);
+    }
+    if (c->nsteps && !c->jobid) {
+        fprintf(stderr, PROG ": --step goes with --jobid\n");
         exit(EXIT_USAGE);
     }
 }
@@ -293,11 +375,11 @@ static void test_delay(tbon_rank_t me)
     }
 }
 
-static int be_main(int argc, char **argv)
+/* The open-file limit up to the hard limit (at most 65,536): the walker
+ * keeps each task's state (a few open files) for the next sample, up to
+ * RLIMIT_NOFILE / 16 tasks, and a common soft limit of 1,024 would keep 64. */
+static void raise_nofile(void)
 {
-    /* The walker keeps each task's state (a few open files) for the next
-     * sample, up to RLIMIT_NOFILE / 16 tasks: take the hard limit (a
-     * common soft limit of 1,024 would keep 64). */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
         rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
@@ -306,12 +388,130 @@ static int be_main(int argc, char **argv)
             setrlimit(RLIMIT_NOFILE, &rl);
         }
     }
-    tbon_error_t err = { 0 };
-    tbon_net_t *net = tbon_be_create(&argc, &argv, &err);
-    if (!net) {
-        fprintf(stderr, PROG " --be: %s\n", err.msg);
-        return EXIT_RUN;
+}
+
+/* The executable's base name of the first of pids that has one ("?"). */
+static void exe_of_first(const int32_t *pids, size_t n, char *out, size_t cap)
+{
+    snprintf(out, cap, "?");
+    for (size_t i = 0; i < n; i++) {
+        const char *e = st_task_exe_name((pid_t)pids[i]);
+        if (strcmp(e, "?") != 0) {
+            snprintf(out, cap, "%s", e);
+            return;
+        }
     }
+}
+
+/* TAG_DISCOVER: which tasks are here. With a job id, the job's tasks on this
+ * node (steps[] or all, never this back-end's own step); without, the state
+ * of the pids owned by me. The answer (FMT_FOUND) names me, so that the
+ * front-end knows the host. */
+static int be_discover(tbon_stream_t *s, tbon_packet_t *p, tbon_rank_t me, const char *self)
+{
+    uint32_t job = 0, *steps = NULL, *owner = NULL;
+    int32_t *want = NULL;
+    size_t nsteps = 0, nwant = 0, nowner = 0;
+    if (tbon_packet_unpack(p, FMT_DISCOVER, &job, &steps, &nsteps, &want, &nwant, &owner,
+                           &nowner) != 0 || nwant != nowner) {
+        fprintf(stderr, PROG " --be: rank %u: malformed discovery (\"%s\")\n", me,
+                tbon_packet_format(p));
+        return TBON_EFORMAT;
+    }
+    char note[600] = "", err[512] = "";
+    int32_t *pids = NULL, *ranks = NULL, *sizes = NULL;
+    uint32_t *tsteps = NULL, *states = NULL;
+    size_t n = 0;
+    int rc = 0;
+    if (job) {
+        pid_t *allowed = NULL;
+        size_t nallowed = 0;
+        if (st_job_listpids(job, &allowed, &nallowed, err, sizeof err) != 0) {
+            snprintf(note, sizeof note, "%s; tasks taken from their environment alone", err);
+            allowed = NULL;
+        }
+        /* This back-end's own step is never a target. */
+        const char *mj = getenv("SLURM_JOB_ID"), *ms = getenv("SLURM_STEP_ID");
+        uint32_t skip = ST_STEP_NONE;
+        if (mj && ms && strtoul(mj, NULL, 10) == job)
+            skip = (uint32_t)strtoul(ms, NULL, 10);
+        st_jtask_t *jt = NULL;
+        rc = st_job_scan(job, steps, nsteps, skip, note[0] ? NULL : allowed,
+                         note[0] ? 0 : nallowed, self, &jt, &n, err, sizeof err);
+        free(allowed);
+        if (rc != 0) {
+            snprintf(note, sizeof note, "%s", err);
+            n = 0;
+            rc = 0;
+        }
+        pids = malloc((n ? n : 1) * sizeof *pids);
+        ranks = malloc((n ? n : 1) * sizeof *ranks);
+        sizes = malloc((n ? n : 1) * sizeof *sizes);
+        tsteps = malloc((n ? n : 1) * sizeof *tsteps);
+        states = calloc(n ? n : 1, sizeof *states);
+        for (size_t i = 0; pids && ranks && sizes && tsteps && states && i < n; i++) {
+            pids[i] = jt[i].pid;
+            ranks[i] = jt[i].rank;
+            sizes[i] = jt[i].size;
+            tsteps[i] = jt[i].step;
+        }
+        free(jt);
+    } else {
+        size_t cnt = 0;
+        for (size_t i = 0; i < nwant; i++)
+            cnt += owner[i] == me;
+        pids = malloc((cnt ? cnt : 1) * sizeof *pids);
+        ranks = malloc((cnt ? cnt : 1) * sizeof *ranks);
+        sizes = malloc((cnt ? cnt : 1) * sizeof *sizes);
+        tsteps = malloc((cnt ? cnt : 1) * sizeof *tsteps);
+        states = calloc(cnt ? cnt : 1, sizeof *states);
+        for (size_t i = 0; pids && ranks && sizes && tsteps && states && i < nwant; i++) {
+            if (owner[i] != me)
+                continue;
+            size_t len = 0;
+            char *env = st_proc_environ((pid_t)want[i], &len);
+            pids[n] = want[i];
+            ranks[n] = sizes[n] = -1;
+            tsteps[n] = ST_STEP_NONE;
+            if (env) {
+                st_env_rank(env, len, &ranks[n], &sizes[n]);
+                const char *sid = st_env_get(env, len, "SLURM_STEP_ID");
+                if (sid)
+                    tsteps[n] = (uint32_t)strtoul(sid, NULL, 10);
+                free(env);
+            }
+            /* Gone, or a zombie (no environment, no stack): not there. */
+            char path[64];
+            snprintf(path, sizeof path, "/proc/%d/exe", (int)want[i]);
+            struct stat sb;
+            if (kill((pid_t)want[i], 0) != 0 && errno == ESRCH)
+                states[n] = FOUND_GONE;
+            else if (stat(path, &sb) != 0 && errno == ENOENT)
+                states[n] = FOUND_GONE;
+            n++;
+        }
+    }
+    if (!pids || !ranks || !sizes || !tsteps || !states)
+        rc = TBON_ENOMEM;
+    char exe[NAME_MAX + 1];
+    exe_of_first(pids, rc == 0 ? n : 0, exe, sizeof exe);
+    if (rc == 0)
+        rc = tbon_stream_send(s, TAG_DISCOVER, FMT_FOUND, (uint32_t)me, pids, n, ranks, n,
+                              sizes, n, tsteps, n, states, n, exe, note);
+    free(pids);
+    free(ranks);
+    free(sizes);
+    free(tsteps);
+    free(states);
+    free(steps);
+    free(want);
+    free(owner);
+    return rc;
+}
+
+/* The back-end's requests until the front-end closes the tree. */
+static int be_loop(tbon_net_t *net, const char *self)
+{
     tbon_rank_t me = tbon_net_rank(net);
     st_tree_t *t2 = st_tree_new(), *t3 = st_tree_new();
     int rc = t2 && t3 ? 0 : TBON_ENOMEM;
@@ -322,7 +522,9 @@ static int be_main(int argc, char **argv)
         if (rc != 0)
             break;
         int tag = tbon_packet_tag(p);
-        if (tag == TAG_SAMPLE) {
+        if (tag == TAG_DISCOVER) {
+            rc = be_discover(s, p, me, self);
+        } else if (tag == TAG_SAMPLE) {
             int32_t *pids = NULL;
             uint32_t *ranks = NULL, *owner = NULL, n, interval, flags;
             size_t np = 0, nr = 0, no = 0;
@@ -360,6 +562,96 @@ static int be_main(int argc, char **argv)
                 tbon_net_error(net));
     tbon_net_destroy(net);
     return rc == TBON_ECLOSED ? 0 : EXIT_RUN;
+}
+
+static void self_exe(char *buf, size_t cap)
+{
+    ssize_t k = readlink("/proc/self/exe", buf, cap - 1);
+    buf[k > 0 ? k : 0] = '\0';
+}
+
+/* A back-end the tree launched: "tbon_stat --be <the tree's arguments>". */
+static int be_main(int argc, char **argv)
+{
+    raise_nofile();
+    tbon_error_t err = { 0 };
+    tbon_net_t *net = tbon_be_create(&argc, &argv, &err);
+    if (!net) {
+        fprintf(stderr, PROG " --be: %s\n", err.msg);
+        return EXIT_RUN;
+    }
+    char self[PATH_MAX];
+    self_exe(self, sizeof self);
+    return be_loop(net, self);
+}
+
+/* A back-end of --jobid, one per node in an srun step of the job:
+ * "tbon_stat --be-attach FILE NODE=RANK,NODE=RANK,...". It takes the rank of
+ * its node (SLURMD_NODENAME, else its host name), waits for the front-end's
+ * attach file and attaches. */
+static int be_attach_main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, PROG " --be-attach: expected FILE NODE=RANK,... (it is started by "
+                PROG " --jobid)\n");
+        return EXIT_USAGE;
+    }
+    raise_nofile();
+    const char *file = argv[2], *map = argv[3];
+    char node[256] = "";
+    const char *env = getenv("SLURMD_NODENAME");
+    if (env && *env)
+        snprintf(node, sizeof node, "%s", env);
+    else if (gethostname(node, sizeof node - 1) != 0)
+        node[0] = '\0';
+    size_t nl = strlen(node);
+    tbon_rank_t rank = TBON_RANK_NONE;
+    for (const char *m = map; *m && rank == TBON_RANK_NONE;) {
+        size_t len = strcspn(m, ",");
+        const char *eq = memchr(m, '=', len);
+        if (eq && (size_t)(eq - m) == nl && strncmp(m, node, nl) == 0)
+            rank = (tbon_rank_t)strtoul(eq + 1, NULL, 10);
+        m += len + (m[len] == ',');
+    }
+    if (rank == TBON_RANK_NONE) {
+        fprintf(stderr, PROG " --be-attach: node \"%s\" has no place in the tree (%s)\n", node,
+                map);
+        return EXIT_RUN;
+    }
+    /* The front-end writes the file (atomically) while this step starts,
+     * into a directory this node must share. */
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", file);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    struct stat sb;
+    if (slash && dir[0] && stat(dir, &sb) != 0) {
+        fprintf(stderr, PROG " --be-attach: on %s: %s: %s: -o's directory must be on a file "
+                "system this node shares with the front-end's host\n", node, dir,
+                strerror(errno));
+        return EXIT_RUN;
+    }
+    double dl = now_s() + ATTACH_WAIT_S;
+    while (stat(file, &sb) != 0) {
+        if (errno != ENOENT || now_s() > dl) {
+            fprintf(stderr, PROG " --be-attach: on %s: %s: %s\n", node, file,
+                    errno == ENOENT ? "the front-end's attach file is not there: is -o's "
+                    "directory shared with this node?" : strerror(errno));
+            return EXIT_RUN;
+        }
+        struct timespec ts = { 0, 5 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    tbon_error_t err = { 0 };
+    tbon_net_t *net = tbon_be_attach(file, rank, &err);
+    if (!net) {
+        fprintf(stderr, PROG " --be-attach: on %s: rank %u: %s\n", node, rank, err.msg);
+        return EXIT_RUN;
+    }
+    char self[PATH_MAX];
+    self_exe(self, sizeof self);
+    return be_loop(net, self);
 }
 
 /* ----------------------------------------------------------- front-end */
@@ -552,32 +844,107 @@ static void write_tree(const char *dir, const char *exe, const char *which,
     if (st_tree_write_text(t, f) != 0)
         die("%s: write error", path);
     close_file(f, path);
-    snprintf(suffix, sizeof suffix, "%s.classes.txt", which);
-    f = out_file(dir, exe, suffix, path, sizeof path);
-    if (st_tree_write_classes(t, f) < 0)
-        die("%s: write error", path);
-    close_file(f, path);
 }
 
 /* Add the tasks missing from t (the root's set) under one frame naming why. */
-static size_t fill_missing(st_tree_t *t, const st_tasks_t *tasks, const char *why)
+/* ---------------------------------------------------------- the tasks */
+
+/* One task of the run: where it runs, its pid, its rank. */
+struct task {
+    char *host;         /* malloc'ed */
+    int32_t pid;
+    int32_t rank;       /* from its environment, -1: none */
+    int32_t size;       /* the job size its environment says, -1: unknown */
+    uint32_t step;      /* its Slurm step, ST_STEP_NONE: none */
+    uint32_t id;        /* its number in the trees */
+    uint32_t be;        /* the back-end that samples it */
+};
+
+/* Everything one run found and started. */
+struct run {
+    struct task *t;
+    size_t n;
+    uint32_t *absent;   /* ids given to tasks of the job that no node had */
+    size_t nabsent;
+    tbon_net_t *net;
+    char exe[NAME_MAX + 1];
+    const char *ranks_from;
+    int incomplete;     /* exit 1: tasks were missing */
+    size_t nhosts;
+    double t_find, t_launch;
+    char tmpdir[64];
+    char *topo;
+    pid_t launched;     /* -C's command */
+    pid_t srun;         /* --jobid's step of back-ends */
+    char *attach;       /* its attach file */
+    uint32_t job;
+};
+
+static char g_host[256];
+
+/* This host's name (gethostname), as the tree and the tasks name it. */
+static const char *this_host(void)
 {
-    st_range_t *r = NULL;
+    if (!g_host[0] && gethostname(g_host, sizeof g_host - 1) != 0)
+        snprintf(g_host, sizeof g_host, "localhost");
+    return g_host;
+}
+
+static char *xstrdup(const char *s)
+{
+    char *d = strdup(s);
+    if (!d)
+        die("out of memory");
+    return d;
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p)
+        die("out of memory");
+    return p;
+}
+
+static int by_id(const void *a, const void *b)
+{
+    const struct task *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* "host:pid" of the task numbered id (NULL if none): for the classes. */
+static const char *task_name(void *arg, uint32_t id)
+{
+    const struct run *r = arg;
+    static char buf[300];
+    struct task key = { .id = id };
+    const struct task *t = bsearch(&key, r->t, r->n, sizeof *r->t, by_id);
+    if (!t)
+        return NULL;
+    snprintf(buf, sizeof buf, "%s:%d", t->host, (int)t->pid);
+    return buf;
+}
+
+/* Add the tasks missing from tr (the root's set) under one frame naming why. */
+static size_t fill_missing(st_tree_t *tr, const struct run *r, const char *why)
+{
+    st_range_t *rg = NULL;
     uint64_t cnt = 0;
-    size_t nr = st_tree_tasks(t, &r, &cnt), j = 0, added = 0;
+    size_t nr = st_tree_tasks(tr, &rg, &cnt), j = 0, added = 0;
     const char *frame[] = { why };
-    for (size_t i = 0; i < tasks->n; i++) {
-        uint32_t x = tasks->v[i].rank;
-        while (j < nr && r[j].hi < x)
+    for (size_t i = 0; i < r->n; i++) {         /* r->t is sorted by id */
+        uint32_t x = r->t[i].id;
+        while (j < nr && rg[j].hi < x)
             j++;
-        if (j < nr && r[j].lo <= x)
+        if (j < nr && rg[j].lo <= x)
             continue;
-        if (st_tree_add(t, frame, 1, x) == 0)
+        if (st_tree_add(tr, frame, 1, x) == 0)
             added++;
     }
-    free(r);
+    free(rg);
     return added;
 }
+
 
 /* Merge the packet's trees into t2 and t3. */
 static int take(tbon_packet_t *p, st_tree_t *t2, st_tree_t *t3, char *err, size_t errlen)
@@ -605,9 +972,11 @@ static int take(tbon_packet_t *p, st_tree_t *t2, st_tree_t *t3, char *err, size_
 /* The tree of tbon_stat back-ends (tbon_fe_create, from a thread). */
 struct start {
     const char *topo;
-    char *self;
+    const char *be_exe;         /* NULL: attach mode, through attach */
+    const char *attach;
     tbon_net_t *net;
     tbon_error_t err;
+    atomic_int done;
 };
 
 static void *start_tree(void *arg)
@@ -616,74 +985,664 @@ static void *start_tree(void *arg)
     const char *const be_argv[] = { "--be", NULL };
     tbon_fe_options_t o = { 0 };
     o.startup_timeout_ms = 120000;
-    st->net = tbon_fe_create(st->topo, st->self, be_argv, &o, &st->err);
+    o.attach_file = st->attach;
+    st->net = tbon_fe_create(st->topo, st->be_exe, st->be_exe ? be_argv : NULL, &o, &st->err);
+    atomic_store(&st->done, 1);
     return NULL;
 }
+
+/* ------------------------------------------------- tasks on this host */
+
+/* -p, --pids-file, -P and -C on this host: the tasks' ranks are read here
+ * while the tree (every process on this host) starts. */
+static void plan_local(const struct cli *c, const char *self, st_tasks_t *tasks, struct run *r)
+{
+    double t0 = now_s();
+    r->topo = c->topology ? xstrdup(c->topology)
+                          : default_topology(tasks->n, r->tmpdir, sizeof r->tmpdir);
+    struct start st = { .topo = r->topo, .be_exe = self };
+    pthread_t starter;
+    bool threaded = pthread_create(&starter, NULL, start_tree, &st) == 0;
+    if (!threaded)
+        start_tree(&st);
+    int env_ranks = st_tasks_rank(tasks);
+    if (threaded)
+        pthread_join(starter, NULL);
+    snprintf(r->exe, sizeof r->exe, "%s", st_task_exe_name(tasks->v[0].pid));
+    if (!st.net) {
+        if (r->launched && !c->keep)
+            stop_command(r->launched);
+        die("starting the tree of %s: %s", r->topo, st.err.msg);
+    }
+    r->net = st.net;
+    r->t_launch = now_s() - t0;
+    r->ranks_from = env_ranks ? "their environment" : "list order";
+    size_t nbe = tbon_net_num_backends(r->net);
+    tbon_rank_t *bes = xcalloc(nbe, sizeof *bes);
+    if (tbon_net_backends(r->net, bes, nbe) != (int)nbe)
+        die("out of memory");
+    r->n = tasks->n;
+    r->t = xcalloc(r->n, sizeof *r->t);
+    for (size_t i = 0; i < r->n; i++)
+        r->t[i] = (struct task){ .host = xstrdup(this_host()), .pid = tasks->v[i].pid,
+                                 .rank = env_ranks ? (int32_t)tasks->v[i].rank : -1,
+                                 .size = -1,
+                                 .step = ST_STEP_NONE, .id = tasks->v[i].rank,
+                                 .be = bes[i * nbe / r->n] };   /* blocks of ranks */
+    r->nhosts = 1;
+    free(bes);
+}
+
+/* ------------------------------------------- tasks on other hosts, jobs */
+
+/* The tree for back-ends on hosts[0..n): the front-end on this host (its
+ * real name, so that the other hosts reach it), each host's back-end its
+ * child, or with more than DEFAULT_FANOUT hosts commnodes on this host
+ * between them. leaf[i] is hosts[i]'s rank. Written to r->tmpdir. */
+static void remote_topology(struct run *r, char **hosts, size_t n, tbon_rank_t *leaf)
+{
+    const char *me = this_host();
+    tb_topology_t *t = tb_topology_new();
+    tbon_error_t err = { 0 };
+    /* $TBON_STAT_FANOUT: a smaller fan-out, so that the tests see commnodes
+     * with a few hosts. */
+    size_t fanout = DEFAULT_FANOUT;
+    const char *fo = getenv("TBON_STAT_FANOUT");
+    if (fo && atoi(fo) >= 2 && atoi(fo) <= 1024)
+        fanout = (size_t)atoi(fo);
+    size_t ncn = n > fanout ? (n + fanout - 1) / fanout : 0;
+    if (!t || tb_topology_add(t, me, 0, TBON_RANK_NONE) != 0)
+        die("a topology for %zu hosts: out of memory", n);
+    for (size_t k = 0; k < ncn; k++)
+        if (tb_topology_add(t, me, (uint32_t)(k + 1), 0) != 0)
+            die("a topology for %zu hosts: out of memory", n);
+    for (size_t i = 0; i < n; i++) {
+        /* A back-end on this host needs an id the front-end and commnodes
+         * do not have. */
+        uint32_t id = strcmp(hosts[i], me) == 0 ? (uint32_t)(ncn + 1) : 0;
+        tbon_rank_t parent = ncn ? (tbon_rank_t)(1 + i * ncn / n) : 0;
+        int rc = tb_topology_add(t, hosts[i], id, parent);
+        if (rc != 0)
+            die("a topology for host \"%s\": %s", hosts[i],
+                rc == TBON_ETOPOLOGY ? "given twice" : "not a usable host name");
+        leaf[i] = (tbon_rank_t)(1 + ncn + i);
+    }
+    if (tb_topology_finish(t, &err) != 0)
+        die("a topology for %zu hosts: %s", n, err.msg);
+    snprintf(r->tmpdir, sizeof r->tmpdir, "/tmp/tbon_stat.XXXXXX");
+    if (!mkdtemp(r->tmpdir))
+        die("mkdtemp: %s", strerror(errno));
+    r->topo = malloc(strlen(r->tmpdir) + 16);
+    if (!r->topo)
+        die("out of memory");
+    sprintf(r->topo, "%s/tree.top", r->tmpdir);
+    g_topo = r->topo;
+    g_topodir = r->tmpdir;
+    if (tb_topology_write_file(t, r->topo, false, PROG " tree over hosts", &err) != 0)
+        die("writing %s: %s", r->topo, err.msg);
+    tb_topology_destroy(t);
+}
+
+/* The environment of the back-ends' srun: this one without SLURM_* (an
+ * allocation tbon_stat may run in would set srun's task count and the
+ * rest), but with SLURM_CONF. */
+static char **srun_env(void)
+{
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **e = xcalloc(n + 1, sizeof *e);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "SLURM_", 6) != 0 || strncmp(environ[i], "SLURM_CONF=", 11) == 0)
+            e[k++] = environ[i];
+    e[k] = NULL;
+    return e;
+}
+
+/* One srun step of the job, one task per node: tbon_stat --be-attach. */
+static pid_t start_srun(uint32_t job, char **nodes, size_t n, const tbon_rank_t *leaf,
+                        const char *self, const char *attach)
+{
+    size_t cap = 64, len = 0;
+    for (size_t i = 0; i < n; i++)
+        cap += strlen(nodes[i]) + 16;
+    char *map = xcalloc(cap, 1), *list = xcalloc(cap, 1);
+    for (size_t i = 0; i < n; i++) {
+        len += (size_t)snprintf(map + len, cap - len, "%s%s=%u", i ? "," : "", nodes[i],
+                                leaf[i]);
+        strcat(list, i ? "," : "");
+        strcat(list, nodes[i]);
+    }
+    char jobopt[32], nopt[32], topt[32];
+    snprintf(jobopt, sizeof jobopt, "--jobid=%u", job);
+    snprintf(nopt, sizeof nopt, "--nodes=%zu", n);
+    snprintf(topt, sizeof topt, "--ntasks=%zu", n);
+    char *wl = malloc(strlen(list) + 16);
+    if (!wl)
+        die("out of memory");
+    sprintf(wl, "--nodelist=%s", list);
+    char *const argv[] = { "srun", "--overlap", jobopt, nopt, topt, "--ntasks-per-node=1", wl,
+                           "--kill-on-bad-exit=1", "--quiet", (char *)self, "--be-attach",
+                           (char *)attach, map, NULL };
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
+    char **env = srun_env();
+    pid_t pid;
+    int rc = posix_spawnp(&pid, "srun", &fa, NULL, argv, env);
+    posix_spawn_file_actions_destroy(&fa);
+    free(env);
+    free(map);
+    free(list);
+    free(wl);
+    if (rc != 0)
+        die("--jobid %u: cannot run srun: %s", job, strerror(rc));
+    return pid;
+}
+
+/* Wait for the back-ends' srun to end (it does once the tree is closed):
+ * then interrupt it as srun wants (two SIGINTs end a step), then kill it. */
+static void stop_srun(pid_t pid, double wait_s)
+{
+    double dl = now_s() + wait_s;
+    int sent = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, NULL, WNOHANG);
+        if (w == pid || (w < 0 && errno != EINTR))
+            return;
+        if (now_s() > dl) {
+            if (sent == 4) {
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+                return;
+            }
+            kill(pid, sent < 2 ? SIGINT : SIGTERM);
+            sent++;
+            dl = now_s() + (sent == 2 ? 1.0 : 0.2);
+        }
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Give every task its number in the trees. With one Slurm step, or pids
+ * given one by one: the ranks from the environments when every task has one
+ * and no two share it; with several steps, (step, rank) order. Ranks of a
+ * step that no node had (the environments say how many there are) become
+ * r->absent. Reports on stderr what is odd. */
+static int by_step_rank_host(const void *a, const void *b)
+{
+    const struct task *x = a, *y = b;
+    if (x->step != y->step)
+        return x->step < y->step ? -1 : 1;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    int h = strcmp(x->host, y->host);
+    return h ? h : (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+static void number_tasks(struct run *r, bool job_mode)
+{
+    /* Listed pids are one set of tasks, whatever steps they are of. */
+    if (!job_mode)
+        for (size_t i = 0; i < r->n; i++)
+            r->t[i].step = ST_STEP_NONE;
+    qsort(r->t, r->n, sizeof *r->t, by_step_rank_host);
+    size_t nsteps = 0, dups = 0, norank = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        if (i == 0 || r->t[i].step != r->t[i - 1].step)
+            nsteps++;
+        if (r->t[i].rank < 0) {
+            norank++;
+        } else if (i > 0 && r->t[i].step == r->t[i - 1].step &&
+                   r->t[i].rank == r->t[i - 1].rank) {
+            if (dups++ < 10)
+                fprintf(stderr, PROG ": two tasks have rank %d%s: %s:%d and %s:%d\n",
+                        r->t[i].rank, job_mode ? " in one step" : "", r->t[i - 1].host,
+                        r->t[i - 1].pid, r->t[i].host, r->t[i].pid);
+        }
+    }
+    bool by_rank = nsteps == 1 && dups == 0 && norank == 0;
+    if (dups > 10)
+        fprintf(stderr, PROG ": ... %zu tasks in all share a rank with another\n", dups);
+    if (norank && job_mode)
+        fprintf(stderr, PROG ": %zu tasks have no rank in their environment\n", norank);
+    if (by_rank) {
+        r->ranks_from = "their environment";
+        for (size_t i = 0; i < r->n; i++)
+            r->t[i].id = (uint32_t)r->t[i].rank;
+    } else {
+        r->ranks_from = nsteps > 1 ? "(step, rank) order: see the tasks file"
+                                   : "position (not every task has a rank of its own)";
+        if (nsteps > 1)
+            fprintf(stderr, PROG ": tasks of %zu steps: numbered in (step, rank) order; "
+                    "%s.tasks.txt maps the numbers to steps and ranks\n", nsteps, r->exe);
+        for (size_t i = 0; i < r->n; i++)
+            r->t[i].id = (uint32_t)i;
+    }
+    if (!job_mode)
+        return;
+    /* Ranks the job has and no node had: per step, 0 .. size-1. */
+    for (size_t i = 0; i < r->n;) {
+        size_t j = i;
+        int32_t size = -1;
+        while (j < r->n && r->t[j].step == r->t[i].step) {
+            if (r->t[j].size > size)
+                size = r->t[j].size;
+            j++;
+        }
+        size_t k = i, missing = 0;
+        char list[200] = "";
+        for (int32_t want = 0; size > 0 && want < size; want++) {
+            while (k < j && r->t[k].rank < want)
+                k++;
+            if (k < j && r->t[k].rank == want)
+                continue;
+            missing++;
+            size_t l = strlen(list);
+            if (l < sizeof list - 16)
+                snprintf(list + l, sizeof list - l, "%s%d", l ? "," : "", want);
+            else if (!strstr(list, "..."))
+                strcat(list, ",...");
+            if (by_rank) {
+                uint32_t *na = realloc(r->absent, (r->nabsent + 1) * sizeof *na);
+                if (!na)
+                    die("out of memory");
+                r->absent = na;
+                r->absent[r->nabsent++] = (uint32_t)want;
+            }
+        }
+        if (missing) {
+            fprintf(stderr, PROG ": job %u step %u has %d tasks; %zu not found on any of its "
+                    "nodes: rank%s %s\n", r->job, r->t[i].step, size, missing,
+                    missing == 1 ? "" : "s", list);
+            r->incomplete = 1;
+        }
+        i = j;
+    }
+    if (dups || norank)
+        r->incomplete = 1;          /* a job's tasks all have a rank of their own */
+}
+
+/* Tasks on other hosts (-p/--pids-file with HOST:PID) or a Slurm job's
+ * (--jobid, or -P of an srun): a back-end on each host (over ssh for pids,
+ * as one srun step of the job with --jobid) finds its tasks and their ranks
+ * there, then the front-end numbers them. */
+static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks,
+                        uint32_t job, const uint32_t *steps, size_t nsteps, struct run *r)
+{
+    double t0 = now_s();
+    char err[512];
+    char **hosts = NULL;
+    size_t nh = 0;
+    r->job = job;
+    if (job) {
+        if (st_job_nodes(job, &hosts, &nh, err, sizeof err) != 0)
+            die("%s", err);
+    } else {
+        hosts = xcalloc(tasks->n, sizeof *hosts);
+        for (size_t i = 0; i < tasks->n; i++) {
+            const char *h = tasks->v[i].host ? tasks->v[i].host : this_host();
+            size_t k = 0;
+            while (k < nh && strcmp(hosts[k], h) != 0)
+                k++;
+            if (k == nh)
+                hosts[nh++] = xstrdup(h);
+        }
+    }
+    r->nhosts = nh;
+    tbon_rank_t *leaf = xcalloc(nh, sizeof *leaf);
+    if (c->topology)
+        fprintf(stderr, PROG ": note: -t is not used for tasks on other hosts: the tree has "
+                "one back-end per host\n");
+    remote_topology(r, hosts, nh, leaf);
+    struct start st = { .topo = r->topo, .be_exe = job ? NULL : self };
+    pthread_t starter;
+    if (job) {
+        /* The attach file goes to -o's directory, which the nodes must share. */
+        char *dir = realpath(c->outdir, NULL);
+        if (!dir)
+            die("-o %s: %s", c->outdir, strerror(errno));
+        r->attach = malloc(strlen(dir) + 64);
+        if (!r->attach)
+            die("out of memory");
+        sprintf(r->attach, "%s/.tbon_stat.%s.%d.attach", dir, this_host(), (int)getpid());
+        free(dir);
+        st.attach = r->attach;
+        g_attach = r->attach;
+    }
+    if (pthread_create(&starter, NULL, start_tree, &st) != 0)
+        die("pthread_create: %s", strerror(errno));
+    if (job) {
+        r->srun = g_srun = start_srun(job, hosts, nh, leaf, self, r->attach);
+        /* The step's end before every back-end attached is a failure
+         * (its messages are above); tbon_fe_create cannot see it. */
+        while (!atomic_load(&st.done)) {
+            int status;
+            if (waitpid(r->srun, &status, WNOHANG) == r->srun) {
+                g_srun = 0;
+                die("--jobid %u: the back-ends' srun step ended (%s %d) before every back-end "
+                    "attached; srun's and the back-ends' messages are above", job,
+                    WIFEXITED(status) ? "status" : "signal",
+                    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+            }
+            if (g_stop)
+                die("interrupted while the tree started");
+            struct timespec ts = { 0, 5 * 1000 * 1000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    pthread_join(starter, NULL);
+    if (!st.net)
+        die("starting the tree of %s: %s", r->topo, st.err.msg);
+    r->net = st.net;
+    r->t_launch = now_s() - t0;
+
+    /* Discovery: every back-end says what it has. */
+    int32_t *want = NULL;
+    uint32_t *owner = NULL;
+    size_t nw = job ? 0 : tasks->n;
+    want = xcalloc(nw, sizeof *want);
+    owner = xcalloc(nw, sizeof *owner);
+    for (size_t i = 0; i < nw; i++) {
+        const char *h = tasks->v[i].host ? tasks->v[i].host : this_host();
+        size_t k = 0;
+        while (strcmp(hosts[k], h) != 0)
+            k++;
+        want[i] = tasks->v[i].pid;
+        owner[i] = leaf[k];
+    }
+    tbon_stream_t *s = tbon_fe_stream_new(r->net, tbon_fe_broadcast_comm(r->net),
+                                          TBON_FILTER_NULL, TBON_SYNC_DONTWAIT,
+                                          TBON_FILTER_NULL);
+    if (!s || tbon_stream_send(s, TAG_DISCOVER, FMT_DISCOVER, job, steps, nsteps, want, nw,
+                               owner, nw) != 0)
+        die("asking the back-ends for their tasks: %s", tbon_net_error(r->net));
+    free(want);
+    free(owner);
+    size_t got = 0, gone = 0;
+    double dl = now_s() + 60;
+    char goners[400] = "";
+    snprintf(r->exe, sizeof r->exe, "?");
+    while (got < nh && !g_stop) {
+        tbon_packet_t *p = NULL;
+        int rc = tbon_stream_recv(s, &p, 200);
+        if (rc == TBON_ETIMEOUT && now_s() < dl)
+            continue;
+        if (rc != 0)
+            die("%zu of %zu back-ends said which tasks they have: %s", got, nh,
+                rc == TBON_ETIMEOUT ? "timed out" : tbon_net_error(r->net));
+        uint32_t be = 0, *tsteps = NULL, *states = NULL;
+        int32_t *pids = NULL, *ranks = NULL, *sizes = NULL;
+        size_t a = 0, b = 0, cc = 0, d = 0, e = 0;
+        char *exe = NULL, *note = NULL;
+        if (tbon_packet_unpack(p, FMT_FOUND, &be, &pids, &a, &ranks, &b, &sizes, &cc, &tsteps,
+                               &d, &states, &e, &exe, &note) != 0 || a != b || a != cc ||
+            a != d || a != e)
+            die("a back-end's list of tasks of format \"%s\"", tbon_packet_format(p));
+        tbon_packet_unref(p);
+        size_t k = 0;
+        while (k < nh && leaf[k] != be)
+            k++;
+        if (k == nh)
+            die("a list of tasks from rank %u, which is no back-end", be);
+        if (note[0])
+            fprintf(stderr, PROG ": note: %s: %s\n", hosts[k], note);
+        if (strcmp(r->exe, "?") == 0)
+            snprintf(r->exe, sizeof r->exe, "%s", exe);
+        struct task *nt = a ? realloc(r->t, (r->n + a) * sizeof *nt) : r->t;
+        if (a && !nt)
+            die("out of memory");
+        r->t = nt;
+        for (size_t i = 0; i < a; i++) {
+            if (states[i] == FOUND_GONE) {
+                size_t l = strlen(goners);
+                if (gone++ < 8)
+                    snprintf(goners + l, sizeof goners - l, "%s%s:%d", l ? ", " : "", hosts[k],
+                             pids[i]);
+                continue;
+            }
+            r->t[r->n++] = (struct task){ .host = xstrdup(hosts[k]), .pid = pids[i],
+                                          .rank = ranks[i], .size = sizes[i],
+                                          .step = tsteps[i], .be = be };
+        }
+        free(pids);
+        free(ranks);
+        free(sizes);
+        free(tsteps);
+        free(states);
+        free(exe);
+        free(note);
+        got++;
+    }
+    if (g_stop)
+        die("interrupted");
+    r->t_find = now_s() - t0 - r->t_launch;
+    if (gone)
+        fprintf(stderr, PROG ": no such process: %s%s (nothing was sampled)\n", goners,
+                gone > 8 ? ", ..." : "");
+    if (job && r->n == 0) {
+        fprintf(stderr, PROG ": job %u: no task found on its %zu node%s%s\n", job, nh,
+                nh == 1 ? "" : "s", nsteps ? " in the steps asked for (--step)" :
+                " (steps other than the batch and extern steps, and other than " PROG "'s)");
+    }
+    if (gone || r->n == 0) {
+        tbon_net_destroy(r->net);
+        r->net = NULL;
+        if (r->srun)
+            stop_srun(r->srun, 10);
+        g_srun = 0;
+        if (r->tmpdir[0]) {
+            unlink(r->topo);
+            rmdir(r->tmpdir);
+        }
+        exit(EXIT_RUN);
+    }
+    number_tasks(r, job != 0);
+    st_job_free_nodes(hosts, nh);
+    free(leaf);
+}
+
+/* ------------------------------------------------------------ output */
+
+/* Make dir and its parents (mkdir -p). */
+static void make_dirs(const char *dir)
+{
+    char *p = xstrdup(dir);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            die("-o %s: %s: %s", dir, p, strerror(errno));
+        *s = '/';
+    }
+    if (mkdir(p, 0755) != 0 && errno != EEXIST)
+        die("-o %s: %s", dir, strerror(errno));
+    free(p);
+}
+
+/* DIR/<exe>.tasks.txt: every task's number, rank, host, pid and step, and
+ * its path in the merged 2D tree t (outermost first, " > " between). */
+static void write_tasks(const char *dir, const char *exe, const struct run *r,
+                        const st_tree_t *tree)
+{
+    char path[PATH_MAX];
+    FILE *f = out_file(dir, exe, "tasks.txt", path, sizeof path);
+    fprintf(f, "# task rank host pid step: path (the trees' sets are task numbers)\n");
+    for (size_t i = 0; i < r->n; i++) {
+        const struct task *t = &r->t[i];
+        char rank[16] = "-", step[16] = "-";
+        if (t->rank >= 0)
+            snprintf(rank, sizeof rank, "%d", t->rank);
+        if (t->step != ST_STEP_NONE)
+            snprintf(step, sizeof step, "%u", t->step);
+        fprintf(f, "%u %s %s %d %s:", t->id, rank, t->host, t->pid, step);
+        const char **fr = NULL;
+        size_t nf = st_tree_path(tree, t->id, &fr);
+        for (size_t k = 0; k < nf; k++)
+            fprintf(f, "%s%s", k ? " > " : " ", fr[k]);
+        free(fr);
+        fputc('\n', f);
+    }
+    for (size_t i = 0; i < r->nabsent; i++)
+        fprintf(f, "%u %u - - -: [task not found]\n", r->absent[i], r->absent[i]);
+    close_file(f, path);
+}
+
+/* A JSON string of s (host names: escaped all the same). */
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+/* DIR/<exe>.tasks.json: the same as tasks.txt without the paths, one
+ * object per task: {"task", "rank", "host", "pid", "step"}, null for what
+ * is not known. */
+static void write_tasks_json(const char *dir, const char *exe, const struct run *r)
+{
+    char path[PATH_MAX];
+    FILE *f = out_file(dir, exe, "tasks.json", path, sizeof path);
+    fputc('[', f);
+    for (size_t i = 0; i < r->n; i++) {
+        const struct task *t = &r->t[i];
+        fprintf(f, "%s{\"task\":%u,\"rank\":", i ? "," : "", t->id);
+        if (t->rank >= 0)
+            fprintf(f, "%d", t->rank);
+        else
+            fputs("null", f);
+        fputs(",\"host\":", f);
+        json_str(f, t->host);
+        fprintf(f, ",\"pid\":%d,\"step\":", t->pid);
+        if (t->step != ST_STEP_NONE)
+            fprintf(f, "%u}", t->step);
+        else
+            fputs("null}", f);
+    }
+    for (size_t i = 0; i < r->nabsent; i++)
+        fprintf(f, "%s{\"task\":%u,\"rank\":%u,\"host\":null,\"pid\":null,\"step\":null}",
+                r->n || i ? "," : "", r->absent[i], r->absent[i]);
+    fputs("]\n", f);
+    close_file(f, path);
+}
+
+static void write_classes(const char *dir, const char *exe, const char *which,
+                          const st_tree_t *t, struct run *r)
+{
+    char path[PATH_MAX], suffix[32];
+    snprintf(suffix, sizeof suffix, "%s.classes.txt", which);
+    FILE *f = out_file(dir, exe, suffix, path, sizeof path);
+    if (st_tree_write_classes_named(t, f, task_name, r) < 0)
+        die("%s: write error", path);
+    close_file(f, path);
+}
+
+/* --------------------------------------------------------- the run */
 
 static int fe_main(const struct cli *c, char *self)
 {
     double t_start = now_s();
     st_tasks_t tasks = { 0 };
     char err[512] = "";
-    pid_t launched = 0;
+    struct run run = { 0 }, *r = &run;
+    uint32_t job = c->jobid;
+    uint32_t steps[ST_MAX_STEPS];
+    size_t nsteps = c->nsteps;
+    memcpy(steps, c->steps, sizeof steps);
     int rc = 0;
     if (c->pids)
         rc = st_tasks_parse_list(&tasks, c->pids, err, sizeof err);
     else if (c->pids_file)
         rc = st_tasks_read_file(&tasks, c->pids_file, err, sizeof err);
-    else if (c->launcher)
-        rc = st_tasks_from_launcher(&tasks, c->launcher, err, sizeof err);
-    else {
-        launched = launch(c->command, c->wait_s);
-        rc = st_tasks_from_launcher(&tasks, launched, err, sizeof err);
+    else if (c->launcher) {
+        /* An srun's tasks are on the job's nodes: follow them there. */
+        uint32_t j, sid;
+        pid_t srun = 0;
+        char hosts[512] = "";
+        int kind = st_tasks_launcher_remote(c->launcher, &srun, hosts, sizeof hosts);
+        if (kind == ST_REMOTE_SRUN) {
+            /* Its step, by the srun's host and pid; else its job, from the
+             * environment it was started with (inside an allocation). */
+            size_t len = 0;
+            char *env = NULL;
+            long long ej = -1;
+            if (st_job_of_srun(this_host(), srun, &j, &sid, err, sizeof err) == 0) {
+                fprintf(stderr, PROG ": -P %d: srun %d runs job %u step %u, whose tasks are on "
+                        "the job's nodes: sampling them there (as --jobid %u --step %u)\n",
+                        (int)c->launcher, (int)srun, j, sid, j, sid);
+                steps[0] = sid;
+                nsteps = 1;
+            } else if ((env = st_proc_environ(srun, &len)) &&
+                       st_env_get(env, len, "SLURM_JOB_ID") &&
+                       (ej = strtoll(st_env_get(env, len, "SLURM_JOB_ID"), NULL, 10)) > 0 &&
+                       ej < 0xfffffff0ll) {
+                j = (uint32_t)ej;
+                fprintf(stderr, PROG ": -P %d: srun %d runs its tasks in job %u (its "
+                        "SLURM_JOB_ID), whose step Slurm did not name (%s): sampling every "
+                        "step of the job (as --jobid %u)\n", (int)c->launcher, (int)srun, j,
+                        err, j);
+            } else {
+                die("-P %d: %s%s%d runs its tasks on other hosts, and %s; give the job with "
+                    "--jobid (squeue shows it)", (int)c->launcher,
+                    srun == c->launcher ? "" : "its srun ",
+                    srun == c->launcher ? "srun " : "", (int)srun, err);
+            }
+            free(env);
+            job = j;
+        } else if (kind == ST_REMOTE_SSH) {
+            die("-P %d: its tasks run on other hosts too (%s, started over ssh/rsh): -P "
+                "samples this host's only; give them as -p HOST:PID,... or run the job "
+                "under Slurm and use --jobid", (int)c->launcher, hosts);
+        } else {
+            rc = st_tasks_from_launcher(&tasks, c->launcher, err, sizeof err);
+        }
+    } else if (c->command) {
+        r->launched = launch(c->command, c->wait_s);
+        rc = st_tasks_from_launcher(&tasks, r->launched, err, sizeof err);
     }
     if (rc) {
-        if (launched)
-            stop_command(launched);
+        if (r->launched)
+            stop_command(r->launched);
         fprintf(stderr, PROG ": %s\n", err);
         st_tasks_free(&tasks);
         return c->pids || c->pids_file ? EXIT_USAGE : EXIT_RUN;
     }
-    st_tasks_unique(&tasks);            /* the number of tasks the tree is for */
+    make_dirs(c->outdir);
     char *filter = filter_path();
     if (!filter)
         die("cannot find stat_merge.so (set TBON_STAT_FILTER to its path)");
-    char tmpdir[64] = "";
-    char *topo = c->topology ? strdup(c->topology)
-                             : default_topology(tasks.n, tmpdir, sizeof tmpdir);
-
-    /* The tree starts in a thread while this one reads the tasks' ranks
-     * from their environments (a few milliseconds for a few hundred). */
-    double t0 = now_s();
-    struct start st = { .topo = topo, .self = self };
-    pthread_t starter;
-    bool threaded = pthread_create(&starter, NULL, start_tree, &st) == 0;
-    if (!threaded)
-        start_tree(&st);
-    int env_ranks = st_tasks_rank(&tasks);
-    if (threaded)
-        pthread_join(starter, NULL);
-    tbon_net_t *net = st.net;
-    char exe[NAME_MAX + 1];
-    snprintf(exe, sizeof exe, "%s", st_task_exe_name(tasks.v[0].pid));
-    if (strcmp(exe, "?") == 0)
-        snprintf(exe, sizeof exe, "stat");
-    if (!net) {
-        if (launched && !c->keep)
-            stop_command(launched);
-        die("starting the tree of %s: %s", topo, st.err.msg);
+    r->t_find = now_s() - t_start;
+    if (job || st_tasks_remote(&tasks)) {
+        st_tasks_unique(&tasks);
+        plan_remote(c, self, &tasks, job, steps, nsteps, r);
+    } else {
+        st_tasks_unique(&tasks);        /* the number of tasks the tree is for */
+        plan_local(c, self, &tasks, r);
     }
-    double t_launch = now_s() - t0;
+    st_tasks_free(&tasks);
+    if (strcmp(r->exe, "?") == 0)
+        snprintf(r->exe, sizeof r->exe, "stat");
+    qsort(r->t, r->n, sizeof *r->t, by_id);
+    tbon_net_t *net = r->net;
     size_t nbe = tbon_net_num_backends(net);
-    tbon_rank_t *bes = malloc(nbe * sizeof *bes);
-    int32_t *pids = malloc(tasks.n * sizeof *pids);
-    uint32_t *ranks = malloc(tasks.n * sizeof *ranks), *owner = malloc(tasks.n * sizeof *owner);
-    if (!bes || !pids || !ranks || !owner || tbon_net_backends(net, bes, nbe) != (int)nbe)
-        die("out of memory");
-    for (size_t i = 0; i < tasks.n; i++) {
-        pids[i] = tasks.v[i].pid;
-        ranks[i] = tasks.v[i].rank;
-        owner[i] = bes[i * nbe / tasks.n];        /* contiguous blocks of ranks */
+    int32_t *pids = xcalloc(r->n, sizeof *pids);
+    uint32_t *ids = xcalloc(r->n, sizeof *ids), *owner = xcalloc(r->n, sizeof *owner);
+    for (size_t i = 0; i < r->n; i++) {
+        pids[i] = r->t[i].pid;
+        ids[i] = r->t[i].id;
+        owner[i] = r->t[i].be;
     }
     int fid = tbon_fe_load_filter(net, filter, "stat_merge");
     if (fid < 0)
@@ -697,11 +1656,11 @@ static int fe_main(const struct cli *c, char *self)
     st_tree_t *t2 = st_tree_new(), *t3 = st_tree_new();
     if (!t2 || !t3)
         die("out of memory");
-    if (tbon_stream_send(s, TAG_SAMPLE, FMT_REQ, pids, tasks.n, ranks, tasks.n, owner, tasks.n,
+    if (tbon_stream_send(s, TAG_SAMPLE, FMT_REQ, pids, r->n, ids, r->n, owner, r->n,
                          c->samples, c->interval_ms, c->flags) != 0)
         die("sending the request: %s", tbon_net_error(net));
     /* Time enough for every sample of every task. */
-    int budget_ms = (int)(c->samples * (c->interval_ms + 50) + 30000 + tasks.n * 20);
+    int budget_ms = (int)(c->samples * (c->interval_ms + 50) + 30000 + r->n * 20);
     /* Merge whatever comes until every task is in. Results that died with a
      * commnode leave a gap: once nothing has come for a while, ask every
      * back-end to send its trees again (RESENDS times at most); the merge is
@@ -711,21 +1670,21 @@ static int fe_main(const struct cli *c, char *self)
     uint64_t have = 0;
     while (!g_stop && now_s() < dl) {
         tbon_packet_t *p = NULL;
-        int r = tbon_stream_recv(s, &p, 200);
-        if (r == 0) {
+        int rr = tbon_stream_recv(s, &p, 200);
+        if (rr == 0) {
             if (take(p, t2, t3, err, sizeof err) != 0)
                 die("a result from the tree: %s", err);
             tbon_packet_unref(p);
             got = 1;
             last = now_s();
-            st_range_t *rr = NULL;
-            st_tree_tasks(t2, &rr, &have);
-            free(rr);
-            if (have >= tasks.n)
+            st_range_t *rg = NULL;
+            st_tree_tasks(t2, &rg, &have);
+            free(rg);
+            if (have >= r->n)
                 break;
             continue;
         }
-        if (r != TBON_ETIMEOUT) {
+        if (rr != TBON_ETIMEOUT) {
             fprintf(stderr, PROG ": no more results: %s\n", tbon_net_error(net));
             break;
         }
@@ -733,7 +1692,7 @@ static int fe_main(const struct cli *c, char *self)
             if (resends == RESENDS)
                 break;
             fprintf(stderr, PROG ": %" PRIu64 " of %zu tasks in the merge; asking again\n",
-                    have, tasks.n);
+                    have, r->n);
             if (tbon_stream_send(s, TAG_RESEND, "%d", ++resends) != 0)
                 break;
             last = now_s();
@@ -745,67 +1704,93 @@ static int fe_main(const struct cli *c, char *self)
     double t_sample = now_s() - t1;
     const char *why = g_stop ? "[not sampled: interrupted]" : got ? "[not sampled: back-end lost]"
                                                             : "[not sampled: no result]";
-    size_t missing = fill_missing(t2, &tasks, why);
-    fill_missing(t3, &tasks, why);
+    size_t missing = fill_missing(t2, r, why);
+    fill_missing(t3, r, why);
+    for (size_t i = 0; i < r->nabsent; i++) {
+        const char *frame[] = { "[task not found]" };
+        st_tree_add(t2, frame, 1, r->absent[i]);
+        st_tree_add(t3, frame, 1, r->absent[i]);
+    }
     tbon_event_t ev;
     size_t failed = 0;
     while (tbon_net_next_event(net, &ev, 0) == 0)
         failed += ev.type == TBON_EV_NODE_FAILED;
     tbon_net_destroy(net);
-    if (launched && !c->keep)
-        stop_command(launched);
-    if (tmpdir[0]) {
-        unlink(topo);
-        rmdir(tmpdir);
+    if (r->srun)
+        stop_srun(r->srun, 10);
+    g_srun = 0;
+    g_attach = NULL;
+    if (r->launched && !c->keep)
+        stop_command(r->launched);
+    if (r->tmpdir[0]) {
+        unlink(r->topo);
+        rmdir(r->tmpdir);
     }
+    g_topo = NULL;
 
     double t2s = now_s();
+    const char *exe = r->exe;
     char *dir = run_dir(c->outdir, exe);
     int svg = 1;                        /* until dot is missing or fails */
     write_tree(dir, exe, "2D", t2, &svg);
     write_tree(dir, exe, "3D", t3, &svg);
+    write_classes(dir, exe, "2D", t2, r);
+    write_classes(dir, exe, "3D", t3, r);
+    write_tasks(dir, exe, r, t2);
+    write_tasks_json(dir, exe, r);
     char path[PATH_MAX];
     FILE *f = out_file(dir, exe, "perf", path, sizeof path);
     double t_write = now_s() - t2s;
-    fprintf(f, "tasks %zu\nbackends %zu\nsamples %u\ninterval_ms %u\n", tasks.n, nbe,
-            c->samples, c->interval_ms);
+    fprintf(f, "tasks %zu\nhosts %zu\nbackends %zu\nsamples %u\ninterval_ms %u\n", r->n,
+            r->nhosts, nbe, c->samples, c->interval_ms);
     fprintf(f, "find_tasks_s %.6f\nlaunch_tree_s %.6f\nsample_merge_s %.6f\nwrite_s %.6f\n",
-            t0 - t_start, t_launch, t_sample, t_write);
-    fprintf(f, "nodes_2d %zu\nnodes_3d %zu\nmissing %zu\nfailed_nodes %zu\nresends %d\n",
-            st_tree_size(t2), st_tree_size(t3), missing, failed, resends);
+            r->t_find, r->t_launch, t_sample, t_write);
+    fprintf(f, "nodes_2d %zu\nnodes_3d %zu\nmissing %zu\nnot_found %zu\nfailed_nodes %zu\n"
+            "resends %d\n", st_tree_size(t2), st_tree_size(t3), missing, r->nabsent, failed,
+            resends);
     close_file(f, path);
 
     if (!c->quiet) {
-        printf("Merged stack traces of %zu tasks (last sample of %u, ranks from %s):\n\n",
-               tasks.n, c->samples, env_ranks ? "their environment" : "list order");
+        printf("Merged stack traces of %zu tasks on %zu host%s (last sample of %u, ranks "
+               "from %s):\n\n", r->n, r->nhosts, r->nhosts == 1 ? "" : "s", c->samples,
+               r->ranks_from);
         st_tree_write_text(t2, stdout);
         printf("\nEquivalence classes (tasks with the same call paths):\n");
-        st_tree_write_classes(t2, stdout);
+        st_tree_write_classes_named(t2, stdout, task_name, r);
         printf("\n");
     }
     printf("%zu tasks, %zu back-ends: tree up in %.3f s, %u sample%s and merge in %.3f s%s\n",
-           tasks.n, nbe, t_launch, c->samples, c->samples == 1 ? "" : "s", t_sample,
+           r->n, nbe, r->t_launch, c->samples, c->samples == 1 ? "" : "s", t_sample,
            missing ? " (some tasks not sampled: see the tree)" : "");
-    printf("results: %s/%s.{2D,3D}.{dot,json,txt,classes.txt%s}, %s/%s.perf\n", dir, exe,
-           svg ? ",svg" : "", dir, exe);
+    printf("results: %s/%s.{2D,3D}.{dot,json,txt,classes.txt%s}, %s/%s.{tasks.txt,tasks.json,"
+           "perf}\n",
+           dir, exe, svg ? ",svg" : "", dir, exe);
+    if (r->incomplete)
+        fprintf(stderr, PROG ": the job's tasks were not all found (see above): exit 1\n");
     st_tree_free(t2);
     st_tree_free(t3);
-    st_tasks_free(&tasks);
+    for (size_t i = 0; i < r->n; i++)
+        free(r->t[i].host);
+    free(r->t);
+    free(r->absent);
+    free(r->attach);
     free(dir);
-    free(topo);
+    free(r->topo);
     free(filter);
-    free(bes);
     free(pids);
-    free(ranks);
+    free(ids);
     free(owner);
-    return g_stop ? EXIT_RUN : 0;
+    return g_stop || r->incomplete ? EXIT_RUN : 0;
 }
 
 int main(int argc, char **argv)
 {
-    /* A back-end is started as "tbon_stat --be <the tree's own arguments>". */
+    /* A back-end is started as "tbon_stat --be <the tree's own arguments>",
+     * or for --jobid as "tbon_stat --be-attach FILE MAP". */
     if (argc > 1 && strcmp(argv[1], "--be") == 0)
         return be_main(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "--be-attach") == 0)
+        return be_attach_main(argc, argv);
     struct cli c;
     parse_cli(argc, argv, &c);
     struct sigaction sa = { .sa_handler = on_signal };
@@ -814,9 +1799,8 @@ int main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     char self[PATH_MAX];
-    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (k <= 0)
+    self_exe(self, sizeof self);
+    if (!self[0])
         die("/proc/self/exe: %s", strerror(errno));
-    self[k] = '\0';
     return fe_main(&c, self);
 }

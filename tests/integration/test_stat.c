@@ -583,6 +583,11 @@ ITEST(bad_arguments)
         { { "-q" }, "give exactly one of", 2 },
         { { "-p", "1", "-P", "1" }, "give exactly one of", 2 },
         { { "-P", "999999999" }, "no such process", 1 },
+        { { "-p", "n2:" }, "\"n2:\" is not a process id on a host (HOST:PID)", 2 },
+        { { "-p", "n/2:5" }, "\"n/2\" is not a host name", 2 },
+        { { "--jobid", "x" }, "--jobid \"x\"", 2 },
+        { { "--step", "1", "-p", "1" }, "--step goes with --jobid", 2 },
+        { { "--jobid", "1", "-p", "1" }, "give exactly one of", 2 },
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char errpath[PATH_MAX];
@@ -767,6 +772,38 @@ ITEST(mpi_job_barrier_and_one_stuck_rank)
 /* With a `dot` on the PATH the trees are drawn as SVG too (here a stand-in
  * that copies its input, as Graphviz is not installed here); a dot that
  * fails is a note, and the run still succeeds without the SVGs. */
+/* Tasks named HOST:PID with this host's names are this host's; -o's
+ * directory is made with its parents; the tasks file and the classes name
+ * every task by host, pid and rank. */
+ITEST(this_host_by_name_and_output_dir_made)
+{
+    struct hang h;
+    REQUIRE(hang_start(&h, 4) == 0);
+    char me[256] = "", out[512], list[1024], cmd[8192];
+    gethostname(me, sizeof me - 1);
+    snprintf(out, sizeof out, "%s/not/yet/there", th_tmpdir());
+    snprintf(list, sizeof list, "localhost:%d,%s:%d,%d,%d", (int)h.pid[2], me, (int)h.pid[0],
+             (int)h.pid[1], (int)h.pid[3]);
+    snprintf(cmd, sizeof cmd, "'%s' -n 1 -o '%s' -p %s >'%s.out' 2>'%s.err'", stat_bin(), out,
+             list, th_tmpdir(), th_tmpdir());
+    CHECK_INT(system(cmd), 0);
+    char *tasks = th_read_file(result_file(out, "tasks.txt"));
+    REQUIRE(tasks != NULL);
+    for (int r = 0; r < 4; r++) {
+        char want[512];
+        snprintf(want, sizeof want, "\n%d %d %s %d -: _start > ", r, r, me, (int)h.pid[r]);
+        if (!strstr(tasks, want))
+            th_fail(__FILE__, __LINE__, "tasks file lacks \"%s\": %s", want + 1, tasks);
+    }
+    char *cls = th_read_file(result_file(out, "2D.classes.txt"));
+    char rep[300];
+    snprintf(rep, sizeof rep, "rep 0 (%s:%d)", me, (int)h.pid[0]);
+    CHECK(cls && strstr(cls, rep) != NULL);
+    free(tasks);
+    free(cls);
+    hang_stop(&h);
+}
+
 ITEST(svg_drawn_by_dot_on_the_path)
 {
     struct hang h;

@@ -1,0 +1,91 @@
+# stat_mpi_pmix.sh - tbon_stat --jobid on an Open MPI job started with
+# srun --mpi=pmix -N4 -n16 (stat/examples/mpi/mpi_hang: rank 1 lost in its
+# own loop, the others in MPI_Barrier): every rank once, on the host and
+# with the pid the node says, rank 1 alone in wait_for_lost_message.
+# timeout: 150
+. "$TBON/tests/cluster/stat_lib.sh"
+_cleanup() {
+    [ ! -s "$CASE_TMP/mpirun.pid" ] || on head kill "$(cat "$CASE_TMP/mpirun.pid")" 2>/dev/null
+    [ -z "${BG:-}" ] || wait "$BG" 2>/dev/null
+    stat_cleanup
+}
+trap _cleanup EXIT
+
+EXE=$B/stat/examples/mpi_hang
+[ -x "$EXE" ] || { echo "skip: no $EXE (no mpicc when tbon was built)"; exit 77; }
+on head srun --mpi=list 2>&1 | grep -q pmix ||
+    { echo "skip: this Slurm has no pmix plugin (srun --mpi=list)"; exit 77; }
+
+N=16
+# The emulated hosts share /tmp and their pids repeat: each node's ranks get
+# a directory of their own for Open MPI's session files and shared-memory
+# segments, and PMIx keeps its data in a hash, not in shared files. Under
+# load, Open MPI's start-up on this emulation still fails now and then (a
+# rank dies in MPI_Init: a refused TCP connect, a shared-memory file not
+# found) before tbon_stat is involved: the job is then started again, up to
+# 3 times, and each failed start is shown.
+WRAP="PMIX_MCA_gds=hash srun --mpi=pmix sh -c 'd=$CASE_TMP/mpi-\$SLURM_JOB_ID-\$SLURMD_NODENAME; \
+mkdir -p \$d && export TMPDIR=\$d OMPI_MCA_btl_vader_backing_directory=\$d && exec $EXE'"
+# Each rank prints "rank R pid P barrier|stuck" on its way there.
+_all_printed() {
+    [ "$(cat "$CASE_TMP/job-$J.out" 2>/dev/null | grep -cE '^rank [0-9]+ pid [0-9]+ (barrier|stuck)$')" -eq $N ]
+}
+_start_failed() {
+    grep -qE '^srun: error|Segmentation fault|MPI_Init' "$CASE_TMP/job-$J.out" 2>/dev/null ||
+        [ -z "$(on head squeue -h -j "$J" -o %T 2>/dev/null)" ]
+}
+_settled() { _all_printed || _start_failed; }
+for attempt in 1 2 3; do
+    stat_submit -N4 -n$N -O -o "$CASE_TMP/job-%j.out" --wrap "$WRAP"
+    J=$JOB
+    wait_until 30 _settled || fail "job $J: not all $N ranks reached their place after 30 s"
+    _all_printed && break
+    echo "result: note: MPI start-up of job $J failed (attempt $attempt): $(grep -m1 -E 'error|fault' "$CASE_TMP/job-$J.out")"
+    on head scancel "$J"
+    [ "$attempt" -lt 3 ] || fail "Open MPI's start-up failed 3 times: $(tail -5 "$CASE_TMP/job-$J.out")"
+done
+wait_until 10 job_tasks_running "$J" $N mpi_hang || fail "job $J: not $N mpi_hang processes"
+
+OUT=$CASE_TMP/out
+on head timeout 60 "$B/bin/tbon_stat" --jobid "$J" -n 3 -i 50 -o "$OUT" >"$CASE_TMP/stat.out" \
+    2>"$CASE_TMP/stat.err" || fail "tbon_stat --jobid $J: exit $? ($(cat "$CASE_TMP/stat.err"))"
+TASKS=$(ls "$OUT"/mpi_hang.*/mpi_hang.tasks.txt) || fail "no tasks file in $OUT"
+body=$(grep -v '^#' "$TASKS")
+[ "$(echo "$body" | wc -l)" -eq $N ] || fail "$(echo "$body" | wc -l) tasks, not $N: $body"
+[ "$(echo "$body" | awk '{print $2}' | sort -n | tr '\n' ' ')" = "$(seq -s ' ' 0 $((N - 1))) " ] ||
+    fail "the ranks are not 0..$((N - 1)) once each: $body"
+# The ranks as MPI gave them (the job's output) and as each node's /proc has them.
+while read -r _ r _ p _; do
+    echo "$body" | awk -v r="$r" -v p="$p" '$2 == r && $4 == p { f = 1 } END { exit !f }' ||
+        fail "rank $r (pid $p in the job's output) is not rank $r in $TASKS"
+done < <(grep -E '^rank [0-9]+ pid' "$CASE_TMP/job-$J.out")
+for h in $(on head scontrol show hostnames "$(on head squeue -h -j "$J" -o %N)"); do
+    mine=$(node_tasks "$h" mpi_hang | sort -n)
+    theirs=$(echo "$body" | awk -v h="$h" '$3 == h { print $4, $2 }' | sort -n)
+    [ "$mine" = "$theirs" ] || fail "$h: the node has pid/rank [$mine], tbon_stat says [$theirs]"
+done
+echo "$body" | awk '$2 == 1 && !/wait_for_lost_message/ { exit 1 }' ||
+    fail "rank 1 is not in wait_for_lost_message: $(grep -v '^#' "$TASKS" | awk '$2 == 1')"
+echo "$body" | awk '$2 != 1 && !/main > synchronise > PMPI_Barrier/ { exit 1 }' ||
+    fail "a rank other than 1 is not in MPI_Barrier: $body"
+grep -q "^1:\[1\]  rep 1 (" "${TASKS%tasks.txt}2D.classes.txt" ||
+    fail "rank 1 is not a class of its own: $(cat "${TASKS%tasks.txt}2D.classes.txt")"
+
+# -P of an mpirun on head whose daemons it started on n2 and n3 over ssh:
+# an error that names them, not a tree of head's processes alone.
+on head timeout 60 env OMPI_MCA_btl=self,tcp PMIX_MCA_gds=hash mpirun --allow-run-as-root \
+    --oversubscribe --host n2:2,n3:2 -np 4 "$EXE" >"$CASE_TMP/mpirun.out" 2>&1 &
+BG=$!
+_mpirun_up() {
+    [ "$(grep -cE '^rank [0-9]+ pid' "$CASE_TMP/mpirun.out" 2>/dev/null)" = 4 ] &&
+        on head pgrep -xo mpirun >"$CASE_TMP/mpirun.pid"
+}
+wait_until 40 _mpirun_up || fail "mpirun over ssh: not 4 ranks after 40 s: $(tail -3 "$CASE_TMP/mpirun.out")"
+M=$(cat "$CASE_TMP/mpirun.pid")
+rc=0
+on head timeout 60 "$B/bin/tbon_stat" -P "$M" -o "$CASE_TMP/outM" >"$CASE_TMP/statM.out" 2>"$CASE_TMP/statM.err" || rc=$?
+[ "$rc" -ne 0 ] || fail "tbon_stat -P $M (mpirun with ranks on n2, n3): exit 0"
+grep -q "its tasks run on other hosts too (n2, n3" "$CASE_TMP/statM.err" ||
+    fail "tbon_stat -P $M: [$(cat "$CASE_TMP/statM.err")] does not name n2 and n3"
+no_tbon_left
+echo "result: job $J (srun --mpi=pmix), $N ranks on 4 nodes, rank 1 alone; -P of an mpirun over ssh: $(cat "$CASE_TMP/statM.err")"

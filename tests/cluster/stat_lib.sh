@@ -1,0 +1,106 @@
+# stat_lib.sh - what the tbon_stat cluster cases (cases/stat_*.sh) share.
+# Sourced by a case after the environment of tests/cluster/run.sh is set
+# (TBON B C CL_PREFIX CL_NET CL_DIR CASE_TMP); uses tests/cluster/lib.sh
+# when it is there, else defines the few helpers the cases need.
+#
+#   stat_submit ARGS...     sbatch --parsable ARGS on head; the job id in
+#                           JOB; stat_cleanup (trap EXIT) cancels the job
+#   node_tasks HOST NAME    "PID RANK" of HOST's processes named NAME, the
+#                           rank from PMIX_RANK or SLURM_PROCID in /proc
+#   node_stacks HOST PIDS   "PID: PATH" from eu-stack -p PID on HOST, the
+#                           main thread's frames outermost first, " > "
+#   job_tasks_running J N NAME   N processes NAME of job J on its nodes
+set -u
+
+if [ -f "$TBON/tests/cluster/lib.sh" ]; then
+    . "$TBON/tests/cluster/lib.sh"
+fi
+if ! declare -F on >/dev/null; then
+    on() {
+        local h=$1
+        shift
+        (cd "$TBON" && "$C" exec "$h" "$@")
+    }
+    fail() {
+        echo "FAIL: $*" >&2
+        exit 1
+    }
+    wait_until() {
+        local secs=$1 end=$((SECONDS + $1 + 1))
+        shift
+        while :; do
+            "$@" && return 0
+            [ "$SECONDS" -lt "$end" ] || return 1
+            sleep 0.1
+        done
+    }
+    _tbon_left() {
+        local h n
+        for h in head n1 n2 n3 n4; do
+            n=$(on "$h" pgrep -c '^tbon_' 2>/dev/null || true)
+            [ "${n:-0}" -eq 0 ] || return 1
+        done
+    }
+    no_tbon_left() {
+        wait_until "${1:-2}" _tbon_left && return 0
+        local h
+        for h in head n1 n2 n3 n4; do on "$h" pgrep -a '^tbon_' | sed "s/^/$h: /" >&2; done
+        fail "tbon processes left on the cluster (above)"
+    }
+fi
+
+STAT_JOBS=""
+
+stat_submit() {
+    local j
+    j=$(on head sbatch --parsable "$@") || fail "sbatch $*: failed"
+    j=${j%%;*}
+    STAT_JOBS="$STAT_JOBS $j"
+    JOB=$j
+}
+
+_jobs_gone() {
+    [ -z "$(on head squeue -h -o %A -j "${STAT_JOBS// /,}" 2>/dev/null | tr -d '[:space:]')" ]
+}
+
+stat_cleanup() {
+    local j
+    for j in $STAT_JOBS; do on head scancel "$j" 2>/dev/null; done
+    [ -z "${STAT_JOBS// /}" ] || wait_until 20 _jobs_gone ||
+        echo "stat_cleanup: jobs $STAT_JOBS still in squeue after 20 s" >&2
+}
+
+node_tasks() {
+    on "$1" bash -c '
+        for p in $(pgrep -x "$1"); do
+            r=$(tr "\0" "\n" <"/proc/$p/environ" 2>/dev/null |
+                sed -n "s/^PMIX_RANK=//p; s/^SLURM_PROCID=//p" | head -1)
+            echo "$p ${r:--}"
+        done' _ "$2"
+}
+
+node_stacks() {
+    local h=$1
+    shift
+    on "$h" bash -c 'for p in "$@"; do echo "== $p"; eu-stack -p "$p" 2>&1; done' _ "$@" |
+        awk '
+            function flush() { if (pid != "") { s = ""; for (k = n - 1; k >= 0; k--)
+                                   s = s (s == "" ? "" : " > ") f[k]; print pid ": " s } }
+            /^== / { flush(); pid = $2; n = 0; t = 0; next }
+            /^TID / { t++; next }
+            t == 1 && /^#[0-9]/ { i = ($3 == "-") ? 5 : 3; f[n++] = ($i == "" ? "??" : $i) }
+            END { flush() }'
+}
+
+_count_running() {
+    local j=$1 want=$2 name=$3 h total=0 c
+    for h in $(on head scontrol show hostnames "$(on head squeue -h -j "$j" -o %N)"); do
+        c=$(on "$h" pgrep -cx "$name" || true)
+        total=$((total + ${c:-0}))
+    done
+    [ "$total" -eq "$want" ]
+}
+
+job_tasks_running() {
+    [ "$(on head squeue -h -j "$1" -o %T 2>/dev/null)" = RUNNING ] && _count_running "$@"
+}
