@@ -212,3 +212,75 @@ ITEST(fims_8x8_every_2s)
 {
     scenario("8x8", 20, "2:every=2", 1);
 }
+
+/* ---- other hosts (issue 16) ---- */
+
+/* The FE on localhost, commnodes and back-ends also on two made-up hosts
+ * reached through the stand-in remote shell (tests/integration/rsh-local):
+ * the victims on ha and hb are found and killed by the tool's agent there,
+ * which it started through that shell ($TBON_RSH), as it would over ssh. */
+ITEST(fims_remote_kills)
+{
+    const char *rsh = it_src_path("tests/integration/rsh-local");
+    char rshp[PATH_MAX + 256], log[700];
+    snprintf(rshp, sizeof rshp, "%s", rsh);
+    REQUIRE(access(rshp, X_OK) == 0);
+    snprintf(log, sizeof log, "%s/rsh.log", th_tmpdir());
+    setenv("TBON_RSH", rshp, 1);
+    setenv("TBON_RSH_LOG", log, 1);
+    /* ranks 1 ha:0, 2 hb:0, 3 localhost:1, 4 ha:1 are the commnodes */
+    const char *topo = th_write_file("hosts.top",
+                                     "localhost:0 => ha:0 hb:0 localhost:1 ha:1 ;\n"
+                                     "ha:0 => hb:1 localhost:2 ha:2 hb:2 ;\n"
+                                     "hb:0 => localhost:3 ha:3 hb:3 localhost:4 ;\n"
+                                     "localhost:1 => ha:4 hb:4 localhost:5 ha:5 ;\n"
+                                     "ha:1 => hb:5 localhost:6 ha:6 hb:6 ;\n");
+    int tool_s = IT_ASAN ? 150 : 90;
+    char tmo[16];
+    snprintf(tmo, sizeof tmo, "%d", tool_s);
+    alarm((unsigned)tool_s + 60);
+    /* Every commnode in turn: three of the four live on the made-up hosts. */
+    const char *args[] = { "-t", topo, "--duration", "5", "--timeout", tmo, "--seed", "7",
+                           "--schedule", "1:one,2:one,3:one,4:one", NULL };
+    struct run r;
+    fims_run(&r, args, tool_s + 30);
+    unsetenv("TBON_RSH");
+    unsetenv("TBON_RSH_LOG");
+    int ok = r.status == 0 && r.out && strstr(r.out, PROG_VERDICT_PASS);
+    if (!ok)
+        th_fail(__FILE__, __LINE__, "tbon_fims over made-up hosts: exit %d, no PASS verdict",
+                r.status);
+    /* 4 kills, 3 of them on other hosts, and the agents named their pids. */
+    CHECK(r.out && strstr(r.out, "4 kills (3 on other hosts), each reported failed"));
+    CHECK(r.out && strstr(r.out, "on ha (pid ") && strstr(r.out, "on hb (pid "));
+    CHECK(r.out && strstr(r.out, "no process left on 3 hosts"));
+    /* The agents went through the remote shell: one per made-up host. */
+    char *hl = th_read_file(log);
+    CHECK(hl && strstr(hl, "ha\n") && strstr(hl, "hb\n") && !strstr(hl, "localhost"));
+    free(hl);
+    if (th_failures)
+        fims_show(&r);
+    fims_free(&r);
+}
+
+/* A schedule that finds nothing to kill (a tree without commnodes) must
+ * not pass as a run "with no kills": it says so and fails. */
+ITEST(fims_schedule_without_kills_fails)
+{
+    tbon_rank_t be[IT_MAX_BE];
+    size_t nbe;
+    const char *topo = it_topo_shape("4", be, IT_MAX_BE, &nbe);
+    REQUIRE(topo);
+    alarm(120);
+    const char *args[] = { "-t", topo, "--duration", "2", "--timeout", "60", "--schedule",
+                           "0.5:every=0.5", NULL };
+    struct run r;
+    fims_run(&r, args, 90);
+    CHECK_INT(r.status, 1);
+    CHECK(r.out && strstr(r.out, "tbon_fims: FAIL: ") &&
+          strstr(r.out, "the schedule asked for 3 injections and no process was killed"));
+    CHECK(r.out && !strstr(r.out, PROG_VERDICT_PASS));
+    if (th_failures)
+        fims_show(&r);
+    fims_free(&r);
+}
