@@ -1300,38 +1300,63 @@ static void print_ranks(FILE *f, const tbon_rank_t *r, size_t n)
         fprintf(f, "-");
 }
 
-/* Send the kill of victims [from, to) of in: on this host the signal at
- * once, on another the command to its agent (all hosts first, so that "at
- * once" means back to back everywhere), then the agents' answers: the pid
- * each killed, or why none. kill_us is when the signal or the command left. */
+/* Kill victims [from, to) of in: one command per host, "kill R...", to its
+ * agent (on this host it runs at once), every host's before any answer is
+ * read, so that "at once" means back to back everywhere; then the answers:
+ * the pid each victim had, or why none was killed. kill_us is when the
+ * command left. */
 static void kill_victims(struct injection *in, size_t from, size_t to)
 {
+    size_t hs[MAX_VICTIMS], nh = 0;
     int sent[MAX_VICTIMS] = { 0 };
     for (size_t k = from; k < to; k++) {
-        struct host *h = &hosts[host_of[in->victim[k]]];
-        char cmd[32];
-        snprintf(cmd, sizeof cmd, "kill %u", (unsigned)in->victim[k]);
-        in->where[k] = !h->local;
-        in->kill_us[k] = now_us();
-        if (host_send(h, cmd) == 0)
-            sent[k] = 1;
-        else
-            snprintf(in->miss[k], sizeof in->miss[k], "%.90s", h->why);
+        size_t h = host_of[in->victim[k]], j = 0;
+        while (j < nh && hs[j] != h)
+            j++;
+        if (j == nh)
+            hs[nh++] = h;
     }
-    for (size_t k = from; k < to; k++) {
-        if (!sent[k])
+    for (size_t j = 0; j < nh; j++) {
+        struct host *h = &hosts[hs[j]];
+        char cmd[MAX_VICTIMS * 12 + 8];
+        size_t o = (size_t)snprintf(cmd, sizeof cmd, "kill");
+        for (size_t k = from; k < to; k++)
+            if (host_of[in->victim[k]] == hs[j])
+                o += (size_t)snprintf(cmd + o, sizeof cmd - o, " %u", (unsigned)in->victim[k]);
+        int64_t t = now_us();
+        sent[j] = host_send(h, cmd) == 0;
+        for (size_t k = from; k < to; k++)
+            if (host_of[in->victim[k]] == hs[j]) {
+                in->where[k] = !h->local;
+                in->kill_us[k] = t;
+                if (!sent[j])
+                    snprintf(in->miss[k], sizeof in->miss[k], "%.90s", h->why);
+            }
+    }
+    for (size_t j = 0; j < nh; j++) {
+        if (!sent[j])
             continue;
-        struct host *h = &hosts[host_of[in->victim[k]]];
+        struct host *h = &hosts[hs[j]];
         char *r = host_reply(h, now_us() + 10 * 1000000LL);
-        unsigned rr;
-        long pid;
-        if (r && sscanf(r, "%u %ld", &rr, &pid) == 2 && rr == in->victim[k] && pid > 0)
-            in->pid[k] = (pid_t)pid;
-        else if (r)
+        for (size_t k = from; k < to; k++) {
+            if (host_of[in->victim[k]] != hs[j])
+                continue;
+            if (!r) {
+                snprintf(in->miss[k], sizeof in->miss[k], "%.90s", h->why);
+                continue;
+            }
             snprintf(in->miss[k], sizeof in->miss[k], "no process of rank %u there",
                      (unsigned)in->victim[k]);
-        else
-            snprintf(in->miss[k], sizeof in->miss[k], "%.90s", h->why);
+            for (const char *c = r; *c; c += strcspn(c, "\n") + (c[strcspn(c, "\n")] != 0)) {
+                unsigned rr;
+                long pid;
+                if (sscanf(c, "%u %ld", &rr, &pid) == 2 && rr == in->victim[k] && pid > 0) {
+                    in->pid[k] = (pid_t)pid;
+                    in->miss[k][0] = '\0';
+                    break;
+                }
+            }
+        }
         free(r);
     }
 }
