@@ -1466,7 +1466,13 @@ struct befile {                  /* what one back-end wrote it sent */
     size_t      n, cap;
 };
 
-/* Every DIR/be-RANK.txt into *out (malloc'd; the caller frees each v and
+static int befile_cmp(const void *a, const void *b)
+{
+    tbon_rank_t x = ((const struct befile *)a)->rank, y = ((const struct befile *)b)->rank;
+    return x < y ? -1 : x > y;
+}
+
+/* Every DIR/be-RANK.txt into *out (in rank order) (malloc'd; the caller frees each v and
  * the array). Returns how many files, or -1 (message printed). */
 static long read_inputs(const char *dir, struct befile **out)
 {
@@ -1522,6 +1528,8 @@ static long read_inputs(const char *dir, struct befile **out)
         fclose(f);
     }
     closedir(d);
+    if (nf > 1)
+        qsort(*out, (size_t)nf, sizeof **out, befile_cmp);
     return nf;
 }
 
