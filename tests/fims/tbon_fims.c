@@ -4,6 +4,7 @@
  *
  * Usage: tbon_fims -t TOPOLOGY [options]      (see usage() or --help)
  *        tbon_fims --be ...                   (a back-end; started by the tree)
+ *        tbon_fims --agent                    (a host's agent; started by the FE)
  *
  * The front-end starts the tree with this program at every leaf, opens one
  * union/don't-wait stream over every back-end and sends it the run's
@@ -17,9 +18,13 @@
  * reported as new twice, a failure event for every kill, no process of the
  * run left. Exit 0 only if all of that holds.
  *
- * The processes of a run carry TBON_FIMS_RUN=<id> in their environment; that
- * is how commnodes are found for a kill (with --tbon-rank R on their command
- * line), how leftovers are counted and what the watchdog kills.
+ * The processes of a run are found on every host of the topology: by the
+ * words "--tbon-rank R" and "--tbon-session S" the tree puts on their command
+ * lines (S read from the attach file the front-end writes), and on this host
+ * also by TBON_FIMS_RUN=<id> in their environment. On other hosts an agent
+ * (this program with --agent, started through $TBON_RSH) finds, kills and
+ * counts them; that is how victims are killed, leftovers counted and what
+ * the watchdog kills.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -759,6 +764,16 @@ static void usage(FILE *f)
 "  --timeout S          kill everything and exit 1 after S seconds\n"
 "                       (default: duration + 120)\n"
 "  -h, --help           show this help\n"
+"\n"
+"Hosts: a topology may span hosts. The tool starts an agent (this program,\n"
+"--agent) on every other host of the topology through the remote shell the\n"
+"tree uses ($TBON_RSH, default ssh); a victim is killed, and leftovers are\n"
+"looked for, on its own host, by the --tbon-rank and --tbon-session words\n"
+"of its command line. DIR must be on a file system every host shares.\n"
+"A back-end that fails (its host cut off, say) is reported with the values\n"
+"it sent that no one delivered: LOST, by rank; a value of a live back-end\n"
+"that did not arrive is missing, and fails the run. A schedule under which\n"
+"nothing was killed fails the run.\n"
 "\n"
 "Exit status: 0 when every check holds, 1 when one does not, 2 for bad usage.\n",
             ADOPTER_DELAY_MS);
