@@ -1142,6 +1142,13 @@ static void *events_main(void *arg)
             size_t k, i = injection_of_orphan(ev.rank, &k);
             if (i != SIZE_MAX && !fe.inj[i].adopted_us[k])
                 fe.inj[i].adopted_us[k] = t;    /* its first adoption after the kill */
+            if (i == SIZE_MAX && ev.rank < tb_topology_size(fe.topo)) {
+                printf("t=%.3f s: %s %u on %s adopted by %u (after a failure this run did "
+                       "not cause)\n", (double)(t - fe.t0) / 1e6,
+                       fe.is_be[ev.rank] ? "back-end" : "node", (unsigned)ev.rank,
+                       hosts[host_of[ev.rank]].name, (unsigned)ev.parent);
+                fflush(stdout);
+            }
         }
         pthread_cond_broadcast(&fe.cv);
         pthread_mutex_unlock(&fe.mu);

@@ -6,7 +6,7 @@
 #   timeout (+1 s of slack for this loaded box), the one under n3's own
 #   commnode when the front-end gives up on its adoption (2 heartbeats
 #   later); no node of another host fails;
-# - the orphans on other hosts are adopted (fims waits for it) and the union
+# - the orphans on other hosts are adopted (their events) and the union
 #   is exact for every value a live back-end sent; what n3's back-ends sent
 #   after their last delivered value is reported as LOST, naming each of
 #   them, and nothing is "missing";
@@ -52,9 +52,10 @@ out=$CASE_TMP/out
 first_be=${n3_be%% *}
 wait_until 40 sh -c '[ -s "$1" ] && [ "$(wc -l <"$1")" -ge 40 ]' - "$vals/be-$first_be.txt" ||
     { cat "$out" "$CASE_TMP/err"; fail "no values from back-end $first_be within 40 s"; }
-on n3 ip link set eth0 down || fail "ip link set eth0 down on n3"
-link_down=1
+# Times are taken from just before the command (an upper bound each).
 t_down=$(now_ms)
+link_down=1
+on n3 ip link set eth0 down || fail "ip link set eth0 down on n3"
 echo "n3's eth0 down"
 
 # Every rank of n3 reported failed; when each line appeared.
@@ -107,5 +108,16 @@ done
 n_lost=$(sed 's/.*: \([0-9]*\) distinct value.*/\1/' <<<"$lost")
 grep -q "^tbon_fims: PASS: .*output == union of the live back-ends' inputs, $n_lost lost with failed back-ends .*no process left on 5 hosts$" "$out" ||
     fail "no PASS line with the live back-ends' union exact and $n_lost lost"
+# The orphans of n3's commnode on other hosts were adopted.
+orph=$(awk '
+    { sub(/#.*/, "") }
+    /=>/ { gsub(/;/, ""); p = $1; if (!(p in rank)) rank[p] = n++
+           for (i = 3; i <= NF; i++) { rank[$i] = n++; if (p == "n3:0" && $i !~ /^n3:/) print rank[$i] } }' "$top")
+[ -n "$orph" ] || fail "n3's commnode has no children on other hosts in $top"
+for r in $orph; do
+    grep -q "^t=[0-9.]* s: [a-z-]* $r on [a-z0-9]* adopted by [0-9]* (after a failure this run did not cause)$" "$out" ||
+        fail "rank $r (a child of n3's commnode on another host) was not adopted"
+done
+echo "the children of n3's commnode on other hosts, ranks $(tr '\n' ' ' <<<"$orph")were adopted"
 no_tbon_left 5
 echo "n3 cut off: all of its $(wc -w <<<"$n3_all") nodes failed, the union exact for the live back-ends, $n_lost values lost with back-ends $n3_be"
