@@ -217,8 +217,14 @@ ITEST(fims_8x8_every_2s)
 
 /* The FE on localhost, commnodes and back-ends also on two made-up hosts
  * reached through the stand-in remote shell (tests/integration/rsh-local):
- * the victims on ha and hb are found and killed by the tool's agent there,
- * which it started through that shell ($TBON_RSH), as it would over ssh. */
+ * the victims there are found and killed by the tool's agent on that host,
+ * which it started through that shell ($TBON_RSH), as it would over ssh.
+ * The made-up hosts are addresses of TEST-NET-2 and -3 (RFC 5737; this
+ * machine may have one of TEST-NET-1, as here): no resolver is
+ * asked (a name that does not resolve may take seconds to fail), and they
+ * are not this machine's, so every process there goes through rsh-local. */
+#define HOST_A "198.51.100.1"
+#define HOST_B "203.0.113.1"
 ITEST(fims_remote_kills)
 {
     const char *rsh = it_src_path("tests/integration/rsh-local");
@@ -228,13 +234,13 @@ ITEST(fims_remote_kills)
     snprintf(log, sizeof log, "%s/rsh.log", th_tmpdir());
     setenv("TBON_RSH", rshp, 1);
     setenv("TBON_RSH_LOG", log, 1);
-    /* ranks 1 ha:0, 2 hb:0, 3 localhost:1, 4 ha:1 are the commnodes */
+    /* ranks 1 A:0, 2 B:0, 3 localhost:1, 4 A:1 are the commnodes */
     const char *topo = th_write_file("hosts.top",
-                                     "localhost:0 => ha:0 hb:0 localhost:1 ha:1 ;\n"
-                                     "ha:0 => hb:1 localhost:2 ha:2 hb:2 ;\n"
-                                     "hb:0 => localhost:3 ha:3 hb:3 localhost:4 ;\n"
-                                     "localhost:1 => ha:4 hb:4 localhost:5 ha:5 ;\n"
-                                     "ha:1 => hb:5 localhost:6 ha:6 hb:6 ;\n");
+        "localhost:0 => " HOST_A ":0 " HOST_B ":0 localhost:1 " HOST_A ":1 ;\n"
+        HOST_A ":0 => " HOST_B ":1 localhost:2 " HOST_A ":2 " HOST_B ":2 ;\n"
+        HOST_B ":0 => localhost:3 " HOST_A ":3 " HOST_B ":3 localhost:4 ;\n"
+        "localhost:1 => " HOST_A ":4 " HOST_B ":4 localhost:5 " HOST_A ":5 ;\n"
+        HOST_A ":1 => " HOST_B ":5 localhost:6 " HOST_A ":6 " HOST_B ":6 ;\n");
     int tool_s = IT_ASAN ? 150 : 90;
     char tmo[16];
     snprintf(tmo, sizeof tmo, "%d", tool_s);
@@ -252,11 +258,11 @@ ITEST(fims_remote_kills)
                 r.status);
     /* 4 kills, 3 of them on other hosts, and the agents named their pids. */
     CHECK(r.out && strstr(r.out, "4 kills (3 on other hosts), each reported failed"));
-    CHECK(r.out && strstr(r.out, "on ha (pid ") && strstr(r.out, "on hb (pid "));
+    CHECK(r.out && strstr(r.out, "on " HOST_A " (pid ") && strstr(r.out, "on " HOST_B " (pid "));
     CHECK(r.out && strstr(r.out, "no process left on 3 hosts"));
     /* The agents went through the remote shell: one per made-up host. */
     char *hl = th_read_file(log);
-    CHECK(hl && strstr(hl, "ha\n") && strstr(hl, "hb\n") && !strstr(hl, "localhost"));
+    CHECK(hl && strstr(hl, HOST_A "\n") && strstr(hl, HOST_B "\n") && !strstr(hl, "localhost"));
     free(hl);
     if (th_failures)
         fims_show(&r);
