@@ -48,6 +48,16 @@ static void usage(FILE *f)
             "                one file per commnode: commnode-RANK.log\n");
 }
 
+/* A start-up failure goes to the log and to stderr: before the commnode is
+ * connected its parent can only learn why from what the launcher relays of
+ * its stderr (docs/cluster.md, "Errors and logs"). */
+#define STARTUP_ERROR(...) do {                                                 \
+        TB_ERROR("startup", __VA_ARGS__);                                       \
+        char line_[1400];                                                       \
+        snprintf(line_, sizeof line_, __VA_ARGS__);                             \
+        fprintf(stderr, "tbon_commnode: %s\n", line_);                          \
+    } while (0)
+
 /* The second form: ask the FE for a place (docs/protocol.md 9.6). */
 static int join_running(const char *file, const char *rank_arg, tb_join_t *j, int *lfd,
                         uint16_t *port, tbon_error_t *err)
@@ -135,13 +145,10 @@ int main(int argc, char **argv)
                 j.inc, j.parent_host, (unsigned)j.parent_port);
     if (tb_join_connect(&j, TB_ROLE_COMMNODE, join_file ? TB_PURPOSE_ATTACH : TB_PURPOSE_DATA,
                         &err)) {
-        if (join_file)
-            fprintf(stderr, "tbon_commnode: cannot join the parent at %s:%u: %s\n",
-                    j.parent_host, (unsigned)j.parent_port, err.msg);
         if (lfd >= 0)
             close(lfd);
-        TB_ERROR("startup", "cannot join the parent at %s:%u: %s", j.parent_host,
-                 (unsigned)j.parent_port, err.msg);
+        STARTUP_ERROR("rank %u: cannot join the parent at %s:%u: %s", j.rank, j.parent_host,
+                      (unsigned)j.parent_port, err.msg);
         tb_join_release(&j);
         return 1;
     }
@@ -149,7 +156,7 @@ int main(int argc, char **argv)
     char **bargv = NULL;
     size_t nargs = 0;
     if (tbon_packet_unpack(j.launch, "%s %as %s %s", &bexe, &bargv, &nargs, &rsh, &cn)) {
-        TB_ERROR("startup", "bad launch instructions from the parent");
+        STARTUP_ERROR("rank %u: bad launch instructions from the parent", j.rank);
         tb_join_release(&j);
         if (lfd >= 0)
             close(lfd);
@@ -163,7 +170,8 @@ int main(int argc, char **argv)
     self[sl > 0 ? sl : 0] = 0;
     tb_node_config_t cfg = {
         .role = TB_ROLE_COMMNODE, .rank = j.rank, .topo = j.topo, .session = j.session,
-        .commnode_path = *cn ? cn : self, .backend_exe = *bexe ? bexe : NULL,
+        .commnode_path = strcmp(cn, "-") == 0 ? NULL : *cn ? cn : self,
+        .backend_exe = *bexe ? bexe : NULL,
         .backend_argv = (const char *const *)argvz, .rsh = *rsh ? rsh : NULL,
         .startup_timeout_ms = j.timeout_ms,
         .parent_fd = j.data_fd, .parent_event_fd = j.event_fd,
@@ -176,10 +184,10 @@ int main(int argc, char **argv)
         close(lfd);
     int rc = 0;
     if (!n) {
-        TB_ERROR("startup", "%s", err.msg);
+        STARTUP_ERROR("rank %u: %s", j.rank, err.msg);
         rc = 1;
     } else if (tb_join_connect_event(&j, TB_ROLE_COMMNODE, &err) != 0) {
-        TB_ERROR("startup", "no event connection to the parent: %s", err.msg);
+        STARTUP_ERROR("rank %u: no event connection to the parent: %s", j.rank, err.msg);
         tb_node_destroy(n);
         rc = 1;
     } else {

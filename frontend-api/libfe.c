@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,9 +16,11 @@
 #include "error.h"
 #include "filter.h"
 #include "handshake.h"
+#include "launch.h"
 #include "log.h"
 #include "net_int.h"
 #include "packet_int.h"
+#include "slurm.h"
 #include "topology.h"
 
 #ifndef TBON_BUILD_BINDIR
@@ -106,6 +109,92 @@ static int wait_ready(tbon_net_t *net)
     return ok;
 }
 
+/* Is a host name one of the loopback's? */
+static int loopback_name(const char *h)
+{
+    return strcasecmp(h, "localhost") == 0 || strncmp(h, "127.", 4) == 0 ||
+           strncasecmp(h, "localhost.", 10) == 0;
+}
+
+/* The front-end runs where its topology says (docs/cluster.md, "The
+ * front-end's host"): its host must be this one, or fe_host (else
+ * $TBON_FE_HOST) names this host and takes its place. A loopback name with
+ * other hosts in the tree becomes this host's name: the other hosts resolve
+ * the FE's name (to ask it for an adoption, to send it failure notices). */
+static int place_fe(tb_topology_t **topo, const char *file, const char *fe_host,
+                    tbon_error_t *err)
+{
+    const char *host = tb_topology_host(*topo, 0);
+    char me[256] = "";
+    gethostname(me, sizeof me - 1);
+    if (!fe_host || !*fe_host)
+        fe_host = getenv("TBON_FE_HOST");
+    if (fe_host && *fe_host) {
+        if (!tb_host_is_local(fe_host))
+            return tb_error_set(err, TBON_ETOPOLOGY, "--fe-host %s: that is not a name or "
+                                "address of this host (%s)", fe_host, me);
+    } else if (!tb_host_is_local(host)) {
+        return tb_error_set(err, TBON_ETOPOLOGY,
+                            "%s puts the front-end on host %s, but this is host %s: run the "
+                            "front-end on %s, or run it here with --fe-host %s "
+                            "(TBON_FE_HOST, tbon_fe_options_t.fe_host)",
+                            file, host, me, host, me);
+    } else if (loopback_name(host) && *me) {
+        size_t n = tb_topology_size(*topo);
+        for (tbon_rank_t r = 1; r < n && !fe_host; r++)
+            if (!tb_host_is_local(tb_topology_host(*topo, r)))
+                fe_host = me;
+    }
+    if (!fe_host || strcmp(fe_host, host) == 0)
+        return 0;
+    tb_topology_t *t = tb_topology_with_fe_host(*topo, fe_host, err);
+    if (!t)
+        return err ? err->code : TBON_EINVAL;
+    TB_INFO("startup", "the front-end, %s in %s, is %s to the other hosts", host, file,
+            fe_host);
+    tb_topology_destroy(*topo);
+    *topo = t;
+    return 0;
+}
+
+/* The tree over the Slurm allocation's nodes (slurm.h). */
+static tb_topology_t *slurm_topology(const tbon_fe_options_t *o, tbon_error_t *err)
+{
+    char **nodes = NULL;
+    size_t n = 0;
+    if (tb_slurm_nodes(&nodes, &n, err) != 0)
+        return NULL;
+    char me[256] = "";
+    const char *fe = o->fe_host;
+    if (!fe || !*fe) {
+        gethostname(me, sizeof me - 1);
+        fe = me;
+    }
+    unsigned per = o->slurm_be_per_node ? o->slurm_be_per_node : tb_slurm_default_per_node();
+    tb_topology_t *t = tb_slurm_topology(fe, nodes, n, per, o->slurm_fanout ? o->slurm_fanout
+                                                                            : 32, err);
+    if (t)
+        TB_INFO("startup", "Slurm: %zu nodes (%s%s), %u back-ends on each", n, nodes[0],
+                n > 1 ? ", ..." : "", per);
+    tb_slurm_free_nodes(nodes, n);
+    return t;
+}
+
+/* Add the names of env to $TBON_ENV (which travels, and names what else
+ * does). */
+static int add_env_names(const char *env, tbon_error_t *err)
+{
+    if (!env || !*env)
+        return 0;
+    const char *old = getenv("TBON_ENV");
+    char *v = NULL;
+    if (asprintf(&v, "%s%s%s", old && *old ? old : "", old && *old ? " " : "", env) < 0)
+        return tb_error_set(err, TBON_ENOMEM, "out of memory");
+    int rc = setenv("TBON_ENV", v, 1);
+    free(v);
+    return rc == 0 ? 0 : tb_error_set(err, TBON_ENOMEM, "out of memory");
+}
+
 tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
                            const char *const backend_argv[], const tbon_fe_options_t *opts,
                            tbon_error_t *err)
@@ -115,17 +204,28 @@ tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
         o = *opts;
     tb_error_clear(err);
     tb_log_set_identity(0, "fe");
-    if (!topology_file) {
+    if (!topology_file && !o.slurm) {
         tb_error_set(err, TBON_EINVAL, "no topology file given");
+        return NULL;
+    }
+    if (topology_file && o.slurm) {
+        tb_error_set(err, TBON_EINVAL, "a topology file and the Slurm launcher (which makes "
+                     "its own topology) do not go together");
         return NULL;
     }
     if (!backend_exe && !o.attach_file) {
         tb_error_set(err, TBON_EINVAL, "no back-end executable and no attach file given");
         return NULL;
     }
-    tb_topology_t *topo = tb_topology_parse_file(topology_file, err);
-    if (!topo)
+    tb_topology_t *topo = o.slurm ? slurm_topology(&o, err)
+                                  : tb_topology_parse_file(topology_file, err);
+    if (o.slurm)
+        topology_file = "the Slurm allocation";
+    if (!topo || place_fe(&topo, topology_file, o.fe_host, err) != 0 ||
+        add_env_names(o.env, err) != 0) {
+        tb_topology_destroy(topo);
         return NULL;
+    }
     if (tb_topology_size(topo) < 2) {
         tb_topology_destroy(topo);
         tb_error_set(err, TBON_ETOPOLOGY, "%s: the tree has no back-end", topology_file);
@@ -176,7 +276,7 @@ tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
         .commnode_path = commnode[0] ? commnode : NULL,
         .backend_exe = backend_exe ? bexe : NULL, .backend_argv = argv,
         .rsh = o.rsh ? o.rsh : getenv("TBON_RSH"),
-        .attach_file = o.attach_file,
+        .attach_file = o.attach_file, .slurm = o.slurm != 0,
         .startup_timeout_ms = o.startup_timeout_ms > 0 ? o.startup_timeout_ms : 30000,
         .no_ft = o.no_fault_tolerance != 0,
         .heartbeat_ms = o.heartbeat_ms < 0 ? 0 : o.heartbeat_ms > 0 ? o.heartbeat_ms

@@ -36,13 +36,18 @@
 /* Human output shows at most this many elements of an array (JSON: all). */
 #define HUMAN_MAX_ELEMS 64
 
-enum { OPT_JSON = 256, OPT_ATTACH, OPT_EVENTS, OPT_IDLE };
+enum { OPT_JSON = 256, OPT_ATTACH, OPT_EVENTS, OPT_IDLE, OPT_FE_HOST, OPT_ENV, OPT_SLURM,
+       OPT_FANOUT, OPT_PER_NODE };
 
 /* The command line, parsed. */
 struct cli {
     const char        *topology;
     const char        *backend;       /* NULL in attach mode */
     const char        *attach;        /* --attach FILE */
+    const char        *fe_host;       /* --fe-host HOST */
+    int                slurm;         /* --slurm */
+    unsigned long      fanout, per_node; /* --fanout, --be-per-node (0: default) */
+    char              *env;           /* --env NAME..., blank-separated (malloc'd) */
     const char        *filter;        /* as given */
     char              *so_path;       /* PATH.so of a plug-in (absolute), else NULL */
     const char        *so_func;       /* its function */
@@ -78,6 +83,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
 "usage: " PROG " -t TOPOLOGY -b BACKEND [options] [-- BACKEND ARGS...]\n"
+"       " PROG " --slurm -b BACKEND [options] [-- BACKEND ARGS...]\n"
 "       " PROG " -t TOPOLOGY --attach FILE [options]\n"
 "\n"
 "Launch a tbon tree: the commnodes of TOPOLOGY and BACKEND at each of its\n"
@@ -121,6 +127,24 @@ static void usage(FILE *f)
 "                        --attach FILE, no --rank), and commnodes\n"
 "                        (tbon_commnode --join FILE). FILE holds the session's\n"
 "                        secret: it is removed when the session ends\n"
+"      --slurm           inside a Slurm allocation (salloc, sbatch), instead\n"
+"                        of -t: the tree over the allocation's nodes (this\n"
+"                        host the front-end, one commnode per node with its\n"
+"                        back-ends, commnodes of --fanout children above),\n"
+"                        each depth started as one srun step\n"
+"      --fanout K        --slurm: children per commnode above the nodes'\n"
+"                        own (default 32)\n"
+"      --be-per-node N   --slurm: back-ends on each node (default\n"
+"                        $SLURM_NTASKS_PER_NODE, else the allocation's tasks\n"
+"                        per node, else 1)\n"
+"      --fe-host HOST    run here a topology whose front-end host is another\n"
+"                        name: HOST is this host's name as the other hosts\n"
+"                        know it (default $TBON_FE_HOST); without it the\n"
+"                        topology's front-end host must be this host\n"
+"      --env NAME[=VALUE]\n"
+"                        pass NAME (set to VALUE first, if given) to the\n"
+"                        processes on other hosts too; TBON_* and\n"
+"                        LD_LIBRARY_PATH always travel (repeatable)\n"
 "  -h, --help            show this help\n"
 "\n"
 "Results (stdout, one line each):\n"
@@ -139,6 +163,11 @@ static void usage(FILE *f)
 "  TBON_RSH=CMD       remote shell for hosts other than this one (default ssh)\n"
 "  TBON_COMMNODE=EXE  the commnode program (default: tbon_commnode next to\n"
 "                     this program, in the build tree, then in PATH)\n"
+"  TBON_IFACE=IF|ADDR the interface (or address) each node gives its\n"
+"                     children on other hosts to reach it at (default: the\n"
+"                     one routed toward the child's host)\n"
+"  TBON_ENV=NAMES     more variables to pass to other hosts (as --env)\n"
+"  docs/cluster.md has the details of running across hosts.\n"
 "\n"
 "Exit status: 0 success, 1 runtime error (message on stderr), 2 usage error.\n"
 "\n"
@@ -231,6 +260,25 @@ static void parse_sync(struct cli *c, const char *s)
     }
 }
 
+/* --env NAME (or NAME=VALUE: set here first, then passed on). */
+static void add_env(struct cli *c, const char *arg)
+{
+    char name[256];
+    size_t len = strcspn(arg, "=");
+    if (len == 0 || len >= sizeof name || strspn(arg, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                 "abcdefghijklmnopqrstuvwxyz0123456789_") != len)
+        usage_error("--env: bad variable name in '%s' (NAME or NAME=VALUE)", arg);
+    memcpy(name, arg, len);
+    name[len] = 0;
+    if (arg[len] == '=' && setenv(name, arg + len + 1, 1) != 0)
+        usage_error("--env: cannot set %s: %s", name, strerror(errno));
+    char *v = NULL;
+    if (asprintf(&v, "%s%s%s", c->env ? c->env : "", c->env ? " " : "", name) < 0)
+        usage_error("out of memory");
+    free(c->env);
+    c->env = v;
+}
+
 static void parse_args(struct cli *c, int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -244,6 +292,11 @@ static void parse_args(struct cli *c, int argc, char **argv)
         { "json", no_argument, NULL, OPT_JSON },
         { "events", no_argument, NULL, OPT_EVENTS },
         { "attach", required_argument, NULL, OPT_ATTACH },
+        { "fe-host", required_argument, NULL, OPT_FE_HOST },
+        { "env", required_argument, NULL, OPT_ENV },
+        { "slurm", no_argument, NULL, OPT_SLURM },
+        { "fanout", required_argument, NULL, OPT_FANOUT },
+        { "be-per-node", required_argument, NULL, OPT_PER_NODE },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -284,6 +337,17 @@ static void parse_args(struct cli *c, int argc, char **argv)
         case OPT_JSON: c->json = 1; break;
         case OPT_EVENTS: c->events = 1; break;
         case OPT_ATTACH: c->attach = optarg; break;
+        case OPT_FE_HOST: c->fe_host = optarg; break;
+        case OPT_ENV: add_env(c, optarg); break;
+        case OPT_SLURM: c->slurm = 1; break;
+        case OPT_FANOUT:
+            if (parse_ulong(optarg, 65536, &c->fanout) != 0 || c->fanout < 2)
+                usage_error("bad fan-out '%s' (2 to 65536)", optarg);
+            break;
+        case OPT_PER_NODE:
+            if (parse_ulong(optarg, 65536, &c->per_node) != 0 || c->per_node == 0)
+                usage_error("bad number of back-ends per node '%s' (1 to 65536)", optarg);
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -300,8 +364,14 @@ static void parse_args(struct cli *c, int argc, char **argv)
                     argv[optind]);
     c->be_argv = argv + optind;   /* argv[argc] is NULL */
 
-    if (!c->topology)
-        usage_error("missing -t TOPOLOGY");
+    if (!c->topology && !c->slurm)
+        usage_error("missing -t TOPOLOGY (or --slurm inside a Slurm allocation)");
+    if (c->topology && c->slurm)
+        usage_error("-t and --slurm do not go together (--slurm makes the topology)");
+    if (c->slurm && !c->backend)
+        usage_error("--slurm needs -b BACKEND");
+    if ((c->fanout || c->per_node) && !c->slurm)
+        usage_error("--fanout and --be-per-node go with --slurm");
     if (!c->attach && !c->backend)
         usage_error("missing -b BACKEND (or --attach FILE)");
     if (c->attach && !c->backend && optind < argc)
@@ -633,10 +703,19 @@ static int recv_result(tbon_stream_t *s, tbon_packet_t **pkt, long timeout_ms)
     }
 }
 
+static int no_backends(unsigned long wave)
+{
+    fprintf(stderr, PROG ": wave %lu: no back-end is left to answer (every one failed; "
+            "--events shows which)\n", wave);
+    return EXIT_RUN;
+}
+
 /* One wave: send the request, then print its results. Returns 0 or EXIT_RUN. */
 static int run_wave(const struct cli *c, tbon_net_t *net, tbon_stream_t *s, unsigned long w)
 {
     tbon_packet_t *p = NULL;
+    if (tbon_net_num_backends(net) == 0)
+        return no_backends(w);
     int rc = tbon_stream_send(s, TAG_REQUEST, "%ud %s", (uint32_t)w, c->kind);
     if (rc != 0) {
         fprintf(stderr, PROG ": wave %lu: sending the request: %s %s\n", w,
@@ -661,7 +740,12 @@ static int run_wave(const struct cli *c, tbon_net_t *net, tbon_stream_t *s, unsi
     }
 
     if (c->sync == TBON_SYNC_WAITFORALL) {
-        rc = recv_result(s, &p, -1);
+        /* In slices: a wave that no back-end is left to answer (they all
+         * failed, or their host fell off the network) ends with an error
+         * instead of a wait for ever. */
+        while ((rc = recv_result(s, &p, RECV_SLICE_MS)) == TBON_ETIMEOUT)
+            if (tbon_net_num_backends(net) == 0)
+                return no_backends(w);
         if (rc != 0)
             return g_stop ? EXIT_RUN : recv_failed(c, net, w, rc);
         print_result(c, w, p, ORIGIN_ALL, tbon_net_num_backends(net));
@@ -779,6 +863,11 @@ int main(int argc, char **argv)
     opts.progress = on_progress;
     opts.progress_arg = &prog;
     opts.attach_file = c.attach;
+    opts.fe_host = c.fe_host;
+    opts.slurm = c.slurm;
+    opts.slurm_fanout = (unsigned)c.fanout;
+    opts.slurm_be_per_node = (unsigned)c.per_node;
+    opts.env = c.env;
     net = tbon_fe_create(c.topology, c.backend ? (backend ? backend : c.backend) : NULL,
                          (const char *const *)c.be_argv, &opts, &err);
     progress_done(&prog, net != NULL);

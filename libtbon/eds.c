@@ -77,6 +77,7 @@ struct tb_eds {
     int bye_sent;
     int parent_bye;            /* the parent said it leaves: its end is no failure */
     atomic_int hb_ms;          /* heartbeat timeout (0: none); a beat every quarter */
+    int hb_on;                 /* EDS thread: heartbeats were on at its last look */
     int64_t next_beat;
     int64_t events_due;        /* when to open the new parent's event connection (0: no) */
     int grave[8];              /* the lost parent's event connections, closed later */
@@ -673,9 +674,19 @@ void tb_eds_expect(tb_eds_t *e, tbon_rank_t rank)
 static int64_t heartbeats(tb_eds_t *e)
 {
     int hb = atomic_load(&e->hb_ms);
-    if (hb <= 0)
+    if (hb <= 0) {
+        e->hb_on = 0;
         return -1;
+    }
     int64_t now = tb_now_ms(), next = now + hb;
+    /* Silence counts from the start of beating, not from the connection: a
+     * tree whose start-up took longer than the timeout (slow logins, a
+     * loaded host) has peers that were connected, and rightly quiet, since
+     * long before anyone beat. */
+    int starting = !e->hb_on;
+    e->hb_on = 1;
+    if (starting)
+        e->next_beat = now;
     int beat = now >= e->next_beat;
     if (beat)
         e->next_beat = now + (hb / 4 > 0 ? hb / 4 : 1);
@@ -686,6 +697,8 @@ static int64_t heartbeats(tb_eds_t *e)
     for (watch_t *w = e->all; w; w = w->next) {
         if (w->dead || w->kind != K_EVENT)
             continue;
+        if (starting)
+            w->heard = now;
         if (now - w->heard >= hb) {
             /* We may be the slow one (starved, or just woken up): what the
              * peer sent may be waiting unread. Only true silence counts. */

@@ -1,5 +1,6 @@
 /* join.c - a launched (or attaching) process joins its parent */
 #include "join.h"
+#include "slurm.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -26,6 +27,19 @@ static int parse_hostport(const char *s, char *host, size_t hlen, uint16_t *port
     const char *c = strrchr(s, ':');
     if (!c || c == s || (size_t)(c - s) >= hlen)
         return -1;
+    if (s[0] == '[') {               /* [IPv6]:port */
+        if (c[-1] != ']' || c - s < 3)
+            return -1;
+        s++;
+        char *end;
+        unsigned long p = strtoul(c + 1, &end, 10);
+        if (*end || p == 0 || p > 65535)
+            return -1;
+        memcpy(host, s, (size_t)(c - 1 - s));
+        host[c - 1 - s] = 0;
+        *port = (uint16_t)p;
+        return 0;
+    }
     char *end;
     unsigned long p = strtoul(c + 1, &end, 10);
     if (*end || p == 0 || p > 65535)
@@ -56,6 +70,26 @@ int tb_join_parse_args(int *argc, char **argv, tb_join_t *j, tbon_error_t *err)
         if (strcmp(a, "--tbon-parent") == 0) {
             if (parse_hostport(v, j->parent_host, sizeof j->parent_host, &j->parent_port))
                 return tb_error_set(err, TBON_EINVAL, "--tbon-parent: expected HOST:PORT, got \"%s\"", v);
+            have_parent = 1;
+        } else if (strcmp(a, TB_SLURM_MAP_ARG) == 0) {
+            /* One task of a Slurm step (slurm.h): our node's entry gives our
+             * rank (by our local id) and our parent. */
+            const char *node = getenv("SLURMD_NODENAME"), *lid = getenv("SLURM_LOCALID");
+            char hn[256];
+            if (!node || !*node) {
+                if (gethostname(hn, sizeof hn - 1) != 0)
+                    hn[0] = 0;
+                hn[sizeof hn - 1] = 0;
+                hn[strcspn(hn, ".")] = 0;
+                node = hn;
+            }
+            unsigned long l = lid ? strtoul(lid, &end, 10) : 0;
+            if (!lid || *end || !*lid)
+                return tb_error_set(err, TBON_EINVAL, "%s outside a Slurm step (no "
+                                    "SLURM_LOCALID)", TB_SLURM_MAP_ARG);
+            if (tb_slurm_map_find(v, node, (unsigned)l, &j->rank, j->parent_host,
+                                  sizeof j->parent_host, &j->parent_port, err))
+                return err ? err->code : TBON_EINVAL;
             have_parent = 1;
         } else if (strcmp(a, "--tbon-rank") == 0) {
             unsigned long r = strtoul(v, &end, 10);

@@ -195,7 +195,8 @@ static char **build_env(const char *const *extra, char *secret_kv)
  * default and unblocked (the launcher may block or ignore some for its own
  * threads), stdin from stdin_fd (or /dev/null if -1), every other descriptor
  * but stdout and stderr closed. Returns 0 or an errno value. */
-static int spawn_setup(posix_spawnattr_t *attr, posix_spawn_file_actions_t *fa, int stdin_fd)
+static int spawn_setup(posix_spawnattr_t *attr, posix_spawn_file_actions_t *fa, int stdin_fd,
+                       int stderr_fd)
 {
     sigset_t none, all;
     sigemptyset(&none);
@@ -214,6 +215,8 @@ static int spawn_setup(posix_spawnattr_t *attr, posix_spawn_file_actions_t *fa, 
     if (!rc)
         rc = stdin_fd < 0 ? posix_spawn_file_actions_addopen(fa, 0, "/dev/null", O_RDONLY, 0)
                           : posix_spawn_file_actions_adddup2(fa, stdin_fd, 0);
+    if (!rc && stderr_fd >= 0)
+        rc = posix_spawn_file_actions_adddup2(fa, stderr_fd, 2);
 #ifdef HAVE_ADDCLOSEFROM
     /* Belt and braces: our descriptors are O_CLOEXEC, the application's
      * may not be. */
@@ -227,8 +230,41 @@ static int spawn_setup(posix_spawnattr_t *attr, posix_spawn_file_actions_t *fa, 
     return rc;
 }
 
-/* posix_spawn exe here, secret in the environment. */
-static int launch_local(const tb_launch_spec_t *s, const char *host, pid_t *pid,
+/* A pipe whose read end holds "secret\n" and then end-of-file: its write
+ * end is filled and closed before any child exists, so the write cannot
+ * block (<= PIPE_BUF) nor raise SIGPIPE. 0 with *rfd, or an errno value. */
+static int secret_pipe(const char *secret, int *rfd)
+{
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) < 0)
+        return errno;
+    size_t len = strlen(secret);
+    char line[PIPE_BUF];
+    int e = 0;
+    if (len + 1 > sizeof line) {
+        e = EMSGSIZE;
+    } else {
+        memcpy(line, secret, len);
+        line[len] = '\n';
+        ssize_t n;
+        do
+            n = write(pfd[1], line, len + 1);
+        while (n < 0 && errno == EINTR);
+        explicit_bzero(line, len + 1);
+        if (n != (ssize_t)(len + 1))
+            e = n < 0 ? errno : EIO;
+    }
+    close(pfd[1]);
+    if (e) {
+        close(pfd[0]);
+        return e;
+    }
+    *rfd = pfd[0];
+    return 0;
+}
+
+/* posix_spawn exe here, secret in the environment (or on stdin). */
+static int launch_local(const tb_launch_spec_t *s, const char *host, int errfd, pid_t *pid,
                         tbon_error_t *err)
 {
     struct stat st;
@@ -246,7 +282,12 @@ static int launch_local(const tb_launch_spec_t *s, const char *host, pid_t *pid,
 
     char *secret_kv = NULL;
     char **envp = NULL;
-    if (s->secret && asprintf(&secret_kv, "%s=%s", TB_SECRET_ENV, s->secret) < 0) {
+    int in = -1;
+    if (s->secret && s->secret_stdin) {
+        e = secret_pipe(s->secret, &in);
+        if (e)
+            goto error;
+    } else if (s->secret && asprintf(&secret_kv, "%s=%s", TB_SECRET_ENV, s->secret) < 0) {
         secret_kv = NULL;
         e = ENOMEM;
         goto error;
@@ -258,7 +299,7 @@ static int launch_local(const tb_launch_spec_t *s, const char *host, pid_t *pid,
     }
     posix_spawnattr_t attr;
     posix_spawn_file_actions_t fa;
-    e = spawn_setup(&attr, &fa, -1);
+    e = spawn_setup(&attr, &fa, in, errfd);
     if (e)
         goto error;
     e = posix_spawn(pid, s->exe, &fa, &attr, (char *const *)s->argv, envp);
@@ -267,6 +308,8 @@ static int launch_local(const tb_launch_spec_t *s, const char *host, pid_t *pid,
     if (e)
         goto error;
     TB_DEBUG("launch", "started %s on %s (pid %d)", s->exe, host, (int)*pid);
+    if (in >= 0)
+        close(in);
     free(envp);
     if (secret_kv) {
         explicit_bzero(secret_kv, strlen(secret_kv));
@@ -275,6 +318,8 @@ static int launch_local(const tb_launch_spec_t *s, const char *host, pid_t *pid,
     return 0;
 
 error:
+    if (in >= 0)
+        close(in);
     free(envp);
     if (secret_kv) {
         explicit_bzero(secret_kv, strlen(secret_kv));
@@ -310,12 +355,12 @@ static char *shell_quote(const char *w)
 /* posix_spawnp the remote shell: [rsh words..., host, env, 'NAME=V'...,
  * 'exe', 'args'..., '--tbon-secret-stdin'], with the secret line already
  * waiting in a pipe on its stdin. */
-static int launch_remote(const tb_launch_spec_t *s, const char *host, pid_t *pid,
+static int launch_remote(const tb_launch_spec_t *s, const char *host, int errfd, pid_t *pid,
                          tbon_error_t *err)
 {
     const char *rsh = s->rsh && *s->rsh ? s->rsh : getenv("TBON_RSH");
     if (!rsh || !*rsh)
-        rsh = "ssh";
+        rsh = TB_DEFAULT_RSH;
     size_t nenv = 0, nargs = 0;
     while (s->env && s->env[nenv])
         nenv++;
@@ -356,35 +401,12 @@ static int launch_remote(const tb_launch_spec_t *s, const char *host, pid_t *pid
         goto error;
     nquoted = w - first_quoted;
 
-    /* Fill the pipe and close its write end before the child exists: the
-     * write cannot block (<= PIPE_BUF) nor raise SIGPIPE, and the remote
-     * process reads the line and then end-of-file. */
     what = "the secret's stdin pipe";
-    if (pipe2(pfd, O_CLOEXEC) < 0) {
-        e = errno;
-        goto error;
-    }
     if (s->secret) {
-        size_t len = strlen(s->secret);
-        char line[PIPE_BUF];
-        if (len + 1 > sizeof line) {
-            e = EMSGSIZE;
+        e = secret_pipe(s->secret, &pfd[0]);
+        if (e)
             goto error;
-        }
-        memcpy(line, s->secret, len);
-        line[len] = '\n';
-        ssize_t n;
-        do
-            n = write(pfd[1], line, len + 1);
-        while (n < 0 && errno == EINTR);
-        explicit_bzero(line, len + 1);
-        if (n != (ssize_t)(len + 1)) {
-            e = n < 0 ? errno : EIO;
-            goto error;
-        }
     }
-    close(pfd[1]);
-    pfd[1] = -1;
 
     what = NULL;
     envp = build_env(NULL, NULL);      /* never TBON_SECRET, even inherited */
@@ -392,7 +414,7 @@ static int launch_remote(const tb_launch_spec_t *s, const char *host, pid_t *pid
         goto error;
     posix_spawnattr_t attr;
     posix_spawn_file_actions_t fa;
-    e = spawn_setup(&attr, &fa, pfd[0]);
+    e = spawn_setup(&attr, &fa, pfd[0], errfd);
     if (e)
         goto error;
     e = posix_spawnp(pid, words[0], &fa, &attr, words, envp);
@@ -442,9 +464,22 @@ int tb_launch(const tb_launch_spec_t *s, pid_t *pid, tbon_error_t *err)
     if (host[0] == '-')   /* would be an option of the remote shell */
         return tb_error_set(err, TBON_ELAUNCH, "cannot launch %s on host %s: "
                             "a host name cannot start with '-'", s->exe, host);
-    if (tb_host_is_local(host))
-        return launch_local(s, host, pid, err);
-    return launch_remote(s, host, pid, err);
+    int ep[2] = { -1, -1 };
+    if (s->stderr_pipe) {
+        *s->stderr_pipe = -1;
+        if (pipe2(ep, O_CLOEXEC) < 0)
+            return tb_error_set(err, TBON_ELAUNCH, "cannot launch %s on host %s: a pipe for "
+                                "its stderr: %s", s->exe, host, strerror(errno));
+    }
+    int rc = s->here || tb_host_is_local(host) ? launch_local(s, host, ep[1], pid, err)
+                                    : launch_remote(s, host, ep[1], pid, err);
+    if (ep[1] >= 0)
+        close(ep[1]);
+    if (rc == 0 && s->stderr_pipe)
+        *s->stderr_pipe = ep[0];
+    else if (ep[0] >= 0)
+        close(ep[0]);
+    return rc;
 }
 
 /* ---- the launched side: taking the secret ---- */

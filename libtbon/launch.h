@@ -13,14 +13,30 @@
 #define TB_SECRET_ENV       "TBON_SECRET"
 #define TB_SECRET_STDIN_ARG "--tbon-secret-stdin"
 
+/* The remote shell when neither the caller nor $TBON_RSH names one: ssh that
+ * never stops to ask for a password (it fails at once and says why, instead
+ * of prompting many times on one terminal) and gives up on a host it cannot
+ * reach within 10 s (a host that is down then reads "connect to host n3 port
+ * 22: Connection timed out" rather than a bare start-up time-out). */
+#define TB_DEFAULT_RSH "ssh -o BatchMode=yes -o ConnectTimeout=10"
+
 typedef struct tb_launch_spec {
     const char         *host;      /* topology host name */
     const char         *exe;       /* program path */
     const char *const  *argv;      /* argv[0..] for the program, NULL-terminated */
     const char *const  *env;       /* extra NAME=VALUE to set, NULL-terminated; may be NULL */
     const char         *secret;    /* hex secret */
-    const char         *rsh;       /* remote shell for non-local hosts ("ssh";
-                                      NULL: $TBON_RSH, else "ssh"; split on blanks) */
+    const char         *rsh;       /* remote shell for non-local hosts (NULL:
+                                      $TBON_RSH, else TB_DEFAULT_RSH; split on blanks) */
+    int                 here;      /* 1: start it on this machine, whatever host says
+                                      (host then only names it in messages) */
+    int                 secret_stdin; /* local: the secret on stdin, not in the
+                                      environment (a launcher such as srun that
+                                      passes its stdin on); argv must then
+                                      carry TB_SECRET_STDIN_ARG itself */
+    int                *stderr_pipe; /* non-NULL: the child's stderr is a pipe whose
+                                      read end (close-on-exec) is stored here;
+                                      NULL: it shares ours */
 } tb_launch_spec_t;
 
 /* 1 if host names this machine: "localhost", "127.*", "::1", this machine's

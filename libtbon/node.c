@@ -14,6 +14,7 @@
 
 #include "error.h"
 #include "log.h"
+#include "relay.h"
 #include "packet_int.h"
 #include "sock.h"
 
@@ -401,12 +402,16 @@ static void on_conn(tb_node_t *n, tb_cmd_t *cmd)
         size_t na = 0;
         while (n->cfg.backend_argv && n->cfg.backend_argv[na])
             na++;
+        /* Under Slurm every process is started by a step: the commnode
+         * launches nothing ("" and "-", docs/protocol.md). */
+        int steps = n->cfg.slurm;
         tb_node_send_ctl(n, ch->conn, TB_CTL_LAUNCH,
                          tbon_packet_new(TB_CTL_LAUNCH, "%s %as %s %s",
-                                         n->cfg.backend_exe ? n->cfg.backend_exe : "",
+                                         n->cfg.backend_exe && !steps ? n->cfg.backend_exe : "",
                                          n->cfg.backend_argv, na,
                                          n->cfg.rsh ? n->cfg.rsh : "",
-                                         n->cfg.commnode_path ? n->cfg.commnode_path : ""));
+                                         steps ? "-" : n->cfg.commnode_path ? n->cfg.commnode_path
+                                                                            : ""));
     }
     /* Filters loaded so far reach late joiners too (attach mode). */
     if (!ch->is_be) {
@@ -547,8 +552,11 @@ static void ctl_up(tb_node_t *n, size_t i, int op, tbon_packet_t *p)
         uint32_t r, port;
         if (tbon_packet_unpack(p, "%ud %ud", &r, &port) == 0 && r < tb_topology_size(n->topo)) {
             tb_topology_set_port(n->topo, r, (uint16_t)port);
-            if (n->role == TB_ROLE_FE)
+            if (n->role == TB_ROLE_FE) {
                 tb_node_write_attach(n);
+                if (n->cfg.slurm)
+                    tb_node_slurm_next(n);
+            }
             else
                 tb_node_send_ctl(n, n->parent, TB_CTL_PORT, tbon_packet_ref(p));
         }
@@ -1103,6 +1111,7 @@ void tb_node_destroy(tb_node_t *n)
     }
     tb_eds_stop(n->eds);
     tb_node_reap_all(n);
+    tb_relay_free(n->relay);
     tb_eds_free(n->eds);
     tb_stream_free_all(n);
     tb_ft_free(n);
@@ -1113,6 +1122,7 @@ void tb_node_destroy(tb_node_t *n)
         TB_WARN("attach", "cannot remove the attach file %s: %s", n->attach_path,
                 strerror(errno));
     free(n->attach_path);
+    free(n->slurm_pid);
     tb_topology_destroy(n->topo);
     free(n->topo_frame);
     if (n->lfd >= 0)

@@ -93,6 +93,9 @@ typedef struct tb_node_config {
                                        ends the session) */
     int            heartbeat_ms;    /* FE: heartbeat timeout for every node (<= 0:
                                        none) */
+    int            slurm;           /* FE: the commnodes and back-ends are started
+                                       by Slurm, one srun step per depth (slurm.h);
+                                       commnodes then launch nothing */
     int            joined;          /* joined the running tree (its view comes
                                        from its parent) */
     int            listening;       /* commnode: listen_fd (listening on port) is

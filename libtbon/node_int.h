@@ -98,6 +98,7 @@ struct tb_node {
     int        lfd;
     uint16_t   port;
     tb_eds_t  *eds;
+    struct tb_relay *relay;   /* the children's stderr (relay.h); NULL until a launch */
     pthread_t  thread;
     int        threaded;
 
@@ -124,6 +125,10 @@ struct tb_node {
     atomic_int    waiters;
     atomic_int    closed;
     atomic_int    posted;     /* commands are queued (an inline node checks it) */
+
+    /* FE under Slurm (slurm.h): the next depth to start and each depth's srun */
+    uint32_t   slurm_next, slurm_depth;
+    pid_t     *slurm_pid;     /* by depth; 0: not started */
 
     /* state */
     int64_t    start_deadline;
@@ -292,6 +297,11 @@ int  tb_node_launch_children(tb_node_t *n, tbon_error_t *err);
 void tb_node_check_ready(tb_node_t *n);
 void tb_node_startup_timer(tb_node_t *n);
 void tb_node_child_exited(tb_node_t *n, tbon_rank_t r, int status);
+/* FE under Slurm: start every depth whose parents all listen (slurm.h). */
+void tb_node_slurm_next(tb_node_t *n);
+/* The pseudo-rank a depth's srun is watched under (by the EDS and the relay). */
+#define TB_SLURM_STEP_RANK(d) ((tbon_rank_t)(TBON_RANK_NONE - 1 - (d)))
+#define TB_SLURM_STEP_DEPTH(r) ((uint32_t)(TBON_RANK_NONE - 1 - (r)))
 void tb_node_write_attach(tb_node_t *n);
 void tb_node_reap_all(tb_node_t *n);
 

@@ -885,10 +885,11 @@ static int add_joined(tb_node_t *n, const tb_vchange_t *c)
  * on the loopback, the FE's own topology host. */
 static void peer_host(tb_node_t *n, int fd, char *out, size_t cap)
 {
-    struct sockaddr_in a;
+    struct sockaddr_storage a;
     socklen_t len = sizeof a;
-    if (getpeername(fd, (struct sockaddr *)&a, &len) == 0 && a.sin_family == AF_INET &&
-        (ntohl(a.sin_addr.s_addr) >> 24) != 127 && inet_ntop(AF_INET, &a.sin_addr, out, (socklen_t)cap))
+    if (getpeername(fd, (struct sockaddr *)&a, &len) == 0 &&
+        tb_sock_addr_string((struct sockaddr *)&a, out, cap) == 0 && strncmp(out, "127.", 4) != 0 &&
+        strcmp(out, "::1") != 0)
         return;
     snprintf(out, cap, "%s", tb_topology_host(n->topo, 0));
 }

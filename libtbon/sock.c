@@ -2,7 +2,10 @@
 #include "sock.h"
 
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -38,27 +41,162 @@ static void sock_tune(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-int tb_sock_listen(uint16_t *port, tbon_error_t *err)
+/* Bind and listen on fd (family's wildcard address, *port); 0 or -errno. */
+static int bind_listen(int fd, int family, uint16_t *port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return tb_error_set(err, TBON_EIO, "socket: %s", strerror(errno));
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(*port),
-                             .sin_addr.s_addr = htonl(INADDR_ANY) };
-    socklen_t alen = sizeof a;
+    struct sockaddr_storage ss = { 0 };
+    socklen_t alen;
+    if (family == AF_INET6) {
+        /* Both families on one socket: IPv4 peers arrive as ::ffff:a.b.c.d. */
+        int zero = 0;
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons(*port);
+        a->sin6_addr = in6addr_any;
+        alen = sizeof *a;
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons(*port);
+        a->sin_addr.s_addr = htonl(INADDR_ANY);
+        alen = sizeof *a;
+    }
     /* A backlog of 4096: a commnode of a flat 1,024-way tree sees every child
      * connect (twice) within milliseconds. */
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 4096) < 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
-        int e = errno;
+    if (bind(fd, (struct sockaddr *)&ss, alen) < 0 || listen(fd, 4096) < 0 ||
+        getsockname(fd, (struct sockaddr *)&ss, &alen) < 0)
+        return -errno;
+    *port = ntohs(family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                     : ((struct sockaddr_in *)&ss)->sin_port);
+    return 0;
+}
+
+int tb_sock_listen(uint16_t *port, tbon_error_t *err)
+{
+    /* IPv6 and IPv4 together where the host has IPv6; IPv4 alone where it
+     * does not (a kernel without it, or ipv6.disable=1). */
+    int e = EAFNOSUPPORT;
+    for (int i = 0; i < 2; i++) {
+        int family = i == 0 ? AF_INET6 : AF_INET;
+        int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            e = errno;
+            continue;
+        }
+        int rc = bind_listen(fd, family, port);
+        if (rc == 0)
+            return fd;
         close(fd);
-        return tb_error_set(err, TBON_EIO, "cannot listen on port %u: %s", (unsigned)*port,
-                            strerror(e));
+        e = -rc;
+        if (family == AF_INET6 && e != EAFNOSUPPORT && e != EADDRNOTAVAIL)
+            break;
     }
-    *port = ntohs(a.sin_port);
-    return fd;
+    return tb_error_set(err, TBON_EIO, "cannot listen on port %u: %s", (unsigned)*port,
+                        strerror(e));
+}
+
+void tb_sock_format_hostport(const char *host, uint16_t port, char *out, size_t len)
+{
+    snprintf(out, len, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, (unsigned)port);
+}
+
+int tb_sock_addr_string(const struct sockaddr *sa, char *out, size_t len)
+{
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a))   /* an IPv4 peer on a dual-stack socket */
+            return inet_ntop(AF_INET, &a->s6_addr[12], out, (socklen_t)len) ? 0 : -1;
+        return inet_ntop(AF_INET6, a, out, (socklen_t)len) ? 0 : -1;
+    }
+    if (sa->sa_family == AF_INET)
+        return inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr,
+                         out, (socklen_t)len) ? 0 : -1;
+    return -1;
+}
+
+/* The first address of interface name in family (AF_UNSPEC: IPv4 first). */
+static int iface_address(const char *name, int family, char *out, size_t len)
+{
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) < 0)
+        return -1;
+    int rc = -1;
+    for (int pass = 0; pass < 2 && rc; pass++) {
+        int want = family != AF_UNSPEC ? family : pass == 0 ? AF_INET : AF_INET6;
+        for (struct ifaddrs *i = ifs; i && rc; i = i->ifa_next) {
+            if (!i->ifa_addr || i->ifa_addr->sa_family != want || strcmp(i->ifa_name, name))
+                continue;
+            if (want == AF_INET6 &&
+                IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)(void *)i->ifa_addr)->sin6_addr))
+                continue;   /* needs a scope the peer cannot know */
+            rc = tb_sock_addr_string(i->ifa_addr, out, len);
+        }
+    }
+    freeifaddrs(ifs);
+    return rc;
+}
+
+int tb_sock_route_addr(const char *host, char *out, size_t len, tbon_error_t *err)
+{
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM };
+    struct addrinfo *res = NULL;
+    const char *iface = getenv("TBON_IFACE");
+    if (len)
+        out[0] = 0;
+    if (iface && *iface) {
+        /* An address of this host, or the name of one of its interfaces. */
+        struct addrinfo nh = { .ai_family = AF_UNSPEC, .ai_flags = AI_NUMERICHOST };
+        if (getaddrinfo(iface, NULL, &nh, &res) == 0) {
+            freeaddrinfo(res);
+            snprintf(out, len, "%s", iface);
+            return 0;
+        }
+        if (if_nametoindex(iface) == 0)
+            return tb_error_set(err, TBON_EINVAL, "TBON_IFACE=%s is neither an address nor "
+                                "an interface of this host", iface);
+        /* The family the child's host resolves to, if it resolves. */
+        int family = AF_UNSPEC;
+        if (host && getaddrinfo(host, NULL, &hints, &res) == 0) {
+            family = res->ai_family;
+            freeaddrinfo(res);
+        }
+        if (iface_address(iface, family, out, len) == 0 ||
+            (family != AF_UNSPEC && iface_address(iface, AF_UNSPEC, out, len) == 0))
+            return 0;
+        return tb_error_set(err, TBON_EINVAL, "TBON_IFACE=%s: the interface has no usable "
+                            "address", iface);
+    }
+    int rc = getaddrinfo(host, "9", &hints, &res);
+    if (rc != 0)
+        return tb_error_set(err, TBON_EIO, "cannot resolve host %s: %s", host,
+                            gai_strerror(rc));
+    /* Ask the kernel which of our addresses it would send from: connecting a
+     * UDP socket chooses the route and the source address, and sends
+     * nothing. */
+    int e = ENETUNREACH;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            e = errno;
+            continue;
+        }
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+            getsockname(fd, (struct sockaddr *)&ss, &sl) == 0 &&
+            tb_sock_addr_string((struct sockaddr *)&ss, out, len) == 0) {
+            close(fd);
+            freeaddrinfo(res);
+            return 0;
+        }
+        e = errno;
+        close(fd);
+    }
+    freeaddrinfo(res);
+    return tb_error_set(err, TBON_EIO, "no route to host %s: %s", host, strerror(e));
 }
 
 int tb_sock_accept(int lfd)

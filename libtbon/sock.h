@@ -16,9 +16,26 @@ int64_t tb_now_ms(void);
 /* Set O_NONBLOCK (on = 1) or clear it. Returns 0 or -errno. */
 int tb_sock_nonblock(int fd, int on);
 
-/* A listening TCP socket on all interfaces, port 0 = any; *port gets the
+/* A listening TCP socket on all interfaces, IPv6 and IPv4 (IPv4 alone where
+ * the host has no IPv6), port 0 = any; *port gets the
  * bound port. Non-blocking, close-on-exec. Returns the fd or TBON_EIO. */
 int tb_sock_listen(uint16_t *port, tbon_error_t *err);
+
+/* The address of this host that host reaches it at: where the kernel routes
+ * packets for host from (a UDP socket's source once connected; nothing is
+ * sent), numeric (IPv4 dotted, IPv6 without brackets). $TBON_IFACE, when
+ * set, chooses instead: an address of this host, or an interface whose
+ * address (of host's family where it has one) is taken. 0, or TBON_EIO (host
+ * does not resolve, no route) / TBON_EINVAL (a bad TBON_IFACE) with err. */
+int tb_sock_route_addr(const char *host, char *out, size_t len, tbon_error_t *err);
+
+/* "host:port", or "[host]:port" for an IPv6 address. */
+void tb_sock_format_hostport(const char *host, uint16_t port, char *out, size_t len);
+
+/* A socket address as a numeric string (an IPv4-mapped IPv6 address as its
+ * IPv4 form). 0, or -1 for another family. */
+struct sockaddr;
+int tb_sock_addr_string(const struct sockaddr *sa, char *out, size_t len);
 
 /* Connect to host:port (name or address) before deadline_ms (tb_now_ms
  * scale). Returns a blocking, close-on-exec, TCP_NODELAY fd, or TBON_EIO /

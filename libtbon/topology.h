@@ -276,6 +276,12 @@ tb_topology_t *tb_topology_gen_knomial(uint32_t k, uint32_t leaves,
 tb_topology_t *tb_topology_gen_flat(uint32_t leaves, const char *const *hosts,
                                     size_t nhosts, tbon_error_t *err);
 
+/* A copy of the (finished, unchanged) topology t with the front-end on host
+ * instead (same ranks; its local id kept unless host already has a node with
+ * it). NULL with err filled for a bad host name or no memory. */
+tb_topology_t *tb_topology_with_fe_host(const tb_topology_t *t, const char *host,
+                                        tbon_error_t *err);
+
 /* ---- for the parsers and the deserialiser only --------------------------- */
 
 /* 0 if s[0..len) is a valid host name: 1..255 of letters, digits, '-', '.',

@@ -264,3 +264,42 @@ tb_topology_t *tb_topology_gen_flat(uint32_t leaves, const char *const *hosts, s
     free(kids);
     return t;
 }
+
+tb_topology_t *tb_topology_with_fe_host(const tb_topology_t *t, const char *host,
+                                        tbon_error_t *err)
+{
+    size_t n = tb_topology_size(t), len = strlen(host);
+    if (tb_topology_check_host(host, len) != 0) {
+        tb_error_set(err, TBON_EINVAL, "bad host name \"%.60s\" for the front-end", host);
+        return NULL;
+    }
+    /* Its local id: the one it had, unless host has a node with that id. */
+    uint32_t lid = tb_topology_local_id(t, 0);
+    for (size_t r = 1; r < n; r++)
+        if (strcmp(tb_topology_host(t, (tbon_rank_t)r), host) == 0 &&
+            tb_topology_local_id(t, (tbon_rank_t)r) >= lid)
+            lid = tb_topology_local_id(t, (tbon_rank_t)r) + 1;
+    tb_topology_t *c = tb_topology_new();
+    if (!c || tb_topology_reserve(c, n) != 0) {
+        tb_topology_destroy(c);
+        tb_error_set(err, TBON_ENOMEM, "out of memory");
+        return NULL;
+    }
+    /* Ranks are breadth-first: adding them in rank order keeps every rank. */
+    for (size_t r = 0; r < n; r++) {
+        int rc = r == 0 ? tb_topology_add(c, host, lid, TBON_RANK_NONE)
+                        : tb_topology_add(c, tb_topology_host(t, (tbon_rank_t)r),
+                                          tb_topology_local_id(t, (tbon_rank_t)r),
+                                          tb_topology_parent(t, (tbon_rank_t)r));
+        if (rc != 0) {
+            tb_topology_destroy(c);
+            tb_error_set(err, rc, "cannot move the front-end to host %s", host);
+            return NULL;
+        }
+    }
+    if (tb_topology_finish(c, err) != 0) {
+        tb_topology_destroy(c);
+        return NULL;
+    }
+    return c;
+}

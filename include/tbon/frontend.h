@@ -23,6 +23,26 @@ typedef struct tbon_fe_options {         /* zero-initialise: every field has a d
      * caller's thread, inside tbon_fe_create. */
     void      (*progress)(void *arg, size_t ready, size_t total);
     void       *progress_arg;
+    /* The front-end's host as the other hosts know it (default $TBON_FE_HOST):
+     * it must name this host; it replaces the topology's front-end host, so a
+     * topology made elsewhere runs from here. Without it, a topology whose
+     * front-end host is not this host is an error (TBON_ETOPOLOGY) naming
+     * both; a front-end host of "localhost" in a tree with other hosts is
+     * replaced by this host's name. docs/cluster.md, "The front-end's host". */
+    const char *fe_host;
+    /* More environment variables that travel to processes on other hosts:
+     * names separated by blanks or commas (added to $TBON_ENV); TBON_* and
+     * LD_LIBRARY_PATH always travel. docs/cluster.md, "What travels". */
+    const char *env;
+    /* Inside a Slurm allocation (salloc, sbatch): 1 builds the tree over the
+     * allocation's nodes - the front-end here, on every node one commnode
+     * with slurm_be_per_node back-ends, commnodes of at most slurm_fanout
+     * children above them - and starts each depth as one srun step;
+     * topology_file is then NULL. docs/cluster.md, "Slurm". */
+    int         slurm;
+    unsigned    slurm_fanout;            /* default 32 */
+    unsigned    slurm_be_per_node;       /* default $SLURM_NTASKS_PER_NODE, else the
+                                            allocation's tasks per node, else 1 */
 } tbon_fe_options_t;
 
 /* Launch the tree of topology_file (text or XML): its commnodes, and at its
