@@ -446,7 +446,7 @@ struct host {
 static struct host *hosts;
 static size_t       nhosts;
 static size_t      *host_of;     /* per rank: index into hosts */
-static const char  *agent_rsh;   /* $TBON_RSH, else ssh */
+static const char  *agent_rsh;   /* $TBON_RSH, else the library's default ssh */
 static char         agent_self[4096];
 static char         session_id[64];
 
@@ -1725,7 +1725,7 @@ static int hosts_init(const char *self)
 {
     size_t size = tb_topology_size(fe.topo);
     const char *rsh = getenv("TBON_RSH");
-    agent_rsh = rsh && *rsh ? rsh : "ssh";
+    agent_rsh = rsh && *rsh ? rsh : TB_DEFAULT_RSH;   /* as the tree's launches */
     snprintf(agent_self, sizeof agent_self, "%s", self);
     hosts = calloc(size, sizeof *hosts);
     host_of = calloc(size, sizeof *host_of);
