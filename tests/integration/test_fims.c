@@ -23,9 +23,9 @@ struct run {
     char *out, *err;       /* its stdout and stderr */
 };
 
-/* Run tbon_fims with args (NULL-terminated, without argv[0]); wait at most
- * bound_s seconds, then kill it. */
-static void fims_run(struct run *r, const char *const *args, int bound_s)
+/* Start tbon_fims with args (NULL-terminated, without argv[0]), its stdout
+ * and stderr into th_tmpdir()/fims.out and fims.err. Returns its pid. */
+static pid_t fims_start(const char *const *args)
 {
     char outp[700], errp[700];
     snprintf(outp, sizeof outp, "%s/fims.out", th_tmpdir());
@@ -48,6 +48,16 @@ static void fims_run(struct run *r, const char *const *args, int bound_s)
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
+    return pid;
+}
+
+/* Wait for the tbon_fims of fims_start at most bound_s seconds, then kill
+ * it; its exit status and output go to r. */
+static void fims_wait(struct run *r, pid_t pid, int bound_s)
+{
+    char outp[700], errp[700];
+    snprintf(outp, sizeof outp, "%s/fims.out", th_tmpdir());
+    snprintf(errp, sizeof errp, "%s/fims.err", th_tmpdir());
     r->status = -1;
     int64_t deadline = it_now_ms() + (int64_t)bound_s * 1000;
     int st;
@@ -67,6 +77,12 @@ static void fims_run(struct run *r, const char *const *args, int bound_s)
     }
     r->out = th_read_file(outp);
     r->err = th_read_file(errp);
+}
+
+/* Run tbon_fims with args; wait at most bound_s seconds, then kill it. */
+static void fims_run(struct run *r, const char *const *args, int bound_s)
+{
+    fims_wait(r, fims_start(args), bound_s);
 }
 
 static void fims_show(const struct run *r)
@@ -286,6 +302,62 @@ ITEST(fims_schedule_without_kills_fails)
     CHECK(r.out && strstr(r.out, "tbon_fims: FAIL: ") &&
           strstr(r.out, "the schedule asked for 3 injections and no process was killed"));
     CHECK(r.out && !strstr(r.out, PROG_VERDICT_PASS));
+    if (th_failures)
+        fims_show(&r);
+    fims_free(&r);
+}
+
+/* A back-end killed with SIGKILL in the middle of the run (by the test, not
+ * by the tool): the tool prints its failure when the event comes, counts
+ * what it sent and did not arrive as lost with it (or says nothing was
+ * lost), and passes: every value of the live back-ends arrived. */
+ITEST(fims_backend_failure_is_loss_not_missing)
+{
+    tbon_rank_t be[IT_MAX_BE];
+    size_t nbe;
+    const char *topo = it_topo_shape("2x2", be, IT_MAX_BE, &nbe);
+    REQUIRE(topo && nbe == 4);
+    alarm(150);
+    char dir[700], file[800];
+    snprintf(dir, sizeof dir, "%s/values", th_tmpdir());
+    snprintf(file, sizeof file, "%s/be-%u.txt", dir, (unsigned)be[1]);
+    const char *args[] = { "-t", topo, "--duration", "4", "--rate", "50", "--timeout", "90",
+                           "--dir", dir, NULL };
+    pid_t fims = fims_start(args);
+    /* Once it has sent for a while (50 packets of 4 values: 1 s). */
+    int64_t end = it_now_ms() + 30000;
+    char *text = NULL;
+    size_t lines = 0;
+    while (it_now_ms() < end) {
+        free(text);
+        text = th_read_file(file);
+        lines = 0;
+        for (const char *c = text; c && *c; c++)
+            lines += *c == '\n';
+        if (lines >= 200)
+            break;
+        it_sleep_ms(20);
+    }
+    free(text);
+    pid_t victim = it_pid_of("tbon_fims", be[1]);
+    if (lines < 200 || !victim)
+        th_fail(__FILE__, __LINE__, "back-end %u: %zu values sent, pid %d", (unsigned)be[1],
+                lines, (int)victim);
+    else
+        kill(victim, SIGKILL);
+    struct run r;
+    fims_wait(&r, fims, 120);
+    char said[160], counted[160];
+    snprintf(said, sizeof said, "back-end %u on localhost failed (not killed by this run)",
+             (unsigned)be[1]);
+    snprintf(counted, sizeof counted, "  back-end %u on localhost failed: sent ", (unsigned)be[1]);
+    CHECK_INT(r.status, 0);
+    CHECK(r.out && strstr(r.out, said) && strstr(r.out, counted));
+    CHECK(r.out && strstr(r.out, "tbon_fims: PASS: ") &&
+          strstr(r.out, "output == union of the live back-ends' inputs, "));
+    CHECK(r.out && (strstr(r.out, "lost with failed back-end ") ||
+                    strstr(r.out, "nothing lost with the 1 failed back-end")));
+    CHECK(r.out && !strstr(r.out, "missing at the front-end"));
     if (th_failures)
         fims_show(&r);
     fims_free(&r);
