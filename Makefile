@@ -1,6 +1,7 @@
 # tbon - plain Makefile. Everything is built into $(B) (default build/).
 #   make              library, programs, tests
 #   make check        install missing deps, build, run every test (also under ASan+UBSan)
+#   make check-cluster  root: the tests on an emulated cluster (tests/cluster/README.md)
 #   make demo         run the main job on a local default topology
 #   make demo-stat    tbon_stat on 64 stuck processes (stat/examples/stat_hang)
 #   make bench        run the benchmarks, write bench/RESULTS.md
@@ -109,7 +110,7 @@ tbon_fims_SRC := tests/fims/tbon_fims.c
 FIMS_BIN := $(B)/bin/tbon_fims
 ALL_OBJ  += $(tbon_fims_SRC:%.c=$(B)/obj/%.o)
 
-.PHONY: all lib programs plugins examples tests benches stat check test san demo demo-stat bench \
+.PHONY: all lib programs plugins examples tests benches stat check check-cluster test san demo demo-stat bench \
         fuzz fuzz-smoke \
         install clean deps
 .DEFAULT_GOAL := all
@@ -231,6 +232,12 @@ check: deps
 
 test: all
 	tests/run.sh $(B)
+
+# The cluster tests (root; skipped, and counted so, where namespaces cannot be
+# made): head + 4 nodes with sshd and Slurm, each tests/cluster/cases/*.sh
+# (CASES="a b" for some), the cluster taken down. tests/cluster/README.md.
+check-cluster: all
+	tests/cluster/run.sh $(B)
 
 san:
 	$(MAKE) B=$(B)/san SAN=1 all

@@ -15,6 +15,7 @@
 #include "error.h"
 #include "log.h"
 #include "relay.h"
+#include "sshmux.h"
 #include "packet_int.h"
 #include "sock.h"
 
@@ -301,8 +302,11 @@ void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
         tb_ft_child_lost(n, i);
     }
     /* Until the whole tree is up, losing any child fails the start-up (by
-     * name), or the tree would wait for it until the timeout. */
-    if (!n->shutting_down && !n->ready_sent)
+     * name), or the tree would wait for it until the timeout. A child we
+     * launched is reported when it exits, with its own words (a remote
+     * one's stderr may come after its connection's end); the start-up
+     * timer covers one that lives on. */
+    if (!n->shutting_down && !n->ready_sent && (ch->pid <= 0 || ch->exited))
         tb_node_fail(n, TBON_ELAUNCH, "rank %u on host %s closed its connection before the tree was ready: %s",
                      ch->rank, tb_topology_host(n->topo, ch->rank), why);
 }
@@ -1111,6 +1115,8 @@ void tb_node_destroy(tb_node_t *n)
     }
     tb_eds_stop(n->eds);
     tb_node_reap_all(n);
+    /* the children are gone: so are the masters' sessions */
+    tb_sshmux_free(n->sshmux, tb_now_ms() + 2000);
     tb_relay_free(n->relay);
     tb_eds_free(n->eds);
     tb_stream_free_all(n);

@@ -5,6 +5,7 @@
 #define TB_NODE_INT_H
 
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stdatomic.h>
 
 #include "conn.h"
@@ -99,6 +100,7 @@ struct tb_node {
     uint16_t   port;
     tb_eds_t  *eds;
     struct tb_relay *relay;   /* the children's stderr (relay.h); NULL until a launch */
+    struct tb_sshmux *sshmux; /* ssh masters to the children's hosts (sshmux.h), or NULL */
     pthread_t  thread;
     int        threaded;
 
@@ -169,7 +171,8 @@ struct tb_node {
     int        orph_dirty;    /* FE: the orphans must be counted again */
     int        nfd;           /* UDP: the FE receives failure notices on it, the
                                  others send them from it */
-    uint8_t    fe_addr[16];   /* the FE's notice address (struct sockaddr_in) */
+    struct sockaddr_storage fe_addr; /* the FE's notice address */
+    socklen_t  fe_addr_len;
     int        fe_addr_ok;
     uint64_t   chk_id;        /* the consistency check under way here */
     tbon_rank_t *chk_rank;    /* its answers so far: ranks, and whether they agree */

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "relay.h"
 #include "slurm.h"
+#include "sshmux.h"
 #include "sock.h"
 
 static const char *host_of(const tb_node_t *n, tbon_rank_t r)
@@ -65,8 +66,14 @@ static int env_travels(const char *kv, const char *names)
         return 0;
     if (len == strlen(TB_SECRET_ENV) && strncmp(kv, TB_SECRET_ENV, len) == 0)
         return 0;
-    if (strncmp(kv, "TBON_IFACE=", 11) == 0)
-        return strspn(kv + 11, "0123456789abcdefABCDEF.:") != strlen(kv + 11);
+    if (strncmp(kv, "TBON_IFACE=", 11) == 0) {
+        /* an interface name means the same on every host, an address not */
+        struct addrinfo hints = { .ai_flags = AI_NUMERICHOST }, *res = NULL;
+        int numeric = getaddrinfo(kv + 11, NULL, &hints, &res) == 0;
+        if (res)
+            freeaddrinfo(res);
+        return !numeric;
+    }
     if (strncmp(kv, "TBON_", 5) == 0 ||
         (len == 15 && strncmp(kv, "LD_LIBRARY_PATH", 15) == 0))
         return 1;
@@ -94,6 +101,13 @@ static const char **travelling_env(void)
         if (env_travels(environ[i], names))
             env[k++] = environ[i];
     return env;
+}
+
+/* A child on our own topology host runs beside us, whatever the name: it
+ * is launched directly and connects over the loopback. */
+static int child_is_local(const tb_node_t *n, tbon_rank_t r)
+{
+    return tb_host_is_local(host_of(n, r)) || strcmp(host_of(n, r), host_of(n, n->rank)) == 0;
 }
 
 /* The --tbon-timeout a launched child gets: three quarters of what is left,
@@ -227,15 +241,32 @@ int tb_node_launch_children(tb_node_t *n, tbon_error_t *err)
         free(addr);
         return tb_error_set(err, TBON_ENOMEM, "out of memory");
     }
+    /* Hosts with several of our children share one ssh connection
+     * (sshmux.h): start their masters and wait for them first. */
+    uint32_t *count = !rsh && !n->sshmux ? calloc(nhosts, sizeof *count) : NULL;
+    for (size_t i = 0; count && i < n->nchild; i++) {
+        const char *exe = n->child[i].is_be ? n->cfg.backend_exe : n->cfg.commnode_path;
+        if (exe && !child_is_local(n, n->child[i].rank))
+            count[tb_topology_host_index(n->topo, n->child[i].rank)]++;
+    }
+    for (size_t i = 0; count && i < n->nchild; i++) {
+        uint32_t h = tb_topology_host_index(n->topo, n->child[i].rank);
+        if (count[h] >= 2 && (n->sshmux || (n->sshmux = tb_sshmux_new(n->cfg.session.id,
+                                                                        n->rank))))
+            tb_sshmux_open(n->sshmux, host_of(n, n->child[i].rank));
+    }
+    free(count);
+    if (n->sshmux) {
+        int64_t left = n->start_deadline - tb_now_ms();
+        tb_sshmux_wait(n->sshmux, left > 20000 ? 10000 : (int)(left > 0 ? left / 2 : 0));
+    }
     for (size_t i = 0; i < n->nchild; i++) {
         tb_child_t *ch = &n->child[i];
         const char *host = host_of(n, ch->rank);
         const char *exe = ch->is_be ? n->cfg.backend_exe : n->cfg.commnode_path;
         if (!exe)
             continue;   /* attach mode: the back-end comes by itself */
-        /* A child on our own topology host runs beside us, whatever the
-         * name: launch it directly and let it connect over loopback. */
-        int local = tb_host_is_local(host) || strcmp(host, host_of(n, n->rank)) == 0;
+        int local = child_is_local(n, ch->rank);
         /* Others reach us at the address the kernel routes toward their host
          * from, never at the loopback (nor at what our own parent saw, which
          * is the loopback when it runs beside us). */
@@ -278,8 +309,9 @@ int tb_node_launch_children(tb_node_t *n, tbon_error_t *err)
          * words can explain its failure. A local child keeps ours: a pipe
          * would break with us and take an orphan with it. */
         int errfd = -1;
+        const char *via = local ? NULL : tb_sshmux_rsh(n->sshmux, host);
         tb_launch_spec_t spec = { .host = host, .here = local, .exe = exe, .argv = argv,
-                                  .env = env, .secret = secret, .rsh = rsh,
+                                  .env = env, .secret = secret, .rsh = via ? via : rsh,
                                   .stderr_pipe = local ? NULL : &errfd };
         rc = tb_launch(&spec, &ch->pid, err);
         free(argv);
@@ -454,6 +486,7 @@ void tb_node_reap_all(tb_node_t *n)
         tb_reap(pid, left > 0 ? (int)left : 0);
         n->slurm_pid[d] = 0;
     }
+    /* (the ssh masters go after the children: see tb_node_destroy) */
     for (size_t i = 0; i < n->nchild; i++) {
         tb_child_t *ch = &n->child[i];
         if (ch->pid <= 0 || ch->released || (n->eds && tb_eds_reaped(n->eds, ch->pid)))

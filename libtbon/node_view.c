@@ -562,10 +562,28 @@ static uint64_t get64(const uint8_t *b)
 
 int tb_view_open_notices(tb_node_t *n)
 {
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(n->port),
-                             .sin_addr.s_addr = htonl(INADDR_ANY) };
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+    /* Where the FE's TCP port is: IPv6 and IPv4 on one socket where the host
+     * has IPv6 (as tb_sock_listen), else IPv4. */
+    int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int rc = -1;
+    if (fd >= 0) {
+        int zero = 0;
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+        struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_port = htons(n->port),
+                                   .sin6_addr = IN6ADDR_ANY_INIT };
+        rc = bind(fd, (struct sockaddr *)&a6, sizeof a6);
+        if (rc < 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    if (fd < 0) {
+        fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(n->port),
+                                 .sin_addr.s_addr = htonl(INADDR_ANY) };
+        rc = fd >= 0 ? bind(fd, (struct sockaddr *)&a, sizeof a) : -1;
+    }
+    if (rc < 0) {
         TB_WARN("view", "no socket for failure notices on UDP port %u (%s): the FE hears of "
                 "failures through the tree only", (unsigned)n->port, strerror(errno));
         if (fd >= 0)
@@ -586,25 +604,35 @@ void tb_view_notice_setup(tb_node_t *n)
     uint16_t port = tb_topology_port(n->topo, 0);
     if (n->role == TB_ROLE_FE || n->fe_addr_ok || !port)
         return;
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
     /* The FE on our own topology host is reached over the loopback, as
-     * children reach parents (docs/protocol.md 7.1). */
+     * children reach parents (docs/protocol.md 7.1); elsewhere at what its
+     * topology host name resolves to here, IPv4 or IPv6. */
     if (tb_topology_host_index(n->topo, 0) == tb_topology_host_index(n->topo, n->rank)) {
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        struct sockaddr_in *a = (struct sockaddr_in *)&n->fe_addr;
+        memset(a, 0, sizeof *a);
+        a->sin_family = AF_INET;
+        a->sin_port = htons(port);
+        a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        n->fe_addr_len = sizeof *a;
     } else {
-        struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_DGRAM }, *res = NULL;
-        if (getaddrinfo(tb_topology_host(n->topo, 0), NULL, &hints, &res) != 0 || !res) {
+        struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM }, *res = NULL;
+        char ps[8];
+        snprintf(ps, sizeof ps, "%u", (unsigned)port);
+        if (getaddrinfo(tb_topology_host(n->topo, 0), ps, &hints, &res) != 0 || !res ||
+            res->ai_addrlen > sizeof n->fe_addr) {
             TB_WARN("view", "cannot resolve the FE's host %s: no failure notices from here",
                     tb_topology_host(n->topo, 0));
+            if (res)
+                freeaddrinfo(res);
             return;
         }
-        a.sin_addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
+        memcpy(&n->fe_addr, res->ai_addr, res->ai_addrlen);
+        n->fe_addr_len = res->ai_addrlen;
         freeaddrinfo(res);
     }
-    n->nfd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    n->nfd = socket(n->fe_addr.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (n->nfd < 0)
         return;
-    memcpy(n->fe_addr, &a, sizeof a);
     n->fe_addr_ok = 1;
 }
 
@@ -624,8 +652,8 @@ void tb_view_notice(tb_node_t *n, tbon_rank_t r, uint32_t inc)
     tb_random_bytes(&nonce, sizeof nonce);
     put64(b + 32, nonce);
     tb_hmac_sha256(n->cfg.session.secret, TB_SECRET_SIZE, b, 40, b + 40);
-    if (sendto(n->nfd, b, sizeof b, MSG_DONTWAIT, (struct sockaddr *)n->fe_addr,
-               sizeof(struct sockaddr_in)) < 0)
+    if (sendto(n->nfd, b, sizeof b, MSG_DONTWAIT, (struct sockaddr *)&n->fe_addr,
+               n->fe_addr_len) < 0)
         TB_DEBUG("view", "failure notice not sent: %s", strerror(errno));
 }
 

@@ -42,6 +42,9 @@ static void usage(FILE *f)
 "  --host H                every node on H\n"
 "  --hosts A,B,C           a comma-separated list\n"
 "  --hostfile F            one host per line; '#' starts a comment\n"
+"  --fe-host H             the front-end on H (where tbon_frontend will run,\n"
+"                          e.g. a login node) and the other nodes round-robin\n"
+"                          over the hosts from the first\n"
 "\n"
 "Output:\n"
 "  --xml                   write XML instead of the text format\n"
@@ -55,9 +58,10 @@ static void usage(FILE *f)
 "  %s --shape 32x32 -o local-32x32.top\n"
 "  %s --fanout 16 --leaves 1000 --hostfile nodes.txt\n"
 "  %s --knomial 2 --leaves 8 --hosts n1,n2,n3\n"
+"  %s --shape 4x4 --fe-host login1 --hosts n1,n2,n3,n4\n"
 "  %s --flat 8 --xml\n"
 "  %s --check my.top\n",
-            prog, prog, prog, prog, prog, prog, prog, prog);
+            prog, prog, prog, prog, prog, prog, prog, prog, prog);
 }
 
 /* Print "tbon_topgen: message", a usage hint, and exit 2. */
@@ -245,7 +249,7 @@ static int check_file(const char *path)
 int main(int argc, char **argv)
 {
     enum { O_SHAPE = 256, O_FANOUT, O_KNOMIAL, O_LEAVES, O_FLAT, O_HOST, O_HOSTS,
-           O_HOSTFILE, O_XML, O_CHECK };
+           O_HOSTFILE, O_XML, O_CHECK, O_FE_HOST };
     static const struct option opts[] = {
         { "shape", required_argument, NULL, O_SHAPE },
         { "fanout", required_argument, NULL, O_FANOUT },
@@ -255,6 +259,7 @@ int main(int argc, char **argv)
         { "host", required_argument, NULL, O_HOST },
         { "hosts", required_argument, NULL, O_HOSTS },
         { "hostfile", required_argument, NULL, O_HOSTFILE },
+        { "fe-host", required_argument, NULL, O_FE_HOST },
         { "xml", no_argument, NULL, O_XML },
         { "check", required_argument, NULL, O_CHECK },
         { "output", required_argument, NULL, 'o' },
@@ -262,7 +267,7 @@ int main(int argc, char **argv)
         { NULL, 0, NULL, 0 },
     };
     choice_t mode = { 0 }, hostopt = { 0 };
-    const char *out = NULL;
+    const char *out = NULL, *fe_host = NULL;
     uint32_t leaves = 0;
     bool xml = false;
     int c;
@@ -285,6 +290,9 @@ int main(int argc, char **argv)
             break;
         case O_XML:
             xml = true;
+            break;
+        case O_FE_HOST:
+            fe_host = optarg;
             break;
         case O_CHECK:
             if (argc > 3)
@@ -326,6 +334,19 @@ int main(int argc, char **argv)
     tbon_error_t err = { 0 };
     tb_topology_t *t = NULL;
     const char *const *hv = (const char *const *)hosts.v;
+    /* --fe-host: the other nodes round-robin from the first host, so the
+     * generators see the list turned by one (rank 0 on the last, rank 1 on
+     * the first); the front-end then moves to its own host. */
+    const char **turned = NULL;
+    if (fe_host && hosts.n > 1) {
+        turned = malloc(hosts.n * sizeof *turned);
+        if (!turned)
+            die("out of memory");
+        turned[0] = hosts.v[hosts.n - 1];
+        for (size_t i = 1; i < hosts.n; i++)
+            turned[i] = hosts.v[i - 1];
+        hv = turned;
+    }
     if (mode.opt == O_SHAPE) {
         uint32_t fan[64];
         size_t levels = 0;
@@ -357,6 +378,12 @@ int main(int argc, char **argv)
                       mode.opt == O_FANOUT ? "fan-out" : "degree", k);
         t = mode.opt == O_FANOUT ? tb_topology_gen_fanout(k, leaves, hv, hosts.n, &err)
                                  : tb_topology_gen_knomial(k, leaves, hv, hosts.n, &err);
+    }
+    free(turned);
+    if (t && fe_host) {
+        tb_topology_t *moved = tb_topology_with_fe_host(t, fe_host, &err);
+        tb_topology_destroy(t);
+        t = moved;
     }
     if (!t) {
         if (err.code == TBON_EINVAL)

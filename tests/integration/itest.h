@@ -39,6 +39,7 @@ enum {
                              (or delete it) */
     IT_TAG_LEAVE  = 122,  /* "%aud" ranks -> "%ld" 0: the listed BEs then leave in order
                              (tbon_net_destroy) and exit 0 */
+    IT_TAG_ENV    = 123,  /* "%s" name -> "%s" its value, or "(unset)" */
 };
 
 #define IT_NTYPES 10

@@ -22,6 +22,7 @@
  *                            sleeps ms (having set "key.asleep" to "1"
  *                            first), then sets key to "value.RANK" (or
  *                            deletes it if delete)
+ *   123 "%s" name         -> "%s"    getenv(name), or "(unset)"
  *   122 "%aud" ranks      -> "%ld" 0; a BE among ranks then leaves in order
  *                            (tbon_net_destroy) and exits 0
  *   110+i "%ud" wave      -> one value of the scalar type it_type_fmt[i]
@@ -232,6 +233,14 @@ static int handle(tbon_packet_t *p, tbon_stream_t *s, int argc, char **argv)
         free(val);
         return tbon_stream_send(s, tag, "%ld", (int64_t)res);
     }
+    case IT_TAG_ENV: {
+        char *name = NULL;
+        if (tbon_packet_unpack(p, "%s", &name) != 0)
+            return -1;
+        const char *v = getenv(name);
+        free(name);
+        return tbon_stream_send(s, tag, "%s", v ? v : "(unset)");
+    }
     case IT_TAG_ARGV:
         return tbon_stream_send(s, tag, "%as", (const char *const *)(argv + 1),
                                 (size_t)(argc - 1));
@@ -247,8 +256,10 @@ int main(int argc, char **argv)
     tbon_error_t err = { 0, "" };
     tbon_net_t *net;
 
-    if (opt_flag(argc, argv, "--die-at-start"))
+    if (opt_flag(argc, argv, "--die-at-start")) {
+        fprintf(stderr, "tbon_test_be: dying at start as asked (--die-at-start)\n");
         return 3;
+    }
     if (opt_flag(argc, argv, "--hang-at-start")) {
         for (int i = 0; i < 1200; i++)
             sleep_ms(100);

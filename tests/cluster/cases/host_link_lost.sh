@@ -1,0 +1,122 @@
+# host_link_lost: a 4x4 over head,n1..n4 from head in a long wave loop
+# (--events); n3's link goes down (ip link set eth0 down). n3 holds a
+# commnode (rank 3), one of its back-ends and back-ends under other
+# commnodes. Within the heartbeat timeout (3000 ms, the default) plus 2 s,
+# the FE must report every node on n3 failed and adopt rank 3's children on
+# other hosts; every wave begun from then on holds exactly the answers of the
+# back-ends that are not on n3 (concat of {rank, wave}) and the FE counts
+# exactly those (nothing on n3 silently missing). The link comes back
+# in a trap; nothing may be left on any host.
+# timeout: 120
+set -u
+. "$TBON/tests/cluster/lib.sh"
+
+top=$CASE_TMP/head.top
+pidf=$CASE_TMP/fe.pid
+out=$CASE_TMP/out
+down=0
+cleanup() {
+    [ "$down" = 0 ] || on n3 ip link set eth0 up
+    bg_signal head "$pidf" KILL
+}
+trap cleanup EXIT
+
+on head "$B/bin/tbon_topgen" --shape 4x4 --hosts head,n1,n2,n3,n4 -o "$top" || fail "tbon_topgen"
+nodes=$(topo_nodes "$top")
+lost=$(awk '$2 == "n3" { print $1 }' <<<"$nodes")
+lost_cn=$(awk '$2 == "n3" && $3 == "cn" { print $1 }' <<<"$nodes")
+orphans=$(awk -v p="$lost_cn" '$2 != "n3" && $4 == p { print $1 }' <<<"$nodes")
+echo "on n3: ranks $(echo $lost); rank $lost_cn's children elsewhere: $(echo $orphans)"
+
+bg_start head "$pidf" "$out" "$CASE_TMP/err" "$B/bin/tbon_frontend" -t "$top" \
+    -b "$B/bin/tbon_example_be" -f concat -k array -w 100000 --events -- --delay 5
+wait_until 30 grep -q '^wave 2:' "$out" || { cat "$CASE_TMP/err"; fail "the tree did not run 3 waves within 30 s"; }
+
+down=1
+on n3 ip link set eth0 down || fail "cannot take n3's link down"
+t0=$(now_ms)
+errors=""
+
+# every node on n3 reported failed, each time noted
+declare -A seen
+all_failed() {
+    local r ok=0
+    for r in $lost; do
+        if [ -z "${seen[$r]:-}" ]; then
+            if grep -q "^event: node $r failed" "$out"; then
+                seen[$r]=$(($(now_ms) - t0))
+            else
+                ok=1
+            fi
+        fi
+    done
+    return $ok
+}
+# the requirement's deadline first: then note how many waves were printed
+wait_until 5 all_failed
+w5=$(grep -c '^wave ' "$out")
+wait_until 15 all_failed   # how late the others are, for the report
+report=""
+for r in $lost; do report="$report rank $r ${seen[$r]:-not within 20 s} ms,"; done
+echo "result: nodes on n3 reported failed after the link went down:${report%,}"
+for r in $lost; do
+    [ -n "${seen[$r]:-}" ] && [ "${seen[$r]}" -le 5000 ] ||
+        errors="${errors}rank $r on n3 not reported failed within 5000 ms (heartbeat timeout 3000 + 2000): ${seen[$r]:-not within 20 s} ms
+"
+done
+
+adopted() {
+    local k
+    for k in $orphans; do grep -q "^event: node $k adopted by " "$out" || return 1; done
+}
+wait_until 20 adopted || errors="${errors}rank $lost_cn's children on other hosts ($(echo $orphans)) not all adopted within 20 s
+"
+grep '^event' "$out"
+
+# The waves that began 5 s or more after the link went down (the heartbeat
+# timeout and 2 s): each must hold exactly the back-ends that are not on n3
+# (concat of {rank, wave}: who answered, for which wave), and the FE's count
+# ("from N back-ends") must be theirs: nothing on n3 silently missing.
+alive=$(awk '$3 == "be" && $2 != "n3" { print $1 }' <<<"$nodes" | sort -n | tr '\n' ' ')
+enough() { [ "$(grep -c '^wave ' "$out")" -ge $((w5 + 4)) ]; }
+if wait_until 30 enough; then
+    grep '^wave ' "$out" | tail -n +$((w5 + 2)) >"$CASE_TMP/after"
+    bad=$(awk -v alive="$alive" '
+        {
+            w = $2; sub(":", "", w)
+            l = $0; sub(/.*\[/, "", l); sub(/\].*/, "", l)
+            n = $0; sub(/.*\(from /, "", n); sub(/ back-end.*/, "", n)
+            k = split(l, v, /, */)
+            delete got; cnt = 0; msg = ""
+            for (i = 1; i + 1 <= k; i += 2) {
+                if (v[i + 1] != w) msg = msg " rank " v[i] " answered for wave " v[i + 1] ";"
+                if (got[v[i]]++) msg = msg " rank " v[i] " twice;"
+                cnt++
+            }
+            m = split(alive, a, " ")
+            for (i = 1; i <= m; i++) if (!(a[i] in got)) msg = msg " rank " a[i] " missing;"
+            for (r in got) { f = 0; for (i = 1; i <= m; i++) if (a[i] == r) f = 1; if (!f) msg = msg " rank " r " (on n3) present;" }
+            if (cnt != n) msg = msg " " cnt " answers but the FE counts " n ";"
+            if (cnt != m) msg = msg " " cnt " answers, " m " back-ends off n3;"
+            if (msg != "") print "wave " w ":" msg
+        }' "$CASE_TMP/after")
+    echo "$(wc -l <"$CASE_TMP/after") waves from 5 s after the link went down, checked against the $(wc -w <<<"$alive") back-ends off n3 ($alive)"
+    if [ -n "$bad" ]; then
+        printf '%s\n' "$bad" | head -n 5
+        errors="${errors}$(wc -l <<<"$bad") of those waves were wrong (first: $(head -n 1 <<<"$bad"))
+"
+    fi
+else
+    errors="${errors}no 4 waves from 5 s after the link went down within 30 s
+"
+fi
+
+on n3 ip link set eth0 up || errors="${errors}cannot bring n3's link back
+"
+down=0
+bg_signal head "$pidf" TERM || fail "cannot signal the front-end"
+fe_ended() { ! kill -0 "$bg_pid" 2>/dev/null; }
+wait_until 30 fe_ended || fail "the front-end did not end within 30 s of SIGTERM"
+wait "$bg_pid"
+no_tbon_left 15
+[ -z "$errors" ] || { printf '%s' "$errors"; fail "$(printf '%s' "$errors" | wc -l) checks failed"; }

@@ -1,0 +1,321 @@
+/* test_hosts.c - what running across hosts rests on, with real sockets and
+ * processes: the address a node gives its children (routed toward their
+ * host, TBON_IFACE), dual-stack listening, host:port forms, the front-end
+ * moved to another host name, the Slurm tree and step maps, and the relay of
+ * a remote child's stderr */
+#include "../harness.h"
+#include "launch.h"
+#include "relay.h"
+#include "slurm.h"
+#include "sock.h"
+#include "topology.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int have_ipv6_loopback(void)
+{
+    int fd = socket(AF_INET6, SOCK_DGRAM, 0);
+    struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* ---- the address children reach us at ---- */
+
+TEST(route_addr_loopback_and_names)
+{
+    char a[64];
+    tbon_error_t err = { 0 };
+    unsetenv("TBON_IFACE");
+    CHECK_INT(tb_sock_route_addr("127.0.0.1", a, sizeof a, &err), 0);
+    CHECK_STR(a, "127.0.0.1");
+    CHECK_INT(tb_sock_route_addr("127.3.4.5", a, sizeof a, &err), 0);
+    CHECK_STR(a, "127.0.0.1");
+    if (have_ipv6_loopback()) {
+        CHECK_INT(tb_sock_route_addr("::1", a, sizeof a, &err), 0);
+        CHECK_STR(a, "::1");
+    }
+    /* a name that cannot resolve (.invalid is reserved, RFC 2606) */
+    CHECK_INT(tb_sock_route_addr("no-such-host.invalid", a, sizeof a, &err), TBON_EIO);
+    CHECK(strstr(err.msg, "no-such-host.invalid") != NULL);
+    CHECK_STR(a, "");
+}
+
+TEST(route_addr_iface)
+{
+    char a[64];
+    tbon_error_t err = { 0 };
+    setenv("TBON_IFACE", "lo", 1);
+    CHECK_INT(tb_sock_route_addr("192.0.2.1", a, sizeof a, &err), 0);
+    CHECK_STR(a, "127.0.0.1");
+    /* an address is taken as it is */
+    setenv("TBON_IFACE", "10.77.0.5", 1);
+    CHECK_INT(tb_sock_route_addr("192.0.2.1", a, sizeof a, &err), 0);
+    CHECK_STR(a, "10.77.0.5");
+    setenv("TBON_IFACE", "nosuchif9", 1);
+    CHECK_INT(tb_sock_route_addr("127.0.0.1", a, sizeof a, &err), TBON_EINVAL);
+    CHECK(strstr(err.msg, "TBON_IFACE=nosuchif9") != NULL);
+    unsetenv("TBON_IFACE");
+}
+
+TEST(hostport_forms)
+{
+    char b[80];
+    tb_sock_format_hostport("10.0.0.1", 4000, b, sizeof b);
+    CHECK_STR(b, "10.0.0.1:4000");
+    tb_sock_format_hostport("fd00::11", 4000, b, sizeof b);
+    CHECK_STR(b, "[fd00::11]:4000");
+    tb_sock_format_hostport("n3", 7, b, sizeof b);
+    CHECK_STR(b, "n3:7");
+}
+
+/* One listening socket takes IPv4 and IPv6 peers. */
+TEST(listen_dual_stack)
+{
+    uint16_t port = 0;
+    tbon_error_t err = { 0 };
+    int lfd = tb_sock_listen(&port, &err);
+    REQUIRE(lfd >= 0);
+    CHECK(port != 0);
+    int c4 = tb_sock_connect("127.0.0.1", port, tb_now_ms() + 5000, &err);
+    CHECK(c4 >= 0);
+    if (have_ipv6_loopback()) {
+        int c6 = tb_sock_connect("::1", port, tb_now_ms() + 5000, &err);
+        CHECK(c6 >= 0);
+        if (c6 >= 0)
+            close(c6);
+    }
+    if (c4 >= 0) {
+        /* accepted, and named by its IPv4 form */
+        int fd = -1;
+        for (int i = 0; i < 500 && fd < 0; i++) {
+            fd = tb_sock_accept(lfd);
+            if (fd < 0)
+                usleep(2000);
+        }
+        REQUIRE(fd >= 0);
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        char s[64];
+        REQUIRE(getpeername(fd, (struct sockaddr *)&ss, &sl) == 0);
+        CHECK_INT(tb_sock_addr_string((struct sockaddr *)&ss, s, sizeof s), 0);
+        CHECK_STR(s, "127.0.0.1");
+        close(fd);
+        close(c4);
+    }
+    close(lfd);
+}
+
+/* ---- the front-end on another host name ---- */
+
+TEST(fe_host_moved_keeps_ranks)
+{
+    tbon_error_t err = { 0 };
+    const char *text = "n1:0 => n2:0 n1:1 ;\nn2:0 => head:0 n2:1 ;\nn1:1 => n3:0 ;\n";
+    tb_topology_t *t = tb_topology_parse(text, strlen(text), "t", &err);
+    REQUIRE(t);
+    tb_topology_t *c = tb_topology_with_fe_host(t, "head", &err);
+    REQUIRE(c);
+    CHECK_UINT(tb_topology_size(c), tb_topology_size(t));
+    CHECK_STR(tb_topology_host(c, 0), "head");
+    /* head:0 is taken (rank 3): the FE gets another local id */
+    CHECK(tb_topology_local_id(c, 0) != 0);
+    for (tbon_rank_t r = 1; r < tb_topology_size(t); r++) {
+        CHECK_STR(tb_topology_host(c, r), tb_topology_host(t, r));
+        CHECK_UINT(tb_topology_local_id(c, r), tb_topology_local_id(t, r));
+        CHECK_UINT(tb_topology_parent(c, r), tb_topology_parent(t, r));
+        CHECK_INT(tb_topology_role(c, r), tb_topology_role(t, r));
+    }
+    CHECK(tb_topology_with_fe_host(t, "bad host", &err) == NULL);
+    tb_topology_destroy(c);
+    tb_topology_destroy(t);
+}
+
+/* ---- the Slurm tree ---- */
+
+static char **node_names(size_t n)
+{
+    char **v = calloc(n, sizeof *v);
+    for (size_t i = 0; v && i < n; i++) {
+        v[i] = malloc(32);
+        snprintf(v[i], 32, "n%zu", i + 1);
+    }
+    return v;
+}
+
+/* Every shape: one commnode per node at one depth with that node's
+ * back-ends, fan-out bounded, and every depth a valid step whose map puts
+ * each task at its rank under its parent. */
+TEST(slurm_tree_shapes_and_steps)
+{
+    const size_t counts[] = { 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33, 70 };
+    for (unsigned fan = 2; fan <= 8; fan += 3) {
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+            size_t n = counts[ci];
+            unsigned per = (unsigned)(ci % 3) + 1;
+            char **h = node_names(n);
+            tbon_error_t err = { 0 };
+            tb_topology_t *t = tb_slurm_topology(n > 2 ? "n2" : "login", h, n, per, fan, &err);
+            REQUIRE(t);
+            uint32_t depth = tb_slurm_depth(t);
+            size_t size = tb_topology_size(t);
+            CHECK_UINT(tb_topology_num_leaves(t), n * per);
+            tb_topology_set_port(t, 0, 1000);
+            for (tbon_rank_t r = 1; r < size; r++) {
+                CHECK(tb_topology_num_children(t, r) <= (tb_topology_role(t, r) == TB_ROLE_BE
+                                                         ? 0 : fan > per ? fan : per));
+                if (tb_topology_role(t, r) == TB_ROLE_BE) {
+                    tbon_rank_t p = tb_topology_parent(t, r);
+                    CHECK_UINT(tb_topology_depth(t, r), depth);
+                    CHECK_STR(tb_topology_host(t, p), tb_topology_host(t, r));
+                    CHECK_UINT(tb_topology_num_children(t, p), per);
+                }
+                tb_topology_set_port(t, r, (uint16_t)(1000 + r));
+            }
+            CHECK(tb_topology_num_children(t, 0) <= fan);
+            for (uint32_t d = 1; d <= depth; d++) {
+                char *nl = NULL, *map = NULL;
+                unsigned k = 0;
+                size_t nn = 0;
+                REQUIRE(tb_slurm_step(t, d, "10.0.0.1", &nl, &k, &nn, &map, &err) == 0);
+                CHECK_UINT(k, d == depth ? per : 1);
+                /* each task of the step finds its place */
+                size_t found = 0;
+                for (tbon_rank_t r = 1; r < size; r++) {
+                    if (tb_topology_depth(t, r) != d)
+                        continue;
+                    const char *node = tb_topology_host(t, r);
+                    /* its local index among this depth's ranks on its node */
+                    unsigned lid = 0;
+                    for (tbon_rank_t q = 1; q < r; q++)
+                        lid += tb_topology_depth(t, q) == d &&
+                               strcmp(tb_topology_host(t, q), node) == 0;
+                    tbon_rank_t got;
+                    char ph[64];
+                    uint16_t pp;
+                    if (tb_slurm_map_find(map, node, lid, &got, ph, sizeof ph, &pp, &err)) {
+                        th_fail(__FILE__, __LINE__, "n=%zu fan=%u d=%u rank %u: %s (map %s)", n, fan, d, r, err.msg, map);
+                        return;
+                    }
+                    CHECK_UINT(got, r);
+                    tbon_rank_t p = tb_topology_parent(t, r);
+                    CHECK_STR(ph, p == 0 ? "10.0.0.1" : tb_topology_host(t, p));
+                    CHECK_UINT(pp, 1000 + p);
+                    found++;
+                }
+                CHECK_UINT(found, nn * k);
+                free(nl);
+                free(map);
+            }
+            tb_topology_destroy(t);
+            for (size_t i = 0; i < n; i++)
+                free(h[i]);
+            free(h);
+        }
+    }
+}
+
+TEST(slurm_map_errors_and_ipv6)
+{
+    tbon_rank_t r;
+    char h[64];
+    uint16_t p;
+    tbon_error_t err = { 0 };
+    CHECK_INT(tb_slurm_map_find("n1=5@[fd00::1]:4000;n2=9@n1:4001", "n1", 2, &r, h, sizeof h, &p,
+                                &err), 0);
+    CHECK_UINT(r, 7);
+    CHECK_STR(h, "fd00::1");
+    CHECK_UINT(p, 4000);
+    CHECK_INT(tb_slurm_map_find("n1=5@[fd00::1]:4000;n2=9@n1:4001", "n2", 0, &r, h, sizeof h, &p,
+                                &err), 0);
+    CHECK_UINT(r, 9);
+    CHECK_STR(h, "n1");
+    const char *bad[] = { "n1=5@n0:0", "n1=x@n0:4", "n1=5n0:4", "n1=5@n0", "n1=5@:4",
+                          "n2=5@n0:4", "", "n1", "n1=5@n0:70000" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_INT(tb_slurm_map_find(bad[i], "n1", 0, &r, h, sizeof h, &p, &err), TBON_EINVAL);
+        CHECK(strstr(err.msg, "n1") != NULL);
+    }
+}
+
+TEST(slurm_tasks_per_node_from_env)
+{
+    unsetenv("SLURM_NTASKS_PER_NODE");
+    unsetenv("SLURM_TASKS_PER_NODE");
+    CHECK_UINT(tb_slurm_default_per_node(), 1);
+    setenv("SLURM_TASKS_PER_NODE", "4(x2),2,3(x5)", 1);
+    CHECK_UINT(tb_slurm_default_per_node(), 2);
+    setenv("SLURM_NTASKS_PER_NODE", "6", 1);
+    CHECK_UINT(tb_slurm_default_per_node(), 6);
+    unsetenv("SLURM_NTASKS_PER_NODE");
+    unsetenv("SLURM_TASKS_PER_NODE");
+    tbon_error_t err = { 0 };
+    char **h;
+    size_t n;
+    unsetenv("SLURM_JOB_NODELIST");
+    unsetenv("SLURM_NODELIST");
+    CHECK_INT(tb_slurm_nodes(&h, &n, &err), TBON_EINVAL);
+    CHECK(strstr(err.msg, "salloc") != NULL);
+}
+
+/* ---- a remote child's stderr ---- */
+
+/* A child whose stderr is a pipe to a relay: what it writes reaches our
+ * stderr (here a file), and its first line, time stamp off, is kept. */
+TEST(relay_first_line_and_copy)
+{
+    const char *exe = th_write_file("talker.sh",
+        "#!/bin/sh\n"
+        "printf '\\n2026-11-25T09:02:05.186608Z error rank=3 commnode [startup] cannot "
+        "connect to n1:40985: Connection refused\\nsecond line\\n' >&2\n"
+        "exit 1\n");
+    chmod(exe, 0755);
+    char out[600];
+    snprintf(out, sizeof out, "%s/relayed", th_tmpdir());
+    int saved = dup(2);
+    int f = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    REQUIRE(saved >= 0 && f >= 0);
+    tb_relay_t *r = tb_relay_new();
+    REQUIRE(r);
+    dup2(f, 2);
+    close(f);
+    const char *av[] = { "talker.sh", NULL };
+    int efd = -1;
+    pid_t pid;
+    tbon_error_t err = { 0 };
+    tb_launch_spec_t s = { .host = "localhost", .exe = exe, .argv = av, .stderr_pipe = &efd };
+    int rc = tb_launch(&s, &pid, &err);
+    if (rc == 0) {
+        tb_relay_add(r, 3, efd);
+        tb_reap(pid, 10000);
+    }
+    char line[200];
+    int has = tb_relay_first_line(r, 3, line, sizeof line);
+    tb_relay_free(r);
+    dup2(saved, 2);
+    close(saved);
+    REQUIRE(rc == 0);
+    CHECK_INT(has, 1);
+    CHECK_STR(line, "error rank=3 commnode [startup] cannot connect to n1:40985: "
+                    "Connection refused");
+    CHECK_INT(tb_relay_first_line(NULL, 3, line, sizeof line), 0);
+    FILE *in = fopen(out, "r");
+    REQUIRE(in);
+    char buf[400] = "";
+    size_t n = fread(buf, 1, sizeof buf - 1, in);
+    buf[n] = 0;
+    fclose(in);
+    CHECK(strstr(buf, "Connection refused\nsecond line\n") != NULL);
+}
