@@ -90,5 +90,5 @@ while IFS=: read -r ln line; do
     short=$((short + 1))
 done < <(grep -n '^wave ' "$out")
 [ "$late" -ge 10 ] || fail "only $late waves after the adoptions (the kill came too late to check)"
-echo "every wave exact but $short in flight at the failure; $late exact waves after the $nadopt adoptions"
+echo "result: every wave exact but $short in flight at the kill; $late exact waves after the $nadopt adoptions"
 no_tbon_left 5

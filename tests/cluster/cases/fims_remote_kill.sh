@@ -50,4 +50,5 @@ done < <(grep -o 'killed commnode [0-9]* on [a-z0-9]* (pid [0-9]*, through its a
          awk '{ gsub(/[(,]/, " "); print $3, $5, $7 }')
 [ "$n" = 3 ] || fail "$n remote kills named in the injection lines, expected 3"
 no_tbon_left 5
-echo "3 commnodes killed on their own hosts through the agents; union exact; every host clean"
+rec=$(awk '/^inj +at_s/ { t = 1; next } t && /^[0-9]/ { printf "%s%s ms", n++ ? ", " : "", $7 } /^\(overall/ { t = 0 }' "$out")
+echo "result: 3 commnodes killed on their own hosts through the agents, recovered in $rec; union exact; every host clean"
