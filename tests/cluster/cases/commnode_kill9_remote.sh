@@ -40,8 +40,9 @@ echo "victim: commnode $victim on n2, with $nkids children (ranks $kids)"
 
 bg_start head "$pidf" "$out" "$CASE_TMP/err" \
     "$B/bin/tbon_frontend" -t "$top" -b "$B/bin/tbon_example_be" -w $WAVES --events \
-    -- --delay 40 >/dev/null
-job=$!
+    -- --delay 40
+# shellcheck disable=SC2154 # bg_pid: set by bg_start (lib.sh)
+job=$bg_pid
 wait_until 40 grep -q '^wave 5:' "$out" || { cat "$out" "$CASE_TMP/err"; fail "no wave 5 within 40 s"; }
 # The victim's own process on n2 (a ssh client on another host holds the same
 # words quoted, and the [k] keeps pkill's own shell from matching).

@@ -23,8 +23,9 @@ nodes=$(topo_nodes "$top") || fail "cannot read $top"
 # Three of the four commnodes, one at a time, then the tool checks.
 bg_start head "$pidf" "$CASE_TMP/out" "$CASE_TMP/err" \
     "$B/bin/tbon_fims" -t "$top" --duration 8 --schedule 1.5:one,3:one,4.5:depth1 \
-    --dir "$CASE_TMP/values" --timeout 100 --seed 16 >/dev/null
-job=$!
+    --dir "$CASE_TMP/values" --timeout 100 --seed 16
+# shellcheck disable=SC2154 # bg_pid: set by bg_start (lib.sh)
+job=$bg_pid
 wait_until 130 sh -c '! kill -0 "$1" 2>/dev/null' - "$job" || fail "tbon_fims still running after 130 s"
 wait "$job"
 rc=$?

@@ -44,9 +44,9 @@ inner=$(awk -v p="n3:0" '
 echo "n3 holds ranks $n3_all(commnode $n3_cn; back-ends $n3_be); $inner back-end(s) under n3's own commnode"
 
 bg_start head "$pidf" "$CASE_TMP/out" "$CASE_TMP/err" \
-    "$B/bin/tbon_fims" -t "$top" --duration 12 --heartbeat $HB --dir "$vals" --timeout 100 \
-    >/dev/null
-job=$!
+    "$B/bin/tbon_fims" -t "$top" --duration 12 --heartbeat $HB --dir "$vals" --timeout 100
+# shellcheck disable=SC2154 # bg_pid: set by bg_start (lib.sh)
+job=$bg_pid
 out=$CASE_TMP/out
 # Values flow from n3's back-ends (1 s of them) before the link goes.
 first_be=${n3_be%% *}
