@@ -2055,8 +2055,9 @@ static int fe_main(struct opts *o, const char *self)
 #define WHY(...) (wl += (size_t)snprintf(why + wl, wl < sizeof why ? sizeof why - wl : 0, \
                                          __VA_ARGS__), fail = 1)
     if (live_nofile)
-        WHY("%s%zu live back-end%s wrote no file", wl ? "; " : "", live_nofile,
-            live_nofile == 1 ? "" : "s");
+        WHY("%s%zu live back-end%s wrote no file%s", wl ? "; " : "", live_nofile,
+            live_nofile == 1 ? "" : "s",
+            nhosts > 1 ? " (is the directory on a file system every host shares? --dir)" : "");
     if (set_size(&in) == 0)
         WHY("%snothing was sent", wl ? "; " : "");
     if (missing || extra)
