@@ -55,7 +55,12 @@
  * 5 ms, on this machine). */
 #define TB_VIEW_HOLD_MS 50
 /* An alive node without a parent for this long is taken for failed (ms):
- * twice the heartbeat timeout, at least a second; 10 s without heartbeats. */
+ * half the heartbeat timeout, at least a second; 10 s without heartbeats.
+ * A live orphan learns of its parent's failure when the FE does (the
+ * connection's end, or the same silence: beats go to parent and children
+ * together) and is adopted within milliseconds; one that never asks is cut
+ * off with its parent (a host that lost its network, the orphan on the same
+ * host), and only this deadline finds it. */
 #define TB_VIEW_ORPHAN_MIN_MS 1000
 #define TB_VIEW_ORPHAN_NOHB_MS 10000
 
@@ -375,7 +380,7 @@ static int64_t orphan_ms(const tb_node_t *n)
     int hb = n->cfg.heartbeat_ms;
     if (hb <= 0)
         return TB_VIEW_ORPHAN_NOHB_MS;
-    return 2 * (int64_t)hb > TB_VIEW_ORPHAN_MIN_MS ? 2 * (int64_t)hb : TB_VIEW_ORPHAN_MIN_MS;
+    return hb / 2 > TB_VIEW_ORPHAN_MIN_MS ? hb / 2 : TB_VIEW_ORPHAN_MIN_MS;
 }
 
 static void join_timeouts(tb_node_t *n, int64_t now);

@@ -4,6 +4,7 @@
  *
  * Usage: tbon_fims -t TOPOLOGY [options]      (see usage() or --help)
  *        tbon_fims --be ...                   (a back-end; started by the tree)
+ *        tbon_fims --agent                    (a host's agent; started by the FE)
  *
  * The front-end starts the tree with this program at every leaf, opens one
  * union/don't-wait stream over every back-end and sends it the run's
@@ -17,16 +18,22 @@
  * reported as new twice, a failure event for every kill, no process of the
  * run left. Exit 0 only if all of that holds.
  *
- * The processes of a run carry TBON_FIMS_RUN=<id> in their environment; that
- * is how commnodes are found for a kill (with --tbon-rank R on their command
- * line), how leftovers are counted and what the watchdog kills.
+ * The processes of a run are found on every host of the topology: by the
+ * words "--tbon-rank R" and "--tbon-session S" the tree puts on their command
+ * lines (S read from the attach file the front-end writes), and on this host
+ * also by TBON_FIMS_RUN=<id> in their environment. On other hosts an agent
+ * (this program with --agent, started through $TBON_RSH) finds, kills and
+ * counts them; that is how victims are killed, leftovers counted and what
+ * the watchdog kills.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +48,7 @@
 
 #include <tbon/tbon.h>
 
+#include "launch.h"
 #include "log.h"
 #include "reconfig.h"
 #include "../procscan.h"
@@ -252,50 +260,429 @@ static int be_main(int argc, char **argv)
 
 /* -------------------------------------------------- this run's processes */
 
+/* A run's processes are found on every host of its topology, by what the
+ * tree puts on their command line: every process it launches has the words
+ * "--tbon-rank R" and "--tbon-session S" in its argv (a remote shell's
+ * client holds them quoted, as one shell command, so it does not match).
+ * On this host, processes that carry RUN_ENV (our own children: commnodes,
+ * remote shell clients) count too, which also covers the time before the
+ * session id is known. On other hosts an agent does the same: this program
+ * started with --agent through the remote shell ($TBON_RSH, default ssh),
+ * one per host for the whole run, taking one command per line on its stdin
+ * and answering on its stdout (agent_do). */
+
 static char run_kv[64];          /* RUN_ENV "=<pid>.<nonce>" */
 
-/* Walk the live (not zombie) processes of this run other than this one:
- * with want != TBON_RANK_NONE return the pid of the one launched as that
- * rank (0 if none); otherwise send each sig (unless 0) and return how many
- * there are. */
-static long scan_run(tbon_rank_t want, int sig)
+struct proc {                    /* a process of the run on one host */
+    long        pid;
+    tbon_rank_t rank;            /* its --tbon-rank, or TBON_RANK_NONE */
+};
+
+/* 1 if the NUL-separated words of cmdline (n bytes) hold word followed by
+ * value; the value's start goes to *val when val is not NULL. */
+static int cmdline_has(const char *cmd, ssize_t n, const char *word, const char *value,
+                       const char **val)
 {
-    enum { ENV_MAX = 1 << 18 };
+    for (ssize_t i = 0; i < n; i += (ssize_t)strlen(cmd + i) + 1) {
+        ssize_t next = i + (ssize_t)strlen(cmd + i) + 1;
+        if (strcmp(cmd + i, word) != 0 || next >= n)
+            continue;
+        if (value && strcmp(cmd + next, value) != 0)
+            continue;
+        if (val)
+            *val = cmd + next;
+        return 1;
+    }
+    return 0;
+}
+
+/* The live (not zombie) processes of the run on this host other than this
+ * one: --tbon-session session on the command line (if session is not
+ * empty), or kv in the environment (if kv is not NULL). Returns how many,
+ * with the first cap in out; -1 without memory. */
+static long scan_procs(const char *session, const char *kv, struct proc *out, size_t cap)
+{
+    enum { ENV_MAX = 1 << 18, CMD_MAX = 1 << 16 };
     DIR *d = opendir("/proc");
-    char *buf = malloc(ENV_MAX);
+    char *buf = malloc(ENV_MAX), *cmd = malloc(CMD_MAX);
     long found = 0;
     struct dirent *e;
-    while (d && buf && (e = readdir(d))) {
+    if (!d || !buf || !cmd)
+        found = -1;
+    while (found >= 0 && (e = readdir(d))) {
         char *end;
         long pid = strtol(e->d_name, &end, 10);
         if (*end || pid <= 0 || pid == (long)getpid())
             continue;
         char st = tb_proc_state(pid);
-        if (!st || st == 'Z' || st == 'X' || !tb_proc_env_has(pid, run_kv, 0, buf, ENV_MAX))
+        if (!st || st == 'Z' || st == 'X')
             continue;
-        if (want != TBON_RANK_NONE) {
-            if (tb_proc_rank(pid) == want) {
-                found = pid;
-                break;
-            }
+        ssize_t n = tb_proc_read(pid, "cmdline", cmd, CMD_MAX);
+        int ours = n > 0 && session && *session &&
+                   cmdline_has(cmd, n, "--tbon-session", session, NULL);
+        if (!ours && kv)
+            ours = tb_proc_env_has(pid, kv, 0, buf, ENV_MAX);
+        if (!ours)
             continue;
+        const char *r = NULL;
+        if ((size_t)found < cap) {
+            out[found].pid = pid;
+            out[found].rank = n > 0 && cmdline_has(cmd, n, "--tbon-rank", NULL, &r)
+                                  ? (tbon_rank_t)strtoul(r, NULL, 10) : TBON_RANK_NONE;
         }
         found++;
-        if (sig)
-            kill((pid_t)pid, sig);
     }
     if (d)
         closedir(d);
     free(buf);
+    free(cmd);
     return found;
 }
 
-/* SIGKILL every process of the run, rescanning until none is left (one
- * may have been starting while we looked). */
+#define SCAN_MAX 65536           /* processes of the run listed per host */
+
+/* One command of the agent protocol, run on this host; the answer goes to
+ * out, without the final "." line:
+ *   session S      remember the session id     -> "ok"
+ *   kill R...      SIGKILL rank R's processes  -> "R PID" or "R -" per rank
+ *   list           the run's processes         -> "PID RANK" per process
+ *   killall        SIGKILL all of them         -> "N" (how many)
+ * kv (this host only) adds the processes that carry it in their environment.
+ * Unknown commands get "error: ...". */
+static void agent_do(char *line, char *session, size_t slen, const char *kv, FILE *out)
+{
+    char *save = NULL, *verb = strtok_r(line, " \t", &save);
+    if (!verb) {
+        fprintf(out, "error: empty command\n");
+        return;
+    }
+    if (strcmp(verb, "session") == 0) {
+        const char *s = strtok_r(NULL, " \t", &save);
+        snprintf(session, slen, "%s", s ? s : "");
+        fprintf(out, "ok\n");
+        return;
+    }
+    int kill_ranks = strcmp(verb, "kill") == 0, list = strcmp(verb, "list") == 0;
+    int killall = strcmp(verb, "killall") == 0;
+    if (!kill_ranks && !list && !killall) {
+        fprintf(out, "error: unknown command \"%s\"\n", verb);
+        return;
+    }
+    struct proc *p = malloc(SCAN_MAX * sizeof *p);
+    long n = p ? scan_procs(session, kv, p, SCAN_MAX) : -1;
+    if (n < 0) {
+        fprintf(out, "error: cannot read /proc (out of memory)\n");
+        free(p);
+        return;
+    }
+    if (n > SCAN_MAX)
+        n = SCAN_MAX;
+    if (kill_ranks) {
+        /* Every victim's pid first, then the signals back to back. */
+        long victim[MAX_VICTIMS];
+        char *rs[MAX_VICTIMS];
+        size_t nr = 0;
+        for (char *t; nr < MAX_VICTIMS && (t = strtok_r(NULL, " \t", &save));) {
+            tbon_rank_t r = (tbon_rank_t)strtoul(t, NULL, 10);
+            rs[nr] = t;
+            victim[nr] = 0;
+            for (long i = 0; i < n && !victim[nr]; i++)
+                if (p[i].rank == r)
+                    victim[nr] = p[i].pid;
+            nr++;
+        }
+        for (size_t i = 0; i < nr; i++)
+            if (victim[i])
+                kill((pid_t)victim[i], SIGKILL);
+        for (size_t i = 0; i < nr; i++) {
+            if (victim[i])
+                fprintf(out, "%s %ld\n", rs[i], victim[i]);
+            else
+                fprintf(out, "%s -\n", rs[i]);
+        }
+    } else if (list) {
+        for (long i = 0; i < n; i++) {
+            if (p[i].rank == TBON_RANK_NONE)
+                fprintf(out, "%ld -\n", p[i].pid);
+            else
+                fprintf(out, "%ld %u\n", p[i].pid, (unsigned)p[i].rank);
+        }
+    } else {
+        for (long i = 0; i < n; i++)
+            kill((pid_t)p[i].pid, SIGKILL);
+        fprintf(out, "%ld\n", n);
+    }
+    free(p);
+}
+
+/* tbon_fims --agent: the agent of one host (see above). Ends at the end of
+ * its input, i.e. when the front-end closes it or dies. */
+static int agent_main(void)
+{
+    char line[4096], session[64] = "";
+    signal(SIGPIPE, SIG_IGN);
+    while (fgets(line, sizeof line, stdin)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        agent_do(line, session, sizeof session, NULL, stdout);
+        if (printf(".\n") < 0 || fflush(stdout) != 0)
+            break;
+    }
+    return 0;
+}
+
+/* The hosts of the topology, as the front-end sees them. */
+struct host {
+    char   *name;
+    int     local;               /* this host: no agent */
+    pid_t   pid;                 /* the agent's remote shell client; 0: none */
+    int     to, from;            /* its stdin and stdout */
+    char    in[1 << 16];         /* what it wrote that is not consumed yet */
+    size_t  nin;
+    size_t  skip;                /* answers to drop: to "session" lines we sent */
+    char   *local_reply;         /* a local command's answer (local hosts) */
+    char    why[200];            /* why the last request failed */
+};
+
+static struct host *hosts;
+static size_t       nhosts;
+static size_t      *host_of;     /* per rank: index into hosts */
+static const char  *agent_rsh;   /* $TBON_RSH, else the library's default ssh */
+static char         agent_self[4096];
+static char         session_id[64];
+
+extern char **environ;
+
+/* Start the agent of h: [rsh words..., host, 'SELF' --agent], with our
+ * environment minus RUN_ENV (so that nothing of the agent counts as a
+ * process of the run). Returns 0, or -1 with h->why set. */
+static int agent_start(struct host *h)
+{
+    char *rsh = strdup(agent_rsh), *save = NULL, qself[4200];
+    char *words[64];
+    size_t w = 0;
+    snprintf(qself, sizeof qself, "'%s'", agent_self);   /* a shell word (no ' in it) */
+    for (char *t = rsh ? strtok_r(rsh, " \t", &save) : NULL; t && w < 60;
+         t = strtok_r(NULL, " \t", &save))
+        words[w++] = t;
+    if (w == 0) {
+        snprintf(h->why, sizeof h->why, "the remote shell \"%s\" is empty", agent_rsh);
+        free(rsh);
+        return -1;
+    }
+    words[w++] = h->name;
+    words[w++] = qself;
+    words[w++] = (char *)"--agent";
+    words[w] = NULL;
+    size_t ne = 0;
+    while (environ[ne])
+        ne++;
+    char **envp = calloc(ne + 1, sizeof *envp);
+    int in[2] = { -1, -1 }, out[2] = { -1, -1 }, e = ENOMEM;
+    if (envp && pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0) {
+        size_t k = 0;
+        for (size_t i = 0; i < ne; i++)
+            if (strncmp(environ[i], RUN_ENV "=", sizeof RUN_ENV) != 0)
+                envp[k++] = environ[i];
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+        posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+        e = posix_spawnp(&h->pid, words[0], &fa, NULL, words, envp);
+        posix_spawn_file_actions_destroy(&fa);
+    } else if (envp) {
+        e = errno;
+    }
+    free(envp);
+    free(rsh);
+    if (in[0] >= 0)
+        close(in[0]);
+    if (out[1] >= 0)
+        close(out[1]);
+    if (e) {
+        snprintf(h->why, sizeof h->why, "cannot start the remote shell %s: %s", agent_rsh,
+                 strerror(e));
+        h->pid = 0;
+        if (in[1] >= 0)
+            close(in[1]);
+        if (out[0] >= 0)
+            close(out[0]);
+        return -1;
+    }
+    h->to = in[1];
+    h->from = out[0];
+    h->nin = 0;
+    h->skip = 0;
+    return 0;
+}
+
+/* End h's agent: close its input, give it up to ms to go, then kill the
+ * remote shell client. */
+static void agent_stop(struct host *h, int ms)
+{
+    if (!h->pid)
+        return;
+    if (h->to >= 0)
+        close(h->to);
+    close(h->from);
+    h->to = -1;
+    int64_t end = now_us() + (int64_t)ms * 1000;
+    for (;;) {
+        pid_t w = waitpid(h->pid, NULL, WNOHANG);
+        if (w == h->pid || (w < 0 && errno == ECHILD))
+            break;
+        if (now_us() >= end) {
+            kill(h->pid, SIGKILL);
+            waitpid(h->pid, NULL, 0);
+            break;
+        }
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    h->pid = 0;
+}
+
+/* Send one command to host h (its agent, started if need be; on this host
+ * it runs at once). Returns 0, or -1 with h->why set. */
+static int host_send(struct host *h, const char *cmd)
+{
+    if (h->local) {
+        char line[4096];
+        size_t len = 0;
+        snprintf(line, sizeof line, "%s", cmd);
+        FILE *f = open_memstream(&h->local_reply, &len);
+        if (!f) {
+            snprintf(h->why, sizeof h->why, "out of memory");
+            return -1;
+        }
+        agent_do(line, session_id, sizeof session_id, run_kv, f);
+        fclose(f);
+        return 0;
+    }
+    if (!h->pid) {
+        if (agent_start(h) != 0)
+            return -1;
+        if (session_id[0]) {
+            char s[96];
+            snprintf(s, sizeof s, "session %s\n", session_id);
+            if (write(h->to, s, strlen(s)) != (ssize_t)strlen(s)) {
+                snprintf(h->why, sizeof h->why, "its remote shell ended at once");
+                agent_stop(h, 0);
+                return -1;
+            }
+            h->skip++;
+        }
+    }
+    size_t l = strlen(cmd);
+    char *line = malloc(l + 2);
+    if (!line) {
+        snprintf(h->why, sizeof h->why, "out of memory");
+        return -1;
+    }
+    memcpy(line, cmd, l);
+    line[l] = '\n';
+    ssize_t n = write(h->to, line, l + 1);
+    free(line);
+    if (n != (ssize_t)(l + 1)) {
+        snprintf(h->why, sizeof h->why, "its remote shell has ended (%s)",
+                 n < 0 ? strerror(errno) : "short write");
+        agent_stop(h, 0);
+        return -1;
+    }
+    return 0;
+}
+
+/* Where the answer at the start of b (n bytes) ends: the index of its
+ * final line ".", or -1 while it is not complete. */
+static long answer_end(const char *b, size_t n)
+{
+    for (size_t i = 0; i + 1 < n; i++)
+        if (b[i] == '.' && b[i + 1] == '\n' && (i == 0 || b[i - 1] == '\n'))
+            return (long)i;
+    return -1;
+}
+
+/* The answer of the oldest command sent to h (malloc'd, without the "."
+ * line; the caller frees), waiting until deadline (now_us() time). NULL with
+ * h->why set when the agent ended or did not answer in time; the agent is
+ * then stopped (the next command starts a new one). */
+static char *host_reply(struct host *h, int64_t deadline)
+{
+    if (h->local) {
+        char *r = h->local_reply;
+        h->local_reply = NULL;
+        if (!r)
+            snprintf(h->why, sizeof h->why, "no command was run");
+        return r;
+    }
+    if (!h->pid) {
+        snprintf(h->why, sizeof h->why, "no remote shell");
+        return NULL;
+    }
+    for (;;) {
+        long e = answer_end(h->in, h->nin);
+        if (e >= 0) {
+            char *r = malloc((size_t)e + 1);
+            if (r) {
+                memcpy(r, h->in, (size_t)e);
+                r[e] = '\0';
+            }
+            memmove(h->in, h->in + e + 2, h->nin - (size_t)e - 2);
+            h->nin -= (size_t)e + 2;
+            if (h->skip > 0) {          /* the answer to a "session" we sent */
+                h->skip--;
+                free(r);
+                continue;
+            }
+            if (!r)
+                snprintf(h->why, sizeof h->why, "out of memory");
+            return r;
+        }
+        int64_t left = deadline - now_us();
+        if (left <= 0 || h->nin == sizeof h->in) {
+            snprintf(h->why, sizeof h->why, "its agent (through %s %s) did not answer in time",
+                     agent_rsh, h->name);
+            agent_stop(h, 0);
+            return NULL;
+        }
+        struct pollfd pf = { .fd = h->from, .events = POLLIN };
+        int pr = poll(&pf, 1, (int)(left / 1000 + 1));
+        if (pr <= 0)
+            continue;
+        ssize_t n = read(h->from, h->in + h->nin, sizeof h->in - h->nin);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            snprintf(h->why, sizeof h->why, "its agent (through %s %s) ended", agent_rsh,
+                     h->name);
+            agent_stop(h, 0);
+            return NULL;
+        }
+        h->nin += (size_t)n;
+    }
+}
+
+/* SIGKILL every process of the run on every host, rescanning until none is
+ * left here (one may have been starting while we looked). Also called by
+ * the watchdog's thread: it only writes to the agents, closes their input
+ * (they end after the command) and waits for them. */
 static void kill_run(void)
 {
-    for (int i = 0; i < 10 && scan_run(TBON_RANK_NONE, SIGKILL) > 0; i++)
-        ;
+    for (size_t i = 0; i < nhosts; i++)
+        if (!hosts[i].local && hosts[i].pid && hosts[i].to >= 0 && session_id[0] &&
+            write(hosts[i].to, "killall\n", 8) != 8)
+            continue;
+    struct proc *p = malloc(SCAN_MAX * sizeof *p);
+    long n;
+    for (int i = 0; p && i < 10 && (n = scan_procs(session_id, run_kv, p, SCAN_MAX)) > 0; i++)
+        for (long k = 0; k < n && k < SCAN_MAX; k++)
+            kill((pid_t)p[k].pid, SIGKILL);
+    free(p);
+    for (size_t i = 0; i < nhosts; i++)
+        if (!hosts[i].local && hosts[i].pid) {
+            close(hosts[i].to);
+            hosts[i].to = -1;
+            agent_stop(&hosts[i], 3000);
+        }
 }
 
 /* Reap every zombie child (this process is a subreaper: orphans of the
@@ -377,6 +764,16 @@ static void usage(FILE *f)
 "  --timeout S          kill everything and exit 1 after S seconds\n"
 "                       (default: duration + 120)\n"
 "  -h, --help           show this help\n"
+"\n"
+"Hosts: a topology may span hosts. The tool starts an agent (this program,\n"
+"--agent) on every other host of the topology through the remote shell the\n"
+"tree uses ($TBON_RSH, default ssh); a victim is killed, and leftovers are\n"
+"looked for, on its own host, by the --tbon-rank and --tbon-session words\n"
+"of its command line. DIR must be on a file system every host shares.\n"
+"A back-end that fails (its host cut off, say) is reported with the values\n"
+"it sent that no one delivered: LOST, by rank; a value of a live back-end\n"
+"that did not arrive is missing, and fails the run. A schedule under which\n"
+"nothing was killed fails the run.\n"
 "\n"
 "Exit status: 0 when every check holds, 1 when one does not, 2 for bad usage.\n",
             ADOPTER_DELAY_MS);
@@ -560,7 +957,9 @@ struct injection {
     char         note[160];
     size_t       nv;
     tbon_rank_t  victim[MAX_VICTIMS];
-    pid_t        pid[MAX_VICTIMS];
+    pid_t        pid[MAX_VICTIMS];      /* on the victim's host; 0: not found */
+    int          where[MAX_VICTIMS];    /* 0 here, 1 through the host's agent */
+    char         miss[MAX_VICTIMS][96]; /* why a victim was not found */
     int64_t      kill_us[MAX_VICTIMS];
     int64_t      failed_us[MAX_VICTIMS]; /* FAILED event seen; 0 = not yet */
     tbon_rank_t *orphan;               /* children of the victims at the kill */
@@ -592,6 +991,9 @@ static struct fe {
     char              stream_error[256];
     int64_t           last_result_us;
     size_t            other_failed;   /* FAILED events for nodes we did not kill */
+    int64_t          *failed_us;      /* per rank: its first FAILED event; 0 = none */
+    uint8_t          *is_be;          /* per rank: a back-end (leaf) of the topology */
+    int64_t           t0;             /* when the back-ends were told to start */
     size_t            bad_recovery_lines;
     int               stop;
     int               user_level;     /* log level for lines other than ours */
@@ -718,19 +1120,35 @@ static void *events_main(void *arg)
             int ours = 0;
             for (size_t i = 0; i < fe.ninj; i++)
                 for (size_t k = 0; k < fe.inj[i].nv; k++)
-                    if (fe.inj[i].victim[k] == ev.rank && fe.inj[i].pid[k] &&
-                        !fe.inj[i].failed_us[k]) {
+                    if (fe.inj[i].victim[k] == ev.rank && !fe.inj[i].failed_us[k]) {
                         fe.inj[i].failed_us[k] = t;
                         ours = 1;
                     }
-            fe.other_failed += !ours && !(ev.rank < tb_topology_size(fe.topo) &&
-                                          fe.killed[ev.rank]);
+            int known = ev.rank < tb_topology_size(fe.topo);
+            if (known && !fe.failed_us[ev.rank])
+                fe.failed_us[ev.rank] = t;
+            if (!ours && !(known && fe.killed[ev.rank])) {
+                fe.other_failed++;
+                /* Said at once: a test may wait for it (a host cut off). */
+                printf("t=%.3f s: %s %u%s%s failed (not killed by this run)\n",
+                       (double)(t - fe.t0) / 1e6, known && fe.is_be[ev.rank] ? "back-end" : "node",
+                       (unsigned)ev.rank, known ? " on " : "",
+                       known ? hosts[host_of[ev.rank]].name : "");
+                fflush(stdout);
+            }
         } else if (ev.type == TBON_EV_NODE_ADOPTED) {
             if (tb_topology_reparent(fe.topo, ev.rank, ev.parent) == 0)
                 tb_topology_set_incarnation(fe.topo, ev.rank, ev.incarnation);
             size_t k, i = injection_of_orphan(ev.rank, &k);
             if (i != SIZE_MAX && !fe.inj[i].adopted_us[k])
                 fe.inj[i].adopted_us[k] = t;    /* its first adoption after the kill */
+            if (i == SIZE_MAX && ev.rank < tb_topology_size(fe.topo)) {
+                printf("t=%.3f s: %s %u on %s adopted by %u (after a failure this run did "
+                       "not cause)\n", (double)(t - fe.t0) / 1e6,
+                       fe.is_be[ev.rank] ? "back-end" : "node", (unsigned)ev.rank,
+                       hosts[host_of[ev.rank]].name, (unsigned)ev.parent);
+                fflush(stdout);
+            }
         }
         pthread_cond_broadcast(&fe.cv);
         pthread_mutex_unlock(&fe.mu);
@@ -904,7 +1322,69 @@ static void print_ranks(FILE *f, const tbon_rank_t *r, size_t n)
         fprintf(f, "-");
 }
 
-/* Kill the victims of one schedule item; t0 is the run's start. */
+/* Kill victims [from, to) of in: one command per host, "kill R...", to its
+ * agent (on this host it runs at once), every host's before any answer is
+ * read, so that "at once" means back to back everywhere; then the answers:
+ * the pid each victim had, or why none was killed. kill_us is when the
+ * command left. */
+static void kill_victims(struct injection *in, size_t from, size_t to)
+{
+    size_t hs[MAX_VICTIMS], nh = 0;
+    int sent[MAX_VICTIMS] = { 0 };
+    for (size_t k = from; k < to; k++) {
+        size_t h = host_of[in->victim[k]], j = 0;
+        while (j < nh && hs[j] != h)
+            j++;
+        if (j == nh)
+            hs[nh++] = h;
+    }
+    for (size_t j = 0; j < nh; j++) {
+        struct host *h = &hosts[hs[j]];
+        char cmd[MAX_VICTIMS * 12 + 8];
+        size_t o = (size_t)snprintf(cmd, sizeof cmd, "kill");
+        for (size_t k = from; k < to; k++)
+            if (host_of[in->victim[k]] == hs[j])
+                o += (size_t)snprintf(cmd + o, sizeof cmd - o, " %u", (unsigned)in->victim[k]);
+        int64_t t = now_us();
+        sent[j] = host_send(h, cmd) == 0;
+        for (size_t k = from; k < to; k++)
+            if (host_of[in->victim[k]] == hs[j]) {
+                in->where[k] = !h->local;
+                in->kill_us[k] = t;
+                if (!sent[j])
+                    snprintf(in->miss[k], sizeof in->miss[k], "%.90s", h->why);
+            }
+    }
+    for (size_t j = 0; j < nh; j++) {
+        if (!sent[j])
+            continue;
+        struct host *h = &hosts[hs[j]];
+        char *r = host_reply(h, now_us() + 10 * 1000000LL);
+        for (size_t k = from; k < to; k++) {
+            if (host_of[in->victim[k]] != hs[j])
+                continue;
+            if (!r) {
+                snprintf(in->miss[k], sizeof in->miss[k], "%.90s", h->why);
+                continue;
+            }
+            snprintf(in->miss[k], sizeof in->miss[k], "no process of rank %u there",
+                     (unsigned)in->victim[k]);
+            for (const char *c = r; *c; c += strcspn(c, "\n") + (c[strcspn(c, "\n")] != 0)) {
+                unsigned rr;
+                long pid;
+                if (sscanf(c, "%u %ld", &rr, &pid) == 2 && rr == in->victim[k] && pid > 0) {
+                    in->pid[k] = (pid_t)pid;
+                    in->miss[k][0] = '\0';
+                    break;
+                }
+            }
+        }
+        free(r);
+    }
+}
+
+/* Kill the victims of one schedule item; t0 is the run's start. The lock is
+ * not held while the agents are asked (the events go on meanwhile). */
 static void inject(const struct item *it, int64_t t0)
 {
     pthread_mutex_lock(&fe.mu);
@@ -920,43 +1400,41 @@ static void inject(const struct item *it, int64_t t0)
     size_t idx = fe.ninj++;
     if (choose_victims(in) != 0)
         in->skipped = 1;
-    /* Find every pid first, so that "at once" means back to back. */
-    for (size_t k = 0; k < in->nv; k++) {
-        in->pid[k] = (pid_t)scan_run(in->victim[k], 0);
+    for (size_t k = 0; k < in->nv; k++)
         fe.killed[in->victim[k]] = 1;
-    }
     /* The adopter's children are orphans of this injection too, including
      * the first orphan if it is already adopted when the adopter dies. */
     size_t nfirst = it->kind == K_ADOPTER ? 1 : in->nv;
-    for (size_t k = 0; k < nfirst; k++)
-        if (in->pid[k]) {
-            in->kill_us[k] = now_us();
-            kill(in->pid[k], SIGKILL);
-        }
     for (size_t k = 0; k < in->nv; k++)
         add_orphans(in, in->victim[k]);
+    struct injection mine = *in;    /* fe.inj may move while unlocked */
     pthread_mutex_unlock(&fe.mu);
-    if (nfirst < in->nv && in->pid[1]) {
-        sleep_until_us(in->kill_us[0] + ADOPTER_DELAY_MS * 1000);
-        pthread_mutex_lock(&fe.mu);
-        in = &fe.inj[idx];
-        in->kill_us[1] = now_us();
-        kill(in->pid[1], SIGKILL);
-        add_orphans(in, in->victim[1]);
-        pthread_mutex_unlock(&fe.mu);
+    kill_victims(&mine, 0, nfirst);
+    if (nfirst < mine.nv) {
+        sleep_until_us(mine.kill_us[0] + ADOPTER_DELAY_MS * 1000);
+        kill_victims(&mine, nfirst, mine.nv);
     }
     pthread_mutex_lock(&fe.mu);
     in = &fe.inj[idx];
+    memcpy(in->pid, mine.pid, sizeof in->pid);
+    memcpy(in->where, mine.where, sizeof in->where);
+    memcpy(in->miss, mine.miss, sizeof in->miss);
+    memcpy(in->kill_us, mine.kill_us, sizeof in->kill_us);
+    if (nfirst < in->nv)
+        add_orphans(in, in->victim[1]);   /* what it adopted meanwhile */
     printf("t=%.3f s: injection %zu (%s): ", (double)(now_us() - t0) / 1e6, idx + 1, it->text);
     if (in->skipped) {
         printf("nothing killed: %s\n", in->note);
     } else {
         for (size_t k = 0; k < in->nv; k++) {
+            const char *hn = hosts[host_of[in->victim[k]]].name;
             if (in->pid[k])
-                printf("%skilled commnode %u (pid %d)", k ? ", " : "", (unsigned)in->victim[k],
-                       (int)in->pid[k]);
+                printf("%skilled commnode %u on %s (pid %d%s)", k ? ", " : "",
+                       (unsigned)in->victim[k], hn, (int)in->pid[k],
+                       in->where[k] ? ", through its agent" : "");
             else
-                printf("%scommnode %u has no process", k ? ", " : "", (unsigned)in->victim[k]);
+                printf("%scommnode %u on %s not killed: %s", k ? ", " : "",
+                       (unsigned)in->victim[k], hn, in->miss[k]);
         }
         printf("; orphans ");
         print_ranks(stdout, in->orphan, in->norph);
@@ -1004,9 +1482,21 @@ static void wait_quiet(int64_t end_us)
     pthread_mutex_unlock(&fe.mu);
 }
 
-/* The union of every DIR/be-*.txt into in; *files and *lines get counts.
- * Returns 0 or -1 (message printed). */
-static int read_inputs(const char *dir, u64set_t *in, size_t *files, size_t *lines)
+struct befile {                  /* what one back-end wrote it sent */
+    tbon_rank_t rank;
+    uint64_t   *v;               /* in the order it sent them */
+    size_t      n, cap;
+};
+
+static int befile_cmp(const void *a, const void *b)
+{
+    tbon_rank_t x = ((const struct befile *)a)->rank, y = ((const struct befile *)b)->rank;
+    return x < y ? -1 : x > y;
+}
+
+/* Every DIR/be-RANK.txt into *out (in rank order) (malloc'd; the caller frees each v and
+ * the array). Returns how many files, or -1 (message printed). */
+static long read_inputs(const char *dir, struct befile **out)
 {
     DIR *d = opendir(dir);
     if (!d) {
@@ -1015,28 +1505,109 @@ static int read_inputs(const char *dir, u64set_t *in, size_t *files, size_t *lin
     }
     struct dirent *e;
     char path[4400], line[64];
+    long nf = 0, cap = 0;
+    *out = NULL;
     while ((e = readdir(d))) {
         size_t l = strlen(e->d_name);
+        char *end;
         if (strncmp(e->d_name, "be-", 3) != 0 || l < 8 || strcmp(e->d_name + l - 4, ".txt"))
+            continue;
+        unsigned long r = strtoul(e->d_name + 3, &end, 10);
+        if (end != e->d_name + l - 4)
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         FILE *f = fopen(path, "r");
         if (!f)
             continue;
-        (*files)++;
+        if (nf == cap) {
+            cap = cap ? cap * 2 : 64;
+            struct befile *nb = realloc(*out, (size_t)cap * sizeof *nb);
+            if (!nb) {
+                fprintf(stderr, PROG ": out of memory\n");
+                exit(1);
+            }
+            *out = nb;
+        }
+        struct befile *b = &(*out)[nf++];
+        memset(b, 0, sizeof *b);
+        b->rank = (tbon_rank_t)r;
         while (fgets(line, sizeof line, f)) {
-            char *end;
             errno = 0;
             uint64_t v = strtoull(line, &end, 10);
             if (end == line || (*end != '\n' && *end) || errno)
                 continue;
-            set_add(in, v);
-            (*lines)++;
+            if (b->n == b->cap) {
+                b->cap = b->cap ? b->cap * 2 : 256;
+                uint64_t *nv = realloc(b->v, b->cap * sizeof *nv);
+                if (!nv) {
+                    fprintf(stderr, PROG ": out of memory\n");
+                    exit(1);
+                }
+                b->v = nv;
+            }
+            b->v[b->n++] = v;
         }
         fclose(f);
     }
     closedir(d);
-    return 0;
+    if (nf > 1)
+        qsort(*out, (size_t)nf, sizeof **out, befile_cmp);
+    return nf;
+}
+
+/* 1 if back-end rank r had a failure event (it failed, or its host was
+ * cut off). */
+static int be_failed(tbon_rank_t r)
+{
+    return r < tb_topology_size(fe.topo) && fe.failed_us[r] != 0;
+}
+
+/* The values of failed back-ends that did not reach the front-end and that
+ * no live back-end sent: lost with them (the library promises nothing for
+ * what a failed node held or had in flight). Each failed back-end's share is
+ * printed; *nbe gets how many had a loss, and their ranks go to list. The
+ * number of distinct lost values is returned. */
+static size_t report_lost(const struct befile *f, long nf, const u64set_t *live, char *list,
+                          size_t cap, size_t *nbe)
+{
+    u64set_t lost = { 0 };
+    size_t o = 0;
+    *nbe = 0;
+    list[0] = '\0';
+    for (long i = 0; i < nf; i++) {
+        if (!be_failed(f[i].rank))
+            continue;
+        u64set_t mine = { 0 };
+        size_t nlost = 0, holes = 0, last = 0;   /* last: 1 + index of the last arrived */
+        for (size_t k = 0; k < f[i].n; k++)      /* a private value: only it sent it */
+            if (f[i].v[k] >= SHARED_POOL && set_has(&fe.out, f[i].v[k]))
+                last = k + 1;
+        for (size_t k = 0; k < f[i].n; k++) {
+            uint64_t v = f[i].v[k];
+            if (set_has(&fe.out, v) || set_has(live, v) || !set_add(&mine, v))
+                continue;
+            nlost++;
+            holes += k < last;
+            set_add(&lost, v);
+        }
+        printf("  back-end %u on %s failed: sent %zu values, %zu lost", (unsigned)f[i].rank,
+               hosts[host_of[f[i].rank]].name, f[i].n, nlost);
+        if (nlost && !holes)
+            printf(" (every one after its value #%zu, the last that arrived)", last);
+        else if (holes)
+            printf(" (%zu of them before its value #%zu, the last that arrived)", holes, last);
+        printf("\n");
+        if (nlost) {
+            (*nbe)++;
+            if (o + 16 < cap)
+                o += (size_t)snprintf(list + o, cap - o, "%s%u", o ? "," : "",
+                                      (unsigned)f[i].rank);
+        }
+        free(mine.slot);
+    }
+    size_t n = set_size(&lost);
+    free(lost.slot);
+    return n;
 }
 
 /* Remove DIR/be-*.txt (and DIR itself when rmdir_too). */
@@ -1147,6 +1718,146 @@ static int report_recovery(const char *csv, int64_t t0)
     return 0;
 }
 
+/* The hosts of fe.topo: this one (the front-end's topology host, or a name
+ * of this machine) and the others, each with its agent started (its login
+ * overlaps the tree's start-up). Returns 0, or -1 (message printed). */
+static int hosts_init(const char *self)
+{
+    size_t size = tb_topology_size(fe.topo);
+    const char *rsh = getenv("TBON_RSH");
+    agent_rsh = rsh && *rsh ? rsh : TB_DEFAULT_RSH;   /* as the tree's launches */
+    snprintf(agent_self, sizeof agent_self, "%s", self);
+    hosts = calloc(size, sizeof *hosts);
+    host_of = calloc(size, sizeof *host_of);
+    if (!hosts || !host_of) {
+        fprintf(stderr, PROG ": out of memory\n");
+        return -1;
+    }
+    const char *fe_host = tb_topology_host(fe.topo, 0);
+    for (tbon_rank_t r = 0; r < size; r++) {
+        fe.is_be[r] = tb_topology_role(fe.topo, r) == TB_ROLE_BE;
+        const char *hn = tb_topology_host(fe.topo, r);
+        size_t i = 0;
+        while (i < nhosts && strcmp(hosts[i].name, hn) != 0)
+            i++;
+        if (i == nhosts) {
+            hosts[i].name = strdup(hn);
+            if (!hosts[i].name) {
+                fprintf(stderr, PROG ": out of memory\n");
+                return -1;
+            }
+            hosts[i].local = strcmp(hn, fe_host) == 0 || tb_host_is_local(hn);
+            hosts[i].to = hosts[i].from = -1;
+            nhosts++;
+            if (!hosts[i].local && agent_start(&hosts[i]) != 0) {
+                fprintf(stderr, PROG ": host %s: %s\n", hn, hosts[i].why);
+                return -1;
+            }
+        }
+        host_of[r] = i;
+    }
+    return 0;
+}
+
+/* The session id of the running tree, from the attach file the front-end
+ * wrote (docs/user-guide.md, "Attach mode"), into session_id; then every
+ * agent is told. Returns 0, or -1 with a FAIL line printed. */
+static int hosts_session(const char *attach)
+{
+    FILE *f = fopen(attach, "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "session=", 8) == 0 && strlen(line + 8) > 1 &&
+            strlen(line + 8) < sizeof session_id) {
+            line[strcspn(line, "\n")] = '\0';
+            snprintf(session_id, sizeof session_id, "%s", line + 8);
+        }
+    if (f)
+        fclose(f);
+    if (!session_id[0]) {
+        printf(PROG ": FAIL: no session id in the attach file %s\n", attach);
+        return -1;
+    }
+    char cmd[96];
+    snprintf(cmd, sizeof cmd, "session %s", session_id);
+    int fail = 0;
+    for (size_t i = 0; i < nhosts; i++)
+        if (!hosts[i].local && host_send(&hosts[i], cmd) != 0) {
+            printf(PROG ": FAIL: host %s: %s\n", hosts[i].name, hosts[i].why);
+            fail = 1;
+        }
+    /* A login may be slow (a loaded node): as long as a tree's start-up. */
+    int64_t deadline = now_us() + 30 * 1000000LL;
+    for (size_t i = 0; i < nhosts; i++) {
+        if (hosts[i].local || !hosts[i].pid)
+            continue;
+        char *r = host_reply(&hosts[i], deadline);
+        if (!r || strcmp(r, "ok\n") != 0) {
+            printf(PROG ": FAIL: host %s: %s\n", hosts[i].name,
+                   r ? "its agent answered something else than ok" : hosts[i].why);
+            fail = 1;
+        }
+        free(r);
+    }
+    return fail ? -1 : 0;
+}
+
+/* Poll every host until no process of the run is left there, or ms pass.
+ * Returns how many are left in all (each host's printed), or -1 if a host
+ * could not be asked (said). */
+static long hosts_left(int ms)
+{
+    int64_t end = now_us() + (int64_t)ms * 1000;
+    long left;
+    int unasked;
+    char *ans[4096] = { NULL };
+    int sent[4096];
+    size_t nh = nhosts < 4096 ? nhosts : 4096;
+    for (;;) {
+        reap_all();
+        left = 0;
+        unasked = 0;
+        for (size_t i = 0; i < nh; i++) {
+            free(ans[i]);
+            ans[i] = NULL;
+            sent[i] = host_send(&hosts[i], "list") == 0;
+        }
+        for (size_t i = 0; i < nh; i++) {
+            ans[i] = sent[i] ? host_reply(&hosts[i], now_us() + 10 * 1000000LL) : NULL;
+            if (!ans[i]) {
+                unasked++;
+                continue;
+            }
+            for (const char *c = ans[i]; *c; c++)
+                left += *c == '\n';
+        }
+        if ((left == 0 && unasked == 0) || now_us() >= end)
+            break;
+        struct timespec ts = { 0, 50 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    for (size_t i = 0; i < nh; i++) {
+        if (!ans[i] && !hosts[i].local)
+            printf(PROG ": host %s: cannot look for leftovers: %s\n", hosts[i].name,
+                   hosts[i].why);
+        else if (ans[i] && ans[i][0]) {
+            long n = 0;
+            for (const char *c = ans[i]; *c; c++)
+                n += *c == '\n';
+            printf(PROG ": host %s: %ld process%s of the run left (pid rank):", hosts[i].name,
+                   n, n == 1 ? "" : "es");
+            for (char *c = ans[i]; *c;) {
+                size_t l = strcspn(c, "\n");
+                printf(" [%.*s]", (int)l, c);
+                c += l + (c[l] != '\0');
+            }
+            printf("\n");
+        }
+        free(ans[i]);
+    }
+    return unasked ? -1 : left;
+}
+
 /* ------------------------------------------------------------- front-end */
 
 static int fe_main(struct opts *o, const char *self)
@@ -1176,7 +1887,9 @@ static int fe_main(struct opts *o, const char *self)
     }
     size_t size = tb_topology_size(fe.topo), nbe = tb_topology_num_leaves(fe.topo);
     fe.killed = calloc(size, 1);
-    if (!fe.killed)
+    fe.failed_us = calloc(size, sizeof *fe.failed_us);
+    fe.is_be = calloc(size, 1);
+    if (!fe.killed || !fe.failed_us || !fe.is_be || hosts_init(self) != 0)
         return 1;
 
     char dir[4096];
@@ -1222,6 +1935,11 @@ static int fe_main(struct opts *o, const char *self)
     fflush(stdout);
     tbon_fe_options_t fo = { 0 };
     fo.heartbeat_ms = o->heartbeat_ms;
+    /* The attach file tells us the session id (and lets nothing else in:
+     * it is mode 0600 and removed with the session). */
+    char attach[4200];
+    snprintf(attach, sizeof attach, "%s/attach", dir);
+    fo.attach_file = attach;
     const char *const be_argv[] = { "--be", NULL };
     int64_t t_create = now_us();
     tbon_net_t *net = tbon_fe_create(o->topo, self, be_argv, &fo, &err);
@@ -1231,6 +1949,17 @@ static int fe_main(struct opts *o, const char *self)
         return 1;
     }
     printf(PROG ": tree up in %.0f ms\n", (double)(now_us() - t_create) / 1e3);
+    if (hosts_session(attach) != 0) {
+        tbon_net_destroy(net);
+        kill_run();
+        return 1;
+    }
+    size_t nremote = 0;
+    for (size_t i = 0; i < nhosts; i++)
+        nremote += !hosts[i].local;
+    if (nremote)
+        printf(PROG ": session %s; an agent on each of the %zu other host%s\n", session_id,
+               nremote, nremote == 1 ? "" : "s");
     tbon_stream_t *s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), TBON_FILTER_UNION,
                                           TBON_SYNC_DONTWAIT, TBON_FILTER_NULL);
     int rc = s ? tbon_stream_send(s, TAG_START, "%lf %lf %uld %s", o->rate, o->duration,
@@ -1245,6 +1974,7 @@ static int fe_main(struct opts *o, const char *self)
         return 1;
     }
     int64_t t0 = now_us();
+    fe.t0 = t0;
     pthread_t rt, et;
     pthread_create(&rt, NULL, results_main, s);
     pthread_create(&et, NULL, events_main, net);
@@ -1266,40 +1996,73 @@ static int fe_main(struct opts *o, const char *self)
     pthread_join(et, NULL);
     tb_wd_arm("tbon_net_destroy", 60);
     tbon_net_destroy(net);
-    reap_all();
-    long left = 0;
-    for (int i = 0; i < 100 && (left = scan_run(TBON_RANK_NONE, 0)) > 0; i++) {
-        struct timespec ts = { 0, 50 * 1000 * 1000 };
-        nanosleep(&ts, NULL);
-        reap_all();
-    }
-    if (left > 0) {
-        printf(PROG ": %ld process%s of the run left after tbon_net_destroy; killing them\n",
-               left, left == 1 ? "" : "es");
+    /* Every host of the topology, for up to 5 s (the tree's processes
+     * exit within a second of the end of the session). */
+    long left = hosts_left(5000);
+    if (left != 0) {
+        if (left > 0)
+            printf(PROG ": %ld process%s of the run left after tbon_net_destroy; killing "
+                   "them\n", left, left == 1 ? "" : "es");
         kill_run();
     }
+    for (size_t i = 0; i < nhosts; i++)
+        agent_stop(&hosts[i], 3000);
     tb_wd_arm("the checks", 60);
 
-    /* The checks. */
-    u64set_t in = { 0 };
-    size_t files = 0, lines = 0;
-    int fail = read_inputs(dir, &in, &files, &lines) != 0;
-    printf(PROG ": back-ends: %zu files, %zu values sent, %zu distinct; front-end: %zu "
-           "packets, %zu distinct elements\n", files, lines, set_size(&in), fe.packets,
-           set_size(&fe.out));
-    size_t missing = set_diff(&in, &fe.out, "missing at the front-end");
+    /* The checks. What the live back-ends sent must all be there; what
+     * failed back-ends sent and nobody else did may be lost with them. */
+    u64set_t in = { 0 }, live = { 0 };
+    struct befile *bf = NULL;
+    long nf = read_inputs(dir, &bf);
+    int fail = nf < 0;
+    size_t lines = 0, files_live = 0, failed_be = 0, live_nofile = 0;
+    uint8_t *has_file = calloc(size, 1);
+    for (long i = 0; i < nf; i++) {
+        for (size_t k = 0; k < bf[i].n; k++) {
+            set_add(&in, bf[i].v[k]);
+            if (!be_failed(bf[i].rank))
+                set_add(&live, bf[i].v[k]);
+        }
+        lines += bf[i].n;
+        files_live += !be_failed(bf[i].rank);
+        if (has_file && bf[i].rank < size)
+            has_file[bf[i].rank] = 1;
+    }
+    for (tbon_rank_t r = 0; r < size; r++) {
+        if (!fe.is_be[r])
+            continue;
+        failed_be += be_failed(r);
+        if (has_file && !has_file[r] && !be_failed(r))
+            live_nofile++;
+    }
+    free(has_file);
+    printf(PROG ": back-ends: %ld files, %zu values sent, %zu distinct; front-end: %zu "
+           "packets, %zu distinct elements\n", nf < 0 ? 0 : nf, lines, set_size(&in),
+           fe.packets, set_size(&fe.out));
+    size_t missing = set_diff(&live, &fe.out, "missing at the front-end (sent by a live back-end)");
     size_t extra = set_diff(&fe.out, &in, "received but never sent");
+    char lost_ranks[256];
+    size_t lost_be = 0, lost = nf > 0 ? report_lost(bf, nf, &live, lost_ranks,
+                                                     sizeof lost_ranks, &lost_be) : 0;
+    if (lost)
+        printf(PROG ": LOST with failed back-ends: %zu distinct value%s of %zu back-end%s (%s)\n",
+               lost, lost == 1 ? "" : "s", lost_be, lost_be == 1 ? "" : "s", lost_ranks);
+    for (long i = 0; i < nf; i++)
+        free(bf[i].v);
+    free(bf);
     char why[1024] = "";
     size_t wl = 0;
 #define WHY(...) (wl += (size_t)snprintf(why + wl, wl < sizeof why ? sizeof why - wl : 0, \
                                          __VA_ARGS__), fail = 1)
-    if (files != nbe)
-        WHY("%s%zu of %zu back-ends wrote their file", wl ? "; " : "", files, nbe);
+    if (live_nofile)
+        WHY("%s%zu live back-end%s wrote no file%s", wl ? "; " : "", live_nofile,
+            live_nofile == 1 ? "" : "s",
+            nhosts > 1 ? " (is the directory on a file system every host shares? --dir)" : "");
     if (set_size(&in) == 0)
         WHY("%snothing was sent", wl ? "; " : "");
     if (missing || extra)
-        WHY("%soutput != union of inputs (%zu missing, %zu extra)", wl ? "; " : "", missing,
-            extra);
+        WHY("%soutput != union of %sinputs (%zu missing, %zu extra)", wl ? "; " : "",
+            failed_be ? "the live back-ends' " : "", missing, extra);
     if (fe.twice) {
         printf("  reported as new twice (first ones):");
         for (size_t i = 0; i < fe.twice && i < SHOW_MAX; i++)
@@ -1311,13 +2074,16 @@ static int fe_main(struct opts *o, const char *self)
     if (fe.stream_errors)
         WHY("%s%zu stream error%s (%s)", wl ? "; " : "", fe.stream_errors,
             fe.stream_errors == 1 ? "" : "s", fe.stream_error);
-    size_t kills = 0, unreported = 0, skipped = 0, unadopted = 0;
+    size_t kills = 0, unreported = 0, skipped = 0, unadopted = 0, notfound = 0, remote = 0;
     for (size_t i = 0; i < fe.ninj; i++) {
         /* A repeated injection may outlive the commnodes: not a failure. */
         skipped += fe.inj[i].skipped && fe.inj[i].item->kind != K_EVERY;
         for (size_t k = 0; k < fe.inj[i].nv; k++) {
-            if (!fe.inj[i].pid[k])
+            if (!fe.inj[i].pid[k]) {
+                notfound++;
                 continue;
+            }
+            remote += (size_t)fe.inj[i].where[k];
             kills++;
             if (!fe.inj[i].failed_us[k]) {
                 unreported++;
@@ -1334,8 +2100,16 @@ static int fe_main(struct opts *o, const char *self)
     if (skipped)
         WHY("%s%zu injection%s had nothing to kill", wl ? "; " : "", skipped,
             skipped == 1 ? "" : "s");
+    if (notfound)
+        WHY("%s%zu victim%s not found on %s host", wl ? "; " : "", notfound,
+            notfound == 1 ? "" : "s", notfound == 1 ? "its" : "their");
+    if (o->nitems && kills == 0)
+        WHY("%sthe schedule asked for %zu injection%s and no process was killed",
+            wl ? "; " : "", o->nitems, o->nitems == 1 ? "" : "s");
     if (left > 0)
         WHY("%s%ld process%s left", wl ? "; " : "", left, left == 1 ? "" : "es");
+    if (left < 0)
+        WHY("%sa host could not be checked for leftovers", wl ? "; " : "");
     if (unadopted)
         printf("  note: %zu orphan%s never reported adopted\n", unadopted,
                unadopted == 1 ? "" : "s");
@@ -1348,18 +2122,26 @@ static int fe_main(struct opts *o, const char *self)
     if (fail) {
         printf(PROG ": FAIL: %s (back-end files kept in %s)\n", why, dir);
     } else {
-        char k[64] = "no kills";
+        char k[96] = "no kills", l[320] = "";
         if (kills)
-            snprintf(k, sizeof k, "%zu kill%s, each reported failed", kills,
-                     kills == 1 ? "" : "s");
-        printf(PROG ": PASS: %zu distinct elements, output == union of inputs, none reported "
-               "twice, %s, no process left\n", set_size(&in), k);
+            snprintf(k, sizeof k, "%zu kill%s (%zu on other hosts), each reported failed",
+                     kills, kills == 1 ? "" : "s", remote);
+        if (lost)
+            snprintf(l, sizeof l, ", %zu lost with failed back-end%s %s", lost,
+                     lost_be == 1 ? "" : "s", lost_ranks);
+        else if (failed_be)
+            snprintf(l, sizeof l, ", nothing lost with the %zu failed back-end%s", failed_be,
+                     failed_be == 1 ? "" : "s");
+        printf(PROG ": PASS: %zu distinct elements, output == union of %sinputs%s, none "
+               "reported twice, %s, no process left on %zu host%s\n", set_size(&in),
+               failed_be ? "the live back-ends' " : "", l, k, nhosts, nhosts == 1 ? "" : "s");
         if (own_dir)
             clean_dir(dir, 1);
     }
     fflush(stdout);
     tb_wd_arm("exit", 0);
     free(in.slot);
+    free(live.slot);
     return fail;
 }
 
@@ -1368,6 +2150,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--be") == 0)
             return be_main(argc, argv);
+    if (argc == 2 && strcmp(argv[1], "--agent") == 0)
+        return agent_main();
     struct opts o = { 0 };
     parse_args(argc, argv, &o);
     char self[4096];

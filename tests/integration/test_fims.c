@@ -23,9 +23,9 @@ struct run {
     char *out, *err;       /* its stdout and stderr */
 };
 
-/* Run tbon_fims with args (NULL-terminated, without argv[0]); wait at most
- * bound_s seconds, then kill it. */
-static void fims_run(struct run *r, const char *const *args, int bound_s)
+/* Start tbon_fims with args (NULL-terminated, without argv[0]), its stdout
+ * and stderr into th_tmpdir()/fims.out and fims.err. Returns its pid. */
+static pid_t fims_start(const char *const *args)
 {
     char outp[700], errp[700];
     snprintf(outp, sizeof outp, "%s/fims.out", th_tmpdir());
@@ -48,6 +48,16 @@ static void fims_run(struct run *r, const char *const *args, int bound_s)
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
+    return pid;
+}
+
+/* Wait for the tbon_fims of fims_start at most bound_s seconds, then kill
+ * it; its exit status and output go to r. */
+static void fims_wait(struct run *r, pid_t pid, int bound_s)
+{
+    char outp[700], errp[700];
+    snprintf(outp, sizeof outp, "%s/fims.out", th_tmpdir());
+    snprintf(errp, sizeof errp, "%s/fims.err", th_tmpdir());
     r->status = -1;
     int64_t deadline = it_now_ms() + (int64_t)bound_s * 1000;
     int st;
@@ -67,6 +77,12 @@ static void fims_run(struct run *r, const char *const *args, int bound_s)
     }
     r->out = th_read_file(outp);
     r->err = th_read_file(errp);
+}
+
+/* Run tbon_fims with args; wait at most bound_s seconds, then kill it. */
+static void fims_run(struct run *r, const char *const *args, int bound_s)
+{
+    fims_wait(r, fims_start(args), bound_s);
 }
 
 static void fims_show(const struct run *r)
@@ -211,4 +227,138 @@ ITEST(fims_node_and_parent)
 ITEST(fims_8x8_every_2s)
 {
     scenario("8x8", 20, "2:every=2", 1);
+}
+
+/* ---- other hosts (issue 16) ---- */
+
+/* The FE on localhost, commnodes and back-ends also on two made-up hosts
+ * reached through the stand-in remote shell (tests/integration/rsh-local):
+ * the victims there are found and killed by the tool's agent on that host,
+ * which it started through that shell ($TBON_RSH), as it would over ssh.
+ * The made-up hosts are addresses of TEST-NET-2 and -3 (RFC 5737; this
+ * machine may have one of TEST-NET-1, as here): no resolver is
+ * asked (a name that does not resolve may take seconds to fail), and they
+ * are not this machine's, so every process there goes through rsh-local. */
+#define HOST_A "198.51.100.1"
+#define HOST_B "203.0.113.1"
+ITEST(fims_remote_kills)
+{
+    const char *rsh = it_src_path("tests/integration/rsh-local");
+    char rshp[PATH_MAX + 256], log[700];
+    snprintf(rshp, sizeof rshp, "%s", rsh);
+    REQUIRE(access(rshp, X_OK) == 0);
+    snprintf(log, sizeof log, "%s/rsh.log", th_tmpdir());
+    setenv("TBON_RSH", rshp, 1);
+    setenv("TBON_RSH_LOG", log, 1);
+    /* ranks 1 A:0, 2 B:0, 3 localhost:1, 4 A:1 are the commnodes */
+    const char *topo = th_write_file("hosts.top",
+        "localhost:0 => " HOST_A ":0 " HOST_B ":0 localhost:1 " HOST_A ":1 ;\n"
+        HOST_A ":0 => " HOST_B ":1 localhost:2 " HOST_A ":2 " HOST_B ":2 ;\n"
+        HOST_B ":0 => localhost:3 " HOST_A ":3 " HOST_B ":3 localhost:4 ;\n"
+        "localhost:1 => " HOST_A ":4 " HOST_B ":4 localhost:5 " HOST_A ":5 ;\n"
+        HOST_A ":1 => " HOST_B ":5 localhost:6 " HOST_A ":6 " HOST_B ":6 ;\n");
+    int tool_s = IT_ASAN ? 150 : 90;
+    char tmo[16];
+    snprintf(tmo, sizeof tmo, "%d", tool_s);
+    alarm((unsigned)tool_s + 60);
+    /* Every commnode in turn: three of the four live on the made-up hosts. */
+    const char *args[] = { "-t", topo, "--duration", "5", "--timeout", tmo, "--seed", "7",
+                           "--schedule", "1:one,2:one,3:one,4:one", NULL };
+    struct run r;
+    fims_run(&r, args, tool_s + 30);
+    unsetenv("TBON_RSH");
+    unsetenv("TBON_RSH_LOG");
+    int ok = r.status == 0 && r.out && strstr(r.out, PROG_VERDICT_PASS);
+    if (!ok)
+        th_fail(__FILE__, __LINE__, "tbon_fims over made-up hosts: exit %d, no PASS verdict",
+                r.status);
+    /* 4 kills, 3 of them on other hosts, and the agents named their pids. */
+    CHECK(r.out && strstr(r.out, "4 kills (3 on other hosts), each reported failed"));
+    CHECK(r.out && strstr(r.out, "on " HOST_A " (pid ") && strstr(r.out, "on " HOST_B " (pid "));
+    CHECK(r.out && strstr(r.out, "no process left on 3 hosts"));
+    /* The agents went through the remote shell: one per made-up host. */
+    char *hl = th_read_file(log);
+    CHECK(hl && strstr(hl, HOST_A "\n") && strstr(hl, HOST_B "\n") && !strstr(hl, "localhost"));
+    free(hl);
+    if (th_failures)
+        fims_show(&r);
+    fims_free(&r);
+}
+
+/* A schedule that finds nothing to kill (a tree without commnodes) must
+ * not pass as a run "with no kills": it says so and fails. */
+ITEST(fims_schedule_without_kills_fails)
+{
+    tbon_rank_t be[IT_MAX_BE];
+    size_t nbe;
+    const char *topo = it_topo_shape("4", be, IT_MAX_BE, &nbe);
+    REQUIRE(topo);
+    alarm(120);
+    const char *args[] = { "-t", topo, "--duration", "2", "--timeout", "60", "--schedule",
+                           "0.5:every=0.5", NULL };
+    struct run r;
+    fims_run(&r, args, 90);
+    CHECK_INT(r.status, 1);
+    CHECK(r.out && strstr(r.out, "tbon_fims: FAIL: ") &&
+          strstr(r.out, "the schedule asked for 3 injections and no process was killed"));
+    CHECK(r.out && !strstr(r.out, PROG_VERDICT_PASS));
+    if (th_failures)
+        fims_show(&r);
+    fims_free(&r);
+}
+
+/* A back-end killed with SIGKILL in the middle of the run (by the test, not
+ * by the tool): the tool prints its failure when the event comes, counts
+ * what it sent and did not arrive as lost with it (or says nothing was
+ * lost), and passes: every value of the live back-ends arrived. */
+ITEST(fims_backend_failure_is_loss_not_missing)
+{
+    tbon_rank_t be[IT_MAX_BE];
+    size_t nbe;
+    const char *topo = it_topo_shape("2x2", be, IT_MAX_BE, &nbe);
+    REQUIRE(topo && nbe == 4);
+    alarm(150);
+    char dir[700], file[800];
+    snprintf(dir, sizeof dir, "%s/values", th_tmpdir());
+    snprintf(file, sizeof file, "%s/be-%u.txt", dir, (unsigned)be[1]);
+    const char *args[] = { "-t", topo, "--duration", "4", "--rate", "50", "--timeout", "90",
+                           "--dir", dir, NULL };
+    pid_t fims = fims_start(args);
+    /* Once it has sent for a while (50 packets of 4 values: 1 s). */
+    int64_t end = it_now_ms() + 30000;
+    char *text = NULL;
+    size_t lines = 0;
+    while (it_now_ms() < end) {
+        free(text);
+        text = th_read_file(file);
+        lines = 0;
+        for (const char *c = text; c && *c; c++)
+            lines += *c == '\n';
+        if (lines >= 200)
+            break;
+        it_sleep_ms(20);
+    }
+    free(text);
+    pid_t victim = it_pid_of("tbon_fims", be[1]);
+    if (lines < 200 || !victim)
+        th_fail(__FILE__, __LINE__, "back-end %u: %zu values sent, pid %d", (unsigned)be[1],
+                lines, (int)victim);
+    else
+        kill(victim, SIGKILL);
+    struct run r;
+    fims_wait(&r, fims, 120);
+    char said[160], counted[160];
+    snprintf(said, sizeof said, "back-end %u on localhost failed (not killed by this run)",
+             (unsigned)be[1]);
+    snprintf(counted, sizeof counted, "  back-end %u on localhost failed: sent ", (unsigned)be[1]);
+    CHECK_INT(r.status, 0);
+    CHECK(r.out && strstr(r.out, said) && strstr(r.out, counted));
+    CHECK(r.out && strstr(r.out, "tbon_fims: PASS: ") &&
+          strstr(r.out, "output == union of the live back-ends' inputs, "));
+    CHECK(r.out && (strstr(r.out, "lost with failed back-end ") ||
+                    strstr(r.out, "nothing lost with the 1 failed back-end")));
+    CHECK(r.out && !strstr(r.out, "missing at the front-end"));
+    if (th_failures)
+        fims_show(&r);
+    fims_free(&r);
 }
