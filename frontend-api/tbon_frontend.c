@@ -582,16 +582,53 @@ enum origin { ORIGIN_ALL, ORIGIN_BACKEND, ORIGIN_PARTIAL };
  * back-ends of a complete wave, or the result's number within its wave). */
 /* " (from 13 back-ends)", and the back-ends cut off from the tree, if any:
  * " (from 13 back-ends; cut off: 17)"; ncut may exceed the ranks given. */
+/* The events taken from the library since the last drain_events: those of
+ * the wave under way (a result may need them), printed after it. */
+static tbon_event_t g_ev[256];
+static size_t g_nev;
+
+static void take_events(tbon_net_t *net)
+{
+    while (g_nev < sizeof g_ev / sizeof g_ev[0] &&
+           tbon_net_next_event(net, &g_ev[g_nev], 0) == 0)
+        g_nev++;
+}
+
+/* The nodes whose subtree the waves in flight may miss (TBON_EV_DATA_LOST
+ * since the last drain), up to cap of them; returns how many. */
+static size_t lossy_subtrees(tbon_rank_t *out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < g_nev; i++)
+        if (g_ev[i].type == TBON_EV_DATA_LOST) {
+            if (n < cap)
+                out[n] = g_ev[i].rank;
+            n++;
+        }
+    return n;
+}
+
+static void print_ranks(const char *what, const tbon_rank_t *r, size_t n)
+{
+    if (!n)
+        return;
+    printf("; %s", what);
+    for (size_t i = 0; i < n && i < 8; i++)
+        printf(" %" PRIu32, r[i]);
+    if (n > 8)
+        printf(" and %zu more", n - 8);
+}
+
+/* " (from 13 back-ends)", the back-ends cut off from the tree, if any
+ * (" (from 13 back-ends; cut off: 17)"), and the subtrees a wave in flight
+ * during a failure may lack ("; may miss the subtree of: 2"). */
 static void print_from(size_t n, const tbon_rank_t *cut, size_t ncut)
 {
+    tbon_rank_t lossy[8];
+    size_t nl = lossy_subtrees(lossy, 8);
     printf(" (from %zu back-end%s", n, n == 1 ? "" : "s");
-    if (ncut) {
-        printf("; cut off:");
-        for (size_t i = 0; i < ncut && i < 8; i++)
-            printf(" %" PRIu32, cut[i]);
-        if (ncut > 8)
-            printf(" and %zu more", ncut - 8);
-    }
+    print_ranks("cut off:", cut, ncut);
+    print_ranks("may miss the subtree of:", lossy, nl);
     printf(")\n");
 }
 
@@ -633,11 +670,11 @@ static void drain_events(const struct cli *c, tbon_net_t *net)
         [TBON_EV_NODE_JOINED] = "node_joined", [TBON_EV_NODE_LEFT] = "node_left",
         [TBON_EV_VIEW_STABLE] = "view_stable", [TBON_EV_DATA_LOST] = "data_lost",
     };
-    tbon_event_t ev;
-
-    if (!c->events)
-        return;
-    while (tbon_net_next_event(net, &ev, 0) == 0) {
+    take_events(net);
+    size_t nev = g_nev;
+    g_nev = 0;
+    for (size_t k = 0; c->events && k < nev; k++) {
+        const tbon_event_t ev = g_ev[k];
         const char *name = (unsigned)ev.type < sizeof names / sizeof names[0] &&
                            names[ev.type] ? names[ev.type] : "unknown";
         if (c->json) {
@@ -767,6 +804,7 @@ static int run_wave(const struct cli *c, tbon_net_t *net, tbon_stream_t *s, unsi
          * adoption yet) are not in the result: say so, by rank. */
         tbon_rank_t cut[8];
         int ncut = tbon_fe_cut_off(net, cut, 8);
+        take_events(net);
         size_t live = tbon_net_num_backends(net);
         ncut = ncut < 0 ? 0 : ncut;
         print_result(c, w, p, ORIGIN_ALL, live > (size_t)ncut ? live - (size_t)ncut : 0, cut,
