@@ -202,3 +202,58 @@ ITEST(cut_off_backends_named)
         kill(pb[i], SIGCONT);
     it_stop(&t);
 }
+
+/* tbon_frontend when every back-end is gone (their host fell off, say): the
+ * wave under way ends with an error naming why, instead of a wait for ever. */
+ITEST(frontend_ends_when_no_backend_is_left)
+{
+    char fe[PATH_MAX + 32], be[PATH_MAX + 32], out[600], err[600];
+    snprintf(fe, sizeof fe, "%s/bin/tbon_frontend", it_build_dir());
+    snprintf(be, sizeof be, "%s/bin/tbon_example_be", it_build_dir());
+    snprintf(out, sizeof out, "%s/fe.out", th_tmpdir());
+    snprintf(err, sizeof err, "%s/fe.err", th_tmpdir());
+    const char *topo = th_write_file("two.top", "localhost:0 => localhost:1 localhost:2 ;\n");
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(o, 1);
+        dup2(e, 2);
+        execl(fe, fe, "-t", topo, "-b", be, "-w", "100000", "--", "--delay", "30", (char *)NULL);
+        _exit(127);
+    }
+    /* wait for wave 1, then kill both back-ends */
+    int64_t end = it_now_ms() + 20000;
+    char *text = NULL;
+    while (it_now_ms() < end) {
+        free(text);
+        text = th_read_file(out);
+        if (text && strstr(text, "wave 1:"))
+            break;
+        it_sleep_ms(20);
+    }
+    CHECK(text && strstr(text, "wave 1:"));
+    free(text);
+    pid_t b1 = it_pid_of("tbon_example_be", 1), b2 = it_pid_of("tbon_example_be", 2);
+    CHECK(b1 > 0 && b2 > 0);
+    if (b1 > 0)
+        kill(b1, SIGKILL);
+    if (b2 > 0)
+        kill(b2, SIGKILL);
+    int st = -1;
+    pid_t r = 0;
+    while (it_now_ms() < end && (r = waitpid(pid, &st, WNOHANG)) == 0)
+        it_sleep_ms(20);
+    if (r != pid) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        th_fail(__FILE__, __LINE__, "tbon_frontend still waiting 20 s after its back-ends died");
+        return;
+    }
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    text = th_read_file(err);
+    CHECK(text && strstr(text, "no back-end is left to answer"));
+    free(text);
+    it_check_no_procs("after tbon_frontend ended");
+}
