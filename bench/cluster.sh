@@ -202,4 +202,14 @@ echo "| tree start-up, 4 nodes x 4 back-ends (21 processes), \`--slurm\` | \`sal
 | tree start-up, 1,024 back-ends ($big_n processes, 8 x 128), \`--slurm\` | \`salloc -N$NODES tbon_frontend --slurm --be-per-node 128 -b tbon_example_be -w 0\` (2 srun steps) | $(med "$work/sl_big") | s | runs: $(all "$work/sl_big"); the allocation included; FE's start-up (to 0.1 s): median $(med "$work/sl_big.fe") s |"
 
 [ "$status" -eq 0 ] || echo "**Some runs failed in this run (see stderr); medians are of the runs that were timed.**"
+
+# tbon_stat --jobid on the same cluster (its 256-task job takes 4 of the nodes)
+echo
+echo "== bench/cluster_stat.sh" >&2
+quiet
+mkdir -p "$work/stat"
+CASE_TMP=$work/stat "$TBON/bench/cluster_stat.sh" || {
+    echo "**bench/cluster_stat.sh failed in this run (see stderr).**"
+    status=1
+}
 exit "$status"

@@ -229,17 +229,16 @@ fi
 } >>"$tmp"
 rm -f "$stat_rows"
 
-# Across hosts (issue 16): on emulated clusters of their own (root; each
-# script says so in its section when it cannot run here).
-for x in bench/cluster.sh bench/cluster_stat.sh; do
-    [ -x "$x" ] || continue
+# Across hosts (issue 16): on an emulated cluster of its own (root; it says
+# so in its section when it cannot run here), tbon_stat --jobid included.
+if [ -x bench/cluster.sh ]; then
     quiet
-    echo "== $x" >&2
-    if ! "$x" "$b" >>"$tmp"; then
-        echo "$x failed" >&2
+    echo "== bench/cluster.sh" >&2
+    if ! bench/cluster.sh "$b" >>"$tmp"; then
+        echo "bench/cluster.sh failed" >&2
         status=1
     fi
-done
+fi
 
 mv "$tmp" "$out"
 trap - EXIT

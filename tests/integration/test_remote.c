@@ -1,9 +1,10 @@
 /* test_remote.c - starting trees whose nodes are "on other hosts", on one
- * machine: topology hosts that are not this machine go through the remote
- * shell stand-in tests/integration/rsh-local, which can give the remote
- * command a login's environment only (TBON_RSH_CLEAN_ENV) and take its time
- * (TBON_RSH_DELAY_S). The real thing, on the emulated cluster, is in
- * tests/cluster/. */
+ * machine. Topology hosts that are not this machine are TEST-NET-2 addresses
+ * (RFC 5737: no resolver is asked, and a UDP socket's route lookup sends
+ * nothing); they go through the remote shell stand-in
+ * tests/integration/rsh-local, which can give the remote command a login's
+ * environment only (TBON_RSH_CLEAN_ENV) and take its time (TBON_RSH_DELAY_S).
+ * The real thing, on the emulated cluster, is in tests/cluster/. */
 #include "itest.h"
 
 static const char *rsh(void)
@@ -45,8 +46,8 @@ ITEST(remote_environment_travels)
     setenv("LD_LIBRARY_PATH", "/opt/x/lib", 1);
     setenv("MY_TOOL_CONF", "a b 'c'", 1);
     setenv("NOT_ASKED_FOR", "no", 1);
-    const char *topo = th_write_file("env.top", "localhost:0 => node-a:0 ;\n"
-                                                "node-a:0 => node-b:0 node-b:1 ;\n");
+    const char *topo = th_write_file("env.top", "localhost:0 => 198.51.100.1:0 ;\n"
+                                                "198.51.100.1:0 => 198.51.100.2:0 198.51.100.2:1 ;\n");
     tbon_fe_options_t o = { .rsh = rsh(), .env = "MY_TOOL_CONF", .startup_timeout_ms = 20000 };
     tbon_error_t err = { 0 };
     tbon_net_t *net = tbon_fe_create(topo, it_be_path(), NULL, &o, &err);
@@ -70,7 +71,7 @@ ITEST(remote_environment_travels)
  * nodes on the old front-end host stay where the topology put them. */
 ITEST(fe_host_elsewhere)
 {
-    const char *topo = th_write_file("else.top", "node-x:0 => localhost:1 localhost:2 ;\n");
+    const char *topo = th_write_file("else.top", "198.51.100.9:0 => localhost:1 localhost:2 ;\n");
     tbon_fe_options_t o = { .rsh = rsh() };
     tbon_error_t err = { 0 };
     char me[256] = "";
@@ -78,14 +79,14 @@ ITEST(fe_host_elsewhere)
     tbon_net_t *net = tbon_fe_create(topo, it_be_path(), NULL, &o, &err);
     CHECK(net == NULL);
     CHECK_INT(err.code, TBON_ETOPOLOGY);
-    CHECK(strstr(err.msg, "front-end on host node-x") != NULL);
+    CHECK(strstr(err.msg, "front-end on host 198.51.100.9") != NULL);
     CHECK(strstr(err.msg, me) != NULL);
     CHECK(strstr(err.msg, "--fe-host") != NULL);
     tbon_net_destroy(net);
-    o.fe_host = "node-y";                 /* not this host either */
+    o.fe_host = "198.51.100.10";                 /* not this host either */
     net = tbon_fe_create(topo, it_be_path(), NULL, &o, &err);
     CHECK(net == NULL);
-    CHECK(strstr(err.msg, "node-y") != NULL);
+    CHECK(strstr(err.msg, "198.51.100.10") != NULL);
     tbon_net_destroy(net);
     o.fe_host = "localhost";
     net = tbon_fe_create(topo, it_be_path(), NULL, &o, &err);
@@ -104,8 +105,8 @@ ITEST(fe_host_elsewhere)
  * what it said, not only that it exited. */
 ITEST(remote_failure_explained)
 {
-    const char *topo = th_write_file("die.top", "localhost:0 => node-a:0 ;\n"
-                                                "node-a:0 => node-c:0 node-c:1 ;\n");
+    const char *topo = th_write_file("die.top", "localhost:0 => 198.51.100.1:0 ;\n"
+                                                "198.51.100.1:0 => 198.51.100.3:0 198.51.100.3:1 ;\n");
     const char *argv[] = { "--die-at-start", NULL };
     tbon_fe_options_t o = { .rsh = rsh(), .startup_timeout_ms = 20000 };
     tbon_error_t err = { 0 };
@@ -113,7 +114,7 @@ ITEST(remote_failure_explained)
     CHECK(net == NULL);
     tbon_net_destroy(net);
     CHECK_INT(err.code, TBON_ELAUNCH);
-    CHECK(strstr(err.msg, "on host node-c exited with status 3 before it was ready: "
+    CHECK(strstr(err.msg, "on host 198.51.100.3 exited with status 3 before it was ready: "
                           "tbon_test_be: dying at start as asked") != NULL);
     it_check_no_procs("after a failed start");
 }
@@ -124,9 +125,9 @@ ITEST(remote_failure_explained)
 ITEST(slow_logins_no_fencing)
 {
     setenv("TBON_RSH_DELAY_S", "1.2", 1);
-    const char *topo = th_write_file("slow.top", "localhost:0 => node-a:0 node-b:0 ;\n"
-                                                 "node-a:0 => node-a:1 node-c:0 ;\n"
-                                                 "node-b:0 => node-b:1 node-d:0 ;\n");
+    const char *topo = th_write_file("slow.top", "localhost:0 => 198.51.100.1:0 198.51.100.2:0 ;\n"
+                                                 "198.51.100.1:0 => 198.51.100.1:1 198.51.100.3:0 ;\n"
+                                                 "198.51.100.2:0 => 198.51.100.2:1 198.51.100.4:0 ;\n");
     tbon_fe_options_t o = { .rsh = rsh(), .heartbeat_ms = 500, .startup_timeout_ms = 20000 };
     tbon_error_t err = { 0 };
     tbon_net_t *net = tbon_fe_create(topo, it_be_path(), NULL, &o, &err);
