@@ -55,12 +55,16 @@
  * 5 ms, on this machine). */
 #define TB_VIEW_HOLD_MS 50
 /* An alive node without a parent for this long is taken for failed (ms):
- * half the heartbeat timeout, at least a second; 10 s without heartbeats.
- * A live orphan learns of its parent's failure when the FE does (the
- * connection's end, or the same silence: beats go to parent and children
- * together) and is adopted within milliseconds; one that never asks is cut
- * off with its parent (a host that lost its network, the orphan on the same
- * host), and only this deadline finds it. */
+ * one heartbeat timeout, at least a second; 10 s without heartbeats. A live
+ * orphan learns of its parent's failure when the FE does (the connection's
+ * end, or the same silence: beats go to parent and children together) and
+ * is adopted within milliseconds; one that never asks is cut off with its
+ * parent (a host that lost its network, the orphan on the same host), and
+ * only this deadline finds it. It was twice the timeout, which found such an
+ * orphan only three timeouts after the loss; half of it left a live orphan
+ * whose own look came late on a starved machine too little slack (its
+ * detection may trail the FE's by up to a quarter of the timeout, a beat's
+ * period, plus the time its EDS thread waits for a CPU). */
 #define TB_VIEW_ORPHAN_MIN_MS 1000
 #define TB_VIEW_ORPHAN_NOHB_MS 10000
 
@@ -380,7 +384,7 @@ static int64_t orphan_ms(const tb_node_t *n)
     int hb = n->cfg.heartbeat_ms;
     if (hb <= 0)
         return TB_VIEW_ORPHAN_NOHB_MS;
-    return hb / 2 > TB_VIEW_ORPHAN_MIN_MS ? hb / 2 : TB_VIEW_ORPHAN_MIN_MS;
+    return hb > TB_VIEW_ORPHAN_MIN_MS ? hb : TB_VIEW_ORPHAN_MIN_MS;
 }
 
 static void join_timeouts(tb_node_t *n, int64_t now);
