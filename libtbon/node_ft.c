@@ -193,6 +193,13 @@ int tb_ft_apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t i
         tb_eds_report(n->eds, dead ? 1 : 2, r, p, inc);
         tb_view_note(n, kind, r, p, inc);
     }
+    /* One truth: a child that the view has failed is fenced here too, or we
+     * would go on counting its input and waiting for its acknowledgements
+     * (an orphan that reached us, then stopped before its adoption was
+     * reported, is declared failed by the FE while still our child). */
+    int i = news && kind == TB_V_FAILED ? tb_node_child_index(n, r) : -1;
+    if (i >= 0 && n->child[i].conn)
+        tb_node_close_child(n, (size_t)i, "failed in the view");
     return news;
 }
 
