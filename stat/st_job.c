@@ -1,6 +1,7 @@
 /* st_job.c - the tasks of a Slurm job on this node, and what the front-end
  * asks Slurm (scontrol) */
 #include "st_job.h"
+#include "st_tasks.h"
 
 #include <tbon/tbon.h>
 
@@ -128,24 +129,6 @@ struct cand {
     int wrapper;
 };
 
-static pid_t parent_of(pid_t pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t k = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (k <= 0)
-        return -1;
-    buf[k] = '\0';
-    char *rp = strrchr(buf, ')');
-    int ppid;
-    if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
-        return -1;
-    return (pid_t)ppid;
-}
 
 static int in_list(pid_t p, const pid_t *v, size_t n)
 {
@@ -230,7 +213,7 @@ int st_job_scan(uint32_t job, const uint32_t *steps, size_t nsteps, uint32_t ski
                 cap = ncap;
             }
             struct cand *x = &c[nc++];
-            *x = (struct cand){ .pid = pid, .ppid = parent_of(pid) };
+            *x = (struct cand){ .pid = pid, .ppid = st_proc_parent(pid) };
             x->t.pid = pid;
             x->t.step = (uint32_t)s;
             st_env_rank(env, len, &x->t.rank, &x->t.size);
@@ -251,7 +234,7 @@ int st_job_scan(uint32_t job, const uint32_t *steps, size_t nsteps, uint32_t ski
                     next = c[k].ppid;
                     break;
                 }
-            a = next >= 0 ? next : parent_of(a);
+            a = next >= 0 ? next : st_proc_parent(a);
         }
     }
     st_jtask_t *v = rc == 0 ? malloc((nc ? nc : 1) * sizeof *v) : NULL;

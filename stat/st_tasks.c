@@ -155,19 +155,29 @@ int st_tasks_read_file(st_tasks_t *t, const char *path, char *err, size_t errlen
 
 /* ---- /proc ---- */
 
-/* The parent of pid from /proc/PID/stat, or -1. */
-static pid_t parent_of(pid_t pid)
+ssize_t st_proc_read(pid_t pid, const char *name, char *buf, size_t cap)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (fd < 0 || cap == 0) {
+        if (fd >= 0)
+            close(fd);
         return -1;
-    ssize_t k = read(fd, buf, sizeof buf - 1);
+    }
+    ssize_t k = read(fd, buf, cap - 1);
     close(fd);
     if (k <= 0)
         return -1;
     buf[k] = '\0';
+    return k;
+}
+
+pid_t st_proc_parent(pid_t pid)
+{
+    char buf[512];
+    if (st_proc_read(pid, "stat", buf, sizeof buf) < 0)
+        return -1;
     char *rp = strrchr(buf, ')');        /* the command may hold spaces and ')' */
     int ppid;
     if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
@@ -201,7 +211,7 @@ struct proc {
 
 int st_tasks_from_launcher(st_tasks_t *t, pid_t launcher, char *err, size_t errlen)
 {
-    if (parent_of(launcher) < 0)
+    if (st_proc_parent(launcher) < 0)
         return errf(err, errlen, TBON_EINVAL, "-P %d: no such process", (int)launcher);
     DIR *d = opendir("/proc");
     if (!d)
@@ -214,7 +224,7 @@ int st_tasks_from_launcher(st_tasks_t *t, pid_t launcher, char *err, size_t errl
         pid_t pid;
         if (parse_pid(de->d_name, strlen(de->d_name), &pid))
             continue;
-        pid_t pp = parent_of(pid);
+        pid_t pp = st_proc_parent(pid);
         if (pp < 0)
             continue;
         if (np == cap) {
@@ -302,16 +312,10 @@ static void exe_base(pid_t pid, char *buf, size_t cap)
  * option or an option's value (user@ removed), into out. */
 static int ssh_host(pid_t pid, char *out, size_t cap)
 {
-    char path[64], buf[4096];
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    char buf[4096];
+    ssize_t k = st_proc_read(pid, "cmdline", buf, sizeof buf);
+    if (k < 0)
         return -1;
-    ssize_t k = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (k <= 0)
-        return -1;
-    buf[k] = '\0';
     static const char with_value[] = "BbcDEeFIiJLlmOoPpQRSWw";
     size_t off = strlen(buf) + 1;       /* past argv[0] */
     while (off < (size_t)k) {
@@ -359,7 +363,7 @@ int st_tasks_launcher_remote(pid_t launcher, pid_t *srun, char *hosts, size_t ca
             exe_base(a, an, sizeof an);
             if (strcmp(an, "srun") == 0)
                 outer_srun = a;
-            a = parent_of(a);
+            a = st_proc_parent(a);
             under = a == launcher;
         }
         if (!under)

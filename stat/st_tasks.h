@@ -63,4 +63,10 @@ const char *st_task_exe_name(pid_t pid);
 
 void st_tasks_free(st_tasks_t *t);
 
+/* /proc/PID/NAME (stat, cmdline, ...): at most cap - 1 bytes into buf,
+ * NUL-terminated; the length, or -1 (gone, unreadable, empty). */
+ssize_t st_proc_read(pid_t pid, const char *name, char *buf, size_t cap);
+/* The parent of pid from /proc/PID/stat, or -1. */
+pid_t st_proc_parent(pid_t pid);
+
 #endif

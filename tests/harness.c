@@ -197,3 +197,22 @@ int main(int argc, char **argv)
     printf("%s: %d passed, %d failed\n", prog, passed, failed);
     return failed ? 1 : 0;
 }
+
+int th_wait_comm(int pid, const char *name, int ms)
+{
+    for (int waited = 0; waited <= ms; waited += 10) {
+        char path[64], buf[64] = "";
+        snprintf(path, sizeof path, "/proc/%d/comm", pid);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (!fgets(buf, sizeof buf, f))
+                buf[0] = 0;
+            fclose(f);
+        }
+        if (strncmp(buf, name, strlen(name)) == 0)
+            return 1;
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}

@@ -62,6 +62,10 @@ const char *th_write_file(const char *name, const char *text);
  * NULL when out of memory). */
 char *th_read_file(const char *path);
 
+/* Wait (at most ms) until process pid has exec'ed name (its /proc/PID/comm
+ * starts with it). 1 once it has, 0 on time-out. */
+int th_wait_comm(int pid, const char *name, int ms);
+
 /* Deterministic pseudo-random numbers (xorshift64*), so that a failing case
  * reproduces: the next value from *state, which must not be 0. */
 uint64_t th_rand(uint64_t *state);

@@ -140,25 +140,6 @@ static size_t scan_until(uint32_t job, const uint32_t *steps, size_t nsteps, uin
     }
 }
 
-/* Has pid exec'ed (its /proc/PID/comm is name)? Waits 5 s at most. */
-static void wait_comm(pid_t pid, const char *name)
-{
-    for (int i = 0; i < 500; i++) {
-        char path[64], buf[64] = "";
-        snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
-        FILE *f = fopen(path, "r");
-        if (f) {
-            if (!fgets(buf, sizeof buf, f))
-                buf[0] = 0;
-            fclose(f);
-        }
-        if (strncmp(buf, name, strlen(name)) == 0)
-            return;
-        struct timespec ts = { 0, 10 * 1000 * 1000 };
-        nanosleep(&ts, NULL);
-    }
-}
-
 TEST(job_tasks_from_proc)
 {
     /* A job id no real job here has. */
@@ -173,7 +154,7 @@ TEST(job_tasks_from_proc)
     pid_t own = kids[nk++] = fake_task(job, 7, 0, 1, 0);     /* tbon_stat's own step */
     for (int i = 0; i < nk; i++)
         if (kids[i] != wr)
-            wait_comm(kids[i], "sleep");
+            th_wait_comm(kids[i], "sleep", 5000);
 
     /* Every step but 7: ranks 0 and 1 of step 0 (1 is the sleep, not its
      * shell), rank 0 of step 1. Rank 2 of step 0 is not there: size says 3. */

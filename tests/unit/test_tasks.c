@@ -69,23 +69,6 @@ static pid_t sleeper(const char *var, long rank, const char *exe)
     return pid;
 }
 
-static void wait_exec(pid_t pid, const char *name)
-{
-    for (int i = 0; i < 200; i++) {
-        char path[64], buf[64] = "";
-        snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
-        FILE *f = fopen(path, "r");
-        if (f) {
-            if (!fgets(buf, sizeof buf, f))
-                buf[0] = 0;
-            fclose(f);
-        }
-        if (strncmp(buf, name, strlen(name)) == 0)
-            return;
-        struct timespec ts = { 0, 10 * 1000 * 1000 };
-        nanosleep(&ts, NULL);
-    }
-}
 
 TEST(ranks_from_environment)
 {
@@ -94,7 +77,7 @@ TEST(ranks_from_environment)
     p[1] = sleeper("PMI_RANK", 0, "/bin/sleep");
     p[2] = sleeper("PMI_RANK", 1, "/bin/sleep");
     for (int i = 0; i < 3; i++)
-        wait_exec(p[i], "sleep");
+        th_wait_comm(p[i], "sleep", 2000);
     st_tasks_t t = { 0 };
     char list[64], err[256];
     snprintf(list, sizeof list, "%d,%d,%d,%d", (int)p[0], (int)p[1], (int)p[2], (int)p[0]);
@@ -110,7 +93,7 @@ TEST(ranks_from_environment)
     st_tasks_free(&t);
     /* One without a rank: positions, in list order. */
     pid_t q = sleeper(NULL, 0, "/bin/sleep");
-    wait_exec(q, "sleep");
+    th_wait_comm(q, "sleep", 2000);
     snprintf(list, sizeof list, "%d,%d,%d", (int)p[0], (int)q, (int)p[1]);
     CHECK_INT(st_tasks_parse_list(&t, list, err, sizeof err), 0);
     CHECK_INT(st_tasks_rank(&t), 0);
