@@ -21,19 +21,6 @@
 
 extern char **environ;
 
-static int errf(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int errf(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 /* A whole decimal number of at most 10 digits in s[0..len), or -1. */
 static long long decimal(const char *s, size_t len)
@@ -172,7 +159,7 @@ int st_job_scan(uint32_t job, const uint32_t *steps, size_t nsteps, uint32_t ski
     *n = 0;
     DIR *d = opendir("/proc");
     if (!d)
-        return errf(err, errlen, TBON_EIO, "/proc: %s", strerror(errno));
+        return st_errf(err, errlen, TBON_EIO, "/proc: %s", strerror(errno));
     struct cand *c = NULL;
     size_t nc = 0, cap = 0;
     int rc = 0;
@@ -205,7 +192,7 @@ int st_job_scan(uint32_t job, const uint32_t *steps, size_t nsteps, uint32_t ski
                 size_t ncap = cap ? 2 * cap : 64;
                 struct cand *nv = realloc(c, ncap * sizeof *nv);
                 if (!nv) {
-                    rc = errf(err, errlen, TBON_ENOMEM, "out of memory");
+                    rc = st_errf(err, errlen, TBON_ENOMEM, "out of memory");
                     free(env);
                     break;
                 }
@@ -239,7 +226,7 @@ int st_job_scan(uint32_t job, const uint32_t *steps, size_t nsteps, uint32_t ski
     }
     st_jtask_t *v = rc == 0 ? malloc((nc ? nc : 1) * sizeof *v) : NULL;
     if (rc == 0 && !v)
-        rc = errf(err, errlen, TBON_ENOMEM, "out of memory");
+        rc = st_errf(err, errlen, TBON_ENOMEM, "out of memory");
     size_t m = 0;
     for (size_t i = 0; rc == 0 && i < nc; i++)
         if (!c[i].wrapper)
@@ -264,11 +251,11 @@ int st_run(char *const argv[], char **out, char *err, size_t errlen)
         err[0] = '\0';
     int po[2], pe[2];
     if (pipe2(po, O_CLOEXEC) != 0)
-        return errf(err, errlen, -1, "pipe: %s", strerror(errno)), -1;
+        return st_errf(err, errlen, -1, "pipe: %s", strerror(errno)), -1;
     if (pipe2(pe, O_CLOEXEC) != 0) {
         close(po[0]);
         close(po[1]);
-        return errf(err, errlen, -1, "pipe: %s", strerror(errno)), -1;
+        return st_errf(err, errlen, -1, "pipe: %s", strerror(errno)), -1;
     }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -283,7 +270,7 @@ int st_run(char *const argv[], char **out, char *err, size_t errlen)
     if (e != 0) {
         close(po[0]);
         close(pe[0]);
-        errf(err, errlen, -1, "cannot run %s: %s", argv[0], strerror(e));
+        st_errf(err, errlen, -1, "cannot run %s: %s", argv[0], strerror(e));
         return -1;
     }
     size_t cap = 4096, n = 0, ne = 0;
@@ -338,7 +325,7 @@ int st_run(char *const argv[], char **out, char *err, size_t errlen)
     if (err && errlen)
         snprintf(err, errlen, "%s", ebuf);
     if (!buf) {
-        errf(err, errlen, -1, "out of memory");
+        st_errf(err, errlen, -1, "out of memory");
         return -1;
     }
     buf[n] = '\0';
@@ -357,7 +344,7 @@ int st_job_listpids(uint32_t job, pid_t **pids, size_t *n, char *err, size_t err
     int st = st_run(argv, &out, msg, sizeof msg);
     if (st != 0) {
         free(out);
-        return errf(err, errlen, TBON_EIO, "scontrol listpids %u: %s", job,
+        return st_errf(err, errlen, TBON_EIO, "scontrol listpids %u: %s", job,
                     msg[0] ? msg : "failed");
     }
     /* "PID JOBID STEPID LOCALID GLOBALID", then one line per process. */
@@ -376,7 +363,7 @@ int st_job_listpids(uint32_t job, pid_t **pids, size_t *n, char *err, size_t err
             if (!nv) {
                 free(v);
                 free(out);
-                return errf(err, errlen, TBON_ENOMEM, "out of memory");
+                return st_errf(err, errlen, TBON_ENOMEM, "out of memory");
             }
             v = nv;
         }
@@ -422,28 +409,28 @@ int st_job_nodes(uint32_t job, char ***nodes, size_t *n, char *err, size_t errle
     char *out = NULL;
     int st = st_run(argv, &out, msg, sizeof msg);
     if (st < 0)
-        return errf(err, errlen, TBON_EIO, "--jobid %u: %s (is Slurm installed here?)", job,
+        return st_errf(err, errlen, TBON_EIO, "--jobid %u: %s (is Slurm installed here?)", job,
                     msg);
     if (st != 0 || !out || !strstr(out, "JobId=")) {
         free(out);
-        return errf(err, errlen, TBON_ENOTFOUND, "--jobid %u: no such job (scontrol: %s)", job,
+        return st_errf(err, errlen, TBON_ENOTFOUND, "--jobid %u: no such job (scontrol: %s)", job,
                     msg[0] ? msg : "no answer");
     }
     if (field(out, "JobState", state, sizeof state) != 0 ||
         field(out, "NodeList", list, sizeof list) != 0) {
         free(out);
-        return errf(err, errlen, TBON_EIO, "--jobid %u: scontrol show job gave no %s", job,
+        return st_errf(err, errlen, TBON_EIO, "--jobid %u: scontrol show job gave no %s", job,
                     "JobState or NodeList");
     }
     free(out);
     if (strcmp(state, "RUNNING") != 0)
-        return errf(err, errlen, TBON_EINVAL, "--jobid %u: the job is %s, not running", job,
+        return st_errf(err, errlen, TBON_EINVAL, "--jobid %u: the job is %s, not running", job,
                     state);
     char *const hv[] = { "scontrol", "show", "hostnames", list, NULL };
     st = st_run(hv, &out, msg, sizeof msg);
     if (st != 0) {
         free(out);
-        return errf(err, errlen, TBON_EIO, "--jobid %u: scontrol show hostnames %s: %s", job,
+        return st_errf(err, errlen, TBON_EIO, "--jobid %u: scontrol show hostnames %s: %s", job,
                     list, msg);
     }
     char **v = NULL;
@@ -461,13 +448,13 @@ int st_job_nodes(uint32_t job, char ***nodes, size_t *n, char *err, size_t errle
         if (!s) {
             st_job_free_nodes(v, cnt);
             free(out);
-            return errf(err, errlen, TBON_ENOMEM, "out of memory");
+            return st_errf(err, errlen, TBON_ENOMEM, "out of memory");
         }
         v[cnt++] = s;
     }
     free(out);
     if (cnt == 0)
-        return errf(err, errlen, TBON_EIO, "--jobid %u: no nodes in \"%s\"", job, list);
+        return st_errf(err, errlen, TBON_EIO, "--jobid %u: no nodes in \"%s\"", job, list);
     *nodes = v;
     *n = cnt;
     return 0;
@@ -482,7 +469,7 @@ int st_job_of_srun(const char *host, pid_t pid, uint32_t *job, uint32_t *step, c
     int st = st_run(argv, &out, msg, sizeof msg);
     if (st != 0) {
         free(out);
-        return errf(err, errlen, TBON_EIO, "scontrol show steps: %s",
+        return st_errf(err, errlen, TBON_EIO, "scontrol show steps: %s",
                     msg[0] ? msg : "failed");
     }
     char want[300];
@@ -512,7 +499,7 @@ int st_job_of_srun(const char *host, pid_t pid, uint32_t *job, uint32_t *step, c
     }
     free(out);
     if (rc)
-        errf(err, errlen, rc, "no Slurm step was started by srun %s (scontrol show steps)",
+        st_errf(err, errlen, rc, "no Slurm step was started by srun %s (scontrol show steps)",
              want);
     return rc;
 }

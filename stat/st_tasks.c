@@ -14,10 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int errf(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int errf(char *err, size_t errlen, int code, const char *fmt, ...)
+int st_errf(char *err, size_t errlen, int code, const char *fmt, ...)
 {
     if (err && errlen) {
         va_list ap;
@@ -104,13 +101,13 @@ static int parse_items(st_tasks_t *t, const char *s, const char *where, char *er
         const char *ps = colon ? colon + 1 : s;
         pid_t pid;
         if (colon && !valid_host(s, hl))
-            return errf(err, errlen, TBON_EINVAL, "%s\"%.*s\": \"%.*s\" is not a host name",
+            return st_errf(err, errlen, TBON_EINVAL, "%s\"%.*s\": \"%.*s\" is not a host name",
                         where, (int)(len > 80 ? 80 : len), s, (int)(hl > 40 ? 40 : hl), s);
         if (parse_pid(ps, len - (size_t)(ps - s), &pid))
-            return errf(err, errlen, TBON_EINVAL, "%s\"%.*s\" is not a process id%s", where,
+            return st_errf(err, errlen, TBON_EINVAL, "%s\"%.*s\" is not a process id%s", where,
                         (int)(len > 80 ? 80 : len), s, colon ? " on a host (HOST:PID)" : "");
         if (push_on(t, colon && !is_this_host(s, hl) ? s : NULL, hl, pid))
-            return errf(err, errlen, TBON_ENOMEM, "out of memory");
+            return st_errf(err, errlen, TBON_ENOMEM, "out of memory");
         s += len;
     }
     return 0;
@@ -121,7 +118,7 @@ int st_tasks_parse_list(st_tasks_t *t, const char *list, char *err, size_t errle
     size_t before = t->n;
     int rc = parse_items(t, list, "-p: ", err, errlen);
     if (rc == 0 && t->n == before)
-        return errf(err, errlen, TBON_EINVAL, "-p: no process id in \"%s\"", list);
+        return st_errf(err, errlen, TBON_EINVAL, "-p: no process id in \"%s\"", list);
     return rc;
 }
 
@@ -129,14 +126,14 @@ int st_tasks_read_file(st_tasks_t *t, const char *path, char *err, size_t errlen
 {
     FILE *f = fopen(path, "r");
     if (!f)
-        return errf(err, errlen, TBON_EIO, "%s: %s", path, strerror(errno));
+        return st_errf(err, errlen, TBON_EIO, "%s: %s", path, strerror(errno));
     char line[4096], where[PATH_MAX + 32];
     int rc = 0, lineno = 0;
     size_t before = t->n;
     while (rc == 0 && fgets(line, sizeof line, f)) {
         lineno++;
         if (!strchr(line, '\n') && !feof(f)) {
-            rc = errf(err, errlen, TBON_EINVAL, "%s:%d: line too long", path, lineno);
+            rc = st_errf(err, errlen, TBON_EINVAL, "%s:%d: line too long", path, lineno);
             break;
         }
         char *hash = strchr(line, '#');
@@ -146,10 +143,10 @@ int st_tasks_read_file(st_tasks_t *t, const char *path, char *err, size_t errlen
         rc = parse_items(t, line, where, err, errlen);
     }
     if (rc == 0 && ferror(f))
-        rc = errf(err, errlen, TBON_EIO, "%s: read error", path);
+        rc = st_errf(err, errlen, TBON_EIO, "%s: read error", path);
     fclose(f);
     if (rc == 0 && t->n == before)
-        rc = errf(err, errlen, TBON_EINVAL, "%s: no process id in the file", path);
+        rc = st_errf(err, errlen, TBON_EINVAL, "%s: no process id in the file", path);
     return rc;
 }
 
@@ -212,10 +209,10 @@ struct proc {
 int st_tasks_from_launcher(st_tasks_t *t, pid_t launcher, char *err, size_t errlen)
 {
     if (st_proc_parent(launcher) < 0)
-        return errf(err, errlen, TBON_EINVAL, "-P %d: no such process", (int)launcher);
+        return st_errf(err, errlen, TBON_EINVAL, "-P %d: no such process", (int)launcher);
     DIR *d = opendir("/proc");
     if (!d)
-        return errf(err, errlen, TBON_EIO, "/proc: %s", strerror(errno));
+        return st_errf(err, errlen, TBON_EIO, "/proc: %s", strerror(errno));
     struct proc *ps = NULL;
     size_t np = 0, cap = 0;
     struct dirent *de;
@@ -231,7 +228,7 @@ int st_tasks_from_launcher(st_tasks_t *t, pid_t launcher, char *err, size_t errl
             size_t nc = cap ? cap * 2 : 256;
             struct proc *nps = realloc(ps, nc * sizeof *nps);
             if (!nps) {
-                rc = errf(err, errlen, TBON_ENOMEM, "out of memory");
+                rc = st_errf(err, errlen, TBON_ENOMEM, "out of memory");
                 break;
             }
             ps = nps;
@@ -247,7 +244,7 @@ int st_tasks_from_launcher(st_tasks_t *t, pid_t launcher, char *err, size_t errl
      * come later in /proc's order). */
     unsigned char *desc = rc ? NULL : calloc(np ? np : 1, 1);
     if (!rc && !desc)
-        rc = errf(err, errlen, TBON_ENOMEM, "out of memory");
+        rc = st_errf(err, errlen, TBON_ENOMEM, "out of memory");
     for (int changed = 1; !rc && changed;) {
         changed = 0;
         for (size_t i = 0; i < np; i++) {
@@ -285,13 +282,13 @@ int st_tasks_from_launcher(st_tasks_t *t, pid_t launcher, char *err, size_t errl
         size_t before = t->n;
         for (size_t i = 0; i < np; i++)
             if (desc[i] && ps[i].exe[0] && strcmp(ps[i].exe, lexe) == 0 && push(t, ps[i].pid))
-                rc = errf(err, errlen, TBON_ENOMEM, "out of memory");
+                rc = st_errf(err, errlen, TBON_ENOMEM, "out of memory");
         if (!rc && t->n == before && push(t, launcher))
-            rc = errf(err, errlen, TBON_ENOMEM, "out of memory");
+            rc = st_errf(err, errlen, TBON_ENOMEM, "out of memory");
     }
     for (size_t i = 0; !rc && best && i < np; i++)
         if (desc[i] && strcmp(ps[i].exe, best) == 0 && push(t, ps[i].pid))
-            rc = errf(err, errlen, TBON_ENOMEM, "out of memory");
+            rc = st_errf(err, errlen, TBON_ENOMEM, "out of memory");
     free(desc);
     free(ps);
     return rc;

@@ -63,6 +63,10 @@ const char *st_task_exe_name(pid_t pid);
 
 void st_tasks_free(st_tasks_t *t);
 
+/* Format a message into err[0..errlen) (if err) and return code. */
+int st_errf(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* /proc/PID/NAME (stat, cmdline, ...): at most cap - 1 bytes into buf,
  * NUL-terminated; the length, or -1 (gone, unreadable, empty). */
 ssize_t st_proc_read(pid_t pid, const char *name, char *buf, size_t cap);

@@ -12,42 +12,7 @@
 #   job_tasks_running J N NAME   N processes NAME of job J on its nodes
 set -u
 
-if [ -f "$TBON/tests/cluster/lib.sh" ]; then
-    . "$TBON/tests/cluster/lib.sh"
-fi
-if ! declare -F on >/dev/null; then
-    on() {
-        local h=$1
-        shift
-        (cd "$TBON" && "$C" exec "$h" "$@")
-    }
-    fail() {
-        echo "FAIL: $*" >&2
-        exit 1
-    }
-    wait_until() {
-        local secs=$1 end=$((SECONDS + $1 + 1))
-        shift
-        while :; do
-            "$@" && return 0
-            [ "$SECONDS" -lt "$end" ] || return 1
-            sleep 0.1
-        done
-    }
-    _tbon_left() {
-        local h n
-        for h in head n1 n2 n3 n4; do
-            n=$(on "$h" pgrep -c '^tbon_' 2>/dev/null || true)
-            [ "${n:-0}" -eq 0 ] || return 1
-        done
-    }
-    no_tbon_left() {
-        wait_until "${1:-2}" _tbon_left && return 0
-        local h
-        for h in head n1 n2 n3 n4; do on "$h" pgrep -a '^tbon_' | sed "s/^/$h: /" >&2; done
-        fail "tbon processes left on the cluster (above)"
-    }
-fi
+. "$TBON/tests/cluster/lib.sh"
 
 STAT_JOBS=""
 
