@@ -16,7 +16,7 @@ CC     ?= cc
 SAN    ?=
 
 # libxml2's headers only: libtbon loads libxml2.so.2 itself the first time
-# it parses an XML topology (libtbon/topology_xml.c).
+# it parses an XML topology (libtbon/topo/topology_xml.c).
 XML_CFLAGS := $(shell pkg-config --cflags libxml-2.0 2>/dev/null || echo -I/usr/include/libxml2)
 
 WARN    := -Wall -Wextra -Wstrict-prototypes -Wshadow -Wformat=2 -Wno-format-nonliteral
@@ -35,9 +35,9 @@ endif
 CFLAGS  += -DTBON_BUILD_BINDIR='"$(abspath $(B))/bin"'
 LIBS    := -lz -ldl -lpthread -lm
 
-# The library: every .c in libtbon/, and the library parts of the FE/BE APIs
-# (files named lib*.c there; the other .c files there are programs).
-LIB_SRC := $(wildcard libtbon/*.c) $(wildcard frontend-api/lib*.c) $(wildcard backend-api/lib*.c)
+# The library: every .c in libtbon/'s layer folders (docs/architecture.md;
+# scripts/layers.sh checks that each includes only the layers below it).
+LIB_SRC := $(wildcard libtbon/*/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o)
 
 # Programs: name -> sources (each program's main file, plus helpers if any).
@@ -256,7 +256,7 @@ CHECK_FUZZ_SECONDS ?= 5
 .PHONY: fuzz-build
 fuzz-build: $(FUZZ_BIN)
 
-$(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard libtbon/*.h include/tbon/*.h)
+$(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard libtbon/*/*.h include/tbon/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(LIBS)
 

@@ -37,7 +37,7 @@
 #include "bench.h"
 #include "../tests/procscan.h"
 #include "../tests/watchdog.h"
-#include "topology.h"
+#include "topo/topology.h"
 
 #define PROG        "bench_ft"
 #define TAG         TBON_FIRST_APP_TAG

@@ -3,7 +3,7 @@
  * Each measurement runs RUNS times; the row gives the median. Rows:
  * | packet | <metric> | <median> | <unit> | <notes> |
  */
-#include "packet_int.h"
+#include "codec/packet_int.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -11,8 +11,8 @@
 #include <zlib.h>
 
 #include "bench.h"
-#include "reconfig.h"
-#include "topology.h"
+#include "topo/reconfig.h"
+#include "topo/topology.h"
 
 #define RUNS 5
 #define NODES 1082401u

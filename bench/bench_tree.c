@@ -38,7 +38,7 @@
 #include "bench.h"
 #include "../tests/procscan.h"
 #include "../tests/watchdog.h"
-#include "topology.h"
+#include "topo/topology.h"
 
 #define PROG "bench_tree"
 #define TAG TBON_FIRST_APP_TAG

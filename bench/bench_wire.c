@@ -10,8 +10,8 @@
 #include <zlib.h>
 
 #include "bench.h"
-#include "crc32c.h"
-#include "wire.h"
+#include "util/crc32c.h"
+#include "codec/wire.h"
 
 #define RUNS 7
 #define KIB 1024u

@@ -10,13 +10,13 @@
 
 #include <tbon/tbon.h>
 
-#include "error.h"
-#include "handshake.h"
-#include "join.h"
-#include "log.h"
-#include "node.h"
-#include "packet_int.h"
-#include "sock.h"
+#include "util/error.h"
+#include "codec/handshake.h"
+#include "node/join.h"
+#include "util/log.h"
+#include "node/node.h"
+#include "codec/packet_int.h"
+#include "net/sock.h"
 
 static void usage(FILE *f)
 {

@@ -9,7 +9,7 @@
  */
 #include <tbon/tbon.h>
 
-#include "packet_int.h"
+#include "codec/packet_int.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -16,7 +16,7 @@
 #include "st_ptree.h"
 #include "st_tasks.h"
 #include "st_walker.h"
-#include "topology.h"
+#include "topo/topology.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -13,29 +13,40 @@ total_fail=0
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
+run_one() {     # one test program or script: its summary line is added up
+    local t=$1 out rc line p f
+    echo "== $t"
+    out=$(timeout -k 5 "$suite_timeout" "$t" 2>&1)
+    rc=$?
+    printf '%s\n' "$out"
+    line=$(printf '%s\n' "$out" | grep -E ': [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+    if [ -n "$line" ]; then
+        p=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed$/\1/' <<<"$line")
+        f=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed$/\2/' <<<"$line")
+    else
+        p=0; f=1
+        echo "   $t ended without a summary (exit $rc)"
+    fi
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        f=1
+        echo "   $t exited $rc"
+    fi
+    total_pass=$((total_pass + p))
+    total_fail=$((total_fail + f))
+}
+
+# Tests of the source tree itself (tests/scripts/test_*.sh: layering, ...),
+# once, whatever the build.
+for t in tests/scripts/test_*.sh; do
+    [ -x "$t" ] && run_one "$t"
+done
+
 for b in "$@"; do
     export TBON_BUILD_DIR=$b      # tests find programs under $TBON_BUILD_DIR/bin
-    for t in "$b"/tests/unit/test_* "$b"/tests/integration/test_*; do
+    for t in "$b"/tests/unit/test_* "$b"/tests/inproc/test_* "$b"/tests/integration/test_*; do
         [ -x "$t" ] || continue
         case "$t" in *.d|*.o) continue ;; esac
-        echo "== $t"
-        out=$(timeout -k 5 "$suite_timeout" "$t" 2>&1)
-        rc=$?
-        printf '%s\n' "$out"
-        line=$(printf '%s\n' "$out" | grep -E ': [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
-        if [ -n "$line" ]; then
-            p=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed$/\1/' <<<"$line")
-            f=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed$/\2/' <<<"$line")
-        else
-            p=0; f=1
-            echo "   $t ended without a summary (exit $rc)"
-        fi
-        if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
-            f=1
-            echo "   $t exited $rc"
-        fi
-        total_pass=$((total_pass + p))
-        total_fail=$((total_fail + f))
+        run_one "$t"
     done
 done
 

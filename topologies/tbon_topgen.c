@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "topology.h"
+#include "topo/topology.h"
 
 static const char *prog = "tbon_topgen";
 

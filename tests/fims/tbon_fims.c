@@ -48,12 +48,12 @@
 
 #include <tbon/tbon.h>
 
-#include "launch.h"
-#include "log.h"
-#include "reconfig.h"
+#include "proc/launch.h"
+#include "util/log.h"
+#include "topo/reconfig.h"
 #include "../procscan.h"
 #include "../watchdog.h"
-#include "topology.h"
+#include "topo/topology.h"
 
 #define PROG          "tbon_fims"
 #define TAG_START     TBON_FIRST_APP_TAG       /* FE -> BEs: the run's parameters */

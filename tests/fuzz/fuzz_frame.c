@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "crc32c.h"
-#include "handshake.h"
-#include "wire.h"
+#include "util/crc32c.h"
+#include "codec/handshake.h"
+#include "codec/wire.h"
 
 static void check(int cond)
 {

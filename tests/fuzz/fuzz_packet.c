@@ -8,7 +8,7 @@
  * parsed as a format string: if it parses, a packet built with its types must
  * have the canonical format, match the input format and decode back.
  */
-#include "packet_int.h"
+#include "codec/packet_int.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "topology.h"
+#include "topo/topology.h"
 
 #define MUST(c) do { if (!(c)) { fprintf(stderr, "MUST failed: %s (line %d)\n", #c, \
                                          __LINE__); abort(); } } while (0)

@@ -11,12 +11,12 @@
  */
 #include "itest.h"
 
-#include "handshake.h"
-#include "join.h"
-#include "node.h"
-#include "sock.h"
-#include "packet_int.h"
-#include "wire.h"
+#include "codec/handshake.h"
+#include "node/join.h"
+#include "node/node.h"
+#include "net/sock.h"
+#include "codec/packet_int.h"
+#include "codec/wire.h"
 
 /* Read one frame from fd within ms: 1 and *f (release it), 0 on EOF or
  * reset, -1 on timeout, -2 on a frame error. */

@@ -9,7 +9,7 @@
 
 #include <tbon/tbon.h>
 
-#include "attrs.h"
+#include "util/attrs.h"
 
 /* Every entry of src applied to dst; how many were news. */
 static int copy_all(const tb_attrs_t *src, tb_attrs_t *dst)

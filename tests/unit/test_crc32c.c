@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "crc32c.h"
+#include "util/crc32c.h"
 
 typedef uint32_t (*crc_fn)(uint32_t, const void *, size_t);
 

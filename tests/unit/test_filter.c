@@ -4,9 +4,9 @@
  * filters/example_range.so. Plug-ins are found under $TBON_BUILD_DIR
  * (default "build"): filters/NAME.so and tests/plugins/NAME.so. */
 #include "../harness.h"
-#include "filter.h"
-#include "packet_int.h"
-#include "packet_priv.h"
+#include "filter/filter.h"
+#include "codec/packet_int.h"
+#include "codec/packet_priv.h"
 
 #include <dlfcn.h>
 #include <stdarg.h>

@@ -3,8 +3,8 @@
  * exact results and exact error messages, run through tb_filter_run as a
  * node runs them */
 #include "../harness.h"
-#include "filter.h"
-#include "packet_int.h"
+#include "filter/filter.h"
+#include "codec/packet_int.h"
 
 #include <math.h>
 #include <stdarg.h>

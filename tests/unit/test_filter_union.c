@@ -2,8 +2,8 @@
  * state and its packet, idempotence, errors, large waves against a plain
  * reference, and state composition after a lost commnode (seed 003) */
 #include "../harness.h"
-#include "filter.h"
-#include "packet_int.h"
+#include "filter/filter.h"
+#include "codec/packet_int.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

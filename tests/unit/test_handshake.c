@@ -2,8 +2,8 @@
 #include "../harness.h"
 
 
-#include "handshake.h"
-#include "sha256.h"
+#include "codec/handshake.h"
+#include "util/sha256.h"
 
 static const uint64_t SESSION = 0x0123456789ABCDEFull;
 

@@ -4,11 +4,11 @@
  * moved to another host name, the Slurm tree and step maps, and the relay of
  * a remote child's stderr */
 #include "../harness.h"
-#include "launch.h"
-#include "relay.h"
-#include "slurm.h"
-#include "sock.h"
-#include "topology.h"
+#include "proc/launch.h"
+#include "proc/relay.h"
+#include "proc/slurm.h"
+#include "net/sock.h"
+#include "topo/topology.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
  * shell path through tests/integration/rsh-local, secret delivery, quoting,
  * errors, reaping with and without pidfd, host locality */
 #include "../harness.h"
-#include "launch.h"
+#include "proc/launch.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>

@@ -1,7 +1,7 @@
 /* test_log.c - the logger: line format, levels from $TBON_LOG, handlers, file
  * output, atomic lines across threads, session directories */
 #include "../harness.h"
-#include "log.h"
+#include "util/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,8 +1,8 @@
 /* test_packet.c - packets: formats, pack/unpack round trips, the payload
  * codec, field access, the builder and reference counting */
 #include "../harness.h"
-#include "packet_int.h"
-#include "packet_priv.h"
+#include "codec/packet_int.h"
+#include "codec/packet_priv.h"
 
 #include <float.h>
 #include <math.h>

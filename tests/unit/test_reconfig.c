@@ -4,8 +4,8 @@
 
 #include <stdlib.h>
 
-#include "reconfig.h"
-#include "topology.h"
+#include "topo/reconfig.h"
+#include "topo/topology.h"
 
 #define NONE TBON_RANK_NONE
 

@@ -1,7 +1,7 @@
 /* test_ring.c - the FIFO behind the connection, wave and receive queues */
 #include "../harness.h"
 
-#include "ring.h"
+#include "util/ring.h"
 
 struct ent { int a; char pad[13]; };
 

@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "sha256.h"
+#include "util/sha256.h"
 
 /* Parse the hex digits of s into out (at most max bytes); returns the count. */
 static size_t unhex(const char *s, uint8_t *out, size_t max)

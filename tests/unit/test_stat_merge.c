@@ -4,8 +4,8 @@
  * composition, malformed inputs. The plug-in's source is compiled into this
  * test (its tree code comes from libtbonstat.a). */
 #include "../harness.h"
-#include "filter.h"
-#include "packet_int.h"
+#include "filter/filter.h"
+#include "codec/packet_int.h"
 
 #include "../../stat/stat_merge.c"
 

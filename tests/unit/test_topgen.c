@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
-#include "topology.h"
+#include "topo/topology.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 

@@ -4,7 +4,7 @@
 
 #include <stdlib.h>
 
-#include "topology.h"
+#include "topo/topology.h"
 #include "topology_helpers.h"
 
 static tb_topology_t *sample(const char *name)

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "topology.h"
+#include "topo/topology.h"
 #include "topology_helpers.h"
 
 /* One TEST per malformed input. */

@@ -5,7 +5,7 @@
 
 #include <stdlib.h>
 
-#include "topology.h"
+#include "topo/topology.h"
 #include "topology_helpers.h"
 
 /* ---- a test-side encoder, to write invalid inputs on purpose ------------ */

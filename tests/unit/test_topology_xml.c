@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "topology.h"
+#include "topo/topology.h"
 #include "topology_helpers.h"
 
 #define BAD(name, xml, msg) TEST(name) { tt_expect_error(TT_XML, xml, msg); }

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <zlib.h>
 
-#include "crc32c.h"
-#include "wire.h"
+#include "util/crc32c.h"
+#include "codec/wire.h"
 
 #define MIB (1024u * 1024u)
 

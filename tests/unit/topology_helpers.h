@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "topology.h"
+#include "topo/topology.h"
 
 typedef enum { TT_TEXT, TT_XML } tt_format_t;
 

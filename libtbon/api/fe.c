@@ -1,0 +1,499 @@
+/* api/fe.c - the front-end API: launch a tree from a topology file, load
+ * filters, make communicators and streams, shut the tree down */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tbon/tbon.h>
+
+#include "util/error.h"
+#include "filter/filter.h"
+#include "codec/handshake.h"
+#include "proc/launch.h"
+#include "util/log.h"
+#include "api/net_int.h"
+#include "codec/packet_int.h"
+#include "proc/slurm.h"
+#include "topo/topology.h"
+
+#ifndef TBON_BUILD_BINDIR
+#define TBON_BUILD_BINDIR "/usr/local/bin"
+#endif
+
+static int is_exe(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
+}
+
+/* Where tbon_commnode is: $TBON_COMMNODE, beside this program, this build's
+ * bin/, then PATH. */
+static int find_commnode(const char *opt, char *out, size_t len)
+{
+    const char *env = getenv("TBON_COMMNODE");
+    if (opt && *opt)
+        return snprintf(out, len, "%s", opt) < (int)len ? 0 : -1;
+    if (env && *env)
+        return snprintf(out, len, "%s", env) < (int)len ? 0 : -1;
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = 0;
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = 0;
+            if (snprintf(out, len, "%.*s/tbon_commnode", (int)(len - 16), self) < (int)len &&
+                is_exe(out))
+                return 0;
+        }
+    }
+    snprintf(out, len, "%s/tbon_commnode", TBON_BUILD_BINDIR);
+    if (is_exe(out))
+        return 0;
+    const char *path = getenv("PATH");
+    while (path && *path) {
+        const char *colon = strchr(path, ':');
+        size_t l = colon ? (size_t)(colon - path) : strlen(path);
+        snprintf(out, len, "%.*s/tbon_commnode", (int)l, path);
+        if (l && is_exe(out))
+            return 0;
+        path = colon ? colon + 1 : NULL;
+    }
+    return -1;
+}
+
+static tbon_comm_t *comm_add(tbon_net_t *net, tbon_rank_t *ranks, size_t n)
+{
+    tbon_comm_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        free(ranks);
+        return NULL;
+    }
+    c->ranks = ranks;
+    c->n = n;
+    pthread_mutex_lock(&net->mu);
+    c->next = net->comms;
+    net->comms = c;
+    pthread_mutex_unlock(&net->mu);
+    return c;
+}
+
+/* Wait for the tree, reporting progress on the caller's thread. */
+static int wait_ready(tbon_net_t *net)
+{
+    size_t shown = 0;
+    pthread_mutex_lock(&net->mu);
+    while (!net->ready && !net->failed && !net->closed) {
+        if (net->progress && net->prog_ready != shown) {
+            size_t r = net->prog_ready, t = net->prog_total;
+            shown = r;
+            pthread_mutex_unlock(&net->mu);
+            net->progress(net->progress_arg, r, t);
+            pthread_mutex_lock(&net->mu);
+            continue;
+        }
+        pthread_cond_wait(&net->cond, &net->mu);
+    }
+    int ok = net->ready && !net->failed;
+    size_t t = net->prog_total;
+    pthread_mutex_unlock(&net->mu);
+    if (ok && net->progress)
+        net->progress(net->progress_arg, t, t);
+    return ok;
+}
+
+/* Is a host name one of the loopback's? */
+static int loopback_name(const char *h)
+{
+    return strcasecmp(h, "localhost") == 0 || strncmp(h, "127.", 4) == 0 ||
+           strncasecmp(h, "localhost.", 10) == 0;
+}
+
+/* The front-end runs where its topology says (docs/cluster.md, "The
+ * front-end's host"): its host must be this one, or fe_host (else
+ * $TBON_FE_HOST) names this host and takes its place. A loopback name with
+ * other hosts in the tree becomes this host's name: the other hosts resolve
+ * the FE's name (to ask it for an adoption, to send it failure notices). */
+static int place_fe(tb_topology_t **topo, const char *file, const char *fe_host,
+                    tbon_error_t *err)
+{
+    const char *host = tb_topology_host(*topo, 0);
+    char me[256] = "";
+    gethostname(me, sizeof me - 1);
+    if (!fe_host || !*fe_host)
+        fe_host = getenv("TBON_FE_HOST");
+    if (fe_host && *fe_host) {
+        if (!tb_host_is_local(fe_host))
+            return tb_error_set(err, TBON_ETOPOLOGY, "--fe-host %s: that is not a name or "
+                                "address of this host (%s)", fe_host, me);
+    } else if (!tb_host_is_local(host)) {
+        return tb_error_set(err, TBON_ETOPOLOGY,
+                            "%s puts the front-end on host %s, but this is host %s: run the "
+                            "front-end on %s, or run it here with --fe-host %s "
+                            "(TBON_FE_HOST, tbon_fe_options_t.fe_host)",
+                            file, host, me, host, me);
+    } else if (loopback_name(host) && *me) {
+        size_t n = tb_topology_size(*topo);
+        for (tbon_rank_t r = 1; r < n && !fe_host; r++)
+            if (!tb_host_is_local(tb_topology_host(*topo, r)))
+                fe_host = me;
+    }
+    if (!fe_host || strcmp(fe_host, host) == 0)
+        return 0;
+    tb_topology_t *t = tb_topology_with_fe_host(*topo, fe_host, err);
+    if (!t)
+        return err ? err->code : TBON_EINVAL;
+    TB_INFO("startup", "the front-end, %s in %s, is %s to the other hosts", host, file,
+            fe_host);
+    tb_topology_destroy(*topo);
+    *topo = t;
+    return 0;
+}
+
+/* The tree over the Slurm allocation's nodes (slurm.h). */
+static tb_topology_t *slurm_topology(const tbon_fe_options_t *o, tbon_error_t *err)
+{
+    char **nodes = NULL;
+    size_t n = 0;
+    if (tb_slurm_nodes(&nodes, &n, err) != 0)
+        return NULL;
+    char me[256] = "";
+    const char *fe = o->fe_host;
+    if (!fe || !*fe) {
+        gethostname(me, sizeof me - 1);
+        fe = me;
+    }
+    unsigned per = o->slurm_be_per_node ? o->slurm_be_per_node : tb_slurm_default_per_node();
+    tb_topology_t *t = tb_slurm_topology(fe, nodes, n, per, o->slurm_fanout ? o->slurm_fanout
+                                                                            : 32, err);
+    if (t)
+        TB_INFO("startup", "Slurm: %zu nodes (%s%s), %u back-ends on each", n, nodes[0],
+                n > 1 ? ", ..." : "", per);
+    tb_slurm_free_nodes(nodes, n);
+    return t;
+}
+
+/* Add the names of env to $TBON_ENV (which travels, and names what else
+ * does). */
+static int add_env_names(const char *env, tbon_error_t *err)
+{
+    if (!env || !*env)
+        return 0;
+    const char *old = getenv("TBON_ENV");
+    char *v = NULL;
+    if (asprintf(&v, "%s%s%s", old && *old ? old : "", old && *old ? " " : "", env) < 0)
+        return tb_error_set(err, TBON_ENOMEM, "out of memory");
+    int rc = setenv("TBON_ENV", v, 1);
+    free(v);
+    return rc == 0 ? 0 : tb_error_set(err, TBON_ENOMEM, "out of memory");
+}
+
+tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
+                           const char *const backend_argv[], const tbon_fe_options_t *opts,
+                           tbon_error_t *err)
+{
+    tbon_fe_options_t o = { 0 };
+    if (opts)
+        o = *opts;
+    tb_error_clear(err);
+    tb_log_set_identity(0, "fe");
+    if (!topology_file && !o.slurm) {
+        tb_error_set(err, TBON_EINVAL, "no topology file given");
+        return NULL;
+    }
+    if (topology_file && o.slurm) {
+        tb_error_set(err, TBON_EINVAL, "a topology file and the Slurm launcher (which makes "
+                     "its own topology) do not go together");
+        return NULL;
+    }
+    if (!backend_exe && !o.attach_file) {
+        tb_error_set(err, TBON_EINVAL, "no back-end executable and no attach file given");
+        return NULL;
+    }
+    tb_topology_t *topo = o.slurm ? slurm_topology(&o, err)
+                                  : tb_topology_parse_file(topology_file, err);
+    if (o.slurm)
+        topology_file = "the Slurm allocation";
+    if (!topo || place_fe(&topo, topology_file, o.fe_host, err) != 0 ||
+        add_env_names(o.env, err) != 0) {
+        tb_topology_destroy(topo);
+        return NULL;
+    }
+    if (tb_topology_size(topo) < 2) {
+        tb_topology_destroy(topo);
+        tb_error_set(err, TBON_ETOPOLOGY, "%s: the tree has no back-end", topology_file);
+        return NULL;
+    }
+    char commnode[PATH_MAX];
+    int need_cn = 0;
+    for (tbon_rank_t r = 1; r < tb_topology_size(topo); r++)
+        need_cn |= tb_topology_role(topo, r) == TB_ROLE_COMMNODE;
+    if (find_commnode(o.commnode_path, commnode, sizeof commnode) != 0) {
+        if (need_cn) {
+            tb_topology_destroy(topo);
+            tb_error_set(err, TBON_ELAUNCH,
+                         "cannot find tbon_commnode (set TBON_COMMNODE or opts.commnode_path)");
+            return NULL;
+        }
+        commnode[0] = 0;
+    }
+    char bexe[PATH_MAX];
+    if (backend_exe) {
+        /* Children run from other directories: make the path absolute. */
+        if (backend_exe[0] != '/' && strchr(backend_exe, '/') && realpath(backend_exe, bexe))
+            ;
+        else
+            snprintf(bexe, sizeof bexe, "%s", backend_exe);
+    }
+    size_t na = 0;
+    while (backend_argv && backend_argv[na])
+        na++;
+    const char **argv = calloc(na + 2, sizeof *argv);
+    tbon_net_t *net = tb_net_alloc(1);
+    if (!argv || !net) {
+        free(argv);
+        tb_net_free(net);
+        tb_topology_destroy(topo);
+        tb_error_set(err, TBON_ENOMEM, "out of memory");
+        return NULL;
+    }
+    argv[0] = backend_exe ? bexe : "";
+    for (size_t i = 0; i < na; i++)
+        argv[i + 1] = backend_argv[i];
+    net->rank = 0;
+    net->progress = o.progress;
+    net->progress_arg = o.progress_arg;
+    net->topo = tb_topology_clone(topo);
+    tb_node_config_t cfg = {
+        .role = TB_ROLE_FE, .rank = 0, .topo = topo,
+        .commnode_path = commnode[0] ? commnode : NULL,
+        .backend_exe = backend_exe ? bexe : NULL, .backend_argv = argv,
+        .rsh = o.rsh ? o.rsh : getenv("TBON_RSH"),
+        .attach_file = o.attach_file, .slurm = o.slurm != 0,
+        .startup_timeout_ms = o.startup_timeout_ms > 0 ? o.startup_timeout_ms : 30000,
+        .no_ft = o.no_fault_tolerance != 0,
+        .heartbeat_ms = o.heartbeat_ms < 0 ? 0 : o.heartbeat_ms > 0 ? o.heartbeat_ms
+                        : TB_HEARTBEAT_DEFAULT_MS,
+        .parent_fd = -1, .parent_event_fd = -1,
+    };
+    if (!net->topo || tb_secret_generate(cfg.session.secret, err)) {
+        free(argv);
+        tb_net_free(net);
+        tb_topology_destroy(topo);
+        if (err && !err->code)
+            tb_error_set(err, TBON_ENOMEM, "out of memory");
+        return NULL;
+    }
+    uint8_t idb[TB_SECRET_SIZE];
+    tb_secret_generate(idb, NULL);
+    memcpy(&cfg.session.id, idb, sizeof cfg.session.id);
+    tb_node_cbs_t cbs = tb_net_callbacks(net);
+    net->node = tb_node_new(&cfg, &cbs, err);
+    if (!net->node || tb_node_start(net->node)) {
+        if (net->node)
+            tb_node_destroy(net->node);
+        free(argv);
+        tb_net_free(net);
+        return NULL;
+    }
+    /* The node copied the pointers in cfg; argv must live as long as it. */
+    int ok = wait_ready(net);
+    if (!ok) {
+        tb_error_set(err, net->fail_code ? net->fail_code : TBON_ELAUNCH, "%s",
+                     net->fail_msg[0] ? net->fail_msg : "the tree did not start");
+        tb_cmd_t *c = tb_cmd_new(TB_CMD_SHUTDOWN);
+        if (c)
+            tb_node_post(net->node, c);
+        tb_node_destroy(net->node);
+        free(argv);
+        tb_net_free(net);
+        return NULL;
+    }
+    /* argv is still referenced by the node (for late commnodes in attach
+     * mode); keep it with the net. */
+    net->argv_keep = argv;
+    size_t nb = tbon_net_num_backends(net);
+    tbon_rank_t *ranks = malloc((nb ? nb : 1) * sizeof *ranks);
+    if (ranks) {
+        tbon_net_backends(net, ranks, nb);
+        net->bcast = comm_add(net, ranks, nb);
+    }
+    TB_INFO("startup", "tree of %zu processes ready", tb_topology_size(net->topo));
+    return net;
+}
+
+int tbon_fe_load_filter(tbon_net_t *net, const char *so_path, const char *func)
+{
+    if (!net || !net->is_fe || !so_path || !func)
+        return tb_net_seterr(TBON_EINVAL, "tbon_fe_load_filter needs a front-end network, a path and a function");
+    char abs[PATH_MAX];
+    if (!realpath(so_path, abs))
+        return tb_net_seterr(TBON_EFILTER, "cannot load filter %s from %s: %s", func, so_path,
+                             strerror(errno));
+    pthread_mutex_lock(&net->mu);
+    for (size_t i = 0; i < net->nloaded; i++) {
+        if (!strcmp(net->loaded[i].path, abs) && !strcmp(net->loaded[i].func, func)) {
+            int id = net->loaded[i].id;
+            pthread_mutex_unlock(&net->mu);
+            return id;
+        }
+    }
+    pthread_mutex_unlock(&net->mu);
+    /* Try it here first, so that the caller hears what is wrong. */
+    tb_filter_reg_t *probe = tb_filter_reg_new();
+    tbon_error_t err;
+    int rc = probe ? tb_filter_reg_load(probe, abs, func, -1, &err) : TBON_ENOMEM;
+    tb_filter_reg_destroy(probe);
+    if (rc < 0)
+        return tb_net_seterr(TBON_EFILTER, "%s", probe ? err.msg : "out of memory");
+    pthread_mutex_lock(&net->mu);
+    struct tb_loaded *nl = realloc(net->loaded, (net->nloaded + 1) * sizeof *nl);
+    char *p = strdup(abs), *f = strdup(func);
+    tb_cmd_t *c = tb_cmd_new(TB_CMD_FILTER);
+    if (!nl || !p || !f || !c) {
+        if (nl)
+            net->loaded = nl;
+        pthread_mutex_unlock(&net->mu);
+        free(p);
+        free(f);
+        tb_cmd_free(c);
+        return tb_net_seterr(TBON_ENOMEM, "out of memory");
+    }
+    net->loaded = nl;
+    int id = net->next_filter++;
+    nl[net->nloaded++] = (struct tb_loaded){ p, f, id };
+    pthread_mutex_unlock(&net->mu);
+    c->id = id;
+    c->path = strdup(abs);
+    c->func = strdup(func);
+    tb_node_post(net->node, c);
+    return id;
+}
+
+tbon_comm_t *tbon_fe_broadcast_comm(tbon_net_t *net)
+{
+    return net && net->is_fe ? net->bcast : NULL;
+}
+
+static int cmp_rank(const void *a, const void *b)
+{
+    tbon_rank_t x = *(const tbon_rank_t *)a, y = *(const tbon_rank_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+tbon_comm_t *tbon_fe_comm_new(tbon_net_t *net, const tbon_rank_t *backends, size_t n)
+{
+    if (!net || !net->is_fe || (n && !backends)) {
+        tb_net_seterr(TBON_EINVAL, "tbon_fe_comm_new needs a front-end network and ranks");
+        return NULL;
+    }
+    tbon_rank_t *r = malloc((n ? n : 1) * sizeof *r);
+    if (!r) {
+        tb_net_seterr(TBON_ENOMEM, "out of memory");
+        return NULL;
+    }
+    memcpy(r, backends, n * sizeof *r);
+    qsort(r, n, sizeof *r, cmp_rank);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (r[i] >= tb_topology_size(net->topo) || tb_topology_role(net->topo, r[i]) != TB_ROLE_BE) {
+            tb_net_seterr(TBON_EINVAL, "rank %u is not a back-end of this tree", r[i]);
+            free(r);
+            return NULL;
+        }
+        if (k == 0 || r[k - 1] != r[i])
+            r[k++] = r[i];
+    }
+    return comm_add(net, r, k);
+}
+
+static int filter_known(tbon_net_t *net, int id)
+{
+    pthread_mutex_lock(&net->mu);
+    int ok = id >= 0 && id < net->next_filter;
+    pthread_mutex_unlock(&net->mu);
+    return ok;
+}
+
+tbon_stream_t *tbon_fe_stream_new(tbon_net_t *net, tbon_comm_t *comm, int up_filter, int sync,
+                                  int down_filter)
+{
+    if (!net || !net->is_fe || !comm) {
+        tb_net_seterr(TBON_EINVAL, "tbon_fe_stream_new needs a front-end network and a communicator");
+        return NULL;
+    }
+    if (!filter_known(net, up_filter) || !filter_known(net, down_filter)) {
+        tb_net_seterr(TBON_EFILTER, "unknown filter id %d",
+                      filter_known(net, up_filter) ? down_filter : up_filter);
+        return NULL;
+    }
+    if (sync < TBON_SYNC_WAITFORALL || sync > TBON_SYNC_TIMEOUT) {
+        tb_net_seterr(TBON_EINVAL, "unknown sync mode %d", sync);
+        return NULL;
+    }
+    tb_cmd_t *c = tb_cmd_new(TB_CMD_STREAM);
+    tbon_rank_t *m = malloc((comm->n ? comm->n : 1) * sizeof *m);
+    if (!c || !m) {
+        tb_cmd_free(c);
+        free(m);
+        tb_net_seterr(TBON_ENOMEM, "out of memory");
+        return NULL;
+    }
+    memcpy(m, comm->ranks, comm->n * sizeof *m);
+    pthread_mutex_lock(&net->mu);
+    uint32_t id = net->next_stream++;
+    tbon_stream_t *s = tb_net_stream_locked(net, id, 1);
+    pthread_mutex_unlock(&net->mu);
+    if (!s) {
+        tb_cmd_free(c);
+        free(m);
+        tb_net_seterr(TBON_ENOMEM, "out of memory");
+        return NULL;
+    }
+    c->stream = id;
+    c->up = up_filter;
+    c->sync = sync | (comm == net->bcast ? TB_STREAM_BCAST : 0);
+    c->down = down_filter;
+    c->timeout_ms = 1000;   /* TBON_SYNC_TIMEOUT's default until set */
+    c->members = m;
+    c->nmembers = comm->n;
+    tb_node_post(net->node, c);
+    return s;
+}
+
+int tbon_stream_set_filter_params(tbon_stream_t *s, int which, const char *fmt, ...)
+{
+    if (!s || !fmt || !s->net->is_fe)
+        return tb_net_seterr(TBON_EINVAL, "tbon_stream_set_filter_params needs a front-end stream and a format");
+    if (which != TBON_FILTER_PARAM_UP && which != TBON_FILTER_PARAM_DOWN &&
+        which != TBON_FILTER_PARAM_SYNC)
+        return tb_net_seterr(TBON_EINVAL, "unknown parameter target %d", which);
+    va_list ap;
+    va_start(ap, fmt);
+    tbon_error_t err;
+    tbon_packet_t *p = tb_packet_vcreate(TBON_FIRST_APP_TAG, fmt, ap, &err);
+    va_end(ap);
+    if (!p)
+        return tb_net_seterr(err.code, "%s", err.msg);
+    if (which == TBON_FILTER_PARAM_SYNC && !tb_packet_format_matches(p, "%ud")) {
+        tbon_packet_unref(p);
+        return tb_net_seterr(TBON_EFORMAT, "the sync timeout is one \"%%ud\" (ms)");
+    }
+    tb_cmd_t *c = tb_cmd_new(TB_CMD_PARAMS);
+    if (!c) {
+        tbon_packet_unref(p);
+        return tb_net_seterr(TBON_ENOMEM, "out of memory");
+    }
+    c->stream = s->id;
+    c->which = which;
+    c->pkt = p;
+    tb_node_post(s->net->node, c);
+    return 0;
+}

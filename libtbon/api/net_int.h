@@ -1,0 +1,96 @@
+/* net_int.h - tbon_net_t, tbon_stream_t and tbon_comm_t: the application's
+ * side of a node, shared by the FE and BE libraries */
+#ifndef TB_NET_INT_H
+#define TB_NET_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include <tbon/tbon.h>
+
+#include "node/node.h"
+#include "util/ring.h"
+
+/* The application's receive queue: past HIGH bytes the node stops reading
+ * from its children until it is back under LOW. */
+#define TB_APP_HIGH (8u << 20)
+#define TB_APP_LOW  (2u << 20)
+
+typedef struct tb_dent {
+    tbon_packet_t *pkt;
+    uint64_t seq;
+    uint64_t q;            /* the request number it came with (BE) */
+} tb_dent_t;
+
+struct tbon_comm {
+    tbon_rank_t *ranks;
+    size_t n;
+    struct tbon_comm *next;
+};
+
+struct tbon_stream {
+    tbon_net_t *net;
+    uint32_t id;
+    tb_ring_t q;           /* received packets (tb_dent_t), oldest first */
+    int error;             /* a filter failed: recv returns TBON_EFILTER once */
+    /* BE: the wave key of the next packet sent up (docs/protocol.md 8.4):
+     * the last request the application took, and its answers since. */
+    uint64_t epoch;
+    uint32_t idx;
+};
+
+struct tbon_net {
+    int            is_fe;
+    tbon_rank_t    rank;
+    tb_node_t     *node;
+    tb_topology_t *topo;   /* the application's copy, for rank queries */
+    pthread_mutex_t mu;
+    pthread_cond_t  cond;
+    tbon_stream_t **streams;       /* by id */
+    size_t         nstreams;
+    uint64_t       seq;
+    size_t         app_bytes;
+    atomic_int     want_resume;
+    int            closed;
+    int            inline_node;    /* BE: no reactor thread; callers drive it */
+    int            driving;        /* a caller is driving the node now */
+    int            ready, failed, fail_code;
+    char           fail_msg[512];
+    int            any_error;      /* a stream error not yet returned by tbon_net_recv */
+    tb_ring_t      events;         /* FE: tbon_event_t not yet taken */
+    uint64_t       view_version;   /* the last view applied by the node */
+    /* FE: consistency checks (tbon_fe_check_views) */
+    uint64_t       chk_next, chk_done;
+    tbon_rank_t   *chk_agree, *chk_bad;
+    size_t         chk_nagree, chk_nbad;
+    /* FE: every node's attributes as they reached us (by rank), and which
+     * sources changed since tbon_fe_attrs_changed last said */
+    struct tb_attrs **rep;
+    uint8_t       *chg;
+    size_t         nrep, nchg;
+    char           error_msg[512];
+    /* FE */
+    tbon_comm_t   *comms;
+    tbon_comm_t   *bcast;
+    uint32_t       next_stream;
+    int            next_filter;
+    struct tb_loaded { char *path, *func; int id; } *loaded;
+    size_t         nloaded;
+    void         (*progress)(void *arg, size_t ready, size_t total);
+    void          *progress_arg;
+    size_t         prog_ready, prog_total;
+    const char   **argv_keep;      /* the back-end argv the node points to */
+};
+
+/* Set up the locks and queues of a new net (the node comes later). */
+tbon_net_t *tb_net_alloc(int is_fe);
+/* The callbacks a node needs to feed net. */
+tb_node_cbs_t tb_net_callbacks(tbon_net_t *net);
+/* The stream with this id, created if create and missing (under net->mu). */
+tbon_stream_t *tb_net_stream_locked(tbon_net_t *net, uint32_t id, int create);
+/* Free everything but the node. */
+void tb_net_free(tbon_net_t *net);
+/* Set the calling thread's error message for tbon_net_error; returns code. */
+int tb_net_seterr(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

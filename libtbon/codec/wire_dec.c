@@ -1,0 +1,408 @@
+/* wire_dec.c - the streaming frame decoder (tb_fdec_t, declared in wire.h)
+ *
+ * Bytes arrive in a buffer (fed, or read() into reserved room) and leave as
+ * frames. The header is checked as soon as its 44 bytes are in, the length
+ * against the maximum before anything is allocated for the payload. Then:
+ *  - a payload that is already complete in the buffer is copied out to its
+ *    own allocation with the CRC computed during the copy (seed 004, 5.1), or
+ *    checksummed in place and inflated straight from the buffer;
+ *  - a large payload (>= DIRECT_MIN) still arriving gets its final buffer at
+ *    once, and tb_fdec_reserve hands out that buffer, so its bytes are read
+ *    by the kernel into place and checksummed at commit, while still in cache.
+ * Every error is final: the stream's framing can no longer be trusted.
+ */
+#include "codec/wire.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "util/crc32c.h"
+#include "codec/wire_int.h"
+
+#define DIRECT_MIN (16u * 1024)   /* payloads this big are read into place */
+#define BUF_ROUND  4096u
+
+enum { ST_HDR, ST_BODY, ST_DIRECT };
+
+struct tb_fdec {
+    uint8_t *buf;           /* received bytes [rd, wr) of capacity cap */
+    size_t cap, rd, wr;
+    uint32_t max;           /* payload limit for the next header */
+    int state;
+    tb_frame_hdr_t hdr;     /* the frame being received (ST_BODY, ST_DIRECT) */
+    uint32_t want_crc;      /* its CRC field */
+    uint32_t crc;           /* running CRC: header bytes, then payload so far */
+    uint8_t *pay;           /* ST_DIRECT: the payload buffer, got bytes filled */
+    size_t got;
+    int resv_direct;        /* last reserve pointed into pay */
+    size_t resv_avail;
+    int kind, code;         /* sticky error */
+    char msg[256];
+};
+
+static int fail(tb_fdec_t *d, int kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(tb_fdec_t *d, int kind, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->msg, sizeof d->msg, fmt, ap);
+    va_end(ap);
+    d->kind = kind;
+    d->code = kind == TB_FDEC_ENOMEM ? TBON_ENOMEM : TBON_EFORMAT;
+    return d->code;
+}
+
+tb_fdec_t *tb_fdec_new(uint32_t max_payload)
+{
+    tb_fdec_t *d = calloc(1, sizeof *d);
+    if (d)
+        d->max = max_payload;
+    return d;
+}
+
+void tb_fdec_destroy(tb_fdec_t *d)
+{
+    if (!d)
+        return;
+    free(d->buf);
+    free(d->pay);
+    free(d);
+}
+
+void tb_fdec_set_max(tb_fdec_t *d, uint32_t max_payload)
+{
+    d->max = max_payload;
+}
+
+/* Make room for need more bytes at wr: compact first, then grow to what is
+ * needed (rounded up), or to double the capacity when `doubling`. */
+static int make_room(tb_fdec_t *d, size_t need, int doubling)
+{
+    if (d->cap - d->wr >= need)
+        return 0;
+    if (d->rd) {
+        memmove(d->buf, d->buf + d->rd, d->wr - d->rd);
+        d->wr -= d->rd;
+        d->rd = 0;
+        if (d->cap - d->wr >= need)
+            return 0;
+    }
+    if (need > SIZE_MAX / 2 - d->wr)
+        return fail(d, TB_FDEC_ENOMEM, "cannot buffer %zu more bytes", need);
+    size_t ncap = (d->wr + need + BUF_ROUND - 1) / BUF_ROUND * BUF_ROUND;
+    if (doubling && ncap < 2 * d->cap)
+        ncap = 2 * d->cap;
+    uint8_t *nb = realloc(d->buf, ncap);
+    if (!nb)
+        return fail(d, TB_FDEC_ENOMEM, "out of memory growing the receive buffer to %zu bytes", ncap);
+    d->buf = nb;
+    d->cap = ncap;
+    return 0;
+}
+
+int tb_fdec_feed(tb_fdec_t *d, const void *bytes, size_t n)
+{
+    const uint8_t *p = bytes;
+    if (d->kind)
+        return d->code;
+    if (d->state == ST_DIRECT && d->got < d->hdr.len) {
+        size_t k = d->hdr.len - d->got;
+        if (k > n)
+            k = n;
+        d->crc = tb_crc32c_copy(d->crc, d->pay + d->got, p, k);
+        d->got += k;
+        p += k;
+        n -= k;
+    }
+    if (n) {
+        int rc = make_room(d, n, 1);
+        if (rc)
+            return rc;
+        memcpy(d->buf + d->wr, p, n);
+        d->wr += n;
+    }
+    return 0;
+}
+
+int tb_fdec_reserve(tb_fdec_t *d, size_t want, void **ptr, size_t *avail)
+{
+    if (d->kind)
+        return d->code;
+    if (want == 0)
+        want = TB_FDEC_CHUNK;
+    if (d->state == ST_DIRECT && d->got < d->hdr.len) {
+        size_t left = d->hdr.len - d->got;
+        *ptr = d->pay + d->got;
+        *avail = want < left ? want : left;
+        d->resv_direct = 1;
+        d->resv_avail = *avail;
+        return 0;
+    }
+    /* At most one chunk beyond what is buffered: the bound on memory. */
+    size_t target = want < TB_FDEC_CHUNK ? want : TB_FDEC_CHUNK;
+    int rc = make_room(d, target, 0);
+    if (rc)
+        return rc;
+    size_t room = d->cap - d->wr;
+    *ptr = d->buf + d->wr;
+    *avail = want < room ? want : room;
+    d->resv_direct = 0;
+    d->resv_avail = *avail;
+    return 0;
+}
+
+void tb_fdec_commit(tb_fdec_t *d, size_t n)
+{
+    assert(n <= d->resv_avail && "tb_fdec_commit: more than reserved");
+    if (d->kind || n > d->resv_avail)
+        return;
+    if (d->resv_direct) {
+        d->crc = tb_crc32c(d->crc, d->pay + d->got, n);
+        d->got += n;
+    } else {
+        d->wr += n;
+    }
+    d->resv_avail = 0;
+}
+
+/* Check the 44 header bytes at p and start a frame; returns 0 or the error. */
+static int parse_header(tb_fdec_t *d, const uint8_t *p)
+{
+    uint32_t magic = tb_get32(p);
+    if (magic != TB_FRAME_MAGIC)
+        return fail(d, TB_FDEC_EMAGIC,
+                    "bad magic 0x%08" PRIx32 " (bytes %02x %02x %02x %02x), expected "
+                    "0x%08x (\"TBON\"): not a tbon peer, or framing lost",
+                    magic, p[0], p[1], p[2], p[3], TB_FRAME_MAGIC);
+    if (p[4] != TB_FRAME_VERSION)
+        return fail(d, TB_FDEC_EVERSION, "frame version %u, this side speaks version %u",
+                    p[4], TB_FRAME_VERSION);
+    if (p[5] < TB_FRAME_TYPE_MIN || p[5] > TB_FRAME_TYPE_MAX)
+        return fail(d, TB_FDEC_ETYPE, "unknown frame type %u (known: %d..%d)",
+                    p[5], TB_FRAME_TYPE_MIN, TB_FRAME_TYPE_MAX);
+    uint16_t flags = tb_get16(p + 6);
+    if (flags & ~TB_FRAME_F_KNOWN)
+        return fail(d, TB_FDEC_EFLAGS, "unknown flag bits 0x%04x in flags 0x%04x",
+                    (unsigned)(flags & ~TB_FRAME_F_KNOWN), flags);
+    uint32_t len = tb_get32(p + 8);
+    if (len > d->max)
+        return fail(d, TB_FDEC_ETOOBIG, "payload length %" PRIu32 " above the maximum %" PRIu32
+                    " (%s frame)", len, d->max, tb_frame_type_name(p[5]));
+    d->hdr.type = p[5];
+    d->hdr.flags = flags;
+    d->hdr.len = len;
+    d->hdr.stream = tb_get32(p + 12);
+    d->hdr.tag = (int32_t)tb_get32(p + 16);
+    d->hdr.source = tb_get32(p + 20);
+    d->hdr.seq = tb_get64(p + 24);
+    d->hdr.ack = tb_get64(p + 32);
+    d->want_crc = tb_get32(p + TB_FRAME_CRC_OFFSET);
+    d->crc = tb_crc32c(0, p, TB_FRAME_CRC_OFFSET);
+    return 0;
+}
+
+static int check_crc(tb_fdec_t *d)
+{
+    if (d->crc == d->want_crc)
+        return 0;
+    return fail(d, TB_FDEC_ECRC,
+                "CRC mismatch: frame says 0x%08" PRIx32 ", computed 0x%08" PRIx32
+                " (%s frame, %" PRIu32 " payload bytes, seq %" PRIu64 ")",
+                d->want_crc, d->crc, tb_frame_type_name(d->hdr.type), d->hdr.len, d->hdr.seq);
+}
+
+/* Inflate a TB_FRAME_F_ZLIB payload src[0..n) into a fresh buffer of exactly
+ * the size it claims (checked against the maximum first). */
+static int inflate_payload(tb_fdec_t *d, const uint8_t *src, size_t n,
+                           uint8_t **out, uint32_t *out_len)
+{
+    if (n < 4)
+        return fail(d, TB_FDEC_EZLIB, "compressed payload of %zu bytes is shorter "
+                    "than its 4-byte length prefix", n);
+    uint32_t ulen = tb_get32(src);
+    if (ulen > d->max)
+        return fail(d, TB_FDEC_ETOOBIG, "uncompressed length %" PRIu32 " above the maximum %"
+                    PRIu32 " (%s frame)", ulen, d->max, tb_frame_type_name(d->hdr.type));
+    uint8_t *o = malloc(ulen ? ulen : 1);
+    if (!o)
+        return fail(d, TB_FDEC_ENOMEM, "out of memory for a %" PRIu32 "-byte payload", ulen);
+
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    int zr = inflateInit(&zs);
+    if (zr != Z_OK) {
+        free(o);
+        return fail(d, zr == Z_MEM_ERROR ? TB_FDEC_ENOMEM : TB_FDEC_EZLIB,
+                    "inflateInit failed (%d)", zr);
+    }
+    zs.next_in = (Bytef *)(uintptr_t)(src + 4);   /* zlib does not write it */
+    zs.avail_in = (uInt)(n - 4);
+    zs.next_out = o;
+    zs.avail_out = ulen;
+    zr = inflate(&zs, Z_FINISH);
+    if (zr != Z_STREAM_END && zs.avail_out == 0 && (zr == Z_OK || zr == Z_BUF_ERROR)) {
+        /* Output full but no end yet: one more byte tells "longer than
+         * claimed" (a bomb) from "only the trailer was left". */
+        uint8_t extra;
+        zs.next_out = &extra;
+        zs.avail_out = 1;
+        zr = inflate(&zs, Z_FINISH);
+        if (zs.avail_out == 0) {
+            inflateEnd(&zs);
+            free(o);
+            return fail(d, TB_FDEC_EZLIB, "compressed payload inflates to more than the %"
+                        PRIu32 " bytes it claims", ulen);
+        }
+    }
+    int rc = 0;
+    if (zr == Z_STREAM_END) {
+        if (zs.avail_in)
+            rc = fail(d, TB_FDEC_EZLIB, "%u bytes after the end of the zlib stream",
+                      zs.avail_in);
+        else if (zs.total_out != ulen)
+            rc = fail(d, TB_FDEC_EZLIB, "compressed payload inflates to %lu bytes, it claims %"
+                      PRIu32, (unsigned long)zs.total_out, ulen);
+    } else if (zr == Z_MEM_ERROR) {
+        rc = fail(d, TB_FDEC_ENOMEM, "out of memory inflating a payload");
+    } else if (zr == Z_BUF_ERROR) {
+        rc = fail(d, TB_FDEC_EZLIB, "zlib stream truncated after %lu of %" PRIu32 " bytes",
+                  (unsigned long)zs.total_out, ulen);
+    } else {
+        rc = fail(d, TB_FDEC_EZLIB, "corrupt zlib stream (%s)",
+                  zs.msg ? zs.msg : "inflate error");
+    }
+    inflateEnd(&zs);
+    if (rc) {
+        free(o);
+        return rc;
+    }
+    if (!ulen) {
+        free(o);
+        o = NULL;
+    }
+    *out = o;
+    *out_len = ulen;
+    return 0;
+}
+
+/* The current frame's payload (CRC verified) is wire[0..hdr.len): turn it
+ * into *out. own says wire is a malloc'd buffer we may hand over. */
+static int deliver(tb_fdec_t *d, uint8_t *wire, int own, tb_frame_t *out)
+{
+    uint8_t *payload = wire;
+    uint32_t plen = d->hdr.len;
+    if (d->hdr.flags & TB_FRAME_F_ZLIB) {
+        int rc = inflate_payload(d, wire, d->hdr.len, &payload, &plen);
+        if (own)
+            free(wire);
+        if (rc)
+            return rc;
+    }
+    out->hdr = d->hdr;
+    out->hdr.flags &= (uint16_t)~TB_FRAME_F_ZLIB;
+    out->hdr.len = plen;
+    out->payload = payload;
+    out->wire_len = TB_FRAME_HDR_SIZE + (size_t)d->hdr.len;
+    d->state = ST_HDR;
+    return 1;
+}
+
+int tb_fdec_next(tb_fdec_t *d, tb_frame_t *out)
+{
+    if (d->kind)
+        return d->code;
+    if (d->state == ST_HDR) {
+        if (d->wr - d->rd < TB_FRAME_HDR_SIZE)
+            return 0;
+        int rc = parse_header(d, d->buf + d->rd);
+        if (rc)
+            return rc;
+        d->rd += TB_FRAME_HDR_SIZE;
+        d->state = ST_BODY;
+        size_t have = d->wr - d->rd;
+        if (d->hdr.len >= DIRECT_MIN && have < d->hdr.len) {
+            d->pay = malloc(d->hdr.len);
+            if (!d->pay)
+                return fail(d, TB_FDEC_ENOMEM, "out of memory for a %" PRIu32 "-byte payload",
+                            d->hdr.len);
+            d->crc = tb_crc32c_copy(d->crc, d->pay, d->buf + d->rd, have);
+            d->got = have;
+            d->rd = d->wr = 0;
+            d->state = ST_DIRECT;
+            return 0;
+        }
+    }
+    if (d->state == ST_DIRECT) {
+        if (d->got < d->hdr.len)
+            return 0;
+        uint8_t *p = d->pay;
+        d->pay = NULL;
+        int rc = check_crc(d);
+        if (rc) {
+            free(p);
+            return rc;
+        }
+        return deliver(d, p, 1, out);
+    }
+    /* ST_BODY: wait for the whole payload in the buffer. */
+    uint32_t n = d->hdr.len;
+    if (d->wr - d->rd < n)
+        return 0;
+    uint8_t *src = d->buf + d->rd;
+    d->rd += n;
+    if (d->rd == d->wr)
+        d->rd = d->wr = 0;   /* src stays valid: nothing is written before we return */
+    if (d->hdr.flags & TB_FRAME_F_ZLIB) {
+        d->crc = tb_crc32c(d->crc, src, n);
+        int rc = check_crc(d);
+        return rc ? rc : deliver(d, src, 0, out);
+    }
+    uint8_t *p = NULL;
+    if (n && !(p = malloc(n)))
+        return fail(d, TB_FDEC_ENOMEM, "out of memory for a %" PRIu32 "-byte payload", n);
+    d->crc = tb_crc32c_copy(d->crc, p, src, n);
+    int rc = check_crc(d);
+    if (rc) {
+        free(p);
+        return rc;
+    }
+    return deliver(d, p, 1, out);
+}
+
+int tb_fdec_error_kind(const tb_fdec_t *d)
+{
+    return d->kind;
+}
+
+const char *tb_fdec_error(const tb_fdec_t *d)
+{
+    return d->msg;
+}
+
+const char *tb_fdec_kind_name(int kind)
+{
+    switch (kind) {
+    case TB_FDEC_OK:       return "OK";
+    case TB_FDEC_EMAGIC:   return "EMAGIC";
+    case TB_FDEC_EVERSION: return "EVERSION";
+    case TB_FDEC_ETYPE:    return "ETYPE";
+    case TB_FDEC_EFLAGS:   return "EFLAGS";
+    case TB_FDEC_ETOOBIG:  return "ETOOBIG";
+    case TB_FDEC_ECRC:     return "ECRC";
+    case TB_FDEC_EZLIB:    return "EZLIB";
+    case TB_FDEC_ENOMEM:   return "ENOMEM";
+    default:               return "unknown";
+    }
+}
+
+size_t tb_fdec_memory(const tb_fdec_t *d)
+{
+    return d->cap + (d->pay ? d->hdr.len : 0);
+}

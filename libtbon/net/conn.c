@@ -1,0 +1,219 @@
+/* conn.c - a reactor's data connection: decoder in, frame queue out */
+#include "net/conn.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "codec/packet_int.h"
+#include "net/sock.h"
+
+tb_conn_t *tb_conn_new(int fd, tbon_rank_t rank, int index, uint32_t max_payload)
+{
+    tb_conn_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->dec = tb_fdec_new(max_payload);
+    if (!c->dec) {
+        free(c);
+        return NULL;
+    }
+    tb_sock_nonblock(fd, 1);
+    tb_ring_init(&c->q, sizeof(tb_outframe_t));
+    c->fd = fd;
+    c->rank = rank;
+    c->index = index;
+    c->reading = 1;
+    return c;
+}
+
+static void outframe_free(tb_outframe_t *f)
+{
+    tbon_packet_unref(f->pkt);
+    free(f->buf);
+}
+
+void tb_conn_destroy(tb_conn_t *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->q.len; i++)
+        outframe_free(tb_ring_at(&c->q, i));
+    tb_ring_free(&c->q);
+    tb_fdec_destroy(c->dec);
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c);
+}
+
+/* A zeroed frame at the tail of the queue. */
+static tb_outframe_t *q_push(tb_conn_t *c)
+{
+    tb_outframe_t *f = tb_ring_push(&c->q);
+    if (f)
+        c->dirty = 1;
+    return f;
+}
+
+int tb_conn_send_packet(tb_conn_t *c, uint8_t type, uint32_t stream, int32_t tag,
+                        tbon_rank_t source, tbon_packet_t *p)
+{
+    return tb_conn_send_packet_flags(c, type, 0, stream, tag, source, p);
+}
+
+int tb_conn_send_packet_flags(tb_conn_t *c, uint8_t type, uint16_t flags, uint32_t stream,
+                              int32_t tag, tbon_rank_t source, tbon_packet_t *p)
+{
+    return tb_conn_send_packet_key(c, type, flags, stream, tag, source, 0, p);
+}
+
+int tb_conn_send_packet_key(tb_conn_t *c, uint8_t type, uint16_t flags, uint32_t stream,
+                            int32_t tag, tbon_rank_t source, uint64_t key, tbon_packet_t *p)
+{
+    size_t len;
+    const uint8_t *payload = tb_packet_payload(p, &len);
+    tb_outframe_t *f = q_push(c);
+    if (!f)
+        return TBON_ENOMEM;
+    tb_frame_hdr_t h = { .type = type, .flags = flags, .len = (uint32_t)len, .stream = stream,
+                         .tag = tag, .source = source, .seq = key };
+    /* Combining CRCs costs about as much as checksumming 16 KiB: only a large
+     * payload (sent on many links) is checksummed once and combined. */
+    if (len < 16384)
+        tb_frame_hdr_encode(&h, payload, f->hdr);
+    else
+        tb_frame_hdr_encode_crc(&h, tb_packet_payload_crc(p), f->hdr);
+    f->pkt = tbon_packet_ref(p);
+    f->len = len;
+    c->out_bytes += TB_FRAME_HDR_SIZE + len;
+    return 0;
+}
+
+int tb_conn_send_buf(tb_conn_t *c, const tb_frame_hdr_t *h, uint8_t *buf, size_t len)
+{
+    tb_outframe_t *f = q_push(c);
+    if (!f) {
+        free(buf);
+        return TBON_ENOMEM;
+    }
+    tb_frame_hdr_t hh = *h;
+    hh.len = (uint32_t)len;
+    tb_frame_hdr_encode(&hh, buf, f->hdr);
+    f->buf = buf;
+    f->len = len;
+    c->out_bytes += TB_FRAME_HDR_SIZE + len;
+    return 0;
+}
+
+int tb_conn_send_raw(tb_conn_t *c, uint8_t *frame, size_t len)
+{
+    if (len < TB_FRAME_HDR_SIZE) {
+        free(frame);
+        return TBON_EINVAL;
+    }
+    tb_outframe_t *f = q_push(c);
+    if (!f) {
+        free(frame);
+        return TBON_ENOMEM;
+    }
+    memcpy(f->hdr, frame, TB_FRAME_HDR_SIZE);
+    memmove(frame, frame + TB_FRAME_HDR_SIZE, len - TB_FRAME_HDR_SIZE);
+    f->buf = frame;
+    f->len = len - TB_FRAME_HDR_SIZE;
+    c->out_bytes += len;
+    return 0;
+}
+
+int tb_conn_flush(tb_conn_t *c)
+{
+    enum { MAXV = 128 };
+    c->dirty = 0;
+    while (c->q.len > 0) {
+        struct iovec iov[MAXV];
+        int n = 0;
+        size_t off = c->qoff;
+        for (size_t i = 0; i < c->q.len && n + 2 <= MAXV; i++) {
+            tb_outframe_t *f = tb_ring_at(&c->q, i);
+            const uint8_t *payload = f->pkt ? tb_packet_payload(f->pkt, &(size_t){0}) : f->buf;
+            if (off < TB_FRAME_HDR_SIZE) {
+                iov[n].iov_base = f->hdr + off;
+                iov[n++].iov_len = TB_FRAME_HDR_SIZE - off;
+                off = 0;
+            } else {
+                off -= TB_FRAME_HDR_SIZE;
+            }
+            if (f->len > off) {
+                iov[n].iov_base = (void *)(payload + off);
+                iov[n++].iov_len = f->len - off;
+            }
+            off = 0;
+        }
+        struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+        ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN)
+                return 0;
+            snprintf(c->why, sizeof c->why, "write: %s", strerror(errno));
+            c->closed = 1;
+            return TBON_EIO;
+        }
+        size_t left = (size_t)w;
+        c->out_bytes -= left;
+        while (left > 0) {
+            tb_outframe_t *f = tb_ring_at(&c->q, 0);
+            size_t rest = TB_FRAME_HDR_SIZE + f->len - c->qoff;
+            if (left < rest) {
+                c->qoff += left;
+                break;
+            }
+            left -= rest;
+            outframe_free(f);
+            tb_ring_drop(&c->q);
+            c->qoff = 0;
+        }
+    }
+    return 1;
+}
+
+long tb_conn_read(tb_conn_t *c, size_t max_bytes)
+{
+    size_t total = 0;
+    while (total < max_bytes) {
+        void *p;
+        size_t avail;
+        int rc = tb_fdec_reserve(c->dec, 0, &p, &avail);
+        if (rc) {
+            snprintf(c->why, sizeof c->why, "bad frame: %s", tb_fdec_error(c->dec));
+            c->closed = 1;
+            return -1;
+        }
+        ssize_t n = recv(c->fd, p, avail, MSG_DONTWAIT);
+        if (n > 0) {
+            tb_fdec_commit(c->dec, (size_t)n);
+            total += (size_t)n;
+            if ((size_t)n < avail)
+                break;
+            continue;
+        }
+        if (n == 0) {
+            snprintf(c->why, sizeof c->why, "connection closed by the peer");
+            c->closed = 1;
+            return total ? (long)total : -1;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN)
+            break;
+        snprintf(c->why, sizeof c->why, "read: %s", strerror(errno));
+        c->closed = 1;
+        return total ? (long)total : -1;
+    }
+    return (long)total;
+}

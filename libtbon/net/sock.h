@@ -1,0 +1,62 @@
+/* sock.h - TCP helpers: listening, connecting with a deadline, and whole-frame
+ * blocking I/O for the few places that talk before a reactor owns the socket */
+#ifndef TB_SOCK_H
+#define TB_SOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tbon/tbon.h>
+
+#include "codec/wire.h"
+
+/* Milliseconds on the monotonic clock. */
+int64_t tb_now_ms(void);
+
+/* Set O_NONBLOCK (on = 1) or clear it. Returns 0 or -errno. */
+int tb_sock_nonblock(int fd, int on);
+
+/* A listening TCP socket on all interfaces, IPv6 and IPv4 (IPv4 alone where
+ * the host has no IPv6), port 0 = any; *port gets the
+ * bound port. Non-blocking, close-on-exec. Returns the fd or TBON_EIO. */
+int tb_sock_listen(uint16_t *port, tbon_error_t *err);
+
+/* The address of this host that host reaches it at: where the kernel routes
+ * packets for host from (a UDP socket's source once connected; nothing is
+ * sent), numeric (IPv4 dotted, IPv6 without brackets). $TBON_IFACE, when
+ * set, chooses instead: an address of this host, or an interface whose
+ * address (of host's family where it has one) is taken. 0, or TBON_EIO (host
+ * does not resolve, no route) / TBON_EINVAL (a bad TBON_IFACE) with err. */
+int tb_sock_route_addr(const char *host, char *out, size_t len, tbon_error_t *err);
+
+/* "host:port", or "[host]:port" for an IPv6 address. */
+void tb_sock_format_hostport(const char *host, uint16_t port, char *out, size_t len);
+
+/* A socket address as a numeric string (an IPv4-mapped IPv6 address as its
+ * IPv4 form). 0, or -1 for another family. */
+struct sockaddr;
+int tb_sock_addr_string(const struct sockaddr *sa, char *out, size_t len);
+
+/* Connect to host:port (name or address) before deadline_ms (tb_now_ms
+ * scale). Returns a blocking, close-on-exec, TCP_NODELAY fd, or TBON_EIO /
+ * TBON_ETIMEOUT with err naming host:port and the reason. */
+int tb_sock_connect(const char *host, uint16_t port, int64_t deadline_ms, tbon_error_t *err);
+
+/* Accept one connection (non-blocking, close-on-exec, TCP_NODELAY); -1 if
+ * none is waiting. */
+int tb_sock_accept(int lfd);
+
+/* Write a whole frame (header built from h, payload) on a blocking or
+ * non-blocking fd, waiting with poll until deadline_ms. 0 or TBON_EIO /
+ * TBON_ETIMEOUT. */
+int tb_sock_send_frame(int fd, const tb_frame_hdr_t *h, const void *payload, size_t len,
+                       int64_t deadline_ms, tbon_error_t *err);
+
+/* Read exactly one frame, reading no byte beyond it (so the socket can be
+ * handed to a reactor afterwards), with payload at most max bytes. Fills *f
+ * (release with tb_frame_release). 0, TBON_EIO, TBON_ECLOSED, TBON_EFORMAT
+ * or TBON_ETIMEOUT. */
+int tb_sock_recv_frame(int fd, uint32_t max, tb_frame_t *f, int64_t deadline_ms,
+                       tbon_error_t *err);
+
+#endif

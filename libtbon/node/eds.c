@@ -1,0 +1,974 @@
+/* eds.c - the event detection service thread (DESIGN.md, "Threads"; seed 003,
+ * the EDS): owns the listening socket, authenticates every new connection,
+ * keeps the event connections to parent and children, and watches the child
+ * processes; it tells the reactor through commands, never touching its state. */
+#include "node/node.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util/error.h"
+#include "util/log.h"
+#include "codec/packet_int.h"
+#include "topo/reconfig.h"
+#include "net/sock.h"
+
+/* How long a connecting peer has to finish the handshake. */
+#define HANDSHAKE_MS 5000
+
+/* On an event connection, the byte a parent sends its children before an
+ * orderly end (docs/protocol.md 8.2): the connection's end is then no failure. */
+#define TB_EVENT_BYE 'B'
+/* A heartbeat on an event connection. */
+#define TB_EVENT_BEAT 'H'
+/* After an adoption, the event connection to the new parent waits this long
+ * (at most a quarter of the heartbeat timeout), plus up to as much again by
+ * rank: see events_delay(). */
+#define TB_EVENTS_AFTER_ADOPTION_MS 40
+
+enum { K_LISTEN, K_WAKE, K_PENDING, K_EVENT, K_PIDFD, K_NODE };
+
+typedef struct watch {
+    int kind;
+    int fd;
+    tbon_rank_t rank;
+    pid_t pid;
+    tb_auth_srv_t *auth;
+    struct watch *next;        /* in the list of all watches */
+    int dead;
+    int64_t heard;             /* K_EVENT: when the peer last sent anything (ms) */
+} watch_t;
+
+struct tb_eds {
+    tb_node_t *node;
+    tb_topology_t *topo;       /* a private copy: the EDS never shares it */
+    tbon_rank_t rank;
+    tb_role_t role;
+    tb_session_t session;
+    int epfd, wakefd;
+    pthread_t thread;
+    int running;
+    pthread_mutex_t mu;
+    watch_t *all;
+    uint8_t *data_seen, *event_seen;   /* per rank of the topology */
+    pid_t *reaped;
+    size_t nreaped, capreaped;
+    atomic_int stop;
+    /* Fault tolerance (seed 003 V-A): the reconfigurator runs here. */
+    tbon_rank_t parent;        /* the current parent (its event connection) */
+    uint32_t incarnation;
+    atomic_int ft_ready;       /* the tree is up and every port is known */
+    int adopt_now;             /* the reactor asks for an adoption (under mu) */
+    uint8_t *expect;           /* per rank: an adopted child may open events */
+    /* kind 1 failure, 2 adoption, 3 port (tb_eds_report), 4 join: */
+    struct eds_rep { int kind; tbon_rank_t r, p; uint32_t inc; char *host;
+                     uint32_t lid, port; tb_role_t role; } *reps;
+    size_t nreps, capreps;     /* reports to apply to the private copy (mu) */
+    tb_adopt_index_t *aidx;    /* adopter index over the private copy */
+    atomic_int leaving;        /* an orderly end: tell the children, adopt nobody */
+    int bye_sent;
+    int parent_bye;            /* the parent said it leaves: its end is no failure */
+    atomic_int hb_ms;          /* heartbeat timeout (0: none); a beat every quarter */
+    int hb_on;                 /* EDS thread: heartbeats were on at its last look */
+    int64_t next_beat;
+    int64_t events_due;        /* when to open the new parent's event connection (0: no) */
+    int grave[8];              /* the lost parent's event connections, closed later */
+    watch_t *node_watch;       /* BE: the node's own epoll set, while nobody drives it */
+    atomic_int node_armed;     /* it is armed (a fired one shot disarms it) */
+    int ngrave;
+};
+
+static watch_t *add_watch(tb_eds_t *e, int kind, int fd, uint32_t events)
+{
+    watch_t *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->kind = kind;
+    w->fd = fd;
+    w->rank = TBON_RANK_NONE;
+    w->heard = tb_now_ms();
+    struct epoll_event ev = { .events = events, .data.ptr = w };
+    if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        free(w);
+        return NULL;
+    }
+    pthread_mutex_lock(&e->mu);
+    w->next = e->all;
+    e->all = w;
+    pthread_mutex_unlock(&e->mu);
+    return w;
+}
+
+/* Close a watch's fd; the struct is freed with the EDS (it may still be in
+ * this batch of events). */
+static void drop_watch(tb_eds_t *e, watch_t *w)
+{
+    if (w->dead)
+        return;
+    epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+    /* Closing a dead parent's connection sends a FIN the peer's kernel has
+     * to answer: work that can wait until the adoption is done. */
+    if (w->kind == K_EVENT && w->rank == e->parent && e->ngrave < 8)
+        e->grave[e->ngrave++] = w->fd;
+    else if (w->kind != K_NODE)          /* the node's epoll set is the node's */
+        close(w->fd);
+    w->dead = 1;
+    free(w->auth);
+    w->auth = NULL;
+}
+
+static void post(tb_eds_t *e, int op, tbon_rank_t rank, int fd, int status)
+{
+    tb_cmd_t *c = tb_cmd_new(op);
+    if (!c) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    c->rank = rank;
+    c->fd = fd;
+    c->status = status;
+    tb_node_post_kick(e->node, c);
+}
+
+static void apply_reports(tb_eds_t *e);
+
+/* An authentic peer: is it one we expect? */
+static void admit(tb_eds_t *e, watch_t *w)
+{
+    const tb_handshake_t *hs = &w->auth->hs;
+    tbon_error_t err;
+    tbon_rank_t r = hs->rank;
+    uint8_t purpose = hs->purpose;   /* hs dies with w->auth below */
+    if (purpose == TB_PURPOSE_JOIN) {
+        /* A new node, or a restarted one (hs->rank: its old rank), whose
+         * incarnation field is where a commnode listens (docs/protocol.md
+         * 9.6): the FE's reactor gives it a rank and a parent
+         * (TB_CTL_JOIN_ACK) or closes. */
+        int cn = hs->role == TB_ROLE_COMMNODE;
+        uint32_t port = hs->incarnation;
+        if (e->role != TB_ROLE_FE || (hs->role != TB_ROLE_BE && !cn) ||
+            (cn && (port == 0 || port > 65535)) || (!cn && port) ||
+            !atomic_load(&e->ft_ready)) {
+            TB_WARN("eds", "refused a join: %s", e->role != TB_ROLE_FE ? "not the front-end" :
+                    hs->role != TB_ROLE_BE && !cn ? "only back-ends and commnodes join" :
+                    !atomic_load(&e->ft_ready) ? "the tree is not up yet"
+                    : "a commnode must say where it listens (and only a commnode)");
+            tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_REFUSED, e->rank, 0, 0, &err);
+            drop_watch(e, w);
+            return;
+        }
+        if (tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_OK, e->rank, 0, 1, &err)) {
+            drop_watch(e, w);
+            return;
+        }
+        free(w->auth);
+        w->auth = NULL;
+        epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+        w->dead = 1;
+        tb_cmd_t *c = tb_cmd_new(TB_CMD_JOIN_CONN);
+        if (!c) {
+            close(w->fd);
+            return;
+        }
+        c->rank = r;
+        c->fd = w->fd;
+        c->status = (int)port;
+        c->role = cn ? TB_ROLE_COMMNODE : TB_ROLE_BE;
+        tb_node_post_kick(e->node, c);
+        return;
+    }
+    apply_reports(e);           /* a back-end that joined may be connecting */
+    pthread_mutex_lock(&e->mu);
+    int expected = r < tb_topology_size(e->topo) && e->expect[r];
+    pthread_mutex_unlock(&e->mu);
+    int ok = r < tb_topology_size(e->topo) && r != e->rank &&
+             hs->role == (uint8_t)tb_topology_role(e->topo, r);
+    if (purpose == TB_PURPOSE_ADOPTION) {
+        /* Any orphan may ask; the reactor decides (it has the up-to-date
+         * topology) and answers with TB_CTL_ADOPT_ACK or a close. */
+        ok = ok && atomic_load(&e->ft_ready) && e->role != TB_ROLE_BE;
+    } else {
+        ok = ok && (tb_topology_parent(e->topo, r) == e->rank ||
+                    (purpose == TB_PURPOSE_EVENT && expected));
+        if (ok && purpose != TB_PURPOSE_DATA && purpose != TB_PURPOSE_EVENT &&
+            purpose != TB_PURPOSE_ATTACH)
+            ok = 0;
+    }
+    uint8_t *seen = purpose == TB_PURPOSE_EVENT ? e->event_seen : e->data_seen;
+    if (ok && purpose != TB_PURPOSE_ADOPTION && seen[r] && !expected)
+        ok = 0;
+    /* A process of an older generation than the rank's (it was restarted
+     * since): whatever it says is stale. */
+    int stale = ok && tb_inc_gen(hs->incarnation) < tb_inc_gen(tb_topology_incarnation(e->topo, r));
+    if (!ok || stale) {
+        TB_WARN("eds", "refused %s connection from rank %u (%s): %s",
+                tb_purpose_name(hs->purpose), r, tb_role_name(hs->role),
+                stale ? "a stale incarnation (the rank was restarted)" : "not an expected peer");
+        tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_REFUSED, e->rank, 0, 0, &err);
+        drop_watch(e, w);
+        return;
+    }
+    /* The reactor answers a data or adoption connection at once (the
+     * topology, TB_CTL_ADOPT_ACK, or a close): the WELCOME waits for that, and
+     * the peer wakes up once for both. */
+    if (tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_OK, e->rank, 0,
+                            purpose != TB_PURPOSE_EVENT, &err)) {
+        drop_watch(e, w);
+        return;
+    }
+    seen[r] = 1;
+    uint32_t inc = w->auth->hs.incarnation;
+    free(w->auth);
+    w->auth = NULL;
+    if (purpose == TB_PURPOSE_EVENT) {
+        if (expected) {
+            pthread_mutex_lock(&e->mu);
+            e->expect[r] = 0;
+            pthread_mutex_unlock(&e->mu);
+        }
+        w->kind = K_EVENT;
+        w->rank = r;
+        return;
+    }
+    /* A data connection belongs to the reactor from here on. */
+    epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+    w->dead = 1;
+    post(e, purpose == TB_PURPOSE_ADOPTION ? TB_CMD_ADOPT_CONN : TB_CMD_CONN, r, w->fd,
+         (int)inc);
+}
+
+static void on_listen(tb_eds_t *e, int lfd)
+{
+    for (;;) {
+        int fd = tb_sock_accept(lfd);
+        if (fd < 0)
+            return;
+        tb_auth_srv_t *a = malloc(sizeof *a);
+        tbon_error_t err;
+        if (!a || tb_auth_srv_start(a, fd, &e->session, tb_now_ms() + HANDSHAKE_MS, &err)) {
+            free(a);
+            close(fd);
+            continue;
+        }
+        watch_t *w = add_watch(e, K_PENDING, fd, EPOLLIN);
+        if (!w) {
+            free(a);
+            close(fd);
+            continue;
+        }
+        w->auth = a;
+    }
+}
+
+static void on_pending(tb_eds_t *e, watch_t *w)
+{
+    tbon_error_t err;
+    int rc = tb_auth_srv_read(w->auth, &e->session, &err);
+    if (rc == 0)
+        return;
+    if (rc < 0) {
+        /* DESIGN.md, "Wire": a peer that fails the handshake is closed and
+         * logged; nothing else happens. */
+        TB_WARN("eds", "refused a connection: %s", err.msg);
+        drop_watch(e, w);
+        return;
+    }
+    admit(e, w);
+}
+
+static void parent_down(tb_eds_t *e, tbon_rank_t lost);
+
+static void on_event_conn(tb_eds_t *e, watch_t *w)
+{
+    char buf[4096];
+    for (;;) {
+        ssize_t n = recv(w->fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) {
+            w->heard = tb_now_ms();
+            /* TB_EVENT_BYE from the parent: an orderly end follows. */
+            if (w->rank == e->parent && memchr(buf, TB_EVENT_BYE, (size_t)n))
+                e->parent_bye = 1;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        break;
+    }
+    TB_DEBUG("eds", "event connection of rank %u ended", w->rank);
+    tbon_rank_t r = w->rank;
+    drop_watch(e, w);
+    /* A dead parent: the reactor sees its data connection end too, and the
+     * adoption's TB_CMD_ADOPTED tells it in any case (it carries the lost
+     * rank), so the reactor is not woken for it now: in a recovery burst that
+     * wake-up (and the thread switch it forces on us) is per orphan. */
+    if (r == e->parent && atomic_load(&e->ft_ready) && !e->parent_bye &&
+        !atomic_load(&e->leaving)) {
+        parent_down(e, r);
+        return;
+    }
+    post(e, TB_CMD_PEER_LOST, r, -1, 0);
+    if (r == e->parent)
+        tb_node_parent_gone(e->node, r);
+}
+
+static void on_pidfd(tb_eds_t *e, watch_t *w)
+{
+    int status = 0;
+    pid_t r = waitpid(w->pid, &status, WNOHANG);
+    if (r == 0)
+        return;
+    pthread_mutex_lock(&e->mu);
+    if (e->nreaped == e->capreaped) {
+        size_t nc = e->capreaped ? 2 * e->capreaped : 16;
+        pid_t *np = realloc(e->reaped, nc * sizeof *np);
+        if (np) {
+            e->reaped = np;
+            e->capreaped = nc;
+        }
+    }
+    if (e->nreaped < e->capreaped && r == w->pid)
+        e->reaped[e->nreaped++] = w->pid;
+    pthread_mutex_unlock(&e->mu);
+    post(e, TB_CMD_CHILD_EXIT, w->rank, -1, r == w->pid ? status : -1);
+    drop_watch(e, w);
+}
+
+/* Pending handshakes past their deadline are dropped. Returns when the next
+ * one is due, or -1 if none is pending (an idle EDS sleeps until woken). */
+static int64_t expire(tb_eds_t *e)
+{
+    int64_t now = tb_now_ms(), next = -1;
+    pthread_mutex_lock(&e->mu);
+    for (watch_t *w = e->all; w; w = w->next) {
+        if (w->dead || w->kind != K_PENDING)
+            continue;
+        if (w->auth->deadline_ms <= now) {
+            pthread_mutex_unlock(&e->mu);
+            TB_WARN("eds", "a connection did not finish its handshake in time; closed");
+            drop_watch(e, w);
+            pthread_mutex_lock(&e->mu);
+        } else if (next < 0 || w->auth->deadline_ms < next) {
+            next = w->auth->deadline_ms;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    return next;
+}
+
+/* ---- fault tolerance: the reconfigurator (seed 003 V-A) ---- */
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The per-rank arrays follow the topology when back-ends join (under mu). */
+static int grow_seen(tb_eds_t *e, size_t old, size_t n)
+{
+    uint8_t **v[3] = { &e->data_seen, &e->event_seen, &e->expect };
+    for (int i = 0; i < 3; i++) {
+        uint8_t *nv = realloc(*v[i], n);
+        if (!nv)
+            return TBON_ENOMEM;
+        memset(nv + old, 0, n - old);
+        *v[i] = nv;
+    }
+    return 0;
+}
+
+/* Apply the reports the reactor queued to the private copy. */
+static void apply_reports(tb_eds_t *e)
+{
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < e->nreps; i++) {
+        struct eds_rep *q = &e->reps[i];
+        if (q->kind == 1) {
+            tb_report_failure(e->topo, q->r, q->inc);
+        } else if (q->kind == 2) {
+            tb_report_adoption(e->topo, q->r, q->p, q->inc);
+        } else if (q->kind == 4) {
+            size_t old = tb_topology_size(e->topo);
+            int rc = q->r == old ? grow_seen(e, old, old + 1) : 0;
+            if (rc == 0)
+                rc = tb_report_join(e->topo, q->role, q->r, q->p, q->host, q->lid, q->inc);
+            if (rc < 0)
+                TB_WARN("eds", "the join of rank %u left out of our copy", q->r);
+            if (rc == 1) {
+                /* A restarted process connects afresh. */
+                e->data_seen[q->r] = e->event_seen[q->r] = e->expect[q->r] = 0;
+                if (q->port)
+                    tb_topology_set_port(e->topo, q->r, (uint16_t)q->port);
+            }
+            free(q->host);
+        } else {
+            tb_topology_set_port(e->topo, q->r, (uint16_t)q->p);
+        }
+    }
+    e->nreps = 0;
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* Connect to candidate c and ask it to adopt us: the handshake with purpose
+ * ADOPTION, then its TB_CTL_ADOPT_ACK. The data connection fd, or -1. */
+static int ask(tb_eds_t *e, tbon_rank_t c, int64_t deadline)
+{
+    uint16_t port = tb_topology_port(e->topo, c);
+    if (!port)
+        return -1;
+    /* A node on our own topology host is reached over the loopback, as
+     * children reach parents at start-up (docs/protocol.md 7.1). */
+    const char *host = tb_topology_host_index(e->topo, c) == tb_topology_host_index(e->topo, e->rank)
+                       ? "127.0.0.1" : tb_topology_host(e->topo, c);
+    tbon_error_t err;
+    int fd = tb_sock_connect(host, port, deadline, &err);
+    if (fd < 0)
+        return -1;
+    tb_welcome_t w;
+    tb_frame_t f;
+    uint32_t one = 0;
+    if (tb_auth_client(fd, &e->session, (uint8_t)e->role, TB_PURPOSE_ADOPTION, e->rank,
+                       e->incarnation + 1, deadline, &w, &err) == 0 &&
+        tb_sock_recv_frame(fd, 4096, &f, deadline, &err) == 0) {
+        tbon_packet_t *p = f.hdr.type == TB_FRAME_CONTROL && f.hdr.tag == TB_CTL_ADOPT_ACK
+                           ? tb_packet_decode(f.payload, f.hdr.len, f.hdr.tag, 0, c, NULL) : NULL;
+        if (p && tbon_packet_unpack(p, "%ud", &one) != 0)
+            one = 0;
+        tbon_packet_unref(p);
+        tb_frame_release(&f);
+    }
+    if (one != 1) {
+        TB_INFO("adopt", "rank %u did not adopt us: %s", c, one ? "refused" : err.msg);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* How long after an adoption the event connection to the new parent waits.
+ * A parent's death orphans all its children at once, and each of them
+ * opening a second connection (connect, handshake, accept) in that burst
+ * slows every other orphan's adoption; a dead new parent is still seen
+ * meanwhile, by the reactor on the data connection, and a hung one only
+ * needs heartbeats well within their timeout. Spread by rank so that the
+ * connections do not make a second burst. */
+static int64_t events_delay(const tb_eds_t *e)
+{
+    int64_t d = TB_EVENTS_AFTER_ADOPTION_MS;
+    int hb = atomic_load(&e->hb_ms);
+    if (hb > 0 && d > hb / 4)
+        d = hb / 4;
+    return d + (int64_t)(e->rank % 16) * (d / 16);
+}
+
+/* Open the event connection to the current parent, if one is due. */
+static void parent_events(tb_eds_t *e)
+{
+    tbon_rank_t p = e->parent;
+    e->events_due = 0;
+    while (e->ngrave > 0)
+        close(e->grave[--e->ngrave]);
+    if (p == TBON_RANK_NONE || atomic_load(&e->stop) || atomic_load(&e->leaving))
+        return;
+    tbon_error_t err;
+    tb_welcome_t w;
+    uint16_t port = tb_topology_port(e->topo, p);
+    const char *host = tb_topology_host_index(e->topo, p) ==
+                       tb_topology_host_index(e->topo, e->rank)
+                       ? "127.0.0.1" : tb_topology_host(e->topo, p);
+    int64_t dl = tb_now_ms() + 1000;
+    int efd = tb_sock_connect(host, port, dl, &err);
+    if (efd >= 0 && tb_auth_client(efd, &e->session, (uint8_t)e->role, TB_PURPOSE_EVENT,
+                                   e->rank, e->incarnation, dl, &w, &err) == 0) {
+        tb_sock_nonblock(efd, 1);
+        watch_t *ww = add_watch(e, K_EVENT, efd, EPOLLIN);
+        if (ww)
+            ww->rank = p;
+        else
+            close(efd);
+    } else {
+        if (efd >= 0)
+            close(efd);
+        TB_WARN("adopt", "no event connection to the new parent %u: %s", p, err.msg);
+    }
+}
+
+/* Our parent is gone: find a new one (seed 003 V-A, "Dynamic Topology
+ * Configuration"). The candidates come from our copy of the topology; a dead
+ * or refusing one means the next, a round that finds nobody is tried again
+ * with what the reports have taught us meanwhile, and the FE is the last
+ * resort. On success the reactor gets the data connection and we watch the
+ * new parent's event connection; else the reactor is told to leave. */
+static void adopt(tb_eds_t *e, tbon_rank_t lost)
+{
+    int64_t t0 = now_us();
+    apply_reports(e);
+    /* Seed 003 V-A: an adopter must be at least as high as the lost parent
+     * was, that is one above us, so the tree grows no higher. */
+    uint32_t old_height = tb_topology_height(e->topo, e->rank) + 1;
+    tb_report_failure(e->topo, lost, tb_topology_incarnation(e->topo, lost));
+    for (int round = 0; round < 4 && !atomic_load(&e->stop); round++) {
+        if (round > 0) {
+            struct timespec ts = { 0, 40000000L * round };
+            nanosleep(&ts, NULL);
+            apply_reports(e);
+        }
+        tbon_rank_t cand[16];
+        if (!e->aidx)
+            e->aidx = tb_adopt_index_new(e->topo);
+        else
+            tb_adopt_index_update(e->aidx, e->topo);
+        size_t k = e->aidx ? tb_adopt_candidates(e->aidx, e->topo, e->rank, lost, old_height,
+                                                 cand, 16) : 0;
+        if (k == 0)
+            cand[k++] = 0;      /* no index (out of memory): the FE, the last resort */
+        int64_t t1 = now_us();
+        for (size_t i = 0; i < k && !atomic_load(&e->stop); i++) {
+            int fd = ask(e, cand[i], tb_now_ms() + 1000);
+            if (fd < 0)
+                continue;
+            int64_t t2 = now_us();
+            tb_cmd_t *c = tb_cmd_new(TB_CMD_ADOPTED);
+            if (!c) {
+                close(fd);
+                break;
+            }
+            c->rank = cand[i];
+            c->status = (int)lost;      /* the parent it replaces */
+            c->fd = fd;
+            c->us[0] = (uint64_t)(t1 - t0);
+            c->us[1] = (uint64_t)(t2 - t1);
+            e->parent = cand[i];
+            e->incarnation++;
+            tb_node_post_kick(e->node, c);
+            /* The event connection to the new parent (seed 003 V-A: "a newly
+             * adopted process sends its parent the New Failure Detection
+             * Connection protocol message") waits until the burst of a
+             * recovery is over: see parent_events(). */
+            e->events_due = tb_now_ms() + events_delay(e);
+            return;
+        }
+    }
+    TB_WARN("adopt", "no node would adopt us after the loss of rank %u; leaving", lost);
+    post(e, TB_CMD_ADOPT_FAILED, lost, -1, 0);
+    tb_node_parent_gone(e->node, lost);
+}
+
+/* The parent's event connection ended, or the reactor saw the parent go. */
+static void parent_down(tb_eds_t *e, tbon_rank_t lost)
+{
+    if (lost != e->parent)
+        return;            /* an old parent, already replaced */
+    pthread_mutex_lock(&e->mu);
+    for (watch_t *w = e->all; w; w = w->next)
+        if (!w->dead && w->kind == K_EVENT && w->rank == lost) {
+            pthread_mutex_unlock(&e->mu);
+            drop_watch(e, w);
+            pthread_mutex_lock(&e->mu);
+        }
+    pthread_mutex_unlock(&e->mu);
+    e->parent = TBON_RANK_NONE;
+    e->events_due = 0;
+    adopt(e, lost);
+}
+
+/* Queue a report (host taken over, for a join) for apply_reports. */
+static void push_rep(tb_eds_t *e, struct eds_rep q)
+{
+    pthread_mutex_lock(&e->mu);
+    if (e->nreps == e->capreps) {
+        size_t nc = e->capreps ? 2 * e->capreps : 64;
+        struct eds_rep *nr = realloc(e->reps, nc * sizeof *nr);
+        if (!nr) {
+            pthread_mutex_unlock(&e->mu);
+            free(q.host);
+            return;
+        }
+        e->reps = nr;
+        e->capreps = nc;
+    }
+    e->reps[e->nreps++] = q;
+    pthread_mutex_unlock(&e->mu);
+}
+
+void tb_eds_report(tb_eds_t *e, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
+{
+    push_rep(e, (struct eds_rep){ kind, r, p, inc, NULL, 0, 0, TB_ROLE_BE });
+}
+
+void tb_eds_join(tb_eds_t *e, const tb_vchange_t *c)
+{
+    char *h = strdup(c->host);
+    if (h)
+        push_rep(e, (struct eds_rep){ 4, c->rank, c->parent, c->inc, h, c->lid, c->port,
+                                      c->kind == TB_V_JOIN_CN ? TB_ROLE_COMMNODE : TB_ROLE_BE });
+}
+
+/* Tell every child on its event connection that we leave in order. */
+static void say_bye(tb_eds_t *e)
+{
+    e->bye_sent = 1;
+    const char bye = TB_EVENT_BYE;
+    pthread_mutex_lock(&e->mu);
+    for (watch_t *w = e->all; w; w = w->next)
+        if (!w->dead && w->kind == K_EVENT && w->rank != e->parent &&
+            send(w->fd, &bye, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+            TB_DEBUG("eds", "no goodbye to rank %u: %s", w->rank, strerror(errno));
+    pthread_mutex_unlock(&e->mu);
+}
+
+void tb_eds_leave(tb_eds_t *e)
+{
+    if (!e || atomic_exchange(&e->leaving, 1))
+        return;
+    uint64_t one = 1;
+    ssize_t r = write(e->wakefd, &one, sizeof one);
+    (void)r;
+}
+
+void tb_eds_set_ft_ready(tb_eds_t *e)
+{
+    atomic_store(&e->ft_ready, 1);
+}
+
+void tb_eds_request_adoption(tb_eds_t *e, tbon_rank_t lost)
+{
+    pthread_mutex_lock(&e->mu);
+    e->adopt_now = (int)lost + 1;
+    pthread_mutex_unlock(&e->mu);
+    uint64_t one = 1;
+    ssize_t r = write(e->wakefd, &one, sizeof one);
+    (void)r;
+}
+
+void tb_eds_expect(tb_eds_t *e, tbon_rank_t rank)
+{
+    pthread_mutex_lock(&e->mu);
+    if (rank < tb_topology_size(e->topo)) {
+        e->expect[rank] = 1;
+        e->event_seen[rank] = 0;
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* Heartbeats (DESIGN.md, fault tolerance 1): a beat on every event
+ * connection each quarter of the timeout; a peer silent for the whole
+ * timeout has failed. A silent child is fenced: its event connection is
+ * closed here and the reactor closes its data connection and reports it
+ * failed, so if it was only stopped it finds itself out when it wakes up
+ * (every copy of the topology has it dead, and no one adopts a dead rank). A
+ * silent parent is lost like a dead one. Returns when the EDS must look
+ * again (-1: heartbeats are off). */
+static int64_t heartbeats(tb_eds_t *e)
+{
+    int hb = atomic_load(&e->hb_ms);
+    if (hb <= 0) {
+        e->hb_on = 0;
+        return -1;
+    }
+    int64_t now = tb_now_ms(), next = now + hb;
+    /* Silence counts from the start of beating, not from the connection: a
+     * tree whose start-up took longer than the timeout (slow logins, a
+     * loaded host) has peers that were connected, and rightly quiet, since
+     * long before anyone beat. */
+    int starting = !e->hb_on;
+    e->hb_on = 1;
+    if (starting)
+        e->next_beat = now;
+    int beat = now >= e->next_beat;
+    if (beat)
+        e->next_beat = now + (hb / 4 > 0 ? hb / 4 : 1);
+    const char b = TB_EVENT_BEAT;
+    tbon_rank_t silent[16];
+    size_t nsilent = 0;
+    pthread_mutex_lock(&e->mu);
+    for (watch_t *w = e->all; w; w = w->next) {
+        if (w->dead || w->kind != K_EVENT)
+            continue;
+        if (starting)
+            w->heard = now;
+        if (now - w->heard >= hb) {
+            /* We may be the slow one (starved, or just woken up): what the
+             * peer sent may be waiting unread. Only true silence counts. */
+            char c;
+            if (recv(w->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0)
+                w->heard = now;
+        }
+        if (now - w->heard >= hb) {
+            if (nsilent < 16)
+                silent[nsilent++] = w->rank;
+            continue;
+        }
+        if (w->heard + hb < next)
+            next = w->heard + hb;
+        if (beat && send(w->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)
+            TB_DEBUG("eds", "no heartbeat to rank %u: %s", w->rank, strerror(errno));
+    }
+    pthread_mutex_unlock(&e->mu);
+    for (size_t i = 0; i < nsilent; i++) {
+        tbon_rank_t r = silent[i];
+        watch_t *w = NULL;
+        pthread_mutex_lock(&e->mu);
+        for (watch_t *x = e->all; x && !w; x = x->next)
+            if (!x->dead && x->kind == K_EVENT && x->rank == r)
+                w = x;
+        pthread_mutex_unlock(&e->mu);
+        if (!w)
+            continue;
+        TB_WARN("eds", "rank %u sent nothing for %d ms: taken for failed", r, hb);
+        drop_watch(e, w);
+        if (r == e->parent) {
+            post(e, TB_CMD_PEER_LOST, r, -1, 0);
+            if (atomic_load(&e->ft_ready) && !e->parent_bye && !atomic_load(&e->leaving))
+                parent_down(e, r);
+            else
+                tb_node_parent_gone(e->node, r);
+        } else {
+            post(e, TB_CMD_FENCE, r, -1, hb);
+        }
+    }
+    return e->next_beat < next ? e->next_beat : next;
+}
+
+void tb_eds_set_heartbeat(tb_eds_t *e, int timeout_ms)
+{
+    atomic_store(&e->hb_ms, timeout_ms > 0 ? timeout_ms : 0);
+    uint64_t one = 1;
+    ssize_t r = write(e->wakefd, &one, sizeof one);
+    (void)r;
+}
+
+static void *eds_thread(void *arg)
+{
+    tb_eds_t *e = arg;
+    struct epoll_event evs[64];
+    /* The C library gives a thread its own heap at its first allocation. A
+     * back-end's EDS may allocate nothing before its parent dies, and then
+     * paid for that heap in the middle of the recovery burst: pay now. */
+    void *volatile warm = malloc(64);
+    free(warm);
+    while (!atomic_load(&e->stop)) {
+        int64_t next = expire(e), now = tb_now_ms(), hb = heartbeats(e);
+        if (hb >= 0 && (next < 0 || hb < next))
+            next = hb;
+        if (e->events_due) {
+            if (e->events_due <= now) {
+                parent_events(e);
+                continue;
+            }
+            if (next < 0 || e->events_due < next)
+                next = e->events_due;
+        }
+        int wait = next < 0 ? -1 : next <= now ? 0 : (int)(next - now);
+        int k = epoll_wait(e->epfd, evs, 64, wait);
+        for (int i = 0; i < k; i++) {
+            watch_t *w = evs[i].data.ptr;
+            if (w->dead)
+                continue;
+            switch (w->kind) {
+            case K_LISTEN: on_listen(e, w->fd); break;
+            case K_WAKE: {
+                uint64_t v;
+                ssize_t rr = read(w->fd, &v, sizeof v);
+                (void)rr;
+                pthread_mutex_lock(&e->mu);
+                int want = e->adopt_now;
+                e->adopt_now = 0;
+                pthread_mutex_unlock(&e->mu);
+                apply_reports(e);
+                if (atomic_load(&e->leaving) && !e->bye_sent)
+                    say_bye(e);
+                if (want && atomic_load(&e->ft_ready) && !atomic_load(&e->leaving))
+                    parent_down(e, (tbon_rank_t)(want - 1));
+                break;
+            }
+            case K_PENDING: on_pending(e, w); break;
+            case K_EVENT: on_event_conn(e, w); break;
+            case K_PIDFD: on_pidfd(e, w); break;
+            case K_NODE:
+                atomic_store(&e->node_armed, 0);    /* the one shot fired */
+                tb_node_kick(e->node);
+                break;
+            }
+        }
+    }
+    return NULL;
+}
+
+tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
+                       const tb_topology_t *topo, tbon_rank_t rank,
+                       const tb_session_t *s, tbon_error_t *err)
+{
+    tb_eds_t *e = calloc(1, sizeof *e);
+    if (!e) {
+        tb_error_set(err, TBON_ENOMEM, "out of memory");
+        return NULL;
+    }
+    e->node = node;
+    e->rank = rank;
+    e->role = tb_topology_role(topo, rank);
+    e->parent = tb_topology_parent(topo, rank);
+    e->incarnation = tb_topology_incarnation(topo, rank);   /* a restarted process: > 0 */
+    e->session = *s;
+    e->epfd = epoll_create1(EPOLL_CLOEXEC);
+    e->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    pthread_mutex_init(&e->mu, NULL);
+    e->topo = tb_topology_clone(topo);
+    size_t n = tb_topology_size(topo);
+    e->data_seen = calloc(n, 1);
+    e->event_seen = calloc(n, 1);
+    e->expect = calloc(n, 1);
+    if (e->epfd < 0 || e->wakefd < 0 || !e->topo || !e->data_seen || !e->event_seen ||
+        !e->expect ||
+        !add_watch(e, K_WAKE, e->wakefd, EPOLLIN) ||
+        (listen_fd >= 0 && !add_watch(e, K_LISTEN, listen_fd, EPOLLIN))) {
+        tb_error_set(err, TBON_ENOMEM, "cannot start the event detection service");
+        if (listen_fd >= 0)
+            close(listen_fd);
+        if (parent_event_fd >= 0)
+            close(parent_event_fd);
+        goto error;
+    }
+    if (parent_event_fd >= 0) {
+        tb_sock_nonblock(parent_event_fd, 1);
+        watch_t *w = add_watch(e, K_EVENT, parent_event_fd, EPOLLIN);
+        if (!w) {
+            close(parent_event_fd);
+            tb_error_set(err, TBON_ENOMEM, "cannot watch the parent");
+            goto error;
+        }
+        w->rank = tb_topology_parent(topo, rank);
+    }
+    if (pthread_create(&e->thread, NULL, eds_thread, e)) {
+        tb_error_set(err, TBON_ENOMEM, "cannot start the event detection thread");
+        goto error;
+    }
+    e->running = 1;
+    return e;
+error:
+    tb_eds_stop(e);
+    tb_eds_free(e);
+    return NULL;
+}
+
+int tb_eds_watch_parent(tb_eds_t *e, int fd, tbon_rank_t parent)
+{
+    tb_sock_nonblock(fd, 1);
+    watch_t *w = add_watch(e, K_EVENT, fd, EPOLLIN);
+    if (!w) {
+        close(fd);
+        return TBON_ENOMEM;
+    }
+    w->rank = parent;
+    return 0;
+}
+
+int tb_eds_watch_node(tb_eds_t *e, int node_epfd)
+{
+    /* Disarmed until the application's network is complete (tb_node_arm). */
+    watch_t *w = add_watch(e, K_NODE, node_epfd, EPOLLONESHOT);
+    if (!w)
+        return TBON_ENOMEM;
+    pthread_mutex_lock(&e->mu);
+    e->node_watch = w;
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+void tb_eds_arm_node(tb_eds_t *e, int on)
+{
+    watch_t *w = e->node_watch;
+    /* A back-end arms it after every call into the library: only changes
+     * cost a system call. */
+    if (!w || w->dead || atomic_exchange(&e->node_armed, on) == on)
+        return;
+    struct epoll_event ev = { .events = on ? EPOLLIN | EPOLLONESHOT : EPOLLONESHOT,
+                              .data.ptr = w };
+    epoll_ctl(e->epfd, EPOLL_CTL_MOD, w->fd, &ev);
+}
+
+int tb_eds_watch_child(tb_eds_t *e, tbon_rank_t rank, pid_t pid)
+{
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0)
+        return TBON_EIO;
+    watch_t *w = add_watch(e, K_PIDFD, fd, EPOLLIN);
+    if (!w) {
+        close(fd);
+        return TBON_ENOMEM;
+    }
+    w->rank = rank;
+    w->pid = pid;
+    return 0;
+}
+
+int tb_eds_reaped(tb_eds_t *e, pid_t pid)
+{
+    int found = 0;
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < e->nreaped && !found; i++)
+        found = e->reaped[i] == pid;
+    pthread_mutex_unlock(&e->mu);
+    return found;
+}
+
+void tb_eds_stop(tb_eds_t *e)
+{
+    if (!e)
+        return;
+    if (e->running) {
+        atomic_store(&e->stop, 1);
+        uint64_t one = 1;
+        ssize_t r = write(e->wakefd, &one, sizeof one);
+        (void)r;
+        pthread_join(e->thread, NULL);
+        e->running = 0;
+        /* Leaving faster than the thread could say goodbye: say it now. */
+        if (atomic_load(&e->leaving) && !e->bye_sent)
+            say_bye(e);
+    }
+    for (watch_t *w = e->all; w; w = w->next)
+        drop_watch(e, w);
+}
+
+void tb_eds_free(tb_eds_t *e)
+{
+    if (!e)
+        return;
+    watch_t *w = e->all;
+    while (w) {
+        watch_t *next = w->next;
+        if (!w->dead && w->fd >= 0)
+            close(w->fd);
+        free(w->auth);
+        free(w);
+        w = next;
+    }
+    while (e->ngrave > 0)
+        close(e->grave[--e->ngrave]);
+    if (e->epfd >= 0)
+        close(e->epfd);
+    tb_topology_destroy(e->topo);
+    free(e->data_seen);
+    free(e->event_seen);
+    free(e->expect);
+    tb_adopt_index_free(e->aidx);
+    for (size_t i = 0; i < e->nreps; i++)
+        free(e->reps[i].host);
+    free(e->reps);
+    free(e->reaped);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}

@@ -1,0 +1,304 @@
+/* node.h - one process's place in the tree: the data-plane reactor (streams,
+ * filters, routing, start-up and shutdown), fed by the EDS thread and by the
+ * application's threads through a command queue and an eventfd */
+#ifndef TB_NODE_H
+#define TB_NODE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <tbon/tbon.h>
+
+#include "net/auth.h"
+#include "topo/topology.h"
+
+/* The heartbeat timeout when the FE's options leave it 0: a peer silent this
+ * long has failed. Long enough for hundreds of processes on two cores. */
+#define TB_HEARTBEAT_DEFAULT_MS 3000
+
+typedef struct tb_node tb_node_t;
+typedef struct tb_cmd tb_cmd_t;
+
+/* What a node tells its application (FE and BE libraries). */
+enum tb_node_status {
+    TB_NODE_READY = 1,      /* every process below is connected (FE) */
+    TB_NODE_FAILED,         /* start-up failed: code and message */
+    TB_NODE_CLOSED,         /* the session ended (code 0: orderly shutdown) */
+    TB_NODE_STREAM_ERROR,   /* a filter failed somewhere: message */
+};
+
+/* One change of the membership view (TB_CTL_VIEW). */
+enum tb_vkind {
+    TB_V_FAILED = 1,          /* rank failed */
+    TB_V_ADOPTED = 2,         /* rank adopted by parent at inc */
+    TB_V_JOIN = 3,            /* a back-end joins: rank (the next one, or a failed
+                                 one restarted at a later generation of inc)
+                                 under parent, named host:lid */
+    TB_V_JOINED = 4,          /* it is connected and in its parent's streams */
+    TB_V_LEFT = 5,            /* rank left in order (dead from now on) */
+    TB_V_JOIN_CN = 6,         /* a commnode joins, as TB_V_JOIN; it listens on port */
+};
+typedef struct tb_vchange {
+    int32_t     kind;         /* enum tb_vkind */
+    tbon_rank_t rank, parent;
+    uint32_t    inc;
+    uint32_t    lid;          /* joins: the local id */
+    char        host[TB_TOPOLOGY_MAX_HOST + 1];   /* joins: the host */
+    uint32_t    port;         /* TB_V_JOIN_CN: where it listens */
+} tb_vchange_t;
+
+/* Callbacks, all called on the reactor thread. */
+typedef struct tb_node_cbs {
+    void *arg;
+    /* A packet for the application (takes the reference); q: at a back-end,
+     * the request number it carries (docs/protocol.md 8.4). */
+    void (*deliver)(void *arg, uint32_t stream, tbon_packet_t *p, uint64_t q);
+    void (*status)(void *arg, int what, int code, const char *msg);
+    void (*progress)(void *arg, size_t ready, size_t total);
+    /* 1 while the application's receive queue is above its high-water mark:
+     * the node then stops reading from its children (back-pressure). */
+    int  (*app_full)(void *arg);
+    /* FE: a failure or an adoption somewhere in the tree. */
+    void (*event)(void *arg, const tbon_event_t *ev);
+    /* A node without a reactor thread (BE): the EDS thread queued work (an
+     * adoption); run it now if no application thread drives the node. */
+    void (*kick)(void *arg);
+    /* View version applied here, with its changes (all of them, at the FE). */
+    void (*view)(void *arg, uint64_t version, const tb_vchange_t *ch, size_t n);
+    /* FE: consistency check id finished: the ranks that agree and those
+     * that do not (both in no order). */
+    void (*checked)(void *arg, uint64_t id, const tbon_rank_t *agree, size_t nagree,
+                    const tbon_rank_t *bad, size_t nbad);
+    /* FE: an attribute entry of source src arrived (value NULL: a tombstone). */
+    void (*attr)(void *arg, tbon_rank_t src, const char *key, const char *value,
+                 uint64_t version);
+} tb_node_cbs_t;
+
+typedef struct tb_node_config {
+    tb_role_t      role;
+    tbon_rank_t    rank;
+    tb_topology_t *topo;            /* taken over */
+    tb_session_t   session;
+    const char    *commnode_path;   /* for launching commnode children */
+    const char    *backend_exe;     /* NULL: back-ends attach */
+    const char *const *backend_argv;/* argv[0] first; NULL-terminated */
+    const char    *rsh;
+    const char    *attach_file;     /* FE in attach mode */
+    int            startup_timeout_ms;
+    int            parent_fd;       /* data connection to the parent, or -1 */
+    int            parent_event_fd; /* event connection to the parent, or -1 */
+    int            no_ft;           /* FE: no fault tolerance (a commnode failure
+                                       ends the session) */
+    int            heartbeat_ms;    /* FE: heartbeat timeout for every node (<= 0:
+                                       none) */
+    int            slurm;           /* FE: the commnodes and back-ends are started
+                                       by Slurm, one srun step per depth (slurm.h);
+                                       commnodes then launch nothing */
+    int            joined;          /* joined the running tree (its view comes
+                                       from its parent) */
+    int            listening;       /* commnode: listen_fd (listening on port) is
+                                       taken over, though we have no children yet */
+    int            listen_fd;
+    uint16_t       port;
+} tb_node_config_t;
+
+/* Listen (if the node has children), launch its children and start the EDS
+ * thread. NULL with err filled on failure, with nothing left running. */
+tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs,
+                       tbon_error_t *err);
+
+/* Run the reactor on a new thread (FE, BE) or on the caller's (commnode:
+ * returns when the session is over). */
+int  tb_node_start(tb_node_t *n);
+int  tb_node_run(tb_node_t *n);
+
+/* Without a reactor thread (a back-end: its application's calls drive the
+ * node, one thread at a time, while the EDS thread keeps watching the
+ * parent): one turn of the loop waiting at most timeout_ms (-1: until
+ * something happens); returns 1 once the node has stopped. */
+int  tb_node_step(tb_node_t *n, int timeout_ms);
+/* Carry out a command at once (the caller drives the node). */
+void tb_node_exec(tb_node_t *n, tb_cmd_t *cmd);
+/* 1 if other threads have queued commands (an adoption, say) that a node
+ * without a reactor thread should take in with a tb_node_step(n, 0). */
+int  tb_node_has_posted(tb_node_t *n);
+/* Queue a command from the EDS thread and kick a node without a reactor. */
+void tb_node_post_kick(tb_node_t *n, tb_cmd_t *cmd);
+/* Bytes queued for sending, and whether the node has stopped. */
+size_t tb_node_backlog(const tb_node_t *n);
+int  tb_node_stopped(const tb_node_t *n);
+/* EDS thread: the event connection to rank (our parent?) has ended. */
+void tb_node_parent_gone(tb_node_t *n, tbon_rank_t rank);
+
+/* Wait for the reactor thread to end, stop the EDS thread, reap every child
+ * (killing what has not exited by the deadline) and free the node. */
+void tb_node_destroy(tb_node_t *n);
+
+/* ---- commands from other threads ---- */
+enum tb_cmd_op {
+    TB_CMD_CONN = 1,     /* EDS: an authenticated data connection (fd, rank) */
+    TB_CMD_PEER_LOST,    /* EDS: rank's event connection ended */
+    TB_CMD_CHILD_EXIT,   /* EDS: child process rank exited (status) */
+    TB_CMD_SEND,         /* app: pkt on stream */
+    TB_CMD_STREAM,       /* FE app: new stream */
+    TB_CMD_PARAMS,       /* FE app: filter parameters (which, pkt) */
+    TB_CMD_FILTER,       /* FE app: load filter id path func everywhere */
+    TB_CMD_RESUME,       /* app: the receive queue drained */
+    TB_CMD_SHUTDOWN,     /* FE app: end the session */
+    TB_CMD_LEAVE,        /* BE app: leave */
+    TB_CMD_ADOPT_CONN,   /* EDS: orphan rank asks to be adopted (fd, status = its
+                            new incarnation) */
+    TB_CMD_ADOPTED,      /* EDS: we were adopted by rank (fd: the data connection,
+                            status: the lost parent, us[]: the new_parent and
+                            connect times) */
+    TB_CMD_ADOPT_FAILED, /* EDS: no adopter took us: leave */
+    TB_CMD_FENCE,        /* EDS: child rank sent no heartbeat for status ms */
+    TB_CMD_CHECK,        /* FE app: consistency check (key = its id) */
+    TB_CMD_ATTR,         /* BE app: set attribute path = func (func NULL: delete) */
+    TB_CMD_JOIN_CONN,    /* EDS (FE): a node asks to join on fd (role; rank: the
+                            rank of a restarted one, or TBON_RANK_NONE; status:
+                            where a commnode listens) */
+};
+
+struct tb_cmd {
+    struct tb_cmd *next;
+    int            op;
+    int            fd;
+    tbon_rank_t    rank;
+    int            status;
+    uint32_t       stream;
+    int            up, sync, down, which, id;
+    uint32_t       timeout_ms;
+    tbon_packet_t *pkt;           /* owned by the command */
+    tbon_rank_t   *members;       /* owned */
+    size_t         nmembers;
+    char          *path, *func;   /* owned */
+    size_t         bytes;         /* counted in the send backlog */
+    uint64_t       us[2];         /* TB_CMD_ADOPTED: recovery times (us) */
+    uint64_t       key;           /* TB_CMD_SEND at a back-end: the wave key */
+    int            role;          /* TB_CMD_JOIN_CONN: tb_role_t of the joiner */
+};
+
+/* Queue a command (taken over) and wake the reactor. Any thread. */
+void tb_node_post(tb_node_t *n, tb_cmd_t *cmd);
+tb_cmd_t *tb_cmd_new(int op);
+void tb_cmd_free(tb_cmd_t *c);
+
+/* Back-pressure for application senders: block while the node's outgoing
+ * backlog is above its high-water mark (flush: until it is empty), or until
+ * the node is closed. Returns 0 or TBON_ECLOSED. Any thread but the reactor. */
+int tb_node_wait_backlog(tb_node_t *n, int flush);
+
+
+/* The EDS side (eds.c) */
+typedef struct tb_eds tb_eds_t;
+tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
+                       const tb_topology_t *topo, tbon_rank_t rank,
+                       const tb_session_t *s, tbon_error_t *err);
+/* Watch the event connection fd to the parent (taken over). Any thread. */
+int  tb_eds_watch_parent(tb_eds_t *e, int fd, tbon_rank_t parent);
+/* The same through the node (a commnode connects it after launching). */
+int  tb_node_watch_parent(tb_node_t *n, int fd);
+/* A node without a reactor thread (BE): the EDS watches its epoll set and
+ * kicks it when something arrives while no application thread drives it,
+ * so that its parent is answered (views, checks) even when the
+ * application is busy elsewhere. Added disarmed; armed once per kick
+ * (tb_eds_arm_node). */
+int  tb_eds_watch_node(tb_eds_t *e, int node_epfd);
+void tb_eds_arm_node(tb_eds_t *e, int on);
+/* The application's threads stop (0) or start again (1) driving the node
+ * of a back-end: while nobody drives it, the EDS kicks it. */
+void tb_node_arm(tb_node_t *n, int on);
+/* Run cbs.kick: from the EDS thread. */
+void tb_node_kick(tb_node_t *n);
+/* Watch a child process (pidfd) for the node. */
+int  tb_eds_watch_child(tb_eds_t *e, tbon_rank_t rank, pid_t pid);
+/* Stop the thread and close its sockets (the reaped-children record stays
+ * until tb_eds_free). NULL is fine. */
+void tb_eds_stop(tb_eds_t *e);
+void tb_eds_free(tb_eds_t *e);
+/* 1 if the EDS has reaped that child. */
+int  tb_eds_reaped(tb_eds_t *e, pid_t pid);
+/* Fault tolerance (seed 003 V-A). The reactor keeps the EDS's private copy
+ * of the topology in step: a report (kind 1 failure of r, 2 adoption of r by
+ * p, 3 the port p of r) is queued and applied on the EDS thread. */
+void tb_eds_report(tb_eds_t *e, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
+/* A node joined, or a restarted one came back (a view's TB_V_JOIN or
+ * TB_V_JOIN_CN change c, applied by tb_report_join): the same in our copy. */
+void tb_eds_join(tb_eds_t *e, const tb_vchange_t *c);
+/* The tree is up and the ports known: orphans may now be adopted. */
+void tb_eds_set_ft_ready(tb_eds_t *e);
+/* The reactor lost its parent (rank lost) first: adopt us now. */
+void tb_eds_request_adoption(tb_eds_t *e, tbon_rank_t lost);
+/* An adopted child rank will open its event connection. */
+void tb_eds_expect(tb_eds_t *e, tbon_rank_t rank);
+/* The node leaves in order: the children are told, nobody is adopted. */
+void tb_eds_leave(tb_eds_t *e);
+/* Heartbeats on the event connections: a peer silent for timeout_ms has
+ * failed (0: no heartbeats). */
+void tb_eds_set_heartbeat(tb_eds_t *e, int timeout_ms);
+
+/* On the wire (TB_CTL_STREAM, TB_CTL_GRAFT, TB_CMD_STREAM), a broadcast
+ * stream's sync mode carries this flag: a stream over every back-end, those
+ * that join later included. */
+#define TB_STREAM_BCAST 0x100
+
+/* Control messages (CONTROL frames: tag = op, payload = a packet). */
+enum tb_ctl {
+    TB_CTL_READY = 1,     /* up:   "%ud" processes in the subtree */
+    TB_CTL_FAIL,          /* up:   "%d %s" code, message */
+    TB_CTL_STREAM,        /* down: "%ud %d %d %ud %d %aud" id up sync timeout down members */
+    TB_CTL_FILTER,        /* down: "%d %s %s" id path func */
+    TB_CTL_PARAMS,        /* down: "%ud %d %d %auc" stream which tag payload */
+    TB_CTL_SHUTDOWN,      /* down: "%ud" 0 */
+    TB_CTL_STREAM_ERR,    /* up:   "%ud %s" stream message */
+    TB_CTL_PORT,          /* up:   "%ud %ud" rank port */
+    TB_CTL_LAUNCH,        /* down, once, to a new commnode after the topology:
+                             "%s %as %s %s" backend exe ("" = attach), its argv,
+                             remote shell, commnode path */
+    /* Fault tolerance (docs/protocol.md 8) */
+    TB_CTL_PORTS,         /* down, once the tree is up: "%aud %aud %d" ranks and
+                             ports of the FE and every commnode (where an orphan
+                             can ask), the heartbeat timeout in ms (0: none) */
+    TB_CTL_REPORT,        /* both ways, flooded: "%d %ud %ud %ud %auld" kind (1
+                             failure, 2 adoption), rank, new parent, incarnation,
+                             recovery times in us (new_parent connect compensate
+                             cleanup) */
+    TB_CTL_ADOPT_ACK,     /* adopter to orphan, first on the new connection: "%ud" 1 */
+    TB_CTL_GRAFT,         /* up from an adopted child: "%ud %d %d %ud %d %aud %uld
+                             %uld" as TB_CTL_STREAM, then the last wave key it sent
+                             up and the last request it saw */
+    /* Membership (docs/protocol.md 9) */
+    TB_CTL_VIEW,          /* down: "%uld %uld %ad %aud %aud %aud %as %aud"
+                             version, the version it follows (0: a whole view),
+                             and the changes: kinds (enum tb_vkind), ranks,
+                             parents, incarnations, hosts and local ids (of
+                             joins; "" and 0 otherwise) */
+    TB_CTL_VIEW_ACK,      /* up: "%uld %uld %d" the version applied here, the one
+                             the whole subtree has applied, 1 to ask for every
+                             version after the first (adopted, or a gap) */
+    TB_CTL_CHECK,         /* down: "%uld %uld %uld" check id, the FE's view
+                             version and digest */
+    TB_CTL_CHECKED,       /* up: "%uld %aud %aud" check id, the ranks of the
+                             subtree that agree, and those that do not */
+    TB_CTL_ATTR,          /* up: "%ud %as %as %auc %auld" source rank, keys,
+                             values ("" for a tombstone), tombstone flags,
+                             versions */
+    TB_CTL_ATTR_SYNC,     /* down: "%ud" 0: send your whole map up, and ask
+                             your children (after an adoption above) */
+    TB_CTL_JOIN_ACK,      /* FE to a joining BE on its JOIN connection: "%ud %ud
+                             %s %ud" its rank, its parent, the parent's host and
+                             port */
+    TB_CTL_LEAVE,         /* up from a back-end that leaves: "%ud" 0 */
+};
+
+/* The digest the consistency check compares (node_view.c): every rank's
+ * liveness and, for the alive ones, parent, incarnation, role, host and
+ * local id. Dead nodes' incarnations are left out: they may legitimately
+ * differ (a report that reached only part of the tree before its sender
+ * died). O(size). */
+uint64_t tb_view_digest(const tb_topology_t *t);
+
+#endif

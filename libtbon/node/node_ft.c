@@ -1,0 +1,506 @@
+/* node_ft.c - fault tolerance in the reactor (DESIGN.md, "Fault tolerance";
+ * seed 003 IV-C and V): the port table every orphan needs, failure and
+ * adoption reports sent up to the FE, the adopter's side of an
+ * adoption, and the orphan's: buffering while it has no parent, then state
+ * composition towards the new one. The search for an adopter runs on the EDS
+ * thread (eds.c); the reactor only ever sees its outcome as a command. */
+#include "node/node_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/log.h"
+#include "codec/packet_int.h"
+#include "topo/reconfig.h"
+#include "net/sock.h"
+
+struct obuf_ent {
+    uint32_t stream;
+    int more;
+    uint64_t key;
+    tbon_packet_t *pkt;
+};
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ---- the port table (docs/protocol.md 8.1) ---- */
+
+/* The port table of our copy: where the FE and every commnode listen,
+ * and the heartbeat timeout. */
+static tbon_packet_t *ports_packet(const tb_node_t *n)
+{
+    size_t size = tb_topology_size(n->topo), k = 0;
+    uint32_t *ranks = malloc((size ? size : 1) * sizeof *ranks);
+    uint32_t *ports = malloc((size ? size : 1) * sizeof *ports);
+    tbon_packet_t *p = NULL;
+    if (ranks && ports) {
+        for (tbon_rank_t r = 0; r < size; r++) {
+            if (tb_topology_role(n->topo, r) == TB_ROLE_BE || !tb_topology_port(n->topo, r))
+                continue;
+            ranks[k] = r;
+            ports[k++] = tb_topology_port(n->topo, r);
+        }
+        p = tbon_packet_new(TB_CTL_PORTS, "%aud %aud %d", ranks, k, ports, k,
+                            n->cfg.heartbeat_ms);
+    }
+    free(ranks);
+    free(ports);
+    return p;
+}
+
+void tb_ft_send_ports(tb_node_t *n)
+{
+    tbon_packet_t *p = ports_packet(n);
+    for (size_t i = 0; p && i < n->nchild; i++)
+        if (n->child[i].conn)
+            tb_node_send_ctl(n, n->child[i].conn, TB_CTL_PORTS, tbon_packet_ref(p));
+    tbon_packet_unref(p);
+    n->ft_ready = 1;
+    tb_eds_set_ft_ready(n->eds);
+    tb_eds_set_heartbeat(n->eds, n->cfg.heartbeat_ms);
+}
+
+void tb_ft_send_ports_to(tb_node_t *n, tb_conn_t *c)
+{
+    if (n->ft_ready)
+        tb_node_send_ctl(n, c, TB_CTL_PORTS, ports_packet(n));
+}
+
+static void on_ports(tb_node_t *n, tbon_packet_t *p)
+{
+    uint32_t *ranks = NULL, *ports = NULL;
+    size_t nr = 0, np = 0;
+    int hb = 0;
+    if (tbon_packet_unpack(p, "%aud %aud %d", &ranks, &nr, &ports, &np, &hb) != 0 || nr != np) {
+        TB_WARN("ft", "malformed port table ignored");
+        free(ranks);
+        free(ports);
+        return;
+    }
+    for (size_t i = 0; i < nr; i++) {
+        if (ranks[i] >= tb_topology_size(n->topo) || ports[i] > 65535)
+            continue;
+        tb_topology_set_port(n->topo, ranks[i], (uint16_t)ports[i]);
+        tb_eds_report(n->eds, 3, ranks[i], ports[i], 0);
+    }
+    free(ranks);
+    free(ports);
+    for (size_t i = 0; i < n->nchild; i++)
+        if (n->child[i].conn)
+            tb_node_send_ctl(n, n->child[i].conn, TB_CTL_PORTS, tbon_packet_ref(p));
+    n->ft_ready = 1;
+    n->cfg.heartbeat_ms = hb;       /* for the port tables of joined children */
+    tb_eds_set_ft_ready(n->eds);
+    tb_eds_set_heartbeat(n->eds, hb);
+    tb_view_notice_setup(n);
+}
+
+/* ---- reports (seed 003 V-A, "Topology Updates") ---- */
+
+/* A report sent up is kept until a view brings its fact back down: if the
+ * parent dies before passing it on, it is sent again to the adopter (what
+ * died with a forwarder is otherwise lost, and the FE would wait for an
+ * orphan that in truth has a parent). */
+struct held {
+    int kind;
+    tbon_rank_t r;
+    uint32_t inc;
+    tbon_packet_t *p;
+};
+
+#define TB_HELD_MAX 4096
+
+/* Send a report up, unless it came from there. Reports travel up only: the
+ * FE puts every one that is news to it into the next view, which reaches
+ * every process, back-ends included (node_view.c). Before views, reports
+ * were flooded down too, batched, to the commnodes only, and back-end copies
+ * stayed stale. */
+static void report_up(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p, int kind, tbon_rank_t r,
+                      uint32_t inc)
+{
+    /* An orphan holds it for its adopter. */
+    if (p && n->role != TB_ROLE_FE && (!n->parent || n->parent != from)) {
+        if (n->parent)
+            tb_node_send_ctl(n, n->parent, TB_CTL_REPORT, tbon_packet_ref(p));
+        if (!n->held.size)
+            tb_ring_init(&n->held, sizeof(struct held));
+        if (n->held.len == TB_HELD_MAX) {
+            tbon_packet_unref(((struct held *)tb_ring_at(&n->held, 0))->p);
+            tb_ring_drop(&n->held);
+        }
+        struct held *h = tb_ring_push(&n->held);
+        if (h)
+            *h = (struct held){ kind, r, inc, tbon_packet_ref(p) };
+    }
+    tbon_packet_unref(p);
+}
+
+void tb_ft_confirm(tb_node_t *n, const tb_vchange_t *ch, size_t k)
+{
+    if (!n->held.len)
+        return;
+    tb_ring_t keep;
+    tb_ring_init(&keep, sizeof(struct held));
+    while (n->held.len) {
+        struct held h = *(struct held *)tb_ring_at(&n->held, 0);
+        tb_ring_drop(&n->held);
+        int covered = 0;
+        for (size_t i = 0; i < k && !covered; i++)
+            covered = ch[i].rank == h.r &&
+                      (ch[i].kind == TB_V_FAILED || ch[i].kind == TB_V_LEFT ||
+                       (h.kind == TB_V_JOINED && ch[i].kind == TB_V_JOINED) ||
+                       (h.kind == TB_V_ADOPTED && ch[i].kind == TB_V_ADOPTED && h.inc <= ch[i].inc));
+        struct held *x = covered ? NULL : tb_ring_push(&keep);
+        if (x)
+            *x = h;
+        else
+            tbon_packet_unref(h.p);
+    }
+    tb_ring_free(&n->held);
+    n->held = keep;
+}
+
+/* A new parent: what the old one may not have passed on goes again. */
+static void resend_held(tb_node_t *n)
+{
+    for (size_t i = 0; i < n->held.len; i++)
+        tb_node_send_ctl(n, n->parent, TB_CTL_REPORT,
+                         tbon_packet_ref(((struct held *)tb_ring_at(&n->held, i))->p));
+}
+
+/* us: the four recovery times, then 1 if a stream may have lost data. */
+static tbon_packet_t *report(int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc,
+                             const uint64_t us[5])
+{
+    uint64_t zero[5] = { 0, 0, 0, 0, 0 };
+    return tbon_packet_new(TB_CTL_REPORT, "%d %ud %ud %ud %auld", kind, r, p, inc,
+                           us ? us : zero, (size_t)5);
+}
+
+int tb_ft_apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
+{
+    int dead = kind != TB_V_ADOPTED;        /* failed, or left: dead from now on */
+    int news = dead ? tb_report_failure(n->topo, r, inc) : tb_report_adoption(n->topo, r, p, inc);
+    if (news) {
+        free(n->topo_frame);        /* new children must get the new topology */
+        n->topo_frame = NULL;
+        tb_eds_report(n->eds, dead ? 1 : 2, r, p, inc);
+        tb_view_note(n, kind, r, p, inc);
+    }
+    /* One truth: a child that the view has failed is fenced here too, or we
+     * would go on counting its input and waiting for its acknowledgements
+     * (an orphan that reached us, then stopped before its adoption was
+     * reported, is declared failed by the FE while still our child). */
+    int i = news && kind == TB_V_FAILED ? tb_node_child_index(n, r) : -1;
+    if (i >= 0 && n->child[i].conn)
+        tb_node_close_child(n, (size_t)i, "failed in the view");
+    return news;
+}
+
+void tb_ft_failed(tb_node_t *n, tbon_rank_t r, uint32_t inc, const char *how)
+{
+    if (!tb_ft_apply(n, TB_V_FAILED, r, TBON_RANK_NONE, inc))
+        return;
+    TB_INFO("ft", "rank %u failed (%s)", r, how);
+    tb_node_emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc, 0);
+}
+
+static void on_report(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p)
+{
+    int kind;
+    uint32_t r, par, inc;
+    uint64_t *us = NULL;
+    size_t nus = 0;
+    if (tbon_packet_unpack(p, "%d %ud %ud %ud %auld", &kind, &r, &par, &inc, &us, &nus) != 0 ||
+        kind < TB_V_FAILED || kind > TB_V_LEFT || kind == TB_V_JOIN || r >= tb_topology_size(n->topo) || r == 0 ||
+        nus < 4 || ((kind == TB_V_ADOPTED || kind == TB_V_JOINED) && par >= tb_topology_size(n->topo))) {
+        TB_WARN("ft", "malformed report from rank %u ignored", from ? from->rank : 0);
+        free(us);
+        return;
+    }
+    if (kind == TB_V_JOINED || kind == TB_V_LEFT) {     /* node_view.c */
+        if (n->role == TB_ROLE_FE && kind == TB_V_JOINED)
+            tb_view_fe_joined(n, r, par);
+        else if (n->role == TB_ROLE_FE)
+            tb_view_fe_left(n, r, inc);
+        else {
+            if (kind == TB_V_LEFT)
+                tb_ft_apply(n, TB_V_LEFT, r, TBON_RANK_NONE, inc);
+            report_up(n, from, tbon_packet_ref(p), kind, r, inc);
+        }
+        free(us);
+        return;
+    }
+    if (tb_ft_apply(n, kind, r, par, inc)) {
+        if (kind == TB_V_FAILED) {
+            TB_INFO("ft", "rank %u failed", r);
+            tb_node_emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc, 0);
+            if (n->role == TB_ROLE_FE && !n->ft_ready && !n->shutting_down &&
+                tb_topology_role(n->topo, r) != TB_ROLE_BE) {
+                tb_node_fault_end(n, r);
+            }
+        } else {
+            if (n->role == TB_ROLE_FE)
+                TB_INFO("recovery", "rank %u adopted by %u (incarnation %u): new_parent %llu us, "
+                        "connect %llu us, compensate %llu us, cleanup %llu us", r, par, inc,
+                        (unsigned long long)us[0], (unsigned long long)us[1],
+                        (unsigned long long)us[2], (unsigned long long)us[3]);
+            tb_node_emit(n, TBON_EV_NODE_ADOPTED, r, par, inc, 0);
+            if (nus > 4 && us[4])
+                tb_node_emit(n, TBON_EV_DATA_LOST, r, par, inc, 0);
+        }
+        report_up(n, from, tbon_packet_ref(p), kind, r, inc);
+    }
+    free(us);
+}
+
+void tb_ft_report(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
+{
+    report_up(n, NULL, report(kind, r, p, inc, NULL), kind, r, inc);
+}
+
+/* A child's connection ended after start-up: report it everywhere. */
+void tb_ft_child_lost(tb_node_t *n, size_t i)
+{
+    tbon_rank_t r = n->child[i].rank;
+    uint32_t inc = tb_topology_incarnation(n->topo, r);
+    if (!tb_ft_apply(n, TB_V_FAILED, r, TBON_RANK_NONE, inc))
+        return;
+    tb_node_emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc, 0);
+    tb_view_notice(n, r, inc);
+    report_up(n, NULL, report(TB_V_FAILED, r, TBON_RANK_NONE, inc, NULL), TB_V_FAILED, r, inc);
+    if (n->role == TB_ROLE_FE && !n->ft_ready && !n->shutting_down && !n->child[i].is_be)
+        tb_node_fault_end(n, r);
+}
+
+/* ---- the orphan ---- */
+
+int tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost)
+{
+    if (!n->ft_ready || n->shutting_down || n->role == TB_ROLE_FE)
+        return 0;
+    if (!n->orphan) {
+        n->orphan = 1;
+        n->orphan_since = now_us();
+        n->lost_parent = lost;
+        TB_WARN("ft", "lost the parent (rank %u); looking for an adopter", lost);
+        uint32_t inc = tb_topology_incarnation(n->topo, lost);
+        /* The FE hears of it directly from one of the orphans (the first
+         * alive child in our copy): the lost parent's own parent may have
+         * died with it. */
+        size_t nk = 0;
+        const tbon_rank_t *kids = tb_topology_children(n->topo, lost, &nk);
+        size_t k = 0;
+        while (k < nk && !tb_topology_alive(n->topo, kids[k]))
+            k++;
+        if (k < nk && kids[k] == n->rank)
+            tb_view_notice(n, lost, inc);
+        tb_ft_apply(n, TB_V_FAILED, lost, TBON_RANK_NONE, inc);
+        tb_eds_request_adoption(n->eds, lost);
+    }
+    return 1;
+}
+
+/* While orphaned, what would go up waits here (seed 003 V-B: the orphan keeps
+ * reading and filtering its input and buffers its output). */
+void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uint64_t key)
+{
+    if (!n->obuf.size)
+        tb_ring_init(&n->obuf, sizeof(struct obuf_ent));
+    struct obuf_ent *e = tb_ring_push(&n->obuf);
+    if (!e) {
+        tbon_packet_unref(p);
+        return;
+    }
+    size_t len;
+    tb_packet_payload(p, &len);
+    n->obytes += len + 64;
+    *e = (struct obuf_ent){ stream, more, key, p };
+}
+
+/* The streams we take part in, for the new parent to graft us into. */
+
+void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
+{
+    int64_t t0 = now_us();
+    tb_conn_t *conn = tb_conn_new(c->fd, c->rank, -1, TB_FRAME_MAX_DEFAULT);
+    if (!conn)
+        return;
+    c->fd = -1;
+    n->parent = conn;
+    tb_node_watch_conn(n, conn);
+    atomic_store(&n->parent_rank, c->rank);
+    n->orphan = 0;
+    uint32_t inc = tb_topology_incarnation(n->topo, n->rank) + 1;
+    /* State composition (seed 003 IV-C, V-B): first the streams, then for
+     * each state-recoverable filter its state as ordinary input, then what
+     * was buffered meanwhile. */
+    int lossy = 0;
+    for (size_t id = 0; id < n->nstreams; id++) {
+        tb_stream_st_t *s = n->streams[id];
+        if (!s)
+            continue;
+        tb_stream_graft(n, s);
+        const tb_filter_t *f = tb_filter_reg_get(n->filters, s->up);
+        if (f && f->get_state)
+            tb_stream_fold_kept(n, s);      /* a back-end's last sends */
+        if (f && f->get_state && s->up_state) {
+            tbon_packet_t *st = f->get_state(&s->up_state, s->id);
+            if (st)      /* key 0: late everywhere, so it joins the next wave */
+                tb_node_to_parent(n, s->id, st, 0, 0);
+        } else if (!f || !f->get_state) {
+            lossy = 1;   /* what the lost parent held of our waves is gone */
+        }
+    }
+    /* What went up while we were orphaned: on a stream whose filter can
+     * compose state (idempotent, seed 003 IV-C) it goes up as it is; on any
+     * other it belongs to waves the tree has closed without us, and would
+     * land in later ones, so it is dropped and the loss reported. */
+    while (n->obuf.len) {
+        struct obuf_ent x = *(struct obuf_ent *)tb_ring_at(&n->obuf, 0);
+        tb_ring_drop(&n->obuf);
+        tb_stream_st_t *s = x.stream < n->nstreams ? n->streams[x.stream] : NULL;
+        const tb_filter_t *f = s ? tb_filter_reg_get(n->filters, s->up) : NULL;
+        if (f && f->get_state) {
+            tb_node_to_parent(n, x.stream, x.pkt, x.more, x.key);
+        } else {
+            lossy = 1;
+            tbon_packet_unref(x.pkt);
+        }
+    }
+    n->obytes = 0;
+    int64_t t1 = now_us();
+    if (lossy)
+        TB_INFO("ft", "adopted by rank %u: a stream's filter keeps no recoverable state; what "
+                "the lost parent held of its waves is lost (TBON_EV_DATA_LOST)", c->rank);
+    tb_ft_apply(n, TB_V_ADOPTED, n->rank, c->rank, inc);
+    /* The lost parent's failure, up to where it may not be known yet (its own
+     * parent may have died with it), and what it may not have passed on. */
+    resend_held(n);
+    uint32_t linc = tb_topology_incarnation(n->topo, n->lost_parent);
+    report_up(n, NULL, report(TB_V_FAILED, n->lost_parent, TBON_RANK_NONE, linc, NULL),
+              TB_V_FAILED, n->lost_parent, linc);
+    int64_t t2 = now_us();
+    uint64_t us[5] = { c->us[0], c->us[1], (uint64_t)(t1 - t0), (uint64_t)(t2 - t1),
+                       (uint64_t)lossy };
+    /* The adoption report starts here (seed 003 V-A: "initiated by the
+     * adopting and adopted processes"): up through the new parent to the FE,
+     * whose next view carries it everywhere. */
+    report_up(n, NULL, report(TB_V_ADOPTED, n->rank, c->rank, inc, us), TB_V_ADOPTED, n->rank, inc);
+    tb_view_adopted(n);
+    tb_attr_resync(n);
+    TB_INFO("ft", "adopted by rank %u after %lld us", c->rank,
+            (long long)(t2 - n->orphan_since));
+}
+
+void tb_ft_adopt_failed(tb_node_t *n, tbon_rank_t lost)
+{
+    (void)lost;
+    n->orphan = 0;
+    n->ft_ready = 0;      /* leave as without fault tolerance */
+}
+
+/* ---- the adopter ---- */
+
+/* Refuse (close) or take orphan o: a new child slot, the ACK, and the EDS
+ * told to expect its event connection. */
+void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c)
+{
+    tbon_rank_t o = c->rank;
+    const char *why = NULL;
+    if (!n->ft_ready || n->orphan || n->shutting_down || n->stop)
+        why = "not in a state to adopt";
+    else if (o == n->rank || o == 0 || tb_adopt_would_cycle(n->topo, o, n->rank))
+        why = "it would make a cycle";
+    else if (!tb_topology_alive(n->topo, o))
+        why = "it was reported failed (fenced): it may not come back";
+    else if (tb_inc_gen((uint32_t)c->status) < tb_inc_gen(tb_topology_incarnation(n->topo, o)))
+        why = "a stale incarnation: the rank was restarted since";
+    else if (tb_node_child_index(n, o) >= 0 && n->child[tb_node_child_index(n, o)].conn)
+        why = "it is already our child";
+    if (why) {
+        TB_INFO("ft", "refused to adopt rank %u: %s", o, why);
+        return;                         /* the fd is closed with the command */
+    }
+    int i = tb_node_add_child(n, o, tb_topology_role(n->topo, o) == TB_ROLE_BE);
+    if (i < 0)
+        return;
+    tb_conn_t *conn = tb_conn_new(c->fd, o, i, TB_FRAME_MAX_DEFAULT);
+    if (!conn)
+        return;
+    c->fd = -1;
+    n->child[i].conn = conn;
+    n->child[i].state = CH_READY;
+    tb_node_watch_conn(n, conn);
+    tb_eds_expect(n->eds, o);
+    tb_node_send_ctl(n, conn, TB_CTL_ADOPT_ACK, tbon_packet_new(TB_CTL_ADOPT_ACK, "%ud", 1u));
+    TB_INFO("ft", "adopted rank %u", o);
+}
+
+/* An adopted child's stream: take it in (creating the stream here if it
+ * never reached us, and grafting it further up), from its next wave on. */
+static void on_graft(tb_node_t *n, size_t child, tbon_packet_t *p)
+{
+    uint32_t id, timeout;
+    int up, sync, down;
+    uint32_t *members = NULL;
+    size_t nm = 0;
+    uint64_t sent = 0, seen = 0;
+    if (tbon_packet_unpack(p, "%ud %d %d %ud %d %aud %uld %uld", &id, &up, &sync, &timeout,
+                           &down, &members, &nm, &sent, &seen) != 0) {
+        TB_WARN("ft", "malformed graft from rank %u ignored", n->child[child].rank);
+        return;
+    }
+    /* A stream new here, or one none of our children took part in (a
+     * commnode that joined the running tree knows the broadcast streams
+     * without taking part), is grafted further up: we owe what the child
+     * owes. */
+    if (!tb_stream_known(n, id))
+        tb_stream_create(n, id, up, sync, timeout, down, members, nm);
+    if (tb_stream_join(n, id, child, sent, seen) && n->role != TB_ROLE_FE && n->parent)
+        tb_node_send_ctl(n, n->parent, TB_CTL_GRAFT, tbon_packet_ref(p));
+    free(members);
+}
+
+/* Control messages of fault tolerance, from the parent (child < 0) or a
+ * child. 1 if op was one of them. */
+int tb_ft_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p)
+{
+    tb_conn_t *from = child < 0 ? n->parent : n->child[child].conn;
+    switch (op) {
+    case TB_CTL_PORTS:
+        if (child < 0)
+            on_ports(n, p);
+        return 1;
+    case TB_CTL_REPORT:
+        on_report(n, from, p);
+        return 1;
+    case TB_CTL_GRAFT:
+        if (child >= 0)
+            on_graft(n, (size_t)child, p);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+void tb_ft_free(tb_node_t *n)
+{
+    while (n->held.len) {
+        tbon_packet_unref(((struct held *)tb_ring_at(&n->held, 0))->p);
+        tb_ring_drop(&n->held);
+    }
+    tb_ring_free(&n->held);
+    while (n->obuf.len) {
+        struct obuf_ent *e = tb_ring_at(&n->obuf, 0);
+        tbon_packet_unref(e->pkt);
+        tb_ring_drop(&n->obuf);
+    }
+    tb_ring_free(&n->obuf);
+}

@@ -1,0 +1,350 @@
+/* node_int.h - the node's private state, shared by node.c (loop, commands,
+ * connections), node_start.c (launch, start-up, shutdown) and node_stream.c
+ * (streams, synchronisation, filters) */
+#ifndef TB_NODE_INT_H
+#define TB_NODE_INT_H
+
+#include <pthread.h>
+#include <sys/socket.h>
+#include <stdatomic.h>
+
+#include "net/conn.h"
+#include "filter/filter.h"
+#include "node/node.h"
+
+/* Back-pressure marks (bytes queued on one connection, or for the app). */
+#define TB_HWM (4u << 20)
+#define TB_LWM (1u << 20)
+
+enum child_state { CH_LAUNCHED, CH_CONNECTED, CH_READY, CH_GONE };
+
+typedef struct tb_child {
+    tbon_rank_t rank;
+    int         is_be;
+    pid_t       pid;          /* 0 if not launched by us (attach) */
+    int         state;
+    uint32_t    count;        /* processes in its subtree, once ready */
+    int         exited;
+    int         status;
+    int         released;     /* it left us while the tree ran (dead, fenced or
+                                 adopted elsewhere): never waited for or killed */
+    tb_conn_t  *conn;
+    int         blocked;      /* reading paused for its stream queues */
+    size_t      qbytes;       /* bytes it has queued in all streams' waves */
+    /* membership (node_view.c) */
+    int         v_known;      /* it told us its view version (an adopted child
+                                 has not yet: until then nothing is sent to it) */
+    uint64_t    v_sent;       /* the last view version sent to it */
+    uint64_t    v_acked;      /* the version its whole subtree has applied */
+    uint64_t    chk;          /* the consistency check it owes us an answer to */
+    int         joined;       /* it joined the running tree (not launched) */
+    int64_t     join_due;     /* joined: it must have connected by then (ms; 0: has) */
+    int         leaving;      /* it said it leaves: its end is no failure */
+} tb_child_t;
+
+/* A FIFO of packets (one child's queue on one stream). */
+typedef struct tb_pq {
+    tb_ring_t ring;           /* struct tb_pq_ent, oldest first */
+    size_t units;             /* complete waves queued (packets with more == 0) */
+    size_t bytes;
+} tb_pq_t;
+struct tb_pq_ent {
+    tbon_packet_t *pkt;
+    int more;                 /* the child's wave continues after this packet */
+    uint64_t key;             /* the wave it belongs to (docs/protocol.md 8.4) */
+};
+
+typedef struct tb_stream_st {
+    uint32_t  id;
+    int       up, sync, down;
+    int       bcast;          /* over every back-end, joiners included */
+    uint32_t  timeout_ms;
+    tbon_rank_t *members;
+    size_t    nmembers;
+    uint8_t  *part;           /* per child: takes part */
+    tb_pq_t  *q;              /* per child: packets of the wave being collected */
+    size_t    nonempty;       /* children with a complete unit queued */
+    int64_t   deadline;       /* TIMEOUT: when the current wave is cut; 0 = none */
+    void     *up_state, *down_state;
+    tbon_packet_t *up_params, *down_params;
+    /* wave keys (docs/protocol.md 8.4) */
+    uint64_t  down_q;         /* FE: requests sent so far on this stream */
+    uint64_t  last_q;         /* the last request that came down */
+    uint64_t *seen_to;        /* per child: the last request it saw before it was
+                                 adopted here (UINT64_MAX: not adopted) */
+    uint64_t *fwd_from;       /* per adopted child: the first request sent to it here */
+    uint64_t *sent;           /* per adopted child: the last key it had sent up before */
+    uint64_t  sent_key;       /* the last key this node sent up (or buffered) */
+    uint64_t  closed;         /* the key of the last wave sent up */
+    int       has_closed;
+    tbon_packet_list_t extra; /* stale input of a state-recoverable filter, for
+                                 the next wave */
+    tbon_packet_list_t kept;  /* BE: sent packets not yet folded into up_state */
+} tb_stream_st_t;
+
+struct tb_node {
+    tb_node_config_t cfg;
+    tb_node_cbs_t cbs;
+    tb_topology_t *topo;
+    uint8_t   *topo_frame;    /* the TOPOLOGY frame every new child gets; to be
+                                 dropped whenever the topology changes */
+    size_t     topo_frame_len;
+    tbon_rank_t rank;
+    _Atomic tbon_rank_t parent_rank; /* the EDS thread reads it */
+    tb_role_t  role;
+    uint32_t   depth;
+    char       role_name[16];
+
+    int        epfd, evfd, tfd;
+    int        lfd;
+    uint16_t   port;
+    tb_eds_t  *eds;
+    struct tb_relay *relay;   /* the children's stderr (relay.h); NULL until a launch */
+    struct tb_sshmux *sshmux; /* ssh masters to the children's hosts (sshmux.h), or NULL */
+    pthread_t  thread;
+    int        threaded;
+
+    tb_conn_t *parent;
+    tb_conn_t *dead;          /* retired connections, freed after each turn */
+    tb_conn_t *dead_late;     /* a lost parent's, freed at late_due (ms) */
+    int64_t    late_due;
+    tb_child_t *child;
+    size_t     nchild;
+    size_t     nsorted;       /* child[0..nsorted) in rank order; adopted ones follow */
+    size_t     capchild;
+    tbon_rank_t *child_ranks;
+
+    tb_stream_st_t **streams; /* by id */
+    size_t     nstreams;
+    tb_filter_reg_t *filters;
+
+    /* commands */
+    pthread_mutex_t qmu;
+    tb_cmd_t  *qhead, *qtail;
+    pthread_cond_t bcond;     /* senders waiting on the backlog */
+    atomic_size_t pending;    /* bytes of SEND commands not yet taken */
+    atomic_size_t queued;     /* bytes in connection queues */
+    atomic_int    waiters;
+    atomic_int    closed;
+    atomic_int    posted;     /* commands are queued (an inline node checks it) */
+
+    /* FE under Slurm (slurm.h): the next depth to start and each depth's srun */
+    uint32_t   slurm_next, slurm_depth;
+    pid_t     *slurm_pid;     /* by depth; 0: not started */
+
+    /* state */
+    int64_t    start_deadline;
+    int        ready_sent;
+    int        failed;
+    int        shutting_down;
+    int64_t    shutdown_deadline;
+    int        stop;
+    int        finished;
+    int        up_paused, down_paused;
+    int        attach_written;
+    char      *attach_path;   /* FE: the attach file written (its secret goes with
+                                 the session: removed by tb_node_destroy) */
+    size_t     ready_count;
+    size_t     total;
+
+    /* fault tolerance (node_ft.c) */
+    int        ft_ready;      /* the port table arrived: orphans get adopted */
+    int        orphan;        /* the parent is gone, an adopter is being sought */
+    tbon_rank_t lost_parent;
+    int64_t    orphan_since;  /* us */
+    tb_ring_t  obuf;          /* what went up while orphaned */
+    tb_ring_t  held;          /* reports sent up, not yet back in a view */
+    size_t     obytes;
+
+    /* membership (node_view.c) */
+    uint64_t   view;          /* the view version applied here */
+    uint64_t   view_sub;      /* the version this whole subtree has applied */
+    uint64_t   view_up[2];    /* what went up last: applied, subtree (FE: the
+                                 last version announced stable, in [1]) */
+    tb_ring_t  vhist;         /* recent deltas (struct tb_vhist), oldest first */
+    struct tb_vchange *vpend; /* FE: changes for the next version */
+    size_t     nvpend, capvpend;
+    int64_t    vpend_since;   /* FE: when the first of them came (ms; 0: none) */
+    int        vheld;         /* FE: they wait because some node has no parent */
+    struct tb_orphan *orph;   /* FE: alive nodes without a parent, and since when */
+    size_t     norph;
+    int        orph_dirty;    /* FE: the orphans must be counted again */
+    int        nfd;           /* UDP: the FE receives failure notices on it, the
+                                 others send them from it */
+    struct sockaddr_storage fe_addr; /* the FE's notice address */
+    socklen_t  fe_addr_len;
+    int        fe_addr_ok;
+    uint64_t   chk_id;        /* the consistency check under way here */
+    tbon_rank_t *chk_rank;    /* its answers so far: ranks, and whether they agree */
+    uint8_t   *chk_ok;
+    size_t     nchk, capchk;
+    int        corrupt_done;  /* the test hook has corrupted our copy */
+
+    /* joins (node_view.c) */
+    struct tb_pjoin *pjoin;   /* FE: back-ends told to wait for their parent */
+    size_t     npjoin;
+    size_t     njoining;      /* child slots waiting for a joined child (join_due) */
+    tbon_rank_t *announced;   /* FE: joined ranks whose TBON_EV_NODE_JOINED went out */
+    size_t     nannounced;
+
+    /* attributes (node_attr.c) */
+    struct tb_attrs *attrs;   /* a back-end's own map (NULL until written) */
+    int        attr_seen;     /* an attribute went up through here */
+};
+
+/* node.c */
+void tb_node_send_ctl(tb_node_t *n, tb_conn_t *c, int op, tbon_packet_t *p); /* takes p */
+/* Send p up (to the app at the FE); more: other packets of the same wave
+ * follow (TB_FRAME_F_MORE). Takes p. */
+void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uint64_t key);
+/* Send p (borrowed) down to child i as part of request q (docs/protocol.md 8.4). */
+void tb_node_to_child(tb_node_t *n, size_t i, uint32_t stream, tbon_packet_t *p, uint64_t q);
+void tb_node_fail(tb_node_t *n, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int  tb_node_child_index(const tb_node_t *n, tbon_rank_t r);
+void tb_node_close_child(tb_node_t *n, size_t i, const char *why);
+/* Child i's rank was restarted (a view brought its next generation): the
+ * connection of its old process ends with no report, its end being known. */
+void tb_node_drop_child(tb_node_t *n, size_t i);
+void tb_node_begin_shutdown(tb_node_t *n);
+/* A back-end leaves (its application destroys the network). */
+void tb_node_leave(tb_node_t *n);
+void tb_node_watch_conn(tb_node_t *n, tb_conn_t *c);       /* EPOLLIN */
+/* A new child slot (an adopted orphan); its index, or -1. */
+int  tb_node_add_child(tb_node_t *n, tbon_rank_t rank, int is_be);
+/* FE: hand the application an event (nothing elsewhere). */
+void tb_node_emit(tb_node_t *n, tbon_event_type_t type, tbon_rank_t r, tbon_rank_t p,
+                  uint32_t inc, uint64_t version);
+/* FE without fault tolerance: commnode r failed, the session ends. */
+void tb_node_fault_end(tb_node_t *n, tbon_rank_t r);
+
+/* node_ft.c */
+void tb_ft_send_ports(tb_node_t *n);
+/* The port table to one (joined) child. */
+void tb_ft_send_ports_to(tb_node_t *n, tb_conn_t *c);
+/* A report of ours (kind: TB_V_FAILED, TB_V_ADOPTED, TB_V_JOINED or TB_V_LEFT;
+ * on the wire the same numbers) up to the FE, kept until a view brings it
+ * back. */
+void tb_ft_report(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
+int  tb_ft_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p);
+int  tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost);
+void tb_ft_child_lost(tb_node_t *n, size_t i);
+void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more,
+                  uint64_t key);  /* takes p */
+void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c);
+void tb_ft_adopt_failed(tb_node_t *n, tbon_rank_t lost);
+void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c);
+void tb_ft_free(tb_node_t *n);
+/* Apply a change (enum tb_vkind: TB_V_FAILED or TB_V_LEFT of r, both dead
+ * from now on, or TB_V_ADOPTED of r by p) to our topology and the EDS's; 1
+ * if it was news (at the FE it then goes into the next view as that kind). */
+int  tb_ft_apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
+/* A view brought these changes: reports of ours they cover are done. */
+void tb_ft_confirm(tb_node_t *n, const tb_vchange_t *ch, size_t k);
+/* FE: a failure learned first hand (a notice, an orphan that never came
+ * back): applied, announced (TBON_EV_NODE_FAILED) and put in the view. */
+void tb_ft_failed(tb_node_t *n, tbon_rank_t r, uint32_t inc, const char *how);
+
+/* node_view.c: views, their acknowledgements, failure notices, checks */
+void tb_view_init(tb_node_t *n);
+/* FE: a change for the next view version. */
+void tb_view_note(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
+/* After each dispatch: publish what is due, acknowledge what is new. */
+void tb_view_flush(tb_node_t *n);
+/* FE: declare failed the orphans that waited too long (before a dispatch);
+ * then (after it, when the orphans are counted) lower *next to when the
+ * next batch or orphan is due. */
+void tb_view_timers(tb_node_t *n, int64_t now);
+void tb_view_next(const tb_node_t *n, int64_t *next);
+/* Membership control messages; 1 if op was one. */
+int  tb_view_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p);
+/* A child's connection ended; we were adopted (send our versions up). */
+void tb_view_child_gone(tb_node_t *n, size_t i);
+void tb_view_adopted(tb_node_t *n);
+/* The port table arrived: where failure notices go (non-FE), or the FE's
+ * socket for them was opened at start-up. */
+void tb_view_notice_setup(tb_node_t *n);
+/* Tell the FE directly that r (incarnation inc) failed (seed 002 section 3,
+ * "high priority monitoring"). */
+void tb_view_notice(tb_node_t *n, tbon_rank_t r, uint32_t inc);
+/* FE: datagrams arrived on the notice socket. */
+void tb_view_on_notices(tb_node_t *n);
+/* FE: open the notice socket on our port (0, or -1 with a warning). */
+int  tb_view_open_notices(tb_node_t *n);
+/* FE: a back-end asks to join on c->fd. */
+void tb_view_join(tb_node_t *n, tb_cmd_t *c);
+/* A joined child connected (on_conn): it gets the port table and the
+ * broadcast streams, and its joining is reported. */
+void tb_view_joined(tb_node_t *n, size_t i);
+/* A child that said it leaves has gone: not a failure. */
+void tb_view_left(tb_node_t *n, size_t i);
+/* Reports of kinds 4 (joined) and 5 (left), at the FE. */
+void tb_view_fe_joined(tb_node_t *n, tbon_rank_t r, tbon_rank_t parent);
+void tb_view_fe_left(tb_node_t *n, tbon_rank_t r, uint32_t inc);
+/* FE app: start consistency check id. */
+void tb_view_check(tb_node_t *n, uint64_t id);
+/* Answer the check under way if no child still owes its part. */
+void tb_view_check_progress(tb_node_t *n);
+void tb_view_free(tb_node_t *n);
+
+/* node_attr.c: attribute replication (seed 002 section 4) */
+/* A back-end writes key (value NULL: deletes it); the change goes up. */
+void tb_attr_set(tb_node_t *n, const char *key, const char *value);
+int  tb_attr_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p);
+/* Adopted: our map, and those of our subtree, go up again. */
+void tb_attr_resync(tb_node_t *n);
+void tb_attr_free(tb_node_t *n);
+
+/* node_start.c */
+int  tb_node_launch_children(tb_node_t *n, tbon_error_t *err);
+void tb_node_check_ready(tb_node_t *n);
+void tb_node_startup_timer(tb_node_t *n);
+void tb_node_child_exited(tb_node_t *n, tbon_rank_t r, int status);
+/* FE under Slurm: start every depth whose parents all listen (slurm.h). */
+void tb_node_slurm_next(tb_node_t *n);
+/* The pseudo-rank a depth's srun is watched under (by the EDS and the relay). */
+#define TB_SLURM_STEP_RANK(d) ((tbon_rank_t)(TBON_RANK_NONE - 1 - (d)))
+#define TB_SLURM_STEP_DEPTH(r) ((uint32_t)(TBON_RANK_NONE - 1 - (r)))
+void tb_node_write_attach(tb_node_t *n);
+void tb_node_reap_all(tb_node_t *n);
+
+/* node_stream.c */
+/* A packet from child (NULL: its wave had none); more: the child's wave
+ * continues (TB_FRAME_F_MORE). */
+void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p, int more,
+                  uint64_t key);
+/* A packet going down (takes p); q: its request number, 0 at the FE (which
+ * numbers the requests of each stream). */
+void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q);
+int  tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeout_ms,
+                      int down, const tbon_rank_t *members, size_t nmembers);
+void tb_stream_set_params(tb_node_t *n, uint32_t id, int which, tbon_packet_t *p); /* takes p */
+void tb_stream_child_gone(tb_node_t *n, size_t child);
+void tb_stream_timers(tb_node_t *n, int64_t now, int64_t *next);
+void tb_stream_free_all(tb_node_t *n);
+size_t tb_stream_child_bytes(const tb_node_t *n, size_t child);
+/* A child slot was added: every stream grows its per-child arrays. */
+int  tb_stream_add_child(tb_node_t *n);
+int  tb_stream_known(const tb_node_t *n, uint32_t id);
+/* An adopted child takes part in stream id; before, it had sent up to key
+ * sent and seen the requests up to seen_to (docs/protocol.md 8.4). 1 if it
+ * is the first of our children that does (the stream must be grafted up). */
+int  tb_stream_join(tb_node_t *n, uint32_t id, size_t child, uint64_t sent, uint64_t seen_to);
+/* A back-end sends p up on stream id: if the stream's filter can compose
+ * state, fold p into the back-end's own state of that filter, so that after
+ * an adoption it can send everything it ever sent again in one packet (what
+ * it wrote to a parent that then died is lost in the socket). */
+void tb_stream_keep(tb_node_t *n, uint32_t id, tbon_packet_t *p);
+void tb_stream_fold_kept(tb_node_t *n, tb_stream_st_t *s);
+/* A joined child i learns every broadcast stream; a back-end takes part in
+ * them from the next request on (a stream none of our children took part in
+ * so far is grafted up), a commnode once something below it does. */
+void tb_stream_bcast_join(tb_node_t *n, size_t i);
+/* Graft stream s up to our parent (an adopted node, or one whose first
+ * child joins it): its definition, the last key we sent, the last request
+ * we saw. */
+void tb_stream_graft(tb_node_t *n, tb_stream_st_t *s);
+/* This node sent (or buffered) a unit with key up on stream id. */
+void tb_stream_sent(tb_node_t *n, uint32_t id, uint64_t key);
+
+#endif

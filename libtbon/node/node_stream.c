@@ -1,0 +1,628 @@
+/* node_stream.c - streams inside a node: which children take part, the
+ * upstream waves under the three synchronisation modes, the filters up and
+ * down (DESIGN.md, "Streams and filters") */
+#include "node/node_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+#include "codec/packet_int.h"
+#include "net/sock.h"
+
+static tb_stream_st_t *get(const tb_node_t *n, uint32_t id)
+{
+    return id < n->nstreams ? n->streams[id] : NULL;
+}
+
+static size_t pkt_bytes(const tbon_packet_t *p)
+{
+    size_t len;
+    tb_packet_payload(p, &len);
+    return len + 64;
+}
+
+static int pq_push(tb_pq_t *q, tbon_packet_t *p, int more, uint64_t key)
+{
+    if (!q->ring.size)
+        tb_ring_init(&q->ring, sizeof(struct tb_pq_ent));
+    struct tb_pq_ent *e = tb_ring_push(&q->ring);
+    if (!e)
+        return TBON_ENOMEM;
+    e->pkt = p;                /* NULL: a child's empty wave */
+    e->more = more != 0;
+    e->key = key;
+    q->bytes += p ? pkt_bytes(p) : 0;
+    if (!more)
+        q->units++;
+    return 0;
+}
+
+/* The oldest packet; *more says whether its wave continues. */
+static tbon_packet_t *pq_pop(tb_pq_t *q, int *more)
+{
+    if (!q->ring.len)
+        return NULL;
+    struct tb_pq_ent *e = tb_ring_at(&q->ring, 0);
+    tbon_packet_t *p = e->pkt;
+    int m = e->more;
+    tb_ring_drop(&q->ring);
+    q->bytes -= p ? pkt_bytes(p) : 0;
+    if (!m && q->units)
+        q->units--;
+    if (more)
+        *more = m;
+    return p;
+}
+
+static void pq_free(tb_pq_t *q)
+{
+    while (q->ring.len)
+        tbon_packet_unref(pq_pop(q, NULL));
+    tb_ring_free(&q->ring);
+}
+
+static void stream_free(tb_node_t *n, tb_stream_st_t *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; s->q && i < n->nchild; i++) {
+        n->child[i].qbytes -= s->q[i].bytes;
+        pq_free(&s->q[i]);
+    }
+    free(s->q);
+    free(s->part);
+    free(s->seen_to);
+    free(s->fwd_from);
+    free(s->sent);
+    free(s->members);
+    tb_plist_free(&s->extra);
+    tb_plist_free(&s->kept);
+    tb_filter_state_free(tb_filter_reg_get(n->filters, s->up), &s->up_state);
+    tb_filter_state_free(tb_filter_reg_get(n->filters, s->down), &s->down_state);
+    tbon_packet_unref(s->up_params);
+    tbon_packet_unref(s->down_params);
+    free(s);
+}
+
+void tb_stream_free_all(tb_node_t *n)
+{
+    for (size_t i = 0; i < n->nstreams; i++)
+        stream_free(n, n->streams[i]);
+    free(n->streams);
+    n->streams = NULL;
+    n->nstreams = 0;
+}
+
+/* Report a filter failure towards the FE, where tbon_*_recv returns it. */
+static void stream_error(tb_node_t *n, uint32_t id, const char *msg)
+{
+    TB_ERROR("filter", "stream %u: %s", id, msg);
+    if (n->role == TB_ROLE_FE) {
+        if (n->cbs.status)
+            n->cbs.status(n->cbs.arg, TB_NODE_STREAM_ERROR, (int)id, msg);
+    } else {
+        tb_node_send_ctl(n, n->parent, TB_CTL_STREAM_ERR,
+                         tbon_packet_new(TB_CTL_STREAM_ERR, "%ud %s", id, msg));
+    }
+}
+
+/* The definition of s for a child (TB_CTL_STREAM). */
+static tbon_packet_t *stream_packet(const tb_stream_st_t *s)
+{
+    return tbon_packet_new(TB_CTL_STREAM, "%ud %d %d %ud %d %aud", s->id, s->up,
+                           s->sync | (s->bcast ? TB_STREAM_BCAST : 0), s->timeout_ms, s->down,
+                           s->members, s->nmembers);
+}
+
+int tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeout_ms,
+                     int down, const tbon_rank_t *members, size_t nmembers)
+{
+    int bcast = (sync & TB_STREAM_BCAST) != 0;
+    sync &= ~TB_STREAM_BCAST;
+    if (id == 0 || id > (1u << 24) || get(n, id))
+        return TBON_EINVAL;
+    if (id >= n->nstreams) {
+        size_t nc = n->nstreams ? n->nstreams : 16;
+        while (nc <= id)
+            nc *= 2;
+        tb_stream_st_t **ns = realloc(n->streams, nc * sizeof *ns);
+        if (!ns)
+            return TBON_ENOMEM;
+        memset(ns + n->nstreams, 0, (nc - n->nstreams) * sizeof *ns);
+        n->streams = ns;
+        n->nstreams = nc;
+    }
+    tb_stream_st_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return TBON_ENOMEM;
+    s->id = id;
+    s->up = up;
+    s->sync = sync;
+    s->bcast = bcast;
+    s->timeout_ms = timeout_ms;
+    s->down = down;
+    tb_plist_init(&s->extra);
+    tb_plist_init(&s->kept);
+    s->members = malloc((nmembers ? nmembers : 1) * sizeof *members);
+    s->part = calloc(n->nchild ? n->nchild : 1, 1);
+    s->q = calloc(n->nchild ? n->nchild : 1, sizeof *s->q);
+    s->seen_to = malloc((n->nchild ? n->nchild : 1) * sizeof *s->seen_to);
+    s->fwd_from = calloc(n->nchild ? n->nchild : 1, sizeof *s->fwd_from);
+    s->sent = calloc(n->nchild ? n->nchild : 1, sizeof *s->sent);
+    if (!s->members || !s->part || !s->q || !s->seen_to || !s->fwd_from || !s->sent) {
+        stream_free(n, s);
+        return TBON_ENOMEM;
+    }
+    memcpy(s->members, members, nmembers * sizeof *members);
+    for (size_t i = 0; i < n->nchild; i++)
+        s->seen_to[i] = UINT64_MAX;     /* an original child answers every request */
+    s->nmembers = nmembers;
+    /* A child takes part when a member lies in its subtree: walk up from each
+     * member to the child of ours on its path. O(members x depth). */
+    for (size_t m = 0; m < nmembers; m++) {
+        tbon_rank_t r = members[m];
+        if (r >= tb_topology_size(n->topo))
+            continue;
+        while (r != TBON_RANK_NONE) {
+            tbon_rank_t p = tb_topology_parent(n->topo, r);
+            if (p == n->rank) {
+                int i = tb_node_child_index(n, r);
+                if (i >= 0)
+                    s->part[i] = 1;
+                break;
+            }
+            r = p;
+        }
+    }
+    n->streams[id] = s;
+    /* Exactly the children whose subtree holds a member hear of it; of a
+     * broadcast stream every commnode does, so that a back-end joining
+     * anywhere finds it at its parent. */
+    tbon_packet_t *p = stream_packet(s);
+    for (size_t i = 0; p && i < n->nchild; i++)
+        if ((s->part[i] || (bcast && !n->child[i].is_be)) && n->child[i].conn)
+            tb_node_send_ctl(n, n->child[i].conn, TB_CTL_STREAM, tbon_packet_ref(p));
+    tbon_packet_unref(p);
+    return 0;
+}
+
+void tb_stream_set_params(tb_node_t *n, uint32_t id, int which, tbon_packet_t *p)
+{
+    tb_stream_st_t *s = get(n, id);
+    if (!s) {
+        tbon_packet_unref(p);
+        return;
+    }
+    if (which == TBON_FILTER_PARAM_SYNC) {
+        uint32_t ms;
+        if (tbon_packet_unpack(p, "%ud", &ms) == 0)
+            s->timeout_ms = ms;
+    }
+    size_t len;
+    const uint8_t *pl = tb_packet_payload(p, &len);
+    tbon_packet_t *fwd = tbon_packet_new(TB_CTL_PARAMS, "%ud %d %d %auc", id, which,
+                                         tbon_packet_tag(p), pl, len);
+    for (size_t i = 0; fwd && i < n->nchild; i++)
+        if (s->part[i] && n->child[i].conn && !n->child[i].is_be)
+            tb_node_send_ctl(n, n->child[i].conn, TB_CTL_PARAMS, tbon_packet_ref(fwd));
+    tbon_packet_unref(fwd);
+    tbon_packet_t **slot = which == TBON_FILTER_PARAM_DOWN ? &s->down_params
+                         : which == TBON_FILTER_PARAM_UP ? &s->up_params : NULL;
+    if (slot) {
+        tbon_packet_unref(*slot);
+        *slot = p;
+    } else {
+        tbon_packet_unref(p);
+    }
+}
+
+/* Whether any child still takes part in s. */
+static int takes_part(const tb_node_t *n, const tb_stream_st_t *s)
+{
+    for (size_t i = 0; i < n->nchild; i++)
+        if (s->part[i])
+            return 1;
+    return 0;
+}
+
+/* Run the up filter over a wave and send what it makes up (or to the app). */
+/* A wave that gave no packet still counts as this node's contribution to
+ * its parent's wave: it goes up as an empty DATA frame (docs/protocol.md
+ * 7.3), so no wave waits forever for a child that had nothing to say. */
+static void empty_up(tb_node_t *n, tb_stream_st_t *s, uint64_t key)
+{
+    if (n->role == TB_ROLE_FE || s->sync == TBON_SYNC_DONTWAIT || !n->parent || n->parent->closed)
+        return;
+    tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .stream = s->id, .source = n->rank, .seq = key };
+    tb_conn_send_buf(n->parent, &h, NULL, 0);
+}
+
+static void run_up(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k, uint64_t key)
+{
+    const tb_filter_t *f = tb_filter_reg_get(n->filters, s->up);
+    if (k == 0) {
+        empty_up(n, s, key);
+        return;
+    }
+    if (!f || s->up == TBON_FILTER_NULL) {
+        if (!f && s->up != TBON_FILTER_NULL) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "rank %u has no filter %d", n->rank, s->up);
+            stream_error(n, s->id, msg);
+        }
+        for (size_t i = 0; i < k; i++)
+            tb_node_to_parent(n, s->id, in[i], i + 1 < k, key);
+        return;
+    }
+    tbon_packet_list_t out;
+    tb_plist_init(&out);
+    tbon_filter_ctx_t ctx = { .rank = n->rank, .num_children = (uint32_t)n->nchild,
+                              .depth = n->depth, .stream = s->id, .params = s->up_params };
+    tbon_error_t err;
+    int rc = tb_filter_run(f, in, k, &out, &s->up_state, &ctx, &err);
+    for (size_t i = 0; i < k; i++)
+        tbon_packet_unref(in[i]);
+    if (rc) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "rank %u: %s", n->rank, err.msg);
+        stream_error(n, s->id, msg);
+    }
+    for (size_t i = 0; i < out.n; i++) {
+        tb_node_to_parent(n, s->id, out.v[i], i + 1 < out.n, key);
+        out.v[i] = NULL;
+    }
+    if (out.n == 0)
+        empty_up(n, s, key);
+    out.n = 0;
+    tb_plist_free(&out);
+}
+
+/* Does child i owe a unit to the wave with this key? An adopted child owes
+ * the waves of the requests it had seen before its adoption (seen_to) but not
+ * yet answered (keys after sent), and those of the requests its new parent
+ * has sent it since (from fwd_from on); not the ones in between, which died
+ * with its old parent. */
+static int owes(const tb_stream_st_t *s, size_t i, uint64_t key)
+{
+    if (s->seen_to[i] == UINT64_MAX)
+        return 1;
+    uint64_t epoch = key >> 24;
+    return (key > s->sent[i] && epoch <= s->seen_to[i]) ||
+           (s->fwd_from[i] && epoch >= s->fwd_from[i]);
+}
+
+static uint64_t head_key(const tb_pq_t *q)
+{
+    return ((const struct tb_pq_ent *)tb_ring_at(&q->ring, 0))->key;
+}
+
+/* Collect waves while one is complete (or, cut = 1, take what is there). A
+ * wave is the units with the smallest key at the head of any child's queue
+ * (docs/protocol.md 8.4); it is complete when every child that counts has a
+ * unit queued: a child whose oldest unit has a later key had nothing for it
+ * (it never got that request, as after an adoption) and is not waited for.
+ * A unit is a child's packets up to the first without TB_FRAME_F_MORE. */
+static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
+{
+    tbon_packet_t *stackv[64];
+    while (s->nonempty > 0) {
+        uint64_t key = UINT64_MAX;
+        size_t total = s->extra.n;
+        for (size_t i = 0; i < n->nchild; i++)
+            if (s->q[i].units && head_key(&s->q[i]) < key)
+                key = head_key(&s->q[i]);
+        /* Complete when every live child that takes part and owes this wave
+         * has a unit queued. A dead child's queued units still count, but it
+         * is not waited for; neither is an adopted child for the requests it
+         * never got (docs/protocol.md 8.4). */
+        int missing = 0;
+        for (size_t i = 0; i < n->nchild && !cut && !missing; i++)
+            missing = s->part[i] && n->child[i].conn && !s->q[i].units && owes(s, i, key);
+        if (missing)
+            break;
+        for (size_t i = 0; i < n->nchild; i++)
+            if (s->q[i].units && head_key(&s->q[i]) == key)
+                total += s->q[i].ring.len;
+        tbon_packet_t **in = total <= 64 ? stackv : malloc(total * sizeof *in);
+        if (!in)
+            return;
+        size_t k = 0;
+        uint64_t who = 0;       /* for the debug line: which children took part */
+        for (size_t i = 0; i < n->nchild; i++) {
+            if (!s->q[i].units || head_key(&s->q[i]) != key)
+                continue;
+            who |= i < 64 ? (uint64_t)1 << i : 0;
+            int more = 1;
+            size_t before = s->q[i].bytes;
+            while (more && s->q[i].ring.len) {
+                tbon_packet_t *p = pq_pop(&s->q[i], &more);
+                if (p)
+                    in[k++] = p;
+            }
+            n->child[i].qbytes -= before - s->q[i].bytes;
+            if (!s->q[i].units)
+                s->nonempty--;
+        }
+        for (size_t j = 0; j < s->extra.n; j++)
+            in[k++] = s->extra.v[j];
+        s->extra.n = 0;
+        s->deadline = 0;
+        TB_DEBUG("wave", "stream %u: wave %llu.%llu of %zu packets, children %#llx; %zu still "
+                 "have units", s->id, (unsigned long long)(key >> 24),
+                 (unsigned long long)(key & 0xffffff), k, (unsigned long long)who, s->nonempty);
+        s->closed = key;
+        s->has_closed = 1;
+        run_up(n, s, in, k, key);
+        if (in != stackv)
+            free(in);
+        cut = 0;
+    }
+    if (s->sync == TBON_SYNC_TIMEOUT && s->nonempty > 0 && !s->deadline)
+        s->deadline = tb_now_ms() + s->timeout_ms;
+}
+
+void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p, int more,
+                  uint64_t key)
+{
+    tb_stream_st_t *s = get(n, stream);
+    if (!s || !s->part[child]) {
+        TB_WARN("stream", "packet from rank %u on unknown stream %u dropped",
+                n->child[child].rank, stream);
+        tbon_packet_unref(p);
+        return;
+    }
+    if (s->sync == TBON_SYNC_WAITFORALL && s->has_closed && key <= s->closed) {
+        /* A unit of a wave already sent up without this child: that happens
+         * only around a failure (an orphan's late output). A state-recoverable
+         * filter is idempotent: the packet joins the next wave. Any other
+         * would count it in the wrong wave: it is dropped. */
+        const tb_filter_t *f = tb_filter_reg_get(n->filters, s->up);
+        if (p && f && f->get_state) {
+            tbon_packet_list_push(&s->extra, p);
+        } else if (p) {
+            TB_INFO("stream", "stream %u: a late packet of rank %u for a closed wave dropped",
+                    stream, n->child[child].rank);
+            tbon_packet_unref(p);
+        }
+        return;
+    }
+    if (s->sync == TBON_SYNC_DONTWAIT) {
+        if (p)
+            run_up(n, s, &p, 1, key);
+        return;
+    }
+    tb_pq_t *q = &s->q[child];
+    size_t before = q->bytes;
+    if (pq_push(q, p, more, key)) {
+        tbon_packet_unref(p);
+        return;
+    }
+    n->child[child].qbytes += q->bytes - before;
+    if (!more && q->units == 1) {
+        s->nonempty++;
+        if (s->sync == TBON_SYNC_TIMEOUT && !s->deadline)
+            s->deadline = tb_now_ms() + s->timeout_ms;
+    }
+    waves(n, s, 0);
+}
+
+void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q)
+{
+    tb_stream_st_t *s = get(n, stream);
+    if (s && n->role == TB_ROLE_FE)
+        q = ++s->down_q;           /* requests are numbered per stream at the FE */
+    if (s && q > s->last_q)
+        s->last_q = q;
+    if (n->role == TB_ROLE_BE) {
+        if (n->cbs.deliver)
+            n->cbs.deliver(n->cbs.arg, stream, p, q);
+        else
+            tbon_packet_unref(p);
+        return;
+    }
+    if (!s) {
+        TB_WARN("stream", "downstream packet on unknown stream %u dropped", stream);
+        tbon_packet_unref(p);
+        return;
+    }
+    tbon_packet_list_t out;
+    tb_plist_init(&out);
+    const tb_filter_t *f = tb_filter_reg_get(n->filters, s->down);
+    if (f && s->down != TBON_FILTER_NULL) {
+        tbon_filter_ctx_t ctx = { .rank = n->rank, .num_children = (uint32_t)n->nchild,
+                                  .depth = n->depth, .stream = s->id, .params = s->down_params };
+        tbon_error_t err;
+        if (tb_filter_run(f, &p, 1, &out, &s->down_state, &ctx, &err)) {
+            char msg[600];
+            snprintf(msg, sizeof msg, "rank %u: %s", n->rank, err.msg);
+            stream_error(n, s->id, msg);
+        }
+        tbon_packet_unref(p);
+    } else {
+        tbon_packet_list_push(&out, p);
+    }
+    /* An adopted child does not get a request again that its old parent had
+     * already passed down to it (it answered that one, or will): a second
+     * copy would be answered twice. */
+    for (size_t i = 0; out.n && i < n->nchild; i++)
+        if (s->part[i] && !s->fwd_from[i] && s->seen_to[i] != UINT64_MAX && q > s->seen_to[i])
+            s->fwd_from[i] = q;     /* an adopted child's first new request here */
+    for (size_t j = 0; j < out.n; j++)
+        for (size_t i = 0; i < n->nchild; i++)
+            if (s->part[i] && (s->seen_to[i] == UINT64_MAX || q > s->seen_to[i]))
+                tb_node_to_child(n, i, stream, out.v[j], q);
+    tb_plist_free(&out);
+    if (!takes_part(n, s))
+        empty_up(n, s, q << 24);    /* nobody below answers: we do, with nothing */
+}
+
+
+void tb_stream_child_gone(tb_node_t *n, size_t child)
+{
+    for (size_t id = 0; id < n->nstreams; id++) {
+        tb_stream_st_t *s = n->streams[id];
+        if (!s || !s->part[child])
+            continue;
+        /* DESIGN.md: a dead child is dropped from the wave being collected;
+         * what it already sent still counts. */
+        s->part[child] = 0;
+        if (s->sync != TBON_SYNC_DONTWAIT)
+            waves(n, s, 0);
+        /* The last one gone (every back-end below left or died): the
+         * requests it had not answered are answered here, empty, so that no
+         * wave above waits for us forever. */
+        if (!takes_part(n, s) && s->sync != TBON_SYNC_DONTWAIT && n->role != TB_ROLE_FE) {
+            uint64_t from = s->has_closed ? (s->closed >> 24) + 1 : 1;
+            for (uint64_t q = from; q <= s->last_q; q++)
+                empty_up(n, s, q << 24);
+        }
+    }
+}
+
+void tb_stream_timers(tb_node_t *n, int64_t now, int64_t *next)
+{
+    for (size_t id = 0; id < n->nstreams; id++) {
+        tb_stream_st_t *s = n->streams[id];
+        if (!s || !s->deadline)
+            continue;
+        if (s->deadline <= now)
+            waves(n, s, 1);
+        if (s->deadline && s->deadline < *next)
+            *next = s->deadline;
+    }
+}
+
+int tb_stream_add_child(tb_node_t *n)
+{
+    /* n->nchild already counts the new slot. */
+    for (size_t id = 0; id < n->nstreams; id++) {
+        tb_stream_st_t *s = n->streams[id];
+        if (!s)
+            continue;
+        uint8_t *np = realloc(s->part, n->nchild);
+        if (!np)
+            return TBON_ENOMEM;
+        s->part = np;
+        tb_pq_t *nq = realloc(s->q, n->nchild * sizeof *nq);
+        if (!nq)
+            return TBON_ENOMEM;
+        s->q = nq;
+        uint64_t *st = realloc(s->seen_to, n->nchild * sizeof *st);
+        if (!st)
+            return TBON_ENOMEM;
+        s->seen_to = st;
+        uint64_t *ff = realloc(s->fwd_from, n->nchild * sizeof *ff);
+        if (!ff)
+            return TBON_ENOMEM;
+        s->fwd_from = ff;
+        uint64_t *se = realloc(s->sent, n->nchild * sizeof *se);
+        if (!se)
+            return TBON_ENOMEM;
+        s->sent = se;
+        s->sent[n->nchild - 1] = 0;
+        s->part[n->nchild - 1] = 0;
+        s->seen_to[n->nchild - 1] = 0;
+        s->fwd_from[n->nchild - 1] = 0;
+        memset(&s->q[n->nchild - 1], 0, sizeof *nq);
+    }
+    return 0;
+}
+
+int tb_stream_known(const tb_node_t *n, uint32_t id)
+{
+    return get(n, id) != NULL;
+}
+
+int tb_stream_join(tb_node_t *n, uint32_t id, size_t child, uint64_t sent, uint64_t seen_to)
+{
+    tb_stream_st_t *s = get(n, id);
+    if (!s || child >= n->nchild || s->part[child])
+        return 0;
+    int first = !takes_part(n, s);
+    s->part[child] = 1;
+    s->sent[child] = sent;
+    s->seen_to[child] = seen_to;
+    s->fwd_from[child] = 0;
+    return first;
+}
+
+/* Fold in[0..k) into s's filter state, the output dropped. */
+static void keep_run(tb_node_t *n, tb_stream_st_t *s, const tb_filter_t *f,
+                     tbon_packet_t *const in[], size_t k)
+{
+    tbon_filter_ctx_t ctx = { .rank = n->rank, .stream = s->id, .params = s->up_params };
+    tbon_error_t err;
+    if (tb_filter_keep(f, in, k, &s->up_state, &ctx, &err))
+        TB_WARN("ft", "stream %u: keeping what was sent: %s", s->id, err.msg);
+}
+
+/* Fold the packets a back-end kept into its filter state, all at once. */
+void tb_stream_fold_kept(tb_node_t *n, tb_stream_st_t *s)
+{
+    const tb_filter_t *f = tb_filter_reg_get(n->filters, s->up);
+    if (!s->kept.n || !f)
+        return;
+    keep_run(n, s, f, s->kept.v, s->kept.n);
+    tb_plist_clear(&s->kept);
+}
+
+void tb_stream_keep(tb_node_t *n, uint32_t id, tbon_packet_t *p)
+{
+    tb_stream_st_t *s = n->ft_ready ? get(n, id) : NULL;   /* no fault tolerance: no cost */
+    const tb_filter_t *f = s ? tb_filter_reg_get(n->filters, s->up) : NULL;
+    if (!f || !f->get_state || !p)
+        return;
+    /* A filter with a keep function takes each packet at once, while it is
+     * in the cache; the others run over 64 packets at a time, since one
+     * pass of a filter over a batch costs about what one packet's does. */
+    if (f->keep) {
+        keep_run(n, s, f, &p, 1);
+        return;
+    }
+    tbon_packet_list_push(&s->kept, tbon_packet_ref(p));
+    if (s->kept.n >= 64)
+        tb_stream_fold_kept(n, s);
+}
+
+void tb_stream_graft(tb_node_t *n, tb_stream_st_t *s)
+{
+    tb_node_send_ctl(n, n->parent, TB_CTL_GRAFT,
+                     tbon_packet_new(TB_CTL_GRAFT, "%ud %d %d %ud %d %aud %uld %uld", s->id,
+                                     s->up, s->sync | (s->bcast ? TB_STREAM_BCAST : 0),
+                                     s->timeout_ms, s->down, s->members, s->nmembers,
+                                     s->sent_key, s->last_q));
+}
+
+void tb_stream_bcast_join(tb_node_t *n, size_t i)
+{
+    for (size_t id = 0; id < n->nstreams; id++) {
+        tb_stream_st_t *s = n->streams[id];
+        if (!s || !s->bcast || s->part[i])
+            continue;
+        tb_node_send_ctl(n, n->child[i].conn, TB_CTL_STREAM, stream_packet(s));
+        /* A commnode takes part once a back-end below it does: it grafts
+         * the stream up then. */
+        if (!n->child[i].is_be)
+            continue;
+        /* It owes the waves of the requests after the last one that passed
+         * here (docs/protocol.md 8.4): as an adopted child that had seen
+         * them all and answered them all. */
+        uint64_t seen = s->last_q;
+        if (tb_stream_join(n, s->id, i, ((seen + 1) << 24) - 1, seen) && n->role != TB_ROLE_FE &&
+            n->parent)
+            tb_stream_graft(n, s);
+    }
+}
+
+void tb_stream_sent(tb_node_t *n, uint32_t id, uint64_t key)
+{
+    tb_stream_st_t *s = get(n, id);
+    if (s && key > s->sent_key)
+        s->sent_key = key;
+}
+
+size_t tb_stream_child_bytes(const tb_node_t *n, size_t child)
+{
+    return n->child[child].qbytes;
+}

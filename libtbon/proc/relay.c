@@ -1,0 +1,275 @@
+/* relay.c - children's stderr copied to ours, first lines kept (relay.h) */
+#include "proc/relay.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/error.h"
+
+#define LINE_MAX_KEPT 400
+#define CHUNK 65536
+
+struct pipe_ent {
+    tbon_rank_t rank;
+    int    fd;                    /* -1 once at end of file */
+    char   line[LINE_MAX_KEPT];   /* the first non-empty line, or what came of it */
+    size_t len;
+    int    done;                  /* line is complete */
+};
+
+struct tb_relay {
+    pthread_mutex_t mu;           /* guards everything below but the thread */
+    struct pipe_ent **ents;
+    size_t n, cap;
+    int epfd, wakefd;
+    int stop;
+    int started;
+    pthread_t thread;
+};
+
+tb_relay_t *tb_relay_new(void)
+{
+    tb_relay_t *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    pthread_mutex_init(&r->mu, NULL);
+    r->epfd = r->wakefd = -1;
+    return r;
+}
+
+/* Copy buf to our stderr. A stderr that is gone (our own parent's pipe,
+ * closed when it died) costs the lines, never the process: SIGPIPE is held
+ * back around the write and the one it raised is taken. */
+static void write_err(const char *buf, size_t len)
+{
+    if (len == 0)
+        return;
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    while (len > 0) {
+        ssize_t n = write(STDERR_FILENO, buf, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EPIPE) {
+            struct timespec zero = { 0, 0 };
+            sigtimedwait(&pipe_set, NULL, &zero);
+        }
+        if (n <= 0)
+            break;          /* nowhere to say it: dropped */
+        buf += n;
+        len -= (size_t)n;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* A log line's time stamp ("2026-11-25T09:02:05.186608Z ") is noise in a
+ * message that quotes it. */
+static size_t stamp_len(const char *s, size_t len)
+{
+    if (len < 21 || s[4] != '-' || s[7] != '-' || s[10] != 'T')
+        return 0;
+    const char *z = memchr(s, ' ', len);
+    return z && z[-1] == 'Z' ? (size_t)(z - s) + 1 : 0;
+}
+
+/* Keep the first non-empty line of what e sent (under mu). */
+static void note_line(struct pipe_ent *e, const char *buf, size_t len)
+{
+    for (size_t i = 0; i < len && !e->done; i++) {
+        char c = buf[i];
+        if (c == '\n') {
+            size_t skip = stamp_len(e->line, e->len);
+            memmove(e->line, e->line + skip, e->len - skip);
+            e->len -= skip;
+            while (e->len && (e->line[e->len - 1] == ' ' || e->line[e->len - 1] == '\r'))
+                e->len--;
+            if (e->len)
+                e->done = 1;
+            continue;
+        }
+        if (e->len + 1 < sizeof e->line && (c == '\t' || (unsigned char)c >= ' '))
+            e->line[e->len++] = c;
+    }
+    e->line[e->len] = 0;
+}
+
+/* Read what e's pipe holds (under mu) into buf; at end of file close it. */
+static size_t drain(tb_relay_t *r, struct pipe_ent *e, char *buf, size_t cap)
+{
+    size_t got = 0;
+    while (e->fd >= 0 && got < cap) {
+        ssize_t n = read(e->fd, buf + got, cap - got);
+        if (n > 0) {
+            note_line(e, buf + got, (size_t)n);
+            got += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            break;
+        epoll_ctl(r->epfd, EPOLL_CTL_DEL, e->fd, NULL);
+        close(e->fd);
+        e->fd = -1;
+    }
+    return got;
+}
+
+static void *relay_thread(void *arg)
+{
+    tb_relay_t *r = arg;
+    char *buf = malloc(CHUNK);
+    struct epoll_event evs[16];
+    for (;;) {
+        int k = epoll_wait(r->epfd, evs, 16, -1);
+        if (k < 0 && errno != EINTR)
+            break;
+        pthread_mutex_lock(&r->mu);
+        int stop = r->stop;
+        pthread_mutex_unlock(&r->mu);
+        if (stop)
+            break;
+        for (int i = 0; i < k && buf; i++) {
+            struct pipe_ent *e = evs[i].data.ptr;
+            if (!e)
+                continue;          /* the wake-up */
+            pthread_mutex_lock(&r->mu);
+            size_t got = drain(r, e, buf, CHUNK);
+            pthread_mutex_unlock(&r->mu);
+            write_err(buf, got);
+        }
+        if (!buf)
+            break;
+    }
+    free(buf);
+    return NULL;
+}
+
+/* The epoll set and the thread, with the first pipe (under mu). */
+static int start(tb_relay_t *r)
+{
+    if (r->started)
+        return 0;
+    r->epfd = epoll_create1(EPOLL_CLOEXEC);
+    r->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+    if (r->epfd < 0 || r->wakefd < 0 || epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->wakefd, &ev) < 0 ||
+        pthread_create(&r->thread, NULL, relay_thread, r) != 0) {
+        if (r->epfd >= 0)
+            close(r->epfd);
+        if (r->wakefd >= 0)
+            close(r->wakefd);
+        r->epfd = r->wakefd = -1;
+        return TBON_EIO;
+    }
+    r->started = 1;
+    return 0;
+}
+
+int tb_relay_add(tb_relay_t *r, tbon_rank_t rank, int fd)
+{
+    struct pipe_ent *e = calloc(1, sizeof *e);
+    int rc = e ? 0 : TBON_ENOMEM;
+    pthread_mutex_lock(&r->mu);
+    if (!rc && r->n == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 16;
+        struct pipe_ent **n = realloc(r->ents, cap * sizeof *n);
+        if (n) {
+            r->ents = n;
+            r->cap = cap;
+        } else {
+            rc = TBON_ENOMEM;
+        }
+    }
+    if (!rc)
+        rc = start(r);
+    if (!rc) {
+        e->rank = rank;
+        e->fd = fd;
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = e };
+        if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+            rc = TBON_EIO;
+    }
+    if (!rc)
+        r->ents[r->n++] = e;
+    pthread_mutex_unlock(&r->mu);
+    if (rc) {
+        free(e);
+        close(fd);
+    }
+    return rc;
+}
+
+int tb_relay_first_line(tb_relay_t *r, tbon_rank_t rank, char *out, size_t len)
+{
+    if (!r || !len)
+        return 0;
+    char *buf = malloc(CHUNK);
+    size_t got = 0;
+    int have = 0;
+    out[0] = 0;
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->n; i++) {
+        struct pipe_ent *e = r->ents[i];
+        if (e->rank != rank)
+            continue;
+        if (buf)
+            got = drain(r, e, buf, CHUNK);
+        if (e->len) {
+            size_t l = e->len < len - 1 ? e->len : len - 1;
+            memcpy(out, e->line, l);
+            out[l] = 0;
+            have = 1;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (buf)
+        write_err(buf, got);
+    free(buf);
+    return have;
+}
+
+void tb_relay_free(tb_relay_t *r)
+{
+    if (!r)
+        return;
+    if (r->started) {
+        pthread_mutex_lock(&r->mu);
+        r->stop = 1;
+        pthread_mutex_unlock(&r->mu);
+        uint64_t one = 1;
+        ssize_t w = write(r->wakefd, &one, sizeof one);
+        (void)w;
+        pthread_join(r->thread, NULL);
+    }
+    char *buf = malloc(CHUNK);
+    for (size_t i = 0; i < r->n; i++) {
+        struct pipe_ent *e = r->ents[i];
+        if (buf)
+            write_err(buf, drain(r, e, buf, CHUNK));
+        if (e->fd >= 0)
+            close(e->fd);
+        free(e);
+    }
+    free(buf);
+    free(r->ents);
+    if (r->epfd >= 0)
+        close(r->epfd);
+    if (r->wakefd >= 0)
+        close(r->wakefd);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}

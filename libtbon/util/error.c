@@ -1,0 +1,44 @@
+/* error.c - error codes, their descriptions and tbon_error_t filling */
+#include "util/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+const char *tbon_strerror(int code)
+{
+    switch (code) {
+    case TBON_OK:        return "success";
+    case TBON_EINVAL:    return "invalid argument";
+    case TBON_ENOMEM:    return "out of memory";
+    case TBON_ETIMEOUT:  return "timed out";
+    case TBON_ECLOSED:   return "network closed";
+    case TBON_EFORMAT:   return "format mismatch or malformed data";
+    case TBON_ETOPOLOGY: return "invalid topology";
+    case TBON_ELAUNCH:   return "launch failed";
+    case TBON_EFILTER:   return "filter error";
+    case TBON_EIO:       return "I/O error";
+    case TBON_EAUTH:     return "authentication failed";
+    case TBON_ENOTFOUND: return "not found";
+    default:             return "unknown error";
+    }
+}
+
+int tb_error_set(tbon_error_t *err, int code, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        err->code = code;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+void tb_error_clear(tbon_error_t *err)
+{
+    if (err) {
+        err->code = TBON_OK;
+        err->msg[0] = '\0';
+    }
+}

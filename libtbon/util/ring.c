@@ -1,0 +1,45 @@
+/* ring.c - a growable FIFO of fixed-size elements */
+#include "util/ring.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void tb_ring_init(tb_ring_t *r, size_t size)
+{
+    memset(r, 0, sizeof *r);
+    r->size = size;
+}
+
+void *tb_ring_push(tb_ring_t *r)
+{
+    if (r->len == r->cap) {
+        size_t ncap = r->cap ? r->cap * 2 : 16;
+        unsigned char *nv = malloc(ncap * r->size);
+        if (!nv)
+            return NULL;
+        /* Unwrap: the oldest element goes first. */
+        for (size_t i = 0; i < r->len; i++)
+            memcpy(nv + i * r->size, tb_ring_at(r, i), r->size);
+        free(r->v);
+        r->v = nv;
+        r->cap = ncap;
+        r->head = 0;
+    }
+    void *slot = r->v + ((r->head + r->len) % r->cap) * r->size;
+    memset(slot, 0, r->size);
+    r->len++;
+    return slot;
+}
+
+void tb_ring_drop(tb_ring_t *r)
+{
+    r->head = (r->head + 1) % r->cap;
+    r->len--;
+}
+
+void tb_ring_free(tb_ring_t *r)
+{
+    free(r->v);
+    r->v = NULL;
+    r->head = r->len = r->cap = 0;
+}
