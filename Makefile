@@ -93,12 +93,20 @@ EX_BIN  := $(foreach d,$(EX_DIRS),$(B)/$(d)/fe $(B)/$(d)/be $(B)/$(d)/filter.so)
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(B)/tests/unit/%)
 
+# In-process tests: tests/inproc/test_*.c, each one binary with the harness
+# and the tier's fabric (tests/inproc/fabric.c): the nodes of a tree in one
+# process, linked by socketpairs (libtbon/node/node.h, "Given links").
+INPROC_SRC := $(wildcard tests/inproc/test_*.c)
+INPROC_BIN := $(INPROC_SRC:tests/inproc/%.c=$(B)/tests/inproc/%)
+INPROC_OBJ := $(B)/obj/tests/inproc/fabric.o
+
 # Benchmarks: bench/bench_*.c, each one binary.
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 
 ALL_OBJ := $(LIB_OBJ) $(foreach p,$(PROGRAMS),$($(p)_SRC:%.c=$(B)/obj/%.o)) \
            $(TEST_SRC:%.c=$(B)/obj/%.o) $(B)/obj/tests/harness.o $(BENCH_SRC:%.c=$(B)/obj/%.o) \
+           $(INPROC_SRC:%.c=$(B)/obj/%.o) $(INPROC_OBJ) \
            $(ITEST_SRC:%.c=$(B)/obj/%.o) $(IPROG_SRC:%.c=$(B)/obj/%.o) \
            $(PLUGIN_SRC:%.c=$(B)/obj/%.o) $(TPLUGIN_SRC:%.c=$(B)/obj/%.o) \
            $(foreach d,$(EX_DIRS),$(B)/obj/$(d)/fe.o $(B)/obj/$(d)/be.o $(B)/obj/$(d)/filter.o) \
@@ -121,7 +129,7 @@ all: lib programs plugins tests benches examples stat
 lib: $(B)/lib/libtbon.a $(B)/lib/libtbon.so
 programs: $(BIN)
 plugins: $(PLUGIN_SO) $(TPLUGIN_SO)
-tests: $(TEST_BIN) $(ITEST_BIN) $(IPROG_BIN) $(FIMS_BIN)
+tests: $(TEST_BIN) $(INPROC_BIN) $(ITEST_BIN) $(IPROG_BIN) $(FIMS_BIN)
 examples: $(EX_BIN)
 benches: $(BENCH_BIN)
 stat: $(STAT_ALL)
@@ -162,6 +170,10 @@ STAT_DEP  = $(if $(STAT_LIB_SRC),$(B)/lib/libtbonstat.a)
 $(B)/tests/unit/%: $(B)/obj/tests/unit/%.o $(B)/obj/tests/harness.o $(B)/lib/libtbon.a $(STAT_DEP)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(STAT_LINK)
+
+$(B)/tests/inproc/%: $(B)/obj/tests/inproc/%.o $(INPROC_OBJ) $(B)/obj/tests/harness.o $(B)/lib/libtbon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_TBON)
 
 $(B)/tests/integration/%: $(B)/obj/tests/integration/%.o $(B)/obj/tests/harness.o $(B)/lib/libtbon.a $(STAT_DEP)
 	@mkdir -p $(dir $@)

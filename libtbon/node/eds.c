@@ -605,11 +605,15 @@ static void push_rep(tb_eds_t *e, struct eds_rep q)
 
 void tb_eds_report(tb_eds_t *e, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
 {
+    if (!e)
+        return;
     push_rep(e, (struct eds_rep){ kind, r, p, inc, NULL, 0, 0, TB_ROLE_BE });
 }
 
 void tb_eds_join(tb_eds_t *e, const tb_vchange_t *c)
 {
+    if (!e)
+        return;
     char *h = strdup(c->host);
     if (h)
         push_rep(e, (struct eds_rep){ 4, c->rank, c->parent, c->inc, h, c->lid, c->port,
@@ -640,11 +644,15 @@ void tb_eds_leave(tb_eds_t *e)
 
 void tb_eds_set_ft_ready(tb_eds_t *e)
 {
+    if (!e)
+        return;
     atomic_store(&e->ft_ready, 1);
 }
 
 void tb_eds_request_adoption(tb_eds_t *e, tbon_rank_t lost)
 {
+    if (!e)
+        return;         /* given links (node.h): the caller hands the adopter in */
     pthread_mutex_lock(&e->mu);
     e->adopt_now = (int)lost + 1;
     pthread_mutex_unlock(&e->mu);
@@ -655,6 +663,8 @@ void tb_eds_request_adoption(tb_eds_t *e, tbon_rank_t lost)
 
 void tb_eds_expect(tb_eds_t *e, tbon_rank_t rank)
 {
+    if (!e)
+        return;
     pthread_mutex_lock(&e->mu);
     if (rank < tb_topology_size(e->topo)) {
         e->expect[rank] = 1;
@@ -744,6 +754,8 @@ static int64_t heartbeats(tb_eds_t *e)
 
 void tb_eds_set_heartbeat(tb_eds_t *e, int timeout_ms)
 {
+    if (!e)
+        return;
     atomic_store(&e->hb_ms, timeout_ms > 0 ? timeout_ms : 0);
     uint64_t one = 1;
     ssize_t r = write(e->wakefd, &one, sizeof one);
@@ -865,6 +877,10 @@ error:
 
 int tb_eds_watch_parent(tb_eds_t *e, int fd, tbon_rank_t parent)
 {
+    if (!e) {
+        close(fd);
+        return TBON_EINVAL;
+    }
     tb_sock_nonblock(fd, 1);
     watch_t *w = add_watch(e, K_EVENT, fd, EPOLLIN);
     if (!w) {
@@ -877,6 +893,8 @@ int tb_eds_watch_parent(tb_eds_t *e, int fd, tbon_rank_t parent)
 
 int tb_eds_watch_node(tb_eds_t *e, int node_epfd)
 {
+    if (!e)
+        return TBON_EINVAL;
     /* Disarmed until the application's network is complete (tb_node_arm). */
     watch_t *w = add_watch(e, K_NODE, node_epfd, EPOLLONESHOT);
     if (!w)
@@ -889,7 +907,7 @@ int tb_eds_watch_node(tb_eds_t *e, int node_epfd)
 
 void tb_eds_arm_node(tb_eds_t *e, int on)
 {
-    watch_t *w = e->node_watch;
+    watch_t *w = e ? e->node_watch : NULL;
     /* A back-end arms it after every call into the library: only changes
      * cost a system call. */
     if (!w || w->dead || atomic_exchange(&e->node_armed, on) == on)
@@ -901,6 +919,8 @@ void tb_eds_arm_node(tb_eds_t *e, int on)
 
 int tb_eds_watch_child(tb_eds_t *e, tbon_rank_t rank, pid_t pid)
 {
+    if (!e)
+        return TBON_EINVAL;
     int fd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (fd < 0)
         return TBON_EIO;
@@ -917,6 +937,8 @@ int tb_eds_watch_child(tb_eds_t *e, tbon_rank_t rank, pid_t pid)
 int tb_eds_reaped(tb_eds_t *e, pid_t pid)
 {
     int found = 0;
+    if (!e)
+        return 0;
     pthread_mutex_lock(&e->mu);
     for (size_t i = 0; i < e->nreaped && !found; i++)
         found = e->reaped[i] == pid;

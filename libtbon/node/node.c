@@ -971,6 +971,19 @@ int tb_node_stopped(const tb_node_t *n)
     return n->stop;
 }
 
+int tb_node_link_child(tb_node_t *n, tbon_rank_t rank, int fd)
+{
+    tb_cmd_t *c = tb_cmd_new(TB_CMD_CONN);
+    if (!c) {
+        close(fd);
+        return TBON_ENOMEM;
+    }
+    c->rank = rank;
+    c->fd = fd;
+    tb_node_post(n, c);
+    return 0;
+}
+
 int tb_node_watch_parent(tb_node_t *n, int fd)
 {
     return tb_eds_watch_parent(n->eds, fd, n->parent_rank);
@@ -1051,20 +1064,28 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
         }
         watch(n, n->parent, EPOLLIN);
     }
-    if (nc > 0 && !cfg->listening) {
-        n->lfd = tb_sock_listen(&n->port, err);
-        if (n->lfd < 0)
+    if (cfg->given_links) {
+        /* node.h, "Given links": the caller makes the links and plays the
+         * EDS's part; no port, no notices, no EDS thread. */
+        if (cfg->parent_event_fd >= 0)
+            close(cfg->parent_event_fd);
+    } else {
+        if (nc > 0 && !cfg->listening) {
+            n->lfd = tb_sock_listen(&n->port, err);
+            if (n->lfd < 0)
+                goto error;
+        }
+        if (n->role == TB_ROLE_FE)
+            tb_view_open_notices(n);
+        n->eds = tb_eds_start(n, n->lfd, cfg->parent_event_fd, n->topo, n->rank, &cfg->session,
+                              err);
+        if (!n->eds)
             goto error;
-    }
-    if (n->role == TB_ROLE_FE)
-        tb_view_open_notices(n);
-    n->eds = tb_eds_start(n, n->lfd, cfg->parent_event_fd, n->topo, n->rank, &cfg->session, err);
-    if (!n->eds)
-        goto error;
-    n->lfd = -1;   /* the EDS owns it now */
-    if (n->cbs.kick && tb_eds_watch_node(n->eds, n->epfd)) {
-        tb_error_set(err, TBON_ENOMEM, "cannot watch the back-end's node");
-        goto error;
+        n->lfd = -1;   /* the EDS owns it now */
+        if (n->cbs.kick && tb_eds_watch_node(n->eds, n->epfd)) {
+            tb_error_set(err, TBON_ENOMEM, "cannot watch the back-end's node");
+            goto error;
+        }
     }
     n->total = tb_topology_size(n->topo);
     if (n->parent)
@@ -1075,7 +1096,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
     n->start_deadline = tb_now_ms() + (cfg->startup_timeout_ms > 0 ? cfg->startup_timeout_ms : 30000);
     if (n->role == TB_ROLE_BE)
         n->ready_sent = 1;   /* a back-end is ready once connected */
-    if (tb_node_launch_children(n, err)) {
+    if (!cfg->given_links && tb_node_launch_children(n, err)) {
         if (!n->parent)
             goto error;
         /* Below the FE, a failure travels up to it by name; the children

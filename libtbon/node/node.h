@@ -102,7 +102,30 @@ typedef struct tb_node_config {
                                        taken over, though we have no children yet */
     int            listen_fd;
     uint16_t       port;
+    int            given_links;     /* the links are given, not made: see below */
 } tb_node_config_t;
+
+/* Given links (cfg.given_links = 1): several nodes in one process, joined by
+ * socketpair(AF_UNIX) instead of launched processes and TCP (tests/inproc/).
+ * Such a node neither listens nor launches, and has no EDS thread: no
+ * heartbeats, no failure notices, no search for an adopter. Its caller makes
+ * every link and plays the EDS's part for it:
+ *  - the parent: cfg.parent_fd, a connected socket whose other end the
+ *    parent took with tb_node_link_child (the child reads the TOPOLOGY frame,
+ *    and a commnode the TB_CTL_LAUNCH one, off it first, as a launched child
+ *    does: the node takes cfg.topo); parent_event_fd must be -1;
+ *  - a child: tb_node_link_child;
+ *  - an adoption: TB_CMD_ADOPT_CONN (fd, rank: the orphan, status: its new
+ *    incarnation) posted to the adopter, which answers TB_CTL_ADOPT_ACK on
+ *    that link; the caller reads the ACK off the other end and posts
+ *    TB_CMD_ADOPTED (fd: that end, rank: the adopter, status: the lost
+ *    parent) to the orphan. An orphan waits for it (or TB_CMD_ADOPT_FAILED)
+ *    however long it takes. */
+
+/* Hand node n the data connection fd (connected, taken over) of its child
+ * rank, as its EDS does once a child has connected and authenticated. Any
+ * thread. 0, or TBON_ENOMEM (fd closed). */
+int tb_node_link_child(tb_node_t *n, tbon_rank_t rank, int fd);
 
 /* Listen (if the node has children), launch its children and start the EDS
  * thread. NULL with err filled on failure, with nothing left running. */
@@ -192,7 +215,9 @@ void tb_cmd_free(tb_cmd_t *c);
 int tb_node_wait_backlog(tb_node_t *n, int flush);
 
 
-/* The EDS side (eds.c) */
+/* The EDS side (eds.c). A node with given links has none: the functions
+ * below that take an EDS accept NULL and do nothing (the tb_eds_watch_* ones
+ * then fail with TBON_EINVAL, tb_eds_reaped says 0). */
 typedef struct tb_eds tb_eds_t;
 tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
                        const tb_topology_t *topo, tbon_rank_t rank,
