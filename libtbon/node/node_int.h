@@ -178,7 +178,6 @@ struct tb_node {
     tbon_rank_t *chk_rank;    /* its answers so far: ranks, and whether they agree */
     uint8_t   *chk_ok;
     size_t     nchk, capchk;
-    int        corrupt_done;  /* the test hook has corrupted our copy */
 
     /* joins (node_view.c) */
     struct tb_pjoin *pjoin;   /* FE: back-ends told to wait for their parent */

@@ -749,20 +749,6 @@ static void chk_add(tb_node_t *n, tbon_rank_t r, int ok)
     n->chk_ok[n->nchk++] = (uint8_t)ok;
 }
 
-/* The test hook (TBON_TEST_CORRUPT_VIEW=RANK): that process spoils its own
- * copy once, before its first check, so that the tests can see the check
- * fail for a real difference. */
-static void test_corrupt(tb_node_t *n)
-{
-    const char *e = getenv("TBON_TEST_CORRUPT_VIEW");
-    char *end;
-    if (n->corrupt_done || !e || !*e || strtoul(e, &end, 10) != n->rank || *end)
-        return;
-    n->corrupt_done = 1;
-    tb_topology_set_incarnation(n->topo, n->rank, tb_topology_incarnation(n->topo, n->rank) + 7);
-    TB_WARN("view", "test hook: our copy of the topology is corrupted on purpose");
-}
-
 /* Our answer is complete when no child owes one. */
 void tb_view_check_progress(tb_node_t *n)
 {
@@ -801,7 +787,6 @@ void tb_view_check_progress(tb_node_t *n)
 
 static void check_start(tb_node_t *n, uint64_t id, uint64_t version, uint64_t digest)
 {
-    test_corrupt(n);
     n->chk_id = id;
     n->nchk = 0;
     chk_add(n, n->rank, n->view == version && tb_view_digest(n->topo) == digest);

@@ -38,6 +38,7 @@ struct fab_node {
     tbon_rank_t rank;
     tb_node_t *node;
     rec_t *head, *tail;         /* under f->mu */
+    tb_node_cbs_t also;         /* callbacks that get everything too */
 };
 
 struct fab_peer {
@@ -94,13 +95,17 @@ static void cb_deliver(void *arg, uint32_t stream, tbon_packet_t *p, uint64_t q)
     r->stream = stream;
     r->pkt = p;
     r->q = q;
-    push(arg, r);
+    fab_node_t *n = arg;
+    if (n->also.deliver)
+        n->also.deliver(n->also.arg, stream, tbon_packet_ref(p), q);
+    push(n, r);
 }
 
 static void cb_status(void *arg, int what, int code, const char *msg)
 {
-    (void)code;
-    (void)msg;
+    fab_node_t *n = arg;
+    if (n->also.status)
+        n->also.status(n->also.arg, what, code, msg);
     rec_t *r = rec_new(R_STATUS);
     r->what = what;
     push(arg, r);
@@ -108,18 +113,23 @@ static void cb_status(void *arg, int what, int code, const char *msg)
 
 static void cb_event(void *arg, const tbon_event_t *ev)
 {
+    fab_node_t *n = arg;
+    if (n->also.event)
+        n->also.event(n->also.arg, ev);
     rec_t *r = rec_new(R_EVENT);
     r->ev = *ev;
     push(arg, r);
 }
 
-static void cb_view(void *arg, uint64_t version, const tb_vchange_t *ch, size_t n)
+static void cb_view(void *arg, uint64_t version, const tb_vchange_t *ch, size_t k)
 {
-    (void)ch;
+    fab_node_t *n = arg;
+    if (n->also.view)
+        n->also.view(n->also.arg, version, ch, k);
     rec_t *r = rec_new(R_VIEW);
     r->version = version;
-    r->nchanges = n;
-    push(arg, r);
+    r->nchanges = k;
+    push(n, r);
 }
 
 static int cmp_rank(const void *a, const void *b)
@@ -142,6 +152,9 @@ static tbon_rank_t *sorted_copy(const tbon_rank_t *v, size_t n)
 static void cb_checked(void *arg, uint64_t id, const tbon_rank_t *agree, size_t na,
                        const tbon_rank_t *bad, size_t nb)
 {
+    fab_node_t *n = arg;
+    if (n->also.checked)
+        n->also.checked(n->also.arg, id, agree, na, bad, nb);
     rec_t *r = rec_new(R_CHECKED);
     r->version = id;
     r->agree = sorted_copy(agree, na);
@@ -347,7 +360,8 @@ void fab_free(fab_t *f)
 
 /* A node of rank r on topology topo (taken) with parent link parent_fd (or
  * -1), its reactor running. */
-static fab_node_t *start_node(fab_t *f, tbon_rank_t r, tb_topology_t *topo, int parent_fd)
+static fab_node_t *start_node(fab_t *f, tbon_rank_t r, tb_topology_t *topo, int parent_fd,
+                              const tb_node_cbs_t *also)
 {
     if (f->nnodes == FAB_MAX) {
         th_fail(__FILE__, __LINE__, "more than %d nodes", FAB_MAX);
@@ -361,6 +375,8 @@ static fab_node_t *start_node(fab_t *f, tbon_rank_t r, tb_topology_t *topo, int 
         abort();
     n->f = f;
     n->rank = r;
+    if (also)
+        n->also = *also;
     tb_node_config_t cfg = {
         .role = tb_topology_role(topo, r), .rank = r, .topo = topo, .session = f->session,
         .startup_timeout_ms = 60000, .parent_fd = parent_fd, .parent_event_fd = -1,
@@ -387,7 +403,12 @@ static fab_node_t *start_node(fab_t *f, tbon_rank_t r, tb_topology_t *topo, int 
 
 fab_node_t *fab_fe(fab_t *f)
 {
-    return start_node(f, 0, tb_topology_clone(f->topo), -1);
+    return start_node(f, 0, tb_topology_clone(f->topo), -1, NULL);
+}
+
+fab_node_t *fab_fe_also(fab_t *f, const tb_node_cbs_t *also)
+{
+    return start_node(f, 0, tb_topology_clone(f->topo), -1, also);
 }
 
 tb_node_t *fab_tb(fab_node_t *n)
@@ -455,7 +476,7 @@ fab_node_t *fab_node_under(fab_t *f, fab_node_t *parent, tbon_rank_t r,
     }
     if (edit)
         edit(t, r);
-    return start_node(f, r, t, sv[1]);
+    return start_node(f, r, t, sv[1], NULL);
 }
 
 static fab_peer_t *new_peer(fab_t *f, tbon_rank_t r, int fd)
@@ -485,7 +506,7 @@ fab_node_t *fab_node_under_peer(fab_t *f, tbon_rank_t r, fab_peer_t **parent)
         close(sv[1]);
         return NULL;
     }
-    return start_node(f, r, tb_topology_clone(f->topo), sv[1]);
+    return start_node(f, r, tb_topology_clone(f->topo), sv[1], NULL);
 }
 
 void fab_post(fab_node_t *n, tb_cmd_t *c)

@@ -50,6 +50,9 @@ const tb_topology_t *fab_topo(const fab_t *f);
 
 /* Rank 0, the FE, as a node. */
 fab_node_t *fab_fe(fab_t *f);
+/* The same, its callbacks passed on to also's too (an API network's, say:
+ * tb_net_callbacks). Those run on the FE's reactor thread. */
+fab_node_t *fab_fe_also(fab_t *f, const tb_node_cbs_t *also);
 /* Rank r as a node under the node parent, linked as a launched child is:
  * the parent gets its end with tb_node_link_child, the child reads the
  * TOPOLOGY frame (and a commnode TB_CTL_LAUNCH) off its own, then its node is
