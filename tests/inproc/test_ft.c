@@ -1,0 +1,364 @@
+/* test_ft.c - fault tolerance in one process (node_ft.c, node_stream.c):
+ * reports of failures forwarded once and held until a view brings them
+ * back; an orphan's hand-off to its adopter (its streams grafted, its filter
+ * state and buffered output sent up, held reports sent again), seen from
+ * the orphan with the test as every neighbour; and the adopter's side, where
+ * the adopted child's late and new units join the right waves. */
+#include "../harness.h"
+
+#include <stdlib.h>
+
+#include "fabric.h"
+
+/* FE 0; commnodes 1 and 2 under it; commnode 3 under 1, back-end 4 under 2;
+ * back-ends 5 and 6 under 3. */
+#define TREE "h:0 => h:1 h:2 ; h:1 => h:3 ; h:2 => h:4 ; h:3 => h:5 h:6 ;"
+
+#define KEY(q, i) (((uint64_t)(q) << 24) | (i))
+
+static const uint64_t ZERO_US[5] = { 0, 0, 0, 0, 0 };
+
+static tbon_packet_t *set_pkt(const uint64_t *v, size_t n)
+{
+    return tbon_packet_new(1, "%auld", v, n);
+}
+
+/* p is the "%auld" set want[0..n) exactly. */
+static void check_set(const tbon_packet_t *p, const uint64_t *want, size_t n, int line)
+{
+    uint64_t *v = NULL;
+    size_t k = 0;
+    if (!p || tbon_packet_unpack(p, "%auld", &v, &k) != 0) {
+        th_fail(__FILE__, line, "not a \"%%auld\" packet");
+        return;
+    }
+    if (k != n || (n && memcmp(v, want, n * sizeof *v) != 0)) {
+        char got[256] = "";
+        for (size_t i = 0, o = 0; i < k && o < sizeof got - 24; i++)
+            o += (size_t)snprintf(got + o, sizeof got - o, " %llu", (unsigned long long)v[i]);
+        th_fail(__FILE__, line, "set {%s } is not the one expected (%zu values)", got, n);
+    }
+    free(v);
+}
+#define CHECK_SET(p, ...) do { const uint64_t w_[] = { __VA_ARGS__ };          \
+    check_set((p), w_, sizeof w_ / sizeof w_[0], __LINE__); } while (0)
+
+static tbon_packet_t *report_pkt(int kind, tbon_rank_t r, tbon_rank_t parent, uint32_t inc)
+{
+    return tbon_packet_new(TB_CTL_REPORT, "%d %ud %ud %ud %auld", kind, r, parent, inc, ZERO_US,
+                           (size_t)5);
+}
+
+/* The next frame at pe is TB_CTL_REPORT kind of r (parent, incarnation);
+ * lossy: its fifth time (1: a stream may have lost data), or -1 (unchecked). */
+static void expect_report(fab_peer_t *pe, int kind, tbon_rank_t r, tbon_rank_t parent,
+                          uint32_t inc, int lossy, int line)
+{
+    tbon_packet_t *p = fab_peer_expect_ctl(pe, TB_CTL_REPORT, FAB_MS);
+    int k = 0;
+    uint32_t gr = 0, gp = 0, gi = 0;
+    uint64_t *us = NULL;
+    size_t nus = 0;
+    if (!p || tbon_packet_unpack(p, "%d %ud %ud %ud %auld", &k, &gr, &gp, &gi, &us, &nus)) {
+        th_fail(__FILE__, line, "no report");
+    } else if (k != kind || gr != r || gp != parent || gi != inc || nus != 5 ||
+               (lossy >= 0 && us[4] != (uint64_t)lossy)) {
+        th_fail(__FILE__, line, "report kind %d rank %u parent %u inc %u (lost %llu), expected "
+                "kind %d rank %u parent %u inc %u", k, gr, gp, gi,
+                nus == 5 ? (unsigned long long)us[4] : 99ull, kind, r, parent, inc);
+    }
+    free(us);
+    tbon_packet_unref(p);
+}
+
+/* The next frame at pe is DATA on stream with key; its packet. */
+static tbon_packet_t *expect_data(fab_peer_t *pe, uint32_t stream, uint64_t key, int line)
+{
+    fab_msg_t m;
+    int rc = fab_peer_next(pe, &m, FAB_MS);
+    if (rc != 1 || m.hdr.type != TB_FRAME_DATA || m.hdr.stream != stream || m.hdr.seq != key) {
+        th_fail(__FILE__, line, "expected DATA on stream %u with key %#llx, got %s %d stream "
+                "%u key %#llx", stream, (unsigned long long)key,
+                rc == 1 ? tb_frame_type_name(m.hdr.type) : "nothing", m.hdr.tag, m.hdr.stream,
+                (unsigned long long)m.hdr.seq);
+        fab_msg_clear(&m);
+        return NULL;
+    }
+    return m.pkt;
+}
+
+/* TB_CTL_GRAFT for stream id: the last key sent up and the last request
+ * seen. */
+static void expect_graft(fab_peer_t *pe, uint32_t id, uint64_t sent, uint64_t seen, int line)
+{
+    tbon_packet_t *p = fab_peer_expect_ctl(pe, TB_CTL_GRAFT, FAB_MS);
+    uint32_t gid = 0, timeout = 0;
+    int up, sync, down;
+    uint32_t *members = NULL;
+    size_t nm = 0;
+    uint64_t gs = 0, gq = 0;
+    if (!p || tbon_packet_unpack(p, "%ud %d %d %ud %d %aud %uld %uld", &gid, &up, &sync,
+                                 &timeout, &down, &members, &nm, &gs, &gq) != 0)
+        th_fail(__FILE__, line, "no graft");
+    else if (gid != id || gs != sent || gq != seen)
+        th_fail(__FILE__, line, "graft of stream %u (sent %#llx, seen %llu), expected %u "
+                "(%#llx, %llu)", gid, (unsigned long long)gs, (unsigned long long)gq, id,
+                (unsigned long long)sent, (unsigned long long)seen);
+    free(members);
+    tbon_packet_unref(p);
+}
+
+static tbon_packet_t *stream_pkt(uint32_t id, int up, int sync, const tbon_rank_t *m, size_t n)
+{
+    return tbon_packet_new(TB_CTL_STREAM, "%ud %d %d %ud %d %aud", id, up, sync, 0u,
+                           TBON_FILTER_NULL, m, n);
+}
+
+static tbon_packet_t *view_pkt(uint64_t v, uint64_t prev, int32_t kind, tbon_rank_t r)
+{
+    int32_t kinds[1] = { kind };
+    uint32_t ranks[1] = { r }, parents[1] = { TBON_RANK_NONE }, zero[1] = { 0 };
+    const char *hosts[1] = { "" };
+    size_t k = 1;
+    return tbon_packet_new(TB_CTL_VIEW, "%uld %uld %ad %aud %aud %aud %as %aud %aud", v, prev,
+                           kinds, k, ranks, k, parents, k, zero, k, hosts, k, zero, k, zero, k);
+}
+
+/* Child pe asks its parent for every view again (applied 0), as a child
+ * that lost track does, and acknowledges version v after: the whole view
+ * that comes back shows what the parent's copy holds now, and that it has
+ * taken what pe sent before. 1 if that copy has rank r failed. */
+static int parent_has_failed(fab_peer_t *pe, uint64_t v, tbon_rank_t r)
+{
+    fab_peer_ctl(pe, TB_CTL_VIEW_ACK, tbon_packet_new(TB_CTL_VIEW_ACK, "%uld %uld %d", 0ul, 0ul,
+                                                      1));
+    tbon_packet_t *p = fab_peer_expect_ctl(pe, TB_CTL_VIEW, FAB_MS);
+    fab_peer_ctl(pe, TB_CTL_VIEW_ACK, tbon_packet_new(TB_CTL_VIEW_ACK, "%uld %uld %d", v, v, 0));
+    uint64_t gv = 0, prev = 1;
+    int32_t *kinds = NULL;
+    uint32_t *rk = NULL, *par = NULL, *inc = NULL, *lid = NULL, *port = NULL;
+    char **hosts = NULL;
+    size_t nk = 0, nr = 0, np = 0, ni = 0, nh = 0, nl = 0, npo = 0;
+    int found = 0;
+    if (p && tbon_packet_unpack(p, "%uld %uld %ad %aud %aud %aud %as %aud %aud", &gv, &prev,
+                                &kinds, &nk, &rk, &nr, &par, &np, &inc, &ni, &hosts, &nh, &lid,
+                                &nl, &port, &npo) == 0) {
+        CHECK_UINT(gv, v);
+        CHECK_UINT(prev, 0);        /* whole */
+        for (size_t i = 0; i < nk && i < nr; i++)
+            found |= kinds[i] == TB_V_FAILED && rk[i] == r;
+    } else {
+        th_fail(__FILE__, __LINE__, "no whole view");
+    }
+    free(kinds);
+    free(rk);
+    free(par);
+    free(inc);
+    free(lid);
+    free(port);
+    for (size_t i = 0; i < nh; i++)
+        free(hosts[i]);
+    free(hosts);
+    tbon_packet_unref(p);
+    return found;
+}
+
+/* Commnode 3 as a node, everything around it the test: parent 1, children
+ * 5 and 6, later adopter 2.
+ * - Reports: child 6's end goes up as a failure report; a report that
+ *   child 5 sends twice goes up once.
+ * - Held: the parent dies before a view brought back the report of 4 (that
+ *   of 6 came back in version 2): the adopter gets 4's again, not 6's.
+ * - Buffered: what the orphan's wave produced meanwhile (52) goes up after
+ *   the adoption, behind the graft of each stream and the union filter's
+ *   whole state as input (key 0); then the reports (the lost parent's
+ *   failure, the adoption, flagged lossy: stream 2's filter keeps no state)
+ *   and the acknowledgement asking for the views it missed. */
+TEST(orphan_hands_over_streams_state_buffer_and_held_reports)
+{
+    fab_t *f = fab_new(TREE);
+    REQUIRE(f);
+    fab_peer_t *p1 = NULL;
+    fab_node_t *cn = fab_node_under_peer(f, 3, &p1);
+    REQUIRE(cn && p1);
+    fab_peer_t *p5 = fab_peer_under(f, cn, 5);
+    fab_peer_t *p6 = fab_peer_under(f, cn, 6);
+    REQUIRE(p5 && p6);
+    tbon_packet_unref(fab_peer_expect_ctl(p1, TB_CTL_PORT, FAB_MS));
+    tbon_packet_unref(fab_peer_expect_ctl(p1, TB_CTL_READY, FAB_MS));
+    /* fault tolerance on: the (empty) port table */
+    fab_peer_ctl(p1, TB_CTL_PORTS, tbon_packet_new(TB_CTL_PORTS, "%aud %aud %d", NULL,
+                                                   (size_t)0, NULL, (size_t)0, 0));
+    const tbon_rank_t kids[] = { 5, 6 };
+    fab_peer_ctl(p1, TB_CTL_STREAM, stream_pkt(1, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL,
+                                               kids, 2));
+    fab_peer_ctl(p1, TB_CTL_STREAM, stream_pkt(2, TBON_FILTER_NULL, TBON_SYNC_DONTWAIT, kids, 2));
+    for (int i = 0; i < 2; i++) {
+        fab_peer_t *k = i ? p6 : p5;
+        tbon_packet_unref(fab_peer_expect_ctl(k, TB_CTL_PORTS, FAB_MS));
+        tbon_packet_unref(fab_peer_expect_ctl(k, TB_CTL_STREAM, FAB_MS));
+        tbon_packet_unref(fab_peer_expect_ctl(k, TB_CTL_STREAM, FAB_MS));
+    }
+    /* request 1 and its wave */
+    fab_peer_data(p1, 1, 1, 0, tbon_packet_new(1, "%ld", 0L));
+    tbon_packet_unref(expect_data(p5, 1, 1, __LINE__));
+    tbon_packet_unref(expect_data(p6, 1, 1, __LINE__));
+    fab_peer_data(p5, 1, KEY(1, 0), 0, set_pkt((uint64_t[]){ 51 }, 1));
+    fab_peer_data(p6, 1, KEY(1, 0), 0, set_pkt((uint64_t[]){ 61 }, 1));
+    tbon_packet_t *p = expect_data(p1, 1, KEY(1, 0), __LINE__);
+    CHECK_SET(p, 51, 61);
+    tbon_packet_unref(p);
+
+    /* reports: 6 is gone; 5 says 4 failed, twice */
+    fab_peer_close(p6);
+    expect_report(p1, TB_V_FAILED, 6, TBON_RANK_NONE, 0, -1, __LINE__);
+    fab_peer_ctl(p5, TB_CTL_REPORT, report_pkt(TB_V_FAILED, 4, TBON_RANK_NONE, 0));
+    fab_peer_ctl(p5, TB_CTL_REPORT, report_pkt(TB_V_FAILED, 4, TBON_RANK_NONE, 0));
+    fab_peer_data(p5, 2, 0, 0, tbon_packet_new(2, "%ld", 1L));
+    expect_report(p1, TB_V_FAILED, 4, TBON_RANK_NONE, 0, -1, __LINE__);
+    tbon_packet_unref(expect_data(p1, 2, 0, __LINE__));    /* and no second report */
+
+    /* version 2 brings back 6's failure only */
+    fab_peer_ctl(p1, TB_CTL_VIEW, view_pkt(2, 1, TB_V_FAILED, 6));
+    tbon_packet_unref(fab_peer_expect_ctl(p5, TB_CTL_VIEW, FAB_MS));
+    tbon_packet_unref(fab_peer_expect_ctl(p1, TB_CTL_VIEW_ACK, FAB_MS));
+    fab_peer_ctl(p5, TB_CTL_VIEW_ACK, tbon_packet_new(TB_CTL_VIEW_ACK, "%uld %uld %d", 2ul, 2ul,
+                                                      0));
+    tbon_packet_unref(fab_peer_expect_ctl(p1, TB_CTL_VIEW_ACK, FAB_MS));
+
+    /* The parent dies (once 3 knows, its copy has 1 failed); 5's next
+     * unit makes a wave the orphan buffers (its arrival shown by the next
+     * whole view). */
+    CHECK(!parent_has_failed(p5, 2, 1));
+    fab_peer_close(p1);
+    int64_t dl = tb_now_ms() + FAB_MS;
+    while (!parent_has_failed(p5, 2, 1) && tb_now_ms() < dl)
+        ;
+    fab_peer_data(p5, 1, KEY(1, 1), 0, set_pkt((uint64_t[]){ 52 }, 1));
+    CHECK(parent_has_failed(p5, 2, 1));
+
+    /* adopted by 2 (the test) */
+    fab_peer_t *p2 = fab_adopt_by_peer(f, cn, 2, 1);
+    REQUIRE(p2);
+    expect_graft(p2, 1, KEY(1, 1), 1, __LINE__);
+    p = expect_data(p2, 1, 0, __LINE__);
+    CHECK_SET(p, 51, 52, 61);
+    tbon_packet_unref(p);
+    expect_graft(p2, 2, 0, 0, __LINE__);
+    p = expect_data(p2, 1, KEY(1, 1), __LINE__);
+    CHECK_SET(p, 52);
+    tbon_packet_unref(p);
+    expect_report(p2, TB_V_FAILED, 4, TBON_RANK_NONE, 0, -1, __LINE__);    /* held */
+    expect_report(p2, TB_V_FAILED, 1, TBON_RANK_NONE, 0, -1, __LINE__);
+    expect_report(p2, TB_V_ADOPTED, 3, 2, 1, 1, __LINE__);
+    p = fab_peer_expect_ctl(p2, TB_CTL_VIEW_ACK, FAB_MS);
+    uint64_t a = 0, s = 0;
+    int want = 0;
+    CHECK(p && tbon_packet_unpack(p, "%uld %uld %d", &a, &s, &want) == 0);
+    CHECK_UINT(a, 2);
+    CHECK_UINT(s, 2);
+    CHECK_INT(want, 1);
+    tbon_packet_unref(p);
+    fab_peer_quiet(p2, 100);
+    fab_free(f);
+}
+
+/* The next DATA frame at pe (other frames skipped): on stream, request q. */
+static void until_request(fab_peer_t *pe, uint32_t stream, uint64_t q, int line)
+{
+    int64_t dl = tb_now_ms() + FAB_MS;
+    for (;;) {
+        fab_msg_t m;
+        int64_t left = dl - tb_now_ms();
+        int rc = fab_peer_next(pe, &m, left > 0 ? (int)left : 0);
+        if (rc != 1) {
+            th_fail(__FILE__, line, "no request %llu on stream %u", (unsigned long long)q,
+                    stream);
+            return;
+        }
+        int data = m.hdr.type == TB_FRAME_DATA;
+        if (data && (m.hdr.stream != stream || m.hdr.seq != q))
+            th_fail(__FILE__, line, "DATA on stream %u, request %llu: expected %u, %llu",
+                    m.hdr.stream, (unsigned long long)m.hdr.seq, stream,
+                    (unsigned long long)q);
+        fab_msg_clear(&m);
+        if (data)
+            return;
+    }
+}
+
+/* The adopter's side, through real nodes FE 0, commnode 2 and back-end 4;
+ * the test plays commnode 1 (it answers for 5 and 6, then dies) and the
+ * orphan 3. Commnode 2 adopts 3 and takes its graft of the union stream:
+ * 3's state (key 0) and its buffered unit of request 1 make a wave of their
+ * own, which waits for 4's next unit, as 4 owes every wave; request 2 is
+ * forwarded to 3, the first it gets from 2; what reaches the FE is every
+ * value exactly once, in three waves: {41 51 61}, {52 62} (51 and 61 known),
+ * {42 53 63}. */
+TEST(adopter_grafts_the_orphan_into_its_waves)
+{
+    fab_t *f = fab_new(TREE);
+    REQUIRE(f);
+    fab_node_t *fe = fab_fe(f);
+    fab_peer_t *p1 = fab_peer_under(f, fe, 1);
+    fab_node_t *cn2 = fab_node_under(f, fe, 2, NULL);
+    fab_node_t *b4 = fab_node_under(f, cn2, 4, NULL);
+    REQUIRE(fe && p1 && cn2 && b4);
+    fab_peer_ctl(p1, TB_CTL_READY, tbon_packet_new(TB_CTL_READY, "%ud", 4u));
+    REQUIRE(fab_wait_status(fe, TB_NODE_READY, FAB_MS));
+    tbon_packet_unref(fab_peer_until_ctl(p1, TB_CTL_PORTS, FAB_MS));
+    const tbon_rank_t bes[] = { 4, 5, 6 };
+    fab_stream(fe, 1, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL, 0, bes, 3);
+    tbon_packet_unref(fab_peer_expect_ctl(p1, TB_CTL_STREAM, FAB_MS));
+    fab_send(fe, 1, tbon_packet_new(1, "%ld", 0L), 0);
+    uint64_t q = 0;
+    tbon_packet_unref(fab_take_packet(b4, 1, FAB_MS, &q));  /* the port table passed 2 */
+    CHECK_UINT(q, 1);
+    until_request(p1, 1, 1, __LINE__);
+    fab_send(b4, 1, set_pkt((uint64_t[]){ 41 }, 1), KEY(1, 0));
+    fab_peer_data(p1, 1, KEY(1, 0), 0, set_pkt((uint64_t[]){ 51, 61 }, 2));
+    tbon_packet_t *p = fab_take_packet(fe, 1, FAB_MS, NULL);
+    CHECK_SET(p, 41, 51, 61);
+    tbon_packet_unref(p);
+
+    /* 1 dies; 2 adopts the orphan 3 */
+    fab_peer_close(p1);
+    tbon_event_t ev;
+    CHECK(fab_take_event(fe, &ev, FAB_MS));
+    CHECK_INT(ev.type, TBON_EV_NODE_FAILED);
+    CHECK_UINT(ev.rank, 1);
+    fab_peer_t *p3 = fab_adopt_peer(f, 3, 1, cn2);
+    REQUIRE(p3);
+    fab_peer_ctl(p3, TB_CTL_GRAFT, tbon_packet_new(TB_CTL_GRAFT, "%ud %d %d %ud %d %aud %uld %uld",
+                                                   1u, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL,
+                                                   0u, TBON_FILTER_NULL, bes, (size_t)3,
+                                                   KEY(1, 0), 1ul));
+    fab_peer_data(p3, 1, 0, 0, set_pkt((uint64_t[]){ 51, 61 }, 2));
+    fab_peer_data(p3, 1, KEY(1, 1), 0, set_pkt((uint64_t[]){ 52, 62 }, 2));
+    fab_peer_ctl(p3, TB_CTL_REPORT, report_pkt(TB_V_FAILED, 1, TBON_RANK_NONE, 0));
+    fab_peer_ctl(p3, TB_CTL_REPORT, report_pkt(TB_V_ADOPTED, 3, 2, 1));
+    fab_peer_ctl(p3, TB_CTL_VIEW_ACK, tbon_packet_new(TB_CTL_VIEW_ACK, "%uld %uld %d", 1ul, 1ul,
+                                                      1));
+    CHECK(fab_take_event(fe, &ev, FAB_MS));
+    CHECK_INT(ev.type, TBON_EV_NODE_ADOPTED);
+    CHECK_UINT(ev.rank, 3);
+    CHECK_UINT(ev.parent, 2);
+    CHECK_UINT(ev.incarnation, 1);
+    CHECK_UINT(fab_pending_packets(fe, 1), 0);  /* 3's units wait for 4's next one */
+
+    /* request 2: to 4, and to 3 (its first from 2) */
+    fab_send(fe, 1, tbon_packet_new(1, "%ld", 0L), 0);
+    tbon_packet_unref(fab_take_packet(b4, 1, FAB_MS, &q));
+    CHECK_UINT(q, 2);
+    until_request(p3, 1, 2, __LINE__);
+    fab_send(b4, 1, set_pkt((uint64_t[]){ 42 }, 1), KEY(2, 0));
+    fab_peer_data(p3, 1, KEY(2, 0), 0, set_pkt((uint64_t[]){ 53, 63 }, 2));
+    p = fab_take_packet(fe, 1, FAB_MS, NULL);
+    CHECK_SET(p, 52, 62);
+    tbon_packet_unref(p);
+    p = fab_take_packet(fe, 1, FAB_MS, NULL);
+    CHECK_SET(p, 42, 53, 63);
+    tbon_packet_unref(p);
+    CHECK_UINT(fab_pending_packets(fe, 1), 0);
+    fab_free(f);
+}
