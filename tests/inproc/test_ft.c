@@ -362,3 +362,77 @@ TEST(adopter_grafts_the_orphan_into_its_waves)
     CHECK_UINT(fab_pending_packets(fe, 1), 0);
     fab_free(f);
 }
+
+/* Wave keys at the adopter (docs/protocol.md 8.4), with the test as the FE
+ * above commnode 2 (back-end 4 below it a node) and as the orphan 3: 3 saw
+ * request 2 from its old parent before 2 did; 2 does not send it that
+ * request again, but its wave waits for 3's answer to it; request 3 is the
+ * first 2 sends it. The waves above carry exactly their keys. */
+TEST(adopter_does_not_resend_a_request_the_orphan_saw)
+{
+    fab_t *f = fab_new(TREE);
+    REQUIRE(f);
+    fab_peer_t *p0 = NULL;
+    fab_node_t *cn2 = fab_node_under_peer(f, 2, &p0);
+    REQUIRE(cn2 && p0);
+    fab_node_t *b4 = fab_node_under(f, cn2, 4, NULL);
+    REQUIRE(b4);
+    tbon_packet_unref(fab_peer_expect_ctl(p0, TB_CTL_PORT, FAB_MS));
+    tbon_packet_unref(fab_peer_expect_ctl(p0, TB_CTL_READY, FAB_MS));
+    tbon_packet_unref(fab_peer_expect_ctl(p0, TB_CTL_PORT, FAB_MS));   /* 4's, passed on */
+    fab_peer_ctl(p0, TB_CTL_PORTS, tbon_packet_new(TB_CTL_PORTS, "%aud %aud %d", NULL,
+                                                   (size_t)0, NULL, (size_t)0, 0));
+    const tbon_rank_t bes[] = { 4, 5, 6 };
+    fab_peer_ctl(p0, TB_CTL_STREAM, stream_pkt(1, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL,
+                                               bes, 3));
+    fab_peer_ctl(p0, TB_CTL_STREAM, stream_pkt(2, TBON_FILTER_NULL, TBON_SYNC_DONTWAIT, bes, 1));
+    fab_peer_data(p0, 1, 1, 0, tbon_packet_new(1, "%ld", 0L));
+    uint64_t q = 0;
+    tbon_packet_unref(fab_take_packet(b4, 1, FAB_MS, &q));  /* the port table passed 2 */
+    CHECK_UINT(q, 1);
+    fab_send(b4, 1, set_pkt((uint64_t[]){ 41 }, 1), KEY(1, 0));
+    tbon_packet_t *p = expect_data(p0, 1, KEY(1, 0), __LINE__);
+    CHECK_SET(p, 41);
+    tbon_packet_unref(p);
+
+    /* 3, which answered request 1 and saw request 2, is adopted */
+    fab_peer_t *p3 = fab_adopt_peer(f, 3, 1, cn2);
+    REQUIRE(p3);
+    fab_peer_ctl(p3, TB_CTL_GRAFT, tbon_packet_new(TB_CTL_GRAFT, "%ud %d %d %ud %d %aud %uld %uld",
+                                                   1u, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL,
+                                                   0u, TBON_FILTER_NULL, bes, (size_t)3,
+                                                   KEY(1, 0), 2ul));
+    /* 3 asks for every view (applied 0): the whole view it gets back shows
+     * that 2 has taken the graft before the requests come */
+    fab_peer_ctl(p3, TB_CTL_VIEW_ACK, tbon_packet_new(TB_CTL_VIEW_ACK, "%uld %uld %d", 0ul, 0ul,
+                                                      1));
+    tbon_packet_unref(fab_peer_expect_ctl(p3, TB_CTL_VIEW, FAB_MS));
+    fab_peer_ctl(p3, TB_CTL_VIEW_ACK, tbon_packet_new(TB_CTL_VIEW_ACK, "%uld %uld %d", 1ul, 1ul,
+                                                      0));
+    /* requests 2 and 3 reach 2 now */
+    fab_peer_data(p0, 1, 2, 0, tbon_packet_new(1, "%ld", 0L));
+    fab_peer_data(p0, 1, 3, 0, tbon_packet_new(1, "%ld", 0L));
+    tbon_packet_unref(fab_take_packet(b4, 1, FAB_MS, &q));
+    CHECK_UINT(q, 2);
+    tbon_packet_unref(fab_take_packet(b4, 1, FAB_MS, &q));
+    CHECK_UINT(q, 3);
+    until_request(p3, 1, 3, __LINE__);      /* 3's first: request 3, not 2 */
+    /* wave 2 waits for 3's answer to request 2 (a marker from 4 behind its
+     * own answer comes up first) */
+    fab_send(b4, 1, set_pkt((uint64_t[]){ 42 }, 1), KEY(2, 0));
+    fab_send(b4, 2, tbon_packet_new(2, "%ld", 7L), KEY(2, 1));
+    p = expect_data(p0, 2, KEY(2, 1), __LINE__);
+    CHECK_INT(p ? fab_long(p) : -1, 7);
+    tbon_packet_unref(p);
+    fab_peer_data(p3, 1, KEY(2, 0), 0, set_pkt((uint64_t[]){ 52 }, 1));
+    p = expect_data(p0, 1, KEY(2, 0), __LINE__);
+    CHECK_SET(p, 42, 52);
+    tbon_packet_unref(p);
+    fab_peer_data(p3, 1, KEY(3, 0), 0, set_pkt((uint64_t[]){ 53 }, 1));
+    fab_send(b4, 1, set_pkt((uint64_t[]){ 43 }, 1), KEY(3, 0));
+    p = expect_data(p0, 1, KEY(3, 0), __LINE__);
+    CHECK_SET(p, 43, 53);
+    tbon_packet_unref(p);
+    fab_peer_quiet(p3, 100);
+    fab_free(f);
+}
