@@ -698,6 +698,13 @@ void fab_peer_empty(fab_peer_t *pe, uint32_t stream, uint64_t key)
     peer_send(pe, &h, NULL);
 }
 
+void fab_peer_send(fab_peer_t *pe, const fab_msg_t *m)
+{
+    tb_frame_hdr_t h = m->hdr;
+    h.flags &= TB_FRAME_F_MORE;
+    peer_send(pe, &h, tbon_packet_ref(m->pkt));
+}
+
 void fab_peer_close(fab_peer_t *pe)
 {
     if (pe->fd >= 0)

@@ -124,6 +124,8 @@ void fab_peer_quiet(fab_peer_t *p, int ms);
 void fab_peer_ctl(fab_peer_t *pe, int op, tbon_packet_t *p);
 void fab_peer_data(fab_peer_t *pe, uint32_t stream, uint64_t key, int more, tbon_packet_t *p);
 void fab_peer_empty(fab_peer_t *pe, uint32_t stream, uint64_t key);
+/* Send a frame as it was read (by another peer: the test relays). */
+void fab_peer_send(fab_peer_t *pe, const fab_msg_t *m);
 /* Close the peer's end: for the node, its parent or child is gone. */
 void fab_peer_close(fab_peer_t *pe);
 tbon_rank_t fab_peer_rank(const fab_peer_t *pe);

@@ -2,8 +2,9 @@
  * reports of failures forwarded once and held until a view brings them
  * back; an orphan's hand-off to its adopter (its streams grafted, its filter
  * state and buffered output sent up, held reports sent again), seen from
- * the orphan with the test as every neighbour; and the adopter's side, where
- * the adopted child's late and new units join the right waves. */
+ * the orphan with the test as every neighbour; the adopter's side, where
+ * the adopted child's late and new units join the right waves and requests
+ * it saw are not sent again; and a whole adoption between real nodes. */
 #include "../harness.h"
 
 #include <stdlib.h>
@@ -434,5 +435,154 @@ TEST(adopter_does_not_resend_a_request_the_orphan_saw)
     CHECK_SET(p, 43, 53);
     tbon_packet_unref(p);
     fab_peer_quiet(p3, 100);
+    fab_free(f);
+}
+
+/* Forward frames from one peer to another until one of type (CONTROL: with
+ * tag op) has passed (the test plays a commnode as a relay). */
+static void relay_until(fab_peer_t *from, fab_peer_t *to, int type, int op, int line)
+{
+    int64_t dl = tb_now_ms() + FAB_MS;
+    for (;;) {
+        fab_msg_t m;
+        int64_t left = dl - tb_now_ms();
+        if (fab_peer_next(from, &m, left > 0 ? (int)left : 0) != 1) {
+            th_fail(__FILE__, line, "no %s frame (%d) came to relay", tb_frame_type_name(type),
+                    op);
+            return;
+        }
+        fab_peer_send(to, &m);
+        int done = m.hdr.type == type && (type != TB_FRAME_CONTROL || m.hdr.tag == op);
+        fab_msg_clear(&m);
+        if (done)
+            return;
+    }
+}
+
+/* Take the FE's packets on stream until their union is want[0..n): each
+ * value exactly once over all of them, nothing else. */
+static void union_exactly(fab_node_t *fe, uint32_t stream, const uint64_t *want, size_t n,
+                          int line)
+{
+    uint8_t seen[128] = { 0 };
+    size_t got = 0;
+    while (got < n) {
+        tbon_packet_t *p = fab_take_packet(fe, stream, FAB_MS, NULL);
+        uint64_t *v = NULL;
+        size_t k = 0;
+        if (!p || tbon_packet_unpack(p, "%auld", &v, &k) != 0) {
+            th_fail(__FILE__, line, "%zu of %zu values came", got, n);
+            tbon_packet_unref(p);
+            return;
+        }
+        for (size_t i = 0; i < k; i++) {
+            size_t j = 0;
+            while (j < n && want[j] != v[i])
+                j++;
+            if (j == n || seen[j]++)
+                th_fail(__FILE__, line, "value %llu %s", (unsigned long long)v[i],
+                        j == n ? "not expected" : "came twice");
+            else
+                got++;
+        }
+        free(v);
+        tbon_packet_unref(p);
+    }
+    CHECK_UINT(fab_pending_packets(fe, stream), 0);
+}
+
+/* The whole adoption through real nodes: FE 0, commnodes 2 and 3, back-ends
+ * 4, 5 and 6; the test plays commnode 1 as a relay between 0 and 3, then
+ * kills it. Commnode 2 adopts the orphan 3 (the test hands it over as the
+ * EDS does): the FE sees exactly 1 fail, 3 adopted by 2 at incarnation 1,
+ * and the view stable; the values sent before and around the failure and
+ * after the adoption reach it exactly once; every live node's copy agrees. */
+TEST(adoption_between_real_nodes)
+{
+    fab_t *f = fab_new(TREE);
+    REQUIRE(f);
+    fab_node_t *fe = fab_fe(f);
+    fab_peer_t *p1a = fab_peer_under(f, fe, 1);     /* 1 as 0's child */
+    fab_node_t *cn2 = fab_node_under(f, fe, 2, NULL);
+    fab_node_t *b4 = fab_node_under(f, cn2, 4, NULL);
+    fab_peer_t *p1b = NULL;                         /* 1 as 3's parent */
+    fab_node_t *cn3 = fab_node_under_peer(f, 3, &p1b);
+    REQUIRE(fe && p1a && cn2 && b4 && cn3 && p1b);
+    fab_node_t *b5 = fab_node_under(f, cn3, 5, NULL);
+    fab_node_t *b6 = fab_node_under(f, cn3, 6, NULL);
+    REQUIRE(b5 && b6);
+    tbon_packet_unref(fab_peer_until_ctl(p1b, TB_CTL_READY, FAB_MS));
+    fab_peer_ctl(p1a, TB_CTL_READY, tbon_packet_new(TB_CTL_READY, "%ud", 4u));
+    REQUIRE(fab_wait_status(fe, TB_NODE_READY, FAB_MS));
+    relay_until(p1a, p1b, TB_FRAME_CONTROL, TB_CTL_PORTS, __LINE__);
+    const tbon_rank_t bes[] = { 4, 5, 6 };
+    fab_stream(fe, 1, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL, 0, bes, 3);
+    relay_until(p1a, p1b, TB_FRAME_CONTROL, TB_CTL_STREAM, __LINE__);
+    fab_send(fe, 1, tbon_packet_new(1, "%ld", 0L), 0);
+    fab_msg_t m;
+    CHECK_INT(fab_peer_next(p1a, &m, FAB_MS), 1);   /* request 1, relayed */
+    CHECK_UINT(m.hdr.type, TB_FRAME_DATA);
+    CHECK_UINT(m.hdr.seq, 1);
+    fab_peer_send(p1b, &m);
+    fab_msg_clear(&m);
+    fab_node_t *be[3] = { b4, b5, b6 };
+    for (int i = 0; i < 3; i++) {
+        uint64_t q = 0;
+        tbon_packet_unref(fab_take_packet(be[i], 1, FAB_MS, &q));
+        CHECK_UINT(q, 1);
+        fab_send(be[i], 1, set_pkt((uint64_t[]){ (uint64_t)(41 + 10 * i) }, 1), KEY(1, 0));
+    }
+    relay_until(p1b, p1a, TB_FRAME_DATA, 0, __LINE__);  /* 3's wave (and 5's, 6's ports) */
+    tbon_packet_t *p = fab_take_packet(fe, 1, FAB_MS, NULL);
+    CHECK_SET(p, 41, 51, 61);
+    tbon_packet_unref(p);
+
+    /* 1 dies while 5 and 6 send more (it goes up before the adoption or
+     * after it, in 3's state or its buffer: once either way) */
+    fab_peer_close(p1a);
+    fab_peer_close(p1b);
+    fab_send(b5, 1, set_pkt((uint64_t[]){ 52 }, 1), KEY(1, 1));
+    fab_send(b6, 1, set_pkt((uint64_t[]){ 62 }, 1), KEY(1, 1));
+    tbon_event_t ev;
+    CHECK(fab_take_event(fe, &ev, FAB_MS));
+    CHECK_INT(ev.type, TBON_EV_NODE_FAILED);
+    CHECK_UINT(ev.rank, 1);
+    CHECK(fab_adopt(cn3, cn2, 1));
+    CHECK(fab_take_event(fe, &ev, FAB_MS));
+    CHECK_INT(ev.type, TBON_EV_NODE_ADOPTED);
+    CHECK_UINT(ev.rank, 3);
+    CHECK_UINT(ev.parent, 2);
+    CHECK_UINT(ev.incarnation, 1);
+    CHECK(fab_take_event(fe, &ev, FAB_MS));
+    CHECK_INT(ev.type, TBON_EV_VIEW_STABLE);
+
+    /* request 2 reaches every back-end through the new parent */
+    fab_send(fe, 1, tbon_packet_new(1, "%ld", 0L), 0);
+    for (int i = 0; i < 3; i++) {
+        uint64_t q = 0;
+        tbon_packet_unref(fab_take_packet(be[i], 1, FAB_MS, &q));
+        CHECK_UINT(q, 2);
+        fab_send(be[i], 1, set_pkt((uint64_t[]){ (uint64_t)(42 + 10 * i + (i > 0)) }, 1),
+                 KEY(2, 0));
+    }
+    const uint64_t rest[] = { 42, 52, 53, 62, 63 };
+    union_exactly(fe, 1, rest, 5, __LINE__);
+
+    /* every live node agrees with the FE */
+    tb_cmd_t *c = tb_cmd_new(TB_CMD_CHECK);
+    REQUIRE(c);
+    c->key = 1;
+    fab_post(fe, c);
+    tbon_rank_t *agree = NULL, *bad = NULL;
+    size_t na = 0, nb = 0;
+    CHECK(fab_take_checked(fe, 1, FAB_MS, &agree, &na, &bad, &nb));
+    const tbon_rank_t live[] = { 0, 2, 3, 4, 5, 6 };
+    CHECK_UINT(na, 6);
+    CHECK_UINT(nb, 0);
+    for (size_t i = 0; i < na && i < 6; i++)
+        CHECK_UINT(agree[i], live[i]);
+    free(agree);
+    free(bad);
+    CHECK(!fab_take_event(fe, &ev, 100));
     fab_free(f);
 }
