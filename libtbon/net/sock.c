@@ -19,13 +19,6 @@
 
 #include "util/error.h"
 
-int64_t tb_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int tb_sock_nonblock(int fd, int on)
 {
     int fl = fcntl(fd, F_GETFL);

@@ -9,9 +9,9 @@
 #include <tbon/tbon.h>
 
 #include "codec/wire.h"
+#include "util/clock.h"   /* tb_now_ms: every deadline here is on it */
 
 /* Milliseconds on the monotonic clock. */
-int64_t tb_now_ms(void);
 
 /* Set O_NONBLOCK (on = 1) or clear it. Returns 0 or -errno. */
 int tb_sock_nonblock(int fd, int on);

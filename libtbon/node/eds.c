@@ -2,6 +2,7 @@
  * the EDS): owns the listening socket, authenticates every new connection,
  * keeps the event connections to parent and children, and watches the child
  * processes; it tells the reactor through commands, never touching its state. */
+#include "util/clock.h"
 #include "node/node.h"
 
 #include <errno.h>
@@ -368,13 +369,6 @@ static int64_t expire(tb_eds_t *e)
 
 /* ---- fault tolerance: the reconfigurator (seed 003 V-A) ---- */
 
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* The per-rank arrays follow the topology when back-ends join (under mu). */
 static int grow_seen(tb_eds_t *e, size_t old, size_t n)
 {
@@ -513,7 +507,7 @@ static void parent_events(tb_eds_t *e)
  * new parent's event connection; else the reactor is told to leave. */
 static void adopt(tb_eds_t *e, tbon_rank_t lost)
 {
-    int64_t t0 = now_us();
+    int64_t t0 = tb_now_us();
     apply_reports(e);
     /* Seed 003 V-A: an adopter must be at least as high as the lost parent
      * was, that is one above us, so the tree grows no higher. */
@@ -534,12 +528,12 @@ static void adopt(tb_eds_t *e, tbon_rank_t lost)
                                                  cand, 16) : 0;
         if (k == 0)
             cand[k++] = 0;      /* no index (out of memory): the FE, the last resort */
-        int64_t t1 = now_us();
+        int64_t t1 = tb_now_us();
         for (size_t i = 0; i < k && !atomic_load(&e->stop); i++) {
             int fd = ask(e, cand[i], tb_now_ms() + 1000);
             if (fd < 0)
                 continue;
-            int64_t t2 = now_us();
+            int64_t t2 = tb_now_us();
             tb_cmd_t *c = tb_cmd_new(TB_CMD_ADOPTED);
             if (!c) {
                 close(fd);
