@@ -69,8 +69,8 @@ struct tb_eds {
     atomic_int ft_ready;       /* the tree is up and every port is known */
     int adopt_now;             /* the reactor asks for an adoption (under mu) */
     uint8_t *expect;           /* per rank: an adopted child may open events */
-    /* kind 1 failure, 2 adoption, 3 port (tb_eds_report), 4 join: */
-    struct eds_rep { int kind; tbon_rank_t r, p; uint32_t inc; char *host;
+    /* reports to apply (tb_eds_report, tb_eds_join): */
+    struct eds_rep { tb_eds_rep_kind_t kind; tbon_rank_t r, p; uint32_t inc; char *host;
                      uint32_t lid, port; tb_role_t role; } *reps;
     size_t nreps, capreps;     /* reports to apply to the private copy (mu) */
     tb_adopt_index_t *aidx;    /* adopter index over the private copy */
@@ -389,11 +389,11 @@ static void apply_reports(tb_eds_t *e)
     pthread_mutex_lock(&e->mu);
     for (size_t i = 0; i < e->nreps; i++) {
         struct eds_rep *q = &e->reps[i];
-        if (q->kind == 1) {
+        if (q->kind == TB_EDS_FAILED) {
             tb_report_failure(e->topo, q->r, q->inc);
-        } else if (q->kind == 2) {
+        } else if (q->kind == TB_EDS_ADOPTED) {
             tb_report_adoption(e->topo, q->r, q->p, q->inc);
-        } else if (q->kind == 4) {
+        } else if (q->kind == TB_EDS_JOINED) {
             size_t old = tb_topology_size(e->topo);
             int rc = q->r == old ? grow_seen(e, old, old + 1) : 0;
             if (rc == 0)
@@ -407,7 +407,7 @@ static void apply_reports(tb_eds_t *e)
                     tb_topology_set_port(e->topo, q->r, (uint16_t)q->port);
             }
             free(q->host);
-        } else {
+        } else if (q->kind == TB_EDS_PORT) {
             tb_topology_set_port(e->topo, q->r, (uint16_t)q->p);
         }
     }
@@ -597,7 +597,8 @@ static void push_rep(tb_eds_t *e, struct eds_rep q)
     pthread_mutex_unlock(&e->mu);
 }
 
-void tb_eds_report(tb_eds_t *e, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
+void tb_eds_report(tb_eds_t *e, tb_eds_rep_kind_t kind, tbon_rank_t r, tbon_rank_t p,
+                   uint32_t inc)
 {
     push_rep(e, (struct eds_rep){ kind, r, p, inc, NULL, 0, 0, TB_ROLE_BE });
 }
@@ -606,7 +607,8 @@ void tb_eds_join(tb_eds_t *e, const tb_vchange_t *c)
 {
     char *h = strdup(c->host);
     if (h)
-        push_rep(e, (struct eds_rep){ 4, c->rank, c->parent, c->inc, h, c->lid, c->port,
+        push_rep(e, (struct eds_rep){ TB_EDS_JOINED, c->rank, c->parent, c->inc, h, c->lid,
+                                      c->port,
                                       c->kind == TB_V_JOIN_CN ? TB_ROLE_COMMNODE : TB_ROLE_BE });
 }
 

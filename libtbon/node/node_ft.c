@@ -81,7 +81,7 @@ static void on_ports(tb_node_t *n, tbon_packet_t *p)
         if (ranks[i] >= tb_topology_size(n->topo) || ports[i] > 65535)
             continue;
         tb_topology_set_port(n->topo, ranks[i], (uint16_t)ports[i]);
-        tb_eds_report(n->eds, 3, ranks[i], ports[i], 0);
+        tb_eds_report(n->eds, TB_EDS_PORT, ranks[i], ports[i], 0);
     }
     free(ranks);
     free(ports);
@@ -184,7 +184,7 @@ int tb_ft_apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t i
     if (news) {
         free(n->topo_frame);        /* new children must get the new topology */
         n->topo_frame = NULL;
-        tb_eds_report(n->eds, dead ? 1 : 2, r, p, inc);
+        tb_eds_report(n->eds, dead ? TB_EDS_FAILED : TB_EDS_ADOPTED, r, p, inc);
         tb_view_note(n, kind, r, p, inc);
     }
     /* One truth: a child that the view has failed is fenced here too, or we
