@@ -13,7 +13,8 @@
 
 /* Milliseconds on the monotonic clock. */
 
-/* Set O_NONBLOCK (on = 1) or clear it. Returns 0 or -errno. */
+/* Set O_NONBLOCK (on = 1) or clear it. Returns 0, or TBON_EIO with a warning
+ * naming the fd and the reason (the one error convention: docs/architecture.md). */
 int tb_sock_nonblock(int fd, int on);
 
 /* A listening TCP socket on all interfaces, IPv6 and IPv4 (IPv4 alone where

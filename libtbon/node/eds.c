@@ -2,7 +2,6 @@
  * the EDS): owns the listening socket, authenticates every new connection,
  * keeps the event connections to parent and children, and watches the child
  * processes; it tells the reactor through commands, never touching its state. */
-#include "util/clock.h"
 #include "node/node.h"
 
 #include <errno.h>
@@ -16,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "codec/packet_int.h"
@@ -108,8 +108,8 @@ static watch_t *add_watch(tb_eds_t *e, int kind, int fd, uint32_t events)
     return w;
 }
 
-/* Close a watch's fd; the struct is freed with the EDS (it may still be in
- * this batch of events). */
+/* Close a watch's fd; the struct is freed after this batch of events, which
+ * may still name it (sweep). */
 static void drop_watch(tb_eds_t *e, watch_t *w)
 {
     if (w->dead)
@@ -124,6 +124,26 @@ static void drop_watch(tb_eds_t *e, watch_t *w)
     w->dead = 1;
     free(w->auth);
     w->auth = NULL;
+}
+
+/* Free the watches dropped during the batch of events just handled (none of
+ * them can be in the next batch: their fds left the epoll set), so that a
+ * connection's record goes with it; the node's own watch stays, the
+ * application thread looks at it (tb_eds_arm_node). EDS thread. */
+static void sweep(tb_eds_t *e)
+{
+    pthread_mutex_lock(&e->mu);
+    for (watch_t **pw = &e->all; *pw;) {
+        watch_t *w = *pw;
+        if (w->dead && w != e->node_watch) {
+            *pw = w->next;
+            free(w->auth);
+            free(w);
+        } else {
+            pw = &w->next;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
 }
 
 static void post(tb_eds_t *e, int op, tbon_rank_t rank, int fd, int status)
@@ -799,6 +819,7 @@ static void *eds_thread(void *arg)
                 break;
             }
         }
+        sweep(e);
     }
     return NULL;
 }

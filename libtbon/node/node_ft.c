@@ -4,13 +4,13 @@
  * adoption, and the orphan's: buffering while it has no parent, then state
  * composition towards the new one. The search for an adopter runs on the EDS
  * thread (eds.c); the reactor only ever sees its outcome as a command. */
-#include "util/clock.h"
 #include "node/node_int.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "util/clock.h"
 #include "util/log.h"
 #include "codec/packet_int.h"
 #include "topo/reconfig.h"
