@@ -21,10 +21,11 @@
 #   --keep DIR          build REV in DIR and keep it (reused if it holds REV)
 #   --raw FILE          every figure of every run: side, round, part, figure, unit, value
 #
-# REV is checked out with `git archive` into a directory of its own and built
-# there with its own Makefile (`make -j2 benches programs plugins`, the same
-# default flags as the working tree's build) and its own build dir; that
-# directory is removed at the end, also on failure, unless --keep. Every run
+# REV is checked out with `git archive` into a directory of its own (in the
+# working tree's build dir) and built there with its own Makefile (`make -j2
+# benches programs plugins`, the same default flags as the working tree's
+# build) and its own build dir; that directory is removed at the end, also on
+# failure, unless --keep. Every run
 # gets TBON_COMMNODE set to its own build's tbon_commnode (a front-end takes
 # $TBON_COMMNODE before its build's bin/, so one set in the caller's
 # environment would otherwise serve both sides); before the rounds, a check run
@@ -53,7 +54,7 @@ rounds=5 parts="tree,recovery,throughput,membership,perturbation" shapes="" reps
 md=0 into="" title="" work_b=build keep="" raw_out="" wait_quiet=1
 usage() { sed -n '/^# Usage:/,/^# REV is checked/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 die() { echo "compare.sh: $*" >&2; exit 2; }
-need() { [ $# -ge 2 ] && [ -n "$2" ] || die "$1 needs a value (see --help)"; }
+need() { if [ $# -lt 2 ] || [ -z "$2" ]; then die "$1 needs a value (see --help)"; fi; }
 while [ $# -gt 0 ]; do
     case "$1" in
     -n|--rounds) need "$@"; rounds=$2; shift 2 ;;
@@ -73,11 +74,12 @@ while [ $# -gt 0 ]; do
     *) break ;;
     esac
 done
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || die "--rounds: not a positive number: $rounds"
 [ $# -eq 1 ] || { usage >&2; exit 2; }
 rev_arg=$1
-[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || die "--rounds: not a positive number: $rounds"
-[[ "$reps" =~ ^[0-9]+$ ]] && [ "$reps" -ge 1 ] && [ "$reps" -le 15 ] ||
+if ! [[ "$reps" =~ ^[0-9]+$ ]] || [ "$reps" -lt 1 ] || [ "$reps" -gt 15 ]; then
     die "--reps: 1 to 15 (bench_ft's limit): $reps"
+fi
 IFS=, read -r -a part_list <<<"$parts"
 [ ${#part_list[@]} -gt 0 ] || die "--parts: empty"
 for p in "${part_list[@]}"; do
@@ -100,12 +102,23 @@ fi
 
 # ------------------------------------------------------------ the two builds
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tbon-compare.XXXXXX")
+# The scratch directory (REV's source and build unless --keep, the rows)
+# inside the working tree's build dir: both builds on the same file system.
+wdir=$(mkdir -p "$work_b" && cd "$work_b" && pwd)
+tmp=$(mktemp -d "$wdir/compare.XXXXXX")
 cur=""          # the benchmark running now, killed if we are
 cleanup() {
     if [ -n "$cur" ]; then
         kill -TERM "$cur" 2>/dev/null || true
         wait "$cur" 2>/dev/null || true
+        # Its tree: the processes that carry its session in their environment
+        # (bench_tree and bench_ft put BENCH_*_SESSION=<their pid> there).
+        local e
+        for e in /proc/[0-9]*/environ; do
+            if grep -qzxE "BENCH_(TREE|FT)_SESSION=$cur" "$e" 2>/dev/null; then
+                kill -KILL "${e//[!0-9]/}" 2>/dev/null || true
+            fi
+        done
     fi
     rm -rf "$tmp"
 }
@@ -118,7 +131,6 @@ if [ -n "$keep" ]; then
 else
     rdir=$tmp/rev
 fi
-wdir=$(mkdir -p "$work_b" && cd "$work_b" && pwd)
 
 if [ ! -f "$rdir/src/.compare-rev" ] || [ "$(cat "$rdir/src/.compare-rev")" != "$rev" ]; then
     rm -rf "$rdir/src" "$rdir/build"
@@ -126,17 +138,17 @@ if [ ! -f "$rdir/src/.compare-rev" ] || [ "$(cat "$rdir/src/.compare-rev")" != "
     git archive --format=tar "$rev" | tar -x -C "$rdir/src"
     echo "$rev" >"$rdir/src/.compare-rev"
 fi
-targets="benches programs plugins"
+targets=(benches programs plugins)
 echo "== building $rev_short in $rdir/build" >&2
-if ! make -C "$rdir/src" -j2 B="$rdir/build" $targets >"$tmp/make-rev.log" 2>&1; then
+if ! make -C "$rdir/src" -j2 B="$rdir/build" "${targets[@]}" >"$tmp/make-rev.log" 2>&1; then
     tail -n 30 "$tmp/make-rev.log" >&2
-    echo "compare.sh: building $rev_short failed (make -C $rdir/src B=$rdir/build $targets)" >&2
+    echo "compare.sh: building $rev_short failed (make -C $rdir/src B=$rdir/build ${targets[*]})" >&2
     exit 1
 fi
 echo "== building the working tree in $wdir" >&2
-if ! make -j2 B="$wdir" $targets >"$tmp/make-work.log" 2>&1; then
+if ! make -j2 B="$wdir" "${targets[@]}" >"$tmp/make-work.log" 2>&1; then
     tail -n 30 "$tmp/make-work.log" >&2
-    echo "compare.sh: building the working tree failed (make B=$wdir $targets)" >&2
+    echo "compare.sh: building the working tree failed (make B=$wdir ${targets[*]})" >&2
     exit 1
 fi
 
@@ -213,14 +225,16 @@ for i in 0 1; do
     want_cn=$(realpath "$d/bin/tbon_commnode")
     want_be=$(realpath "$d/bin/tbon_example_be")
     ok=0
-    for attempt in 1 2 3; do
+    # The tree of bench_tree 4x4 lives for a fraction of a second; on a busy
+    # machine a look may miss it: try again.
+    for _ in $(seq 10); do
         progs=$(seen_programs "$i")
         cn=$(awk '$2 ~ /\/tbon_commnode( \(deleted\))?$/' <<<"$progs")
         be=$(awk '$2 ~ /\/tbon_example_be( \(deleted\))?$/' <<<"$progs")
         other=$(awk -v c="$want_cn" -v b="$want_be" '$2 != c && $2 != b' <<<"$progs")
         if [ -n "$other" ]; then
             echo "compare.sh: the tree of ${side_name[$i]} ran programs of another build:" >&2
-            echo "$progs" | sed 's/^/    /' >&2
+            awk '{ print "    " $0 }' <<<"$progs" >&2
             exit 1
         fi
         if [ -n "$cn" ] && [ -n "$be" ]; then
@@ -229,11 +243,11 @@ for i in 0 1; do
         fi
     done
     if [ "$ok" = 0 ]; then
-        echo "compare.sh: the check run of ${side_name[$i]} showed no commnode or back-end in /proc (3 tries)" >&2
+        echo "compare.sh: the check run of ${side_name[$i]} showed no commnode or back-end in /proc (10 tries)" >&2
         exit 1
     fi
-    side_seen[$i]="commnodes $(awk '{print $2 " (" $1 " seen)"}' <<<"$cn"), back-ends $(awk '{print $2 " (" $1 " seen)"}' <<<"$be")"
-    side_sum[$i]=$(sha256sum "$want_cn" | cut -c1-12)
+    side_seen[i]="commnodes $(awk '{print $2 " (" $1 " seen)"}' <<<"$cn"), back-ends $(awk '{print $2 " (" $1 " seen)"}' <<<"$be")"
+    side_sum[i]=$(sha256sum "$want_cn" | cut -c1-12)
     echo "== ${side_name[$i]}: ${side_seen[$i]}" >&2
 done
 
@@ -242,7 +256,7 @@ done
 # Part $1's program and arguments, for side directory $2.
 part_cmd() {
     case "$1" in
-    tree) echo "$2/bench/bench_tree" $shapes ;;
+    tree) echo "$2/bench/bench_tree $shapes" ;;
     recovery) echo "$2/bench/bench_ft --recovery --reps $reps" ;;
     throughput) echo "$2/bench/bench_ft --throughput" ;;
     membership) echo "$2/bench/bench_ft --membership" ;;
@@ -344,8 +358,10 @@ awk -F'\t' '
             else {
                 better = higher ? l1 > h0 : h1 < l0
                 verdict = better ? "better" : "worse"
-                if (n0 < 4 || n1 < 4)
-                    verdict = verdict " (" (n0 < n1 ? n0 : n1) " rounds: not conclusive)"
+                if (n0 < 4 || n1 < 4) {
+                    nmin = n0 < n1 ? n0 : n1
+                    verdict = verdict " (" nmin (nmin == 1 ? " round" : " rounds") ": not conclusive)"
+                }
             }
             printf "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", key, u,
                    higher ? "higher" : "lower", m0, l0, h0, n0, m1, l1, h1, n1, cmp, verdict

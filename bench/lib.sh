@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # lib.sh - what bench/run.sh and bench/compare.sh share; sourced, not run.
 
 # A benchmark starts on a quiet machine, not in the aftermath of the one

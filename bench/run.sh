@@ -4,6 +4,10 @@
 # Each bench/bench_*.c program repeats its measurements and prints Markdown rows
 # "| area | metric | median | unit | notes |"; this script adds the machine,
 # the date and the command, so that every figure says where it came from.
+# To compare two revisions (is the working tree slower than REV?), run
+# bench/compare.sh REV instead: it builds REV beside this tree and runs the
+# tree and fault-tolerance benchmarks of both alternately (bench/compare.sh
+# --help; --tiny checks that it works in a minute).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh      # quiet, machine
