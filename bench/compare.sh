@@ -38,9 +38,10 @@
 # work/REV, which direction is better, and a verdict: "within noise" when the
 # two ranges overlap, else "better" or "worse" (with N >= 4 rounds a side, two
 # ranges apart happen by chance with probability 2/C(2N,N) <= 3% when nothing
-# changed; with fewer rounds the verdict says it is not conclusive). For a
-# figure in % (the cost of fault tolerance) the difference in points is shown
-# instead of a ratio.
+# changed; with fewer rounds the verdict says it is not conclusive), and in
+# how many rounds work did better than REV in the same round (about half of
+# them when nothing changed). For a figure in % (the cost of fault tolerance)
+# the difference in points is shown instead of a ratio.
 #
 # The default takes long (five rounds of every part for both sides: tens of
 # minutes); run it on a quiet machine. Exit status 0 when every run passed.
@@ -333,6 +334,8 @@ awk -F'\t' '
     {
         if (!($4 in unit)) { order[++nk] = $4; unit[$4] = $5 }
         vals[$4, $1] = vals[$4, $1] " " $6
+        at[$4, $1, $2] = $6; has[$4, $1, $2] = 1
+        if ($2 > nr) nr = $2
     }
     END {
         for (k = 1; k <= nk; k++) {
@@ -343,7 +346,7 @@ awk -F'\t' '
             if ((key, 1) in vals) { m1 = median(vals[key, 1]); l1 = lo; h1 = hi; n1 = cnt }
             else { m1 = ""; n1 = 0 }
             if (n0 == 0 || n1 == 0) {
-                printf "%s\t%s\t%s\t%s\t\t\t%d\t%s\t\t\t%d\t-\tmissing\n", key, u,
+                printf "%s\t%s\t%s\t%s\t\t\t%d\t%s\t\t\t%d\t-\tmissing\t-\n", key, u,
                        higher ? "higher" : "lower", m0, n0, m1, n1
                 continue
             }
@@ -363,8 +366,17 @@ awk -F'\t' '
                     verdict = verdict " (" nmin (nmin == 1 ? " round" : " rounds") ": not conclusive)"
                 }
             }
-            printf "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", key, u,
-                   higher ? "higher" : "lower", m0, l0, h0, n0, m1, l1, h1, n1, cmp, verdict
+            # The rounds in which work did better than REV did in the same round.
+            won = pairs = 0
+            for (r = 1; r <= nr; r++)
+                if (((key, 0, r) in has) && ((key, 1, r) in has)) {
+                    pairs++
+                    a = at[key, 0, r] + 0; b = at[key, 1, r] + 0
+                    won += higher ? b > a : b < a
+                }
+            printf "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%d/%d\n", key, u,
+                   higher ? "higher" : "lower", m0, l0, h0, n0, m1, l1, h1, n1, cmp, verdict,
+                   won, pairs
         }
     }' "$raw" >"$summary"
 
@@ -378,11 +390,11 @@ fmt_awk='function f(v) { if (v == "") return "-"; v += 0
                           return (v >= 1000 || v <= -1000) ? sprintf("%.0f", v) : sprintf("%.4g", v) }'
 
 table() {   # the summary as a Markdown table
-    echo "| figure | unit | better | $rev_short: median (range) | work: median (range) | work/$rev_short | verdict |"
-    echo "|---|---|---|---|---|---|---|"
+    echo "| figure | unit | better | $rev_short: median (range) | work: median (range) | work/$rev_short | work better in rounds | verdict |"
+    echo "|---|---|---|---|---|---|---|---|"
     awk -F'\t' "$fmt_awk"'
-        { printf "| %s | %s | %s | %s (%s-%s) | %s (%s-%s) | %s | %s |\n", $1, $2, $3,
-                 f($4), f($5), f($6), f($8), f($9), f($10), $12, $13 }' "$summary"
+        { printf "| %s | %s | %s | %s (%s-%s) | %s (%s-%s) | %s | %s | %s |\n", $1, $2, $3,
+                 f($4), f($5), f($6), f($8), f($9), f($10), $12, $14, $13 }' "$summary"
 }
 
 section() {
@@ -394,12 +406,16 @@ section() {
     echo "Each was built with its own Makefile and \`make\` defaults (-O2 -g) in its own build"
     echo "dir, and each ran its own tbon_commnode (\$TBON_COMMNODE set per run; a check run"
     echo "of bench_tree 4x4 found only that build's programs in its tree). In each of $rounds"
-    echo "rounds, every part (${part_list[*]}) ran for $rev_short, then for work$([ "$wait_quiet" = 1 ] && echo ", each program once the machine had been idle for a second (at most 20 s)")."
+    echo "rounds, every part (${part_list[*]}) ran for $rev_short, then for work."
+    [ "$wait_quiet" = 0 ] ||
+        echo "Each program started once the machine had been idle for a second (at most 20 s)."
     echo "A figure is the median over the rounds of the benchmark's own figure (a median"
     echo "of its repetitions, as in the sections above), with the lowest and highest"
     echo "round; \"within noise\": the two ranges overlap; \"better\" or \"worse\": they do"
-    echo "not (by chance with probability 2/C(2N,N) when nothing changed: 0.8% at N = 5)."
-    echo "For the cost of fault tolerance (in %) the column gives the difference in points."
+    echo "not (by chance with probability 2/C(2N,N) when nothing changed: 0.8% at N = 5);"
+    echo "\"work better in rounds\": in how many rounds work did better than $rev_short in the"
+    echo "same round (about half when nothing changed). For the cost of fault tolerance"
+    echo "(in %) the ratio column gives the difference in points."
     echo
     echo "- machine: $(machine)"
     echo "- compiler: $(${CC:-cc} --version | head -n1)"
