@@ -275,7 +275,8 @@ for ((r = 1; r <= rounds; r++)); do
         for i in 0 1; do
             [ "$wait_quiet" = 0 ] || quiet
             cmd=$(part_cmd "$p" "${side_dir[$i]}")
-            echo "== round $r/$rounds, ${side_name[$i]}: $p (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+            echo "== round $r/$rounds, ${side_name[$i]}: $p (load $(cut -d' ' -f1 /proc/loadavg)):" \
+                 "TBON_COMMNODE=${side_dir[$i]}/bin/tbon_commnode $cmd" >&2
             out=$tmp/out err=$tmp/err
             runs=$((runs + 1))
             # shellcheck disable=SC2086   # cmd is words: program and options
