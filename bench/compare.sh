@@ -343,12 +343,12 @@ awk -F'\t' '
             key = order[k]; u = unit[key]
             higher = u ~ /\/s$/ && u !~ /^bytes/       # waves/s, values/s
             if ((key, 0) in vals) { m0 = median(vals[key, 0]); l0 = lo; h0 = hi; n0 = cnt }
-            else { m0 = ""; n0 = 0 }
+            else { m0 = l0 = h0 = ""; n0 = 0 }
             if ((key, 1) in vals) { m1 = median(vals[key, 1]); l1 = lo; h1 = hi; n1 = cnt }
-            else { m1 = ""; n1 = 0 }
+            else { m1 = l1 = h1 = ""; n1 = 0 }
             if (n0 == 0 || n1 == 0) {
-                printf "%s\t%s\t%s\t%s\t\t\t%d\t%s\t\t\t%d\t-\tmissing\t-\n", key, u,
-                       higher ? "higher" : "lower", m0, n0, m1, n1
+                printf "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t-\tmissing\t-\n", key, u,
+                       higher ? "higher" : "lower", m0, l0, h0, n0, m1, l1, h1, n1
                 continue
             }
             if (u == "%")
@@ -394,8 +394,9 @@ table() {   # the summary as a Markdown table
     echo "| figure | unit | better | $rev_short: median (range) | work: median (range) | work/$rev_short | work better in rounds | verdict |"
     echo "|---|---|---|---|---|---|---|---|"
     awk -F'\t' "$fmt_awk"'
-        { printf "| %s | %s | %s | %s (%s-%s) | %s (%s-%s) | %s | %s | %s |\n", $1, $2, $3,
-                 f($4), f($5), f($6), f($8), f($9), f($10), $12, $14, $13 }' "$summary"
+        function mr(m, l, h) { return m == "" ? "-" : f(m) " (" f(l) "-" f(h) ")" }
+        { printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3,
+                 mr($4, $5, $6), mr($8, $9, $10), $12, $14, $13 }' "$summary"
 }
 
 section() {
@@ -450,7 +451,7 @@ else
     echo "   ran ${side_dir[0]}/bench/*; ${side_seen[0]}; commnode sha256 ${side_sum[0]}"
     echo "work: ${side_desc[1]}"
     echo "   ran ${side_dir[1]}/bench/*; ${side_seen[1]}; commnode sha256 ${side_sum[1]}"
-    echo "$rounds rounds of ${part_list[*]} ($rev_short, work alternately), $((elapsed / 60)) min $((elapsed % 60)) s;" \
+    echo "$rounds round(s) of ${part_list[*]} ($rev_short, work alternately), $((elapsed / 60)) min $((elapsed % 60)) s;" \
          "$runs runs, $failed failed"
     echo
     table | sed '2d; s/^| //; s/ |$//' | column -t -s '|' -o '|'
