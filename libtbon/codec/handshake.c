@@ -12,7 +12,7 @@
 
 #include "util/error.h"
 #include "util/sha256.h"
-#include "codec/wire_int.h"
+#include "util/endian.h"
 
 /* MAC labels; part of the protocol (docs/protocol.md). No NUL is hashed. */
 static const char HS_LABEL[] = "tbon handshake v1";
