@@ -111,9 +111,10 @@ typedef struct tb_node_config {
  * heartbeats, no failure notices, no search for an adopter. Its caller makes
  * every link and plays the EDS's part for it:
  *  - the parent: cfg.parent_fd, a connected socket whose other end the
- *    parent took with tb_node_link_child (the child reads the TOPOLOGY frame,
- *    and a commnode the TB_CTL_LAUNCH one, off it first, as a launched child
- *    does: the node takes cfg.topo); parent_event_fd must be -1;
+ *    parent took with tb_node_link_child; the caller first reads the
+ *    TOPOLOGY frame (and for a commnode the TB_CTL_LAUNCH one) off it, as a
+ *    launched child does, and gives that topology as cfg.topo; there is no
+ *    event connection (parent_event_fd -1);
  *  - a child: tb_node_link_child;
  *  - an adoption: TB_CMD_ADOPT_CONN (fd, rank: the orphan, status: its new
  *    incarnation) posted to the adopter, which answers TB_CTL_ADOPT_ACK on
