@@ -416,11 +416,6 @@ tb_node_t *fab_tb(fab_node_t *n)
     return n->node;
 }
 
-tbon_rank_t fab_rank(const fab_node_t *n)
-{
-    return n->rank;
-}
-
 static int pair(int sv[2])
 {
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -560,11 +555,6 @@ fab_peer_t *fab_peer_under(fab_t *f, fab_node_t *parent, tbon_rank_t r)
     }
     tb_topology_destroy(t);
     return new_peer(f, r, sv[1]);
-}
-
-tbon_rank_t fab_peer_rank(const fab_peer_t *pe)
-{
-    return pe->rank;
 }
 
 void fab_msg_clear(fab_msg_t *m)

@@ -29,9 +29,9 @@
 #include "node/node.h"
 #include "topo/topology.h"
 
-/* How long a test waits for something that must come (ms), and for
- * something that must not (long enough to catch it on a loaded machine, as
- * a check of absence that follows a marker that was seen). */
+/* How long a test waits for something that must come (ms). Absence is shown
+ * with a marker instead: something sent behind it on the same link that
+ * comes while it did not. */
 #define FAB_MS 5000
 
 typedef struct fab fab_t;
@@ -63,7 +63,6 @@ fab_node_t *fab_node_under(fab_t *f, fab_node_t *parent, tbon_rank_t r,
  * of the fabric's topology. The node's first frame up is TB_CTL_PORT. */
 fab_node_t *fab_node_under_peer(fab_t *f, tbon_rank_t r, fab_peer_t **parent);
 tb_node_t *fab_tb(fab_node_t *n);
-tbon_rank_t fab_rank(const fab_node_t *n);
 
 /* Post a command to the node (taken over). */
 void fab_post(fab_node_t *n, tb_cmd_t *c);
@@ -128,7 +127,6 @@ void fab_peer_empty(fab_peer_t *pe, uint32_t stream, uint64_t key);
 void fab_peer_send(fab_peer_t *pe, const fab_msg_t *m);
 /* Close the peer's end: for the node, its parent or child is gone. */
 void fab_peer_close(fab_peer_t *pe);
-tbon_rank_t fab_peer_rank(const fab_peer_t *pe);
 
 /* ---- adoptions (the EDS's part, node.h "Given links") ---- */
 
