@@ -33,7 +33,7 @@ endif
 # Where a front-end looks for tbon_commnode when $$TBON_COMMNODE is unset (after
 # the directory of its own executable): this build's bin/, then PATH.
 CFLAGS  += -DTBON_BUILD_BINDIR='"$(abspath $(B))/bin"'
-LIBS    := -lz -ldl -lpthread -lm
+LIBS    := -lsodium -lz -ldl -lpthread -lm
 
 # The library: every .c in libtbon/'s layer folders (docs/architecture.md;
 # scripts/layers.sh checks that each includes only the layers below it).
