@@ -141,7 +141,17 @@ examples: $(EX_BIN)
 benches: $(BENCH_BIN)
 stat: $(STAT_ALL)
 
-$(B)/obj/%.o: %.c
+# Before the first compile in a build directory: are the -dev packages'
+# headers there? If not, scripts/check-headers.sh names each missing package
+# and how to install it, instead of the compiler's "No such file". Order-only
+# and run from recipes, so that `make check` has run `deps` by then.
+HEADERS_OK := $(B)/.headers-ok
+$(HEADERS_OK): scripts/check-headers.sh
+	@mkdir -p $(dir $@)
+	@scripts/check-headers.sh "$(CC)" $(XML_CFLAGS)
+	@touch $@
+
+$(B)/obj/%.o: %.c | $(HEADERS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -281,7 +291,7 @@ CHECK_FUZZ_SECONDS ?= 5
 .PHONY: fuzz-build
 fuzz-build: $(FUZZ_BIN)
 
-$(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard libtbon/*/*.h include/tbon/*.h)
+$(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard libtbon/*/*.h include/tbon/*.h) | $(HEADERS_OK)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(LIBS) $(FUZZ_LIBS)
 
