@@ -168,11 +168,17 @@ int main(int argc, char **argv)
         case ':':
             free(largv);
             return usage_error("%s needs a value", argv[optind - 1]);
-        default:
+        default: {
+            /* (optopt is a long option's value when it was given one it does
+             * not take: name the word instead.) */
+            const char *w = argv[optind - 1];
             free(largv);
-            if (optopt)
+            if (strncmp(w, "--", 2) != 0)
                 return usage_error("unknown option '%s'", (char[]){ '-', (char)optopt, 0 });
-            return usage_error("unknown or ambiguous option '%s'", argv[optind - 1]);
+            if (strchr(w, '='))
+                return usage_error("option '%s': unknown, or it takes no value", w);
+            return usage_error("unknown or ambiguous option '%s'", w);
+        }
         }
     }
     if (optind < argc) {

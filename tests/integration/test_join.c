@@ -458,6 +458,8 @@ ITEST(commnode_join_refusals)
          * getopt takes, no stray words. */
         { { "--bogus", NULL }, 2, "unknown or ambiguous option '--bogus'" },
         { { "-x", NULL }, 2, "unknown option '-x'" },
+        { { "--tbon-secret-stdin=1", NULL }, 2,
+          "option '--tbon-secret-stdin=1': unknown, or it takes no value" },
         { { "--join", "F", "stray", NULL }, 2, "unexpected argument 'stray'" },
         { { "--join", "F", "--tbon-ra=3", NULL }, 2,
           "--join and the launcher's --tbon-rank do not go together" },
