@@ -4,8 +4,13 @@
 # Each bench/bench_*.c program repeats its measurements and prints Markdown rows
 # "| area | metric | median | unit | notes |"; this script adds the machine,
 # the date and the command, so that every figure says where it came from.
+# To compare two revisions (is the working tree slower than REV?), run
+# bench/compare.sh REV instead: it builds REV beside this tree and runs the
+# tree and fault-tolerance benchmarks of both alternately (bench/compare.sh
+# --help; --tiny checks that it works in a minute).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh      # quiet, machine
 b=${1:-build}
 out=bench/RESULTS.md
 tmp=$(mktemp)
@@ -14,7 +19,6 @@ tree_rows=$(mktemp)
 ft_rows=$(mktemp)
 trap 'rm -f "$tmp" "$flat_rows" "$tree_rows" "$ft_rows"' EXIT
 
-cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 {
     echo "# tbon benchmark results"
     echo
@@ -23,7 +27,7 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
     echo "baselines named in the notes were measured in the same run. Each benchmark"
     echo "program starts once the machine has been idle for a second."
     echo
-    echo "- machine: $cpu, $(nproc) cores, $(free -g | awk '/^Mem:/{print $2}') GiB, $(uname -sr)"
+    echo "- machine: $(machine)"
     echo "- compiler: $(${CC:-cc} --version | head -n1)"
     echo "- build: \`make\` defaults (-O2 -g), build dir \`$b\`"
     echo
@@ -39,25 +43,6 @@ for x in "$b"/bench/bench_*; do
     echo "== $x" >&2
     "$x" | grep -E '^\|' >>"$tmp"
 done
-
-# A benchmark starts on a quiet machine, not in the aftermath of the one
-# before (a 1,057-process tree's teardown keeps the kernel busy for a while):
-# wait until at most two tasks have been runnable (the look itself and a
-# kernel thread) for one second (ten looks 100 ms apart), at most 20 s; say
-# how long that took.
-quiet() {
-    local calm=0 waited=0
-    while [ "$calm" -lt 10 ] && [ "$waited" -lt 200 ]; do
-        sleep 0.1
-        waited=$((waited + 1))
-        if [ "$(awk '/^procs_running/{print $2}' /proc/stat)" -le 2 ]; then
-            calm=$((calm + 1))
-        else
-            calm=0
-        fi
-    done
-    echo "   (machine quiet after $((waited / 10)).$((waited % 10)) s)" >&2
-}
 
 # Issue 3: the running tree beside the flat TCP baseline of the same run.
 # bench_flat runs first; bench_tree reads its rows, names the flat figure in
@@ -238,6 +223,13 @@ if [ -x bench/cluster.sh ]; then
         echo "bench/cluster.sh failed" >&2
         status=1
     fi
+fi
+
+# The sections bench/compare.sh --into wrote into the old file (two builds
+# measured against each other, apart from this run) are kept, at the end.
+if [ -f "$out" ]; then
+    awk '/^<!-- compare\.sh: / { on = 1; print "" } on { print } /^<!-- \/compare\.sh: / { on = 0 }' \
+        "$out" >>"$tmp"
 fi
 
 mv "$tmp" "$out"

@@ -46,7 +46,9 @@ uint32_t     tbon_stream_id(const tbon_stream_t *s);
  * and everything it owns. NULL is fine. */
 void         tbon_net_destroy(tbon_net_t *net);
 
-/* The last error message of a call on net from this thread ("" if none). */
+/* The message of the last failed library call made by this thread ("" if
+ * none), as errno is for the C library: a thread that works on two networks
+ * reads it right after the call that failed. net may be NULL. */
 const char  *tbon_net_error(const tbon_net_t *net);
 
 /* --- events --- */

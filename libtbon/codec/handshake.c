@@ -15,7 +15,7 @@
 #include <sodium.h>
 
 #include "util/error.h"
-#include "codec/wire_int.h"
+#include "util/endian.h"
 
 /* The secret is an HMAC-SHA256 key as libsodium's one-shot API takes it
  * (node_view.c signs its failure notices with that), and a MAC is its output. */

@@ -11,7 +11,7 @@
 #include <zlib.h>
 
 #include "util/crc32c.h"
-#include "codec/wire_int.h"
+#include "util/endian.h"
 
 /* zlib level for compressed payloads. Level 1 compresses the serialised
  * topology about as well as the default level 6 at a fraction of the time

@@ -22,7 +22,7 @@
 #include <zlib.h>
 
 #include "util/crc32c.h"
-#include "codec/wire_int.h"
+#include "util/endian.h"
 
 #define DIRECT_MIN (16u * 1024)   /* payloads this big are read into place */
 #define BUF_ROUND  4096u

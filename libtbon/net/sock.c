@@ -18,21 +18,15 @@
 #include <unistd.h>
 
 #include "util/error.h"
-
-int64_t tb_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "util/log.h"
 
 int tb_sock_nonblock(int fd, int on)
 {
     int fl = fcntl(fd, F_GETFL);
-    if (fl < 0)
-        return -errno;
-    fl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
-    return fcntl(fd, F_SETFL, fl) < 0 ? -errno : 0;
+    if (fl >= 0 && fcntl(fd, F_SETFL, on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK)) == 0)
+        return 0;
+    TB_WARN("net", "fd %d: cannot make it %sblocking: %s", fd, on ? "non-" : "", strerror(errno));
+    return TBON_EIO;
 }
 
 static void sock_tune(int fd)

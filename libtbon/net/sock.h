@@ -9,11 +9,12 @@
 #include <tbon/tbon.h>
 
 #include "codec/wire.h"
+#include "util/clock.h"   /* tb_now_ms: every deadline here is on it */
 
 /* Milliseconds on the monotonic clock. */
-int64_t tb_now_ms(void);
 
-/* Set O_NONBLOCK (on = 1) or clear it. Returns 0 or -errno. */
+/* Set O_NONBLOCK (on = 1) or clear it. Returns 0, or TBON_EIO with a warning
+ * naming the fd and the reason (the one error convention: docs/architecture.md). */
 int tb_sock_nonblock(int fd, int on);
 
 /* A listening TCP socket on all interfaces, IPv6 and IPv4 (IPv4 alone where

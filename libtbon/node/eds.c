@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "codec/packet_int.h"
@@ -68,8 +69,8 @@ struct tb_eds {
     atomic_int ft_ready;       /* the tree is up and every port is known */
     int adopt_now;             /* the reactor asks for an adoption (under mu) */
     uint8_t *expect;           /* per rank: an adopted child may open events */
-    /* kind 1 failure, 2 adoption, 3 port (tb_eds_report), 4 join: */
-    struct eds_rep { int kind; tbon_rank_t r, p; uint32_t inc; char *host;
+    /* reports to apply (tb_eds_report, tb_eds_join): */
+    struct eds_rep { tb_eds_rep_kind_t kind; tbon_rank_t r, p; uint32_t inc; char *host;
                      uint32_t lid, port; tb_role_t role; } *reps;
     size_t nreps, capreps;     /* reports to apply to the private copy (mu) */
     tb_adopt_index_t *aidx;    /* adopter index over the private copy */
@@ -107,8 +108,8 @@ static watch_t *add_watch(tb_eds_t *e, int kind, int fd, uint32_t events)
     return w;
 }
 
-/* Close a watch's fd; the struct is freed with the EDS (it may still be in
- * this batch of events). */
+/* Close a watch's fd; the struct is freed after this batch of events, which
+ * may still name it (sweep). */
 static void drop_watch(tb_eds_t *e, watch_t *w)
 {
     if (w->dead)
@@ -123,6 +124,26 @@ static void drop_watch(tb_eds_t *e, watch_t *w)
     w->dead = 1;
     free(w->auth);
     w->auth = NULL;
+}
+
+/* Free the watches dropped during the batch of events just handled (none of
+ * them can be in the next batch: their fds left the epoll set), so that a
+ * connection's record goes with it; the node's own watch stays, the
+ * application thread looks at it (tb_eds_arm_node). EDS thread. */
+static void sweep(tb_eds_t *e)
+{
+    pthread_mutex_lock(&e->mu);
+    for (watch_t **pw = &e->all; *pw;) {
+        watch_t *w = *pw;
+        if (w->dead && w != e->node_watch) {
+            *pw = w->next;
+            free(w->auth);
+            free(w);
+        } else {
+            pw = &w->next;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
 }
 
 static void post(tb_eds_t *e, int op, tbon_rank_t rank, int fd, int status)
@@ -368,13 +389,6 @@ static int64_t expire(tb_eds_t *e)
 
 /* ---- fault tolerance: the reconfigurator (seed 003 V-A) ---- */
 
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* The per-rank arrays follow the topology when back-ends join (under mu). */
 static int grow_seen(tb_eds_t *e, size_t old, size_t n)
 {
@@ -395,11 +409,11 @@ static void apply_reports(tb_eds_t *e)
     pthread_mutex_lock(&e->mu);
     for (size_t i = 0; i < e->nreps; i++) {
         struct eds_rep *q = &e->reps[i];
-        if (q->kind == 1) {
+        if (q->kind == TB_EDS_FAILED) {
             tb_report_failure(e->topo, q->r, q->inc);
-        } else if (q->kind == 2) {
+        } else if (q->kind == TB_EDS_ADOPTED) {
             tb_report_adoption(e->topo, q->r, q->p, q->inc);
-        } else if (q->kind == 4) {
+        } else if (q->kind == TB_EDS_JOINED) {
             size_t old = tb_topology_size(e->topo);
             int rc = q->r == old ? grow_seen(e, old, old + 1) : 0;
             if (rc == 0)
@@ -413,7 +427,7 @@ static void apply_reports(tb_eds_t *e)
                     tb_topology_set_port(e->topo, q->r, (uint16_t)q->port);
             }
             free(q->host);
-        } else {
+        } else if (q->kind == TB_EDS_PORT) {
             tb_topology_set_port(e->topo, q->r, (uint16_t)q->p);
         }
     }
@@ -513,7 +527,7 @@ static void parent_events(tb_eds_t *e)
  * new parent's event connection; else the reactor is told to leave. */
 static void adopt(tb_eds_t *e, tbon_rank_t lost)
 {
-    int64_t t0 = now_us();
+    int64_t t0 = tb_now_us();
     apply_reports(e);
     /* Seed 003 V-A: an adopter must be at least as high as the lost parent
      * was, that is one above us, so the tree grows no higher. */
@@ -534,12 +548,12 @@ static void adopt(tb_eds_t *e, tbon_rank_t lost)
                                                  cand, 16) : 0;
         if (k == 0)
             cand[k++] = 0;      /* no index (out of memory): the FE, the last resort */
-        int64_t t1 = now_us();
+        int64_t t1 = tb_now_us();
         for (size_t i = 0; i < k && !atomic_load(&e->stop); i++) {
             int fd = ask(e, cand[i], tb_now_ms() + 1000);
             if (fd < 0)
                 continue;
-            int64_t t2 = now_us();
+            int64_t t2 = tb_now_us();
             tb_cmd_t *c = tb_cmd_new(TB_CMD_ADOPTED);
             if (!c) {
                 close(fd);
@@ -603,7 +617,8 @@ static void push_rep(tb_eds_t *e, struct eds_rep q)
     pthread_mutex_unlock(&e->mu);
 }
 
-void tb_eds_report(tb_eds_t *e, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
+void tb_eds_report(tb_eds_t *e, tb_eds_rep_kind_t kind, tbon_rank_t r, tbon_rank_t p,
+                   uint32_t inc)
 {
     push_rep(e, (struct eds_rep){ kind, r, p, inc, NULL, 0, 0, TB_ROLE_BE });
 }
@@ -612,7 +627,8 @@ void tb_eds_join(tb_eds_t *e, const tb_vchange_t *c)
 {
     char *h = strdup(c->host);
     if (h)
-        push_rep(e, (struct eds_rep){ 4, c->rank, c->parent, c->inc, h, c->lid, c->port,
+        push_rep(e, (struct eds_rep){ TB_EDS_JOINED, c->rank, c->parent, c->inc, h, c->lid,
+                                      c->port,
                                       c->kind == TB_V_JOIN_CN ? TB_ROLE_COMMNODE : TB_ROLE_BE });
 }
 
@@ -803,6 +819,7 @@ static void *eds_thread(void *arg)
                 break;
             }
         }
+        sweep(e);
     }
     return NULL;
 }

@@ -222,9 +222,15 @@ void tb_eds_free(tb_eds_t *e);
 /* 1 if the EDS has reaped that child. */
 int  tb_eds_reaped(tb_eds_t *e, pid_t pid);
 /* Fault tolerance (seed 003 V-A). The reactor keeps the EDS's private copy
- * of the topology in step: a report (kind 1 failure of r, 2 adoption of r by
- * p, 3 the port p of r) is queued and applied on the EDS thread. */
-void tb_eds_report(tb_eds_t *e, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
+ * of the topology in step: a report is queued and applied on the EDS thread. */
+typedef enum tb_eds_rep_kind {
+    TB_EDS_FAILED = 1,      /* r failed (or left): dead from now on */
+    TB_EDS_ADOPTED,         /* r was adopted by p */
+    TB_EDS_PORT,            /* r listens on port p (the port table) */
+    TB_EDS_JOINED,          /* r joined, or came back restarted (tb_eds_join) */
+} tb_eds_rep_kind_t;
+void tb_eds_report(tb_eds_t *e, tb_eds_rep_kind_t kind, tbon_rank_t r, tbon_rank_t p,
+                   uint32_t inc);
 /* A node joined, or a restarted one came back (a view's TB_V_JOIN or
  * TB_V_JOIN_CN change c, applied by tb_report_join): the same in our copy. */
 void tb_eds_join(tb_eds_t *e, const tb_vchange_t *c);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/clock.h"
 #include "util/log.h"
 #include "codec/packet_int.h"
 #include "topo/reconfig.h"
@@ -21,13 +22,6 @@ struct obuf_ent {
     uint64_t key;
     tbon_packet_t *pkt;
 };
-
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* ---- the port table (docs/protocol.md 8.1) ---- */
 
@@ -87,7 +81,7 @@ static void on_ports(tb_node_t *n, tbon_packet_t *p)
         if (ranks[i] >= tb_topology_size(n->topo) || ports[i] > 65535)
             continue;
         tb_topology_set_port(n->topo, ranks[i], (uint16_t)ports[i]);
-        tb_eds_report(n->eds, 3, ranks[i], ports[i], 0);
+        tb_eds_report(n->eds, TB_EDS_PORT, ranks[i], ports[i], 0);
     }
     free(ranks);
     free(ports);
@@ -190,7 +184,7 @@ int tb_ft_apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t i
     if (news) {
         free(n->topo_frame);        /* new children must get the new topology */
         n->topo_frame = NULL;
-        tb_eds_report(n->eds, dead ? 1 : 2, r, p, inc);
+        tb_eds_report(n->eds, dead ? TB_EDS_FAILED : TB_EDS_ADOPTED, r, p, inc);
         tb_view_note(n, kind, r, p, inc);
     }
     /* One truth: a child that the view has failed is fenced here too, or we
@@ -287,7 +281,7 @@ int tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost)
         return 0;
     if (!n->orphan) {
         n->orphan = 1;
-        n->orphan_since = now_us();
+        n->orphan_since = tb_now_us();
         n->lost_parent = lost;
         TB_WARN("ft", "lost the parent (rank %u); looking for an adopter", lost);
         uint32_t inc = tb_topology_incarnation(n->topo, lost);
@@ -328,7 +322,7 @@ void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uin
 
 void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
 {
-    int64_t t0 = now_us();
+    int64_t t0 = tb_now_us();
     tb_conn_t *conn = tb_conn_new(c->fd, c->rank, -1, TB_FRAME_MAX_DEFAULT);
     if (!conn)
         return;
@@ -375,7 +369,7 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
         }
     }
     n->obytes = 0;
-    int64_t t1 = now_us();
+    int64_t t1 = tb_now_us();
     if (lossy)
         TB_INFO("ft", "adopted by rank %u: a stream's filter keeps no recoverable state; what "
                 "the lost parent held of its waves is lost (TBON_EV_DATA_LOST)", c->rank);
@@ -386,7 +380,7 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
     uint32_t linc = tb_topology_incarnation(n->topo, n->lost_parent);
     report_up(n, NULL, report(TB_V_FAILED, n->lost_parent, TBON_RANK_NONE, linc, NULL),
               TB_V_FAILED, n->lost_parent, linc);
-    int64_t t2 = now_us();
+    int64_t t2 = tb_now_us();
     uint64_t us[5] = { c->us[0], c->us[1], (uint64_t)(t1 - t0), (uint64_t)(t2 - t1),
                        (uint64_t)lossy };
     /* The adoption report starts here (seed 003 V-A: "initiated by the

@@ -41,6 +41,8 @@
 #include "util/log.h"
 #include "codec/packet_int.h"
 #include "topo/reconfig.h"
+#include "util/endian.h"
+#include "util/hash.h"
 #include "net/sock.h"
 
 /* Versions kept for children that lag (an adopted one). */
@@ -548,28 +550,6 @@ void tb_view_adopted(tb_node_t *n)
 #define NOTICE_MAGIC 0x464E4254u     /* "TBNF" */
 #define NOTICE_SIZE  (40 + crypto_auth_hmacsha256_BYTES)
 
-static void put32(uint8_t *b, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *b)
-{
-    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-}
-
-static void put64(uint8_t *b, uint64_t v)
-{
-    put32(b, (uint32_t)v);
-    put32(b + 4, (uint32_t)(v >> 32));
-}
-
-static uint64_t get64(const uint8_t *b)
-{
-    return get32(b) | (uint64_t)get32(b + 4) << 32;
-}
-
 int tb_view_open_notices(tb_node_t *n)
 {
     /* Where the FE's TCP port is: IPv6 and IPv4 on one socket where the host
@@ -651,17 +631,17 @@ void tb_view_notice(tb_node_t *n, tbon_rank_t r, uint32_t inc)
     if (n->role == TB_ROLE_FE || !n->fe_addr_ok || n->shutting_down)
         return;
     uint8_t b[NOTICE_SIZE] = { 0 };
-    put32(b, NOTICE_MAGIC);
+    tb_put32(b, NOTICE_MAGIC);
     b[4] = 1;                           /* version */
-    put64(b + 8, n->cfg.session.id);
-    put32(b + 16, n->rank);
-    put32(b + 20, r);
-    put32(b + 24, inc);
-    put32(b + 28, tb_topology_incarnation(n->topo, n->rank));   /* the detector's */
+    tb_put64(b + 8, n->cfg.session.id);
+    tb_put32(b + 16, n->rank);
+    tb_put32(b + 20, r);
+    tb_put32(b + 24, inc);
+    tb_put32(b + 28, tb_topology_incarnation(n->topo, n->rank));   /* the detector's */
     uint64_t nonce = 0;
     if (tb_crypto_init(NULL) == 0)      /* done by the handshakes already */
         randombytes_buf(&nonce, sizeof nonce);
-    put64(b + 32, nonce);
+    tb_put64(b + 32, nonce);
     crypto_auth_hmacsha256(b + 40, b, 40, n->cfg.session.secret);
     if (sendto(n->nfd, b, sizeof b, MSG_DONTWAIT, (struct sockaddr *)&n->fe_addr,
                n->fe_addr_len) < 0)
@@ -677,14 +657,14 @@ void tb_view_on_notices(tb_node_t *n)
             return;
         /* Anything not a notice of this session, signed with its secret, is
          * dropped without a word: the port is open to anyone. */
-        if (len != NOTICE_SIZE || get32(b) != NOTICE_MAGIC || b[4] != 1 ||
-            get64(b + 8) != n->cfg.session.id)
+        if (len != NOTICE_SIZE || tb_get32(b) != NOTICE_MAGIC || b[4] != 1 ||
+            tb_get64(b + 8) != n->cfg.session.id)
             continue;
         crypto_auth_hmacsha256(mac, b, 40, n->cfg.session.secret);
         if (sodium_memcmp(mac, b + 40, sizeof mac) != 0)
             continue;
-        tbon_rank_t from = get32(b + 16), r = get32(b + 20);
-        uint32_t inc = get32(b + 24);
+        tbon_rank_t from = tb_get32(b + 16), r = tb_get32(b + 20);
+        uint32_t inc = tb_get32(b + 24);
         if (r == 0 || r >= tb_topology_size(n->topo) || !n->ft_ready || n->shutting_down)
             continue;
         /* A detector we have fenced is not believed: woken up, it sees its
@@ -693,7 +673,7 @@ void tb_view_on_notices(tb_node_t *n)
             continue;
         /* Nor is the old process of a rank restarted since (it wakes up to
          * the same). */
-        if (tb_inc_gen(get32(b + 28)) < tb_inc_gen(tb_topology_incarnation(n->topo, from)))
+        if (tb_inc_gen(tb_get32(b + 28)) < tb_inc_gen(tb_topology_incarnation(n->topo, from)))
             continue;
         /* A replay is harmless: a failure is final, and an old incarnation's
          * says nothing new. */
@@ -705,19 +685,11 @@ void tb_view_on_notices(tb_node_t *n)
 
 /* ---- the consistency check ---- */
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
 uint64_t tb_view_digest(const tb_topology_t *t)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = TB_FNV1A_INIT;
     size_t size = tb_topology_size(t);
-    h = fnv(h, &size, sizeof size);
+    h = tb_fnv1a(h, &size, sizeof size);
     for (tbon_rank_t r = 0; r < size; r++) {
         uint32_t f[5] = { r, 0, 0, 0, 0 };
         if (tb_topology_alive(t, r)) {
@@ -726,9 +698,9 @@ uint64_t tb_view_digest(const tb_topology_t *t)
             f[3] = tb_topology_incarnation(t, r);
             f[4] = (uint32_t)tb_topology_role(t, r) | tb_topology_local_id(t, r) << 2;
             const char *host = tb_topology_host(t, r);
-            h = fnv(h, host, strlen(host) + 1);
+            h = tb_fnv1a(h, host, strlen(host) + 1);
         }
-        h = fnv(h, f, sizeof f);
+        h = tb_fnv1a(h, f, sizeof f);
     }
     return h;
 }

@@ -1,5 +1,6 @@
-/* topology.c - the TBON tree every process holds: build it, answer queries on
- * it, apply failures, adoptions and joins to it (seed 003, section V-A).
+/* topology.c - the TBON tree every process holds: build it and answer queries
+ * on it (seed 003, section V-A); topology_edit.c applies failures, adoptions
+ * and joins to it.
  *
  * Storage is a structure of arrays indexed by rank, so that the 1,082,401-node
  * 32x32x32x32 tree costs about 50 bytes a node. Children live in one pool:
@@ -17,31 +18,8 @@
 
 #include "util/error.h"
 #include "topo/topology_util.h"
+#include "topo/topology_int.h"
 
-struct tb_topology {
-    uint32_t  n, cap;          /* nodes, room in the per-node arrays */
-    bool      finished;
-    uint32_t *parent, *host, *lid, *depth, *height, *inc;
-    uint16_t *port;
-    uint8_t  *role, *alive;
-    uint32_t *coff, *ccnt, *ccap;
-    uint32_t *pool;
-    size_t    pool_len, pool_cap, pool_garbage;
-    char    **hosts;           /* interned host names, by index */
-    uint64_t *hhash;           /* their hashes */
-    uint32_t  nhosts, hcap;
-    uint32_t *hmap;            /* host hash slot -> index + 1 (0 = empty) */
-    size_t    hmask;
-    uint32_t *nmap;            /* (host, local id) slot -> rank + 1 (0 = empty) */
-    size_t    nmask;
-    size_t    nleaves;         /* alive back-ends */
-    size_t    nbare;           /* alive commnodes without children */
-    uint64_t  dsum;            /* sum of node_hash() over all ranks */
-    uint32_t *pend;            /* pending claims: (rank, claimed parent) pairs, */
-    uint32_t  npend, pcap;     /* sorted by rank; almost always empty */
-};
-
-#define NONE TBON_RANK_NONE
 
 tb_topology_t *tb_topology_new(void)
 {
@@ -78,7 +56,7 @@ void tb_topology_destroy(tb_topology_t *t)
 /* ---- hashing ------------------------------------------------------------- */
 
 /* Everything the digest covers about rank r. */
-static uint64_t node_hash(const tb_topology_t *t, uint32_t r)
+uint64_t tb_topo_node_hash(const tb_topology_t *t, uint32_t r)
 {
     uint64_t h = tb_mix64(0x7462306e746f706fULL ^ r);
     h = tb_mix64(h ^ t->parent[r]);
@@ -96,7 +74,7 @@ static size_t nmap_home(const tb_topology_t *t, uint32_t host, uint32_t lid)
     return (size_t)(tb_mix64((uint64_t)host << 32 | lid >> 3) << 3 | (lid & 7)) & t->nmask;
 }
 
-static size_t nmap_slot(const tb_topology_t *t, uint32_t host, uint32_t lid)
+size_t tb_topo_nmap_slot(const tb_topology_t *t, uint32_t host, uint32_t lid)
 {
     size_t i = nmap_home(t, host, lid);
     for (;;) {
@@ -122,7 +100,7 @@ static int nmap_reserve(tb_topology_t *t, size_t want)
     t->nmap = m;
     t->nmask = slots - 1;
     for (uint32_t r = 0; r < t->n; r++)
-        t->nmap[nmap_slot(t, t->host[r], t->lid[r])] = r + 1;
+        t->nmap[tb_topo_nmap_slot(t, t->host[r], t->lid[r])] = r + 1;
     return 0;
 }
 
@@ -139,7 +117,7 @@ static size_t hmap_slot(const tb_topology_t *t, const char *s, size_t len, uint6
 }
 
 /* The index of host s[0..len), or UINT32_MAX if it is not interned. */
-static uint32_t host_lookup(const tb_topology_t *t, const char *s, size_t len)
+uint32_t tb_topo_host_lookup(const tb_topology_t *t, const char *s, size_t len)
 {
     if (!t->hmap)
         return UINT32_MAX;
@@ -264,7 +242,7 @@ static int grow_room(tb_topology_t *t, size_t want, bool exact)
     return nmap_reserve(t, want);
 }
 
-static int grow_nodes(tb_topology_t *t, size_t want)
+int tb_topo_grow_nodes(tb_topology_t *t, size_t want)
 {
     return grow_room(t, want, false);
 }
@@ -276,9 +254,9 @@ int tb_topology_reserve(tb_topology_t *t, size_t n)
     return grow_room(t, n, true);
 }
 
-/* Append a node whose room grow_nodes() has made, its name going to the
+/* Append a node whose room tb_topo_grow_nodes() has made, its name going to the
  * name map's empty slot `slot` (from name_free()); nothing can fail here. */
-static uint32_t append_node(tb_topology_t *t, size_t slot, uint32_t host, uint32_t lid,
+uint32_t tb_topo_append_node(tb_topology_t *t, size_t slot, uint32_t host, uint32_t lid,
                             uint32_t parent, tb_role_t role, bool alive, uint32_t inc,
                             uint16_t port)
 {
@@ -300,10 +278,10 @@ static uint32_t append_node(tb_topology_t *t, size_t slot, uint32_t host, uint32
 }
 
 /* The empty name-map slot for host:lid, or SIZE_MAX if the name is taken.
- * The map must have room (grow_nodes()). */
+ * The map must have room (tb_topo_grow_nodes()). */
 static size_t name_free(const tb_topology_t *t, uint32_t host, uint32_t lid)
 {
-    size_t slot = nmap_slot(t, host, lid);
+    size_t slot = tb_topo_nmap_slot(t, host, lid);
     return t->nmap[slot] ? SIZE_MAX : slot;
 }
 
@@ -314,13 +292,13 @@ int tb_topology_add_interned(tb_topology_t *t, uint32_t host_idx, uint32_t local
         return TBON_EINVAL;
     if (t->n == 0 ? parent != NONE : parent >= t->n)
         return TBON_EINVAL;
-    int rc = grow_nodes(t, (size_t)t->n + 1);
+    int rc = tb_topo_grow_nodes(t, (size_t)t->n + 1);
     if (rc)
         return rc;
     size_t slot = name_free(t, host_idx, local_id);
     if (slot == SIZE_MAX)
         return TBON_ETOPOLOGY;
-    append_node(t, slot, host_idx, local_id, parent, TB_ROLE_COMMNODE, true, 0, 0);
+    tb_topo_append_node(t, slot, host_idx, local_id, parent, TB_ROLE_COMMNODE, true, 0, 0);
     return 0;
 }
 
@@ -336,19 +314,19 @@ int tb_topology_add(tb_topology_t *t, const char *host, uint32_t local_id,
         return TBON_EINVAL;
     /* Everything that can fail comes before interning, so a failed add leaves
      * no unused host behind. */
-    int rc = grow_nodes(t, (size_t)t->n + 1);
+    int rc = tb_topo_grow_nodes(t, (size_t)t->n + 1);
     if (rc)
         return rc;
-    uint32_t h = host_lookup(t, host, len);
+    uint32_t h = tb_topo_host_lookup(t, host, len);
     size_t slot = 0;
     if (h != UINT32_MAX && (slot = name_free(t, h, local_id)) == SIZE_MAX)
         return TBON_ETOPOLOGY;
     if (h == UINT32_MAX) {
         if ((rc = tb_topology_intern_host(t, host, len, &h)) != 0)
             return rc;
-        slot = nmap_slot(t, h, local_id);
+        slot = tb_topo_nmap_slot(t, h, local_id);
     }
-    append_node(t, slot, h, local_id, parent, TB_ROLE_COMMNODE, true, 0, 0);
+    tb_topo_append_node(t, slot, h, local_id, parent, TB_ROLE_COMMNODE, true, 0, 0);
     return 0;
 }
 
@@ -359,13 +337,13 @@ int tb_topology_load_node(tb_topology_t *t, uint32_t host_idx, uint32_t local_id
     if (!t || t->finished || host_idx >= t->nhosts || local_id > TB_TOPOLOGY_MAX_ID ||
         (role != TB_ROLE_FE && role != TB_ROLE_COMMNODE && role != TB_ROLE_BE))
         return TBON_EINVAL;
-    int rc = grow_nodes(t, (size_t)t->n + 1);
+    int rc = tb_topo_grow_nodes(t, (size_t)t->n + 1);
     if (rc)
         return rc;
     size_t slot = name_free(t, host_idx, local_id);
     if (slot == SIZE_MAX)
         return TBON_ETOPOLOGY;
-    append_node(t, slot, host_idx, local_id, parent, role, alive, incarnation, port);
+    tb_topo_append_node(t, slot, host_idx, local_id, parent, role, alive, incarnation, port);
     return 0;
 }
 
@@ -401,7 +379,6 @@ static int build_children(tb_topology_t *t)
 }
 
 /* 1 if r is an alive commnode without children (counted in nbare). */
-#define BARE(t, r) ((t)->alive[r] && (t)->role[r] == TB_ROLE_COMMNODE && (t)->ccnt[r] == 0)
 
 static void finish_common(tb_topology_t *t)
 {
@@ -411,7 +388,7 @@ static void finish_common(tb_topology_t *t)
     for (uint32_t r = 0; r < t->n; r++) {
         t->nleaves += t->alive[r] && t->role[r] == TB_ROLE_BE;
         t->nbare += BARE(t, r);
-        t->dsum += node_hash(t, r);
+        t->dsum += tb_topo_node_hash(t, r);
     }
     t->finished = true;
 }
@@ -528,7 +505,7 @@ tb_topology_t *tb_topology_clone(const tb_topology_t *t)
         if (tb_topology_intern_host(c, t->hosts[i], strlen(t->hosts[i]), &idx) != 0)
             goto fail;
     }
-    if (grow_nodes(c, t->n) != 0)
+    if (tb_topo_grow_nodes(c, t->n) != 0)
         goto fail;
     size_t n = t->n;
     memcpy(c->parent, t->parent, n * sizeof *c->parent);
@@ -542,7 +519,7 @@ tb_topology_t *tb_topology_clone(const tb_topology_t *t)
     memcpy(c->alive, t->alive, n * sizeof *c->alive);
     c->n = t->n;
     for (uint32_t r = 0; r < c->n; r++)
-        c->nmap[nmap_slot(c, c->host[r], c->lid[r])] = r + 1;
+        c->nmap[tb_topo_nmap_slot(c, c->host[r], c->lid[r])] = r + 1;
     /* The copy's children are compact CSR, whatever the original's pool holds. */
     if (build_children(c) != 0)
         goto fail;
@@ -569,7 +546,6 @@ size_t tb_topology_size(const tb_topology_t *t)
     return t && t->finished ? t->n : 0;
 }
 
-#define VALID(t, r) ((t) && (t)->finished && (r) < (t)->n)
 
 tbon_rank_t tb_topology_parent(const tb_topology_t *t, tbon_rank_t r)
 {
@@ -693,10 +669,10 @@ tbon_rank_t tb_topology_find(const tb_topology_t *t, const char *host, uint32_t 
 {
     if (!t || !host || !t->nmap)
         return NONE;
-    uint32_t h = host_lookup(t, host, strlen(host));
+    uint32_t h = tb_topo_host_lookup(t, host, strlen(host));
     if (h == UINT32_MAX)
         return NONE;
-    uint32_t v = t->nmap[nmap_slot(t, h, local_id)];
+    uint32_t v = t->nmap[tb_topo_nmap_slot(t, h, local_id)];
     return v ? v - 1 : NONE;
 }
 
@@ -724,416 +700,4 @@ bool tb_topology_equal(const tb_topology_t *a, const tb_topology_t *b)
 uint64_t tb_topology_digest(const tb_topology_t *t)
 {
     return t && t->finished ? tb_mix64(t->dsum ^ t->n) : 0;
-}
-
-/* ---- children arrays ----------------------------------------------------- */
-
-/* Index of c among p's children (present, by the invariants). */
-static uint32_t child_index(const tb_topology_t *t, uint32_t p, uint32_t c)
-{
-    const uint32_t *a = t->pool + t->coff[p];
-    uint32_t lo = 0, hi = t->ccnt[p];
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (a[mid] < c)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* Rebuild the pool compactly; on allocation failure keep the old one. */
-static void pool_compact(tb_topology_t *t)
-{
-    size_t used = 0;
-    for (uint32_t r = 0; r < t->n; r++)
-        used += t->ccnt[r];
-    uint32_t *np = malloc((used + 64) * sizeof *np);
-    if (!np)
-        return;
-    uint32_t off = 0;
-    for (uint32_t r = 0; r < t->n; r++) {
-        memcpy(np + off, t->pool + t->coff[r], t->ccnt[r] * sizeof *np);
-        t->coff[r] = off;
-        t->ccap[r] = t->ccnt[r];
-        off += t->ccnt[r];
-    }
-    free(t->pool);
-    t->pool = np;
-    t->pool_len = off;
-    t->pool_cap = used + 64;
-    t->pool_garbage = 0;
-}
-
-static int pool_room(tb_topology_t *t, size_t more)
-{
-    if (t->pool_len + more <= t->pool_cap)
-        return 0;
-    if (t->pool_len + more > UINT32_MAX)
-        return TBON_ENOMEM;
-    size_t cap = t->pool_cap ? t->pool_cap : 64;
-    while (cap < t->pool_len + more)
-        cap *= 2;
-    uint32_t *np = realloc(t->pool, cap * sizeof *np);
-    if (!np)
-        return TBON_ENOMEM;
-    t->pool = np;
-    t->pool_cap = cap;
-    return 0;
-}
-
-/* Make sure p can take one more child. The only step of a mutation that may
- * fail, so mutations call it before changing anything. */
-static int child_reserve(tb_topology_t *t, uint32_t p)
-{
-    if (t->ccnt[p] < t->ccap[p])
-        return 0;
-    uint32_t cap = t->ccap[p] ? t->ccap[p] * 2 : 2;
-    if (t->pool_garbage > 4096 && t->pool_garbage > t->pool_len / 2)
-        pool_compact(t);
-    if ((size_t)t->coff[p] + t->ccap[p] == t->pool_len) {  /* last: grow in place */
-        if (pool_room(t, cap - t->ccap[p]) != 0)
-            return TBON_ENOMEM;
-        t->pool_len += cap - t->ccap[p];
-    } else {
-        if (pool_room(t, cap) != 0)
-            return TBON_ENOMEM;
-        memcpy(t->pool + t->pool_len, t->pool + t->coff[p], t->ccnt[p] * sizeof *t->pool);
-        t->pool_garbage += t->ccap[p];
-        t->coff[p] = (uint32_t)t->pool_len;
-        t->pool_len += cap;
-    }
-    t->ccap[p] = cap;
-    return 0;
-}
-
-static void child_insert(tb_topology_t *t, uint32_t p, uint32_t c)
-{
-    uint32_t *a = t->pool + t->coff[p];
-    uint32_t i = child_index(t, p, c);
-    memmove(a + i + 1, a + i, (t->ccnt[p] - i) * sizeof *a);
-    a[i] = c;
-    t->nbare -= BARE(t, p);
-    t->ccnt[p]++;
-}
-
-static void child_remove(tb_topology_t *t, uint32_t p, uint32_t c)
-{
-    uint32_t *a = t->pool + t->coff[p];
-    uint32_t i = child_index(t, p, c);
-    memmove(a + i, a + i + 1, (t->ccnt[p] - i - 1) * sizeof *a);
-    t->ccnt[p]--;
-    t->nbare += BARE(t, p);
-}
-
-/* ---- upkeep of depths and heights ----------------------------------------- */
-
-/* Give r depth d and its whole subtree the matching depths. Walks the subtree
- * without a stack (down to the first child, across to the next sibling found
- * by binary search, up when a level is done), so it cannot fail. */
-static void set_depths(tb_topology_t *t, uint32_t r, uint32_t d)
-{
-    uint32_t v = r;
-    t->depth[r] = d;
-    for (;;) {
-        if (t->ccnt[v]) {
-            uint32_t c = t->pool[t->coff[v]];
-            t->depth[c] = t->depth[v] + 1;
-            v = c;
-            continue;
-        }
-        for (;;) {
-            if (v == r)
-                return;
-            uint32_t p = t->parent[v];
-            uint32_t i = child_index(t, p, v);
-            if (i + 1 < t->ccnt[p]) {
-                v = t->pool[t->coff[p] + i + 1];
-                t->depth[v] = t->depth[p] + 1;
-                break;
-            }
-            v = p;
-        }
-    }
-}
-
-/* p lost a child (or a child got lower): lower heights up the chain while they
- * change. A scan stops as soon as one child still justifies the old height. */
-static void heights_after_loss(tb_topology_t *t, uint32_t p)
-{
-    while (p != NONE) {
-        uint32_t old = t->height[p], h = 0;
-        const uint32_t *a = t->pool + t->coff[p];
-        for (uint32_t i = 0; i < t->ccnt[p] && h != old; i++)
-            if (t->height[a[i]] + 1 > h)
-                h = t->height[a[i]] + 1;
-        if (h == old)
-            return;
-        t->height[p] = h;
-        p = t->parent[p];
-    }
-}
-
-/* p gained a child of height ch: raise heights up the chain while needed. */
-static void heights_after_gain(tb_topology_t *t, uint32_t p, uint32_t ch)
-{
-    uint32_t h = ch + 1;
-    while (p != NONE && t->height[p] < h) {
-        t->height[p] = h++;
-        p = t->parent[p];
-    }
-}
-
-/* ---- mutations ----------------------------------------------------------- */
-
-int tb_topology_set_port(tb_topology_t *t, tbon_rank_t r, uint16_t port)
-{
-    if (!VALID(t, r))
-        return TBON_EINVAL;
-    t->port[r] = port;
-    return 0;
-}
-
-int tb_topology_set_incarnation(tb_topology_t *t, tbon_rank_t r, uint32_t inc)
-{
-    if (!VALID(t, r))
-        return TBON_EINVAL;
-    t->dsum -= node_hash(t, r);
-    t->inc[r] = inc;
-    t->dsum += node_hash(t, r);
-    return 0;
-}
-
-int tb_topology_set_role(tb_topology_t *t, tbon_rank_t r, tb_role_t role)
-{
-    if (!VALID(t, r) || (role != TB_ROLE_FE && role != TB_ROLE_COMMNODE && role != TB_ROLE_BE))
-        return TBON_EINVAL;
-    if (r == 0 || role == TB_ROLE_FE || (role == TB_ROLE_BE && t->ccnt[r]))
-        return TBON_ETOPOLOGY;
-    t->dsum -= node_hash(t, r);
-    if (t->alive[r])
-        t->nleaves += (role == TB_ROLE_BE) - (t->role[r] == TB_ROLE_BE);
-    t->nbare -= BARE(t, r);
-    t->role[r] = (uint8_t)role;
-    t->nbare += BARE(t, r);
-    t->dsum += node_hash(t, r);
-    return 0;
-}
-
-int tb_topology_remove(tb_topology_t *t, tbon_rank_t r)
-{
-    if (!VALID(t, r))
-        return TBON_EINVAL;
-    if (r == 0)
-        return TBON_ETOPOLOGY;
-    if (!t->alive[r])
-        return 0;
-    uint32_t p = t->parent[r];
-    t->dsum -= node_hash(t, r);
-    t->nbare -= BARE(t, r);
-    if (p != NONE)
-        child_remove(t, p, r);
-    for (uint32_t i = 0; i < t->ccnt[r]; i++) {
-        uint32_t c = t->pool[t->coff[r] + i];
-        t->dsum -= node_hash(t, c);
-        t->parent[c] = NONE;
-        t->dsum += node_hash(t, c);
-        set_depths(t, c, 0);
-    }
-    t->ccnt[r] = 0;
-    t->parent[r] = NONE;
-    t->alive[r] = 0;
-    t->depth[r] = 0;
-    t->height[r] = 0;
-    if (t->role[r] == TB_ROLE_BE)
-        t->nleaves--;
-    t->dsum += node_hash(t, r);
-    if (p != NONE)
-        heights_after_loss(t, p);
-    return 0;
-}
-
-int tb_topology_move(tb_topology_t *t, tbon_rank_t r, tbon_rank_t new_parent)
-{
-    if (!VALID(t, r) || (new_parent != NONE && !VALID(t, new_parent)))
-        return TBON_EINVAL;
-    if (r == 0 || !t->alive[r])
-        return TBON_ETOPOLOGY;
-    if (new_parent != NONE &&
-        (!t->alive[new_parent] || t->role[new_parent] == TB_ROLE_BE ||
-         tb_topology_in_subtree(t, r, new_parent)))
-        return TBON_ETOPOLOGY;
-    if (new_parent != NONE) {
-        int rc = child_reserve(t, new_parent);
-        if (rc)
-            return rc;
-    }
-    uint32_t old = t->parent[r];
-    t->dsum -= node_hash(t, r);
-    if (old != NONE) {
-        child_remove(t, old, r);
-        heights_after_loss(t, old);
-    }
-    t->parent[r] = new_parent;
-    if (new_parent != NONE) {
-        child_insert(t, new_parent, r);
-        set_depths(t, r, t->depth[new_parent] + 1);
-        heights_after_gain(t, new_parent, t->height[r]);
-    } else {
-        set_depths(t, r, 0);
-    }
-    t->dsum += node_hash(t, r);
-    return 0;
-}
-
-int tb_topology_reparent(tb_topology_t *t, tbon_rank_t r, tbon_rank_t new_parent)
-{
-    if (!VALID(t, r) || !VALID(t, new_parent))
-        return TBON_EINVAL;
-    int rc = tb_topology_move(t, r, new_parent);
-    if (rc)
-        return rc;
-    t->dsum -= node_hash(t, r);
-    t->inc[r]++;
-    t->dsum += node_hash(t, r);
-    return 0;
-}
-
-int tb_topology_add_child(tb_topology_t *t, tbon_rank_t parent, const char *host,
-                          uint32_t local_id, tb_role_t role, tbon_rank_t *rank)
-{
-    if (!VALID(t, parent) || !host || local_id > TB_TOPOLOGY_MAX_ID ||
-        (role != TB_ROLE_COMMNODE && role != TB_ROLE_BE))
-        return TBON_EINVAL;
-    size_t len = strlen(host);
-    if (tb_topology_check_host(host, len) != 0)
-        return TBON_EINVAL;
-    if (!t->alive[parent] || t->role[parent] == TB_ROLE_BE)
-        return TBON_ETOPOLOGY;
-    uint32_t h = host_lookup(t, host, len);
-    if (h != UINT32_MAX && t->nmap[nmap_slot(t, h, local_id)])
-        return TBON_ETOPOLOGY;
-    int rc = grow_nodes(t, (size_t)t->n + 1);
-    if (rc == 0)
-        rc = child_reserve(t, parent);
-    if (rc == 0 && h == UINT32_MAX)
-        rc = tb_topology_intern_host(t, host, len, &h);
-    if (rc)
-        return rc;
-    uint32_t r = append_node(t, nmap_slot(t, h, local_id), h, local_id, parent, role, true,
-                             0, 0);
-    t->depth[r] = t->depth[parent] + 1;
-    child_insert(t, parent, r);
-    heights_after_gain(t, parent, 0);
-    t->nleaves += role == TB_ROLE_BE;
-    t->nbare += BARE(t, r);
-    t->dsum += node_hash(t, r);
-    if (rank)
-        *rank = r;
-    return 0;
-}
-
-int tb_topology_revive(tb_topology_t *t, tbon_rank_t r, tbon_rank_t parent, uint32_t inc)
-{
-    if (!VALID(t, r) || !VALID(t, parent))
-        return TBON_EINVAL;
-    if (r == 0 || t->alive[r] || !t->alive[parent] || t->role[parent] == TB_ROLE_BE)
-        return TBON_ETOPOLOGY;
-    int rc = child_reserve(t, parent);
-    if (rc)
-        return rc;
-    t->dsum -= node_hash(t, r);
-    t->alive[r] = 1;
-    t->nbare += BARE(t, r);
-    t->inc[r] = inc;
-    t->port[r] = 0;
-    t->parent[r] = parent;
-    t->depth[r] = t->depth[parent] + 1;
-    t->height[r] = 0;
-    child_insert(t, parent, r);
-    heights_after_gain(t, parent, 0);
-    t->nleaves += t->role[r] == TB_ROLE_BE;
-    t->dsum += node_hash(t, r);
-    return 0;
-}
-
-/* ---- pending claims (for reconfig.c's report rules) ----------------------- */
-
-/* Index of r in the sorted pending pairs, or where it would go. */
-static uint32_t pend_index(const tb_topology_t *t, uint32_t r)
-{
-    uint32_t lo = 0, hi = t->npend;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (t->pend[2 * mid] < r)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-int tb_topology_reserve_pending(tb_topology_t *t, size_t more)
-{
-    if (!t)
-        return TBON_EINVAL;
-    if (t->npend + more <= t->pcap)
-        return 0;
-    if (more > TB_TOPOLOGY_MAX_NODES)
-        return TBON_ENOMEM;
-    size_t cap = t->pcap ? t->pcap : 4;
-    while (cap < t->npend + more)
-        cap *= 2;
-    uint32_t *p = realloc(t->pend, 2 * cap * sizeof *p);
-    if (!p)
-        return TBON_ENOMEM;
-    t->pend = p;
-    t->pcap = (uint32_t)cap;
-    return 0;
-}
-
-int tb_topology_set_pending(tb_topology_t *t, tbon_rank_t r, tbon_rank_t claim)
-{
-    if (!VALID(t, r) || (claim != NONE && !VALID(t, claim)))
-        return TBON_EINVAL;
-    uint32_t i = pend_index(t, r);
-    bool present = i < t->npend && t->pend[2 * i] == r;
-    if (claim == NONE) {
-        if (present) {
-            memmove(t->pend + 2 * i, t->pend + 2 * i + 2,
-                    2 * (size_t)(t->npend - i - 1) * sizeof *t->pend);
-            t->npend--;
-        }
-        return 0;
-    }
-    if (!present) {
-        int rc = tb_topology_reserve_pending(t, 1);
-        if (rc)
-            return rc;
-        memmove(t->pend + 2 * i + 2, t->pend + 2 * i,
-                2 * (size_t)(t->npend - i) * sizeof *t->pend);
-        t->npend++;
-        t->pend[2 * i] = r;
-    }
-    t->pend[2 * i + 1] = claim;
-    return 0;
-}
-
-tbon_rank_t tb_topology_pending(const tb_topology_t *t, tbon_rank_t r)
-{
-    if (!VALID(t, r))
-        return NONE;
-    uint32_t i = pend_index(t, r);
-    return i < t->npend && t->pend[2 * i] == r ? t->pend[2 * i + 1] : NONE;
-}
-
-size_t tb_topology_num_pending(const tb_topology_t *t)
-{
-    return t ? t->npend : 0;
-}
-
-tbon_rank_t tb_topology_pending_rank(const tb_topology_t *t, size_t i)
-{
-    return t && i < t->npend ? t->pend[2 * i] : NONE;
 }

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/hash.h"
+
 /* splitmix64's finaliser: a cheap, well-mixing 64-bit permutation. */
 /* Room for one more element in arr (n used of *cap, elem bytes each),
  * doubling from 64: returns arr itself, a grown copy (and updates *cap), or
@@ -23,27 +25,6 @@ static inline void *tb_grow(void *arr, uint32_t n, uint32_t *cap, size_t elem)
     if (na)
         *cap = ncap;
     return na;
-}
-
-static inline uint64_t tb_mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
-
-/* FNV-1a over bytes, then mixed (FNV alone clusters in the low bits). */
-static inline uint64_t tb_hash_bytes(const char *s, size_t len)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ULL;
-    }
-    return tb_mix64(h);
 }
 
 /* ---- u64 -> u32 map (no deletion; values must not be UINT32_MAX) -------- */

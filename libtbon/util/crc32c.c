@@ -10,6 +10,7 @@
  * the environment selects the tables even where the instruction exists.
  */
 #include "util/crc32c.h"
+#include "util/endian.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -96,16 +97,6 @@ static inline uint32_t crc_shift(const uint32_t t[4][256], uint32_t c)
     return t[0][c & 0xff] ^ t[1][(c >> 8) & 0xff] ^ t[2][(c >> 16) & 0xff] ^ t[3][c >> 24];
 }
 
-static inline uint64_t load_le64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
-
 /* Slicing-by-8 over src, copying to dst unless dst is NULL. Always inlined
  * into two wrappers so that the dst test is folded away in each. */
 static inline __attribute__((always_inline))
@@ -113,7 +104,7 @@ uint32_t sw_kernel(uint32_t crc, uint8_t *dst, const uint8_t *src, size_t len)
 {
     uint32_t c = ~crc;
     while (len >= 8) {
-        uint64_t w = load_le64(src);
+        uint64_t w = tb_get64(src);
         if (dst) {
             memcpy(dst, src, 8);
             dst += 8;

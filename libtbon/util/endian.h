@@ -1,10 +1,11 @@
-/* wire_int.h - little-endian byte access shared by wire.c, wire_dec.c, handshake.c
+/* endian.h - little-endian byte access: every encoder and decoder of the
+ * library (frames, handshake, control messages, failure notices) uses these
  *
  * Explicit byte-by-byte encoding: independent of host byte order, alignment
  * and struct padding. Compilers turn these into single loads and stores.
  */
-#ifndef TB_WIRE_INT_H
-#define TB_WIRE_INT_H
+#ifndef TB_UTIL_ENDIAN_H
+#define TB_UTIL_ENDIAN_H
 
 #include <stdint.h>
 
