@@ -33,7 +33,16 @@ endif
 # Where a front-end looks for tbon_commnode when $$TBON_COMMNODE is unset (after
 # the directory of its own executable): this build's bin/, then PATH.
 CFLAGS  += -DTBON_BUILD_BINDIR='"$(abspath $(B))/bin"'
-LIBS    := -lz -ldl -lpthread -lm
+LIBS    := -lsodium -lz -ldl -lpthread -lm
+
+# The shared library is laid out as an installed one: libtbon.so.MAJOR.MINOR,
+# the file; libtbon.so.MAJOR, its soname, a link to it (what programs load);
+# libtbon.so, a link to that (what -ltbon finds). VERSION is tbon.pc's too.
+VERSION  := 0.1.0
+SO_MAJOR := $(word 1,$(subst ., ,$(VERSION)))
+SO_MINOR := $(word 2,$(subst ., ,$(VERSION)))
+SONAME   := libtbon.so.$(SO_MAJOR)
+SO_FILE  := $(SONAME).$(SO_MINOR)
 
 # The library: every .c in libtbon/'s layer folders (docs/architecture.md;
 # scripts/layers.sh checks that each includes only the layers below it).
@@ -46,6 +55,8 @@ tbon_topgen_SRC     := topologies/tbon_topgen.c
 tbon_commnode_SRC   := commnode/tbon_commnode.c
 tbon_frontend_SRC   := frontend-api/tbon_frontend.c
 tbon_example_be_SRC := backend-api/tbon_example_be.c
+# Libraries a program needs beyond libtbon's: jansson writes --json.
+tbon_frontend_LIBS  := -ljansson
 BIN := $(PROGRAMS:%=$(B)/bin/%)
 
 # Filter plug-ins: filters/*.c, each one shared object. They are not linked
@@ -64,7 +75,7 @@ TPLUGIN_SO  := $(TPLUGIN_SRC:tests/plugins/%.c=$(B)/tests/plugins/%.so)
 # without optimisation, so that their stacks are what the source says.
 STAT_LIB_SRC := $(wildcard stat/st_*.c)
 STAT_LIB_OBJ := $(STAT_LIB_SRC:%.c=$(B)/obj/%.o)
-STAT_LIBS    := -ldw -lelf
+STAT_LIBS    := -ldw -lelf -ljansson
 STAT_BIN     := $(B)/bin/tbon_stat
 STAT_SO      := $(B)/stat/stat_merge.so
 STAT_EX_SRC  := $(wildcard stat/examples/*.c)
@@ -100,12 +111,16 @@ INPROC_SRC := $(wildcard tests/inproc/test_*.c)
 INPROC_BIN := $(INPROC_SRC:tests/inproc/%.c=$(B)/tests/inproc/%)
 INPROC_OBJ := $(B)/obj/tests/inproc/fabric.o
 
+# A program linked against the shared library as a user would link it
+# (-L $(B)/lib -ltbon, no rpath): test_solib starts it.
+SOLIB_USER := $(B)/tests/bin/solib_user
+
 # Benchmarks: bench/bench_*.c, each one binary.
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
 
 ALL_OBJ := $(LIB_OBJ) $(foreach p,$(PROGRAMS),$($(p)_SRC:%.c=$(B)/obj/%.o)) \
-           $(TEST_SRC:%.c=$(B)/obj/%.o) $(B)/obj/tests/harness.o $(BENCH_SRC:%.c=$(B)/obj/%.o) \
+           $(TEST_SRC:%.c=$(B)/obj/%.o) $(B)/obj/tests/harness.o $(B)/obj/tests/unit/solib_user.o $(BENCH_SRC:%.c=$(B)/obj/%.o) \
            $(INPROC_SRC:%.c=$(B)/obj/%.o) $(INPROC_OBJ) \
            $(ITEST_SRC:%.c=$(B)/obj/%.o) $(IPROG_SRC:%.c=$(B)/obj/%.o) \
            $(PLUGIN_SRC:%.c=$(B)/obj/%.o) $(TPLUGIN_SRC:%.c=$(B)/obj/%.o) \
@@ -126,15 +141,25 @@ ALL_OBJ  += $(tbon_fims_SRC:%.c=$(B)/obj/%.o)
 .SECONDARY:
 
 all: lib programs plugins tests benches examples stat
-lib: $(B)/lib/libtbon.a $(B)/lib/libtbon.so
+lib: $(B)/lib/libtbon.a $(B)/lib/libtbon.so $(B)/lib/$(SONAME)
 programs: $(BIN)
 plugins: $(PLUGIN_SO) $(TPLUGIN_SO)
-tests: $(TEST_BIN) $(INPROC_BIN) $(ITEST_BIN) $(IPROG_BIN) $(FIMS_BIN)
+tests: $(TEST_BIN) $(INPROC_BIN) $(ITEST_BIN) $(IPROG_BIN) $(FIMS_BIN) $(SOLIB_USER)
 examples: $(EX_BIN)
 benches: $(BENCH_BIN)
 stat: $(STAT_ALL)
 
-$(B)/obj/%.o: %.c
+# Before the first compile in a build directory: are the -dev packages'
+# headers there? If not, scripts/check-headers.sh names each missing package
+# and how to install it, instead of the compiler's "No such file". Order-only
+# and run from recipes, so that `make check` has run `deps` by then.
+HEADERS_OK := $(B)/.headers-ok
+$(HEADERS_OK): scripts/check-headers.sh
+	@mkdir -p $(dir $@)
+	@scripts/check-headers.sh "$(CC)" $(XML_CFLAGS)
+	@touch $@
+
+$(B)/obj/%.o: %.c | $(HEADERS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -143,10 +168,16 @@ $(B)/lib/libtbon.a: $(LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(B)/lib/libtbon.so: $(LIB_OBJ) libtbon/libtbon.map
+$(B)/lib/$(SO_FILE): $(LIB_OBJ) libtbon/libtbon.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared $(LDFLAGS) -Wl,-soname,libtbon.so.0 -Wl,--version-script=libtbon/libtbon.map \
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,$(SONAME) -Wl,--version-script=libtbon/libtbon.map \
 	    -o $@ $(LIB_OBJ) $(LIBS)
+
+$(B)/lib/$(SONAME): $(B)/lib/$(SO_FILE)
+	ln -sfn $(SO_FILE) $@
+
+$(B)/lib/libtbon.so: $(B)/lib/$(SONAME)
+	ln -sfn $(SONAME) $@
 
 # Programs and tests link the static library, so they run from the build tree,
 # and export its symbols to the filter plug-ins they dlopen. --as-needed keeps
@@ -160,7 +191,7 @@ prog_objs = $(patsubst %.c,$(B)/obj/%.o,$($(1)_SRC))
 .SECONDEXPANSION:
 $(B)/bin/%: $$(call prog_objs,$$*) $(B)/lib/libtbon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_TBON)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_TBON) $($*_LIBS)
 
 # Tests may use the tbon_stat library parts (libtbonstat.a, libdw): only
 # what a test calls is linked, and --as-needed drops libdw from the others.
@@ -178,6 +209,10 @@ $(B)/tests/inproc/%: $(B)/obj/tests/inproc/%.o $(INPROC_OBJ) $(B)/obj/tests/harn
 $(B)/tests/integration/%: $(B)/obj/tests/integration/%.o $(B)/obj/tests/harness.o $(B)/lib/libtbon.a $(STAT_DEP)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(STAT_LINK)
+
+$(SOLIB_USER): $(B)/obj/tests/unit/solib_user.o $(B)/lib/libtbon.so
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/lib -ltbon
 
 $(B)/lib/libtbonstat.a: $(STAT_LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -268,12 +303,14 @@ CHECK_FUZZ_SECONDS ?= 5
 .PHONY: fuzz-build
 fuzz-build: $(FUZZ_BIN)
 
-$(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard libtbon/*/*.h include/tbon/*.h)
+$(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard libtbon/*/*.h include/tbon/*.h) | $(HEADERS_OK)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(LIBS)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(LIBS) $(FUZZ_LIBS)
 
-# fuzz_ptree includes tbon_stat's prefix-tree sources itself.
+# fuzz_ptree includes tbon_stat's prefix-tree sources itself (their JSON
+# output is jansson's).
 $(B)/fuzz/fuzz_ptree: $(wildcard stat/st_ptree*.c stat/st_ptree*.h)
+$(B)/fuzz/fuzz_ptree: FUZZ_LIBS := -ljansson
 
 fuzz-smoke: $(FUZZ_BIN)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/smoke.sh $(B)/fuzz
@@ -293,10 +330,11 @@ install: lib programs plugins stat
 	install -m 0755 $(PLUGIN_SO) $(STAT_SO) $(DESTDIR)$(PREFIX)/lib/tbon/filters/
 	install -m 0644 include/tbon/*.h $(DESTDIR)$(PREFIX)/include/tbon/
 	install -m 0644 $(B)/lib/libtbon.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 0755 $(B)/lib/libtbon.so $(DESTDIR)$(PREFIX)/lib/libtbon.so.0
-	ln -sf libtbon.so.0 $(DESTDIR)$(PREFIX)/lib/libtbon.so
+	install -m 0755 $(B)/lib/$(SO_FILE) $(DESTDIR)$(PREFIX)/lib/
+	ln -sfn $(SO_FILE) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sfn $(SONAME) $(DESTDIR)$(PREFIX)/lib/libtbon.so
 	install -m 0755 $(BIN) $(STAT_BIN) $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|' tbon.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tbon.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' tbon.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tbon.pc
 
 clean:
 	rm -rf $(B)

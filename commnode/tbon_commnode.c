@@ -2,6 +2,7 @@
  * it launches its own children, filters their packets up and routes requests
  * down until the front-end ends the session; or, started by hand with
  * --join, it joins a running tree and takes over later joins and adoptions. */
+#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,13 +18,19 @@
 #include "node/node.h"
 #include "codec/packet_int.h"
 #include "net/sock.h"
+#include "proc/launch.h"
+#include "proc/slurm.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tbon_commnode --tbon-parent HOST:PORT --tbon-rank RANK\n"
             "                     --tbon-session HEX [--tbon-timeout MS]\n"
+            "                     [--tbon-secret-stdin]\n"
+            "       tbon_commnode --tbon-slurm-map MAP --tbon-session HEX\n"
+            "                     [--tbon-timeout MS] [--tbon-secret-stdin]\n"
             "       tbon_commnode --join ATTACH_FILE [--rank RANK]\n"
+            "       tbon_commnode -h | --help\n"
             "\n"
             "The communication process of a tbon tree.\n"
             "\n"
@@ -95,54 +102,113 @@ static int join_running(const char *file, const char *rank_arg, tb_join_t *j, in
     return 0;
 }
 
+/* Options. The --tbon-* ones are what a launcher passes (node_start.c,
+ * slurm.c; launch.c adds --tbon-secret-stdin through a remote shell):
+ * getopt checks them here, tb_join_parse_args reads their values. */
+enum { OPT_JOIN = 256, OPT_RANK, OPT_LAUNCHER };
+static const struct option longopts[] = {
+    { "join", required_argument, NULL, OPT_JOIN },
+    { "rank", required_argument, NULL, OPT_RANK },
+    { "help", no_argument, NULL, 'h' },
+    { "tbon-parent", required_argument, NULL, OPT_LAUNCHER },
+    { "tbon-rank", required_argument, NULL, OPT_LAUNCHER },
+    { "tbon-session", required_argument, NULL, OPT_LAUNCHER },
+    { "tbon-timeout", required_argument, NULL, OPT_LAUNCHER },
+    { TB_SLURM_MAP_ARG + 2, required_argument, NULL, OPT_LAUNCHER },
+    { TB_SECRET_STDIN_ARG + 2, no_argument, NULL, OPT_LAUNCHER },
+    { NULL, 0, NULL, 0 },
+};
+
+/* Usage error: the message, the usage on stderr; the exit status 2. */
+static int usage_error(const char *fmt, const char *what)
+{
+    fputs("tbon_commnode: ", stderr);
+    fprintf(stderr, fmt, what);
+    fputc('\n', stderr);
+    usage(stderr);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        }
-    }
     tbon_error_t err = { 0 };
     tb_join_t j;
     const char *join_file = NULL, *rank_arg = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--join") || !strcmp(argv[i], "--rank")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "tbon_commnode: %s needs a value\n", argv[i]);
-                usage(stderr);
-                return 2;
-            }
-            *(argv[i][2] == 'j' ? &join_file : &rank_arg) = argv[i + 1];
-            i++;
+    /* The launcher's options, spelt out in full whatever the command line
+     * abbreviated (getopt accepts --tbon-par and --tbon-rank=3), for
+     * tb_join_parse_args: argv[0], then each option and its value. */
+    char **largv = calloc((size_t)argc + 1, 2 * sizeof *largv);
+    char *first_launcher = NULL;
+    int largc = 0, opt, idx;
+    if (!largv) {
+        fprintf(stderr, "tbon_commnode: out of memory\n");
+        return 1;
+    }
+    largv[largc++] = argv[0];
+    opterr = 0;
+    /* '+': no permutation, the first word that is not an option is refused. */
+    while ((opt = getopt_long(argc, argv, "+:h", longopts, &idx)) != -1) {
+        switch (opt) {
+        case 'h':
+            usage(stdout);
+            free(largv);
+            return 0;
+        case OPT_JOIN: join_file = optarg; break;
+        case OPT_RANK: rank_arg = optarg; break;
+        case OPT_LAUNCHER: {
+            static char names[sizeof longopts / sizeof longopts[0]][32];
+            snprintf(names[idx], sizeof names[idx], "--%s", longopts[idx].name);
+            if (!first_launcher)
+                first_launcher = names[idx];
+            largv[largc++] = names[idx];
+            if (longopts[idx].has_arg)
+                largv[largc++] = optarg;
+            break;
+        }
+        case ':':
+            free(largv);
+            return usage_error("%s needs a value", argv[optind - 1]);
+        default: {
+            /* (optopt is a long option's value when it was given one it does
+             * not take: name the word instead.) */
+            const char *w = argv[optind - 1];
+            free(largv);
+            if (strncmp(w, "--", 2) != 0)
+                return usage_error("unknown option '%s'", (char[]){ '-', (char)optopt, 0 });
+            if (strchr(w, '='))
+                return usage_error("option '%s': unknown, or it takes no value", w);
+            return usage_error("unknown or ambiguous option '%s'", w);
+        }
         }
     }
-    for (int i = 1; (join_file || rank_arg) && i < argc; i++) {
-        if (strncmp(argv[i], "--tbon-", 7) == 0) {
-            fprintf(stderr, "tbon_commnode: --join and the launcher's %s do not go together\n",
-                    argv[i]);
-            usage(stderr);
-            return 2;
-        }
+    if (optind < argc) {
+        free(largv);
+        return usage_error("unexpected argument '%s' (it takes options only)", argv[optind]);
+    }
+    if ((join_file || rank_arg) && first_launcher) {
+        free(largv);
+        return usage_error("--join and the launcher's %s do not go together", first_launcher);
     }
     int lfd = -1;
     uint16_t port = 0;
     if (rank_arg && !join_file) {
-        fprintf(stderr, "tbon_commnode: --rank goes with --join\n");
-        usage(stderr);
-        return 2;
+        free(largv);
+        return usage_error("%s goes with --join", "--rank");
     }
     if (join_file && join_running(join_file, rank_arg, &j, &lfd, &port, &err)) {
         fprintf(stderr, "tbon_commnode: %s\n", err.msg);
         if (lfd >= 0)
             close(lfd);
+        free(largv);
         return 1;
     }
-    if (!join_file && tb_join_parse_args(&argc, argv, &j, &err)) {
+    if (!join_file && tb_join_parse_args(&largc, largv, &j, &err)) {
         fprintf(stderr, "tbon_commnode: %s\n", err.msg);
         usage(stderr);
+        free(largv);
         return 2;
     }
+    free(largv);
     tb_log_set_identity(j.rank, "commnode");
     char dir[PATH_MAX], path[PATH_MAX + 32];
     if (tb_log_session_dir(j.session.id, dir, sizeof dir) == 0) {

@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #define PROG        "tbon_frontend"
 #define EXIT_RUN    1
 #define EXIT_USAGE  2
@@ -486,75 +488,97 @@ static void progress_done(struct progress *p, int ok)
 
 /* ---- printing packets ---- */
 
-/* A string as JSON (quoted, escaped); bytes >= 0x80 pass through. */
-static void json_string(FILE *f, const uint8_t *s, size_t n)
+/* s[0..n) as a JSON string. jansson takes UTF-8 only and a packet string
+ * is bytes: a byte outside a valid UTF-8 sequence becomes U+FFFD, so that
+ * every line stays valid JSON. NULL when out of memory. */
+static json_t *json_bytes(const uint8_t *s, size_t n)
 {
-    fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        uint8_t ch = s[i];
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch == '\n')
-            fputs("\\n", f);
-        else if (ch == '\t')
-            fputs("\\t", f);
-        else if (ch < 0x20 || ch == 0x7f)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
+    json_t *j = json_stringn((const char *)s, n);
+    if (j)
+        return j;
+    char *u = malloc(3 * n + 1);
+    if (!u)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        /* The length the first byte announces; jansson says whether the
+         * sequence is valid (no overlong form, no surrogate). */
+        size_t len = s[i] < 0xc0 ? 1 : s[i] < 0xe0 ? 2 : s[i] < 0xf0 ? 3 : 4;
+        json_t *seq = s[i] >= 0x80 && len <= n - i ? json_stringn((const char *)s + i, len)
+                                                   : NULL;
+        if (s[i] < 0x80 || seq) {
+            memcpy(u + k, s + i, len);
+            k += len;
+            i += len;
+        } else {
+            memcpy(u + k, "\xef\xbf\xbd", 3);
+            k += 3;
+            i++;
+        }
+        json_decref(seq);
     }
-    fputc('"', f);
+    j = json_stringn(u, k);
+    free(u);
+    return j;
+}
+
+/* A string in quotes, escaped as in JSON (readable lines show strings so). */
+static void print_string(FILE *f, const uint8_t *s, size_t n)
+{
+    json_t *j = json_bytes(s, n);
+    if (!j || json_dumpf(j, f, JSON_ENCODE_ANY) != 0)
+        fputs("\"?\"", f);
+    json_decref(j);
 }
 
 /* One numeric element e of type t. */
-static void print_number(FILE *f, enum tb_ftype t, const uint8_t *e, int json)
+static void print_number(FILE *f, enum tb_ftype t, const uint8_t *e)
 {
-    if (tb_ftype_is_float(t)) {
-        double d = tb_elem_get_f64(t, e);
-        if (json && !isfinite(d))
-            fputs("null", f);     /* JSON has no NaN or infinity */
-        else
-            fprintf(f, json ? "%.17g" : "%.10g", d);
-    } else if (tb_ftype_is_signed(t)) {
+    if (tb_ftype_is_float(t))
+        fprintf(f, "%.10g", tb_elem_get_f64(t, e));
+    else if (tb_ftype_is_signed(t))
         fprintf(f, "%" PRId64, tb_elem_get_i64(t, e));
-    } else {
+    else
         fprintf(f, "%" PRIu64, tb_elem_get_u64(t, e));
-    }
+}
+
+/* A %as element at d: a u32 little-endian length and its bytes. */
+static uint32_t as_len(const uint8_t *d)
+{
+    return (uint32_t)d[0] | (uint32_t)d[1] << 8 | (uint32_t)d[2] << 16 | (uint32_t)d[3] << 24;
 }
 
 /* Field i of p: a number, a string, or [elements] for an array. */
-static void print_field(FILE *f, const tbon_packet_t *p, size_t i, int json)
+static void print_field(FILE *f, const tbon_packet_t *p, size_t i)
 {
     struct tb_field fl;
 
     if (tb_packet_get_field(p, i, &fl) != 0) {
-        fputs(json ? "null" : "?", f);
+        fputc('?', f);
         return;
     }
     enum tb_ftype et = tb_ftype_elem(fl.type);
     if (fl.type == TB_F_S) {
-        json_string(f, fl.data, fl.size);
+        print_string(f, fl.data, fl.size);
         return;
     }
     if (!tb_ftype_is_array(fl.type)) {
-        print_number(f, et, fl.data, json);
+        print_number(f, et, fl.data);
         return;
     }
     size_t esz = tb_ftype_elem_size(et);
-    size_t shown = json || fl.count <= HUMAN_MAX_ELEMS ? fl.count : HUMAN_MAX_ELEMS;
+    size_t shown = fl.count <= HUMAN_MAX_ELEMS ? fl.count : HUMAN_MAX_ELEMS;
     const uint8_t *d = fl.data;
     fputc('[', f);
     for (size_t k = 0; k < shown; k++) {
         if (k)
-            fputs(json ? "," : ", ", f);
+            fputs(", ", f);
         if (fl.type == TB_F_AS) {
-            /* %as: each string is a u32 little-endian length and its bytes. */
-            uint32_t len = (uint32_t)d[0] | (uint32_t)d[1] << 8 |
-                           (uint32_t)d[2] << 16 | (uint32_t)d[3] << 24;
-            json_string(f, d + 4, len);
+            uint32_t len = as_len(d);
+            print_string(f, d + 4, len);
             d += 4 + (size_t)len;
         } else {
-            print_number(f, et, d + k * esz, json);
+            print_number(f, et, d + k * esz);
         }
     }
     if (shown < fl.count)
@@ -562,17 +586,91 @@ static void print_field(FILE *f, const tbon_packet_t *p, size_t i, int json)
     fputc(']', f);
 }
 
-/* Every field of p, comma-separated (JSON: the inside of the values array). */
-static void print_values(FILE *f, const tbon_packet_t *p, int json)
+/* Every field of p, comma-separated. */
+static void print_values(FILE *f, const tbon_packet_t *p)
 {
     size_t n = tb_packet_nfields(p);
     for (size_t i = 0; i < n; i++) {
         if (i)
-            fputs(json ? "," : ", ", f);
-        print_field(f, p, i, json);
+            fputs(", ", f);
+        print_field(f, p, i);
     }
-    if (!n && !json)
+    if (!n)
         fputs("(no values)", f);
+}
+
+/* ---- the same as JSON values ---- */
+
+/* One numeric element e of type t; NULL when out of memory. */
+static json_t *json_number(enum tb_ftype t, const uint8_t *e)
+{
+    if (tb_ftype_is_float(t)) {
+        double d = tb_elem_get_f64(t, e);
+        return isfinite(d) ? json_real(d) : json_null();   /* JSON has no NaN or infinity */
+    }
+    if (tb_ftype_is_signed(t))
+        return json_integer(tb_elem_get_i64(t, e));
+    /* jansson's integers are signed 64-bit: a larger unsigned value is
+     * written as a double (which is what most JSON readers make of it). */
+    uint64_t u = tb_elem_get_u64(t, e);
+    return u <= INT64_MAX ? json_integer((json_int_t)u) : json_real((double)u);
+}
+
+/* Field i of p: a number, a string, an array of every element, or null
+ * when it cannot be read. NULL when out of memory. */
+static json_t *json_field(const tbon_packet_t *p, size_t i)
+{
+    struct tb_field fl;
+
+    if (tb_packet_get_field(p, i, &fl) != 0)
+        return json_null();
+    enum tb_ftype et = tb_ftype_elem(fl.type);
+    if (fl.type == TB_F_S)
+        return json_bytes(fl.data, fl.size);
+    if (!tb_ftype_is_array(fl.type))
+        return json_number(et, fl.data);
+    size_t esz = tb_ftype_elem_size(et);
+    const uint8_t *d = fl.data;
+    json_t *a = json_array();
+    for (size_t k = 0; a && k < fl.count; k++) {
+        json_t *v;
+        if (fl.type == TB_F_AS) {
+            uint32_t len = as_len(d);
+            v = json_bytes(d + 4, len);
+            d += 4 + (size_t)len;
+        } else {
+            v = json_number(et, d + k * esz);
+        }
+        if (json_array_append_new(a, v) != 0) {
+            json_decref(a);
+            a = NULL;
+        }
+    }
+    return a;
+}
+
+/* Every field of p as a JSON array; NULL when out of memory. */
+static json_t *json_values(const tbon_packet_t *p)
+{
+    json_t *a = json_array();
+    for (size_t i = 0, n = tb_packet_nfields(p); a && i < n; i++) {
+        if (json_array_append_new(a, json_field(p, i)) != 0) {
+            json_decref(a);
+            a = NULL;
+        }
+    }
+    return a;
+}
+
+/* o on one line of stdout, compact, and released; what (a result, an
+ * event) names it on stderr if it cannot be made (o NULL) or written. */
+static void print_json_line(json_t *o, const char *what)
+{
+    if (!o || json_dumpf(o, stdout, JSON_COMPACT) != 0)
+        fprintf(stderr, PROG ": cannot write %s as JSON (out of memory)\n", what);
+    else
+        putchar('\n');
+    json_decref(o);
 }
 
 /* How a result was made, for the readable line. */
@@ -636,24 +734,24 @@ static void print_result(const struct cli *c, unsigned long wave, const tbon_pac
                          enum origin how, size_t n, const tbon_rank_t *cut, size_t ncut)
 {
     if (c->json) {
-        printf("{\"wave\":%lu,\"stream\":%" PRIu32 ",\"source\":", wave, tbon_packet_stream(p));
-        if (tbon_packet_source(p) == TBON_RANK_NONE)
-            fputs("null", stdout);
-        else
-            printf("%" PRIu32, tbon_packet_source(p));
-        fputs(",\"format\":", stdout);
+        /* The keys in this order (jansson keeps insertion order). */
         const char *fmt = tbon_packet_format(p);
-        json_string(stdout, (const uint8_t *)fmt, strlen(fmt));
-        fputs(",\"values\":[", stdout);
-        print_values(stdout, p, 1);
-        fputs("]}\n", stdout);
+        tbon_rank_t src = tbon_packet_source(p);
+        print_json_line(json_pack("{s:I, s:I, s:o, s:o, s:o}",
+                                  "wave", (json_int_t)wave,
+                                  "stream", (json_int_t)tbon_packet_stream(p),
+                                  "source", src == TBON_RANK_NONE ? json_null()
+                                                                  : json_integer(src),
+                                  "format", json_bytes((const uint8_t *)fmt, strlen(fmt)),
+                                  "values", json_values(p)),
+                        "a result");
     } else if (how == ORIGIN_BACKEND) {
         printf("wave %lu: back-end %" PRIu32 " sent ", wave, tbon_packet_source(p));
-        print_values(stdout, p, 0);
+        print_values(stdout, p);
         putchar('\n');
     } else {
         printf("wave %lu: %s = ", wave, c->filter_name);
-        print_values(stdout, p, 0);
+        print_values(stdout, p);
         if (how == ORIGIN_ALL)
             print_from(n, cut, ncut);
         else
@@ -678,9 +776,12 @@ static void drain_events(const struct cli *c, tbon_net_t *net)
         const char *name = (unsigned)ev.type < sizeof names / sizeof names[0] &&
                            names[ev.type] ? names[ev.type] : "unknown";
         if (c->json) {
-            printf("{\"event\":\"%s\",\"rank\":%" PRIu32 ",\"parent\":%" PRIu32
-                   ",\"incarnation\":%" PRIu32 ",\"view_version\":%" PRIu64 "}\n",
-                   name, ev.rank, ev.parent, ev.incarnation, ev.view_version);
+            print_json_line(json_pack("{s:s, s:I, s:I, s:I, s:I}", "event", name,
+                                      "rank", (json_int_t)ev.rank,
+                                      "parent", (json_int_t)ev.parent,
+                                      "incarnation", (json_int_t)ev.incarnation,
+                                      "view_version", (json_int_t)ev.view_version),
+                            "an event");
             continue;
         }
         switch (ev.type) {

@@ -42,6 +42,19 @@ if ! head -n 1 "$txt" | grep -q '64:\[0-63\]'; then
     head -n 1 "$txt" >&2
     exit 1
 fi
+# Graphviz (scripts/deps.sh installs it) draws the trees as SVG.
+if command -v dot >/dev/null 2>&1; then
+    for which in 2D 3D; do
+        svg=$(ls "$out"/*/*."$which".svg 2>/dev/null)
+        if [ -z "$svg" ] || ! grep -q '<svg' "$svg"; then
+            echo "demo-stat: dot is installed but the $which tree was not drawn" >&2
+            exit 1
+        fi
+    done
+    drawn=", svg"
+else
+    drawn=" (no svg: Graphviz's dot is not installed; scripts/deps.sh installs it)"
+fi
 left=$(ours)
 for _ in 1 2 3 4 5 6 7 8 9 10; do
     [ -z "$left" ] && break
@@ -53,4 +66,4 @@ if [ -n "$left" ]; then
     exit 1
 fi
 echo
-echo "demo-stat: done; the dot, json and text forms are in $(dirname "$txt")"
+echo "demo-stat: done; the dot, json, text$drawn forms are in $(dirname "$txt")"

@@ -5,8 +5,10 @@ set -u
 
 # libdw-dev: tbon_stat's stack walker; elfutils (eu-stack) and gdb: what its
 # tests and benchmark compare it with; Open MPI (mpicc, mpirun): the hung MPI
-# job tbon_stat's test samples.
-PKGS="make gcc pkg-config procps libxml2-dev zlib1g-dev clang libclang-rt-14-dev libdw-dev elfutils gdb openmpi-bin libopenmpi-dev"
+# job tbon_stat's test samples. libsodium-dev: the handshake's HMAC-SHA256,
+# compare and random nonces; libjansson-dev: the JSON that tbon_frontend and
+# tbon_stat write; graphviz (dot): tbon_stat's SVG drawings of its trees.
+PKGS="make gcc pkg-config procps libxml2-dev zlib1g-dev libsodium-dev libjansson-dev clang libclang-rt-14-dev libdw-dev elfutils gdb openmpi-bin libopenmpi-dev graphviz"
 
 missing=""
 for p in $PKGS; do

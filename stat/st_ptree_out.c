@@ -1,7 +1,7 @@
 /* st_ptree_out.c - what a prefix tree says: task-set labels, a task's path,
  * and the DOT, JSON, text and equivalence-class outputs. The root is shown
  * as "/" (as STAT does); frames are escaped for each format, so that any
- * bytes a stack walker reports give valid output. */
+ * bytes a stack walker reports give valid output. jansson writes the JSON. */
 #include "st_ptree_int.h"
 
 #include <tbon/common.h>
@@ -10,6 +10,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #define ST_ROOT_NAME "/"
 
@@ -69,7 +71,7 @@ static void put_ranges(FILE *f, const st_range_t *r, size_t n, int with_count)
 
 /* ---- escaping ---- */
 
-enum esc { ESC_DOT, ESC_JSON, ESC_TEXT };
+enum esc { ESC_DOT, ESC_TEXT };
 
 /* The length of the valid UTF-8 sequence at s[0..n), or 0. */
 static size_t utf8_len(const unsigned char *s, size_t n)
@@ -101,10 +103,9 @@ static size_t utf8_len(const unsigned char *s, size_t n)
     return len;
 }
 
-/* Frame bytes for a quoted DOT or JSON string, or a text line. Quotes,
- * backslashes and control characters are escaped; bytes that are not
- * UTF-8 become U+FFFD in JSON and \xHH elsewhere (still readable, still
- * one line). */
+/* Frame bytes for a quoted DOT string or a text line. Quotes, backslashes
+ * and control characters are escaped; bytes that are not UTF-8 become \xHH
+ * (still readable, still one line). */
 static void put_escaped(FILE *f, const char *str, size_t n, enum esc mode)
 {
     const unsigned char *s = (const unsigned char *)str;
@@ -118,9 +119,7 @@ static void put_escaped(FILE *f, const char *str, size_t n, enum esc mode)
         }
         i++;
         if (ul == 0) {
-            if (mode == ESC_JSON)
-                fputs("\\ufffd", f);
-            else if (mode == ESC_DOT)
+            if (mode == ESC_DOT)
                 fprintf(f, "\\\\x%02x", c);   /* DOT shows "\x.." */
             else
                 fprintf(f, "\\x%02x", c);
@@ -133,14 +132,7 @@ static void put_escaped(FILE *f, const char *str, size_t n, enum esc mode)
         } else if (c == '\n') {
             fputs("\\n", f);
         } else if (c < 0x20 || c == 0x7f) {
-            if (mode == ESC_JSON) {
-                if (c == '\t')
-                    fputs("\\t", f);
-                else if (c == '\r')
-                    fputs("\\r", f);
-                else
-                    fprintf(f, "\\u%04x", c);
-            } else if (mode == ESC_DOT) {
+            if (mode == ESC_DOT) {
                 fprintf(f, "\\\\x%02x", c);
             } else {
                 fprintf(f, "\\x%02x", c);
@@ -248,27 +240,72 @@ int st_tree_write_dot(const st_tree_t *t, FILE *f, const char *title)
     return finish(f);
 }
 
-static void json_node(FILE *f, const st_node_t *nd, int is_root)
+/* A frame as a JSON string. jansson takes UTF-8 only: each byte outside a
+ * valid sequence becomes U+FFFD (3 bytes). NULL when out of memory. */
+static json_t *json_frame(const char *str, size_t n)
 {
-    fputs("{\"frame\":\"", f);
-    put_frame(f, nd, is_root, ESC_JSON);
-    fputs("\",\"tasks\":\"", f);
-    put_ranges(f, nd->set.r, nd->set.n, 0);
-    fprintf(f, "\",\"count\":%llu,\"children\":[",
-            (unsigned long long)st_ranges_count(nd->set.r, nd->set.n));
-    for (size_t i = 0; i < nd->nkids; i++) {
-        if (i)
-            fputc(',', f);
-        json_node(f, nd->kids[i], 0);
+    const unsigned char *s = (const unsigned char *)str;
+    char *u = malloc(3 * n + 1);
+    if (!u)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        size_t ul = utf8_len(s + i, n - i);
+        if (ul == 0) {
+            memcpy(u + k, "\xef\xbf\xbd", 3);
+            k += 3;
+            i++;
+        } else {
+            memcpy(u + k, s + i, ul);
+            k += ul;
+            i += ul;
+        }
     }
-    fputs("]}", f);
+    json_t *j = json_stringn(u, k);
+    free(u);
+    return j;
+}
+
+/* {"frame", "tasks", "count", "children"} for nd and below (jansson keeps
+ * the keys in this order). NULL when out of memory. */
+static json_t *json_node(const st_node_t *nd, int is_root)
+{
+    /* The label "N:[ranges]" without its count is the task set. */
+    size_t ln = st_tree_label(nd->set.r, nd->set.n, NULL, 0);
+    char *label = malloc(ln + 1);
+    json_t *o = json_object(), *kids = json_array();
+    int bad = !label || !o || !kids;
+    if (!bad) {
+        st_tree_label(nd->set.r, nd->set.n, label, ln + 1);
+        json_t *frame = is_root ? json_string(ST_ROOT_NAME) : json_frame(nd->frame, nd->flen);
+        bad = json_object_set_new(o, "frame", frame) ||
+              json_object_set_new(o, "tasks", json_string(strchr(label, ':') + 1)) ||
+              json_object_set_new(o, "count", json_integer((json_int_t)st_ranges_count(
+                                                  nd->set.r, nd->set.n))) ||
+              json_object_set(o, "children", kids);
+    }
+    for (size_t i = 0; !bad && i < nd->nkids; i++)
+        bad = json_array_append_new(kids, json_node(nd->kids[i], 0)) != 0;
+    free(label);
+    json_decref(kids);
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }
 
 int st_tree_write_json(const st_tree_t *t, FILE *f)
 {
     if (!t || !f)
         return TBON_EINVAL;
-    json_node(f, t->root, 1);
+    json_t *j = json_node(t->root, 1);
+    if (!j)
+        return TBON_ENOMEM;
+    int rc = json_dumpf(j, f, JSON_COMPACT);
+    json_decref(j);
+    if (rc != 0)
+        return TBON_EIO;
     fputc('\n', f);
     return finish(f);
 }

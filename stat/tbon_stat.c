@@ -39,6 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #define PROG       "tbon_stat"
 #define EXIT_RUN   1
 #define EXIT_USAGE 2
@@ -1492,49 +1494,33 @@ static void write_tasks(const char *dir, const char *exe, const struct run *r,
     close_file(f, path);
 }
 
-/* A JSON string of s (host names: escaped all the same). */
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
 /* DIR/<exe>.tasks.json: the same as tasks.txt without the paths, one
  * object per task: {"task", "rank", "host", "pid", "step"}, null for what
- * is not known. */
+ * is not known (a host name that is not UTF-8 included). */
 static void write_tasks_json(const char *dir, const char *exe, const struct run *r)
 {
     char path[PATH_MAX];
     FILE *f = out_file(dir, exe, "tasks.json", path, sizeof path);
-    fputc('[', f);
-    for (size_t i = 0; i < r->n; i++) {
-        const struct task *t = &r->t[i];
-        fprintf(f, "%s{\"task\":%u,\"rank\":", i ? "," : "", t->id);
-        if (t->rank >= 0)
-            fprintf(f, "%d", t->rank);
-        else
-            fputs("null", f);
-        fputs(",\"host\":", f);
-        json_str(f, t->host);
-        fprintf(f, ",\"pid\":%d,\"step\":", t->pid);
-        if (t->step != ST_STEP_NONE)
-            fprintf(f, "%u}", t->step);
-        else
-            fputs("null}", f);
+    json_t *all = json_array();
+    int bad = !all;
+    for (size_t i = 0; !bad && i < r->n + r->nabsent; i++) {
+        const struct task *t = i < r->n ? &r->t[i] : NULL;
+        uint32_t absent = t ? 0 : r->absent[i - r->n];
+        json_t *host = t ? json_string(t->host) : NULL;
+        /* An absent task: its number is its rank, nothing else is known. */
+        bad = json_array_append_new(all, json_pack(
+            "{s:I, s:o, s:o, s:o, s:o}",
+            "task", (json_int_t)(t ? t->id : absent),
+            "rank", !t ? json_integer(absent) : t->rank >= 0 ? json_integer(t->rank)
+                                                           : json_null(),
+            "host", host ? host : json_null(),
+            "pid", t ? json_integer(t->pid) : json_null(),
+            "step", t && t->step != ST_STEP_NONE ? json_integer(t->step) : json_null())) != 0;
     }
-    for (size_t i = 0; i < r->nabsent; i++)
-        fprintf(f, "%s{\"task\":%u,\"rank\":%u,\"host\":null,\"pid\":null,\"step\":null}",
-                r->n || i ? "," : "", r->absent[i], r->absent[i]);
-    fputs("]\n", f);
+    if (bad || json_dumpf(all, f, JSON_COMPACT) != 0)
+        die("%s: cannot write the JSON (out of memory or a write error)", path);
+    json_decref(all);
+    fputc('\n', f);
     close_file(f, path);
 }
 

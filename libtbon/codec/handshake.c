@@ -3,16 +3,24 @@
  * MACs are HMAC-SHA256 keyed with the session secret over a label (so a MAC
  * made for one message can never pass for another) and the exact encoded
  * bytes, so what is verified is what travelled. Comparisons are constant time.
+ * The primitives (HMAC-SHA256, the compare, wiping, the random generator) are
+ * libsodium's.
  */
 #include "codec/handshake.h"
 
-#include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <string.h>
 
+#include <sodium.h>
+
 #include "util/error.h"
-#include "util/sha256.h"
 #include "util/endian.h"
+
+/* The secret is an HMAC-SHA256 key as libsodium's one-shot API takes it
+ * (node_view.c signs its failure notices with that), and a MAC is its output. */
+_Static_assert(TB_SECRET_SIZE == crypto_auth_hmacsha256_KEYBYTES, "secret is an HMAC key");
+_Static_assert(TB_MAC_SIZE == crypto_auth_hmacsha256_BYTES, "MAC is HMAC-SHA256");
 
 /* MAC labels; part of the protocol (docs/protocol.md). No NUL is hashed. */
 static const char HS_LABEL[] = "tbon handshake v1";
@@ -55,14 +63,45 @@ const char *tb_welcome_status_name(int status)
     }
 }
 
+/* ---- libsodium ---- */
+
+/* sodium_init() must run before the first randombytes_buf() (it sets up the
+ * generator). It is idempotent and thread-safe on its own; pthread_once only
+ * spares the later calls its lock, and orders the set-up before every use in
+ * a way ThreadSanitizer sees. */
+static pthread_once_t sodium_once = PTHREAD_ONCE_INIT;
+static int sodium_status;     /* sodium_init()'s result, set once */
+
+static void sodium_setup(void)
+{
+    sodium_status = sodium_init();
+}
+
+int tb_crypto_init(tbon_error_t *err)
+{
+    pthread_once(&sodium_once, sodium_setup);
+    if (sodium_status < 0)
+        return tb_error_set(err, TBON_EIO, "libsodium failed to initialise (sodium_init)");
+    return 0;
+}
+
+/* n random bytes for a what (a secret, a nonce); 0 or TBON_EIO. libsodium
+ * reads getrandom(2) and aborts the process itself if the kernel cannot
+ * give randomness, so past the set-up this cannot fail. */
+static int random_fill(void *buf, size_t n, const char *what, tbon_error_t *err)
+{
+    if (tb_crypto_init(NULL) != 0)
+        return tb_error_set(err, TBON_EIO, "cannot make %s: libsodium failed to "
+                            "initialise (sodium_init)", what);
+    randombytes_buf(buf, n);
+    return 0;
+}
+
 /* ---- session secret ---- */
 
 int tb_secret_generate(uint8_t secret[TB_SECRET_SIZE], tbon_error_t *err)
 {
-    if (tb_random_bytes(secret, TB_SECRET_SIZE) != 0)
-        return tb_error_set(err, TBON_EIO, "cannot generate the session secret: "
-                            "the system random generator failed: %s", strerror(errno));
-    return 0;
+    return random_fill(secret, TB_SECRET_SIZE, "the session secret", err);
 }
 
 void tb_secret_to_hex(const uint8_t secret[TB_SECRET_SIZE], char out[TB_SECRET_HEX_SIZE])
@@ -100,7 +139,7 @@ int tb_secret_from_hex(const char *hex, uint8_t secret[TB_SECRET_SIZE], tbon_err
     uint8_t tmp[TB_SECRET_SIZE];
     for (size_t i = 0; i < n; i++) {
         if (hexval(hex[i]) < 0) {
-            tb_secure_zero(tmp, sizeof tmp);
+            sodium_memzero(tmp, sizeof tmp);
             /* The position only: the rest of the string may be a real secret. */
             return tb_error_set(err, TBON_EFORMAT, "session secret: character %zu is not "
                                 "a hexadecimal digit", i + 1);
@@ -109,7 +148,7 @@ int tb_secret_from_hex(const char *hex, uint8_t secret[TB_SECRET_SIZE], tbon_err
             tmp[i / 2] = (uint8_t)(hexval(hex[i - 1]) << 4 | hexval(hex[i]));
     }
     memcpy(secret, tmp, sizeof tmp);
-    tb_secure_zero(tmp, sizeof tmp);
+    sodium_memzero(tmp, sizeof tmp);
     return 0;
 }
 
@@ -119,12 +158,13 @@ static void mac3(const uint8_t secret[TB_SECRET_SIZE], const char *label,
                  const uint8_t *a, size_t na, const uint8_t *b, size_t nb,
                  uint8_t out[TB_MAC_SIZE])
 {
-    tb_hmac_sha256_t c;
-    tb_hmac_sha256_init(&c, secret, TB_SECRET_SIZE);
-    tb_hmac_sha256_update(&c, label, strlen(label));
-    tb_hmac_sha256_update(&c, a, na);
-    tb_hmac_sha256_update(&c, b, nb);
-    tb_hmac_sha256_final(&c, out);
+    /* The HMAC needs no sodium_init(); final wipes the key-derived state. */
+    crypto_auth_hmacsha256_state c;
+    crypto_auth_hmacsha256_init(&c, secret, TB_SECRET_SIZE);
+    crypto_auth_hmacsha256_update(&c, (const unsigned char *)label, strlen(label));
+    crypto_auth_hmacsha256_update(&c, a, na);
+    crypto_auth_hmacsha256_update(&c, b, nb);
+    crypto_auth_hmacsha256_final(&c, out);
 }
 
 /* ---- HELLO ---- */
@@ -133,10 +173,7 @@ int tb_hello_make(tb_hello_t *h, uint64_t session, tbon_error_t *err)
 {
     h->version = TB_PROTO_VERSION;
     h->session = session;
-    if (tb_random_bytes(h->nonce, TB_NONCE_SIZE) != 0)
-        return tb_error_set(err, TBON_EIO, "cannot make a HELLO nonce: the system "
-                            "random generator failed: %s", strerror(errno));
-    return 0;
+    return random_fill(h->nonce, TB_NONCE_SIZE, "a HELLO nonce", err);
 }
 
 void tb_hello_encode(const tb_hello_t *h, uint8_t out[TB_HELLO_SIZE])
@@ -205,9 +242,8 @@ int tb_handshake_make(tb_handshake_t *hs, const tb_hello_t *hello,
     hs->purpose = purpose;
     hs->rank = rank;
     hs->incarnation = incarnation;
-    if (tb_random_bytes(hs->nonce, TB_NONCE_SIZE) != 0)
-        return tb_error_set(err, TBON_EIO, "cannot make a HANDSHAKE nonce: the system "
-                            "random generator failed: %s", strerror(errno));
+    if (random_fill(hs->nonce, TB_NONCE_SIZE, "a HANDSHAKE nonce", err) != 0)
+        return TBON_EIO;
     hs_mac(hs, hello, secret, hs->mac);
     return 0;
 }
@@ -267,7 +303,7 @@ int tb_handshake_verify(const tb_handshake_t *hs, const tb_hello_t *hello,
                             role, hs->rank, purpose, hs->session, hello->session);
     uint8_t mac[TB_MAC_SIZE];
     hs_mac(hs, hello, secret, mac);
-    if (!tb_ct_equal(mac, hs->mac, TB_MAC_SIZE))
+    if (sodium_memcmp(mac, hs->mac, TB_MAC_SIZE) != 0)
         return tb_error_set(err, TBON_EAUTH, "HANDSHAKE from %s rank %" PRIu32
                             " incarnation %" PRIu32 " (%s): MAC does not verify "
                             "(wrong session secret, altered message, or replayed "
@@ -336,7 +372,7 @@ int tb_welcome_verify(const tb_welcome_t *w, const tb_handshake_t *hs,
 {
     uint8_t mac[TB_MAC_SIZE];
     wl_mac(w, hs, secret, mac);
-    if (!tb_ct_equal(mac, w->mac, TB_MAC_SIZE))
+    if (sodium_memcmp(mac, w->mac, TB_MAC_SIZE) != 0)
         return tb_error_set(err, TBON_EAUTH, "WELCOME from rank %" PRIu32 ": MAC does not "
                             "verify, the server does not hold our session secret (its "
                             "unauthenticated status says \"%s\")", w->rank,

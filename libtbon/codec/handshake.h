@@ -79,8 +79,14 @@ typedef struct tb_welcome {
 
 /* ---- session secret ---- */
 
-/* Fill secret with TB_SECRET_SIZE random bytes (getrandom(2) via tb_random_bytes).
- * Returns 0, or TBON_EIO with err filled. */
+/* Set up libsodium (sodium_init) once per process; any thread may call it,
+ * any number of times. The functions below that need randomness call it
+ * themselves; other code calls it before its own first randombytes_buf().
+ * 0, or TBON_EIO with err filled. */
+int tb_crypto_init(tbon_error_t *err);
+
+/* Fill secret with TB_SECRET_SIZE random bytes (libsodium's randombytes_buf,
+ * which reads getrandom(2)). Returns 0, or TBON_EIO with err filled. */
 int tb_secret_generate(uint8_t secret[TB_SECRET_SIZE], tbon_error_t *err);
 
 /* Write the secret as 64 lower-case hex digits and a NUL. */

@@ -36,12 +36,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "util/log.h"
 #include "codec/packet_int.h"
 #include "topo/reconfig.h"
 #include "util/endian.h"
 #include "util/hash.h"
-#include "util/sha256.h"
 #include "net/sock.h"
 
 /* Versions kept for children that lag (an adopted one). */
@@ -547,7 +548,7 @@ void tb_view_adopted(tb_node_t *n)
 /* ---- failure notices (docs/protocol.md 9.3) ---- */
 
 #define NOTICE_MAGIC 0x464E4254u     /* "TBNF" */
-#define NOTICE_SIZE  (40 + TB_SHA256_SIZE)
+#define NOTICE_SIZE  (40 + crypto_auth_hmacsha256_BYTES)
 
 int tb_view_open_notices(tb_node_t *n)
 {
@@ -638,9 +639,10 @@ void tb_view_notice(tb_node_t *n, tbon_rank_t r, uint32_t inc)
     tb_put32(b + 24, inc);
     tb_put32(b + 28, tb_topology_incarnation(n->topo, n->rank));   /* the detector's */
     uint64_t nonce = 0;
-    tb_random_bytes(&nonce, sizeof nonce);
+    if (tb_crypto_init(NULL) == 0)      /* done by the handshakes already */
+        randombytes_buf(&nonce, sizeof nonce);
     tb_put64(b + 32, nonce);
-    tb_hmac_sha256(n->cfg.session.secret, TB_SECRET_SIZE, b, 40, b + 40);
+    crypto_auth_hmacsha256(b + 40, b, 40, n->cfg.session.secret);
     if (sendto(n->nfd, b, sizeof b, MSG_DONTWAIT, (struct sockaddr *)&n->fe_addr,
                n->fe_addr_len) < 0)
         TB_DEBUG("view", "failure notice not sent: %s", strerror(errno));
@@ -648,7 +650,7 @@ void tb_view_notice(tb_node_t *n, tbon_rank_t r, uint32_t inc)
 
 void tb_view_on_notices(tb_node_t *n)
 {
-    uint8_t b[NOTICE_SIZE + 1], mac[TB_SHA256_SIZE];
+    uint8_t b[NOTICE_SIZE + 1], mac[crypto_auth_hmacsha256_BYTES];
     for (int budget = 0; budget < 256; budget++) {
         ssize_t len = recv(n->nfd, b, sizeof b, MSG_DONTWAIT);
         if (len < 0)
@@ -658,8 +660,8 @@ void tb_view_on_notices(tb_node_t *n)
         if (len != NOTICE_SIZE || tb_get32(b) != NOTICE_MAGIC || b[4] != 1 ||
             tb_get64(b + 8) != n->cfg.session.id)
             continue;
-        tb_hmac_sha256(n->cfg.session.secret, TB_SECRET_SIZE, b, 40, mac);
-        if (!tb_ct_equal(mac, b + 40, sizeof mac))
+        crypto_auth_hmacsha256(mac, b, 40, n->cfg.session.secret);
+        if (sodium_memcmp(mac, b + 40, sizeof mac) != 0)
             continue;
         tbon_rank_t from = tb_get32(b + 16), r = tb_get32(b + 20);
         uint32_t inc = tb_get32(b + 24);

@@ -422,7 +422,7 @@ static int run_commnode(const char *const *args, char **err)
         argv[i + 1] = args[i];
     pid_t pid = fork();
     if (pid == 0) {
-        if (!freopen(out, "w", stderr))
+        if (!freopen(out, "w", stderr) || !freopen("/dev/null", "w", stdout))
             _exit(126);
         execv(cn, (char *const *)argv);
         _exit(127);
@@ -454,6 +454,20 @@ ITEST(commnode_join_refusals)
                                                          "/nonexistent/attach" },
         { { "--join", "F", "--rank", "zero", NULL }, 1, "--rank: bad rank \"zero\"" },
         { { "--join", "F", "--tbon-rank", "3", NULL }, 2, "do not go together" },
+        /* getopt_long: a bad option named, launcher options in any spelling
+         * getopt takes, no stray words. */
+        { { "--bogus", NULL }, 2, "unknown or ambiguous option '--bogus'" },
+        { { "-x", NULL }, 2, "unknown option '-x'" },
+        { { "--tbon-secret-stdin=1", NULL }, 2,
+          "option '--tbon-secret-stdin=1': unknown, or it takes no value" },
+        { { "--join", "F", "stray", NULL }, 2, "unexpected argument 'stray'" },
+        { { "--join", "F", "--tbon-ra=3", NULL }, 2,
+          "--join and the launcher's --tbon-rank do not go together" },
+        { { "--tbon-parent", NULL }, 2, "--tbon-parent needs a value" },
+        { { "--tbon-rank", "3", NULL }, 2, "not started by a tbon launcher" },
+        { { "--tbon-parent=localhost:1", "--tbon-rank", "3", "--tbon-session", "zz", NULL }, 2,
+          "--tbon-session: bad id \"zz\"" },
+        { { "--help", NULL }, 0, "" },
         /* Alive: not taken back. */
         { { "--join", "F", "--rank", "1", NULL }, 1, "did not take rank 1 back" },
         /* A back-end's rank (and alive). */

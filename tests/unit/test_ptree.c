@@ -7,6 +7,7 @@
 #include "../../stat/st_ptree.h"
 
 #include <tbon/common.h>
+#include <jansson.h>
 
 #include <stdlib.h>
 
@@ -930,7 +931,8 @@ TEST(outputs_escape_frames)
                  "{\"frame\":\"line1\\nline2\",\"tasks\":\"[2]\",\"count\":1,\"children\":[]},"
                  "{\"frame\":\"say \\\"hi\\\"\",\"tasks\":\"[0]\",\"count\":1,\"children\":[]},"
                  "{\"frame\":\"tab\\there\",\"tasks\":\"[6]\",\"count\":1,\"children\":[]},"
-                 "{\"frame\":\"\\ufffd\",\"tasks\":\"[5]\",\"count\":1,\"children\":[]}]}\n");
+                 /* Not UTF-8: U+FFFD, as UTF-8 (jansson escapes only what JSON requires). */
+                 "{\"frame\":\"\xef\xbf\xbd\",\"tasks\":\"[5]\",\"count\":1,\"children\":[]}]}\n");
     free(s);
     char *d = NULL;
     size_t dn = 0;
@@ -946,6 +948,46 @@ TEST(outputs_escape_frames)
     CHECK(strstr(d, "  n6 [label=\"tab\\\\x09here\"];\n"));
     CHECK(strstr(d, "  n7 [label=\"\\\\xff\"];\n"));
     free(d);
+    st_tree_free(t);
+}
+
+/* The JSON reads back (jansson's parser) to the frames given, in the order
+ * of the tree, with their task sets: the escaping loses nothing but the
+ * byte that is not UTF-8. */
+TEST(json_reads_back)
+{
+    st_tree_t *t = st_tree_new();
+    REQUIRE(t);
+    const char *frames[] = { "say \"hi\"", "a\\b", "line1\nline2", "\x01", "caf\xc3\xa9",
+                             "\xff", "tab\there", "\x7f/\x1f\r" };
+    enum { NF = sizeof frames / sizeof frames[0] };
+    for (uint32_t i = 0; i < NF; i++)
+        REQUIRE(st_tree_add(t, &frames[i], 1, i) == 0);
+    char *s = out_of(t, st_tree_write_json, NULL);
+    REQUIRE(s);
+    json_error_t je;
+    json_t *root = json_loads(s, 0, &je);
+    if (!root)
+        th_fail(__FILE__, __LINE__, "JSON does not parse: %s at %d: %s", je.text,
+                je.position, s);
+    REQUIRE(root);
+    CHECK_STR(json_string_value(json_object_get(root, "frame")), "/");
+    CHECK_INT(json_integer_value(json_object_get(root, "count")), NF);
+    json_t *kids = json_object_get(root, "children");
+    REQUIRE(json_array_size(kids) == NF);
+    /* Children come in frame byte order; find each frame's task by its set. */
+    for (size_t k = 0; k < NF; k++) {
+        json_t *c = json_array_get(kids, k);
+        const char *tasks = json_string_value(json_object_get(c, "tasks"));
+        unsigned task = 0;
+        REQUIRE(tasks && sscanf(tasks, "[%u]", &task) == 1 && task < NF);
+        const char *want = task == 5 ? "\xef\xbf\xbd" : frames[task];
+        CHECK_STR(json_string_value(json_object_get(c, "frame")), want);
+        CHECK_INT(json_integer_value(json_object_get(c, "count")), 1);
+        CHECK_INT(json_array_size(json_object_get(c, "children")), 0);
+    }
+    json_decref(root);
+    free(s);
     st_tree_free(t);
 }
 

@@ -1,0 +1,168 @@
+/* test_frontend.c - tbon_frontend --json: every line a JSON object (read
+ * back with jansson) with the keys in the documented order and the exact
+ * values of each kind of answer; the readable lines say the same. */
+#include "itest.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <sys/wait.h>
+
+/* Run tbon_frontend on a 2-back-end tree (ranks 1 and 2 under the FE) with
+ * args; its exit status, and its stdout in *out (malloc'd). */
+static int run_frontend(const char *const *args, char **out)
+{
+    char fe[PATH_MAX + 32], be[PATH_MAX + 32], outf[600], errf[600];
+    snprintf(fe, sizeof fe, "%s/bin/tbon_frontend", it_build_dir());
+    snprintf(be, sizeof be, "%s/bin/tbon_example_be", it_build_dir());
+    snprintf(outf, sizeof outf, "%s/fe.out", th_tmpdir());
+    snprintf(errf, sizeof errf, "%s/fe.err", th_tmpdir());
+    const char *topo = th_write_file("two.top", "localhost:0 => localhost:1 localhost:2 ;\n");
+    const char *argv[24] = { fe, "-t", topo, "-b", be };
+    size_t k = 5;
+    for (size_t i = 0; args[i] && k + 1 < sizeof argv / sizeof *argv; i++)
+        argv[k++] = args[i];
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int o = open(outf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int e = open(errf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (o < 0 || e < 0)
+            _exit(126);
+        dup2(o, 1);
+        dup2(e, 2);
+        execv(fe, (char *const *)argv);
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    *out = th_read_file(outf);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        char *err = th_read_file(errf);
+        th_fail(__FILE__, __LINE__, "tbon_frontend exit status 0x%x: %s", st, err ? err : "");
+        free(err);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The lines of text as parsed JSON objects, at most cap; how many. Each
+ * line must be one object with exactly the keys in want_keys, in order. */
+static size_t parse_lines(char *text, json_t **v, size_t cap, const char *const *want_keys)
+{
+    size_t n = 0;
+    for (char *save = NULL, *l = strtok_r(text, "\n", &save); l;
+         l = strtok_r(NULL, "\n", &save)) {
+        json_error_t je;
+        json_t *j = json_loads(l, 0, &je);
+        if (!j || !json_is_object(j)) {
+            th_fail(__FILE__, __LINE__, "not a JSON object: %s (%s)", l, je.text);
+            json_decref(j);
+            continue;
+        }
+        size_t k = 0;
+        const char *key;
+        json_t *val;
+        json_object_foreach(j, key, val) {
+            if (!want_keys[k] || strcmp(key, want_keys[k]) != 0)
+                th_fail(__FILE__, __LINE__, "key %zu is \"%s\", expected \"%s\": %s", k, key,
+                        want_keys[k] ? want_keys[k] : "(none)", l);
+            if (want_keys[k])
+                k++;
+        }
+        if (want_keys[k])
+            th_fail(__FILE__, __LINE__, "no key \"%s\": %s", want_keys[k], l);
+        if (n < cap)
+            v[n++] = j;
+        else
+            json_decref(j);
+    }
+    return n;
+}
+
+static const char *const RESULT_KEYS[] = { "wave", "stream", "source", "format", "values",
+                                           NULL };
+
+/* The waves of one kind under the sum filter: tbon_example_be answers
+ * rank + wave (int), (rank + wave) / 4 (double), {rank, wave} (array). */
+ITEST(json_results_of_each_kind)
+{
+    static const struct {
+        const char *kind, *format;
+    } kinds[] = { { "int", "%ld" }, { "double", "%lf" }, { "array", "%ald" } };
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        const char *args[] = { "-w", "3", "-k", kinds[i].kind, "--json", NULL };
+        char *out = NULL;
+        if (run_frontend(args, &out) != 0 || !out) {
+            free(out);
+            return;
+        }
+        json_t *v[8];
+        size_t n = parse_lines(out, v, 8, RESULT_KEYS);
+        CHECK_INT(n, 3);
+        for (size_t w = 0; w < n; w++) {
+            CHECK_INT(json_integer_value(json_object_get(v[w], "wave")), (long long)w);
+            CHECK(json_integer_value(json_object_get(v[w], "stream")) > 0);
+            /* A filtered result is the front-end's (rank 0). */
+            json_t *src = json_object_get(v[w], "source");
+            CHECK(json_is_integer(src) && json_integer_value(src) == 0);
+            CHECK_STR(json_string_value(json_object_get(v[w], "format")), kinds[i].format);
+            json_t *vals = json_object_get(v[w], "values");
+            REQUIRE(json_array_size(vals) == 1);
+            json_t *x = json_array_get(vals, 0);
+            if (i == 0) {
+                CHECK(json_is_integer(x));
+                CHECK_INT(json_integer_value(x), (long long)(3 + 2 * w));
+            } else if (i == 1) {
+                CHECK(json_is_real(x));
+                CHECK(json_real_value(x) == (double)(3 + 2 * w) / 4);
+            } else {
+                REQUIRE(json_array_size(x) == 2);
+                CHECK_INT(json_integer_value(json_array_get(x, 0)), 3);
+                CHECK_INT(json_integer_value(json_array_get(x, 1)), (long long)(2 * w));
+            }
+            json_decref(v[w]);
+        }
+        free(out);
+    }
+}
+
+/* The null filter: one object per back-end and wave, its source the
+ * back-end; the readable form of the same run says the same numbers. */
+ITEST(json_and_readable_null_filter)
+{
+    const char *args[] = { "-w", "2", "-f", "null", "--json", NULL };
+    char *out = NULL;
+    if (run_frontend(args, &out) != 0 || !out) {
+        free(out);
+        return;
+    }
+    json_t *v[8];
+    size_t n = parse_lines(out, v, 8, RESULT_KEYS);
+    CHECK_INT(n, 4);
+    int seen[2][3] = { { 0 } };
+    for (size_t i = 0; i < n; i++) {
+        long long w = json_integer_value(json_object_get(v[i], "wave"));
+        long long src = json_integer_value(json_object_get(v[i], "source"));
+        json_t *x = json_array_get(json_object_get(v[i], "values"), 0);
+        if (w >= 0 && w < 2 && src >= 1 && src <= 2) {
+            seen[w][src]++;
+            CHECK_INT(json_integer_value(x), src + w);
+        } else {
+            th_fail(__FILE__, __LINE__, "wave %lld from %lld", w, src);
+        }
+        json_decref(v[i]);
+    }
+    for (int w = 0; w < 2; w++)
+        for (int r = 1; r <= 2; r++)
+            CHECK_INT(seen[w][r], 1);
+    free(out);
+
+    const char *hargs[] = { "-w", "2", "-f", "null", NULL };
+    if (run_frontend(hargs, &out) != 0 || !out) {
+        free(out);
+        return;
+    }
+    CHECK(strstr(out, "wave 0: back-end 1 sent 1\n"));
+    CHECK(strstr(out, "wave 1: back-end 2 sent 3\n"));
+    free(out);
+}
