@@ -25,19 +25,25 @@ static const tb_ctl_info_t table[] = {
     { TB_CTL_FAIL, "FAIL", TB_CTL_UP, N_, "%d %s",
       "code, message: start-up failed (the first failure goes up unchanged)" },
     { TB_CTL_STREAM, "STREAM", TB_CTL_DOWN, N_, "%ud %d %d %ud %d %aud",
-      "id, up filter, sync mode (| TB_STREAM_BCAST), timeout ms, down filter, members" },
+      "id, up filter, sync mode (with TB_STREAM_BCAST 0x100: over every back-end), timeout ms, "
+      "down filter, member back-ends; only to children whose subtree holds a member (and, "
+      "for a broadcast stream, every commnode)" },
     { TB_CTL_FILTER, "FILTER", TB_CTL_DOWN, N_, "%d %s %s",
-      "id, path, function: load a filter" },
+      "id, path, function: load that filter (to commnodes only)" },
     { TB_CTL_PARAMS, "PARAMS", TB_CTL_DOWN, N_, "%ud %d %d %auc",
-      "stream, which (up, down, sync), the parameter packet's tag and encoded payload" },
-    { TB_CTL_SHUTDOWN, "SHUTDOWN", TB_CTL_DOWN, N_, "%ud", "0: end the session" },
+      "stream, which (up 0, down 1, sync 2), the parameter packet's tag and encoded "
+      "payload" },
+    { TB_CTL_SHUTDOWN, "SHUTDOWN", TB_CTL_DOWN, N_, "%ud",
+      "0: the session ends: forward it, wait for the children to leave, leave" },
     { TB_CTL_STREAM_ERR, "STREAM_ERR", TB_CTL_UP, N_, "%ud %s",
       "stream (0: a filter load), message: a filter failed" },
     { TB_CTL_PORT, "PORT", TB_CTL_UP, N_, "%ud %ud",
       "rank, port (1-65535): where a commnode listens" },
     { TB_CTL_LAUNCH, "LAUNCH", TB_CTL_DOWN, J_, "%s %as %s %s",
-      "back-end program (\"\": attach), its argv, remote shell, commnode program "
-      "(\"-\": launch nothing); once, to a new commnode after the topology" },
+      "back-end program (\"\": the back-ends come by themselves, in attach mode and under "
+      "Slurm), its argv, remote shell (\"\": $TBON_RSH or the default), commnode program "
+      "(\"\": the receiver's own; \"-\": commnode children come by themselves, under Slurm); "
+      "once, to a new commnode after the topology" },
     { TB_CTL_PORTS, "PORTS", TB_CTL_DOWN, FT_, "%aud %aud %d",
       "ranks, ports of the FE and every commnode (as many), heartbeat timeout ms "
       "(0: none); once the tree is up" },

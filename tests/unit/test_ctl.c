@@ -651,3 +651,23 @@ TEST(every_message_refuses_every_other_format)
     for (int a = 1; a <= TB_CTL_OP_MAX; a++)
         tbon_packet_unref(pk[a]);
 }
+
+/* docs/protocol.md (section 7.2) lists the table as it is: one row per op,
+ * as ctl.c would print it. Run from the top of the tree, as tests/run.sh
+ * does. */
+TEST(protocol_md_lists_the_table)
+{
+    char *doc = th_read_file("docs/protocol.md");
+    REQUIRE(doc);
+    if (!doc[0])
+        th_fail(__FILE__, __LINE__, "docs/protocol.md not found (run from the top of the tree)");
+    for (int op = 1; op <= TB_CTL_OP_MAX; op++) {
+        const tb_ctl_info_t *i = tb_ctl_info(op);
+        char row[1024];
+        snprintf(row, sizeof row, "| %d | %s | %s | %s | `%s` | %s |\n", i->op, i->name,
+                 tb_ctl_dir_name(i->dir), tb_ctl_owner_name(i->owner), i->format, i->fields);
+        if (!strstr(doc, row))
+            th_fail(__FILE__, __LINE__, "docs/protocol.md lacks the row %s", row);
+    }
+    free(doc);
+}
