@@ -743,29 +743,34 @@ static void ctl_up(tb_node_t *n, size_t i, const tb_ctl_msg_t *m, tbon_packet_t 
     }
 }
 
-/* A CONTROL frame from the parent (child < 0) or child i: decoded, then
+/* "the parent" or "rank R", for warnings about a control message. */
+static const char *ctl_from(const tb_node_t *n, int child, char *buf, size_t cap)
+{
+    if (child < 0)
+        return "the parent";
+    snprintf(buf, cap, "rank %u", n->child[child].rank);
+    return buf;
+}
+
+/* A CONTROL frame from the parent (child < 0) or child i: decoded once, then
  * taken by the module that owns its op (codec/ctl.h's table). */
 static void on_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p)
 {
     const tb_ctl_info_t *info = tb_ctl_info(op);
-    char from[48];
-    if (child < 0)
-        snprintf(from, sizeof from, "the parent");
-    else
-        snprintf(from, sizeof from, "rank %u", n->child[child].rank);
+    char b[32];
     if (!info) {
-        TB_WARN("conn", "unknown control message %d from %s", op, from);
+        TB_WARN("conn", "unknown control message %d from %s", op, ctl_from(n, child, b, sizeof b));
         return;
     }
     if (!(info->dir & (child < 0 ? TB_CTL_DOWN : TB_CTL_UP))) {
-        TB_WARN("conn", "control message %s from %s goes %s only; ignored", info->name, from,
-                tb_ctl_dir_name(info->dir));
+        TB_WARN("conn", "control message %s from %s goes %s only; ignored", info->name,
+                ctl_from(n, child, b, sizeof b), tb_ctl_dir_name(info->dir));
         return;
     }
     tb_ctl_msg_t m;
     tbon_error_t err;
     if (tb_ctl_decode(op, p, &m, &err) != 0) {
-        TB_WARN("conn", "from %s: %s; ignored", from, err.msg);
+        TB_WARN("conn", "from %s: %s; ignored", ctl_from(n, child, b, sizeof b), err.msg);
         return;
     }
     switch (info->owner) {
@@ -787,7 +792,7 @@ static void on_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p)
     default:
         /* Read before a connection reaches the reactor (join, adoption). */
         TB_WARN("conn", "control message %s from %s is read at start-up only; ignored",
-                info->name, from);
+                info->name, ctl_from(n, child, b, sizeof b));
     }
     tb_ctl_msg_free(&m);
 }
