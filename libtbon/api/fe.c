@@ -453,7 +453,7 @@ tbon_stream_t *tbon_fe_stream_new(tbon_net_t *net, tbon_comm_t *comm, int up_fil
     }
     /* 1000: TBON_SYNC_TIMEOUT's default until set. m is taken over. */
     tb_cmd_t *c = tb_cmd_stream(id, up_filter, sync | (comm == net->bcast ? TB_STREAM_BCAST : 0),
-                                down_filter, 1000, m, comm->n);
+                                1000, down_filter, m, comm->n);
     if (!c) {
         tb_net_seterr(TBON_ENOMEM, "out of memory");
         return NULL;

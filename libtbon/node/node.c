@@ -84,7 +84,7 @@ tb_cmd_t *tb_cmd_send(uint32_t stream, tbon_packet_t *pkt, uint64_t key, size_t 
     return c;
 }
 
-tb_cmd_t *tb_cmd_stream(uint32_t id, int up, int sync, int down, uint32_t timeout_ms,
+tb_cmd_t *tb_cmd_stream(uint32_t id, int up, int sync, uint32_t timeout_ms, int down,
                         tbon_rank_t *members, size_t nmembers)
 {
     tb_cmd_t *c = cmd_new(TB_CMD_STREAM);

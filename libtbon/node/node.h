@@ -190,7 +190,8 @@ tb_cmd_t *tb_cmd_peer_lost(tbon_rank_t rank);
 tb_cmd_t *tb_cmd_child_exit(tbon_rank_t rank, int status);
 /* bytes: what the packet counts in the send backlog (0: not counted). */
 tb_cmd_t *tb_cmd_send(uint32_t stream, tbon_packet_t *pkt, uint64_t key, size_t bytes);
-tb_cmd_t *tb_cmd_stream(uint32_t id, int up, int sync, int down, uint32_t timeout_ms,
+/* In tb_stream_create's order. */
+tb_cmd_t *tb_cmd_stream(uint32_t id, int up, int sync, uint32_t timeout_ms, int down,
                         tbon_rank_t *members, size_t nmembers);
 tb_cmd_t *tb_cmd_params(uint32_t stream, int which, tbon_packet_t *pkt);
 /* path and func are copied. */
