@@ -38,14 +38,16 @@ static const tb_ctl_info_t table[] = {
     { TB_CTL_STREAM_ERR, "STREAM_ERR", TB_CTL_UP, N_, "%ud %s",
       "stream (0: a filter load), message: a filter failed" },
     { TB_CTL_PORT, "PORT", TB_CTL_UP, N_, "%ud %ud",
-      "rank, port (1-65535): where a commnode listens" },
+      "rank, port (0-65535; 0: not listening): where the sender listens, sent up by every "
+      "process at start-up" },
     { TB_CTL_LAUNCH, "LAUNCH", TB_CTL_DOWN, J_, "%s %as %s %s",
       "back-end program (\"\": the back-ends come by themselves, in attach mode and under "
       "Slurm), its argv, remote shell (\"\": $TBON_RSH or the default), commnode program "
       "(\"\": the receiver's own; \"-\": commnode children come by themselves, under Slurm); "
       "once, to a new commnode after the topology" },
     { TB_CTL_PORTS, "PORTS", TB_CTL_DOWN, FT_, "%aud %aud %d",
-      "ranks, ports of the FE and every commnode (as many), heartbeat timeout ms "
+      "ranks, ports (0-65535) of the FE and every listening commnode (as many), heartbeat "
+      "timeout ms "
       "(0: none); once the tree is up" },
     { TB_CTL_REPORT, "REPORT", TB_CTL_UP, FT_, "%d %ud %ud %ud %auld",
       "kind (1 failed, 2 adopted, 4 joined, 5 left), rank, new parent, incarnation, "
@@ -321,8 +323,8 @@ int tb_ctl_port_decode(const tbon_packet_t *p, tb_ctl_port_t *m, tbon_error_t *e
     int rc = check_packet(p, TB_CTL_PORT, err);
     if (!rc)
         rc = unpacked(tbon_packet_unpack(p, "%ud %ud", &m->rank, &m->port), TB_CTL_PORT, err);
-    if (!rc && (m->port == 0 || m->port > 65535))
-        rc = bad(err, TB_CTL_PORT, "rank %u: port %u is not 1-65535", m->rank, m->port);
+    if (!rc && m->port > 65535)
+        rc = bad(err, TB_CTL_PORT, "rank %u: port %u is over 65535", m->rank, m->port);
     return rc;
 }
 
@@ -366,8 +368,8 @@ int tb_ctl_ports_decode(const tbon_packet_t *p, tb_ctl_ports_t *m, tbon_error_t 
     if (!rc && nr != np)
         rc = bad(err, TB_CTL_PORTS, "%zu ranks but %zu ports", nr, np);
     for (size_t i = 0; !rc && i < np; i++)
-        if (ports[i] == 0 || ports[i] > 65535)
-            rc = bad(err, TB_CTL_PORTS, "entry %zu (rank %u): port %u is not 1-65535", i,
+        if (ports[i] > 65535)
+            rc = bad(err, TB_CTL_PORTS, "entry %zu (rank %u): port %u is over 65535", i,
                      ranks[i], ports[i]);
     if (rc) {
         free(ranks);

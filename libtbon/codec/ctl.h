@@ -131,7 +131,7 @@ typedef struct {
 } tb_ctl_params_t;
 typedef struct { uint32_t unused; } tb_ctl_shutdown_t;  /* 0 */
 typedef struct { uint32_t stream; const char *msg; } tb_ctl_stream_err_t;
-typedef struct { uint32_t rank, port; } tb_ctl_port_t;  /* port 1-65535 */
+typedef struct { uint32_t rank, port; } tb_ctl_port_t;  /* port 0-65535 (0: none) */
 /* To a new commnode, after the topology. backend_exe "": back-ends attach;
  * commnode "": its own program, "-": it launches nothing (Slurm steps). */
 typedef struct {
@@ -143,7 +143,7 @@ typedef struct {
 } tb_ctl_launch_t;
 /* Where the FE and every commnode listen; the heartbeat timeout (0: none). */
 typedef struct {
-    const uint32_t *ranks, *ports;       /* n each; ports 1-65535 */
+    const uint32_t *ranks, *ports;       /* n each; ports 0-65535 */
     size_t n;
     int32_t heartbeat_ms;
 } tb_ctl_ports_t;
