@@ -227,19 +227,18 @@ int main(int argc, char **argv)
         tb_join_release(&j);
         return 1;
     }
-    char *bexe = NULL, *rsh = NULL, *cn = NULL;
-    char **bargv = NULL;
-    size_t nargs = 0;
-    if (tbon_packet_unpack(j.launch, "%s %as %s %s", &bexe, &bargv, &nargs, &rsh, &cn)) {
-        STARTUP_ERROR("rank %u: bad launch instructions from the parent", j.rank);
+    tb_ctl_launch_t launch;
+    if (tb_ctl_launch_decode(j.launch, &launch, &err)) {
+        STARTUP_ERROR("rank %u: bad launch instructions from the parent: %s", j.rank, err.msg);
         tb_join_release(&j);
         if (lfd >= 0)
             close(lfd);
         return 1;
     }
-    char **argvz = calloc(nargs + 1, sizeof *argvz);
-    for (size_t i = 0; argvz && i < nargs; i++)
-        argvz[i] = bargv[i];
+    const char *cn = launch.commnode, *bexe = launch.backend_exe, *rsh = launch.rsh;
+    const char **argvz = calloc(launch.nargv + 1, sizeof *argvz);
+    for (size_t i = 0; argvz && i < launch.nargv; i++)
+        argvz[i] = launch.argv[i];
     char self[PATH_MAX];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     self[sl > 0 ? sl : 0] = 0;
@@ -247,7 +246,7 @@ int main(int argc, char **argv)
         .role = TB_ROLE_COMMNODE, .rank = j.rank, .topo = j.topo, .session = j.session,
         .commnode_path = strcmp(cn, "-") == 0 ? NULL : *cn ? cn : self,
         .backend_exe = *bexe ? bexe : NULL,
-        .backend_argv = (const char *const *)argvz, .rsh = *rsh ? rsh : NULL,
+        .backend_argv = argvz, .rsh = *rsh ? rsh : NULL,
         .startup_timeout_ms = j.timeout_ms,
         .parent_fd = j.data_fd, .parent_event_fd = j.event_fd,
         .joined = join_file != NULL, .listening = lfd >= 0, .listen_fd = lfd, .port = port,
@@ -272,12 +271,7 @@ int main(int argc, char **argv)
         tb_node_destroy(n);
     }
     tb_join_release(&j);
-    for (size_t i = 0; i < nargs; i++)
-        free(bargv[i]);
-    free(bargv);
     free(argvz);
-    free(bexe);
-    free(rsh);
-    free(cn);
+    tb_ctl_free(TB_CTL_LAUNCH, &launch);
     return rc;
 }

@@ -308,7 +308,7 @@ tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
     if (!ok) {
         tb_error_set(err, net->fail_code ? net->fail_code : TBON_ELAUNCH, "%s",
                      net->fail_msg[0] ? net->fail_msg : "the tree did not start");
-        tb_cmd_t *c = tb_cmd_new(TB_CMD_SHUTDOWN);
+        tb_cmd_t *c = tb_cmd_shutdown();
         if (c)
             tb_node_post(net->node, c);
         tb_node_destroy(net->node);
@@ -356,7 +356,8 @@ int tbon_fe_load_filter(tbon_net_t *net, const char *so_path, const char *func)
     pthread_mutex_lock(&net->mu);
     struct tb_loaded *nl = realloc(net->loaded, (net->nloaded + 1) * sizeof *nl);
     char *p = strdup(abs), *f = strdup(func);
-    tb_cmd_t *c = tb_cmd_new(TB_CMD_FILTER);
+    int id = net->next_filter;
+    tb_cmd_t *c = tb_cmd_filter(id, abs, func);
     if (!nl || !p || !f || !c) {
         if (nl)
             net->loaded = nl;
@@ -367,12 +368,9 @@ int tbon_fe_load_filter(tbon_net_t *net, const char *so_path, const char *func)
         return tb_net_seterr(TBON_ENOMEM, "out of memory");
     }
     net->loaded = nl;
-    int id = net->next_filter++;
+    net->next_filter++;
     nl[net->nloaded++] = (struct tb_loaded){ p, f, id };
     pthread_mutex_unlock(&net->mu);
-    c->id = id;
-    c->path = strdup(abs);
-    c->func = strdup(func);
     tb_node_post(net->node, c);
     return id;
 }
@@ -438,11 +436,8 @@ tbon_stream_t *tbon_fe_stream_new(tbon_net_t *net, tbon_comm_t *comm, int up_fil
         tb_net_seterr(TBON_EINVAL, "unknown sync mode %d", sync);
         return NULL;
     }
-    tb_cmd_t *c = tb_cmd_new(TB_CMD_STREAM);
     tbon_rank_t *m = malloc((comm->n ? comm->n : 1) * sizeof *m);
-    if (!c || !m) {
-        tb_cmd_free(c);
-        free(m);
+    if (!m) {
         tb_net_seterr(TBON_ENOMEM, "out of memory");
         return NULL;
     }
@@ -452,18 +447,17 @@ tbon_stream_t *tbon_fe_stream_new(tbon_net_t *net, tbon_comm_t *comm, int up_fil
     tbon_stream_t *s = tb_net_stream_locked(net, id, 1);
     pthread_mutex_unlock(&net->mu);
     if (!s) {
-        tb_cmd_free(c);
         free(m);
         tb_net_seterr(TBON_ENOMEM, "out of memory");
         return NULL;
     }
-    c->stream = id;
-    c->up = up_filter;
-    c->sync = sync | (comm == net->bcast ? TB_STREAM_BCAST : 0);
-    c->down = down_filter;
-    c->timeout_ms = 1000;   /* TBON_SYNC_TIMEOUT's default until set */
-    c->members = m;
-    c->nmembers = comm->n;
+    /* 1000: TBON_SYNC_TIMEOUT's default until set. m is taken over. */
+    tb_cmd_t *c = tb_cmd_stream(id, up_filter, sync | (comm == net->bcast ? TB_STREAM_BCAST : 0),
+                                1000, down_filter, m, comm->n);
+    if (!c) {
+        tb_net_seterr(TBON_ENOMEM, "out of memory");
+        return NULL;
+    }
     tb_node_post(net->node, c);
     return s;
 }
@@ -486,14 +480,9 @@ int tbon_stream_set_filter_params(tbon_stream_t *s, int which, const char *fmt, 
         tbon_packet_unref(p);
         return tb_net_seterr(TBON_EFORMAT, "the sync timeout is one \"%%ud\" (ms)");
     }
-    tb_cmd_t *c = tb_cmd_new(TB_CMD_PARAMS);
-    if (!c) {
-        tbon_packet_unref(p);
+    tb_cmd_t *c = tb_cmd_params(s->id, which, p);     /* p is taken over */
+    if (!c)
         return tb_net_seterr(TBON_ENOMEM, "out of memory");
-    }
-    c->stream = s->id;
-    c->which = which;
-    c->pkt = p;
     tb_node_post(s->net->node, c);
     return 0;
 }

@@ -382,7 +382,7 @@ static void maybe_resume(tbon_net_t *net)
 {
     if (atomic_load(&net->want_resume) && net->app_bytes < TB_APP_LOW) {
         atomic_store(&net->want_resume, 0);
-        tb_cmd_t *c = tb_cmd_new(TB_CMD_RESUME);
+        tb_cmd_t *c = tb_cmd_resume();
         if (c)
             tb_node_post(net->node, c);
     }
@@ -556,17 +556,14 @@ int tbon_stream_send_packet(tbon_stream_t *s, tbon_packet_t *p)
         return tb_net_seterr(TBON_ECLOSED, "the network has shut down");
     if (net->inline_node && tb_node_stopped(net->node))
         return tb_net_seterr(TBON_ECLOSED, "the network has shut down");
-    tb_cmd_t *c = tb_cmd_new(TB_CMD_SEND);
+    tb_cmd_t *c = tb_cmd_send(s->id, tbon_packet_ref(p), 0, pkt_size(p));
     if (!c)
         return tb_net_seterr(TBON_ENOMEM, "out of memory");
-    c->stream = s->id;
     pthread_mutex_lock(&net->mu);
-    c->key = (s->epoch << 24) | s->idx;
+    c->u.send.key = (s->epoch << 24) | s->idx;     /* the wave key, in send order */
     if (s->idx < 0xffffff)
         s->idx++;
     pthread_mutex_unlock(&net->mu);
-    c->pkt = tbon_packet_ref(p);
-    c->bytes = pkt_size(p);
     if (net->inline_node)
         exec_or_post(net, c);
     else
@@ -704,13 +701,15 @@ int tbon_fe_check_views(tbon_net_t *net, tbon_view_check_t *out, int timeout_ms)
     if (!net || !net->is_fe || !out)
         return tb_net_seterr(TBON_EINVAL, "tbon_fe_check_views needs a front-end network and a result");
     memset(out, 0, sizeof *out);
-    tb_cmd_t *c = tb_cmd_new(TB_CMD_CHECK);
-    if (!c)
-        return tb_net_seterr(TBON_ENOMEM, "out of memory");
     struct timespec ts, *abs = deadline_of(timeout_ms, &ts);
     pthread_mutex_lock(&net->mu);
-    uint64_t id = ++net->chk_next;
-    c->key = id;
+    uint64_t id = net->chk_next + 1;
+    tb_cmd_t *c = tb_cmd_check(id);
+    if (!c) {
+        pthread_mutex_unlock(&net->mu);
+        return tb_net_seterr(TBON_ENOMEM, "out of memory");
+    }
+    net->chk_next = id;
     tb_node_post(net->node, c);
     int rc = 0;
     while (net->chk_done != id && !net->closed && rc == 0)
@@ -769,11 +768,9 @@ int tbon_net_set_attr(tbon_net_t *net, const char *key, const char *value)
         pthread_mutex_unlock(&net->mu);
         return ok ? 0 : tb_net_seterr(TBON_ENOMEM, "out of memory");
     }
-    tb_cmd_t *c = tb_cmd_new(TB_CMD_ATTR);
-    if (!c || !(c->path = strdup(key)) || (value && !(c->func = strdup(value)))) {
-        tb_cmd_free(c);
+    tb_cmd_t *c = tb_cmd_attr(key, value);
+    if (!c)
         return tb_net_seterr(TBON_ENOMEM, "out of memory");
-    }
     pthread_mutex_lock(&net->mu);
     int closed = net->closed;
     pthread_mutex_unlock(&net->mu);
@@ -863,7 +860,7 @@ void tbon_net_destroy(tbon_net_t *net)
     if (!net)
         return;
     if (!net->inline_node) {
-        tb_cmd_t *c = tb_cmd_new(net->is_fe ? TB_CMD_SHUTDOWN : TB_CMD_LEAVE);
+        tb_cmd_t *c = net->is_fe ? tb_cmd_shutdown() : tb_cmd_leave();
         if (c)
             tb_node_post(net->node, c);
     } else if (net->node) {

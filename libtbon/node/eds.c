@@ -146,18 +146,11 @@ static void sweep(tb_eds_t *e)
     pthread_mutex_unlock(&e->mu);
 }
 
-static void post(tb_eds_t *e, int op, tbon_rank_t rank, int fd, int status)
+/* Hand command c (NULL: out of memory, nothing to do) to the reactor. */
+static void post(tb_eds_t *e, tb_cmd_t *c)
 {
-    tb_cmd_t *c = tb_cmd_new(op);
-    if (!c) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    c->rank = rank;
-    c->fd = fd;
-    c->status = status;
-    tb_node_post_kick(e->node, c);
+    if (c)
+        tb_node_post_kick(e->node, c);
 }
 
 static void apply_reports(tb_eds_t *e);
@@ -195,16 +188,7 @@ static void admit(tb_eds_t *e, watch_t *w)
         w->auth = NULL;
         epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->fd, NULL);
         w->dead = 1;
-        tb_cmd_t *c = tb_cmd_new(TB_CMD_JOIN_CONN);
-        if (!c) {
-            close(w->fd);
-            return;
-        }
-        c->rank = r;
-        c->fd = w->fd;
-        c->status = (int)port;
-        c->role = cn ? TB_ROLE_COMMNODE : TB_ROLE_BE;
-        tb_node_post_kick(e->node, c);
+        post(e, tb_cmd_join_conn(w->fd, cn ? TB_ROLE_COMMNODE : TB_ROLE_BE, r, port));
         return;
     }
     apply_reports(e);           /* a back-end that joined may be connecting */
@@ -263,8 +247,8 @@ static void admit(tb_eds_t *e, watch_t *w)
     /* A data connection belongs to the reactor from here on. */
     epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->fd, NULL);
     w->dead = 1;
-    post(e, purpose == TB_PURPOSE_ADOPTION ? TB_CMD_ADOPT_CONN : TB_CMD_CONN, r, w->fd,
-         (int)inc);
+    post(e, purpose == TB_PURPOSE_ADOPTION ? tb_cmd_adopt_conn(w->fd, r, inc)
+                                           : tb_cmd_conn(w->fd, r));
 }
 
 static void on_listen(tb_eds_t *e, int lfd)
@@ -338,7 +322,7 @@ static void on_event_conn(tb_eds_t *e, watch_t *w)
         parent_down(e, r);
         return;
     }
-    post(e, TB_CMD_PEER_LOST, r, -1, 0);
+    post(e, tb_cmd_peer_lost(r));
     if (r == e->parent)
         tb_node_parent_gone(e->node, r);
 }
@@ -361,7 +345,7 @@ static void on_pidfd(tb_eds_t *e, watch_t *w)
     if (e->nreaped < e->capreaped && r == w->pid)
         e->reaped[e->nreaped++] = w->pid;
     pthread_mutex_unlock(&e->mu);
-    post(e, TB_CMD_CHILD_EXIT, w->rank, -1, r == w->pid ? status : -1);
+    post(e, tb_cmd_child_exit(w->rank, r == w->pid ? status : -1));
     drop_watch(e, w);
 }
 
@@ -456,11 +440,10 @@ static int ask(tb_eds_t *e, tbon_rank_t c, int64_t deadline)
     if (tb_auth_client(fd, &e->session, (uint8_t)e->role, TB_PURPOSE_ADOPTION, e->rank,
                        e->incarnation + 1, deadline, &w, &err) == 0 &&
         tb_sock_recv_frame(fd, 4096, &f, deadline, &err) == 0) {
-        tbon_packet_t *p = f.hdr.type == TB_FRAME_CONTROL && f.hdr.tag == TB_CTL_ADOPT_ACK
-                           ? tb_packet_decode(f.payload, f.hdr.len, f.hdr.tag, 0, c, NULL) : NULL;
-        if (p && tbon_packet_unpack(p, "%ud", &one) != 0)
-            one = 0;
-        tbon_packet_unref(p);
+        tb_ctl_msg_t m;
+        if (f.hdr.type == TB_FRAME_CONTROL && f.hdr.tag == TB_CTL_ADOPT_ACK &&
+            tb_ctl_decode_bytes(TB_CTL_ADOPT_ACK, f.payload, f.hdr.len, &m, NULL) == 0)
+            one = m.u.adopt_ack.ok;
         tb_frame_release(&f);
     }
     if (one != 1) {
@@ -554,16 +537,11 @@ static void adopt(tb_eds_t *e, tbon_rank_t lost)
             if (fd < 0)
                 continue;
             int64_t t2 = tb_now_us();
-            tb_cmd_t *c = tb_cmd_new(TB_CMD_ADOPTED);
-            if (!c) {
-                close(fd);
+            /* lost: the parent it replaces */
+            tb_cmd_t *c = tb_cmd_adopted(fd, cand[i], lost, (uint64_t)(t1 - t0),
+                                         (uint64_t)(t2 - t1));
+            if (!c)
                 break;
-            }
-            c->rank = cand[i];
-            c->status = (int)lost;      /* the parent it replaces */
-            c->fd = fd;
-            c->us[0] = (uint64_t)(t1 - t0);
-            c->us[1] = (uint64_t)(t2 - t1);
             e->parent = cand[i];
             e->incarnation++;
             tb_node_post_kick(e->node, c);
@@ -576,7 +554,7 @@ static void adopt(tb_eds_t *e, tbon_rank_t lost)
         }
     }
     TB_WARN("adopt", "no node would adopt us after the loss of rank %u; leaving", lost);
-    post(e, TB_CMD_ADOPT_FAILED, lost, -1, 0);
+    post(e, tb_cmd_adopt_failed(lost));
     tb_node_parent_gone(e->node, lost);
 }
 
@@ -756,13 +734,13 @@ static int64_t heartbeats(tb_eds_t *e)
         TB_WARN("eds", "rank %u sent nothing for %d ms: taken for failed", r, hb);
         drop_watch(e, w);
         if (r == e->parent) {
-            post(e, TB_CMD_PEER_LOST, r, -1, 0);
+            post(e, tb_cmd_peer_lost(r));
             if (atomic_load(&e->ft_ready) && !e->parent_bye && !atomic_load(&e->leaving))
                 parent_down(e, r);
             else
                 tb_node_parent_gone(e->node, r);
         } else {
-            post(e, TB_CMD_FENCE, r, -1, hb);
+            post(e, tb_cmd_fence(r, hb));
         }
     }
     return e->next_beat < next ? e->next_beat : next;

@@ -216,25 +216,27 @@ int tb_join_request(tb_join_t *j, tb_role_t role, uint16_t port, tbon_error_t *e
                             "down, or our parent-to-be failed)");
     if (rc)
         return rc;
-    tbon_packet_t *p = f.hdr.type == TB_FRAME_CONTROL && f.hdr.tag == TB_CTL_JOIN_ACK
-                       ? tb_packet_decode(f.payload, f.hdr.len, f.hdr.tag, 0, 0, NULL) : NULL;
+    tb_ctl_msg_t m;
+    tbon_error_t derr;
+    rc = f.hdr.type != TB_FRAME_CONTROL || f.hdr.tag != TB_CTL_JOIN_ACK
+         ? tb_error_set(&derr, TBON_EFORMAT, "a %s frame (tag %d), not JOIN_ACK",
+                        tb_frame_type_name(f.hdr.type), f.hdr.tag)
+         : tb_ctl_decode_bytes(TB_CTL_JOIN_ACK, f.payload, f.hdr.len, &m, &derr);
     tb_frame_release(&f);
-    uint32_t rank, parent, pport, inc;
-    char *host = NULL;
-    if (!p || tbon_packet_unpack(p, "%ud %ud %s %ud %ud", &rank, &parent, &host, &pport,
-                                 &inc) != 0 ||
-        rank == TBON_RANK_NONE || (want != TBON_RANK_NONE && rank != want) || !pport ||
-        pport > 65535 || strlen(host) >= sizeof j->parent_host) {
-        tbon_packet_unref(p);
-        free(host);
+    if (rc)
+        return tb_error_set(err, TBON_EFORMAT, "a malformed answer from the front-end: %s",
+                            derr.msg);
+    const tb_ctl_join_ack_t *a = &m.u.join_ack;
+    if (a->rank == TBON_RANK_NONE || (want != TBON_RANK_NONE && a->rank != want) ||
+        strlen(a->host) >= sizeof j->parent_host) {
+        tb_ctl_msg_free(&m);
         return tb_error_set(err, TBON_EFORMAT, "a malformed answer from the front-end");
     }
-    tbon_packet_unref(p);
-    j->rank = rank;
-    j->inc = inc;
-    snprintf(j->parent_host, sizeof j->parent_host, "%s", host);
-    j->parent_port = (uint16_t)pport;
-    free(host);
+    j->rank = a->rank;
+    j->inc = a->inc;
+    snprintf(j->parent_host, sizeof j->parent_host, "%s", a->host);
+    j->parent_port = (uint16_t)a->port;
+    tb_ctl_msg_free(&m);
     return 0;
 }
 

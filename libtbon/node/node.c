@@ -23,26 +23,230 @@
  * cannot starve the others. */
 #define READ_BUDGET (256u * 1024)
 
-tb_cmd_t *tb_cmd_new(int op)
+/* ---- commands (node.h) ---- */
+
+static tb_cmd_t *cmd_new(int op)
 {
     tb_cmd_t *c = calloc(1, sizeof *c);
-    if (c) {
+    if (c)
         c->op = op;
-        c->fd = -1;
+    return c;
+}
+
+/* A command that carries an fd: closed if there is no command. */
+static tb_cmd_t *cmd_fd(int op, int fd)
+{
+    tb_cmd_t *c = cmd_new(op);
+    if (!c && fd >= 0)
+        close(fd);
+    return c;
+}
+
+tb_cmd_t *tb_cmd_conn(int fd, tbon_rank_t rank)
+{
+    tb_cmd_t *c = cmd_fd(TB_CMD_CONN, fd);
+    if (c) {
+        c->u.conn.fd = fd;
+        c->u.conn.rank = rank;
     }
     return c;
+}
+
+tb_cmd_t *tb_cmd_peer_lost(tbon_rank_t rank)
+{
+    tb_cmd_t *c = cmd_new(TB_CMD_PEER_LOST);
+    if (c)
+        c->u.peer_lost.rank = rank;
+    return c;
+}
+
+tb_cmd_t *tb_cmd_child_exit(tbon_rank_t rank, int status)
+{
+    tb_cmd_t *c = cmd_new(TB_CMD_CHILD_EXIT);
+    if (c) {
+        c->u.child_exit.rank = rank;
+        c->u.child_exit.status = status;
+    }
+    return c;
+}
+
+tb_cmd_t *tb_cmd_send(uint32_t stream, tbon_packet_t *pkt, uint64_t key, size_t bytes)
+{
+    tb_cmd_t *c = cmd_new(TB_CMD_SEND);
+    if (!c) {
+        tbon_packet_unref(pkt);
+        return NULL;
+    }
+    c->bytes = bytes;
+    c->u.send.stream = stream;
+    c->u.send.pkt = pkt;
+    c->u.send.key = key;
+    return c;
+}
+
+tb_cmd_t *tb_cmd_stream(uint32_t id, int up, int sync, uint32_t timeout_ms, int down,
+                        tbon_rank_t *members, size_t nmembers)
+{
+    tb_cmd_t *c = cmd_new(TB_CMD_STREAM);
+    if (!c) {
+        free(members);
+        return NULL;
+    }
+    c->u.stream.id = id;
+    c->u.stream.up = up;
+    c->u.stream.sync = sync;
+    c->u.stream.down = down;
+    c->u.stream.timeout_ms = timeout_ms;
+    c->u.stream.members = members;
+    c->u.stream.nmembers = nmembers;
+    return c;
+}
+
+tb_cmd_t *tb_cmd_params(uint32_t stream, int which, tbon_packet_t *pkt)
+{
+    tb_cmd_t *c = cmd_new(TB_CMD_PARAMS);
+    if (!c) {
+        tbon_packet_unref(pkt);
+        return NULL;
+    }
+    c->u.params.stream = stream;
+    c->u.params.which = which;
+    c->u.params.pkt = pkt;
+    return c;
+}
+
+tb_cmd_t *tb_cmd_filter(int id, const char *path, const char *func)
+{
+    tb_cmd_t *c = cmd_new(TB_CMD_FILTER);
+    if (c) {
+        c->u.filter.id = id;
+        c->u.filter.path = strdup(path);
+        c->u.filter.func = strdup(func);
+        if (!c->u.filter.path || !c->u.filter.func) {
+            tb_cmd_free(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+tb_cmd_t *tb_cmd_resume(void)
+{
+    return cmd_new(TB_CMD_RESUME);
+}
+
+tb_cmd_t *tb_cmd_shutdown(void)
+{
+    return cmd_new(TB_CMD_SHUTDOWN);
+}
+
+tb_cmd_t *tb_cmd_leave(void)
+{
+    return cmd_new(TB_CMD_LEAVE);
+}
+
+tb_cmd_t *tb_cmd_adopt_conn(int fd, tbon_rank_t rank, uint32_t inc)
+{
+    tb_cmd_t *c = cmd_fd(TB_CMD_ADOPT_CONN, fd);
+    if (c) {
+        c->u.adopt_conn.fd = fd;
+        c->u.adopt_conn.rank = rank;
+        c->u.adopt_conn.inc = inc;
+    }
+    return c;
+}
+
+tb_cmd_t *tb_cmd_adopted(int fd, tbon_rank_t parent, tbon_rank_t lost, uint64_t new_parent_us,
+                         uint64_t connect_us)
+{
+    tb_cmd_t *c = cmd_fd(TB_CMD_ADOPTED, fd);
+    if (c) {
+        c->u.adopted.fd = fd;
+        c->u.adopted.parent = parent;
+        c->u.adopted.lost = lost;
+        c->u.adopted.us[0] = new_parent_us;
+        c->u.adopted.us[1] = connect_us;
+    }
+    return c;
+}
+
+tb_cmd_t *tb_cmd_adopt_failed(tbon_rank_t lost)
+{
+    tb_cmd_t *c = cmd_new(TB_CMD_ADOPT_FAILED);
+    if (c)
+        c->u.adopt_failed.lost = lost;
+    return c;
+}
+
+tb_cmd_t *tb_cmd_fence(tbon_rank_t rank, int silent_ms)
+{
+    tb_cmd_t *c = cmd_new(TB_CMD_FENCE);
+    if (c) {
+        c->u.fence.rank = rank;
+        c->u.fence.silent_ms = silent_ms;
+    }
+    return c;
+}
+
+tb_cmd_t *tb_cmd_check(uint64_t id)
+{
+    tb_cmd_t *c = cmd_new(TB_CMD_CHECK);
+    if (c)
+        c->u.check.id = id;
+    return c;
+}
+
+tb_cmd_t *tb_cmd_attr(const char *key, const char *value)
+{
+    tb_cmd_t *c = cmd_new(TB_CMD_ATTR);
+    if (c && (!(c->u.attr.key = strdup(key)) || (value && !(c->u.attr.value = strdup(value))))) {
+        tb_cmd_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+tb_cmd_t *tb_cmd_join_conn(int fd, int role, tbon_rank_t rank, uint32_t port)
+{
+    tb_cmd_t *c = cmd_fd(TB_CMD_JOIN_CONN, fd);
+    if (c) {
+        c->u.join_conn.fd = fd;
+        c->u.join_conn.role = role;
+        c->u.join_conn.rank = rank;
+        c->u.join_conn.port = port;
+    }
+    return c;
+}
+
+static void close_fd(int fd)
+{
+    if (fd >= 0)
+        close(fd);
 }
 
 void tb_cmd_free(tb_cmd_t *c)
 {
     if (!c)
         return;
-    if (c->fd >= 0)
-        close(c->fd);
-    tbon_packet_unref(c->pkt);
-    free(c->members);
-    free(c->path);
-    free(c->func);
+    switch (c->op) {
+    case TB_CMD_CONN:       close_fd(c->u.conn.fd); break;
+    case TB_CMD_ADOPT_CONN: close_fd(c->u.adopt_conn.fd); break;
+    case TB_CMD_ADOPTED:    close_fd(c->u.adopted.fd); break;
+    case TB_CMD_JOIN_CONN:  close_fd(c->u.join_conn.fd); break;
+    case TB_CMD_SEND:       tbon_packet_unref(c->u.send.pkt); break;
+    case TB_CMD_PARAMS:     tbon_packet_unref(c->u.params.pkt); break;
+    case TB_CMD_STREAM:     free(c->u.stream.members); break;
+    case TB_CMD_FILTER:
+        free(c->u.filter.path);
+        free(c->u.filter.func);
+        break;
+    case TB_CMD_ATTR:
+        free(c->u.attr.key);
+        free(c->u.attr.value);
+        break;
+    default:
+        break;
+    }
     free(c);
 }
 
@@ -166,7 +370,8 @@ void tb_node_fail(tb_node_t *n, int code, const char *fmt, ...)
         if (n->cbs.status)
             n->cbs.status(n->cbs.arg, TB_NODE_FAILED, code, msg);
     } else {
-        tb_node_send_ctl(n, n->parent, TB_CTL_FAIL, tbon_packet_new(TB_CTL_FAIL, "%d %s", code, msg));
+        tb_node_send_ctl(n, n->parent, TB_CTL_FAIL,
+                         tb_ctl_fail_encode(&(tb_ctl_fail_t){ code, msg }));
     }
 }
 
@@ -351,7 +556,7 @@ void tb_node_leave(tb_node_t *n)
      * reports it left, not failed (TBON_EV_NODE_LEFT). */
     if (n->role == TB_ROLE_BE && n->ft_ready && !n->shutting_down && n->parent &&
         !n->parent->closed)
-        tb_node_send_ctl(n, n->parent, TB_CTL_LEAVE, tbon_packet_new(TB_CTL_LEAVE, "%ud", 0u));
+        tb_node_send_ctl(n, n->parent, TB_CTL_LEAVE, tb_ctl_leave_encode(&(tb_ctl_leave_t){ 0 }));
     n->shutting_down = 1;
     n->stop = 1;
 }
@@ -366,22 +571,22 @@ void tb_node_begin_shutdown(tb_node_t *n)
     for (size_t i = 0; i < n->nchild; i++)
         if (n->child[i].conn)
             tb_node_send_ctl(n, n->child[i].conn, TB_CTL_SHUTDOWN,
-                             tbon_packet_new(TB_CTL_SHUTDOWN, "%ud", 0u));
+                             tb_ctl_shutdown_encode(&(tb_ctl_shutdown_t){ 0 }));
 }
 
 /* A new authenticated data connection from the EDS. */
 static void on_conn(tb_node_t *n, tb_cmd_t *cmd)
 {
-    int i = tb_node_child_index(n, cmd->rank);
+    int i = tb_node_child_index(n, cmd->u.conn.rank);
     if (i < 0 || n->child[i].conn || n->child[i].state == CH_GONE) {
-        TB_WARN("conn", "unexpected data connection from rank %u; closed", cmd->rank);
+        TB_WARN("conn", "unexpected data connection from rank %u; closed", cmd->u.conn.rank);
         return;
     }
     tb_child_t *ch = &n->child[i];
-    ch->conn = tb_conn_new(cmd->fd, ch->rank, i, TB_FRAME_MAX_DEFAULT);
+    ch->conn = tb_conn_new(cmd->u.conn.fd, ch->rank, i, TB_FRAME_MAX_DEFAULT);
     if (!ch->conn)
         return;
-    cmd->fd = -1;
+    cmd->u.conn.fd = -1;
     watch(n, ch->conn, EPOLLIN);
     ch->state = CH_CONNECTED;
     /* Every child gets the whole topology first (DESIGN.md, "Topology"),
@@ -409,13 +614,13 @@ static void on_conn(tb_node_t *n, tb_cmd_t *cmd)
         /* Under Slurm every process is started by a step: the commnode
          * launches nothing ("" and "-", docs/protocol.md). */
         int steps = n->cfg.slurm;
-        tb_node_send_ctl(n, ch->conn, TB_CTL_LAUNCH,
-                         tbon_packet_new(TB_CTL_LAUNCH, "%s %as %s %s",
-                                         n->cfg.backend_exe && !steps ? n->cfg.backend_exe : "",
-                                         n->cfg.backend_argv, na,
-                                         n->cfg.rsh ? n->cfg.rsh : "",
-                                         steps ? "-" : n->cfg.commnode_path ? n->cfg.commnode_path
-                                                                            : ""));
+        tb_ctl_launch_t l = {
+            .backend_exe = n->cfg.backend_exe && !steps ? n->cfg.backend_exe : "",
+            .argv = n->cfg.backend_argv, .nargv = na,
+            .rsh = n->cfg.rsh ? n->cfg.rsh : "",
+            .commnode = steps ? "-" : n->cfg.commnode_path ? n->cfg.commnode_path : "",
+        };
+        tb_node_send_ctl(n, ch->conn, TB_CTL_LAUNCH, tb_ctl_launch_encode(&l));
     }
     /* Filters loaded so far reach late joiners too (attach mode). */
     if (!ch->is_be) {
@@ -424,11 +629,12 @@ static void on_conn(tb_node_t *n, tb_cmd_t *cmd)
             if (!f)
                 break;
             tb_node_send_ctl(n, ch->conn, TB_CTL_FILTER,
-                             tbon_packet_new(TB_CTL_FILTER, "%d %s %s", f->id, f->path, f->name));
+                             tb_ctl_filter_encode(&(tb_ctl_filter_t){ f->id, f->path, f->name }));
         }
     }
     if (n->shutting_down)
-        tb_node_send_ctl(n, ch->conn, TB_CTL_SHUTDOWN, tbon_packet_new(TB_CTL_SHUTDOWN, "%ud", 0u));
+        tb_node_send_ctl(n, ch->conn, TB_CTL_SHUTDOWN,
+                         tb_ctl_shutdown_encode(&(tb_ctl_shutdown_t){ 0 }));
     if (ch->is_be) {
         ch->state = CH_READY;
         ch->count = 1;
@@ -438,53 +644,34 @@ static void on_conn(tb_node_t *n, tb_cmd_t *cmd)
         tb_view_joined(n, (size_t)i);
 }
 
-/* A CONTROL frame from the parent. */
-static void ctl_down(tb_node_t *n, int op, tbon_packet_t *p)
+/* A node message (TB_CTL_OWN_NODE) from the parent: m decoded from p. */
+static void ctl_down(tb_node_t *n, const tb_ctl_msg_t *m, tbon_packet_t *p)
 {
-    if (tb_ft_ctl(n, -1, op, p) || tb_view_ctl(n, -1, op, p) || tb_attr_ctl(n, -1, op, p))
-        return;
-    switch (op) {
+    switch (m->op) {
     case TB_CTL_STREAM: {
-        uint32_t id, timeout;
-        int up, sync, down;
-        uint32_t *members = NULL;
-        size_t nm = 0;
-        if (tbon_packet_unpack(p, "%ud %d %d %ud %d %aud", &id, &up, &sync, &timeout, &down,
-                               &members, &nm) == 0) {
-            tb_stream_create(n, id, up, sync, timeout, down, members, nm);
-            free(members);
-        }
+        const tb_ctl_stream_t *s = &m->u.stream;
+        tb_stream_create(n, s->id, s->up, s->sync, s->timeout_ms, s->down, s->members,
+                         s->nmembers);
         break;
     }
     case TB_CTL_FILTER: {
-        int id;
-        char *path = NULL, *func = NULL;
-        if (tbon_packet_unpack(p, "%d %s %s", &id, &path, &func) == 0) {
-            tbon_error_t err;
-            if (tb_filter_reg_load(n->filters, path, func, id, &err) < 0) {
-                TB_ERROR("filter", "%s", err.msg);
-                tb_node_send_ctl(n, n->parent, TB_CTL_STREAM_ERR,
-                                 tbon_packet_new(TB_CTL_STREAM_ERR, "%ud %s", 0u, err.msg));
-            }
-            for (size_t i = 0; i < n->nchild; i++)
-                if (!n->child[i].is_be && n->child[i].conn)
-                    tb_node_send_ctl(n, n->child[i].conn, TB_CTL_FILTER, tbon_packet_ref(p));
+        const tb_ctl_filter_t *f = &m->u.filter;
+        tbon_error_t err;
+        if (tb_filter_reg_load(n->filters, f->path, f->func, f->id, &err) < 0) {
+            TB_ERROR("filter", "%s", err.msg);
+            tb_node_send_ctl(n, n->parent, TB_CTL_STREAM_ERR,
+                             tb_ctl_stream_err_encode(&(tb_ctl_stream_err_t){ 0, err.msg }));
         }
-        free(path);
-        free(func);
+        for (size_t i = 0; i < n->nchild; i++)
+            if (!n->child[i].is_be && n->child[i].conn)
+                tb_node_send_ctl(n, n->child[i].conn, TB_CTL_FILTER, tbon_packet_ref(p));
         break;
     }
     case TB_CTL_PARAMS: {
-        uint32_t sid;
-        int which, tag;
-        uint8_t *pl = NULL;
-        size_t plen = 0;
-        if (tbon_packet_unpack(p, "%ud %d %d %auc", &sid, &which, &tag, &pl, &plen) == 0) {
-            tbon_packet_t *q = tb_packet_decode(pl, plen, tag, sid, 0, NULL);
-            if (q)
-                tb_stream_set_params(n, sid, which, q);
-            free(pl);
-        }
+        const tb_ctl_params_t *pa = &m->u.params;
+        tbon_packet_t *q = tb_packet_decode(pa->payload, pa->len, pa->tag, pa->stream, 0, NULL);
+        if (q)
+            tb_stream_set_params(n, pa->stream, pa->which, q);
         break;
     }
     case TB_CTL_SHUTDOWN:
@@ -499,63 +686,47 @@ static void ctl_down(tb_node_t *n, int op, tbon_packet_t *p)
         }
         break;
     default:
-        TB_WARN("conn", "unknown control message %d from the parent", op);
+        TB_WARN("conn", "control message %s from the parent is not the node's", tb_ctl_name(m->op));
     }
 }
 
-/* A CONTROL frame from child i. */
-static void ctl_up(tb_node_t *n, size_t i, int op, tbon_packet_t *p)
+/* A node message (TB_CTL_OWN_NODE) from child i: m decoded from p. */
+static void ctl_up(tb_node_t *n, size_t i, const tb_ctl_msg_t *m, tbon_packet_t *p)
 {
-    if (tb_ft_ctl(n, (int)i, op, p) || tb_view_ctl(n, (int)i, op, p) ||
-        tb_attr_ctl(n, (int)i, op, p))
-        return;
     tb_child_t *ch = &n->child[i];
-    switch (op) {
-    case TB_CTL_READY: {
-        uint32_t count;
-        if (tbon_packet_unpack(p, "%ud", &count) == 0 && ch->state == CH_CONNECTED) {
+    switch (m->op) {
+    case TB_CTL_READY:
+        if (ch->state == CH_CONNECTED) {
             ch->state = CH_READY;
-            ch->count = count;
+            ch->count = m->u.ready.count;
             tb_node_check_ready(n);
         }
         break;
-    }
-    case TB_CTL_FAIL: {
-        int code;
-        char *msg = NULL;
-        if (tbon_packet_unpack(p, "%d %s", &code, &msg) == 0) {
-            /* Pass the first failure up unchanged: it names the node. */
-            if (n->role == TB_ROLE_FE)
-                tb_node_fail(n, code, "%s", msg);
-            else if (!n->failed) {
-                n->failed = 1;
-                tb_node_send_ctl(n, n->parent, TB_CTL_FAIL, tbon_packet_ref(p));
-            }
+    case TB_CTL_FAIL:
+        /* Pass the first failure up unchanged: it names the node. */
+        if (n->role == TB_ROLE_FE)
+            tb_node_fail(n, m->u.fail.code, "%s", m->u.fail.msg);
+        else if (!n->failed) {
+            n->failed = 1;
+            tb_node_send_ctl(n, n->parent, TB_CTL_FAIL, tbon_packet_ref(p));
         }
-        free(msg);
         break;
-    }
-    case TB_CTL_STREAM_ERR: {
-        uint32_t sid;
-        char *msg = NULL;
-        if (tbon_packet_unpack(p, "%ud %s", &sid, &msg) == 0) {
-            if (n->role == TB_ROLE_FE) {
-                if (n->cbs.status)
-                    n->cbs.status(n->cbs.arg, TB_NODE_STREAM_ERROR, (int)sid, msg);
-            } else {
-                tb_node_send_ctl(n, n->parent, TB_CTL_STREAM_ERR, tbon_packet_ref(p));
-            }
+    case TB_CTL_STREAM_ERR:
+        if (n->role == TB_ROLE_FE) {
+            if (n->cbs.status)
+                n->cbs.status(n->cbs.arg, TB_NODE_STREAM_ERROR, (int)m->u.stream_err.stream,
+                              m->u.stream_err.msg);
+        } else {
+            tb_node_send_ctl(n, n->parent, TB_CTL_STREAM_ERR, tbon_packet_ref(p));
         }
-        free(msg);
         break;
-    }
     case TB_CTL_LEAVE:
         ch->leaving = 1;        /* its end that follows is no failure */
         break;
     case TB_CTL_PORT: {
-        uint32_t r, port;
-        if (tbon_packet_unpack(p, "%ud %ud", &r, &port) == 0 && r < tb_topology_size(n->topo)) {
-            tb_topology_set_port(n->topo, r, (uint16_t)port);
+        uint32_t r = m->u.port.rank;
+        if (r < tb_topology_size(n->topo)) {
+            tb_topology_set_port(n->topo, r, (uint16_t)m->u.port.port);
             if (n->role == TB_ROLE_FE) {
                 tb_node_write_attach(n);
                 if (n->cfg.slurm)
@@ -567,8 +738,63 @@ static void ctl_up(tb_node_t *n, size_t i, int op, tbon_packet_t *p)
         break;
     }
     default:
-        TB_WARN("conn", "unknown control message %d from rank %u", op, ch->rank);
+        TB_WARN("conn", "control message %s from rank %u is not the node's", tb_ctl_name(m->op),
+                ch->rank);
     }
+}
+
+/* "the parent" or "rank R", for warnings about a control message. */
+static const char *ctl_from(const tb_node_t *n, int child, char *buf, size_t cap)
+{
+    if (child < 0)
+        return "the parent";
+    snprintf(buf, cap, "rank %u", n->child[child].rank);
+    return buf;
+}
+
+/* A CONTROL frame from the parent (child < 0) or child i: decoded once, then
+ * taken by the module that owns its op (codec/ctl.h's table). */
+static void on_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p)
+{
+    const tb_ctl_info_t *info = tb_ctl_info(op);
+    char b[32];
+    if (!info) {
+        TB_WARN("conn", "unknown control message %d from %s", op, ctl_from(n, child, b, sizeof b));
+        return;
+    }
+    if (!(info->dir & (child < 0 ? TB_CTL_DOWN : TB_CTL_UP))) {
+        TB_WARN("conn", "control message %s from %s goes %s only; ignored", info->name,
+                ctl_from(n, child, b, sizeof b), tb_ctl_dir_name(info->dir));
+        return;
+    }
+    tb_ctl_msg_t m;
+    tbon_error_t err;
+    if (tb_ctl_decode(op, p, &m, &err) != 0) {
+        TB_WARN("conn", "from %s: %s; ignored", ctl_from(n, child, b, sizeof b), err.msg);
+        return;
+    }
+    switch (info->owner) {
+    case TB_CTL_OWN_NODE:
+        if (child < 0)
+            ctl_down(n, &m, p);
+        else
+            ctl_up(n, (size_t)child, &m, p);
+        break;
+    case TB_CTL_OWN_FT:
+        tb_ft_ctl(n, child, &m, p);
+        break;
+    case TB_CTL_OWN_VIEW:
+        tb_view_ctl(n, child, &m, p);
+        break;
+    case TB_CTL_OWN_ATTR:
+        tb_attr_ctl(n, child, &m, p);
+        break;
+    default:
+        /* Read before a connection reaches the reactor (join, adoption). */
+        TB_WARN("conn", "control message %s from %s is read at start-up only; ignored",
+                info->name, ctl_from(n, child, b, sizeof b));
+    }
+    tb_ctl_msg_free(&m);
 }
 
 /* Take the frames a connection has received. */
@@ -594,10 +820,8 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
                     tb_stream_up(n, (size_t)c->index, f.hdr.stream, p,
                                  (f.hdr.flags & TB_FRAME_F_MORE) != 0, f.hdr.seq);
                 p = NULL;
-            } else if (c->index < 0) {
-                ctl_down(n, f.hdr.tag, p);
             } else {
-                ctl_up(n, (size_t)c->index, f.hdr.tag, p);
+                on_ctl(n, c->index < 0 ? -1 : c->index, f.hdr.tag, p);
             }
             tbon_packet_unref(p);
         } else if (f.hdr.type != TB_FRAME_TOPOLOGY && f.hdr.type != TB_FRAME_HEARTBEAT) {
@@ -621,17 +845,17 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
         on_conn(n, c);
         break;
     case TB_CMD_PEER_LOST:
-        if (n->parent && c->rank == n->parent->rank)
+        if (n->parent && c->u.peer_lost.rank == n->parent->rank)
             parent_lost(n, "the event connection to the parent ended");
         break;
     case TB_CMD_ADOPT_CONN:
         tb_ft_adopt_conn(n, c);
         break;
     case TB_CMD_FENCE: {
-        int i = tb_node_child_index(n, c->rank);
+        int i = tb_node_child_index(n, c->u.fence.rank);
         if (i >= 0 && n->child[i].conn) {
             char why[96];
-            snprintf(why, sizeof why, "no heartbeat for %d ms: fenced", c->status);
+            snprintf(why, sizeof why, "no heartbeat for %d ms: fenced", c->u.fence.silent_ms);
             tb_node_close_child(n, (size_t)i, why);
             /* Fenced, it is stale: still ours to kill at the end if it is
              * still there (stopped for good, say). */
@@ -641,52 +865,53 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
     }
     case TB_CMD_ADOPTED:
         /* The lost parent's data connection may not have ended here yet. */
-        if (n->parent && n->parent->rank == (tbon_rank_t)c->status)
+        if (n->parent && n->parent->rank == c->u.adopted.lost)
             parent_lost(n, "the event connection to the parent ended");
         if (n->orphan && !n->parent && !n->shutting_down)
             tb_ft_adopted(n, c);
         break;
     case TB_CMD_ADOPT_FAILED:
         if (n->orphan) {
-            tb_ft_adopt_failed(n, c->rank);
+            tb_ft_adopt_failed(n, c->u.adopt_failed.lost);
             parent_lost(n, "no node would adopt us");
         }
         break;
     case TB_CMD_CHILD_EXIT:
-        tb_node_child_exited(n, c->rank, c->status);
+        tb_node_child_exited(n, c->u.child_exit.rank, c->u.child_exit.status);
         break;
     case TB_CMD_SEND:
         if (n->role == TB_ROLE_FE)
-            tb_stream_down(n, c->stream, c->pkt, 0);
+            tb_stream_down(n, c->u.send.stream, c->u.send.pkt, 0);
         else {
-            tb_stream_keep(n, c->stream, c->pkt);
-            tb_node_to_parent(n, c->stream, c->pkt, 0, c->key);
+            tb_stream_keep(n, c->u.send.stream, c->u.send.pkt);
+            tb_node_to_parent(n, c->u.send.stream, c->u.send.pkt, 0, c->u.send.key);
         }
-        c->pkt = NULL;
+        c->u.send.pkt = NULL;
         break;
     case TB_CMD_STREAM:
-        tb_stream_create(n, c->stream, c->up, c->sync, c->timeout_ms, c->down, c->members,
-                         c->nmembers);
+        tb_stream_create(n, c->u.stream.id, c->u.stream.up, c->u.stream.sync,
+                         c->u.stream.timeout_ms, c->u.stream.down, c->u.stream.members,
+                         c->u.stream.nmembers);
         break;
     case TB_CMD_PARAMS:
-        tb_stream_set_params(n, c->stream, c->which, c->pkt);
-        c->pkt = NULL;
+        tb_stream_set_params(n, c->u.params.stream, c->u.params.which, c->u.params.pkt);
+        c->u.params.pkt = NULL;
         break;
     case TB_CMD_FILTER: {
         tbon_error_t err;
-        if (tb_filter_reg_load(n->filters, c->path, c->func, c->id, &err) < 0)
+        tb_ctl_filter_t f = { c->u.filter.id, c->u.filter.path, c->u.filter.func };
+        if (tb_filter_reg_load(n->filters, f.path, f.func, f.id, &err) < 0)
             TB_ERROR("filter", "%s", err.msg);
         for (size_t i = 0; i < n->nchild; i++)
             if (!n->child[i].is_be && n->child[i].conn)
-                tb_node_send_ctl(n, n->child[i].conn, TB_CTL_FILTER,
-                                 tbon_packet_new(TB_CTL_FILTER, "%d %s %s", c->id, c->path, c->func));
+                tb_node_send_ctl(n, n->child[i].conn, TB_CTL_FILTER, tb_ctl_filter_encode(&f));
         break;
     }
     case TB_CMD_CHECK:
-        tb_view_check(n, c->key);
+        tb_view_check(n, c->u.check.id);
         break;
     case TB_CMD_ATTR:
-        tb_attr_set(n, c->path, c->func);
+        tb_attr_set(n, c->u.attr.key, c->u.attr.value);
         break;
     case TB_CMD_JOIN_CONN:
         tb_view_join(n, c);
@@ -973,13 +1198,9 @@ int tb_node_stopped(const tb_node_t *n)
 
 int tb_node_link_child(tb_node_t *n, tbon_rank_t rank, int fd)
 {
-    tb_cmd_t *c = tb_cmd_new(TB_CMD_CONN);
-    if (!c) {
-        close(fd);
+    tb_cmd_t *c = tb_cmd_conn(fd, rank);    /* closes fd if it fails */
+    if (!c)
         return TBON_ENOMEM;
-    }
-    c->rank = rank;
-    c->fd = fd;
     tb_node_post(n, c);
     return 0;
 }
@@ -1090,7 +1311,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
     n->total = tb_topology_size(n->topo);
     if (n->parent)
         tb_node_send_ctl(n, n->parent, TB_CTL_PORT,
-                         tbon_packet_new(TB_CTL_PORT, "%ud %ud", n->rank, (uint32_t)n->port));
+                         tb_ctl_port_encode(&(tb_ctl_port_t){ n->rank, n->port }));
     else
         tb_topology_set_port(n->topo, n->rank, n->port);
     n->start_deadline = tb_now_ms() + (cfg->startup_timeout_ms > 0 ? cfg->startup_timeout_ms : 30000);

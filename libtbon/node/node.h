@@ -11,6 +11,7 @@
 
 #include <tbon/tbon.h>
 
+#include "codec/ctl.h"
 #include "net/auth.h"
 #include "topo/topology.h"
 
@@ -28,26 +29,6 @@ enum tb_node_status {
     TB_NODE_CLOSED,         /* the session ended (code 0: orderly shutdown) */
     TB_NODE_STREAM_ERROR,   /* a filter failed somewhere: message */
 };
-
-/* One change of the membership view (TB_CTL_VIEW). */
-enum tb_vkind {
-    TB_V_FAILED = 1,          /* rank failed */
-    TB_V_ADOPTED = 2,         /* rank adopted by parent at inc */
-    TB_V_JOIN = 3,            /* a back-end joins: rank (the next one, or a failed
-                                 one restarted at a later generation of inc)
-                                 under parent, named host:lid */
-    TB_V_JOINED = 4,          /* it is connected and in its parent's streams */
-    TB_V_LEFT = 5,            /* rank left in order (dead from now on) */
-    TB_V_JOIN_CN = 6,         /* a commnode joins, as TB_V_JOIN; it listens on port */
-};
-typedef struct tb_vchange {
-    int32_t     kind;         /* enum tb_vkind */
-    tbon_rank_t rank, parent;
-    uint32_t    inc;
-    uint32_t    lid;          /* joins: the local id */
-    char        host[TB_TOPOLOGY_MAX_HOST + 1];   /* joins: the host */
-    uint32_t    port;         /* TB_V_JOIN_CN: where it listens */
-} tb_vchange_t;
 
 /* Callbacks, all called on the reactor thread. */
 typedef struct tb_node_cbs {
@@ -162,52 +143,98 @@ void tb_node_destroy(tb_node_t *n);
 
 /* ---- commands from other threads ---- */
 enum tb_cmd_op {
-    TB_CMD_CONN = 1,     /* EDS: an authenticated data connection (fd, rank) */
-    TB_CMD_PEER_LOST,    /* EDS: rank's event connection ended */
-    TB_CMD_CHILD_EXIT,   /* EDS: child process rank exited (status) */
-    TB_CMD_SEND,         /* app: pkt on stream */
-    TB_CMD_STREAM,       /* FE app: new stream */
-    TB_CMD_PARAMS,       /* FE app: filter parameters (which, pkt) */
-    TB_CMD_FILTER,       /* FE app: load filter id path func everywhere */
+    TB_CMD_CONN = 1,     /* EDS: an authenticated data connection */
+    TB_CMD_PEER_LOST,    /* EDS: an event connection ended */
+    TB_CMD_CHILD_EXIT,   /* EDS: a child process exited */
+    TB_CMD_SEND,         /* app: a packet on a stream */
+    TB_CMD_STREAM,       /* FE app: a new stream */
+    TB_CMD_PARAMS,       /* FE app: filter parameters */
+    TB_CMD_FILTER,       /* FE app: load a filter everywhere */
     TB_CMD_RESUME,       /* app: the receive queue drained */
     TB_CMD_SHUTDOWN,     /* FE app: end the session */
     TB_CMD_LEAVE,        /* BE app: leave */
-    TB_CMD_ADOPT_CONN,   /* EDS: orphan rank asks to be adopted (fd, status = its
-                            new incarnation) */
-    TB_CMD_ADOPTED,      /* EDS: we were adopted by rank (fd: the data connection,
-                            status: the lost parent, us[]: the new_parent and
-                            connect times) */
+    TB_CMD_ADOPT_CONN,   /* EDS: an orphan asks to be adopted */
+    TB_CMD_ADOPTED,      /* EDS: we were adopted */
     TB_CMD_ADOPT_FAILED, /* EDS: no adopter took us: leave */
-    TB_CMD_FENCE,        /* EDS: child rank sent no heartbeat for status ms */
-    TB_CMD_CHECK,        /* FE app: consistency check (key = its id) */
-    TB_CMD_ATTR,         /* BE app: set attribute path = func (func NULL: delete) */
-    TB_CMD_JOIN_CONN,    /* EDS (FE): a node asks to join on fd (role; rank: the
-                            rank of a restarted one, or TBON_RANK_NONE; status:
-                            where a commnode listens) */
+    TB_CMD_FENCE,        /* EDS: a child sent no heartbeat in time */
+    TB_CMD_CHECK,        /* FE app: a consistency check */
+    TB_CMD_ATTR,         /* BE app: set or delete an attribute */
+    TB_CMD_JOIN_CONN,    /* EDS (FE): a node asks to join */
 };
 
+/* A command: op says which member of u is set. Made by the constructors
+ * below, which take over what they are given (fds, packets, member lists)
+ * even when they fail (NULL: out of memory); freed by tb_cmd_free, which
+ * closes a command's fd and frees what it owns. */
 struct tb_cmd {
     struct tb_cmd *next;
-    int            op;
-    int            fd;
-    tbon_rank_t    rank;
-    int            status;
-    uint32_t       stream;
-    int            up, sync, down, which, id;
-    uint32_t       timeout_ms;
-    tbon_packet_t *pkt;           /* owned by the command */
-    tbon_rank_t   *members;       /* owned */
-    size_t         nmembers;
-    char          *path, *func;   /* owned */
-    size_t         bytes;         /* counted in the send backlog */
-    uint64_t       us[2];         /* TB_CMD_ADOPTED: recovery times (us) */
-    uint64_t       key;           /* TB_CMD_SEND at a back-end: the wave key */
-    int            role;          /* TB_CMD_JOIN_CONN: tb_role_t of the joiner */
+    int            op;            /* enum tb_cmd_op */
+    size_t         bytes;         /* counted in the send backlog (TB_CMD_SEND) */
+    union {
+        struct { int fd; tbon_rank_t rank; } conn;          /* CONN */
+        struct { tbon_rank_t rank; } peer_lost;             /* PEER_LOST */
+        struct { tbon_rank_t rank; int status; } child_exit;/* CHILD_EXIT: wait status,
+                                                               -1 if not ours */
+        struct {                                            /* SEND */
+            uint32_t stream;
+            tbon_packet_t *pkt;
+            uint64_t key;         /* at a back-end: the wave key */
+        } send;
+        struct {                                            /* STREAM */
+            uint32_t id;
+            int up, sync, down;   /* sync may carry TB_STREAM_BCAST */
+            uint32_t timeout_ms;
+            tbon_rank_t *members;
+            size_t nmembers;
+        } stream;
+        struct { uint32_t stream; int which; tbon_packet_t *pkt; } params;   /* PARAMS */
+        struct { int id; char *path, *func; } filter;       /* FILTER */
+        struct { int fd; tbon_rank_t rank; uint32_t inc; } adopt_conn;
+                                  /* ADOPT_CONN: orphan rank at its new incarnation */
+        struct {                                            /* ADOPTED */
+            int fd;               /* the data connection to the new parent */
+            tbon_rank_t parent, lost;
+            uint64_t us[2];       /* recovery times (us): new_parent, connect */
+        } adopted;
+        struct { tbon_rank_t lost; } adopt_failed;          /* ADOPT_FAILED */
+        struct { tbon_rank_t rank; int silent_ms; } fence;  /* FENCE */
+        struct { uint64_t id; } check;                      /* CHECK */
+        struct { char *key, *value; } attr;                 /* ATTR: value NULL deletes */
+        struct {                                            /* JOIN_CONN */
+            int fd;
+            int role;             /* tb_role_t of the joiner */
+            tbon_rank_t rank;     /* a restarted one's rank, or TBON_RANK_NONE */
+            uint32_t port;        /* where a commnode listens */
+        } join_conn;
+    } u;
 };
+
+tb_cmd_t *tb_cmd_conn(int fd, tbon_rank_t rank);
+tb_cmd_t *tb_cmd_peer_lost(tbon_rank_t rank);
+tb_cmd_t *tb_cmd_child_exit(tbon_rank_t rank, int status);
+/* bytes: what the packet counts in the send backlog (0: not counted). */
+tb_cmd_t *tb_cmd_send(uint32_t stream, tbon_packet_t *pkt, uint64_t key, size_t bytes);
+/* In tb_stream_create's order. */
+tb_cmd_t *tb_cmd_stream(uint32_t id, int up, int sync, uint32_t timeout_ms, int down,
+                        tbon_rank_t *members, size_t nmembers);
+tb_cmd_t *tb_cmd_params(uint32_t stream, int which, tbon_packet_t *pkt);
+/* path and func are copied. */
+tb_cmd_t *tb_cmd_filter(int id, const char *path, const char *func);
+tb_cmd_t *tb_cmd_resume(void);
+tb_cmd_t *tb_cmd_shutdown(void);
+tb_cmd_t *tb_cmd_leave(void);
+tb_cmd_t *tb_cmd_adopt_conn(int fd, tbon_rank_t rank, uint32_t inc);
+tb_cmd_t *tb_cmd_adopted(int fd, tbon_rank_t parent, tbon_rank_t lost, uint64_t new_parent_us,
+                         uint64_t connect_us);
+tb_cmd_t *tb_cmd_adopt_failed(tbon_rank_t lost);
+tb_cmd_t *tb_cmd_fence(tbon_rank_t rank, int silent_ms);
+tb_cmd_t *tb_cmd_check(uint64_t id);
+/* key and value (NULL: delete) are copied. */
+tb_cmd_t *tb_cmd_attr(const char *key, const char *value);
+tb_cmd_t *tb_cmd_join_conn(int fd, int role, tbon_rank_t rank, uint32_t port);
 
 /* Queue a command (taken over) and wake the reactor. Any thread. */
 void tb_node_post(tb_node_t *n, tb_cmd_t *cmd);
-tb_cmd_t *tb_cmd_new(int op);
 void tb_cmd_free(tb_cmd_t *c);
 
 /* Back-pressure for application senders: block while the node's outgoing
@@ -277,54 +304,10 @@ void tb_eds_set_heartbeat(tb_eds_t *e, int timeout_ms);
  * that join later included. */
 #define TB_STREAM_BCAST 0x100
 
-/* Control messages (CONTROL frames: tag = op, payload = a packet). */
-enum tb_ctl {
-    TB_CTL_READY = 1,     /* up:   "%ud" processes in the subtree */
-    TB_CTL_FAIL,          /* up:   "%d %s" code, message */
-    TB_CTL_STREAM,        /* down: "%ud %d %d %ud %d %aud" id up sync timeout down members */
-    TB_CTL_FILTER,        /* down: "%d %s %s" id path func */
-    TB_CTL_PARAMS,        /* down: "%ud %d %d %auc" stream which tag payload */
-    TB_CTL_SHUTDOWN,      /* down: "%ud" 0 */
-    TB_CTL_STREAM_ERR,    /* up:   "%ud %s" stream message */
-    TB_CTL_PORT,          /* up:   "%ud %ud" rank port */
-    TB_CTL_LAUNCH,        /* down, once, to a new commnode after the topology:
-                             "%s %as %s %s" backend exe ("" = attach), its argv,
-                             remote shell, commnode path */
-    /* Fault tolerance (docs/protocol.md 8) */
-    TB_CTL_PORTS,         /* down, once the tree is up: "%aud %aud %d" ranks and
-                             ports of the FE and every commnode (where an orphan
-                             can ask), the heartbeat timeout in ms (0: none) */
-    TB_CTL_REPORT,        /* both ways, flooded: "%d %ud %ud %ud %auld" kind (1
-                             failure, 2 adoption), rank, new parent, incarnation,
-                             recovery times in us (new_parent connect compensate
-                             cleanup) */
-    TB_CTL_ADOPT_ACK,     /* adopter to orphan, first on the new connection: "%ud" 1 */
-    TB_CTL_GRAFT,         /* up from an adopted child: "%ud %d %d %ud %d %aud %uld
-                             %uld" as TB_CTL_STREAM, then the last wave key it sent
-                             up and the last request it saw */
-    /* Membership (docs/protocol.md 9) */
-    TB_CTL_VIEW,          /* down: "%uld %uld %ad %aud %aud %aud %as %aud"
-                             version, the version it follows (0: a whole view),
-                             and the changes: kinds (enum tb_vkind), ranks,
-                             parents, incarnations, hosts and local ids (of
-                             joins; "" and 0 otherwise) */
-    TB_CTL_VIEW_ACK,      /* up: "%uld %uld %d" the version applied here, the one
-                             the whole subtree has applied, 1 to ask for every
-                             version after the first (adopted, or a gap) */
-    TB_CTL_CHECK,         /* down: "%uld %uld %uld" check id, the FE's view
-                             version and digest */
-    TB_CTL_CHECKED,       /* up: "%uld %aud %aud" check id, the ranks of the
-                             subtree that agree, and those that do not */
-    TB_CTL_ATTR,          /* up: "%ud %as %as %auc %auld" source rank, keys,
-                             values ("" for a tombstone), tombstone flags,
-                             versions */
-    TB_CTL_ATTR_SYNC,     /* down: "%ud" 0: send your whole map up, and ask
-                             your children (after an adoption above) */
-    TB_CTL_JOIN_ACK,      /* FE to a joining BE on its JOIN connection: "%ud %ud
-                             %s %ud" its rank, its parent, the parent's host and
-                             port */
-    TB_CTL_LEAVE,         /* up from a back-end that leaves: "%ud" 0 */
-};
+/* Control messages (CONTROL frames: tag = op, payload = a packet): their
+ * ops, structs, encoders and decoders, and the table of their directions and
+ * owners are in codec/ctl.h (listed in docs/protocol.md, "Control messages").
+ * enum tb_vkind and tb_vchange_t (a view's changes) are there too. */
 
 /* The digest the consistency check compares (node_view.c): every rank's
  * liveness and, for the alive ones, parent, incarnation, role, host and

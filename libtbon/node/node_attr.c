@@ -15,9 +15,7 @@
 #include "util/attrs.h"
 #include "util/log.h"
 
-/* The entries i of a's (all of them, or only the one for key) as
- * TB_CTL_ATTR "%ud %as %as %auc %auld": source, keys, values ("" for a
- * tombstone), tombstone flags, versions. */
+/* The entries of a (all of them, or only the one for key) as TB_CTL_ATTR. */
 static tbon_packet_t *attr_packet(tbon_rank_t src, const tb_attrs_t *a, const char *only)
 {
     size_t n = tb_attrs_count(a), k = 0;
@@ -38,8 +36,7 @@ static tbon_packet_t *attr_packet(tbon_rank_t src, const tb_attrs_t *a, const ch
             dead[k] = val == NULL;
             ver[k++] = v;
         }
-        p = tbon_packet_new(TB_CTL_ATTR, "%ud %as %as %auc %auld", src, keys, k, vals, k, dead,
-                            k, ver, k);
+        p = tb_ctl_attr_encode(&(tb_ctl_attr_t){ src, keys, vals, dead, ver, k });
     }
     free(keys);
     free(vals);
@@ -68,37 +65,24 @@ void tb_attr_set(tb_node_t *n, const char *key, const char *value)
 }
 
 /* At the FE: every entry to the application. */
-static void deliver(tb_node_t *n, tbon_packet_t *p)
+static void deliver(tb_node_t *n, const tb_ctl_attr_t *m)
 {
-    uint32_t src;
-    char **keys = NULL, **vals = NULL;
-    uint8_t *dead = NULL;
-    uint64_t *ver = NULL;
-    size_t nk = 0, nv = 0, nd = 0, nr = 0;
-    if (tbon_packet_unpack(p, "%ud %as %as %auc %auld", &src, &keys, &nk, &vals, &nv, &dead, &nd,
-                           &ver, &nr) != 0 || nk != nv || nk != nd || nk != nr ||
-        src >= tb_topology_size(n->topo)) {
+    uint32_t src = m->src;
+    if (src >= tb_topology_size(n->topo)) {
         TB_WARN("attr", "malformed attributes ignored");
     } else if (!tb_topology_alive(n->topo, src)) {
         TB_DEBUG("attr", "attributes of failed rank %u dropped", src);
     } else {
-        for (size_t i = 0; i < nk; i++) {
-            if (tb_attrs_check(keys[i], dead[i] ? NULL : vals[i]) != 0 || !ver[i]) {
+        for (size_t i = 0; i < m->n; i++) {
+            const char *val = m->dead[i] ? NULL : m->values[i];
+            if (tb_attrs_check(m->keys[i], val) != 0 || !m->versions[i]) {
                 TB_WARN("attr", "rank %u: a malformed attribute ignored", src);
                 continue;
             }
             if (n->cbs.attr)
-                n->cbs.attr(n->cbs.arg, src, keys[i], dead[i] ? NULL : vals[i], ver[i]);
+                n->cbs.attr(n->cbs.arg, src, m->keys[i], val, m->versions[i]);
         }
     }
-    for (size_t i = 0; keys && i < nk; i++)
-        free(keys[i]);
-    for (size_t i = 0; vals && i < nv; i++)
-        free(vals[i]);
-    free(keys);
-    free(vals);
-    free(dead);
-    free(ver);
 }
 
 /* Our map goes up whole, and the subtree is asked for theirs, if any
@@ -109,7 +93,7 @@ static void sync_subtree(tb_node_t *n)
         return;
     if (tb_attrs_count(n->attrs))
         up(n, attr_packet(n->rank, n->attrs, NULL));
-    tbon_packet_t *p = tbon_packet_new(TB_CTL_ATTR_SYNC, "%ud", 0u);
+    tbon_packet_t *p = tb_ctl_attr_sync_encode(&(tb_ctl_attr_sync_t){ 0 });
     for (size_t i = 0; p && i < n->nchild; i++)
         if (n->child[i].conn)
             tb_node_send_ctl(n, n->child[i].conn, TB_CTL_ATTR_SYNC, tbon_packet_ref(p));
@@ -121,25 +105,24 @@ void tb_attr_resync(tb_node_t *n)
     sync_subtree(n);
 }
 
-int tb_attr_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p)
+/* Attribute messages (TB_CTL_OWN_ATTR), m decoded from p: ATTR comes
+ * from a child, ATTR_SYNC from the parent (codec/ctl.h). */
+void tb_attr_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p)
 {
-    switch (op) {
+    (void)child;
+    switch (m->op) {
     case TB_CTL_ATTR:
-        if (child < 0)
-            break;
         if (n->role == TB_ROLE_FE)
-            deliver(n, p);
+            deliver(n, &m->u.attr);
         else
             up(n, tbon_packet_ref(p));
         break;
     case TB_CTL_ATTR_SYNC:
-        if (child < 0)
-            sync_subtree(n);
+        sync_subtree(n);
         break;
     default:
-        return 0;
+        break;
     }
-    return 1;
 }
 
 void tb_attr_free(tb_node_t *n)

@@ -40,8 +40,7 @@ static tbon_packet_t *ports_packet(const tb_node_t *n)
             ranks[k] = r;
             ports[k++] = tb_topology_port(n->topo, r);
         }
-        p = tbon_packet_new(TB_CTL_PORTS, "%aud %aud %d", ranks, k, ports, k,
-                            n->cfg.heartbeat_ms);
+        p = tb_ctl_ports_encode(&(tb_ctl_ports_t){ ranks, ports, k, n->cfg.heartbeat_ms });
     }
     free(ranks);
     free(ports);
@@ -66,25 +65,15 @@ void tb_ft_send_ports_to(tb_node_t *n, tb_conn_t *c)
         tb_node_send_ctl(n, c, TB_CTL_PORTS, ports_packet(n));
 }
 
-static void on_ports(tb_node_t *n, tbon_packet_t *p)
+static void on_ports(tb_node_t *n, const tb_ctl_ports_t *m, tbon_packet_t *p)
 {
-    uint32_t *ranks = NULL, *ports = NULL;
-    size_t nr = 0, np = 0;
-    int hb = 0;
-    if (tbon_packet_unpack(p, "%aud %aud %d", &ranks, &nr, &ports, &np, &hb) != 0 || nr != np) {
-        TB_WARN("ft", "malformed port table ignored");
-        free(ranks);
-        free(ports);
-        return;
-    }
-    for (size_t i = 0; i < nr; i++) {
-        if (ranks[i] >= tb_topology_size(n->topo) || ports[i] > 65535)
+    int hb = m->heartbeat_ms;
+    for (size_t i = 0; i < m->n; i++) {
+        if (m->ranks[i] >= tb_topology_size(n->topo))
             continue;
-        tb_topology_set_port(n->topo, ranks[i], (uint16_t)ports[i]);
-        tb_eds_report(n->eds, TB_EDS_PORT, ranks[i], ports[i], 0);
+        tb_topology_set_port(n->topo, m->ranks[i], (uint16_t)m->ports[i]);
+        tb_eds_report(n->eds, TB_EDS_PORT, m->ranks[i], m->ports[i], 0);
     }
-    free(ranks);
-    free(ports);
     for (size_t i = 0; i < n->nchild; i++)
         if (n->child[i].conn)
             tb_node_send_ctl(n, n->child[i].conn, TB_CTL_PORTS, tbon_packet_ref(p));
@@ -172,9 +161,10 @@ static void resend_held(tb_node_t *n)
 static tbon_packet_t *report(int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc,
                              const uint64_t us[5])
 {
-    uint64_t zero[5] = { 0, 0, 0, 0, 0 };
-    return tbon_packet_new(TB_CTL_REPORT, "%d %ud %ud %ud %auld", kind, r, p, inc,
-                           us ? us : zero, (size_t)5);
+    tb_ctl_report_t m = { kind, r, p, inc, { 0, 0, 0, 0, 0 } };
+    if (us)
+        memcpy(m.us, us, sizeof m.us);
+    return tb_ctl_report_encode(&m);
 }
 
 int tb_ft_apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
@@ -205,17 +195,16 @@ void tb_ft_failed(tb_node_t *n, tbon_rank_t r, uint32_t inc, const char *how)
     tb_node_emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc, 0);
 }
 
-static void on_report(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p)
+static void on_report(tb_node_t *n, tb_conn_t *from, const tb_ctl_report_t *m,
+                      tbon_packet_t *p)
 {
-    int kind;
-    uint32_t r, par, inc;
-    uint64_t *us = NULL;
-    size_t nus = 0;
-    if (tbon_packet_unpack(p, "%d %ud %ud %ud %auld", &kind, &r, &par, &inc, &us, &nus) != 0 ||
-        kind < TB_V_FAILED || kind > TB_V_LEFT || kind == TB_V_JOIN || r >= tb_topology_size(n->topo) || r == 0 ||
-        nus < 4 || ((kind == TB_V_ADOPTED || kind == TB_V_JOINED) && par >= tb_topology_size(n->topo))) {
+    int kind = m->kind;
+    uint32_t r = m->rank, par = m->parent, inc = m->inc;
+    const uint64_t *us = m->us;
+    /* The kind was checked by the decoder; the ranks need the topology. */
+    if (r >= tb_topology_size(n->topo) || r == 0 ||
+        ((kind == TB_V_ADOPTED || kind == TB_V_JOINED) && par >= tb_topology_size(n->topo))) {
         TB_WARN("ft", "malformed report from rank %u ignored", from ? from->rank : 0);
-        free(us);
         return;
     }
     if (kind == TB_V_JOINED || kind == TB_V_LEFT) {     /* node_view.c */
@@ -228,7 +217,6 @@ static void on_report(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p)
                 tb_ft_apply(n, TB_V_LEFT, r, TBON_RANK_NONE, inc);
             report_up(n, from, tbon_packet_ref(p), kind, r, inc);
         }
-        free(us);
         return;
     }
     if (tb_ft_apply(n, kind, r, par, inc)) {
@@ -246,12 +234,11 @@ static void on_report(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p)
                         (unsigned long long)us[0], (unsigned long long)us[1],
                         (unsigned long long)us[2], (unsigned long long)us[3]);
             tb_node_emit(n, TBON_EV_NODE_ADOPTED, r, par, inc, 0);
-            if (nus > 4 && us[4])
+            if (us[4])
                 tb_node_emit(n, TBON_EV_DATA_LOST, r, par, inc, 0);
         }
         report_up(n, from, tbon_packet_ref(p), kind, r, inc);
     }
-    free(us);
 }
 
 void tb_ft_report(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
@@ -323,13 +310,14 @@ void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uin
 void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
 {
     int64_t t0 = tb_now_us();
-    tb_conn_t *conn = tb_conn_new(c->fd, c->rank, -1, TB_FRAME_MAX_DEFAULT);
+    tbon_rank_t parent = c->u.adopted.parent;
+    tb_conn_t *conn = tb_conn_new(c->u.adopted.fd, parent, -1, TB_FRAME_MAX_DEFAULT);
     if (!conn)
         return;
-    c->fd = -1;
+    c->u.adopted.fd = -1;
     n->parent = conn;
     tb_node_watch_conn(n, conn);
-    atomic_store(&n->parent_rank, c->rank);
+    atomic_store(&n->parent_rank, parent);
     n->orphan = 0;
     uint32_t inc = tb_topology_incarnation(n->topo, n->rank) + 1;
     /* State composition (seed 003 IV-C, V-B): first the streams, then for
@@ -372,8 +360,8 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
     int64_t t1 = tb_now_us();
     if (lossy)
         TB_INFO("ft", "adopted by rank %u: a stream's filter keeps no recoverable state; what "
-                "the lost parent held of its waves is lost (TBON_EV_DATA_LOST)", c->rank);
-    tb_ft_apply(n, TB_V_ADOPTED, n->rank, c->rank, inc);
+                "the lost parent held of its waves is lost (TBON_EV_DATA_LOST)", parent);
+    tb_ft_apply(n, TB_V_ADOPTED, n->rank, parent, inc);
     /* The lost parent's failure, up to where it may not be known yet (its own
      * parent may have died with it), and what it may not have passed on. */
     resend_held(n);
@@ -381,15 +369,16 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
     report_up(n, NULL, report(TB_V_FAILED, n->lost_parent, TBON_RANK_NONE, linc, NULL),
               TB_V_FAILED, n->lost_parent, linc);
     int64_t t2 = tb_now_us();
-    uint64_t us[5] = { c->us[0], c->us[1], (uint64_t)(t1 - t0), (uint64_t)(t2 - t1),
+    uint64_t us[5] = { c->u.adopted.us[0], c->u.adopted.us[1], (uint64_t)(t1 - t0),
+                       (uint64_t)(t2 - t1),
                        (uint64_t)lossy };
     /* The adoption report starts here (seed 003 V-A: "initiated by the
      * adopting and adopted processes"): up through the new parent to the FE,
      * whose next view carries it everywhere. */
-    report_up(n, NULL, report(TB_V_ADOPTED, n->rank, c->rank, inc, us), TB_V_ADOPTED, n->rank, inc);
+    report_up(n, NULL, report(TB_V_ADOPTED, n->rank, parent, inc, us), TB_V_ADOPTED, n->rank, inc);
     tb_view_adopted(n);
     tb_attr_resync(n);
-    TB_INFO("ft", "adopted by rank %u after %lld us", c->rank,
+    TB_INFO("ft", "adopted by rank %u after %lld us", parent,
             (long long)(t2 - n->orphan_since));
 }
 
@@ -406,7 +395,7 @@ void tb_ft_adopt_failed(tb_node_t *n, tbon_rank_t lost)
  * told to expect its event connection. */
 void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c)
 {
-    tbon_rank_t o = c->rank;
+    tbon_rank_t o = c->u.adopt_conn.rank;
     const char *why = NULL;
     if (!n->ft_ready || n->orphan || n->shutting_down || n->stop)
         why = "not in a state to adopt";
@@ -414,7 +403,7 @@ void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c)
         why = "it would make a cycle";
     else if (!tb_topology_alive(n->topo, o))
         why = "it was reported failed (fenced): it may not come back";
-    else if (tb_inc_gen((uint32_t)c->status) < tb_inc_gen(tb_topology_incarnation(n->topo, o)))
+    else if (tb_inc_gen(c->u.adopt_conn.inc) < tb_inc_gen(tb_topology_incarnation(n->topo, o)))
         why = "a stale incarnation: the rank was restarted since";
     else if (tb_node_child_index(n, o) >= 0 && n->child[tb_node_child_index(n, o)].conn)
         why = "it is already our child";
@@ -425,62 +414,54 @@ void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c)
     int i = tb_node_add_child(n, o, tb_topology_role(n->topo, o) == TB_ROLE_BE);
     if (i < 0)
         return;
-    tb_conn_t *conn = tb_conn_new(c->fd, o, i, TB_FRAME_MAX_DEFAULT);
+    tb_conn_t *conn = tb_conn_new(c->u.adopt_conn.fd, o, i, TB_FRAME_MAX_DEFAULT);
     if (!conn)
         return;
-    c->fd = -1;
+    c->u.adopt_conn.fd = -1;
     n->child[i].conn = conn;
     n->child[i].state = CH_READY;
     tb_node_watch_conn(n, conn);
     tb_eds_expect(n->eds, o);
-    tb_node_send_ctl(n, conn, TB_CTL_ADOPT_ACK, tbon_packet_new(TB_CTL_ADOPT_ACK, "%ud", 1u));
+    tb_node_send_ctl(n, conn, TB_CTL_ADOPT_ACK,
+                     tb_ctl_adopt_ack_encode(&(tb_ctl_adopt_ack_t){ 1 }));
     TB_INFO("ft", "adopted rank %u", o);
 }
 
 /* An adopted child's stream: take it in (creating the stream here if it
  * never reached us, and grafting it further up), from its next wave on. */
-static void on_graft(tb_node_t *n, size_t child, tbon_packet_t *p)
+static void on_graft(tb_node_t *n, size_t child, const tb_ctl_graft_t *m, tbon_packet_t *p)
 {
-    uint32_t id, timeout;
-    int up, sync, down;
-    uint32_t *members = NULL;
-    size_t nm = 0;
-    uint64_t sent = 0, seen = 0;
-    if (tbon_packet_unpack(p, "%ud %d %d %ud %d %aud %uld %uld", &id, &up, &sync, &timeout,
-                           &down, &members, &nm, &sent, &seen) != 0) {
-        TB_WARN("ft", "malformed graft from rank %u ignored", n->child[child].rank);
-        return;
-    }
+    const tb_ctl_stream_t *d = &m->def;
     /* A stream new here, or one none of our children took part in (a
      * commnode that joined the running tree knows the broadcast streams
      * without taking part), is grafted further up: we owe what the child
      * owes. */
-    if (!tb_stream_known(n, id))
-        tb_stream_create(n, id, up, sync, timeout, down, members, nm);
-    if (tb_stream_join(n, id, child, sent, seen) && n->role != TB_ROLE_FE && n->parent)
+    if (!tb_stream_known(n, d->id))
+        tb_stream_create(n, d->id, d->up, d->sync, d->timeout_ms, d->down, d->members,
+                         d->nmembers);
+    if (tb_stream_join(n, d->id, child, m->sent_key, m->last_q) && n->role != TB_ROLE_FE &&
+        n->parent)
         tb_node_send_ctl(n, n->parent, TB_CTL_GRAFT, tbon_packet_ref(p));
-    free(members);
 }
 
-/* Control messages of fault tolerance, from the parent (child < 0) or a
- * child. 1 if op was one of them. */
-int tb_ft_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p)
+/* Control messages of fault tolerance (TB_CTL_OWN_FT), from the parent
+ * (child < 0) or a child, in the direction codec/ctl.h gives them: m is
+ * decoded from p. */
+void tb_ft_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p)
 {
     tb_conn_t *from = child < 0 ? n->parent : n->child[child].conn;
-    switch (op) {
+    switch (m->op) {
     case TB_CTL_PORTS:
-        if (child < 0)
-            on_ports(n, p);
-        return 1;
+        on_ports(n, &m->u.ports, p);
+        break;
     case TB_CTL_REPORT:
-        on_report(n, from, p);
-        return 1;
+        on_report(n, from, &m->u.report, p);
+        break;
     case TB_CTL_GRAFT:
-        if (child >= 0)
-            on_graft(n, (size_t)child, p);
-        return 1;
+        on_graft(n, (size_t)child, &m->u.graft, p);
+        break;
     default:
-        return 0;
+        break;
     }
 }
 

@@ -225,7 +225,7 @@ void tb_ft_send_ports_to(tb_node_t *n, tb_conn_t *c);
  * on the wire the same numbers) up to the FE, kept until a view brings it
  * back. */
 void tb_ft_report(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
-int  tb_ft_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p);
+void tb_ft_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
 int  tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost);
 void tb_ft_child_lost(tb_node_t *n, size_t i);
 void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more,
@@ -255,8 +255,8 @@ void tb_view_flush(tb_node_t *n);
  * next batch or orphan is due. */
 void tb_view_timers(tb_node_t *n, int64_t now);
 void tb_view_next(const tb_node_t *n, int64_t *next);
-/* Membership control messages; 1 if op was one. */
-int  tb_view_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p);
+/* Membership control messages (TB_CTL_OWN_VIEW), m decoded from p. */
+void tb_view_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
 /* A child's connection ended; we were adopted (send our versions up). */
 void tb_view_child_gone(tb_node_t *n, size_t i);
 void tb_view_adopted(tb_node_t *n);
@@ -289,7 +289,7 @@ void tb_view_free(tb_node_t *n);
 /* node_attr.c: attribute replication (seed 002 section 4) */
 /* A back-end writes key (value NULL: deletes it); the change goes up. */
 void tb_attr_set(tb_node_t *n, const char *key, const char *value);
-int  tb_attr_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p);
+void tb_attr_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
 /* Adopted: our map, and those of our subtree, go up again. */
 void tb_attr_resync(tb_node_t *n);
 void tb_attr_free(tb_node_t *n);

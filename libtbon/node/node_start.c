@@ -360,7 +360,7 @@ void tb_node_check_ready(tb_node_t *n)
             tb_ft_send_ports(n);
     } else {
         tb_node_send_ctl(n, n->parent, TB_CTL_READY,
-                         tbon_packet_new(TB_CTL_READY, "%ud", (uint32_t)count));
+                         tb_ctl_ready_encode(&(tb_ctl_ready_t){ (uint32_t)count }));
     }
 }
 

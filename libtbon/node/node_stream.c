@@ -103,16 +103,22 @@ static void stream_error(tb_node_t *n, uint32_t id, const char *msg)
             n->cbs.status(n->cbs.arg, TB_NODE_STREAM_ERROR, (int)id, msg);
     } else {
         tb_node_send_ctl(n, n->parent, TB_CTL_STREAM_ERR,
-                         tbon_packet_new(TB_CTL_STREAM_ERR, "%ud %s", id, msg));
+                         tb_ctl_stream_err_encode(&(tb_ctl_stream_err_t){ id, msg }));
     }
+}
+
+/* The definition of s as the control messages carry it. */
+static tb_ctl_stream_t stream_def(const tb_stream_st_t *s)
+{
+    return (tb_ctl_stream_t){ s->id, s->up, s->sync | (s->bcast ? TB_STREAM_BCAST : 0),
+                              s->timeout_ms, s->down, s->members, s->nmembers };
 }
 
 /* The definition of s for a child (TB_CTL_STREAM). */
 static tbon_packet_t *stream_packet(const tb_stream_st_t *s)
 {
-    return tbon_packet_new(TB_CTL_STREAM, "%ud %d %d %ud %d %aud", s->id, s->up,
-                           s->sync | (s->bcast ? TB_STREAM_BCAST : 0), s->timeout_ms, s->down,
-                           s->members, s->nmembers);
+    tb_ctl_stream_t d = stream_def(s);
+    return tb_ctl_stream_encode(&d);
 }
 
 int tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeout_ms,
@@ -201,8 +207,8 @@ void tb_stream_set_params(tb_node_t *n, uint32_t id, int which, tbon_packet_t *p
     }
     size_t len;
     const uint8_t *pl = tb_packet_payload(p, &len);
-    tbon_packet_t *fwd = tbon_packet_new(TB_CTL_PARAMS, "%ud %d %d %auc", id, which,
-                                         tbon_packet_tag(p), pl, len);
+    tbon_packet_t *fwd = tb_ctl_params_encode(&(tb_ctl_params_t){ id, which, tbon_packet_tag(p),
+                                                                 pl, len });
     for (size_t i = 0; fwd && i < n->nchild; i++)
         if (s->part[i] && n->child[i].conn && !n->child[i].is_be)
             tb_node_send_ctl(n, n->child[i].conn, TB_CTL_PARAMS, tbon_packet_ref(fwd));
@@ -587,11 +593,8 @@ void tb_stream_keep(tb_node_t *n, uint32_t id, tbon_packet_t *p)
 
 void tb_stream_graft(tb_node_t *n, tb_stream_st_t *s)
 {
-    tb_node_send_ctl(n, n->parent, TB_CTL_GRAFT,
-                     tbon_packet_new(TB_CTL_GRAFT, "%ud %d %d %ud %d %aud %uld %uld", s->id,
-                                     s->up, s->sync | (s->bcast ? TB_STREAM_BCAST : 0),
-                                     s->timeout_ms, s->down, s->members, s->nmembers,
-                                     s->sent_key, s->last_q));
+    tb_ctl_graft_t g = { stream_def(s), s->sent_key, s->last_q };
+    tb_node_send_ctl(n, n->parent, TB_CTL_GRAFT, tb_ctl_graft_encode(&g));
 }
 
 void tb_stream_bcast_join(tb_node_t *n, size_t i)

@@ -145,7 +145,7 @@ static void send_ack(tb_node_t *n, int want)
     n->view_up[0] = n->view;
     n->view_up[1] = n->view_sub;
     tb_node_send_ctl(n, n->parent, TB_CTL_VIEW_ACK,
-                     tbon_packet_new(TB_CTL_VIEW_ACK, "%uld %uld %d", n->view, n->view_sub, want));
+                     tb_ctl_view_ack_encode(&(tb_ctl_view_ack_t){ n->view, n->view_sub, want }));
 }
 
 static void join_replies(tb_node_t *n);
@@ -194,28 +194,7 @@ static void hist_push(tb_node_t *n, uint64_t v, tbon_packet_t *p)
 
 static tbon_packet_t *view_packet(uint64_t v, uint64_t prev, const tb_vchange_t *ch, size_t k)
 {
-    int32_t *kinds = malloc((k ? k : 1) * sizeof *kinds);
-    uint32_t *r = malloc((k ? k : 1) * 5 * sizeof *r);
-    const char **hosts = malloc((k ? k : 1) * sizeof *hosts);
-    tbon_packet_t *p = NULL;
-    if (kinds && r && hosts) {
-        for (size_t i = 0; i < k; i++) {
-            kinds[i] = ch[i].kind;
-            r[i] = ch[i].rank;
-            r[k + i] = ch[i].parent;
-            r[2 * k + i] = ch[i].inc;
-            r[3 * k + i] = ch[i].lid;
-            r[4 * k + i] = ch[i].port;
-            hosts[i] = ch[i].host;
-        }
-        p = tbon_packet_new(TB_CTL_VIEW, "%uld %uld %ad %aud %aud %aud %as %aud %aud", v, prev,
-                            kinds, k, r, k, r + k, k, r + 2 * k, k, hosts, k, r + 3 * k, k,
-                            r + 4 * k, k);
-    }
-    free(kinds);
-    free(r);
-    free(hosts);
-    return p;
+    return tb_ctl_view_encode(&(tb_ctl_view_t){ v, prev, ch, k });
 }
 
 /* A whole view (prev 0) for a child that lags beyond our history: every
@@ -438,52 +417,38 @@ void tb_view_next(const tb_node_t *n, int64_t *next)
 
 static int add_joined(tb_node_t *n, const tb_vchange_t *c);
 
-static void on_view(tb_node_t *n, tbon_packet_t *p)
+static void on_view(tb_node_t *n, const tb_ctl_view_t *m, tbon_packet_t *p)
 {
-    uint64_t v, prev;
-    int32_t *kinds = NULL;
-    uint32_t *r = NULL, *par = NULL, *inc = NULL, *lid = NULL, *port = NULL;
-    char **hosts = NULL;
-    size_t nk = 0, nr = 0, np = 0, ni = 0, nh = 0, nl = 0, npo = 0;
-    if (tbon_packet_unpack(p, "%uld %uld %ad %aud %aud %aud %as %aud %aud", &v, &prev, &kinds,
-                           &nk, &r, &nr, &par, &np, &inc, &ni, &hosts, &nh, &lid, &nl, &port,
-                           &npo) != 0 ||
-        nk != nr || nk != np || nk != ni || nk != nh || nk != nl || nk != npo || prev >= v) {
-        TB_WARN("view", "malformed view from the parent ignored");
-        goto out;
-    }
+    /* The decoder checked the shape (kinds, ports, hosts, prev < v); the
+     * ranks need the topology. */
+    uint64_t v = m->version, prev = m->prev;
     if (v <= n->view)
-        goto out;                       /* had it (sent again after an adoption) */
+        return;                         /* had it (sent again after an adoption) */
     if (prev > n->view) {
         /* A gap: ask for everything after what we have. */
         TB_INFO("view", "view %llu follows %llu but we have %llu: asking again",
                 (unsigned long long)v, (unsigned long long)prev, (unsigned long long)n->view);
         send_ack(n, 1);
-        goto out;
+        return;
     }
-    tb_vchange_t *ch = malloc((nk ? nk : 1) * sizeof *ch);
+    tb_vchange_t *ch = malloc((m->n ? m->n : 1) * sizeof *ch);
     size_t k = 0;
-    for (size_t i = 0; i < nk; i++) {
-        if (kinds[i] == TB_V_JOIN || kinds[i] == TB_V_JOIN_CN) {
+    for (size_t i = 0; i < m->n; i++) {
+        const tb_vchange_t *c = &m->ch[i];
+        if (c->kind == TB_V_JOIN || c->kind == TB_V_JOIN_CN) {
             /* Joins come in rank order; the ones we have are skipped. */
-            tb_vchange_t c = { kinds[i], r[i], par[i], inc[i], lid[i], "", port[i] };
-            snprintf(c.host, sizeof c.host, "%s", hosts[i]);
-            if (port[i] > 65535 || add_joined(n, &c) < 0)
+            if (add_joined(n, c) < 0)
                 TB_WARN("view", "view %llu: the join of rank %u cannot be applied",
-                        (unsigned long long)v, r[i]);
-        } else if (kinds[i] < TB_V_FAILED || kinds[i] > TB_V_LEFT ||
-                   r[i] >= tb_topology_size(n->topo) || r[i] == 0 ||
-                   (kinds[i] == TB_V_ADOPTED && par[i] >= tb_topology_size(n->topo))) {
+                        (unsigned long long)v, c->rank);
+        } else if (c->rank >= tb_topology_size(n->topo) || c->rank == 0 ||
+                   (c->kind == TB_V_ADOPTED && c->parent >= tb_topology_size(n->topo))) {
             TB_WARN("view", "view %llu: a malformed change ignored", (unsigned long long)v);
             continue;
-        } else if (kinds[i] != TB_V_JOINED) {
-            tb_ft_apply(n, kinds[i], r[i], par[i], inc[i]);
+        } else if (c->kind != TB_V_JOINED) {
+            tb_ft_apply(n, c->kind, c->rank, c->parent, c->inc);
         }
-        if (ch) {
-            tb_vchange_t *c = &ch[k++];
-            *c = (tb_vchange_t){ kinds[i], r[i], par[i], inc[i], lid[i], "", port[i] };
-            snprintf(c->host, sizeof c->host, "%s", hosts[i]);
-        }
+        if (ch)
+            ch[k++] = *c;
     }
     n->view = v;
     if (ch)
@@ -493,31 +458,15 @@ static void on_view(tb_node_t *n, tbon_packet_t *p)
     free(ch);
     pass_down(n, v, p);
     ack_up(n);
-out:
-    free(kinds);
-    free(r);
-    free(par);
-    free(inc);
-    free(lid);
-    free(port);
-    for (size_t i = 0; hosts && i < nh; i++)
-        free(hosts[i]);
-    free(hosts);
 }
 
-static void on_ack(tb_node_t *n, size_t i, tbon_packet_t *p)
+static void on_ack(tb_node_t *n, size_t i, const tb_ctl_view_ack_t *m)
 {
-    uint64_t applied, sub;
-    int want;
     tb_child_t *ch = &n->child[i];
-    if (tbon_packet_unpack(p, "%uld %uld %d", &applied, &sub, &want) != 0 || sub > applied) {
-        TB_WARN("view", "malformed view acknowledgement from rank %u ignored", ch->rank);
-        return;
-    }
-    ch->v_acked = sub;
-    if (!ch->v_known || want) {
+    ch->v_acked = m->sub;
+    if (!ch->v_known || m->want) {
         ch->v_known = 1;
-        ch->v_sent = applied;
+        ch->v_sent = m->applied;
         catch_up(n, i);
     }
     ack_up(n);
@@ -749,8 +698,8 @@ void tb_view_check_progress(tb_node_t *n)
                 n->cbs.checked(n->cbs.arg, n->chk_id, a, na, b, nb);
         } else {
             tb_node_send_ctl(n, n->parent, TB_CTL_CHECKED,
-                             tbon_packet_new(TB_CTL_CHECKED, "%uld %aud %aud", n->chk_id, a, na,
-                                             b, nb));
+                             tb_ctl_checked_encode(&(tb_ctl_checked_t){ n->chk_id, a, b, na,
+                                                                        nb }));
         }
     }
     free(a);
@@ -764,7 +713,7 @@ static void check_start(tb_node_t *n, uint64_t id, uint64_t version, uint64_t di
     n->chk_id = id;
     n->nchk = 0;
     chk_add(n, n->rank, n->view == version && tb_view_digest(n->topo) == digest);
-    tbon_packet_t *p = tbon_packet_new(TB_CTL_CHECK, "%uld %uld %uld", id, version, digest);
+    tbon_packet_t *p = tb_ctl_check_encode(&(tb_ctl_check_t){ id, version, digest });
     for (size_t i = 0; p && i < n->nchild; i++) {
         tb_child_t *ch = &n->child[i];
         ch->chk = 0;
@@ -782,58 +731,38 @@ void tb_view_check(tb_node_t *n, uint64_t id)
     check_start(n, id, n->view, tb_view_digest(n->topo));
 }
 
-static void on_check(tb_node_t *n, tbon_packet_t *p)
+static void on_checked(tb_node_t *n, size_t i, const tb_ctl_checked_t *m)
 {
-    uint64_t id, version, digest;
-    if (tbon_packet_unpack(p, "%uld %uld %uld", &id, &version, &digest) != 0 || !id) {
-        TB_WARN("view", "malformed consistency check ignored");
-        return;
-    }
-    check_start(n, id, version, digest);    /* a newer check replaces an older one */
-}
-
-static void on_checked(tb_node_t *n, size_t i, tbon_packet_t *p)
-{
-    uint64_t id;
-    uint32_t *a = NULL, *b = NULL;
-    size_t na = 0, nb = 0;
-    if (tbon_packet_unpack(p, "%uld %aud %aud", &id, &a, &na, &b, &nb) != 0) {
-        TB_WARN("view", "malformed check answer from rank %u ignored", n->child[i].rank);
-    } else if (id == n->chk_id && n->child[i].chk == id) {
-        for (size_t j = 0; j < na; j++)
-            chk_add(n, a[j], 1);
-        for (size_t j = 0; j < nb; j++)
-            chk_add(n, b[j], 0);
+    if (m->id == n->chk_id && n->child[i].chk == m->id) {
+        for (size_t j = 0; j < m->nagree; j++)
+            chk_add(n, m->agree[j], 1);
+        for (size_t j = 0; j < m->nbad; j++)
+            chk_add(n, m->bad[j], 0);
         n->child[i].chk = 0;
         tb_view_check_progress(n);
     }
-    free(a);
-    free(b);
 }
 
 /* ---- dispatch ---- */
 
-int tb_view_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p)
+void tb_view_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p)
 {
-    switch (op) {
+    switch (m->op) {
     case TB_CTL_VIEW:
-        if (child < 0)
-            on_view(n, p);
-        return 1;
+        on_view(n, &m->u.view, p);
+        break;
     case TB_CTL_VIEW_ACK:
-        if (child >= 0)
-            on_ack(n, (size_t)child, p);
-        return 1;
+        on_ack(n, (size_t)child, &m->u.view_ack);
+        break;
     case TB_CTL_CHECK:
-        if (child < 0)
-            on_check(n, p);
-        return 1;
+        /* A newer check replaces an older one. */
+        check_start(n, m->u.check.id, m->u.check.version, m->u.check.digest);
+        break;
     case TB_CTL_CHECKED:
-        if (child >= 0)
-            on_checked(n, (size_t)child, p);
-        return 1;
+        on_checked(n, (size_t)child, &m->u.checked);
+        break;
     default:
-        return 0;
+        break;
     }
 }
 
@@ -911,13 +840,14 @@ static const char *no_restart(const tb_node_t *n, tbon_rank_t r, tb_role_t role)
 
 void tb_view_join(tb_node_t *n, tb_cmd_t *c)
 {
-    tb_role_t role = c->role == TB_ROLE_COMMNODE ? TB_ROLE_COMMNODE : TB_ROLE_BE;
+    tbon_rank_t back = c->u.join_conn.rank;     /* a restarted one, or TBON_RANK_NONE */
+    tb_role_t role = c->u.join_conn.role == TB_ROLE_COMMNODE ? TB_ROLE_COMMNODE : TB_ROLE_BE;
     const char *why = !n->ft_ready ? "the tree is not up yet"
                       : n->shutting_down ? "shutting down"
-                      : c->rank != TBON_RANK_NONE ? no_restart(n, c->rank, role) : NULL;
+                      : back != TBON_RANK_NONE ? no_restart(n, back, role) : NULL;
     if (why) {
-        if (c->rank != TBON_RANK_NONE)
-            TB_INFO("join", "refused to take rank %u back: %s", c->rank, why);
+        if (back != TBON_RANK_NONE)
+            TB_INFO("join", "refused to take rank %u back: %s", back, why);
         else
             TB_INFO("join", "refused a %s: %s", tb_role_name(role), why);
         return;                                 /* the fd closes with the command */
@@ -928,16 +858,16 @@ void tb_view_join(tb_node_t *n, tb_cmd_t *c)
     n->pjoin = pj;
     tb_vchange_t ch = { role == TB_ROLE_BE ? TB_V_JOIN : TB_V_JOIN_CN,
                         (tbon_rank_t)tb_topology_size(n->topo), tb_join_parent(n->topo, role),
-                        0, 0, "", role == TB_ROLE_BE ? 0 : (uint32_t)c->status };
-    if (c->rank != TBON_RANK_NONE) {
+                        0, 0, "", role == TB_ROLE_BE ? 0 : c->u.join_conn.port };
+    if (back != TBON_RANK_NONE) {
         /* A restarted process keeps its rank and name; its next generation
          * makes whatever its old one still says stale (reconfig.h). */
-        ch.rank = c->rank;
-        ch.inc = tb_inc_next_gen(tb_topology_incarnation(n->topo, c->rank));
-        ch.lid = tb_topology_local_id(n->topo, c->rank);
-        snprintf(ch.host, sizeof ch.host, "%s", tb_topology_host(n->topo, c->rank));
+        ch.rank = back;
+        ch.inc = tb_inc_next_gen(tb_topology_incarnation(n->topo, back));
+        ch.lid = tb_topology_local_id(n->topo, back);
+        snprintf(ch.host, sizeof ch.host, "%s", tb_topology_host(n->topo, back));
     } else {
-        peer_host(n, c->fd, ch.host, sizeof ch.host);
+        peer_host(n, c->u.join_conn.fd, ch.host, sizeof ch.host);
         ch.lid = ch.rank;
         while (tb_topology_find(n->topo, ch.host, ch.lid) != TBON_RANK_NONE)
             ch.lid++;
@@ -947,9 +877,9 @@ void tb_view_join(tb_node_t *n, tb_cmd_t *c)
         return;
     }
     note(n, &ch);
-    n->pjoin[n->npjoin++] = (struct tb_pjoin){ ch.rank, ch.parent, c->fd, 0,
+    n->pjoin[n->npjoin++] = (struct tb_pjoin){ ch.rank, ch.parent, c->u.join_conn.fd, 0,
                                                tb_now_ms() + TB_JOIN_CONNECT_MS };
-    c->fd = -1;
+    c->u.join_conn.fd = -1;
     for (size_t i = 0; i < n->nannounced; i++)     /* its next JOINED is news */
         if (n->announced[i] == ch.rank)
             n->announced[i] = n->announced[--n->nannounced];
@@ -981,10 +911,10 @@ static void join_replies(tb_node_t *n)
             continue;
         }
         if (ready) {
-            tbon_packet_t *p = tbon_packet_new(TB_CTL_JOIN_ACK, "%ud %ud %s %ud %ud", j->r,
-                                               j->parent, tb_topology_host(n->topo, j->parent),
-                                               (uint32_t)tb_topology_port(n->topo, j->parent),
-                                               tb_topology_incarnation(n->topo, j->r));
+            tb_ctl_join_ack_t a = { j->r, j->parent, tb_topology_host(n->topo, j->parent),
+                                    tb_topology_port(n->topo, j->parent),
+                                    tb_topology_incarnation(n->topo, j->r) };
+            tbon_packet_t *p = tb_ctl_join_ack_encode(&a);
             size_t len = 0;
             const uint8_t *pl = p ? tb_packet_payload(p, &len) : NULL;
             tb_frame_hdr_t h = { .type = TB_FRAME_CONTROL, .tag = TB_CTL_JOIN_ACK, .source = 0 };

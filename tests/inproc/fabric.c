@@ -336,7 +336,7 @@ void fab_free(fab_t *f)
      * (an orphan would wait for an adopter for ever). All are told before
      * any is destroyed: destroying one joins its thread. */
     for (size_t i = 0; i < f->nnodes; i++)
-        fab_post(f->nodes[i], tb_cmd_new(TB_CMD_LEAVE));
+        fab_post(f->nodes[i], tb_cmd_leave());
     for (size_t i = f->nnodes; i-- > 0;) {
         fab_node_t *n = f->nodes[i];
         tb_node_destroy(n->node);
@@ -513,30 +513,21 @@ void fab_post(fab_node_t *n, tb_cmd_t *c)
 void fab_stream(fab_node_t *fe, uint32_t id, int up, int sync, uint32_t timeout_ms,
                 const tbon_rank_t *members, size_t nmembers)
 {
-    tb_cmd_t *c = tb_cmd_new(TB_CMD_STREAM);
+    tbon_rank_t *m = malloc((nmembers ? nmembers : 1) * sizeof *m);
+    if (!m)
+        abort();
+    memcpy(m, members, nmembers * sizeof *members);
+    tb_cmd_t *c = tb_cmd_stream(id, up, sync, timeout_ms, TBON_FILTER_NULL, m, nmembers);
     if (!c)
         abort();
-    c->stream = id;
-    c->up = up;
-    c->sync = sync;
-    c->timeout_ms = timeout_ms;
-    c->down = TBON_FILTER_NULL;
-    c->members = malloc((nmembers ? nmembers : 1) * sizeof *c->members);
-    if (!c->members)
-        abort();
-    memcpy(c->members, members, nmembers * sizeof *members);
-    c->nmembers = nmembers;
     fab_post(fe, c);
 }
 
 void fab_send(fab_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t key)
 {
-    tb_cmd_t *c = tb_cmd_new(TB_CMD_SEND);
+    tb_cmd_t *c = tb_cmd_send(stream, p, key, 0);
     if (!c)
         abort();
-    c->stream = stream;
-    c->pkt = p;
-    c->key = key;
     fab_post(n, c);
 }
 
@@ -709,12 +700,9 @@ void fab_peer_close(fab_peer_t *pe)
  * orphan's EDS does (eds.c, ask). 1 if it came. */
 static int adopt_conn(fab_node_t *adopter, tbon_rank_t o, uint32_t inc, int sv0, int sv1)
 {
-    tb_cmd_t *c = tb_cmd_new(TB_CMD_ADOPT_CONN);
+    tb_cmd_t *c = tb_cmd_adopt_conn(sv0, o, inc);
     if (!c)
         abort();
-    c->rank = o;
-    c->fd = sv0;
-    c->status = (int)inc;
     fab_post(adopter, c);
     tb_frame_t fr;
     tbon_error_t err;
@@ -729,12 +717,9 @@ static int adopt_conn(fab_node_t *adopter, tbon_rank_t o, uint32_t inc, int sv0,
 
 static void post_adopted(fab_node_t *orphan, tbon_rank_t adopter, tbon_rank_t lost, int fd)
 {
-    tb_cmd_t *c = tb_cmd_new(TB_CMD_ADOPTED);
+    tb_cmd_t *c = tb_cmd_adopted(fd, adopter, lost, 0, 0);
     if (!c)
         abort();
-    c->rank = adopter;
-    c->status = (int)lost;
-    c->fd = fd;
     fab_post(orphan, c);
 }
 

@@ -569,9 +569,8 @@ TEST(adoption_between_real_nodes)
     union_exactly(fe, 1, rest, 5, __LINE__);
 
     /* every live node agrees with the FE */
-    tb_cmd_t *c = tb_cmd_new(TB_CMD_CHECK);
+    tb_cmd_t *c = tb_cmd_check(1);
     REQUIRE(c);
-    c->key = 1;
     fab_post(fe, c);
     tbon_rank_t *agree = NULL, *bad = NULL;
     size_t na = 0, nb = 0;

@@ -205,9 +205,8 @@ TEST(a_failure_makes_a_view_that_comes_back_stable)
         CHECK_UINT(n0, 1);
         CHECK_UINT(n1, 1);
         CHECK_UINT(n2, 1);
-        tb_cmd_t *c = tb_cmd_new(TB_CMD_CHECK);
+        tb_cmd_t *c = tb_cmd_check(1);
         REQUIRE(c);
-        c->key = 1;
         fab_post(fe, c);
         tbon_rank_t *agree = NULL, *bad = NULL;
         size_t na = 0, nb = 0;

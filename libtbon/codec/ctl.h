@@ -1,0 +1,289 @@
+/* ctl.h - the control messages between the processes of a tree: one struct
+ * and one encode/decode pair per message, and the table that names each
+ * message's direction and the module that takes it (docs/protocol.md,
+ * "Control messages").
+ *
+ * A control message travels in a CONTROL frame whose tag is its op and whose
+ * payload is an encoded packet (packet.c) with the message's fixed format.
+ * Encoders build that packet; decoders take one (or the payload bytes) and
+ * fill the struct, refusing with TBON_EFORMAT and a message naming the
+ * control message and the field when the format is not the message's, an
+ * array's length disagrees with its siblings', a string holds a NUL byte, or
+ * a value is out of its range. Checks that need the topology (is this rank
+ * in it?) are the receiver's.
+ *
+ * Pointers in the structs are borrowed when encoding; a successful decode
+ * allocates them, and tb_ctl_free (or tb_ctl_msg_free) releases them.
+ */
+#ifndef TB_CTL_H
+#define TB_CTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tbon/tbon.h>
+
+#include "topo/topology.h"
+
+/* The ops (a CONTROL frame's tag). Numbers are the wire format: never
+ * reuse or renumber one. */
+enum tb_ctl {
+    TB_CTL_READY = 1,
+    TB_CTL_FAIL,
+    TB_CTL_STREAM,
+    TB_CTL_FILTER,
+    TB_CTL_PARAMS,
+    TB_CTL_SHUTDOWN,
+    TB_CTL_STREAM_ERR,
+    TB_CTL_PORT,
+    TB_CTL_LAUNCH,
+    /* Fault tolerance (docs/protocol.md 8) */
+    TB_CTL_PORTS,
+    TB_CTL_REPORT,
+    TB_CTL_ADOPT_ACK,
+    TB_CTL_GRAFT,
+    /* Membership (docs/protocol.md 9) */
+    TB_CTL_VIEW,
+    TB_CTL_VIEW_ACK,
+    TB_CTL_CHECK,
+    TB_CTL_CHECKED,
+    TB_CTL_ATTR,
+    TB_CTL_ATTR_SYNC,
+    TB_CTL_JOIN_ACK,
+    TB_CTL_LEAVE,
+    TB_CTL_OP_MAX = TB_CTL_LEAVE
+};
+
+/* Which way a message goes: up (child to parent), down, or both. */
+enum tb_ctl_dir { TB_CTL_UP = 1, TB_CTL_DOWN = 2, TB_CTL_BOTH = 3 };
+
+/* Who takes a message. The reactor dispatches node, ft, view and attr
+ * messages to that module; join and adopt messages are read before a
+ * connection reaches the reactor (node/join.c, node/eds.c). */
+enum tb_ctl_owner {
+    TB_CTL_OWN_NODE = 1,    /* node/node.c: start-up, streams, filters, shutdown */
+    TB_CTL_OWN_FT,          /* node/node_ft.c: port table, reports, grafts */
+    TB_CTL_OWN_VIEW,        /* node/node_view.c: views and consistency checks */
+    TB_CTL_OWN_ATTR,        /* node/node_attr.c: attributes */
+    TB_CTL_OWN_JOIN,        /* node/join.c, commnode: a new process's start-up */
+    TB_CTL_OWN_ADOPT,       /* node/eds.c: the orphan asking an adopter */
+};
+
+typedef struct tb_ctl_info {
+    int         op;         /* enum tb_ctl */
+    const char *name;       /* "READY" */
+    int         dir;        /* enum tb_ctl_dir */
+    int         owner;      /* enum tb_ctl_owner */
+    const char *format;     /* the packet format, canonical */
+    const char *fields;     /* what the fields are, for people */
+} tb_ctl_info_t;
+
+/* The entry of op, or NULL for an op no message has. */
+const tb_ctl_info_t *tb_ctl_info(int op);
+/* "READY", or "?" for an unknown op. */
+const char *tb_ctl_name(int op);
+const char *tb_ctl_dir_name(int dir);       /* "up", "down", "both" */
+const char *tb_ctl_owner_name(int owner);   /* "node", "ft", ... */
+
+/* One change of the membership view (TB_CTL_VIEW). */
+enum tb_vkind {
+    TB_V_FAILED = 1,          /* rank failed */
+    TB_V_ADOPTED = 2,         /* rank adopted by parent at inc */
+    TB_V_JOIN = 3,            /* a back-end joins: rank (the next one, or a failed
+                                 one restarted at a later generation of inc)
+                                 under parent, named host:lid */
+    TB_V_JOINED = 4,          /* it is connected and in its parent's streams */
+    TB_V_LEFT = 5,            /* rank left in order (dead from now on) */
+    TB_V_JOIN_CN = 6,         /* a commnode joins, as TB_V_JOIN; it listens on port */
+};
+typedef struct tb_vchange {
+    int32_t     kind;         /* enum tb_vkind */
+    tbon_rank_t rank, parent;
+    uint32_t    inc;
+    uint32_t    lid;          /* joins: the local id */
+    char        host[TB_TOPOLOGY_MAX_HOST + 1];   /* joins: the host */
+    uint32_t    port;         /* TB_V_JOIN_CN: where it listens */
+} tb_vchange_t;
+
+/* The number of recovery times in a TB_CTL_REPORT. */
+#define TB_CTL_REPORT_US 5
+
+/* ---- the messages ---- */
+
+typedef struct { uint32_t count; } tb_ctl_ready_t;      /* processes in the subtree */
+typedef struct { int32_t code; const char *msg; } tb_ctl_fail_t;
+/* A stream's definition. sync may carry TB_STREAM_BCAST (node.h). */
+typedef struct {
+    uint32_t id;
+    int32_t up, sync;
+    uint32_t timeout_ms;
+    int32_t down;
+    const uint32_t *members;
+    size_t nmembers;
+} tb_ctl_stream_t;
+typedef struct { int32_t id; const char *path, *func; } tb_ctl_filter_t;
+/* payload: the encoded parameter packet (tb_packet_payload), tag its tag. */
+typedef struct {
+    uint32_t stream;
+    int32_t which, tag;
+    const uint8_t *payload;
+    size_t len;
+} tb_ctl_params_t;
+typedef struct { uint32_t unused; } tb_ctl_shutdown_t;  /* 0 */
+typedef struct { uint32_t stream; const char *msg; } tb_ctl_stream_err_t;
+typedef struct { uint32_t rank, port; } tb_ctl_port_t;  /* port 0-65535 (0: none) */
+/* To a new commnode, after the topology. backend_exe "": back-ends attach;
+ * commnode "": its own program, "-": it launches nothing (Slurm steps). */
+typedef struct {
+    const char *backend_exe;
+    const char *const *argv;
+    size_t nargv;
+    const char *rsh;
+    const char *commnode;
+} tb_ctl_launch_t;
+/* Where the FE and every commnode listen; the heartbeat timeout (0: none). */
+typedef struct {
+    const uint32_t *ranks, *ports;       /* n each; ports 0-65535 */
+    size_t n;
+    int32_t heartbeat_ms;
+} tb_ctl_ports_t;
+/* kind: TB_V_FAILED, ADOPTED, JOINED or LEFT. us: the recovery times
+ * (new_parent, connect, compensate, cleanup) and 1 if a stream may have lost
+ * data. */
+typedef struct {
+    int32_t kind;
+    uint32_t rank, parent, inc;
+    uint64_t us[TB_CTL_REPORT_US];
+} tb_ctl_report_t;
+typedef struct { uint32_t ok; } tb_ctl_adopt_ack_t;    /* 1: adopted */
+/* A stream an adopted child takes part in, the last wave key it sent up and
+ * the last request it saw. */
+typedef struct {
+    tb_ctl_stream_t def;
+    uint64_t sent_key, last_q;
+} tb_ctl_graft_t;
+/* View version, the version it follows (0: a whole view; prev < version),
+ * and its changes (kinds 1-6, ports 0-65535). */
+typedef struct {
+    uint64_t version, prev;
+    const tb_vchange_t *ch;
+    size_t n;
+} tb_ctl_view_t;
+/* The version applied here, the one the whole subtree has (<= applied), and
+ * want 1 to ask for every version after the first (0 or 1). */
+typedef struct { uint64_t applied, sub; int32_t want; } tb_ctl_view_ack_t;
+typedef struct { uint64_t id, version, digest; } tb_ctl_check_t;   /* id != 0 */
+typedef struct {
+    uint64_t id;
+    const uint32_t *agree, *bad;
+    size_t nagree, nbad;
+} tb_ctl_checked_t;
+/* Entries of source src: keys, values ("" for a tombstone), dead (0 or 1:
+ * a tombstone) and versions, n each. */
+typedef struct {
+    uint32_t src;
+    const char *const *keys, *const *values;
+    const uint8_t *dead;
+    const uint64_t *versions;
+    size_t n;
+} tb_ctl_attr_t;
+typedef struct { uint32_t unused; } tb_ctl_attr_sync_t; /* 0 */
+/* A joining process's rank and incarnation, and its parent's rank, host
+ * and port (1-65535). */
+typedef struct {
+    uint32_t rank, parent;
+    const char *host;
+    uint32_t port, inc;
+} tb_ctl_join_ack_t;
+typedef struct { uint32_t unused; } tb_ctl_leave_t;     /* 0 */
+
+/* Encoders: a new packet (one reference, tag = op), NULL only when out of
+ * memory. Decoders: 0, or TBON_EFORMAT / TBON_ENOMEM with err saying what
+ * is wrong (err may be NULL); on failure nothing is left allocated. */
+tbon_packet_t *tb_ctl_ready_encode(const tb_ctl_ready_t *m);
+int tb_ctl_ready_decode(const tbon_packet_t *p, tb_ctl_ready_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_fail_encode(const tb_ctl_fail_t *m);
+int tb_ctl_fail_decode(const tbon_packet_t *p, tb_ctl_fail_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_stream_encode(const tb_ctl_stream_t *m);
+int tb_ctl_stream_decode(const tbon_packet_t *p, tb_ctl_stream_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_filter_encode(const tb_ctl_filter_t *m);
+int tb_ctl_filter_decode(const tbon_packet_t *p, tb_ctl_filter_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_params_encode(const tb_ctl_params_t *m);
+int tb_ctl_params_decode(const tbon_packet_t *p, tb_ctl_params_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_shutdown_encode(const tb_ctl_shutdown_t *m);
+int tb_ctl_shutdown_decode(const tbon_packet_t *p, tb_ctl_shutdown_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_stream_err_encode(const tb_ctl_stream_err_t *m);
+int tb_ctl_stream_err_decode(const tbon_packet_t *p, tb_ctl_stream_err_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_port_encode(const tb_ctl_port_t *m);
+int tb_ctl_port_decode(const tbon_packet_t *p, tb_ctl_port_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_launch_encode(const tb_ctl_launch_t *m);
+int tb_ctl_launch_decode(const tbon_packet_t *p, tb_ctl_launch_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_ports_encode(const tb_ctl_ports_t *m);
+int tb_ctl_ports_decode(const tbon_packet_t *p, tb_ctl_ports_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_report_encode(const tb_ctl_report_t *m);
+int tb_ctl_report_decode(const tbon_packet_t *p, tb_ctl_report_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_adopt_ack_encode(const tb_ctl_adopt_ack_t *m);
+int tb_ctl_adopt_ack_decode(const tbon_packet_t *p, tb_ctl_adopt_ack_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_graft_encode(const tb_ctl_graft_t *m);
+int tb_ctl_graft_decode(const tbon_packet_t *p, tb_ctl_graft_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_view_encode(const tb_ctl_view_t *m);
+int tb_ctl_view_decode(const tbon_packet_t *p, tb_ctl_view_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_view_ack_encode(const tb_ctl_view_ack_t *m);
+int tb_ctl_view_ack_decode(const tbon_packet_t *p, tb_ctl_view_ack_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_check_encode(const tb_ctl_check_t *m);
+int tb_ctl_check_decode(const tbon_packet_t *p, tb_ctl_check_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_checked_encode(const tb_ctl_checked_t *m);
+int tb_ctl_checked_decode(const tbon_packet_t *p, tb_ctl_checked_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_attr_encode(const tb_ctl_attr_t *m);
+int tb_ctl_attr_decode(const tbon_packet_t *p, tb_ctl_attr_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_attr_sync_encode(const tb_ctl_attr_sync_t *m);
+int tb_ctl_attr_sync_decode(const tbon_packet_t *p, tb_ctl_attr_sync_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_join_ack_encode(const tb_ctl_join_ack_t *m);
+int tb_ctl_join_ack_decode(const tbon_packet_t *p, tb_ctl_join_ack_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_leave_encode(const tb_ctl_leave_t *m);
+int tb_ctl_leave_decode(const tbon_packet_t *p, tb_ctl_leave_t *m, tbon_error_t *err);
+
+/* Release what a successful decode of op allocated in m (the struct of that
+ * op). NULL is fine. */
+void tb_ctl_free(int op, void *m);
+
+/* Any message: op says which member of u holds it. */
+typedef struct tb_ctl_msg {
+    int op;
+    union {
+        tb_ctl_ready_t ready;
+        tb_ctl_fail_t fail;
+        tb_ctl_stream_t stream;
+        tb_ctl_filter_t filter;
+        tb_ctl_params_t params;
+        tb_ctl_shutdown_t shutdown;
+        tb_ctl_stream_err_t stream_err;
+        tb_ctl_port_t port;
+        tb_ctl_launch_t launch;
+        tb_ctl_ports_t ports;
+        tb_ctl_report_t report;
+        tb_ctl_adopt_ack_t adopt_ack;
+        tb_ctl_graft_t graft;
+        tb_ctl_view_t view;
+        tb_ctl_view_ack_t view_ack;
+        tb_ctl_check_t check;
+        tb_ctl_checked_t checked;
+        tb_ctl_attr_t attr;
+        tb_ctl_attr_sync_t attr_sync;
+        tb_ctl_join_ack_t join_ack;
+        tb_ctl_leave_t leave;
+    } u;
+} tb_ctl_msg_t;
+
+/* The packet of m (tag m->op); NULL if out of memory or m->op is no op. */
+tbon_packet_t *tb_ctl_encode(const tb_ctl_msg_t *m);
+/* Decode packet p as control message op into m (m->op = op). An unknown op
+ * is TBON_EFORMAT too. */
+int tb_ctl_decode(int op, const tbon_packet_t *p, tb_ctl_msg_t *m, tbon_error_t *err);
+/* The same from a CONTROL frame's payload bytes (never read beyond
+ * buf[0..len)). */
+int tb_ctl_decode_bytes(int op, const void *buf, size_t len, tb_ctl_msg_t *m,
+                        tbon_error_t *err);
+void tb_ctl_msg_free(tb_ctl_msg_t *m);
+
+#endif
