@@ -244,7 +244,24 @@ void tb_ft_confirm(tb_node_t *n, const tb_vchange_t *ch, size_t k);
  * back): applied, announced (TBON_EV_NODE_FAILED) and put in the view. */
 void tb_ft_failed(tb_node_t *n, tbon_rank_t r, uint32_t inc, const char *how);
 
-/* node_view.c: views, their acknowledgements, failure notices, checks */
+/* A back-end that asked the FE to join: it is told its rank and parent once
+ * the parent has the view that adds it (it would be refused before). */
+struct tb_pjoin {
+    tbon_rank_t r, parent;
+    int fd;
+    uint64_t version;   /* the version that adds it (0: not yet made) */
+    int64_t due;        /* given up then (ms) */
+};
+
+/* A child counts for acknowledgements, checks and joins while its
+ * connection is open. */
+static inline int tb_child_counted(const tb_child_t *ch)
+{
+    return ch->conn && !ch->conn->closed;
+}
+
+/* node_view.c: views, their acknowledgements, the consistency check;
+ * node_notice.c: failure notices; node_join.c: joins and leaves */
 void tb_view_init(tb_node_t *n);
 /* FE: a change for the next view version. */
 void tb_view_note(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
@@ -285,6 +302,14 @@ void tb_view_check(tb_node_t *n, uint64_t id);
 /* Answer the check under way if no child still owes its part. */
 void tb_view_check_progress(tb_node_t *n);
 void tb_view_free(tb_node_t *n);
+/* FE: change c goes into the next view version. */
+void tb_view_note_change(tb_node_t *n, const tb_vchange_t *c);
+/* node_join.c, for node_view.c: a view brought joined rank c (its slot here,
+ * 1 if it is our child); the joiners whose parents now have their version
+ * are answered; joiners that missed their deadline are given up. */
+int  tb_join_add(tb_node_t *n, const tb_vchange_t *c);
+void tb_join_replies(tb_node_t *n);
+void tb_join_timeouts(tb_node_t *n, int64_t now);
 
 /* node_attr.c: attribute replication (seed 002 section 4) */
 /* A back-end writes key (value NULL: deletes it); the change goes up. */

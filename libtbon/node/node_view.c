@@ -18,32 +18,24 @@
  * long (its adoption never came) is declared failed, so no view waits for
  * ever.
  *
- * Three more things live here: the fast failure notice (seed 002 section 3,
- * "high priority monitoring"), a datagram from the detector straight to the
- * FE; the consistency check, which compares every node's copy with the
- * FE's; and joins and leaves (seed 000 section 3.7): a new back-end gets its
- * rank and parent from the FE, and the join is a view change like any other.
+ * The consistency check, which compares every node's copy with the FE's,
+ * lives here too. The fast failure notice is in node_notice.c, joins and
+ * leaves in node_join.c.
  */
 #include "node/node_int.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <sodium.h>
-
 #include "util/log.h"
 #include "codec/packet_int.h"
-#include "topo/reconfig.h"
-#include "util/endian.h"
 #include "util/hash.h"
 #include "net/sock.h"
+#include "topo/reconfig.h"
 
 /* Versions kept for children that lag (an adopted one). */
 #define TB_VIEW_HISTORY 256
@@ -81,19 +73,6 @@ struct tb_orphan {
     int64_t since;      /* ms */
 };
 
-/* A back-end that asked the FE to join: it is told its rank and parent once
- * the parent has the view that adds it (it would be refused before). */
-struct tb_pjoin {
-    tbon_rank_t r, parent;
-    int fd;
-    uint64_t version;   /* the version that adds it (0: not yet made) */
-    int64_t due;        /* given up then (ms) */
-};
-
-/* A joined back-end must connect to its parent within this (ms), or it is
- * taken for failed. */
-#define TB_JOIN_CONNECT_MS 10000
-
 void tb_view_init(tb_node_t *n)
 {
     n->view = 1;        /* the tree as it started: the same copy everywhere */
@@ -108,11 +87,6 @@ void tb_view_init(tb_node_t *n)
 
 /* ---- acknowledgements ---- */
 
-static int counted(const tb_child_t *ch)
-{
-    return ch->conn && !ch->conn->closed;
-}
-
 /* The highest version every process of our subtree has applied: ours, or
  * less while a child's subtree lags (0 while an adopted child has not said). */
 static uint64_t subtree(const tb_node_t *n)
@@ -120,7 +94,7 @@ static uint64_t subtree(const tb_node_t *n)
     uint64_t v = n->view;
     for (size_t i = 0; i < n->nchild; i++) {
         const tb_child_t *ch = &n->child[i];
-        if (!counted(ch))
+        if (!tb_child_counted(ch))
             continue;
         if (!ch->v_known)
             return 0;
@@ -148,8 +122,6 @@ static void send_ack(tb_node_t *n, int want)
                      tb_ctl_view_ack_encode(&(tb_ctl_view_ack_t){ n->view, n->view_sub, want }));
 }
 
-static void join_replies(tb_node_t *n);
-
 /* Recompute our subtree's version; tell the parent if it moved (FE: is the
  * view stable now? may joiners be answered?). */
 static void ack_up(tb_node_t *n)
@@ -157,7 +129,7 @@ static void ack_up(tb_node_t *n)
     n->view_sub = subtree(n);
     if (n->role == TB_ROLE_FE) {
         emit_stable(n);
-        join_replies(n);
+        tb_join_replies(n);
         return;
     }
     if (n->parent && !n->parent->closed &&
@@ -237,7 +209,7 @@ static tbon_packet_t *whole_view(const tb_node_t *n)
 static void catch_up(tb_node_t *n, size_t i)
 {
     tb_child_t *ch = &n->child[i];
-    while (counted(ch) && ch->v_known && ch->v_sent < n->view) {
+    while (tb_child_counted(ch) && ch->v_known && ch->v_sent < n->view) {
         tbon_packet_t *p = hist_find(n, ch->v_sent + 1);
         if (!p) {
             TB_INFO("view", "rank %u is at view %llu, beyond what we keep: it gets view %llu "
@@ -262,15 +234,13 @@ static void pass_down(tb_node_t *n, uint64_t v, tbon_packet_t *p)
 
 /* ---- the FE: making versions ---- */
 
-static void note(tb_node_t *n, const tb_vchange_t *c);
-
 void tb_view_note(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
 {
     tb_vchange_t c = { kind, r, p, inc, 0, "", 0 };
-    note(n, &c);
+    tb_view_note_change(n, &c);
 }
 
-static void note(tb_node_t *n, const tb_vchange_t *c)
+void tb_view_note_change(tb_node_t *n, const tb_vchange_t *c)
 {
     if (n->role != TB_ROLE_FE)
         return;
@@ -305,7 +275,7 @@ static void publish(tb_node_t *n)
     for (size_t i = 0; i < n->npjoin; i++)
         if (!n->pjoin[i].version)
             n->pjoin[i].version = n->view;
-    join_replies(n);
+    tb_join_replies(n);
 }
 
 /* The FE's alive nodes without a parent (orphans, and nodes whose claimed
@@ -369,15 +339,13 @@ static int64_t orphan_ms(const tb_node_t *n)
     return hb > TB_VIEW_ORPHAN_MIN_MS ? hb : TB_VIEW_ORPHAN_MIN_MS;
 }
 
-static void join_timeouts(tb_node_t *n, int64_t now);
-
 void tb_view_timers(tb_node_t *n, int64_t now)
 {
-    join_timeouts(n, now);
+    tb_join_timeouts(n, now);
     if (n->role != TB_ROLE_FE || !n->ft_ready || n->shutting_down)
         return;
     if (n->npjoin)
-        join_replies(n);
+        tb_join_replies(n);
     int64_t limit = orphan_ms(n);
     for (size_t j = 0; j < n->norph; j++) {
         struct tb_orphan o = n->orph[j];
@@ -415,8 +383,6 @@ void tb_view_next(const tb_node_t *n, int64_t *next)
 
 /* ---- versions arriving (every node but the FE) ---- */
 
-static int add_joined(tb_node_t *n, const tb_vchange_t *c);
-
 static void on_view(tb_node_t *n, const tb_ctl_view_t *m, tbon_packet_t *p)
 {
     /* The decoder checked the shape (kinds, ports, hosts, prev < v); the
@@ -437,7 +403,7 @@ static void on_view(tb_node_t *n, const tb_ctl_view_t *m, tbon_packet_t *p)
         const tb_vchange_t *c = &m->ch[i];
         if (c->kind == TB_V_JOIN || c->kind == TB_V_JOIN_CN) {
             /* Joins come in rank order; the ones we have are skipped. */
-            if (add_joined(n, c) < 0)
+            if (tb_join_add(n, c) < 0)
                 TB_WARN("view", "view %llu: the join of rank %u cannot be applied",
                         (unsigned long long)v, c->rank);
         } else if (c->rank >= tb_topology_size(n->topo) || c->rank == 0 ||
@@ -494,144 +460,6 @@ void tb_view_adopted(tb_node_t *n)
     send_ack(n, 1);
 }
 
-/* ---- failure notices (docs/protocol.md 9.3) ---- */
-
-#define NOTICE_MAGIC 0x464E4254u     /* "TBNF" */
-#define NOTICE_SIZE  (40 + crypto_auth_hmacsha256_BYTES)
-
-int tb_view_open_notices(tb_node_t *n)
-{
-    /* Where the FE's TCP port is: IPv6 and IPv4 on one socket where the host
-     * has IPv6 (as tb_sock_listen), else IPv4. */
-    int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int rc = -1;
-    if (fd >= 0) {
-        int zero = 0;
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-        struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_port = htons(n->port),
-                                   .sin6_addr = IN6ADDR_ANY_INIT };
-        rc = bind(fd, (struct sockaddr *)&a6, sizeof a6);
-        if (rc < 0) {
-            close(fd);
-            fd = -1;
-        }
-    }
-    if (fd < 0) {
-        fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(n->port),
-                                 .sin_addr.s_addr = htonl(INADDR_ANY) };
-        rc = fd >= 0 ? bind(fd, (struct sockaddr *)&a, sizeof a) : -1;
-    }
-    if (rc < 0) {
-        TB_WARN("view", "no socket for failure notices on UDP port %u (%s): the FE hears of "
-                "failures through the tree only", (unsigned)n->port, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &n->nfd };
-    if (epoll_ctl(n->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-        close(fd);
-        return -1;
-    }
-    n->nfd = fd;
-    return 0;
-}
-
-void tb_view_notice_setup(tb_node_t *n)
-{
-    uint16_t port = tb_topology_port(n->topo, 0);
-    if (n->role == TB_ROLE_FE || n->fe_addr_ok || !port)
-        return;
-    /* The FE on our own topology host is reached over the loopback, as
-     * children reach parents (docs/protocol.md 7.1); elsewhere at what its
-     * topology host name resolves to here, IPv4 or IPv6. */
-    if (tb_topology_host_index(n->topo, 0) == tb_topology_host_index(n->topo, n->rank)) {
-        struct sockaddr_in *a = (struct sockaddr_in *)&n->fe_addr;
-        memset(a, 0, sizeof *a);
-        a->sin_family = AF_INET;
-        a->sin_port = htons(port);
-        a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        n->fe_addr_len = sizeof *a;
-    } else {
-        struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM }, *res = NULL;
-        char ps[8];
-        snprintf(ps, sizeof ps, "%u", (unsigned)port);
-        if (getaddrinfo(tb_topology_host(n->topo, 0), ps, &hints, &res) != 0 || !res ||
-            res->ai_addrlen > sizeof n->fe_addr) {
-            TB_WARN("view", "cannot resolve the FE's host %s: no failure notices from here",
-                    tb_topology_host(n->topo, 0));
-            if (res)
-                freeaddrinfo(res);
-            return;
-        }
-        memcpy(&n->fe_addr, res->ai_addr, res->ai_addrlen);
-        n->fe_addr_len = res->ai_addrlen;
-        freeaddrinfo(res);
-    }
-    n->nfd = socket(n->fe_addr.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (n->nfd < 0)
-        return;
-    n->fe_addr_ok = 1;
-}
-
-void tb_view_notice(tb_node_t *n, tbon_rank_t r, uint32_t inc)
-{
-    if (n->role == TB_ROLE_FE || !n->fe_addr_ok || n->shutting_down)
-        return;
-    uint8_t b[NOTICE_SIZE] = { 0 };
-    tb_put32(b, NOTICE_MAGIC);
-    b[4] = 1;                           /* version */
-    tb_put64(b + 8, n->cfg.session.id);
-    tb_put32(b + 16, n->rank);
-    tb_put32(b + 20, r);
-    tb_put32(b + 24, inc);
-    tb_put32(b + 28, tb_topology_incarnation(n->topo, n->rank));   /* the detector's */
-    uint64_t nonce = 0;
-    if (tb_crypto_init(NULL) == 0)      /* done by the handshakes already */
-        randombytes_buf(&nonce, sizeof nonce);
-    tb_put64(b + 32, nonce);
-    crypto_auth_hmacsha256(b + 40, b, 40, n->cfg.session.secret);
-    if (sendto(n->nfd, b, sizeof b, MSG_DONTWAIT, (struct sockaddr *)&n->fe_addr,
-               n->fe_addr_len) < 0)
-        TB_DEBUG("view", "failure notice not sent: %s", strerror(errno));
-}
-
-void tb_view_on_notices(tb_node_t *n)
-{
-    uint8_t b[NOTICE_SIZE + 1], mac[crypto_auth_hmacsha256_BYTES];
-    for (int budget = 0; budget < 256; budget++) {
-        ssize_t len = recv(n->nfd, b, sizeof b, MSG_DONTWAIT);
-        if (len < 0)
-            return;
-        /* Anything not a notice of this session, signed with its secret, is
-         * dropped without a word: the port is open to anyone. */
-        if (len != NOTICE_SIZE || tb_get32(b) != NOTICE_MAGIC || b[4] != 1 ||
-            tb_get64(b + 8) != n->cfg.session.id)
-            continue;
-        crypto_auth_hmacsha256(mac, b, 40, n->cfg.session.secret);
-        if (sodium_memcmp(mac, b + 40, sizeof mac) != 0)
-            continue;
-        tbon_rank_t from = tb_get32(b + 16), r = tb_get32(b + 20);
-        uint32_t inc = tb_get32(b + 24);
-        if (r == 0 || r >= tb_topology_size(n->topo) || !n->ft_ready || n->shutting_down)
-            continue;
-        /* A detector we have fenced is not believed: woken up, it sees its
-         * children gone (adopted elsewhere) and would call them dead. */
-        if (from >= tb_topology_size(n->topo) || !tb_topology_alive(n->topo, from))
-            continue;
-        /* Nor is the old process of a rank restarted since (it wakes up to
-         * the same). */
-        if (tb_inc_gen(tb_get32(b + 28)) < tb_inc_gen(tb_topology_incarnation(n->topo, from)))
-            continue;
-        /* A replay is harmless: a failure is final, and an old incarnation's
-         * says nothing new. */
-        char how[64];
-        snprintf(how, sizeof how, "notice from rank %u", from);
-        tb_ft_failed(n, r, inc, how);
-    }
-}
-
 /* ---- the consistency check ---- */
 
 uint64_t tb_view_digest(const tb_topology_t *t)
@@ -678,7 +506,7 @@ void tb_view_check_progress(tb_node_t *n)
     if (!n->chk_id)
         return;
     for (size_t i = 0; i < n->nchild; i++)
-        if (n->child[i].chk == n->chk_id && counted(&n->child[i]))
+        if (n->child[i].chk == n->chk_id && tb_child_counted(&n->child[i]))
             return;
     size_t na = 0, nb = 0;
     for (size_t i = 0; i < n->nchk; i++)
@@ -717,7 +545,7 @@ static void check_start(tb_node_t *n, uint64_t id, uint64_t version, uint64_t di
     for (size_t i = 0; p && i < n->nchild; i++) {
         tb_child_t *ch = &n->child[i];
         ch->chk = 0;
-        if (!counted(ch))
+        if (!tb_child_counted(ch))
             continue;
         ch->chk = id;
         tb_node_send_ctl(n, ch->conn, TB_CTL_CHECK, tbon_packet_ref(p));
@@ -763,235 +591,6 @@ void tb_view_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *
         break;
     default:
         break;
-    }
-}
-
-/* ---- joins and leaves (seed 000 section 3.7; docs/protocol.md 9.6) ---- */
-
-/* Apply join c (a new node, or a restarted one) to our copies, and take it
- * as a child slot if its parent is us. 1 if applied, 0 if we have it, -1 if
- * it cannot be (not the next rank, out of memory). */
-static int add_joined(tb_node_t *n, const tb_vchange_t *c)
-{
-    tb_role_t role = c->kind == TB_V_JOIN_CN ? TB_ROLE_COMMNODE : TB_ROLE_BE;
-    int old = c->rank < tb_topology_size(n->topo) ? tb_node_child_index(n, c->rank) : -1;
-    if (old >= 0 && n->child[old].conn &&
-        tb_inc_gen(c->inc) > tb_inc_gen(tb_topology_incarnation(n->topo, c->rank)))
-        tb_node_drop_child(n, (size_t)old);     /* still connected to its old process */
-    int rc = tb_report_join(n->topo, role, c->rank, c->parent, c->host, c->lid, c->inc);
-    if (rc <= 0)
-        return rc < 0 ? -1 : 0;
-    tbon_rank_t r = c->rank, p = tb_topology_parent(n->topo, r);
-    if (c->port)
-        tb_topology_set_port(n->topo, r, (uint16_t)c->port);
-    free(n->topo_frame);
-    n->topo_frame = NULL;
-    tb_eds_join(n->eds, c);
-    if (p == n->rank) {
-        /* A restarted child takes its old slot again. */
-        int i = tb_node_child_index(n, r);
-        if (i < 0)
-            i = tb_node_add_child(n, r, role == TB_ROLE_BE);
-        if (i >= 0) {
-            tb_child_t *ch = &n->child[i];
-            ch->state = CH_LAUNCHED;
-            ch->joined = 1;
-            ch->leaving = 0;
-            ch->v_known = 0;
-            ch->v_sent = ch->v_acked = 0;
-            n->njoining += !ch->join_due;
-            ch->join_due = tb_now_ms() + TB_JOIN_CONNECT_MS;
-        }
-    }
-    return 1;
-}
-
-/* The host a joining back-end is known by: its address as we see it, or,
- * on the loopback, the FE's own topology host. */
-static void peer_host(tb_node_t *n, int fd, char *out, size_t cap)
-{
-    struct sockaddr_storage a;
-    socklen_t len = sizeof a;
-    if (getpeername(fd, (struct sockaddr *)&a, &len) == 0 &&
-        tb_sock_addr_string((struct sockaddr *)&a, out, cap) == 0 && strncmp(out, "127.", 4) != 0 &&
-        strcmp(out, "::1") != 0)
-        return;
-    snprintf(out, cap, "%s", tb_topology_host(n->topo, 0));
-}
-
-/* Why the FE does not take rank r back as a restarted process of role, or
- * NULL if it does. */
-static const char *no_restart(const tb_node_t *n, tbon_rank_t r, tb_role_t role)
-{
-    if (r == 0 || r >= tb_topology_size(n->topo))
-        return "no such rank";
-    if (tb_topology_role(n->topo, r) != role)
-        return "it had another role";
-    if (tb_topology_alive(n->topo, r))
-        return "it is alive (not known to have failed yet)";
-    if (tb_inc_gen(tb_topology_incarnation(n->topo, r)) + 1 >=
-        1u << (32 - TB_INC_GEN_SHIFT))
-        return "restarted too often";
-    for (size_t i = 0; i < n->npjoin; i++)
-        if (n->pjoin[i].r == r)
-            return "it is coming back already";
-    return NULL;
-}
-
-void tb_view_join(tb_node_t *n, tb_cmd_t *c)
-{
-    tbon_rank_t back = c->u.join_conn.rank;     /* a restarted one, or TBON_RANK_NONE */
-    tb_role_t role = c->u.join_conn.role == TB_ROLE_COMMNODE ? TB_ROLE_COMMNODE : TB_ROLE_BE;
-    const char *why = !n->ft_ready ? "the tree is not up yet"
-                      : n->shutting_down ? "shutting down"
-                      : back != TBON_RANK_NONE ? no_restart(n, back, role) : NULL;
-    if (why) {
-        if (back != TBON_RANK_NONE)
-            TB_INFO("join", "refused to take rank %u back: %s", back, why);
-        else
-            TB_INFO("join", "refused a %s: %s", tb_role_name(role), why);
-        return;                                 /* the fd closes with the command */
-    }
-    struct tb_pjoin *pj = realloc(n->pjoin, (n->npjoin + 1) * sizeof *pj);
-    if (!pj)
-        return;
-    n->pjoin = pj;
-    tb_vchange_t ch = { role == TB_ROLE_BE ? TB_V_JOIN : TB_V_JOIN_CN,
-                        (tbon_rank_t)tb_topology_size(n->topo), tb_join_parent(n->topo, role),
-                        0, 0, "", role == TB_ROLE_BE ? 0 : c->u.join_conn.port };
-    if (back != TBON_RANK_NONE) {
-        /* A restarted process keeps its rank and name; its next generation
-         * makes whatever its old one still says stale (reconfig.h). */
-        ch.rank = back;
-        ch.inc = tb_inc_next_gen(tb_topology_incarnation(n->topo, back));
-        ch.lid = tb_topology_local_id(n->topo, back);
-        snprintf(ch.host, sizeof ch.host, "%s", tb_topology_host(n->topo, back));
-    } else {
-        peer_host(n, c->u.join_conn.fd, ch.host, sizeof ch.host);
-        ch.lid = ch.rank;
-        while (tb_topology_find(n->topo, ch.host, ch.lid) != TBON_RANK_NONE)
-            ch.lid++;
-    }
-    if (add_joined(n, &ch) != 1) {
-        TB_WARN("join", "cannot add rank %u to the topology", ch.rank);
-        return;
-    }
-    note(n, &ch);
-    n->pjoin[n->npjoin++] = (struct tb_pjoin){ ch.rank, ch.parent, c->u.join_conn.fd, 0,
-                                               tb_now_ms() + TB_JOIN_CONNECT_MS };
-    c->u.join_conn.fd = -1;
-    for (size_t i = 0; i < n->nannounced; i++)     /* its next JOINED is news */
-        if (n->announced[i] == ch.rank)
-            n->announced[i] = n->announced[--n->nannounced];
-    TB_INFO("join", "rank %u (%s) %s under %u (%s)", ch.rank, tb_role_name(role),
-            ch.inc ? "comes back" : "joins", ch.parent, ch.host);
-}
-
-/* Has parent p applied version v? Its subtree's ancestor among our children
- * says so (every process below it has). */
-static int applied_at(const tb_node_t *n, tbon_rank_t p, uint64_t v)
-{
-    if (p == 0)
-        return n->view >= v;
-    tbon_rank_t c = p;
-    while (c != TBON_RANK_NONE && tb_topology_parent(n->topo, c) != 0)
-        c = tb_topology_parent(n->topo, c);
-    int i = c == TBON_RANK_NONE ? -1 : tb_node_child_index(n, c);
-    return i >= 0 && counted(&n->child[i]) && n->child[i].v_known && n->child[i].v_acked >= v;
-}
-
-static void join_replies(tb_node_t *n)
-{
-    int64_t now = tb_now_ms();
-    for (size_t i = 0; i < n->npjoin;) {
-        struct tb_pjoin *j = &n->pjoin[i];
-        int ready = j->version && applied_at(n, j->parent, j->version);
-        if (!ready && now < j->due) {
-            i++;
-            continue;
-        }
-        if (ready) {
-            tb_ctl_join_ack_t a = { j->r, j->parent, tb_topology_host(n->topo, j->parent),
-                                    tb_topology_port(n->topo, j->parent),
-                                    tb_topology_incarnation(n->topo, j->r) };
-            tbon_packet_t *p = tb_ctl_join_ack_encode(&a);
-            size_t len = 0;
-            const uint8_t *pl = p ? tb_packet_payload(p, &len) : NULL;
-            tb_frame_hdr_t h = { .type = TB_FRAME_CONTROL, .tag = TB_CTL_JOIN_ACK, .source = 0 };
-            tbon_error_t err;
-            if (!pl || tb_sock_send_frame(j->fd, &h, pl, len, now + 1000, &err) != 0)
-                TB_WARN("join", "rank %u: its rank could not be sent", j->r);
-            tbon_packet_unref(p);
-        } else {
-            TB_WARN("join", "rank %u: its parent %u did not take the view in time", j->r,
-                    j->parent);
-        }
-        close(j->fd);
-        *j = n->pjoin[--n->npjoin];
-    }
-}
-
-void tb_view_joined(tb_node_t *n, size_t i)
-{
-    tb_child_t *ch = &n->child[i];
-    n->njoining -= !!ch->join_due;
-    ch->join_due = 0;
-    tb_ft_send_ports_to(n, ch->conn);
-    tb_stream_bcast_join(n, i);
-    TB_INFO("join", "rank %u joined", ch->rank);
-    if (n->role == TB_ROLE_FE)
-        tb_view_fe_joined(n, ch->rank, n->rank);
-    else
-        tb_ft_report(n, TB_V_JOINED, ch->rank, n->rank, 0);
-}
-
-void tb_view_fe_joined(tb_node_t *n, tbon_rank_t r, tbon_rank_t parent)
-{
-    for (size_t i = 0; i < n->nannounced; i++)
-        if (n->announced[i] == r)
-            return;
-    tbon_rank_t *v = realloc(n->announced, (n->nannounced + 1) * sizeof *v);
-    if (!v)
-        return;
-    n->announced = v;
-    v[n->nannounced++] = r;
-    tb_view_note(n, TB_V_JOINED, r, parent, 0);
-    tb_node_emit(n, TBON_EV_NODE_JOINED, r, parent, tb_topology_incarnation(n->topo, r), 0);
-}
-
-void tb_view_fe_left(tb_node_t *n, tbon_rank_t r, uint32_t inc)
-{
-    if (!tb_ft_apply(n, TB_V_LEFT, r, TBON_RANK_NONE, inc))
-        return;
-    TB_INFO("view", "rank %u left", r);
-    tb_node_emit(n, TBON_EV_NODE_LEFT, r, TBON_RANK_NONE, inc, 0);
-}
-
-void tb_view_left(tb_node_t *n, size_t i)
-{
-    tbon_rank_t r = n->child[i].rank;
-    uint32_t inc = tb_topology_incarnation(n->topo, r);
-    if (n->role == TB_ROLE_FE) {
-        tb_view_fe_left(n, r, inc);
-    } else if (tb_ft_apply(n, TB_V_LEFT, r, TBON_RANK_NONE, inc)) {
-        TB_INFO("view", "rank %u left", r);
-        tb_ft_report(n, TB_V_LEFT, r, TBON_RANK_NONE, inc);
-    }
-}
-
-/* Joined children that never connected are taken for failed. */
-static void join_timeouts(tb_node_t *n, int64_t now)
-{
-    for (size_t i = 0; n->njoining && i < n->nchild; i++) {
-        tb_child_t *ch = &n->child[i];
-        if (!ch->joined || !ch->join_due || now < ch->join_due || ch->conn)
-            continue;
-        ch->join_due = 0;
-        n->njoining--;
-        ch->state = CH_GONE;
-        TB_WARN("join", "rank %u did not connect after joining: taken for failed", ch->rank);
-        tb_stream_child_gone(n, i);
-        tb_ft_child_lost(n, i);
     }
 }
 
