@@ -1246,6 +1246,12 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
     n->topo = cfg->topo;
     n->rank = cfg->rank;
     n->role = cfg->role;
+    if (n->role == TB_ROLE_FE && !(n->fe = calloc(1, sizeof *n->fe))) {
+        free(n);
+        tb_topology_destroy(cfg->topo);
+        tb_error_set(err, TBON_ENOMEM, "out of memory");
+        return NULL;
+    }
     n->depth = tb_topology_depth(n->topo, n->rank);
     n->parent_rank = tb_topology_parent(n->topo, n->rank);
     n->epfd = n->evfd = n->lfd = n->nfd = -1;
@@ -1366,11 +1372,14 @@ void tb_node_destroy(tb_node_t *n)
     tb_view_free(n);
     tb_attr_free(n);
     tb_filter_reg_destroy(n->filters);
-    if (n->attach_path && unlink(n->attach_path) != 0 && errno != ENOENT)
-        TB_WARN("attach", "cannot remove the attach file %s: %s", n->attach_path,
-                strerror(errno));
-    free(n->attach_path);
-    free(n->slurm_pid);
+    if (n->fe) {
+        if (n->fe->attach_path && unlink(n->fe->attach_path) != 0 && errno != ENOENT)
+            TB_WARN("attach", "cannot remove the attach file %s: %s", n->fe->attach_path,
+                    strerror(errno));
+        free(n->fe->attach_path);
+        free(n->fe->slurm_pid);
+        free(n->fe);
+    }
     tb_topology_destroy(n->topo);
     free(n->topo_frame);
     if (n->lfd >= 0)

@@ -82,6 +82,31 @@ typedef struct tb_stream_st {
     tbon_packet_list_t kept;  /* BE: sent packets not yet folded into up_state */
 } tb_stream_st_t;
 
+/* What only the front-end holds (n->fe; NULL in every other node): the
+ * membership root's pending changes and orphans (node_view.c), the joins it
+ * answers (node_join.c), its Slurm steps (node_start.c) and its attach
+ * file. Owned by the reactor thread. */
+typedef struct tb_fe_state {
+    /* membership root */
+    struct tb_vchange *vpend; /* changes for the next version */
+    size_t     nvpend, capvpend;
+    int64_t    vpend_since;   /* when the first of them came (ms; 0: none) */
+    int        vheld;         /* they wait because some node has no parent */
+    struct tb_orphan *orph;   /* alive nodes without a parent, and since when */
+    size_t     norph;
+    int        orph_dirty;    /* the orphans must be counted again */
+    /* joins */
+    struct tb_pjoin *pjoin;   /* back-ends told to wait for their parent */
+    size_t     npjoin;
+    tbon_rank_t *announced;   /* joined ranks whose TBON_EV_NODE_JOINED went out */
+    size_t     nannounced;
+    /* under Slurm (slurm.h): the next depth to start and each depth's srun */
+    uint32_t   slurm_next, slurm_depth;
+    pid_t     *slurm_pid;     /* by depth; 0: not started */
+    char      *attach_path;   /* the attach file written (its secret goes with
+                                 the session: removed by tb_node_destroy) */
+} tb_fe_state_t;
+
 struct tb_node {
     tb_node_config_t cfg;
     tb_node_cbs_t cbs;
@@ -92,6 +117,7 @@ struct tb_node {
     tbon_rank_t rank;
     _Atomic tbon_rank_t parent_rank; /* the EDS thread reads it */
     tb_role_t  role;
+    tb_fe_state_t *fe;        /* the front-end's own state; NULL elsewhere */
     uint32_t   depth;
     char       role_name[16];
 
@@ -128,9 +154,6 @@ struct tb_node {
     atomic_int    closed;
     atomic_int    posted;     /* commands are queued (an inline node checks it) */
 
-    /* FE under Slurm (slurm.h): the next depth to start and each depth's srun */
-    uint32_t   slurm_next, slurm_depth;
-    pid_t     *slurm_pid;     /* by depth; 0: not started */
 
     /* state */
     int64_t    start_deadline;
@@ -142,8 +165,6 @@ struct tb_node {
     int        finished;
     int        up_paused, down_paused;
     int        attach_written;
-    char      *attach_path;   /* FE: the attach file written (its secret goes with
-                                 the session: removed by tb_node_destroy) */
     size_t     ready_count;
     size_t     total;
 
@@ -162,13 +183,6 @@ struct tb_node {
     uint64_t   view_up[2];    /* what went up last: applied, subtree (FE: the
                                  last version announced stable, in [1]) */
     tb_ring_t  vhist;         /* recent deltas (struct tb_vhist), oldest first */
-    struct tb_vchange *vpend; /* FE: changes for the next version */
-    size_t     nvpend, capvpend;
-    int64_t    vpend_since;   /* FE: when the first of them came (ms; 0: none) */
-    int        vheld;         /* FE: they wait because some node has no parent */
-    struct tb_orphan *orph;   /* FE: alive nodes without a parent, and since when */
-    size_t     norph;
-    int        orph_dirty;    /* FE: the orphans must be counted again */
     int        nfd;           /* UDP: the FE receives failure notices on it, the
                                  others send them from it */
     struct sockaddr_storage fe_addr; /* the FE's notice address */
@@ -180,11 +194,7 @@ struct tb_node {
     size_t     nchk, capchk;
 
     /* joins (node_view.c) */
-    struct tb_pjoin *pjoin;   /* FE: back-ends told to wait for their parent */
-    size_t     npjoin;
     size_t     njoining;      /* child slots waiting for a joined child (join_due) */
-    tbon_rank_t *announced;   /* FE: joined ranks whose TBON_EV_NODE_JOINED went out */
-    size_t     nannounced;
 
     /* attributes (node_attr.c) */
     struct tb_attrs *attrs;   /* a back-end's own map (NULL until written) */

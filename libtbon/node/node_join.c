@@ -87,8 +87,8 @@ static const char *no_restart(const tb_node_t *n, tbon_rank_t r, tb_role_t role)
     if (tb_inc_gen(tb_topology_incarnation(n->topo, r)) + 1 >=
         1u << (32 - TB_INC_GEN_SHIFT))
         return "restarted too often";
-    for (size_t i = 0; i < n->npjoin; i++)
-        if (n->pjoin[i].r == r)
+    for (size_t i = 0; i < n->fe->npjoin; i++)
+        if (n->fe->pjoin[i].r == r)
             return "it is coming back already";
     return NULL;
 }
@@ -107,10 +107,10 @@ void tb_view_join(tb_node_t *n, tb_cmd_t *c)
             TB_INFO("join", "refused a %s: %s", tb_role_name(role), why);
         return;                                 /* the fd closes with the command */
     }
-    struct tb_pjoin *pj = realloc(n->pjoin, (n->npjoin + 1) * sizeof *pj);
+    struct tb_pjoin *pj = realloc(n->fe->pjoin, (n->fe->npjoin + 1) * sizeof *pj);
     if (!pj)
         return;
-    n->pjoin = pj;
+    n->fe->pjoin = pj;
     tb_vchange_t ch = { role == TB_ROLE_BE ? TB_V_JOIN : TB_V_JOIN_CN,
                         (tbon_rank_t)tb_topology_size(n->topo), tb_join_parent(n->topo, role),
                         0, 0, "", role == TB_ROLE_BE ? 0 : c->u.join_conn.port };
@@ -132,12 +132,12 @@ void tb_view_join(tb_node_t *n, tb_cmd_t *c)
         return;
     }
     tb_view_note_change(n, &ch);
-    n->pjoin[n->npjoin++] = (struct tb_pjoin){ ch.rank, ch.parent, c->u.join_conn.fd, 0,
+    n->fe->pjoin[n->fe->npjoin++] = (struct tb_pjoin){ ch.rank, ch.parent, c->u.join_conn.fd, 0,
                                                tb_now_ms() + TB_JOIN_CONNECT_MS };
     c->u.join_conn.fd = -1;
-    for (size_t i = 0; i < n->nannounced; i++)     /* its next JOINED is news */
-        if (n->announced[i] == ch.rank)
-            n->announced[i] = n->announced[--n->nannounced];
+    for (size_t i = 0; i < n->fe->nannounced; i++)     /* its next JOINED is news */
+        if (n->fe->announced[i] == ch.rank)
+            n->fe->announced[i] = n->fe->announced[--n->fe->nannounced];
     TB_INFO("join", "rank %u (%s) %s under %u (%s)", ch.rank, tb_role_name(role),
             ch.inc ? "comes back" : "joins", ch.parent, ch.host);
 }
@@ -157,9 +157,11 @@ static int applied_at(const tb_node_t *n, tbon_rank_t p, uint64_t v)
 
 void tb_join_replies(tb_node_t *n)
 {
+    if (!n->fe)
+        return;
     int64_t now = tb_now_ms();
-    for (size_t i = 0; i < n->npjoin;) {
-        struct tb_pjoin *j = &n->pjoin[i];
+    for (size_t i = 0; i < n->fe->npjoin;) {
+        struct tb_pjoin *j = &n->fe->pjoin[i];
         int ready = j->version && applied_at(n, j->parent, j->version);
         if (!ready && now < j->due) {
             i++;
@@ -182,7 +184,7 @@ void tb_join_replies(tb_node_t *n)
                     j->parent);
         }
         close(j->fd);
-        *j = n->pjoin[--n->npjoin];
+        *j = n->fe->pjoin[--n->fe->npjoin];
     }
 }
 
@@ -202,14 +204,14 @@ void tb_view_joined(tb_node_t *n, size_t i)
 
 void tb_view_fe_joined(tb_node_t *n, tbon_rank_t r, tbon_rank_t parent)
 {
-    for (size_t i = 0; i < n->nannounced; i++)
-        if (n->announced[i] == r)
+    for (size_t i = 0; i < n->fe->nannounced; i++)
+        if (n->fe->announced[i] == r)
             return;
-    tbon_rank_t *v = realloc(n->announced, (n->nannounced + 1) * sizeof *v);
+    tbon_rank_t *v = realloc(n->fe->announced, (n->fe->nannounced + 1) * sizeof *v);
     if (!v)
         return;
-    n->announced = v;
-    v[n->nannounced++] = r;
+    n->fe->announced = v;
+    v[n->fe->nannounced++] = r;
     tb_view_note(n, TB_V_JOINED, r, parent, 0);
     tb_node_emit(n, TBON_EV_NODE_JOINED, r, parent, tb_topology_incarnation(n->topo, r), 0);
 }

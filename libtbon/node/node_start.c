@@ -135,7 +135,7 @@ static int slurm_step(tb_node_t *n, uint32_t d, tbon_error_t *err)
     int rc = tb_slurm_step(n->topo, d, fe, &nodelist, &per, &nnodes, &map, err);
     if (rc)
         return rc;
-    int be = d == n->slurm_depth;
+    int be = d == n->fe->slurm_depth;
     const char *exe = be ? n->cfg.backend_exe : n->cfg.commnode_path;
     const char *cn_argv[] = { exe, NULL };
     tb_secret_to_hex(n->cfg.session.secret, secret);
@@ -154,7 +154,7 @@ static int slurm_step(tb_node_t *n, uint32_t d, tbon_error_t *err)
     free(map);
     if (rc)
         return rc;
-    n->slurm_pid[d] = pid;
+    n->fe->slurm_pid[d] = pid;
     tb_eds_watch_child(n->eds, TB_SLURM_STEP_RANK(d), pid);
     if (errfd >= 0 && tb_relay_add(n->relay, TB_SLURM_STEP_RANK(d), errfd) != 0)
         TB_WARN("launch", "the srun step of depth %u: its stderr is not relayed", d);
@@ -163,15 +163,15 @@ static int slurm_step(tb_node_t *n, uint32_t d, tbon_error_t *err)
 
 void tb_node_slurm_next(tb_node_t *n)
 {
-    if (n->failed || n->shutting_down || !n->slurm_pid)
+    if (!n->fe || n->failed || n->shutting_down || !n->fe->slurm_pid)
         return;
-    while (n->slurm_next <= n->slurm_depth) {
-        uint32_t d = n->slurm_next;
+    while (n->fe->slurm_next <= n->fe->slurm_depth) {
+        uint32_t d = n->fe->slurm_next;
         /* every parent of depth d listens (its port came up) */
         for (tbon_rank_t r = 1; r < tb_topology_size(n->topo); r++)
             if (tb_topology_depth(n->topo, r) == d - 1 && tb_topology_port(n->topo, r) == 0)
                 return;
-        n->slurm_next++;
+        n->fe->slurm_next++;
         tbon_error_t err = { 0 };
         if (slurm_step(n, d, &err) != 0) {
             tb_node_fail(n, err.code ? err.code : TBON_ELAUNCH, "%s", err.msg);
@@ -196,8 +196,8 @@ static void describe_exit(int status, char *how, size_t len)
 static void slurm_step_exited(tb_node_t *n, tbon_rank_t r, int status)
 {
     uint32_t d = TB_SLURM_STEP_DEPTH(r);
-    if (d <= n->slurm_depth)
-        n->slurm_pid[d] = 0;
+    if (d <= n->fe->slurm_depth)
+        n->fe->slurm_pid[d] = 0;
     if (n->shutting_down || n->ready_sent)
         return;
     char said[320], how[64];
@@ -212,13 +212,13 @@ int tb_node_launch_children(tb_node_t *n, tbon_error_t *err)
     if (n->nchild == 0)
         return 0;
     if (n->cfg.slurm && n->role == TB_ROLE_FE) {
-        n->slurm_depth = tb_slurm_depth(n->topo);
-        n->slurm_next = 1;
-        n->slurm_pid = calloc(n->slurm_depth + 1, sizeof *n->slurm_pid);
-        if (!n->slurm_pid || (!n->relay && !(n->relay = tb_relay_new())))
+        n->fe->slurm_depth = tb_slurm_depth(n->topo);
+        n->fe->slurm_next = 1;
+        n->fe->slurm_pid = calloc(n->fe->slurm_depth + 1, sizeof *n->fe->slurm_pid);
+        if (!n->fe->slurm_pid || (!n->relay && !(n->relay = tb_relay_new())))
             return tb_error_set(err, TBON_ENOMEM, "out of memory");
         /* depth 1's parent, the FE, listens already */
-        n->slurm_next = 2;
+        n->fe->slurm_next = 2;
         return slurm_step(n, 1, err);
     }
     char secret[TB_SECRET_HEX_SIZE], session[24], rank[16], parent[96], tmo[24];
@@ -387,7 +387,7 @@ void tb_node_startup_timer(tb_node_t *n)
 
 void tb_node_child_exited(tb_node_t *n, tbon_rank_t r, int status)
 {
-    if (n->slurm_pid && TB_SLURM_STEP_DEPTH(r) <= n->slurm_depth) {
+    if (n->fe && n->fe->slurm_pid && TB_SLURM_STEP_DEPTH(r) <= n->fe->slurm_depth) {
         slurm_step_exited(n, r, status);
         return;
     }
@@ -468,8 +468,8 @@ void tb_node_write_attach(tb_node_t *n)
         return;
     }
     n->attach_written = 1;
-    free(n->attach_path);
-    n->attach_path = strdup(n->cfg.attach_file);    /* removed with the session */
+    free(n->fe->attach_path);
+    n->fe->attach_path = strdup(n->cfg.attach_file);    /* removed with the session */
     TB_INFO("attach", "wrote %s", n->cfg.attach_file);
 }
 
@@ -478,13 +478,13 @@ void tb_node_reap_all(tb_node_t *n)
     int64_t deadline = tb_now_ms() + 2000;
     /* Slurm steps end when their tasks do (they have been told to); one
      * that does not is killed, and Slurm then ends its tasks. */
-    for (uint32_t d = 0; n->slurm_pid && d <= n->slurm_depth; d++) {
-        pid_t pid = n->slurm_pid[d];
+    for (uint32_t d = 0; n->fe && n->fe->slurm_pid && d <= n->fe->slurm_depth; d++) {
+        pid_t pid = n->fe->slurm_pid[d];
         if (pid <= 0 || (n->eds && tb_eds_reaped(n->eds, pid)))
             continue;
         int64_t left = deadline - tb_now_ms();
         tb_reap(pid, left > 0 ? (int)left : 0);
-        n->slurm_pid[d] = 0;
+        n->fe->slurm_pid[d] = 0;
     }
     /* (the ssh masters go after the children: see tb_node_destroy) */
     for (size_t i = 0; i < n->nchild; i++) {

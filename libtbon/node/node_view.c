@@ -106,8 +106,8 @@ static uint64_t subtree(const tb_node_t *n)
 
 static void emit_stable(tb_node_t *n)
 {
-    if (n->view_sub != n->view || n->view <= n->view_up[1] || n->norph || n->nvpend ||
-        n->orph_dirty || n->shutting_down)
+    if (n->view_sub != n->view || n->view <= n->view_up[1] || n->fe->norph || n->fe->nvpend ||
+        n->fe->orph_dirty || n->shutting_down)
         return;
     n->view_up[1] = n->view;
     TB_DEBUG("view", "view %llu is stable", (unsigned long long)n->view);
@@ -244,37 +244,37 @@ void tb_view_note_change(tb_node_t *n, const tb_vchange_t *c)
 {
     if (n->role != TB_ROLE_FE)
         return;
-    n->orph_dirty = 1;
-    if (n->nvpend == n->capvpend) {
-        size_t nc = n->capvpend ? 2 * n->capvpend : 16;
-        tb_vchange_t *v = realloc(n->vpend, nc * sizeof *v);
+    n->fe->orph_dirty = 1;
+    if (n->fe->nvpend == n->fe->capvpend) {
+        size_t nc = n->fe->capvpend ? 2 * n->fe->capvpend : 16;
+        tb_vchange_t *v = realloc(n->fe->vpend, nc * sizeof *v);
         if (!v)
             return;
-        n->vpend = v;
-        n->capvpend = nc;
+        n->fe->vpend = v;
+        n->fe->capvpend = nc;
     }
-    n->vpend[n->nvpend++] = *c;
-    if (!n->vpend_since)
-        n->vpend_since = tb_now_ms();
+    n->fe->vpend[n->fe->nvpend++] = *c;
+    if (!n->fe->vpend_since)
+        n->fe->vpend_since = tb_now_ms();
 }
 
 static void publish(tb_node_t *n)
 {
-    tbon_packet_t *p = view_packet(n->view + 1, n->view, n->vpend, n->nvpend);
+    tbon_packet_t *p = view_packet(n->view + 1, n->view, n->fe->vpend, n->fe->nvpend);
     if (!p)
         return;         /* out of memory: tried again after the next turn */
     n->view++;
-    TB_DEBUG("view", "view %llu: %zu changes", (unsigned long long)n->view, n->nvpend);
+    TB_DEBUG("view", "view %llu: %zu changes", (unsigned long long)n->view, n->fe->nvpend);
     if (n->cbs.view)
-        n->cbs.view(n->cbs.arg, n->view, n->vpend, n->nvpend);
-    n->nvpend = 0;
-    n->vpend_since = 0;
-    n->vheld = 0;
+        n->cbs.view(n->cbs.arg, n->view, n->fe->vpend, n->fe->nvpend);
+    n->fe->nvpend = 0;
+    n->fe->vpend_since = 0;
+    n->fe->vheld = 0;
     pass_down(n, n->view, p);
     tbon_packet_unref(p);
-    for (size_t i = 0; i < n->npjoin; i++)
-        if (!n->pjoin[i].version)
-            n->pjoin[i].version = n->view;
+    for (size_t i = 0; i < n->fe->npjoin; i++)
+        if (!n->fe->pjoin[i].version)
+            n->fe->pjoin[i].version = n->view;
     tb_join_replies(n);
 }
 
@@ -288,7 +288,7 @@ static void count_orphans(tb_node_t *n, int64_t now)
     for (tbon_rank_t r = 1; r < size; r++) {
         if (!tb_topology_alive(n->topo, r) || tb_topology_parent(n->topo, r) != TBON_RANK_NONE)
             continue;
-        while (j < n->norph && n->orph[j].r < r)
+        while (j < n->fe->norph && n->fe->orph[j].r < r)
             j++;
         if (k == cap) {
             cap = cap ? 2 * cap : 16;
@@ -299,12 +299,12 @@ static void count_orphans(tb_node_t *n, int64_t now)
             }
             v = nv;
         }
-        v[k++] = (struct tb_orphan){ r, j < n->norph && n->orph[j].r == r ? n->orph[j].since : now };
+        v[k++] = (struct tb_orphan){ r, j < n->fe->norph && n->fe->orph[j].r == r ? n->fe->orph[j].since : now };
     }
-    free(n->orph);
-    n->orph = v;
-    n->norph = k;
-    n->orph_dirty = 0;
+    free(n->fe->orph);
+    n->fe->orph = v;
+    n->fe->norph = k;
+    n->fe->orph_dirty = 0;
 }
 
 void tb_view_flush(tb_node_t *n)
@@ -313,18 +313,18 @@ void tb_view_flush(tb_node_t *n)
         return;
     /* Stability depends on the orphans and on what is pending: look again
      * only when those changed (acknowledgements call ack_up themselves). */
-    int changed = n->orph_dirty;
-    if (n->orph_dirty)
+    int changed = n->fe->orph_dirty;
+    if (n->fe->orph_dirty)
         count_orphans(n, tb_now_ms());
     /* At once when nothing is in flight and every node has a parent, or
      * when the last orphan has just been adopted; else batched. */
-    if (n->nvpend) {
-        int now = !n->norph && (n->view_sub == n->view || n->vheld);
-        if (now || tb_now_ms() - n->vpend_since >= (n->norph ? TB_VIEW_HOLD_MS : TB_VIEW_BATCH_MS)) {
+    if (n->fe->nvpend) {
+        int now = !n->fe->norph && (n->view_sub == n->view || n->fe->vheld);
+        if (now || tb_now_ms() - n->fe->vpend_since >= (n->fe->norph ? TB_VIEW_HOLD_MS : TB_VIEW_BATCH_MS)) {
             publish(n);
             changed = 1;
-        } else if (n->norph) {
-            n->vheld = 1;
+        } else if (n->fe->norph) {
+            n->fe->vheld = 1;
         }
     }
     if (changed)
@@ -344,11 +344,11 @@ void tb_view_timers(tb_node_t *n, int64_t now)
     tb_join_timeouts(n, now);
     if (n->role != TB_ROLE_FE || !n->ft_ready || n->shutting_down)
         return;
-    if (n->npjoin)
+    if (n->fe->npjoin)
         tb_join_replies(n);
     int64_t limit = orphan_ms(n);
-    for (size_t j = 0; j < n->norph; j++) {
-        struct tb_orphan o = n->orph[j];
+    for (size_t j = 0; j < n->fe->norph; j++) {
+        struct tb_orphan o = n->fe->orph[j];
         if (now - o.since < limit)
             continue;
         /* Seed 000 section 3.5: a node that does not acknowledge is taken
@@ -365,20 +365,22 @@ void tb_view_next(const tb_node_t *n, int64_t *next)
     for (size_t i = 0; n->njoining && i < n->nchild; i++)
         if (n->child[i].join_due && n->child[i].join_due < *next)
             *next = n->child[i].join_due;
-    for (size_t i = 0; i < n->npjoin; i++)
-        if (n->pjoin[i].due < *next)
-            *next = n->pjoin[i].due;
-    if (n->role != TB_ROLE_FE || !n->ft_ready || n->shutting_down)
+    if (!n->fe)
         return;
-    if (n->vpend_since) {
-        int64_t due = n->vpend_since + (n->norph ? TB_VIEW_HOLD_MS : TB_VIEW_BATCH_MS);
+    for (size_t i = 0; i < n->fe->npjoin; i++)
+        if (n->fe->pjoin[i].due < *next)
+            *next = n->fe->pjoin[i].due;
+    if (!n->ft_ready || n->shutting_down)
+        return;
+    if (n->fe->vpend_since) {
+        int64_t due = n->fe->vpend_since + (n->fe->norph ? TB_VIEW_HOLD_MS : TB_VIEW_BATCH_MS);
         if (due < *next)
             *next = due;
     }
     int64_t limit = orphan_ms(n);
-    for (size_t j = 0; j < n->norph; j++)
-        if (n->orph[j].since + limit < *next)
-            *next = n->orph[j].since + limit;
+    for (size_t j = 0; j < n->fe->norph; j++)
+        if (n->fe->orph[j].since + limit < *next)
+            *next = n->fe->orph[j].since + limit;
 }
 
 /* ---- versions arriving (every node but the FE) ---- */
@@ -596,17 +598,19 @@ void tb_view_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *
 
 void tb_view_free(tb_node_t *n)
 {
-    for (size_t i = 0; i < n->npjoin; i++)
-        close(n->pjoin[i].fd);
-    free(n->pjoin);
-    free(n->announced);
+    if (n->fe) {
+        for (size_t i = 0; i < n->fe->npjoin; i++)
+            close(n->fe->pjoin[i].fd);
+        free(n->fe->pjoin);
+        free(n->fe->announced);
+        free(n->fe->vpend);
+        free(n->fe->orph);
+    }
     while (n->vhist.len) {
         tbon_packet_unref(((struct tb_vhist *)tb_ring_at(&n->vhist, 0))->p);
         tb_ring_drop(&n->vhist);
     }
     tb_ring_free(&n->vhist);
-    free(n->vpend);
-    free(n->orph);
     free(n->chk_rank);
     free(n->chk_ok);
     if (n->nfd >= 0)
