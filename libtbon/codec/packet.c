@@ -363,12 +363,12 @@ void tbon_packet_unref(tbon_packet_t *p)
         return;
     }
     /* Release orders this thread's reads of the packet before the count
-     * drops; the acquire fence makes every other thread's reads happen
-     * before the free. */
-    if (atomic_fetch_sub_explicit(&p->refs, 1u, memory_order_release) == 1u) {
-        atomic_thread_fence(memory_order_acquire);
+     * drops; acquire, for the thread that drops it to 0, makes every other
+     * thread's reads happen before the free. (One acq_rel decrement rather
+     * than a release decrement and an acquire fence: ThreadSanitizer does
+     * not model standalone fences.) */
+    if (atomic_fetch_sub_explicit(&p->refs, 1u, memory_order_acq_rel) == 1u)
         free(p);
-    }
 }
 
 void tb_packet_set_route(tbon_packet_t *p, uint32_t stream, tbon_rank_t source)
