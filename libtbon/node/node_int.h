@@ -138,7 +138,12 @@ struct tb_node {
     int        failed;
     int        shutting_down;
     int64_t    shutdown_deadline;
-    int        stop;
+    /* The loop ends. Written by whichever thread drives the node (its own
+     * thread; for a back-end's inline node, the thread that set
+     * net->driving: the application's or the EDS's in cb_kick), read by
+     * the others without a lock (tb_node_stopped): atomic, and a store of
+     * 1 is never undone. */
+    atomic_int stop;
     int        finished;
     int        up_paused, down_paused;
     int        attach_written;
