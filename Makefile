@@ -36,9 +36,10 @@ LDFLAGS += -fsanitize=address,undefined
 endif
 # ThreadSanitizer (its own build: it cannot be combined with ASan). Plug-ins
 # are built with it too, so that the filters the node threads run are seen.
-# Every test runs under it: libxml2 (dlopened, not instrumented) only parses
-# on the calling thread, and tbon_stat's ptrace of uninstrumented targets
-# (stat/examples) works. tests/run.sh fails a test on any report.
+# Every test runs under it: libxml2 (dlopened, not instrumented) is called
+# only by the thread that loads a topology file, and tbon_stat's ptrace of
+# uninstrumented targets (stat/examples) works. tests/run.sh fails a test on
+# any report.
 ifneq ($(TSAN),)
 CFLAGS  += -fsanitize=thread -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=thread
