@@ -12,13 +12,28 @@ total_pass=0
 total_fail=0
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+# ThreadSanitizer (make tsan): the first report ends the process that made it
+# (abort, so a harness case or a tree process dies of SIGABRT). Tree
+# processes' stderr may go to a log or nowhere, so every process writes its
+# reports to a file under tsan_dir; run_one prints them and counts each
+# program that left one as failed.
+tsan_opts=${TSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:second_deadlock_stack=1}
+tsan_dir=$(mktemp -d "${TMPDIR:-/tmp}/tbon-tsan-XXXXXX")
+trap 'rm -rf "$tsan_dir"' EXIT
 
 run_one() {     # one test program or script: its summary line is added up
-    local t=$1 out rc line p f
+    local t=$1 out rc line p f reported=0
     echo "== $t"
-    out=$(timeout -k 5 "$suite_timeout" "$t" 2>&1)
+    out=$(TSAN_OPTIONS="$tsan_opts:log_path=$tsan_dir/report" \
+          timeout -k 5 "$suite_timeout" "$t" 2>&1)
     rc=$?
     printf '%s\n' "$out"
+    if compgen -G "$tsan_dir/report.*" >/dev/null; then
+        cat "$tsan_dir"/report.*
+        rm -f "$tsan_dir"/report.*
+        echo "   $t: ThreadSanitizer reports (above)"
+        reported=1
+    fi
     line=$(printf '%s\n' "$out" | grep -E ': [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
     if [ -n "$line" ]; then
         p=$(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed$/\1/' <<<"$line")
@@ -31,6 +46,7 @@ run_one() {     # one test program or script: its summary line is added up
         f=1
         echo "   $t exited $rc"
     fi
+    [ "$reported" -eq 1 ] && [ "$f" -eq 0 ] && f=1
     total_pass=$((total_pass + p))
     total_fail=$((total_fail + f))
 }

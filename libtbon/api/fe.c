@@ -323,9 +323,15 @@ tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
     tbon_rank_t *ranks = malloc((nb ? nb : 1) * sizeof *ranks);
     if (ranks) {
         tbon_net_backends(net, ranks, nb);
-        net->bcast = comm_add(net, ranks, nb);
+        tbon_comm_t *bcast = comm_add(net, ranks, nb);
+        pthread_mutex_lock(&net->mu);     /* cb_event reads it */
+        net->bcast = bcast;
+        pthread_mutex_unlock(&net->mu);
     }
-    TB_INFO("startup", "tree of %zu processes ready", tb_topology_size(net->topo));
+    pthread_mutex_lock(&net->mu);
+    size_t size = tb_topology_size(net->topo);
+    pthread_mutex_unlock(&net->mu);
+    TB_INFO("startup", "tree of %zu processes ready", size);
     return net;
 }
 
@@ -400,8 +406,11 @@ tbon_comm_t *tbon_fe_comm_new(tbon_net_t *net, const tbon_rank_t *backends, size
     memcpy(r, backends, n * sizeof *r);
     qsort(r, n, sizeof *r, cmp_rank);
     size_t k = 0;
+    /* net->topo grows when nodes join (cb_view, on the reactor thread). */
+    pthread_mutex_lock(&net->mu);
     for (size_t i = 0; i < n; i++) {
         if (r[i] >= tb_topology_size(net->topo) || tb_topology_role(net->topo, r[i]) != TB_ROLE_BE) {
+            pthread_mutex_unlock(&net->mu);
             tb_net_seterr(TBON_EINVAL, "rank %u is not a back-end of this tree", r[i]);
             free(r);
             return NULL;
@@ -409,6 +418,7 @@ tbon_comm_t *tbon_fe_comm_new(tbon_net_t *net, const tbon_rank_t *backends, size
         if (k == 0 || r[k - 1] != r[i])
             r[k++] = r[i];
     }
+    pthread_mutex_unlock(&net->mu);
     return comm_add(net, r, k);
 }
 
@@ -436,12 +446,18 @@ tbon_stream_t *tbon_fe_stream_new(tbon_net_t *net, tbon_comm_t *comm, int up_fil
         tb_net_seterr(TBON_EINVAL, "unknown sync mode %d", sync);
         return NULL;
     }
-    tbon_rank_t *m = malloc((comm->n ? comm->n : 1) * sizeof *m);
+    /* The broadcast communicator grows on the reactor thread (cb_event, a
+     * back-end joined): its members are copied under mu. */
+    pthread_mutex_lock(&net->mu);
+    size_t nm = comm->n;
+    tbon_rank_t *m = malloc((nm ? nm : 1) * sizeof *m);
+    if (m)
+        memcpy(m, comm->ranks, nm * sizeof *m);
+    pthread_mutex_unlock(&net->mu);
     if (!m) {
         tb_net_seterr(TBON_ENOMEM, "out of memory");
         return NULL;
     }
-    memcpy(m, comm->ranks, comm->n * sizeof *m);
     pthread_mutex_lock(&net->mu);
     uint32_t id = net->next_stream++;
     tbon_stream_t *s = tb_net_stream_locked(net, id, 1);
@@ -453,7 +469,7 @@ tbon_stream_t *tbon_fe_stream_new(tbon_net_t *net, tbon_comm_t *comm, int up_fil
     }
     /* 1000: TBON_SYNC_TIMEOUT's default until set. m is taken over. */
     tb_cmd_t *c = tb_cmd_stream(id, up_filter, sync | (comm == net->bcast ? TB_STREAM_BCAST : 0),
-                                1000, down_filter, m, comm->n);
+                                1000, down_filter, m, nm);
     if (!c) {
         tb_net_seterr(TBON_ENOMEM, "out of memory");
         return NULL;

@@ -106,7 +106,10 @@ tbon_stream_t *tb_net_stream_locked(tbon_net_t *net, uint32_t id, int create)
     return s;
 }
 
-/* ---- node callbacks (reactor thread) ---- */
+/* ---- node callbacks (reactor thread) ----
+ * Run by whichever thread drives the node (for a back-end, the application's
+ * or the EDS's in cb_kick); cb_status also by the EDS thread directly
+ * (tb_node_parent_gone). Each takes net->mu for what it touches. */
 
 static void cb_deliver(void *arg, uint32_t stream, tbon_packet_t *p, uint64_t q)
 {
@@ -621,6 +624,8 @@ int tbon_net_backends(tbon_net_t *net, tbon_rank_t *out, size_t cap)
 {
     if (!net)
         return tb_net_seterr(TBON_EINVAL, "NULL network");
+    /* Under mu: the node's callbacks apply failures and joins to net->topo. */
+    pthread_mutex_lock(&net->mu);
     size_t n = 0, size = tb_topology_size(net->topo);
     for (tbon_rank_t r = 0; r < size; r++) {
         if (tb_topology_role(net->topo, r) != TB_ROLE_BE || !tb_topology_alive(net->topo, r))
@@ -629,6 +634,7 @@ int tbon_net_backends(tbon_net_t *net, tbon_rank_t *out, size_t cap)
             out[n] = r;
         n++;
     }
+    pthread_mutex_unlock(&net->mu);
     return (int)n;
 }
 

@@ -28,6 +28,7 @@ struct tbon_comm {
     struct tbon_comm *next;
 };
 
+/* Everything but net and id is under net->mu: the node's callbacks fill q. */
 struct tbon_stream {
     tbon_net_t *net;
     uint32_t id;
@@ -39,6 +40,12 @@ struct tbon_stream {
     uint32_t idx;
 };
 
+/* Threads: the application's threads call the API; the node's callbacks
+ * (net.c: on the thread that drives the node, for a back-end possibly the
+ * EDS's) feed it. is_fe, rank, node, inline_node, progress, progress_arg
+ * and argv_keep are set by create and do not change; want_resume is atomic;
+ * every other field is under mu (a communicator's ranks too: cb_event
+ * grows the broadcast one). */
 struct tbon_net {
     int            is_fe;
     tbon_rank_t    rank;

@@ -45,6 +45,7 @@ tbon_packet_t *tb_packet_alloc(int tag, size_t nfields, size_t flen, size_t len)
         return NULL;
     atomic_init(&p->refs, 1u);
     atomic_init(&p->crc_known, 0u);
+    atomic_init(&p->crc, 0u);
     p->tag = tag;
     p->stream = 0;
     p->source = TBON_RANK_NONE;
@@ -363,12 +364,12 @@ void tbon_packet_unref(tbon_packet_t *p)
         return;
     }
     /* Release orders this thread's reads of the packet before the count
-     * drops; the acquire fence makes every other thread's reads happen
-     * before the free. */
-    if (atomic_fetch_sub_explicit(&p->refs, 1u, memory_order_release) == 1u) {
-        atomic_thread_fence(memory_order_acquire);
+     * drops; acquire, for the thread that drops it to 0, makes every other
+     * thread's reads happen before the free. (One acq_rel decrement rather
+     * than a release decrement and an acquire fence: ThreadSanitizer does
+     * not model standalone fences.) */
+    if (atomic_fetch_sub_explicit(&p->refs, 1u, memory_order_acq_rel) == 1u)
         free(p);
-    }
 }
 
 void tb_packet_set_route(tbon_packet_t *p, uint32_t stream, tbon_rank_t source)
@@ -381,11 +382,13 @@ void tb_packet_set_route(tbon_packet_t *p, uint32_t stream, tbon_rank_t source)
 uint32_t tb_packet_payload_crc(const tbon_packet_t *cp)
 {
     /* Packets are immutable: the CRC is computed once, whichever thread
-     * asks first (a race computes the same value twice, harmlessly). */
+     * asks first (two that ask at once both compute it and store the same
+     * value: crc is atomic, so that is no data race). */
     tbon_packet_t *p = (tbon_packet_t *)cp;
     if (atomic_load_explicit(&p->crc_known, memory_order_acquire))
-        return p->crc;
-    p->crc = tb_crc32c(0, p->payload, p->len);
+        return atomic_load_explicit(&p->crc, memory_order_relaxed);
+    uint32_t crc = tb_crc32c(0, p->payload, p->len);
+    atomic_store_explicit(&p->crc, crc, memory_order_relaxed);
     atomic_store_explicit(&p->crc_known, 1u, memory_order_release);
-    return p->crc;
+    return crc;
 }

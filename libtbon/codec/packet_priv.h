@@ -24,7 +24,8 @@
 struct tbon_packet {
     atomic_uint refs;
     atomic_uint crc_known;  /* crc below is valid (set once, any thread) */
-    uint32_t    crc;        /* CRC32C of the payload, for frames on many links */
+    atomic_uint crc;        /* CRC32C of the payload, for frames on many links
+                               (atomic: two threads may store it at once) */
     int         tag;
     uint32_t    stream;
     tbon_rank_t source;

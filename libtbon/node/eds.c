@@ -37,6 +37,10 @@
 
 enum { K_LISTEN, K_WAKE, K_PENDING, K_EVENT, K_PIDFD, K_NODE };
 
+/* A watch is complete before add_watch publishes it; after that only the
+ * EDS thread changes it (and reads it but for e->all's links, walked under
+ * e->mu, and node_watch's dead, read by tb_eds_arm_node: set only by
+ * tb_eds_stop, on the thread that owns the node). */
 typedef struct watch {
     int kind;
     int fd;
@@ -48,19 +52,27 @@ typedef struct watch {
     int64_t heard;             /* K_EVENT: when the peer last sent anything (ms) */
 } watch_t;
 
+/* Threads: the EDS thread owns everything here unless a field says
+ * otherwise; the reactor (the node's thread, or for a back-end whoever
+ * drives it) calls tb_eds_* and touches only what is under mu or atomic.
+ * Fields set before the thread starts (node, rank, role, session, epfd,
+ * wakefd) do not change. */
 struct tb_eds {
     tb_node_t *node;
-    tb_topology_t *topo;       /* a private copy: the EDS never shares it */
+    tb_topology_t *topo;       /* a private copy: the EDS never shares it (the
+                                  reactor reads its size under mu, and it
+                                  grows only under mu: apply_reports) */
     tbon_rank_t rank;
     tb_role_t role;
     tb_session_t session;
     int epfd, wakefd;
     pthread_t thread;
-    int running;
+    int running;               /* the thread that owns the node (start, stop) */
     pthread_mutex_t mu;
-    watch_t *all;
-    uint8_t *data_seen, *event_seen;   /* per rank of the topology */
-    pid_t *reaped;
+    watch_t *all;              /* list links under mu */
+    uint8_t *data_seen;        /* per rank of the topology (reallocated under mu) */
+    uint8_t *event_seen;       /* the same; the reactor clears entries: under mu */
+    pid_t *reaped;             /* under mu (tb_eds_reaped) */
     size_t nreaped, capreaped;
     atomic_int stop;
     /* Fault tolerance (seed 003 V-A): the reconfigurator runs here. */
@@ -68,7 +80,8 @@ struct tb_eds {
     uint32_t incarnation;
     atomic_int ft_ready;       /* the tree is up and every port is known */
     int adopt_now;             /* the reactor asks for an adoption (under mu) */
-    uint8_t *expect;           /* per rank: an adopted child may open events */
+    uint8_t *expect;           /* per rank: an adopted child may open events
+                                  (under mu: the reactor sets entries) */
     /* reports to apply (tb_eds_report, tb_eds_join): */
     struct eds_rep { tb_eds_rep_kind_t kind; tbon_rank_t r, p; uint32_t inc; char *host;
                      uint32_t lid, port; tb_role_t role; } *reps;
@@ -82,19 +95,26 @@ struct tb_eds {
     int64_t next_beat;
     int64_t events_due;        /* when to open the new parent's event connection (0: no) */
     int grave[8];              /* the lost parent's event connections, closed later */
-    watch_t *node_watch;       /* BE: the node's own epoll set, while nobody drives it */
+    watch_t *node_watch;       /* BE: the node's own epoll set, while nobody drives it
+                                  (set under mu before the node is first armed,
+                                  then read-only) */
     atomic_int node_armed;     /* it is armed (a fired one shot disarms it) */
     int ngrave;
 };
 
-static watch_t *add_watch(tb_eds_t *e, int kind, int fd, uint32_t events)
+/* A new watch, complete before it is published: the reactor adds some
+ * (tb_eds_watch_parent, tb_eds_watch_child), and from epoll_ctl on the EDS
+ * thread may see it (an event) or walk it (e->all). */
+static watch_t *add_watch(tb_eds_t *e, int kind, int fd, uint32_t events, tbon_rank_t rank,
+                          pid_t pid)
 {
     watch_t *w = calloc(1, sizeof *w);
     if (!w)
         return NULL;
     w->kind = kind;
     w->fd = fd;
-    w->rank = TBON_RANK_NONE;
+    w->rank = rank;
+    w->pid = pid;
     w->heard = tb_now_ms();
     struct epoll_event ev = { .events = events, .data.ptr = w };
     if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -208,9 +228,12 @@ static void admit(tb_eds_t *e, watch_t *w)
             purpose != TB_PURPOSE_ATTACH)
             ok = 0;
     }
+    /* Under mu: the reactor clears event_seen too (tb_eds_expect). */
     uint8_t *seen = purpose == TB_PURPOSE_EVENT ? e->event_seen : e->data_seen;
+    pthread_mutex_lock(&e->mu);
     if (ok && purpose != TB_PURPOSE_ADOPTION && seen[r] && !expected)
         ok = 0;
+    pthread_mutex_unlock(&e->mu);
     /* A process of an older generation than the rank's (it was restarted
      * since): whatever it says is stale. */
     int stale = ok && tb_inc_gen(hs->incarnation) < tb_inc_gen(tb_topology_incarnation(e->topo, r));
@@ -230,7 +253,9 @@ static void admit(tb_eds_t *e, watch_t *w)
         drop_watch(e, w);
         return;
     }
+    pthread_mutex_lock(&e->mu);
     seen[r] = 1;
+    pthread_mutex_unlock(&e->mu);
     uint32_t inc = w->auth->hs.incarnation;
     free(w->auth);
     w->auth = NULL;
@@ -264,7 +289,7 @@ static void on_listen(tb_eds_t *e, int lfd)
             close(fd);
             continue;
         }
-        watch_t *w = add_watch(e, K_PENDING, fd, EPOLLIN);
+        watch_t *w = add_watch(e, K_PENDING, fd, EPOLLIN, TBON_RANK_NONE, 0);
         if (!w) {
             free(a);
             close(fd);
@@ -490,10 +515,7 @@ static void parent_events(tb_eds_t *e)
     if (efd >= 0 && tb_auth_client(efd, &e->session, (uint8_t)e->role, TB_PURPOSE_EVENT,
                                    e->rank, e->incarnation, dl, &w, &err) == 0) {
         tb_sock_nonblock(efd, 1);
-        watch_t *ww = add_watch(e, K_EVENT, efd, EPOLLIN);
-        if (ww)
-            ww->rank = p;
-        else
+        if (!add_watch(e, K_EVENT, efd, EPOLLIN, p, 0))
             close(efd);
     } else {
         if (efd >= 0)
@@ -839,8 +861,8 @@ tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
     e->expect = calloc(n, 1);
     if (e->epfd < 0 || e->wakefd < 0 || !e->topo || !e->data_seen || !e->event_seen ||
         !e->expect ||
-        !add_watch(e, K_WAKE, e->wakefd, EPOLLIN) ||
-        (listen_fd >= 0 && !add_watch(e, K_LISTEN, listen_fd, EPOLLIN))) {
+        !add_watch(e, K_WAKE, e->wakefd, EPOLLIN, TBON_RANK_NONE, 0) ||
+        (listen_fd >= 0 && !add_watch(e, K_LISTEN, listen_fd, EPOLLIN, TBON_RANK_NONE, 0))) {
         tb_error_set(err, TBON_ENOMEM, "cannot start the event detection service");
         if (listen_fd >= 0)
             close(listen_fd);
@@ -850,13 +872,12 @@ tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
     }
     if (parent_event_fd >= 0) {
         tb_sock_nonblock(parent_event_fd, 1);
-        watch_t *w = add_watch(e, K_EVENT, parent_event_fd, EPOLLIN);
-        if (!w) {
+        if (!add_watch(e, K_EVENT, parent_event_fd, EPOLLIN, tb_topology_parent(topo, rank),
+                       0)) {
             close(parent_event_fd);
             tb_error_set(err, TBON_ENOMEM, "cannot watch the parent");
             goto error;
         }
-        w->rank = tb_topology_parent(topo, rank);
     }
     if (pthread_create(&e->thread, NULL, eds_thread, e)) {
         tb_error_set(err, TBON_ENOMEM, "cannot start the event detection thread");
@@ -877,12 +898,10 @@ int tb_eds_watch_parent(tb_eds_t *e, int fd, tbon_rank_t parent)
         return TBON_EINVAL;
     }
     tb_sock_nonblock(fd, 1);
-    watch_t *w = add_watch(e, K_EVENT, fd, EPOLLIN);
-    if (!w) {
+    if (!add_watch(e, K_EVENT, fd, EPOLLIN, parent, 0)) {
         close(fd);
         return TBON_ENOMEM;
     }
-    w->rank = parent;
     return 0;
 }
 
@@ -891,7 +910,7 @@ int tb_eds_watch_node(tb_eds_t *e, int node_epfd)
     if (!e)
         return TBON_EINVAL;
     /* Disarmed until the application's network is complete (tb_node_arm). */
-    watch_t *w = add_watch(e, K_NODE, node_epfd, EPOLLONESHOT);
+    watch_t *w = add_watch(e, K_NODE, node_epfd, EPOLLONESHOT, TBON_RANK_NONE, 0);
     if (!w)
         return TBON_ENOMEM;
     pthread_mutex_lock(&e->mu);
@@ -919,13 +938,10 @@ int tb_eds_watch_child(tb_eds_t *e, tbon_rank_t rank, pid_t pid)
     int fd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (fd < 0)
         return TBON_EIO;
-    watch_t *w = add_watch(e, K_PIDFD, fd, EPOLLIN);
-    if (!w) {
+    if (!add_watch(e, K_PIDFD, fd, EPOLLIN, rank, pid)) {
         close(fd);
         return TBON_ENOMEM;
     }
-    w->rank = rank;
-    w->pid = pid;
     return 0;
 }
 

@@ -1193,7 +1193,8 @@ size_t tb_node_backlog(const tb_node_t *n)
 
 int tb_node_stopped(const tb_node_t *n)
 {
-    return n->stop;
+    /* Any thread: pairs with the driver's store. */
+    return atomic_load_explicit(&n->stop, memory_order_acquire);
 }
 
 int tb_node_link_child(tb_node_t *n, tbon_rank_t rank, int fd)

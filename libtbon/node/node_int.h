@@ -107,6 +107,14 @@ typedef struct tb_fe_state {
                                  the session: removed by tb_node_destroy) */
 } tb_fe_state_t;
 
+/* Threads. The node is owned by the thread that drives it: its own thread
+ * (tb_node_start), or for a back-end's inline node whoever set
+ * net->driving under net->mu (the application's thread, or the EDS's in
+ * cb_kick): that hand-over is the synchronisation, and every field not
+ * marked otherwise is the driver's alone. Other threads reach it through
+ * the command queue (tb_node_post), and read only what is marked below.
+ * cfg, cbs, rank and role do not change after tb_node_new (the EDS thread
+ * reads role and cbs: tb_node_parent_gone). */
 struct tb_node {
     tb_node_config_t cfg;
     tb_node_cbs_t cbs;
@@ -144,7 +152,9 @@ struct tb_node {
     size_t     nstreams;
     tb_filter_reg_t *filters;
 
-    /* commands */
+    /* commands: any thread posts (qhead, qtail under qmu), the driver
+     * drains; the counters are atomic, written by the driver (pending also
+     * by posters) and read by senders waiting on bcond (under qmu) */
     pthread_mutex_t qmu;
     tb_cmd_t  *qhead, *qtail;
     pthread_cond_t bcond;     /* senders waiting on the backlog */
@@ -161,7 +171,12 @@ struct tb_node {
     int        failed;
     int        shutting_down;
     int64_t    shutdown_deadline;
-    int        stop;
+    /* The loop ends. Written by whichever thread drives the node (its own
+     * thread; for a back-end's inline node, the thread that set
+     * net->driving: the application's or the EDS's in cb_kick), read by
+     * the others without a lock (tb_node_stopped): atomic, and a store of
+     * 1 is never undone. */
+    atomic_int stop;
     int        finished;
     int        up_paused, down_paused;
     int        attach_written;

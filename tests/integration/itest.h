@@ -120,12 +120,25 @@ static inline void it_pattern(uint8_t *b, size_t n, uint32_t rank, uint32_t seq)
 #ifndef IT_ASAN
 #define IT_ASAN 0
 #endif
+#if defined(__SANITIZE_THREAD__)
+#define IT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define IT_TSAN 1
+#endif
+#endif
+#ifndef IT_TSAN
+#define IT_TSAN 0
+#endif
+/* A sanitizer build (ASan or TSan) runs several times slower: the waits
+ * that bound how long a result may take are longer there. */
+#define IT_SLOW (IT_ASAN || IT_TSAN)
 
 #define IT_UNUSED __attribute__((unused))
 
 /* How long a test waits for a result that should come (ms): generous, the
  * harness's alarm is the real bound. */
-#define IT_RECV_MS (IT_ASAN ? 30000 : 15000)
+#define IT_RECV_MS (IT_SLOW ? 30000 : 15000)
 #define IT_MAX_BE  1024
 
 static void it_init(void);

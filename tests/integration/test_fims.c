@@ -109,7 +109,7 @@ static void scenario(const char *shape, int duration, const char *schedule, int 
     char dur[16], tmo[16], csv[700], dir[700];
     snprintf(dur, sizeof dur, "%d", duration);
     /* The tool's own watchdog first; then ours, then the harness's alarm. */
-    int tool_s = duration + (IT_ASAN ? 150 : 90);
+    int tool_s = duration + (IT_SLOW ? 150 : 90);
     snprintf(tmo, sizeof tmo, "%d", tool_s);
     alarm((unsigned)tool_s + 60);
     snprintf(csv, sizeof csv, "%s/recovery.csv", th_tmpdir());
@@ -257,7 +257,7 @@ ITEST(fims_remote_kills)
         HOST_B ":0 => localhost:3 " HOST_A ":3 " HOST_B ":3 localhost:4 ;\n"
         "localhost:1 => " HOST_A ":4 " HOST_B ":4 localhost:5 " HOST_A ":5 ;\n"
         HOST_A ":1 => " HOST_B ":5 localhost:6 " HOST_A ":6 " HOST_B ":6 ;\n");
-    int tool_s = IT_ASAN ? 150 : 90;
+    int tool_s = IT_SLOW ? 150 : 90;
     char tmo[16];
     snprintf(tmo, sizeof tmo, "%d", tool_s);
     alarm((unsigned)tool_s + 60);

@@ -24,6 +24,24 @@
 #define UNDER_ASAN 0
 #endif
 
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#if defined(UNDER_TSAN)
+/* The out-of-memory cases below limit the address space: there malloc must
+ * return NULL, as libc's does, where ThreadSanitizer's allocator would end
+ * the process. (TSAN_OPTIONS, read after this, can still override it.) */
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void)
+{
+    return "allocator_may_return_null=1";
+}
+#endif
+
 /* ---- helpers ---- */
 
 /* A malloc'd copy of a payload of exactly len bytes, so that ASan catches a
