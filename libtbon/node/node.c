@@ -493,14 +493,14 @@ void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
     tb_child_t *ch = &n->child[i];
     if (!ch->conn)
         return;
-    if (!n->shutting_down)
+    if (!tb_node_ending(n))
         TB_WARN("conn", "lost child rank %u (%s): %s", ch->rank,
                 tb_topology_host(n->topo, ch->rank), why);
     detach_child(n, i);
-    if (!n->shutting_down && n->ready_sent && ch->leaving) {
+    if (tb_node_life(n) == TB_LIFE_RUNNING && ch->leaving) {
         ch->released = 1;
         tb_view_left(n, i);
-    } else if (!n->shutting_down && n->ready_sent) {
+    } else if (tb_node_life(n) == TB_LIFE_RUNNING) {
         /* With fault tolerance it may live on under another parent (after
          * we were fenced, say): it is no longer ours to kill. */
         ch->released = n->ft_ready;
@@ -511,7 +511,7 @@ void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
      * launched is reported when it exits, with its own words (a remote
      * one's stderr may come after its connection's end); the start-up
      * timer covers one that lives on. */
-    if (!n->shutting_down && !n->ready_sent && (ch->pid <= 0 || ch->exited))
+    if (tb_node_life(n) == TB_LIFE_STARTING && (ch->pid <= 0 || ch->exited))
         tb_node_fail(n, TBON_ELAUNCH, "rank %u on host %s closed its connection before the tree was ready: %s",
                      ch->rank, tb_topology_host(n->topo, ch->rank), why);
 }
@@ -536,7 +536,7 @@ static void parent_lost(tb_node_t *n, const char *why_in)
         retire_late(n, n->parent);
         n->parent = NULL;
     }
-    if (n->shutting_down || n->orphan)
+    if (tb_node_ending(n) || n->orphan)
         return;
     if (lost != TBON_RANK_NONE && tb_ft_parent_lost(n, lost))
         return;
@@ -554,18 +554,16 @@ void tb_node_leave(tb_node_t *n)
 {
     /* A back-end that leaves a running tree says so first: its parent then
      * reports it left, not failed (TBON_EV_NODE_LEFT). */
-    if (n->role == TB_ROLE_BE && n->ft_ready && !n->shutting_down && n->parent &&
+    if (n->role == TB_ROLE_BE && n->ft_ready && !tb_node_ending(n) && n->parent &&
         !n->parent->closed)
         tb_node_send_ctl(n, n->parent, TB_CTL_LEAVE, tb_ctl_leave_encode(&(tb_ctl_leave_t){ 0 }));
-    n->shutting_down = 1;
-    n->stop = 1;
+    tb_node_enter(n, TB_LIFE_STOPPED);
 }
 
 void tb_node_begin_shutdown(tb_node_t *n)
 {
-    if (n->shutting_down)
+    if (!tb_node_enter(n, TB_LIFE_SHUTTING_DOWN))
         return;
-    n->shutting_down = 1;
     n->shutdown_deadline = tb_now_ms() + 3000;
     tb_eds_leave(n->eds);
     for (size_t i = 0; i < n->nchild; i++)
@@ -632,7 +630,7 @@ static void on_conn(tb_node_t *n, tb_cmd_t *cmd)
                              tb_ctl_filter_encode(&(tb_ctl_filter_t){ f->id, f->path, f->name }));
         }
     }
-    if (n->shutting_down)
+    if (tb_node_ending(n))
         tb_node_send_ctl(n, ch->conn, TB_CTL_SHUTDOWN,
                          tb_ctl_shutdown_encode(&(tb_ctl_shutdown_t){ 0 }));
     if (ch->is_be) {
@@ -679,8 +677,7 @@ static void ctl_down(tb_node_t *n, const tb_ctl_msg_t *m, tbon_packet_t *p)
             atomic_store(&n->closed, 1);
             if (n->cbs.status)
                 n->cbs.status(n->cbs.arg, TB_NODE_CLOSED, 0, "the front-end shut the session down");
-            n->shutting_down = 1;
-            n->stop = 1;
+            tb_node_enter(n, TB_LIFE_STOPPED);
         } else {
             tb_node_begin_shutdown(n);
         }
@@ -867,7 +864,7 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
         /* The lost parent's data connection may not have ended here yet. */
         if (n->parent && n->parent->rank == c->u.adopted.lost)
             parent_lost(n, "the event connection to the parent ended");
-        if (n->orphan && !n->parent && !n->shutting_down)
+        if (n->orphan && !n->parent && !tb_node_ending(n))
             tb_ft_adopted(n, c);
         break;
     case TB_CMD_ADOPT_FAILED:
@@ -1030,12 +1027,12 @@ static void after_dispatch(tb_node_t *n)
         pthread_cond_broadcast(&n->bcond);
         pthread_mutex_unlock(&n->qmu);
     }
-    if (n->shutting_down && !n->stop) {
+    if (tb_node_life(n) == TB_LIFE_SHUTTING_DOWN) {
         int open = 0;
         for (size_t i = 0; i < n->nchild; i++)
             open += n->child[i].conn != NULL;
         if (!open)
-            n->stop = 1;
+            tb_node_enter(n, TB_LIFE_STOPPED);
     }
 }
 
@@ -1045,16 +1042,16 @@ static void turn(tb_node_t *n, int timeout_ms)
 {
     struct epoll_event evs[64];
     int64_t now = tb_now_ms(), next = now + 3600 * 1000;
-    if (!n->ready_sent && !n->failed && n->start_deadline) {
+    if (tb_node_life(n) == TB_LIFE_STARTING && !n->failed && n->start_deadline) {
         if (now >= n->start_deadline)
             tb_node_startup_timer(n);
         else if (n->start_deadline < next)
             next = n->start_deadline;
     }
-    if (n->shutting_down) {
+    if (tb_node_ending(n)) {
         if (now >= n->shutdown_deadline) {
             TB_WARN("shutdown", "children did not leave in time; going on");
-            n->stop = 1;
+            tb_node_enter(n, TB_LIFE_STOPPED);
             return;
         }
         if (n->shutdown_deadline < next)
@@ -1069,7 +1066,7 @@ static void turn(tb_node_t *n, int timeout_ms)
         next = n->late_due;
     }
     after_dispatch(n);
-    if (n->stop)
+    if (tb_node_stopped(n))
         return;
     tb_view_next(n, &next);
     if (timeout_ms >= 0 && now + timeout_ms < next)
@@ -1078,7 +1075,7 @@ static void turn(tb_node_t *n, int timeout_ms)
     int k = epoll_wait(n->epfd, evs, 64, wait < 0 ? 0 : wait);
     if (k < 0 && errno != EINTR) {
         TB_ERROR("reactor", "epoll_wait: %s", strerror(errno));
-        n->stop = 1;
+        tb_node_enter(n, TB_LIFE_STOPPED);
         return;
     }
     for (int e = 0; e < k; e++) {
@@ -1120,9 +1117,8 @@ static void turn(tb_node_t *n, int timeout_ms)
 /* After the last turn: tell everyone waiting that the node is done. */
 static void finish(tb_node_t *n)
 {
-    if (n->finished)
+    if (!tb_node_enter(n, TB_LIFE_FINISHED))
         return;
-    n->finished = 1;
     after_dispatch(n);
     atomic_store(&n->closed, 1);
     pthread_mutex_lock(&n->qmu);
@@ -1134,7 +1130,7 @@ static void finish(tb_node_t *n)
 
 int tb_node_run(tb_node_t *n)
 {
-    while (!n->stop)
+    while (!tb_node_stopped(n))
         turn(n, -1);
     finish(n);
     return 0;
@@ -1142,16 +1138,16 @@ int tb_node_run(tb_node_t *n)
 
 int tb_node_step(tb_node_t *n, int timeout_ms)
 {
-    if (!n->stop)
+    if (!tb_node_stopped(n))
         turn(n, timeout_ms);
-    if (n->stop)
+    if (tb_node_stopped(n))
         finish(n);
-    return n->stop;
+    return tb_node_stopped(n);
 }
 
 void tb_node_exec(tb_node_t *n, tb_cmd_t *cmd)
 {
-    if (n->stop) {
+    if (tb_node_stopped(n)) {
         if (cmd->bytes)
             atomic_fetch_sub(&n->pending, cmd->bytes);
         tb_cmd_free(cmd);
@@ -1159,7 +1155,7 @@ void tb_node_exec(tb_node_t *n, tb_cmd_t *cmd)
     }
     on_cmd(n, cmd);
     after_dispatch(n);
-    if (n->stop)
+    if (tb_node_stopped(n))
         finish(n);
 }
 
@@ -1177,7 +1173,7 @@ void tb_node_post_kick(tb_node_t *n, tb_cmd_t *cmd)
 
 void tb_node_arm(tb_node_t *n, int on)
 {
-    if (n->cbs.kick && !n->stop)
+    if (n->cbs.kick && !tb_node_stopped(n))
         tb_eds_arm_node(n->eds, on);
 }
 
@@ -1191,10 +1187,30 @@ size_t tb_node_backlog(const tb_node_t *n)
     return atomic_load(&n->pending) + atomic_load(&n->queued);
 }
 
+/* The moves of enum tb_life (node_int.h): allowed[from] has bit `to`. */
+static const unsigned life_moves[] = {
+    [TB_LIFE_STARTING] = 1u << TB_LIFE_RUNNING | 1u << TB_LIFE_SHUTTING_DOWN |
+                         1u << TB_LIFE_STOPPED,
+    [TB_LIFE_RUNNING] = 1u << TB_LIFE_SHUTTING_DOWN | 1u << TB_LIFE_STOPPED,
+    [TB_LIFE_SHUTTING_DOWN] = 1u << TB_LIFE_STOPPED,
+    [TB_LIFE_STOPPED] = 1u << TB_LIFE_FINISHED,
+    [TB_LIFE_FINISHED] = 0,
+};
+
+int tb_node_enter(tb_node_t *n, enum tb_life to)
+{
+    enum tb_life from = tb_node_life(n);
+    if (!(life_moves[from] & 1u << to))
+        return 0;
+    /* only the driver writes it (node_int.h): no other writer to race */
+    atomic_store_explicit(&n->life, to, memory_order_release);
+    return 1;
+}
+
 int tb_node_stopped(const tb_node_t *n)
 {
     /* Any thread: pairs with the driver's store. */
-    return atomic_load_explicit(&n->stop, memory_order_acquire);
+    return tb_node_life(n) >= TB_LIFE_STOPPED;
 }
 
 int tb_node_link_child(tb_node_t *n, tbon_rank_t rank, int fd)
@@ -1323,7 +1339,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
         tb_topology_set_port(n->topo, n->rank, n->port);
     n->start_deadline = tb_now_ms() + (cfg->startup_timeout_ms > 0 ? cfg->startup_timeout_ms : 30000);
     if (n->role == TB_ROLE_BE)
-        n->ready_sent = 1;   /* a back-end is ready once connected */
+        tb_node_enter(n, TB_LIFE_RUNNING);   /* a back-end is ready once connected */
     if (!cfg->given_links && tb_node_launch_children(n, err)) {
         if (!n->parent)
             goto error;
@@ -1348,7 +1364,7 @@ void tb_node_destroy(tb_node_t *n)
         return;
     if (n->threaded)
         pthread_join(n->thread, NULL);
-    else if (!n->finished && n->role == TB_ROLE_BE) {
+    else if (tb_node_life(n) != TB_LIFE_FINISHED && n->role == TB_ROLE_BE) {
         /* A back-end driven by its application leaves here. */
         tb_node_leave(n);
         finish(n);

@@ -223,7 +223,7 @@ static void on_report(tb_node_t *n, tb_conn_t *from, const tb_ctl_report_t *m,
         if (kind == TB_V_FAILED) {
             TB_INFO("ft", "rank %u failed", r);
             tb_node_emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc, 0);
-            if (n->role == TB_ROLE_FE && !n->ft_ready && !n->shutting_down &&
+            if (n->role == TB_ROLE_FE && !n->ft_ready && !tb_node_ending(n) &&
                 tb_topology_role(n->topo, r) != TB_ROLE_BE) {
                 tb_node_fault_end(n, r);
             }
@@ -256,7 +256,7 @@ void tb_ft_child_lost(tb_node_t *n, size_t i)
     tb_node_emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc, 0);
     tb_view_notice(n, r, inc);
     report_up(n, NULL, report(TB_V_FAILED, r, TBON_RANK_NONE, inc, NULL), TB_V_FAILED, r, inc);
-    if (n->role == TB_ROLE_FE && !n->ft_ready && !n->shutting_down && !n->child[i].is_be)
+    if (n->role == TB_ROLE_FE && !n->ft_ready && !tb_node_ending(n) && !n->child[i].is_be)
         tb_node_fault_end(n, r);
 }
 
@@ -264,7 +264,7 @@ void tb_ft_child_lost(tb_node_t *n, size_t i)
 
 int tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost)
 {
-    if (!n->ft_ready || n->shutting_down || n->role == TB_ROLE_FE)
+    if (!n->ft_ready || tb_node_ending(n) || n->role == TB_ROLE_FE)
         return 0;
     if (!n->orphan) {
         n->orphan = 1;
@@ -397,7 +397,7 @@ void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c)
 {
     tbon_rank_t o = c->u.adopt_conn.rank;
     const char *why = NULL;
-    if (!n->ft_ready || n->orphan || n->shutting_down || n->stop)
+    if (!n->ft_ready || n->orphan || tb_node_ending(n) || tb_node_stopped(n))
         why = "not in a state to adopt";
     else if (o == n->rank || o == 0 || tb_adopt_would_cycle(n->topo, o, n->rank))
         why = "it would make a cycle";

@@ -82,6 +82,25 @@ typedef struct tb_stream_st {
     tbon_packet_list_t kept;  /* BE: sent packets not yet folded into up_state */
 } tb_stream_st_t;
 
+/* The node's life (seed 003's processes start, serve, and end in order).
+ * The transitions tb_node_enter allows:
+ *   STARTING      -> RUNNING        the whole subtree is connected (READY
+ *                                   went up); a back-end once connected
+ *   STARTING      -> SHUTTING_DOWN  the session ends before the tree is up
+ *   RUNNING       -> SHUTTING_DOWN  an orderly end: the children are told
+ *   any of these  -> STOPPED        the loop ends (the children left, a
+ *                                   back-end leaves, the session is gone)
+ *   STOPPED       -> FINISHED       everyone waiting was told
+ * Any other move is refused (tb_node_enter returns 0), which is how a
+ * second shutdown or a late READY are ignored. */
+enum tb_life {
+    TB_LIFE_STARTING,
+    TB_LIFE_RUNNING,
+    TB_LIFE_SHUTTING_DOWN,
+    TB_LIFE_STOPPED,
+    TB_LIFE_FINISHED,
+};
+
 /* What only the front-end holds (n->fe; NULL in every other node): the
  * membership root's pending changes and orphans (node_view.c), the joins it
  * answers (node_join.c), its Slurm steps (node_start.c) and its attach
@@ -166,18 +185,16 @@ struct tb_node {
 
 
     /* state */
-    int64_t    start_deadline;
-    int        ready_sent;
-    int        failed;
-    int        shutting_down;
-    int64_t    shutdown_deadline;
-    /* The loop ends. Written by whichever thread drives the node (its own
+    /* The node's life, one value (enum tb_life; tb_node_enter keeps to its
+     * transitions). Written by whichever thread drives the node (its own
      * thread; for a back-end's inline node, the thread that set
-     * net->driving: the application's or the EDS's in cb_kick), read by
-     * the others without a lock (tb_node_stopped): atomic, and a store of
-     * 1 is never undone. */
-    atomic_int stop;
-    int        finished;
+     * net->driving: the application's or the EDS's in cb_kick), read by the
+     * others without a lock (tb_node_stopped): atomic, release/acquire. */
+    atomic_int life;
+    int        failed;        /* a fatal failure was reported (the first only
+                                 goes up, or to the application) */
+    int64_t    start_deadline;
+    int64_t    shutdown_deadline;
     int        up_paused, down_paused;
     int        attach_written;
     size_t     ready_count;
@@ -217,6 +234,17 @@ struct tb_node {
 };
 
 /* node.c */
+/* Move the node's life to `to` if the table above allows it; 1 if it moved. */
+int  tb_node_enter(tb_node_t *n, enum tb_life to);
+static inline enum tb_life tb_node_life(const tb_node_t *n)
+{
+    return (enum tb_life)atomic_load_explicit(&n->life, memory_order_acquire);
+}
+/* Shutting down or past it (no new work, no failure reports). */
+static inline int tb_node_ending(const tb_node_t *n)
+{
+    return tb_node_life(n) >= TB_LIFE_SHUTTING_DOWN;
+}
 void tb_node_send_ctl(tb_node_t *n, tb_conn_t *c, int op, tbon_packet_t *p); /* takes p */
 /* Send p up (to the app at the FE); more: other packets of the same wave
  * follow (TB_FRAME_F_MORE). Takes p. */

@@ -98,7 +98,7 @@ void tb_view_join(tb_node_t *n, tb_cmd_t *c)
     tbon_rank_t back = c->u.join_conn.rank;     /* a restarted one, or TBON_RANK_NONE */
     tb_role_t role = c->u.join_conn.role == TB_ROLE_COMMNODE ? TB_ROLE_COMMNODE : TB_ROLE_BE;
     const char *why = !n->ft_ready ? "the tree is not up yet"
-                      : n->shutting_down ? "shutting down"
+                      : tb_node_ending(n) ? "shutting down"
                       : back != TBON_RANK_NONE ? no_restart(n, back, role) : NULL;
     if (why) {
         if (back != TBON_RANK_NONE)

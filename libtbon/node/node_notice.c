@@ -105,7 +105,7 @@ void tb_view_notice_setup(tb_node_t *n)
 
 void tb_view_notice(tb_node_t *n, tbon_rank_t r, uint32_t inc)
 {
-    if (n->role == TB_ROLE_FE || !n->fe_addr_ok || n->shutting_down)
+    if (n->role == TB_ROLE_FE || !n->fe_addr_ok || tb_node_ending(n))
         return;
     uint8_t b[NOTICE_SIZE] = { 0 };
     tb_put32(b, NOTICE_MAGIC);
@@ -142,7 +142,7 @@ void tb_view_on_notices(tb_node_t *n)
             continue;
         tbon_rank_t from = tb_get32(b + 16), r = tb_get32(b + 20);
         uint32_t inc = tb_get32(b + 24);
-        if (r == 0 || r >= tb_topology_size(n->topo) || !n->ft_ready || n->shutting_down)
+        if (r == 0 || r >= tb_topology_size(n->topo) || !n->ft_ready || tb_node_ending(n))
             continue;
         /* A detector we have fenced is not believed: woken up, it sees its
          * children gone (adopted elsewhere) and would call them dead. */

@@ -163,7 +163,7 @@ static int slurm_step(tb_node_t *n, uint32_t d, tbon_error_t *err)
 
 void tb_node_slurm_next(tb_node_t *n)
 {
-    if (!n->fe || n->failed || n->shutting_down || !n->fe->slurm_pid)
+    if (!n->fe || n->failed || tb_node_ending(n) || !n->fe->slurm_pid)
         return;
     while (n->fe->slurm_next <= n->fe->slurm_depth) {
         uint32_t d = n->fe->slurm_next;
@@ -198,7 +198,7 @@ static void slurm_step_exited(tb_node_t *n, tbon_rank_t r, int status)
     uint32_t d = TB_SLURM_STEP_DEPTH(r);
     if (d <= n->fe->slurm_depth)
         n->fe->slurm_pid[d] = 0;
-    if (n->shutting_down || n->ready_sent)
+    if (tb_node_life(n) != TB_LIFE_STARTING)
         return;
     char said[320], how[64];
     int has = tb_relay_first_line(n->relay, r, said, sizeof said);
@@ -335,7 +335,7 @@ int tb_node_launch_children(tb_node_t *n, tbon_error_t *err)
 
 void tb_node_check_ready(tb_node_t *n)
 {
-    if (n->ready_sent || n->failed || n->role == TB_ROLE_BE)
+    if (tb_node_life(n) != TB_LIFE_STARTING || n->failed || n->role == TB_ROLE_BE)
         return;
     size_t count = 1, ready = 0;
     for (size_t i = 0; i < n->nchild; i++) {
@@ -349,7 +349,7 @@ void tb_node_check_ready(tb_node_t *n)
     n->ready_count = ready;
     if (ready < n->nchild)
         return;
-    n->ready_sent = 1;
+    tb_node_enter(n, TB_LIFE_RUNNING);
     TB_DEBUG("startup", "subtree of %zu processes ready", count);
     if (n->role == TB_ROLE_FE) {
         if (n->cbs.status)
@@ -397,7 +397,7 @@ void tb_node_child_exited(tb_node_t *n, tbon_rank_t r, int status)
     tb_child_t *ch = &n->child[i];
     ch->exited = 1;
     ch->status = status;
-    if (n->shutting_down || n->ready_sent || ch->state == CH_READY)
+    if (tb_node_life(n) != TB_LIFE_STARTING || ch->state == CH_READY)
         return;
     char how[64];
     describe_exit(status, how, sizeof how);

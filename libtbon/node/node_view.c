@@ -107,7 +107,7 @@ static uint64_t subtree(const tb_node_t *n)
 static void emit_stable(tb_node_t *n)
 {
     if (n->view_sub != n->view || n->view <= n->view_up[1] || n->fe->norph || n->fe->nvpend ||
-        n->fe->orph_dirty || n->shutting_down)
+        n->fe->orph_dirty || tb_node_ending(n))
         return;
     n->view_up[1] = n->view;
     TB_DEBUG("view", "view %llu is stable", (unsigned long long)n->view);
@@ -342,7 +342,7 @@ static int64_t orphan_ms(const tb_node_t *n)
 void tb_view_timers(tb_node_t *n, int64_t now)
 {
     tb_join_timeouts(n, now);
-    if (n->role != TB_ROLE_FE || !n->ft_ready || n->shutting_down)
+    if (n->role != TB_ROLE_FE || !n->ft_ready || tb_node_ending(n))
         return;
     if (n->fe->npjoin)
         tb_join_replies(n);
@@ -370,7 +370,7 @@ void tb_view_next(const tb_node_t *n, int64_t *next)
     for (size_t i = 0; i < n->fe->npjoin; i++)
         if (n->fe->pjoin[i].due < *next)
             *next = n->fe->pjoin[i].due;
-    if (!n->ft_ready || n->shutting_down)
+    if (!n->ft_ready || tb_node_ending(n))
         return;
     if (n->fe->vpend_since) {
         int64_t due = n->fe->vpend_since + (n->fe->norph ? TB_VIEW_HOLD_MS : TB_VIEW_BATCH_MS);
