@@ -3,6 +3,7 @@
  * keeps the event connections to parent and children, and watches the child
  * processes; it tells the reactor through commands, never touching its state. */
 #include "node/node.h"
+#include "node/eds_int.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -22,90 +23,10 @@
 #include "topo/reconfig.h"
 #include "net/sock.h"
 
-/* How long a connecting peer has to finish the handshake. */
-#define HANDSHAKE_MS 5000
-
-/* On an event connection, the byte a parent sends its children before an
- * orderly end (docs/protocol.md 8.2): the connection's end is then no failure. */
-#define TB_EVENT_BYE 'B'
-/* A heartbeat on an event connection. */
-#define TB_EVENT_BEAT 'H'
-/* After an adoption, the event connection to the new parent waits this long
- * (at most a quarter of the heartbeat timeout), plus up to as much again by
- * rank: see events_delay(). */
-#define TB_EVENTS_AFTER_ADOPTION_MS 40
-
-enum { K_LISTEN, K_WAKE, K_PENDING, K_EVENT, K_PIDFD, K_NODE };
-
-/* A watch is complete before add_watch publishes it; after that only the
- * EDS thread changes it (and reads it but for e->all's links, walked under
- * e->mu, and node_watch's dead, read by tb_eds_arm_node: set only by
- * tb_eds_stop, on the thread that owns the node). */
-typedef struct watch {
-    int kind;
-    int fd;
-    tbon_rank_t rank;
-    pid_t pid;
-    tb_auth_srv_t *auth;
-    struct watch *next;        /* in the list of all watches */
-    int dead;
-    int64_t heard;             /* K_EVENT: when the peer last sent anything (ms) */
-} watch_t;
-
-/* Threads: the EDS thread owns everything here unless a field says
- * otherwise; the reactor (the node's thread, or for a back-end whoever
- * drives it) calls tb_eds_* and touches only what is under mu or atomic.
- * Fields set before the thread starts (node, rank, role, session, epfd,
- * wakefd) do not change. */
-struct tb_eds {
-    tb_node_t *node;
-    tb_topology_t *topo;       /* a private copy: the EDS never shares it (the
-                                  reactor reads its size under mu, and it
-                                  grows only under mu: apply_reports) */
-    tbon_rank_t rank;
-    tb_role_t role;
-    tb_session_t session;
-    int epfd, wakefd;
-    pthread_t thread;
-    int running;               /* the thread that owns the node (start, stop) */
-    pthread_mutex_t mu;
-    watch_t *all;              /* list links under mu */
-    uint8_t *data_seen;        /* per rank of the topology (reallocated under mu) */
-    uint8_t *event_seen;       /* the same; the reactor clears entries: under mu */
-    pid_t *reaped;             /* under mu (tb_eds_reaped) */
-    size_t nreaped, capreaped;
-    atomic_int stop;
-    /* Fault tolerance (seed 003 V-A): the reconfigurator runs here. */
-    tbon_rank_t parent;        /* the current parent (its event connection) */
-    uint32_t incarnation;
-    atomic_int ft_ready;       /* the tree is up and every port is known */
-    int adopt_now;             /* the reactor asks for an adoption (under mu) */
-    uint8_t *expect;           /* per rank: an adopted child may open events
-                                  (under mu: the reactor sets entries) */
-    /* reports to apply (tb_eds_report, tb_eds_join): */
-    struct eds_rep { tb_eds_rep_kind_t kind; tbon_rank_t r, p; uint32_t inc; char *host;
-                     uint32_t lid, port; tb_role_t role; } *reps;
-    size_t nreps, capreps;     /* reports to apply to the private copy (mu) */
-    tb_adopt_index_t *aidx;    /* adopter index over the private copy */
-    atomic_int leaving;        /* an orderly end: tell the children, adopt nobody */
-    int bye_sent;
-    int parent_bye;            /* the parent said it leaves: its end is no failure */
-    atomic_int hb_ms;          /* heartbeat timeout (0: none); a beat every quarter */
-    int hb_on;                 /* EDS thread: heartbeats were on at its last look */
-    int64_t next_beat;
-    int64_t events_due;        /* when to open the new parent's event connection (0: no) */
-    int grave[8];              /* the lost parent's event connections, closed later */
-    watch_t *node_watch;       /* BE: the node's own epoll set, while nobody drives it
-                                  (set under mu before the node is first armed,
-                                  then read-only) */
-    atomic_int node_armed;     /* it is armed (a fired one shot disarms it) */
-    int ngrave;
-};
-
 /* A new watch, complete before it is published: the reactor adds some
  * (tb_eds_watch_parent, tb_eds_watch_child), and from epoll_ctl on the EDS
  * thread may see it (an event) or walk it (e->all). */
-static watch_t *add_watch(tb_eds_t *e, int kind, int fd, uint32_t events, tbon_rank_t rank,
+watch_t *tb_eds_add_watch(tb_eds_t *e, int kind, int fd, uint32_t events, tbon_rank_t rank,
                           pid_t pid)
 {
     watch_t *w = calloc(1, sizeof *w);
@@ -130,7 +51,7 @@ static watch_t *add_watch(tb_eds_t *e, int kind, int fd, uint32_t events, tbon_r
 
 /* Close a watch's fd; the struct is freed after this batch of events, which
  * may still name it (sweep). */
-static void drop_watch(tb_eds_t *e, watch_t *w)
+void tb_eds_drop_watch(tb_eds_t *e, watch_t *w)
 {
     if (w->dead)
         return;
@@ -167,13 +88,12 @@ static void sweep(tb_eds_t *e)
 }
 
 /* Hand command c (NULL: out of memory, nothing to do) to the reactor. */
-static void post(tb_eds_t *e, tb_cmd_t *c)
+void tb_eds_post(tb_eds_t *e, tb_cmd_t *c)
 {
     if (c)
         tb_node_post_kick(e->node, c);
 }
 
-static void apply_reports(tb_eds_t *e);
 
 /* An authentic peer: is it one we expect? */
 static void admit(tb_eds_t *e, watch_t *w)
@@ -197,21 +117,21 @@ static void admit(tb_eds_t *e, watch_t *w)
                     !atomic_load(&e->ft_ready) ? "the tree is not up yet"
                     : "a commnode must say where it listens (and only a commnode)");
             tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_REFUSED, e->rank, 0, 0, &err);
-            drop_watch(e, w);
+            tb_eds_drop_watch(e, w);
             return;
         }
         if (tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_OK, e->rank, 0, 1, &err)) {
-            drop_watch(e, w);
+            tb_eds_drop_watch(e, w);
             return;
         }
         free(w->auth);
         w->auth = NULL;
         epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->fd, NULL);
         w->dead = 1;
-        post(e, tb_cmd_join_conn(w->fd, cn ? TB_ROLE_COMMNODE : TB_ROLE_BE, r, port));
+        tb_eds_post(e, tb_cmd_join_conn(w->fd, cn ? TB_ROLE_COMMNODE : TB_ROLE_BE, r, port));
         return;
     }
-    apply_reports(e);           /* a back-end that joined may be connecting */
+    tb_eds_apply_reports(e);           /* a back-end that joined may be connecting */
     pthread_mutex_lock(&e->mu);
     int expected = r < tb_topology_size(e->topo) && e->expect[r];
     pthread_mutex_unlock(&e->mu);
@@ -242,7 +162,7 @@ static void admit(tb_eds_t *e, watch_t *w)
                 tb_purpose_name(hs->purpose), r, tb_role_name(hs->role),
                 stale ? "a stale incarnation (the rank was restarted)" : "not an expected peer");
         tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_REFUSED, e->rank, 0, 0, &err);
-        drop_watch(e, w);
+        tb_eds_drop_watch(e, w);
         return;
     }
     /* The reactor answers a data or adoption connection at once (the
@@ -250,7 +170,7 @@ static void admit(tb_eds_t *e, watch_t *w)
      * the peer wakes up once for both. */
     if (tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_OK, e->rank, 0,
                             purpose != TB_PURPOSE_EVENT, &err)) {
-        drop_watch(e, w);
+        tb_eds_drop_watch(e, w);
         return;
     }
     pthread_mutex_lock(&e->mu);
@@ -272,7 +192,7 @@ static void admit(tb_eds_t *e, watch_t *w)
     /* A data connection belongs to the reactor from here on. */
     epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->fd, NULL);
     w->dead = 1;
-    post(e, purpose == TB_PURPOSE_ADOPTION ? tb_cmd_adopt_conn(w->fd, r, inc)
+    tb_eds_post(e, purpose == TB_PURPOSE_ADOPTION ? tb_cmd_adopt_conn(w->fd, r, inc)
                                            : tb_cmd_conn(w->fd, r));
 }
 
@@ -289,7 +209,7 @@ static void on_listen(tb_eds_t *e, int lfd)
             close(fd);
             continue;
         }
-        watch_t *w = add_watch(e, K_PENDING, fd, EPOLLIN, TBON_RANK_NONE, 0);
+        watch_t *w = tb_eds_add_watch(e, K_PENDING, fd, EPOLLIN, TBON_RANK_NONE, 0);
         if (!w) {
             free(a);
             close(fd);
@@ -309,13 +229,12 @@ static void on_pending(tb_eds_t *e, watch_t *w)
         /* DESIGN.md, "Wire": a peer that fails the handshake is closed and
          * logged; nothing else happens. */
         TB_WARN("eds", "refused a connection: %s", err.msg);
-        drop_watch(e, w);
+        tb_eds_drop_watch(e, w);
         return;
     }
     admit(e, w);
 }
 
-static void parent_down(tb_eds_t *e, tbon_rank_t lost);
 
 static void on_event_conn(tb_eds_t *e, watch_t *w)
 {
@@ -337,17 +256,17 @@ static void on_event_conn(tb_eds_t *e, watch_t *w)
     }
     TB_DEBUG("eds", "event connection of rank %u ended", w->rank);
     tbon_rank_t r = w->rank;
-    drop_watch(e, w);
+    tb_eds_drop_watch(e, w);
     /* A dead parent: the reactor sees its data connection end too, and the
      * adoption's TB_CMD_ADOPTED tells it in any case (it carries the lost
      * rank), so the reactor is not woken for it now: in a recovery burst that
      * wake-up (and the thread switch it forces on us) is per orphan. */
     if (r == e->parent && atomic_load(&e->ft_ready) && !e->parent_bye &&
         !atomic_load(&e->leaving)) {
-        parent_down(e, r);
+        tb_eds_parent_down(e, r);
         return;
     }
-    post(e, tb_cmd_peer_lost(r));
+    tb_eds_post(e, tb_cmd_peer_lost(r));
     if (r == e->parent)
         tb_node_parent_gone(e->node, r);
 }
@@ -370,8 +289,8 @@ static void on_pidfd(tb_eds_t *e, watch_t *w)
     if (e->nreaped < e->capreaped && r == w->pid)
         e->reaped[e->nreaped++] = w->pid;
     pthread_mutex_unlock(&e->mu);
-    post(e, tb_cmd_child_exit(w->rank, r == w->pid ? status : -1));
-    drop_watch(e, w);
+    tb_eds_post(e, tb_cmd_child_exit(w->rank, r == w->pid ? status : -1));
+    tb_eds_drop_watch(e, w);
 }
 
 /* Pending handshakes past their deadline are dropped. Returns when the next
@@ -386,7 +305,7 @@ static int64_t expire(tb_eds_t *e)
         if (w->auth->deadline_ms <= now) {
             pthread_mutex_unlock(&e->mu);
             TB_WARN("eds", "a connection did not finish its handshake in time; closed");
-            drop_watch(e, w);
+            tb_eds_drop_watch(e, w);
             pthread_mutex_lock(&e->mu);
         } else if (next < 0 || w->auth->deadline_ms < next) {
             next = w->auth->deadline_ms;
@@ -394,299 +313,6 @@ static int64_t expire(tb_eds_t *e)
     }
     pthread_mutex_unlock(&e->mu);
     return next;
-}
-
-/* ---- fault tolerance: the reconfigurator (seed 003 V-A) ---- */
-
-/* The per-rank arrays follow the topology when back-ends join (under mu). */
-static int grow_seen(tb_eds_t *e, size_t old, size_t n)
-{
-    uint8_t **v[3] = { &e->data_seen, &e->event_seen, &e->expect };
-    for (int i = 0; i < 3; i++) {
-        uint8_t *nv = realloc(*v[i], n);
-        if (!nv)
-            return TBON_ENOMEM;
-        memset(nv + old, 0, n - old);
-        *v[i] = nv;
-    }
-    return 0;
-}
-
-/* Apply the reports the reactor queued to the private copy. */
-static void apply_reports(tb_eds_t *e)
-{
-    pthread_mutex_lock(&e->mu);
-    for (size_t i = 0; i < e->nreps; i++) {
-        struct eds_rep *q = &e->reps[i];
-        if (q->kind == TB_EDS_FAILED) {
-            tb_report_failure(e->topo, q->r, q->inc);
-        } else if (q->kind == TB_EDS_ADOPTED) {
-            tb_report_adoption(e->topo, q->r, q->p, q->inc);
-        } else if (q->kind == TB_EDS_JOINED) {
-            size_t old = tb_topology_size(e->topo);
-            int rc = q->r == old ? grow_seen(e, old, old + 1) : 0;
-            if (rc == 0)
-                rc = tb_report_join(e->topo, q->role, q->r, q->p, q->host, q->lid, q->inc);
-            if (rc < 0)
-                TB_WARN("eds", "the join of rank %u left out of our copy", q->r);
-            if (rc == 1) {
-                /* A restarted process connects afresh. */
-                e->data_seen[q->r] = e->event_seen[q->r] = e->expect[q->r] = 0;
-                if (q->port)
-                    tb_topology_set_port(e->topo, q->r, (uint16_t)q->port);
-            }
-            free(q->host);
-        } else if (q->kind == TB_EDS_PORT) {
-            tb_topology_set_port(e->topo, q->r, (uint16_t)q->p);
-        }
-    }
-    e->nreps = 0;
-    pthread_mutex_unlock(&e->mu);
-}
-
-/* Connect to candidate c and ask it to adopt us: the handshake with purpose
- * ADOPTION, then its TB_CTL_ADOPT_ACK. The data connection fd, or -1. */
-static int ask(tb_eds_t *e, tbon_rank_t c, int64_t deadline)
-{
-    uint16_t port = tb_topology_port(e->topo, c);
-    if (!port)
-        return -1;
-    /* A node on our own topology host is reached over the loopback, as
-     * children reach parents at start-up (docs/protocol.md 7.1). */
-    const char *host = tb_topology_host_index(e->topo, c) == tb_topology_host_index(e->topo, e->rank)
-                       ? "127.0.0.1" : tb_topology_host(e->topo, c);
-    tbon_error_t err;
-    int fd = tb_sock_connect(host, port, deadline, &err);
-    if (fd < 0)
-        return -1;
-    tb_welcome_t w;
-    tb_frame_t f;
-    uint32_t one = 0;
-    if (tb_auth_client(fd, &e->session, (uint8_t)e->role, TB_PURPOSE_ADOPTION, e->rank,
-                       e->incarnation + 1, deadline, &w, &err) == 0 &&
-        tb_sock_recv_frame(fd, 4096, &f, deadline, &err) == 0) {
-        tb_ctl_msg_t m;
-        if (f.hdr.type == TB_FRAME_CONTROL && f.hdr.tag == TB_CTL_ADOPT_ACK &&
-            tb_ctl_decode_bytes(TB_CTL_ADOPT_ACK, f.payload, f.hdr.len, &m, NULL) == 0)
-            one = m.u.adopt_ack.ok;
-        tb_frame_release(&f);
-    }
-    if (one != 1) {
-        TB_INFO("adopt", "rank %u did not adopt us: %s", c, one ? "refused" : err.msg);
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* How long after an adoption the event connection to the new parent waits.
- * A parent's death orphans all its children at once, and each of them
- * opening a second connection (connect, handshake, accept) in that burst
- * slows every other orphan's adoption; a dead new parent is still seen
- * meanwhile, by the reactor on the data connection, and a hung one only
- * needs heartbeats well within their timeout. Spread by rank so that the
- * connections do not make a second burst. */
-static int64_t events_delay(const tb_eds_t *e)
-{
-    int64_t d = TB_EVENTS_AFTER_ADOPTION_MS;
-    int hb = atomic_load(&e->hb_ms);
-    if (hb > 0 && d > hb / 4)
-        d = hb / 4;
-    return d + (int64_t)(e->rank % 16) * (d / 16);
-}
-
-/* Open the event connection to the current parent, if one is due. */
-static void parent_events(tb_eds_t *e)
-{
-    tbon_rank_t p = e->parent;
-    e->events_due = 0;
-    while (e->ngrave > 0)
-        close(e->grave[--e->ngrave]);
-    if (p == TBON_RANK_NONE || atomic_load(&e->stop) || atomic_load(&e->leaving))
-        return;
-    tbon_error_t err;
-    tb_welcome_t w;
-    uint16_t port = tb_topology_port(e->topo, p);
-    const char *host = tb_topology_host_index(e->topo, p) ==
-                       tb_topology_host_index(e->topo, e->rank)
-                       ? "127.0.0.1" : tb_topology_host(e->topo, p);
-    int64_t dl = tb_now_ms() + 1000;
-    int efd = tb_sock_connect(host, port, dl, &err);
-    if (efd >= 0 && tb_auth_client(efd, &e->session, (uint8_t)e->role, TB_PURPOSE_EVENT,
-                                   e->rank, e->incarnation, dl, &w, &err) == 0) {
-        tb_sock_nonblock(efd, 1);
-        if (!add_watch(e, K_EVENT, efd, EPOLLIN, p, 0))
-            close(efd);
-    } else {
-        if (efd >= 0)
-            close(efd);
-        TB_WARN("adopt", "no event connection to the new parent %u: %s", p, err.msg);
-    }
-}
-
-/* Our parent is gone: find a new one (seed 003 V-A, "Dynamic Topology
- * Configuration"). The candidates come from our copy of the topology; a dead
- * or refusing one means the next, a round that finds nobody is tried again
- * with what the reports have taught us meanwhile, and the FE is the last
- * resort. On success the reactor gets the data connection and we watch the
- * new parent's event connection; else the reactor is told to leave. */
-static void adopt(tb_eds_t *e, tbon_rank_t lost)
-{
-    int64_t t0 = tb_now_us();
-    apply_reports(e);
-    /* Seed 003 V-A: an adopter must be at least as high as the lost parent
-     * was, that is one above us, so the tree grows no higher. */
-    uint32_t old_height = tb_topology_height(e->topo, e->rank) + 1;
-    tb_report_failure(e->topo, lost, tb_topology_incarnation(e->topo, lost));
-    for (int round = 0; round < 4 && !atomic_load(&e->stop); round++) {
-        if (round > 0) {
-            struct timespec ts = { 0, 40000000L * round };
-            nanosleep(&ts, NULL);
-            apply_reports(e);
-        }
-        tbon_rank_t cand[16];
-        if (!e->aidx)
-            e->aidx = tb_adopt_index_new(e->topo);
-        else
-            tb_adopt_index_update(e->aidx, e->topo);
-        size_t k = e->aidx ? tb_adopt_candidates(e->aidx, e->topo, e->rank, lost, old_height,
-                                                 cand, 16) : 0;
-        if (k == 0)
-            cand[k++] = 0;      /* no index (out of memory): the FE, the last resort */
-        int64_t t1 = tb_now_us();
-        for (size_t i = 0; i < k && !atomic_load(&e->stop); i++) {
-            int fd = ask(e, cand[i], tb_now_ms() + 1000);
-            if (fd < 0)
-                continue;
-            int64_t t2 = tb_now_us();
-            /* lost: the parent it replaces */
-            tb_cmd_t *c = tb_cmd_adopted(fd, cand[i], lost, (uint64_t)(t1 - t0),
-                                         (uint64_t)(t2 - t1));
-            if (!c)
-                break;
-            e->parent = cand[i];
-            e->incarnation++;
-            tb_node_post_kick(e->node, c);
-            /* The event connection to the new parent (seed 003 V-A: "a newly
-             * adopted process sends its parent the New Failure Detection
-             * Connection protocol message") waits until the burst of a
-             * recovery is over: see parent_events(). */
-            e->events_due = tb_now_ms() + events_delay(e);
-            return;
-        }
-    }
-    TB_WARN("adopt", "no node would adopt us after the loss of rank %u; leaving", lost);
-    post(e, tb_cmd_adopt_failed(lost));
-    tb_node_parent_gone(e->node, lost);
-}
-
-/* The parent's event connection ended, or the reactor saw the parent go. */
-static void parent_down(tb_eds_t *e, tbon_rank_t lost)
-{
-    if (lost != e->parent)
-        return;            /* an old parent, already replaced */
-    pthread_mutex_lock(&e->mu);
-    for (watch_t *w = e->all; w; w = w->next)
-        if (!w->dead && w->kind == K_EVENT && w->rank == lost) {
-            pthread_mutex_unlock(&e->mu);
-            drop_watch(e, w);
-            pthread_mutex_lock(&e->mu);
-        }
-    pthread_mutex_unlock(&e->mu);
-    e->parent = TBON_RANK_NONE;
-    e->events_due = 0;
-    adopt(e, lost);
-}
-
-/* Queue a report (host taken over, for a join) for apply_reports. */
-static void push_rep(tb_eds_t *e, struct eds_rep q)
-{
-    pthread_mutex_lock(&e->mu);
-    if (e->nreps == e->capreps) {
-        size_t nc = e->capreps ? 2 * e->capreps : 64;
-        struct eds_rep *nr = realloc(e->reps, nc * sizeof *nr);
-        if (!nr) {
-            pthread_mutex_unlock(&e->mu);
-            free(q.host);
-            return;
-        }
-        e->reps = nr;
-        e->capreps = nc;
-    }
-    e->reps[e->nreps++] = q;
-    pthread_mutex_unlock(&e->mu);
-}
-
-void tb_eds_report(tb_eds_t *e, tb_eds_rep_kind_t kind, tbon_rank_t r, tbon_rank_t p,
-                   uint32_t inc)
-{
-    if (!e)
-        return;
-    push_rep(e, (struct eds_rep){ kind, r, p, inc, NULL, 0, 0, TB_ROLE_BE });
-}
-
-void tb_eds_join(tb_eds_t *e, const tb_vchange_t *c)
-{
-    if (!e)
-        return;
-    char *h = strdup(c->host);
-    if (h)
-        push_rep(e, (struct eds_rep){ TB_EDS_JOINED, c->rank, c->parent, c->inc, h, c->lid,
-                                      c->port,
-                                      c->kind == TB_V_JOIN_CN ? TB_ROLE_COMMNODE : TB_ROLE_BE });
-}
-
-/* Tell every child on its event connection that we leave in order. */
-static void say_bye(tb_eds_t *e)
-{
-    e->bye_sent = 1;
-    const char bye = TB_EVENT_BYE;
-    pthread_mutex_lock(&e->mu);
-    for (watch_t *w = e->all; w; w = w->next)
-        if (!w->dead && w->kind == K_EVENT && w->rank != e->parent &&
-            send(w->fd, &bye, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-            TB_DEBUG("eds", "no goodbye to rank %u: %s", w->rank, strerror(errno));
-    pthread_mutex_unlock(&e->mu);
-}
-
-void tb_eds_leave(tb_eds_t *e)
-{
-    if (!e || atomic_exchange(&e->leaving, 1))
-        return;
-    uint64_t one = 1;
-    ssize_t r = write(e->wakefd, &one, sizeof one);
-    (void)r;
-}
-
-void tb_eds_set_ft_ready(tb_eds_t *e)
-{
-    if (!e)
-        return;
-    atomic_store(&e->ft_ready, 1);
-}
-
-void tb_eds_request_adoption(tb_eds_t *e, tbon_rank_t lost)
-{
-    if (!e)
-        return;         /* given links (node.h): the caller hands the adopter in */
-    pthread_mutex_lock(&e->mu);
-    e->adopt_now = (int)lost + 1;
-    pthread_mutex_unlock(&e->mu);
-    uint64_t one = 1;
-    ssize_t r = write(e->wakefd, &one, sizeof one);
-    (void)r;
-}
-
-void tb_eds_expect(tb_eds_t *e, tbon_rank_t rank)
-{
-    if (!e)
-        return;
-    pthread_mutex_lock(&e->mu);
-    if (rank < tb_topology_size(e->topo)) {
-        e->expect[rank] = 1;
-        e->event_seen[rank] = 0;
-    }
-    pthread_mutex_unlock(&e->mu);
 }
 
 /* Heartbeats (DESIGN.md, fault tolerance 1): a beat on every event
@@ -754,15 +380,15 @@ static int64_t heartbeats(tb_eds_t *e)
         if (!w)
             continue;
         TB_WARN("eds", "rank %u sent nothing for %d ms: taken for failed", r, hb);
-        drop_watch(e, w);
+        tb_eds_drop_watch(e, w);
         if (r == e->parent) {
-            post(e, tb_cmd_peer_lost(r));
+            tb_eds_post(e, tb_cmd_peer_lost(r));
             if (atomic_load(&e->ft_ready) && !e->parent_bye && !atomic_load(&e->leaving))
-                parent_down(e, r);
+                tb_eds_parent_down(e, r);
             else
                 tb_node_parent_gone(e->node, r);
         } else {
-            post(e, tb_cmd_fence(r, hb));
+            tb_eds_post(e, tb_cmd_fence(r, hb));
         }
     }
     return e->next_beat < next ? e->next_beat : next;
@@ -793,7 +419,7 @@ static void *eds_thread(void *arg)
             next = hb;
         if (e->events_due) {
             if (e->events_due <= now) {
-                parent_events(e);
+                tb_eds_parent_events(e);
                 continue;
             }
             if (next < 0 || e->events_due < next)
@@ -815,11 +441,11 @@ static void *eds_thread(void *arg)
                 int want = e->adopt_now;
                 e->adopt_now = 0;
                 pthread_mutex_unlock(&e->mu);
-                apply_reports(e);
+                tb_eds_apply_reports(e);
                 if (atomic_load(&e->leaving) && !e->bye_sent)
-                    say_bye(e);
+                    tb_eds_say_bye(e);
                 if (want && atomic_load(&e->ft_ready) && !atomic_load(&e->leaving))
-                    parent_down(e, (tbon_rank_t)(want - 1));
+                    tb_eds_parent_down(e, (tbon_rank_t)(want - 1));
                 break;
             }
             case K_PENDING: on_pending(e, w); break;
@@ -861,8 +487,8 @@ tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
     e->expect = calloc(n, 1);
     if (e->epfd < 0 || e->wakefd < 0 || !e->topo || !e->data_seen || !e->event_seen ||
         !e->expect ||
-        !add_watch(e, K_WAKE, e->wakefd, EPOLLIN, TBON_RANK_NONE, 0) ||
-        (listen_fd >= 0 && !add_watch(e, K_LISTEN, listen_fd, EPOLLIN, TBON_RANK_NONE, 0))) {
+        !tb_eds_add_watch(e, K_WAKE, e->wakefd, EPOLLIN, TBON_RANK_NONE, 0) ||
+        (listen_fd >= 0 && !tb_eds_add_watch(e, K_LISTEN, listen_fd, EPOLLIN, TBON_RANK_NONE, 0))) {
         tb_error_set(err, TBON_ENOMEM, "cannot start the event detection service");
         if (listen_fd >= 0)
             close(listen_fd);
@@ -872,7 +498,7 @@ tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
     }
     if (parent_event_fd >= 0) {
         tb_sock_nonblock(parent_event_fd, 1);
-        if (!add_watch(e, K_EVENT, parent_event_fd, EPOLLIN, tb_topology_parent(topo, rank),
+        if (!tb_eds_add_watch(e, K_EVENT, parent_event_fd, EPOLLIN, tb_topology_parent(topo, rank),
                        0)) {
             close(parent_event_fd);
             tb_error_set(err, TBON_ENOMEM, "cannot watch the parent");
@@ -898,7 +524,7 @@ int tb_eds_watch_parent(tb_eds_t *e, int fd, tbon_rank_t parent)
         return TBON_EINVAL;
     }
     tb_sock_nonblock(fd, 1);
-    if (!add_watch(e, K_EVENT, fd, EPOLLIN, parent, 0)) {
+    if (!tb_eds_add_watch(e, K_EVENT, fd, EPOLLIN, parent, 0)) {
         close(fd);
         return TBON_ENOMEM;
     }
@@ -910,7 +536,7 @@ int tb_eds_watch_node(tb_eds_t *e, int node_epfd)
     if (!e)
         return TBON_EINVAL;
     /* Disarmed until the application's network is complete (tb_node_arm). */
-    watch_t *w = add_watch(e, K_NODE, node_epfd, EPOLLONESHOT, TBON_RANK_NONE, 0);
+    watch_t *w = tb_eds_add_watch(e, K_NODE, node_epfd, EPOLLONESHOT, TBON_RANK_NONE, 0);
     if (!w)
         return TBON_ENOMEM;
     pthread_mutex_lock(&e->mu);
@@ -938,7 +564,7 @@ int tb_eds_watch_child(tb_eds_t *e, tbon_rank_t rank, pid_t pid)
     int fd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (fd < 0)
         return TBON_EIO;
-    if (!add_watch(e, K_PIDFD, fd, EPOLLIN, rank, pid)) {
+    if (!tb_eds_add_watch(e, K_PIDFD, fd, EPOLLIN, rank, pid)) {
         close(fd);
         return TBON_ENOMEM;
     }
@@ -970,10 +596,10 @@ void tb_eds_stop(tb_eds_t *e)
         e->running = 0;
         /* Leaving faster than the thread could say goodbye: say it now. */
         if (atomic_load(&e->leaving) && !e->bye_sent)
-            say_bye(e);
+            tb_eds_say_bye(e);
     }
     for (watch_t *w = e->all; w; w = w->next)
-        drop_watch(e, w);
+        tb_eds_drop_watch(e, w);
 }
 
 void tb_eds_free(tb_eds_t *e)

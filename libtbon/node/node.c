@@ -23,778 +23,6 @@
  * cannot starve the others. */
 #define READ_BUDGET (256u * 1024)
 
-/* ---- commands (node.h) ---- */
-
-static tb_cmd_t *cmd_new(int op)
-{
-    tb_cmd_t *c = calloc(1, sizeof *c);
-    if (c)
-        c->op = op;
-    return c;
-}
-
-/* A command that carries an fd: closed if there is no command. */
-static tb_cmd_t *cmd_fd(int op, int fd)
-{
-    tb_cmd_t *c = cmd_new(op);
-    if (!c && fd >= 0)
-        close(fd);
-    return c;
-}
-
-tb_cmd_t *tb_cmd_conn(int fd, tbon_rank_t rank)
-{
-    tb_cmd_t *c = cmd_fd(TB_CMD_CONN, fd);
-    if (c) {
-        c->u.conn.fd = fd;
-        c->u.conn.rank = rank;
-    }
-    return c;
-}
-
-tb_cmd_t *tb_cmd_peer_lost(tbon_rank_t rank)
-{
-    tb_cmd_t *c = cmd_new(TB_CMD_PEER_LOST);
-    if (c)
-        c->u.peer_lost.rank = rank;
-    return c;
-}
-
-tb_cmd_t *tb_cmd_child_exit(tbon_rank_t rank, int status)
-{
-    tb_cmd_t *c = cmd_new(TB_CMD_CHILD_EXIT);
-    if (c) {
-        c->u.child_exit.rank = rank;
-        c->u.child_exit.status = status;
-    }
-    return c;
-}
-
-tb_cmd_t *tb_cmd_send(uint32_t stream, tbon_packet_t *pkt, uint64_t key, size_t bytes)
-{
-    tb_cmd_t *c = cmd_new(TB_CMD_SEND);
-    if (!c) {
-        tbon_packet_unref(pkt);
-        return NULL;
-    }
-    c->bytes = bytes;
-    c->u.send.stream = stream;
-    c->u.send.pkt = pkt;
-    c->u.send.key = key;
-    return c;
-}
-
-tb_cmd_t *tb_cmd_stream(uint32_t id, int up, int sync, uint32_t timeout_ms, int down,
-                        tbon_rank_t *members, size_t nmembers)
-{
-    tb_cmd_t *c = cmd_new(TB_CMD_STREAM);
-    if (!c) {
-        free(members);
-        return NULL;
-    }
-    c->u.stream.id = id;
-    c->u.stream.up = up;
-    c->u.stream.sync = sync;
-    c->u.stream.down = down;
-    c->u.stream.timeout_ms = timeout_ms;
-    c->u.stream.members = members;
-    c->u.stream.nmembers = nmembers;
-    return c;
-}
-
-tb_cmd_t *tb_cmd_params(uint32_t stream, int which, tbon_packet_t *pkt)
-{
-    tb_cmd_t *c = cmd_new(TB_CMD_PARAMS);
-    if (!c) {
-        tbon_packet_unref(pkt);
-        return NULL;
-    }
-    c->u.params.stream = stream;
-    c->u.params.which = which;
-    c->u.params.pkt = pkt;
-    return c;
-}
-
-tb_cmd_t *tb_cmd_filter(int id, const char *path, const char *func)
-{
-    tb_cmd_t *c = cmd_new(TB_CMD_FILTER);
-    if (c) {
-        c->u.filter.id = id;
-        c->u.filter.path = strdup(path);
-        c->u.filter.func = strdup(func);
-        if (!c->u.filter.path || !c->u.filter.func) {
-            tb_cmd_free(c);
-            return NULL;
-        }
-    }
-    return c;
-}
-
-tb_cmd_t *tb_cmd_resume(void)
-{
-    return cmd_new(TB_CMD_RESUME);
-}
-
-tb_cmd_t *tb_cmd_shutdown(void)
-{
-    return cmd_new(TB_CMD_SHUTDOWN);
-}
-
-tb_cmd_t *tb_cmd_leave(void)
-{
-    return cmd_new(TB_CMD_LEAVE);
-}
-
-tb_cmd_t *tb_cmd_adopt_conn(int fd, tbon_rank_t rank, uint32_t inc)
-{
-    tb_cmd_t *c = cmd_fd(TB_CMD_ADOPT_CONN, fd);
-    if (c) {
-        c->u.adopt_conn.fd = fd;
-        c->u.adopt_conn.rank = rank;
-        c->u.adopt_conn.inc = inc;
-    }
-    return c;
-}
-
-tb_cmd_t *tb_cmd_adopted(int fd, tbon_rank_t parent, tbon_rank_t lost, uint64_t new_parent_us,
-                         uint64_t connect_us)
-{
-    tb_cmd_t *c = cmd_fd(TB_CMD_ADOPTED, fd);
-    if (c) {
-        c->u.adopted.fd = fd;
-        c->u.adopted.parent = parent;
-        c->u.adopted.lost = lost;
-        c->u.adopted.us[0] = new_parent_us;
-        c->u.adopted.us[1] = connect_us;
-    }
-    return c;
-}
-
-tb_cmd_t *tb_cmd_adopt_failed(tbon_rank_t lost)
-{
-    tb_cmd_t *c = cmd_new(TB_CMD_ADOPT_FAILED);
-    if (c)
-        c->u.adopt_failed.lost = lost;
-    return c;
-}
-
-tb_cmd_t *tb_cmd_fence(tbon_rank_t rank, int silent_ms)
-{
-    tb_cmd_t *c = cmd_new(TB_CMD_FENCE);
-    if (c) {
-        c->u.fence.rank = rank;
-        c->u.fence.silent_ms = silent_ms;
-    }
-    return c;
-}
-
-tb_cmd_t *tb_cmd_check(uint64_t id)
-{
-    tb_cmd_t *c = cmd_new(TB_CMD_CHECK);
-    if (c)
-        c->u.check.id = id;
-    return c;
-}
-
-tb_cmd_t *tb_cmd_attr(const char *key, const char *value)
-{
-    tb_cmd_t *c = cmd_new(TB_CMD_ATTR);
-    if (c && (!(c->u.attr.key = strdup(key)) || (value && !(c->u.attr.value = strdup(value))))) {
-        tb_cmd_free(c);
-        return NULL;
-    }
-    return c;
-}
-
-tb_cmd_t *tb_cmd_join_conn(int fd, int role, tbon_rank_t rank, uint32_t port)
-{
-    tb_cmd_t *c = cmd_fd(TB_CMD_JOIN_CONN, fd);
-    if (c) {
-        c->u.join_conn.fd = fd;
-        c->u.join_conn.role = role;
-        c->u.join_conn.rank = rank;
-        c->u.join_conn.port = port;
-    }
-    return c;
-}
-
-static void close_fd(int fd)
-{
-    if (fd >= 0)
-        close(fd);
-}
-
-void tb_cmd_free(tb_cmd_t *c)
-{
-    if (!c)
-        return;
-    switch (c->op) {
-    case TB_CMD_CONN:       close_fd(c->u.conn.fd); break;
-    case TB_CMD_ADOPT_CONN: close_fd(c->u.adopt_conn.fd); break;
-    case TB_CMD_ADOPTED:    close_fd(c->u.adopted.fd); break;
-    case TB_CMD_JOIN_CONN:  close_fd(c->u.join_conn.fd); break;
-    case TB_CMD_SEND:       tbon_packet_unref(c->u.send.pkt); break;
-    case TB_CMD_PARAMS:     tbon_packet_unref(c->u.params.pkt); break;
-    case TB_CMD_STREAM:     free(c->u.stream.members); break;
-    case TB_CMD_FILTER:
-        free(c->u.filter.path);
-        free(c->u.filter.func);
-        break;
-    case TB_CMD_ATTR:
-        free(c->u.attr.key);
-        free(c->u.attr.value);
-        break;
-    default:
-        break;
-    }
-    free(c);
-}
-
-void tb_node_post(tb_node_t *n, tb_cmd_t *cmd)
-{
-    if (cmd->bytes)
-        atomic_fetch_add(&n->pending, cmd->bytes);
-    pthread_mutex_lock(&n->qmu);
-    cmd->next = NULL;
-    if (n->qtail)
-        n->qtail->next = cmd;
-    else
-        n->qhead = cmd;
-    n->qtail = cmd;
-    atomic_store(&n->posted, 1);
-    pthread_mutex_unlock(&n->qmu);
-    uint64_t one = 1;
-    ssize_t w = write(n->evfd, &one, sizeof one);
-    (void)w;
-}
-
-int tb_node_wait_backlog(tb_node_t *n, int flush)
-{
-    size_t limit = flush ? 0 : TB_HWM;
-    pthread_mutex_lock(&n->qmu);
-    atomic_fetch_add(&n->waiters, 1);
-    while (!atomic_load(&n->closed) &&
-           atomic_load(&n->pending) + atomic_load(&n->queued) > limit)
-        pthread_cond_wait(&n->bcond, &n->qmu);
-    atomic_fetch_sub(&n->waiters, 1);
-    int closed = atomic_load(&n->closed);
-    pthread_mutex_unlock(&n->qmu);
-    return closed && !flush ? TBON_ECLOSED : 0;
-}
-
-int tb_node_child_index(const tb_node_t *n, tbon_rank_t r)
-{
-    /* Children are in increasing rank order: binary search; adopted ones
-     * (after nsorted) are few: a scan. */
-    for (size_t i = n->nsorted; i < n->nchild; i++)
-        if (n->child[i].rank == r)
-            return (int)i;
-    size_t lo = 0, hi = n->nsorted;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (n->child[mid].rank == r)
-            return (int)mid;
-        if (n->child[mid].rank < r)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return -1;
-}
-
-/* ---- sending ---- */
-
-void tb_node_send_ctl(tb_node_t *n, tb_conn_t *c, int op, tbon_packet_t *p)
-{
-    if (c && p && !c->closed)
-        tb_conn_send_packet(c, TB_FRAME_CONTROL, 0, op, n->rank, p);
-    tbon_packet_unref(p);
-}
-
-void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uint64_t key)
-{
-    if (!p)
-        return;
-    tbon_rank_t src = tbon_packet_source(p);
-    if (src == TBON_RANK_NONE)
-        src = n->rank;
-    if (n->role == TB_ROLE_FE) {
-        /* The FE's upstream output is the application's input. */
-        if (tbon_packet_source(p) == TBON_RANK_NONE || tbon_packet_stream(p) != stream) {
-            size_t len;
-            const uint8_t *pl = tb_packet_payload(p, &len);
-            tbon_packet_t *q = tb_packet_decode(pl, len, tbon_packet_tag(p), stream, src, NULL);
-            tbon_packet_unref(p);
-            p = q;
-        }
-        if (p && n->cbs.deliver)
-            n->cbs.deliver(n->cbs.arg, stream, p, 0);
-        else
-            tbon_packet_unref(p);
-        return;
-    }
-    if (!more)
-        tb_stream_sent(n, stream, key);
-    if (n->parent && !n->parent->closed) {
-        tb_conn_send_packet_key(n->parent, TB_FRAME_DATA, more ? TB_FRAME_F_MORE : 0, stream,
-                                tbon_packet_tag(p), src, key, p);
-    } else if (n->orphan) {
-        tb_ft_buffer(n, stream, p, more, key);
-        return;
-    }
-    tbon_packet_unref(p);
-}
-
-void tb_node_to_child(tb_node_t *n, size_t i, uint32_t stream, tbon_packet_t *p, uint64_t q)
-{
-    tb_conn_t *c = n->child[i].conn;
-    if (!c || c->closed)
-        return;
-    tbon_rank_t src = tbon_packet_source(p);
-    tb_conn_send_packet_key(c, TB_FRAME_DATA, 0, stream, tbon_packet_tag(p),
-                            src == TBON_RANK_NONE ? n->rank : src, q, p);
-}
-
-void tb_node_fail(tb_node_t *n, int code, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (n->failed)
-        return;
-    n->failed = 1;
-    TB_ERROR("startup", "%s", msg);
-    if (n->role == TB_ROLE_FE) {
-        if (n->cbs.status)
-            n->cbs.status(n->cbs.arg, TB_NODE_FAILED, code, msg);
-    } else {
-        tb_node_send_ctl(n, n->parent, TB_CTL_FAIL,
-                         tb_ctl_fail_encode(&(tb_ctl_fail_t){ code, msg }));
-    }
-}
-
-/* ---- connections ---- */
-
-static void watch(tb_node_t *n, tb_conn_t *c, uint32_t events)
-{
-    if (c->registered && c->events == events)
-        return;
-    struct epoll_event ev = { .events = events, .data.ptr = c };
-    if (epoll_ctl(n->epfd, c->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) == 0) {
-        c->events = events;
-        c->registered = 1;
-    }
-}
-
-/* Take c out of the loop; it is freed after the current batch of events,
- * which may still name it (STYLE.md: never free a connection inside its own
- * dispatch). */
-void tb_node_watch_conn(tb_node_t *n, tb_conn_t *c)
-{
-    watch(n, c, EPOLLIN);
-}
-
-int tb_node_add_child(tb_node_t *n, tbon_rank_t rank, int is_be)
-{
-    if (n->nchild == n->capchild) {
-        size_t nc = n->capchild ? 2 * n->capchild : 4;
-        tb_child_t *v = realloc(n->child, nc * sizeof *v);
-        if (!v)
-            return -1;
-        n->child = v;
-        n->capchild = nc;
-    }
-    memset(&n->child[n->nchild], 0, sizeof *n->child);
-    n->child[n->nchild].rank = rank;
-    n->child[n->nchild].is_be = is_be;
-    n->child[n->nchild].state = CH_CONNECTED;
-    n->nchild++;
-    if (tb_stream_add_child(n)) {
-        n->nchild--;
-        return -1;
-    }
-    return (int)n->nchild - 1;
-}
-
-void tb_node_emit(tb_node_t *n, tbon_event_type_t type, tbon_rank_t r, tbon_rank_t p,
-                  uint32_t inc, uint64_t version)
-{
-    if (n->role != TB_ROLE_FE || !n->cbs.event)
-        return;
-    tbon_event_t ev = { .type = type, .rank = r, .parent = p, .incarnation = inc,
-                        .view_version = version };
-    n->cbs.event(n->cbs.arg, &ev);
-}
-
-void tb_node_fault_end(tb_node_t *n, tbon_rank_t r)
-{
-    char msg[300];
-    snprintf(msg, sizeof msg, "rank %u on host %s failed and fault tolerance is off: the "
-             "session ends", r, tb_topology_host(n->topo, r));
-    TB_ERROR("ft", "%s", msg);
-    if (n->cbs.status)
-        n->cbs.status(n->cbs.arg, TB_NODE_CLOSED, TBON_ECLOSED, msg);
-    tb_node_begin_shutdown(n);
-}
-
-static void retire(tb_node_t *n, tb_conn_t *c)
-{
-    epoll_ctl(n->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-    c->closed = 1;
-    c->next_dead = n->dead;
-    n->dead = c;
-}
-
-static void bury_list(tb_conn_t **list)
-{
-    while (*list) {
-        tb_conn_t *c = *list;
-        *list = c->next_dead;
-        tb_conn_destroy(c);
-    }
-}
-
-static void bury(tb_node_t *n)
-{
-    bury_list(&n->dead);
-}
-
-/* A lost parent's connection is closed a little later: when a parent dies
- * all its children recover at once, on every core, and its close (the
- * socket's teardown, the buffers) is work that can wait for the burst to
- * pass (docs/protocol.md 8.3). */
-#define TB_LATE_CLOSE_MS 50
-
-static void retire_late(tb_node_t *n, tb_conn_t *c)
-{
-    epoll_ctl(n->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-    c->closed = 1;
-    c->next_dead = n->dead_late;
-    n->dead_late = c;
-    if (!n->late_due)
-        n->late_due = tb_now_ms() + TB_LATE_CLOSE_MS;
-}
-
-/* Child i's connection is over: its streams and views stop waiting for it. */
-static void detach_child(tb_node_t *n, size_t i)
-{
-    tb_child_t *ch = &n->child[i];
-    retire(n, ch->conn);
-    ch->conn = NULL;
-    ch->state = CH_GONE;
-    tb_stream_child_gone(n, i);
-    tb_view_child_gone(n, i);
-}
-
-void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
-{
-    tb_child_t *ch = &n->child[i];
-    if (!ch->conn)
-        return;
-    if (!tb_node_ending(n))
-        TB_WARN("conn", "lost child rank %u (%s): %s", ch->rank,
-                tb_topology_host(n->topo, ch->rank), why);
-    detach_child(n, i);
-    if (tb_node_life(n) == TB_LIFE_RUNNING && ch->leaving) {
-        ch->released = 1;
-        tb_view_left(n, i);
-    } else if (tb_node_life(n) == TB_LIFE_RUNNING) {
-        /* With fault tolerance it may live on under another parent (after
-         * we were fenced, say): it is no longer ours to kill. */
-        ch->released = n->ft_ready;
-        tb_ft_child_lost(n, i);
-    }
-    /* Until the whole tree is up, losing any child fails the start-up (by
-     * name), or the tree would wait for it until the timeout. A child we
-     * launched is reported when it exits, with its own words (a remote
-     * one's stderr may come after its connection's end); the start-up
-     * timer covers one that lives on. */
-    if (tb_node_life(n) == TB_LIFE_STARTING && (ch->pid <= 0 || ch->exited))
-        tb_node_fail(n, TBON_ELAUNCH, "rank %u on host %s closed its connection before the tree was ready: %s",
-                     ch->rank, tb_topology_host(n->topo, ch->rank), why);
-}
-
-void tb_node_drop_child(tb_node_t *n, size_t i)
-{
-    tb_child_t *ch = &n->child[i];
-    if (!ch->conn)
-        return;
-    TB_WARN("conn", "rank %u was restarted: the connection of its old process closed",
-            ch->rank);
-    ch->released = 1;
-    detach_child(n, i);
-}
-
-static void parent_lost(tb_node_t *n, const char *why_in)
-{
-    char why[600];   /* why_in may live in the connection freed below */
-    snprintf(why, sizeof why, "%s", why_in);
-    tbon_rank_t lost = n->parent ? n->parent->rank : TBON_RANK_NONE;
-    if (n->parent) {
-        retire_late(n, n->parent);
-        n->parent = NULL;
-    }
-    if (tb_node_ending(n) || n->orphan)
-        return;
-    if (lost != TBON_RANK_NONE && tb_ft_parent_lost(n, lost))
-        return;
-    TB_WARN("conn", "lost the parent: %s; leaving", why);
-    atomic_store(&n->closed, 1);
-    if (n->cbs.status)
-        n->cbs.status(n->cbs.arg, TB_NODE_CLOSED, TBON_ECLOSED, why);
-    tb_node_begin_shutdown(n);
-    /* The session is gone: give the children half a second to leave, then
-     * they are killed, so that everything is gone within a second. */
-    n->shutdown_deadline = tb_now_ms() + 500;
-}
-
-void tb_node_leave(tb_node_t *n)
-{
-    /* A back-end that leaves a running tree says so first: its parent then
-     * reports it left, not failed (TBON_EV_NODE_LEFT). */
-    if (n->role == TB_ROLE_BE && n->ft_ready && !tb_node_ending(n) && n->parent &&
-        !n->parent->closed)
-        tb_node_send_ctl(n, n->parent, TB_CTL_LEAVE, tb_ctl_leave_encode(&(tb_ctl_leave_t){ 0 }));
-    tb_node_enter(n, TB_LIFE_STOPPED);
-}
-
-void tb_node_begin_shutdown(tb_node_t *n)
-{
-    if (!tb_node_enter(n, TB_LIFE_SHUTTING_DOWN))
-        return;
-    n->shutdown_deadline = tb_now_ms() + 3000;
-    tb_eds_leave(n->eds);
-    for (size_t i = 0; i < n->nchild; i++)
-        if (n->child[i].conn)
-            tb_node_send_ctl(n, n->child[i].conn, TB_CTL_SHUTDOWN,
-                             tb_ctl_shutdown_encode(&(tb_ctl_shutdown_t){ 0 }));
-}
-
-/* A new authenticated data connection from the EDS. */
-static void on_conn(tb_node_t *n, tb_cmd_t *cmd)
-{
-    int i = tb_node_child_index(n, cmd->u.conn.rank);
-    if (i < 0 || n->child[i].conn || n->child[i].state == CH_GONE) {
-        TB_WARN("conn", "unexpected data connection from rank %u; closed", cmd->u.conn.rank);
-        return;
-    }
-    tb_child_t *ch = &n->child[i];
-    ch->conn = tb_conn_new(cmd->u.conn.fd, ch->rank, i, TB_FRAME_MAX_DEFAULT);
-    if (!ch->conn)
-        return;
-    cmd->u.conn.fd = -1;
-    watch(n, ch->conn, EPOLLIN);
-    ch->state = CH_CONNECTED;
-    /* Every child gets the whole topology first (DESIGN.md, "Topology"),
-     * serialised and compressed once for all of them. */
-    if (!n->topo_frame) {
-        uint8_t *buf;
-        size_t len;
-        if (tb_topology_serialize(n->topo, &buf, &len) == 0) {
-            tb_frame_hdr_t h = { .type = TB_FRAME_TOPOLOGY, .source = n->rank };
-            if (tb_frame_build(&h, buf, len, 1, &n->topo_frame, &n->topo_frame_len) != 0)
-                n->topo_frame = NULL;
-            free(buf);
-        }
-    }
-    uint8_t *copy = n->topo_frame ? malloc(n->topo_frame_len) : NULL;
-    if (copy) {
-        memcpy(copy, n->topo_frame, n->topo_frame_len);
-        tb_conn_send_raw(ch->conn, copy, n->topo_frame_len);
-    }
-    /* A commnode learns next how to launch its own children. */
-    if (!ch->is_be) {
-        size_t na = 0;
-        while (n->cfg.backend_argv && n->cfg.backend_argv[na])
-            na++;
-        /* Under Slurm every process is started by a step: the commnode
-         * launches nothing ("" and "-", docs/protocol.md). */
-        int steps = n->cfg.slurm;
-        tb_ctl_launch_t l = {
-            .backend_exe = n->cfg.backend_exe && !steps ? n->cfg.backend_exe : "",
-            .argv = n->cfg.backend_argv, .nargv = na,
-            .rsh = n->cfg.rsh ? n->cfg.rsh : "",
-            .commnode = steps ? "-" : n->cfg.commnode_path ? n->cfg.commnode_path : "",
-        };
-        tb_node_send_ctl(n, ch->conn, TB_CTL_LAUNCH, tb_ctl_launch_encode(&l));
-    }
-    /* Filters loaded so far reach late joiners too (attach mode). */
-    if (!ch->is_be) {
-        for (int id = TBON_FILTER_BUILTIN_COUNT;; id++) {
-            const tb_filter_t *f = tb_filter_reg_get(n->filters, id);
-            if (!f)
-                break;
-            tb_node_send_ctl(n, ch->conn, TB_CTL_FILTER,
-                             tb_ctl_filter_encode(&(tb_ctl_filter_t){ f->id, f->path, f->name }));
-        }
-    }
-    if (tb_node_ending(n))
-        tb_node_send_ctl(n, ch->conn, TB_CTL_SHUTDOWN,
-                         tb_ctl_shutdown_encode(&(tb_ctl_shutdown_t){ 0 }));
-    if (ch->is_be) {
-        ch->state = CH_READY;
-        ch->count = 1;
-        tb_node_check_ready(n);
-    }
-    if (ch->joined)
-        tb_view_joined(n, (size_t)i);
-}
-
-/* A node message (TB_CTL_OWN_NODE) from the parent: m decoded from p. */
-static void ctl_down(tb_node_t *n, const tb_ctl_msg_t *m, tbon_packet_t *p)
-{
-    switch (m->op) {
-    case TB_CTL_STREAM: {
-        const tb_ctl_stream_t *s = &m->u.stream;
-        tb_stream_create(n, s->id, s->up, s->sync, s->timeout_ms, s->down, s->members,
-                         s->nmembers);
-        break;
-    }
-    case TB_CTL_FILTER: {
-        const tb_ctl_filter_t *f = &m->u.filter;
-        tbon_error_t err;
-        if (tb_filter_reg_load(n->filters, f->path, f->func, f->id, &err) < 0) {
-            TB_ERROR("filter", "%s", err.msg);
-            tb_node_send_ctl(n, n->parent, TB_CTL_STREAM_ERR,
-                             tb_ctl_stream_err_encode(&(tb_ctl_stream_err_t){ 0, err.msg }));
-        }
-        for (size_t i = 0; i < n->nchild; i++)
-            if (!n->child[i].is_be && n->child[i].conn)
-                tb_node_send_ctl(n, n->child[i].conn, TB_CTL_FILTER, tbon_packet_ref(p));
-        break;
-    }
-    case TB_CTL_PARAMS: {
-        const tb_ctl_params_t *pa = &m->u.params;
-        tbon_packet_t *q = tb_packet_decode(pa->payload, pa->len, pa->tag, pa->stream, 0, NULL);
-        if (q)
-            tb_stream_set_params(n, pa->stream, pa->which, q);
-        break;
-    }
-    case TB_CTL_SHUTDOWN:
-        if (n->role == TB_ROLE_BE) {
-            atomic_store(&n->closed, 1);
-            if (n->cbs.status)
-                n->cbs.status(n->cbs.arg, TB_NODE_CLOSED, 0, "the front-end shut the session down");
-            tb_node_enter(n, TB_LIFE_STOPPED);
-        } else {
-            tb_node_begin_shutdown(n);
-        }
-        break;
-    default:
-        TB_WARN("conn", "control message %s from the parent is not the node's", tb_ctl_name(m->op));
-    }
-}
-
-/* A node message (TB_CTL_OWN_NODE) from child i: m decoded from p. */
-static void ctl_up(tb_node_t *n, size_t i, const tb_ctl_msg_t *m, tbon_packet_t *p)
-{
-    tb_child_t *ch = &n->child[i];
-    switch (m->op) {
-    case TB_CTL_READY:
-        if (ch->state == CH_CONNECTED) {
-            ch->state = CH_READY;
-            ch->count = m->u.ready.count;
-            tb_node_check_ready(n);
-        }
-        break;
-    case TB_CTL_FAIL:
-        /* Pass the first failure up unchanged: it names the node. */
-        if (n->role == TB_ROLE_FE)
-            tb_node_fail(n, m->u.fail.code, "%s", m->u.fail.msg);
-        else if (!n->failed) {
-            n->failed = 1;
-            tb_node_send_ctl(n, n->parent, TB_CTL_FAIL, tbon_packet_ref(p));
-        }
-        break;
-    case TB_CTL_STREAM_ERR:
-        if (n->role == TB_ROLE_FE) {
-            if (n->cbs.status)
-                n->cbs.status(n->cbs.arg, TB_NODE_STREAM_ERROR, (int)m->u.stream_err.stream,
-                              m->u.stream_err.msg);
-        } else {
-            tb_node_send_ctl(n, n->parent, TB_CTL_STREAM_ERR, tbon_packet_ref(p));
-        }
-        break;
-    case TB_CTL_LEAVE:
-        ch->leaving = 1;        /* its end that follows is no failure */
-        break;
-    case TB_CTL_PORT: {
-        uint32_t r = m->u.port.rank;
-        if (r < tb_topology_size(n->topo)) {
-            tb_topology_set_port(n->topo, r, (uint16_t)m->u.port.port);
-            if (n->role == TB_ROLE_FE) {
-                tb_node_write_attach(n);
-                if (n->cfg.slurm)
-                    tb_node_slurm_next(n);
-            }
-            else
-                tb_node_send_ctl(n, n->parent, TB_CTL_PORT, tbon_packet_ref(p));
-        }
-        break;
-    }
-    default:
-        TB_WARN("conn", "control message %s from rank %u is not the node's", tb_ctl_name(m->op),
-                ch->rank);
-    }
-}
-
-/* "the parent" or "rank R", for warnings about a control message. */
-static const char *ctl_from(const tb_node_t *n, int child, char *buf, size_t cap)
-{
-    if (child < 0)
-        return "the parent";
-    snprintf(buf, cap, "rank %u", n->child[child].rank);
-    return buf;
-}
-
-/* A CONTROL frame from the parent (child < 0) or child i: decoded once, then
- * taken by the module that owns its op (codec/ctl.h's table). */
-static void on_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p)
-{
-    const tb_ctl_info_t *info = tb_ctl_info(op);
-    char b[32];
-    if (!info) {
-        TB_WARN("conn", "unknown control message %d from %s", op, ctl_from(n, child, b, sizeof b));
-        return;
-    }
-    if (!(info->dir & (child < 0 ? TB_CTL_DOWN : TB_CTL_UP))) {
-        TB_WARN("conn", "control message %s from %s goes %s only; ignored", info->name,
-                ctl_from(n, child, b, sizeof b), tb_ctl_dir_name(info->dir));
-        return;
-    }
-    tb_ctl_msg_t m;
-    tbon_error_t err;
-    if (tb_ctl_decode(op, p, &m, &err) != 0) {
-        TB_WARN("conn", "from %s: %s; ignored", ctl_from(n, child, b, sizeof b), err.msg);
-        return;
-    }
-    switch (info->owner) {
-    case TB_CTL_OWN_NODE:
-        if (child < 0)
-            ctl_down(n, &m, p);
-        else
-            ctl_up(n, (size_t)child, &m, p);
-        break;
-    case TB_CTL_OWN_FT:
-        tb_ft_ctl(n, child, &m, p);
-        break;
-    case TB_CTL_OWN_VIEW:
-        tb_view_ctl(n, child, &m, p);
-        break;
-    case TB_CTL_OWN_ATTR:
-        tb_attr_ctl(n, child, &m, p);
-        break;
-    default:
-        /* Read before a connection reaches the reactor (join, adoption). */
-        TB_WARN("conn", "control message %s from %s is read at start-up only; ignored",
-                info->name, ctl_from(n, child, b, sizeof b));
-    }
-    tb_ctl_msg_free(&m);
-}
-
-/* Take the frames a connection has received. */
 static void on_frames(tb_node_t *n, tb_conn_t *c)
 {
     tb_frame_t f;
@@ -818,7 +46,7 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
                                  (f.hdr.flags & TB_FRAME_F_MORE) != 0, f.hdr.seq);
                 p = NULL;
             } else {
-                on_ctl(n, c->index < 0 ? -1 : c->index, f.hdr.tag, p);
+                tb_node_on_ctl(n, c->index < 0 ? -1 : c->index, f.hdr.tag, p);
             }
             tbon_packet_unref(p);
         } else if (f.hdr.type != TB_FRAME_TOPOLOGY && f.hdr.type != TB_FRAME_HEARTBEAT) {
@@ -839,11 +67,11 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
         atomic_fetch_sub(&n->pending, c->bytes);
     switch (c->op) {
     case TB_CMD_CONN:
-        on_conn(n, c);
+        tb_node_on_conn(n, c);
         break;
     case TB_CMD_PEER_LOST:
         if (n->parent && c->u.peer_lost.rank == n->parent->rank)
-            parent_lost(n, "the event connection to the parent ended");
+            tb_node_parent_lost(n, "the event connection to the parent ended");
         break;
     case TB_CMD_ADOPT_CONN:
         tb_ft_adopt_conn(n, c);
@@ -863,14 +91,14 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
     case TB_CMD_ADOPTED:
         /* The lost parent's data connection may not have ended here yet. */
         if (n->parent && n->parent->rank == c->u.adopted.lost)
-            parent_lost(n, "the event connection to the parent ended");
+            tb_node_parent_lost(n, "the event connection to the parent ended");
         if (n->orphan && !n->parent && !tb_node_ending(n))
             tb_ft_adopted(n, c);
         break;
     case TB_CMD_ADOPT_FAILED:
         if (n->orphan) {
             tb_ft_adopt_failed(n, c->u.adopt_failed.lost);
-            parent_lost(n, "no node would adopt us");
+            tb_node_parent_lost(n, "no node would adopt us");
         }
         break;
     case TB_CMD_CHILD_EXIT:
@@ -967,7 +195,7 @@ static void pressure(tb_node_t *n)
         int want = !n->up_paused && !ch->blocked;
         if (want != ch->conn->reading) {
             ch->conn->reading = want;
-            watch(n, ch->conn, (want ? EPOLLIN : 0) | (ch->conn->q.len ? EPOLLOUT : 0));
+            tb_node_watch(n, ch->conn, (want ? EPOLLIN : 0) | (ch->conn->q.len ? EPOLLOUT : 0));
         }
     }
     /* A back-end whose application does not take what arrives stops
@@ -979,7 +207,7 @@ static void pressure(tb_node_t *n)
         n->down_paused = 0;
     if (n->parent && n->parent->reading == n->down_paused) {
         n->parent->reading = !n->down_paused;
-        watch(n, n->parent, (n->parent->reading ? EPOLLIN : 0) | (n->parent->q.len ? EPOLLOUT : 0));
+        tb_node_watch(n, n->parent, (n->parent->reading ? EPOLLIN : 0) | (n->parent->q.len ? EPOLLOUT : 0));
     }
 }
 
@@ -989,7 +217,7 @@ static void flush_conn(tb_node_t *n, tb_conn_t *c)
         return;
     int rc = tb_conn_flush(c);
     if (rc >= 0)
-        watch(n, c, (c->reading ? EPOLLIN : 0) | (rc == 0 ? EPOLLOUT : 0));
+        tb_node_watch(n, c, (c->reading ? EPOLLIN : 0) | (rc == 0 ? EPOLLOUT : 0));
 }
 
 /* After a dispatch: write what was queued, retire closed connections,
@@ -1002,7 +230,7 @@ static void after_dispatch(tb_node_t *n)
         if (n->parent->dirty)
             flush_conn(n, n->parent);
         if (n->parent->closed)
-            parent_lost(n, n->parent->why);
+            tb_node_parent_lost(n, n->parent->why);
         else
             queued += n->parent->out_bytes;
     }
@@ -1061,7 +289,7 @@ static void turn(tb_node_t *n, int timeout_ms)
     tb_view_timers(n, now);
     if (n->late_due && now >= n->late_due) {
         n->late_due = 0;
-        bury_list(&n->dead_late);
+        tb_node_bury_list(&n->dead_late);
     } else if (n->late_due && n->late_due < next) {
         next = n->late_due;
     }
@@ -1102,7 +330,7 @@ static void turn(tb_node_t *n, int timeout_ms)
         }
         if (c->closed) {
             if (c->index < 0)
-                parent_lost(n, c->why);
+                tb_node_parent_lost(n, c->why);
             else {
                 char why[600];
                 snprintf(why, sizeof why, "%s", c->why);
@@ -1111,7 +339,7 @@ static void turn(tb_node_t *n, int timeout_ms)
         }
     }
     after_dispatch(n);
-    bury(n);
+    tb_node_bury(n);
 }
 
 /* After the last turn: tell everyone waiting that the node is done. */
@@ -1306,7 +534,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
             tb_error_set(err, TBON_ENOMEM, "out of memory");
             goto error;
         }
-        watch(n, n->parent, EPOLLIN);
+        tb_node_watch(n, n->parent, EPOLLIN);
     }
     if (cfg->given_links) {
         /* node.h, "Given links": the caller makes the links and plays the
@@ -1372,8 +600,8 @@ void tb_node_destroy(tb_node_t *n)
     if (n->parent)
         tb_conn_destroy(n->parent);
     n->parent = NULL;
-    bury(n);
-    bury_list(&n->dead_late);
+    tb_node_bury(n);
+    tb_node_bury_list(&n->dead_late);
     for (size_t i = 0; i < n->nchild; i++) {
         tb_conn_destroy(n->child[i].conn);
         n->child[i].conn = NULL;

@@ -270,6 +270,15 @@ void tb_node_emit(tb_node_t *n, tbon_event_type_t type, tbon_rank_t r, tbon_rank
 /* FE without fault tolerance: commnode r failed, the session ends. */
 void tb_node_fault_end(tb_node_t *n, tbon_rank_t r);
 
+/* Between node.c (the loop), node_link.c (links) and node_ctl.c (control
+ * messages): */
+void tb_node_on_conn(tb_node_t *n, tb_cmd_t *cmd);          /* a child connected */
+void tb_node_on_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p); /* child -1: parent */
+void tb_node_parent_lost(tb_node_t *n, const char *why);
+void tb_node_watch(tb_node_t *n, tb_conn_t *c, uint32_t events);
+void tb_node_bury(tb_node_t *n);                  /* free the connections retired */
+void tb_node_bury_list(tb_conn_t **list);
+
 /* node_ft.c */
 void tb_ft_send_ports(tb_node_t *n);
 /* The port table to one (joined) child. */
