@@ -13,6 +13,7 @@
 
 #include <tbon/tbon.h>
 
+#include "util/attrs.h"
 #include "util/error.h"
 #include "filter/filter.h"
 #include "codec/handshake.h"
@@ -502,3 +503,130 @@ int tbon_stream_set_filter_params(tbon_stream_t *s, int which, const char *fmt, 
     tb_node_post(s->net->node, c);
     return 0;
 }
+
+/* ---- membership, checks and attributes, seen from the front-end ---- */
+
+int tbon_fe_cut_off(tbon_net_t *net, tbon_rank_t *out, size_t cap)
+{
+    if (!net || (cap && !out))
+        return tb_net_seterr(TBON_EINVAL, "tbon_fe_cut_off needs a network and room for ranks");
+    pthread_mutex_lock(&net->mu);
+    size_t n = 0, size = tb_topology_size(net->topo);
+    for (tbon_rank_t r = 1; r < size; r++) {
+        if (tb_topology_role(net->topo, r) != TB_ROLE_BE || !tb_topology_alive(net->topo, r) ||
+            tb_topology_root_of(net->topo, r) == 0)
+            continue;
+        if (n < cap)
+            out[n] = r;
+        n++;
+    }
+    pthread_mutex_unlock(&net->mu);
+    return (int)n;
+}
+
+static void note_rank(tbon_rank_t *v, size_t cap, size_t *n, tbon_rank_t r)
+{
+    if (*n < cap)
+        v[*n] = r;
+    (*n)++;
+}
+
+int tbon_fe_check_views(tbon_net_t *net, tbon_view_check_t *out, int timeout_ms)
+{
+    if (!net || !net->is_fe || !out)
+        return tb_net_seterr(TBON_EINVAL, "tbon_fe_check_views needs a front-end network and a result");
+    memset(out, 0, sizeof *out);
+    struct timespec ts, *abs = tb_net_deadline(timeout_ms, &ts);
+    pthread_mutex_lock(&net->mu);
+    uint64_t id = net->chk_next + 1;
+    tb_cmd_t *c = tb_cmd_check(id);
+    if (!c) {
+        pthread_mutex_unlock(&net->mu);
+        return tb_net_seterr(TBON_ENOMEM, "out of memory");
+    }
+    net->chk_next = id;
+    tb_node_post(net->node, c);
+    int rc = 0;
+    while (net->chk_done != id && !net->closed && rc == 0)
+        rc = timeout_ms == 0 ? TBON_ETIMEOUT : tb_net_wait_until(net, abs);
+    if (net->chk_done != id) {
+        int closed = net->closed;
+        pthread_mutex_unlock(&net->mu);
+        if (closed)
+            return tb_net_seterr(TBON_ECLOSED, "the network has shut down");
+        return tb_net_seterr(TBON_ETIMEOUT, "not every node answered the check within %d ms",
+                             timeout_ms);
+    }
+    /* Every live node of our view should have answered and agreed. */
+    out->view_version = net->view_version;
+    qsort(net->chk_agree, net->chk_nagree, sizeof *net->chk_agree, cmp_rank);
+    qsort(net->chk_bad, net->chk_nbad, sizeof *net->chk_bad, cmp_rank);
+    const size_t cap = sizeof out->disagree / sizeof out->disagree[0];
+    for (size_t i = 0; i < net->chk_nbad; i++)
+        note_rank(out->disagree, cap, &out->ndisagree, net->chk_bad[i]);
+    out->agree = net->chk_nagree;
+    size_t size = tb_topology_size(net->topo), ia = 0, ib = 0;
+    for (tbon_rank_t r = 0; r < size; r++) {
+        if (!tb_topology_alive(net->topo, r))
+            continue;
+        out->nodes++;
+        while (ia < net->chk_nagree && net->chk_agree[ia] < r)
+            ia++;
+        while (ib < net->chk_nbad && net->chk_bad[ib] < r)
+            ib++;
+        if ((ia == net->chk_nagree || net->chk_agree[ia] != r) &&
+            (ib == net->chk_nbad || net->chk_bad[ib] != r))
+            note_rank(out->missing, cap, &out->nmissing, r);
+    }
+    pthread_mutex_unlock(&net->mu);
+    if (out->ndisagree || out->nmissing)
+        return tb_net_seterr(TBON_ETOPOLOGY, "%zu of %zu live nodes disagree with the front-end's "
+                             "view and topology, %zu did not answer", out->ndisagree, out->nodes,
+                             out->nmissing);
+    return 0;
+}
+
+int tbon_fe_get_attr(tbon_net_t *net, tbon_rank_t rank, const char *key, char *buf, size_t cap)
+{
+    if (!net || !net->is_fe || !key || (cap && !buf))
+        return tb_net_seterr(TBON_EINVAL, "tbon_fe_get_attr needs a front-end network, a key and "
+                             "a buffer");
+    pthread_mutex_lock(&net->mu);
+    const char *v = tb_attrs_get(tb_net_replica(net, rank, 0), key);
+    size_t len = v ? strlen(v) : 0;
+    if (v && cap) {
+        size_t k = len < cap - 1 ? len : cap - 1;
+        memcpy(buf, v, k);
+        buf[k] = 0;
+    }
+    pthread_mutex_unlock(&net->mu);
+    if (!v)
+        return tb_net_seterr(TBON_ENOTFOUND, "rank %u has no attribute \"%s\"", rank, key);
+    return len > INT32_MAX ? INT32_MAX : (int)len;
+}
+
+int tbon_fe_attrs_changed(tbon_net_t *net, tbon_rank_t *ranks, size_t cap, int timeout_ms)
+{
+    if (!net || !net->is_fe || !ranks || !cap)
+        return tb_net_seterr(TBON_EINVAL, "tbon_fe_attrs_changed needs a front-end network and "
+                             "room for ranks");
+    struct timespec ts, *abs = tb_net_deadline(timeout_ms, &ts);
+    pthread_mutex_lock(&net->mu);
+    while (!net->nchg && !net->closed && timeout_ms != 0 && tb_net_wait_until(net, abs) == 0)
+        ;
+    size_t k = 0;
+    for (size_t r = 0; r < net->nrep && k < cap && net->nchg; r++)
+        if (net->chg[r]) {
+            net->chg[r] = 0;
+            net->nchg--;
+            ranks[k++] = (tbon_rank_t)r;
+        }
+    int closed = net->closed;
+    pthread_mutex_unlock(&net->mu);
+    if (k)
+        return (int)k;
+    if (closed)
+        return tb_net_seterr(TBON_ECLOSED, "the network has shut down");
+    return tb_net_seterr(TBON_ETIMEOUT, "no attribute changed within %d ms", timeout_ms);
+}
+

@@ -91,10 +91,28 @@ struct tbon_net {
 
 /* Set up the locks and queues of a new net (the node comes later). */
 tbon_net_t *tb_net_alloc(int is_fe);
-/* The callbacks a node needs to feed net. */
+/* The callbacks a node needs to feed net (net_cb.c). */
 tb_node_cbs_t tb_net_callbacks(tbon_net_t *net);
+/* A back-end's inline node: the EDS queued work; run it now if no
+ * application thread drives the node (net.c; the node's kick callback). */
+void tb_net_kick(void *arg);
 /* The stream with this id, created if create and missing (under net->mu). */
 tbon_stream_t *tb_net_stream_locked(tbon_net_t *net, uint32_t id, int create);
+/* Wait on net->cond (net->mu held) until abs (NULL: for ever); as
+ * pthread_cond_timedwait. The deadline timeout_ms from now in *ts (NULL if
+ * timeout_ms < 0). (net.c) */
+int tb_net_wait_until(tbon_net_t *net, const struct timespec *abs);
+struct timespec *tb_net_deadline(int timeout_ms, struct timespec *ts);
+/* FE: the replica of rank r's attributes, made if make (under net->mu;
+ * net_cb.c). */
+struct tb_attrs *tb_net_replica(tbon_net_t *net, tbon_rank_t r, int make);
+/* FE: rank r's attributes changed (under net->mu; net_cb.c). */
+void tb_net_attrs_changed_locked(tbon_net_t *net, tbon_rank_t r);
+/* A back-end's session ended: the process exits in a second unless the
+ * application leaves (net.c; started from the status callback). */
+void *tb_net_be_watchdog(void *arg);
+/* What a packet counts for in the queues' byte marks (net.c). */
+size_t tb_net_pkt_size(const tbon_packet_t *p);
 /* Free everything but the node. */
 void tb_net_free(tbon_net_t *net);
 /* Set the calling thread's error message for tbon_net_error; returns code. */

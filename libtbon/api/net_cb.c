@@ -1,0 +1,247 @@
+/* net_cb.c - the node's callbacks into the API (node.h, tb_node_cbs_t):
+ * packets into the streams' receive queues, status, events, views, checks
+ * and attributes. */
+#include "api/net_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/error.h"
+#include "util/log.h"
+#include <unistd.h>
+#include "util/attrs.h"
+#include "codec/packet_int.h"
+#include "topo/reconfig.h"
+
+/* ---- node callbacks (reactor thread) ----
+ * Run by whichever thread drives the node (for a back-end, the application's
+ * or the EDS's in cb_kick); cb_status also by the EDS thread directly
+ * (tb_node_parent_gone). Each takes net->mu for what it touches. */
+
+static void cb_deliver(void *arg, uint32_t stream, tbon_packet_t *p, uint64_t q)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    tbon_stream_t *s = tb_net_stream_locked(net, stream, !net->is_fe);
+    if (!s) {
+        pthread_mutex_unlock(&net->mu);
+        tbon_packet_unref(p);
+        return;
+    }
+    tb_dent_t *e = tb_ring_push(&s->q);
+    if (!e) {
+        pthread_mutex_unlock(&net->mu);
+        tbon_packet_unref(p);
+        return;
+    }
+    *e = (tb_dent_t){ p, ++net->seq, q };
+    net->app_bytes += tb_net_pkt_size(p);
+    pthread_cond_broadcast(&net->cond);
+    pthread_mutex_unlock(&net->mu);
+}
+
+static void cb_status(void *arg, int what, int code, const char *msg)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    switch (what) {
+    case TB_NODE_READY:
+        net->ready = 1;
+        break;
+    case TB_NODE_FAILED:
+        if (!net->failed) {
+            net->failed = 1;
+            net->fail_code = code;
+            snprintf(net->fail_msg, sizeof net->fail_msg, "%s", msg);
+        }
+        break;
+    case TB_NODE_CLOSED:
+        if (!net->closed && !net->is_fe && code != 0) {
+            pthread_t t;
+            if (pthread_create(&t, NULL, tb_net_be_watchdog, NULL) == 0)
+                pthread_detach(t);
+        }
+        net->closed = 1;
+        break;
+    case TB_NODE_STREAM_ERROR: {
+        tbon_stream_t *s = tb_net_stream_locked(net, (uint32_t)code, 0);
+        if (s)
+            s->error = 1;
+        net->any_error = 1;
+        snprintf(net->error_msg, sizeof net->error_msg, "%s", msg);
+        break;
+    }
+    }
+    pthread_cond_broadcast(&net->cond);
+    pthread_mutex_unlock(&net->mu);
+}
+
+static void cb_progress(void *arg, size_t ready, size_t total)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    net->prog_ready = ready;
+    net->prog_total = total;
+    pthread_cond_broadcast(&net->cond);
+    pthread_mutex_unlock(&net->mu);
+}
+
+static int cb_app_full(void *arg)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    int full = net->app_bytes > TB_APP_HIGH;
+    if (full)
+        atomic_store(&net->want_resume, 1);
+    pthread_mutex_unlock(&net->mu);
+    return full;
+}
+
+/* FE: the replica of rank r's attributes, made if make (under net->mu). */
+tb_attrs_t *tb_net_replica(tbon_net_t *net, tbon_rank_t r, int make)
+{
+    if (r >= net->nrep) {
+        if (!make)
+            return NULL;
+        size_t nc = net->nrep ? net->nrep : 64;
+        while (nc <= r)
+            nc *= 2;
+        tb_attrs_t **nv = realloc(net->rep, nc * sizeof *nv);
+        if (!nv)
+            return NULL;
+        net->rep = nv;
+        uint8_t *nchg = realloc(net->chg, nc);
+        if (!nchg)
+            return NULL;
+        net->chg = nchg;
+        memset(net->rep + net->nrep, 0, (nc - net->nrep) * sizeof *nv);
+        memset(net->chg + net->nrep, 0, nc - net->nrep);
+        net->nrep = nc;
+    }
+    if (!net->rep[r] && make)
+        net->rep[r] = tb_attrs_new();
+    return net->rep[r];
+}
+
+void tb_net_attrs_changed_locked(tbon_net_t *net, tbon_rank_t r)
+{
+    if (r < net->nrep && !net->chg[r]) {
+        net->chg[r] = 1;
+        net->nchg++;
+    }
+    pthread_cond_broadcast(&net->cond);
+}
+
+/* FE: an attribute entry from src (the node checked src is alive). */
+static void cb_attr(void *arg, tbon_rank_t src, const char *key, const char *value,
+                    uint64_t version)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    tb_attrs_t *a = tb_net_replica(net, src, 1);
+    if (a && tb_attrs_apply(a, key, value, version) == 1)
+        tb_net_attrs_changed_locked(net, src);
+    pthread_mutex_unlock(&net->mu);
+}
+
+/* A failure or adoption (FE): the application's topology follows it, and
+ * tbon_net_next_event hands it out. */
+static void cb_event(void *arg, const tbon_event_t *ev)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    if (ev->type == TBON_EV_NODE_JOINED && net->bcast &&
+        tb_topology_role(net->topo, ev->rank) == TB_ROLE_BE) {
+        /* Streams made on the broadcast communicator from now on reach it
+         * too (those made before take it in at its parent); a restarted
+         * back-end is there already. */
+        size_t k = 0;
+        while (k < net->bcast->n && net->bcast->ranks[k] != ev->rank)
+            k++;
+        tbon_rank_t *v = k < net->bcast->n ? NULL
+                         : realloc(net->bcast->ranks, (net->bcast->n + 1) * sizeof *v);
+        if (v) {
+            v[net->bcast->n++] = ev->rank;
+            net->bcast->ranks = v;
+        }
+    }
+    if (ev->type == TBON_EV_NODE_FAILED || ev->type == TBON_EV_NODE_LEFT) {
+        tb_report_failure(net->topo, ev->rank, ev->incarnation);
+        /* Seed 002: a node's attributes are valid while it is alive. */
+        if (ev->rank < net->nrep && net->rep[ev->rank]) {
+            tb_attrs_free(net->rep[ev->rank]);
+            net->rep[ev->rank] = NULL;
+            tb_net_attrs_changed_locked(net, ev->rank);
+        }
+    }
+    else if (ev->type == TBON_EV_NODE_ADOPTED)
+        tb_report_adoption(net->topo, ev->rank, ev->parent, ev->incarnation);
+    if (!net->events.size)
+        tb_ring_init(&net->events, sizeof(tbon_event_t));
+    tbon_event_t *e = tb_ring_push(&net->events);
+    if (e)
+        *e = *ev;
+    pthread_cond_broadcast(&net->cond);
+    pthread_mutex_unlock(&net->mu);
+}
+
+/* A view version the node applied: the application's copy follows it (at
+ * the FE the events already did, and applying a report twice changes
+ * nothing). */
+static void cb_view(void *arg, uint64_t version, const tb_vchange_t *ch, size_t n)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    for (size_t i = 0; i < n; i++) {
+        const tb_vchange_t *c = &ch[i];
+        if (c->kind == TB_V_FAILED || c->kind == TB_V_LEFT)
+            tb_report_failure(net->topo, c->rank, c->inc);
+        else if (c->kind == TB_V_ADOPTED)
+            tb_report_adoption(net->topo, c->rank, c->parent, c->inc);
+        else if (c->kind == TB_V_JOIN || c->kind == TB_V_JOIN_CN)
+            tb_report_join(net->topo, c->kind == TB_V_JOIN ? TB_ROLE_BE : TB_ROLE_COMMNODE,
+                           c->rank, c->parent, c->host, c->lid, c->inc);
+    }
+    net->view_version = version;
+    pthread_cond_broadcast(&net->cond);
+    pthread_mutex_unlock(&net->mu);
+}
+
+static tbon_rank_t *dup_ranks(const tbon_rank_t *r, size_t n)
+{
+    tbon_rank_t *v = malloc((n ? n : 1) * sizeof *v);
+    if (v && n)
+        memcpy(v, r, n * sizeof *v);
+    return v;
+}
+
+/* FE: a consistency check came back. */
+static void cb_checked(void *arg, uint64_t id, const tbon_rank_t *agree, size_t nagree,
+                       const tbon_rank_t *bad, size_t nbad)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    if (id == net->chk_next) {
+        free(net->chk_agree);
+        free(net->chk_bad);
+        net->chk_agree = dup_ranks(agree, nagree);
+        net->chk_bad = dup_ranks(bad, nbad);
+        net->chk_nagree = net->chk_agree ? nagree : 0;
+        net->chk_nbad = net->chk_bad ? nbad : 0;
+        net->chk_done = id;
+        pthread_cond_broadcast(&net->cond);
+    }
+    pthread_mutex_unlock(&net->mu);
+}
+
+tb_node_cbs_t tb_net_callbacks(tbon_net_t *net)
+{
+    return (tb_node_cbs_t){ .arg = net, .deliver = cb_deliver, .status = cb_status,
+                            .progress = cb_progress, .app_full = cb_app_full,
+                            .event = cb_event, .kick = net->inline_node ? tb_net_kick : NULL,
+                            .view = cb_view, .checked = cb_checked, .attr = cb_attr };
+}
+
