@@ -94,20 +94,11 @@ small_n=$(topo_nodes "$small" | wc -l)
 big_n=$(topo_nodes "$big" | wc -l)
 nodes=$(seq -s ' ' -f 'n%g' 1 "$NODES")
 
-# Wait (at most 5 s) until at most two tasks have been runnable for half a
-# second: a 1,033-process tree's teardown keeps the kernel busy a while.
-quiet() {
-    local calm=0 waited=0
-    while [ "$calm" -lt 5 ] && [ "$waited" -lt 50 ]; do
-        sleep 0.1
-        waited=$((waited + 1))
-        if [ "$(awk '/^procs_running/{print $2}' /proc/stat)" -le 2 ]; then
-            calm=$((calm + 1))
-        else
-            calm=0
-        fi
-    done
-}
+# Between runs: at most 5 s until at most two tasks have been runnable for
+# half a second (bench/lib.sh; a 1,033-process tree's teardown keeps the
+# kernel busy a while).
+. "$TBON/bench/lib.sh"
+quiet_short() { quiet 5 50 2>/dev/null; }
 
 # timed NAME CMD...: run CMD on head, its wall time (ms, measured on head)
 # appended to $work/NAME; output in $work/NAME.last. Returns CMD's status.
@@ -140,27 +131,27 @@ par_ssh() {   # one ssh HOST true per node, all at once
 status=0
 for r in $(seq 1 "$ROUNDS"); do
     echo "== round $r of $ROUNDS" >&2
-    quiet
+    quiet_short
     timed srun srun -N"$NODES" true || { cat "$work/srun.last" >&2; status=1; }
-    quiet
+    quiet_short
     timed ssh bash -c "$(declare -f par_ssh); nodes='$nodes'; par_ssh" ||
         { cat "$work/ssh.last" >&2; status=1; }
-    quiet
+    quiet_short
     timed small "$B/bin/tbon_frontend" -t "$small" -b "$B/bin/tbon_example_be" -w 0 ||
         { cat "$work/small.last" >&2; status=1; }
     fe_started small "$small_n"
     no_tbon_left 10
-    quiet
+    quiet_short
     timed big "$B/bin/tbon_frontend" -t "$big" -b "$B/bin/tbon_example_be" -w 0 ||
         { cat "$work/big.last" >&2; status=1; }
     fe_started big "$big_n"
     no_tbon_left 10
     # the same two shapes started by Slurm: one srun step per depth
-    quiet
+    quiet_short
     timed sl_small salloc -N4 "$B/bin/tbon_frontend" --slurm --be-per-node 4 \
         -b "$B/bin/tbon_example_be" -w 0 || { cat "$work/sl_small.last" >&2; status=1; }
     no_tbon_left 10
-    quiet
+    quiet_short
     timed sl_big salloc -N"$NODES" "$B/bin/tbon_frontend" --slurm --be-per-node 128 \
         -b "$B/bin/tbon_example_be" -w 0 || { cat "$work/sl_big.last" >&2; status=1; }
     fe_started sl_big "$big_n"
@@ -206,7 +197,7 @@ echo "| tree start-up, 4 nodes x 4 back-ends (21 processes), \`--slurm\` | \`sal
 # tbon_stat --jobid on the same cluster (its 256-task job takes 4 of the nodes)
 echo
 echo "== bench/cluster_stat.sh" >&2
-quiet
+quiet_short
 mkdir -p "$work/stat"
 CASE_TMP=$work/stat "$TBON/bench/cluster_stat.sh" || {
     echo "**bench/cluster_stat.sh failed in this run (see stderr).**"
