@@ -20,6 +20,7 @@
 #include "net/sock.h"
 #include "proc/launch.h"
 #include "proc/slurm.h"
+#include "ft/ft.h"
 
 static void usage(FILE *f)
 {
@@ -243,6 +244,7 @@ int main(int argc, char **argv)
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     self[sl > 0 ? sl : 0] = 0;
     tb_node_config_t cfg = {
+        .ft = &tb_ft_ops,
         .role = TB_ROLE_COMMNODE, .rank = j.rank, .topo = j.topo, .session = j.session,
         .commnode_path = strcmp(cn, "-") == 0 ? NULL : *cn ? cn : self,
         .backend_exe = *bexe ? bexe : NULL,

@@ -3,7 +3,7 @@
 # Usage: scripts/layers.sh [LIBTBON_DIR]   (default: libtbon/ of this checkout)
 #
 # libtbon/ is one folder per layer, lowest first:
-#     util topo codec filter net proc node api
+#     util topo codec filter net proc node ft api
 # A file may include (with #include "layer/file.h") only headers of its own
 # layer or of a lower one; an include that names no layer, or one that climbs
 # out with "..", is refused too. Within a layer, a module is the files sharing
@@ -14,7 +14,7 @@
 # "layers: N faults"; exit status 0 only if there is none.
 set -u
 dir=${1:-$(dirname "$0")/../libtbon}
-layers="util topo codec filter net proc node api"
+layers="util topo codec filter net proc node ft api"
 
 rank_of() {
     local i=0 l

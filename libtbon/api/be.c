@@ -10,6 +10,7 @@
 #include "node/join.h"
 #include "util/log.h"
 #include "api/net_int.h"
+#include "ft/ft.h"
 
 /* Connect through j (0, or err filled naming the parent). */
 static int be_connect(tb_join_t *j, int purpose, tbon_error_t *err)
@@ -39,6 +40,7 @@ static tbon_net_t *be_node(tb_join_t *j, int joined, tbon_error_t *err)
     net->rank = j->rank;
     net->topo = mine;
     tb_node_config_t cfg = {
+        .ft = &tb_ft_ops,
         .role = TB_ROLE_BE, .rank = j->rank, .topo = j->topo, .session = j->session,
         .parent_fd = j->data_fd, .parent_event_fd = j->event_fd, .joined = joined,
     };

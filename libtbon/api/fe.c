@@ -23,6 +23,7 @@
 #include "codec/packet_int.h"
 #include "proc/slurm.h"
 #include "topo/topology.h"
+#include "ft/ft.h"
 
 #ifndef TBON_BUILD_BINDIR
 #define TBON_BUILD_BINDIR "/usr/local/bin"
@@ -273,6 +274,7 @@ tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
     net->progress_arg = o.progress_arg;
     net->topo = tb_topology_clone(topo);
     tb_node_config_t cfg = {
+        .ft = &tb_ft_ops,
         .role = TB_ROLE_FE, .rank = 0, .topo = topo,
         .commnode_path = commnode[0] ? commnode : NULL,
         .backend_exe = backend_exe ? bexe : NULL, .backend_argv = argv,

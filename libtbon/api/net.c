@@ -75,7 +75,7 @@ tbon_net_t *tb_net_alloc(int is_fe)
     pthread_condattr_destroy(&ca);
     n->next_stream = 1;
     n->next_filter = TBON_FILTER_BUILTIN_COUNT;
-    n->view_version = 1;      /* the tree as it started (node_view.c) */
+    n->view_version = 1;      /* the tree as it started (ft/view.c) */
     return n;
 }
 

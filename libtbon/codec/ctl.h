@@ -59,14 +59,14 @@ enum tb_ctl_dir { TB_CTL_UP = 1, TB_CTL_DOWN = 2, TB_CTL_BOTH = 3 };
 
 /* Who takes a message. The reactor dispatches node, ft, view and attr
  * messages to that module; join and adopt messages are read before a
- * connection reaches the reactor (node/join.c, node/eds.c). */
+ * connection reaches the reactor (node/join.c, ft/eds.c). */
 enum tb_ctl_owner {
     TB_CTL_OWN_NODE = 1,    /* node/node.c: start-up, streams, filters, shutdown */
-    TB_CTL_OWN_FT,          /* node/node_ft.c: port table, reports, grafts */
-    TB_CTL_OWN_VIEW,        /* node/node_view.c: views and consistency checks */
-    TB_CTL_OWN_ATTR,        /* node/node_attr.c: attributes */
+    TB_CTL_OWN_FT,          /* ft/recovery.c: port table, reports, grafts */
+    TB_CTL_OWN_VIEW,        /* ft/view.c: views and consistency checks */
+    TB_CTL_OWN_ATTR,        /* ft/attr.c: attributes */
     TB_CTL_OWN_JOIN,        /* node/join.c, commnode: a new process's start-up */
-    TB_CTL_OWN_ADOPT,       /* node/eds.c: the orphan asking an adopter */
+    TB_CTL_OWN_ADOPT,       /* ft/eds.c: the orphan asking an adopter */
 };
 
 typedef struct tb_ctl_info {

@@ -18,7 +18,7 @@
 #include "util/endian.h"
 
 /* The secret is an HMAC-SHA256 key as libsodium's one-shot API takes it
- * (node_view.c signs its failure notices with that), and a MAC is its output. */
+ * (ft/notice.c signs its failure notices with that), and a MAC is its output. */
 _Static_assert(TB_SECRET_SIZE == crypto_auth_hmacsha256_KEYBYTES, "secret is an HMAC key");
 _Static_assert(TB_MAC_SIZE == crypto_auth_hmacsha256_BYTES, "MAC is HMAC-SHA256");
 

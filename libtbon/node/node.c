@@ -74,7 +74,7 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
             tb_node_parent_lost(n, "the event connection to the parent ended");
         break;
     case TB_CMD_ADOPT_CONN:
-        tb_ft_adopt_conn(n, c);
+        n->ft->ft_adopt_conn(n, c);
         break;
     case TB_CMD_FENCE: {
         int i = tb_node_child_index(n, c->u.fence.rank);
@@ -93,11 +93,11 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
         if (n->parent && n->parent->rank == c->u.adopted.lost)
             tb_node_parent_lost(n, "the event connection to the parent ended");
         if (n->orphan && !n->parent && !tb_node_ending(n))
-            tb_ft_adopted(n, c);
+            n->ft->ft_adopted(n, c);
         break;
     case TB_CMD_ADOPT_FAILED:
         if (n->orphan) {
-            tb_ft_adopt_failed(n, c->u.adopt_failed.lost);
+            n->ft->ft_adopt_failed(n, c->u.adopt_failed.lost);
             tb_node_parent_lost(n, "no node would adopt us");
         }
         break;
@@ -133,13 +133,13 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
         break;
     }
     case TB_CMD_CHECK:
-        tb_view_check(n, c->u.check.id);
+        n->ft->view_check(n, c->u.check.id);
         break;
     case TB_CMD_ATTR:
-        tb_attr_set(n, c->u.attr.key, c->u.attr.value);
+        n->ft->attr_set(n, c->u.attr.key, c->u.attr.value);
         break;
     case TB_CMD_JOIN_CONN:
-        tb_view_join(n, c);
+        n->ft->view_join(n, c);
         break;
     case TB_CMD_RESUME:
         break;  /* the back-pressure check after the dispatch does the work */
@@ -225,7 +225,7 @@ static void flush_conn(tb_node_t *n, tb_conn_t *c)
 static void after_dispatch(tb_node_t *n)
 {
     size_t queued = 0;
-    tb_view_flush(n);
+    n->ft->view_flush(n);
     if (n->parent) {
         if (n->parent->dirty)
             flush_conn(n, n->parent);
@@ -286,7 +286,7 @@ static void turn(tb_node_t *n, int timeout_ms)
             next = n->shutdown_deadline;
     }
     tb_stream_timers(n, now, &next);
-    tb_view_timers(n, now);
+    n->ft->view_timers(n, now);
     if (n->late_due && now >= n->late_due) {
         n->late_due = 0;
         tb_node_bury_list(&n->dead_late);
@@ -296,7 +296,7 @@ static void turn(tb_node_t *n, int timeout_ms)
     after_dispatch(n);
     if (tb_node_stopped(n))
         return;
-    tb_view_next(n, &next);
+    n->ft->view_next(n, &next);
     if (timeout_ms >= 0 && now + timeout_ms < next)
         next = now + timeout_ms;
     int wait = (int)(next - tb_now_ms());
@@ -312,7 +312,7 @@ static void turn(tb_node_t *n, int timeout_ms)
             continue;
         }
         if (evs[e].data.ptr == &n->nfd) {
-            tb_view_on_notices(n);
+            n->ft->view_on_notices(n);
             continue;
         }
         tb_conn_t *c = evs[e].data.ptr;
@@ -402,7 +402,7 @@ void tb_node_post_kick(tb_node_t *n, tb_cmd_t *cmd)
 void tb_node_arm(tb_node_t *n, int on)
 {
     if (n->cbs.kick && !tb_node_stopped(n))
-        tb_eds_arm_node(n->eds, on);
+        n->ft->eds_arm_node(n->eds, on);
 }
 
 int tb_node_has_posted(tb_node_t *n)
@@ -452,7 +452,7 @@ int tb_node_link_child(tb_node_t *n, tbon_rank_t rank, int fd)
 
 int tb_node_watch_parent(tb_node_t *n, int fd)
 {
-    return tb_eds_watch_parent(n->eds, fd, n->parent_rank);
+    return n->ft->eds_watch_parent(n->eds, fd, n->parent_rank);
 }
 
 void tb_node_parent_gone(tb_node_t *n, tbon_rank_t rank)
@@ -479,6 +479,11 @@ int tb_node_start(tb_node_t *n)
 
 tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tbon_error_t *err)
 {
+    if (!cfg->ft) {
+        tb_error_set(err, TBON_EINVAL, "a node needs its fault-tolerance layer (cfg.ft)");
+        tb_topology_destroy(cfg->topo);
+        return NULL;
+    }
     tb_node_t *n = calloc(1, sizeof *n);
     if (!n) {
         tb_error_set(err, TBON_ENOMEM, "out of memory");
@@ -491,6 +496,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
     n->topo = cfg->topo;
     n->rank = cfg->rank;
     n->role = cfg->role;
+    n->ft = cfg->ft;
     if (n->role == TB_ROLE_FE && !(n->fe = calloc(1, sizeof *n->fe))) {
         free(n);
         tb_topology_destroy(cfg->topo);
@@ -524,7 +530,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
         n->child[i].rank = kids[i];
         n->child[i].is_be = tb_topology_role(n->topo, kids[i]) == TB_ROLE_BE;
     }
-    tb_view_init(n);
+    n->ft->view_init(n);
     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &n->evfd };
     epoll_ctl(n->epfd, EPOLL_CTL_ADD, n->evfd, &ev);
     if (cfg->parent_fd >= 0) {
@@ -548,13 +554,13 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
                 goto error;
         }
         if (n->role == TB_ROLE_FE)
-            tb_view_open_notices(n);
-        n->eds = tb_eds_start(n, n->lfd, cfg->parent_event_fd, n->topo, n->rank, &cfg->session,
+            n->ft->view_open_notices(n);
+        n->eds = n->ft->eds_start(n, n->lfd, cfg->parent_event_fd, n->topo, n->rank, &cfg->session,
                               err);
         if (!n->eds)
             goto error;
         n->lfd = -1;   /* the EDS owns it now */
-        if (n->cbs.kick && tb_eds_watch_node(n->eds, n->epfd)) {
+        if (n->cbs.kick && n->ft->eds_watch_node(n->eds, n->epfd)) {
             tb_error_set(err, TBON_ENOMEM, "cannot watch the back-end's node");
             goto error;
         }
@@ -578,7 +584,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
     if (n->role == TB_ROLE_FE)
         tb_node_write_attach(n);
     if (cfg->joined)
-        tb_view_adopted(n);     /* no view yet: the parent sends what it has */
+        n->ft->view_adopted(n);     /* no view yet: the parent sends what it has */
     tb_node_check_ready(n);
     return n;
 error:
@@ -606,16 +612,16 @@ void tb_node_destroy(tb_node_t *n)
         tb_conn_destroy(n->child[i].conn);
         n->child[i].conn = NULL;
     }
-    tb_eds_stop(n->eds);
+    n->ft->eds_stop(n->eds);
     tb_node_reap_all(n);
     /* the children are gone: so are the masters' sessions */
     tb_sshmux_free(n->sshmux, tb_now_ms() + 2000);
     tb_relay_free(n->relay);
-    tb_eds_free(n->eds);
+    n->ft->eds_free(n->eds);
     tb_stream_free_all(n);
-    tb_ft_free(n);
-    tb_view_free(n);
-    tb_attr_free(n);
+    n->ft->ft_free(n);
+    n->ft->view_free(n);
+    n->ft->attr_free(n);
     tb_filter_reg_destroy(n->filters);
     if (n->fe) {
         if (n->fe->attach_path && unlink(n->fe->attach_path) != 0 && errno != ENOENT)

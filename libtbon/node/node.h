@@ -84,6 +84,9 @@ typedef struct tb_node_config {
     int            listen_fd;
     uint16_t       port;
     int            given_links;     /* the links are given, not made: see below */
+    /* the fault-tolerance layer the node reaches (node_int.h, tb_ft_ops_t):
+     * &tb_ft_ops of ft/ft.h; required */
+    const struct tb_ft_ops *ft;
 } tb_node_config_t;
 
 /* Given links (cfg.given_links = 1): several nodes in one process, joined by
@@ -243,61 +246,16 @@ void tb_cmd_free(tb_cmd_t *c);
 int tb_node_wait_backlog(tb_node_t *n, int flush);
 
 
-/* The EDS side (eds.c). A node with given links has none: the functions
- * below that take an EDS accept NULL and do nothing (the tb_eds_watch_* ones
- * then fail with TBON_EINVAL, tb_eds_reaped says 0). */
+/* The event detection service (ft/eds.h) is the fault-tolerance layer's;
+ * the node holds it as an opaque pointer. */
 typedef struct tb_eds tb_eds_t;
-tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
-                       const tb_topology_t *topo, tbon_rank_t rank,
-                       const tb_session_t *s, tbon_error_t *err);
-/* Watch the event connection fd to the parent (taken over). Any thread. */
-int  tb_eds_watch_parent(tb_eds_t *e, int fd, tbon_rank_t parent);
 /* The same through the node (a commnode connects it after launching). */
 int  tb_node_watch_parent(tb_node_t *n, int fd);
-/* A node without a reactor thread (BE): the EDS watches its epoll set and
- * kicks it when something arrives while no application thread drives it,
- * so that its parent is answered (views, checks) even when the
- * application is busy elsewhere. Added disarmed; armed once per kick
- * (tb_eds_arm_node). */
-int  tb_eds_watch_node(tb_eds_t *e, int node_epfd);
-void tb_eds_arm_node(tb_eds_t *e, int on);
 /* The application's threads stop (0) or start again (1) driving the node
  * of a back-end: while nobody drives it, the EDS kicks it. */
 void tb_node_arm(tb_node_t *n, int on);
 /* Run cbs.kick: from the EDS thread. */
 void tb_node_kick(tb_node_t *n);
-/* Watch a child process (pidfd) for the node. */
-int  tb_eds_watch_child(tb_eds_t *e, tbon_rank_t rank, pid_t pid);
-/* Stop the thread and close its sockets (the reaped-children record stays
- * until tb_eds_free). NULL is fine. */
-void tb_eds_stop(tb_eds_t *e);
-void tb_eds_free(tb_eds_t *e);
-/* 1 if the EDS has reaped that child. */
-int  tb_eds_reaped(tb_eds_t *e, pid_t pid);
-/* Fault tolerance (seed 003 V-A). The reactor keeps the EDS's private copy
- * of the topology in step: a report is queued and applied on the EDS thread. */
-typedef enum tb_eds_rep_kind {
-    TB_EDS_FAILED = 1,      /* r failed (or left): dead from now on */
-    TB_EDS_ADOPTED,         /* r was adopted by p */
-    TB_EDS_PORT,            /* r listens on port p (the port table) */
-    TB_EDS_JOINED,          /* r joined, or came back restarted (tb_eds_join) */
-} tb_eds_rep_kind_t;
-void tb_eds_report(tb_eds_t *e, tb_eds_rep_kind_t kind, tbon_rank_t r, tbon_rank_t p,
-                   uint32_t inc);
-/* A node joined, or a restarted one came back (a view's TB_V_JOIN or
- * TB_V_JOIN_CN change c, applied by tb_report_join): the same in our copy. */
-void tb_eds_join(tb_eds_t *e, const tb_vchange_t *c);
-/* The tree is up and the ports known: orphans may now be adopted. */
-void tb_eds_set_ft_ready(tb_eds_t *e);
-/* The reactor lost its parent (rank lost) first: adopt us now. */
-void tb_eds_request_adoption(tb_eds_t *e, tbon_rank_t lost);
-/* An adopted child rank will open its event connection. */
-void tb_eds_expect(tb_eds_t *e, tbon_rank_t rank);
-/* The node leaves in order: the children are told, nobody is adopted. */
-void tb_eds_leave(tb_eds_t *e);
-/* Heartbeats on the event connections: a peer silent for timeout_ms has
- * failed (0: no heartbeats). */
-void tb_eds_set_heartbeat(tb_eds_t *e, int timeout_ms);
 
 /* On the wire (TB_CTL_STREAM, TB_CTL_GRAFT, TB_CMD_STREAM), a broadcast
  * stream's sync mode carries this flag: a stream over every back-end, those
@@ -309,11 +267,5 @@ void tb_eds_set_heartbeat(tb_eds_t *e, int timeout_ms);
  * owners are in codec/ctl.h (listed in docs/protocol.md, "Control messages").
  * enum tb_vkind and tb_vchange_t (a view's changes) are there too. */
 
-/* The digest the consistency check compares (node_view.c): every rank's
- * liveness and, for the alive ones, parent, incarnation, role, host and
- * local id. Dead nodes' incarnations are left out: they may legitimately
- * differ (a report that reached only part of the tree before its sender
- * died). O(size). */
-uint64_t tb_view_digest(const tb_topology_t *t);
 
 #endif

@@ -31,7 +31,7 @@ typedef struct tb_child {
     tb_conn_t  *conn;
     int         blocked;      /* reading paused for its stream queues */
     size_t      qbytes;       /* bytes it has queued in all streams' waves */
-    /* membership (node_view.c) */
+    /* membership (ft/view.c) */
     int         v_known;      /* it told us its view version (an adopted child
                                  has not yet: until then nothing is sent to it) */
     uint64_t    v_sent;       /* the last view version sent to it */
@@ -102,8 +102,8 @@ enum tb_life {
 };
 
 /* What only the front-end holds (n->fe; NULL in every other node): the
- * membership root's pending changes and orphans (node_view.c), the joins it
- * answers (node_join.c), its Slurm steps (node_start.c) and its attach
+ * membership root's pending changes and orphans (ft/view.c), the joins it
+ * answers (ft/join.c), its Slurm steps (node_start.c) and its attach
  * file. Owned by the reactor thread. */
 typedef struct tb_fe_state {
     /* membership root */
@@ -145,6 +145,7 @@ struct tb_node {
     _Atomic tbon_rank_t parent_rank; /* the EDS thread reads it */
     tb_role_t  role;
     tb_fe_state_t *fe;        /* the front-end's own state; NULL elsewhere */
+    const struct tb_ft_ops *ft; /* the fault-tolerance layer (cfg.ft) */
     uint32_t   depth;
     char       role_name[16];
 
@@ -200,7 +201,7 @@ struct tb_node {
     size_t     ready_count;
     size_t     total;
 
-    /* fault tolerance (node_ft.c) */
+    /* fault tolerance (ft/recovery.c) */
     int        ft_ready;      /* the port table arrived: orphans get adopted */
     int        orphan;        /* the parent is gone, an adopter is being sought */
     tbon_rank_t lost_parent;
@@ -209,7 +210,7 @@ struct tb_node {
     tb_ring_t  held;          /* reports sent up, not yet back in a view */
     size_t     obytes;
 
-    /* membership (node_view.c) */
+    /* membership (ft/view.c) */
     uint64_t   view;          /* the view version applied here */
     uint64_t   view_sub;      /* the version this whole subtree has applied */
     uint64_t   view_up[2];    /* what went up last: applied, subtree (FE: the
@@ -225,10 +226,10 @@ struct tb_node {
     uint8_t   *chk_ok;
     size_t     nchk, capchk;
 
-    /* joins (node_view.c) */
+    /* joins (ft/view.c) */
     size_t     njoining;      /* child slots waiting for a joined child (join_due) */
 
-    /* attributes (node_attr.c) */
+    /* attributes (ft/attr.c) */
     struct tb_attrs *attrs;   /* a back-end's own map (NULL until written) */
     int        attr_seen;     /* an attribute went up through here */
 };
@@ -279,107 +280,60 @@ void tb_node_watch(tb_node_t *n, tb_conn_t *c, uint32_t events);
 void tb_node_bury(tb_node_t *n);                  /* free the connections retired */
 void tb_node_bury_list(tb_conn_t **list);
 
-/* node_ft.c */
-void tb_ft_send_ports(tb_node_t *n);
-/* The port table to one (joined) child. */
-void tb_ft_send_ports_to(tb_node_t *n, tb_conn_t *c);
-/* A report of ours (kind: TB_V_FAILED, TB_V_ADOPTED, TB_V_JOINED or TB_V_LEFT;
- * on the wire the same numbers) up to the FE, kept until a view brings it
- * back. */
-void tb_ft_report(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
-void tb_ft_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
-int  tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost);
-void tb_ft_child_lost(tb_node_t *n, size_t i);
-void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more,
-                  uint64_t key);  /* takes p */
-void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c);
-void tb_ft_adopt_failed(tb_node_t *n, tbon_rank_t lost);
-void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c);
-void tb_ft_free(tb_node_t *n);
-/* Apply a change (enum tb_vkind: TB_V_FAILED or TB_V_LEFT of r, both dead
- * from now on, or TB_V_ADOPTED of r by p) to our topology and the EDS's; 1
- * if it was news (at the FE it then goes into the next view as that kind). */
-int  tb_ft_apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
-/* A view brought these changes: reports of ours they cover are done. */
-void tb_ft_confirm(tb_node_t *n, const tb_vchange_t *ch, size_t k);
-/* FE: a failure learned first hand (a notice, an orphan that never came
- * back): applied, announced (TBON_EV_NODE_FAILED) and put in the view. */
-void tb_ft_failed(tb_node_t *n, tbon_rank_t r, uint32_t inc, const char *how);
-
-/* A back-end that asked the FE to join: it is told its rank and parent once
- * the parent has the view that adds it (it would be refused before). */
-struct tb_pjoin {
-    tbon_rank_t r, parent;
-    int fd;
-    uint64_t version;   /* the version that adds it (0: not yet made) */
-    int64_t due;        /* given up then (ms) */
-};
-
-/* A child counts for acknowledgements, checks and joins while its
- * connection is open. */
-static inline int tb_child_counted(const tb_child_t *ch)
-{
-    return ch->conn && !ch->conn->closed;
-}
-
-/* node_view.c: views, their acknowledgements, the consistency check;
- * node_notice.c: failure notices; node_join.c: joins and leaves */
-void tb_view_init(tb_node_t *n);
-/* FE: a change for the next view version. */
-void tb_view_note(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
-/* After each dispatch: publish what is due, acknowledge what is new. */
-void tb_view_flush(tb_node_t *n);
-/* FE: declare failed the orphans that waited too long (before a dispatch);
- * then (after it, when the orphans are counted) lower *next to when the
- * next batch or orphan is due. */
-void tb_view_timers(tb_node_t *n, int64_t now);
-void tb_view_next(const tb_node_t *n, int64_t *next);
-/* Membership control messages (TB_CTL_OWN_VIEW), m decoded from p. */
-void tb_view_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
-/* A child's connection ended; we were adopted (send our versions up). */
-void tb_view_child_gone(tb_node_t *n, size_t i);
-void tb_view_adopted(tb_node_t *n);
-/* The port table arrived: where failure notices go (non-FE), or the FE's
- * socket for them was opened at start-up. */
-void tb_view_notice_setup(tb_node_t *n);
-/* Tell the FE directly that r (incarnation inc) failed (seed 002 section 3,
- * "high priority monitoring"). */
-void tb_view_notice(tb_node_t *n, tbon_rank_t r, uint32_t inc);
-/* FE: datagrams arrived on the notice socket. */
-void tb_view_on_notices(tb_node_t *n);
-/* FE: open the notice socket on our port (0, or -1 with a warning). */
-int  tb_view_open_notices(tb_node_t *n);
-/* FE: a back-end asks to join on c->fd. */
-void tb_view_join(tb_node_t *n, tb_cmd_t *c);
-/* A joined child connected (on_conn): it gets the port table and the
- * broadcast streams, and its joining is reported. */
-void tb_view_joined(tb_node_t *n, size_t i);
-/* A child that said it leaves has gone: not a failure. */
-void tb_view_left(tb_node_t *n, size_t i);
-/* Reports of kinds 4 (joined) and 5 (left), at the FE. */
-void tb_view_fe_joined(tb_node_t *n, tbon_rank_t r, tbon_rank_t parent);
-void tb_view_fe_left(tb_node_t *n, tbon_rank_t r, uint32_t inc);
-/* FE app: start consistency check id. */
-void tb_view_check(tb_node_t *n, uint64_t id);
-/* Answer the check under way if no child still owes its part. */
-void tb_view_check_progress(tb_node_t *n);
-void tb_view_free(tb_node_t *n);
-/* FE: change c goes into the next view version. */
-void tb_view_note_change(tb_node_t *n, const tb_vchange_t *c);
-/* node_join.c, for node_view.c: a view brought joined rank c (its slot here,
- * 1 if it is our child); the joiners whose parents now have their version
- * are answered; joiners that missed their deadline are given up. */
-int  tb_join_add(tb_node_t *n, const tb_vchange_t *c);
-void tb_join_replies(tb_node_t *n);
-void tb_join_timeouts(tb_node_t *n, int64_t now);
-
-/* node_attr.c: attribute replication (seed 002 section 4) */
-/* A back-end writes key (value NULL: deletes it); the change goes up. */
-void tb_attr_set(tb_node_t *n, const char *key, const char *value);
-void tb_attr_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
-/* Adopted: our map, and those of our subtree, go up again. */
-void tb_attr_resync(tb_node_t *n);
-void tb_attr_free(tb_node_t *n);
+/* The fault-tolerance layer (libtbon/ft/: recovery, membership views,
+ * failure notices, joins, attributes, the EDS) sits above the node: the
+ * node reaches it only through this table, which whoever creates a node
+ * passes in tb_node_config_t.ft (ft/ft.h: tb_ft_ops). Each entry is the ft
+ * function of the same name with tb_ in front. */
+typedef struct tb_ft_ops {
+    /* set-up and end */
+    void (*view_init)(tb_node_t *n);
+    int (*view_open_notices)(tb_node_t *n);
+    tb_eds_t *(*eds_start)(tb_node_t *node, int listen_fd, int parent_event_fd,
+                           const tb_topology_t *topo, tbon_rank_t rank,
+                           const tb_session_t *s, tbon_error_t *err);
+    int (*eds_watch_node)(tb_eds_t *e, int node_epfd);
+    int (*eds_watch_parent)(tb_eds_t *e, int fd, tbon_rank_t parent);
+    void (*eds_stop)(tb_eds_t *e);
+    void (*eds_free)(tb_eds_t *e);
+    void (*ft_free)(tb_node_t *n);
+    void (*view_free)(tb_node_t *n);
+    void (*attr_free)(tb_node_t *n);
+    /* the loop: timers before a dispatch, the next one due, work after it;
+     * the FE's notice socket */
+    void (*view_timers)(tb_node_t *n, int64_t now);
+    void (*view_next)(const tb_node_t *n, int64_t *next);
+    void (*view_flush)(tb_node_t *n);
+    void (*view_on_notices)(tb_node_t *n);
+    /* commands the fault-tolerance layer owns */
+    void (*ft_adopt_conn)(tb_node_t *n, tb_cmd_t *c);
+    void (*ft_adopted)(tb_node_t *n, tb_cmd_t *c);
+    void (*ft_adopt_failed)(tb_node_t *n, tbon_rank_t lost);
+    void (*view_check)(tb_node_t *n, uint64_t id);
+    void (*attr_set)(tb_node_t *n, const char *key, const char *value);
+    void (*view_join)(tb_node_t *n, tb_cmd_t *c);
+    /* control messages of the owners ft, view and attr (codec/ctl.c) */
+    void (*ft_ctl)(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
+    void (*view_ctl)(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
+    void (*attr_ctl)(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
+    /* links: a child lost, gone, left or joined; the parent lost; what goes
+     * up while orphaned */
+    void (*ft_child_lost)(tb_node_t *n, size_t i);
+    void (*view_child_gone)(tb_node_t *n, size_t i);
+    void (*view_left)(tb_node_t *n, size_t i);
+    void (*view_joined)(tb_node_t *n, size_t i);
+    int (*ft_parent_lost)(tb_node_t *n, tbon_rank_t lost);
+    void (*ft_buffer)(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more,
+                      uint64_t key);
+    /* start-up: the tree is up (the port table goes down), a joiner adopted */
+    void (*ft_send_ports)(tb_node_t *n);
+    void (*view_adopted)(tb_node_t *n);
+    /* the EDS's services to the node */
+    void (*eds_arm_node)(tb_eds_t *e, int on);
+    int (*eds_watch_child)(tb_eds_t *e, tbon_rank_t rank, pid_t pid);
+    int (*eds_reaped)(tb_eds_t *e, pid_t pid);
+    void (*eds_leave)(tb_eds_t *e);
+} tb_ft_ops_t;
 
 /* node_start.c */
 int  tb_node_launch_children(tb_node_t *n, tbon_error_t *err);

@@ -56,7 +56,7 @@ void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more
         tb_conn_send_packet_key(n->parent, TB_FRAME_DATA, more ? TB_FRAME_F_MORE : 0, stream,
                                 tbon_packet_tag(p), src, key, p);
     } else if (n->orphan) {
-        tb_ft_buffer(n, stream, p, more, key);
+        n->ft->ft_buffer(n, stream, p, more, key);
         return;
     }
     tbon_packet_unref(p);
@@ -202,7 +202,7 @@ static void detach_child(tb_node_t *n, size_t i)
     ch->conn = NULL;
     ch->state = CH_GONE;
     tb_stream_child_gone(n, i);
-    tb_view_child_gone(n, i);
+    n->ft->view_child_gone(n, i);
 }
 
 void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
@@ -216,12 +216,12 @@ void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
     detach_child(n, i);
     if (tb_node_life(n) == TB_LIFE_RUNNING && ch->leaving) {
         ch->released = 1;
-        tb_view_left(n, i);
+        n->ft->view_left(n, i);
     } else if (tb_node_life(n) == TB_LIFE_RUNNING) {
         /* With fault tolerance it may live on under another parent (after
          * we were fenced, say): it is no longer ours to kill. */
         ch->released = n->ft_ready;
-        tb_ft_child_lost(n, i);
+        n->ft->ft_child_lost(n, i);
     }
     /* Until the whole tree is up, losing any child fails the start-up (by
      * name), or the tree would wait for it until the timeout. A child we
@@ -255,7 +255,7 @@ void tb_node_parent_lost(tb_node_t *n, const char *why_in)
     }
     if (tb_node_ending(n) || n->orphan)
         return;
-    if (lost != TBON_RANK_NONE && tb_ft_parent_lost(n, lost))
+    if (lost != TBON_RANK_NONE && n->ft->ft_parent_lost(n, lost))
         return;
     TB_WARN("conn", "lost the parent: %s; leaving", why);
     atomic_store(&n->closed, 1);
@@ -282,7 +282,7 @@ void tb_node_begin_shutdown(tb_node_t *n)
     if (!tb_node_enter(n, TB_LIFE_SHUTTING_DOWN))
         return;
     n->shutdown_deadline = tb_now_ms() + 3000;
-    tb_eds_leave(n->eds);
+    n->ft->eds_leave(n->eds);
     for (size_t i = 0; i < n->nchild; i++)
         if (n->child[i].conn)
             tb_node_send_ctl(n, n->child[i].conn, TB_CTL_SHUTDOWN,

@@ -1,6 +1,6 @@
 /* hash.h - the library's one hash: FNV-1a over bytes, and a 64-bit finaliser
  * (splitmix64's) for keys whose low bits cluster. Used by the topology's name
- * and rank maps and by the membership view's digest (node_view.c), which
+ * and rank maps and by the membership view's digest (ft/view.c), which
  * every node computes the same way for the consistency check. */
 #ifndef TB_UTIL_HASH_H
 #define TB_UTIL_HASH_H

@@ -13,6 +13,7 @@
 #include "../harness.h"
 #include "codec/packet_int.h"
 #include "net/sock.h"
+#include "ft/ft.h"
 
 #define FAB_MAX 32      /* nodes and peers per fabric */
 
@@ -378,6 +379,7 @@ static fab_node_t *start_node(fab_t *f, tbon_rank_t r, tb_topology_t *topo, int 
     if (also)
         n->also = *also;
     tb_node_config_t cfg = {
+        .ft = &tb_ft_ops,
         .role = tb_topology_role(topo, r), .rank = r, .topo = topo, .session = f->session,
         .startup_timeout_ms = 60000, .parent_fd = parent_fd, .parent_event_fd = -1,
         .listen_fd = -1, .given_links = 1,

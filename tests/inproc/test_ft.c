@@ -1,4 +1,4 @@
-/* test_ft.c - fault tolerance in one process (node_ft.c, node_stream.c):
+/* test_ft.c - fault tolerance in one process (ft/recovery.c, node_stream.c):
  * reports of failures forwarded once and held until a view brings them
  * back; an orphan's hand-off to its adopter (its streams grafted, its filter
  * state and buffered output sent up, held reports sent again), seen from

@@ -1,4 +1,4 @@
-/* test_view.c - membership views in one process (node_view.c): a commnode's
+/* test_view.c - membership views in one process (ft/view.c): a commnode's
  * view acknowledgements, with the test as its parent and children (what the
  * whole subtree applied, only once every live child has; a gap asked for
  * again); the FE's view after a failure going down and coming back stable

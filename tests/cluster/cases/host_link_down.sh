@@ -85,7 +85,7 @@ echo "result: n3's nodes reported failed after the link went down (heartbeat $HB
 # Only the back-end(s) under n3's own commnode may take the adoption time too.
 [ "$late" -le "$inner" ] ||
     fail "$late ranks of n3 were reported failed later than the heartbeat timeout + 1.5 s ($report)"
-orphan_ms=$((HB > 1000 ? HB : 1000))   # libtbon/node/node_view.c, orphan_ms
+orphan_ms=$((HB > 1000 ? HB : 1000))   # libtbon/ft/view.c, orphan_ms
 for r in $n3_all; do
     [ "${seen[$r]}" -le $((HB + orphan_ms + 1500)) ] ||
         fail "rank $r of n3 reported failed only after ${seen[$r]} ms (at most $((HB + orphan_ms)) + 1500)"

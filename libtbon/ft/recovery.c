@@ -1,10 +1,10 @@
-/* node_ft.c - fault tolerance in the reactor (DESIGN.md, "Fault tolerance";
+/* recovery.c - fault tolerance in the reactor (DESIGN.md, "Fault tolerance";
  * seed 003 IV-C and V): the port table every orphan needs, failure and
  * adoption reports sent up to the FE, the adopter's side of an
  * adoption, and the orphan's: buffering while it has no parent, then state
  * composition towards the new one. The search for an adopter runs on the EDS
  * thread (eds.c); the reactor only ever sees its outcome as a command. */
-#include "node/node_int.h"
+#include "ft/ft.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -101,7 +101,7 @@ struct held {
 
 /* Send a report up, unless it came from there. Reports travel up only: the
  * FE puts every one that is news to it into the next view, which reaches
- * every process, back-ends included (node_view.c). Before views, reports
+ * every process, back-ends included (ft/view.c). Before views, reports
  * were flooded down too, batched, to the commnodes only, and back-end copies
  * stayed stale. */
 static void report_up(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p, int kind, tbon_rank_t r,
@@ -207,7 +207,7 @@ static void on_report(tb_node_t *n, tb_conn_t *from, const tb_ctl_report_t *m,
         TB_WARN("ft", "malformed report from rank %u ignored", from ? from->rank : 0);
         return;
     }
-    if (kind == TB_V_JOINED || kind == TB_V_LEFT) {     /* node_view.c */
+    if (kind == TB_V_JOINED || kind == TB_V_LEFT) {     /* ft/view.c */
         if (n->role == TB_ROLE_FE && kind == TB_V_JOINED)
             tb_view_fe_joined(n, r, par);
         else if (n->role == TB_ROLE_FE)

@@ -1,4 +1,4 @@
-/* node_view.c - the membership layer in the reactor (DESIGN.md, "Fault
+/* view.c - the membership layer in the reactor (DESIGN.md, "Fault
  * tolerance" 5; docs/protocol.md 9).
  *
  * The FE is the membership root (seed 000 section 3.4). Every failure or
@@ -19,10 +19,10 @@
  * ever.
  *
  * The consistency check, which compares every node's copy with the FE's,
- * lives here too. The fast failure notice is in node_notice.c, joins and
- * leaves in node_join.c.
+ * lives here too. The fast failure notice is in ft/notice.c, joins and
+ * leaves in ft/join.c.
  */
-#include "node/node_int.h"
+#include "ft/ft.h"
 
 #include <errno.h>
 #include <stdlib.h>

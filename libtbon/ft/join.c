@@ -1,9 +1,9 @@
-/* node_join.c - joins and leaves (seed 000 section 3.7; docs/protocol.md
+/* join.c - joins and leaves (seed 000 section 3.7; docs/protocol.md
  * 9.6): a new back-end asks the FE, gets its rank and parent once that
  * parent has the view version that adds it, and connects there; a leaving
  * one says so and is no failure. A join is a view change like any other
- * (node_view.c). */
-#include "node/node_int.h"
+ * (ft/view.c). */
+#include "ft/ft.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
-/* node_notice.c - the fast failure notice (seed 002 section 3, "high
+/* notice.c - the fast failure notice (seed 002 section 3, "high
  * priority monitoring"): a datagram from a detector straight to the FE,
  * authenticated with the session secret, so the FE hears of a failure before
  * the report has climbed the tree (docs/protocol.md 9.3). */
-#include "node/node_int.h"
+#include "ft/ft.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -3,8 +3,8 @@
  * reactor's reports, the choice of an adopter when the parent is lost, the
  * adoption handshake with it, the event connection to the new parent, and
  * an orderly goodbye to the children. */
-#include "node/node.h"
-#include "node/eds_int.h"
+#include "ft/eds.h"
+#include "ft/eds_int.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,4 +1,4 @@
-/* node_attr.c - attribute replication in the reactor (seed 002 section 4;
+/* attr.c - attribute replication in the reactor (seed 002 section 4;
  * docs/protocol.md 9.5): a back-end's own map, changes sent up as they are
  * written, handed to the FE's application at the root, and sent again after
  * an adoption in case they died with the old parent.
@@ -7,7 +7,7 @@
  * carries the source's version, so the FE's replica takes an entry only if
  * it is newer than what it has: duplicates and late copies change nothing.
  */
-#include "node/node_int.h"
+#include "ft/ft.h"
 
 #include <stdlib.h>
 #include <string.h>

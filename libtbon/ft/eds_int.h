@@ -8,7 +8,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "node/node.h"
+#include "ft/eds.h"
 #include "topo/reconfig.h"
 
 /* How long a connecting peer has to finish the handshake. */

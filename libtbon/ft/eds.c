@@ -2,8 +2,8 @@
  * the EDS): owns the listening socket, authenticates every new connection,
  * keeps the event connections to parent and children, and watches the child
  * processes; it tells the reactor through commands, never touching its state. */
-#include "node/node.h"
-#include "node/eds_int.h"
+#include "ft/eds.h"
+#include "ft/eds_int.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,0 +1,58 @@
+/* eds.h - the event detection service thread (seed 003 V-A; ft/eds.c,
+ * ft/eds_adopt.c) */
+#ifndef TB_FT_EDS_H
+#define TB_FT_EDS_H
+
+#include <sys/types.h>
+
+#include "node/node.h"
+
+/* The EDS side. A node with given links has none: the functions
+ * below that take an EDS accept NULL and do nothing (the tb_eds_watch_* ones
+ * then fail with TBON_EINVAL, tb_eds_reaped says 0). */
+tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
+                       const tb_topology_t *topo, tbon_rank_t rank,
+                       const tb_session_t *s, tbon_error_t *err);
+/* Watch the event connection fd to the parent (taken over). Any thread. */
+int  tb_eds_watch_parent(tb_eds_t *e, int fd, tbon_rank_t parent);
+/* A node without a reactor thread (BE): the EDS watches its epoll set and
+ * kicks it when something arrives while no application thread drives it,
+ * so that its parent is answered (views, checks) even when the
+ * application is busy elsewhere. Added disarmed; armed once per kick
+ * (tb_eds_arm_node). */
+int  tb_eds_watch_node(tb_eds_t *e, int node_epfd);
+void tb_eds_arm_node(tb_eds_t *e, int on);
+/* Watch a child process (pidfd) for the node. */
+int  tb_eds_watch_child(tb_eds_t *e, tbon_rank_t rank, pid_t pid);
+/* Stop the thread and close its sockets (the reaped-children record stays
+ * until tb_eds_free). NULL is fine. */
+void tb_eds_stop(tb_eds_t *e);
+void tb_eds_free(tb_eds_t *e);
+/* 1 if the EDS has reaped that child. */
+int  tb_eds_reaped(tb_eds_t *e, pid_t pid);
+/* Fault tolerance (seed 003 V-A). The reactor keeps the EDS's private copy
+ * of the topology in step: a report is queued and applied on the EDS thread. */
+typedef enum tb_eds_rep_kind {
+    TB_EDS_FAILED = 1,      /* r failed (or left): dead from now on */
+    TB_EDS_ADOPTED,         /* r was adopted by p */
+    TB_EDS_PORT,            /* r listens on port p (the port table) */
+    TB_EDS_JOINED,          /* r joined, or came back restarted (tb_eds_join) */
+} tb_eds_rep_kind_t;
+void tb_eds_report(tb_eds_t *e, tb_eds_rep_kind_t kind, tbon_rank_t r, tbon_rank_t p,
+                   uint32_t inc);
+/* A node joined, or a restarted one came back (a view's TB_V_JOIN or
+ * TB_V_JOIN_CN change c, applied by tb_report_join): the same in our copy. */
+void tb_eds_join(tb_eds_t *e, const tb_vchange_t *c);
+/* The tree is up and the ports known: orphans may now be adopted. */
+void tb_eds_set_ft_ready(tb_eds_t *e);
+/* The reactor lost its parent (rank lost) first: adopt us now. */
+void tb_eds_request_adoption(tb_eds_t *e, tbon_rank_t lost);
+/* An adopted child rank will open its event connection. */
+void tb_eds_expect(tb_eds_t *e, tbon_rank_t rank);
+/* The node leaves in order: the children are told, nobody is adopted. */
+void tb_eds_leave(tb_eds_t *e);
+/* Heartbeats on the event connections: a peer silent for timeout_ms has
+ * failed (0: no heartbeats). */
+void tb_eds_set_heartbeat(tb_eds_t *e, int timeout_ms);
+
+#endif
