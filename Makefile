@@ -200,7 +200,11 @@ $(B)/lib/libtbon.so: $(B)/lib/$(SONAME)
 # start-up time.
 # (The pattern lives in prog_objs: a '%' written in the rule itself would be
 # replaced by the stem before the second expansion.)
-LINK_TBON = -Wl,--export-dynamic -Wl,--as-needed $(B)/lib/libtbon.a $(LIBS)
+# libsodium goes in statically: loading it as a shared library cost every
+# process about 0.2 ms at exec (500 starts of tbon_commnode: 0.48 s without
+# it, 0.60 s with it), which made a 16x16 tree's start-up 12% slower.
+LINK_TBON = -Wl,--export-dynamic -Wl,--as-needed $(B)/lib/libtbon.a \
+            -Wl,-Bstatic -lsodium -Wl,-Bdynamic $(filter-out -lsodium,$(LIBS))
 prog_objs = $(patsubst %.c,$(B)/obj/%.o,$($(1)_SRC))
 .SECONDEXPANSION:
 $(B)/bin/%: $$(call prog_objs,$$*) $(B)/lib/libtbon.a

@@ -4,7 +4,7 @@
 #
 # Usage: bench/compare.sh [OPTIONS] REV
 #   -n, --rounds N      rounds (default 5); in each round every part runs once
-#                       for REV, then once for the working tree (A B A B ...)
+#                       for REV and once for the working tree (A B B A A B ...)
 #   --parts LIST        comma-separated, of: tree recovery throughput membership
 #                       perturbation (default: all five, as `make bench` runs them)
 #   --shapes "S ..."    bench_tree shapes (default: all; 4x4 4x4x4 8x8 16x16 32x32)
@@ -271,8 +271,12 @@ failed=0 runs=0
 started=$(date -u '+%Y-%m-%d %H:%M UTC')
 t0=$(date +%s)
 for ((r = 1; r <= rounds; r++)); do
+    # A B in odd rounds, B A in even ones: a bias of going first or second
+    # (the other side's teardown, caches) falls on both sides alike.
+    order="0 1"
+    [ $((r % 2)) -eq 0 ] && order="1 0"
     for p in "${part_list[@]}"; do
-        for i in 0 1; do
+        for i in $order; do
             [ "$wait_quiet" = 0 ] || quiet
             cmd=$(part_cmd "$p" "${side_dir[$i]}")
             echo "== round $r/$rounds, ${side_name[$i]}: $p (load $(cut -d' ' -f1 /proc/loadavg)):" \
@@ -408,7 +412,7 @@ section() {
     echo "Each was built with its own Makefile and \`make\` defaults (-O2 -g) in its own build"
     echo "dir, and each ran its own tbon_commnode (\$TBON_COMMNODE set per run; a check run"
     echo "of bench_tree 4x4 found only that build's programs in its tree). In each of $rounds"
-    echo "rounds, every part (${part_list[*]}) ran for $rev_short, then for work."
+    echo "rounds, every part (${part_list[*]}) ran for both, $rev_short first in odd rounds and work first in even ones."
     [ "$wait_quiet" = 0 ] ||
         echo "Each program started once the machine had been idle for a second (at most 20 s)."
     echo "A figure is the median over the rounds of the benchmark's own figure (a median"
