@@ -115,8 +115,8 @@ static const struct option longopts[] = {
     { "tbon-rank", required_argument, NULL, OPT_LAUNCHER },
     { "tbon-session", required_argument, NULL, OPT_LAUNCHER },
     { "tbon-timeout", required_argument, NULL, OPT_LAUNCHER },
-    { TB_SLURM_MAP_ARG + 2, required_argument, NULL, OPT_LAUNCHER },
-    { TB_SECRET_STDIN_ARG + 2, no_argument, NULL, OPT_LAUNCHER },
+    { &TB_SLURM_MAP_ARG[2], required_argument, NULL, OPT_LAUNCHER },   /* without "--" */
+    { &TB_SECRET_STDIN_ARG[2], no_argument, NULL, OPT_LAUNCHER },
     { NULL, 0, NULL, 0 },
 };
 

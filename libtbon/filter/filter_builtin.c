@@ -183,18 +183,21 @@ static int f_concat(tbon_packet_t *const in[], size_t n, tbon_packet_list_t *out
 
 /* ---- the table ---- */
 
+#define BUILTIN(ID, NAME, FN) [ID] = { .id = ID, .name = NAME, .fn = FN, .format = "" }
 static const tb_filter_t builtins[TBON_FILTER_BUILTIN_COUNT] = {
-    [TBON_FILTER_NULL]   = { TBON_FILTER_NULL, "null", NULL, NULL, f_null, "", NULL, NULL },
-    [TBON_FILTER_SUM]    = { TBON_FILTER_SUM, "sum", NULL, NULL, tb_filter_sum, "", NULL, NULL },
-    [TBON_FILTER_MIN]    = { TBON_FILTER_MIN, "min", NULL, NULL, tb_filter_min, "", NULL, NULL },
-    [TBON_FILTER_MAX]    = { TBON_FILTER_MAX, "max", NULL, NULL, tb_filter_max, "", NULL, NULL },
-    [TBON_FILTER_AVG]    = { TBON_FILTER_AVG, "avg", NULL, NULL, f_avg, "", NULL, NULL },
-    [TBON_FILTER_CONCAT] = { TBON_FILTER_CONCAT, "concat", NULL, NULL, f_concat, "",
-                             NULL, NULL },
-    [TBON_FILTER_UNION]  = { TBON_FILTER_UNION, "union", NULL, NULL, tb_filter_union, "",
-                             tb_filter_union_get_state, tb_filter_union_free_state,
-                             tb_filter_union_keep },
+    BUILTIN(TBON_FILTER_NULL, "null", f_null),
+    BUILTIN(TBON_FILTER_SUM, "sum", tb_filter_sum),
+    BUILTIN(TBON_FILTER_MIN, "min", tb_filter_min),
+    BUILTIN(TBON_FILTER_MAX, "max", tb_filter_max),
+    BUILTIN(TBON_FILTER_AVG, "avg", f_avg),
+    BUILTIN(TBON_FILTER_CONCAT, "concat", f_concat),
+    [TBON_FILTER_UNION] = { .id = TBON_FILTER_UNION, .name = "union",
+                            .fn = tb_filter_union, .format = "",
+                            .get_state = tb_filter_union_get_state,
+                            .free_state = tb_filter_union_free_state,
+                            .keep = tb_filter_union_keep },
 };
+#undef BUILTIN
 
 const tb_filter_t *tb_filter_builtin(int id)
 {
