@@ -318,6 +318,14 @@ static void commnode_join(int kill_first)
     CHECK_UINT(c, t.total);
     CHECK_UINT(ev.parent, 0);               /* the only node of height >= 2 */
     CHECK_UINT(tbon_net_num_backends(t.net), t.nbe);    /* a commnode is no back-end */
+    /* The FE announces a join when it takes the new commnode as a child; the
+     * commnode takes orphans only once it has the port table, which the FE
+     * sent it just before the view that carries its join. So the view that
+     * first comes back stable after the join has passed through the new
+     * commnode after its port table: from then on it can adopt. */
+    uint64_t join_view = tbon_net_view_version(t.net);
+    REQUIRE(wait_event(t.net, TBON_EV_VIEW_STABLE, TBON_RANK_NONE, &ev, NULL, 0) == 0);
+    CHECK(ev.view_version >= join_view);
     for (uint32_t w = 1; w < 4; w++)
         it_sum_wave(s, w, t.be, t.nbe);
     if (kill_first) {
