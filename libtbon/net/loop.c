@@ -1,0 +1,260 @@
+/* loop.c - one event loop: epoll, a binary min-heap of timers, and a
+ * mailbox (a locked list and an eventfd), as libuv's loop with its timer
+ * heap and uv_async, or flux-core's reactor with its message deque. */
+#include "net/loop.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "util/error.h"
+#include "util/clock.h"
+
+struct tb_loop {
+    int epfd;
+    tb_io_t wake;             /* the eventfd: its fn drains the mailbox */
+    tb_timer_t **heap;        /* heap[0] is due first */
+    size_t nheap, capheap;
+    pthread_mutex_t mu;       /* the mailbox: head and tail */
+    tb_mail_t *head, *tail;
+    atomic_int posted;        /* the mailbox is not empty (read without mu) */
+    tb_drain_fn drain;
+    void *arg;
+};
+
+/* ---- the timer heap ---- */
+
+static void heap_set(tb_loop_t *l, size_t i, tb_timer_t *t)
+{
+    l->heap[i] = t;
+    t->slot = i + 1;
+}
+
+static void heap_up(tb_loop_t *l, size_t i)
+{
+    tb_timer_t *t = l->heap[i];
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (l->heap[p]->due <= t->due)
+            break;
+        heap_set(l, i, l->heap[p]);
+        i = p;
+    }
+    heap_set(l, i, t);
+}
+
+static void heap_down(tb_loop_t *l, size_t i)
+{
+    tb_timer_t *t = l->heap[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= l->nheap)
+            break;
+        if (c + 1 < l->nheap && l->heap[c + 1]->due < l->heap[c]->due)
+            c++;
+        if (t->due <= l->heap[c]->due)
+            break;
+        heap_set(l, i, l->heap[c]);
+        i = c;
+    }
+    heap_set(l, i, t);
+}
+
+void tb_timer_cancel(tb_loop_t *l, tb_timer_t *t)
+{
+    if (!t->slot)
+        return;
+    size_t i = t->slot - 1;
+    t->slot = 0;
+    tb_timer_t *last = l->heap[--l->nheap];
+    if (i == l->nheap)
+        return;
+    heap_set(l, i, last);
+    if (i > 0 && l->heap[(i - 1) / 2]->due > last->due)
+        heap_up(l, i);
+    else
+        heap_down(l, i);
+}
+
+void tb_timer_at(tb_loop_t *l, tb_timer_t *t, int64_t due_ms)
+{
+    if (t->slot) {
+        int64_t old = t->due;
+        t->due = due_ms;
+        if (due_ms < old)
+            heap_up(l, t->slot - 1);
+        else if (due_ms > old)
+            heap_down(l, t->slot - 1);
+        return;
+    }
+    if (l->nheap == l->capheap) {
+        size_t nc = l->capheap ? 2 * l->capheap : 16;
+        tb_timer_t **nh = realloc(l->heap, nc * sizeof *nh);
+        if (!nh)
+            abort();      /* a timer lost is a hang: no way to go on */
+        l->heap = nh;
+        l->capheap = nc;
+    }
+    t->due = due_ms;
+    l->heap[l->nheap++] = t;
+    heap_up(l, l->nheap - 1);
+}
+
+int64_t tb_loop_next_due(const tb_loop_t *l)
+{
+    return l->nheap ? l->heap[0]->due : INT64_MAX;
+}
+
+size_t tb_loop_ntimers(const tb_loop_t *l)
+{
+    return l->nheap;
+}
+
+void tb_loop_fire(tb_loop_t *l)
+{
+    int64_t now = tb_now_ms();
+    while (l->nheap && l->heap[0]->due <= now) {
+        tb_timer_t *t = l->heap[0];
+        tb_timer_cancel(l, t);
+        t->fn(t, now);
+    }
+}
+
+/* ---- the mailbox ---- */
+
+void tb_loop_post(tb_loop_t *l, tb_mail_t *m)
+{
+    m->next = NULL;
+    pthread_mutex_lock(&l->mu);
+    if (l->tail)
+        l->tail->next = m;
+    else
+        l->head = m;
+    l->tail = m;
+    atomic_store(&l->posted, 1);
+    pthread_mutex_unlock(&l->mu);
+    tb_loop_wake(l);
+}
+
+void tb_loop_wake(tb_loop_t *l)
+{
+    uint64_t one = 1;
+    ssize_t r = write(l->wake.fd, &one, sizeof one);
+    (void)r;      /* a full counter (never: 2^64 - 2 wakes) still wakes */
+}
+
+int tb_loop_has_mail(tb_loop_t *l)
+{
+    return atomic_load(&l->posted);
+}
+
+void tb_loop_drain(tb_loop_t *l)
+{
+    pthread_mutex_lock(&l->mu);
+    tb_mail_t *m = l->head;
+    l->head = l->tail = NULL;
+    atomic_store(&l->posted, 0);
+    pthread_mutex_unlock(&l->mu);
+    if (l->drain)
+        l->drain(l->arg, m);
+}
+
+static void on_wake(tb_io_t *io, uint32_t events)
+{
+    (void)events;
+    tb_loop_t *l = (tb_loop_t *)((char *)io - offsetof(tb_loop_t, wake));
+    uint64_t v;
+    ssize_t r = read(io->fd, &v, sizeof v);
+    (void)r;
+    tb_loop_drain(l);
+}
+
+/* ---- descriptors ---- */
+
+int tb_loop_watch(tb_loop_t *l, tb_io_t *io, uint32_t events)
+{
+    if (io->registered && io->events == events)
+        return 0;
+    struct epoll_event ev = { .events = events, .data.ptr = io };
+    if (epoll_ctl(l->epfd, io->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, io->fd, &ev) < 0)
+        return errno == ENOMEM || errno == ENOSPC ? TBON_ENOMEM : TBON_EIO;
+    io->registered = 1;
+    io->events = events;
+    return 0;
+}
+
+void tb_loop_forget(tb_loop_t *l, tb_io_t *io)
+{
+    if (!io->registered)
+        return;
+    epoll_ctl(l->epfd, EPOLL_CTL_DEL, io->fd, NULL);
+    io->registered = 0;
+    io->events = 0;
+}
+
+int tb_loop_wait(tb_loop_t *l, int max_ms)
+{
+    struct epoll_event evs[64];
+    int wait = max_ms;
+    if (l->nheap) {
+        int64_t left = l->heap[0]->due - tb_now_ms();
+        if (left < 0)
+            left = 0;
+        if (wait < 0 || left < wait)
+            wait = left > INT32_MAX ? INT32_MAX : (int)left;
+    }
+    int k = epoll_wait(l->epfd, evs, 64, wait);
+    if (k < 0)
+        return errno == EINTR ? 0 : TBON_EIO;
+    for (int i = 0; i < k; i++) {
+        tb_io_t *io = evs[i].data.ptr;
+        io->fn(io, evs[i].events);
+    }
+    return k;
+}
+
+/* ---- life ---- */
+
+tb_loop_t *tb_loop_new(tb_drain_fn drain, void *arg)
+{
+    tb_loop_t *l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->drain = drain;
+    l->arg = arg;
+    pthread_mutex_init(&l->mu, NULL);
+    l->epfd = epoll_create1(EPOLL_CLOEXEC);
+    l->wake.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    l->wake.fn = on_wake;
+    if (l->epfd < 0 || l->wake.fd < 0 || tb_loop_watch(l, &l->wake, EPOLLIN) != 0) {
+        int e = errno;
+        tb_loop_free(l);
+        errno = e;
+        return NULL;
+    }
+    return l;
+}
+
+void tb_loop_free(tb_loop_t *l)
+{
+    if (!l)
+        return;
+    if (l->head && l->drain)
+        l->drain(l->arg, l->head);
+    free(l->heap);            /* armed timers are their owners' to forget */
+    if (l->wake.fd >= 0)
+        close(l->wake.fd);
+    if (l->epfd >= 0)
+        close(l->epfd);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}
+
+int tb_loop_fd(const tb_loop_t *l)
+{
+    return l->epfd;
+}

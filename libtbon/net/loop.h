@@ -1,0 +1,96 @@
+/* loop.h - one event loop for every thread that waits: epoll over file
+ * descriptors, a timer heap, and a mailbox (a locked queue and an eventfd)
+ * that any thread may post to. The reactor (node/node.c) and the EDS
+ * (ft/eds.c) each run one (DESIGN.md, "Threads"; docs/architecture.md).
+ *
+ * Threads: a loop belongs to the thread that runs it (tb_loop_fire,
+ * tb_loop_wait); every call here is for that thread only, except
+ * tb_loop_post, tb_loop_wake and tb_loop_has_mail, which any thread may
+ * make, and tb_loop_fd's value, which does not change. */
+#ifndef TB_LOOP_H
+#define TB_LOOP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tb_loop tb_loop_t;
+
+/* A file descriptor the loop watches: embed it in its owner, set fd and fn,
+ * then tb_loop_watch it. fn runs on the loop's thread with what epoll said
+ * (EPOLLIN, EPOLLOUT, EPOLLHUP, EPOLLERR). An io dropped (tb_loop_forget)
+ * while a batch of events is being handled may still be named by a later
+ * event of that batch: its owner must outlive the batch (free it after
+ * tb_loop_wait returns) and fn must check that it still wants it. */
+typedef struct tb_io {
+    int fd;
+    void (*fn)(struct tb_io *io, uint32_t events);
+    uint32_t events;          /* what it is watched for now */
+    int registered;           /* in the epoll set */
+} tb_io_t;
+
+/* A timer: embed it, set fn, arm it with tb_timer_at. fn runs on the loop's
+ * thread once the time has come; the timer is disarmed before fn runs, so
+ * fn may arm it again. */
+typedef struct tb_timer {
+    void (*fn)(struct tb_timer *t, int64_t now_ms);
+    int64_t due;              /* ms, tb_now_ms's clock */
+    size_t slot;              /* 1 + its index in the heap; 0: not armed */
+} tb_timer_t;
+
+/* A message for the loop's thread: embed it first in a message of the
+ * owner's own type, posted with tb_loop_post; the loop hands every message
+ * posted, oldest first, to the drain function given to tb_loop_new. */
+typedef struct tb_mail {
+    struct tb_mail *next;
+} tb_mail_t;
+
+/* drain(arg, list): the messages posted since the last drain, oldest first,
+ * linked by next; they are the drain function's to free. It may be NULL (a
+ * loop woken only: tb_loop_wake). */
+typedef void (*tb_drain_fn)(void *arg, tb_mail_t *list);
+
+/* A new loop, or NULL (out of memory or descriptors: errno says). */
+tb_loop_t *tb_loop_new(tb_drain_fn drain, void *arg);
+/* Free the loop; the ios and timers are their owners' (not closed here),
+ * and messages never drained are handed to drain one last time. NULL: no-op. */
+void tb_loop_free(tb_loop_t *l);
+
+/* The epoll descriptor: it is readable when the loop has something to do
+ * (an event, or a message posted), so that another loop may watch it. */
+int tb_loop_fd(const tb_loop_t *l);
+
+/* Watch io for events (EPOLLIN, EPOLLOUT; 0 keeps it registered but quiet),
+ * adding it to the epoll set the first time. 0, or a negative TBON_E*. */
+int tb_loop_watch(tb_loop_t *l, tb_io_t *io, uint32_t events);
+/* Stop watching io (its fd stays open: the caller closes it). */
+void tb_loop_forget(tb_loop_t *l, tb_io_t *io);
+
+/* Arm t for due_ms (tb_now_ms's clock; re-arming moves it), or disarm it. */
+void tb_timer_at(tb_loop_t *l, tb_timer_t *t, int64_t due_ms);
+void tb_timer_cancel(tb_loop_t *l, tb_timer_t *t);
+static inline int tb_timer_armed(const tb_timer_t *t) { return t->slot != 0; }
+/* When the first armed timer is due, or INT64_MAX if none is. */
+int64_t tb_loop_next_due(const tb_loop_t *l);
+/* Armed timers (for tests and the leak checks). */
+size_t tb_loop_ntimers(const tb_loop_t *l);
+
+/* Any thread: queue m (owned by the loop's drain from here on) and wake the
+ * loop. tb_loop_wake wakes it with no message (a flag the owner reads). */
+void tb_loop_post(tb_loop_t *l, tb_mail_t *m);
+void tb_loop_wake(tb_loop_t *l);
+/* Any thread: messages are waiting to be drained. */
+int tb_loop_has_mail(tb_loop_t *l);
+/* The loop's thread: hand what was posted to drain now. */
+void tb_loop_drain(tb_loop_t *l);
+
+/* Run every timer due by now (those that a timer arms for now or earlier
+ * run in the same call). */
+void tb_loop_fire(tb_loop_t *l);
+/* Wait for events, at most until the first timer is due and at most max_ms
+ * (-1: no limit beyond the timers), then handle them: the mailbox first if
+ * it was woken, then each io's fn. The number of events handled, or a
+ * negative TBON_E* if epoll failed (EINTR counts as 0 events). Timers are
+ * not run here: tb_loop_fire does that. */
+int tb_loop_wait(tb_loop_t *l, int max_ms);
+
+#endif
