@@ -23,6 +23,9 @@
 #include "topo/reconfig.h"
 #include "net/sock.h"
 
+static void on_watch_io(tb_io_t *io, uint32_t events);
+static void on_handshake_timer(tb_timer_t *t, int64_t now);
+
 /* A new watch, complete before it is published: the reactor adds some
  * (tb_eds_watch_parent, tb_eds_watch_child), and from epoll_ctl on the EDS
  * thread may see it (an event) or walk it (e->all). */
@@ -37,8 +40,9 @@ watch_t *tb_eds_add_watch(tb_eds_t *e, int kind, int fd, uint32_t events, tbon_r
     w->rank = rank;
     w->pid = pid;
     w->heard = tb_now_ms();
-    struct epoll_event ev = { .events = events, .data.ptr = w };
-    if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+    w->io = (tb_io_t){ .fd = fd, .fn = on_watch_io, .arg = e };
+    w->timer = (tb_timer_t){ .fn = on_handshake_timer, .arg = e };
+    if (tb_loop_watch(e->loop, &w->io, events) < 0) {
         free(w);
         return NULL;
     }
@@ -55,7 +59,8 @@ void tb_eds_drop_watch(tb_eds_t *e, watch_t *w)
 {
     if (w->dead)
         return;
-    epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+    tb_loop_forget(e->loop, &w->io);
+    tb_timer_cancel(e->loop, &w->timer);
     /* Closing a dead parent's connection sends a FIN the peer's kernel has
      * to answer: work that can wait until the adoption is done. */
     if (w->kind == K_EVENT && w->rank == e->parent && e->ngrave < 8)
@@ -126,15 +131,13 @@ static void admit(tb_eds_t *e, watch_t *w)
         }
         free(w->auth);
         w->auth = NULL;
-        epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+        tb_loop_forget(e->loop, &w->io);
         w->dead = 1;
         tb_eds_post(e, tb_cmd_join_conn(w->fd, cn ? TB_ROLE_COMMNODE : TB_ROLE_BE, r, port));
         return;
     }
     tb_eds_apply_reports(e);           /* a back-end that joined may be connecting */
-    pthread_mutex_lock(&e->mu);
     int expected = r < tb_topology_size(e->topo) && e->expect[r];
-    pthread_mutex_unlock(&e->mu);
     int ok = r < tb_topology_size(e->topo) && r != e->rank &&
              hs->role == (uint8_t)tb_topology_role(e->topo, r);
     if (purpose == TB_PURPOSE_ADOPTION) {
@@ -148,12 +151,9 @@ static void admit(tb_eds_t *e, watch_t *w)
             purpose != TB_PURPOSE_ATTACH)
             ok = 0;
     }
-    /* Under mu: the reactor clears event_seen too (tb_eds_expect). */
     uint8_t *seen = purpose == TB_PURPOSE_EVENT ? e->event_seen : e->data_seen;
-    pthread_mutex_lock(&e->mu);
     if (ok && purpose != TB_PURPOSE_ADOPTION && seen[r] && !expected)
         ok = 0;
-    pthread_mutex_unlock(&e->mu);
     /* A process of an older generation than the rank's (it was restarted
      * since): whatever it says is stale. */
     int stale = ok && tb_inc_gen(hs->incarnation) < tb_inc_gen(tb_topology_incarnation(e->topo, r));
@@ -173,24 +173,19 @@ static void admit(tb_eds_t *e, watch_t *w)
         tb_eds_drop_watch(e, w);
         return;
     }
-    pthread_mutex_lock(&e->mu);
     seen[r] = 1;
-    pthread_mutex_unlock(&e->mu);
     uint32_t inc = w->auth->hs.incarnation;
     free(w->auth);
     w->auth = NULL;
     if (purpose == TB_PURPOSE_EVENT) {
-        if (expected) {
-            pthread_mutex_lock(&e->mu);
+        if (expected)
             e->expect[r] = 0;
-            pthread_mutex_unlock(&e->mu);
-        }
         w->kind = K_EVENT;
         w->rank = r;
         return;
     }
     /* A data connection belongs to the reactor from here on. */
-    epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+    tb_loop_forget(e->loop, &w->io);
     w->dead = 1;
     tb_eds_post(e, purpose == TB_PURPOSE_ADOPTION ? tb_cmd_adopt_conn(w->fd, r, inc)
                                            : tb_cmd_conn(w->fd, r));
@@ -216,6 +211,7 @@ static void on_listen(tb_eds_t *e, int lfd)
             continue;
         }
         w->auth = a;
+        tb_timer_at(e->loop, &w->timer, a->deadline_ms);
     }
 }
 
@@ -225,6 +221,7 @@ static void on_pending(tb_eds_t *e, watch_t *w)
     int rc = tb_auth_srv_read(w->auth, &e->session, &err);
     if (rc == 0)
         return;
+    tb_timer_cancel(e->loop, &w->timer);
     if (rc < 0) {
         /* DESIGN.md, "Wire": a peer that fails the handshake is closed and
          * logged; nothing else happens. */
@@ -293,26 +290,15 @@ static void on_pidfd(tb_eds_t *e, watch_t *w)
     tb_eds_drop_watch(e, w);
 }
 
-/* Pending handshakes past their deadline are dropped. Returns when the next
- * one is due, or -1 if none is pending (an idle EDS sleeps until woken). */
-static int64_t expire(tb_eds_t *e)
+/* A pending handshake past its deadline is dropped. */
+static void on_handshake_timer(tb_timer_t *t, int64_t now)
 {
-    int64_t now = tb_now_ms(), next = -1;
-    pthread_mutex_lock(&e->mu);
-    for (watch_t *w = e->all; w; w = w->next) {
-        if (w->dead || w->kind != K_PENDING)
-            continue;
-        if (w->auth->deadline_ms <= now) {
-            pthread_mutex_unlock(&e->mu);
-            TB_WARN("eds", "a connection did not finish its handshake in time; closed");
-            tb_eds_drop_watch(e, w);
-            pthread_mutex_lock(&e->mu);
-        } else if (next < 0 || w->auth->deadline_ms < next) {
-            next = w->auth->deadline_ms;
-        }
-    }
-    pthread_mutex_unlock(&e->mu);
-    return next;
+    (void)now;
+    watch_t *w = (watch_t *)((char *)t - offsetof(watch_t, timer));
+    if (w->dead || w->kind != K_PENDING)
+        return;
+    TB_WARN("eds", "a connection did not finish its handshake in time; closed");
+    tb_eds_drop_watch(t->arg, w);
 }
 
 /* Heartbeats (DESIGN.md, fault tolerance 1): a beat on every event
@@ -399,64 +385,93 @@ void tb_eds_set_heartbeat(tb_eds_t *e, int timeout_ms)
     if (!e)
         return;
     atomic_store(&e->hb_ms, timeout_ms > 0 ? timeout_ms : 0);
-    uint64_t one = 1;
-    ssize_t r = write(e->wakefd, &one, sizeof one);
-    (void)r;
+    tb_loop_wake(e->loop);
+}
+
+/* Beat, look for silence, and arm the timer for the next time to. */
+static void beat_and_look(tb_eds_t *e)
+{
+    int64_t next = heartbeats(e);
+    if (next < 0)
+        tb_timer_cancel(e->loop, &e->hb_timer);
+    else
+        tb_timer_at(e->loop, &e->hb_timer, next);
+}
+
+static void on_hb_timer(tb_timer_t *t, int64_t now)
+{
+    (void)now;
+    beat_and_look(t->arg);
+}
+
+static void on_events_timer(tb_timer_t *t, int64_t now)
+{
+    (void)now;
+    tb_eds_parent_events(t->arg);
+}
+
+void tb_eds_events_at(tb_eds_t *e, int64_t due)
+{
+    e->events_due = due;
+    if (due)
+        tb_timer_at(e->loop, &e->events_timer, due);
+    else
+        tb_timer_cancel(e->loop, &e->events_timer);
+}
+
+static void on_watch_io(tb_io_t *io, uint32_t events)
+{
+    (void)events;
+    tb_eds_t *e = io->arg;
+    watch_t *w = (watch_t *)((char *)io - offsetof(watch_t, io));
+    if (w->dead)          /* dropped earlier in this batch (freed by sweep) */
+        return;
+    switch (w->kind) {
+    case K_LISTEN: on_listen(e, w->fd); break;
+    case K_PENDING: on_pending(e, w); break;
+    case K_EVENT: on_event_conn(e, w); break;
+    case K_PIDFD: on_pidfd(e, w); break;
+    case K_NODE:
+        atomic_store(&e->node_armed, 0);    /* the one shot fired */
+        tb_node_kick(e->node);
+        break;
+    }
+}
+
+/* After each batch: what the reactor's messages and flags asked for. */
+static void after_batch(tb_eds_t *e)
+{
+    int hb = atomic_load(&e->hb_ms);
+    if (hb != e->hb_seen) {
+        e->hb_seen = hb;
+        beat_and_look(e);
+    }
+    if (atomic_load(&e->leaving) && !e->bye_sent)
+        tb_eds_say_bye(e);
+    int want = e->adopt_want;
+    e->adopt_want = 0;
+    if (want && atomic_load(&e->ft_ready) && !atomic_load(&e->leaving))
+        tb_eds_parent_down(e, (tbon_rank_t)(want - 1));
 }
 
 static void *eds_thread(void *arg)
 {
     tb_eds_t *e = arg;
-    struct epoll_event evs[64];
     /* The C library gives a thread its own heap at its first allocation. A
      * back-end's EDS may allocate nothing before its parent dies, and then
      * paid for that heap in the middle of the recovery burst: pay now. */
     void *volatile warm = malloc(64);
     free(warm);
     while (!atomic_load(&e->stop)) {
-        int64_t next = expire(e), now = tb_now_ms(), hb = heartbeats(e);
-        if (hb >= 0 && (next < 0 || hb < next))
-            next = hb;
-        if (e->events_due) {
-            if (e->events_due <= now) {
-                tb_eds_parent_events(e);
-                continue;
-            }
-            if (next < 0 || e->events_due < next)
-                next = e->events_due;
+        tb_loop_fire(e->loop);
+        sweep(e);
+        if (atomic_load(&e->stop))
+            break;
+        if (tb_loop_wait(e->loop, -1) < 0) {
+            TB_ERROR("eds", "epoll_wait: %s", strerror(errno));
+            break;
         }
-        int wait = next < 0 ? -1 : next <= now ? 0 : (int)(next - now);
-        int k = epoll_wait(e->epfd, evs, 64, wait);
-        for (int i = 0; i < k; i++) {
-            watch_t *w = evs[i].data.ptr;
-            if (w->dead)
-                continue;
-            switch (w->kind) {
-            case K_LISTEN: on_listen(e, w->fd); break;
-            case K_WAKE: {
-                uint64_t v;
-                ssize_t rr = read(w->fd, &v, sizeof v);
-                (void)rr;
-                pthread_mutex_lock(&e->mu);
-                int want = e->adopt_now;
-                e->adopt_now = 0;
-                pthread_mutex_unlock(&e->mu);
-                tb_eds_apply_reports(e);
-                if (atomic_load(&e->leaving) && !e->bye_sent)
-                    tb_eds_say_bye(e);
-                if (want && atomic_load(&e->ft_ready) && !atomic_load(&e->leaving))
-                    tb_eds_parent_down(e, (tbon_rank_t)(want - 1));
-                break;
-            }
-            case K_PENDING: on_pending(e, w); break;
-            case K_EVENT: on_event_conn(e, w); break;
-            case K_PIDFD: on_pidfd(e, w); break;
-            case K_NODE:
-                atomic_store(&e->node_armed, 0);    /* the one shot fired */
-                tb_node_kick(e->node);
-                break;
-            }
-        }
+        after_batch(e);
         sweep(e);
     }
     return NULL;
@@ -477,17 +492,16 @@ tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
     e->parent = tb_topology_parent(topo, rank);
     e->incarnation = tb_topology_incarnation(topo, rank);   /* a restarted process: > 0 */
     e->session = *s;
-    e->epfd = epoll_create1(EPOLL_CLOEXEC);
-    e->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    e->loop = tb_loop_new(tb_eds_on_mail, e);
+    e->hb_timer = (tb_timer_t){ .fn = on_hb_timer, .arg = e };
+    e->events_timer = (tb_timer_t){ .fn = on_events_timer, .arg = e };
     pthread_mutex_init(&e->mu, NULL);
     e->topo = tb_topology_clone(topo);
     size_t n = tb_topology_size(topo);
     e->data_seen = calloc(n, 1);
     e->event_seen = calloc(n, 1);
     e->expect = calloc(n, 1);
-    if (e->epfd < 0 || e->wakefd < 0 || !e->topo || !e->data_seen || !e->event_seen ||
-        !e->expect ||
-        !tb_eds_add_watch(e, K_WAKE, e->wakefd, EPOLLIN, TBON_RANK_NONE, 0) ||
+    if (!e->loop || !e->topo || !e->data_seen || !e->event_seen || !e->expect ||
         (listen_fd >= 0 && !tb_eds_add_watch(e, K_LISTEN, listen_fd, EPOLLIN, TBON_RANK_NONE, 0))) {
         tb_error_set(err, TBON_ENOMEM, "cannot start the event detection service");
         if (listen_fd >= 0)
@@ -531,12 +545,12 @@ int tb_eds_watch_parent(tb_eds_t *e, int fd, tbon_rank_t parent)
     return 0;
 }
 
-int tb_eds_watch_node(tb_eds_t *e, int node_epfd)
+int tb_eds_watch_node(tb_eds_t *e, int node_loop_fd)
 {
     if (!e)
         return TBON_EINVAL;
     /* Disarmed until the application's network is complete (tb_node_arm). */
-    watch_t *w = tb_eds_add_watch(e, K_NODE, node_epfd, EPOLLONESHOT, TBON_RANK_NONE, 0);
+    watch_t *w = tb_eds_add_watch(e, K_NODE, node_loop_fd, EPOLLONESHOT, TBON_RANK_NONE, 0);
     if (!w)
         return TBON_ENOMEM;
     pthread_mutex_lock(&e->mu);
@@ -552,9 +566,7 @@ void tb_eds_arm_node(tb_eds_t *e, int on)
      * cost a system call. */
     if (!w || w->dead || atomic_exchange(&e->node_armed, on) == on)
         return;
-    struct epoll_event ev = { .events = on ? EPOLLIN | EPOLLONESHOT : EPOLLONESHOT,
-                              .data.ptr = w };
-    epoll_ctl(e->epfd, EPOLL_CTL_MOD, w->fd, &ev);
+    tb_loop_rearm(e->loop, &w->io, on ? EPOLLIN | EPOLLONESHOT : EPOLLONESHOT);
 }
 
 int tb_eds_watch_child(tb_eds_t *e, tbon_rank_t rank, pid_t pid)
@@ -589,9 +601,7 @@ void tb_eds_stop(tb_eds_t *e)
         return;
     if (e->running) {
         atomic_store(&e->stop, 1);
-        uint64_t one = 1;
-        ssize_t r = write(e->wakefd, &one, sizeof one);
-        (void)r;
+        tb_loop_wake(e->loop);
         pthread_join(e->thread, NULL);
         e->running = 0;
         /* Leaving faster than the thread could say goodbye: say it now. */
@@ -617,16 +627,12 @@ void tb_eds_free(tb_eds_t *e)
     }
     while (e->ngrave > 0)
         close(e->grave[--e->ngrave]);
-    if (e->epfd >= 0)
-        close(e->epfd);
+    tb_loop_free(e->loop);     /* what was never applied is applied now, and freed */
     tb_topology_destroy(e->topo);
     free(e->data_seen);
     free(e->event_seen);
     free(e->expect);
     tb_adopt_index_free(e->aidx);
-    for (size_t i = 0; i < e->nreps; i++)
-        free(e->reps[i].host);
-    free(e->reps);
     free(e->reaped);
     pthread_mutex_destroy(&e->mu);
     free(e);

@@ -26,7 +26,7 @@
 
 /* ---- fault tolerance: the reconfigurator (seed 003 V-A) ---- */
 
-/* The per-rank arrays follow the topology when back-ends join (under mu). */
+/* The per-rank arrays follow the topology when back-ends join. */
 int tb_eds_grow_seen(tb_eds_t *e, size_t old, size_t n)
 {
     uint8_t **v[3] = { &e->data_seen, &e->event_seen, &e->expect };
@@ -40,36 +40,63 @@ int tb_eds_grow_seen(tb_eds_t *e, size_t old, size_t n)
     return 0;
 }
 
-/* Apply the reports the reactor queued to the private copy. */
+static void apply_report(tb_eds_t *e, const struct eds_mail *q)
+{
+    if (q->kind == TB_EDS_FAILED) {
+        tb_report_failure(e->topo, q->r, q->inc);
+    } else if (q->kind == TB_EDS_ADOPTED) {
+        tb_report_adoption(e->topo, q->r, q->p, q->inc);
+    } else if (q->kind == TB_EDS_JOINED) {
+        size_t old = tb_topology_size(e->topo);
+        int rc = q->r == old ? tb_eds_grow_seen(e, old, old + 1) : 0;
+        if (rc == 0)
+            rc = tb_report_join(e->topo, q->role, q->r, q->p, q->host, q->lid, q->inc);
+        if (rc < 0)
+            TB_WARN("eds", "the join of rank %u left out of our copy", q->r);
+        if (rc == 1) {
+            /* A restarted process connects afresh. */
+            e->data_seen[q->r] = e->event_seen[q->r] = e->expect[q->r] = 0;
+            if (q->port)
+                tb_topology_set_port(e->topo, q->r, (uint16_t)q->port);
+        }
+    } else if (q->kind == TB_EDS_PORT) {
+        tb_topology_set_port(e->topo, q->r, (uint16_t)q->p);
+    }
+}
+
+/* What the reactor sent, in the order it sent it (the loop's drain). An
+ * adoption asked for is only noted here: the thread's loop starts it after
+ * the batch (eds_thread), never in the middle of another step that
+ * applies the reports first. */
+void tb_eds_on_mail(void *arg, tb_mail_t *list)
+{
+    tb_eds_t *e = arg;
+    while (list) {
+        struct eds_mail *q = (struct eds_mail *)list;
+        list = list->next;
+        switch (q->what) {
+        case M_REPORT:
+            apply_report(e, q);
+            break;
+        case M_EXPECT:
+            if (q->r < tb_topology_size(e->topo)) {
+                e->expect[q->r] = 1;
+                e->event_seen[q->r] = 0;
+            }
+            break;
+        case M_ADOPT:
+            e->adopt_want = (int)q->r + 1;
+            break;
+        }
+        free(q->host);
+        free(q);
+    }
+}
+
+/* Apply the reports the reactor queued to the private copy. EDS thread. */
 void tb_eds_apply_reports(tb_eds_t *e)
 {
-    pthread_mutex_lock(&e->mu);
-    for (size_t i = 0; i < e->nreps; i++) {
-        struct eds_rep *q = &e->reps[i];
-        if (q->kind == TB_EDS_FAILED) {
-            tb_report_failure(e->topo, q->r, q->inc);
-        } else if (q->kind == TB_EDS_ADOPTED) {
-            tb_report_adoption(e->topo, q->r, q->p, q->inc);
-        } else if (q->kind == TB_EDS_JOINED) {
-            size_t old = tb_topology_size(e->topo);
-            int rc = q->r == old ? tb_eds_grow_seen(e, old, old + 1) : 0;
-            if (rc == 0)
-                rc = tb_report_join(e->topo, q->role, q->r, q->p, q->host, q->lid, q->inc);
-            if (rc < 0)
-                TB_WARN("eds", "the join of rank %u left out of our copy", q->r);
-            if (rc == 1) {
-                /* A restarted process connects afresh. */
-                e->data_seen[q->r] = e->event_seen[q->r] = e->expect[q->r] = 0;
-                if (q->port)
-                    tb_topology_set_port(e->topo, q->r, (uint16_t)q->port);
-            }
-            free(q->host);
-        } else if (q->kind == TB_EDS_PORT) {
-            tb_topology_set_port(e->topo, q->r, (uint16_t)q->p);
-        }
-    }
-    e->nreps = 0;
-    pthread_mutex_unlock(&e->mu);
+    tb_loop_drain(e->loop);
 }
 
 /* Connect to candidate c and ask it to adopt us: the handshake with purpose
@@ -127,7 +154,7 @@ int64_t tb_eds_events_delay(const tb_eds_t *e)
 void tb_eds_parent_events(tb_eds_t *e)
 {
     tbon_rank_t p = e->parent;
-    e->events_due = 0;
+    tb_eds_events_at(e, 0);
     while (e->ngrave > 0)
         close(e->grave[--e->ngrave]);
     if (p == TBON_RANK_NONE || atomic_load(&e->stop) || atomic_load(&e->leaving))
@@ -199,7 +226,7 @@ static void adopt(tb_eds_t *e, tbon_rank_t lost)
              * adopted process sends its parent the New Failure Detection
              * Connection protocol message") waits until the burst of a
              * recovery is over: see tb_eds_parent_events(). */
-            e->events_due = tb_now_ms() + tb_eds_events_delay(e);
+            tb_eds_events_at(e, tb_now_ms() + tb_eds_events_delay(e));
             return;
         }
     }
@@ -222,27 +249,26 @@ void tb_eds_parent_down(tb_eds_t *e, tbon_rank_t lost)
         }
     pthread_mutex_unlock(&e->mu);
     e->parent = TBON_RANK_NONE;
-    e->events_due = 0;
+    tb_eds_events_at(e, 0);
     adopt(e, lost);
 }
 
-/* Queue a report (host taken over, for a join) for apply_reports. */
-static void push_rep(tb_eds_t *e, struct eds_rep q)
+/* Queue a message (host taken over) for the EDS thread; wake: wake it for
+ * it, else it is applied when the EDS next needs the topology (a report
+ * costs the reactor no thread switch). */
+static void send_mail(tb_eds_t *e, struct eds_mail q, int wake)
 {
-    pthread_mutex_lock(&e->mu);
-    if (e->nreps == e->capreps) {
-        size_t nc = e->capreps ? 2 * e->capreps : 64;
-        struct eds_rep *nr = realloc(e->reps, nc * sizeof *nr);
-        if (!nr) {
-            pthread_mutex_unlock(&e->mu);
-            free(q.host);
-            return;
-        }
-        e->reps = nr;
-        e->capreps = nc;
+    struct eds_mail *m = malloc(sizeof *m);
+    if (!m) {
+        TB_WARN("eds", "out of memory: a report for rank %u lost", q.r);
+        free(q.host);
+        return;
     }
-    e->reps[e->nreps++] = q;
-    pthread_mutex_unlock(&e->mu);
+    *m = q;
+    if (wake)
+        tb_loop_post(e->loop, &m->mail);
+    else
+        tb_loop_queue(e->loop, &m->mail);
 }
 
 void tb_eds_report(tb_eds_t *e, tb_eds_rep_kind_t kind, tbon_rank_t r, tbon_rank_t p,
@@ -250,7 +276,8 @@ void tb_eds_report(tb_eds_t *e, tb_eds_rep_kind_t kind, tbon_rank_t r, tbon_rank
 {
     if (!e)
         return;
-    push_rep(e, (struct eds_rep){ kind, r, p, inc, NULL, 0, 0, TB_ROLE_BE });
+    send_mail(e, (struct eds_mail){ .what = M_REPORT, .kind = kind, .r = r, .p = p, .inc = inc,
+                                    .role = TB_ROLE_BE }, 0);
 }
 
 void tb_eds_join(tb_eds_t *e, const tb_vchange_t *c)
@@ -259,9 +286,11 @@ void tb_eds_join(tb_eds_t *e, const tb_vchange_t *c)
         return;
     char *h = strdup(c->host);
     if (h)
-        push_rep(e, (struct eds_rep){ TB_EDS_JOINED, c->rank, c->parent, c->inc, h, c->lid,
-                                      c->port,
-                                      c->kind == TB_V_JOIN_CN ? TB_ROLE_COMMNODE : TB_ROLE_BE });
+        send_mail(e, (struct eds_mail){ .what = M_REPORT, .kind = TB_EDS_JOINED, .r = c->rank,
+                                        .p = c->parent, .inc = c->inc, .host = h, .lid = c->lid,
+                                        .port = c->port,
+                                        .role = c->kind == TB_V_JOIN_CN ? TB_ROLE_COMMNODE
+                                                                        : TB_ROLE_BE }, 0);
 }
 
 /* Tell every child on its event connection that we leave in order. */
@@ -281,9 +310,7 @@ void tb_eds_leave(tb_eds_t *e)
 {
     if (!e || atomic_exchange(&e->leaving, 1))
         return;
-    uint64_t one = 1;
-    ssize_t r = write(e->wakefd, &one, sizeof one);
-    (void)r;
+    tb_loop_wake(e->loop);
 }
 
 void tb_eds_set_ft_ready(tb_eds_t *e)
@@ -297,23 +324,13 @@ void tb_eds_request_adoption(tb_eds_t *e, tbon_rank_t lost)
 {
     if (!e)
         return;         /* given links (node.h): the caller hands the adopter in */
-    pthread_mutex_lock(&e->mu);
-    e->adopt_now = (int)lost + 1;
-    pthread_mutex_unlock(&e->mu);
-    uint64_t one = 1;
-    ssize_t r = write(e->wakefd, &one, sizeof one);
-    (void)r;
+    send_mail(e, (struct eds_mail){ .what = M_ADOPT, .r = lost }, 1);
 }
 
+/* Queued, not woken for: admit() applies it before it looks at a peer. */
 void tb_eds_expect(tb_eds_t *e, tbon_rank_t rank)
 {
     if (!e)
         return;
-    pthread_mutex_lock(&e->mu);
-    if (rank < tb_topology_size(e->topo)) {
-        e->expect[rank] = 1;
-        e->event_seen[rank] = 0;
-    }
-    pthread_mutex_unlock(&e->mu);
+    send_mail(e, (struct eds_mail){ .what = M_EXPECT, .r = rank }, 0);
 }
-

@@ -10,6 +10,7 @@
 
 #include "ft/eds.h"
 #include "topo/reconfig.h"
+#include "net/loop.h"
 
 /* How long a connecting peer has to finish the handshake. */
 #define HANDSHAKE_MS 5000
@@ -24,13 +25,15 @@
  * rank: see events_delay(). */
 #define TB_EVENTS_AFTER_ADOPTION_MS 40
 
-enum { K_LISTEN, K_WAKE, K_PENDING, K_EVENT, K_PIDFD, K_NODE };
+enum { K_LISTEN, K_PENDING, K_EVENT, K_PIDFD, K_NODE };
 
 /* A watch is complete before add_watch publishes it; after that only the
  * EDS thread changes it (and reads it but for e->all's links, walked under
  * e->mu, and node_watch's dead, read by tb_eds_arm_node: set only by
  * tb_eds_stop, on the thread that owns the node). */
 typedef struct watch {
+    tb_io_t io;                /* in the EDS's loop (io.fd is fd; io.arg the EDS) */
+    tb_timer_t timer;          /* K_PENDING: the handshake's deadline */
     int kind;
     int fd;
     tbon_rank_t rank;
@@ -41,26 +44,39 @@ typedef struct watch {
     int64_t heard;             /* K_EVENT: when the peer last sent anything (ms) */
 } watch_t;
 
+/* A message from the reactor (tb_eds_report, tb_eds_join, tb_eds_expect,
+ * tb_eds_request_adoption): queued in the EDS loop's mailbox, applied on
+ * the EDS thread (tb_eds_apply_reports, the loop's drain). */
+enum eds_mail_kind { M_REPORT, M_EXPECT, M_ADOPT };
+struct eds_mail {
+    tb_mail_t mail;            /* first */
+    enum eds_mail_kind what;
+    tb_eds_rep_kind_t kind;    /* M_REPORT */
+    tbon_rank_t r, p;          /* r: the rank (M_ADOPT: the lost parent) */
+    uint32_t inc, lid, port;
+    tb_role_t role;
+    char *host;
+};
+
 /* Threads: the EDS thread owns everything here unless a field says
- * otherwise; the reactor (the node's thread, or for a back-end whoever
- * drives it) calls tb_eds_* and touches only what is under mu or atomic.
- * Fields set before the thread starts (node, rank, role, session, epfd,
- * wakefd) do not change. */
+ * otherwise. The reactor (the node's thread, or for a back-end whoever
+ * drives it) reaches the EDS through its loop's mailbox (struct eds_mail)
+ * and the atomics; it reads only what is under mu. Fields set before the
+ * thread starts (node, rank, role, session, loop) do not change. */
 struct tb_eds {
     tb_node_t *node;
-    tb_topology_t *topo;       /* a private copy: the EDS never shares it (the
-                                  reactor reads its size under mu, and it
-                                  grows only under mu: apply_reports) */
+    tb_topology_t *topo;       /* a private copy, the EDS thread's alone: the
+                                  reactor's reports reach it as messages */
     tbon_rank_t rank;
     tb_role_t role;
     tb_session_t session;
-    int epfd, wakefd;
+    tb_loop_t *loop;           /* net/loop.h: watches, timers, the mailbox */
     pthread_t thread;
     int running;               /* the thread that owns the node (start, stop) */
     pthread_mutex_t mu;
     watch_t *all;              /* list links under mu */
-    uint8_t *data_seen;        /* per rank of the topology (reallocated under mu) */
-    uint8_t *event_seen;       /* the same; the reactor clears entries: under mu */
+    uint8_t *data_seen;        /* per rank of the topology */
+    uint8_t *event_seen;       /* the same */
     pid_t *reaped;             /* under mu (tb_eds_reaped) */
     size_t nreaped, capreaped;
     atomic_int stop;
@@ -68,23 +84,22 @@ struct tb_eds {
     tbon_rank_t parent;        /* the current parent (its event connection) */
     uint32_t incarnation;
     atomic_int ft_ready;       /* the tree is up and every port is known */
-    int adopt_now;             /* the reactor asks for an adoption (under mu) */
-    uint8_t *expect;           /* per rank: an adopted child may open events
-                                  (under mu: the reactor sets entries) */
-    /* reports to apply (tb_eds_report, tb_eds_join): */
-    struct eds_rep { tb_eds_rep_kind_t kind; tbon_rank_t r, p; uint32_t inc; char *host;
-                     uint32_t lid, port; tb_role_t role; } *reps;
-    size_t nreps, capreps;     /* reports to apply to the private copy (mu) */
+    int adopt_want;            /* 1 + the lost parent the reactor asked an
+                                  adoption for (M_ADOPT), or 0 */
+    uint8_t *expect;           /* per rank: an adopted child may open events */
     tb_adopt_index_t *aidx;    /* adopter index over the private copy */
     atomic_int leaving;        /* an orderly end: tell the children, adopt nobody */
     int bye_sent;
     int parent_bye;            /* the parent said it leaves: its end is no failure */
     atomic_int hb_ms;          /* heartbeat timeout (0: none); a beat every quarter */
+    int hb_seen;               /* EDS thread: hb_ms at its last look */
     int hb_on;                 /* EDS thread: heartbeats were on at its last look */
     int64_t next_beat;
+    tb_timer_t hb_timer;       /* the next beat, or the first silence to look at */
     int64_t events_due;        /* when to open the new parent's event connection (0: no) */
+    tb_timer_t events_timer;   /* armed for events_due */
     int grave[8];              /* the lost parent's event connections, closed later */
-    watch_t *node_watch;       /* BE: the node's own epoll set, while nobody drives it
+    watch_t *node_watch;       /* BE: the node's own loop, while nobody drives it
                                   (set under mu before the node is first armed,
                                   then read-only) */
     atomic_int node_armed;     /* it is armed (a fired one shot disarms it) */
@@ -97,6 +112,10 @@ watch_t *tb_eds_add_watch(tb_eds_t *e, int kind, int fd, uint32_t events, tbon_r
 void tb_eds_drop_watch(tb_eds_t *e, watch_t *w);
 void tb_eds_post(tb_eds_t *e, tb_cmd_t *c);
 void tb_eds_apply_reports(tb_eds_t *e);
+/* The loop's drain: apply what the reactor sent. */
+void tb_eds_on_mail(void *arg, tb_mail_t *list);
+/* Open the new parent's event connection at due (0: not). */
+void tb_eds_events_at(tb_eds_t *e, int64_t due);
 void tb_eds_parent_down(tb_eds_t *e, tbon_rank_t lost);
 void tb_eds_parent_events(tb_eds_t *e);
 void tb_eds_say_bye(tb_eds_t *e);

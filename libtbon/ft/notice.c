@@ -27,6 +27,13 @@
 #define NOTICE_MAGIC 0x464E4254u     /* "TBNF" */
 #define NOTICE_SIZE  (40 + crypto_auth_hmacsha256_BYTES)
 
+/* The notice socket is readable (the FE's loop). */
+static void on_notice_io(tb_io_t *io, uint32_t events)
+{
+    (void)events;
+    tb_view_on_notices(io->arg);
+}
+
 int tb_view_open_notices(tb_node_t *n)
 {
     /* Where the FE's TCP port is: IPv6 and IPv4 on one socket where the host
@@ -57,8 +64,8 @@ int tb_view_open_notices(tb_node_t *n)
             close(fd);
         return -1;
     }
-    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &n->nfd };
-    if (epoll_ctl(n->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+    n->nfd_io = (tb_io_t){ .fd = fd, .fn = on_notice_io, .arg = n };
+    if (tb_loop_watch(n->loop, &n->nfd_io, EPOLLIN) < 0) {
         close(fd);
         return -1;
     }

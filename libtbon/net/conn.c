@@ -25,7 +25,7 @@ tb_conn_t *tb_conn_new(int fd, tbon_rank_t rank, int index, uint32_t max_payload
     }
     tb_sock_nonblock(fd, 1);
     tb_ring_init(&c->q, sizeof(tb_outframe_t));
-    c->fd = fd;
+    c->fd = c->io.fd = fd;
     c->rank = rank;
     c->index = index;
     c->reading = 1;

@@ -11,6 +11,7 @@
 
 #include "util/ring.h"
 #include "codec/wire.h"
+#include "net/loop.h"
 
 typedef struct tb_conn tb_conn_t;
 
@@ -31,8 +32,7 @@ struct tb_conn {
     tb_ring_t   q;             /* queued frames (tb_outframe_t), oldest first */
     size_t      qoff;          /* bytes of the oldest already written */
     size_t      out_bytes;     /* bytes queued, not yet written */
-    uint32_t    events;        /* what epoll watches now */
-    int         registered;    /* in the reactor's epoll set (events may be 0) */
+    tb_io_t     io;            /* in its owner's loop (io.fd is fd) */
     int         reading;       /* 0 while back-pressure pauses reading */
     int         dirty;         /* has queued frames not yet tried */
     int         closed;        /* EOF or error: to be freed after dispatch */

@@ -128,6 +128,12 @@ void tb_loop_fire(tb_loop_t *l)
 
 void tb_loop_post(tb_loop_t *l, tb_mail_t *m)
 {
+    tb_loop_queue(l, m);
+    tb_loop_wake(l);
+}
+
+void tb_loop_queue(tb_loop_t *l, tb_mail_t *m)
+{
     m->next = NULL;
     pthread_mutex_lock(&l->mu);
     if (l->tail)
@@ -137,7 +143,6 @@ void tb_loop_post(tb_loop_t *l, tb_mail_t *m)
     l->tail = m;
     atomic_store(&l->posted, 1);
     pthread_mutex_unlock(&l->mu);
-    tb_loop_wake(l);
 }
 
 void tb_loop_wake(tb_loop_t *l)
@@ -152,14 +157,20 @@ int tb_loop_has_mail(tb_loop_t *l)
     return atomic_load(&l->posted);
 }
 
-void tb_loop_drain(tb_loop_t *l)
+tb_mail_t *tb_loop_take(tb_loop_t *l)
 {
     pthread_mutex_lock(&l->mu);
     tb_mail_t *m = l->head;
     l->head = l->tail = NULL;
     atomic_store(&l->posted, 0);
     pthread_mutex_unlock(&l->mu);
-    if (l->drain)
+    return m;
+}
+
+void tb_loop_drain(tb_loop_t *l)
+{
+    tb_mail_t *m = tb_loop_take(l);
+    if (m && l->drain)
         l->drain(l->arg, m);
 }
 
@@ -170,7 +181,9 @@ static void on_wake(tb_io_t *io, uint32_t events)
     uint64_t v;
     ssize_t r = read(io->fd, &v, sizeof v);
     (void)r;
-    tb_loop_drain(l);
+    tb_mail_t *m = tb_loop_take(l);
+    if (l->drain)
+        l->drain(l->arg, m);
 }
 
 /* ---- descriptors ---- */
@@ -179,11 +192,18 @@ int tb_loop_watch(tb_loop_t *l, tb_io_t *io, uint32_t events)
 {
     if (io->registered && io->events == events)
         return 0;
-    struct epoll_event ev = { .events = events, .data.ptr = io };
-    if (epoll_ctl(l->epfd, io->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, io->fd, &ev) < 0)
-        return errno == ENOMEM || errno == ENOSPC ? TBON_ENOMEM : TBON_EIO;
+    /* io is written before epoll_ctl: an ADD from another thread (the EDS's
+     * watches, added by the reactor) publishes it to the loop's thread. */
+    int was = io->registered;
+    uint32_t old = io->events;
     io->registered = 1;
     io->events = events;
+    struct epoll_event ev = { .events = events, .data.ptr = io };
+    if (epoll_ctl(l->epfd, was ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, io->fd, &ev) < 0) {
+        io->registered = was;
+        io->events = old;
+        return errno == ENOMEM || errno == ENOSPC ? TBON_ENOMEM : TBON_EIO;
+    }
     return 0;
 }
 
@@ -194,6 +214,12 @@ void tb_loop_forget(tb_loop_t *l, tb_io_t *io)
     epoll_ctl(l->epfd, EPOLL_CTL_DEL, io->fd, NULL);
     io->registered = 0;
     io->events = 0;
+}
+
+void tb_loop_rearm(tb_loop_t *l, tb_io_t *io, uint32_t events)
+{
+    struct epoll_event ev = { .events = events, .data.ptr = io };
+    epoll_ctl(l->epfd, EPOLL_CTL_MOD, io->fd, &ev);
 }
 
 int tb_loop_wait(tb_loop_t *l, int max_ms)

@@ -15,7 +15,7 @@
 
 typedef struct tb_loop tb_loop_t;
 
-/* A file descriptor the loop watches: embed it in its owner, set fd and fn,
+/* A file descriptor the loop watches: embed it in its owner, set fd, fn and arg,
  * then tb_loop_watch it. fn runs on the loop's thread with what epoll said
  * (EPOLLIN, EPOLLOUT, EPOLLHUP, EPOLLERR). An io dropped (tb_loop_forget)
  * while a batch of events is being handled may still be named by a later
@@ -24,6 +24,7 @@ typedef struct tb_loop tb_loop_t;
 typedef struct tb_io {
     int fd;
     void (*fn)(struct tb_io *io, uint32_t events);
+    void *arg;                /* the owner's, for fn */
     uint32_t events;          /* what it is watched for now */
     int registered;           /* in the epoll set */
 } tb_io_t;
@@ -33,6 +34,7 @@ typedef struct tb_io {
  * fn may arm it again. */
 typedef struct tb_timer {
     void (*fn)(struct tb_timer *t, int64_t now_ms);
+    void *arg;                /* the owner's, for fn */
     int64_t due;              /* ms, tb_now_ms's clock */
     size_t slot;              /* 1 + its index in the heap; 0: not armed */
 } tb_timer_t;
@@ -64,6 +66,10 @@ int tb_loop_fd(const tb_loop_t *l);
 int tb_loop_watch(tb_loop_t *l, tb_io_t *io, uint32_t events);
 /* Stop watching io (its fd stays open: the caller closes it). */
 void tb_loop_forget(tb_loop_t *l, tb_io_t *io);
+/* Any thread: watch io, registered already with EPOLLONESHOT among its
+ * events, for events once more (a one-shot that fired is disarmed). Unlike
+ * tb_loop_watch it writes nothing in io. */
+void tb_loop_rearm(tb_loop_t *l, tb_io_t *io, uint32_t events);
 
 /* Arm t for due_ms (tb_now_ms's clock; re-arming moves it), or disarm it. */
 void tb_timer_at(tb_loop_t *l, tb_timer_t *t, int64_t due_ms);
@@ -78,10 +84,18 @@ size_t tb_loop_ntimers(const tb_loop_t *l);
  * loop. tb_loop_wake wakes it with no message (a flag the owner reads). */
 void tb_loop_post(tb_loop_t *l, tb_mail_t *m);
 void tb_loop_wake(tb_loop_t *l);
+/* Any thread: queue m without waking the loop: it is drained at the next
+ * wake-up or tb_loop_drain (news that can wait, so that a burst of it costs
+ * the loop's thread no switch per message). */
+void tb_loop_queue(tb_loop_t *l, tb_mail_t *m);
 /* Any thread: messages are waiting to be drained. */
 int tb_loop_has_mail(tb_loop_t *l);
-/* The loop's thread: hand what was posted to drain now. */
+/* The loop's thread: hand what was posted to drain now. A wake-up calls
+ * drain too, with NULL if nothing was posted. */
 void tb_loop_drain(tb_loop_t *l);
+/* The loop's thread: take what was posted, without draining it (the list,
+ * oldest first; the caller's to free). */
+tb_mail_t *tb_loop_take(tb_loop_t *l);
 
 /* Run every timer due by now (those that a timer arms for now or earlier
  * run in the same call). */

@@ -153,20 +153,23 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
     tb_cmd_free(c);
 }
 
-static void drain_cmds(tb_node_t *n)
+/* The loop's mailbox: the commands posted since the last turn, in order. */
+static void on_mail(void *arg, tb_mail_t *list)
 {
-    uint64_t v;
-    ssize_t r = read(n->evfd, &v, sizeof v);
-    (void)r;
-    pthread_mutex_lock(&n->qmu);
-    tb_cmd_t *c = n->qhead;
-    n->qhead = n->qtail = NULL;
-    atomic_store(&n->posted, 0);
-    pthread_mutex_unlock(&n->qmu);
-    while (c) {
-        tb_cmd_t *next = c->next;
+    tb_node_t *n = arg;
+    while (list) {
+        tb_cmd_t *c = (tb_cmd_t *)list;
+        list = list->next;
         on_cmd(n, c);
-        c = next;
+    }
+}
+
+static void free_cmds(tb_mail_t *list)
+{
+    while (list) {
+        tb_cmd_t *c = (tb_cmd_t *)list;
+        list = list->next;
+        tb_cmd_free(c);
     }
 }
 
@@ -264,79 +267,101 @@ static void after_dispatch(tb_node_t *n)
     }
 }
 
-/* One turn of the loop: timers, writes, then wait (at most timeout_ms, -1 =
- * until a timer) and dispatch what came. */
+/* A connection's events. A connection closed earlier in this batch is out
+ * of the loop but may still be named by it (it is freed after the batch,
+ * tb_node_bury): only live ones are looked at. */
+static void on_conn_io(tb_io_t *io, uint32_t events)
+{
+    tb_node_t *n = io->arg;
+    tb_conn_t *c = (tb_conn_t *)((char *)io - offsetof(tb_conn_t, io));
+    if (c->index >= 0 ? (size_t)c->index >= n->nchild || n->child[c->index].conn != c
+                      : n->parent != c)
+        return;
+    if (events & EPOLLOUT)
+        flush_conn(n, c);
+    if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) &&
+        (c->reading || (events & (EPOLLHUP | EPOLLERR)))) {
+        tb_conn_read(c, READ_BUDGET);
+        on_frames(n, c);
+    }
+    if (c->closed) {
+        if (c->index < 0)
+            tb_node_parent_lost(n, c->why);
+        else {
+            char why[600];
+            snprintf(why, sizeof why, "%s", c->why);
+            tb_node_close_child(n, (size_t)c->index, why);
+        }
+    }
+}
+
+void tb_node_io_init(tb_node_t *n, tb_conn_t *c)
+{
+    c->io.fn = on_conn_io;
+    c->io.arg = n;
+}
+
+/* ---- timers (each on the loop's heap) ---- */
+
+static void on_start_timer(tb_timer_t *t, int64_t now)
+{
+    (void)now;
+    tb_node_t *n = t->arg;
+    if (tb_node_life(n) == TB_LIFE_STARTING && !n->failed)
+        tb_node_startup_timer(n);
+}
+
+static void on_shutdown_timer(tb_timer_t *t, int64_t now)
+{
+    (void)now;
+    tb_node_t *n = t->arg;
+    if (tb_node_ending(n) && !tb_node_stopped(n)) {
+        TB_WARN("shutdown", "children did not leave in time; going on");
+        tb_node_enter(n, TB_LIFE_STOPPED);
+    }
+}
+
+static void on_late_timer(tb_timer_t *t, int64_t now)
+{
+    (void)now;
+    tb_node_t *n = t->arg;
+    n->late_due = 0;
+    tb_node_bury_list(&n->dead_late);
+}
+
+static void on_ft_timer(tb_timer_t *t, int64_t now)
+{
+    (void)t;
+    (void)now;      /* only wakes the loop: the turn runs ft's timers */
+}
+
+void tb_node_shutdown_at(tb_node_t *n, int64_t due)
+{
+    n->shutdown_deadline = due;
+    tb_timer_at(n->loop, &n->shutdown_timer, due);
+}
+
+/* One turn of the loop: the timers due, writes, then wait (at most
+ * timeout_ms, -1 = until a timer) and dispatch what came. */
 static void turn(tb_node_t *n, int timeout_ms)
 {
-    struct epoll_event evs[64];
-    int64_t now = tb_now_ms(), next = now + 3600 * 1000;
-    if (tb_node_life(n) == TB_LIFE_STARTING && !n->failed && n->start_deadline) {
-        if (now >= n->start_deadline)
-            tb_node_startup_timer(n);
-        else if (n->start_deadline < next)
-            next = n->start_deadline;
-    }
-    if (tb_node_ending(n)) {
-        if (now >= n->shutdown_deadline) {
-            TB_WARN("shutdown", "children did not leave in time; going on");
-            tb_node_enter(n, TB_LIFE_STOPPED);
-            return;
-        }
-        if (n->shutdown_deadline < next)
-            next = n->shutdown_deadline;
-    }
-    tb_stream_timers(n, now, &next);
-    n->ft->view_timers(n, now);
-    if (n->late_due && now >= n->late_due) {
-        n->late_due = 0;
-        tb_node_bury_list(&n->dead_late);
-    } else if (n->late_due && n->late_due < next) {
-        next = n->late_due;
-    }
+    tb_loop_fire(n->loop);
+    if (tb_node_stopped(n))
+        return;
+    n->ft->view_timers(n, tb_now_ms());
     after_dispatch(n);
     if (tb_node_stopped(n))
         return;
+    int64_t next = INT64_MAX;
     n->ft->view_next(n, &next);
-    if (timeout_ms >= 0 && now + timeout_ms < next)
-        next = now + timeout_ms;
-    int wait = (int)(next - tb_now_ms());
-    int k = epoll_wait(n->epfd, evs, 64, wait < 0 ? 0 : wait);
-    if (k < 0 && errno != EINTR) {
+    if (next == INT64_MAX)
+        tb_timer_cancel(n->loop, &n->ft_timer);
+    else
+        tb_timer_at(n->loop, &n->ft_timer, next);
+    if (tb_loop_wait(n->loop, timeout_ms) < 0) {
         TB_ERROR("reactor", "epoll_wait: %s", strerror(errno));
         tb_node_enter(n, TB_LIFE_STOPPED);
         return;
-    }
-    for (int e = 0; e < k; e++) {
-        if (evs[e].data.ptr == &n->evfd) {
-            drain_cmds(n);
-            continue;
-        }
-        if (evs[e].data.ptr == &n->nfd) {
-            n->ft->view_on_notices(n);
-            continue;
-        }
-        tb_conn_t *c = evs[e].data.ptr;
-        /* A connection closed earlier in this batch is gone from epoll but
-         * may still be in evs: only live ones are looked at. */
-        if (c->index >= 0 ? n->child[c->index].conn != c : n->parent != c)
-            continue;
-        if (evs[e].events & EPOLLOUT)
-            flush_conn(n, c);
-        if (evs[e].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-            if (c->reading || (evs[e].events & (EPOLLHUP | EPOLLERR))) {
-                tb_conn_read(c, READ_BUDGET);
-                on_frames(n, c);
-            }
-        }
-        if (c->closed) {
-            if (c->index < 0)
-                tb_node_parent_lost(n, c->why);
-            else {
-                char why[600];
-                snprintf(why, sizeof why, "%s", c->why);
-                tb_node_close_child(n, (size_t)c->index, why);
-            }
-        }
     }
     after_dispatch(n);
     tb_node_bury(n);
@@ -407,7 +432,7 @@ void tb_node_arm(tb_node_t *n, int on)
 
 int tb_node_has_posted(tb_node_t *n)
 {
-    return atomic_load(&n->posted);
+    return tb_loop_has_mail(n->loop);
 }
 
 size_t tb_node_backlog(const tb_node_t *n)
@@ -505,7 +530,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
     }
     n->depth = tb_topology_depth(n->topo, n->rank);
     n->parent_rank = tb_topology_parent(n->topo, n->rank);
-    n->epfd = n->evfd = n->lfd = n->nfd = -1;
+    n->lfd = n->nfd = -1;
     if (cfg->listening) {
         /* A commnode that joined the running tree: the FE has told every
          * node where it listens already (the socket is ours from here). */
@@ -518,9 +543,12 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
     size_t nc;
     const tbon_rank_t *kids = tb_topology_children(n->topo, n->rank, &nc);
     n->child = calloc(nc ? nc : 1, sizeof *n->child);
-    n->epfd = epoll_create1(EPOLL_CLOEXEC);
-    n->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (!n->filters || !n->child || n->epfd < 0 || n->evfd < 0) {
+    n->loop = tb_loop_new(on_mail, n);
+    n->start_timer = (tb_timer_t){ .fn = on_start_timer, .arg = n };
+    n->shutdown_timer = (tb_timer_t){ .fn = on_shutdown_timer, .arg = n };
+    n->late_timer = (tb_timer_t){ .fn = on_late_timer, .arg = n };
+    n->ft_timer = (tb_timer_t){ .fn = on_ft_timer, .arg = n };
+    if (!n->filters || !n->child || !n->loop) {
         tb_error_set(err, TBON_ENOMEM, "cannot set up the reactor: %s", strerror(errno));
         goto error;
     }
@@ -531,8 +559,6 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
         n->child[i].is_be = tb_topology_role(n->topo, kids[i]) == TB_ROLE_BE;
     }
     n->ft->view_init(n);
-    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &n->evfd };
-    epoll_ctl(n->epfd, EPOLL_CTL_ADD, n->evfd, &ev);
     if (cfg->parent_fd >= 0) {
         n->parent = tb_conn_new(cfg->parent_fd, tb_topology_parent(n->topo, n->rank), -1,
                                 TB_FRAME_MAX_DEFAULT);
@@ -540,6 +566,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
             tb_error_set(err, TBON_ENOMEM, "out of memory");
             goto error;
         }
+        tb_node_io_init(n, n->parent);
         tb_node_watch(n, n->parent, EPOLLIN);
     }
     if (cfg->given_links) {
@@ -560,7 +587,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
         if (!n->eds)
             goto error;
         n->lfd = -1;   /* the EDS owns it now */
-        if (n->cbs.kick && n->ft->eds_watch_node(n->eds, n->epfd)) {
+        if (n->cbs.kick && n->ft->eds_watch_node(n->eds, tb_loop_fd(n->loop))) {
             tb_error_set(err, TBON_ENOMEM, "cannot watch the back-end's node");
             goto error;
         }
@@ -572,6 +599,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
     else
         tb_topology_set_port(n->topo, n->rank, n->port);
     n->start_deadline = tb_now_ms() + (cfg->startup_timeout_ms > 0 ? cfg->startup_timeout_ms : 30000);
+    tb_timer_at(n->loop, &n->start_timer, n->start_deadline);
     if (n->role == TB_ROLE_BE)
         tb_node_enter(n, TB_LIFE_RUNNING);   /* a back-end is ready once connected */
     if (!cfg->given_links && tb_node_launch_children(n, err)) {
@@ -635,15 +663,9 @@ void tb_node_destroy(tb_node_t *n)
     free(n->topo_frame);
     if (n->lfd >= 0)
         close(n->lfd);
-    if (n->epfd >= 0)
-        close(n->epfd);
-    if (n->evfd >= 0)
-        close(n->evfd);
-    tb_cmd_t *c = n->qhead;
-    while (c) {
-        tb_cmd_t *next = c->next;
-        tb_cmd_free(c);
-        c = next;
+    if (n->loop) {
+        free_cmds(tb_loop_take(n->loop));
+        tb_loop_free(n->loop);
     }
     pthread_mutex_destroy(&n->qmu);
     pthread_cond_destroy(&n->bcond);

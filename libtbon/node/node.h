@@ -13,6 +13,7 @@
 
 #include "codec/ctl.h"
 #include "net/auth.h"
+#include "net/loop.h"
 #include "topo/topology.h"
 
 /* The heartbeat timeout when the FE's options leave it 0: a peer silent this
@@ -170,7 +171,7 @@ enum tb_cmd_op {
  * even when they fail (NULL: out of memory); freed by tb_cmd_free, which
  * closes a command's fd and frees what it owns. */
 struct tb_cmd {
-    struct tb_cmd *next;
+    tb_mail_t      mail;          /* first: the node's loop's mailbox (net/loop.h) */
     int            op;            /* enum tb_cmd_op */
     size_t         bytes;         /* counted in the send backlog (TB_CMD_SEND) */
     union {

@@ -251,18 +251,7 @@ void tb_node_post(tb_node_t *n, tb_cmd_t *cmd)
 {
     if (cmd->bytes)
         atomic_fetch_add(&n->pending, cmd->bytes);
-    pthread_mutex_lock(&n->qmu);
-    cmd->next = NULL;
-    if (n->qtail)
-        n->qtail->next = cmd;
-    else
-        n->qhead = cmd;
-    n->qtail = cmd;
-    atomic_store(&n->posted, 1);
-    pthread_mutex_unlock(&n->qmu);
-    uint64_t one = 1;
-    ssize_t w = write(n->evfd, &one, sizeof one);
-    (void)w;
+    tb_loop_post(n->loop, &cmd->mail);
 }
 
 int tb_node_wait_backlog(tb_node_t *n, int flush)

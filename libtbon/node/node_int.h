@@ -65,6 +65,7 @@ typedef struct tb_stream_st {
     tb_pq_t  *q;              /* per child: packets of the wave being collected */
     size_t    nonempty;       /* children with a complete unit queued */
     int64_t   deadline;       /* TIMEOUT: when the current wave is cut; 0 = none */
+    tb_timer_t timer;         /* armed for deadline (arg: the node) */
     void     *up_state, *down_state;
     tbon_packet_t *up_params, *down_params;
     /* wave keys (docs/protocol.md 8.4) */
@@ -149,7 +150,13 @@ struct tb_node {
     uint32_t   depth;
     char       role_name[16];
 
-    int        epfd, evfd, tfd;
+    tb_loop_t *loop;          /* net/loop.h: connections, timers, and the
+                                 command mailbox (the driver runs it) */
+    tb_timer_t start_timer;   /* start_deadline: the tree must be up by then */
+    tb_timer_t shutdown_timer;/* shutdown_deadline: the children must have left */
+    tb_timer_t late_timer;    /* late_due: the lost parent's connection closes */
+    tb_timer_t ft_timer;      /* the next of the fault-tolerance layer's times */
+    tb_io_t    nfd_io;        /* the FE's notice socket (nfd) in the loop */
     int        lfd;
     uint16_t   port;
     tb_eds_t  *eds;
@@ -172,17 +179,16 @@ struct tb_node {
     size_t     nstreams;
     tb_filter_reg_t *filters;
 
-    /* commands: any thread posts (qhead, qtail under qmu), the driver
-     * drains; the counters are atomic, written by the driver (pending also
-     * by posters) and read by senders waiting on bcond (under qmu) */
+    /* commands: any thread posts them to the loop's mailbox (tb_node_post),
+     * the driver drains it; the counters are atomic, written by the driver
+     * (pending also by posters) and read by senders waiting on bcond (under
+     * qmu) */
     pthread_mutex_t qmu;
-    tb_cmd_t  *qhead, *qtail;
     pthread_cond_t bcond;     /* senders waiting on the backlog */
     atomic_size_t pending;    /* bytes of SEND commands not yet taken */
     atomic_size_t queued;     /* bytes in connection queues */
     atomic_int    waiters;
     atomic_int    closed;
-    atomic_int    posted;     /* commands are queued (an inline node checks it) */
 
 
     /* state */
@@ -260,9 +266,13 @@ void tb_node_close_child(tb_node_t *n, size_t i, const char *why);
  * connection of its old process ends with no report, its end being known. */
 void tb_node_drop_child(tb_node_t *n, size_t i);
 void tb_node_begin_shutdown(tb_node_t *n);
+/* The children must have left by due (ms): the shutdown timer. */
+void tb_node_shutdown_at(tb_node_t *n, int64_t due);
 /* A back-end leaves (its application destroys the network). */
 void tb_node_leave(tb_node_t *n);
 void tb_node_watch_conn(tb_node_t *n, tb_conn_t *c);       /* EPOLLIN */
+/* c's events go to the node (node.c); tb_node_watch does it the first time. */
+void tb_node_io_init(tb_node_t *n, tb_conn_t *c);
 /* A new child slot (an adopted orphan); its index, or -1. */
 int  tb_node_add_child(tb_node_t *n, tbon_rank_t rank, int is_be);
 /* FE: hand the application an event (nothing elsewhere). */
@@ -360,7 +370,6 @@ int  tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t time
                       int down, const tbon_rank_t *members, size_t nmembers);
 void tb_stream_set_params(tb_node_t *n, uint32_t id, int which, tbon_packet_t *p); /* takes p */
 void tb_stream_child_gone(tb_node_t *n, size_t child);
-void tb_stream_timers(tb_node_t *n, int64_t now, int64_t *next);
 void tb_stream_free_all(tb_node_t *n);
 size_t tb_stream_child_bytes(const tb_node_t *n, size_t child);
 /* A child slot was added: every stream grows its per-child arrays. */

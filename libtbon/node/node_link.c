@@ -96,13 +96,9 @@ void tb_node_fail(tb_node_t *n, int code, const char *fmt, ...)
 
 void tb_node_watch(tb_node_t *n, tb_conn_t *c, uint32_t events)
 {
-    if (c->registered && c->events == events)
-        return;
-    struct epoll_event ev = { .events = events, .data.ptr = c };
-    if (epoll_ctl(n->epfd, c->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev) == 0) {
-        c->events = events;
-        c->registered = 1;
-    }
+    if (!c->io.fn)
+        tb_node_io_init(n, c);
+    tb_loop_watch(n->loop, &c->io, events);
 }
 
 /* Take c out of the loop; it is freed after the current batch of events,
@@ -158,7 +154,7 @@ void tb_node_fault_end(tb_node_t *n, tbon_rank_t r)
 
 static void retire(tb_node_t *n, tb_conn_t *c)
 {
-    epoll_ctl(n->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    tb_loop_forget(n->loop, &c->io);
     c->closed = 1;
     c->next_dead = n->dead;
     n->dead = c;
@@ -186,12 +182,14 @@ void tb_node_bury(tb_node_t *n)
 
 static void retire_late(tb_node_t *n, tb_conn_t *c)
 {
-    epoll_ctl(n->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    tb_loop_forget(n->loop, &c->io);
     c->closed = 1;
     c->next_dead = n->dead_late;
     n->dead_late = c;
-    if (!n->late_due)
+    if (!n->late_due) {
         n->late_due = tb_now_ms() + TB_LATE_CLOSE_MS;
+        tb_timer_at(n->loop, &n->late_timer, n->late_due);
+    }
 }
 
 /* Child i's connection is over: its streams and views stop waiting for it. */
@@ -264,7 +262,7 @@ void tb_node_parent_lost(tb_node_t *n, const char *why_in)
     tb_node_begin_shutdown(n);
     /* The session is gone: give the children half a second to leave, then
      * they are killed, so that everything is gone within a second. */
-    n->shutdown_deadline = tb_now_ms() + 500;
+    tb_node_shutdown_at(n, tb_now_ms() + 500);
 }
 
 void tb_node_leave(tb_node_t *n)
@@ -281,7 +279,7 @@ void tb_node_begin_shutdown(tb_node_t *n)
 {
     if (!tb_node_enter(n, TB_LIFE_SHUTTING_DOWN))
         return;
-    n->shutdown_deadline = tb_now_ms() + 3000;
+    tb_node_shutdown_at(n, tb_now_ms() + 3000);
     n->ft->eds_leave(n->eds);
     for (size_t i = 0; i < n->nchild; i++)
         if (n->child[i].conn)

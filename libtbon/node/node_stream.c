@@ -62,10 +62,34 @@ static void pq_free(tb_pq_t *q)
     tb_ring_free(&q->ring);
 }
 
+static void waves(tb_node_t *n, tb_stream_st_t *s, int cut);
+
+/* A TIMEOUT stream's wave is cut when its timer fires. */
+static void on_wave_timer(tb_timer_t *t, int64_t now)
+{
+    (void)now;
+    tb_stream_st_t *s = (tb_stream_st_t *)((char *)t - offsetof(tb_stream_st_t, timer));
+    s->deadline = 0;
+    waves(t->arg, s, 1);
+}
+
+/* When the current wave is cut (0: never), on the loop's timer heap. */
+static void set_deadline(tb_node_t *n, tb_stream_st_t *s, int64_t due)
+{
+    s->deadline = due;
+    s->timer.fn = on_wave_timer;
+    s->timer.arg = n;
+    if (due)
+        tb_timer_at(n->loop, &s->timer, due);
+    else if (n->loop)
+        tb_timer_cancel(n->loop, &s->timer);
+}
+
 static void stream_free(tb_node_t *n, tb_stream_st_t *s)
 {
     if (!s)
         return;
+    set_deadline(n, s, 0);
     for (size_t i = 0; s->q && i < n->nchild; i++) {
         n->child[i].qbytes -= s->q[i].bytes;
         pq_free(&s->q[i]);
@@ -353,7 +377,7 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
         for (size_t j = 0; j < s->extra.n; j++)
             in[k++] = s->extra.v[j];
         s->extra.n = 0;
-        s->deadline = 0;
+        set_deadline(n, s, 0);
         TB_DEBUG("wave", "stream %u: wave %llu.%llu of %zu packets, children %#llx; %zu still "
                  "have units", s->id, (unsigned long long)(key >> 24),
                  (unsigned long long)(key & 0xffffff), k, (unsigned long long)who, s->nonempty);
@@ -365,7 +389,7 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
         cut = 0;
     }
     if (s->sync == TBON_SYNC_TIMEOUT && s->nonempty > 0 && !s->deadline)
-        s->deadline = tb_now_ms() + s->timeout_ms;
+        set_deadline(n, s, tb_now_ms() + s->timeout_ms);
 }
 
 void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p, int more,
@@ -408,7 +432,7 @@ void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p,
     if (!more && q->units == 1) {
         s->nonempty++;
         if (s->sync == TBON_SYNC_TIMEOUT && !s->deadline)
-            s->deadline = tb_now_ms() + s->timeout_ms;
+            set_deadline(n, s, tb_now_ms() + s->timeout_ms);
     }
     waves(n, s, 0);
 }
@@ -483,19 +507,6 @@ void tb_stream_child_gone(tb_node_t *n, size_t child)
             for (uint64_t q = from; q <= s->last_q; q++)
                 empty_up(n, s, q << 24);
         }
-    }
-}
-
-void tb_stream_timers(tb_node_t *n, int64_t now, int64_t *next)
-{
-    for (size_t id = 0; id < n->nstreams; id++) {
-        tb_stream_st_t *s = n->streams[id];
-        if (!s || !s->deadline)
-            continue;
-        if (s->deadline <= now)
-            waves(n, s, 1);
-        if (s->deadline && s->deadline < *next)
-            *next = s->deadline;
     }
 }
 

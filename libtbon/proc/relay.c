@@ -9,16 +9,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "util/error.h"
+#include "net/loop.h"
 
 #define LINE_MAX_KEPT 400
 #define CHUNK 65536
 
 struct pipe_ent {
+    tb_io_t io;                   /* in the relay's loop (arg: the relay) */
     tbon_rank_t rank;
     int    fd;                    /* -1 once at end of file */
     char   line[LINE_MAX_KEPT];   /* the first non-empty line, or what came of it */
@@ -30,7 +31,8 @@ struct tb_relay {
     pthread_mutex_t mu;           /* guards everything below but the thread */
     struct pipe_ent **ents;
     size_t n, cap;
-    int epfd, wakefd;
+    tb_loop_t *loop;              /* net/loop.h: the pipes (the thread runs it) */
+    char *buf;                    /* the thread's */
     int stop;
     int started;
     pthread_t thread;
@@ -42,7 +44,6 @@ tb_relay_t *tb_relay_new(void)
     if (!r)
         return NULL;
     pthread_mutex_init(&r->mu, NULL);
-    r->epfd = r->wakefd = -1;
     return r;
 }
 
@@ -119,58 +120,51 @@ static size_t drain(tb_relay_t *r, struct pipe_ent *e, char *buf, size_t cap)
             continue;
         if (n < 0 && errno == EAGAIN)
             break;
-        epoll_ctl(r->epfd, EPOLL_CTL_DEL, e->fd, NULL);
+        tb_loop_forget(r->loop, &e->io);
         close(e->fd);
         e->fd = -1;
     }
     return got;
 }
 
+static void on_pipe(tb_io_t *io, uint32_t events)
+{
+    (void)events;
+    tb_relay_t *r = io->arg;
+    struct pipe_ent *e = (struct pipe_ent *)((char *)io - offsetof(struct pipe_ent, io));
+    pthread_mutex_lock(&r->mu);
+    size_t got = drain(r, e, r->buf, CHUNK);
+    pthread_mutex_unlock(&r->mu);
+    write_err(r->buf, got);
+}
+
 static void *relay_thread(void *arg)
 {
     tb_relay_t *r = arg;
-    char *buf = malloc(CHUNK);
-    struct epoll_event evs[16];
     for (;;) {
-        int k = epoll_wait(r->epfd, evs, 16, -1);
-        if (k < 0 && errno != EINTR)
+        if (tb_loop_wait(r->loop, -1) < 0)
             break;
         pthread_mutex_lock(&r->mu);
         int stop = r->stop;
         pthread_mutex_unlock(&r->mu);
         if (stop)
             break;
-        for (int i = 0; i < k && buf; i++) {
-            struct pipe_ent *e = evs[i].data.ptr;
-            if (!e)
-                continue;          /* the wake-up */
-            pthread_mutex_lock(&r->mu);
-            size_t got = drain(r, e, buf, CHUNK);
-            pthread_mutex_unlock(&r->mu);
-            write_err(buf, got);
-        }
-        if (!buf)
-            break;
     }
-    free(buf);
     return NULL;
 }
 
-/* The epoll set and the thread, with the first pipe (under mu). */
+/* The loop and the thread, with the first pipe (under mu). */
 static int start(tb_relay_t *r)
 {
     if (r->started)
         return 0;
-    r->epfd = epoll_create1(EPOLL_CLOEXEC);
-    r->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
-    if (r->epfd < 0 || r->wakefd < 0 || epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->wakefd, &ev) < 0 ||
-        pthread_create(&r->thread, NULL, relay_thread, r) != 0) {
-        if (r->epfd >= 0)
-            close(r->epfd);
-        if (r->wakefd >= 0)
-            close(r->wakefd);
-        r->epfd = r->wakefd = -1;
+    r->loop = tb_loop_new(NULL, NULL);
+    r->buf = malloc(CHUNK);
+    if (!r->loop || !r->buf || pthread_create(&r->thread, NULL, relay_thread, r) != 0) {
+        tb_loop_free(r->loop);
+        free(r->buf);
+        r->loop = NULL;
+        r->buf = NULL;
         return TBON_EIO;
     }
     r->started = 1;
@@ -198,8 +192,8 @@ int tb_relay_add(tb_relay_t *r, tbon_rank_t rank, int fd)
         e->rank = rank;
         e->fd = fd;
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-        struct epoll_event ev = { .events = EPOLLIN, .data.ptr = e };
-        if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+        e->io = (tb_io_t){ .fd = fd, .fn = on_pipe, .arg = r };
+        if (tb_loop_watch(r->loop, &e->io, EPOLLIN) < 0)
             rc = TBON_EIO;
     }
     if (!rc)
@@ -250,9 +244,7 @@ void tb_relay_free(tb_relay_t *r)
         pthread_mutex_lock(&r->mu);
         r->stop = 1;
         pthread_mutex_unlock(&r->mu);
-        uint64_t one = 1;
-        ssize_t w = write(r->wakefd, &one, sizeof one);
-        (void)w;
+        tb_loop_wake(r->loop);
         pthread_join(r->thread, NULL);
     }
     char *buf = malloc(CHUNK);
@@ -266,10 +258,8 @@ void tb_relay_free(tb_relay_t *r)
     }
     free(buf);
     free(r->ents);
-    if (r->epfd >= 0)
-        close(r->epfd);
-    if (r->wakefd >= 0)
-        close(r->wakefd);
+    tb_loop_free(r->loop);
+    free(r->buf);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }
