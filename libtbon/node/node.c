@@ -91,6 +91,7 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
             tb_node_parent_lost(n, "the event connection to the parent ended");
         tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_CMD, .u.cmd = c }); /* still an orphan? */
         break;
+    /* the commands fault tolerance owns (ft/ops.c takes them apart) */
     case TB_CMD_ADOPT_CONN:
     case TB_CMD_ADOPT_FAILED:
     case TB_CMD_CHECK:
@@ -562,7 +563,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
     if (n->role == TB_ROLE_FE)
         tb_node_write_attach(n);
     if (cfg->joined)
-        tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_JOINED });  /* the parent sends the view */
+        tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_JOINED }); /* the parent sends a view */
     tb_node_check_ready(n);
     return n;
 error:
