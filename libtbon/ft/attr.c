@@ -7,7 +7,7 @@
  * carries the source's version, so the FE's replica takes an entry only if
  * it is newer than what it has: duplicates and late copies change nothing.
  */
-#include "ft/ft.h"
+#include "ft/ft_int.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -49,19 +49,20 @@ static tbon_packet_t *attr_packet(tbon_rank_t src, const tb_attrs_t *a, const ch
  * goes again: tb_attr_resync). */
 static void up(tb_node_t *n, tbon_packet_t *p)
 {
-    n->attr_seen = 1;
+    n->ftst->attr_seen = 1;
     tb_node_send_ctl(n, n->parent, TB_CTL_ATTR, p);
 }
 
 void tb_attr_set(tb_node_t *n, const char *key, const char *value)
 {
-    if (!n->attrs && !(n->attrs = tb_attrs_new()))
+    struct tb_ft *ft = n->ftst;
+    if (!ft->attrs && !(ft->attrs = tb_attrs_new()))
         return;
-    if (!tb_attrs_set(n->attrs, key, value)) {
+    if (!tb_attrs_set(ft->attrs, key, value)) {
         TB_WARN("attr", "attribute %s not set: out of memory", key);
         return;
     }
-    up(n, attr_packet(n->rank, n->attrs, key));
+    up(n, attr_packet(n->rank, ft->attrs, key));
 }
 
 /* At the FE: every entry to the application. */
@@ -89,10 +90,11 @@ static void deliver(tb_node_t *n, const tb_ctl_attr_t *m)
  * attribute ever passed through here (none did: nothing can be lost). */
 static void sync_subtree(tb_node_t *n)
 {
-    if (!n->attr_seen)
+    struct tb_ft *ft = n->ftst;
+    if (!ft->attr_seen)
         return;
-    if (tb_attrs_count(n->attrs))
-        up(n, attr_packet(n->rank, n->attrs, NULL));
+    if (tb_attrs_count(ft->attrs))
+        up(n, attr_packet(n->rank, ft->attrs, NULL));
     tbon_packet_t *p = tb_ctl_attr_sync_encode(&(tb_ctl_attr_sync_t){ 0 });
     for (size_t i = 0; p && i < n->nchild; i++)
         if (n->child[i].conn)
@@ -127,6 +129,6 @@ void tb_attr_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *
 
 void tb_attr_free(tb_node_t *n)
 {
-    tb_attrs_free(n->attrs);
-    n->attrs = NULL;
+    tb_attrs_free(n->ftst->attrs);
+    n->ftst->attrs = NULL;
 }

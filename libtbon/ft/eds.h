@@ -7,6 +7,8 @@
 
 #include "node/node.h"
 
+typedef struct tb_eds tb_eds_t;
+
 /* The EDS side. A node with given links has none: the functions
  * below that take an EDS accept NULL and do nothing (the tb_eds_watch_* ones
  * then fail with TBON_EINVAL, tb_eds_reaped says 0). */

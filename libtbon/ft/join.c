@@ -3,7 +3,7 @@
  * parent has the view version that adds it, and connects there; a leaving
  * one says so and is no failure. A join is a view change like any other
  * (ft/view.c). */
-#include "ft/ft.h"
+#include "ft/ft_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -41,7 +41,7 @@ int tb_join_add(tb_node_t *n, const tb_vchange_t *c)
         tb_topology_set_port(n->topo, r, (uint16_t)c->port);
     free(n->topo_frame);
     n->topo_frame = NULL;
-    tb_eds_join(n->eds, c);
+    tb_eds_join(n->ftst->eds, c);
     if (p == n->rank) {
         /* A restarted child takes its old slot again. */
         int i = tb_node_child_index(n, r);
@@ -54,7 +54,7 @@ int tb_join_add(tb_node_t *n, const tb_vchange_t *c)
             ch->leaving = 0;
             ch->v_known = 0;
             ch->v_sent = ch->v_acked = 0;
-            n->njoining += !ch->join_due;
+            n->ftst->njoining += !ch->join_due;
             ch->join_due = tb_now_ms() + TB_JOIN_CONNECT_MS;
         }
     }
@@ -78,6 +78,7 @@ static void peer_host(tb_node_t *n, int fd, char *out, size_t cap)
  * NULL if it does. */
 static const char *no_restart(const tb_node_t *n, tbon_rank_t r, tb_role_t role)
 {
+    const struct tb_ft_fe *fe = n->ftst->fe;
     if (r == 0 || r >= tb_topology_size(n->topo))
         return "no such rank";
     if (tb_topology_role(n->topo, r) != role)
@@ -87,17 +88,18 @@ static const char *no_restart(const tb_node_t *n, tbon_rank_t r, tb_role_t role)
     if (tb_inc_gen(tb_topology_incarnation(n->topo, r)) + 1 >=
         1u << (32 - TB_INC_GEN_SHIFT))
         return "restarted too often";
-    for (size_t i = 0; i < n->fe->npjoin; i++)
-        if (n->fe->pjoin[i].r == r)
+    for (size_t i = 0; i < fe->npjoin; i++)
+        if (fe->pjoin[i].r == r)
             return "it is coming back already";
     return NULL;
 }
 
 void tb_view_join(tb_node_t *n, tb_cmd_t *c)
 {
+    struct tb_ft_fe *fe = n->ftst->fe;
     tbon_rank_t back = c->u.join_conn.rank;     /* a restarted one, or TBON_RANK_NONE */
     tb_role_t role = c->u.join_conn.role == TB_ROLE_COMMNODE ? TB_ROLE_COMMNODE : TB_ROLE_BE;
-    const char *why = !n->ft_ready ? "the tree is not up yet"
+    const char *why = !n->ftst->ft_ready ? "the tree is not up yet"
                       : tb_node_ending(n) ? "shutting down"
                       : back != TBON_RANK_NONE ? no_restart(n, back, role) : NULL;
     if (why) {
@@ -107,10 +109,10 @@ void tb_view_join(tb_node_t *n, tb_cmd_t *c)
             TB_INFO("join", "refused a %s: %s", tb_role_name(role), why);
         return;                                 /* the fd closes with the command */
     }
-    struct tb_pjoin *pj = realloc(n->fe->pjoin, (n->fe->npjoin + 1) * sizeof *pj);
+    struct tb_pjoin *pj = realloc(fe->pjoin, (fe->npjoin + 1) * sizeof *pj);
     if (!pj)
         return;
-    n->fe->pjoin = pj;
+    fe->pjoin = pj;
     tb_vchange_t ch = { role == TB_ROLE_BE ? TB_V_JOIN : TB_V_JOIN_CN,
                         (tbon_rank_t)tb_topology_size(n->topo), tb_join_parent(n->topo, role),
                         0, 0, "", role == TB_ROLE_BE ? 0 : c->u.join_conn.port };
@@ -132,12 +134,12 @@ void tb_view_join(tb_node_t *n, tb_cmd_t *c)
         return;
     }
     tb_view_note_change(n, &ch);
-    n->fe->pjoin[n->fe->npjoin++] = (struct tb_pjoin){ ch.rank, ch.parent, c->u.join_conn.fd, 0,
+    fe->pjoin[fe->npjoin++] = (struct tb_pjoin){ ch.rank, ch.parent, c->u.join_conn.fd, 0,
                                                tb_now_ms() + TB_JOIN_CONNECT_MS };
     c->u.join_conn.fd = -1;
-    for (size_t i = 0; i < n->fe->nannounced; i++)     /* its next JOINED is news */
-        if (n->fe->announced[i] == ch.rank)
-            n->fe->announced[i] = n->fe->announced[--n->fe->nannounced];
+    for (size_t i = 0; i < fe->nannounced; i++)     /* its next JOINED is news */
+        if (fe->announced[i] == ch.rank)
+            fe->announced[i] = fe->announced[--fe->nannounced];
     TB_INFO("join", "rank %u (%s) %s under %u (%s)", ch.rank, tb_role_name(role),
             ch.inc ? "comes back" : "joins", ch.parent, ch.host);
 }
@@ -147,7 +149,7 @@ void tb_view_join(tb_node_t *n, tb_cmd_t *c)
 static int applied_at(const tb_node_t *n, tbon_rank_t p, uint64_t v)
 {
     if (p == 0)
-        return n->view >= v;
+        return n->ftst->view >= v;
     tbon_rank_t c = p;
     while (c != TBON_RANK_NONE && tb_topology_parent(n->topo, c) != 0)
         c = tb_topology_parent(n->topo, c);
@@ -157,11 +159,12 @@ static int applied_at(const tb_node_t *n, tbon_rank_t p, uint64_t v)
 
 void tb_join_replies(tb_node_t *n)
 {
-    if (!n->fe)
+    struct tb_ft_fe *fe = n->ftst->fe;
+    if (!n->ftst->fe)
         return;
     int64_t now = tb_now_ms();
-    for (size_t i = 0; i < n->fe->npjoin;) {
-        struct tb_pjoin *j = &n->fe->pjoin[i];
+    for (size_t i = 0; i < fe->npjoin;) {
+        struct tb_pjoin *j = &fe->pjoin[i];
         int ready = j->version && applied_at(n, j->parent, j->version);
         if (!ready && now < j->due) {
             i++;
@@ -184,14 +187,14 @@ void tb_join_replies(tb_node_t *n)
                     j->parent);
         }
         close(j->fd);
-        *j = n->fe->pjoin[--n->fe->npjoin];
+        *j = fe->pjoin[--fe->npjoin];
     }
 }
 
 void tb_view_joined(tb_node_t *n, size_t i)
 {
     tb_child_t *ch = &n->child[i];
-    n->njoining -= !!ch->join_due;
+    n->ftst->njoining -= !!ch->join_due;
     ch->join_due = 0;
     tb_ft_send_ports_to(n, ch->conn);
     tb_stream_bcast_join(n, i);
@@ -204,14 +207,15 @@ void tb_view_joined(tb_node_t *n, size_t i)
 
 void tb_view_fe_joined(tb_node_t *n, tbon_rank_t r, tbon_rank_t parent)
 {
-    for (size_t i = 0; i < n->fe->nannounced; i++)
-        if (n->fe->announced[i] == r)
+    struct tb_ft_fe *fe = n->ftst->fe;
+    for (size_t i = 0; i < fe->nannounced; i++)
+        if (fe->announced[i] == r)
             return;
-    tbon_rank_t *v = realloc(n->fe->announced, (n->fe->nannounced + 1) * sizeof *v);
+    tbon_rank_t *v = realloc(fe->announced, (fe->nannounced + 1) * sizeof *v);
     if (!v)
         return;
-    n->fe->announced = v;
-    v[n->fe->nannounced++] = r;
+    fe->announced = v;
+    v[fe->nannounced++] = r;
     tb_view_note(n, TB_V_JOINED, r, parent, 0);
     tb_node_emit(n, TBON_EV_NODE_JOINED, r, parent, tb_topology_incarnation(n->topo, r), 0);
 }
@@ -239,12 +243,12 @@ void tb_view_left(tb_node_t *n, size_t i)
 /* Joined children that never connected are taken for failed. */
 void tb_join_timeouts(tb_node_t *n, int64_t now)
 {
-    for (size_t i = 0; n->njoining && i < n->nchild; i++) {
+    for (size_t i = 0; n->ftst->njoining && i < n->nchild; i++) {
         tb_child_t *ch = &n->child[i];
         if (!ch->joined || !ch->join_due || now < ch->join_due || ch->conn)
             continue;
         ch->join_due = 0;
-        n->njoining--;
+        n->ftst->njoining--;
         ch->state = CH_GONE;
         TB_WARN("join", "rank %u did not connect after joining: taken for failed", ch->rank);
         tb_stream_child_gone(n, i);

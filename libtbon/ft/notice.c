@@ -2,7 +2,7 @@
  * priority monitoring"): a datagram from a detector straight to the FE,
  * authenticated with the session secret, so the FE hears of a failure before
  * the report has climbed the tree (docs/protocol.md 9.3). */
-#include "ft/ft.h"
+#include "ft/ft_int.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -64,55 +64,58 @@ int tb_view_open_notices(tb_node_t *n)
             close(fd);
         return -1;
     }
-    n->nfd_io = (tb_io_t){ .fd = fd, .fn = on_notice_io, .arg = n };
-    if (tb_loop_watch(n->loop, &n->nfd_io, EPOLLIN) < 0) {
+    struct tb_ft *ft = n->ftst;
+    ft->nfd_io = (tb_io_t){ .fd = fd, .fn = on_notice_io, .arg = n };
+    if (tb_loop_watch(n->loop, &ft->nfd_io, EPOLLIN) < 0) {
         close(fd);
         return -1;
     }
-    n->nfd = fd;
+    ft->nfd = fd;
     return 0;
 }
 
 void tb_view_notice_setup(tb_node_t *n)
 {
+    struct tb_ft *ft = n->ftst;
     uint16_t port = tb_topology_port(n->topo, 0);
-    if (n->role == TB_ROLE_FE || n->fe_addr_ok || !port)
+    if (n->role == TB_ROLE_FE || ft->fe_addr_ok || !port)
         return;
     /* The FE on our own topology host is reached over the loopback, as
      * children reach parents (docs/protocol.md 7.1); elsewhere at what its
      * topology host name resolves to here, IPv4 or IPv6. */
     if (tb_topology_host_index(n->topo, 0) == tb_topology_host_index(n->topo, n->rank)) {
-        struct sockaddr_in *a = (struct sockaddr_in *)&n->fe_addr;
+        struct sockaddr_in *a = (struct sockaddr_in *)&ft->fe_addr;
         memset(a, 0, sizeof *a);
         a->sin_family = AF_INET;
         a->sin_port = htons(port);
         a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        n->fe_addr_len = sizeof *a;
+        ft->fe_addr_len = sizeof *a;
     } else {
         struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM }, *res = NULL;
         char ps[8];
         snprintf(ps, sizeof ps, "%u", (unsigned)port);
         if (getaddrinfo(tb_topology_host(n->topo, 0), ps, &hints, &res) != 0 || !res ||
-            res->ai_addrlen > sizeof n->fe_addr) {
+            res->ai_addrlen > sizeof ft->fe_addr) {
             TB_WARN("view", "cannot resolve the FE's host %s: no failure notices from here",
                     tb_topology_host(n->topo, 0));
             if (res)
                 freeaddrinfo(res);
             return;
         }
-        memcpy(&n->fe_addr, res->ai_addr, res->ai_addrlen);
-        n->fe_addr_len = res->ai_addrlen;
+        memcpy(&ft->fe_addr, res->ai_addr, res->ai_addrlen);
+        ft->fe_addr_len = res->ai_addrlen;
         freeaddrinfo(res);
     }
-    n->nfd = socket(n->fe_addr.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (n->nfd < 0)
+    ft->nfd = socket(ft->fe_addr.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (ft->nfd < 0)
         return;
-    n->fe_addr_ok = 1;
+    ft->fe_addr_ok = 1;
 }
 
 void tb_view_notice(tb_node_t *n, tbon_rank_t r, uint32_t inc)
 {
-    if (n->role == TB_ROLE_FE || !n->fe_addr_ok || tb_node_ending(n))
+    struct tb_ft *ft = n->ftst;
+    if (n->role == TB_ROLE_FE || !ft->fe_addr_ok || tb_node_ending(n))
         return;
     uint8_t b[NOTICE_SIZE] = { 0 };
     tb_put32(b, NOTICE_MAGIC);
@@ -127,8 +130,8 @@ void tb_view_notice(tb_node_t *n, tbon_rank_t r, uint32_t inc)
         randombytes_buf(&nonce, sizeof nonce);
     tb_put64(b + 32, nonce);
     crypto_auth_hmacsha256(b + 40, b, 40, n->cfg.session.secret);
-    if (sendto(n->nfd, b, sizeof b, MSG_DONTWAIT, (struct sockaddr *)&n->fe_addr,
-               n->fe_addr_len) < 0)
+    if (sendto(ft->nfd, b, sizeof b, MSG_DONTWAIT, (struct sockaddr *)&ft->fe_addr,
+               ft->fe_addr_len) < 0)
         TB_DEBUG("view", "failure notice not sent: %s", strerror(errno));
 }
 
@@ -136,7 +139,7 @@ void tb_view_on_notices(tb_node_t *n)
 {
     uint8_t b[NOTICE_SIZE + 1], mac[crypto_auth_hmacsha256_BYTES];
     for (int budget = 0; budget < 256; budget++) {
-        ssize_t len = recv(n->nfd, b, sizeof b, MSG_DONTWAIT);
+        ssize_t len = recv(n->ftst->nfd, b, sizeof b, MSG_DONTWAIT);
         if (len < 0)
             return;
         /* Anything not a notice of this session, signed with its secret, is
@@ -149,7 +152,7 @@ void tb_view_on_notices(tb_node_t *n)
             continue;
         tbon_rank_t from = tb_get32(b + 16), r = tb_get32(b + 20);
         uint32_t inc = tb_get32(b + 24);
-        if (r == 0 || r >= tb_topology_size(n->topo) || !n->ft_ready || tb_node_ending(n))
+        if (r == 0 || r >= tb_topology_size(n->topo) || !n->ftst->ft_ready || tb_node_ending(n))
             continue;
         /* A detector we have fenced is not believed: woken up, it sees its
          * children gone (adopted elsewhere) and would call them dead. */

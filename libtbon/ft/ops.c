@@ -1,41 +1,189 @@
 /* ops.c - the fault-tolerance layer's table for the node (node_int.h,
- * tb_ft_ops_t): every node is created with it (tb_node_config_t.ft). */
-#include "ft/ft.h"
+ * tb_ft_ops_t): ft's state made and freed, the node's events and the
+ * control messages and commands ft owns taken apart to recovery.c,
+ * view.c, notice.c, join.c and attr.c, the loop's hooks, and the EDS's
+ * services. Every node is created with it (tb_node_config_t.ft). */
+#include "ft/ft_int.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "util/error.h"
+
+static int ft_start(tb_node_t *n, tbon_error_t *err)
+{
+    struct tb_ft *ft = calloc(1, sizeof *ft);
+    if (!ft || (n->role == TB_ROLE_FE && !(ft->fe = calloc(1, sizeof *ft->fe)))) {
+        free(ft);
+        return tb_error_set(err, TBON_ENOMEM, "out of memory");
+    }
+    ft->nfd = -1;
+    n->ftst = ft;
+    tb_view_init(n);
+    if (n->cfg.given_links)
+        return 0;       /* node.h, "Given links": no notices, no EDS thread */
+    if (n->role == TB_ROLE_FE)
+        tb_view_open_notices(n);
+    ft->eds = tb_eds_start(n, n->lfd, n->cfg.parent_event_fd, n->topo, n->rank, &n->cfg.session,
+                           err);
+    if (!ft->eds)
+        return err && err->code ? err->code : TBON_ENOMEM;
+    n->lfd = -1;   /* the EDS owns it now */
+    if (n->cbs.kick && tb_eds_watch_node(ft->eds, tb_loop_fd(n->loop)))
+        return tb_error_set(err, TBON_ENOMEM, "cannot watch the back-end's node");
+    return 0;
+}
+
+static void ft_stop(tb_node_t *n)
+{
+    if (n->ftst)
+        tb_eds_stop(n->ftst->eds);
+}
+
+static void ft_free(tb_node_t *n)
+{
+    struct tb_ft *ft = n->ftst;
+    if (!ft)
+        return;
+    tb_eds_free(ft->eds);
+    tb_ft_free(n);
+    tb_view_free(n);
+    tb_attr_free(n);
+    free(ft->fe);
+    free(ft);
+    n->ftst = NULL;
+}
+
+/* The commands ft owns (TB_FT_EV_CMD). */
+static void on_cmd(tb_node_t *n, tb_cmd_t *c)
+{
+    struct tb_ft *ft = n->ftst;
+    switch (c->op) {
+    case TB_CMD_ADOPT_CONN:
+        tb_ft_adopt_conn(n, c);
+        break;
+    case TB_CMD_ADOPTED:
+        /* (the node has let go of the lost parent's data connection) */
+        if (ft->orphan && !n->parent && !tb_node_ending(n))
+            tb_ft_adopted(n, c);
+        break;
+    case TB_CMD_ADOPT_FAILED:
+        if (ft->orphan) {
+            tb_ft_adopt_failed(n, c->u.adopt_failed.lost);
+            tb_node_parent_lost(n, "no node would adopt us");
+        }
+        break;
+    case TB_CMD_CHECK:
+        tb_view_check(n, c->u.check.id);
+        break;
+    case TB_CMD_ATTR:
+        tb_attr_set(n, c->u.attr.key, c->u.attr.value);
+        break;
+    case TB_CMD_JOIN_CONN:
+        tb_view_join(n, c);
+        break;
+    default:
+        break;
+    }
+}
+
+static int ft_event(tb_node_t *n, const tb_ft_event_t *ev)
+{
+    struct tb_ft *ft = n->ftst;
+    if (!ft)
+        return 0;
+    switch (ev->kind) {
+    case TB_FT_EV_CMD:
+        on_cmd(n, ev->u.cmd);
+        break;
+    case TB_FT_EV_TREE_UP:
+        tb_ft_send_ports(n);
+        break;
+    case TB_FT_EV_JOINED:
+        tb_view_adopted(n);
+        break;
+    case TB_FT_EV_LAUNCHED:
+        tb_eds_watch_child(ft->eds, ev->u.launched.rank, ev->u.launched.pid);
+        break;
+    case TB_FT_EV_PARENT_EVENTS:
+        return tb_eds_watch_parent(ft->eds, ev->u.fd, n->parent_rank);
+    case TB_FT_EV_PARENT_LOST:
+        /* An orphan stays one until adopted (or given up: ADOPT_FAILED). */
+        return ft->orphan || (ev->u.rank != TBON_RANK_NONE && tb_ft_parent_lost(n, ev->u.rank));
+    case TB_FT_EV_ORPHAN_UP:
+        if (!ft->orphan)
+            return 0;
+        tb_ft_buffer(n, ev->u.up.stream, ev->u.up.p, ev->u.up.more, ev->u.up.key);
+        return 1;
+    case TB_FT_EV_CHILD_GONE:
+        tb_view_child_gone(n, ev->u.child);
+        break;
+    case TB_FT_EV_CHILD_LOST:
+        tb_ft_child_lost(n, ev->u.child);
+        break;
+    case TB_FT_EV_CHILD_LEFT:
+        tb_view_left(n, ev->u.child);
+        break;
+    case TB_FT_EV_CHILD_JOINED:
+        tb_view_joined(n, ev->u.child);
+        break;
+    case TB_FT_EV_SHUTDOWN:
+        tb_eds_leave(ft->eds);
+        break;
+    }
+    return 0;
+}
+
+/* Control messages by owner (codec/ctl.c's table). */
+static void ft_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p)
+{
+    const tb_ctl_info_t *info = tb_ctl_info(m->op);
+    switch (info ? info->owner : -1) {
+    case TB_CTL_OWN_FT:
+        tb_ft_ctl(n, child, m, p);
+        break;
+    case TB_CTL_OWN_VIEW:
+        tb_view_ctl(n, child, m, p);
+        break;
+    case TB_CTL_OWN_ATTR:
+        tb_attr_ctl(n, child, m, p);
+        break;
+    default:
+        break;
+    }
+}
+
+static void ft_flush(tb_node_t *n)
+{
+    if (n->ftst)
+        tb_view_flush(n);
+}
+
+static int ft_ready(const tb_node_t *n)
+{
+    return n->ftst && n->ftst->ft_ready;
+}
+
+static void ft_arm(tb_node_t *n, int on)
+{
+    tb_eds_arm_node(n->ftst ? n->ftst->eds : NULL, on);
+}
+
+static int ft_reaped(tb_node_t *n, pid_t pid)
+{
+    return n->ftst && tb_eds_reaped(n->ftst->eds, pid);
+}
 
 const tb_ft_ops_t tb_ft_ops = {
-    .attr_ctl = tb_attr_ctl,
-    .attr_free = tb_attr_free,
-    .attr_set = tb_attr_set,
-    .eds_arm_node = tb_eds_arm_node,
-    .eds_free = tb_eds_free,
-    .eds_leave = tb_eds_leave,
-    .eds_reaped = tb_eds_reaped,
-    .eds_start = tb_eds_start,
-    .eds_stop = tb_eds_stop,
-    .eds_watch_child = tb_eds_watch_child,
-    .eds_watch_node = tb_eds_watch_node,
-    .eds_watch_parent = tb_eds_watch_parent,
-    .ft_adopt_conn = tb_ft_adopt_conn,
-    .ft_adopt_failed = tb_ft_adopt_failed,
-    .ft_adopted = tb_ft_adopted,
-    .ft_buffer = tb_ft_buffer,
-    .ft_child_lost = tb_ft_child_lost,
-    .ft_ctl = tb_ft_ctl,
-    .ft_free = tb_ft_free,
-    .ft_parent_lost = tb_ft_parent_lost,
-    .ft_send_ports = tb_ft_send_ports,
-    .view_adopted = tb_view_adopted,
-    .view_check = tb_view_check,
-    .view_child_gone = tb_view_child_gone,
-    .view_ctl = tb_view_ctl,
-    .view_flush = tb_view_flush,
-    .view_free = tb_view_free,
-    .view_init = tb_view_init,
-    .view_join = tb_view_join,
-    .view_joined = tb_view_joined,
-    .view_left = tb_view_left,
-    .view_next = tb_view_next,
-    .view_on_notices = tb_view_on_notices,
-    .view_open_notices = tb_view_open_notices,
-    .view_timers = tb_view_timers,
+    .start = ft_start,
+    .stop = ft_stop,
+    .free = ft_free,
+    .event = ft_event,
+    .ctl = ft_ctl,
+    .timers = tb_view_timers,
+    .next = tb_view_next,
+    .flush = ft_flush,
+    .ready = ft_ready,
+    .arm = ft_arm,
+    .reaped = ft_reaped,
 };

@@ -4,7 +4,7 @@
  * adoption, and the orphan's: buffering while it has no parent, then state
  * composition towards the new one. The search for an adopter runs on the EDS
  * thread (eds.c); the reactor only ever sees its outcome as a command. */
-#include "ft/ft.h"
+#include "ft/ft_int.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -49,38 +49,40 @@ static tbon_packet_t *ports_packet(const tb_node_t *n)
 
 void tb_ft_send_ports(tb_node_t *n)
 {
+    struct tb_ft *ft = n->ftst;
     tbon_packet_t *p = ports_packet(n);
     for (size_t i = 0; p && i < n->nchild; i++)
         if (n->child[i].conn)
             tb_node_send_ctl(n, n->child[i].conn, TB_CTL_PORTS, tbon_packet_ref(p));
     tbon_packet_unref(p);
-    n->ft_ready = 1;
-    tb_eds_set_ft_ready(n->eds);
-    tb_eds_set_heartbeat(n->eds, n->cfg.heartbeat_ms);
+    ft->ft_ready = 1;
+    tb_eds_set_ft_ready(ft->eds);
+    tb_eds_set_heartbeat(ft->eds, n->cfg.heartbeat_ms);
 }
 
 void tb_ft_send_ports_to(tb_node_t *n, tb_conn_t *c)
 {
-    if (n->ft_ready)
+    if (n->ftst->ft_ready)
         tb_node_send_ctl(n, c, TB_CTL_PORTS, ports_packet(n));
 }
 
 static void on_ports(tb_node_t *n, const tb_ctl_ports_t *m, tbon_packet_t *p)
 {
+    struct tb_ft *ft = n->ftst;
     int hb = m->heartbeat_ms;
     for (size_t i = 0; i < m->n; i++) {
         if (m->ranks[i] >= tb_topology_size(n->topo))
             continue;
         tb_topology_set_port(n->topo, m->ranks[i], (uint16_t)m->ports[i]);
-        tb_eds_report(n->eds, TB_EDS_PORT, m->ranks[i], m->ports[i], 0);
+        tb_eds_report(ft->eds, TB_EDS_PORT, m->ranks[i], m->ports[i], 0);
     }
     for (size_t i = 0; i < n->nchild; i++)
         if (n->child[i].conn)
             tb_node_send_ctl(n, n->child[i].conn, TB_CTL_PORTS, tbon_packet_ref(p));
-    n->ft_ready = 1;
+    ft->ft_ready = 1;
     n->cfg.heartbeat_ms = hb;       /* for the port tables of joined children */
-    tb_eds_set_ft_ready(n->eds);
-    tb_eds_set_heartbeat(n->eds, hb);
+    tb_eds_set_ft_ready(ft->eds);
+    tb_eds_set_heartbeat(ft->eds, hb);
     tb_view_notice_setup(n);
 }
 
@@ -107,17 +109,18 @@ struct held {
 static void report_up(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p, int kind, tbon_rank_t r,
                       uint32_t inc)
 {
+    struct tb_ft *ft = n->ftst;
     /* An orphan holds it for its adopter. */
     if (p && n->role != TB_ROLE_FE && (!n->parent || n->parent != from)) {
         if (n->parent)
             tb_node_send_ctl(n, n->parent, TB_CTL_REPORT, tbon_packet_ref(p));
-        if (!n->held.size)
-            tb_ring_init(&n->held, sizeof(struct held));
-        if (n->held.len == TB_HELD_MAX) {
-            tbon_packet_unref(((struct held *)tb_ring_at(&n->held, 0))->p);
-            tb_ring_drop(&n->held);
+        if (!ft->held.size)
+            tb_ring_init(&ft->held, sizeof(struct held));
+        if (ft->held.len == TB_HELD_MAX) {
+            tbon_packet_unref(((struct held *)tb_ring_at(&ft->held, 0))->p);
+            tb_ring_drop(&ft->held);
         }
-        struct held *h = tb_ring_push(&n->held);
+        struct held *h = tb_ring_push(&ft->held);
         if (h)
             *h = (struct held){ kind, r, inc, tbon_packet_ref(p) };
     }
@@ -126,13 +129,14 @@ static void report_up(tb_node_t *n, tb_conn_t *from, tbon_packet_t *p, int kind,
 
 void tb_ft_confirm(tb_node_t *n, const tb_vchange_t *ch, size_t k)
 {
-    if (!n->held.len)
+    struct tb_ft *ft = n->ftst;
+    if (!ft->held.len)
         return;
     tb_ring_t keep;
     tb_ring_init(&keep, sizeof(struct held));
-    while (n->held.len) {
-        struct held h = *(struct held *)tb_ring_at(&n->held, 0);
-        tb_ring_drop(&n->held);
+    while (ft->held.len) {
+        struct held h = *(struct held *)tb_ring_at(&ft->held, 0);
+        tb_ring_drop(&ft->held);
         int covered = 0;
         for (size_t i = 0; i < k && !covered; i++)
             covered = ch[i].rank == h.r &&
@@ -145,16 +149,16 @@ void tb_ft_confirm(tb_node_t *n, const tb_vchange_t *ch, size_t k)
         else
             tbon_packet_unref(h.p);
     }
-    tb_ring_free(&n->held);
-    n->held = keep;
+    tb_ring_free(&ft->held);
+    ft->held = keep;
 }
 
 /* A new parent: what the old one may not have passed on goes again. */
 static void resend_held(tb_node_t *n)
 {
-    for (size_t i = 0; i < n->held.len; i++)
+    for (size_t i = 0; i < n->ftst->held.len; i++)
         tb_node_send_ctl(n, n->parent, TB_CTL_REPORT,
-                         tbon_packet_ref(((struct held *)tb_ring_at(&n->held, i))->p));
+                         tbon_packet_ref(((struct held *)tb_ring_at(&n->ftst->held, i))->p));
 }
 
 /* us: the four recovery times, then 1 if a stream may have lost data. */
@@ -174,7 +178,7 @@ int tb_ft_apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t i
     if (news) {
         free(n->topo_frame);        /* new children must get the new topology */
         n->topo_frame = NULL;
-        tb_eds_report(n->eds, dead ? TB_EDS_FAILED : TB_EDS_ADOPTED, r, p, inc);
+        tb_eds_report(n->ftst->eds, dead ? TB_EDS_FAILED : TB_EDS_ADOPTED, r, p, inc);
         tb_view_note(n, kind, r, p, inc);
     }
     /* One truth: a child that the view has failed is fenced here too, or we
@@ -223,7 +227,7 @@ static void on_report(tb_node_t *n, tb_conn_t *from, const tb_ctl_report_t *m,
         if (kind == TB_V_FAILED) {
             TB_INFO("ft", "rank %u failed", r);
             tb_node_emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc, 0);
-            if (n->role == TB_ROLE_FE && !n->ft_ready && !tb_node_ending(n) &&
+            if (n->role == TB_ROLE_FE && !n->ftst->ft_ready && !tb_node_ending(n) &&
                 tb_topology_role(n->topo, r) != TB_ROLE_BE) {
                 tb_node_fault_end(n, r);
             }
@@ -256,7 +260,7 @@ void tb_ft_child_lost(tb_node_t *n, size_t i)
     tb_node_emit(n, TBON_EV_NODE_FAILED, r, TBON_RANK_NONE, inc, 0);
     tb_view_notice(n, r, inc);
     report_up(n, NULL, report(TB_V_FAILED, r, TBON_RANK_NONE, inc, NULL), TB_V_FAILED, r, inc);
-    if (n->role == TB_ROLE_FE && !n->ft_ready && !tb_node_ending(n) && !n->child[i].is_be)
+    if (n->role == TB_ROLE_FE && !n->ftst->ft_ready && !tb_node_ending(n) && !n->child[i].is_be)
         tb_node_fault_end(n, r);
 }
 
@@ -264,12 +268,13 @@ void tb_ft_child_lost(tb_node_t *n, size_t i)
 
 int tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost)
 {
-    if (!n->ft_ready || tb_node_ending(n) || n->role == TB_ROLE_FE)
+    struct tb_ft *ft = n->ftst;
+    if (!ft->ft_ready || tb_node_ending(n) || n->role == TB_ROLE_FE)
         return 0;
-    if (!n->orphan) {
-        n->orphan = 1;
-        n->orphan_since = tb_now_us();
-        n->lost_parent = lost;
+    if (!ft->orphan) {
+        ft->orphan = 1;
+        ft->orphan_since = tb_now_us();
+        ft->lost_parent = lost;
         TB_WARN("ft", "lost the parent (rank %u); looking for an adopter", lost);
         uint32_t inc = tb_topology_incarnation(n->topo, lost);
         /* The FE hears of it directly from one of the orphans (the first
@@ -283,7 +288,7 @@ int tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost)
         if (k < nk && kids[k] == n->rank)
             tb_view_notice(n, lost, inc);
         tb_ft_apply(n, TB_V_FAILED, lost, TBON_RANK_NONE, inc);
-        tb_eds_request_adoption(n->eds, lost);
+        tb_eds_request_adoption(ft->eds, lost);
     }
     return 1;
 }
@@ -292,16 +297,17 @@ int tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost)
  * reading and filtering its input and buffers its output). */
 void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uint64_t key)
 {
-    if (!n->obuf.size)
-        tb_ring_init(&n->obuf, sizeof(struct obuf_ent));
-    struct obuf_ent *e = tb_ring_push(&n->obuf);
+    struct tb_ft *ft = n->ftst;
+    if (!ft->obuf.size)
+        tb_ring_init(&ft->obuf, sizeof(struct obuf_ent));
+    struct obuf_ent *e = tb_ring_push(&ft->obuf);
     if (!e) {
         tbon_packet_unref(p);
         return;
     }
     size_t len;
     tb_packet_payload(p, &len);
-    n->obytes += len + 64;
+    ft->obytes += len + 64;
     *e = (struct obuf_ent){ stream, more, key, p };
 }
 
@@ -309,6 +315,7 @@ void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uin
 
 void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
 {
+    struct tb_ft *ft = n->ftst;
     int64_t t0 = tb_now_us();
     tbon_rank_t parent = c->u.adopted.parent;
     tb_conn_t *conn = tb_conn_new(c->u.adopted.fd, parent, -1, TB_FRAME_MAX_DEFAULT);
@@ -318,7 +325,7 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
     n->parent = conn;
     tb_node_watch_conn(n, conn);
     atomic_store(&n->parent_rank, parent);
-    n->orphan = 0;
+    ft->orphan = 0;
     uint32_t inc = tb_topology_incarnation(n->topo, n->rank) + 1;
     /* State composition (seed 003 IV-C, V-B): first the streams, then for
      * each state-recoverable filter its state as ordinary input, then what
@@ -344,9 +351,9 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
      * compose state (idempotent, seed 003 IV-C) it goes up as it is; on any
      * other it belongs to waves the tree has closed without us, and would
      * land in later ones, so it is dropped and the loss reported. */
-    while (n->obuf.len) {
-        struct obuf_ent x = *(struct obuf_ent *)tb_ring_at(&n->obuf, 0);
-        tb_ring_drop(&n->obuf);
+    while (ft->obuf.len) {
+        struct obuf_ent x = *(struct obuf_ent *)tb_ring_at(&ft->obuf, 0);
+        tb_ring_drop(&ft->obuf);
         tb_stream_st_t *s = x.stream < n->nstreams ? n->streams[x.stream] : NULL;
         const tb_filter_t *f = s ? tb_filter_reg_get(n->filters, s->up) : NULL;
         if (f && f->get_state) {
@@ -356,7 +363,7 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
             tbon_packet_unref(x.pkt);
         }
     }
-    n->obytes = 0;
+    ft->obytes = 0;
     int64_t t1 = tb_now_us();
     if (lossy)
         TB_INFO("ft", "adopted by rank %u: a stream's filter keeps no recoverable state; what "
@@ -365,9 +372,9 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
     /* The lost parent's failure, up to where it may not be known yet (its own
      * parent may have died with it), and what it may not have passed on. */
     resend_held(n);
-    uint32_t linc = tb_topology_incarnation(n->topo, n->lost_parent);
-    report_up(n, NULL, report(TB_V_FAILED, n->lost_parent, TBON_RANK_NONE, linc, NULL),
-              TB_V_FAILED, n->lost_parent, linc);
+    uint32_t linc = tb_topology_incarnation(n->topo, ft->lost_parent);
+    report_up(n, NULL, report(TB_V_FAILED, ft->lost_parent, TBON_RANK_NONE, linc, NULL),
+              TB_V_FAILED, ft->lost_parent, linc);
     int64_t t2 = tb_now_us();
     uint64_t us[5] = { c->u.adopted.us[0], c->u.adopted.us[1], (uint64_t)(t1 - t0),
                        (uint64_t)(t2 - t1),
@@ -379,14 +386,14 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
     tb_view_adopted(n);
     tb_attr_resync(n);
     TB_INFO("ft", "adopted by rank %u after %lld us", parent,
-            (long long)(t2 - n->orphan_since));
+            (long long)(t2 - ft->orphan_since));
 }
 
 void tb_ft_adopt_failed(tb_node_t *n, tbon_rank_t lost)
 {
     (void)lost;
-    n->orphan = 0;
-    n->ft_ready = 0;      /* leave as without fault tolerance */
+    n->ftst->orphan = 0;
+    n->ftst->ft_ready = 0;      /* leave as without fault tolerance */
 }
 
 /* ---- the adopter ---- */
@@ -395,9 +402,10 @@ void tb_ft_adopt_failed(tb_node_t *n, tbon_rank_t lost)
  * told to expect its event connection. */
 void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c)
 {
+    struct tb_ft *ft = n->ftst;
     tbon_rank_t o = c->u.adopt_conn.rank;
     const char *why = NULL;
-    if (!n->ft_ready || n->orphan || tb_node_ending(n) || tb_node_stopped(n))
+    if (!ft->ft_ready || ft->orphan || tb_node_ending(n) || tb_node_stopped(n))
         why = "not in a state to adopt";
     else if (o == n->rank || o == 0 || tb_adopt_would_cycle(n->topo, o, n->rank))
         why = "it would make a cycle";
@@ -421,7 +429,7 @@ void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c)
     n->child[i].conn = conn;
     n->child[i].state = CH_READY;
     tb_node_watch_conn(n, conn);
-    tb_eds_expect(n->eds, o);
+    tb_eds_expect(ft->eds, o);
     tb_node_send_ctl(n, conn, TB_CTL_ADOPT_ACK,
                      tb_ctl_adopt_ack_encode(&(tb_ctl_adopt_ack_t){ 1 }));
     TB_INFO("ft", "adopted rank %u", o);
@@ -467,15 +475,16 @@ void tb_ft_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p)
 
 void tb_ft_free(tb_node_t *n)
 {
-    while (n->held.len) {
-        tbon_packet_unref(((struct held *)tb_ring_at(&n->held, 0))->p);
-        tb_ring_drop(&n->held);
+    struct tb_ft *ft = n->ftst;
+    while (ft->held.len) {
+        tbon_packet_unref(((struct held *)tb_ring_at(&ft->held, 0))->p);
+        tb_ring_drop(&ft->held);
     }
-    tb_ring_free(&n->held);
-    while (n->obuf.len) {
-        struct obuf_ent *e = tb_ring_at(&n->obuf, 0);
+    tb_ring_free(&ft->held);
+    while (ft->obuf.len) {
+        struct obuf_ent *e = tb_ring_at(&ft->obuf, 0);
         tbon_packet_unref(e->pkt);
-        tb_ring_drop(&n->obuf);
+        tb_ring_drop(&ft->obuf);
     }
-    tb_ring_free(&n->obuf);
+    tb_ring_free(&ft->obuf);
 }

@@ -22,7 +22,7 @@
  * lives here too. The fast failure notice is in ft/notice.c, joins and
  * leaves in ft/join.c.
  */
-#include "ft/ft.h"
+#include "ft/ft_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -75,14 +75,15 @@ struct tb_orphan {
 
 void tb_view_init(tb_node_t *n)
 {
-    n->view = 1;        /* the tree as it started: the same copy everywhere */
-    n->view_sub = 1;
-    n->view_up[0] = n->view_up[1] = 1;
+    struct tb_ft *ft = n->ftst;
+    ft->view = 1;        /* the tree as it started: the same copy everywhere */
+    ft->view_sub = 1;
+    ft->view_up[0] = ft->view_up[1] = 1;
     for (size_t i = 0; i < n->nchild; i++) {
         n->child[i].v_known = 1;
         n->child[i].v_sent = n->child[i].v_acked = 1;
     }
-    tb_ring_init(&n->vhist, sizeof(struct tb_vhist));
+    tb_ring_init(&ft->vhist, sizeof(struct tb_vhist));
 }
 
 /* ---- acknowledgements ---- */
@@ -91,7 +92,7 @@ void tb_view_init(tb_node_t *n)
  * less while a child's subtree lags (0 while an adopted child has not said). */
 static uint64_t subtree(const tb_node_t *n)
 {
-    uint64_t v = n->view;
+    uint64_t v = n->ftst->view;
     for (size_t i = 0; i < n->nchild; i++) {
         const tb_child_t *ch = &n->child[i];
         if (!tb_child_counted(ch))
@@ -106,34 +107,38 @@ static uint64_t subtree(const tb_node_t *n)
 
 static void emit_stable(tb_node_t *n)
 {
-    if (n->view_sub != n->view || n->view <= n->view_up[1] || n->fe->norph || n->fe->nvpend ||
-        n->fe->orph_dirty || tb_node_ending(n))
+    struct tb_ft *ft = n->ftst;
+    struct tb_ft_fe *fe = ft->fe;
+    if (ft->view_sub != ft->view || ft->view <= ft->view_up[1] || fe->norph || fe->nvpend ||
+        fe->orph_dirty || tb_node_ending(n))
         return;
-    n->view_up[1] = n->view;
-    TB_DEBUG("view", "view %llu is stable", (unsigned long long)n->view);
-    tb_node_emit(n, TBON_EV_VIEW_STABLE, 0, TBON_RANK_NONE, 0, n->view);
+    ft->view_up[1] = ft->view;
+    TB_DEBUG("view", "view %llu is stable", (unsigned long long)ft->view);
+    tb_node_emit(n, TBON_EV_VIEW_STABLE, 0, TBON_RANK_NONE, 0, ft->view);
 }
 
 static void send_ack(tb_node_t *n, int want)
 {
-    n->view_up[0] = n->view;
-    n->view_up[1] = n->view_sub;
+    struct tb_ft *ft = n->ftst;
+    ft->view_up[0] = ft->view;
+    ft->view_up[1] = ft->view_sub;
     tb_node_send_ctl(n, n->parent, TB_CTL_VIEW_ACK,
-                     tb_ctl_view_ack_encode(&(tb_ctl_view_ack_t){ n->view, n->view_sub, want }));
+                     tb_ctl_view_ack_encode(&(tb_ctl_view_ack_t){ ft->view, ft->view_sub, want }));
 }
 
 /* Recompute our subtree's version; tell the parent if it moved (FE: is the
  * view stable now? may joiners be answered?). */
 static void ack_up(tb_node_t *n)
 {
-    n->view_sub = subtree(n);
+    struct tb_ft *ft = n->ftst;
+    ft->view_sub = subtree(n);
     if (n->role == TB_ROLE_FE) {
         emit_stable(n);
         tb_join_replies(n);
         return;
     }
     if (n->parent && !n->parent->closed &&
-        (n->view != n->view_up[0] || n->view_sub > n->view_up[1]))
+        (ft->view != ft->view_up[0] || ft->view_sub > ft->view_up[1]))
         send_ack(n, 0);
 }
 
@@ -141,8 +146,8 @@ static void ack_up(tb_node_t *n)
 
 static tbon_packet_t *hist_find(const tb_node_t *n, uint64_t v)
 {
-    for (size_t i = n->vhist.len; i-- > 0;) {
-        const struct tb_vhist *h = tb_ring_at(&n->vhist, i);
+    for (size_t i = n->ftst->vhist.len; i-- > 0;) {
+        const struct tb_vhist *h = tb_ring_at(&n->ftst->vhist, i);
         if (h->v == v)
             return h->p;
         if (h->v < v)
@@ -153,11 +158,12 @@ static tbon_packet_t *hist_find(const tb_node_t *n, uint64_t v)
 
 static void hist_push(tb_node_t *n, uint64_t v, tbon_packet_t *p)
 {
-    if (n->vhist.len == TB_VIEW_HISTORY) {
-        tbon_packet_unref(((struct tb_vhist *)tb_ring_at(&n->vhist, 0))->p);
-        tb_ring_drop(&n->vhist);
+    struct tb_ft *ft = n->ftst;
+    if (ft->vhist.len == TB_VIEW_HISTORY) {
+        tbon_packet_unref(((struct tb_vhist *)tb_ring_at(&ft->vhist, 0))->p);
+        tb_ring_drop(&ft->vhist);
     }
-    struct tb_vhist *h = tb_ring_push(&n->vhist);
+    struct tb_vhist *h = tb_ring_push(&ft->vhist);
     if (h) {
         h->v = v;
         h->p = tbon_packet_ref(p);
@@ -200,7 +206,7 @@ static tbon_packet_t *whole_view(const tb_node_t *n)
             ch[k++] = (tb_vchange_t){ TB_V_ADOPTED, r, tb_topology_parent(n->topo, r), inc, 0, "",
                                       0 };
     }
-    tbon_packet_t *p = view_packet(n->view, 0, ch, k);
+    tbon_packet_t *p = view_packet(n->ftst->view, 0, ch, k);
     free(ch);
     return p;
 }
@@ -208,15 +214,16 @@ static tbon_packet_t *whole_view(const tb_node_t *n)
 /* Bring child i up to our version, from where it is. */
 static void catch_up(tb_node_t *n, size_t i)
 {
+    struct tb_ft *ft = n->ftst;
     tb_child_t *ch = &n->child[i];
-    while (tb_child_counted(ch) && ch->v_known && ch->v_sent < n->view) {
+    while (tb_child_counted(ch) && ch->v_known && ch->v_sent < ft->view) {
         tbon_packet_t *p = hist_find(n, ch->v_sent + 1);
         if (!p) {
             TB_INFO("view", "rank %u is at view %llu, beyond what we keep: it gets view %llu "
                     "whole", ch->rank, (unsigned long long)ch->v_sent,
-                    (unsigned long long)n->view);
+                    (unsigned long long)ft->view);
             tb_node_send_ctl(n, ch->conn, TB_CTL_VIEW, whole_view(n));
-            ch->v_sent = n->view;
+            ch->v_sent = ft->view;
             break;
         }
         tb_node_send_ctl(n, ch->conn, TB_CTL_VIEW, tbon_packet_ref(p));
@@ -242,39 +249,42 @@ void tb_view_note(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t
 
 void tb_view_note_change(tb_node_t *n, const tb_vchange_t *c)
 {
+    struct tb_ft_fe *fe = n->ftst->fe;
     if (n->role != TB_ROLE_FE)
         return;
-    n->fe->orph_dirty = 1;
-    if (n->fe->nvpend == n->fe->capvpend) {
-        size_t nc = n->fe->capvpend ? 2 * n->fe->capvpend : 16;
-        tb_vchange_t *v = realloc(n->fe->vpend, nc * sizeof *v);
+    fe->orph_dirty = 1;
+    if (fe->nvpend == fe->capvpend) {
+        size_t nc = fe->capvpend ? 2 * fe->capvpend : 16;
+        tb_vchange_t *v = realloc(fe->vpend, nc * sizeof *v);
         if (!v)
             return;
-        n->fe->vpend = v;
-        n->fe->capvpend = nc;
+        fe->vpend = v;
+        fe->capvpend = nc;
     }
-    n->fe->vpend[n->fe->nvpend++] = *c;
-    if (!n->fe->vpend_since)
-        n->fe->vpend_since = tb_now_ms();
+    fe->vpend[fe->nvpend++] = *c;
+    if (!fe->vpend_since)
+        fe->vpend_since = tb_now_ms();
 }
 
 static void publish(tb_node_t *n)
 {
-    tbon_packet_t *p = view_packet(n->view + 1, n->view, n->fe->vpend, n->fe->nvpend);
+    struct tb_ft *ft = n->ftst;
+    struct tb_ft_fe *fe = ft->fe;
+    tbon_packet_t *p = view_packet(ft->view + 1, ft->view, fe->vpend, fe->nvpend);
     if (!p)
         return;         /* out of memory: tried again after the next turn */
-    n->view++;
-    TB_DEBUG("view", "view %llu: %zu changes", (unsigned long long)n->view, n->fe->nvpend);
+    ft->view++;
+    TB_DEBUG("view", "view %llu: %zu changes", (unsigned long long)ft->view, fe->nvpend);
     if (n->cbs.view)
-        n->cbs.view(n->cbs.arg, n->view, n->fe->vpend, n->fe->nvpend);
-    n->fe->nvpend = 0;
-    n->fe->vpend_since = 0;
-    n->fe->vheld = 0;
-    pass_down(n, n->view, p);
+        n->cbs.view(n->cbs.arg, ft->view, fe->vpend, fe->nvpend);
+    fe->nvpend = 0;
+    fe->vpend_since = 0;
+    fe->vheld = 0;
+    pass_down(n, ft->view, p);
     tbon_packet_unref(p);
-    for (size_t i = 0; i < n->fe->npjoin; i++)
-        if (!n->fe->pjoin[i].version)
-            n->fe->pjoin[i].version = n->view;
+    for (size_t i = 0; i < fe->npjoin; i++)
+        if (!fe->pjoin[i].version)
+            fe->pjoin[i].version = ft->view;
     tb_join_replies(n);
 }
 
@@ -283,12 +293,13 @@ static void publish(tb_node_t *n)
  * so. */
 static void count_orphans(tb_node_t *n, int64_t now)
 {
+    struct tb_ft_fe *fe = n->ftst->fe;
     size_t size = tb_topology_size(n->topo), k = 0, j = 0, cap = 0;
     struct tb_orphan *v = NULL;
     for (tbon_rank_t r = 1; r < size; r++) {
         if (!tb_topology_alive(n->topo, r) || tb_topology_parent(n->topo, r) != TBON_RANK_NONE)
             continue;
-        while (j < n->fe->norph && n->fe->orph[j].r < r)
+        while (j < fe->norph && fe->orph[j].r < r)
             j++;
         if (k == cap) {
             cap = cap ? 2 * cap : 16;
@@ -299,32 +310,33 @@ static void count_orphans(tb_node_t *n, int64_t now)
             }
             v = nv;
         }
-        v[k++] = (struct tb_orphan){ r, j < n->fe->norph && n->fe->orph[j].r == r ? n->fe->orph[j].since : now };
+        v[k++] = (struct tb_orphan){ r, j < fe->norph && fe->orph[j].r == r ? fe->orph[j].since : now };
     }
-    free(n->fe->orph);
-    n->fe->orph = v;
-    n->fe->norph = k;
-    n->fe->orph_dirty = 0;
+    free(fe->orph);
+    fe->orph = v;
+    fe->norph = k;
+    fe->orph_dirty = 0;
 }
 
 void tb_view_flush(tb_node_t *n)
 {
+    struct tb_ft_fe *fe = n->ftst->fe;
     if (n->role != TB_ROLE_FE)
         return;
     /* Stability depends on the orphans and on what is pending: look again
      * only when those changed (acknowledgements call ack_up themselves). */
-    int changed = n->fe->orph_dirty;
-    if (n->fe->orph_dirty)
+    int changed = fe->orph_dirty;
+    if (fe->orph_dirty)
         count_orphans(n, tb_now_ms());
     /* At once when nothing is in flight and every node has a parent, or
      * when the last orphan has just been adopted; else batched. */
-    if (n->fe->nvpend) {
-        int now = !n->fe->norph && (n->view_sub == n->view || n->fe->vheld);
-        if (now || tb_now_ms() - n->fe->vpend_since >= (n->fe->norph ? TB_VIEW_HOLD_MS : TB_VIEW_BATCH_MS)) {
+    if (fe->nvpend) {
+        int now = !fe->norph && (n->ftst->view_sub == n->ftst->view || fe->vheld);
+        if (now || tb_now_ms() - fe->vpend_since >= (fe->norph ? TB_VIEW_HOLD_MS : TB_VIEW_BATCH_MS)) {
             publish(n);
             changed = 1;
-        } else if (n->fe->norph) {
-            n->fe->vheld = 1;
+        } else if (fe->norph) {
+            fe->vheld = 1;
         }
     }
     if (changed)
@@ -341,14 +353,15 @@ static int64_t orphan_ms(const tb_node_t *n)
 
 void tb_view_timers(tb_node_t *n, int64_t now)
 {
+    struct tb_ft_fe *fe = n->ftst->fe;
     tb_join_timeouts(n, now);
-    if (n->role != TB_ROLE_FE || !n->ft_ready || tb_node_ending(n))
+    if (n->role != TB_ROLE_FE || !n->ftst->ft_ready || tb_node_ending(n))
         return;
-    if (n->fe->npjoin)
+    if (fe->npjoin)
         tb_join_replies(n);
     int64_t limit = orphan_ms(n);
-    for (size_t j = 0; j < n->fe->norph; j++) {
-        struct tb_orphan o = n->fe->orph[j];
+    for (size_t j = 0; j < fe->norph; j++) {
+        struct tb_orphan o = fe->orph[j];
         if (now - o.since < limit)
             continue;
         /* Seed 000 section 3.5: a node that does not acknowledge is taken
@@ -361,41 +374,44 @@ void tb_view_timers(tb_node_t *n, int64_t now)
 
 void tb_view_next(const tb_node_t *n, int64_t *next)
 {
+    const struct tb_ft *ft = n->ftst;
+    const struct tb_ft_fe *fe = ft->fe;
     /* A joined child's slot: a new one, or a restarted child's old one. */
-    for (size_t i = 0; n->njoining && i < n->nchild; i++)
+    for (size_t i = 0; ft->njoining && i < n->nchild; i++)
         if (n->child[i].join_due && n->child[i].join_due < *next)
             *next = n->child[i].join_due;
-    if (!n->fe)
+    if (!n->ftst->fe)
         return;
-    for (size_t i = 0; i < n->fe->npjoin; i++)
-        if (n->fe->pjoin[i].due < *next)
-            *next = n->fe->pjoin[i].due;
-    if (!n->ft_ready || tb_node_ending(n))
+    for (size_t i = 0; i < fe->npjoin; i++)
+        if (fe->pjoin[i].due < *next)
+            *next = fe->pjoin[i].due;
+    if (!ft->ft_ready || tb_node_ending(n))
         return;
-    if (n->fe->vpend_since) {
-        int64_t due = n->fe->vpend_since + (n->fe->norph ? TB_VIEW_HOLD_MS : TB_VIEW_BATCH_MS);
+    if (fe->vpend_since) {
+        int64_t due = fe->vpend_since + (fe->norph ? TB_VIEW_HOLD_MS : TB_VIEW_BATCH_MS);
         if (due < *next)
             *next = due;
     }
     int64_t limit = orphan_ms(n);
-    for (size_t j = 0; j < n->fe->norph; j++)
-        if (n->fe->orph[j].since + limit < *next)
-            *next = n->fe->orph[j].since + limit;
+    for (size_t j = 0; j < fe->norph; j++)
+        if (fe->orph[j].since + limit < *next)
+            *next = fe->orph[j].since + limit;
 }
 
 /* ---- versions arriving (every node but the FE) ---- */
 
 static void on_view(tb_node_t *n, const tb_ctl_view_t *m, tbon_packet_t *p)
 {
+    struct tb_ft *ft = n->ftst;
     /* The decoder checked the shape (kinds, ports, hosts, prev < v); the
      * ranks need the topology. */
     uint64_t v = m->version, prev = m->prev;
-    if (v <= n->view)
+    if (v <= ft->view)
         return;                         /* had it (sent again after an adoption) */
-    if (prev > n->view) {
+    if (prev > ft->view) {
         /* A gap: ask for everything after what we have. */
         TB_INFO("view", "view %llu follows %llu but we have %llu: asking again",
-                (unsigned long long)v, (unsigned long long)prev, (unsigned long long)n->view);
+                (unsigned long long)v, (unsigned long long)prev, (unsigned long long)ft->view);
         send_ack(n, 1);
         return;
     }
@@ -418,7 +434,7 @@ static void on_view(tb_node_t *n, const tb_ctl_view_t *m, tbon_packet_t *p)
         if (ch)
             ch[k++] = *c;
     }
-    n->view = v;
+    ft->view = v;
     if (ch)
         tb_ft_confirm(n, ch, k);
     if (n->cbs.view && ch)
@@ -443,7 +459,7 @@ static void on_ack(tb_node_t *n, size_t i, const tb_ctl_view_ack_t *m)
 void tb_view_child_gone(tb_node_t *n, size_t i)
 {
     tb_child_t *ch = &n->child[i];
-    if (ch->chk && ch->chk == n->chk_id) {
+    if (ch->chk && ch->chk == n->ftst->chk_id) {
         ch->chk = 0;
         tb_view_check_progress(n);
     }
@@ -452,13 +468,14 @@ void tb_view_child_gone(tb_node_t *n, size_t i)
 
 void tb_view_adopted(tb_node_t *n)
 {
-    if (n->cfg.joined && n->view == 1 && !n->ft_ready) {
+    struct tb_ft *ft = n->ftst;
+    if (n->cfg.joined && ft->view == 1 && !ft->ft_ready) {
         /* A back-end that joined the running tree has the topology of its
          * parent but no view version yet: version 0 asks for a whole one. */
-        n->view = 0;
+        ft->view = 0;
     }
     /* The new parent does not know where we are: say it, and ask. */
-    n->view_sub = subtree(n);
+    ft->view_sub = subtree(n);
     send_ack(n, 1);
 }
 
@@ -486,63 +503,66 @@ uint64_t tb_view_digest(const tb_topology_t *t)
 
 static void chk_add(tb_node_t *n, tbon_rank_t r, int ok)
 {
-    if (n->nchk == n->capchk) {
-        size_t nc = n->capchk ? 2 * n->capchk : 64;
-        tbon_rank_t *v = realloc(n->chk_rank, nc * sizeof *v);
+    struct tb_ft *ft = n->ftst;
+    if (ft->nchk == ft->capchk) {
+        size_t nc = ft->capchk ? 2 * ft->capchk : 64;
+        tbon_rank_t *v = realloc(ft->chk_rank, nc * sizeof *v);
         if (v)
-            n->chk_rank = v;
-        uint8_t *o = realloc(n->chk_ok, nc);
+            ft->chk_rank = v;
+        uint8_t *o = realloc(ft->chk_ok, nc);
         if (o)
-            n->chk_ok = o;
+            ft->chk_ok = o;
         if (!v || !o)
             return;
-        n->capchk = nc;
+        ft->capchk = nc;
     }
-    n->chk_rank[n->nchk] = r;
-    n->chk_ok[n->nchk++] = (uint8_t)ok;
+    ft->chk_rank[ft->nchk] = r;
+    ft->chk_ok[ft->nchk++] = (uint8_t)ok;
 }
 
 /* Our answer is complete when no child owes one. */
 void tb_view_check_progress(tb_node_t *n)
 {
-    if (!n->chk_id)
+    struct tb_ft *ft = n->ftst;
+    if (!ft->chk_id)
         return;
     for (size_t i = 0; i < n->nchild; i++)
-        if (n->child[i].chk == n->chk_id && tb_child_counted(&n->child[i]))
+        if (n->child[i].chk == ft->chk_id && tb_child_counted(&n->child[i]))
             return;
     size_t na = 0, nb = 0;
-    for (size_t i = 0; i < n->nchk; i++)
-        na += n->chk_ok[i];
-    nb = n->nchk - na;
+    for (size_t i = 0; i < ft->nchk; i++)
+        na += ft->chk_ok[i];
+    nb = ft->nchk - na;
     tbon_rank_t *a = malloc((na ? na : 1) * sizeof *a), *b = malloc((nb ? nb : 1) * sizeof *b);
     if (a && b) {
         na = nb = 0;
-        for (size_t i = 0; i < n->nchk; i++) {
-            if (n->chk_ok[i])
-                a[na++] = n->chk_rank[i];
+        for (size_t i = 0; i < ft->nchk; i++) {
+            if (ft->chk_ok[i])
+                a[na++] = ft->chk_rank[i];
             else
-                b[nb++] = n->chk_rank[i];
+                b[nb++] = ft->chk_rank[i];
         }
         if (n->role == TB_ROLE_FE) {
             if (n->cbs.checked)
-                n->cbs.checked(n->cbs.arg, n->chk_id, a, na, b, nb);
+                n->cbs.checked(n->cbs.arg, ft->chk_id, a, na, b, nb);
         } else {
             tb_node_send_ctl(n, n->parent, TB_CTL_CHECKED,
-                             tb_ctl_checked_encode(&(tb_ctl_checked_t){ n->chk_id, a, b, na,
+                             tb_ctl_checked_encode(&(tb_ctl_checked_t){ ft->chk_id, a, b, na,
                                                                         nb }));
         }
     }
     free(a);
     free(b);
-    n->chk_id = 0;
-    n->nchk = 0;
+    ft->chk_id = 0;
+    ft->nchk = 0;
 }
 
 static void check_start(tb_node_t *n, uint64_t id, uint64_t version, uint64_t digest)
 {
-    n->chk_id = id;
-    n->nchk = 0;
-    chk_add(n, n->rank, n->view == version && tb_view_digest(n->topo) == digest);
+    struct tb_ft *ft = n->ftst;
+    ft->chk_id = id;
+    ft->nchk = 0;
+    chk_add(n, n->rank, ft->view == version && tb_view_digest(n->topo) == digest);
     tbon_packet_t *p = tb_ctl_check_encode(&(tb_ctl_check_t){ id, version, digest });
     for (size_t i = 0; p && i < n->nchild; i++) {
         tb_child_t *ch = &n->child[i];
@@ -558,12 +578,12 @@ static void check_start(tb_node_t *n, uint64_t id, uint64_t version, uint64_t di
 
 void tb_view_check(tb_node_t *n, uint64_t id)
 {
-    check_start(n, id, n->view, tb_view_digest(n->topo));
+    check_start(n, id, n->ftst->view, tb_view_digest(n->topo));
 }
 
 static void on_checked(tb_node_t *n, size_t i, const tb_ctl_checked_t *m)
 {
-    if (m->id == n->chk_id && n->child[i].chk == m->id) {
+    if (m->id == n->ftst->chk_id && n->child[i].chk == m->id) {
         for (size_t j = 0; j < m->nagree; j++)
             chk_add(n, m->agree[j], 1);
         for (size_t j = 0; j < m->nbad; j++)
@@ -598,22 +618,24 @@ void tb_view_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *
 
 void tb_view_free(tb_node_t *n)
 {
-    if (n->fe) {
-        for (size_t i = 0; i < n->fe->npjoin; i++)
-            close(n->fe->pjoin[i].fd);
-        free(n->fe->pjoin);
-        free(n->fe->announced);
-        free(n->fe->vpend);
-        free(n->fe->orph);
+    struct tb_ft *ft = n->ftst;
+    struct tb_ft_fe *fe = ft->fe;
+    if (n->ftst->fe) {
+        for (size_t i = 0; i < fe->npjoin; i++)
+            close(fe->pjoin[i].fd);
+        free(fe->pjoin);
+        free(fe->announced);
+        free(fe->vpend);
+        free(fe->orph);
     }
-    while (n->vhist.len) {
-        tbon_packet_unref(((struct tb_vhist *)tb_ring_at(&n->vhist, 0))->p);
-        tb_ring_drop(&n->vhist);
+    while (ft->vhist.len) {
+        tbon_packet_unref(((struct tb_vhist *)tb_ring_at(&ft->vhist, 0))->p);
+        tb_ring_drop(&ft->vhist);
     }
-    tb_ring_free(&n->vhist);
-    free(n->chk_rank);
-    free(n->chk_ok);
-    if (n->nfd >= 0)
-        close(n->nfd);
-    n->nfd = -1;
+    tb_ring_free(&ft->vhist);
+    free(ft->chk_rank);
+    free(ft->chk_ok);
+    if (ft->nfd >= 0)
+        close(ft->nfd);
+    ft->nfd = -1;
 }

@@ -73,9 +73,6 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
         if (n->parent && c->u.peer_lost.rank == n->parent->rank)
             tb_node_parent_lost(n, "the event connection to the parent ended");
         break;
-    case TB_CMD_ADOPT_CONN:
-        n->ft->ft_adopt_conn(n, c);
-        break;
     case TB_CMD_FENCE: {
         int i = tb_node_child_index(n, c->u.fence.rank);
         if (i >= 0 && n->child[i].conn) {
@@ -92,14 +89,15 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
         /* The lost parent's data connection may not have ended here yet. */
         if (n->parent && n->parent->rank == c->u.adopted.lost)
             tb_node_parent_lost(n, "the event connection to the parent ended");
-        if (n->orphan && !n->parent && !tb_node_ending(n))
-            n->ft->ft_adopted(n, c);
+        tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_CMD, .u.cmd = c }); /* still an orphan? */
         break;
+    /* the commands fault tolerance owns (ft/ops.c takes them apart) */
+    case TB_CMD_ADOPT_CONN:
     case TB_CMD_ADOPT_FAILED:
-        if (n->orphan) {
-            n->ft->ft_adopt_failed(n, c->u.adopt_failed.lost);
-            tb_node_parent_lost(n, "no node would adopt us");
-        }
+    case TB_CMD_CHECK:
+    case TB_CMD_ATTR:
+    case TB_CMD_JOIN_CONN:
+        tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_CMD, .u.cmd = c });
         break;
     case TB_CMD_CHILD_EXIT:
         tb_node_child_exited(n, c->u.child_exit.rank, c->u.child_exit.status);
@@ -132,15 +130,6 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
                 tb_node_send_ctl(n, n->child[i].conn, TB_CTL_FILTER, tb_ctl_filter_encode(&f));
         break;
     }
-    case TB_CMD_CHECK:
-        n->ft->view_check(n, c->u.check.id);
-        break;
-    case TB_CMD_ATTR:
-        n->ft->attr_set(n, c->u.attr.key, c->u.attr.value);
-        break;
-    case TB_CMD_JOIN_CONN:
-        n->ft->view_join(n, c);
-        break;
     case TB_CMD_RESUME:
         break;  /* the back-pressure check after the dispatch does the work */
     case TB_CMD_SHUTDOWN:
@@ -228,7 +217,7 @@ static void flush_conn(tb_node_t *n, tb_conn_t *c)
 static void after_dispatch(tb_node_t *n)
 {
     size_t queued = 0;
-    n->ft->view_flush(n);
+    n->ft->flush(n);
     if (n->parent) {
         if (n->parent->dirty)
             flush_conn(n, n->parent);
@@ -348,12 +337,12 @@ static void turn(tb_node_t *n, int timeout_ms)
     tb_loop_fire(n->loop);
     if (tb_node_stopped(n))
         return;
-    n->ft->view_timers(n, tb_now_ms());
+    n->ft->timers(n, tb_now_ms());
     after_dispatch(n);
     if (tb_node_stopped(n))
         return;
     int64_t next = INT64_MAX;
-    n->ft->view_next(n, &next);
+    n->ft->next(n, &next);
     if (next == INT64_MAX)
         tb_timer_cancel(n->loop, &n->ft_timer);
     else
@@ -427,7 +416,7 @@ void tb_node_post_kick(tb_node_t *n, tb_cmd_t *cmd)
 void tb_node_arm(tb_node_t *n, int on)
 {
     if (n->cbs.kick && !tb_node_stopped(n))
-        n->ft->eds_arm_node(n->eds, on);
+        n->ft->arm(n, on);
 }
 
 int tb_node_has_posted(tb_node_t *n)
@@ -477,7 +466,7 @@ int tb_node_link_child(tb_node_t *n, tbon_rank_t rank, int fd)
 
 int tb_node_watch_parent(tb_node_t *n, int fd)
 {
-    return n->ft->eds_watch_parent(n->eds, fd, n->parent_rank);
+    return tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_PARENT_EVENTS, .u.fd = fd });
 }
 
 void tb_node_parent_gone(tb_node_t *n, tbon_rank_t rank)
@@ -530,7 +519,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
     }
     n->depth = tb_topology_depth(n->topo, n->rank);
     n->parent_rank = tb_topology_parent(n->topo, n->rank);
-    n->lfd = n->nfd = -1;
+    n->lfd = -1;
     if (cfg->listening) {
         /* A commnode that joined the running tree: the FE has told every
          * node where it listens already (the socket is ours from here). */
@@ -558,7 +547,6 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
         n->child[i].rank = kids[i];
         n->child[i].is_be = tb_topology_role(n->topo, kids[i]) == TB_ROLE_BE;
     }
-    n->ft->view_init(n);
     if (cfg->parent_fd >= 0) {
         n->parent = tb_conn_new(cfg->parent_fd, tb_topology_parent(n->topo, n->rank), -1,
                                 TB_FRAME_MAX_DEFAULT);
@@ -574,24 +562,15 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
          * EDS's part; no port, no notices, no EDS thread. */
         if (cfg->parent_event_fd >= 0)
             close(cfg->parent_event_fd);
-    } else {
-        if (nc > 0 && !cfg->listening) {
-            n->lfd = tb_sock_listen(&n->port, err);
-            if (n->lfd < 0)
-                goto error;
-        }
-        if (n->role == TB_ROLE_FE)
-            n->ft->view_open_notices(n);
-        n->eds = n->ft->eds_start(n, n->lfd, cfg->parent_event_fd, n->topo, n->rank, &cfg->session,
-                              err);
-        if (!n->eds)
+    } else if (nc > 0 && !cfg->listening) {
+        n->lfd = tb_sock_listen(&n->port, err);
+        if (n->lfd < 0)
             goto error;
-        n->lfd = -1;   /* the EDS owns it now */
-        if (n->cbs.kick && n->ft->eds_watch_node(n->eds, tb_loop_fd(n->loop))) {
-            tb_error_set(err, TBON_ENOMEM, "cannot watch the back-end's node");
-            goto error;
-        }
     }
+    /* Fault tolerance's state and first view; with an EDS, the FE's notice
+     * socket and the EDS thread, which takes n->lfd (set to -1). */
+    if (n->ft->start(n, err))
+        goto error;
     n->total = tb_topology_size(n->topo);
     if (n->parent)
         tb_node_send_ctl(n, n->parent, TB_CTL_PORT,
@@ -612,7 +591,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
     if (n->role == TB_ROLE_FE)
         tb_node_write_attach(n);
     if (cfg->joined)
-        n->ft->view_adopted(n);     /* no view yet: the parent sends what it has */
+        tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_JOINED }); /* the parent sends a view */
     tb_node_check_ready(n);
     return n;
 error:
@@ -640,16 +619,13 @@ void tb_node_destroy(tb_node_t *n)
         tb_conn_destroy(n->child[i].conn);
         n->child[i].conn = NULL;
     }
-    n->ft->eds_stop(n->eds);
+    n->ft->stop(n);
     tb_node_reap_all(n);
     /* the children are gone: so are the masters' sessions */
     tb_sshmux_free(n->sshmux, tb_now_ms() + 2000);
     tb_relay_free(n->relay);
-    n->ft->eds_free(n->eds);
     tb_stream_free_all(n);
-    n->ft->ft_free(n);
-    n->ft->view_free(n);
-    n->ft->attr_free(n);
+    n->ft->free(n);
     tb_filter_reg_destroy(n->filters);
     if (n->fe) {
         if (n->fe->attach_path && unlink(n->fe->attach_path) != 0 && errno != ENOENT)

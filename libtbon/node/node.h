@@ -247,10 +247,9 @@ void tb_cmd_free(tb_cmd_t *c);
 int tb_node_wait_backlog(tb_node_t *n, int flush);
 
 
-/* The event detection service (ft/eds.h) is the fault-tolerance layer's;
- * the node holds it as an opaque pointer. */
-typedef struct tb_eds tb_eds_t;
-/* The same through the node (a commnode connects it after launching). */
+/* The event connection fd to the parent (taken over) goes to the event
+ * detection service, which is the fault-tolerance layer's (ft/eds.h): a
+ * commnode connects it after it is made. 0 or TBON_E*. */
 int  tb_node_watch_parent(tb_node_t *n, int fd);
 /* The application's threads stop (0) or start again (1) driving the node
  * of a back-end: while nobody drives it, the EDS kicks it. */

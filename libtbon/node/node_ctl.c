@@ -86,7 +86,7 @@ void tb_node_on_conn(tb_node_t *n, tb_cmd_t *cmd)
         tb_node_check_ready(n);
     }
     if (ch->joined)
-        n->ft->view_joined(n, (size_t)i);
+        tb_node_ft_child(n, TB_FT_EV_CHILD_JOINED, (size_t)i);
 }
 
 /* A node message (TB_CTL_OWN_NODE) from the parent: m decoded from p. */
@@ -225,13 +225,9 @@ void tb_node_on_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p)
             ctl_up(n, (size_t)child, &m, p);
         break;
     case TB_CTL_OWN_FT:
-        n->ft->ft_ctl(n, child, &m, p);
-        break;
     case TB_CTL_OWN_VIEW:
-        n->ft->view_ctl(n, child, &m, p);
-        break;
     case TB_CTL_OWN_ATTR:
-        n->ft->attr_ctl(n, child, &m, p);
+        n->ft->ctl(n, child, &m, p);    /* ft dispatches by owner */
         break;
     default:
         /* Read before a connection reaches the reactor (join, adoption). */

@@ -102,24 +102,12 @@ enum tb_life {
     TB_LIFE_FINISHED,
 };
 
-/* What only the front-end holds (n->fe; NULL in every other node): the
- * membership root's pending changes and orphans (ft/view.c), the joins it
- * answers (ft/join.c), its Slurm steps (node_start.c) and its attach
- * file. Owned by the reactor thread. */
+/* What only the front-end's node holds (n->fe; NULL in every other node):
+ * its Slurm steps (node_start.c) and its attach file. What the front-end's
+ * fault tolerance holds (the membership root's pending changes and orphans,
+ * the joins it answers) is ft's (ft/ft_int.h, struct tb_ft_fe). Owned by
+ * the reactor thread. */
 typedef struct tb_fe_state {
-    /* membership root */
-    struct tb_vchange *vpend; /* changes for the next version */
-    size_t     nvpend, capvpend;
-    int64_t    vpend_since;   /* when the first of them came (ms; 0: none) */
-    int        vheld;         /* they wait because some node has no parent */
-    struct tb_orphan *orph;   /* alive nodes without a parent, and since when */
-    size_t     norph;
-    int        orph_dirty;    /* the orphans must be counted again */
-    /* joins */
-    struct tb_pjoin *pjoin;   /* back-ends told to wait for their parent */
-    size_t     npjoin;
-    tbon_rank_t *announced;   /* joined ranks whose TBON_EV_NODE_JOINED went out */
-    size_t     nannounced;
     /* under Slurm (slurm.h): the next depth to start and each depth's srun */
     uint32_t   slurm_next, slurm_depth;
     pid_t     *slurm_pid;     /* by depth; 0: not started */
@@ -147,6 +135,12 @@ struct tb_node {
     tb_role_t  role;
     tb_fe_state_t *fe;        /* the front-end's own state; NULL elsewhere */
     const struct tb_ft_ops *ft; /* the fault-tolerance layer (cfg.ft) */
+    /* Fault tolerance's own state (ft/ft_int.h: recovery, views, notices,
+     * joins, attributes, the EDS), opaque here: the node asks for what it
+     * needs through n->ft (tb_ft_ops_t). Set by ft's start in tb_node_new,
+     * before any other thread sees the node, and freed by ft's free in
+     * tb_node_destroy, after they are done with it; NULL before start. */
+    struct tb_ft *ftst;
     uint32_t   depth;
     char       role_name[16];
 
@@ -156,10 +150,8 @@ struct tb_node {
     tb_timer_t shutdown_timer;/* shutdown_deadline: the children must have left */
     tb_timer_t late_timer;    /* late_due: the lost parent's connection closes */
     tb_timer_t ft_timer;      /* the next of the fault-tolerance layer's times */
-    tb_io_t    nfd_io;        /* the FE's notice socket (nfd) in the loop */
     int        lfd;
     uint16_t   port;
-    tb_eds_t  *eds;
     struct tb_relay *relay;   /* the children's stderr (relay.h); NULL until a launch */
     struct tb_sshmux *sshmux; /* ssh masters to the children's hosts (sshmux.h), or NULL */
     pthread_t  thread;
@@ -206,38 +198,6 @@ struct tb_node {
     int        attach_written;
     size_t     ready_count;
     size_t     total;
-
-    /* fault tolerance (ft/recovery.c) */
-    int        ft_ready;      /* the port table arrived: orphans get adopted */
-    int        orphan;        /* the parent is gone, an adopter is being sought */
-    tbon_rank_t lost_parent;
-    int64_t    orphan_since;  /* us */
-    tb_ring_t  obuf;          /* what went up while orphaned */
-    tb_ring_t  held;          /* reports sent up, not yet back in a view */
-    size_t     obytes;
-
-    /* membership (ft/view.c) */
-    uint64_t   view;          /* the view version applied here */
-    uint64_t   view_sub;      /* the version this whole subtree has applied */
-    uint64_t   view_up[2];    /* what went up last: applied, subtree (FE: the
-                                 last version announced stable, in [1]) */
-    tb_ring_t  vhist;         /* recent deltas (struct tb_vhist), oldest first */
-    int        nfd;           /* UDP: the FE receives failure notices on it, the
-                                 others send them from it */
-    struct sockaddr_storage fe_addr; /* the FE's notice address */
-    socklen_t  fe_addr_len;
-    int        fe_addr_ok;
-    uint64_t   chk_id;        /* the consistency check under way here */
-    tbon_rank_t *chk_rank;    /* its answers so far: ranks, and whether they agree */
-    uint8_t   *chk_ok;
-    size_t     nchk, capchk;
-
-    /* joins (ft/view.c) */
-    size_t     njoining;      /* child slots waiting for a joined child (join_due) */
-
-    /* attributes (ft/attr.c) */
-    struct tb_attrs *attrs;   /* a back-end's own map (NULL until written) */
-    int        attr_seen;     /* an attribute went up through here */
 };
 
 /* node.c */
@@ -293,57 +253,106 @@ void tb_node_bury_list(tb_conn_t **list);
 /* The fault-tolerance layer (libtbon/ft/: recovery, membership views,
  * failure notices, joins, attributes, the EDS) sits above the node: the
  * node reaches it only through this table, which whoever creates a node
- * passes in tb_node_config_t.ft (ft/ft.h: tb_ft_ops). Each entry is the ft
- * function of the same name with tb_ in front. */
+ * passes in tb_node_config_t.ft (ft/ft.h: tb_ft_ops), and holds its state
+ * only as the opaque n->ftst.
+ *
+ * The node does not call ft's functions one by one: it tells ft what
+ * happened (event: a child gone, lost, left or joined; the parent lost; the
+ * tree up; a command ft owns; ...), hands it every control message ft owns
+ * (ctl: ft dispatches by the owner codec/ctl.c gives the op), and runs its
+ * hooks in the loop. What the node must know of ft's state it learns from
+ * an event's result (PARENT_LOST, ORPHAN_UP: is the node an orphan?) or
+ * from ready(); it keeps no copy of ft's flags.
+ *
+ * Threads: every entry is for the thread that drives the node (node_int.h,
+ * "Threads"), except arm (any thread). Before ft's start (a node whose
+ * creation failed early is destroyed through them) only stop, free, event,
+ * flush, ready, arm and reaped may be called: they then do nothing (or
+ * answer 0). */
+typedef enum tb_ft_ev_kind {
+    TB_FT_EV_CMD,           /* u.cmd: a command ft owns (ADOPT_CONN, ADOPTED,
+                               ADOPT_FAILED, CHECK, ATTR, JOIN_CONN); ft may
+                               take its fd (setting it to -1) */
+    TB_FT_EV_TREE_UP,       /* the whole subtree is up (READY): the port
+                               table goes down, orphans may be adopted */
+    TB_FT_EV_JOINED,        /* this node joined the running tree (cfg.joined)
+                               and is set up: it asks its parent for the view */
+    TB_FT_EV_LAUNCHED,      /* u.launched: we started pid for rank (a child,
+                               or a Slurm step's pseudo-rank): the EDS watches it */
+    TB_FT_EV_PARENT_EVENTS, /* u.fd: the event connection to the parent, taken
+                               over by the EDS; result 0 or TBON_E* */
+    TB_FT_EV_PARENT_LOST,   /* u.rank: the parent whose data connection ended
+                               (TBON_RANK_NONE: none was connected); result 1
+                               if ft keeps the node as an orphan (an adopter is
+                               sought), 0 if the node must leave */
+    TB_FT_EV_ORPHAN_UP,     /* u.up: a packet for the parent we do not have;
+                               result 1 if ft took it (an orphan buffers it),
+                               0 if it is still the caller's */
+    TB_FT_EV_CHILD_GONE,    /* u.child: its connection ended, whatever the
+                               cause (checks, acknowledgements stop waiting) */
+    TB_FT_EV_CHILD_LOST,    /* u.child: ... while the tree ran, and it did not
+                               say it leaves: a failure, reported */
+    TB_FT_EV_CHILD_LEFT,    /* u.child: ... and it had said it leaves */
+    TB_FT_EV_CHILD_JOINED,  /* u.child: a joined child connected */
+    TB_FT_EV_SHUTDOWN,      /* the orderly end begins: the EDS tells the
+                               children and adopts nobody */
+} tb_ft_ev_kind_t;
+
+typedef struct tb_ft_event {
+    tb_ft_ev_kind_t kind;
+    union {
+        tb_cmd_t   *cmd;
+        size_t      child;      /* an index in n->child */
+        tbon_rank_t rank;
+        int         fd;
+        struct { tbon_rank_t rank; pid_t pid; } launched;
+        struct { uint32_t stream; tbon_packet_t *p; int more; uint64_t key; } up;
+    } u;
+} tb_ft_event_t;
+
 typedef struct tb_ft_ops {
-    /* set-up and end */
-    void (*view_init)(tb_node_t *n);
-    int (*view_open_notices)(tb_node_t *n);
-    tb_eds_t *(*eds_start)(tb_node_t *node, int listen_fd, int parent_event_fd,
-                           const tb_topology_t *topo, tbon_rank_t rank,
-                           const tb_session_t *s, tbon_error_t *err);
-    int (*eds_watch_node)(tb_eds_t *e, int node_epfd);
-    int (*eds_watch_parent)(tb_eds_t *e, int fd, tbon_rank_t parent);
-    void (*eds_stop)(tb_eds_t *e);
-    void (*eds_free)(tb_eds_t *e);
-    void (*ft_free)(tb_node_t *n);
-    void (*view_free)(tb_node_t *n);
-    void (*attr_free)(tb_node_t *n);
-    /* the loop: timers before a dispatch, the next one due, work after it;
-     * the FE's notice socket */
-    void (*view_timers)(tb_node_t *n, int64_t now);
-    void (*view_next)(const tb_node_t *n, int64_t *next);
-    void (*view_flush)(tb_node_t *n);
-    void (*view_on_notices)(tb_node_t *n);
-    /* commands the fault-tolerance layer owns */
-    void (*ft_adopt_conn)(tb_node_t *n, tb_cmd_t *c);
-    void (*ft_adopted)(tb_node_t *n, tb_cmd_t *c);
-    void (*ft_adopt_failed)(tb_node_t *n, tbon_rank_t lost);
-    void (*view_check)(tb_node_t *n, uint64_t id);
-    void (*attr_set)(tb_node_t *n, const char *key, const char *value);
-    void (*view_join)(tb_node_t *n, tb_cmd_t *c);
-    /* control messages of the owners ft, view and attr (codec/ctl.c) */
-    void (*ft_ctl)(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
-    void (*view_ctl)(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
-    void (*attr_ctl)(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
-    /* links: a child lost, gone, left or joined; the parent lost; what goes
-     * up while orphaned */
-    void (*ft_child_lost)(tb_node_t *n, size_t i);
-    void (*view_child_gone)(tb_node_t *n, size_t i);
-    void (*view_left)(tb_node_t *n, size_t i);
-    void (*view_joined)(tb_node_t *n, size_t i);
-    int (*ft_parent_lost)(tb_node_t *n, tbon_rank_t lost);
-    void (*ft_buffer)(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more,
-                      uint64_t key);
-    /* start-up: the tree is up (the port table goes down), a joiner adopted */
-    void (*ft_send_ports)(tb_node_t *n);
-    void (*view_adopted)(tb_node_t *n);
-    /* the EDS's services to the node */
-    void (*eds_arm_node)(tb_eds_t *e, int on);
-    int (*eds_watch_child)(tb_eds_t *e, tbon_rank_t rank, pid_t pid);
-    int (*eds_reaped)(tb_eds_t *e, pid_t pid);
-    void (*eds_leave)(tb_eds_t *e);
+    /* life: start sets up everything of ft's for node n once its listening
+     * socket is made (its state, the first view; unless n has given links,
+     * the FE's notice socket and the EDS, which takes n->lfd); stop ends the
+     * EDS thread (before the children are reaped); free frees the rest. */
+    int  (*start)(tb_node_t *n, tbon_error_t *err);
+    void (*stop)(tb_node_t *n);
+    void (*free)(tb_node_t *n);
+    /* what happened (tb_ft_ev_kind_t); the result is 0 unless the kind says */
+    int  (*event)(tb_node_t *n, const tb_ft_event_t *ev);
+    /* a control message whose owner is ft, view or attr (codec/ctl.c), from
+     * the parent (child < 0) or child; m decoded from p (both borrowed) */
+    void (*ctl)(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
+    /* the loop: timers fires what is due (before the turn's first flush);
+     * next lowers *next to ft's next deadline (after that flush, which may
+     * have counted new orphans: their deadline is known only then); flush
+     * is the work after each dispatch (views published, acknowledgements).
+     * ft's own descriptors (the FE's notice socket) are tb_io_t's of its
+     * own in the node's loop (n->loop): no entry here */
+    void (*timers)(tb_node_t *n, int64_t now);
+    void (*next)(const tb_node_t *n, int64_t *next);
+    void (*flush)(tb_node_t *n);
+    /* 1 once the port table is here (from the tree's READY, or from the
+     * parent) until an adoption fails: orphans get adopted, a back-end keeps
+     * what it sends, a leaving back-end says so, a lost child may live on */
+    int  (*ready)(const tb_node_t *n);
+    /* the EDS's services: arm (any thread) lets the EDS kick a back-end's
+     * node nobody drives (1) or not (0), tb_eds_arm_node; reaped says if the
+     * EDS has reaped pid (0 without an EDS) */
+    void (*arm)(tb_node_t *n, int on);
+    int  (*reaped)(tb_node_t *n, pid_t pid);
 } tb_ft_ops_t;
+
+/* Tell ft that event ev happened; its result (tb_ft_ev_kind_t). */
+static inline int tb_node_ft(tb_node_t *n, tb_ft_event_t ev)
+{
+    return n->ft->event(n, &ev);
+}
+/* The same for an event with a child index or nothing. */
+static inline int tb_node_ft_child(tb_node_t *n, tb_ft_ev_kind_t kind, size_t i)
+{
+    return tb_node_ft(n, (tb_ft_event_t){ .kind = kind, .u.child = i });
+}
 
 /* node_start.c */
 int  tb_node_launch_children(tb_node_t *n, tbon_error_t *err);

@@ -55,9 +55,9 @@ void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more
     if (n->parent && !n->parent->closed) {
         tb_conn_send_packet_key(n->parent, TB_FRAME_DATA, more ? TB_FRAME_F_MORE : 0, stream,
                                 tbon_packet_tag(p), src, key, p);
-    } else if (n->orphan) {
-        n->ft->ft_buffer(n, stream, p, more, key);
-        return;
+    } else if (tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_ORPHAN_UP,
+                                              .u.up = { stream, p, more, key } })) {
+        return;     /* an orphan's: it goes to the adopter */
     }
     tbon_packet_unref(p);
 }
@@ -200,7 +200,7 @@ static void detach_child(tb_node_t *n, size_t i)
     ch->conn = NULL;
     ch->state = CH_GONE;
     tb_stream_child_gone(n, i);
-    n->ft->view_child_gone(n, i);
+    tb_node_ft_child(n, TB_FT_EV_CHILD_GONE, i);
 }
 
 void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
@@ -214,12 +214,12 @@ void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
     detach_child(n, i);
     if (tb_node_life(n) == TB_LIFE_RUNNING && ch->leaving) {
         ch->released = 1;
-        n->ft->view_left(n, i);
+        tb_node_ft_child(n, TB_FT_EV_CHILD_LEFT, i);
     } else if (tb_node_life(n) == TB_LIFE_RUNNING) {
         /* With fault tolerance it may live on under another parent (after
          * we were fenced, say): it is no longer ours to kill. */
-        ch->released = n->ft_ready;
-        n->ft->ft_child_lost(n, i);
+        ch->released = n->ft->ready(n);
+        tb_node_ft_child(n, TB_FT_EV_CHILD_LOST, i);
     }
     /* Until the whole tree is up, losing any child fails the start-up (by
      * name), or the tree would wait for it until the timeout. A child we
@@ -251,9 +251,9 @@ void tb_node_parent_lost(tb_node_t *n, const char *why_in)
         retire_late(n, n->parent);
         n->parent = NULL;
     }
-    if (tb_node_ending(n) || n->orphan)
-        return;
-    if (lost != TBON_RANK_NONE && n->ft->ft_parent_lost(n, lost))
+    /* An orphan already, or one from now on: ft seeks an adopter. */
+    if (tb_node_ending(n) ||
+        tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_PARENT_LOST, .u.rank = lost }))
         return;
     TB_WARN("conn", "lost the parent: %s; leaving", why);
     atomic_store(&n->closed, 1);
@@ -269,7 +269,7 @@ void tb_node_leave(tb_node_t *n)
 {
     /* A back-end that leaves a running tree says so first: its parent then
      * reports it left, not failed (TBON_EV_NODE_LEFT). */
-    if (n->role == TB_ROLE_BE && n->ft_ready && !tb_node_ending(n) && n->parent &&
+    if (n->role == TB_ROLE_BE && n->ft->ready(n) && !tb_node_ending(n) && n->parent &&
         !n->parent->closed)
         tb_node_send_ctl(n, n->parent, TB_CTL_LEAVE, tb_ctl_leave_encode(&(tb_ctl_leave_t){ 0 }));
     tb_node_enter(n, TB_LIFE_STOPPED);
@@ -280,7 +280,7 @@ void tb_node_begin_shutdown(tb_node_t *n)
     if (!tb_node_enter(n, TB_LIFE_SHUTTING_DOWN))
         return;
     tb_node_shutdown_at(n, tb_now_ms() + 3000);
-    n->ft->eds_leave(n->eds);
+    tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_SHUTDOWN });
     for (size_t i = 0; i < n->nchild; i++)
         if (n->child[i].conn)
             tb_node_send_ctl(n, n->child[i].conn, TB_CTL_SHUTDOWN,

@@ -155,7 +155,8 @@ static int slurm_step(tb_node_t *n, uint32_t d, tbon_error_t *err)
     if (rc)
         return rc;
     n->fe->slurm_pid[d] = pid;
-    n->ft->eds_watch_child(n->eds, TB_SLURM_STEP_RANK(d), pid);
+    tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_LAUNCHED,
+                                   .u.launched = { TB_SLURM_STEP_RANK(d), pid } });
     if (errfd >= 0 && tb_relay_add(n->relay, TB_SLURM_STEP_RANK(d), errfd) != 0)
         TB_WARN("launch", "the srun step of depth %u: its stderr is not relayed", d);
     return 0;
@@ -324,7 +325,8 @@ int tb_node_launch_children(tb_node_t *n, tbon_error_t *err)
         }
         TB_DEBUG("launch", "rank %u on %s: pid %d (%s), parent address %s", ch->rank, host,
                  (int)ch->pid, exe, parent);
-        n->ft->eds_watch_child(n->eds, ch->rank, ch->pid);
+        tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_LAUNCHED,
+                                       .u.launched = { ch->rank, ch->pid } });
         if (errfd >= 0 && tb_relay_add(n->relay, ch->rank, errfd) != 0)
             TB_WARN("launch", "rank %u: its stderr is not relayed", ch->rank);
     }
@@ -357,7 +359,7 @@ void tb_node_check_ready(tb_node_t *n)
         /* Every node learns where the FE and the commnodes listen: an orphan
          * asks one of them to adopt it (docs/protocol.md 8.1). */
         if (!n->cfg.no_ft)
-            n->ft->ft_send_ports(n);
+            tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_TREE_UP });
     } else {
         tb_node_send_ctl(n, n->parent, TB_CTL_READY,
                          tb_ctl_ready_encode(&(tb_ctl_ready_t){ (uint32_t)count }));
@@ -480,7 +482,7 @@ void tb_node_reap_all(tb_node_t *n)
      * that does not is killed, and Slurm then ends its tasks. */
     for (uint32_t d = 0; n->fe && n->fe->slurm_pid && d <= n->fe->slurm_depth; d++) {
         pid_t pid = n->fe->slurm_pid[d];
-        if (pid <= 0 || (n->eds && n->ft->eds_reaped(n->eds, pid)))
+        if (pid <= 0 || n->ft->reaped(n, pid))
             continue;
         int64_t left = deadline - tb_now_ms();
         tb_reap(pid, left > 0 ? (int)left : 0);
@@ -489,7 +491,7 @@ void tb_node_reap_all(tb_node_t *n)
     /* (the ssh masters go after the children: see tb_node_destroy) */
     for (size_t i = 0; i < n->nchild; i++) {
         tb_child_t *ch = &n->child[i];
-        if (ch->pid <= 0 || ch->released || (n->eds && n->ft->eds_reaped(n->eds, ch->pid)))
+        if (ch->pid <= 0 || ch->released || n->ft->reaped(n, ch->pid))
             continue;
         /* One that never connected is not coming: no reason to wait. */
         int64_t left = ch->state == CH_LAUNCHED ? 0 : deadline - tb_now_ms();

@@ -586,7 +586,7 @@ void tb_stream_fold_kept(tb_node_t *n, tb_stream_st_t *s)
 
 void tb_stream_keep(tb_node_t *n, uint32_t id, tbon_packet_t *p)
 {
-    tb_stream_st_t *s = n->ft_ready ? get(n, id) : NULL;   /* no fault tolerance: no cost */
+    tb_stream_st_t *s = n->ft->ready(n) ? get(n, id) : NULL; /* no fault tolerance: no cost */
     const tb_filter_t *f = s ? tb_filter_reg_get(n->filters, s->up) : NULL;
     if (!f || !f->get_state || !p)
         return;

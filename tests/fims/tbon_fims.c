@@ -2015,7 +2015,7 @@ static int fe_main(struct opts *o, const char *self)
     struct befile *bf = NULL;
     long nf = read_inputs(dir, &bf);
     int fail = nf < 0;
-    size_t lines = 0, files_live = 0, failed_be = 0, live_nofile = 0;
+    size_t lines = 0, failed_be = 0, live_nofile = 0;
     uint8_t *has_file = calloc(size, 1);
     for (long i = 0; i < nf; i++) {
         for (size_t k = 0; k < bf[i].n; k++) {
@@ -2024,7 +2024,6 @@ static int fe_main(struct opts *o, const char *self)
                 set_add(&live, bf[i].v[k]);
         }
         lines += bf[i].n;
-        files_live += !be_failed(bf[i].rank);
         if (has_file && bf[i].rank < size)
             has_file[bf[i].rank] = 1;
     }
