@@ -167,6 +167,9 @@ static void ctl_up(tb_node_t *n, size_t i, const tb_ctl_msg_t *m, tbon_packet_t 
     case TB_CTL_LEAVE:
         ch->leaving = 1;        /* its end that follows is no failure */
         break;
+    case TB_CTL_MISSING:
+        tb_node_on_missing(n, &m->u.missing, p);
+        break;
     case TB_CTL_PORT: {
         uint32_t r = m->u.port.rank;
         if (r < tb_topology_size(n->topo)) {
