@@ -129,8 +129,8 @@ void tb_node_left_out(tb_node_t *n, size_t i, int code, int whole, const char *f
                                : malloc((k ? k : 1) * sizeof *moved);
     if (!moved)
         k = 0;
-    else if (!whole)
-        memcpy(moved, kids, k * sizeof *moved);
+    else if (!whole && k)
+        memcpy(moved, kids, k * sizeof *moved);     /* (kids is NULL for a leaf) */
     for (size_t j = 0; j < k && !whole; j++) {
         int c = tb_node_add_child(n, moved[j],
                                   tb_topology_role(n->topo, moved[j]) == TB_ROLE_BE);
