@@ -304,8 +304,9 @@ int tb_node_launch_pending(tb_node_t *n, tbon_error_t *err)
     snprintf(c.session, sizeof c.session, "%016llx", (unsigned long long)n->cfg.session.id);
     int rc = 0;
     /* n->nchild grows while we go: the children of one left out are ours
-     * to launch, in this same round. */
-    for (size_t i = 0; i < n->nchild && !rc; i++) {
+     * to launch, in this same round. Once the start-up has failed (the FE
+     * with require_all), nothing more is started. */
+    for (size_t i = 0; i < n->nchild && !rc && !n->failed; i++) {
         tb_child_t *ch = &n->child[i];
         const char *exe = ch->is_be ? n->cfg.backend_exe : n->cfg.commnode_path;
         if (!exe || ch->launched_at || ch->left_out || ch->state != CH_LAUNCHED)
