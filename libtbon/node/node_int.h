@@ -42,7 +42,10 @@ typedef struct tb_child {
     int         leaving;      /* it said it leaves: its end is no failure */
     /* start-up (node_start.c) */
     int64_t     launched_at;  /* when we launched it (ms; 0: not launched by us) */
-    int64_t     due;          /* it must have connected by then (ms; 0: no limit) */
+    int64_t     due;          /* it should have connected by then (ms; 0: no
+                                 limit), or later while its siblings still
+                                 come in, up to due_max */
+    int64_t     due_max;
     int         left_out;     /* it failed during start-up: the tree starts
                                  without it */
 } tb_child_t;
@@ -205,6 +208,7 @@ struct tb_node {
     int        attach_written;
     size_t     ready_count;
     size_t     total;
+    int64_t    last_conn;     /* when a child last connected (ms; start-up) */
 };
 
 /* node.c */
@@ -394,8 +398,8 @@ void tb_node_left_out(tb_node_t *n, size_t i, int code, int whole, const char *f
     __attribute__((format(printf, 5, 6)));
 /* Launch what is pending (tb_node_launch_pending), then see if we are ready. */
 void tb_node_relaunch(tb_node_t *n);
-/* When a child launched at now must have connected (ms). */
-int64_t tb_node_connect_due(const tb_node_t *n, int64_t now);
+/* When child i, launched now, should have connected (sets due, due_max). */
+void tb_node_connect_due(tb_node_t *n, size_t i, int64_t now);
 /* Arm the start timer for the next child due, or the deadline. */
 void tb_node_arm_start(tb_node_t *n);
 /* FE: 1 (and the start-up failed) if no back-end is left in the tree. */

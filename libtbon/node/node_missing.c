@@ -28,12 +28,38 @@ static int strict(const tb_node_t *n)
     return n->cfg.require_all || n->cfg.slurm;
 }
 
-int64_t tb_node_connect_due(const tb_node_t *n, int64_t now)
+void tb_node_connect_due(tb_node_t *n, size_t i, int64_t now)
 {
-    /* Half of what is left: if it never comes, the other half is for its
-     * children, which we then launch. */
+    /* A back-end has until our deadline: nothing waits to be launched in
+     * its place. A commnode, half of what is left: if it never comes, the
+     * other half is for its children, which we then launch. On a loaded
+     * machine its siblings may still be coming in then: while they do, it
+     * may come too, up to three quarters of what was left (connect_quiet). */
+    tb_child_t *ch = &n->child[i];
     int64_t left = n->start_deadline - now;
-    return now + (left > 2 ? left / 2 : 1);
+    if (left < 4)
+        left = 4;
+    ch->launched_at = now;
+    ch->due = ch->is_be ? 0 : now + left / 2;
+    ch->due_max = ch->is_be ? 0 : now + left * 3 / 4;
+}
+
+/* How long without any child connecting means the start-up has stopped
+ * moving here: a quarter of child ch's own time (at least 200 ms). */
+static int64_t connect_quiet(const tb_child_t *ch)
+{
+    int64_t q = (ch->due - ch->launched_at) / 4;
+    return q > 200 ? q : 200;
+}
+
+/* When child ch is to be looked at: its due, or later while children still
+ * connect, up to its due_max. */
+static int64_t connect_check(const tb_node_t *n, const tb_child_t *ch)
+{
+    int64_t t = n->last_conn + connect_quiet(ch);
+    if (t > ch->due_max)
+        t = ch->due_max;
+    return t > ch->due ? t : ch->due;
 }
 
 void tb_node_arm_start(tb_node_t *n)
@@ -43,8 +69,8 @@ void tb_node_arm_start(tb_node_t *n)
     int64_t next = n->start_deadline;
     for (size_t i = 0; i < n->nchild; i++) {
         const tb_child_t *ch = &n->child[i];
-        if (ch->state == CH_LAUNCHED && !ch->left_out && ch->due && ch->due < next)
-            next = ch->due;
+        if (ch->state == CH_LAUNCHED && !ch->left_out && ch->due && connect_check(n, ch) < next)
+            next = connect_check(n, ch);
     }
     tb_timer_at(n->loop, &n->start_timer, next);
 }
@@ -212,10 +238,11 @@ void tb_node_startup_timer(tb_node_t *n)
         /* A child that has not connected by its time is left out. */
         for (size_t i = 0; i < n->nchild; i++) {
             tb_child_t *ch = &n->child[i];
-            if (ch->state == CH_LAUNCHED && !ch->left_out && ch->due && ch->due <= now)
+            if (ch->state == CH_LAUNCHED && !ch->left_out && ch->due &&
+                connect_check(n, ch) <= now)
                 tb_node_left_out(n, i, TBON_ETIMEOUT, 0,
                                  "rank %u on host %s did not connect within %lld ms", ch->rank,
-                                 host_of(n, ch->rank), (long long)(ch->due - ch->launched_at));
+                                 host_of(n, ch->rank), (long long)(now - ch->launched_at));
         }
         tb_node_relaunch(n);
         if (!n->failed)

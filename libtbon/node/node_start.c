@@ -280,8 +280,7 @@ static int launch_one(tb_node_t *n, size_t i, const char *exe, launch_ctx_t *c,
         snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
         return tb_error_set(err, TBON_ELAUNCH, "rank %u: %s", ch->rank, msg);
     }
-    ch->launched_at = tb_now_ms();
-    ch->due = tb_node_connect_due(n, ch->launched_at);
+    tb_node_connect_due(n, i, tb_now_ms());
     TB_DEBUG("launch", "rank %u on %s: pid %d (%s), parent address %s", ch->rank, host,
              (int)ch->pid, exe, parent);
     tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_LAUNCHED,
