@@ -31,7 +31,7 @@
  * come in), a back-end at its parent's deadline: keep it short, but with
  * room for a slow machine - 256 back-ends of a sanitizer build take many
  * seconds to start on two cores. */
-#define START_MS (IT_TSAN ? 40000 : IT_ASAN ? 30000 : 8000)
+#define START_MS (IT_TSAN ? 40000 : IT_ASAN ? 30000 : 12000)
 /* The case's own bound (s): the harness's minute is too short for a tree
  * that waits that long in a sanitizer build. */
 #define CASE_S (IT_SLOW ? 170 : 60)
