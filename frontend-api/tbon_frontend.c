@@ -39,7 +39,7 @@
 #define HUMAN_MAX_ELEMS 64
 
 enum { OPT_JSON = 256, OPT_ATTACH, OPT_EVENTS, OPT_IDLE, OPT_FE_HOST, OPT_ENV, OPT_SLURM,
-       OPT_FANOUT, OPT_PER_NODE };
+       OPT_FANOUT, OPT_PER_NODE, OPT_REQUIRE_ALL };
 
 /* The command line, parsed. */
 struct cli {
@@ -48,6 +48,7 @@ struct cli {
     const char        *attach;        /* --attach FILE */
     const char        *fe_host;       /* --fe-host HOST */
     int                slurm;         /* --slurm */
+    int                require_all;   /* --require-all */
     unsigned long      fanout, per_node; /* --fanout, --be-per-node (0: default) */
     char              *env;           /* --env NAME..., blank-separated (malloc'd) */
     const char        *filter;        /* as given */
@@ -129,6 +130,13 @@ static void usage(FILE *f)
 "                        --attach FILE, no --rank), and commnodes\n"
 "                        (tbon_commnode --join FILE). FILE holds the session's\n"
 "                        secret: it is removed when the session ends\n"
+"      --require-all     every process must start: the first commnode or\n"
+"                        back-end that cannot be launched, exits before it\n"
+"                        is ready or does not connect in time ends the run\n"
+"                        (exit 1, naming its rank, host and why). Without it\n"
+"                        such a node is left out, its parent launches its\n"
+"                        children instead, and the ranks left out are named\n"
+"                        on stderr; the run fails only if no back-end is left\n"
 "      --slurm           inside a Slurm allocation (salloc, sbatch), instead\n"
 "                        of -t: the tree over the allocation's nodes (this\n"
 "                        host the front-end, one commnode per node with its\n"
@@ -297,6 +305,7 @@ static void parse_args(struct cli *c, int argc, char **argv)
         { "fe-host", required_argument, NULL, OPT_FE_HOST },
         { "env", required_argument, NULL, OPT_ENV },
         { "slurm", no_argument, NULL, OPT_SLURM },
+        { "require-all", no_argument, NULL, OPT_REQUIRE_ALL },
         { "fanout", required_argument, NULL, OPT_FANOUT },
         { "be-per-node", required_argument, NULL, OPT_PER_NODE },
         { "help", no_argument, NULL, 'h' },
@@ -342,6 +351,7 @@ static void parse_args(struct cli *c, int argc, char **argv)
         case OPT_FE_HOST: c->fe_host = optarg; break;
         case OPT_ENV: add_env(c, optarg); break;
         case OPT_SLURM: c->slurm = 1; break;
+        case OPT_REQUIRE_ALL: c->require_all = 1; break;
         case OPT_FANOUT:
             if (parse_ulong(optarg, 65536, &c->fanout) != 0 || c->fanout < 2)
                 usage_error("bad fan-out '%s' (2 to 65536)", optarg);
@@ -468,6 +478,22 @@ static void on_progress(void *arg, size_t ready, size_t total)
     fflush(stderr);
     p->shown = 1;
     p->last = now;
+}
+
+/* The nodes left out of the start-up, named on stderr (their failures are
+ * among the events too). */
+static void note_missing(tbon_net_t *net)
+{
+    tbon_rank_t r[16];
+    int n = tbon_fe_missing(net, r, 16);
+    if (n <= 0)
+        return;
+    fprintf(stderr, PROG ": note: %d node%s left out of the start-up (rank%s", n,
+            n == 1 ? "" : "s", n == 1 ? "" : "s");
+    for (int i = 0; i < n && i < 16; i++)
+        fprintf(stderr, "%s %u", i ? "," : "", (unsigned)r[i]);
+    fprintf(stderr, "%s); the tree runs without them (--require-all makes that an error)\n",
+            n > 16 ? ", ..." : "");
 }
 
 /* After tbon_fe_create: end the progress line, if one was shown. */
@@ -1029,6 +1055,7 @@ int main(int argc, char **argv)
     opts.slurm_fanout = (unsigned)c.fanout;
     opts.slurm_be_per_node = (unsigned)c.per_node;
     opts.env = c.env;
+    opts.require_all = c.require_all;
     net = tbon_fe_create(c.topology, c.backend ? (backend ? backend : c.backend) : NULL,
                          (const char *const *)c.be_argv, &opts, &err);
     progress_done(&prog, net != NULL);
@@ -1043,6 +1070,7 @@ int main(int argc, char **argv)
     }
     if (g_stop)
         goto out;
+    note_missing(net);
 
     tbon_stream_t *s = open_stream(&c, net);
     if (!s)

@@ -44,6 +44,8 @@
 #define PROG       "tbon_stat"
 #define EXIT_RUN   1
 #define EXIT_USAGE 2
+#define EXIT_UNREACHED 3    /* some tasks could not be reached: their back-end
+                               did not start (the rest were sampled) */
 #define TAG_SAMPLE (TBON_FIRST_APP_TAG)
 #define TAG_RESEND (TBON_FIRST_APP_TAG + 1)
 #define FMT_REQ    "%ad %aud %aud %ud %ud %ud"
@@ -183,8 +185,12 @@ static void usage(FILE *f)
 "  -h, --help         this text\n"
 "\n"
 "Targets are stopped only while sampled (ptrace interrupt, no SIGSTOP) and\n"
-"always resumed, also when " PROG " is killed. Exit: 0 done, 1 failure (also:\n"
-"a listed process is not there, or tasks of the job were not found), 2 usage.\n",
+"always resumed, also when " PROG " is killed. A back-end that does not start\n"
+"is left out: on this host the others sample its tasks; the tasks of another\n"
+"host whose back-end did not start are named on stdout and stderr (\"not\n"
+"reached\") and the tree of the rest is written. Exit: 0 done, 1 failure\n"
+"(also: a listed process is not there, or tasks of the job were not found),\n"
+"2 usage, 3 done but some tasks not reached (their back-end did not start).\n",
             TASKS_PER_BE, BES_PER_CPU, DEFAULT_FANOUT);
 }
 
@@ -880,6 +886,9 @@ struct run {
     pid_t srun;         /* --jobid's step of back-ends */
     char *attach;       /* its attach file */
     uint32_t job;
+    char **unreached;   /* "HOST:PID" (--jobid: "HOST") of the tasks whose
+                           back-end did not start: not sampled (exit 3) */
+    size_t nunreached;
 };
 
 static char g_host[256];
@@ -1019,6 +1028,13 @@ static void plan_local(const struct cli *c, const char *self, st_tasks_t *tasks,
     r->net = st.net;
     r->t_launch = now_s() - t0;
     r->ranks_from = env_ranks ? "their environment" : "list order";
+    /* Back-ends that did not start: every task is on this host, the others
+     * sample them all. */
+    int nm = tbon_fe_missing(r->net, NULL, 0);
+    if (nm > 0)
+        fprintf(stderr, PROG ": note: %d process%s of the tree did not start (the library's "
+                "warnings above say why); the tasks are shared among the %zu back-ends "
+                "that did\n", nm, nm == 1 ? "" : "es", tbon_net_num_backends(r->net));
     size_t nbe = tbon_net_num_backends(r->net);
     tbon_rank_t *bes = xcalloc(nbe, sizeof *bes);
     if (tbon_net_backends(r->net, bes, nbe) != (int)nbe)
@@ -1272,6 +1288,35 @@ static void number_tasks(struct run *r, bool job_mode)
  * (--jobid, or -P of an srun): a back-end on each host (over ssh for pids,
  * as one srun step of the job with --jobid) finds its tasks and their ranks
  * there, then the front-end numbers them. */
+/* A task (pid 0: every task of the job on host) whose back-end did not
+ * start. */
+static void note_unreached(struct run *r, const char *host, int32_t pid)
+{
+    char **v = realloc(r->unreached, (r->nunreached + 1) * sizeof *v);
+    char buf[300];
+    if (!v)
+        die("out of memory");
+    r->unreached = v;
+    if (pid)
+        snprintf(buf, sizeof buf, "%s:%d", host, (int)pid);
+    else
+        snprintf(buf, sizeof buf, "%s", host);
+    v[r->nunreached++] = xstrdup(buf);
+}
+
+/* Name the tasks not reached, on f (prefix: PROG ": " on stderr). */
+static void print_unreached(FILE *f, const char *prefix, const struct run *r)
+{
+    if (!r->nunreached)
+        return;
+    fprintf(f, "%snot reached: %zu %s%s whose back-end did not start, not sampled:", prefix,
+            r->nunreached, r->job ? "node" : "task", r->nunreached == 1 ? "" : "s");
+    for (size_t i = 0; i < r->nunreached; i++)
+        fprintf(f, "%s %s", i ? "," : "", r->unreached[i]);
+    fprintf(f, "%s (exit %d)\n", r->job ? " (every task of the job there)" : "",
+            EXIT_UNREACHED);
+}
+
 static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks,
                         uint32_t job, const uint32_t *steps, size_t nsteps, struct run *r)
 {
@@ -1341,6 +1386,32 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
         die("starting the tree of %s: %s", r->topo, st.err.msg);
     r->net = st.net;
     r->t_launch = now_s() - t0;
+    /* Hosts whose back-end did not start (left out of the start-up, the
+     * library's warnings above say why): their tasks cannot be reached; the
+     * others' are sampled (exit 3). */
+    uint8_t *down = xcalloc(nh, 1);
+    size_t ndown = 0;
+    int nm = tbon_fe_missing(r->net, NULL, 0);
+    if (nm > 0) {
+        tbon_rank_t *m = xcalloc((size_t)nm, sizeof *m);
+        nm = tbon_fe_missing(r->net, m, (size_t)nm);
+        for (size_t k = 0; k < nh; k++)
+            for (int j = 0; j < nm && !down[k]; j++)
+                if (m[j] == leaf[k]) {
+                    down[k] = 1;
+                    ndown++;
+                }
+        free(m);
+    }
+    for (size_t k = 0; k < nh && job; k++)
+        if (down[k])
+            note_unreached(r, hosts[k], 0);
+    for (size_t i = 0; i < tasks->n && !job && ndown; i++) {
+        const char *h = tasks->v[i].host ? tasks->v[i].host : this_host();
+        for (size_t k = 0; k < nh; k++)
+            if (down[k] && strcmp(hosts[k], h) == 0)
+                note_unreached(r, h, tasks->v[i].pid);
+    }
 
     /* Discovery: every back-end says what it has. */
     int32_t *want = NULL;
@@ -1368,13 +1439,13 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
     double dl = now_s() + 60;
     char goners[400] = "";
     snprintf(r->exe, sizeof r->exe, "?");
-    while (got < nh && !g_stop) {
+    while (got < nh - ndown && !g_stop) {
         tbon_packet_t *p = NULL;
         int rc = tbon_stream_recv(s, &p, 200);
         if (rc == TBON_ETIMEOUT && now_s() < dl)
             continue;
         if (rc != 0)
-            die("%zu of %zu back-ends said which tasks they have: %s", got, nh,
+            die("%zu of %zu back-ends said which tasks they have: %s", got, nh - ndown,
                 rc == TBON_ETIMEOUT ? "timed out" : tbon_net_error(r->net));
         uint32_t be = 0, *tsteps = NULL, *states = NULL;
         int32_t *pids = NULL, *ranks = NULL, *sizes = NULL;
@@ -1445,6 +1516,7 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
     number_tasks(r, job != 0);
     st_job_free_nodes(hosts, nh);
     free(leaf);
+    free(down);
 }
 
 /* ------------------------------------------------------------ output */
@@ -1732,8 +1804,8 @@ static int fe_main(const struct cli *c, char *self)
     fprintf(f, "find_tasks_s %.6f\nlaunch_tree_s %.6f\nsample_merge_s %.6f\nwrite_s %.6f\n",
             r->t_find, r->t_launch, t_sample, t_write);
     fprintf(f, "nodes_2d %zu\nnodes_3d %zu\nmissing %zu\nnot_found %zu\nfailed_nodes %zu\n"
-            "resends %d\n", st_tree_size(t2), st_tree_size(t3), missing, r->nabsent, failed,
-            resends);
+            "resends %d\nunreached %zu\n", st_tree_size(t2), st_tree_size(t3), missing,
+            r->nabsent, failed, resends, r->nunreached);
     close_file(f, path);
 
     if (!c->quiet) {
@@ -1751,6 +1823,8 @@ static int fe_main(const struct cli *c, char *self)
     printf("results: %s/%s.{2D,3D}.{dot,json,txt,classes.txt%s}, %s/%s.{tasks.txt,tasks.json,"
            "perf}\n",
            dir, exe, svg ? ",svg" : "", dir, exe);
+    print_unreached(stdout, "", r);
+    print_unreached(stderr, PROG ": ", r);
     if (r->incomplete)
         fprintf(stderr, PROG ": the job's tasks were not all found (see above): exit 1\n");
     st_tree_free(t2);
@@ -1759,6 +1833,9 @@ static int fe_main(const struct cli *c, char *self)
         free(r->t[i].host);
     free(r->t);
     free(r->absent);
+    for (size_t i = 0; i < r->nunreached; i++)
+        free(r->unreached[i]);
+    free(r->unreached);
     free(r->attach);
     free(dir);
     free(r->topo);
@@ -1766,7 +1843,7 @@ static int fe_main(const struct cli *c, char *self)
     free(pids);
     free(ids);
     free(owner);
-    return g_stop || r->incomplete ? EXIT_RUN : 0;
+    return g_stop || r->incomplete ? EXIT_RUN : r->nunreached ? EXIT_UNREACHED : 0;
 }
 
 int main(int argc, char **argv)

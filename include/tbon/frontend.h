@@ -43,6 +43,14 @@ typedef struct tbon_fe_options {         /* zero-initialise: every field has a d
     unsigned    slurm_fanout;            /* default 32 */
     unsigned    slurm_be_per_node;       /* default $SLURM_NTASKS_PER_NODE, else the
                                             allocation's tasks per node, else 1 */
+    /* 1: every process must start, as before: the first commnode or back-end
+     * that cannot be launched, exits before it is ready or does not connect
+     * in time fails tbon_fe_create, naming its rank, host and why. 0 (the
+     * default): such a node is left out - its parent launches its children
+     * in its place - and the tree starts without it (tbon_fe_missing).
+     * Under Slurm a start-up always needs every process. docs/user-guide.md,
+     * "Start-up failures". */
+    int         require_all;
 } tbon_fe_options_t;
 
 /* Launch the tree of topology_file (text or XML): its commnodes, and at its
@@ -50,12 +58,26 @@ typedef struct tbon_fe_options {         /* zero-initialise: every field has a d
  * the launcher's own arguments. With backend_exe NULL, the leaves are left for
  * back-ends that call tbon_be_attach with opts->attach_file, which this call
  * writes (mode 0600) before it waits for them. Returns when every process is
- * connected, or NULL with err filled (naming the node and host) after
- * removing every process it started. Call from one thread; the returned
- * network may then be used from any thread. */
+ * connected or left out (a node that cannot be launched, exits before it is
+ * ready, or does not connect in time: tbon_fe_missing says which, and a
+ * TBON_EV_NODE_FAILED event per rank waits in tbon_net_next_event), or NULL
+ * with err filled (naming the node and host) after removing every process it
+ * started: with opts->require_all on the first failure, else when no
+ * back-end is left. Call from one thread; the returned network may then be
+ * used from any thread. */
 tbon_net_t  *tbon_fe_create(const char *topology_file, const char *backend_exe,
                             const char *const backend_argv[],
                             const tbon_fe_options_t *opts, tbon_error_t *err);
+
+/* The ranks left out of the start-up (tbon_fe_create's default, see
+ * tbon_fe_options_t.require_all): commnodes and back-ends that could not be
+ * launched, exited before they were ready, or did not connect in time, and
+ * with a node that hung after connecting, its whole subtree. Each is dead in
+ * every process's view; a commnode's children were launched by its parent
+ * instead and take part. Writes up to cap ranks (in rank order) to out;
+ * returns how many there are (0: the whole topology started), or
+ * TBON_EINVAL. Any thread. docs/user-guide.md, "Start-up failures". */
+int          tbon_fe_missing(tbon_net_t *net, tbon_rank_t *out, size_t cap);
 
 /* The live back-ends cut off from the front-end: their parent (or a node
  * above it) failed and nobody has adopted them yet - an orphan looking for a

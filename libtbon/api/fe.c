@@ -282,6 +282,7 @@ tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
         .attach_file = o.attach_file, .slurm = o.slurm != 0,
         .startup_timeout_ms = o.startup_timeout_ms > 0 ? o.startup_timeout_ms : 30000,
         .no_ft = o.no_fault_tolerance != 0,
+        .require_all = o.require_all != 0,
         .heartbeat_ms = o.heartbeat_ms < 0 ? 0 : o.heartbeat_ms > 0 ? o.heartbeat_ms
                         : TB_HEARTBEAT_DEFAULT_MS,
         .parent_fd = -1, .parent_event_fd = -1,
@@ -507,6 +508,19 @@ int tbon_stream_set_filter_params(tbon_stream_t *s, int which, const char *fmt, 
 }
 
 /* ---- membership, checks and attributes, seen from the front-end ---- */
+
+int tbon_fe_missing(tbon_net_t *net, tbon_rank_t *out, size_t cap)
+{
+    if (!net || !net->is_fe || (cap && !out))
+        return tb_net_seterr(TBON_EINVAL, "tbon_fe_missing needs a front-end network and room "
+                             "for ranks");
+    pthread_mutex_lock(&net->mu);
+    size_t n = net->nmissing;
+    for (size_t i = 0; i < n && i < cap; i++)
+        out[i] = net->missing[i];
+    pthread_mutex_unlock(&net->mu);
+    return n > INT32_MAX ? INT32_MAX : (int)n;
+}
 
 int tbon_fe_cut_off(tbon_net_t *net, tbon_rank_t *out, size_t cap)
 {

@@ -531,6 +531,7 @@ void tb_net_free(tbon_net_t *net)
     tb_ring_free(&net->events);
     free(net->chk_agree);
     free(net->chk_bad);
+    free(net->missing);
     for (size_t i = 0; i < net->nrep; i++)
         tb_attrs_free(net->rep[i]);
     free(net->rep);

@@ -66,6 +66,27 @@ static void cb_status(void *arg, int what, int code, const char *msg)
         }
         net->closed = 1;
         break;
+    case TB_NODE_MISSING: {
+        /* Kept in rank order (tbon_fe_missing). */
+        tbon_rank_t r = (tbon_rank_t)code;
+        if (net->nmissing == net->capmissing) {
+            size_t nc = net->capmissing ? 2 * net->capmissing : 16;
+            tbon_rank_t *v = realloc(net->missing, nc * sizeof *v);
+            if (!v)
+                break;
+            net->missing = v;
+            net->capmissing = nc;
+        }
+        size_t k = net->nmissing;
+        while (k > 0 && net->missing[k - 1] > r)
+            k--;
+        if (k > 0 && net->missing[k - 1] == r)
+            break;
+        memmove(net->missing + k + 1, net->missing + k, (net->nmissing - k) * sizeof r);
+        net->missing[k] = r;
+        net->nmissing++;
+        break;
+    }
     case TB_NODE_STREAM_ERROR: {
         tbon_stream_t *s = tb_net_stream_locked(net, (uint32_t)code, 0);
         if (s)

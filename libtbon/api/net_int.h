@@ -63,6 +63,9 @@ struct tbon_net {
     int            driving;        /* a caller is driving the node now */
     int            ready, failed, fail_code;
     char           fail_msg[512];
+    tbon_rank_t   *missing;        /* FE: ranks left out of the start-up (by the
+                                      reactor, before ready; in rank order) */
+    size_t         nmissing, capmissing;
     int            any_error;      /* a stream error not yet returned by tbon_net_recv */
     tb_ring_t      events;         /* FE: tbon_event_t not yet taken */
     uint64_t       view_version;   /* the last view applied by the node */

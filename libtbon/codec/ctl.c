@@ -77,6 +77,10 @@ static const tb_ctl_info_t table[] = {
       "rank, parent, the parent's host and port (1-65535), incarnation; FE to a "
       "joining process on its JOIN connection" },
     { TB_CTL_LEAVE, "LEAVE", TB_CTL_UP, N_, "%ud", "0: a back-end leaves in order" },
+    { TB_CTL_MISSING, "MISSING", TB_CTL_UP, N_, "%d %ud %ud %s %aud",
+      "code, rank, the node that launches its children in its place, message (its rank, "
+      "host and why), those children (none: its whole subtree is left out): a node left out "
+      "of the start-up, applied on the way up" },
 };
 
 const tb_ctl_info_t *tb_ctl_info(int op)
@@ -147,6 +151,10 @@ void tb_ctl_free(int op, void *mp)
         break;
     }
     case TB_CTL_JOIN_ACK:   free(UNCONST(AS(tb_ctl_join_ack_t)->host)); break;
+    case TB_CTL_MISSING:
+        free(UNCONST(AS(tb_ctl_missing_t)->msg));
+        free(UNCONST(AS(tb_ctl_missing_t)->moved));
+        break;
     default:
         break;
     }
@@ -185,6 +193,7 @@ tbon_packet_t *tb_ctl_encode(const tb_ctl_msg_t *m)
     case TB_CTL_ATTR_SYNC:  return tb_ctl_attr_sync_encode(&m->u.attr_sync);
     case TB_CTL_JOIN_ACK:   return tb_ctl_join_ack_encode(&m->u.join_ack);
     case TB_CTL_LEAVE:      return tb_ctl_leave_encode(&m->u.leave);
+    case TB_CTL_MISSING:    return tb_ctl_missing_encode(&m->u.missing);
     default:                return NULL;
     }
 }
@@ -215,6 +224,7 @@ int tb_ctl_decode(int op, const tbon_packet_t *p, tb_ctl_msg_t *m, tbon_error_t 
     case TB_CTL_ATTR_SYNC:  return tb_ctl_attr_sync_decode(p, &m->u.attr_sync, err);
     case TB_CTL_JOIN_ACK:   return tb_ctl_join_ack_decode(p, &m->u.join_ack, err);
     case TB_CTL_LEAVE:      return tb_ctl_leave_decode(p, &m->u.leave, err);
+    case TB_CTL_MISSING:    return tb_ctl_missing_decode(p, &m->u.missing, err);
     default:
         return tb_error_set(err, TBON_EFORMAT, "control message %d: no such op", op);
     }

@@ -51,7 +51,9 @@ enum tb_ctl {
     TB_CTL_ATTR_SYNC,
     TB_CTL_JOIN_ACK,
     TB_CTL_LEAVE,
-    TB_CTL_OP_MAX = TB_CTL_LEAVE
+    /* Start-up (docs/protocol.md 7.1) */
+    TB_CTL_MISSING,
+    TB_CTL_OP_MAX = TB_CTL_MISSING
 };
 
 /* Which way a message goes: up (child to parent), down, or both. */
@@ -196,6 +198,16 @@ typedef struct {
     uint32_t port, inc;
 } tb_ctl_join_ack_t;
 typedef struct { uint32_t unused; } tb_ctl_leave_t;     /* 0 */
+/* A node left out of the start-up: why (code and a message naming its rank,
+ * host and what happened), the node that launches its children in its
+ * place, and those children (none: its whole subtree is left out). */
+typedef struct {
+    int32_t code;
+    uint32_t rank, parent;
+    const char *msg;
+    const uint32_t *moved;
+    size_t nmoved;
+} tb_ctl_missing_t;
 
 /* Encoders: a new packet (one reference, tag = op), NULL only when out of
  * memory. Decoders: 0, or TBON_EFORMAT / TBON_ENOMEM with err saying what
@@ -242,6 +254,8 @@ tbon_packet_t *tb_ctl_join_ack_encode(const tb_ctl_join_ack_t *m);
 int tb_ctl_join_ack_decode(const tbon_packet_t *p, tb_ctl_join_ack_t *m, tbon_error_t *err);
 tbon_packet_t *tb_ctl_leave_encode(const tb_ctl_leave_t *m);
 int tb_ctl_leave_decode(const tbon_packet_t *p, tb_ctl_leave_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_missing_encode(const tb_ctl_missing_t *m);
+int tb_ctl_missing_decode(const tbon_packet_t *p, tb_ctl_missing_t *m, tbon_error_t *err);
 
 /* Release what a successful decode of op allocated in m (the struct of that
  * op). NULL is fine. */
@@ -272,6 +286,7 @@ typedef struct tb_ctl_msg {
         tb_ctl_attr_sync_t attr_sync;
         tb_ctl_join_ack_t join_ack;
         tb_ctl_leave_t leave;
+        tb_ctl_missing_t missing;
     } u;
 } tb_ctl_msg_t;
 

@@ -550,3 +550,25 @@ int tb_ctl_leave_decode(const tbon_packet_t *p, tb_ctl_leave_t *m, tbon_error_t 
     return dec_u32(p, TB_CTL_LEAVE, &m->unused, err);
 }
 
+
+tbon_packet_t *tb_ctl_missing_encode(const tb_ctl_missing_t *m)
+{
+    return tbon_packet_new(TB_CTL_MISSING, "%d %ud %ud %s %aud", m->code, m->rank, m->parent,
+                           m->msg, m->moved, m->nmoved);
+}
+
+int tb_ctl_missing_decode(const tbon_packet_t *p, tb_ctl_missing_t *m, tbon_error_t *err)
+{
+    char *msg = NULL;
+    uint32_t *moved = NULL;
+    int rc = check_packet(p, TB_CTL_MISSING, err);
+    if (!rc)
+        rc = unpacked(tbon_packet_unpack(p, "%d %ud %ud %s %aud", &m->code, &m->rank,
+                                         &m->parent, &msg, &moved, &m->nmoved),
+                      TB_CTL_MISSING, err);
+    if (!rc) {
+        m->msg = msg;
+        m->moved = moved;
+    }
+    return rc;
+}

@@ -87,6 +87,30 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
     }
 }
 
+/* A node left out of the start-up (TB_FT_EV_MISSING, docs/protocol.md 7.1):
+ * dead from now on, and its children under the node that launches them in
+ * its place, at their next incarnation, as after an adoption. At the FE the
+ * changes wait for the first view after the start-up (view.c). */
+static void start_missing(tb_node_t *n, tbon_rank_t r, tbon_rank_t p, const tbon_rank_t *moved,
+                          size_t k)
+{
+    size_t size = tb_topology_size(n->topo);
+    tb_ft_apply(n, TB_V_FAILED, r, TBON_RANK_NONE, tb_topology_incarnation(n->topo, r));
+    for (size_t j = 0; j < k; j++) {
+        tbon_rank_t c = moved[j];
+        if (c == 0 || c >= size || c == p)
+            continue;
+        tb_ft_apply(n, TB_V_ADOPTED, c, p, tb_topology_incarnation(n->topo, c) + 1);
+        /* A slot of ours: it counts for views from the first, as a child
+         * launched at once does (tb_view_init). */
+        int i = tb_node_child_index(n, c);
+        if (i >= 0) {
+            n->child[i].v_known = 1;
+            n->child[i].v_sent = n->child[i].v_acked = n->ftst->view;
+        }
+    }
+}
+
 static int ft_event(tb_node_t *n, const tb_ft_event_t *ev)
 {
     struct tb_ft *ft = n->ftst;
@@ -129,6 +153,10 @@ static int ft_event(tb_node_t *n, const tb_ft_event_t *ev)
         break;
     case TB_FT_EV_SHUTDOWN:
         tb_eds_leave(ft->eds);
+        break;
+    case TB_FT_EV_MISSING:
+        start_missing(n, ev->u.missing.rank, ev->u.missing.parent, ev->u.missing.moved,
+                      ev->u.missing.nmoved);
         break;
     }
     return 0;

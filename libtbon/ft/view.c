@@ -329,8 +329,10 @@ void tb_view_flush(tb_node_t *n)
     if (fe->orph_dirty)
         count_orphans(n, tb_now_ms());
     /* At once when nothing is in flight and every node has a parent, or
-     * when the last orphan has just been adopted; else batched. */
-    if (fe->nvpend) {
+     * when the last orphan has just been adopted; else batched. Nodes left
+     * out of the start-up wait for the tree to be up (docs/protocol.md
+     * 7.1): every process has connected then, and the view reaches all. */
+    if (fe->nvpend && tb_node_life(n) != TB_LIFE_STARTING) {
         int now = !fe->norph && (n->ftst->view_sub == n->ftst->view || fe->vheld);
         if (now || tb_now_ms() - fe->vpend_since >= (fe->norph ? TB_VIEW_HOLD_MS : TB_VIEW_BATCH_MS)) {
             publish(n);

@@ -29,6 +29,8 @@ enum tb_node_status {
     TB_NODE_FAILED,         /* start-up failed: code and message */
     TB_NODE_CLOSED,         /* the session ended (code 0: orderly shutdown) */
     TB_NODE_STREAM_ERROR,   /* a filter failed somewhere: message */
+    TB_NODE_MISSING,        /* FE: rank `code` was left out of the start-up:
+                               message (its rank, host and why) */
 };
 
 /* Callbacks, all called on the reactor thread. */
@@ -78,6 +80,8 @@ typedef struct tb_node_config {
     int            slurm;           /* FE: the commnodes and back-ends are started
                                        by Slurm, one srun step per depth (slurm.h);
                                        commnodes then launch nothing */
+    int            require_all;     /* FE: any node that fails during start-up fails
+                                       it (else it is left out: node_start.c) */
     int            joined;          /* joined the running tree (its view comes
                                        from its parent) */
     int            listening;       /* commnode: listen_fd (listening on port) is

@@ -34,6 +34,7 @@ void tb_node_on_conn(tb_node_t *n, tb_cmd_t *cmd)
     cmd->u.conn.fd = -1;
     tb_node_watch(n, ch->conn, EPOLLIN);
     ch->state = CH_CONNECTED;
+    n->last_conn = tb_now_ms();     /* the start-up goes on (node_missing.c) */
     /* Every child gets the whole topology first (DESIGN.md, "Topology"),
      * serialised and compressed once for all of them. */
     if (!n->topo_frame) {
@@ -166,6 +167,9 @@ static void ctl_up(tb_node_t *n, size_t i, const tb_ctl_msg_t *m, tbon_packet_t 
         break;
     case TB_CTL_LEAVE:
         ch->leaving = 1;        /* its end that follows is no failure */
+        break;
+    case TB_CTL_MISSING:
+        tb_node_on_missing(n, &m->u.missing, p);
         break;
     case TB_CTL_PORT: {
         uint32_t r = m->u.port.rank;

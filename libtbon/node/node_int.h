@@ -40,6 +40,14 @@ typedef struct tb_child {
     int         joined;       /* it joined the running tree (not launched) */
     int64_t     join_due;     /* joined: it must have connected by then (ms; 0: has) */
     int         leaving;      /* it said it leaves: its end is no failure */
+    /* start-up (node_start.c) */
+    int64_t     launched_at;  /* when we launched it (ms; 0: not launched by us) */
+    int64_t     due;          /* it should have connected by then (ms; 0: no
+                                 limit), or later while its siblings still
+                                 come in, up to due_max */
+    int64_t     due_max;
+    int         left_out;     /* it failed during start-up: the tree starts
+                                 without it */
 } tb_child_t;
 
 /* A FIFO of packets (one child's queue on one stream). */
@@ -113,6 +121,8 @@ typedef struct tb_fe_state {
     pid_t     *slurm_pid;     /* by depth; 0: not started */
     char      *attach_path;   /* the attach file written (its secret goes with
                                  the session: removed by tb_node_destroy) */
+    size_t     nmissing;      /* ranks left out of the start-up so far */
+    char       first_missing[512]; /* why the first of them was */
 } tb_fe_state_t;
 
 /* Threads. The node is owned by the thread that drives it: its own thread
@@ -198,6 +208,7 @@ struct tb_node {
     int        attach_written;
     size_t     ready_count;
     size_t     total;
+    int64_t    last_conn;     /* when a child last connected (ms; start-up) */
 };
 
 /* node.c */
@@ -296,6 +307,12 @@ typedef enum tb_ft_ev_kind {
     TB_FT_EV_CHILD_JOINED,  /* u.child: a joined child connected */
     TB_FT_EV_SHUTDOWN,      /* the orderly end begins: the EDS tells the
                                children and adopts nobody */
+    TB_FT_EV_MISSING,       /* u.missing: rank failed during start-up (it is
+                               dead from now on) and its children moved under
+                               parent, which launches them (their slots here
+                               are made already, if they are ours); at the
+                               FE the changes go into the first view after
+                               the start-up */
 } tb_ft_ev_kind_t;
 
 typedef struct tb_ft_event {
@@ -307,6 +324,7 @@ typedef struct tb_ft_event {
         int         fd;
         struct { tbon_rank_t rank; pid_t pid; } launched;
         struct { uint32_t stream; tbon_packet_t *p; int more; uint64_t key; } up;
+        struct { tbon_rank_t rank, parent; const tbon_rank_t *moved; size_t nmoved; } missing;
     } u;
 } tb_ft_event_t;
 
@@ -356,9 +374,36 @@ static inline int tb_node_ft_child(tb_node_t *n, tb_ft_ev_kind_t kind, size_t i)
 
 /* node_start.c */
 int  tb_node_launch_children(tb_node_t *n, tbon_error_t *err);
+/* Launch every child slot not launched yet (those of a child left out, in
+ * the same round); a launch that fails leaves that child out. 0 or
+ * TBON_ENOMEM. */
+int  tb_node_launch_pending(tb_node_t *n, tbon_error_t *err);
 void tb_node_check_ready(tb_node_t *n);
 void tb_node_startup_timer(tb_node_t *n);
 void tb_node_child_exited(tb_node_t *n, tbon_rank_t r, int status);
+/* Child i's connection closed before the tree was up (why): it is left out
+ * of the start-up, unless we launched it and it still runs (its exit, with
+ * its own words, says why). */
+void tb_node_child_lost_at_start(tb_node_t *n, size_t i, const char *why);
+/* node_missing.c: a start-up that survives failures (docs/protocol.md 7.1) */
+/* A MISSING message from a child (m decoded from p): applied here, passed
+ * up (FE: the start-up goes on without the rank, or fails with
+ * require_all). */
+void tb_node_on_missing(tb_node_t *n, const tb_ctl_missing_t *m, tbon_packet_t *p);
+/* Child i failed during start-up (code; the message names its rank, host
+ * and why): it is killed if it runs, and left out; its children become ours
+ * (slots made, launched by the next tb_node_launch_pending), or with whole
+ * its whole subtree is left out with it. The FE hears of each rank. */
+void tb_node_left_out(tb_node_t *n, size_t i, int code, int whole, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* Launch what is pending (tb_node_launch_pending), then see if we are ready. */
+void tb_node_relaunch(tb_node_t *n);
+/* When child i, launched now, should have connected (sets due, due_max). */
+void tb_node_connect_due(tb_node_t *n, size_t i, int64_t now);
+/* Arm the start timer for the next child due, or the deadline. */
+void tb_node_arm_start(tb_node_t *n);
+/* FE: 1 (and the start-up failed) if no back-end is left in the tree. */
+int  tb_node_fe_no_backend(tb_node_t *n);
 /* FE under Slurm: start every depth whose parents all listen (slurm.h). */
 void tb_node_slurm_next(tb_node_t *n);
 /* The pseudo-rank a depth's srun is watched under (by the EDS and the relay). */

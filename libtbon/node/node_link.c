@@ -221,14 +221,10 @@ void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
         ch->released = n->ft->ready(n);
         tb_node_ft_child(n, TB_FT_EV_CHILD_LOST, i);
     }
-    /* Until the whole tree is up, losing any child fails the start-up (by
-     * name), or the tree would wait for it until the timeout. A child we
-     * launched is reported when it exits, with its own words (a remote
-     * one's stderr may come after its connection's end); the start-up
-     * timer covers one that lives on. */
-    if (tb_node_life(n) == TB_LIFE_STARTING && (ch->pid <= 0 || ch->exited))
-        tb_node_fail(n, TBON_ELAUNCH, "rank %u on host %s closed its connection before the tree was ready: %s",
-                     ch->rank, tb_topology_host(n->topo, ch->rank), why);
+    /* Until the whole tree is up, a child lost is left out of the start-up
+     * (node_missing.c), or the tree would wait for it until the timeout. */
+    if (tb_node_life(n) == TB_LIFE_STARTING)
+        tb_node_child_lost_at_start(n, i, why);
 }
 
 void tb_node_drop_child(tb_node_t *n, size_t i)

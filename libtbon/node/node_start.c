@@ -208,6 +208,122 @@ static void slurm_step_exited(tb_node_t *n, tbon_rank_t r, int status)
                  d, how, has ? ": " : "", has ? said : "");
 }
 
+/* What every launch of one round shares: the secret and session as
+ * arguments, the environment that travels, and where each host's children
+ * reach us (by host index, looked up once). */
+typedef struct launch_ctx {
+    char secret[TB_SECRET_HEX_SIZE], session[24];
+    const char **env;
+    char (*addr)[64];
+} launch_ctx_t;
+
+/* Launch child i (its program is exe). 0, TBON_ENOMEM (err), or another
+ * code with err naming the rank, host and why: the child is then left out
+ * (node_missing.c). */
+static int launch_one(tb_node_t *n, size_t i, const char *exe, launch_ctx_t *c,
+                      tbon_error_t *err)
+{
+    tb_child_t *ch = &n->child[i];
+    const char *host = host_of(n, ch->rank);
+    char rank[16], parent[96], tmo[24];
+    int local = child_is_local(n, ch->rank);
+    /* Others reach us at the address the kernel routes toward their host
+     * from, never at the loopback (nor at what our own parent saw, which
+     * is the loopback when it runs beside us). */
+    char *a = c->addr[tb_topology_host_index(n->topo, ch->rank)];
+    if (!local && !*a) {
+        tbon_error_t rerr = { 0 };
+        if (tb_sock_route_addr(host, a, sizeof c->addr[0], &rerr) == TBON_EINVAL)
+            return tb_error_set(err, TBON_ELAUNCH, "rank %u on host %s: %s", ch->rank, host,
+                                rerr.msg);
+        if (!*a) {
+            fallback_address(n, a, sizeof c->addr[0]);
+            TB_INFO("launch", "%s; children on %s are told to reach us at %s", rerr.msg,
+                    host, a);
+        }
+    }
+    child_timeout(n, tmo, sizeof tmo);
+    tb_sock_format_hostport(local ? "127.0.0.1" : a, n->port, parent, sizeof parent);
+    snprintf(rank, sizeof rank, "%u", ch->rank);
+    const char *tail[] = { "--tbon-parent", parent, "--tbon-rank", rank,
+                           "--tbon-session", c->session, "--tbon-timeout", tmo, NULL };
+    size_t nargs = 0;
+    const char *const *uargs = ch->is_be ? n->cfg.backend_argv : NULL;
+    while (uargs && uargs[nargs])
+        nargs++;
+    const char **argv = calloc(nargs + 11, sizeof *argv);
+    if (!argv)
+        return tb_error_set(err, TBON_ENOMEM, "out of memory");
+    size_t k = 0;
+    if (nargs == 0)
+        argv[k++] = exe;
+    for (size_t j = 0; j < nargs; j++)
+        argv[k++] = uargs[j];
+    for (size_t j = 0; tail[j]; j++)
+        argv[k++] = tail[j];
+    /* A remote child's stderr comes through a pipe from the remote shell
+     * (which outlives our death: it ignores SIGPIPE), so that its first
+     * words can explain its failure. A local child keeps ours: a pipe
+     * would break with us and take an orphan with it. */
+    int errfd = -1;
+    const char *via = local ? NULL : tb_sshmux_rsh(n->sshmux, host);
+    tb_launch_spec_t spec = { .host = host, .here = local, .exe = exe, .argv = argv,
+                              .env = c->env, .secret = c->secret,
+                              .rsh = via ? via : n->cfg.rsh,  /* NULL: $TBON_RSH, else
+                                                                 TB_DEFAULT_RSH */
+                              .stderr_pipe = local ? NULL : &errfd };
+    int rc = tb_launch(&spec, &ch->pid, err);
+    free(argv);
+    if (rc) {
+        /* The message names the program and the host; add the rank. */
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+        return tb_error_set(err, TBON_ELAUNCH, "rank %u: %s", ch->rank, msg);
+    }
+    tb_node_connect_due(n, i, tb_now_ms());
+    TB_DEBUG("launch", "rank %u on %s: pid %d (%s), parent address %s", ch->rank, host,
+             (int)ch->pid, exe, parent);
+    tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_LAUNCHED,
+                                   .u.launched = { ch->rank, ch->pid } });
+    if (errfd >= 0 && tb_relay_add(n->relay, ch->rank, errfd) != 0)
+        TB_WARN("launch", "rank %u: its stderr is not relayed", ch->rank);
+    return 0;
+}
+
+int tb_node_launch_pending(tb_node_t *n, tbon_error_t *err)
+{
+    launch_ctx_t c = { .env = travelling_env() };
+    c.addr = calloc(tb_topology_num_hosts(n->topo) + 1, sizeof *c.addr);
+    if (!c.env || !c.addr || (!n->relay && !(n->relay = tb_relay_new()))) {
+        free(c.env);
+        free(c.addr);
+        return tb_error_set(err, TBON_ENOMEM, "out of memory");
+    }
+    tb_secret_to_hex(n->cfg.session.secret, c.secret);
+    snprintf(c.session, sizeof c.session, "%016llx", (unsigned long long)n->cfg.session.id);
+    int rc = 0;
+    /* n->nchild grows while we go: the children of one left out are ours
+     * to launch, in this same round. Once the start-up has failed (the FE
+     * with require_all), nothing more is started. */
+    for (size_t i = 0; i < n->nchild && !rc && !n->failed; i++) {
+        tb_child_t *ch = &n->child[i];
+        const char *exe = ch->is_be ? n->cfg.backend_exe : n->cfg.commnode_path;
+        if (!exe || ch->launched_at || ch->left_out || ch->state != CH_LAUNCHED)
+            continue;   /* attach mode: the back-end comes by itself */
+        tbon_error_t lerr = { 0 };
+        int lrc = launch_one(n, i, exe, &c, &lerr);
+        if (lrc == TBON_ENOMEM)
+            rc = tb_error_set(err, lrc, "%s", lerr.msg);
+        else if (lrc)
+            tb_node_left_out(n, i, TBON_ELAUNCH, 0, "%s", lerr.msg);
+    }
+    explicit_bzero(c.secret, sizeof c.secret);
+    free(c.env);
+    free(c.addr);
+    tb_node_arm_start(n);
+    return rc;
+}
+
 int tb_node_launch_children(tb_node_t *n, tbon_error_t *err)
 {
     if (n->nchild == 0)
@@ -222,29 +338,10 @@ int tb_node_launch_children(tb_node_t *n, tbon_error_t *err)
         n->fe->slurm_next = 2;
         return slurm_step(n, 1, err);
     }
-    char secret[TB_SECRET_HEX_SIZE], session[24], rank[16], parent[96], tmo[24];
-    tb_secret_to_hex(n->cfg.session.secret, secret);
-    snprintf(session, sizeof session, "%016llx", (unsigned long long)n->cfg.session.id);
-    child_timeout(n, tmo, sizeof tmo);
-    const char **env = travelling_env();
-    /* Where each host's children reach us, by host index: looked up once. */
-    uint32_t nhosts = tb_topology_num_hosts(n->topo);
-    char (*addr)[64] = calloc(nhosts, sizeof *addr);
-    if (!env || !addr) {
-        free(env);
-        free(addr);
-        return tb_error_set(err, TBON_ENOMEM, "out of memory");
-    }
-    const char *rsh = n->cfg.rsh;   /* NULL: $TBON_RSH, else TB_DEFAULT_RSH */
-    int rc = 0;
-    if (!n->relay && !(n->relay = tb_relay_new())) {
-        free(env);
-        free(addr);
-        return tb_error_set(err, TBON_ENOMEM, "out of memory");
-    }
     /* Hosts with several of our children share one ssh connection
      * (sshmux.h): start their masters and wait for them first. */
-    uint32_t *count = !rsh && !n->sshmux ? calloc(nhosts, sizeof *count) : NULL;
+    uint32_t nhosts = tb_topology_num_hosts(n->topo);
+    uint32_t *count = !n->cfg.rsh && !n->sshmux ? calloc(nhosts, sizeof *count) : NULL;
     for (size_t i = 0; count && i < n->nchild; i++) {
         const char *exe = n->child[i].is_be ? n->cfg.backend_exe : n->cfg.commnode_path;
         if (exe && !child_is_local(n, n->child[i].rank))
@@ -261,87 +358,18 @@ int tb_node_launch_children(tb_node_t *n, tbon_error_t *err)
         int64_t left = n->start_deadline - tb_now_ms();
         tb_sshmux_wait(n->sshmux, left > 20000 ? 10000 : (int)(left > 0 ? left / 2 : 0));
     }
-    for (size_t i = 0; i < n->nchild; i++) {
-        tb_child_t *ch = &n->child[i];
-        const char *host = host_of(n, ch->rank);
-        const char *exe = ch->is_be ? n->cfg.backend_exe : n->cfg.commnode_path;
-        if (!exe)
-            continue;   /* attach mode: the back-end comes by itself */
-        int local = child_is_local(n, ch->rank);
-        /* Others reach us at the address the kernel routes toward their host
-         * from, never at the loopback (nor at what our own parent saw, which
-         * is the loopback when it runs beside us). */
-        char *a = addr[tb_topology_host_index(n->topo, ch->rank)];
-        if (!local && !*a) {
-            tbon_error_t rerr = { 0 };
-            if (tb_sock_route_addr(host, a, sizeof addr[0], &rerr) == TBON_EINVAL) {
-                rc = tb_error_set(err, TBON_ELAUNCH, "rank %u on host %s: %s", ch->rank, host,
-                                  rerr.msg);
-                break;
-            }
-            if (!*a) {
-                fallback_address(n, a, sizeof addr[0]);
-                TB_INFO("launch", "%s; children on %s are told to reach us at %s", rerr.msg,
-                        host, a);
-            }
-        }
-        tb_sock_format_hostport(local ? "127.0.0.1" : a, n->port, parent, sizeof parent);
-        snprintf(rank, sizeof rank, "%u", ch->rank);
-        const char *tail[] = { "--tbon-parent", parent, "--tbon-rank", rank,
-                               "--tbon-session", session, "--tbon-timeout", tmo, NULL };
-        size_t nargs = 0;
-        const char *const *uargs = ch->is_be ? n->cfg.backend_argv : NULL;
-        while (uargs && uargs[nargs])
-            nargs++;
-        const char **argv = calloc(nargs + 11, sizeof *argv);
-        if (!argv) {
-            rc = tb_error_set(err, TBON_ENOMEM, "out of memory");
-            break;
-        }
-        size_t k = 0;
-        if (nargs == 0)
-            argv[k++] = exe;
-        for (size_t j = 0; j < nargs; j++)
-            argv[k++] = uargs[j];
-        for (size_t j = 0; tail[j]; j++)
-            argv[k++] = tail[j];
-        /* A remote child's stderr comes through a pipe from the remote shell
-         * (which outlives our death: it ignores SIGPIPE), so that its first
-         * words can explain its failure. A local child keeps ours: a pipe
-         * would break with us and take an orphan with it. */
-        int errfd = -1;
-        const char *via = local ? NULL : tb_sshmux_rsh(n->sshmux, host);
-        tb_launch_spec_t spec = { .host = host, .here = local, .exe = exe, .argv = argv,
-                                  .env = env, .secret = secret, .rsh = via ? via : rsh,
-                                  .stderr_pipe = local ? NULL : &errfd };
-        rc = tb_launch(&spec, &ch->pid, err);
-        free(argv);
-        if (rc) {
-            /* The message names the program and the host; add the rank. */
-            char msg[sizeof err->msg];
-            snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
-            rc = tb_error_set(err, TBON_ELAUNCH, "rank %u: %s", ch->rank, msg);
-            break;
-        }
-        TB_DEBUG("launch", "rank %u on %s: pid %d (%s), parent address %s", ch->rank, host,
-                 (int)ch->pid, exe, parent);
-        tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_LAUNCHED,
-                                       .u.launched = { ch->rank, ch->pid } });
-        if (errfd >= 0 && tb_relay_add(n->relay, ch->rank, errfd) != 0)
-            TB_WARN("launch", "rank %u: its stderr is not relayed", ch->rank);
-    }
-    free(env);
-    free(addr);
-    return rc;
+    return tb_node_launch_pending(n, err);
 }
 
 void tb_node_check_ready(tb_node_t *n)
 {
     if (tb_node_life(n) != TB_LIFE_STARTING || n->failed || n->role == TB_ROLE_BE)
         return;
-    size_t count = 1, ready = 0;
+    size_t count = 1, ready = 0, out = 0;
     for (size_t i = 0; i < n->nchild; i++) {
-        if (n->child[i].state == CH_READY) {
+        if (n->child[i].left_out) {
+            out++;
+        } else if (n->child[i].state == CH_READY) {
             count += n->child[i].count;
             ready++;
         }
@@ -349,42 +377,27 @@ void tb_node_check_ready(tb_node_t *n)
     if (n->role == TB_ROLE_FE && n->cbs.progress && ready > n->ready_count)
         n->cbs.progress(n->cbs.arg, count, n->total);
     n->ready_count = ready;
-    if (ready < n->nchild)
+    if (ready + out < n->nchild)
         return;
+    if (n->role == TB_ROLE_FE && tb_node_fe_no_backend(n))
+        return;     /* the start-up failed: a tree without back-ends is of no use */
     tb_node_enter(n, TB_LIFE_RUNNING);
     TB_DEBUG("startup", "subtree of %zu processes ready", count);
     if (n->role == TB_ROLE_FE) {
-        if (n->cbs.status)
-            n->cbs.status(n->cbs.arg, TB_NODE_READY, 0, "ready");
         /* Every node learns where the FE and the commnodes listen: an orphan
          * asks one of them to adopt it (docs/protocol.md 8.1). */
         if (!n->cfg.no_ft)
             tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_TREE_UP });
+        /* The nodes left out go to every process in the first view now,
+         * and into the application's copy before it hears that the tree
+         * is ready (docs/protocol.md 7.1). */
+        n->ft->flush(n);
+        if (n->cbs.status)
+            n->cbs.status(n->cbs.arg, TB_NODE_READY, 0, "ready");
     } else {
         tb_node_send_ctl(n, n->parent, TB_CTL_READY,
                          tb_ctl_ready_encode(&(tb_ctl_ready_t){ (uint32_t)count }));
     }
-}
-
-void tb_node_startup_timer(tb_node_t *n)
-{
-    int ms = n->cfg.startup_timeout_ms > 0 ? n->cfg.startup_timeout_ms : 30000;
-    for (size_t i = 0; i < n->nchild; i++) {
-        tb_child_t *ch = &n->child[i];
-        if (ch->state == CH_LAUNCHED) {
-            tb_node_fail(n, TBON_ETIMEOUT, "rank %u on host %s did not connect within %d ms",
-                         ch->rank, host_of(n, ch->rank), ms);
-            return;
-        }
-        if (ch->state == CH_CONNECTED) {
-            tb_node_fail(n, TBON_ETIMEOUT,
-                         "rank %u on host %s did not report its subtree ready within %d ms",
-                         ch->rank, host_of(n, ch->rank), ms);
-            return;
-        }
-    }
-    tb_node_fail(n, TBON_ETIMEOUT, "rank %u on host %s: start-up timed out after %d ms",
-                 n->rank, host_of(n, n->rank), ms);
 }
 
 void tb_node_child_exited(tb_node_t *n, tbon_rank_t r, int status)
@@ -399,7 +412,7 @@ void tb_node_child_exited(tb_node_t *n, tbon_rank_t r, int status)
     tb_child_t *ch = &n->child[i];
     ch->exited = 1;
     ch->status = status;
-    if (tb_node_life(n) != TB_LIFE_STARTING || ch->state == CH_READY)
+    if (tb_node_life(n) != TB_LIFE_STARTING || ch->state == CH_READY || ch->left_out)
         return;
     char how[64];
     describe_exit(status, how, sizeof how);
@@ -407,8 +420,9 @@ void tb_node_child_exited(tb_node_t *n, tbon_rank_t r, int status)
      * shell's stderr and are at hand (docs/cluster.md, "Errors and logs"). */
     char said[320];
     int has = tb_relay_first_line(n->relay, r, said, sizeof said);
-    tb_node_fail(n, TBON_ELAUNCH, "rank %u on host %s %s before it was ready%s%s", r,
-                 host_of(n, r), how, has ? ": " : "", has ? said : "");
+    tb_node_left_out(n, (size_t)i, TBON_ELAUNCH, 0, "rank %u on host %s %s before it was ready%s%s",
+                     r, host_of(n, r), how, has ? ": " : "", has ? said : "");
+    tb_node_relaunch(n);
 }
 
 static int parent_of_be(const tb_node_t *n, tbon_rank_t r)

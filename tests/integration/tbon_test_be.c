@@ -34,6 +34,9 @@
  * tbon_be_create):
  *   --die-at-start        exit 3 at once, before joining
  *   --hang-at-start       never join: sleep (at most 120 s, then exit 6)
+ *   --die-at-start-ranks LIST, --hang-at-start-ranks LIST
+ *                         the same, only when launched as one of the ranks of
+ *                         LIST (comma-separated; --tbon-rank says which)
  *   --attach FILE --rank R  join with tbon_be_attach(FILE, R), retrying for
  *                         up to 20 s while that fails (file not there yet);
  *                         without --rank, join the running tree as a new
@@ -251,16 +254,34 @@ static int handle(tbon_packet_t *p, tbon_stream_t *s, int argc, char **argv)
     }
 }
 
+/* 1 if we were launched as one of the ranks of option name's list. */
+static int rank_listed(int argc, char **argv, const char *name)
+{
+    const char *list = opt_value(argc, argv, name), *me = opt_value(argc, argv, "--tbon-rank");
+    if (!list || !me)
+        return 0;
+    size_t ml = strlen(me);
+    for (const char *p = list; *p;) {
+        size_t l = strcspn(p, ",");
+        if (l == ml && strncmp(p, me, l) == 0)
+            return 1;
+        p += l + (p[l] == ',');
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     tbon_error_t err = { 0, "" };
     tbon_net_t *net;
 
-    if (opt_flag(argc, argv, "--die-at-start")) {
+    if (opt_flag(argc, argv, "--die-at-start") ||
+        rank_listed(argc, argv, "--die-at-start-ranks")) {
         fprintf(stderr, "tbon_test_be: dying at start as asked (--die-at-start)\n");
         return 3;
     }
-    if (opt_flag(argc, argv, "--hang-at-start")) {
+    if (opt_flag(argc, argv, "--hang-at-start") ||
+        rank_listed(argc, argv, "--hang-at-start-ranks")) {
         for (int i = 0; i < 1200; i++)
             sleep_ms(100);
         return 6;

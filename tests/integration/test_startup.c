@@ -90,7 +90,10 @@ ITEST(start_be_never_connects)
     size_t n;
     const char *topo = it_topo_shape("1x2", ranks + 1, 7, &n);
     const char *argv[] = { "--hang-at-start", NULL };
-    tbon_fe_options_t o = { .startup_timeout_ms = 2000 };
+    /* require_all: the first back-end that does not connect fails the
+     * start-up (by default both would be left out, and no back-end left
+     * fails it: test_startup_ft). */
+    tbon_fe_options_t o = { .startup_timeout_ms = 2000, .require_all = 1 };
     /* The commnode (rank 1) or, better, the back-end itself may be named. */
     expect_start_failure(topo, it_be_path(), argv, &o, TBON_ETIMEOUT, TBON_ETIMEOUT, ranks,
                          n + 1, "localhost", NULL, 1000, 2000 + 4000);
@@ -101,7 +104,10 @@ ITEST(start_missing_commnode)
     tbon_rank_t be[8], cn[2] = { 1, 2 };
     size_t n;
     const char *topo = it_topo_shape("2x2", be, 8, &n);
-    tbon_fe_options_t o = { .commnode_path = "/nonexistent/dir/tbon_commnode" };
+    /* require_all: by default the FE would launch the back-ends itself
+     * (test_startup_ft, missing_commnode_program_starts_a_flat_tree). */
+    tbon_fe_options_t o = { .commnode_path = "/nonexistent/dir/tbon_commnode",
+                            .require_all = 1 };
     expect_start_failure(topo, it_be_path(), NULL, &o, TBON_ELAUNCH, TBON_ELAUNCH, cn, 2,
                          "localhost", "/nonexistent/dir/tbon_commnode", 0, 10000);
 }

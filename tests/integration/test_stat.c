@@ -903,3 +903,73 @@ ITEST(svg_drawn_by_dot_on_the_path)
     }
     hang_stop(&h);
 }
+
+/* A host whose back-end does not start (its remote shell fails, as ssh to
+ * a host that is down): the tasks of the other hosts are sampled and
+ * merged, the unreachable ones are named on stdout and stderr, and the exit
+ * status says so (3). The hosts are TEST-NET-2 names run here through
+ * rsh-local; the remote shell refuses 198.51.100.22. */
+ITEST(tasks_behind_a_backend_that_did_not_start_are_named)
+{
+    struct hang h;
+    REQUIRE(hang_start(&h, 8) == 0);
+    char rsh[PATH_MAX + 2048];
+    snprintf(rsh, sizeof rsh,
+             "#!/bin/sh\n"
+             "if [ \"$1\" = 198.51.100.22 ]; then\n"
+             "    echo \"ssh: connect to host 198.51.100.22 port 22: No route to host\" >&2\n"
+             "    exit 255\n"
+             "fi\n"
+             "exec '%s' \"$@\"\n", it_src_path("tests/integration/rsh-local"));
+    const char *rsh_path = th_write_file("rsh-down", rsh);
+    REQUIRE(chmod(rsh_path, 0755) == 0);
+    /* Ranks 0-3 on .21, 4-5 on .22 (not reached), 6-7 on .23. */
+    char list[1024] = "";
+    for (size_t r = 0; r < 8; r++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s198.51.100.%d:%d",
+                 r ? "," : "", r < 4 ? 21 : r < 6 ? 22 : 23, (int)h.pid[r]);
+    char outdir[PATH_MAX], so[PATH_MAX + 8], se[PATH_MAX + 8];
+    snprintf(outdir, sizeof outdir, "%s/out", th_tmpdir());
+    snprintf(so, sizeof so, "%s/stdout", th_tmpdir());
+    snprintf(se, sizeof se, "%s/stderr", th_tmpdir());
+    pid_t pid = fork();
+    if (pid == 0) {
+        int o = open(so, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int e = open(se, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(o, 1);
+        dup2(e, 2);
+        setenv("TBON_RSH", rsh_path, 1);
+        execl(stat_bin(), "tbon_stat", "-n", "1", "-q", "-o", outdir, "-p", list, (char *)NULL);
+        _exit(127);
+    }
+    int st = stat_wait(pid, IT_SLOW ? 120000 : 60000);
+    CHECK_INT(st, 3);
+    char *out = th_read_file(so), *err = th_read_file(se);
+    REQUIRE(out && err);
+    for (size_t r = 4; r < 6; r++) {
+        char want[64];
+        snprintf(want, sizeof want, "198.51.100.22:%d", (int)h.pid[r]);
+        if (!strstr(out, want) || !strstr(err, want))
+            th_fail(__FILE__, __LINE__, "%s not named: stdout %s stderr %s", want, out, err);
+    }
+    CHECK(strstr(out, "not reached: 2 tasks whose back-end did not start") != NULL);
+    CHECK(strstr(err, "tbon_stat: not reached: 2 tasks") != NULL);
+    /* The library says why the back-end is missing (its remote shell's words). */
+    CHECK(strstr(err, "No route to host") != NULL);
+    /* The merged tree holds the six others, each with a real path. */
+    struct ttree t = { 0 };
+    CHECK(parse_tree(result_file(outdir, "2D.txt"), &t) == 0);
+    if (t.n) {
+        CHECK_STR(t.v[0].label, "6:[0-3,6-7]");
+        for (size_t i = 0; i < t.n; i++)
+            if (t.v[i].frame[0] == '[')
+                th_fail(__FILE__, __LINE__, "a frame \"%s\" (%s)", t.v[i].frame, t.v[i].label);
+    }
+    free(t.v);
+    char *perf = th_read_file(result_file(outdir, "perf"));
+    CHECK(perf && strstr(perf, "\nunreached 2\n") != NULL);
+    free(perf);
+    free(out);
+    free(err);
+    hang_stop(&h);
+}

@@ -118,7 +118,7 @@ TEST(table_names_every_op_once)
     CHECK(tb_ctl_info(TB_CTL_OP_MAX + 1) == NULL);
     CHECK(tb_ctl_info(-1) == NULL);
     CHECK_STR(tb_ctl_name(99), "?");
-    CHECK_INT(TB_CTL_OP_MAX, 21);
+    CHECK_INT(TB_CTL_OP_MAX, 22);
     for (int op = 1; op <= TB_CTL_OP_MAX; op++) {
         const tb_ctl_info_t *i = tb_ctl_info(op);
         REQUIRE(i);
@@ -138,6 +138,7 @@ TEST(table_names_every_op_once)
     CHECK_INT(TB_CTL_LAUNCH, 9);
     CHECK_INT(TB_CTL_VIEW, 14);
     CHECK_INT(TB_CTL_LEAVE, 21);
+    CHECK_INT(TB_CTL_MISSING, 22);
     CHECK_STR(tb_ctl_name(TB_CTL_VIEW_ACK), "VIEW_ACK");
     CHECK_INT(tb_ctl_info(TB_CTL_VIEW)->owner, TB_CTL_OWN_VIEW);
     CHECK_INT(tb_ctl_info(TB_CTL_REPORT)->owner, TB_CTL_OWN_FT);
@@ -150,10 +151,10 @@ TEST(unknown_op_is_refused)
 {
     tb_ctl_msg_t m;
     tbon_error_t err;
-    tbon_packet_t *p = tbon_packet_new(22, "%ud", 0u);
+    tbon_packet_t *p = tbon_packet_new(23, "%ud", 0u);
     REQUIRE(p);
-    CHECK_INT(tb_ctl_decode(22, p, &m, &err), TBON_EFORMAT);
-    CHECK(strstr(err.msg, "control message 22: no such op") != NULL);
+    CHECK_INT(tb_ctl_decode(23, p, &m, &err), TBON_EFORMAT);
+    CHECK(strstr(err.msg, "control message 23: no such op") != NULL);
     size_t len;
     const uint8_t *b = tb_packet_payload(p, &len);
     CHECK_INT(tb_ctl_decode_bytes(0, b, len, &m, &err), TBON_EFORMAT);
@@ -577,6 +578,31 @@ TEST(leave_round_trip)
     check_wire(TB_CTL_LEAVE, p, tbon_packet_new(TB_CTL_LEAVE, "%ud", 0u));
 }
 
+TEST(missing_round_trip)
+{
+    static const uint32_t moved[] = { 17, 18, 19 };
+    tb_ctl_missing_t in = { TBON_ETIMEOUT, 3, 0, "rank 3 on host n1 did not connect within 900 ms",
+                            moved, 3 }, out;
+    tbon_packet_t *p = tb_ctl_missing_encode(&in);
+    REQUIRE(p && tb_ctl_missing_decode(p, &out, NULL) == 0);
+    CHECK_INT(out.code, TBON_ETIMEOUT);
+    CHECK_UINT(out.rank, 3);
+    CHECK_UINT(out.parent, 0);
+    CHECK_STR(out.msg, in.msg);
+    REQUIRE(out.nmoved == 3);
+    CHECK_MEM(out.moved, moved, sizeof moved);
+    tb_ctl_free(TB_CTL_MISSING, &out);
+    check_wire(TB_CTL_MISSING, p, tbon_packet_new(TB_CTL_MISSING, "%d %ud %ud %s %aud",
+                                                  TBON_ETIMEOUT, 3u, 0u, in.msg, moved,
+                                                  (size_t)3));
+    /* A whole subtree left out: no children move. */
+    p = tb_ctl_missing_encode(&(tb_ctl_missing_t){ TBON_ELAUNCH, 9, 2, "m", NULL, 0 });
+    REQUIRE(p && tb_ctl_missing_decode(p, &out, NULL) == 0);
+    CHECK_UINT(out.nmoved, 0);
+    tb_ctl_free(TB_CTL_MISSING, &out);
+    tbon_packet_unref(p);
+}
+
 /* ---- across messages ---- */
 
 TEST(a_nul_byte_in_a_string_is_refused)
@@ -635,6 +661,7 @@ TEST(every_message_refuses_every_other_format)
     pk[TB_CTL_ATTR_SYNC] = tb_ctl_attr_sync_encode(&(tb_ctl_attr_sync_t){ 0 });
     pk[TB_CTL_JOIN_ACK] = tb_ctl_join_ack_encode(&(tb_ctl_join_ack_t){ 1, 0, "h", 1, 0 });
     pk[TB_CTL_LEAVE] = tb_ctl_leave_encode(&(tb_ctl_leave_t){ 0 });
+    pk[TB_CTL_MISSING] = tb_ctl_missing_encode(&(tb_ctl_missing_t){ 1, 1, 0, "m", one, 1 });
     for (int a = 1; a <= TB_CTL_OP_MAX; a++) {
         REQUIRE(pk[a]);
         for (int b = 1; b <= TB_CTL_OP_MAX; b++) {
