@@ -407,6 +407,64 @@ static pid_t kill_a_commnode(pid_t root)
     return victim;
 }
 
+/* How many of h's tasks a sampling has stopped (ptrace) right now. */
+static size_t traced_now(const struct hang *h)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < h->n; i++)
+        k += it_proc_status(h->pid[i], "TracerPid") > 0;
+    return k;
+}
+
+/* Wait (at most ms) until the sampling has begun: a task of h is traced.
+ * 1 once seen, 0 on time-out. */
+static int wait_sampling(const struct hang *h, int ms)
+{
+    int64_t end = it_now_ms() + ms;
+    while (it_now_ms() < end) {
+        if (traced_now(h))
+            return 1;
+        it_sleep_ms(1);
+    }
+    return 0;
+}
+
+/* Wait (at most ms) until the k-th sample has begun: the k-th time the tasks
+ * went from untraced to traced. 1 once so, 0 on time-out. */
+static int wait_samples(const struct hang *h, int k, int ms)
+{
+    int64_t end = it_now_ms() + ms;
+    int seen = 0, was = 0;
+    while (it_now_ms() < end) {
+        int now = traced_now(h) > 0;
+        seen += now && !was;
+        was = now;
+        if (seen >= k)
+            return 1;
+        it_sleep_ms(1);
+    }
+    return 0;
+}
+
+/* Wait (at most ms) until the sampling is over: it has begun, and then no
+ * task was traced for quiet_ms (longer than the interval between samples).
+ * 1 once so, 0 on time-out. */
+static int wait_sampled(const struct hang *h, int quiet_ms, int ms)
+{
+    int64_t end = it_now_ms() + ms;
+    if (!wait_sampling(h, ms))
+        return 0;
+    int64_t last = it_now_ms();
+    while (it_now_ms() < end) {
+        if (traced_now(h))
+            last = it_now_ms();
+        else if (it_now_ms() - last >= quiet_ms)
+            return 1;
+        it_sleep_ms(1);
+    }
+    return 0;
+}
+
 /* A commnode killed while the back-ends sample and merge: every task is
  * still in the tree with a real path (state composition, then asking the
  * back-ends again for what died in flight). */
@@ -426,9 +484,13 @@ ITEST(commnode_killed_during_merge)
         char *argv[] = { (char *)stat_bin(), "-n", "8", "-i", "100", "-q", "-t", (char *)topo,
                          "-o", od, "-p", (char *)pid_list(&h), NULL };
         pid_t sp = stat_spawn(argv);
-        /* Trial 0: in the middle of the sampling (8 x 100 ms); trial 1: at
-         * its end, as the trees go up. */
-        it_sleep_ms(trial == 0 ? 400 : 640);
+        /* Trial 0: once the sampling (8 x 100 ms) has begun; trial 1: late in
+         * it, at the 6th sample (after the 8th the merge is done in
+         * milliseconds and the tree gone). Conditions, not delays: under load
+         * the tree takes long to come up, and a kill during the start-up is
+         * another case. */
+        int seen = trial == 0 ? wait_sampling(&h, 60000) : wait_samples(&h, 6, 60000);
+        CHECK(seen);
         pid_t victim = 0;
         int64_t t0 = it_now_ms();
         while (!(victim = kill_a_commnode(sp)) && it_now_ms() - t0 < 2000)
@@ -463,7 +525,9 @@ ITEST(results_lost_with_a_commnode_are_asked_again)
                      "-o", outdir, "-p", (char *)pid_list(&h), NULL };
     pid_t sp = stat_spawn(argv);
     unsetenv("TBON_STAT_TEST_SLOW");
-    it_sleep_ms(1000);
+    /* Once every back-end has sampled (the results of 5, 6 and 7 then reach
+     * commnode 1 at once; 8 holds its back for 2 s). */
+    CHECK(wait_sampled(&h, 300, 60000));
     size_t np;
     struct it_proc *v = it_proc_table(&np);
     pid_t victim = 0;
