@@ -113,11 +113,9 @@ void tb_eds_on_mail(void *arg, tb_mail_t *list)
         case M_ADOPTED:
         case M_PARENT_EVENTS:
         case M_ADOPT_FAILED:
-            on_adopter(e, q);
+            on_adopter(e, q);   /* takes q->fd (only these carry one) */
             break;
         }
-        if (q->fd >= 0)
-            close(q->fd);
         free(q->host);
         free(q);
     }
@@ -333,6 +331,7 @@ static void on_adopter(tb_eds_t *e, struct eds_mail *q)
     if (atomic_load(&e->stop)) {
         if (q->fd >= 0)
             close(q->fd);
+        q->fd = -1;
         return;
     }
     switch (q->what) {
@@ -363,6 +362,15 @@ static void on_adopter(tb_eds_t *e, struct eds_mail *q)
     default:
         break;
     }
+    if (q->fd >= 0)             /* not taken above */
+        close(q->fd);
+    q->fd = -1;
+    if (!e->adopting && e->adopt_next) {
+        tbon_rank_t lost = (tbon_rank_t)(e->adopt_next - 1);
+        e->adopt_next = 0;
+        if (e->parent == TBON_RANK_NONE && !atomic_load(&e->leaving))
+            adopt(e, lost);
+    }
 }
 
 /* Wait for the adopter thread, if one runs (tb_eds_stop). */
@@ -388,7 +396,11 @@ void tb_eds_parent_down(tb_eds_t *e, tbon_rank_t lost)
         }
     pthread_mutex_unlock(&e->mu);
     e->parent = TBON_RANK_NONE;
-    if (!e->adopting)       /* one at a time: a second loss is the same orphan's */
+    /* One adopter thread at a time: a new parent lost while the thread
+     * still opens its event connection is adopted for when it is done. */
+    if (e->adopting)
+        e->adopt_next = (int)lost + 1;
+    else
         adopt(e, lost);
 }
 

@@ -111,6 +111,7 @@ struct tb_eds {
     tb_timer_t hb_timer;       /* the next beat, or the first silence to look at */
     pthread_t adopter;         /* the adopter thread (eds_adopt.c), while adopting */
     int adopting;
+    int adopt_next;            /* 1 + a parent lost while it ran: adopt after it */
     int grave[8];              /* the lost parent's event connections, closed later */
     int ngrave;
 };
