@@ -180,6 +180,42 @@ fi
 } >>"$tmp"
 rm -f "$mb_rows"
 
+# Failure detection (issue 18): false suspicions under load, beside the same
+# tree unloaded; a stopped commnode to its children adopted, beside kill -9.
+sus_rows=$(mktemp)
+sus_ok=0
+if [ -x "$b/bench/bench_suspect" ]; then
+    quiet
+    echo "== $b/bench/bench_suspect" >&2
+    if "$b/bench/bench_suspect" ${BENCH_SUSPECT_ARGS:-} >"$sus_rows"; then
+        sus_ok=1
+    else
+        echo "bench_suspect failed" >&2
+        status=1
+    fi
+fi
+{
+    echo
+    echo "## Failure detection"
+    echo
+    echo "bench/bench_suspect.c, public API, default settings (heartbeat 3000 ms, suspicion"
+    echo "window 1500 ms), tbon_example_be at the 256 leaves of a 16x16 tree. False"
+    echo "suspicions: sum waves back to back for 5 minutes beside 4 busy loops per core,"
+    echo "every TBON_EV_NODE_SUSPECT and TBON_EV_NODE_FAILED counted (target 0), with the"
+    echo "same 5 minutes unloaded as the baseline. A stopped commnode: SIGSTOP of commnode 1"
+    echo "until the FE has TBON_EV_NODE_ADOPTED for its 16 back-ends (target at most twice"
+    echo "the heartbeat timeout), beside kill -9 of it. docs/fault-tolerance.md."
+    if [ "$sus_ok" = 0 ]; then
+        echo
+        echo "**bench_suspect did not run or failed in this run.**"
+    fi
+    echo
+    echo "| area | metric | median | unit | notes |"
+    echo "|---|---|---|---|---|"
+    grep -E '^\|' "$sus_rows" || true
+} >>"$tmp"
+rm -f "$sus_rows"
+
 # tbon_stat (issue 5): attach, sample once and merge, beside eu-stack.
 stat_rows=$(mktemp)
 stat_ok=0

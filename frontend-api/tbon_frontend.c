@@ -793,6 +793,7 @@ static void drain_events(const struct cli *c, tbon_net_t *net)
         [TBON_EV_NODE_FAILED] = "node_failed", [TBON_EV_NODE_ADOPTED] = "node_adopted",
         [TBON_EV_NODE_JOINED] = "node_joined", [TBON_EV_NODE_LEFT] = "node_left",
         [TBON_EV_VIEW_STABLE] = "view_stable", [TBON_EV_DATA_LOST] = "data_lost",
+        [TBON_EV_NODE_SUSPECT] = "node_suspect", [TBON_EV_NODE_ALIVE] = "node_alive",
     };
     take_events(net);
     size_t nev = g_nev;
@@ -830,6 +831,13 @@ static void drain_events(const struct cli *c, tbon_net_t *net)
         case TBON_EV_DATA_LOST:
             printf("event: waves in flight may miss the subtree of node %" PRIu32
                    " (its stream keeps no recoverable state)\n", ev.rank);
+            break;
+        case TBON_EV_NODE_SUSPECT:
+            printf("event: node %" PRIu32 " suspected (silent; seen by %" PRIu32 ")\n",
+                   ev.rank, ev.parent);
+            break;
+        case TBON_EV_NODE_ALIVE:
+            printf("event: node %" PRIu32 " is alive again (no longer suspected)\n", ev.rank);
             break;
         default:
             printf("event: type %d, node %" PRIu32 "\n", (int)ev.type, ev.rank);

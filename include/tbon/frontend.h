@@ -18,6 +18,11 @@ typedef struct tbon_fe_options {         /* zero-initialise: every field has a d
     int         startup_timeout_ms;      /* default 30000 */
     int         heartbeat_ms;            /* default chosen by the library; <0 disables heartbeats */
     int         no_fault_tolerance;      /* 1: a commnode failure ends the session */
+    /* How long a node silent past its heartbeat timeout stays suspected
+     * before the front-end confirms it failed, given a second observer
+     * (three times that with one); default half the heartbeat timeout.
+     * docs/fault-tolerance.md. */
+    int         suspect_ms;
     /* Called now and then while the tree starts (ready = processes connected
      * so far, total = processes in the tree); may be NULL. Runs on the
      * caller's thread, inside tbon_fe_create. */

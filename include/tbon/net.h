@@ -61,6 +61,13 @@ typedef enum {
      * F_get_FilterState): results of the waves in flight at the failure may
      * miss its subtree. Always right after its TBON_EV_NODE_ADOPTED. */
     TBON_EV_DATA_LOST,
+    /* Additions for suspicion (docs/fault-tolerance.md): node `rank` has been
+     * silent past its heartbeat timeout and is suspected (`parent`: the
+     * first observer). Waves stop waiting for its subtree, nothing is fenced
+     * yet. Confirmed, it is followed by TBON_EV_NODE_FAILED; refuted (it
+     * spoke again) by TBON_EV_NODE_ALIVE, and it counts in the next waves. */
+    TBON_EV_NODE_SUSPECT,
+    TBON_EV_NODE_ALIVE,
 } tbon_event_type_t;
 
 typedef struct tbon_event {

@@ -54,10 +54,18 @@ static tbon_net_t *be_node(tb_join_t *j, int joined, tbon_error_t *err)
         tb_join_release(j);
         return NULL;
     }
+    net->kicker = tb_kicker_start(net, tb_node_loop_fd(node));
+    if (!net->kicker) {
+        tb_node_destroy(node);
+        tb_net_free(net);
+        tb_join_release(j);
+        tb_error_set(err, TBON_ENOMEM, "cannot start the back-end's kicker thread");
+        return NULL;
+    }
     pthread_mutex_lock(&net->mu);
     net->node = node;
     pthread_mutex_unlock(&net->mu);
-    /* From now on the EDS may run the node while the application does not. */
+    /* From now on the kicker may run the node while the application does not. */
     tb_node_arm(node, 1);
     tb_join_release(j);
     return net;

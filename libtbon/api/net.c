@@ -182,7 +182,7 @@ static void release(tbon_net_t *net)
         pthread_mutex_lock(&net->mu);
     }
     net->driving = 0;
-    /* Nobody drives it now: the EDS kicks it when something arrives
+    /* Nobody drives it now: the kicker runs it when something arrives
      * (armed only now, or a kick could find it still driven and be lost). */
     tb_node_arm(net->node, 1);
     pthread_cond_broadcast(&net->cond);
@@ -226,8 +226,15 @@ static void exec_or_post(tbon_net_t *net, tb_cmd_t *c)
     pthread_mutex_unlock(&net->mu);
 }
 
-/* The EDS thread queued work for a node nobody may be driving (a back-end
- * whose application is busy elsewhere): run it now unless someone drives. */
+void tb_net_arm(void *arg, int on)
+{
+    tbon_net_t *net = arg;
+    tb_kicker_arm(net->kicker, on);
+}
+
+/* Work arrived for a node nobody may be driving (a back-end whose
+ * application is busy elsewhere): run it now unless someone drives. The
+ * kicker thread calls it (kick.c). */
 void tb_net_kick(void *arg)
 {
     tbon_net_t *net = arg;
@@ -509,7 +516,7 @@ void tbon_net_destroy(tbon_net_t *net)
         if (c)
             tb_node_post(net->node, c);
     } else if (net->node) {
-        /* The node is ours to the end: wait for a turn the EDS thread may be
+        /* The node is ours to the end: wait for a turn the kicker may be
          * running (tb_net_kick), and keep it from starting another. */
         pthread_mutex_lock(&net->mu);
         while (net->driving)
@@ -517,6 +524,8 @@ void tbon_net_destroy(tbon_net_t *net)
         net->driving = 1;
         pthread_mutex_unlock(&net->mu);
         tb_node_arm(net->node, 0);
+        tb_kicker_stop(net->kicker);
+        net->kicker = NULL;
     }
     tb_node_destroy(net->node);
     tb_net_free(net);

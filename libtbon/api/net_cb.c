@@ -263,6 +263,7 @@ tb_node_cbs_t tb_net_callbacks(tbon_net_t *net)
     return (tb_node_cbs_t){ .arg = net, .deliver = cb_deliver, .status = cb_status,
                             .progress = cb_progress, .app_full = cb_app_full,
                             .event = cb_event, .kick = net->inline_node ? tb_net_kick : NULL,
+                            .arm = net->inline_node ? tb_net_arm : NULL,
                             .view = cb_view, .checked = cb_checked, .attr = cb_attr };
 }
 

@@ -40,6 +40,8 @@ struct tbon_stream {
     uint32_t idx;
 };
 
+typedef struct tb_kicker tb_kicker_t;
+
 /* Threads: the application's threads call the API; the node's callbacks
  * (net.c: on the thread that drives the node, for a back-end possibly the
  * EDS's) feed it. is_fe, rank, node, inline_node, progress, progress_arg
@@ -60,6 +62,7 @@ struct tbon_net {
     atomic_int     want_resume;
     int            closed;
     int            inline_node;    /* BE: no reactor thread; callers drive it */
+    tb_kicker_t   *kicker;         /* BE: drives it while they do not (kick.c) */
     int            driving;        /* a caller is driving the node now */
     int            ready, failed, fail_code;
     char           fail_msg[512];
@@ -92,13 +95,22 @@ struct tbon_net {
     const char   **argv_keep;      /* the back-end argv the node points to */
 };
 
+/* A back-end's node while nobody drives it (kick.c): a thread that runs a
+ * turn when the node's loop (node_loop_fd) has something; armed (any
+ * thread) while no application thread drives the node. */
+tb_kicker_t *tb_kicker_start(tbon_net_t *net, int node_loop_fd);
+void tb_kicker_arm(tb_kicker_t *k, int on);
+void tb_kicker_stop(tb_kicker_t *k);    /* NULL is fine */
+
 /* Set up the locks and queues of a new net (the node comes later). */
 tbon_net_t *tb_net_alloc(int is_fe);
 /* The callbacks a node needs to feed net (net_cb.c). */
 tb_node_cbs_t tb_net_callbacks(tbon_net_t *net);
-/* A back-end's inline node: the EDS queued work; run it now if no
- * application thread drives the node (net.c; the node's kick callback). */
+/* A back-end's inline node has work: run it now if no application thread
+ * drives the node (net.c; called by the kicker thread). */
 void tb_net_kick(void *arg);
+/* The node's arm callback: let the kicker run the node (1) or not (0). */
+void tb_net_arm(void *arg, int on);
 /* The stream with this id, created if create and missing (under net->mu). */
 tbon_stream_t *tb_net_stream_locked(tbon_net_t *net, uint32_t id, int create);
 /* Wait on net->cond (net->mu held) until abs (NULL: for ever); as

@@ -65,7 +65,7 @@ void tb_eds_drop_watch(tb_eds_t *e, watch_t *w)
      * to answer: work that can wait until the adoption is done. */
     if (w->kind == K_EVENT && w->rank == e->parent && e->ngrave < 8)
         e->grave[e->ngrave++] = w->fd;
-    else if (w->kind != K_NODE)          /* the node's epoll set is the node's */
+    else
         close(w->fd);
     w->dead = 1;
     free(w->auth);
@@ -74,14 +74,13 @@ void tb_eds_drop_watch(tb_eds_t *e, watch_t *w)
 
 /* Free the watches dropped during the batch of events just handled (none of
  * them can be in the next batch: their fds left the epoll set), so that a
- * connection's record goes with it; the node's own watch stays, the
- * application thread looks at it (tb_eds_arm_node). EDS thread. */
+ * connection's record goes with it. EDS thread. */
 static void sweep(tb_eds_t *e)
 {
     pthread_mutex_lock(&e->mu);
     for (watch_t **pw = &e->all; *pw;) {
         watch_t *w = *pw;
-        if (w->dead && w != e->node_watch) {
+        if (w->dead) {
             *pw = w->next;
             free(w->auth);
             free(w);
@@ -92,11 +91,12 @@ static void sweep(tb_eds_t *e)
     pthread_mutex_unlock(&e->mu);
 }
 
-/* Hand command c (NULL: out of memory, nothing to do) to the reactor. */
+/* Hand command c (NULL: out of memory, nothing to do) to the reactor. Only
+ * posted: the EDS never runs the node (a back-end's kicker does, kick.c). */
 void tb_eds_post(tb_eds_t *e, tb_cmd_t *c)
 {
     if (c)
-        tb_node_post_kick(e->node, c);
+        tb_node_post(e->node, c);
 }
 
 
@@ -240,6 +240,13 @@ static void on_event_conn(tb_eds_t *e, watch_t *w)
         ssize_t n = recv(w->fd, buf, sizeof buf, MSG_DONTWAIT);
         if (n > 0) {
             w->heard = tb_now_ms();
+            if (w->suspected) {         /* heard again: the suspicion ends */
+                w->suspected = 0;
+                if (w->rank == 0 && e->role != TB_ROLE_FE)
+                    TB_INFO("eds", "the front-end is heard again");
+                else
+                    tb_eds_post(e, tb_cmd_suspect(w->rank, 0, 0));
+            }
             /* TB_EVENT_BYE from the parent: an orderly end follows. */
             if (w->rank == e->parent && memchr(buf, TB_EVENT_BYE, (size_t)n))
                 e->parent_bye = 1;
@@ -301,14 +308,61 @@ static void on_handshake_timer(tb_timer_t *t, int64_t now)
     tb_eds_drop_watch(t->arg, w);
 }
 
+/* A silent peer with no one to confirm it (no notice channel to the FE):
+ * after the suspicion has stood this many heartbeat timeouts, it is taken
+ * for failed here, as before suspicion existed. */
+#define TB_UNCONFIRMED_TIMEOUTS 2
+
+/* Silence past the timeout: a suspicion (suspect.c), told to the reactor on
+ * every beat while it lasts (its notices to the FE are datagrams). The FE is
+ * never suspected: only its end (its connections closing) ends a session. */
+static void silent(tb_eds_t *e, watch_t *w, int64_t now, int hb, int beat)
+{
+    int for_ms = (int)(now - w->heard);
+    if (w->rank == 0 && e->role != TB_ROLE_FE) {
+        if (!w->suspected)
+            TB_WARN("eds", "the front-end has sent nothing for %d ms (stopped? a debugger?): "
+                    "waiting for it", for_ms);
+        w->suspected = 1;
+        return;
+    }
+    if (!w->suspected) {
+        w->suspected = 1;
+        w->suspected_at = now;
+        tb_eds_post(e, tb_cmd_suspect(w->rank, 1, for_ms));
+        return;
+    }
+    if (beat)
+        tb_eds_post(e, tb_cmd_suspect(w->rank, 1, for_ms));
+    if (atomic_load(&e->verdicts) || e->role == TB_ROLE_FE ||
+        now - w->suspected_at < (int64_t)TB_UNCONFIRMED_TIMEOUTS * hb)
+        return;
+    /* Nobody to confirm it: taken for failed here. */
+    tbon_rank_t r = w->rank;
+    TB_WARN("eds", "rank %u sent nothing for %d ms and no one can confirm it: taken for failed",
+            r, for_ms);
+    tb_eds_drop_watch(e, w);
+    if (r == e->parent) {
+        tb_eds_post(e, tb_cmd_peer_lost(r));
+        if (atomic_load(&e->ft_ready) && !e->parent_bye && !atomic_load(&e->leaving))
+            tb_eds_parent_down(e, r);
+        else
+            tb_node_parent_gone(e->node, r);
+    } else {
+        tb_eds_post(e, tb_cmd_fence(r, for_ms));
+    }
+}
+
 /* Heartbeats (DESIGN.md, fault tolerance 1): a beat on every event
  * connection each quarter of the timeout; a peer silent for the whole
- * timeout has failed. A silent child is fenced: its event connection is
- * closed here and the reactor closes its data connection and reports it
- * failed, so if it was only stopped it finds itself out when it wakes up
- * (every copy of the topology has it dead, and no one adopts a dead rank). A
- * silent parent is lost like a dead one. Returns when the EDS must look
- * again (-1: heartbeats are off). */
+ * timeout is suspected (silent()), and heard again it is cleared.
+ *
+ * Local health (after HashiCorp's Lifeguard): an observer whose own timer
+ * fired late (it was starved: a loaded host, a stopped process) or that
+ * finds every one of its peers silent at once suspects itself first: it
+ * suspects nobody this time, gives every peer a fresh period, and waits
+ * longer from then on (up to 4 timeouts), coming back one step per quiet
+ * timeout. Returns when the EDS must look again (-1: heartbeats are off). */
 static int64_t heartbeats(tb_eds_t *e)
 {
     int hb = atomic_load(&e->hb_ms);
@@ -316,68 +370,86 @@ static int64_t heartbeats(tb_eds_t *e)
         e->hb_on = 0;
         return -1;
     }
-    int64_t now = tb_now_ms(), next = now + hb;
+    int64_t now = tb_now_ms();
     /* Silence counts from the start of beating, not from the connection: a
      * tree whose start-up took longer than the timeout (slow logins, a
      * loaded host) has peers that were connected, and rightly quiet, since
      * long before anyone beat. */
     int starting = !e->hb_on;
     e->hb_on = 1;
-    if (starting)
+    if (starting) {
         e->next_beat = now;
+        e->lh = 0;
+        e->lh_since = now;
+    }
+    int64_t late = starting || !e->hb_due ? 0 : now - e->hb_due;
     int beat = now >= e->next_beat;
     if (beat)
         e->next_beat = now + (hb / 4 > 0 ? hb / 4 : 1);
+    int64_t limit = (int64_t)hb * (1 + e->lh);
     const char b = TB_EVENT_BEAT;
-    tbon_rank_t silent[16];
-    size_t nsilent = 0;
+    size_t npeers = 0, nsilent = 0;
     pthread_mutex_lock(&e->mu);
     for (watch_t *w = e->all; w; w = w->next) {
         if (w->dead || w->kind != K_EVENT)
             continue;
+        npeers++;
         if (starting)
             w->heard = now;
-        if (now - w->heard >= hb) {
+        if (now - w->heard >= limit) {
             /* We may be the slow one (starved, or just woken up): what the
              * peer sent may be waiting unread. Only true silence counts. */
             char c;
             if (recv(w->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0)
                 w->heard = now;
         }
-        if (now - w->heard >= hb) {
-            if (nsilent < 16)
-                silent[nsilent++] = w->rank;
-            continue;
-        }
-        if (w->heard + hb < next)
-            next = w->heard + hb;
+        nsilent += now - w->heard >= limit;
         if (beat && send(w->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)
             TB_DEBUG("eds", "no heartbeat to rank %u: %s", w->rank, strerror(errno));
     }
-    pthread_mutex_unlock(&e->mu);
-    for (size_t i = 0; i < nsilent; i++) {
-        tbon_rank_t r = silent[i];
-        watch_t *w = NULL;
-        pthread_mutex_lock(&e->mu);
-        for (watch_t *x = e->all; x && !w; x = x->next)
-            if (!x->dead && x->kind == K_EVENT && x->rank == r)
-                w = x;
-        pthread_mutex_unlock(&e->mu);
-        if (!w)
+    int self = nsilent > 0 && (late > hb / 4 || (npeers >= 2 && nsilent == npeers));
+    if (self) {
+        if (e->lh < 3)
+            e->lh++;
+        e->lh_since = now;
+        limit = (int64_t)hb * (1 + e->lh);
+        TB_WARN("eds", "%s: suspecting ourselves first; silence counts after %lld ms now",
+                late > hb / 4 ? "this process was starved (its timer fired late)"
+                              : "every peer is silent at once", (long long)limit);
+    } else if (e->lh && now - e->lh_since >= limit) {
+        e->lh--;
+        e->lh_since = now;
+        limit = (int64_t)hb * (1 + e->lh);
+    }
+    int64_t next = e->next_beat;
+    for (watch_t *w = e->all; w; w = w->next) {
+        if (w->dead || w->kind != K_EVENT)
             continue;
-        TB_WARN("eds", "rank %u sent nothing for %d ms: taken for failed", r, hb);
-        tb_eds_drop_watch(e, w);
-        if (r == e->parent) {
-            tb_eds_post(e, tb_cmd_peer_lost(r));
-            if (atomic_load(&e->ft_ready) && !e->parent_bye && !atomic_load(&e->leaving))
-                tb_eds_parent_down(e, r);
-            else
-                tb_node_parent_gone(e->node, r);
-        } else {
-            tb_eds_post(e, tb_cmd_fence(r, hb));
+        if (self && now - w->heard >= (int64_t)hb)
+            w->heard = now;             /* a fresh period for everyone */
+        if (now - w->heard < limit && w->heard + limit < next)
+            next = w->heard + limit;
+    }
+    pthread_mutex_unlock(&e->mu);
+    /* silent() may drop watches (and so take mu): a pass of its own, one
+     * watch at a time looked up again. */
+    for (int again = 1; again && !self;) {
+        again = 0;
+        pthread_mutex_lock(&e->mu);
+        watch_t *w = e->all;
+        while (w && (w->dead || w->kind != K_EVENT || now - w->heard < limit ||
+                     w->looked == now))
+            w = w->next;
+        if (w)
+            w->looked = now;
+        pthread_mutex_unlock(&e->mu);
+        if (w) {
+            silent(e, w, now, hb, beat);
+            again = 1;
         }
     }
-    return e->next_beat < next ? e->next_beat : next;
+    e->hb_due = next;
+    return next;
 }
 
 void tb_eds_set_heartbeat(tb_eds_t *e, int timeout_ms)
@@ -404,21 +476,6 @@ static void on_hb_timer(tb_timer_t *t, int64_t now)
     beat_and_look(t->arg);
 }
 
-static void on_events_timer(tb_timer_t *t, int64_t now)
-{
-    (void)now;
-    tb_eds_parent_events(t->arg);
-}
-
-void tb_eds_events_at(tb_eds_t *e, int64_t due)
-{
-    e->events_due = due;
-    if (due)
-        tb_timer_at(e->loop, &e->events_timer, due);
-    else
-        tb_timer_cancel(e->loop, &e->events_timer);
-}
-
 static void on_watch_io(tb_io_t *io, uint32_t events)
 {
     (void)events;
@@ -431,10 +488,6 @@ static void on_watch_io(tb_io_t *io, uint32_t events)
     case K_PENDING: on_pending(e, w); break;
     case K_EVENT: on_event_conn(e, w); break;
     case K_PIDFD: on_pidfd(e, w); break;
-    case K_NODE:
-        atomic_store(&e->node_armed, 0);    /* the one shot fired */
-        tb_node_kick(e->node);
-        break;
     }
 }
 
@@ -494,7 +547,6 @@ tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
     e->session = *s;
     e->loop = tb_loop_new(tb_eds_on_mail, e);
     e->hb_timer = (tb_timer_t){ .fn = on_hb_timer, .arg = e };
-    e->events_timer = (tb_timer_t){ .fn = on_events_timer, .arg = e };
     pthread_mutex_init(&e->mu, NULL);
     e->topo = tb_topology_clone(topo);
     size_t n = tb_topology_size(topo);
@@ -545,30 +597,6 @@ int tb_eds_watch_parent(tb_eds_t *e, int fd, tbon_rank_t parent)
     return 0;
 }
 
-int tb_eds_watch_node(tb_eds_t *e, int node_loop_fd)
-{
-    if (!e)
-        return TBON_EINVAL;
-    /* Disarmed until the application's network is complete (tb_node_arm). */
-    watch_t *w = tb_eds_add_watch(e, K_NODE, node_loop_fd, EPOLLONESHOT, TBON_RANK_NONE, 0);
-    if (!w)
-        return TBON_ENOMEM;
-    pthread_mutex_lock(&e->mu);
-    e->node_watch = w;
-    pthread_mutex_unlock(&e->mu);
-    return 0;
-}
-
-void tb_eds_arm_node(tb_eds_t *e, int on)
-{
-    watch_t *w = e ? e->node_watch : NULL;
-    /* A back-end arms it after every call into the library: only changes
-     * cost a system call. */
-    if (!w || w->dead || atomic_exchange(&e->node_armed, on) == on)
-        return;
-    tb_loop_rearm(e->loop, &w->io, on ? EPOLLIN | EPOLLONESHOT : EPOLLONESHOT);
-}
-
 int tb_eds_watch_child(tb_eds_t *e, tbon_rank_t rank, pid_t pid)
 {
     if (!e)
@@ -604,6 +632,7 @@ void tb_eds_stop(tb_eds_t *e)
         tb_loop_wake(e->loop);
         pthread_join(e->thread, NULL);
         e->running = 0;
+        tb_eds_join_adopter(e);
         /* Leaving faster than the thread could say goodbye: say it now. */
         if (atomic_load(&e->leaving) && !e->bye_sent)
             tb_eds_say_bye(e);
@@ -632,7 +661,6 @@ void tb_eds_free(tb_eds_t *e)
     free(e->data_seen);
     free(e->event_seen);
     free(e->expect);
-    tb_adopt_index_free(e->aidx);
     free(e->reaped);
     pthread_mutex_destroy(&e->mu);
     free(e);

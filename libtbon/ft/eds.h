@@ -17,13 +17,6 @@ tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
                        const tb_session_t *s, tbon_error_t *err);
 /* Watch the event connection fd to the parent (taken over). Any thread. */
 int  tb_eds_watch_parent(tb_eds_t *e, int fd, tbon_rank_t parent);
-/* A node without a reactor thread (BE): the EDS watches its loop (tb_loop_fd) and
- * kicks it when something arrives while no application thread drives it,
- * so that its parent is answered (views, checks) even when the
- * application is busy elsewhere. Added disarmed; armed once per kick
- * (tb_eds_arm_node). */
-int  tb_eds_watch_node(tb_eds_t *e, int node_loop_fd);
-void tb_eds_arm_node(tb_eds_t *e, int on);
 /* Watch a child process (pidfd) for the node. */
 int  tb_eds_watch_child(tb_eds_t *e, tbon_rank_t rank, pid_t pid);
 /* Stop the thread and close its sockets (the reaped-children record stays
@@ -56,5 +49,9 @@ void tb_eds_leave(tb_eds_t *e);
 /* Heartbeats on the event connections: a peer silent for timeout_ms has
  * failed (0: no heartbeats). */
 void tb_eds_set_heartbeat(tb_eds_t *e, int timeout_ms);
+/* on: the node hears the FE's verdicts on its suspicions (notice.c), so a
+ * silent peer waits for the FE to confirm it; 0: nobody can confirm, and a
+ * suspicion that stands long enough is taken for a failure here. */
+void tb_eds_set_verdicts(tb_eds_t *e, int on);
 
 #endif

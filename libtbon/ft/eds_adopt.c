@@ -40,8 +40,26 @@ int tb_eds_grow_seen(tb_eds_t *e, size_t old, size_t n)
     return 0;
 }
 
+/* A rank failed in the view is fenced here too: its event connection (a
+ * child's; the parent's goes with the adoption the reactor asks for). */
+static void fence_events(tb_eds_t *e, tbon_rank_t r)
+{
+    if (r == e->parent)
+        return;
+    pthread_mutex_lock(&e->mu);
+    watch_t *w = e->all;
+    while (w && (w->dead || w->kind != K_EVENT || w->rank != r))
+        w = w->next;
+    pthread_mutex_unlock(&e->mu);
+    if (w)
+        tb_eds_drop_watch(e, w);
+}
+
+/* The topology's writes are under mu: the adopter thread reads it (its
+ * snapshots). */
 static void apply_report(tb_eds_t *e, const struct eds_mail *q)
 {
+    pthread_mutex_lock(&e->mu);
     if (q->kind == TB_EDS_FAILED) {
         tb_report_failure(e->topo, q->r, q->inc);
     } else if (q->kind == TB_EDS_ADOPTED) {
@@ -62,7 +80,12 @@ static void apply_report(tb_eds_t *e, const struct eds_mail *q)
     } else if (q->kind == TB_EDS_PORT) {
         tb_topology_set_port(e->topo, q->r, (uint16_t)q->p);
     }
+    pthread_mutex_unlock(&e->mu);
+    if (q->kind == TB_EDS_FAILED)
+        fence_events(e, q->r);
 }
+
+static void on_adopter(tb_eds_t *e, struct eds_mail *q);
 
 /* What the reactor sent, in the order it sent it (the loop's drain). An
  * adoption asked for is only noted here: the thread's loop starts it after
@@ -87,6 +110,11 @@ void tb_eds_on_mail(void *arg, tb_mail_t *list)
         case M_ADOPT:
             e->adopt_want = (int)q->r + 1;
             break;
+        case M_ADOPTED:
+        case M_PARENT_EVENTS:
+        case M_ADOPT_FAILED:
+            on_adopter(e, q);   /* takes q->fd (only these carry one) */
+            break;
         }
         free(q->host);
         free(q);
@@ -99,26 +127,56 @@ void tb_eds_apply_reports(tb_eds_t *e)
     tb_loop_drain(e->loop);
 }
 
+/* ---- the adopter thread ----
+ * An adoption connects, authenticates and waits for answers, candidate
+ * after candidate, for up to seconds: blocking I/O. It runs on a thread of
+ * its own, so that the EDS thread goes on beating and watching meanwhile (a
+ * thread that sends heartbeats never blocks on I/O: docs/fault-tolerance.md).
+ * It works on its own copy of the topology, taken under e->mu, and hands
+ * its results to the EDS thread as messages (M_ADOPTED, M_ADOPT_FAILED,
+ * M_PARENT_EVENTS; the last of them says last). */
+struct adopt_job {
+    tb_eds_t *e;
+    tbon_rank_t lost;
+    uint32_t inc;              /* our incarnation once adopted */
+    int64_t t0;                /* us: the loss */
+};
+
+/* A copy of the EDS's topology (any thread; the EDS thread writes it under
+ * mu), or NULL. */
+static tb_topology_t *snapshot(tb_eds_t *e)
+{
+    pthread_mutex_lock(&e->mu);
+    tb_topology_t *t = tb_topology_clone(e->topo);
+    pthread_mutex_unlock(&e->mu);
+    return t;
+}
+
+/* Where to reach rank c from here: a node on our own topology host over the
+ * loopback, as children reach parents at start-up (docs/protocol.md 7.1). */
+static const char *host_of(const tb_eds_t *e, const tb_topology_t *t, tbon_rank_t c)
+{
+    return tb_topology_host_index(t, c) == tb_topology_host_index(t, e->rank)
+           ? "127.0.0.1" : tb_topology_host(t, c);
+}
+
 /* Connect to candidate c and ask it to adopt us: the handshake with purpose
  * ADOPTION, then its TB_CTL_ADOPT_ACK. The data connection fd, or -1. */
-static int ask(tb_eds_t *e, tbon_rank_t c, int64_t deadline)
+static int ask(tb_eds_t *e, const tb_topology_t *t, tbon_rank_t c, uint32_t inc,
+               int64_t deadline)
 {
-    uint16_t port = tb_topology_port(e->topo, c);
+    uint16_t port = tb_topology_port(t, c);
     if (!port)
         return -1;
-    /* A node on our own topology host is reached over the loopback, as
-     * children reach parents at start-up (docs/protocol.md 7.1). */
-    const char *host = tb_topology_host_index(e->topo, c) == tb_topology_host_index(e->topo, e->rank)
-                       ? "127.0.0.1" : tb_topology_host(e->topo, c);
     tbon_error_t err;
-    int fd = tb_sock_connect(host, port, deadline, &err);
+    int fd = tb_sock_connect(host_of(e, t, c), port, deadline, &err);
     if (fd < 0)
         return -1;
     tb_welcome_t w;
     tb_frame_t f;
     uint32_t one = 0;
     if (tb_auth_client(fd, &e->session, (uint8_t)e->role, TB_PURPOSE_ADOPTION, e->rank,
-                       e->incarnation + 1, deadline, &w, &err) == 0 &&
+                       inc, deadline, &w, &err) == 0 &&
         tb_sock_recv_frame(fd, 4096, &f, deadline, &err) == 0) {
         tb_ctl_msg_t m;
         if (f.hdr.type == TB_FRAME_CONTROL && f.hdr.tag == TB_CTL_ADOPT_ACK &&
@@ -150,89 +208,178 @@ int64_t tb_eds_events_delay(const tb_eds_t *e)
     return d + (int64_t)(e->rank % 16) * (d / 16);
 }
 
-/* Open the event connection to the current parent, if one is due. */
-void tb_eds_parent_events(tb_eds_t *e)
+static void job_mail(tb_eds_t *e, struct eds_mail q)
 {
-    tbon_rank_t p = e->parent;
-    tb_eds_events_at(e, 0);
-    while (e->ngrave > 0)
-        close(e->grave[--e->ngrave]);
-    if (p == TBON_RANK_NONE || atomic_load(&e->stop) || atomic_load(&e->leaving))
-        return;
+    struct eds_mail *m = malloc(sizeof *m);
+    if (!m) {
+        if (q.fd >= 0)
+            close(q.fd);
+        return;         /* the EDS then never hears: it is out of memory anyway */
+    }
+    *m = q;
+    tb_loop_post(e->loop, &m->mail);
+}
+
+/* The event connection to the new parent p (seed 003 V-A: "a newly adopted
+ * process sends its parent the New Failure Detection Connection protocol
+ * message"), after the delay that lets the burst of a recovery pass
+ * (tb_eds_events_delay). The fd, or -1. */
+static int parent_events(tb_eds_t *e, const tb_topology_t *t, tbon_rank_t p, uint32_t inc)
+{
+    struct timespec ts = { 0, (long)tb_eds_events_delay(e) * 1000000L };
+    nanosleep(&ts, NULL);
+    if (atomic_load(&e->stop) || atomic_load(&e->leaving))
+        return -1;
     tbon_error_t err;
     tb_welcome_t w;
-    uint16_t port = tb_topology_port(e->topo, p);
-    const char *host = tb_topology_host_index(e->topo, p) ==
-                       tb_topology_host_index(e->topo, e->rank)
-                       ? "127.0.0.1" : tb_topology_host(e->topo, p);
     int64_t dl = tb_now_ms() + 1000;
-    int efd = tb_sock_connect(host, port, dl, &err);
+    int efd = tb_sock_connect(host_of(e, t, p), tb_topology_port(t, p), dl, &err);
     if (efd >= 0 && tb_auth_client(efd, &e->session, (uint8_t)e->role, TB_PURPOSE_EVENT,
-                                   e->rank, e->incarnation, dl, &w, &err) == 0) {
+                                   e->rank, inc, dl, &w, &err) == 0) {
         tb_sock_nonblock(efd, 1);
-        if (!tb_eds_add_watch(e, K_EVENT, efd, EPOLLIN, p, 0))
-            close(efd);
-    } else {
-        if (efd >= 0)
-            close(efd);
-        TB_WARN("adopt", "no event connection to the new parent %u: %s", p, err.msg);
+        return efd;
     }
+    if (efd >= 0)
+        close(efd);
+    TB_WARN("adopt", "no event connection to the new parent %u: %s", p, err.msg);
+    return -1;
 }
 
 /* Our parent is gone: find a new one (seed 003 V-A, "Dynamic Topology
  * Configuration"). The candidates come from our copy of the topology; a dead
  * or refusing one means the next, a round that finds nobody is tried again
  * with what the reports have taught us meanwhile, and the FE is the last
- * resort. On success the reactor gets the data connection and we watch the
- * new parent's event connection; else the reactor is told to leave. */
-static void adopt(tb_eds_t *e, tbon_rank_t lost)
+ * resort. */
+static void *adopter_thread(void *arg)
 {
-    int64_t t0 = tb_now_us();
-    tb_eds_apply_reports(e);
+    struct adopt_job job = *(struct adopt_job *)arg;
+    free(arg);
+    tb_eds_t *e = job.e;
+    tbon_rank_t lost = job.lost;
+    tb_topology_t *t = snapshot(e);
     /* Seed 003 V-A: an adopter must be at least as high as the lost parent
      * was, that is one above us, so the tree grows no higher. */
-    uint32_t old_height = tb_topology_height(e->topo, e->rank) + 1;
-    tb_report_failure(e->topo, lost, tb_topology_incarnation(e->topo, lost));
-    for (int round = 0; round < 4 && !atomic_load(&e->stop); round++) {
+    uint32_t old_height = t ? tb_topology_height(t, e->rank) + 1 : 0;
+    tb_adopt_index_t *aidx = NULL;
+    for (int round = 0; t && round < 4 && !atomic_load(&e->stop); round++) {
         if (round > 0) {
             struct timespec ts = { 0, 40000000L * round };
             nanosleep(&ts, NULL);
-            tb_eds_apply_reports(e);
+            tb_topology_t *fresh = snapshot(e);     /* what the reports taught us */
+            if (fresh) {
+                tb_topology_destroy(t);
+                t = fresh;
+            }
         }
-        tbon_rank_t cand[16];
-        if (!e->aidx)
-            e->aidx = tb_adopt_index_new(e->topo);
+        tb_report_failure(t, lost, tb_topology_incarnation(t, lost));
+        if (!aidx)
+            aidx = tb_adopt_index_new(t);
         else
-            tb_adopt_index_update(e->aidx, e->topo);
-        size_t k = e->aidx ? tb_adopt_candidates(e->aidx, e->topo, e->rank, lost, old_height,
-                                                 cand, 16) : 0;
+            tb_adopt_index_update(aidx, t);
+        tbon_rank_t cand[16];
+        size_t k = aidx ? tb_adopt_candidates(aidx, t, e->rank, lost, old_height, cand, 16) : 0;
         if (k == 0)
             cand[k++] = 0;      /* no index (out of memory): the FE, the last resort */
         int64_t t1 = tb_now_us();
         for (size_t i = 0; i < k && !atomic_load(&e->stop); i++) {
-            int fd = ask(e, cand[i], tb_now_ms() + 1000);
+            int fd = ask(e, t, cand[i], job.inc, tb_now_ms() + 1000);
             if (fd < 0)
                 continue;
             int64_t t2 = tb_now_us();
-            /* lost: the parent it replaces */
-            tb_cmd_t *c = tb_cmd_adopted(fd, cand[i], lost, (uint64_t)(t1 - t0),
-                                         (uint64_t)(t2 - t1));
-            if (!c)
-                break;
-            e->parent = cand[i];
-            e->incarnation++;
-            tb_node_post_kick(e->node, c);
-            /* The event connection to the new parent (seed 003 V-A: "a newly
-             * adopted process sends its parent the New Failure Detection
-             * Connection protocol message") waits until the burst of a
-             * recovery is over: see tb_eds_parent_events(). */
-            tb_eds_events_at(e, tb_now_ms() + tb_eds_events_delay(e));
-            return;
+            job_mail(e, (struct eds_mail){ .what = M_ADOPTED, .fd = fd, .p = cand[i], .r = lost,
+                                           .us = { (uint64_t)(t1 - job.t0),
+                                                   (uint64_t)(t2 - t1) } });
+            int efd = parent_events(e, t, cand[i], job.inc);
+            job_mail(e, (struct eds_mail){ .what = M_PARENT_EVENTS, .fd = efd, .p = cand[i],
+                                           .last = 1 });
+            tb_adopt_index_free(aidx);
+            tb_topology_destroy(t);
+            return NULL;
         }
     }
-    TB_WARN("adopt", "no node would adopt us after the loss of rank %u; leaving", lost);
-    tb_eds_post(e, tb_cmd_adopt_failed(lost));
-    tb_node_parent_gone(e->node, lost);
+    tb_adopt_index_free(aidx);
+    tb_topology_destroy(t);
+    job_mail(e, (struct eds_mail){ .what = M_ADOPT_FAILED, .fd = -1, .r = lost, .last = 1 });
+    return NULL;
+}
+
+/* Start the adopter thread for the loss of lost (EDS thread). */
+static void adopt(tb_eds_t *e, tbon_rank_t lost)
+{
+    tb_eds_apply_reports(e);
+    struct adopt_job *job = malloc(sizeof *job);
+    if (job)
+        *job = (struct adopt_job){ e, lost, e->incarnation + 1, tb_now_us() };
+    if (!job || pthread_create(&e->adopter, NULL, adopter_thread, job) != 0) {
+        free(job);
+        TB_WARN("adopt", "cannot start the adopter thread after the loss of rank %u; leaving",
+                lost);
+        tb_eds_post(e, tb_cmd_adopt_failed(lost));
+        tb_node_parent_gone(e->node, lost);
+        return;
+    }
+    e->adopting = 1;
+}
+
+/* What the adopter thread found (EDS thread, from the mailbox). */
+static void on_adopter(tb_eds_t *e, struct eds_mail *q)
+{
+    if (q->last && e->adopting) {
+        pthread_join(e->adopter, NULL);       /* it ends right after its last word */
+        e->adopting = 0;
+    }
+    if (atomic_load(&e->stop)) {
+        if (q->fd >= 0)
+            close(q->fd);
+        q->fd = -1;
+        return;
+    }
+    switch (q->what) {
+    case M_ADOPTED: {
+        /* lost (q->r): the parent it replaces */
+        tb_cmd_t *c = tb_cmd_adopted(q->fd, q->p, q->r, q->us[0], q->us[1]);
+        q->fd = -1;
+        if (!c)
+            break;
+        e->parent = q->p;
+        e->incarnation++;
+        tb_node_post(e->node, c);
+        break;
+    }
+    case M_PARENT_EVENTS:
+        while (e->ngrave > 0)           /* the lost parent's, closed now */
+            close(e->grave[--e->ngrave]);
+        if (q->fd >= 0 && (q->p != e->parent || atomic_load(&e->leaving) ||
+                           !tb_eds_add_watch(e, K_EVENT, q->fd, EPOLLIN, q->p, 0)))
+            close(q->fd);
+        q->fd = -1;
+        break;
+    case M_ADOPT_FAILED:
+        TB_WARN("adopt", "no node would adopt us after the loss of rank %u; leaving", q->r);
+        tb_eds_post(e, tb_cmd_adopt_failed(q->r));
+        tb_node_parent_gone(e->node, q->r);
+        break;
+    default:
+        break;
+    }
+    if (q->fd >= 0)             /* not taken above */
+        close(q->fd);
+    q->fd = -1;
+    if (!e->adopting && e->adopt_next) {
+        tbon_rank_t lost = (tbon_rank_t)(e->adopt_next - 1);
+        e->adopt_next = 0;
+        if (e->parent == TBON_RANK_NONE && !atomic_load(&e->leaving))
+            adopt(e, lost);
+    }
+}
+
+/* Wait for the adopter thread, if one runs (tb_eds_stop). */
+void tb_eds_join_adopter(tb_eds_t *e)
+{
+    if (e->adopting) {
+        pthread_join(e->adopter, NULL);
+        e->adopting = 0;
+    }
 }
 
 /* The parent's event connection ended, or the reactor saw the parent go. */
@@ -249,8 +396,12 @@ void tb_eds_parent_down(tb_eds_t *e, tbon_rank_t lost)
         }
     pthread_mutex_unlock(&e->mu);
     e->parent = TBON_RANK_NONE;
-    tb_eds_events_at(e, 0);
-    adopt(e, lost);
+    /* One adopter thread at a time: a new parent lost while the thread
+     * still opens its event connection is adopted for when it is done. */
+    if (e->adopting)
+        e->adopt_next = (int)lost + 1;
+    else
+        adopt(e, lost);
 }
 
 /* Queue a message (host taken over) for the EDS thread; wake: wake it for
@@ -276,8 +427,9 @@ void tb_eds_report(tb_eds_t *e, tb_eds_rep_kind_t kind, tbon_rank_t r, tbon_rank
 {
     if (!e)
         return;
+    /* A failure wakes the EDS: the rank's event connection is fenced now. */
     send_mail(e, (struct eds_mail){ .what = M_REPORT, .kind = kind, .r = r, .p = p, .inc = inc,
-                                    .role = TB_ROLE_BE }, 0);
+                                    .role = TB_ROLE_BE }, kind == TB_EDS_FAILED);
 }
 
 void tb_eds_join(tb_eds_t *e, const tb_vchange_t *c)
@@ -311,6 +463,12 @@ void tb_eds_leave(tb_eds_t *e)
     if (!e || atomic_exchange(&e->leaving, 1))
         return;
     tb_loop_wake(e->loop);
+}
+
+void tb_eds_set_verdicts(tb_eds_t *e, int on)
+{
+    if (e)
+        atomic_store(&e->verdicts, on);
 }
 
 void tb_eds_set_ft_ready(tb_eds_t *e)

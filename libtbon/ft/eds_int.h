@@ -25,12 +25,11 @@
  * rank: see events_delay(). */
 #define TB_EVENTS_AFTER_ADOPTION_MS 40
 
-enum { K_LISTEN, K_PENDING, K_EVENT, K_PIDFD, K_NODE };
+enum { K_LISTEN, K_PENDING, K_EVENT, K_PIDFD };
 
 /* A watch is complete before add_watch publishes it; after that only the
  * EDS thread changes it (and reads it but for e->all's links, walked under
- * e->mu, and node_watch's dead, read by tb_eds_arm_node: set only by
- * tb_eds_stop, on the thread that owns the node). */
+ * e->mu). */
 typedef struct watch {
     tb_io_t io;                /* in the EDS's loop (io.fd is fd; io.arg the EDS) */
     tb_timer_t timer;          /* K_PENDING: the handshake's deadline */
@@ -42,12 +41,17 @@ typedef struct watch {
     struct watch *next;        /* in the list of all watches */
     int dead;
     int64_t heard;             /* K_EVENT: when the peer last sent anything (ms) */
+    int suspected;             /* K_EVENT: silent past the timeout (eds.c, silent()) */
+    int64_t suspected_at;      /* since when (ms) */
+    int64_t looked;            /* heartbeats(): the turn that last looked at it */
 } watch_t;
 
 /* A message from the reactor (tb_eds_report, tb_eds_join, tb_eds_expect,
  * tb_eds_request_adoption): queued in the EDS loop's mailbox, applied on
  * the EDS thread (tb_eds_apply_reports, the loop's drain). */
-enum eds_mail_kind { M_REPORT, M_EXPECT, M_ADOPT };
+enum eds_mail_kind { M_REPORT, M_EXPECT, M_ADOPT,
+                     /* from the adopter thread (eds_adopt.c) */
+                     M_ADOPTED, M_PARENT_EVENTS, M_ADOPT_FAILED };
 struct eds_mail {
     tb_mail_t mail;            /* first */
     enum eds_mail_kind what;
@@ -56,6 +60,9 @@ struct eds_mail {
     uint32_t inc, lid, port;
     tb_role_t role;
     char *host;
+    int fd;                    /* M_ADOPTED, M_PARENT_EVENTS: taken over (-1: none) */
+    uint64_t us[2];            /* M_ADOPTED: recovery times */
+    int last;                  /* the adopter thread's last word */
 };
 
 /* Threads: the EDS thread owns everything here unless a field says
@@ -65,8 +72,9 @@ struct eds_mail {
  * thread starts (node, rank, role, session, loop) do not change. */
 struct tb_eds {
     tb_node_t *node;
-    tb_topology_t *topo;       /* a private copy, the EDS thread's alone: the
-                                  reactor's reports reach it as messages */
+    tb_topology_t *topo;       /* a private copy, the EDS thread's: the reactor's
+                                  reports reach it as messages; written under mu,
+                                  which the adopter thread takes to copy it */
     tbon_rank_t rank;
     tb_role_t role;
     tb_session_t session;
@@ -87,7 +95,6 @@ struct tb_eds {
     int adopt_want;            /* 1 + the lost parent the reactor asked an
                                   adoption for (M_ADOPT), or 0 */
     uint8_t *expect;           /* per rank: an adopted child may open events */
-    tb_adopt_index_t *aidx;    /* adopter index over the private copy */
     atomic_int leaving;        /* an orderly end: tell the children, adopt nobody */
     int bye_sent;
     int parent_bye;            /* the parent said it leaves: its end is no failure */
@@ -95,14 +102,17 @@ struct tb_eds {
     int hb_seen;               /* EDS thread: hb_ms at its last look */
     int hb_on;                 /* EDS thread: heartbeats were on at its last look */
     int64_t next_beat;
+    int64_t hb_due;            /* when the heartbeat timer was due (its lateness
+                                  says the EDS was starved) */
+    int lh;                    /* local health: timeouts are (1 + lh) x hb_ms */
+    int64_t lh_since;          /* its last change (ms) */
+    atomic_int verdicts;       /* the node can hear the FE's verdicts (notice.c):
+                                  silence waits for the FE's confirmation */
     tb_timer_t hb_timer;       /* the next beat, or the first silence to look at */
-    int64_t events_due;        /* when to open the new parent's event connection (0: no) */
-    tb_timer_t events_timer;   /* armed for events_due */
+    pthread_t adopter;         /* the adopter thread (eds_adopt.c), while adopting */
+    int adopting;
+    int adopt_next;            /* 1 + a parent lost while it ran: adopt after it */
     int grave[8];              /* the lost parent's event connections, closed later */
-    watch_t *node_watch;       /* BE: the node's own loop, while nobody drives it
-                                  (set under mu before the node is first armed,
-                                  then read-only) */
-    atomic_int node_armed;     /* it is armed (a fired one shot disarms it) */
     int ngrave;
 };
 
@@ -114,10 +124,9 @@ void tb_eds_post(tb_eds_t *e, tb_cmd_t *c);
 void tb_eds_apply_reports(tb_eds_t *e);
 /* The loop's drain: apply what the reactor sent. */
 void tb_eds_on_mail(void *arg, tb_mail_t *list);
-/* Open the new parent's event connection at due (0: not). */
-void tb_eds_events_at(tb_eds_t *e, int64_t due);
+/* Wait for the adopter thread, if one runs. */
+void tb_eds_join_adopter(tb_eds_t *e);
 void tb_eds_parent_down(tb_eds_t *e, tbon_rank_t lost);
-void tb_eds_parent_events(tb_eds_t *e);
 void tb_eds_say_bye(tb_eds_t *e);
 int tb_eds_grow_seen(tb_eds_t *e, size_t old, size_t n);
 int64_t tb_eds_events_delay(const tb_eds_t *e);

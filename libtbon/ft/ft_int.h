@@ -33,6 +33,12 @@ struct tb_ft_fe {
     size_t     npjoin;
     tbon_rank_t *announced;   /* joined ranks whose TBON_EV_NODE_JOINED went out */
     size_t     nannounced;
+    /* suspicions (suspect.c): ranks some observer finds silent */
+    struct tb_susp *susp;
+    size_t     nsusp;
+    uint64_t  *notice_seq;    /* per rank: the last notice sequence taken
+                                 from it (replays are dropped) */
+    size_t     nnotice_seq;
 };
 
 /* Fault tolerance's state in one node (n->ftst), made by tb_ft_ops.start
@@ -73,6 +79,8 @@ struct tb_ft {
                                  the node's loop: nfd_io), the others send
                                  them from it; -1: none */
     tb_io_t    nfd_io;
+    uint64_t   notice_out;    /* the sequence of the last notice sent */
+    uint64_t   verdict_in;    /* the sequence of the last verdict taken */
     struct sockaddr_storage fe_addr; /* the FE's notice address */
     socklen_t  fe_addr_len;
     int        fe_addr_ok;
@@ -155,6 +163,30 @@ void tb_view_notice_setup(tb_node_t *n);
 /* Tell the FE directly that r (incarnation inc) failed (seed 002 section 3,
  * "high priority monitoring"). */
 void tb_view_notice(tb_node_t *n, tbon_rank_t r, uint32_t inc);
+/* suspect.c: suspicion (seed 002 section 3; docs/fault-tolerance.md). */
+enum tb_notice_kind { TB_NOTICE_FAILED, TB_NOTICE_SUSPECT, TB_NOTICE_ALIVE, TB_NOTICE_VERDICT };
+enum tb_verdict { TB_VERDICT_SUSPECTED = 1, TB_VERDICT_FAILED, TB_VERDICT_CLEARED };
+/* A notice of kind about r (inc: its incarnation) to the FE (not at the FE). */
+void tb_notice_send(tb_node_t *n, int kind, tbon_rank_t r, uint32_t inc);
+/* FE: answer a notice's sender (addr) with the verdict on r. */
+void tb_notice_verdict(tb_node_t *n, const void *addr, socklen_t alen, tbon_rank_t r,
+                       uint32_t inc, int verdict);
+/* Our EDS found r silent (on) or speaking again (off): TB_CMD_SUSPECT. */
+void tb_suspect_cmd(tb_node_t *n, tbon_rank_t r, int on, int silent_ms);
+/* FE: observer from suspects r (on) or heard it again (off); addr: where to
+ * send the verdict (NULL: the FE itself observed). */
+void tb_suspect_fe(tb_node_t *n, tbon_rank_t r, uint32_t inc, tbon_rank_t from, int on,
+                   const void *addr, socklen_t alen);
+/* Not at the FE: the FE's verdict on r arrived. */
+void tb_suspect_verdict(tb_node_t *n, tbon_rank_t r, uint32_t inc, int verdict);
+/* FE: confirm what has stood long enough; the next time to look. */
+void tb_suspect_timers(tb_node_t *n, int64_t now);
+void tb_suspect_next(const tb_node_t *n, int64_t *next);
+/* r is dead (in the view): its suspicion ends with it. */
+void tb_suspect_forget(tb_node_t *n, tbon_rank_t r);
+void tb_suspect_free(tb_node_t *n);
+/* How long a suspicion stands before it is confirmed (ms). */
+int  tb_suspect_window_ms(const tb_node_t *n);
 /* FE: datagrams arrived on the notice socket. */
 void tb_view_on_notices(tb_node_t *n);
 /* FE: open the notice socket on our port (0, or -1 with a warning). */

@@ -1,7 +1,8 @@
 /* notice.c - the fast failure notice (seed 002 section 3, "high
  * priority monitoring"): a datagram from a detector straight to the FE,
  * authenticated with the session secret, so the FE hears of a failure before
- * the report has climbed the tree (docs/protocol.md 9.3). */
+ * the report has climbed the tree; and the same way for suspicions, which
+ * the FE answers with its verdict (docs/protocol.md 9.3). */
 #include "ft/ft_int.h"
 
 #include <arpa/inet.h>
@@ -27,7 +28,7 @@
 #define NOTICE_MAGIC 0x464E4254u     /* "TBNF" */
 #define NOTICE_SIZE  (40 + crypto_auth_hmacsha256_BYTES)
 
-/* The notice socket is readable (the FE's loop). */
+/* The notice socket is readable (the node's loop). */
 static void on_notice_io(tb_io_t *io, uint32_t events)
 {
     (void)events;
@@ -109,64 +110,142 @@ void tb_view_notice_setup(tb_node_t *n)
     ft->nfd = socket(ft->fe_addr.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (ft->nfd < 0)
         return;
+    /* The FE's verdicts on our suspicions come back to it. */
+    ft->nfd_io = (tb_io_t){ .fd = ft->nfd, .fn = on_notice_io, .arg = n };
+    if (tb_loop_watch(n->loop, &ft->nfd_io, EPOLLIN) < 0)
+        TB_WARN("view", "the FE's verdicts cannot be read: suspicions of the parent wait longer");
     ft->fe_addr_ok = 1;
+    tb_eds_set_verdicts(ft->eds, 1);
 }
 
-void tb_view_notice(tb_node_t *n, tbon_rank_t r, uint32_t inc)
+/* A notice (version 2): magic, version, kind, verdict, the session, the
+ * sender, the rank it is about and its incarnation, the sender's own
+ * incarnation, the sender's sequence number (replays are dropped), and the
+ * HMAC of all that. */
+static void notice_fill(tb_node_t *n, uint8_t b[NOTICE_SIZE], int kind, int verdict,
+                        tbon_rank_t r, uint32_t inc)
 {
     struct tb_ft *ft = n->ftst;
-    if (n->role == TB_ROLE_FE || !ft->fe_addr_ok || tb_node_ending(n))
-        return;
-    uint8_t b[NOTICE_SIZE] = { 0 };
+    memset(b, 0, NOTICE_SIZE);
     tb_put32(b, NOTICE_MAGIC);
-    b[4] = 1;                           /* version */
+    b[4] = 2;                           /* version */
+    b[5] = (uint8_t)kind;
+    b[6] = (uint8_t)verdict;
     tb_put64(b + 8, n->cfg.session.id);
     tb_put32(b + 16, n->rank);
     tb_put32(b + 20, r);
     tb_put32(b + 24, inc);
-    tb_put32(b + 28, tb_topology_incarnation(n->topo, n->rank));   /* the detector's */
-    uint64_t nonce = 0;
-    if (tb_crypto_init(NULL) == 0)      /* done by the handshakes already */
-        randombytes_buf(&nonce, sizeof nonce);
-    tb_put64(b + 32, nonce);
+    tb_put32(b + 28, tb_topology_incarnation(n->topo, n->rank));   /* the sender's */
+    /* Increasing within the process (the incarnation tells processes apart):
+     * the clock, or one more than the last if the clock has not moved. */
+    uint64_t seq = (uint64_t)tb_now_us();
+    if (seq <= ft->notice_out)
+        seq = ft->notice_out + 1;
+    ft->notice_out = seq;
+    tb_put64(b + 32, seq);
     crypto_auth_hmacsha256(b + 40, b, 40, n->cfg.session.secret);
+}
+
+void tb_notice_send(tb_node_t *n, int kind, tbon_rank_t r, uint32_t inc)
+{
+    struct tb_ft *ft = n->ftst;
+    if (n->role == TB_ROLE_FE || !ft->fe_addr_ok || tb_node_ending(n))
+        return;
+    uint8_t b[NOTICE_SIZE];
+    notice_fill(n, b, kind, 0, r, inc);
     if (sendto(ft->nfd, b, sizeof b, MSG_DONTWAIT, (struct sockaddr *)&ft->fe_addr,
                ft->fe_addr_len) < 0)
-        TB_DEBUG("view", "failure notice not sent: %s", strerror(errno));
+        TB_DEBUG("view", "notice not sent: %s", strerror(errno));
+}
+
+void tb_view_notice(tb_node_t *n, tbon_rank_t r, uint32_t inc)
+{
+    tb_notice_send(n, TB_NOTICE_FAILED, r, inc);
+}
+
+void tb_notice_verdict(tb_node_t *n, const void *addr, socklen_t alen, tbon_rank_t r,
+                       uint32_t inc, int verdict)
+{
+    struct tb_ft *ft = n->ftst;
+    if (n->role != TB_ROLE_FE || ft->nfd < 0 || !addr)
+        return;
+    uint8_t b[NOTICE_SIZE];
+    notice_fill(n, b, TB_NOTICE_VERDICT, verdict, r, inc);
+    if (sendto(ft->nfd, b, sizeof b, MSG_DONTWAIT, addr, alen) < 0)
+        TB_DEBUG("view", "verdict not sent: %s", strerror(errno));
+}
+
+/* A sequence number from rank from: 1 if newer than any taken from it. */
+static int fresh(tb_node_t *n, tbon_rank_t from, uint64_t seq)
+{
+    struct tb_ft *ft = n->ftst;
+    if (n->role != TB_ROLE_FE) {        /* only the FE sends here */
+        if (seq <= ft->verdict_in)
+            return 0;
+        ft->verdict_in = seq;
+        return 1;
+    }
+    struct tb_ft_fe *fe = ft->fe;
+    if (from >= fe->nnotice_seq) {
+        size_t nn = tb_topology_size(n->topo);
+        uint64_t *v = nn > from ? realloc(fe->notice_seq, nn * sizeof *v) : NULL;
+        if (!v)
+            return 0;
+        memset(v + fe->nnotice_seq, 0, (nn - fe->nnotice_seq) * sizeof *v);
+        fe->notice_seq = v;
+        fe->nnotice_seq = nn;
+    }
+    if (seq <= fe->notice_seq[from])
+        return 0;
+    fe->notice_seq[from] = seq;
+    return 1;
 }
 
 void tb_view_on_notices(tb_node_t *n)
 {
     uint8_t b[NOTICE_SIZE + 1], mac[crypto_auth_hmacsha256_BYTES];
     for (int budget = 0; budget < 256; budget++) {
-        ssize_t len = recv(n->ftst->nfd, b, sizeof b, MSG_DONTWAIT);
+        struct sockaddr_storage src;
+        socklen_t slen = sizeof src;
+        ssize_t len = recvfrom(n->ftst->nfd, b, sizeof b, MSG_DONTWAIT, (struct sockaddr *)&src,
+                               &slen);
         if (len < 0)
             return;
         /* Anything not a notice of this session, signed with its secret, is
-         * dropped without a word: the port is open to anyone. */
-        if (len != NOTICE_SIZE || tb_get32(b) != NOTICE_MAGIC || b[4] != 1 ||
-            tb_get64(b + 8) != n->cfg.session.id)
-            continue;
-        crypto_auth_hmacsha256(mac, b, 40, n->cfg.session.secret);
-        if (sodium_memcmp(mac, b + 40, sizeof mac) != 0)
+         * dropped without a word: the port is open to anyone. The cheap
+         * checks come before the HMAC. */
+        if (len != NOTICE_SIZE || tb_get32(b) != NOTICE_MAGIC || b[4] != 2 ||
+            b[5] > TB_NOTICE_VERDICT || tb_get64(b + 8) != n->cfg.session.id)
             continue;
         tbon_rank_t from = tb_get32(b + 16), r = tb_get32(b + 20);
         uint32_t inc = tb_get32(b + 24);
-        if (r == 0 || r >= tb_topology_size(n->topo) || !n->ftst->ft_ready || tb_node_ending(n))
+        int kind = b[5];
+        if (r == 0 || r >= tb_topology_size(n->topo) || from >= tb_topology_size(n->topo) ||
+            !n->ftst->ft_ready || tb_node_ending(n) ||
+            (n->role == TB_ROLE_FE) != (kind != TB_NOTICE_VERDICT) ||
+            (kind == TB_NOTICE_VERDICT && from != 0))
             continue;
+        crypto_auth_hmacsha256(mac, b, 40, n->cfg.session.secret);
+        if (sodium_memcmp(mac, b + 40, sizeof mac) != 0 || !fresh(n, from, tb_get64(b + 32)))
+            continue;
+        if (kind == TB_NOTICE_VERDICT) {
+            tb_suspect_verdict(n, r, inc, b[6]);
+            continue;
+        }
         /* A detector we have fenced is not believed: woken up, it sees its
          * children gone (adopted elsewhere) and would call them dead. */
-        if (from >= tb_topology_size(n->topo) || !tb_topology_alive(n->topo, from))
+        if (!tb_topology_alive(n->topo, from))
             continue;
         /* Nor is the old process of a rank restarted since (it wakes up to
          * the same). */
         if (tb_inc_gen(tb_get32(b + 28)) < tb_inc_gen(tb_topology_incarnation(n->topo, from)))
             continue;
-        /* A replay is harmless: a failure is final, and an old incarnation's
-         * says nothing new. */
-        char how[64];
-        snprintf(how, sizeof how, "notice from rank %u", from);
-        tb_ft_failed(n, r, inc, how);
+        if (kind == TB_NOTICE_FAILED) {
+            char how[64];
+            snprintf(how, sizeof how, "notice from rank %u", from);
+            tb_ft_failed(n, r, inc, how);
+        } else {
+            tb_suspect_fe(n, r, inc, from, kind == TB_NOTICE_SUSPECT, &src, slen);
+        }
     }
 }
-

@@ -29,8 +29,6 @@ static int ft_start(tb_node_t *n, tbon_error_t *err)
     if (!ft->eds)
         return err && err->code ? err->code : TBON_ENOMEM;
     n->lfd = -1;   /* the EDS owns it now */
-    if (n->cbs.kick && tb_eds_watch_node(ft->eds, tb_loop_fd(n->loop)))
-        return tb_error_set(err, TBON_ENOMEM, "cannot watch the back-end's node");
     return 0;
 }
 
@@ -48,6 +46,7 @@ static void ft_free(tb_node_t *n)
     tb_eds_free(ft->eds);
     tb_ft_free(n);
     tb_view_free(n);
+    tb_suspect_free(n);
     tb_attr_free(n);
     free(ft->fe);
     free(ft);
@@ -75,6 +74,9 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
         break;
     case TB_CMD_CHECK:
         tb_view_check(n, c->u.check.id);
+        break;
+    case TB_CMD_SUSPECT:
+        tb_suspect_cmd(n, c->u.suspect.rank, c->u.suspect.on, c->u.suspect.silent_ms);
         break;
     case TB_CMD_ATTR:
         tb_attr_set(n, c->u.attr.key, c->u.attr.value);
@@ -181,6 +183,22 @@ static void ft_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t
     }
 }
 
+static void ft_timers(tb_node_t *n, int64_t now)
+{
+    if (!n->ftst)
+        return;
+    tb_view_timers(n, now);
+    tb_suspect_timers(n, now);
+}
+
+static void ft_next(const tb_node_t *n, int64_t *next)
+{
+    if (!n->ftst)
+        return;
+    tb_view_next(n, next);
+    tb_suspect_next(n, next);
+}
+
 static void ft_flush(tb_node_t *n)
 {
     if (n->ftst)
@@ -190,11 +208,6 @@ static void ft_flush(tb_node_t *n)
 static int ft_ready(const tb_node_t *n)
 {
     return n->ftst && n->ftst->ft_ready;
-}
-
-static void ft_arm(tb_node_t *n, int on)
-{
-    tb_eds_arm_node(n->ftst ? n->ftst->eds : NULL, on);
 }
 
 static int ft_reaped(tb_node_t *n, pid_t pid)
@@ -208,10 +221,9 @@ const tb_ft_ops_t tb_ft_ops = {
     .free = ft_free,
     .event = ft_event,
     .ctl = ft_ctl,
-    .timers = tb_view_timers,
-    .next = tb_view_next,
+    .timers = ft_timers,
+    .next = ft_next,
     .flush = ft_flush,
     .ready = ft_ready,
-    .arm = ft_arm,
     .reaped = ft_reaped,
 };

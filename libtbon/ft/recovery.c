@@ -188,6 +188,8 @@ int tb_ft_apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t i
     int i = news && kind == TB_V_FAILED ? tb_node_child_index(n, r) : -1;
     if (i >= 0 && n->child[i].conn)
         tb_node_close_child(n, (size_t)i, "failed in the view");
+    if (news && dead)
+        tb_suspect_forget(n, r);
     return news;
 }
 

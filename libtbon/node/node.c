@@ -97,6 +97,7 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
     case TB_CMD_CHECK:
     case TB_CMD_ATTR:
     case TB_CMD_JOIN_CONN:
+    case TB_CMD_SUSPECT:
         tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_CMD, .u.cmd = c });
         break;
     case TB_CMD_CHILD_EXIT:
@@ -407,16 +408,15 @@ void tb_node_kick(tb_node_t *n)
         n->cbs.kick(n->cbs.arg);
 }
 
-void tb_node_post_kick(tb_node_t *n, tb_cmd_t *cmd)
-{
-    tb_node_post(n, cmd);
-    tb_node_kick(n);
-}
-
 void tb_node_arm(tb_node_t *n, int on)
 {
-    if (n->cbs.kick && !tb_node_stopped(n))
-        n->ft->arm(n, on);
+    if (n->cbs.arm && !tb_node_stopped(n))
+        n->cbs.arm(n->cbs.arg, on);
+}
+
+int tb_node_loop_fd(const tb_node_t *n)
+{
+    return tb_loop_fd(n->loop);
 }
 
 int tb_node_has_posted(tb_node_t *n)

@@ -46,9 +46,12 @@ typedef struct tb_node_cbs {
     int  (*app_full)(void *arg);
     /* FE: a failure or an adoption somewhere in the tree. */
     void (*event)(void *arg, const tbon_event_t *ev);
-    /* A node without a reactor thread (BE): the EDS thread queued work (an
-     * adoption); run it now if no application thread drives the node. */
+    /* A node without a reactor thread (BE): run a turn now if no application
+     * thread drives the node (tb_node_kick); arm: let whoever drives it while
+     * the application does not (the API's kicker thread) watch the node's
+     * loop (1), or not (0): tb_node_arm. Any thread. */
     void (*kick)(void *arg);
+    void (*arm)(void *arg, int on);
     /* View version applied here, with its changes (all of them, at the FE). */
     void (*view)(void *arg, uint64_t version, const tb_vchange_t *ch, size_t n);
     /* FE: consistency check id finished: the ranks that agree and those
@@ -77,6 +80,8 @@ typedef struct tb_node_config {
                                        ends the session) */
     int            heartbeat_ms;    /* FE: heartbeat timeout for every node (<= 0:
                                        none) */
+    int            suspect_ms;      /* FE: how long a suspicion stands before it is
+                                       confirmed (0: half the heartbeat timeout) */
     int            slurm;           /* FE: the commnodes and back-ends are started
                                        by Slurm, one srun step per depth (slurm.h);
                                        commnodes then launch nothing */
@@ -137,8 +142,6 @@ void tb_node_exec(tb_node_t *n, tb_cmd_t *cmd);
 /* 1 if other threads have queued commands (an adoption, say) that a node
  * without a reactor thread should take in with a tb_node_step(n, 0). */
 int  tb_node_has_posted(tb_node_t *n);
-/* Queue a command from the EDS thread and kick a node without a reactor. */
-void tb_node_post_kick(tb_node_t *n, tb_cmd_t *cmd);
 /* Bytes queued for sending, and whether the node has stopped. */
 size_t tb_node_backlog(const tb_node_t *n);
 int  tb_node_stopped(const tb_node_t *n);
@@ -164,7 +167,8 @@ enum tb_cmd_op {
     TB_CMD_ADOPT_CONN,   /* EDS: an orphan asks to be adopted */
     TB_CMD_ADOPTED,      /* EDS: we were adopted */
     TB_CMD_ADOPT_FAILED, /* EDS: no adopter took us: leave */
-    TB_CMD_FENCE,        /* EDS: a child sent no heartbeat in time */
+    TB_CMD_FENCE,        /* EDS: a child silent for good, nobody to confirm it */
+    TB_CMD_SUSPECT,      /* EDS: a peer fell silent (on), or spoke again (off) */
     TB_CMD_CHECK,        /* FE app: a consistency check */
     TB_CMD_ATTR,         /* BE app: set or delete an attribute */
     TB_CMD_JOIN_CONN,    /* EDS (FE): a node asks to join */
@@ -206,6 +210,7 @@ struct tb_cmd {
         } adopted;
         struct { tbon_rank_t lost; } adopt_failed;          /* ADOPT_FAILED */
         struct { tbon_rank_t rank; int silent_ms; } fence;  /* FENCE */
+        struct { tbon_rank_t rank; int on, silent_ms; } suspect;  /* SUSPECT */
         struct { uint64_t id; } check;                      /* CHECK */
         struct { char *key, *value; } attr;                 /* ATTR: value NULL deletes */
         struct {                                            /* JOIN_CONN */
@@ -236,6 +241,8 @@ tb_cmd_t *tb_cmd_adopted(int fd, tbon_rank_t parent, tbon_rank_t lost, uint64_t 
                          uint64_t connect_us);
 tb_cmd_t *tb_cmd_adopt_failed(tbon_rank_t lost);
 tb_cmd_t *tb_cmd_fence(tbon_rank_t rank, int silent_ms);
+/* on: rank has been silent for silent_ms; 0: it spoke again. */
+tb_cmd_t *tb_cmd_suspect(tbon_rank_t rank, int on, int silent_ms);
 tb_cmd_t *tb_cmd_check(uint64_t id);
 /* key and value (NULL: delete) are copied. */
 tb_cmd_t *tb_cmd_attr(const char *key, const char *value);
@@ -256,10 +263,13 @@ int tb_node_wait_backlog(tb_node_t *n, int flush);
  * commnode connects it after it is made. 0 or TBON_E*. */
 int  tb_node_watch_parent(tb_node_t *n, int fd);
 /* The application's threads stop (0) or start again (1) driving the node
- * of a back-end: while nobody drives it, the EDS kicks it. */
+ * of a back-end: while nobody drives it, the kicker does (cbs.arm). */
 void tb_node_arm(tb_node_t *n, int on);
 /* Run cbs.kick: from the EDS thread. */
 void tb_node_kick(tb_node_t *n);
+/* The node's loop descriptor: readable when the node has work (to watch it
+ * from another thread's loop). */
+int  tb_node_loop_fd(const tb_node_t *n);
 
 /* On the wire (TB_CTL_STREAM, TB_CTL_GRAFT, TB_CMD_STREAM), a broadcast
  * stream's sync mode carries this flag: a stream over every back-end, those

@@ -185,6 +185,17 @@ tb_cmd_t *tb_cmd_fence(tbon_rank_t rank, int silent_ms)
     return c;
 }
 
+tb_cmd_t *tb_cmd_suspect(tbon_rank_t rank, int on, int silent_ms)
+{
+    tb_cmd_t *c = cmd_new(TB_CMD_SUSPECT);
+    if (c) {
+        c->u.suspect.rank = rank;
+        c->u.suspect.on = on;
+        c->u.suspect.silent_ms = silent_ms;
+    }
+    return c;
+}
+
 tb_cmd_t *tb_cmd_check(uint64_t id)
 {
     tb_cmd_t *c = cmd_new(TB_CMD_CHECK);

@@ -48,6 +48,8 @@ typedef struct tb_child {
     int64_t     due_max;
     int         left_out;     /* it failed during start-up: the tree starts
                                  without it */
+    int         suspect;      /* silent past the heartbeat timeout (ft/suspect.c):
+                                 waves do not wait for it until it speaks */
 } tb_child_t;
 
 /* A FIFO of packets (one child's queue on one stream). */
@@ -354,10 +356,8 @@ typedef struct tb_ft_ops {
      * parent) until an adoption fails: orphans get adopted, a back-end keeps
      * what it sends, a leaving back-end says so, a lost child may live on */
     int  (*ready)(const tb_node_t *n);
-    /* the EDS's services: arm (any thread) lets the EDS kick a back-end's
-     * node nobody drives (1) or not (0), tb_eds_arm_node; reaped says if the
-     * EDS has reaped pid (0 without an EDS) */
-    void (*arm)(tb_node_t *n, int on);
+    /* the EDS's service: reaped says if the EDS has reaped pid (0 without
+     * an EDS) */
     int  (*reaped)(tb_node_t *n, pid_t pid);
 } tb_ft_ops_t;
 
@@ -424,6 +424,9 @@ int  tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t time
                       int down, const tbon_rank_t *members, size_t nmembers);
 void tb_stream_set_params(tb_node_t *n, uint32_t id, int which, tbon_packet_t *p); /* takes p */
 void tb_stream_child_gone(tb_node_t *n, size_t child);
+/* Child i's suspicion changed (child[i].suspect): the waves waiting for it
+ * go on without it. */
+void tb_stream_child_suspect(tb_node_t *n, size_t child);
 void tb_stream_free_all(tb_node_t *n);
 size_t tb_stream_child_bytes(const tb_node_t *n, size_t child);
 /* A child slot was added: every stream grows its per-child arrays. */

@@ -199,6 +199,7 @@ static void detach_child(tb_node_t *n, size_t i)
     retire(n, ch->conn);
     ch->conn = NULL;
     ch->state = CH_GONE;
+    ch->suspect = 0;        /* its slot may take a restarted process */
     tb_stream_child_gone(n, i);
     tb_node_ft_child(n, TB_FT_EV_CHILD_GONE, i);
 }

@@ -348,7 +348,8 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
          * never got (docs/protocol.md 8.4). */
         int missing = 0;
         for (size_t i = 0; i < n->nchild && !cut && !missing; i++)
-            missing = s->part[i] && n->child[i].conn && !s->q[i].units && owes(s, i, key);
+            missing = s->part[i] && n->child[i].conn && !n->child[i].suspect &&
+                      !s->q[i].units && owes(s, i, key);
         if (missing)
             break;
         for (size_t i = 0; i < n->nchild; i++)
@@ -507,6 +508,18 @@ void tb_stream_child_gone(tb_node_t *n, size_t child)
             for (uint64_t q = from; q <= s->last_q; q++)
                 empty_up(n, s, q << 24);
         }
+    }
+}
+
+void tb_stream_child_suspect(tb_node_t *n, size_t child)
+{
+    /* A suspect stays a member (its late units of closed waves are dropped,
+     * or join the next wave of a state-recoverable filter: tb_stream_up);
+     * the waves it held up complete now. */
+    for (size_t id = 0; id < n->nstreams; id++) {
+        tb_stream_st_t *s = n->streams[id];
+        if (s && s->part[child] && s->sync != TBON_SYNC_DONTWAIT)
+            waves(n, s, 0);
     }
 }
 
