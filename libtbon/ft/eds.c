@@ -309,8 +309,9 @@ static void on_handshake_timer(tb_timer_t *t, int64_t now)
 }
 
 /* A silent peer with no one to confirm it (no notice channel to the FE):
- * after the suspicion has stood this many heartbeat timeouts, it is taken
- * for failed here, as before suspicion existed. */
+ * after the suspicion has stood this many heartbeat timeouts (two more
+ * with a channel that never brought a verdict), it is taken for failed
+ * here, as before suspicion existed. */
 #define TB_UNCONFIRMED_TIMEOUTS 2
 
 /* Silence past the timeout: a suspicion (suspect.c), told to the reactor on
@@ -334,8 +335,12 @@ static void silent(tb_eds_t *e, watch_t *w, int64_t now, int hb, int beat)
     }
     if (beat)
         tb_eds_post(e, tb_cmd_suspect(w->rank, 1, for_ms));
-    if (atomic_load(&e->verdicts) || e->role == TB_ROLE_FE ||
-        now - w->suspected_at < (int64_t)TB_UNCONFIRMED_TIMEOUTS * hb)
+    /* The FE confirms within three windows of the first report it gets; a
+     * suspicion that stands much longer has not reached it (no datagram
+     * route, its notice socket could not be opened, every verdict lost). */
+    int64_t wait = (int64_t)(atomic_load(&e->verdicts) ? TB_UNCONFIRMED_TIMEOUTS + 2
+                                                       : TB_UNCONFIRMED_TIMEOUTS) * hb;
+    if (e->role == TB_ROLE_FE || now - w->suspected_at < wait)
         return;
     /* Nobody to confirm it: taken for failed here. */
     tbon_rank_t r = w->rank;
