@@ -25,7 +25,7 @@
 #   expect_waves FILE OUT N   fail unless OUT holds exactly waves 0..N-1
 #   now_ms                    wall clock in ms (bash's EPOCHREALTIME)
 #   expect_start_failure NAME TOPOLOGY HOST LIMIT_MS
-#                             tbon_frontend on head must fail to start the
+#                             tbon_frontend --require-all on head must fail to start the
 #                             tree within LIMIT_MS, an error line naming
 #                             HOST, nothing left on any host
 set -u
@@ -177,8 +177,8 @@ expect_waves() {
 expect_start_failure() {
     local name=$1 top=$2 host=$3 limit=$4 t0 took rc
     t0=$(now_ms)
-    on head timeout 60 "$B/bin/tbon_frontend" -t "$top" -b "$B/bin/tbon_example_be" -w 1 \
-        >"$CASE_TMP/$name.out" 2>"$CASE_TMP/$name.err"
+    on head timeout 60 "$B/bin/tbon_frontend" --require-all -t "$top" \
+        -b "$B/bin/tbon_example_be" -w 1 >"$CASE_TMP/$name.out" 2>"$CASE_TMP/$name.err"
     rc=$?
     took=$(($(now_ms) - t0))
     echo "== $name: exit $rc after $took ms"
