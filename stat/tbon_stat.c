@@ -64,8 +64,8 @@
 #define TASKS_PER_BE 16     /* default topology: one back-end per this many tasks, */
 #define BES_PER_CPU 2       /* and at most this many per CPU of this host */
 #define DEFAULT_FANOUT 8
-#define RESENDS 3           /* asks again for tasks missing from the merge */
-#define RESEND_QUIET_S 0.5  /* ... after this long without a result */
+#define RESEND_QUIET_S 0.5  /* asks again for missing tasks after this long without a result, */
+#define RESEND_MAX_S 4.0    /* ... doubling up to this */
 
 #define ST_MAX_STEPS 64
 
@@ -369,16 +369,42 @@ static int be_send(tbon_stream_t *s, int tag, const st_tree_t *t2, const st_tree
     return rc;
 }
 
-/* For the tests only: $TBON_STAT_TEST_SLOW = "RANK:MS" holds back back-end
- * RANK's result that long, so that a test can kill its commnode after its
- * siblings' results reached it and before this one did (the packets then
- * die with it, and the front-end must ask again). */
-static void test_delay(tbon_rank_t me)
+/* For the tests only: $TBON_STAT_TEST_HOLD = "RANK:DIR". Every back-end
+ * writes DIR/sent.ITS_RANK once its result is sent; back-end RANK writes
+ * DIR/held and holds its result back until DIR/go exists (60 s at most).
+ * A test then kills RANK's commnode after its siblings' results went to it
+ * and before this one did (the packets die with it, and the front-end must
+ * ask again) - on conditions, however slow the machine. */
+static void test_mark(const char *dir, const char *name)
 {
-    const char *v = getenv("TBON_STAT_TEST_SLOW");
-    unsigned r, ms;
-    if (v && sscanf(v, "%u:%u", &r, &ms) == 2 && r == me && ms <= 60000) {
-        struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        close(fd);
+}
+
+static void test_hold(tbon_rank_t me, int sent)
+{
+    const char *v = getenv("TBON_STAT_TEST_HOLD");
+    unsigned r;
+    int off = 0;
+    if (!v || sscanf(v, "%u:%n", &r, &off) != 1 || off == 0)
+        return;
+    const char *dir = v + off;
+    if (sent) {
+        char name[32];
+        snprintf(name, sizeof name, "sent.%u", me);
+        test_mark(dir, name);
+        return;
+    }
+    if (r != me)
+        return;
+    test_mark(dir, "held");
+    char go[PATH_MAX];
+    snprintf(go, sizeof go, "%s/go", dir);
+    for (int i = 0; i < 6000 && access(go, F_OK) != 0; i++) {
+        struct timespec ts = { 0, 10 * 1000000L };
         nanosleep(&ts, NULL);
     }
 }
@@ -549,9 +575,10 @@ static int be_loop(tbon_net_t *net, const char *self)
                 st_walker_t *w = t2 && t3 ? be_walker(flags) : NULL;
                 rc = w ? be_sample(w, pids, ranks, owner, np, me, n, interval, t2, t3)
                        : TBON_ENOMEM;
-                test_delay(me);
+                test_hold(me, 0);
                 if (rc == 0)
                     rc = be_send(s, TAG_SAMPLE, t2, t3);
+                test_hold(me, 1);
                 /* The walker's files and maps go after the result did. */
                 st_walker_free(w);
             }
@@ -956,6 +983,39 @@ static size_t fill_missing(st_tree_t *tr, const struct run *r, const char *why)
     return added;
 }
 
+
+/* How many tasks missing from tr belong to a back-end that is alive in the
+ * front-end's view (they may still come). */
+static size_t missing_alive(const st_tree_t *tr, const struct run *r, tbon_net_t *net)
+{
+    int cap = tbon_net_view(net, NULL, 0);
+    tbon_rank_t *live = cap > 0 ? xcalloc((size_t)cap, sizeof *live) : NULL;
+    int nv = live ? tbon_net_view(net, live, (size_t)cap) : 0;
+    nv = nv < cap ? nv : cap;       /* nodes may have joined in between */
+    st_range_t *rg = NULL;
+    uint64_t cnt = 0;
+    size_t nr = st_tree_tasks(tr, &rg, &cnt), j = 0, k = 0;
+    for (size_t i = 0; i < r->n; i++) {         /* r->t is sorted by id */
+        uint32_t x = r->t[i].id;
+        while (j < nr && rg[j].hi < x)
+            j++;
+        if (j < nr && rg[j].lo <= x)
+            continue;
+        tbon_rank_t be = r->t[i].be;            /* the view is in rank order */
+        size_t lo = 0, hi = nv > 0 ? (size_t)nv : 0;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (live[mid] < be)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        k += lo < (size_t)(nv > 0 ? nv : 0) && live[lo] == be;
+    }
+    free(rg);
+    free(live);
+    return k;
+}
 
 /* Merge the packet's trees into t2 and t3. */
 static int take(tbon_packet_t *p, st_tree_t *t2, st_tree_t *t3, char *err, size_t errlen)
@@ -1721,9 +1781,15 @@ static int fe_main(const struct cli *c, char *self)
     int budget_ms = (int)(c->samples * (c->interval_ms + 50) + 30000 + r->n * 20);
     /* Merge whatever comes until every task is in. Results that died with a
      * commnode leave a gap: once nothing has come for a while, ask every
-     * back-end to send its trees again (RESENDS times at most); the merge is
-     * idempotent, so late or repeated results change nothing. */
-    int got = 0, resends = 0;
+     * back-end to send its trees again; the merge is idempotent, so late or
+     * repeated results change nothing. While back-ends are cut off (their
+     * commnode died and nobody has adopted them yet: tbon_fe_cut_off) an ask
+     * would not reach them: wait until each is adopted or taken for failed.
+     * A back-end that is alive is waited for, however slow the machine (the
+     * asks back off up to RESEND_MAX_S), until the budget is spent; tasks of
+     * back-ends that failed are given up at once. */
+    int got = 0, asks = 0, waited_cut = 0;
+    double quiet = RESEND_QUIET_S;
     double dl = now_s() + budget_ms / 1000.0, last = now_s();
     uint64_t have = 0;
     while (!g_stop && now_s() < dl) {
@@ -1746,15 +1812,27 @@ static int fe_main(const struct cli *c, char *self)
             fprintf(stderr, PROG ": no more results: %s\n", tbon_net_error(net));
             break;
         }
-        if (got && now_s() - last >= RESEND_QUIET_S) {
-            if (resends == RESENDS)
-                break;
-            fprintf(stderr, PROG ": %" PRIu64 " of %zu tasks in the merge; asking again\n",
-                    have, r->n);
-            if (tbon_stream_send(s, TAG_RESEND, "%d", ++resends) != 0)
-                break;
+        if (!got || now_s() - last < quiet)
+            continue;
+        int cut = tbon_fe_cut_off(net, NULL, 0);
+        if (cut > 0) {
+            if (!waited_cut)
+                fprintf(stderr, PROG ": %" PRIu64 " of %zu tasks in the merge; waiting for "
+                        "%d back-end%s to be adopted\n", have, r->n, cut, cut == 1 ? "" : "s");
+            waited_cut = 1;
             last = now_s();
+            continue;
         }
+        if (waited_cut)
+            quiet = RESEND_QUIET_S;     /* the tree changed: ask soon again */
+        waited_cut = 0;
+        if (missing_alive(t2, r, net) == 0)
+            break;                      /* the rest failed with their back-ends */
+        fprintf(stderr, PROG ": %" PRIu64 " of %zu tasks in the merge; asking again\n", have, r->n);
+        if (tbon_stream_send(s, TAG_RESEND, "%d", ++asks) != 0)
+            break;
+        last = now_s();
+        quiet = quiet * 2 < RESEND_MAX_S ? quiet * 2 : RESEND_MAX_S;
     }
     if (!got && !g_stop)
         fprintf(stderr, PROG ": no result from the tree (%s)\n",
@@ -1805,7 +1883,7 @@ static int fe_main(const struct cli *c, char *self)
             r->t_find, r->t_launch, t_sample, t_write);
     fprintf(f, "nodes_2d %zu\nnodes_3d %zu\nmissing %zu\nnot_found %zu\nfailed_nodes %zu\n"
             "resends %d\nunreached %zu\n", st_tree_size(t2), st_tree_size(t3), missing,
-            r->nabsent, failed, resends, r->nunreached);
+            r->nabsent, failed, asks, r->nunreached);
     close_file(f, path);
 
     if (!c->quiet) {

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #define NTASK 64
@@ -446,30 +447,13 @@ static int wait_samples(const struct hang *h, int k, int ms)
     return 0;
 }
 
-/* Wait (at most ms) until the sampling is over: it has begun, and then no
- * task was traced for quiet_ms (longer than the interval between samples).
- * 1 once so, 0 on time-out. */
-static int wait_sampled(const struct hang *h, int quiet_ms, int ms)
-{
-    int64_t end = it_now_ms() + ms;
-    if (!wait_sampling(h, ms))
-        return 0;
-    int64_t last = it_now_ms();
-    while (it_now_ms() < end) {
-        if (traced_now(h))
-            last = it_now_ms();
-        else if (it_now_ms() - last >= quiet_ms)
-            return 1;
-        it_sleep_ms(1);
-    }
-    return 0;
-}
-
 /* A commnode killed while the back-ends sample and merge: every task is
  * still in the tree with a real path (state composition, then asking the
  * back-ends again for what died in flight). */
 ITEST(commnode_killed_during_merge)
 {
+    /* Two runs of tbon_stat; a loaded machine with the sanitizers takes 35 s. */
+    alarm(150);
     struct hang h;
     REQUIRE(hang_start(&h, NTASK) == 0);
     tbon_rank_t be[IT_MAX_BE];
@@ -507,9 +491,27 @@ ITEST(commnode_killed_during_merge)
 }
 
 /* Deterministic loss in flight: back-end 8 (under commnode 1 of 4x4) holds
- * its result back 2 s; commnode 1 is killed after its other back-ends' results
- * reached it, so they die with it. The front-end must notice the gap and
- * ask again, and end with every task. */
+ * its result back until told; commnode 1 is killed once its other back-ends
+ * sent their results to it, so they die with it. The front-end must notice
+ * the gap, wait for the adoptions and ask again, and end with every task. */
+static int wait_files(const char *dir, const char *const *names, int ms)
+{
+    int64_t end = it_now_ms() + ms;
+    char path[PATH_MAX + 32];
+    for (;;) {
+        int all = 1;
+        for (size_t i = 0; names[i] && all; i++) {
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+            all = access(path, F_OK) == 0;
+        }
+        if (all)
+            return 1;
+        if (it_now_ms() >= end)
+            return 0;
+        it_sleep_ms(5);
+    }
+}
+
 ITEST(results_lost_with_a_commnode_are_asked_again)
 {
     struct hang h;
@@ -518,16 +520,19 @@ ITEST(results_lost_with_a_commnode_are_asked_again)
     size_t nbe;
     const char *topo = it_topo_shape("4x4", be, IT_MAX_BE, &nbe);
     REQUIRE(topo != NULL);
-    char outdir[PATH_MAX];
+    char outdir[PATH_MAX], gate[PATH_MAX], hold[PATH_MAX + 8], go[PATH_MAX + 8];
     snprintf(outdir, sizeof outdir, "%s/out", th_tmpdir());
-    setenv("TBON_STAT_TEST_SLOW", "8:2000", 1);
+    snprintf(gate, sizeof gate, "%s/gate", th_tmpdir());
+    REQUIRE(mkdir(gate, 0700) == 0);
+    snprintf(hold, sizeof hold, "8:%s", gate);
+    setenv("TBON_STAT_TEST_HOLD", hold, 1);
     char *argv[] = { (char *)stat_bin(), "-n", "2", "-i", "50", "-q", "-t", (char *)topo,
                      "-o", outdir, "-p", (char *)pid_list(&h), NULL };
     pid_t sp = stat_spawn(argv);
-    unsetenv("TBON_STAT_TEST_SLOW");
-    /* Once every back-end has sampled (the results of 5, 6 and 7 then reach
-     * commnode 1 at once; 8 holds its back for 2 s). */
-    CHECK(wait_sampled(&h, 300, 60000));
+    unsetenv("TBON_STAT_TEST_HOLD");
+    /* Once 5, 6 and 7 sent their results to commnode 1 and 8 holds its. */
+    const char *const ready[] = { "sent.5", "sent.6", "sent.7", "held", NULL };
+    CHECK(wait_files(gate, ready, 60000));
     size_t np;
     struct it_proc *v = it_proc_table(&np);
     pid_t victim = 0;
@@ -535,10 +540,20 @@ ITEST(results_lost_with_a_commnode_are_asked_again)
         if (strncmp(v[i].comm, "tbon_commnode", 13) == 0 && it_descends(v, np, v[i].pid, sp) &&
             it_commnode_rank(v[i].pid) == 1)
             victim = v[i].pid;
+    if (!victim)        /* say what there was instead */
+        for (size_t i = 0; v && i < np; i++)
+            if (it_descends(v, np, v[i].pid, sp))
+                fprintf(stderr, "    no commnode 1 under tbon_stat %d: %d %s %c rank %d\n", (int)sp,
+                        (int)v[i].pid, v[i].comm, v[i].state, (int)it_commnode_rank(v[i].pid));
     free(v);
     CHECK(victim != 0);
     if (victim)
         kill(victim, SIGKILL);
+    snprintf(go, sizeof go, "%s/go", gate);
+    int gofd = creat(go, 0600);
+    CHECK(gofd >= 0);
+    if (gofd >= 0)
+        close(gofd);
     CHECK_INT(stat_wait(sp, 60000), 0);
     check_complete(result_file(outdir, "2D.txt"), "after the loss");
     FILE *f = fopen(result_file(outdir, "perf"), "r");
