@@ -1502,8 +1502,8 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
     while (got < nh - ndown && !g_stop) {
         tbon_packet_t *p = NULL;
         int rc = tbon_stream_recv(s, &p, 200);
-        if (rc == TBON_ETIMEOUT && now_s() < dl)
-            continue;
+        if ((rc == TBON_ETIMEOUT || rc == TBON_ELOST) && now_s() < dl)
+            continue;       /* lost: the back-ends that answered failed since */
         if (rc != 0)
             die("%zu of %zu back-ends said which tasks they have: %s", got, nh - ndown,
                 rc == TBON_ETIMEOUT ? "timed out" : tbon_net_error(r->net));
@@ -1806,6 +1806,10 @@ static int fe_main(const struct cli *c, char *self)
             free(rg);
             if (have >= r->n)
                 break;
+            continue;
+        }
+        if (rr == TBON_ELOST) {
+            got = 1;        /* what was lost with failed nodes is asked for again */
             continue;
         }
         if (rr != TBON_ETIMEOUT) {

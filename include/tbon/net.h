@@ -25,9 +25,12 @@ int          tbon_net_backends(tbon_net_t *net, tbon_rank_t *out, size_t cap);
 
 /* Receive the next packet of any stream: *pkt (one reference, the caller
  * releases it) and its stream *s. timeout_ms: -1 blocks, 0 polls. Returns 0,
- * TBON_ETIMEOUT, TBON_ECLOSED once the network has shut down, or TBON_EFILTER
- * once for a filter failure somewhere on a stream (tbon_net_error says what);
- * *pkt is NULL unless 0 is returned. */
+ * TBON_ETIMEOUT, TBON_ECLOSED once the network has shut down, TBON_EFILTER
+ * once for a filter failure somewhere on a stream (tbon_net_error says what),
+ * or at the FE TBON_ELOST in the place of a wave that was lost whole: every
+ * part of it died with failed nodes and no node owes it any more (all the
+ * FE's children killed at once, say; *s is its stream, tbon_net_error names
+ * the request). *pkt is NULL unless 0 is returned. */
 int          tbon_net_recv(tbon_net_t *net, tbon_packet_t **pkt, tbon_stream_t **s, int timeout_ms);
 
 /* Send a new packet on s (downstream from the FE, upstream from a BE). Blocks

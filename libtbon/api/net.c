@@ -54,6 +54,8 @@ const char *tbon_net_error(const tbon_net_t *net)
 
 size_t tb_net_pkt_size(const tbon_packet_t *p)
 {
+    if (!p)
+        return 0;       /* a lost wave's place (cb_deliver) */
     size_t len;
     tb_packet_payload(p, &len);
     return len + 64;
@@ -271,11 +273,15 @@ static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt
             }
         }
         if (best) {
+            uint64_t q = ((const tb_dent_t *)tb_ring_at(&best->q, 0))->q;
             *pkt = pop_locked(net, best);
             if (sout)
                 *sout = best;
             maybe_resume(net);
             pthread_mutex_unlock(&net->mu);
+            if (!*pkt)
+                return tb_net_seterr(TBON_ELOST, "stream %u: the wave of request %llu was lost "
+                                     "with the nodes that held it", best->id, (unsigned long long)q);
             return 0;
         }
         if ((only && only->error) || (!only && net->any_error)) {

@@ -190,6 +190,8 @@ int tb_ft_apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t i
         tb_node_close_child(n, (size_t)i, "failed in the view");
     if (news && dead)
         tb_suspect_forget(n, r);
+    if (news)
+        tb_stream_settle(n);    /* FE: a wave may be lost now, or no longer */
     return news;
 }
 
@@ -452,6 +454,7 @@ static void on_graft(tb_node_t *n, size_t child, const tb_ctl_graft_t *m, tbon_p
     if (tb_stream_join(n, d->id, child, m->sent_key, m->last_q) && n->role != TB_ROLE_FE &&
         n->parent)
         tb_node_send_ctl(n, n->parent, TB_CTL_GRAFT, tbon_packet_ref(p));
+    tb_stream_settle(n);
 }
 
 /* Control messages of fault tolerance (TB_CTL_OWN_FT), from the parent

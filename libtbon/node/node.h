@@ -37,7 +37,9 @@ enum tb_node_status {
 typedef struct tb_node_cbs {
     void *arg;
     /* A packet for the application (takes the reference); q: at a back-end,
-     * the request number it carries (docs/protocol.md 8.4). */
+     * the request number it carries (docs/protocol.md 8.4). At the FE, p
+     * NULL says that the wave of request q was lost whole (every part of it
+     * died with failed nodes, and no node owes it any more). */
     void (*deliver)(void *arg, uint32_t stream, tbon_packet_t *p, uint64_t q);
     void (*status)(void *arg, int what, int code, const char *msg);
     void (*progress)(void *arg, size_t ready, size_t total);

@@ -88,6 +88,14 @@ typedef struct tb_stream_st {
     uint64_t  sent_key;       /* the last key this node sent up (or buffered) */
     uint64_t  closed;         /* the key of the last wave sent up */
     int       has_closed;
+    tb_ring_t reqs;           /* requests passed down whose waves are not
+                                 closed here (struct tb_req), for children
+                                 adopted before they got them (fault
+                                 tolerance on, not DONTWAIT; bounded) */
+    size_t    reqs_bytes;     /* their payloads' bytes */
+    int       unsettled;      /* FE: nodes failed or were adopted since the
+                                 requests in flight went: look for lost waves
+                                 as waves close (settle_stream) */
     tbon_packet_list_t extra; /* stale input of a state-recoverable filter, for
                                  the next wave */
     tbon_packet_list_t kept;  /* BE: sent packets not yet folded into up_state */
@@ -424,6 +432,9 @@ int  tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t time
                       int down, const tbon_rank_t *members, size_t nmembers);
 void tb_stream_set_params(tb_node_t *n, uint32_t id, int which, tbon_packet_t *p); /* takes p */
 void tb_stream_child_gone(tb_node_t *n, size_t child);
+/* FE: after a failure or an adoption, the waves no node can bring any more
+ * are given to the application as lost (docs/protocol.md 8.4). */
+void tb_stream_settle(tb_node_t *n);
 /* Child i's suspicion changed (child[i].suspect): the waves waiting for it
  * go on without it. */
 void tb_stream_child_suspect(tb_node_t *n, size_t child);

@@ -63,6 +63,7 @@ static void pq_free(tb_pq_t *q)
 }
 
 static void waves(tb_node_t *n, tb_stream_st_t *s, int cut);
+static void settle_stream(tb_node_t *n, tb_stream_st_t *s);
 
 /* A TIMEOUT stream's wave is cut when its timer fires. */
 static void on_wave_timer(tb_timer_t *t, int64_t now)
@@ -85,6 +86,53 @@ static void set_deadline(tb_node_t *n, tb_stream_st_t *s, int64_t due)
         tb_timer_cancel(n->loop, &s->timer);
 }
 
+/* A request kept until its wave closes here (docs/protocol.md 8.4): a child
+ * adopted before it got it gets it then (tb_stream_join). */
+struct tb_req {
+    uint64_t q;
+    tbon_packet_t *p;
+};
+
+/* Bounds of what a stream keeps: a stream whose requests get no answers
+ * (commands sent down a wait-for-all stream) would keep them for ever. Past
+ * them the oldest go: an orphan adopted later misses those, as it would
+ * without keeping. */
+#define TB_REQS_KEEP_MAX   1024
+#define TB_REQS_KEEP_BYTES (16u << 20)
+
+static void reqs_drop_oldest(tb_stream_st_t *s)
+{
+    struct tb_req *e = tb_ring_at(&s->reqs, 0);
+    size_t len;
+    tb_packet_payload(e->p, &len);
+    s->reqs_bytes -= len;
+    tbon_packet_unref(e->p);
+    tb_ring_drop(&s->reqs);
+}
+
+static void reqs_keep(tb_stream_st_t *s, uint64_t q, tbon_packet_t *p)
+{
+    if (!s->reqs.size)
+        tb_ring_init(&s->reqs, sizeof(struct tb_req));
+    size_t len;
+    tb_packet_payload(p, &len);
+    while (s->reqs.len && (s->reqs.len >= TB_REQS_KEEP_MAX ||
+                           s->reqs_bytes + len > TB_REQS_KEEP_BYTES))
+        reqs_drop_oldest(s);
+    struct tb_req *e = tb_ring_push(&s->reqs);
+    if (e) {
+        *e = (struct tb_req){ q, tbon_packet_ref(p) };
+        s->reqs_bytes += len;
+    }
+}
+
+/* Drop the kept requests up to request q (their waves closed). */
+static void reqs_trim(tb_stream_st_t *s, uint64_t q)
+{
+    while (s->reqs.len && ((struct tb_req *)tb_ring_at(&s->reqs, 0))->q <= q)
+        reqs_drop_oldest(s);
+}
+
 static void stream_free(tb_node_t *n, tb_stream_st_t *s)
 {
     if (!s)
@@ -102,6 +150,8 @@ static void stream_free(tb_node_t *n, tb_stream_st_t *s)
     free(s->members);
     tb_plist_free(&s->extra);
     tb_plist_free(&s->kept);
+    reqs_trim(s, UINT64_MAX);
+    tb_ring_free(&s->reqs);
     tb_filter_state_free(tb_filter_reg_get(n->filters, s->up), &s->up_state);
     tb_filter_state_free(tb_filter_reg_get(n->filters, s->down), &s->down_state);
     tbon_packet_unref(s->up_params);
@@ -384,6 +434,7 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
                  (unsigned long long)(key & 0xffffff), k, (unsigned long long)who, s->nonempty);
         s->closed = key;
         s->has_closed = 1;
+        reqs_trim(s, key >> 24);
         run_up(n, s, in, k, key);
         if (in != stackv)
             free(in);
@@ -391,6 +442,8 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
     }
     if (s->sync == TBON_SYNC_TIMEOUT && s->nonempty > 0 && !s->deadline)
         set_deadline(n, s, tb_now_ms() + s->timeout_ms);
+    if (s->unsettled && n->role == TB_ROLE_FE)
+        settle_stream(n, s);
 }
 
 void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p, int more,
@@ -479,15 +532,92 @@ void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q)
     for (size_t i = 0; out.n && i < n->nchild; i++)
         if (s->part[i] && !s->fwd_from[i] && s->seen_to[i] != UINT64_MAX && q > s->seen_to[i])
             s->fwd_from[i] = q;     /* an adopted child's first new request here */
-    for (size_t j = 0; j < out.n; j++)
+    int keep = s->sync != TBON_SYNC_DONTWAIT && n->ft->ready(n);
+    for (size_t j = 0; j < out.n; j++) {
+        if (keep)
+            reqs_keep(s, q, out.v[j]);
         for (size_t i = 0; i < n->nchild; i++)
             if (s->part[i] && (s->seen_to[i] == UINT64_MAX || q > s->seen_to[i]))
                 tb_node_to_child(n, i, stream, out.v[j], q);
+    }
     tb_plist_free(&out);
     if (!takes_part(n, s))
         empty_up(n, s, q << 24);    /* nobody below answers: we do, with nothing */
 }
 
+
+/* FE: is every live member of s reached through a child of ours that takes
+ * part in s? Not while a member is cut off (an orphan looking for a parent)
+ * or under a child whose graft of s has not come (just adopted): either may
+ * still bring a wave that nobody owes yet. */
+static int members_settled(const tb_node_t *n, const tb_stream_st_t *s)
+{
+    size_t size = tb_topology_size(n->topo), cnt = s->bcast ? size : s->nmembers;
+    for (size_t m = 0; m < cnt; m++) {
+        tbon_rank_t r = s->bcast ? (tbon_rank_t)m : s->members[m];
+        if (r >= size || !tb_topology_alive(n->topo, r) || tb_topology_role(n->topo, r) != TB_ROLE_BE)
+            continue;
+        tbon_rank_t top = r, p;
+        while ((p = tb_topology_parent(n->topo, top)) != n->rank) {
+            if (p == TBON_RANK_NONE)
+                return 0;
+            top = p;
+        }
+        int i = tb_node_child_index(n, top);
+        if (i < 0 || !s->part[i] || !n->child[i].conn)
+            return 0;
+    }
+    return 1;
+}
+
+/* FE: the requests of s whose wave no node can bring any more - every part
+ * of it died with failed nodes (all the FE's children at once, say), and no
+ * child that takes part owes it or has a unit of it queued - are given to
+ * the application as lost, in order, so that no receive waits for them
+ * forever; a unit of such a wave that comes after all is late (tb_stream_up).
+ * The first wave still owed stops the scan: waves reach the application in
+ * order. */
+static void settle_stream(tb_node_t *n, tb_stream_st_t *s)
+{
+    uint64_t from = s->has_closed ? (s->closed >> 24) + 1 : 1;
+    if (s->sync == TBON_SYNC_DONTWAIT || from > s->down_q) {
+        s->unsettled = 0;       /* nothing in flight: no wave can be lost */
+        return;
+    }
+    s->unsettled = 1;
+    if (!members_settled(n, s))
+        return;
+    for (uint64_t q = from; q <= s->down_q; q++) {
+        uint64_t key = q << 24;
+        for (size_t i = 0; i < n->nchild; i++) {
+            if (!s->part[i] || !n->child[i].conn)
+                continue;
+            /* An original child owes every request: nothing can be lost
+             * until it fails (which settles again). */
+            if (s->seen_to[i] == UINT64_MAX) {
+                s->unsettled = 0;
+                return;
+            }
+            if (owes(s, i, key) || (s->q[i].units && head_key(&s->q[i]) >> 24 == q))
+                return;
+        }
+        TB_WARN("stream", "stream %u: the wave of request %llu was lost with the nodes that "
+                "held it", s->id, (unsigned long long)q);
+        s->closed = key | 0xffffff;
+        s->has_closed = 1;
+        reqs_trim(s, q);
+        if (n->cbs.deliver)
+            n->cbs.deliver(n->cbs.arg, s->id, NULL, q);
+    }
+    s->unsettled = 0;
+}
+
+void tb_stream_settle(tb_node_t *n)
+{
+    for (size_t id = 0; n->role == TB_ROLE_FE && id < n->nstreams; id++)
+        if (n->streams[id])
+            settle_stream(n, n->streams[id]);
+}
 
 void tb_stream_child_gone(tb_node_t *n, size_t child)
 {
@@ -509,6 +639,7 @@ void tb_stream_child_gone(tb_node_t *n, size_t child)
                 empty_up(n, s, q << 24);
         }
     }
+    tb_stream_settle(n);
 }
 
 void tb_stream_child_suspect(tb_node_t *n, size_t child)
@@ -574,6 +705,17 @@ int tb_stream_join(tb_node_t *n, uint32_t id, size_t child, uint64_t sent, uint6
     s->sent[child] = sent;
     s->seen_to[child] = seen_to;
     s->fwd_from[child] = 0;
+    /* The requests that passed here after the last one the child saw (they
+     * died with its old parent, or were sent while it was an orphan) and
+     * whose waves are still open: it gets them now, and owes their waves. */
+    for (size_t j = 0; j < s->reqs.len; j++) {
+        const struct tb_req *e = tb_ring_at(&s->reqs, j);
+        if (e->q <= seen_to)
+            continue;
+        if (!s->fwd_from[child])
+            s->fwd_from[child] = e->q;
+        tb_node_to_child(n, child, id, e->p, e->q);
+    }
     return first;
 }
 

@@ -19,6 +19,7 @@ const char *tbon_strerror(int code)
     case TBON_EIO:       return "I/O error";
     case TBON_EAUTH:     return "authentication failed";
     case TBON_ENOTFOUND: return "not found";
+    case TBON_ELOST:     return "a wave was lost with failed nodes";
     default:             return "unknown error";
     }
 }

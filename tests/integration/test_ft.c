@@ -328,3 +328,77 @@ ITEST(backend_death_is_an_event)
             break;
     it_stop(&t);
 }
+
+/* Every child of the FE killed at once while sum waves are in flight: all
+ * four commnodes of 4x4 die together, their back-ends 5-20 are all adopted
+ * (by the FE: no other node is left). Every wave sent comes back - one in
+ * flight completes with what reached the FE, or with nothing - and none
+ * holds a back-end twice; afterwards every wave holds every back-end. */
+ITEST(all_fe_children_killed_waves_complete)
+{
+    it_tree_t t;
+    if (it_start(&t, "4x4", NULL, NULL))
+        return;
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
+    pid_t victim[4];
+    for (tbon_rank_t r = 1; r <= 4; r++)
+        REQUIRE((victim[r - 1] = it_pid_of("tbon_commnode", r)) > 0);
+    uint64_t full = 0;
+    for (size_t i = 0; i < t.nbe; i++)
+        full |= (uint64_t)1 << (t.be[i] % 64);
+    const uint32_t none[1] = { 0 };
+    const uint32_t waves = 200;
+    for (uint32_t w = 0; w < waves; w++) {
+        REQUIRE(tbon_stream_send(s, IT_TAG_SLOW, "%ud %aud", 0u, none, (size_t)0) == 0);
+        if (w == waves / 4)
+            for (int i = 0; i < 4; i++)
+                kill(victim[i], SIGKILL);
+    }
+    size_t bad = 0, nlost = 0;
+    for (uint32_t w = 0; w < waves && bad < 5; w++) {
+        tbon_packet_t *p = NULL;
+        int rc = tbon_stream_recv(s, &p, IT_RECV_MS);
+        if (rc == TBON_ELOST) {         /* said for the waves lost whole */
+            nlost++;
+            continue;
+        }
+        if (rc != 0) {
+            th_fail(__FILE__, __LINE__, "wave %u of %u: %s (%s)", w, waves, tbon_strerror(rc),
+                    tbon_net_error(t.net));
+            break;
+        }
+        uint64_t v = 0;
+        CHECK_INT(tbon_packet_unpack(p, "%uld", &v), 0);
+        tbon_packet_unref(p);
+        if (v > full || (v | full) != full) {
+            bad++;
+            th_fail(__FILE__, __LINE__, "wave %u: contributors %#llx, not a part of %#llx", w,
+                    (unsigned long long)v, (unsigned long long)full);
+        }
+    }
+    /* Failures of 1-4, adoptions of 5-20 (by the FE). */
+    int failed = 0, adopted = 0;
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while ((failed < 4 || adopted < 16) && it_now_ms() < end) {
+        tbon_event_t ev;
+        if (tbon_net_next_event(t.net, &ev, (int)(end - it_now_ms())) != 0)
+            break;
+        failed += ev.type == TBON_EV_NODE_FAILED && ev.rank >= 1 && ev.rank <= 4;
+        if (ev.type == TBON_EV_NODE_ADOPTED) {
+            CHECK_UINT(ev.parent, 0);
+            adopted++;
+        }
+        CHECK(ev.type != TBON_EV_NODE_FAILED || ev.rank <= 4);
+    }
+    CHECK_INT(failed, 4);
+    CHECK_INT(adopted, 16);
+    if (getenv("TH_VERBOSE"))
+        fprintf(stderr, "    %zu of %u waves lost whole\n", nlost, waves);
+    CHECK_UINT(tbon_net_num_backends(t.net), t.nbe);
+    for (uint32_t w = 0; w < 20 && bad < 5; w++)
+        if (it_sum_wave(s, 100 + w, t.be, t.nbe) != 0)
+            bad++;
+    it_stop(&t);
+}
