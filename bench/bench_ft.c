@@ -184,30 +184,7 @@ static char tmpdir[64];         /* the topologies written; "" when none */
  * each. Returns how many there are. */
 static long scan_session(const char *kv, int sig, pid_t *pids, size_t npids)
 {
-    enum { ENV_MAX = 1 << 18 };
-    DIR *d = opendir("/proc");
-    char *buf = malloc(ENV_MAX);    /* not static: the watchdog may scan too */
-    long found = 0;
-    struct dirent *e;
-    while (d && buf && (e = readdir(d))) {
-        char *end;
-        long pid = strtol(e->d_name, &end, 10);
-        if (*end || pid <= 0 || pid == (long)getpid() || tb_proc_dead(pid) ||
-            !tb_proc_env_has(pid, kv ? kv : session_kv, !kv, buf, ENV_MAX))
-            continue;
-        found++;
-        if (pids) {
-            tbon_rank_t r = tb_proc_rank(pid);
-            if (r < npids)
-                pids[r] = (pid_t)pid;
-        }
-        if (sig)
-            kill((pid_t)pid, sig);
-    }
-    if (d)
-        closedir(d);
-    free(buf);
-    return found;
+    return tb_proc_scan_env(kv ? kv : session_kv, !kv, sig, pids, npids);
 }
 
 /* SIGKILL every process of the run, rescanning until none is found. */

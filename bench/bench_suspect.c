@@ -42,28 +42,7 @@ static int nloaders;
 /* pids[r] for every process of the run launched as rank r < n; the count. */
 static long scan(int sig, pid_t *pids, size_t n)
 {
-    enum { ENV_MAX = 1 << 18 };
-    DIR *d = opendir("/proc");
-    char *buf = malloc(ENV_MAX);
-    long found = 0;
-    struct dirent *e;
-    while (d && buf && (e = readdir(d))) {
-        char *end;
-        long pid = strtol(e->d_name, &end, 10);
-        if (*end || pid <= 0 || pid == (long)getpid() || tb_proc_dead(pid) ||
-            !tb_proc_env_has(pid, session_kv, 0, buf, ENV_MAX))
-            continue;
-        found++;
-        tbon_rank_t r = tb_proc_rank(pid);
-        if (pids && r < n)
-            pids[r] = (pid_t)pid;
-        if (sig)
-            kill((pid_t)pid, sig);
-    }
-    if (d)
-        closedir(d);
-    free(buf);
-    return found;
+    return tb_proc_scan_env(session_kv, 0, sig, pids, n);
 }
 
 static void unload(void)

@@ -39,7 +39,7 @@ for x in "$b"/bench/bench_*; do
     [ -x "$x" ] || continue
     case "$x" in *.d|*.o) continue ;; esac
     # The running-tree and fault-tolerance benchmarks get their own sections below.
-    case "$x" in */bench_flat|*/bench_tree|*/bench_ft|*/bench_stat) continue ;; esac
+    case "$x" in */bench_flat|*/bench_tree|*/bench_ft|*/bench_stat|*/bench_suspect) continue ;; esac
     echo "== $x" >&2
     "$x" | grep -E '^\|' >>"$tmp"
 done

@@ -963,26 +963,40 @@ static const char *task_name(void *arg, uint32_t id)
     return buf;
 }
 
-/* Add the tasks missing from tr (the root's set) under one frame naming why. */
-static size_t fill_missing(st_tree_t *tr, const struct run *r, const char *why)
+/* The indexes in r->t of the tasks missing from tr (the root's set), into a
+ * malloc'd array (NULL when none); *n gets their count. */
+static size_t *missing_tasks(const st_tree_t *tr, const struct run *r, size_t *n)
 {
     st_range_t *rg = NULL;
     uint64_t cnt = 0;
-    size_t nr = st_tree_tasks(tr, &rg, &cnt), j = 0, added = 0;
-    const char *frame[] = { why };
+    size_t nr = st_tree_tasks(tr, &rg, &cnt), j = 0;
+    size_t *v = NULL;
+    *n = 0;
     for (size_t i = 0; i < r->n; i++) {         /* r->t is sorted by id */
         uint32_t x = r->t[i].id;
         while (j < nr && rg[j].hi < x)
             j++;
         if (j < nr && rg[j].lo <= x)
             continue;
-        if (st_tree_add(tr, frame, 1, x) == 0)
-            added++;
+        if (!v)
+            v = xcalloc(r->n, sizeof *v);
+        v[(*n)++] = i;
     }
     free(rg);
-    return added;
+    return v;
 }
 
+/* Add the tasks missing from tr under one frame naming why. */
+static size_t fill_missing(st_tree_t *tr, const struct run *r, const char *why)
+{
+    size_t n, added = 0;
+    size_t *miss = missing_tasks(tr, r, &n);
+    const char *frame[] = { why };
+    for (size_t k = 0; k < n; k++)
+        added += st_tree_add(tr, frame, 1, r->t[miss[k]].id) == 0;
+    free(miss);
+    return added;
+}
 
 /* How many tasks missing from tr belong to a back-end that is alive in the
  * front-end's view (they may still come). */
@@ -991,18 +1005,12 @@ static size_t missing_alive(const st_tree_t *tr, const struct run *r, tbon_net_t
     int cap = tbon_net_view(net, NULL, 0);
     tbon_rank_t *live = cap > 0 ? xcalloc((size_t)cap, sizeof *live) : NULL;
     int nv = live ? tbon_net_view(net, live, (size_t)cap) : 0;
-    nv = nv < cap ? nv : cap;       /* nodes may have joined in between */
-    st_range_t *rg = NULL;
-    uint64_t cnt = 0;
-    size_t nr = st_tree_tasks(tr, &rg, &cnt), j = 0, k = 0;
-    for (size_t i = 0; i < r->n; i++) {         /* r->t is sorted by id */
-        uint32_t x = r->t[i].id;
-        while (j < nr && rg[j].hi < x)
-            j++;
-        if (j < nr && rg[j].lo <= x)
-            continue;
-        tbon_rank_t be = r->t[i].be;            /* the view is in rank order */
-        size_t lo = 0, hi = nv > 0 ? (size_t)nv : 0;
+    size_t nlive = nv < 0 ? 0 : nv < cap ? (size_t)nv : (size_t)cap;  /* joins in between */
+    size_t n, k = 0;
+    size_t *miss = missing_tasks(tr, r, &n);
+    for (size_t m = 0; m < n; m++) {
+        tbon_rank_t be = r->t[miss[m]].be;      /* the view is in rank order */
+        size_t lo = 0, hi = nlive;
         while (lo < hi) {
             size_t mid = (lo + hi) / 2;
             if (live[mid] < be)
@@ -1010,9 +1018,9 @@ static size_t missing_alive(const st_tree_t *tr, const struct run *r, tbon_net_t
             else
                 hi = mid;
         }
-        k += lo < (size_t)(nv > 0 ? nv : 0) && live[lo] == be;
+        k += lo < nlive && live[lo] == be;
     }
-    free(rg);
+    free(miss);
     free(live);
     return k;
 }

@@ -5,7 +5,9 @@
 #ifndef TB_PROCSCAN_H
 #define TB_PROCSCAN_H
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +77,37 @@ static inline tbon_rank_t tb_proc_rank(long pid)
         if (strcmp(buf + i, "--tbon-rank") == 0 && i + (ssize_t)strlen(buf + i) + 1 < n)
             return (tbon_rank_t)strtoul(buf + i + strlen(buf + i) + 1, NULL, 10);
     return TBON_RANK_NONE;
+}
+
+/* Walk the live processes but this one whose environment holds the entry key
+ * (dot_suffix: or key followed by '.' and anything). With pids, store the
+ * pid of each one launched as rank r < npids in pids[r]; with sig, send it
+ * to each. Returns how many there are. */
+static inline long tb_proc_scan_env(const char *key, int dot_suffix, int sig, pid_t *pids,
+                                    size_t npids)
+{
+    enum { ENV_MAX = 1 << 18 };
+    DIR *d = opendir("/proc");
+    char *buf = malloc(ENV_MAX);    /* not static: two threads may scan */
+    long found = 0;
+    struct dirent *e;
+    while (d && buf && (e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid() || tb_proc_dead(pid) ||
+            !tb_proc_env_has(pid, key, dot_suffix, buf, ENV_MAX))
+            continue;
+        found++;
+        tbon_rank_t r = pids ? tb_proc_rank(pid) : TBON_RANK_NONE;
+        if (pids && r < npids)
+            pids[r] = (pid_t)pid;
+        if (sig)
+            kill((pid_t)pid, sig);
+    }
+    if (d)
+        closedir(d);
+    free(buf);
+    return found;
 }
 
 #endif
