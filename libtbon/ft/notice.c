@@ -35,7 +35,33 @@ static void on_notice_io(tb_io_t *io, uint32_t events)
     tb_view_on_notices(io->arg);
 }
 
+static int open_notices_at(tb_node_t *n, int quiet);
+
 int tb_view_open_notices(tb_node_t *n)
+{
+    /* The UDP port is the FE's TCP port, which the kernel chose free for TCP
+     * only: another process's UDP socket may hold that number (seen in the
+     * suite, where hundreds of nodes each send notices from an ephemeral UDP
+     * port). Before anyone knows the port, take another pair. */
+    for (int i = 0; i < 16 && n->lfd >= 0; i++) {
+        if (open_notices_at(n, 1) == 0)
+            return 0;
+        if (errno != EADDRINUSE)
+            break;
+        uint16_t port = 0;
+        int fd = tb_sock_listen(&port, NULL);
+        if (fd < 0)
+            break;
+        TB_DEBUG("view", "UDP port %u taken: listening on %u instead", (unsigned)n->port,
+                 (unsigned)port);
+        close(n->lfd);
+        n->lfd = fd;
+        n->port = port;
+    }
+    return open_notices_at(n, 0);
+}
+
+static int open_notices_at(tb_node_t *n, int quiet)
 {
     /* Where the FE's TCP port is: IPv6 and IPv4 on one socket where the host
      * has IPv6 (as tb_sock_listen), else IPv4. */
@@ -59,10 +85,13 @@ int tb_view_open_notices(tb_node_t *n)
         rc = fd >= 0 ? bind(fd, (struct sockaddr *)&a, sizeof a) : -1;
     }
     if (rc < 0) {
-        TB_WARN("view", "no socket for failure notices on UDP port %u (%s): the FE hears of "
-                "failures through the tree only", (unsigned)n->port, strerror(errno));
+        int e = errno;
+        if (!quiet)
+            TB_WARN("view", "no socket for failure notices on UDP port %u (%s): the FE hears of "
+                    "failures through the tree only", (unsigned)n->port, strerror(e));
         if (fd >= 0)
             close(fd);
+        errno = e;
         return -1;
     }
     struct tb_ft *ft = n->ftst;
