@@ -140,6 +140,31 @@ static size_t scan_until(uint32_t job, const uint32_t *steps, size_t nsteps, uin
     }
 }
 
+/* Wait (at most ms) until pid has a child that runs comm: its pid, or 0. */
+static pid_t wait_child(pid_t pid, const char *comm, int ms)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+        FILE *f = fopen(path, "r");
+        int kid = 0;
+        if (f) {
+            if (fscanf(f, "%d", &kid) != 1)
+                kid = 0;
+            fclose(f);
+        }
+        if (kid > 0 && th_wait_comm(kid, comm, 0))
+            return kid;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > ms)
+            return 0;
+        struct timespec ts = { 0, 5 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
 TEST(job_tasks_from_proc)
 {
     /* A job id no real job here has. */
@@ -155,6 +180,10 @@ TEST(job_tasks_from_proc)
     for (int i = 0; i < nk; i++)
         if (kids[i] != wr)
             th_wait_comm(kids[i], "sleep", 5000);
+    /* The wrapper's task is its child: scanned before the shell forked it,
+     * the shell alone would be rank 1 (seen once in five runs). */
+    pid_t wr_task = wait_child(wr, "sleep", 5000);
+    CHECK(wr_task > 0);
 
     /* Every step but 7: ranks 0 and 1 of step 0 (1 is the sleep, not its
      * shell), rank 0 of step 1. Rank 2 of step 0 is not there: size says 3. */
@@ -168,9 +197,7 @@ TEST(job_tasks_from_proc)
         CHECK_INT(t[0].size, 3);
         CHECK_UINT(t[1].step, 0);
         CHECK_INT(t[1].rank, 1);
-        CHECK(t[1].pid != wr);                /* the shell's child */
-        /* forked by the shell, it may not have exec'd sleep yet */
-        CHECK(th_wait_comm((int)t[1].pid, "sleep", 5000));
+        CHECK_INT(t[1].pid, wr_task);         /* the shell's child, not the shell */
         CHECK_UINT(t[2].step, 1);
         CHECK_INT(t[2].pid, s1);
     }
