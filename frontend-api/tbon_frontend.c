@@ -897,6 +897,16 @@ static int no_backends(unsigned long wave)
     return EXIT_RUN;
 }
 
+/* A wave lost whole (TBON_ELOST): every part of it died with failed nodes. */
+static int lost_wave(tbon_net_t *net, unsigned long wave)
+{
+    if (tbon_net_num_backends(net) == 0)
+        return no_backends(wave);
+    fprintf(stderr, PROG ": wave %lu: lost whole: every part of it died with failed nodes (%s; "
+            "--events shows which)\n", wave, tbon_net_error(net));
+    return EXIT_RUN;
+}
+
 /* One wave: send the request, then print its results. Returns 0 or EXIT_RUN. */
 static int run_wave(const struct cli *c, tbon_net_t *net, tbon_stream_t *s, unsigned long w)
 {
@@ -917,6 +927,8 @@ static int run_wave(const struct cli *c, tbon_net_t *net, tbon_stream_t *s, unsi
             rc = recv_result(s, &p, RECV_SLICE_MS);
             if (rc == TBON_ETIMEOUT)
                 continue;    /* re-read the number of live back-ends */
+            if (rc == TBON_ELOST)
+                return lost_wave(net, w);
             if (rc != 0)
                 return g_stop ? EXIT_RUN : recv_failed(c, net, w, rc);
             print_result(c, w, p, ORIGIN_BACKEND, 0, NULL, 0);
@@ -933,6 +945,8 @@ static int run_wave(const struct cli *c, tbon_net_t *net, tbon_stream_t *s, unsi
         while ((rc = recv_result(s, &p, RECV_SLICE_MS)) == TBON_ETIMEOUT)
             if (tbon_net_num_backends(net) == 0)
                 return no_backends(w);
+        if (rc == TBON_ELOST)
+            return lost_wave(net, w);
         if (rc != 0)
             return g_stop ? EXIT_RUN : recv_failed(c, net, w, rc);
         /* The back-ends cut off from the tree (their parent failed, no

@@ -241,6 +241,7 @@ static void after_dispatch(tb_node_t *n)
             queued += c->out_bytes;
         }
     }
+    tb_stream_settle_due(n);
     pressure(n);
     atomic_store(&n->queued, queued);
     if (atomic_load(&n->waiters) > 0) {

@@ -154,6 +154,8 @@ struct tb_node {
     _Atomic tbon_rank_t parent_rank; /* the EDS thread reads it */
     tb_role_t  role;
     tb_fe_state_t *fe;        /* the front-end's own state; NULL elsewhere */
+    int        settle_due;    /* FE: look for lost waves after this dispatch
+                                 (tb_stream_settle); the reactor's */
     const struct tb_ft_ops *ft; /* the fault-tolerance layer (cfg.ft) */
     /* Fault tolerance's own state (ft/ft_int.h: recovery, views, notices,
      * joins, attributes, the EDS), opaque here: the node asks for what it
@@ -435,6 +437,8 @@ void tb_stream_child_gone(tb_node_t *n, size_t child);
 /* FE: after a failure or an adoption, the waves no node can bring any more
  * are given to the application as lost (docs/protocol.md 8.4). */
 void tb_stream_settle(tb_node_t *n);
+/* The node, after each dispatch: a settle asked for is done now. */
+void tb_stream_settle_due(tb_node_t *n);
 /* Child i's suspicion changed (child[i].suspect): the waves waiting for it
  * go on without it. */
 void tb_stream_child_suspect(tb_node_t *n, size_t child);

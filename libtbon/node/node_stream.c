@@ -614,7 +614,18 @@ static void settle_stream(tb_node_t *n, tb_stream_st_t *s)
 
 void tb_stream_settle(tb_node_t *n)
 {
-    for (size_t id = 0; n->role == TB_ROLE_FE && id < n->nstreams; id++)
+    /* At the end of the turn (tb_stream_settle_due): the events of this
+     * failure or adoption reach the application before a wave it lost. */
+    if (n->role == TB_ROLE_FE)
+        n->settle_due = 1;
+}
+
+void tb_stream_settle_due(tb_node_t *n)
+{
+    if (!n->settle_due)
+        return;
+    n->settle_due = 0;
+    for (size_t id = 0; id < n->nstreams; id++)
         if (n->streams[id])
             settle_stream(n, n->streams[id]);
 }
