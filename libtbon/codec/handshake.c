@@ -47,6 +47,7 @@ const char *tb_purpose_name(int purpose)
     case TB_PURPOSE_ATTACH:   return "attach";
     case TB_PURPOSE_ADOPTION: return "adoption";
     case TB_PURPOSE_JOIN:     return "join";
+    case TB_PURPOSE_RELINK:   return "relink";
     default:                  return "unknown";
     }
 }

@@ -40,8 +40,10 @@ enum tb_purpose {
     TB_PURPOSE_ATTACH = 2,     /* a BE started elsewhere joining through the attach file */
     TB_PURPOSE_ADOPTION = 3,   /* an orphan asking to be adopted */
     TB_PURPOSE_JOIN = 4,       /* a new BE asking the FE for a rank and a parent */
+    TB_PURPOSE_RELINK = 5,     /* a child whose data connection broke, back to the same
+                                  parent: the link layer resends (docs/protocol.md 2.4) */
 };
-#define TB_PURPOSE_MAX TB_PURPOSE_JOIN
+#define TB_PURPOSE_MAX TB_PURPOSE_RELINK
 
 /* WELCOME status; values are part of the protocol. */
 enum tb_welcome_status {

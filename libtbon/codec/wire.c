@@ -46,8 +46,9 @@ static void encode_fields(const tb_frame_hdr_t *h, uint8_t *out)
     tb_put32(out + 12, h->stream);
     tb_put32(out + 16, (uint32_t)h->tag);
     tb_put32(out + 20, h->source);
-    tb_put64(out + 24, h->seq);
-    tb_put64(out + 32, h->ack);
+    tb_put32(out + 24, h->seq);
+    tb_put32(out + 28, h->ack);
+    tb_put64(out + 32, h->key);
 }
 
 void tb_frame_hdr_encode(const tb_frame_hdr_t *h, const void *payload,

@@ -14,7 +14,7 @@
 #include <tbon/tbon.h>
 
 #define TB_FRAME_MAGIC      0x4E4F4254u   /* bytes 'T' 'B' 'O' 'N' on the wire */
-#define TB_FRAME_VERSION    1
+#define TB_FRAME_VERSION    2            /* 2: seq/ack u32 and the wave key (docs/protocol.md 2.4) */
 #define TB_FRAME_HDR_SIZE   44
 #define TB_FRAME_CRC_OFFSET 40            /* the CRC covers bytes [0, 40) and the payload */
 
@@ -37,7 +37,9 @@ enum tb_frame_type {
 /* Header flags; any other bit set is an error. */
 #define TB_FRAME_F_ZLIB  0x0001u  /* payload = u32 LE uncompressed length || zlib stream */
 #define TB_FRAME_F_MORE  0x0002u  /* DATA upward: more packets of the same wave follow */
-#define TB_FRAME_F_KNOWN (TB_FRAME_F_ZLIB | TB_FRAME_F_MORE)
+#define TB_FRAME_F_RESEND 0x0004u /* ACK: resend everything after hdr.ack (a CRC error,
+                                     a gap, or the first frame on a relinked connection) */
+#define TB_FRAME_F_KNOWN (TB_FRAME_F_ZLIB | TB_FRAME_F_MORE | TB_FRAME_F_RESEND)
 
 /* The default payload limit a connection should use once authenticated;
  * before the handshake has succeeded use TB_FRAME_MAX_HANDSHAKE. */
@@ -51,8 +53,9 @@ typedef struct tb_frame_hdr {
     uint32_t stream;
     int32_t  tag;
     uint32_t source;      /* rank of the producer */
-    uint64_t seq;         /* link sequence number (link layer) */
-    uint64_t ack;         /* highest sequence number received (link layer) */
+    uint32_t seq;         /* link sequence number, 0: not sequenced (net/conn.c) */
+    uint32_t ack;         /* last sequence number received in order (link layer) */
+    uint64_t key;         /* DATA: the wave key (docs/protocol.md 8.4); else 0 */
 } tb_frame_hdr_t;
 
 /* A decoded frame. hdr.len is the length of payload as delivered, i.e. after
@@ -140,6 +143,13 @@ int tb_fdec_reserve(tb_fdec_t *d, size_t want, void **ptr, size_t *avail);
 /* Take n (<= *avail of the last reserve) bytes written at the reserved room. */
 void tb_fdec_commit(tb_fdec_t *d, size_t n);
 
+/* After TB_FDEC_ECRC only: drop the bad frame (its bytes are consumed, as
+ * its header's length said) and go on with the next header, so that the
+ * link layer can ask for a resend instead of closing (a length that was
+ * itself corrupted loses the framing: the next header then fails EMAGIC,
+ * which stays final). Returns 0, or the sticky error if it is not ECRC. */
+int tb_fdec_resume(tb_fdec_t *d);
+
 /* The next complete frame: returns 1 and fills *out (the caller owns
  * out->payload; free with tb_frame_release), 0 when more bytes are needed,
  * or TBON_EFORMAT / TBON_ENOMEM on an error. Errors are sticky: every later
@@ -153,6 +163,9 @@ const char *tb_fdec_error(const tb_fdec_t *d);
 
 /* Name of an error kind ("ECRC", ...). */
 const char *tb_fdec_kind_name(int kind);
+
+/* Whether part of a frame is buffered (a header or payload incomplete). */
+int tb_fdec_partial(const tb_fdec_t *d);
 
 /* Bytes of memory the decoder holds right now (buffer + partial payload). */
 size_t tb_fdec_memory(const tb_fdec_t *d);

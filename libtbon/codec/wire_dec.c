@@ -9,7 +9,9 @@
  *  - a large payload (>= DIRECT_MIN) still arriving gets its final buffer at
  *    once, and tb_fdec_reserve hands out that buffer, so its bytes are read
  *    by the kernel into place and checksummed at commit, while still in cache.
- * Every error is final: the stream's framing can no longer be trusted.
+ * Every error is final (the stream's framing can no longer be trusted), but
+ * a CRC mismatch, whose length passed the checks, can be skipped
+ * (tb_fdec_resume) so that the link layer asks for a resend.
  */
 #include "codec/wire.h"
 
@@ -201,8 +203,9 @@ static int parse_header(tb_fdec_t *d, const uint8_t *p)
     d->hdr.stream = tb_get32(p + 12);
     d->hdr.tag = (int32_t)tb_get32(p + 16);
     d->hdr.source = tb_get32(p + 20);
-    d->hdr.seq = tb_get64(p + 24);
-    d->hdr.ack = tb_get64(p + 32);
+    d->hdr.seq = tb_get32(p + 24);
+    d->hdr.ack = tb_get32(p + 28);
+    d->hdr.key = tb_get64(p + 32);
     d->want_crc = tb_get32(p + TB_FRAME_CRC_OFFSET);
     d->crc = tb_crc32c(0, p, TB_FRAME_CRC_OFFSET);
     return 0;
@@ -214,7 +217,7 @@ static int check_crc(tb_fdec_t *d)
         return 0;
     return fail(d, TB_FDEC_ECRC,
                 "CRC mismatch: frame says 0x%08" PRIx32 ", computed 0x%08" PRIx32
-                " (%s frame, %" PRIu32 " payload bytes, seq %" PRIu64 ")",
+                " (%s frame, %" PRIu32 " payload bytes, seq %" PRIu32 ")",
                 d->want_crc, d->crc, tb_frame_type_name(d->hdr.type), d->hdr.len, d->hdr.seq);
 }
 
@@ -376,6 +379,19 @@ int tb_fdec_next(tb_fdec_t *d, tb_frame_t *out)
     return deliver(d, p, 1, out);
 }
 
+int tb_fdec_resume(tb_fdec_t *d)
+{
+    if (d->kind != TB_FDEC_ECRC)
+        return d->kind ? d->code : 0;
+    /* The payload was consumed (or its direct buffer freed) before the
+     * check: the next byte is the next header's. */
+    d->kind = 0;
+    d->code = 0;
+    d->msg[0] = 0;
+    d->state = ST_HDR;
+    return 0;
+}
+
 int tb_fdec_error_kind(const tb_fdec_t *d)
 {
     return d->kind;
@@ -400,6 +416,11 @@ const char *tb_fdec_kind_name(int kind)
     case TB_FDEC_ENOMEM:   return "ENOMEM";
     default:               return "unknown";
     }
+}
+
+int tb_fdec_partial(const tb_fdec_t *d)
+{
+    return d->state != ST_HDR || d->wr > d->rd;
 }
 
 size_t tb_fdec_memory(const tb_fdec_t *d)

@@ -140,7 +140,11 @@ static void admit(tb_eds_t *e, watch_t *w)
     int expected = r < tb_topology_size(e->topo) && e->expect[r];
     int ok = r < tb_topology_size(e->topo) && r != e->rank &&
              hs->role == (uint8_t)tb_topology_role(e->topo, r);
-    if (purpose == TB_PURPOSE_ADOPTION) {
+    if (purpose == TB_PURPOSE_RELINK) {
+        /* A child of ours whose data connection broke (docs/protocol.md
+         * 2.4): the reactor takes the socket if it still has the child. */
+        ok = ok && atomic_load(&e->ft_ready) && tb_topology_parent(e->topo, r) == e->rank;
+    } else if (purpose == TB_PURPOSE_ADOPTION) {
         /* Any orphan may ask; the reactor decides (it has the up-to-date
          * topology) and answers with TB_CTL_ADOPT_ACK or a close. */
         ok = ok && atomic_load(&e->ft_ready) && e->role != TB_ROLE_BE;
@@ -152,7 +156,8 @@ static void admit(tb_eds_t *e, watch_t *w)
             ok = 0;
     }
     uint8_t *seen = purpose == TB_PURPOSE_EVENT ? e->event_seen : e->data_seen;
-    if (ok && purpose != TB_PURPOSE_ADOPTION && seen[r] && !expected)
+    if (ok && purpose != TB_PURPOSE_ADOPTION && purpose != TB_PURPOSE_RELINK && seen[r] &&
+        !expected)
         ok = 0;
     /* A process of an older generation than the rank's (it was restarted
      * since): whatever it says is stale. */
@@ -188,7 +193,8 @@ static void admit(tb_eds_t *e, watch_t *w)
     tb_loop_forget(e->loop, &w->io);
     w->dead = 1;
     tb_eds_post(e, purpose == TB_PURPOSE_ADOPTION ? tb_cmd_adopt_conn(w->fd, r, inc)
-                                           : tb_cmd_conn(w->fd, r));
+                   : purpose == TB_PURPOSE_RELINK ? tb_cmd_relink(w->fd, r, 0, 0, NULL)
+                   : tb_cmd_conn(w->fd, r));
 }
 
 static void on_listen(tb_eds_t *e, int lfd)

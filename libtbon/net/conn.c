@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "codec/packet_int.h"
+#include "util/clock.h"
 #include "net/sock.h"
 
 tb_conn_t *tb_conn_new(int fd, tbon_rank_t rank, int index, uint32_t max_payload)
@@ -29,6 +30,7 @@ tb_conn_t *tb_conn_new(int fd, tbon_rank_t rank, int index, uint32_t max_payload
     c->rank = rank;
     c->index = index;
     c->reading = 1;
+    c->tx_next = 1;
     return c;
 }
 
@@ -51,13 +53,43 @@ void tb_conn_destroy(tb_conn_t *c)
     free(c);
 }
 
-/* A zeroed frame at the tail of the queue. */
-static tb_outframe_t *q_push(tb_conn_t *c)
+/* A zeroed frame at the tail of the queue; with sequenced, h gets the next
+ * link sequence number, and the acknowledgement of what we received rides
+ * on it (no lone ACK is owed then). */
+static tb_outframe_t *q_push(tb_conn_t *c, tb_frame_hdr_t *h, int sequenced)
 {
     tb_outframe_t *f = tb_ring_push(&c->q);
-    if (f)
-        c->dirty = 1;
+    if (!f)
+        return NULL;
+    c->dirty = 1;
+    if (sequenced) {
+        f->seq = h->seq = c->tx_next;
+        c->tx_next = c->tx_next + 1 ? c->tx_next + 1 : 1;   /* 0 is "not sequenced" */
+        h->ack = c->rx;
+        c->rx_unacked = 0;
+        c->ack_due = 0;
+    }
     return f;
+}
+
+static int send_packet(tb_conn_t *c, tb_frame_hdr_t *h, tbon_packet_t *p, int sequenced)
+{
+    size_t len;
+    const uint8_t *payload = tb_packet_payload(p, &len);
+    tb_outframe_t *f = q_push(c, h, sequenced);
+    if (!f)
+        return TBON_ENOMEM;
+    h->len = (uint32_t)len;
+    /* Combining CRCs costs about as much as checksumming 16 KiB: only a large
+     * payload (sent on many links) is checksummed once and combined. */
+    if (len < 16384)
+        tb_frame_hdr_encode(h, payload, f->hdr);
+    else
+        tb_frame_hdr_encode_crc(h, tb_packet_payload_crc(p), f->hdr);
+    f->pkt = tbon_packet_ref(p);
+    f->len = len;
+    c->out_bytes += TB_FRAME_HDR_SIZE + len;
+    return 0;
 }
 
 int tb_conn_send_packet(tb_conn_t *c, uint8_t type, uint32_t stream, int32_t tag,
@@ -75,33 +107,26 @@ int tb_conn_send_packet_flags(tb_conn_t *c, uint8_t type, uint16_t flags, uint32
 int tb_conn_send_packet_key(tb_conn_t *c, uint8_t type, uint16_t flags, uint32_t stream,
                             int32_t tag, tbon_rank_t source, uint64_t key, tbon_packet_t *p)
 {
-    size_t len;
-    const uint8_t *payload = tb_packet_payload(p, &len);
-    tb_outframe_t *f = q_push(c);
-    if (!f)
-        return TBON_ENOMEM;
-    tb_frame_hdr_t h = { .type = type, .flags = flags, .len = (uint32_t)len, .stream = stream,
-                         .tag = tag, .source = source, .seq = key };
-    /* Combining CRCs costs about as much as checksumming 16 KiB: only a large
-     * payload (sent on many links) is checksummed once and combined. */
-    if (len < 16384)
-        tb_frame_hdr_encode(&h, payload, f->hdr);
-    else
-        tb_frame_hdr_encode_crc(&h, tb_packet_payload_crc(p), f->hdr);
-    f->pkt = tbon_packet_ref(p);
-    f->len = len;
-    c->out_bytes += TB_FRAME_HDR_SIZE + len;
-    return 0;
+    tb_frame_hdr_t h = { .type = type, .flags = flags, .stream = stream, .tag = tag,
+                         .source = source, .key = key };
+    return send_packet(c, &h, p, 1);
+}
+
+int tb_conn_send_packet_oob(tb_conn_t *c, uint8_t type, int32_t tag, tbon_rank_t source,
+                            tbon_packet_t *p)
+{
+    tb_frame_hdr_t h = { .type = type, .tag = tag, .source = source };
+    return send_packet(c, &h, p, 0);
 }
 
 int tb_conn_send_buf(tb_conn_t *c, const tb_frame_hdr_t *h, uint8_t *buf, size_t len)
 {
-    tb_outframe_t *f = q_push(c);
+    tb_frame_hdr_t hh = *h;
+    tb_outframe_t *f = q_push(c, &hh, 1);
     if (!f) {
         free(buf);
         return TBON_ENOMEM;
     }
-    tb_frame_hdr_t hh = *h;
     hh.len = (uint32_t)len;
     tb_frame_hdr_encode(&hh, buf, f->hdr);
     f->buf = buf;
@@ -116,7 +141,7 @@ int tb_conn_send_raw(tb_conn_t *c, uint8_t *frame, size_t len)
         free(frame);
         return TBON_EINVAL;
     }
-    tb_outframe_t *f = q_push(c);
+    tb_outframe_t *f = q_push(c, &(tb_frame_hdr_t){ 0 }, 0);
     if (!f) {
         free(frame);
         return TBON_ENOMEM;
@@ -129,16 +154,82 @@ int tb_conn_send_raw(tb_conn_t *c, uint8_t *frame, size_t len)
     return 0;
 }
 
+void tb_conn_pop_done(tb_conn_t *c)
+{
+    while (c->q.len > 0) {
+        tb_outframe_t *f = tb_ring_at(&c->q, 0);
+        if (!f->done || (c->wpos == 0 && c->qoff))
+            break;
+        outframe_free(f);
+        tb_ring_drop(&c->q);
+        if (c->wpos)
+            c->wpos--;
+    }
+}
+
+/* Resend from the first retained frame: everything written and not yet
+ * acknowledged is unwritten again. Only at a frame boundary. */
+static void rewind_queue(tb_conn_t *c)
+{
+    c->rewind = 0;
+    c->out_bytes += c->ret_bytes;
+    c->ret_bytes = 0;
+    c->wpos = 0;
+    c->n_resent++;
+}
+
+/* w bytes went out: the lone ACK first when it led the write, then frames. */
+static void consumed(tb_conn_t *c, size_t w, int ctl_first)
+{
+    if (ctl_first) {
+        size_t k = w < c->ctl_left ? w : c->ctl_left;
+        c->ctl_left -= k;
+        w -= k;
+    }
+    while (w > 0) {
+        while (c->wpos < c->q.len && ((tb_outframe_t *)tb_ring_at(&c->q, c->wpos))->done)
+            c->wpos++;
+        tb_outframe_t *f = tb_ring_at(&c->q, c->wpos);
+        size_t size = TB_FRAME_HDR_SIZE + f->len, rest = size - c->qoff;
+        if (w < rest) {
+            c->qoff += w;
+            c->out_bytes -= w;
+            return;
+        }
+        w -= rest;
+        c->out_bytes -= rest;
+        c->qoff = 0;
+        if (f->seq)
+            c->ret_bytes += size;   /* kept until acknowledged (net/link.c) */
+        else
+            f->done = 1;
+        c->wpos++;
+    }
+}
+
 int tb_conn_flush(tb_conn_t *c)
 {
     enum { MAXV = 128 };
     c->dirty = 0;
-    while (c->q.len > 0) {
+    if (c->fd < 0)
+        return 1;
+    for (;;) {
+        if (c->rewind && c->qoff == 0)
+            rewind_queue(c);
         struct iovec iov[MAXV];
         int n = 0;
+        int ctl_first = c->ctl_left && c->qoff == 0;
+        if (ctl_first) {
+            iov[n].iov_base = c->ctl + TB_FRAME_HDR_SIZE - c->ctl_left;
+            iov[n++].iov_len = c->ctl_left;
+        }
         size_t off = c->qoff;
-        for (size_t i = 0; i < c->q.len && n + 2 <= MAXV; i++) {
+        for (size_t i = c->wpos; !c->hold && i < c->q.len && n + 2 <= MAXV; i++) {
             tb_outframe_t *f = tb_ring_at(&c->q, i);
+            if (f->done)
+                continue;
+            if (c->ctl_left && !ctl_first && off == 0)
+                break;      /* the ACK goes at this boundary, on the next round */
             const uint8_t *payload = f->pkt ? tb_packet_payload(f->pkt, &(size_t){0}) : f->buf;
             if (off < TB_FRAME_HDR_SIZE) {
                 iov[n].iov_base = f->hdr + off;
@@ -153,6 +244,8 @@ int tb_conn_flush(tb_conn_t *c)
             }
             off = 0;
         }
+        if (n == 0)
+            break;
         struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)n };
         ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
@@ -164,21 +257,10 @@ int tb_conn_flush(tb_conn_t *c)
             c->closed = 1;
             return TBON_EIO;
         }
-        size_t left = (size_t)w;
-        c->out_bytes -= left;
-        while (left > 0) {
-            tb_outframe_t *f = tb_ring_at(&c->q, 0);
-            size_t rest = TB_FRAME_HDR_SIZE + f->len - c->qoff;
-            if (left < rest) {
-                c->qoff += left;
-                break;
-            }
-            left -= rest;
-            outframe_free(f);
-            tb_ring_drop(&c->q);
-            c->qoff = 0;
-        }
+        consumed(c, (size_t)w, ctl_first);
+        tb_conn_pop_done(c);
     }
+    tb_conn_pop_done(c);
     return 1;
 }
 
@@ -196,6 +278,7 @@ long tb_conn_read(tb_conn_t *c, size_t max_bytes)
         }
         ssize_t n = recv(c->fd, p, avail, MSG_DONTWAIT);
         if (n > 0) {
+            c->rx_last = tb_now_ms();
             tb_fdec_commit(c->dec, (size_t)n);
             total += (size_t)n;
             if ((size_t)n < avail)

@@ -1,6 +1,9 @@
 /* conn.h - a data connection owned by a reactor: a frame decoder on the read
  * side, a queue of frames on the write side (packets are sent by reference,
- * header and payload gathered with writev) */
+ * header and payload gathered with writev). The queue is also the link
+ * layer's retention (net/link.h): a sequenced frame stays in it, written,
+ * until the peer acknowledges it, and the connection object outlives a
+ * broken socket so that a new one (a relink) can take over its queue. */
 #ifndef TB_CONN_H
 #define TB_CONN_H
 
@@ -22,6 +25,9 @@ typedef struct tb_outframe {
     tbon_packet_t *pkt;
     uint8_t       *buf;
     size_t         len;        /* payload bytes */
+    uint32_t       seq;        /* link sequence number; 0: not sequenced */
+    int            done;       /* written and not to be kept (not sequenced), or
+                                  acknowledged: counted nowhere, dropped at the head */
 } tb_outframe_t;
 
 struct tb_conn {
@@ -29,9 +35,31 @@ struct tb_conn {
     tbon_rank_t rank;          /* the peer */
     int         index;         /* owner's slot for it (child index, -1 = parent) */
     tb_fdec_t  *dec;
-    tb_ring_t   q;             /* queued frames (tb_outframe_t), oldest first */
-    size_t      qoff;          /* bytes of the oldest already written */
+    tb_ring_t   q;             /* queued frames (tb_outframe_t), oldest first: the
+                                  retained ones [0, wpos), then the unwritten */
+    size_t      wpos;          /* the first frame not completely written */
+    size_t      qoff;          /* bytes of frame wpos already written */
     size_t      out_bytes;     /* bytes queued, not yet written */
+    size_t      ret_bytes;     /* bytes written, kept until acknowledged */
+    /* the link layer (net/link.c; docs/protocol.md 2.4) */
+    uint32_t    tx_next;       /* sequence number of the next sequenced frame */
+    uint32_t    acked;         /* the peer has every frame up to this one */
+    uint32_t    rx;            /* the last frame received in order */
+    uint32_t    rx_unacked;    /* frames received since our last acknowledgement */
+    int64_t     ack_due;       /* when a lone ACK must go (0: none owed) */
+    uint32_t    nack_rx;       /* rx when we last asked for a resend */
+    int64_t     nack_at;       /* ... and when (0: no resend asked for) */
+    int64_t     rx_last;       /* when bytes last arrived */
+    uint8_t     ctl[TB_FRAME_HDR_SIZE]; /* a lone ACK, written at a frame boundary */
+    size_t      ctl_left;      /* its bytes not yet written (0: none) */
+    int         rewind;        /* resend from the first retained frame at the next
+                                  frame boundary (the peer asked for it) */
+    int         hold;          /* relinked: nothing sequenced goes until the
+                                  peer's RESEND says what it has */
+    int         down;          /* the socket broke: fd -1 until a relink */
+    int64_t     down_since;    /* when the link went down (kept until the peer's
+                                  RESEND on a new socket) */
+    uint64_t    n_resent, n_dups, n_crc, n_relinks;   /* counters, for logs and tests */
     tb_io_t     io;            /* in its owner's loop (io.fd is fd) */
     int         reading;       /* 0 while back-pressure pauses reading */
     int         dirty;         /* has queued frames not yet tried */
@@ -57,19 +85,44 @@ int tb_conn_send_packet_flags(tb_conn_t *c, uint8_t type, uint16_t flags, uint32
 int tb_conn_send_packet_key(tb_conn_t *c, uint8_t type, uint16_t flags, uint32_t stream,
                             int32_t tag, tbon_rank_t source, uint64_t key, tbon_packet_t *p);
 
+/* The same, not sequenced: for frames read before the connection reaches
+ * the peer's reactor (the topology, the join and adoption answers), which
+ * the link layer can neither acknowledge nor resend. */
+int tb_conn_send_packet_oob(tb_conn_t *c, uint8_t type, int32_t tag, tbon_rank_t source,
+                            tbon_packet_t *p);
+
 /* Queue a frame whose payload is buf (taken over, freed after writing). */
 int tb_conn_send_buf(tb_conn_t *c, const tb_frame_hdr_t *h, uint8_t *buf, size_t len);
 
-/* Queue an already encoded frame (header included) in buf (taken over). */
+/* Queue an already encoded frame (header included) in buf (taken over),
+ * not sequenced, as it is (the topology frame, built once for all). */
 int tb_conn_send_raw(tb_conn_t *c, uint8_t *frame, size_t len);
 
-/* Write as much as the socket takes. Returns 1 if everything is written, 0 if
- * some is left (wait for EPOLLOUT), or TBON_EIO (c->closed set). */
+/* Write as much as the socket takes: the lone ACK at the next frame
+ * boundary, then the frames not yet written (none while the link holds or
+ * is down). Returns 1 if everything is written, 0 if some is left (wait for
+ * EPOLLOUT), or TBON_EIO (c->closed set). */
 int tb_conn_flush(tb_conn_t *c);
 
 /* Read what is available (up to about max_bytes) into the decoder. Returns
  * bytes read (> 0), 0 on EAGAIN, or < 0 on EOF/error (c->closed and c->why
  * set). Take the frames with tb_fdec_next(c->dec, ...). */
 long tb_conn_read(tb_conn_t *c, size_t max_bytes);
+
+/* Bytes that count toward the back-pressure marks: queued and retained. */
+static inline size_t tb_conn_held(const tb_conn_t *c)
+{
+    return c->out_bytes + c->ret_bytes;
+}
+
+/* Whether a write is waiting for the socket (EPOLLOUT wanted). */
+static inline int tb_conn_wants_write(const tb_conn_t *c)
+{
+    return c->fd >= 0 && (c->ctl_left || (c->out_bytes && !c->hold));
+}
+
+/* Drop the frames at the head that are done (written unsequenced, or
+ * acknowledged). */
+void tb_conn_pop_done(tb_conn_t *c);
 
 #endif

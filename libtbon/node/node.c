@@ -17,43 +17,63 @@
 #include "proc/relay.h"
 #include "proc/sshmux.h"
 #include "codec/packet_int.h"
+#include "net/link.h"
 #include "net/sock.h"
 
 /* Read at most this much from one connection per wake-up, so one busy child
  * cannot starve the others. */
 #define READ_BUDGET (256u * 1024)
 
+/* The frames a connection's decoder holds. Each passes the link layer
+ * first (net/link.h: acknowledgements taken, duplicates and frames after a
+ * gap dropped); a frame that fails its CRC is skipped and a resend asked
+ * for, so only a lost framing (or a packet that does not decode) ends the
+ * socket, which the link layer then tries to replace (node_link.c). */
 static void on_frames(tb_node_t *n, tb_conn_t *c)
 {
     tb_frame_t f;
     int rc;
-    while (!c->closed && (rc = tb_fdec_next(c->dec, &f)) == 1) {
-        if (f.hdr.type == TB_FRAME_DATA && f.hdr.len == 0 && c->index >= 0) {
-            /* A child's wave with no packet (node_stream.c, empty_up). */
-            tb_stream_up(n, (size_t)c->index, f.hdr.stream, NULL, 0, f.hdr.seq);
-        } else if (f.hdr.type == TB_FRAME_DATA || f.hdr.type == TB_FRAME_CONTROL) {
-            tbon_error_t err;
-            tbon_packet_t *p = tb_packet_decode(f.payload, f.hdr.len, f.hdr.tag, f.hdr.stream,
-                                                f.hdr.source, &err);
-            if (!p) {
-                snprintf(c->why, sizeof c->why, "bad packet: %s", err.msg);
-                c->closed = 1;
-            } else if (f.hdr.type == TB_FRAME_DATA) {
-                if (c->index < 0)
-                    tb_stream_down(n, f.hdr.stream, p, f.hdr.seq);
-                else
-                    tb_stream_up(n, (size_t)c->index, f.hdr.stream, p,
-                                 (f.hdr.flags & TB_FRAME_F_MORE) != 0, f.hdr.seq);
-                p = NULL;
-            } else {
-                tb_node_on_ctl(n, c->index < 0 ? -1 : c->index, f.hdr.tag, p);
+    int64_t now = tb_now_ms();
+    for (;;) {
+        while (!c->closed && (rc = tb_fdec_next(c->dec, &f)) == 1) {
+            if (!tb_link_rx(c, &f.hdr, now)) {
+                tb_frame_release(&f);
+                continue;
             }
-            tbon_packet_unref(p);
-        } else if (f.hdr.type != TB_FRAME_TOPOLOGY && f.hdr.type != TB_FRAME_HEARTBEAT) {
-            snprintf(c->why, sizeof c->why, "unexpected %s frame", tb_frame_type_name(f.hdr.type));
-            c->closed = 1;
+            if (f.hdr.type == TB_FRAME_DATA && f.hdr.len == 0 && c->index >= 0) {
+                /* A child's wave with no packet (node_stream.c, empty_up). */
+                tb_stream_up(n, (size_t)c->index, f.hdr.stream, NULL, 0, f.hdr.key);
+            } else if (f.hdr.type == TB_FRAME_DATA || f.hdr.type == TB_FRAME_CONTROL) {
+                tbon_error_t err;
+                tbon_packet_t *p = tb_packet_decode(f.payload, f.hdr.len, f.hdr.tag,
+                                                    f.hdr.stream, f.hdr.source, &err);
+                if (!p) {
+                    snprintf(c->why, sizeof c->why, "bad packet: %s", err.msg);
+                    c->closed = 1;
+                } else if (f.hdr.type == TB_FRAME_DATA) {
+                    if (c->index < 0)
+                        tb_stream_down(n, f.hdr.stream, p, f.hdr.key);
+                    else
+                        tb_stream_up(n, (size_t)c->index, f.hdr.stream, p,
+                                     (f.hdr.flags & TB_FRAME_F_MORE) != 0, f.hdr.key);
+                    p = NULL;
+                } else {
+                    tb_node_on_ctl(n, c->index < 0 ? -1 : c->index, f.hdr.tag, p);
+                }
+                tbon_packet_unref(p);
+            } else if (f.hdr.type != TB_FRAME_TOPOLOGY && f.hdr.type != TB_FRAME_HEARTBEAT) {
+                snprintf(c->why, sizeof c->why, "unexpected %s frame",
+                         tb_frame_type_name(f.hdr.type));
+                c->closed = 1;
+            }
+            tb_frame_release(&f);
         }
-        tb_frame_release(&f);
+        if (c->closed || tb_fdec_error_kind(c->dec) != TB_FDEC_ECRC)
+            break;
+        TB_DEBUG("link", "rank %u: %s; asking for a resend after %u", c->rank,
+                 tb_fdec_error(c->dec), c->rx);
+        tb_link_bad_frame(c, now);
+        tb_fdec_resume(c->dec);
     }
     if (!c->closed && tb_fdec_error_kind(c->dec) != TB_FDEC_OK) {
         snprintf(c->why, sizeof c->why, "bad frame: %s", tb_fdec_error(c->dec));
@@ -72,6 +92,11 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
     case TB_CMD_PEER_LOST:
         if (n->parent && c->u.peer_lost.rank == n->parent->rank)
             tb_node_parent_lost(n, "the event connection to the parent ended");
+        else
+            tb_node_child_dead(n, c->u.peer_lost.rank, "its event connection ended");
+        break;
+    case TB_CMD_RELINK:
+        tb_node_on_relink(n, c);
         break;
     case TB_CMD_FENCE: {
         int i = tb_node_child_index(n, c->u.fence.rank);
@@ -102,6 +127,7 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
         break;
     case TB_CMD_CHILD_EXIT:
         tb_node_child_exited(n, c->u.child_exit.rank, c->u.child_exit.status);
+        tb_node_child_dead(n, c->u.child_exit.rank, "its process exited");
         break;
     case TB_CMD_SEND:
         if (n->role == TB_ROLE_FE)
@@ -167,7 +193,7 @@ static void free_cmds(tb_mail_t *list)
  * while the way up is full, stop reading the parent while a way down is. */
 static void pressure(tb_node_t *n)
 {
-    size_t up = n->parent ? n->parent->out_bytes : 0;
+    size_t up = n->parent ? tb_conn_held(n->parent) : 0;
     int app_full = n->cbs.app_full ? n->cbs.app_full(n->cbs.arg) : 0;
     if (!n->up_paused && (up > TB_HWM || app_full))
         n->up_paused = 1;
@@ -178,8 +204,8 @@ static void pressure(tb_node_t *n)
         tb_child_t *ch = &n->child[i];
         if (!ch->conn)
             continue;
-        if (ch->conn->out_bytes > down)
-            down = ch->conn->out_bytes;
+        if (tb_conn_held(ch->conn) > down)
+            down = tb_conn_held(ch->conn);
         size_t qb = tb_stream_child_bytes(n, i);
         if (!ch->blocked && qb > TB_HWM)
             ch->blocked = 1;
@@ -188,7 +214,8 @@ static void pressure(tb_node_t *n)
         int want = !n->up_paused && !ch->blocked;
         if (want != ch->conn->reading) {
             ch->conn->reading = want;
-            tb_node_watch(n, ch->conn, (want ? EPOLLIN : 0) | (ch->conn->q.len ? EPOLLOUT : 0));
+            tb_node_watch(n, ch->conn, (want ? EPOLLIN : 0) |
+                          (tb_conn_wants_write(ch->conn) ? EPOLLOUT : 0));
         }
     }
     /* A back-end whose application does not take what arrives stops
@@ -200,7 +227,8 @@ static void pressure(tb_node_t *n)
         n->down_paused = 0;
     if (n->parent && n->parent->reading == n->down_paused) {
         n->parent->reading = !n->down_paused;
-        tb_node_watch(n, n->parent, (n->parent->reading ? EPOLLIN : 0) | (n->parent->q.len ? EPOLLOUT : 0));
+        tb_node_watch(n, n->parent, (n->parent->reading ? EPOLLIN : 0) |
+                      (tb_conn_wants_write(n->parent) ? EPOLLOUT : 0));
     }
 }
 
@@ -219,13 +247,14 @@ static void after_dispatch(tb_node_t *n)
 {
     size_t queued = 0;
     n->ft->flush(n);
+    tb_node_links(n);
     if (n->parent) {
         if (n->parent->dirty)
             flush_conn(n, n->parent);
         if (n->parent->closed)
-            tb_node_parent_lost(n, n->parent->why);
-        else
-            queued += n->parent->out_bytes;
+            tb_node_link_broke(n, n->parent);
+        if (n->parent)
+            queued += tb_conn_held(n->parent);
     }
     for (size_t i = 0; i < n->nchild; i++) {
         tb_conn_t *c = n->child[i].conn;
@@ -233,13 +262,10 @@ static void after_dispatch(tb_node_t *n)
             continue;
         if (c->dirty)
             flush_conn(n, c);
-        if (c->closed) {
-            char why[600];
-            snprintf(why, sizeof why, "%s", c->why);
-            tb_node_close_child(n, i, why);
-        } else {
-            queued += c->out_bytes;
-        }
+        if (c->closed)
+            tb_node_link_broke(n, c);
+        if (n->child[i].conn)
+            queued += tb_conn_held(c);
     }
     tb_stream_settle_due(n);
     pressure(n);
@@ -275,15 +301,8 @@ static void on_conn_io(tb_io_t *io, uint32_t events)
         tb_conn_read(c, READ_BUDGET);
         on_frames(n, c);
     }
-    if (c->closed) {
-        if (c->index < 0)
-            tb_node_parent_lost(n, c->why);
-        else {
-            char why[600];
-            snprintf(why, sizeof why, "%s", c->why);
-            tb_node_close_child(n, (size_t)c->index, why);
-        }
-    }
+    if (c->closed)
+        tb_node_link_broke(n, c);
 }
 
 void tb_node_io_init(tb_node_t *n, tb_conn_t *c)
@@ -318,6 +337,12 @@ static void on_late_timer(tb_timer_t *t, int64_t now)
     tb_node_t *n = t->arg;
     n->late_due = 0;
     tb_node_bury_list(&n->dead_late);
+}
+
+static void on_link_timer(tb_timer_t *t, int64_t now)
+{
+    (void)t;
+    (void)now;      /* only wakes the loop: after_dispatch runs tb_node_links */
 }
 
 static void on_ft_timer(tb_timer_t *t, int64_t now)
@@ -538,6 +563,8 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
     n->shutdown_timer = (tb_timer_t){ .fn = on_shutdown_timer, .arg = n };
     n->late_timer = (tb_timer_t){ .fn = on_late_timer, .arg = n };
     n->ft_timer = (tb_timer_t){ .fn = on_ft_timer, .arg = n };
+    n->link_timer = (tb_timer_t){ .fn = on_link_timer, .arg = n };
+    tb_node_links_init(n);
     if (!n->filters || !n->child || !n->loop) {
         tb_error_set(err, TBON_ENOMEM, "cannot set up the reactor: %s", strerror(errno));
         goto error;
@@ -611,6 +638,7 @@ void tb_node_destroy(tb_node_t *n)
         tb_node_leave(n);
         finish(n);
     }
+    tb_node_links_free(n);
     if (n->parent)
         tb_conn_destroy(n->parent);
     n->parent = NULL;

@@ -174,6 +174,8 @@ enum tb_cmd_op {
     TB_CMD_CHECK,        /* FE app: a consistency check */
     TB_CMD_ATTR,         /* BE app: set or delete an attribute */
     TB_CMD_JOIN_CONN,    /* EDS (FE): a node asks to join */
+    TB_CMD_RELINK,       /* EDS: a child's new data connection (its old one broke);
+                            or the relink thread: ours to the parent (fd -1: refused) */
 };
 
 /* A command: op says which member of u is set. Made by the constructors
@@ -221,6 +223,13 @@ struct tb_cmd {
             tbon_rank_t rank;     /* a restarted one's rank, or TBON_RANK_NONE */
             uint32_t port;        /* where a commnode listens */
         } join_conn;
+        struct {                                            /* RELINK */
+            int fd;               /* the new data connection; -1: none */
+            tbon_rank_t rank;     /* the child (from the EDS) or the parent */
+            int up;               /* 1: to our parent, from the relink thread */
+            uint32_t gen;         /* up: which attempt */
+            char why[200];        /* up, fd -1: why not */
+        } relink;
     } u;
 };
 
@@ -249,6 +258,8 @@ tb_cmd_t *tb_cmd_check(uint64_t id);
 /* key and value (NULL: delete) are copied. */
 tb_cmd_t *tb_cmd_attr(const char *key, const char *value);
 tb_cmd_t *tb_cmd_join_conn(int fd, int role, tbon_rank_t rank, uint32_t port);
+/* why may be NULL. */
+tb_cmd_t *tb_cmd_relink(int fd, tbon_rank_t rank, int up, uint32_t gen, const char *why);
 
 /* Queue a command (taken over) and wake the reactor. Any thread. */
 void tb_node_post(tb_node_t *n, tb_cmd_t *cmd);

@@ -214,6 +214,19 @@ tb_cmd_t *tb_cmd_attr(const char *key, const char *value)
     return c;
 }
 
+tb_cmd_t *tb_cmd_relink(int fd, tbon_rank_t rank, int up, uint32_t gen, const char *why)
+{
+    tb_cmd_t *c = cmd_fd(TB_CMD_RELINK, fd);
+    if (c) {
+        c->u.relink.fd = fd;
+        c->u.relink.rank = rank;
+        c->u.relink.up = up;
+        c->u.relink.gen = gen;
+        snprintf(c->u.relink.why, sizeof c->u.relink.why, "%s", why ? why : "");
+    }
+    return c;
+}
+
 tb_cmd_t *tb_cmd_join_conn(int fd, int role, tbon_rank_t rank, uint32_t port)
 {
     tb_cmd_t *c = cmd_fd(TB_CMD_JOIN_CONN, fd);
@@ -241,6 +254,7 @@ void tb_cmd_free(tb_cmd_t *c)
     case TB_CMD_ADOPT_CONN: close_fd(c->u.adopt_conn.fd); break;
     case TB_CMD_ADOPTED:    close_fd(c->u.adopted.fd); break;
     case TB_CMD_JOIN_CONN:  close_fd(c->u.join_conn.fd); break;
+    case TB_CMD_RELINK:     close_fd(c->u.relink.fd); break;
     case TB_CMD_SEND:       tbon_packet_unref(c->u.send.pkt); break;
     case TB_CMD_PARAMS:     tbon_packet_unref(c->u.params.pkt); break;
     case TB_CMD_STREAM:     free(c->u.stream.members); break;

@@ -50,6 +50,8 @@ typedef struct tb_child {
                                  without it */
     int         suspect;      /* silent past the heartbeat timeout (ft/suspect.c):
                                  waves do not wait for it until it speaks */
+    int         ev_lost;      /* its event connection ended: its data link's end
+                                 is its death, not a break to wait out */
 } tb_child_t;
 
 /* A FIFO of packets (one child's queue on one stream). */
@@ -172,6 +174,12 @@ struct tb_node {
     tb_timer_t shutdown_timer;/* shutdown_deadline: the children must have left */
     tb_timer_t late_timer;    /* late_due: the lost parent's connection closes */
     tb_timer_t ft_timer;      /* the next of the fault-tolerance layer's times */
+    /* the link layer (node_link.c, net/link.h) */
+    tb_timer_t link_timer;    /* owed ACKs, resend requests, stalls, relink deadlines */
+    int        relink_ms;     /* how long a broken link may take (0: no relinking) */
+    pthread_t  relink_th;     /* connecting to the parent again (relink_busy) */
+    int        relink_busy;
+    uint32_t   relink_gen;    /* the attempt whose answer is awaited */
     int        lfd;
     uint16_t   port;
     struct tb_relay *relay;   /* the children's stderr (relay.h); NULL until a launch */
@@ -269,6 +277,20 @@ void tb_node_fault_end(tb_node_t *n, tbon_rank_t r);
 void tb_node_on_conn(tb_node_t *n, tb_cmd_t *cmd);          /* a child connected */
 void tb_node_on_ctl(tb_node_t *n, int child, int op, tbon_packet_t *p); /* child -1: parent */
 void tb_node_parent_lost(tb_node_t *n, const char *why);
+/* The link layer's part (node_link.c; net/link.h). c (the parent's or a
+ * child's connection) has c->closed set: replace its socket (a relink) if
+ * its peer may still live, else lose the peer as before. */
+void tb_node_link_broke(tb_node_t *n, tb_conn_t *c);
+/* After every dispatch: owed ACKs and resend requests, stalled frames,
+ * relink deadlines; arms link_timer for the next. */
+void tb_node_links(tb_node_t *n);
+/* TB_CMD_RELINK: a child's new socket, or ours to the parent. */
+void tb_node_on_relink(tb_node_t *n, tb_cmd_t *cmd);
+/* Child r's process is gone (its event connection ended, it exited): a
+ * broken link of its is not waited out. */
+void tb_node_child_dead(tb_node_t *n, tbon_rank_t r, const char *why);
+void tb_node_links_init(tb_node_t *n);   /* TBON_RELINK_MS */
+void tb_node_links_free(tb_node_t *n);   /* joins the relink thread */
 void tb_node_watch(tb_node_t *n, tb_conn_t *c, uint32_t events);
 void tb_node_bury(tb_node_t *n);                  /* free the connections retired */
 void tb_node_bury_list(tb_conn_t **list);

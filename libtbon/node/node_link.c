@@ -17,14 +17,23 @@
 #include "proc/relay.h"
 #include "proc/sshmux.h"
 #include "codec/packet_int.h"
+#include "net/link.h"
 #include "net/sock.h"
+#include "net/auth.h"
 
 /* ---- sending ---- */
 
 void tb_node_send_ctl(tb_node_t *n, tb_conn_t *c, int op, tbon_packet_t *p)
 {
-    if (c && p && !c->closed)
-        tb_conn_send_packet(c, TB_FRAME_CONTROL, 0, op, n->rank, p);
+    if (c && p && !c->closed) {
+        /* join and adopt messages are read before the peer's reactor has
+         * the connection (codec/ctl.h): outside the link's sequence. */
+        const tb_ctl_info_t *ci = tb_ctl_info(op);
+        if (ci && (ci->owner == TB_CTL_OWN_JOIN || ci->owner == TB_CTL_OWN_ADOPT))
+            tb_conn_send_packet_oob(c, TB_FRAME_CONTROL, op, n->rank, p);
+        else
+            tb_conn_send_packet(c, TB_FRAME_CONTROL, 0, op, n->rank, p);
+    }
     tbon_packet_unref(p);
 }
 
@@ -96,6 +105,8 @@ void tb_node_fail(tb_node_t *n, int code, const char *fmt, ...)
 
 void tb_node_watch(tb_node_t *n, tb_conn_t *c, uint32_t events)
 {
+    if (c->fd < 0)
+        return;     /* a link that is down: watched again once relinked */
     if (!c->io.fn)
         tb_node_io_init(n, c);
     tb_loop_watch(n->loop, &c->io, events);
@@ -284,4 +295,244 @@ void tb_node_begin_shutdown(tb_node_t *n)
                              tb_ctl_shutdown_encode(&(tb_ctl_shutdown_t){ 0 }));
 }
 
-/* A new authenticated data connection from the EDS. */
+/* ---- the link layer (net/link.h; docs/protocol.md 2.4) ---- */
+
+void tb_node_links_init(tb_node_t *n)
+{
+    const char *e = getenv("TBON_RELINK_MS");
+    n->relink_ms = e && *e ? atoi(e) : TB_LINK_RELINK_MS;
+}
+
+void tb_node_links_free(tb_node_t *n)
+{
+    if (n->relink_busy)
+        pthread_join(n->relink_th, NULL);   /* within its deadline */
+    n->relink_busy = 0;
+}
+
+/* Whether the peer of a broken socket may still be there, reachable again:
+ * only in a running tree whose port table we have (a parent's port), and
+ * not for a child that said it leaves or whose process is known gone. */
+static int can_relink(tb_node_t *n, tb_conn_t *c)
+{
+    if (n->relink_ms <= 0 || n->cfg.given_links || tb_node_life(n) != TB_LIFE_RUNNING ||
+        !n->ft->ready(n))
+        return 0;
+    if (c->index >= 0) {
+        tb_child_t *ch = &n->child[c->index];
+        return !ch->leaving && !ch->ev_lost && !ch->exited;
+    }
+    return n->role != TB_ROLE_FE && tb_topology_port(n->topo, c->rank) != 0;
+}
+
+/* The peer of c is lost, as without a link layer. */
+static void lose(tb_node_t *n, tb_conn_t *c, const char *why_in)
+{
+    char why[600];
+    snprintf(why, sizeof why, "%s", why_in);
+    if (c->index < 0)
+        tb_node_parent_lost(n, why);
+    else
+        tb_node_close_child(n, (size_t)c->index, why);
+}
+
+struct relink_arg {
+    tb_node_t   *n;
+    char         host[256];
+    uint16_t     port;
+    tb_session_t session;
+    uint8_t      role;
+    tbon_rank_t  rank, parent;
+    uint32_t     inc, gen;
+    int64_t      deadline;
+};
+
+/* The relink thread: connect to the same parent again, handshake with
+ * purpose RELINK, hand the socket (or why not) to the reactor. */
+static void *relink_main(void *arg)
+{
+    struct relink_arg *a = arg;
+    tbon_error_t err = { 0 };
+    int fd = tb_sock_connect(a->host, a->port, a->deadline, &err);
+    if (fd >= 0) {
+        tb_welcome_t w;
+        if (tb_auth_client(fd, &a->session, a->role, TB_PURPOSE_RELINK, a->rank, a->inc,
+                           a->deadline, &w, &err) != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    tb_node_post(a->n, tb_cmd_relink(fd, a->parent, 1, a->gen, fd < 0 ? err.msg : NULL));
+    free(a);
+    return NULL;
+}
+
+static void start_relink(tb_node_t *n, tb_conn_t *c)
+{
+    if (n->relink_busy)
+        return;     /* its answer comes; a second socket would only race it */
+    struct relink_arg *a = calloc(1, sizeof *a);
+    if (!a) {
+        lose(n, c, "cannot reconnect: out of memory");
+        return;
+    }
+    a->n = n;
+    /* The parent's address as an adoption finds it (docs/protocol.md 8.3). */
+    snprintf(a->host, sizeof a->host, "%s",
+             tb_topology_host_index(n->topo, c->rank) == tb_topology_host_index(n->topo, n->rank)
+             ? "127.0.0.1" : tb_topology_host(n->topo, c->rank));
+    a->port = tb_topology_port(n->topo, c->rank);
+    a->session = n->cfg.session;
+    a->role = (uint8_t)n->role;
+    a->rank = n->rank;
+    a->parent = c->rank;
+    a->inc = tb_topology_incarnation(n->topo, n->rank);
+    a->gen = ++n->relink_gen;
+    a->deadline = c->down_since + n->relink_ms;
+    if (pthread_create(&n->relink_th, NULL, relink_main, a)) {
+        free(a);
+        lose(n, c, "cannot reconnect: no thread");
+        return;
+    }
+    n->relink_busy = 1;
+}
+
+/* While our own link to the parent is being replaced, a child's loss waits
+ * for the outcome: if the parent refuses us (we were fenced, say), what we
+ * would report is stale, and the orphan's or leaver's path decides. */
+static int parent_relinking(const tb_node_t *n)
+{
+    return n->parent && n->parent->down_since;
+}
+
+void tb_node_link_broke(tb_node_t *n, tb_conn_t *c)
+{
+    int64_t now = tb_now_ms();
+    if (!can_relink(n, c)) {
+        if (c->index < 0 || !parent_relinking(n)) {
+            lose(n, c, c->why);
+            return;
+        }
+        n->child[c->index].ev_lost = 1;     /* closed once the parent's link is settled */
+        n->child[c->index].released = n->ft->ready(n);
+        tb_loop_forget(n->loop, &c->io);
+        tb_link_down(c, now);
+        return;
+    }
+    TB_INFO("link", "the data connection %s rank %u broke (%s): %s", c->index < 0 ? "to the parent"
+            : "of child", c->rank, c->why, c->index < 0 ? "reconnecting" : "waiting for it");
+    tb_loop_forget(n->loop, &c->io);
+    tb_link_down(c, now);
+    /* Until it is back, it is as a child lost while the tree ran: if we end
+     * first, it may live on under another parent, not ours to kill. */
+    if (c->index >= 0)
+        n->child[c->index].released = 1;
+    if (now - c->down_since >= n->relink_ms) {
+        lose(n, c, "the data connection broke again and again");
+        return;
+    }
+    if (c->index < 0)
+        start_relink(n, c);
+}
+
+static void relink_attach(tb_node_t *n, tb_conn_t *c, int fd)
+{
+    if (!c->down) {
+        tb_loop_forget(n->loop, &c->io);
+        tb_link_down(c, tb_now_ms());
+    }
+    tb_link_up(c, fd);
+    tb_node_watch(n, c, EPOLLIN | EPOLLOUT);
+}
+
+void tb_node_on_relink(tb_node_t *n, tb_cmd_t *cmd)
+{
+    int fd = cmd->u.relink.fd;
+    if (cmd->u.relink.up) {
+        if (n->relink_busy) {
+            pthread_join(n->relink_th, NULL);   /* it posted this as its last act */
+            n->relink_busy = 0;
+        }
+        tb_conn_t *c = n->parent;
+        if (cmd->u.relink.gen != n->relink_gen || !c || !c->down ||
+            c->rank != cmd->u.relink.rank)
+            return;     /* an answer nobody waits for: the command closes fd */
+        if (fd < 0) {
+            char why[300];
+            snprintf(why, sizeof why, "the data connection broke and reconnecting failed: %s",
+                     cmd->u.relink.why);
+            lose(n, c, why);
+            return;
+        }
+        relink_attach(n, c, fd);
+        cmd->u.relink.fd = -1;
+        TB_INFO("link", "reconnected to the parent, rank %u", c->rank);
+        return;
+    }
+    int i = tb_node_child_index(n, cmd->u.relink.rank);
+    if (i < 0 || !n->child[i].conn || tb_node_ending(n) || n->child[i].ev_lost) {
+        TB_WARN("link", "rank %u reconnected, but it is no longer a child here; closed",
+                cmd->u.relink.rank);
+        return;
+    }
+    relink_attach(n, n->child[i].conn, fd);
+    n->child[i].released = 0;
+    cmd->u.relink.fd = -1;
+}
+
+void tb_node_child_dead(tb_node_t *n, tbon_rank_t r, const char *why)
+{
+    int i = tb_node_child_index(n, r);
+    if (i < 0)
+        return;
+    tb_child_t *ch = &n->child[i];
+    ch->ev_lost = 1;
+    if (ch->conn && (ch->conn->down || ch->conn->hold) && !parent_relinking(n))
+        tb_node_close_child(n, (size_t)i, why);
+}
+
+/* One connection's timed part; 0, or 1 if it lost its peer. */
+static int link_tick(tb_node_t *n, tb_conn_t *c, int64_t now, int64_t *next)
+{
+    if (c->down_since) {
+        /* Down, or relinked and waiting for the peer's RESEND. */
+        int64_t dl = c->down_since + n->relink_ms;
+        if (now >= dl || tb_node_ending(n)) {
+            char why[200];
+            snprintf(why, sizeof why, "the data connection broke and did not come back "
+                     "within %d ms", n->relink_ms);
+            lose(n, c, why);
+            return 1;
+        }
+        if (dl < *next)
+            *next = dl;
+        if (c->down)
+            return 0;
+    }
+    if (tb_link_tick(c, now, next)) {
+        snprintf(c->why, sizeof c->why, "no byte of a frame begun for %d ms", TB_LINK_STALL_MS);
+        c->closed = 1;
+    }
+    return 0;
+}
+
+void tb_node_links(tb_node_t *n)
+{
+    int64_t now = tb_now_ms(), next = INT64_MAX;
+    if (n->parent)
+        link_tick(n, n->parent, now, &next);
+    int settled = !parent_relinking(n);
+    for (size_t i = 0; i < n->nchild; i++) {
+        tb_conn_t *c = n->child[i].conn;
+        if (!c)
+            continue;
+        if (settled && n->child[i].ev_lost && (c->down || c->hold))
+            tb_node_close_child(n, i, "its process is gone");
+        else
+            link_tick(n, c, now, &next);
+    }
+    if (next == INT64_MAX)
+        tb_timer_cancel(n->loop, &n->link_timer);
+    else if (!tb_timer_armed(&n->link_timer) || n->link_timer.due != next)
+        tb_timer_at(n->loop, &n->link_timer, next);
+}

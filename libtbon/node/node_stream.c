@@ -314,7 +314,7 @@ static void empty_up(tb_node_t *n, tb_stream_st_t *s, uint64_t key)
 {
     if (n->role == TB_ROLE_FE || s->sync == TBON_SYNC_DONTWAIT || !n->parent || n->parent->closed)
         return;
-    tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .stream = s->id, .source = n->rank, .seq = key };
+    tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .stream = s->id, .source = n->rank, .key = key };
     tb_conn_send_buf(n->parent, &h, NULL, 0);
 }
 

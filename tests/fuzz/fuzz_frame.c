@@ -81,7 +81,7 @@ static void check_frame(const tb_frame_t *f, uint32_t max)
     check(g.hdr.type == f->hdr.type && g.hdr.flags == f->hdr.flags &&
           g.hdr.len == f->hdr.len && g.hdr.stream == f->hdr.stream &&
           g.hdr.tag == f->hdr.tag && g.hdr.source == f->hdr.source &&
-          g.hdr.seq == f->hdr.seq && g.hdr.ack == f->hdr.ack);
+          g.hdr.seq == f->hdr.seq && g.hdr.ack == f->hdr.ack && g.hdr.key == f->hdr.key);
     check(f->hdr.len == 0 || memcmp(g.payload, f->payload, f->hdr.len) == 0);
     check(tb_fdec_next(d, &g) == 0);
     tb_frame_release(&g);

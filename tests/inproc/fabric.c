@@ -569,7 +569,12 @@ int fab_peer_next(fab_peer_t *p, fab_msg_t *m, int ms)
         return 0;
     tb_frame_t fr;
     tbon_error_t err;
-    int rc = tb_sock_recv_frame(p->fd, TB_FRAME_MAX_DEFAULT, &fr, tb_now_ms() + FAB_MS, &err);
+    int rc;
+    /* A peer sends nothing sequenced (seq 0), so a node owes it no ACK; the
+     * link layer's lone ACKs, should one come, are not messages. */
+    while ((rc = tb_sock_recv_frame(p->fd, TB_FRAME_MAX_DEFAULT, &fr, tb_now_ms() + FAB_MS,
+                                    &err)) == 0 && fr.hdr.type == TB_FRAME_ACK)
+        tb_frame_release(&fr);
     if (rc == TBON_ECLOSED)
         return -1;
     if (rc != 0) {
@@ -670,14 +675,14 @@ void fab_peer_data(fab_peer_t *pe, uint32_t stream, uint64_t key, int more, tbon
 {
     tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .flags = more ? TB_FRAME_F_MORE : 0,
                          .stream = stream, .tag = tbon_packet_tag(p), .source = pe->rank,
-                         .seq = key };
+                         .key = key };
     peer_send(pe, &h, p);
 }
 
 void fab_peer_empty(fab_peer_t *pe, uint32_t stream, uint64_t key)
 {
     tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .stream = stream, .source = pe->rank,
-                         .seq = key };
+                         .key = key };
     peer_send(pe, &h, NULL);
 }
 
@@ -685,6 +690,7 @@ void fab_peer_send(fab_peer_t *pe, const fab_msg_t *m)
 {
     tb_frame_hdr_t h = m->hdr;
     h.flags &= TB_FRAME_F_MORE;
+    h.seq = h.ack = 0;      /* a peer's frames are outside the link's sequence */
     peer_send(pe, &h, tbon_packet_ref(m->pkt));
 }
 

@@ -77,11 +77,11 @@ static tbon_packet_t *expect_data(fab_peer_t *pe, uint32_t stream, uint64_t key,
 {
     fab_msg_t m;
     int rc = fab_peer_next(pe, &m, FAB_MS);
-    if (rc != 1 || m.hdr.type != TB_FRAME_DATA || m.hdr.stream != stream || m.hdr.seq != key) {
+    if (rc != 1 || m.hdr.type != TB_FRAME_DATA || m.hdr.stream != stream || m.hdr.key != key) {
         th_fail(__FILE__, line, "expected DATA on stream %u with key %#llx, got %s %d stream "
                 "%u key %#llx", stream, (unsigned long long)key,
                 rc == 1 ? tb_frame_type_name(m.hdr.type) : "nothing", m.hdr.tag, m.hdr.stream,
-                (unsigned long long)m.hdr.seq);
+                (unsigned long long)m.hdr.key);
         fab_msg_clear(&m);
         return NULL;
     }
@@ -278,9 +278,9 @@ static void until_request(fab_peer_t *pe, uint32_t stream, uint64_t q, int line)
             return;
         }
         int data = m.hdr.type == TB_FRAME_DATA;
-        if (data && (m.hdr.stream != stream || m.hdr.seq != q))
+        if (data && (m.hdr.stream != stream || m.hdr.key != q))
             th_fail(__FILE__, line, "DATA on stream %u, request %llu: expected %u, %llu",
-                    m.hdr.stream, (unsigned long long)m.hdr.seq, stream,
+                    m.hdr.stream, (unsigned long long)m.hdr.key, stream,
                     (unsigned long long)q);
         fab_msg_clear(&m);
         if (data)
@@ -522,7 +522,7 @@ TEST(adoption_between_real_nodes)
     fab_msg_t m;
     CHECK_INT(fab_peer_next(p1a, &m, FAB_MS), 1);   /* request 1, relayed */
     CHECK_UINT(m.hdr.type, TB_FRAME_DATA);
-    CHECK_UINT(m.hdr.seq, 1);
+    CHECK_UINT(m.hdr.key, 1);
     fab_peer_send(p1b, &m);
     fab_msg_clear(&m);
     fab_node_t *be[3] = { b4, b5, b6 };

@@ -142,7 +142,7 @@ static void peer_request(fab_peer_t *pe, uint32_t stream, uint64_t q, long v)
     CHECK_INT(rc, 1);
     CHECK_UINT(m.hdr.type, TB_FRAME_DATA);
     CHECK_UINT(m.hdr.stream, stream);
-    CHECK_UINT(m.hdr.seq, q);
+    CHECK_UINT(m.hdr.key, q);
     CHECK_INT(m.pkt ? fab_long(m.pkt) : -1, v);
     fab_msg_clear(&m);
 }

@@ -283,9 +283,9 @@ TEST(out_of_range_fields)
     CHECK_INT(tb_handshake_decode(&hs, b, sizeof b, &err), TBON_EFORMAT);
     CHECK_STR(err.msg, "HANDSHAKE: role 3 out of range (0..2)");
     b[10] = 2;
-    b[11] = 5;
+    b[11] = 6;
     CHECK_INT(tb_handshake_decode(&hs, b, sizeof b, &err), TBON_EFORMAT);
-    CHECK_STR(err.msg, "HANDSHAKE: purpose 5 out of range (0..4)");
+    CHECK_STR(err.msg, "HANDSHAKE: purpose 6 out of range (0..5)");
     b[11] = 3;
     CHECK_INT(tb_handshake_decode(&hs, b, sizeof b, &err), 0);
     CHECK_UINT(hs.purpose, TB_PURPOSE_ADOPTION);
@@ -301,7 +301,7 @@ TEST(out_of_range_fields)
     secret_of(secret, 1);
     REQUIRE(tb_hello_make(&hello, 1, NULL) == 0);
     CHECK_INT(tb_handshake_make(&hs, &hello, secret, 1, 3, 0, 0, 0, &err), TBON_EINVAL);
-    CHECK_INT(tb_handshake_make(&hs, &hello, secret, 1, 0, 5, 0, 0, &err), TBON_EINVAL);
+    CHECK_INT(tb_handshake_make(&hs, &hello, secret, 1, 0, 6, 0, 0, &err), TBON_EINVAL);
     CHECK_INT(tb_welcome_make(&w, &hs, secret, 5, 0, 0, &err), TBON_EINVAL);
     REQUIRE(tb_handshake_make(&hs, &hello, secret, 1, TB_ROLE_COMMNODE, TB_PURPOSE_ADOPTION,
                               4, 0, &err) == 0);
@@ -365,6 +365,7 @@ TEST(names)
     CHECK_STR(tb_role_name(3), "unknown");
     CHECK_STR(tb_purpose_name(TB_PURPOSE_ATTACH), "attach");
     CHECK_STR(tb_purpose_name(TB_PURPOSE_EVENT), "event");
+    CHECK_STR(tb_purpose_name(TB_PURPOSE_RELINK), "relink");
     CHECK_STR(tb_purpose_name(-1), "unknown");
     CHECK_STR(tb_welcome_status_name(TB_WELCOME_BAD_VERSION), "bad version");
     CHECK_STR(tb_welcome_status_name(TB_WELCOME_WRONG_SESSION), "wrong session");

@@ -41,7 +41,7 @@ typedef struct stream {
     size_t end[MAX_SPECS];   /* offset just past frame i */
 } stream_t;
 
-static void stream_add(stream_t *st, uint8_t type, size_t n, int kind, size_t thr, uint64_t seq)
+static void stream_add(stream_t *st, uint8_t type, size_t n, int kind, size_t thr, uint32_t seq)
 {
     spec_t *s = &st->s[st->n++];
     memset(s, 0, sizeof *s);
@@ -50,7 +50,8 @@ static void stream_add(stream_t *st, uint8_t type, size_t n, int kind, size_t th
     s->h.tag = -7 * st->n;
     s->h.source = 0xFFFFFFF0u + (uint32_t)st->n;
     s->h.seq = seq;
-    s->h.ack = seq ? seq - 1 : UINT64_MAX;
+    s->h.ack = seq ? seq - 1 : UINT32_MAX;
+    s->h.key = (uint64_t)seq << 24 | 7;
     s->n = n;
     s->thr = thr;
     s->p = n ? malloc(n) : NULL;
@@ -92,6 +93,7 @@ static int frame_matches(const tb_frame_t *f, const spec_t *s)
     return f->hdr.type == s->h.type && f->hdr.flags == s->h.flags && f->hdr.len == s->n &&
            f->hdr.stream == s->h.stream && f->hdr.tag == s->h.tag &&
            f->hdr.source == s->h.source && f->hdr.seq == s->h.seq && f->hdr.ack == s->h.ack &&
+           f->hdr.key == s->h.key &&
            (s->n == 0 ? f->payload == NULL : memcmp(f->payload, s->p, s->n) == 0);
 }
 
@@ -115,12 +117,12 @@ static int drain(tb_fdec_t *d, const stream_t *st, int *got)
 TEST(header_layout_is_byte_exact)
 {
     tb_frame_hdr_t h = { .type = TB_FRAME_EVENT, .flags = 0, .len = 3, .stream = 0x01020304,
-                         .tag = -2, .source = 0xA1B2C3D4, .seq = 0x1122334455667788ull,
-                         .ack = 0x99AABBCCDDEEFF00ull };
+                         .tag = -2, .source = 0xA1B2C3D4, .seq = 0x55667788u,
+                         .ack = 0x11223344u, .key = 0x99AABBCCDDEEFF00ull };
     uint8_t out[TB_FRAME_HDR_SIZE];
     tb_frame_hdr_encode(&h, "abc", out);
     static const uint8_t want[40] = {
-        'T', 'B', 'O', 'N', 1, 9, 0, 0, 3, 0, 0, 0, 0x04, 0x03, 0x02, 0x01,
+        'T', 'B', 'O', 'N', 2, 9, 0, 0, 3, 0, 0, 0, 0x04, 0x03, 0x02, 0x01,
         0xFE, 0xFF, 0xFF, 0xFF, 0xD4, 0xC3, 0xB2, 0xA1,
         0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
         0x00, 0xFF, 0xEE, 0xDD, 0xCC, 0xBB, 0xAA, 0x99 };
@@ -138,11 +140,12 @@ TEST(header_layout_is_byte_exact)
 TEST(protocol_document_example)
 {
     static const uint8_t want[TB_FRAME_HDR_SIZE] = {
-        0x54, 0x42, 0x4f, 0x4e, 0x01, 0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00,
-        0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x35, 0x9b, 0xc5, 0xe4 };
-    tb_frame_hdr_t h = { .type = TB_FRAME_HEARTBEAT, .source = 3, .seq = 1 };
+        0x54, 0x42, 0x4f, 0x4e, 0x02, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00,
+        0x01, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01,
+        0x00, 0x00, 0x00, 0x00, 0xc3, 0x6f, 0xe0, 0x8c };
+    tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .stream = 1, .source = 3, .seq = 1, .ack = 2,
+                         .key = 1ull << 24 };
     uint8_t out[TB_FRAME_HDR_SIZE];
     tb_frame_hdr_encode(&h, NULL, out);
     CHECK_MEM(out, want, sizeof want);
@@ -151,7 +154,8 @@ TEST(protocol_document_example)
 TEST(header_round_trip)
 {
     tb_frame_hdr_t h = { .type = TB_FRAME_REPORT, .flags = 0, .stream = UINT32_MAX,
-                         .tag = INT32_MIN, .source = 77, .seq = UINT64_MAX, .ack = 0 };
+                         .tag = INT32_MIN, .source = 77, .seq = UINT32_MAX, .ack = 0,
+                         .key = UINT64_MAX };
     uint8_t *f;
     size_t n;
     REQUIRE(tb_frame_build(&h, "xy", 2, 0, &f, &n) == 0);
@@ -167,8 +171,9 @@ TEST(header_round_trip)
     CHECK_UINT(fr.hdr.stream, UINT32_MAX);
     CHECK_INT(fr.hdr.tag, INT32_MIN);
     CHECK_UINT(fr.hdr.source, 77);
-    CHECK_UINT(fr.hdr.seq, UINT64_MAX);
+    CHECK_UINT(fr.hdr.seq, UINT32_MAX);
     CHECK_UINT(fr.hdr.ack, 0);
+    CHECK_UINT(fr.hdr.key, UINT64_MAX);
     CHECK_UINT(fr.wire_len, n);
     CHECK_MEM(fr.payload, "xy", 2);
     tb_frame_release(&fr);
@@ -519,6 +524,54 @@ TEST(crc_error_message_and_sticky)
     free(g);
 }
 
+/* The link layer's resync (net/link.c): after a CRC mismatch the bad frame
+ * is skipped and the next one decodes; small (buffered) and large (read in
+ * place) payloads, and only ECRC can be resumed. */
+TEST(crc_error_can_be_resumed)
+{
+    static uint8_t big[100000];
+    th_fill_random(big, sizeof big, 3);
+    size_t sizes[] = { 5, sizeof big };
+    for (int k = 0; k < 2; k++) {
+        tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .seq = 5 };
+        uint8_t *f, *g;
+        size_t n, gn;
+        REQUIRE(tb_frame_build(&h, big, sizes[k], 0, &f, &n) == 0);
+        h.seq = 6;
+        REQUIRE(tb_frame_build(&h, big, sizes[k], 0, &g, &gn) == 0);
+        f[n - 1] ^= 0x01;
+        tb_fdec_t *d = tb_fdec_new(TB_FRAME_MAX_DEFAULT);
+        REQUIRE(d);
+        tb_frame_t fr;
+        /* the large one in two pieces, so that it goes the direct way */
+        size_t cut = k ? 100 : n;
+        CHECK_INT(tb_fdec_feed(d, f, cut), 0);
+        if (k) {
+            CHECK_INT(tb_fdec_next(d, &fr), 0);
+            CHECK(tb_fdec_partial(d));
+            CHECK_INT(tb_fdec_feed(d, f + cut, n - cut), 0);
+        }
+        CHECK_INT(tb_fdec_next(d, &fr), TBON_EFORMAT);
+        CHECK_INT(tb_fdec_error_kind(d), TB_FDEC_ECRC);
+        CHECK_INT(tb_fdec_resume(d), 0);
+        CHECK(!tb_fdec_partial(d));
+        CHECK_INT(tb_fdec_feed(d, g, gn), 0);
+        CHECK_INT(tb_fdec_next(d, &fr), 1);
+        CHECK_UINT(fr.hdr.seq, 6);
+        CHECK_UINT(fr.hdr.len, sizes[k]);
+        CHECK_MEM(fr.payload, big, sizes[k]);
+        tb_frame_release(&fr);
+        /* a lost framing stays final */
+        CHECK_INT(tb_fdec_feed(d, "XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX", 48), 0);
+        CHECK_INT(tb_fdec_next(d, &fr), TBON_EFORMAT);
+        CHECK_INT(tb_fdec_error_kind(d), TB_FDEC_EMAGIC);
+        CHECK_INT(tb_fdec_resume(d), TBON_EFORMAT);
+        tb_fdec_destroy(d);
+        free(f);
+        free(g);
+    }
+}
+
 /* Raw frame with arbitrary header fields (the builder refuses bad ones). */
 static uint8_t *raw_frame(uint8_t type, uint16_t flags, const void *pay, uint32_t len, size_t *n)
 {
@@ -560,15 +613,15 @@ TEST(header_errors_name_the_values)
     f = raw_frame(0, 0, "x", 1, &n);
     CHECK_INT(verdict(f, n, 100, NULL, 0), TB_FDEC_ETYPE);
     free(f);
-    f = raw_frame(TB_FRAME_DATA, 0x0104, "x", 1, &n);
+    f = raw_frame(TB_FRAME_DATA, 0x0108, "x", 1, &n);
     CHECK_INT(verdict(f, n, 100, msg, sizeof msg), TB_FDEC_EFLAGS);
-    CHECK_STR(msg, "unknown flag bits 0x0104 in flags 0x0104");
+    CHECK_STR(msg, "unknown flag bits 0x0108 in flags 0x0108");
     free(f);
     f = raw_frame(TB_FRAME_DATA, 0, "x", 1, &n);
-    f[4] = 2;
-    CHECK_INT(verdict(f, n, 100, msg, sizeof msg), TB_FDEC_EVERSION);
-    CHECK_STR(msg, "frame version 2, this side speaks version 1");
     f[4] = 1;
+    CHECK_INT(verdict(f, n, 100, msg, sizeof msg), TB_FDEC_EVERSION);
+    CHECK_STR(msg, "frame version 1, this side speaks version 2");
+    f[4] = 2;
     f[0] = 'G';   /* an HTTP client, say */
     CHECK_INT(verdict(f, n, 100, msg, sizeof msg), TB_FDEC_EMAGIC);
     CHECK(strstr(msg, "bad magic 0x4e4f4247 (bytes 47 42 4f 4e)") == msg);

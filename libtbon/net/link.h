@@ -1,0 +1,78 @@
+/* link.h - the link layer of a parent-child data connection (seed 004:
+ * acknowledgements, sender-side retention, resending, duplicates found by
+ * sequence number; docs/protocol.md 2.4)
+ *
+ * Every frame a tb_conn_t sends after the handshake, but for the few read
+ * before the peer's reactor has the connection (tb_conn_send_packet_oob,
+ * tb_conn_send_raw), carries the next link sequence number; every frame
+ * carries in its `ack` field the last sequence number received in order.
+ * A sent frame stays in the connection's queue until the peer acknowledges
+ * it (its bytes count toward the node's back-pressure marks, so a peer that
+ * does not acknowledge stops the sender rather than growing its memory).
+ * The receiver delivers a frame only if it is the next in order: a
+ * duplicate (a resent frame it has) is dropped, a gap (frames after one
+ * that failed its CRC) is dropped and answered with an ACK frame flagged
+ * RESEND that names the last good one; the sender then resends everything
+ * after it. A broken socket is replaced by a new one (a relink) on the same
+ * tb_conn_t: both sides first send RESEND with what they have, and hold
+ * everything else until the peer's arrives.
+ *
+ * Retention is also what exactly-once results for non-idempotent filters
+ * would replay from: a retained DATA frame keeps its packet (a reference)
+ * and its wave key, so a sender asked for a wave's partial results again
+ * (after its parent's failure) could resend the retained frames of that
+ * key instead of recomputing them (docs/protocol.md 8.6).
+ *
+ * All of it runs on the reactor's thread, like the connection itself.
+ */
+#ifndef TB_LINK_H
+#define TB_LINK_H
+
+#include <stdint.h>
+
+#include "net/conn.h"
+
+/* A lone ACK goes when this many frames are unacknowledged, or this long
+ * after the first of them: a frame going the other way carries it before. */
+#define TB_LINK_ACK_EVERY    64
+#define TB_LINK_ACK_DELAY_MS 2
+/* A resend asked for and not seen after this long is asked for again. */
+#define TB_LINK_NACK_RETRY_MS 50
+/* A partial frame with no byte for this long while we read: its length was
+ * corrupted (or the peer is stuck mid-frame): the socket is broken. */
+#define TB_LINK_STALL_MS 500
+/* How long a broken link may take to come back before the peer is lost
+ * (TBON_RELINK_MS overrides it; 0 turns relinking off). */
+#define TB_LINK_RELINK_MS 2000
+
+/* Serial-number order of 32-bit sequence numbers (RFC 1982). */
+static inline int tb_seq_lt(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
+static inline int tb_seq_le(uint32_t a, uint32_t b) { return (int32_t)(a - b) <= 0; }
+
+/* A good frame (its CRC checked) arrived with header h: take its
+ * acknowledgement, and say whether to deliver it (1) or drop it (0: an ACK
+ * frame, a duplicate, a frame after a gap). now: tb_now_ms(). */
+int tb_link_rx(tb_conn_t *c, const tb_frame_hdr_t *h, int64_t now);
+
+/* A frame failed its CRC (the decoder skipped it): ask for a resend. */
+void tb_link_bad_frame(tb_conn_t *c, int64_t now);
+
+/* Queue a lone ACK now (flag RESEND: ask for everything after it). */
+void tb_link_ack(tb_conn_t *c, int resend, int64_t now);
+
+/* The timed part: owed ACKs and resend requests go; *next gets the
+ * earliest time this connection needs a look again (unchanged if none).
+ * Returns 1 if the socket must be given up as broken (a stalled frame). */
+int tb_link_tick(tb_conn_t *c, int64_t now, int64_t *next);
+
+/* The socket broke: out of the loop (the caller's tb_loop_forget first),
+ * closed, its partial input dropped, everything retained to be resent on
+ * the next socket. c->closed is cleared: the connection lives on. */
+void tb_link_down(tb_conn_t *c, int64_t now);
+
+/* A new socket fd (connected, authenticated) for a link that is down:
+ * RESEND with what we have goes first, the rest waits for the peer's.
+ * 0, or TBON_ENOMEM. */
+int tb_link_up(tb_conn_t *c, int fd);
+
+#endif
