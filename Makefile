@@ -128,6 +128,7 @@ INPROC_OBJ := $(B)/obj/tests/inproc/fabric.o
 # A program linked against the shared library as a user would link it
 # (-L $(B)/lib -ltbon, no rpath): test_solib starts it.
 SOLIB_USER := $(B)/tests/bin/solib_user
+FAULTSHIM  := $(B)/tests/lib/libtbon_faultshim.so
 
 # Benchmarks: bench/bench_*.c, each one binary.
 BENCH_SRC := $(wildcard bench/bench_*.c)
@@ -158,7 +159,7 @@ all: lib programs plugins tests benches examples stat
 lib: $(B)/lib/libtbon.a $(B)/lib/libtbon.so $(B)/lib/$(SONAME)
 programs: $(BIN)
 plugins: $(PLUGIN_SO) $(TPLUGIN_SO)
-tests: $(TEST_BIN) $(INPROC_BIN) $(ITEST_BIN) $(IPROG_BIN) $(FIMS_BIN) $(SOLIB_USER)
+tests: $(TEST_BIN) $(INPROC_BIN) $(ITEST_BIN) $(IPROG_BIN) $(FIMS_BIN) $(SOLIB_USER) $(FAULTSHIM)
 examples: $(EX_BIN)
 benches: $(BENCH_BIN)
 stat: $(STAT_ALL)
@@ -263,6 +264,14 @@ $(B)/tests/bin/%: $(B)/obj/tests/integration/%.o $(B)/lib/libtbon.a
 $(B)/filters/%.so: $(B)/obj/filters/%.o
 	@mkdir -p $(dir $@)
 	$(CC) -shared $(LDFLAGS) -o $@ $<
+
+# The fault-injection shim (tests/faultshim/): an LD_PRELOAD library for
+# tree processes, built without the sanitizers (it is preloaded before their
+# runtimes; the tests set ASAN_OPTIONS=verify_asan_link_order=0).
+$(FAULTSHIM): tests/faultshim/faultshim.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra $(if $(CI),-Werror) -fPIC -shared \
+	    -pthread -o $@ $< -ldl
 
 $(B)/tests/plugins/%.so: $(B)/obj/tests/plugins/%.o
 	@mkdir -p $(dir $@)

@@ -1,0 +1,275 @@
+/* test_link.c - the link layer of a data connection (net/link.h): sequence
+ * numbers, acknowledgements, retention, resend requests, duplicates, a
+ * socket replaced; two tb_conn_t over a socketpair, driven by hand */
+#include "../harness.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "util/clock.h"
+#include "net/conn.h"
+#include "net/link.h"
+
+typedef struct {
+    size_t n;
+    int32_t tag[4096];
+} got_t;
+
+static void pair(tb_conn_t **a, tb_conn_t **b)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+        th_fail(__FILE__, __LINE__, "socketpair");
+    *a = tb_conn_new(sv[0], 1, -1, TB_FRAME_MAX_DEFAULT);
+    *b = tb_conn_new(sv[1], 0, 0, TB_FRAME_MAX_DEFAULT);
+}
+
+static void send_n(tb_conn_t *c, int32_t from, int32_t n)
+{
+    for (int32_t t = from; t < from + n; t++) {
+        tbon_packet_t *p = tbon_packet_new(t, "%d", t);
+        tb_conn_send_packet(c, TB_FRAME_DATA, 1, t, 0, p);
+        tbon_packet_unref(p);
+    }
+}
+
+/* What the reactor's on_frames does with the decoder's frames. */
+static void take(tb_conn_t *c, got_t *g, int64_t now)
+{
+    tb_frame_t f;
+    for (;;) {
+        while (tb_fdec_next(c->dec, &f) == 1) {
+            if (tb_link_rx(c, &f.hdr, now) && g && g->n < 4096)
+                g->tag[g->n++] = f.hdr.tag;
+            tb_frame_release(&f);
+        }
+        if (tb_fdec_error_kind(c->dec) != TB_FDEC_ECRC)
+            break;
+        tb_link_bad_frame(c, now);
+        tb_fdec_resume(c->dec);
+    }
+}
+
+static void recv_all(tb_conn_t *c, got_t *g)
+{
+    tb_conn_read(c, 1u << 24);
+    take(c, g, tb_now_ms());
+}
+
+static void check_in_order(const got_t *g, int32_t from, size_t n)
+{
+    CHECK_UINT(g->n, n);
+    for (size_t i = 0; i < g->n && i < n; i++)
+        if (g->tag[i] != from + (int32_t)i) {
+            th_fail(__FILE__, __LINE__, "frame %zu has tag %d, expected %d", i, g->tag[i],
+                    from + (int32_t)i);
+            return;
+        }
+}
+
+TEST(sequenced_retained_until_acknowledged)
+{
+    tb_conn_t *a, *b;
+    pair(&a, &b);
+    static got_t g;
+    send_n(a, 100, 10);
+    CHECK_UINT(a->tx_next, 11);
+    size_t held = tb_conn_held(a);
+    CHECK(held > 0);
+    CHECK_INT(tb_conn_flush(a), 1);
+    CHECK_UINT(a->out_bytes, 0);
+    CHECK_UINT(a->ret_bytes, held);      /* written, kept */
+    CHECK_UINT(tb_conn_held(a), held);   /* still counts toward the marks */
+    CHECK_UINT(a->q.len, 10);
+    recv_all(b, &g);
+    check_in_order(&g, 100, 10);
+    CHECK_UINT(b->rx, 10);
+    CHECK_UINT(b->rx_unacked, 10);
+    CHECK(b->ack_due > 0);
+    CHECK_UINT(b->ctl_left, 0);          /* not yet: fewer than TB_LINK_ACK_EVERY */
+    int64_t next = INT64_MAX;
+    CHECK_INT(tb_link_tick(b, b->ack_due, &next), 0);
+    CHECK_UINT(b->ctl_left, TB_FRAME_HDR_SIZE);   /* the delay is over: a lone ACK */
+    CHECK_INT(tb_conn_flush(b), 1);
+    recv_all(a, NULL);
+    CHECK_UINT(a->acked, 10);
+    CHECK_UINT(a->ret_bytes, 0);
+    CHECK_UINT(a->q.len, 0);
+    CHECK_UINT(tb_conn_held(a), 0);
+    tb_conn_destroy(a);
+    tb_conn_destroy(b);
+}
+
+TEST(acknowledgement_rides_on_the_other_way)
+{
+    tb_conn_t *a, *b;
+    pair(&a, &b);
+    static got_t g, h;
+    send_n(a, 1, 3);
+    tb_conn_flush(a);
+    recv_all(b, &g);
+    send_n(b, 50, 1);                    /* carries ack 3: no lone ACK owed */
+    CHECK_UINT(b->rx_unacked, 0);
+    CHECK_INT(b->ack_due, 0);
+    tb_conn_flush(b);
+    recv_all(a, &h);
+    check_in_order(&h, 50, 1);
+    CHECK_UINT(a->acked, 3);
+    CHECK_UINT(a->q.len, 0);
+    tb_conn_destroy(a);
+    tb_conn_destroy(b);
+}
+
+TEST(a_lone_ack_every_so_many_frames)
+{
+    tb_conn_t *a, *b;
+    pair(&a, &b);
+    static got_t g;
+    send_n(a, 0, TB_LINK_ACK_EVERY);
+    tb_conn_flush(a);
+    recv_all(b, &g);
+    CHECK_UINT(g.n, TB_LINK_ACK_EVERY);
+    CHECK_UINT(b->ctl_left, TB_FRAME_HDR_SIZE);
+    tb_conn_flush(b);
+    recv_all(a, NULL);
+    CHECK_UINT(a->acked, TB_LINK_ACK_EVERY);
+    tb_conn_destroy(a);
+    tb_conn_destroy(b);
+}
+
+/* A bit flipped in frame 3 of 6: the receiver skips it and the frames after
+ * it (a gap), asks for a resend after 2, and gets 3..6 exactly once. */
+TEST(crc_error_answered_with_a_resend)
+{
+    tb_conn_t *a, *b;
+    pair(&a, &b);
+    static got_t g;
+    send_n(a, 1, 6);
+    tb_conn_flush(a);
+    uint8_t buf[4096];
+    ssize_t n = recv(b->fd, buf, sizeof buf, 0);
+    REQUIRE(n > 0);
+    size_t frame = (size_t)n / 6;        /* six frames of one size */
+    buf[2 * frame + TB_FRAME_HDR_SIZE + 1] ^= 0x10;
+    tb_fdec_feed(b->dec, buf, (size_t)n);
+    take(b, &g, tb_now_ms());
+    check_in_order(&g, 1, 2);
+    CHECK_UINT(b->n_crc, 1);
+    CHECK_UINT(b->ctl_left, TB_FRAME_HDR_SIZE);       /* RESEND after 2 */
+    tb_conn_flush(b);
+    recv_all(a, NULL);
+    CHECK_UINT(a->acked, 2);
+    CHECK(a->rewind);
+    CHECK_INT(tb_conn_flush(a), 1);
+    recv_all(b, &g);
+    check_in_order(&g, 1, 6);
+    CHECK_UINT(a->n_resent, 1);
+    tb_conn_destroy(a);
+    tb_conn_destroy(b);
+}
+
+TEST(duplicates_dropped_by_sequence_number)
+{
+    tb_conn_t *a, *b;
+    pair(&a, &b);
+    static got_t g;
+    send_n(a, 1, 5);
+    tb_conn_flush(a);
+    recv_all(b, &g);
+    a->rewind = 1;                       /* as if a RESEND had come twice */
+    send_n(a, 6, 1);
+    tb_conn_flush(a);
+    recv_all(b, &g);
+    check_in_order(&g, 1, 6);
+    CHECK_UINT(b->n_dups, 5);
+    tb_conn_destroy(a);
+    tb_conn_destroy(b);
+}
+
+/* The socket breaks with frames 6..10 written but never read, and 11 sent
+ * while the link is down: on the new socket each side says what it has
+ * (RESEND) and holds the rest until the other's word; then 6..11 arrive
+ * once, in order, and nothing before. */
+TEST(relink_resends_what_the_peer_lacks)
+{
+    tb_conn_t *a, *b;
+    pair(&a, &b);
+    static got_t g, h;
+    send_n(a, 1, 5);
+    tb_conn_flush(a);
+    recv_all(b, &g);
+    send_n(b, 900, 2);
+    tb_conn_flush(b);
+    recv_all(a, &h);
+    CHECK_UINT(a->acked, 5);
+    send_n(a, 6, 5);
+    tb_conn_flush(a);                    /* never read: the socket breaks */
+    int64_t now = tb_now_ms();
+    tb_link_down(a, now);
+    tb_link_down(b, now);
+    CHECK(a->down && b->down);
+    CHECK_INT(a->fd, -1);
+    send_n(a, 11, 1);                    /* sending goes on while down */
+    CHECK_INT(tb_conn_flush(a), 1);
+    int sv[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    tb_link_up(a, sv[0]);
+    tb_link_up(b, sv[1]);
+    CHECK(a->hold && b->hold);
+    CHECK_INT(tb_conn_flush(a), 1);      /* only its RESEND */
+    recv_all(b, &g);
+    check_in_order(&g, 1, 5);            /* nothing yet */
+    CHECK(!b->hold);
+    CHECK_INT(tb_conn_flush(b), 1);
+    recv_all(a, &h);
+    CHECK(!a->hold);
+    CHECK_INT(a->down_since, 0);
+    CHECK_INT(tb_conn_flush(a), 1);
+    recv_all(b, &g);
+    check_in_order(&g, 1, 11);
+    CHECK_UINT(b->n_dups, 0);
+    check_in_order(&h, 900, 2);
+    tb_conn_destroy(a);
+    tb_conn_destroy(b);
+}
+
+TEST(frames_outside_the_sequence)
+{
+    tb_conn_t *a, *b;
+    pair(&a, &b);
+    static got_t g;
+    tbon_packet_t *p = tbon_packet_new(7, "%d", 7);
+    tb_conn_send_packet_oob(a, TB_FRAME_CONTROL, 7, 0, p);
+    tbon_packet_unref(p);
+    send_n(a, 1, 1);
+    CHECK_UINT(a->tx_next, 2);
+    tb_conn_flush(a);
+    CHECK_UINT(a->q.len, 1);             /* the unsequenced one is not kept */
+    recv_all(b, &g);
+    CHECK_UINT(g.n, 2);
+    CHECK_UINT(b->rx, 1);
+    tb_conn_destroy(a);
+    tb_conn_destroy(b);
+}
+
+TEST(sequence_numbers_wrap_past_zero)
+{
+    tb_conn_t *a, *b;
+    pair(&a, &b);
+    static got_t g;
+    a->tx_next = UINT32_MAX - 2;
+    a->acked = b->rx = UINT32_MAX - 3;
+    send_n(a, 1, 6);
+    tb_conn_flush(a);
+    recv_all(b, &g);
+    check_in_order(&g, 1, 6);
+    CHECK_UINT(b->rx, 3);                /* ..., UINT32_MAX, 1, 2, 3: 0 is skipped */
+    tb_link_ack(b, 0, tb_now_ms());
+    tb_conn_flush(b);
+    recv_all(a, NULL);
+    CHECK_UINT(a->acked, 3);
+    CHECK_UINT(a->q.len, 0);
+    CHECK(tb_seq_lt(UINT32_MAX, 1));
+    tb_conn_destroy(a);
+    tb_conn_destroy(b);
+}
