@@ -1,0 +1,224 @@
+/* test_link.c - the link layer over real trees (net/link.h, docs/protocol.md
+ * 2.4): bits flipped, connections reset and frames delayed on random data
+ * links by the fault shim (tests/faultshim/, LD_PRELOAD in every tree
+ * process but the FE, which is this program) while sum and union waves run;
+ * no node may be taken for failed, every result must be exact, none may
+ * come twice. And a dead commnode is still found at once, not after the
+ * relink deadline. */
+#include "itest.h"
+
+#include <signal.h>
+
+/* Faults in every process started from now on; they begin when `arm`
+ * exists (once the tree is up: the port table, which a relink needs, is
+ * everywhere after the first wave). */
+static void fault_env(const char *flip, const char *rflip, const char *reset,
+                      const char *delay, const char *log, const char *arm, unsigned seed)
+{
+    char shim[PATH_MAX + 64], buf[64];
+    snprintf(shim, sizeof shim, "%s/tests/lib/libtbon_faultshim.so", it_build_dir());
+    setenv("LD_PRELOAD", shim, 1);
+    /* the shim is loaded before the sanitizers' runtimes */
+    const char *asan = getenv("ASAN_OPTIONS");
+    char opts[1024];
+    snprintf(opts, sizeof opts, "%s%sverify_asan_link_order=0", asan ? asan : "",
+             asan && *asan ? ":" : "");
+    setenv("ASAN_OPTIONS", opts, 1);
+    setenv("TBON_FAULT_FLIP", flip, 1);
+    setenv("TBON_FAULT_RFLIP", rflip, 1);
+    setenv("TBON_FAULT_RESET", reset, 1);
+    setenv("TBON_FAULT_DELAY", delay, 1);
+    setenv("TBON_FAULT_DELAY_US", "300", 1);
+    setenv("TBON_FAULT_LOG", log, 1);
+    setenv("TBON_FAULT_ARM", arm, 1);
+    snprintf(buf, sizeof buf, "%u", seed);
+    setenv("TBON_FAULT_SEED", buf, 1);
+}
+
+static void arm(const char *path, int on)
+{
+    if (on) {
+        FILE *f = fopen(path, "w");
+        if (f)
+            fclose(f);
+        else
+            th_fail(__FILE__, __LINE__, "cannot create %s", path);
+    } else {
+        unlink(path);
+    }
+}
+
+/* Lines of the fault log that start with what. */
+static size_t faults(const char *log, const char *what)
+{
+    FILE *f = fopen(log, "r");
+    size_t n = 0, k = strlen(what);
+    char line[128];
+    while (f && fgets(line, sizeof line, f))
+        n += strncmp(line, what, k) == 0 && line[k] == ' ';
+    if (f)
+        fclose(f);
+    return n;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One union wave (number w, each number used once): the union stream
+ * answers what is new since the last wave: the first time every back-end's
+ * rank, 0, 1, 2 and 1000000 + w, afterwards only 1000000 + w. */
+static int union_result(tbon_stream_t *s, const it_tree_t *t, uint32_t w, int first)
+{
+    uint64_t exp[IT_MAX_BE + 8];
+    size_t ne = 0;
+    if (first) {
+        for (size_t i = 0; i < t->nbe; i++)
+            exp[ne++] = t->be[i];
+        exp[ne++] = 0;
+        exp[ne++] = 1;
+        exp[ne++] = 2;
+    }
+    exp[ne++] = 1000000u + w;
+    qsort(exp, ne, sizeof exp[0], cmp_u64);
+    char what[64];
+    snprintf(what, sizeof what, "union wave %u", w);
+    tbon_packet_t *p = it_recv(s, IT_RECV_MS, what);
+    if (!p)
+        return -1;
+    uint64_t *v = NULL;
+    size_t n = 0;
+    int rc = tbon_packet_unpack(p, "%auld", &v, &n);
+    if (rc || n != ne || (n && memcmp(v, exp, n * sizeof *v) != 0)) {
+        th_fail(__FILE__, __LINE__, "%s: %zu values (rc %d), expected %zu", what, n, rc, ne);
+        rc = -1;
+    }
+    free(v);
+    tbon_packet_unref(p);
+    return rc ? -1 : 0;
+}
+
+/* A sum wave's answer (sent before): exactly the sum over every back-end. */
+static int sum_result(tbon_stream_t *s, const it_tree_t *t, uint32_t w)
+{
+    char what[64];
+    snprintf(what, sizeof what, "sum wave %u", w);
+    tbon_packet_t *p = it_recv(s, IT_RECV_MS, what);
+    if (!p)
+        return -1;
+    int64_t v = 0;
+    int rc = tbon_packet_unpack(p, "%ld", &v);
+    if (rc || v != it_wave_sum(t->be, t->nbe, w)) {
+        th_fail(__FILE__, __LINE__, "%s: %lld (rc %d), expected %lld", what, (long long)v, rc,
+                (long long)it_wave_sum(t->be, t->nbe, w));
+        rc = -1;
+    }
+    tbon_packet_unref(p);
+    return rc ? -1 : 0;
+}
+
+/* No node failed, left or was adopted: the links hid every fault. */
+static void no_membership_events(tbon_net_t *net)
+{
+    tbon_event_t ev;
+    while (tbon_net_next_event(net, &ev, 50) == 0)
+        if (ev.type == TBON_EV_NODE_FAILED || ev.type == TBON_EV_NODE_ADOPTED ||
+            ev.type == TBON_EV_DATA_LOST)
+            th_fail(__FILE__, __LINE__, "event %d for rank %u: a link fault was not hidden",
+                    (int)ev.type, ev.rank);
+}
+
+/* Rounds of `burst` sum waves and one union wave, pipelined, on shape,
+ * with the given fault rates; at least min_flips bit flips and min_resets
+ * resets must have happened. */
+static void waves_under_faults(const char *shape, int rounds, int burst, const char *flip,
+                               const char *rflip, const char *reset, size_t min_flips,
+                               size_t min_resets, unsigned seed)
+{
+    char log[PATH_MAX], armf[PATH_MAX];
+    snprintf(log, sizeof log, "%s/faults.log", th_tmpdir());
+    snprintf(armf, sizeof armf, "%s/faults.arm", th_tmpdir());
+    fault_env(flip, rflip, reset, "0.01", log, armf, seed);
+    it_tree_t t;
+    tbon_stream_t *sum = it_start_summing(&t, shape, NULL);
+    if (!sum)
+        return;
+    tbon_stream_t *uni = it_stream(t.net, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(uni);
+    REQUIRE(tbon_stream_send(uni, IT_TAG_UNION, "%ud", 0u) == 0);
+    REQUIRE(union_result(uni, &t, 0, 1) == 0);
+    no_membership_events(t.net);
+    arm(armf, 1);
+    uint32_t w = 1000;
+    int bad = 0;
+    for (int r = 0; r < rounds && !bad; r++) {
+        uint32_t first = w;
+        for (int k = 0; k < burst; k++)
+            REQUIRE(tbon_stream_send(sum, IT_TAG_WAVE, "%ud", w + (uint32_t)k) == 0);
+        REQUIRE(tbon_stream_send(uni, IT_TAG_UNION, "%ud", w) == 0);
+        for (int k = 0; k < burst && !bad; k++)
+            bad = sum_result(sum, &t, first + (uint32_t)k) != 0;
+        if (!bad)
+            bad = union_result(uni, &t, first, 0) != 0;
+        w += (uint32_t)burst;
+    }
+    arm(armf, 0);
+    it_expect_nothing(sum, 200, "sum (a duplicate?)");
+    it_expect_nothing(uni, 10, "union (a duplicate?)");
+    no_membership_events(t.net);
+    size_t flips = faults(log, "flip") + faults(log, "rflip"), resets = faults(log, "reset");
+    if (getenv("ITEST_VERBOSE"))
+        fprintf(stderr, "    %s: %zu bits flipped, %zu resets, %zu delays over %d rounds\n",
+                shape, flips, resets, faults(log, "delay"), rounds);
+    CHECK(flips >= min_flips);
+    CHECK(resets >= min_resets);
+    /* and the tree still ends in order */
+    it_stop(&t);
+}
+
+ITEST(bits_flipped_and_links_reset_4x4)
+{
+    waves_under_faults("4x4", IT_SLOW ? 60 : 150, 4, "0.01", "0.002", "0.004", 5, 3, 7);
+}
+
+ITEST(bits_flipped_and_links_reset_8x8)
+{
+    waves_under_faults("8x8", IT_SLOW ? 25 : 60, 4, "0.005", "0.001", "0.002", 5, 3, 11);
+}
+
+/* A commnode killed with the link layer on: its parent (the FE) has its
+ * process's end from the event connection and closes the broken link at
+ * once, without waiting out TBON_RELINK_MS; its children find the parent's
+ * port closed and are adopted. */
+ITEST(dead_commnode_found_at_once)
+{
+    setenv("TBON_RELINK_MS", "20000", 1);
+    it_tree_t t;
+    tbon_stream_t *s = it_start_summing(&t, "4x4", NULL);
+    if (!s)
+        return;
+    pid_t victim = it_pid_of("tbon_commnode", 2);
+    REQUIRE(victim > 0);
+    int64_t t0 = it_now_ms();
+    kill(victim, SIGKILL);
+    int64_t failed_at = 0;
+    size_t adopted = 0;
+    while ((!failed_at || adopted < 4) && it_now_ms() - t0 < IT_RECV_MS) {
+        tbon_event_t ev;
+        if (tbon_net_next_event(t.net, &ev, 500) != 0)
+            continue;
+        if (ev.type == TBON_EV_NODE_FAILED && ev.rank == 2 && !failed_at)
+            failed_at = it_now_ms();
+        adopted += ev.type == TBON_EV_NODE_ADOPTED;
+    }
+    CHECK(failed_at > 0);
+    CHECK_UINT(adopted, 4);
+    if (failed_at)
+        CHECK(failed_at - t0 < 5000);    /* far below the 20 s relink deadline */
+    for (uint32_t w = 0; w < 5; w++)
+        if (it_sum_wave(s, 300 + w, t.be, t.nbe) != 0)
+            break;
+    it_stop(&t);
+}
