@@ -30,6 +30,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include <tbon/tbon.h>
@@ -832,7 +833,16 @@ static void tp_start(struct tp_tree *t, const char *topo, size_t n, size_t size,
 /* One round: every back-end sends TP_PACKETS packets and its mark; the FE
  * waits for every mark. Returns the values sent per second, from the request
  * to the last mark's arrival. */
+static double tp_round_n(struct tp_tree *t, uint32_t round, uint32_t packets,
+                         double *cpu_per_value);
+
 static double tp_round(struct tp_tree *t, uint32_t round, double *cpu_per_value)
+{
+    return tp_round_n(t, round, TP_PACKETS, cpu_per_value);
+}
+
+static double tp_round_n(struct tp_tree *t, uint32_t round, uint32_t packets,
+                         double *cpu_per_value)
 {
     struct uwatch *u = &t->u;
     pthread_mutex_lock(&fe.mu);
@@ -842,7 +852,7 @@ static double tp_round(struct tp_tree *t, uint32_t round, double *cpu_per_value)
     memset(u->marked, 0, t->size);
     pthread_mutex_unlock(&fe.mu);
     double t0 = bench_now(), dl = t0 + 30, b0 = busy_ticks();
-    request(u->s, OP_STREAM, round, TP_PACKETS);
+    request(u->s, OP_STREAM, round, packets);
     pthread_mutex_lock(&fe.mu);
     while (u->nmarks < t->n && !u->error[0] && bench_now() < dl)
         fe_wait(dl);
@@ -912,7 +922,8 @@ static void mean_ci(const double *v, int n, double *mean, double *ci)
  * land), so the trees are started afresh in blocks, in alternating order,
  * and within a block the rounds alternate a, b, b, a, ...; the cost is the
  * mean of the per-pair differences, with its 95% interval. */
-static void tp_run(int blocks, int no_ft_a, struct tp_result *out)
+/* The 8x8 topology of (b) written as name; its back-ends and size. */
+static const char *tp_topology(const char *name, size_t *n, size_t *size)
 {
     const uint32_t fan[] = { 8, 8 };
     const char *hosts[] = { "localhost" };
@@ -920,8 +931,15 @@ static void tp_run(int blocks, int no_ft_a, struct tp_result *out)
     tb_topology_t *t = tb_topology_gen_shape(fan, 2, hosts, 1, &err);
     if (!t)
         ft_die("8x8: %s", err.msg);
-    size_t n = tb_topology_num_leaves(t), size = tb_topology_size(t);
-    const char *topo = write_topology(t, "8x8");
+    *n = tb_topology_num_leaves(t);
+    *size = tb_topology_size(t);
+    return write_topology(t, name);
+}
+
+static void tp_run(int blocks, int no_ft_a, struct tp_result *out)
+{
+    size_t n, size;
+    const char *topo = tp_topology("8x8", &n, &size);
     double va[TP_ROUNDS], vb[TP_ROUNDS], d[TP_ROUNDS], ca[TP_ROUNDS], cb[TP_ROUNDS],
            cd[TP_ROUNDS], dummy;
     int np = 0;
@@ -997,6 +1015,145 @@ static void tp_rows(const struct tp_result *r)
               "the %d rounds; off: %.0f ns; cost of fault tolerance (on - off) / off, mean of the "
               "pairs: %+.1f%% +-%.1f (95%%); A/A: %+.1f%% +-%.1f", rounds, r->coff, r->cmean,
               r->cci, r->aa_cmean, r->aa_cci);
+}
+
+/* ----------------------- (b') streaming union under link faults (net/link.h) */
+
+/* The link layer's work under faults: the streaming union of (b), longer
+ * rounds, on a tree whose processes run the fault shim (tests/faultshim/)
+ * with one bit flipped per 10,000 frames written and, over the tree, about
+ * one connection reset per second (each of the 72 processes resets one of
+ * its data links at random, at a rate of one per 72 s), beside the same tree without the shim;
+ * both with fault tolerance. Nothing may be evicted: a link fault is no
+ * failure. */
+#define LK_PACKETS 20000        /* per back-end and round: ~2 s at 5 M values/s */
+#define LK_BLOCKS 4
+#define LK_PAIRS 2
+#define LK_ROUNDS (LK_BLOCKS * LK_PAIRS)
+
+struct lk_result {
+    double faulty, clean, ratio, rlo, rhi;   /* values/s (medians); faulty / clean */
+    size_t evicted, flips, resets;
+    double seconds;             /* of faulty rounds */
+};
+
+static size_t lk_count(const char *log, const char *what)
+{
+    FILE *f = fopen(log, "r");
+    size_t n = 0, k = strlen(what);
+    char line[128];
+    while (f && fgets(line, sizeof line, f))
+        n += strncmp(line, what, k) == 0 && line[k] == ' ';
+    if (f)
+        fclose(f);
+    return n;
+}
+
+static size_t lk_evictions(tbon_net_t *net)
+{
+    size_t n = 0;
+    tbon_event_t ev;
+    while (tbon_net_next_event(net, &ev, 0) == 0)
+        n += ev.type == TBON_EV_NODE_FAILED;
+    return n;
+}
+
+static void lk_run(struct lk_result *out)
+{
+    size_t n, size;
+    const char *topo = tp_topology("8x8-link", &n, &size);
+    char shim[PATH_MAX], log[128], armf[128], reset_ms[32];
+    snprintf(shim, sizeof shim, "%s", self_exe);
+    char *slash = strrchr(shim, '/');
+    if (slash)
+        *slash = '\0';
+    slash = strrchr(shim, '/');
+    if (slash)
+        *slash = '\0';
+    strncat(shim, "/tests/lib/libtbon_faultshim.so", sizeof shim - strlen(shim) - 1);
+    if (access(shim, R_OK) != 0)
+        ft_die("%s: not built (make tests)", shim);
+    snprintf(log, sizeof log, "%s/faults.log", tmpdir);
+    snprintf(armf, sizeof armf, "%s/faults.arm", tmpdir);
+    snprintf(reset_ms, sizeof reset_ms, "%zu", (size - 1) * 1000);
+    double vf[LK_ROUNDS], vc[LK_ROUNDS], ratio[LK_ROUNDS], dummy;
+    int np = 0;
+    memset(out, 0, sizeof *out);
+    for (int bl = 0; bl < LK_BLOCKS; bl++) {
+        struct tp_tree a, b;
+        for (int k = 0; k < 2; k++) {
+            if ((k == 0) == (bl % 2 == 0)) {
+                setenv("LD_PRELOAD", shim, 1);
+                setenv("TBON_FAULT_FLIP", "0.0001", 1);
+                setenv("TBON_FAULT_RESET_MS", reset_ms, 1);
+                setenv("TBON_FAULT_ARM", armf, 1);
+                setenv("TBON_FAULT_LOG", log, 1);
+                char seed[32];
+                snprintf(seed, sizeof seed, "%d", bl + 1);
+                setenv("TBON_FAULT_SEED", seed, 1);
+                tp_start(&a, topo, n, size, 0);
+                unsetenv("LD_PRELOAD");
+            } else {
+                tp_start(&b, topo, n, size, 0);
+            }
+        }
+        tb_wd_arm("link rounds", 120 + LK_PAIRS * 20);
+        tp_round(&a, 1, &dummy);
+        tp_round(&b, 1, &dummy);
+        out->evicted += lk_evictions(a.net);
+        FILE *f = fopen(armf, "w");
+        if (!f)
+            ft_die("cannot create %s", armf);
+        fclose(f);
+        for (int r = 0; r < LK_PAIRS; r++, np++) {
+            int a_first = (r + bl) % 2 == 0;
+            double t0 = bench_now();
+            double x = tp_round_n(a_first ? &a : &b, (uint32_t)r + 2, LK_PACKETS, &dummy);
+            double t1 = bench_now();
+            double y = tp_round_n(a_first ? &b : &a, (uint32_t)r + 2, LK_PACKETS, &dummy);
+            out->seconds += a_first ? t1 - t0 : bench_now() - t1;
+            vf[np] = a_first ? x : y;
+            vc[np] = a_first ? y : x;
+            ratio[np] = vf[np] / vc[np];
+        }
+        unlink(armf);
+        out->evicted += lk_evictions(a.net) + lk_evictions(b.net);
+        tp_stop(&a);        /* checks the FE got exactly the union */
+        tp_stop(&b);
+    }
+    out->flips = lk_count(log, "flip");
+    out->resets = lk_count(log, "reset");
+    out->faulty = bench_median(vf, np);
+    out->clean = bench_median(vc, np);
+    out->ratio = bench_median(ratio, np);
+    out->rlo = out->rhi = ratio[0];
+    for (int r = 0; r < np; r++) {
+        out->rlo = ratio[r] < out->rlo ? ratio[r] : out->rlo;
+        out->rhi = ratio[r] > out->rhi ? ratio[r] : out->rhi;
+    }
+    fprintf(stderr, "%s: streaming union 8x8 under link faults: %.0f vs %.0f values/s (x%.3f, "
+            "%.3f-%.3f); %zu flips, %zu resets in %.1f s of faulty rounds; %zu evicted\n", PROG,
+            out->faulty, out->clean, out->ratio, out->rlo, out->rhi, out->flips, out->resets,
+            out->seconds, out->evicted);
+    if (out->evicted)
+        ft_die("%zu nodes evicted under link faults (a link fault is no failure)", out->evicted);
+}
+
+static void lk_rows(const struct lk_result *r)
+{
+    bench_row("link", "streaming union 8x8 under link faults", "%.0f", r->faulty, "values/s",
+              "(b) with %d packets per back-end and round, every tree process but the FE "
+              "under tests/faultshim: one bit flipped per 10,000 frames written, about one "
+              "data connection reset per second over the tree (%zu flips, %zu resets in %.0f s "
+              "of these rounds); median of %d rounds (%d blocks of a fresh pair of trees, %d "
+              "pairs of rounds each, alternating); the FE checks it got exactly the union",
+              LK_PACKETS, r->flips, r->resets, r->seconds, LK_ROUNDS, LK_BLOCKS, LK_PAIRS);
+    bench_row("link", "streaming union 8x8 without faults, beside it", "%.0f", r->clean,
+              "values/s", "the same trees without the shim; median of %d rounds", LK_ROUNDS);
+    bench_row("link", "throughput under link faults / without", "%.3f", r->ratio, "",
+              "median of the per-pair ratios, from %.3f to %.3f", r->rlo, r->rhi);
+    bench_row("link", "nodes evicted under link faults", "%zu", r->evicted, "",
+              "TBON_EV_NODE_FAILED at the FE over all the rounds (must be 0)");
 }
 
 /* ------------------------------------- (c) perturbation on 32x32 (Figure 7) */
@@ -1761,7 +1918,7 @@ static void mb_rows(const struct mb_result *r)
 static void usage(FILE *f)
 {
     fprintf(f,
-"usage: " PROG " [--recovery] [--throughput] [--membership] [--reps N]\n"
+"usage: " PROG " [--recovery] [--throughput] [--membership] [--link] [--reps N]\n"
 "       " PROG " --perturbation [--period S] [--rounds K] [--csv FILE] [--svg FILE]\n"
 "\n"
 "Fault-tolerance benchmarks; Markdown rows on stdout (bench/run.sh collects them).\n"
@@ -1772,6 +1929,8 @@ static void usage(FILE *f)
 "  --membership    trees of 64, 256 and 1,024 nodes: kill -9 of back-ends and\n"
 "                  commnodes to the FE's NODE_FAILED and VIEW_STABLE events; the\n"
 "                  idle traffic per node with and without heartbeats\n"
+"  --link          the streaming union on 8x8 under link faults (one bit flipped per\n"
+"                  10,000 frames, one reset per second) beside the same without\n"
 "  --reps N        repetitions of each recovery (default 5)\n"
 "  --perturbation  seed 003 Figure 7: waves/s on 32x32 while %d commnodes are\n"
 "                  killed every --period S (default 10) seconds, --rounds K\n"
@@ -1786,7 +1945,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--be") == 0)
             return be_main(argc, argv);
 
-    int do_rec = 0, do_tp = 0, do_pt = 0, do_mb = 0, reps = 5, rounds = 4;
+    int do_rec = 0, do_tp = 0, do_pt = 0, do_mb = 0, do_lk = 0, reps = 5, rounds = 4;
     double period = 10;
     const char *csv = NULL, *svg = NULL;
     for (int i = 1; i < argc; i++) {
@@ -1799,6 +1958,8 @@ int main(int argc, char **argv)
             do_pt = 1;
         else if (strcmp(a, "--membership") == 0)
             do_mb = 1;
+        else if (strcmp(a, "--link") == 0)
+            do_lk = 1;
         else if (strcmp(a, "--reps") == 0 && v && (reps = atoi(v)) >= 1 && reps <= 15)
             i++;
         else if (strcmp(a, "--rounds") == 0 && v && (rounds = atoi(v)) >= 1 &&
@@ -1818,7 +1979,7 @@ int main(int argc, char **argv)
             return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 ? 0 : 2;
         }
     }
-    if (!do_rec && !do_tp && !do_pt && !do_mb)
+    if (!do_rec && !do_tp && !do_pt && !do_mb && !do_lk)
         do_rec = do_tp = do_mb = 1;
 
     set_nofile_max();
@@ -1868,6 +2029,9 @@ int main(int argc, char **argv)
         tp.aa_cmean = aa.cmean;
         tp.aa_cci = aa.cci;
     }
+    struct lk_result lk;
+    if (do_lk)
+        lk_run(&lk);
     struct mb_result mb[MB_SHAPES];
     if (do_mb) {
         for (size_t k = 0; k < MB_SHAPES; k++)
@@ -1879,6 +2043,8 @@ int main(int argc, char **argv)
         rec_rows(rec, reps);
     if (do_tp)
         tp_rows(&tp);
+    if (do_lk)
+        lk_rows(&lk);
     if (do_mb)
         mb_rows(mb);
     fflush(stdout);

@@ -140,6 +140,43 @@ fi
     grep -E '^\|' "$ft_rows" || true
 } >>"$tmp"
 
+# The link layer (issue 18): the streaming union under link faults (bit
+# flips, connection resets) beside the same without; nothing evicted.
+lk_rows=$(mktemp)
+lk_ok=0
+if [ -x "$b/bench/bench_ft" ] && [ -e "$b/tests/lib/libtbon_faultshim.so" ]; then
+    quiet
+    echo "== $b/bench/bench_ft --link" >&2
+    if "$b/bench/bench_ft" --link >"$lk_rows"; then
+        lk_ok=1
+    else
+        echo "bench_ft --link failed" >&2
+        status=1
+    fi
+fi
+{
+    echo
+    echo "## Link layer"
+    echo
+    echo "bench/bench_ft.c --link, public API (docs/protocol.md 2.4): the streaming union on"
+    echo "8x8 of \"Fault tolerance\" with longer rounds, on a tree whose processes (all but"
+    echo "the FE) run tests/faultshim (LD_PRELOAD): one bit flipped per 10,000 frames"
+    echo "written and about one data connection reset per second over the tree, beside the"
+    echo "same tree without it, both with fault tolerance, rounds alternating. No node may"
+    echo "be evicted and the FE must get exactly the union. The link layer's cost without"
+    echo "faults: bench/compare.sh against the revision before it (the streaming union's"
+    echo "figures, and their A/A control)."
+    if [ "$lk_ok" = 0 ]; then
+        echo
+        echo "**bench_ft --link did not run or failed in this run.**"
+    fi
+    echo
+    echo "| area | metric | median | unit | notes |"
+    echo "|---|---|---|---|---|"
+    grep -E '^\|' "$lk_rows" || true
+} >>"$tmp"
+rm -f "$lk_rows"
+
 # Membership (issue 6): failure notice and stable view against a kill -9,
 # beside a wave's round trip on the same tree; joins; idle traffic.
 mb_rows=$(mktemp)

@@ -143,7 +143,8 @@ static void admit(tb_eds_t *e, watch_t *w)
     if (purpose == TB_PURPOSE_RELINK) {
         /* A child of ours whose data connection broke (docs/protocol.md
          * 2.4): the reactor takes the socket if it still has the child. */
-        ok = ok && atomic_load(&e->ft_ready) && tb_topology_parent(e->topo, r) == e->rank;
+        ok = ok && atomic_load(&e->ft_ready) && tb_topology_parent(e->topo, r) == e->rank &&
+             tb_topology_alive(e->topo, r);
     } else if (purpose == TB_PURPOSE_ADOPTION) {
         /* Any orphan may ask; the reactor decides (it has the up-to-date
          * topology) and answers with TB_CTL_ADOPT_ACK or a close. */

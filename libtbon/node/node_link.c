@@ -442,7 +442,8 @@ static void relink_attach(tb_node_t *n, tb_conn_t *c, int fd)
         tb_link_down(c, tb_now_ms());
     }
     tb_link_up(c, fd);
-    tb_node_watch(n, c, EPOLLIN | EPOLLOUT);
+    /* the RESEND goes with the next flush (after this dispatch) */
+    tb_node_watch(n, c, c->reading ? EPOLLIN : 0);
 }
 
 void tb_node_on_relink(tb_node_t *n, tb_cmd_t *cmd)

@@ -13,8 +13,9 @@
  *                          write (a copy; the sender's buffers stay intact)
  *   TBON_FAULT_RFLIP=P     per read: flip one random bit of what arrived
  *   TBON_FAULT_RESET=P     per frame written: shutdown() the socket instead
- *   TBON_FAULT_RESET_MS=T  about every T ms (0.5T..1.5T): the next write
- *                          on a link resets it
+ *   TBON_FAULT_RESET_MS=T  at random, one reset per T ms on average while
+ *                          armed (a Poisson process seen at the writes on
+ *                          links)
  *   TBON_FAULT_DELAY=P     per write: sleep up to TBON_FAULT_DELAY_US first
  *   TBON_FAULT_RANKS=a,b   only in the processes of these ranks (default all;
  *                          the rank is --tbon-rank's, from /proc/self/cmdline)
@@ -60,7 +61,7 @@ static unsigned char link_fd[MAXFD];     /* carries sequenced frames */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;  /* rng and the reset clock */
 static uint64_t rng;
-static int64_t next_reset;
+static int64_t last_us;      /* the last write looked at for TBON_FAULT_RESET_MS */
 static const char *arm_path;
 static int64_t arm_checked;
 static int armed = 1;
@@ -153,8 +154,6 @@ static void init(void)
         }
     }
     rng = seed * 0x100000001B3ull ^ (uint64_t)(rank + 1) * 0x9E3779B97F4A7C15ull;
-    if (reset_ms > 0)
-        next_reset = now_ms() + reset_ms / 2 + (int64_t)rand_below((uint64_t)reset_ms);
     arm_path = getenv("TBON_FAULT_ARM");
     if (arm_path && !*arm_path)
         arm_path = NULL;
@@ -220,13 +219,14 @@ static int decide(int fd, const struct iovec *iov, int n)
     }
     int reset = p_reset > 0 && uniform() < p_reset * k;
     if (!reset && reset_ms > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
         pthread_mutex_lock(&mu);
-        int64_t t = now_ms();
-        if (t >= next_reset) {
-            reset = 1;
-            next_reset = t + reset_ms / 2 + (int64_t)(next_rand() % (uint64_t)reset_ms);
-        }
+        double p = last_us ? (double)(us - last_us) / (reset_ms * 1000.0) : 0;
+        last_us = us;
         pthread_mutex_unlock(&mu);
+        reset = p > 0 && uniform() < p;
     }
     if (reset) {
         note("reset", fd);
