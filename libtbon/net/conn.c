@@ -172,6 +172,7 @@ void tb_conn_pop_done(tb_conn_t *c)
 static void rewind_queue(tb_conn_t *c)
 {
     c->rewind = 0;
+    c->win_blocked = 0;         /* looked at again from the first frame */
     c->out_bytes += c->ret_bytes;
     c->ret_bytes = 0;
     c->wpos = 0;
@@ -230,6 +231,10 @@ int tb_conn_flush(tb_conn_t *c)
                 continue;
             if (c->ctl_left && !ctl_first && off == 0)
                 break;      /* the ACK goes at this boundary, on the next round */
+            if (f->seq && off == 0 && f->seq - c->acked > TB_LINK_WINDOW) {
+                c->win_blocked = 1;     /* an acknowledgement unblocks it */
+                break;
+            }
             const uint8_t *payload = f->pkt ? tb_packet_payload(f->pkt, &(size_t){0}) : f->buf;
             if (off < TB_FRAME_HDR_SIZE) {
                 iov[n].iov_base = f->hdr + off;

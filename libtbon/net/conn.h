@@ -18,6 +18,13 @@
 
 typedef struct tb_conn tb_conn_t;
 
+/* At most this many sequenced frames are written beyond the last one the
+ * peer acknowledged (net/link.h): a resend request resends all of them, so
+ * the window bounds that work, and at a bit error rate of one per 10,000
+ * frames a resend completes (a window of the 4 MiB back-pressure mark of
+ * small frames, ~70,000, would hold ~7 errors: never done). */
+#define TB_LINK_WINDOW 1024
+
 /* One queued frame: its header and either a packet (a reference) or an
  * owned buffer holding the payload. */
 typedef struct tb_outframe {
@@ -52,6 +59,7 @@ struct tb_conn {
     int64_t     rx_last;       /* when bytes last arrived */
     uint8_t     ctl[TB_FRAME_HDR_SIZE]; /* a lone ACK, written at a frame boundary */
     size_t      ctl_left;      /* its bytes not yet written (0: none) */
+    int         win_blocked;   /* frames wait for acknowledgements (TB_LINK_WINDOW) */
     int         rewind;        /* resend from the first retained frame at the next
                                   frame boundary (the peer asked for it) */
     int         hold;          /* relinked: nothing sequenced goes until the
@@ -118,7 +126,7 @@ static inline size_t tb_conn_held(const tb_conn_t *c)
 /* Whether a write is waiting for the socket (EPOLLOUT wanted). */
 static inline int tb_conn_wants_write(const tb_conn_t *c)
 {
-    return c->fd >= 0 && (c->ctl_left || (c->out_bytes && !c->hold));
+    return c->fd >= 0 && (c->ctl_left || (c->out_bytes && !c->hold && !c->win_blocked));
 }
 
 /* Drop the frames at the head that are done (written unsequenced, or

@@ -16,6 +16,10 @@ static void take_ack(tb_conn_t *c, uint32_t a)
     if (!tb_seq_lt(c->acked, a) || tb_seq_lt(last, a))
         return;                 /* old news, or more than was ever sent */
     c->acked = a;
+    if (c->win_blocked) {
+        c->win_blocked = 0;     /* frames held back by the window may go */
+        c->dirty = 1;
+    }
     for (size_t i = 0; i < c->q.len; i++) {
         tb_outframe_t *f = tb_ring_at(&c->q, i);
         if (f->done || !f->seq)
@@ -151,7 +155,7 @@ void tb_link_down(tb_conn_t *c, int64_t now)
     /* (no new decoder: the old one's sticky error breaks the next socket too) */
 }
 
-int tb_link_up(tb_conn_t *c, int fd)
+int tb_link_up(tb_conn_t *c, int fd, int64_t now)
 {
     tb_sock_nonblock(fd, 1);
     c->fd = c->io.fd = fd;
@@ -159,6 +163,8 @@ int tb_link_up(tb_conn_t *c, int fd)
     c->closed = 0;
     c->hold = 1;
     c->rx_last = 0;
+    if (c->down_since)
+        c->down_since = now;    /* a new window for the peer's RESEND */
     c->n_relinks++;
     tb_link_ack(c, 1, 0);
     c->nack_at = 0;             /* not a resend request for a bad frame */

@@ -13,7 +13,9 @@
  * duplicate (a resent frame it has) is dropped, a gap (frames after one
  * that failed its CRC) is dropped and answered with an ACK frame flagged
  * RESEND that names the last good one; the sender then resends everything
- * after it. A broken socket is replaced by a new one (a relink) on the same
+ * after it. So that such a resend (go-back-N) converges at a bit error rate
+ * of about one per 10,000 frames, at most TB_LINK_WINDOW frames go out
+ * beyond the last acknowledged one. A broken socket is replaced by a new one (a relink) on the same
  * tb_conn_t: both sides first send RESEND with what they have, and hold
  * everything else until the peer's arrives.
  *
@@ -39,11 +41,16 @@
 /* A resend asked for and not seen after this long is asked for again. */
 #define TB_LINK_NACK_RETRY_MS 50
 /* A partial frame with no byte for this long while we read: its length was
- * corrupted (or the peer is stuck mid-frame): the socket is broken. */
-#define TB_LINK_STALL_MS 500
-/* How long a broken link may take to come back before the peer is lost
- * (TBON_RELINK_MS overrides it; 0 turns relinking off). */
-#define TB_LINK_RELINK_MS 2000
+ * corrupted (or the peer is stuck mid-frame): the socket is broken. Long:
+ * on a loaded machine a sender may wait for a core for hundreds of ms (500
+ * ms broke healthy links under a streaming benchmark on two busy cores),
+ * and a stuck peer is fenced by heartbeats anyway. */
+#define TB_LINK_STALL_MS 2000
+/* How long a broken link may stay without a socket, and then how long a new
+ * socket may take to hear the peer's RESEND, before the peer is lost
+ * (TBON_RELINK_MS overrides it; 0 turns relinking off). A dead peer is
+ * found otherwise (a refused relink, the pidfd, the event connection). */
+#define TB_LINK_RELINK_MS 5000
 
 /* Serial-number order of 32-bit sequence numbers (RFC 1982). */
 static inline int tb_seq_lt(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
@@ -73,6 +80,6 @@ void tb_link_down(tb_conn_t *c, int64_t now);
 /* A new socket fd (connected, authenticated) for a link that is down:
  * RESEND with what we have goes first, the rest waits for the peer's.
  * 0, or TBON_ENOMEM. */
-int tb_link_up(tb_conn_t *c, int fd);
+int tb_link_up(tb_conn_t *c, int fd, int64_t now);
 
 #endif

@@ -441,7 +441,7 @@ static void relink_attach(tb_node_t *n, tb_conn_t *c, int fd)
         tb_loop_forget(n->loop, &c->io);
         tb_link_down(c, tb_now_ms());
     }
-    tb_link_up(c, fd);
+    tb_link_up(c, fd, tb_now_ms());
     /* the RESEND goes with the next flush (after this dispatch) */
     tb_node_watch(n, c, c->reading ? EPOLLIN : 0);
 }

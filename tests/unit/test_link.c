@@ -213,8 +213,8 @@ TEST(relink_resends_what_the_peer_lacks)
     CHECK_INT(tb_conn_flush(a), 1);
     int sv[2];
     REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-    tb_link_up(a, sv[0]);
-    tb_link_up(b, sv[1]);
+    tb_link_up(a, sv[0], now);
+    tb_link_up(b, sv[1], now);
     CHECK(a->hold && b->hold);
     CHECK_INT(tb_conn_flush(a), 1);      /* only its RESEND */
     recv_all(b, &g);
@@ -270,6 +270,31 @@ TEST(sequence_numbers_wrap_past_zero)
     CHECK_UINT(a->acked, 3);
     CHECK_UINT(a->q.len, 0);
     CHECK(tb_seq_lt(UINT32_MAX, 1));
+    tb_conn_destroy(a);
+    tb_conn_destroy(b);
+}
+
+/* At most TB_LINK_WINDOW frames beyond the last acknowledged one go out;
+ * an acknowledgement lets the rest go. */
+TEST(window_bounds_what_is_unacknowledged)
+{
+    tb_conn_t *a, *b;
+    pair(&a, &b);
+    static got_t g;
+    send_n(a, 0, TB_LINK_WINDOW + 100);
+    CHECK_INT(tb_conn_flush(a), 1);
+    CHECK(a->win_blocked);
+    CHECK(!tb_conn_wants_write(a));      /* no EPOLLOUT while blocked */
+    recv_all(b, &g);
+    CHECK_UINT(g.n, TB_LINK_WINDOW);
+    tb_link_ack(b, 0, tb_now_ms());
+    tb_conn_flush(b);
+    recv_all(a, NULL);
+    CHECK(!a->win_blocked);
+    CHECK(a->dirty);
+    CHECK_INT(tb_conn_flush(a), 1);
+    recv_all(b, &g);
+    check_in_order(&g, 0, TB_LINK_WINDOW + 100);
     tb_conn_destroy(a);
     tb_conn_destroy(b);
 }
