@@ -362,6 +362,10 @@ static void *relink_main(void *arg)
             fd = -1;
         }
     }
+    /* Posted, not kicked: a kick could make this thread drive a back-end's
+     * node (tb_net_kick), which joins this thread. The post wakes the
+     * node's loop, which the kicker thread (api/kick.c) watches when nobody
+     * drives it. */
     tb_node_post(a->n, tb_cmd_relink(fd, a->parent, 1, a->gen, fd < 0 ? err.msg : NULL));
     free(a);
     return NULL;
