@@ -864,9 +864,15 @@ static double tp_round_n(struct tp_tree *t, uint32_t round, uint32_t packets,
                              (double)total : 0;
     if (u->error[0])
         ft_die("%s", u->error);
-    if (marks < t->n)
-        ft_die("streaming round %u: %zu of %zu back-ends finished within 30 s", round, marks,
-               t->n);
+    if (marks < t->n) {
+        char late[160] = "";
+        size_t k = 0;
+        for (size_t r = 1; r < t->size && k + 12 < sizeof late; r++)
+            if (u->sent[r] && !u->marked[r])
+                k += (size_t)snprintf(late + k, sizeof late - k, " %zu", r);
+        ft_die("streaming round %u: %zu of %zu back-ends finished within 30 s (not:%s)", round,
+               marks, t->n, late);
+    }
     return (double)total / (t1 - t0);
 }
 
@@ -1152,7 +1158,7 @@ static void lk_rows(const struct lk_result *r)
               "values/s", "the same trees without the shim; median of %d rounds", LK_ROUNDS);
     bench_row("link", "throughput under link faults / without", "%.3f", r->ratio, "",
               "median of the per-pair ratios, from %.3f to %.3f", r->rlo, r->rhi);
-    bench_row("link", "nodes evicted under link faults", "%zu", r->evicted, "",
+    bench_row("link", "nodes evicted under link faults", "%.0f", (double)r->evicted, "",
               "TBON_EV_NODE_FAILED at the FE over all the rounds (must be 0)");
 }
 
