@@ -200,10 +200,10 @@ static void consumed(tb_conn_t *c, size_t w, int ctl_first)
         w -= rest;
         c->out_bytes -= rest;
         c->qoff = 0;
-        if (f->seq)
+        if (f->seq && tb_seq_lt(c->acked, f->seq))
             c->ret_bytes += size;   /* kept until acknowledged (net/link.c) */
         else
-            f->done = 1;
+            f->done = 1;            /* unsequenced, or acknowledged while half written */
         c->wpos++;
     }
 }
@@ -231,7 +231,7 @@ int tb_conn_flush(tb_conn_t *c)
                 continue;
             if (c->ctl_left && !ctl_first && off == 0)
                 break;      /* the ACK goes at this boundary, on the next round */
-            if (f->seq && off == 0 && f->seq - c->acked > TB_LINK_WINDOW) {
+            if (f->seq && off == 0 && tb_seq_lt(c->acked + TB_LINK_WINDOW, f->seq)) {
                 c->win_blocked = 1;     /* an acknowledgement unblocks it */
                 break;
             }

@@ -25,6 +25,10 @@ typedef struct tb_conn tb_conn_t;
  * small frames, ~70,000, would hold ~7 errors: never done). */
 #define TB_LINK_WINDOW 1024
 
+/* Serial-number order of 32-bit link sequence numbers (RFC 1982). */
+static inline int tb_seq_lt(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
+static inline int tb_seq_le(uint32_t a, uint32_t b) { return (int32_t)(a - b) <= 0; }
+
 /* One queued frame: its header and either a packet (a reference) or an
  * owned buffer holding the payload. */
 typedef struct tb_outframe {

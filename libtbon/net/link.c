@@ -30,7 +30,8 @@ static void take_ack(tb_conn_t *c, uint32_t a)
         if (i < c->wpos)
             c->ret_bytes -= size;
         else if (i == c->wpos && c->qoff)
-            break;              /* half written on this socket: it must finish */
+            continue;           /* half written on this socket: it must finish (the
+                                   framing), and is done then (conn.c, consumed) */
         else
             c->out_bytes -= size;
         f->done = 1;

@@ -52,10 +52,6 @@
  * found otherwise (a refused relink, the pidfd, the event connection). */
 #define TB_LINK_RELINK_MS 5000
 
-/* Serial-number order of 32-bit sequence numbers (RFC 1982). */
-static inline int tb_seq_lt(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
-static inline int tb_seq_le(uint32_t a, uint32_t b) { return (int32_t)(a - b) <= 0; }
-
 /* A good frame (its CRC checked) arrived with header h: take its
  * acknowledgement, and say whether to deliver it (1) or drop it (0: an ACK
  * frame, a duplicate, a frame after a gap). now: tb_now_ms(). */

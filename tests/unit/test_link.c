@@ -3,6 +3,7 @@
  * socket replaced; two tb_conn_t over a socketpair, driven by hand */
 #include "../harness.h"
 
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -295,6 +296,67 @@ TEST(window_bounds_what_is_unacknowledged)
     CHECK_INT(tb_conn_flush(a), 1);
     recv_all(b, &g);
     check_in_order(&g, 0, TB_LINK_WINDOW + 100);
+    tb_conn_destroy(a);
+    tb_conn_destroy(b);
+}
+
+/* Write a's frames into b until a has nothing left to write (or it stops
+ * making progress: the window, a hold); b's frames go to g. */
+static void pump(tb_conn_t *a, tb_conn_t *b, got_t *g)
+{
+    for (int i = 0; i < 1000 && a->out_bytes; i++) {
+        size_t before = a->out_bytes;
+        tb_conn_flush(a);
+        recv_all(b, g);
+        if (a->out_bytes == before && !tb_conn_wants_write(a))
+            break;
+    }
+}
+
+/* A resend request that crossed the frames it asks for (it was sent again
+ * after 50 ms, say): the sender rewinds and is half way through writing
+ * the first frame again when the acknowledgement of all of them arrives.
+ * That frame must still be written whole (the framing), and it and the
+ * rest are then done: none of them stays in the queue below the
+ * acknowledged number, where the window took it for far ahead and held
+ * every later frame back for good (bench_ft --link stalled so). */
+TEST(ack_for_a_frame_half_written_again)
+{
+    tb_conn_t *a, *b;
+    pair(&a, &b);
+    static got_t g;
+    size_t big = 1u << 20;               /* larger than the socket's buffer */
+    uint8_t *buf = calloc(1, big);
+    REQUIRE(buf);
+    tb_conn_send_buf(a, &(tb_frame_hdr_t){ .type = TB_FRAME_DATA, .tag = 1 }, buf, big);
+    send_n(a, 2, 2);
+    int64_t now = tb_now_ms();
+    tb_link_bad_frame(b, now);           /* a RESEND after 0, not yet gone */
+    pump(a, b, &g);
+    check_in_order(&g, 1, 3);
+    CHECK_UINT(b->rx, 3);
+    CHECK_INT(tb_conn_flush(b), 1);      /* the stale RESEND */
+    recv_all(a, NULL);
+    CHECK(a->rewind);
+    CHECK_INT(tb_conn_flush(a), 0);      /* frame 1 again, half way */
+    CHECK(a->qoff > 0);
+    tb_link_ack(b, 0, now);              /* b has 1..3 */
+    CHECK_INT(tb_conn_flush(b), 1);
+    recv_all(a, NULL);
+    CHECK_UINT(a->acked, 3);
+    send_n(a, 4, 1);
+    pump(a, b, &g);
+    CHECK_UINT(a->out_bytes, 0);
+    CHECK(!a->win_blocked);
+    CHECK_UINT(g.n, 4);                  /* frame 1 again was a duplicate */
+    if (g.n == 4)
+        CHECK_INT(g.tag[3], 4);
+    CHECK_UINT(b->n_dups, 1);
+    tb_link_ack(b, 0, now);
+    tb_conn_flush(b);
+    recv_all(a, NULL);
+    CHECK_UINT(a->q.len, 0);
+    CHECK_UINT(tb_conn_held(a), 0);
     tb_conn_destroy(a);
     tb_conn_destroy(b);
 }
