@@ -53,6 +53,7 @@ int tb_join_add(tb_node_t *n, const tb_vchange_t *c)
             ch->joined = 1;
             ch->leaving = 0;
             ch->suspect = 0;
+            ch->ev_lost = 0;    /* the old process's end: its link may relink */
             ch->v_known = 0;
             ch->v_sent = ch->v_acked = 0;
             n->ftst->njoining += !ch->join_due;
