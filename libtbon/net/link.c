@@ -46,8 +46,17 @@ static void take_ack(tb_conn_t *c, uint32_t a)
 
 void tb_link_ack(tb_conn_t *c, int resend, int64_t now)
 {
-    if (c->ctl_left && c->ctl_left < TB_FRAME_HDR_SIZE)
-        return;                 /* one half written: the timer sends the next */
+    if (c->ctl_left && c->ctl_left < TB_FRAME_HDR_SIZE) {
+        /* One half written: the timer sends the next. A resend request
+         * must not be forgotten meanwhile (the frame it asks for may have
+         * been the last one coming): it is due again in
+         * TB_LINK_NACK_RETRY_MS, as if it had gone. */
+        if (resend && now) {
+            c->nack_rx = c->rx;
+            c->nack_at = now;
+        }
+        return;
+    }
     uint16_t flags = resend ? TB_FRAME_F_RESEND : 0;
     if (c->ctl_left)
         flags |= tb_get16(c->ctl + 6) & TB_FRAME_F_RESEND;  /* not yet gone: keep its ask */
@@ -110,15 +119,19 @@ int tb_link_tick(tb_conn_t *c, int64_t now, int64_t *next)
 {
     if (c->fd < 0)
         return 0;
-    if (c->ack_due && now >= c->ack_due)
-        tb_link_ack(c, 0, now);
-    if (c->nack_at && c->nack_rx == c->rx && now - c->nack_at >= TB_LINK_NACK_RETRY_MS)
-        tb_link_ack(c, 1, now);
     int64_t due = INT64_MAX;
-    if (c->ack_due)
-        due = c->ack_due;
-    if (c->nack_at && c->nack_at + TB_LINK_NACK_RETRY_MS < due)
-        due = c->nack_at + TB_LINK_NACK_RETRY_MS;
+    /* A lone ACK half written waits for the socket (EPOLLOUT), not for a
+     * time: the owed ones are looked at once it is gone. */
+    if (!c->ctl_left || c->ctl_left == TB_FRAME_HDR_SIZE) {
+        if (c->ack_due && now >= c->ack_due)
+            tb_link_ack(c, 0, now);
+        if (c->nack_at && c->nack_rx == c->rx && now - c->nack_at >= TB_LINK_NACK_RETRY_MS)
+            tb_link_ack(c, 1, now);
+        if (c->ack_due)
+            due = c->ack_due;
+        if (c->nack_at && c->nack_at + TB_LINK_NACK_RETRY_MS < due)
+            due = c->nack_at + TB_LINK_NACK_RETRY_MS;
+    }
     if (c->reading && tb_fdec_partial(c->dec)) {
         if (now - c->rx_last >= TB_LINK_STALL_MS)
             return 1;

@@ -360,3 +360,36 @@ TEST(ack_for_a_frame_half_written_again)
     tb_conn_destroy(a);
     tb_conn_destroy(b);
 }
+
+/* A resend request while a lone ACK is half written (the socket was full
+ * in the middle of it) cannot go at once; it must not be forgotten (the
+ * frame it asks for may have been the last to come): it goes once the
+ * half ACK is out, and no timer spins meanwhile. */
+TEST(resend_request_behind_a_half_written_ack)
+{
+    tb_conn_t *a, *b;
+    pair(&a, &b);
+    send_n(b, 1, 2);
+    tb_conn_flush(b);
+    recv_all(a, NULL);                   /* a has 1..2 */
+    int64_t now = tb_now_ms();
+    tb_link_ack(a, 0, now);
+    REQUIRE(send(a->fd, a->ctl, 24, 0) == 24);   /* as a short write would */
+    a->ctl_left = TB_FRAME_HDR_SIZE - 24;
+    tb_link_bad_frame(a, now);           /* frame 3 failed its CRC */
+    CHECK_UINT(a->ctl_left, TB_FRAME_HDR_SIZE - 24);
+    int64_t next = INT64_MAX;
+    CHECK_INT(tb_link_tick(a, now + TB_LINK_NACK_RETRY_MS, &next), 0);
+    CHECK(next == INT64_MAX);            /* EPOLLOUT, not a timer, comes next */
+    CHECK_INT(tb_conn_flush(a), 1);      /* the rest of the ACK */
+    CHECK_UINT(a->ctl_left, 0);
+    next = INT64_MAX;
+    tb_link_tick(a, now + TB_LINK_NACK_RETRY_MS, &next);
+    CHECK_UINT(a->ctl_left, TB_FRAME_HDR_SIZE);  /* the resend request */
+    CHECK_INT(tb_conn_flush(a), 1);
+    recv_all(b, NULL);
+    CHECK(b->rewind);
+    CHECK_UINT(b->acked, 2);
+    tb_conn_destroy(a);
+    tb_conn_destroy(b);
+}
