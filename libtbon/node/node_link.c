@@ -500,7 +500,12 @@ void tb_node_child_dead(tb_node_t *n, tbon_rank_t r, const char *why)
 static int link_tick(tb_node_t *n, tb_conn_t *c, int64_t now, int64_t *next)
 {
     if (c->down_since) {
-        /* Down, or relinked and waiting for the peer's RESEND. */
+        /* Down, or relinked and waiting for the peer's RESEND. That wait
+         * counts only while we read: back-pressure (pressure() in node.c)
+         * may keep the RESEND unread in the socket for longer than the
+         * deadline, and the peer is not lost for that. */
+        if (!c->down && !c->reading)
+            c->down_since = now;
         int64_t dl = c->down_since + n->relink_ms;
         if (now >= dl || tb_node_ending(n)) {
             char why[200];
