@@ -36,6 +36,7 @@
 #include <tbon/tbon.h>
 
 #include "bench.h"
+#include "../tests/faultshim/faultlog.h"
 #include "../tests/procscan.h"
 #include "../tests/watchdog.h"
 #include "topo/topology.h"
@@ -1043,18 +1044,6 @@ struct lk_result {
     double seconds;             /* of faulty rounds */
 };
 
-static size_t lk_count(const char *log, const char *what)
-{
-    FILE *f = fopen(log, "r");
-    size_t n = 0, k = strlen(what);
-    char line[128];
-    while (f && fgets(line, sizeof line, f))
-        n += strncmp(line, what, k) == 0 && line[k] == ' ';
-    if (f)
-        fclose(f);
-    return n;
-}
-
 /* The events so far: failures (evictions) counted, and suspicions (a
  * silent node, which heartbeats on the event connections, untouched by the
  * shim, report only when a process was starved). */
@@ -1133,8 +1122,8 @@ static void lk_run(struct lk_result *out)
         tp_stop(&a);        /* checks the FE got exactly the union */
         tp_stop(&b);
     }
-    out->flips = lk_count(log, "flip");
-    out->resets = lk_count(log, "reset");
+    out->flips = tb_fault_count(log, "flip");
+    out->resets = tb_fault_count(log, "reset");
     out->faulty = bench_median(vf, np);
     out->clean = bench_median(vc, np);
     out->ratio = bench_median(ratio, np);

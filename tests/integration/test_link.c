@@ -6,6 +6,7 @@
  * come twice. And a dead commnode is still found at once, not after the
  * relink deadline. */
 #include "itest.h"
+#include "../faultshim/faultlog.h"
 
 #include <signal.h>
 
@@ -46,19 +47,6 @@ static void arm(const char *path, int on)
     } else {
         unlink(path);
     }
-}
-
-/* Lines of the fault log that start with what. */
-static size_t faults(const char *log, const char *what)
-{
-    FILE *f = fopen(log, "r");
-    size_t n = 0, k = strlen(what);
-    char line[128];
-    while (f && fgets(line, sizeof line, f))
-        n += strncmp(line, what, k) == 0 && line[k] == ' ';
-    if (f)
-        fclose(f);
-    return n;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -168,10 +156,10 @@ static void waves_under_faults(const char *shape, int rounds, int burst, const c
     it_expect_nothing(sum, 200, "sum (a duplicate?)");
     it_expect_nothing(uni, 10, "union (a duplicate?)");
     no_membership_events(t.net);
-    size_t flips = faults(log, "flip") + faults(log, "rflip"), resets = faults(log, "reset");
+    size_t flips = tb_fault_count(log, "flip") + tb_fault_count(log, "rflip"), resets = tb_fault_count(log, "reset");
     if (getenv("ITEST_VERBOSE"))
         fprintf(stderr, "    %s: %zu bits flipped, %zu resets, %zu delays over %d rounds\n",
-                shape, flips, resets, faults(log, "delay"), rounds);
+                shape, flips, resets, tb_fault_count(log, "delay"), rounds);
     CHECK(flips >= min_flips);
     CHECK(resets >= min_resets);
     /* and the tree still ends in order */
