@@ -16,6 +16,8 @@
 #include <sys/epoll.h>
 
 #include "net/loop.h"
+#include "node/node.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 struct tb_kicker {
@@ -24,6 +26,8 @@ struct tb_kicker {
     tb_io_t node_io;          /* one shot: armed while nobody drives the node */
     atomic_int armed;
     atomic_int stop;
+    _Atomic int64_t wake_at;  /* when the kicker wakes by itself (INT64_MAX:
+                                 not before something arrives) */
     pthread_t thread;
 };
 
@@ -35,12 +39,42 @@ static void on_node(tb_io_t *io, uint32_t events)
     tb_net_kick(k->net);
 }
 
+/* The node's timers (its link layer's acknowledgements and resends, its
+ * deadlines) do not make its loop descriptor readable: while nobody drives
+ * the node, the kicker also wakes when the first is due and runs a turn. */
+static int timer_wait(tb_kicker_t *k, int64_t now)
+{
+    int64_t due = atomic_load(&k->armed) && k->net->node ? tb_node_next_due(k->net->node)
+                                                          : INT64_MAX;
+    atomic_store(&k->wake_at, due);
+    if (due == INT64_MAX)
+        return -1;
+    return due <= now ? 0 : due - now > INT32_MAX ? INT32_MAX : (int)(due - now);
+}
+
 static void *kicker_thread(void *arg)
 {
     tb_kicker_t *k = arg;
-    while (!atomic_load(&k->stop))
-        if (tb_loop_wait(k->loop, -1) < 0)
+    int floor_ms = 0;
+    while (!atomic_load(&k->stop)) {
+        int wait = timer_wait(k, tb_now_ms());
+        if (wait >= 0 && wait < floor_ms)
+            wait = floor_ms;
+        int n = tb_loop_wait(k->loop, wait);
+        if (n < 0)
             break;
+        floor_ms = 0;
+        if (n > 0 || wait < 0 || !atomic_load(&k->armed) || tb_now_ms() < atomic_load(&k->wake_at))
+            continue;
+        /* A timer is due and nobody drives the node: run it. If another
+         * thread holds the node (it will fire the timer), or the node has
+         * stopped (it never will), do not ask again at once. */
+        int ran = tb_net_kick_ran(k->net);
+        if (ran < 0)
+            atomic_store(&k->armed, 0);
+        else if (ran == 0)
+            floor_ms = 5;
+    }
     return NULL;
 }
 
@@ -50,6 +84,7 @@ tb_kicker_t *tb_kicker_start(tbon_net_t *net, int node_loop_fd)
     if (!k)
         return NULL;
     k->net = net;
+    atomic_init(&k->wake_at, INT64_MAX);
     k->loop = tb_loop_new(NULL, NULL);
     k->node_io = (tb_io_t){ .fd = node_loop_fd, .fn = on_node, .arg = k };
     /* Disarmed until the application's network is complete (tb_kicker_arm). */
@@ -65,10 +100,13 @@ tb_kicker_t *tb_kicker_start(tbon_net_t *net, int node_loop_fd)
 void tb_kicker_arm(tb_kicker_t *k, int on)
 {
     /* A back-end arms it after every call into the library: only changes
-     * cost a system call. */
-    if (!k || atomic_exchange(&k->armed, on) == on)
+     * cost a system call (and a timer due before the kicker would wake). */
+    if (!k)
         return;
-    tb_loop_rearm(k->loop, &k->node_io, on ? EPOLLIN | EPOLLONESHOT : EPOLLONESHOT);
+    if (atomic_exchange(&k->armed, on) != on)
+        tb_loop_rearm(k->loop, &k->node_io, on ? EPOLLIN | EPOLLONESHOT : EPOLLONESHOT);
+    if (on && k->net->node && tb_node_next_due(k->net->node) < atomic_load(&k->wake_at))
+        tb_loop_wake(k->loop);
 }
 
 void tb_kicker_stop(tb_kicker_t *k)

@@ -237,18 +237,27 @@ void tb_net_arm(void *arg, int on)
 /* Work arrived for a node nobody may be driving (a back-end whose
  * application is busy elsewhere): run it now unless someone drives. The
  * kicker thread calls it (kick.c). */
-void tb_net_kick(void *arg)
+int tb_net_kick_ran(tbon_net_t *net)
 {
-    tbon_net_t *net = arg;
+    int ran = 0;
     pthread_mutex_lock(&net->mu);
-    if (net->node && !net->driving && !tb_node_stopped(net->node)) {
+    if (!net->node || tb_node_stopped(net->node)) {
+        ran = -1;
+    } else if (!net->driving) {
         net->driving = 1;
         pthread_mutex_unlock(&net->mu);
         tb_node_step(net->node, 0);
         pthread_mutex_lock(&net->mu);
         release(net);
+        ran = 1;
     }
     pthread_mutex_unlock(&net->mu);
+    return ran;
+}
+
+void tb_net_kick(void *arg)
+{
+    tb_net_kick_ran(arg);
 }
 
 static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt,

@@ -109,6 +109,9 @@ tb_node_cbs_t tb_net_callbacks(tbon_net_t *net);
 /* A back-end's inline node has work: run it now if no application thread
  * drives the node (net.c; called by the kicker thread). */
 void tb_net_kick(void *arg);
+/* The same: 1 if it ran a turn, 0 if another thread drives the node, -1 if
+ * the node has stopped. */
+int tb_net_kick_ran(tbon_net_t *net);
 /* The node's arm callback: let the kicker run the node (1) or not (0). */
 void tb_net_arm(void *arg, int on);
 /* The stream with this id, created if create and missing (under net->mu). */

@@ -24,7 +24,16 @@ struct tb_loop {
     atomic_int posted;        /* the mailbox is not empty (read without mu) */
     tb_drain_fn drain;
     void *arg;
+    _Atomic int64_t due_pub;  /* heap[0]'s due time (INT64_MAX: none), for
+                                 other threads: tb_loop_due */
 };
+
+/* After any change of the heap: its first due time, for other threads. */
+static void publish_due(tb_loop_t *l)
+{
+    atomic_store_explicit(&l->due_pub, l->nheap ? l->heap[0]->due : INT64_MAX,
+                          memory_order_release);
+}
 
 /* ---- the timer heap ---- */
 
@@ -71,13 +80,14 @@ void tb_timer_cancel(tb_loop_t *l, tb_timer_t *t)
     size_t i = t->slot - 1;
     t->slot = 0;
     tb_timer_t *last = l->heap[--l->nheap];
-    if (i == l->nheap)
-        return;
-    heap_set(l, i, last);
-    if (i > 0 && l->heap[(i - 1) / 2]->due > last->due)
-        heap_up(l, i);
-    else
-        heap_down(l, i);
+    if (i != l->nheap) {
+        heap_set(l, i, last);
+        if (i > 0 && l->heap[(i - 1) / 2]->due > last->due)
+            heap_up(l, i);
+        else
+            heap_down(l, i);
+    }
+    publish_due(l);
 }
 
 void tb_timer_at(tb_loop_t *l, tb_timer_t *t, int64_t due_ms)
@@ -89,6 +99,7 @@ void tb_timer_at(tb_loop_t *l, tb_timer_t *t, int64_t due_ms)
             heap_up(l, t->slot - 1);
         else if (due_ms > old)
             heap_down(l, t->slot - 1);
+        publish_due(l);
         return;
     }
     if (l->nheap == l->capheap) {
@@ -102,6 +113,12 @@ void tb_timer_at(tb_loop_t *l, tb_timer_t *t, int64_t due_ms)
     t->due = due_ms;
     l->heap[l->nheap++] = t;
     heap_up(l, l->nheap - 1);
+    publish_due(l);
+}
+
+int64_t tb_loop_due(const tb_loop_t *l)
+{
+    return atomic_load_explicit(&((tb_loop_t *)l)->due_pub, memory_order_acquire);
 }
 
 int64_t tb_loop_next_due(const tb_loop_t *l)
@@ -252,6 +269,7 @@ tb_loop_t *tb_loop_new(tb_drain_fn drain, void *arg)
         return NULL;
     l->drain = drain;
     l->arg = arg;
+    atomic_init(&l->due_pub, INT64_MAX);
     pthread_mutex_init(&l->mu, NULL);
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
     l->wake.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

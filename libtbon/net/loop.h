@@ -77,6 +77,10 @@ void tb_timer_cancel(tb_loop_t *l, tb_timer_t *t);
 static inline int tb_timer_armed(const tb_timer_t *t) { return t->slot != 0; }
 /* When the first armed timer is due, or INT64_MAX if none is. */
 int64_t tb_loop_next_due(const tb_loop_t *l);
+/* The same, from any thread (a copy published at every change of the
+ * timers: a thread that watches this loop's fd from its own loop learns
+ * when to run it for its timers, which do not make the fd readable). */
+int64_t tb_loop_due(const tb_loop_t *l);
 /* Armed timers (for tests and the leak checks). */
 size_t tb_loop_ntimers(const tb_loop_t *l);
 

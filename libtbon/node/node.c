@@ -447,6 +447,11 @@ int tb_node_loop_fd(const tb_node_t *n)
     return tb_loop_fd(n->loop);
 }
 
+int64_t tb_node_next_due(const tb_node_t *n)
+{
+    return tb_loop_due(n->loop);
+}
+
 int tb_node_has_posted(tb_node_t *n)
 {
     return tb_loop_has_mail(n->loop);

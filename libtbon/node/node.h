@@ -283,6 +283,9 @@ void tb_node_kick(tb_node_t *n);
 /* The node's loop descriptor: readable when the node has work (to watch it
  * from another thread's loop). */
 int  tb_node_loop_fd(const tb_node_t *n);
+/* When the node's first timer is due (INT64_MAX: none), from any thread:
+ * its timers do not make the loop descriptor readable. */
+int64_t tb_node_next_due(const tb_node_t *n);
 
 /* On the wire (TB_CTL_STREAM, TB_CTL_GRAFT, TB_CMD_STREAM), a broadcast
  * stream's sync mode carries this flag: a stream over every back-end, those
