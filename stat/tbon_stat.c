@@ -543,12 +543,50 @@ static int be_discover(tbon_stream_t *s, tbon_packet_t *p, tbon_rank_t me, const
     return rc;
 }
 
-/* The back-end's requests until the front-end closes the tree. */
+/* Sample what the request p names (TAG_SAMPLE, or an ask again that
+ * carries it) into fresh trees and send them with tag. */
+static int be_sample_req(tbon_stream_t *s, tbon_packet_t *p, tbon_rank_t me, int tag,
+                         st_tree_t **t2, st_tree_t **t3)
+{
+    int32_t *pids = NULL;
+    uint32_t *ranks = NULL, *owner = NULL, n, interval, flags;
+    size_t np = 0, nr = 0, no = 0;
+    int rc;
+    if (tbon_packet_unpack(p, FMT_REQ, &pids, &np, &ranks, &nr, &owner, &no, &n, &interval,
+                           &flags) != 0 || np != nr || np != no) {
+        fprintf(stderr, PROG " --be: rank %u: malformed request (\"%s\")\n", me,
+                tbon_packet_format(p));
+        rc = TBON_EFORMAT;
+    } else {
+        st_tree_free(*t2);
+        st_tree_free(*t3);
+        *t2 = st_tree_new();
+        *t3 = st_tree_new();
+        st_walker_t *w = *t2 && *t3 ? be_walker(flags) : NULL;
+        rc = w ? be_sample(w, pids, ranks, owner, np, me, n, interval, *t2, *t3) : TBON_ENOMEM;
+        test_hold(me, 0);
+        if (rc == 0)
+            rc = be_send(s, tag, *t2, *t3);
+        test_hold(me, 1);
+        /* The walker's files and maps go after the result did. */
+        st_walker_free(w);
+    }
+    free(pids);
+    free(ranks);
+    free(owner);
+    return rc;
+}
+
+/* The back-end's requests until the front-end closes the tree. An ask again
+ * (TAG_RESEND) carries the request: a back-end that sampled sends what it
+ * has (the merge is idempotent); one the request never reached (its
+ * commnode died before passing it on, and the adopter's wave was closed by
+ * then) samples now. */
 static int be_loop(tbon_net_t *net, const char *self)
 {
     tbon_rank_t me = tbon_net_rank(net);
     st_tree_t *t2 = st_tree_new(), *t3 = st_tree_new();
-    int rc = t2 && t3 ? 0 : TBON_ENOMEM;
+    int rc = t2 && t3 ? 0 : TBON_ENOMEM, sampled = 0;
     while (rc == 0) {
         tbon_packet_t *p = NULL;
         tbon_stream_t *s = NULL;
@@ -558,35 +596,11 @@ static int be_loop(tbon_net_t *net, const char *self)
         int tag = tbon_packet_tag(p);
         if (tag == TAG_DISCOVER) {
             rc = be_discover(s, p, me, self);
-        } else if (tag == TAG_SAMPLE) {
-            int32_t *pids = NULL;
-            uint32_t *ranks = NULL, *owner = NULL, n, interval, flags;
-            size_t np = 0, nr = 0, no = 0;
-            if (tbon_packet_unpack(p, FMT_REQ, &pids, &np, &ranks, &nr, &owner, &no, &n,
-                                   &interval, &flags) != 0 || np != nr || np != no) {
-                fprintf(stderr, PROG " --be: rank %u: malformed request (\"%s\")\n", me,
-                        tbon_packet_format(p));
-                rc = TBON_EFORMAT;
-            } else {
-                st_tree_free(t2);
-                st_tree_free(t3);
-                t2 = st_tree_new();
-                t3 = st_tree_new();
-                st_walker_t *w = t2 && t3 ? be_walker(flags) : NULL;
-                rc = w ? be_sample(w, pids, ranks, owner, np, me, n, interval, t2, t3)
-                       : TBON_ENOMEM;
-                test_hold(me, 0);
-                if (rc == 0)
-                    rc = be_send(s, TAG_SAMPLE, t2, t3);
-                test_hold(me, 1);
-                /* The walker's files and maps go after the result did. */
-                st_walker_free(w);
-            }
-            free(pids);
-            free(ranks);
-            free(owner);
+        } else if (tag == TAG_SAMPLE || (tag == TAG_RESEND && !sampled)) {
+            rc = be_sample_req(s, p, me, tag, &t2, &t3);
+            sampled = rc == 0;
         } else if (tag == TAG_RESEND) {
-            rc = be_send(s, TAG_RESEND, t2, t3);   /* the merge is idempotent */
+            rc = be_send(s, TAG_RESEND, t2, t3);
         }
         tbon_packet_unref(p);
     }
@@ -1841,7 +1855,10 @@ static int fe_main(const struct cli *c, char *self)
         if (missing_alive(t2, r, net) == 0)
             break;                      /* the rest failed with their back-ends */
         fprintf(stderr, PROG ": %" PRIu64 " of %zu tasks in the merge; asking again\n", have, r->n);
-        if (tbon_stream_send(s, TAG_RESEND, "%d", ++asks) != 0)
+        /* The request again: a back-end it never reached samples now. */
+        ++asks;
+        if (tbon_stream_send(s, TAG_RESEND, FMT_REQ, pids, r->n, ids, r->n, owner, r->n,
+                             c->samples, c->interval_ms, c->flags) != 0)
             break;
         last = now_s();
         quiet = quiet * 2 < RESEND_MAX_S ? quiet * 2 : RESEND_MAX_S;

@@ -277,8 +277,13 @@ static void on_event_conn(tb_eds_t *e, watch_t *w)
         tb_eds_parent_down(e, r);
         return;
     }
+    /* Else the reactor decides (TB_CMD_PEER_LOST): before the tree is up
+     * here, the port table may still be on its way in the parent's data
+     * connection, and with it an adoption. After the parent's goodbye, or
+     * as we leave, the application hears of it now (nobody may be driving
+     * a back-end's node). */
     tb_eds_post(e, tb_cmd_peer_lost(r));
-    if (r == e->parent)
+    if (r == e->parent && (e->parent_bye || atomic_load(&e->leaving)))
         tb_node_parent_gone(e->node, r);
 }
 

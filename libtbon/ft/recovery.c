@@ -79,6 +79,7 @@ static void on_ports(tb_node_t *n, const tb_ctl_ports_t *m, tbon_packet_t *p)
     for (size_t i = 0; i < n->nchild; i++)
         if (n->child[i].conn)
             tb_node_send_ctl(n, n->child[i].conn, TB_CTL_PORTS, tbon_packet_ref(p));
+    TB_DEBUG("ft", "the port table of %zu ranks arrived: orphans get adopted from now", m->n);
     ft->ft_ready = 1;
     n->cfg.heartbeat_ms = hb;       /* for the port tables of joined children */
     tb_eds_set_ft_ready(ft->eds);

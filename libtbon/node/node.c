@@ -81,6 +81,24 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
     }
 }
 
+/* The parent's event connection ended (the EDS posts it only when the
+ * parent died before the tree was up here, or said it leaves). What the
+ * parent sent before it ended may still be unread in its data connection,
+ * the port table among it: without that an orphan cannot be adopted, and
+ * in a tree just up it is often still in the socket. So that is read
+ * first, then the parent is lost (both its connections ended: no relink). */
+static void parent_events_ended(tb_node_t *n)
+{
+    tb_conn_t *pc = n->parent;
+    if (!pc->closed && !pc->down) {
+        while (!pc->closed && tb_conn_read(pc, READ_BUDGET) > 0)
+            on_frames(n, pc);
+        on_frames(n, pc);
+    }
+    if (n->parent == pc)
+        tb_node_parent_lost(n, "the event connection to the parent ended");
+}
+
 static void on_cmd(tb_node_t *n, tb_cmd_t *c)
 {
     if (c->bytes)
@@ -91,7 +109,7 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
         break;
     case TB_CMD_PEER_LOST:
         if (n->parent && c->u.peer_lost.rank == n->parent->rank)
-            tb_node_parent_lost(n, "the event connection to the parent ended");
+            parent_events_ended(n);
         else
             tb_node_child_dead(n, c->u.peer_lost.rank, "its event connection ended");
         break;
