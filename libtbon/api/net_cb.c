@@ -15,6 +15,7 @@
 #include "util/attrs.h"
 #include "codec/packet_int.h"
 #include "topo/reconfig.h"
+#include "util/array.h"
 
 /* ---- node callbacks (reactor thread) ----
  * Run by whichever thread drives the node (for a back-end, the application's
@@ -69,14 +70,8 @@ static void cb_status(void *arg, int what, int code, const char *msg)
     case TB_NODE_MISSING: {
         /* Kept in rank order (tbon_fe_missing). */
         tbon_rank_t r = (tbon_rank_t)code;
-        if (net->nmissing == net->capmissing) {
-            size_t nc = net->capmissing ? 2 * net->capmissing : 16;
-            tbon_rank_t *v = realloc(net->missing, nc * sizeof *v);
-            if (!v)
-                break;
-            net->missing = v;
-            net->capmissing = nc;
-        }
+        if (TB_ARRAY_ROOM(net->missing, net->nmissing, net->capmissing, 16))
+            break;
         size_t k = net->nmissing;
         while (k > 0 && net->missing[k - 1] > r)
             k--;

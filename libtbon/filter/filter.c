@@ -10,6 +10,7 @@
 
 #include "util/error.h"
 #include "codec/packet_int.h"
+#include "util/array.h"
 
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -68,15 +69,9 @@ int tbon_packet_list_push(tbon_packet_list_t *out, tbon_packet_t *p)
         tbon_packet_unref(p);
         return TBON_EINVAL;
     }
-    if (out->n == out->cap) {
-        size_t cap = out->cap ? out->cap * 2 : 4;
-        tbon_packet_t **v = realloc(out->v, cap * sizeof *v);
-        if (!v) {
-            tbon_packet_unref(p);
-            return TBON_ENOMEM;
-        }
-        out->v = v;
-        out->cap = cap;
+    if (TB_ARRAY_ROOM(out->v, out->n, out->cap, 4)) {
+        tbon_packet_unref(p);
+        return TBON_ENOMEM;
     }
     out->v[out->n++] = p;
     return 0;

@@ -22,6 +22,7 @@
 #include "codec/packet_int.h"
 #include "topo/reconfig.h"
 #include "net/sock.h"
+#include "util/array.h"
 
 static void on_watch_io(tb_io_t *io, uint32_t events);
 static void on_handshake_timer(tb_timer_t *t, int64_t now);
@@ -294,15 +295,7 @@ static void on_pidfd(tb_eds_t *e, watch_t *w)
     if (r == 0)
         return;
     pthread_mutex_lock(&e->mu);
-    if (e->nreaped == e->capreaped) {
-        size_t nc = e->capreaped ? 2 * e->capreaped : 16;
-        pid_t *np = realloc(e->reaped, nc * sizeof *np);
-        if (np) {
-            e->reaped = np;
-            e->capreaped = nc;
-        }
-    }
-    if (e->nreaped < e->capreaped && r == w->pid)
+    if (!TB_ARRAY_ROOM(e->reaped, e->nreaped, e->capreaped, 16) && r == w->pid)
         e->reaped[e->nreaped++] = w->pid;
     pthread_mutex_unlock(&e->mu);
     tb_eds_post(e, tb_cmd_child_exit(w->rank, r == w->pid ? status : -1));

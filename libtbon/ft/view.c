@@ -36,6 +36,7 @@
 #include "util/hash.h"
 #include "net/sock.h"
 #include "topo/reconfig.h"
+#include "util/array.h"
 
 /* Versions kept for children that lag (an adopted one). */
 #define TB_VIEW_HISTORY 256
@@ -253,14 +254,8 @@ void tb_view_note_change(tb_node_t *n, const tb_vchange_t *c)
     if (n->role != TB_ROLE_FE)
         return;
     fe->orph_dirty = 1;
-    if (fe->nvpend == fe->capvpend) {
-        size_t nc = fe->capvpend ? 2 * fe->capvpend : 16;
-        tb_vchange_t *v = realloc(fe->vpend, nc * sizeof *v);
-        if (!v)
-            return;
-        fe->vpend = v;
-        fe->capvpend = nc;
-    }
+    if (TB_ARRAY_ROOM(fe->vpend, fe->nvpend, fe->capvpend, 16))
+        return;
     fe->vpend[fe->nvpend++] = *c;
     if (!fe->vpend_since)
         fe->vpend_since = tb_now_ms();

@@ -13,6 +13,7 @@
 
 #include "util/error.h"
 #include "util/clock.h"
+#include "util/array.h"
 
 struct tb_loop {
     int epfd;
@@ -102,14 +103,8 @@ void tb_timer_at(tb_loop_t *l, tb_timer_t *t, int64_t due_ms)
         publish_due(l);
         return;
     }
-    if (l->nheap == l->capheap) {
-        size_t nc = l->capheap ? 2 * l->capheap : 16;
-        tb_timer_t **nh = realloc(l->heap, nc * sizeof *nh);
-        if (!nh)
-            abort();      /* a timer lost is a hang: no way to go on */
-        l->heap = nh;
-        l->capheap = nc;
-    }
+    if (TB_ARRAY_ROOM(l->heap, l->nheap, l->capheap, 16))
+        abort();          /* a timer lost is a hang: no way to go on */
     t->due = due_ms;
     l->heap[l->nheap++] = t;
     heap_up(l, l->nheap - 1);

@@ -20,6 +20,7 @@
 #include "net/link.h"
 #include "net/sock.h"
 #include "net/auth.h"
+#include "util/array.h"
 
 /* ---- sending ---- */
 
@@ -122,14 +123,8 @@ void tb_node_watch_conn(tb_node_t *n, tb_conn_t *c)
 
 int tb_node_add_child(tb_node_t *n, tbon_rank_t rank, int is_be)
 {
-    if (n->nchild == n->capchild) {
-        size_t nc = n->capchild ? 2 * n->capchild : 4;
-        tb_child_t *v = realloc(n->child, nc * sizeof *v);
-        if (!v)
-            return -1;
-        n->child = v;
-        n->capchild = nc;
-    }
+    if (TB_ARRAY_ROOM(n->child, n->nchild, n->capchild, 4))
+        return -1;
     memset(&n->child[n->nchild], 0, sizeof *n->child);
     n->child[n->nchild].rank = rank;
     n->child[n->nchild].is_be = is_be;

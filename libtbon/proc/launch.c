@@ -33,6 +33,7 @@
 
 #include "util/error.h"
 #include "util/log.h"
+#include "util/array.h"
 
 extern char **environ;
 
@@ -133,15 +134,7 @@ int tb_host_is_local(const char *host)
     int local = host_is_local_uncached(host);
     char *name = strdup(host);
     pthread_mutex_lock(&host_lock);
-    if (name && host_count == host_cap) {
-        size_t cap = host_cap ? 2 * host_cap : 16;
-        struct host_entry *n = realloc(host_cache, cap * sizeof *n);
-        if (n) {
-            host_cache = n;
-            host_cap = cap;
-        }
-    }
-    if (name && host_count < host_cap) {
+    if (name && !TB_ARRAY_ROOM(host_cache, host_count, host_cap, 16)) {
         host_cache[host_count].name = name;
         host_cache[host_count].local = local;
         host_count++;

@@ -14,6 +14,7 @@
 
 #include "util/error.h"
 #include "net/loop.h"
+#include "util/array.h"
 
 #define LINE_MAX_KEPT 400
 #define CHUNK 65536
@@ -176,16 +177,8 @@ int tb_relay_add(tb_relay_t *r, tbon_rank_t rank, int fd)
     struct pipe_ent *e = calloc(1, sizeof *e);
     int rc = e ? 0 : TBON_ENOMEM;
     pthread_mutex_lock(&r->mu);
-    if (!rc && r->n == r->cap) {
-        size_t cap = r->cap ? 2 * r->cap : 16;
-        struct pipe_ent **n = realloc(r->ents, cap * sizeof *n);
-        if (n) {
-            r->ents = n;
-            r->cap = cap;
-        } else {
-            rc = TBON_ENOMEM;
-        }
-    }
+    if (!rc && TB_ARRAY_ROOM(r->ents, r->n, r->cap, 16))
+        rc = TBON_ENOMEM;
     if (!rc)
         rc = start(r);
     if (!rc) {

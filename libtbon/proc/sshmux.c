@@ -17,6 +17,7 @@
 #include "proc/launch.h"
 #include "util/log.h"
 #include "net/sock.h"
+#include "util/array.h"
 
 #define MAX_SOCK_PATH 100     /* sun_path is 108 bytes */
 
@@ -70,14 +71,8 @@ int tb_sshmux_open(tb_sshmux_t *m, const char *host)
 {
     if (!m || find(m, host))
         return m ? 0 : -1;
-    if (m->n == m->cap) {
-        size_t cap = m->cap ? 2 * m->cap : 8;
-        struct master *nm = realloc(m->m, cap * sizeof *nm);
-        if (!nm)
-            return -1;
-        m->m = nm;
-        m->cap = cap;
-    }
+    if (TB_ARRAY_ROOM(m->m, m->n, m->cap, 8))
+        return -1;
     struct master *x = &m->m[m->n];
     memset(x, 0, sizeof *x);
     x->in = x->pidfd = -1;

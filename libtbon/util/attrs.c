@@ -1,5 +1,6 @@
 /* attrs.c - attribute maps with versions and tombstones (attrs.h) */
 #include "util/attrs.h"
+#include "util/array.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -62,15 +63,9 @@ static int put(tb_attrs_t *a, const char *key, const char *value, uint64_t versi
         return TBON_ENOMEM;
     struct entry *e = find(a, key);
     if (!e) {
-        if (a->n == a->cap) {
-            size_t nc = a->cap ? 2 * a->cap : 8;
-            struct entry *nv = realloc(a->v, nc * sizeof *nv);
-            if (!nv) {
-                free(copy);
-                return TBON_ENOMEM;
-            }
-            a->v = nv;
-            a->cap = nc;
+        if (TB_ARRAY_ROOM(a->v, a->n, a->cap, 8)) {
+            free(copy);
+            return TBON_ENOMEM;
         }
         char *k = strdup(key);
         if (!k) {

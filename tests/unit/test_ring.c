@@ -1,6 +1,11 @@
-/* test_ring.c - the FIFO behind the connection, wave and receive queues */
+/* test_ring.c - the FIFO behind the connection, wave and receive queues,
+ * and the growth of the library's arrays (util/array.h) */
 #include "../harness.h"
 
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "util/array.h"
 #include "util/ring.h"
 
 struct ent { int a; char pad[13]; };
@@ -32,4 +37,33 @@ TEST(fifo_across_growth_and_wrap)
     tb_ring_free(&r);
     CHECK_UINT(r.len, 0);
     CHECK(r.v == NULL);
+}
+
+/* An array grows to its first capacity, then doubles, keeping what it
+ * holds; a size that would overflow is refused with the array untouched. */
+TEST(array_room_doubles_and_keeps)
+{
+    int *v = NULL;
+    size_t n = 0, cap = 0, grew = 0, last = 0;
+    for (int i = 0; i < 1000; i++) {
+        REQUIRE(TB_ARRAY_ROOM(v, n, cap, 4) == 0);
+        CHECK(cap > n);
+        if (cap != last) {
+            CHECK_UINT(cap, last ? 2 * last : 4);
+            last = cap;
+            grew++;
+        }
+        v[n++] = i;
+    }
+    CHECK_UINT(grew, 9);               /* 4, 8, ..., 1024 */
+    for (int i = 0; i < 1000; i++)
+        CHECK_INT(v[i], i);
+    REQUIRE(TB_ARRAY_ROOM(v, 10, cap, 4) == 0);   /* room already: unchanged */
+    CHECK_UINT(cap, 1024);
+    int *before = v;
+    size_t c2 = cap;
+    CHECK_INT(tb_array_room(&v, &c2, c2, SIZE_MAX / 1024, 4), -1);
+    CHECK(v == before);
+    CHECK_UINT(c2, 1024);
+    free(v);
 }
