@@ -58,15 +58,12 @@ static void sum_waves_across_kill(const char *shape, tbon_rank_t victim_rank,
                                   const tbon_rank_t *orphans, size_t norphans,
                                   tbon_rank_t lost_lo, tbon_rank_t lost_hi)
 {
-    it_tree_t t;
-    if (it_start(&t, shape, NULL, NULL))
-        return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
-    REQUIRE(s);
     /* One wave first: the port table orphans need travels right after start-up
      * and is in place everywhere once a wave has come back (a failure before
      * that is still handled as without fault tolerance; see docs). */
-    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
+    it_tree_t t;
+    tbon_stream_t *s = it_start_summing(&t, shape, NULL);
+    REQUIRE(s);
     pid_t victim = it_pid_of("tbon_commnode", victim_rank);
     REQUIRE(victim > 0);
     uint64_t full = 0, lost = 0;
@@ -242,11 +239,8 @@ ITEST(stopped_commnode_fenced_then_exits)
      * suspicion cut the first wave short), so longer there. */
     o.heartbeat_ms = IT_TSAN ? 2500 : 1000;
     it_tree_t t;
-    if (it_start(&t, "4x4x4", NULL, &o))
-        return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    tbon_stream_t *s = it_start_summing(&t, "4x4x4", &o);
     REQUIRE(s);
-    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
     pid_t victim = it_pid_of("tbon_commnode", 1);
     REQUIRE(victim > 0);
     uint64_t full = 0, lost = 0;
@@ -307,11 +301,8 @@ ITEST(stopped_commnode_fenced_then_exits)
 ITEST(backend_death_is_an_event)
 {
     it_tree_t t;
-    if (it_start(&t, "4x4", NULL, NULL))
-        return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    tbon_stream_t *s = it_start_summing(&t, "4x4", NULL);
     REQUIRE(s);
-    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
     pid_t be[64];
     REQUIRE(it_our_procs("tbon_test_be", be, 64) == 16);
     pid_t victim = be[0];     /* any one; its rank comes from the event */
@@ -340,11 +331,8 @@ ITEST(backend_death_is_an_event)
 ITEST(all_fe_children_killed_waves_complete)
 {
     it_tree_t t;
-    if (it_start(&t, "4x4", NULL, NULL))
-        return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    tbon_stream_t *s = it_start_summing(&t, "4x4", NULL);
     REQUIRE(s);
-    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
     pid_t victim[4];
     for (tbon_rank_t r = 1; r <= 4; r++)
         REQUIRE((victim[r - 1] = it_pid_of("tbon_commnode", r)) > 0);

@@ -48,11 +48,8 @@ ITEST(stopped_commnode_suspected_confirmed_adopted)
     tbon_fe_options_t o = { 0 };
     o.heartbeat_ms = 1000;
     it_tree_t t;
-    if (it_start(&t, "4x4", NULL, &o))
-        return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    tbon_stream_t *s = it_start_summing(&t, "4x4", &o);
     REQUIRE(s);
-    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
     pid_t victim = it_pid_of("tbon_commnode", 1);
     REQUIRE(victim > 0);
     int64_t t0 = it_now_ms();
@@ -104,11 +101,8 @@ ITEST(suspect_woken_in_time_is_cleared)
     o.heartbeat_ms = 1000;
     o.suspect_ms = 60000;       /* far longer than the test: no confirmation */
     it_tree_t t;
-    if (it_start(&t, "4x4", NULL, &o))
-        return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    tbon_stream_t *s = it_start_summing(&t, "4x4", &o);
     REQUIRE(s);
-    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
     pid_t victim = it_pid_of("tbon_commnode", 1);
     REQUIRE(victim > 0);
     kill(victim, SIGSTOP);
@@ -307,11 +301,8 @@ static long cpu_ms(pid_t pid)
 ITEST(away_backends_do_not_spin)
 {
     it_tree_t t;
-    if (it_start(&t, "4x4", NULL, NULL))
-        return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    tbon_stream_t *s = it_start_summing(&t, "4x4", NULL);
     REQUIRE(s);
-    REQUIRE(it_sum_wave(s, 0, t.be, t.nbe) == 0);
     pid_t be[64];
     size_t n = it_our_procs("tbon_test_be", be, 64);
     REQUIRE(n == 16);
