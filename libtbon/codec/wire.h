@@ -143,11 +143,15 @@ int tb_fdec_reserve(tb_fdec_t *d, size_t want, void **ptr, size_t *avail);
 /* Take n (<= *avail of the last reserve) bytes written at the reserved room. */
 void tb_fdec_commit(tb_fdec_t *d, size_t n);
 
-/* After TB_FDEC_ECRC only: drop the bad frame (its bytes are consumed, as
- * its header's length said) and go on with the next header, so that the
- * link layer can ask for a resend instead of closing (a length that was
- * itself corrupted loses the framing: the next header then fails EMAGIC,
- * which stays final). Returns 0, or the sticky error if it is not ECRC. */
+/* After a corrupt frame, go on with the next one, so that the link layer
+ * can ask for a resend instead of closing. After TB_FDEC_ECRC the bad
+ * frame's bytes are consumed as its header's length said; after a header
+ * that failed its checks (EMAGIC, EVERSION, ETYPE, EFLAGS, ETOOBIG of the
+ * header: a flipped bit there, or a length that lied) the decoder drops
+ * bytes up to the next "TBON" magic, whose header and CRC must then hold.
+ * Frames skipped that way are lost: the link layer sees the gap. Returns 0,
+ * or the sticky error where there is nothing to resume (a payload that
+ * inflates wrongly, out of memory). */
 int tb_fdec_resume(tb_fdec_t *d);
 
 /* The next complete frame: returns 1 and fills *out (the caller owns

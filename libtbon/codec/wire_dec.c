@@ -9,9 +9,12 @@
  *  - a large payload (>= DIRECT_MIN) still arriving gets its final buffer at
  *    once, and tb_fdec_reserve hands out that buffer, so its bytes are read
  *    by the kernel into place and checksummed at commit, while still in cache.
- * Every error is final (the stream's framing can no longer be trusted), but
- * a CRC mismatch, whose length passed the checks, can be skipped
- * (tb_fdec_resume) so that the link layer asks for a resend.
+ * Every error is sticky, but the link layer may go on after a corrupt frame
+ * (tb_fdec_resume) and ask for a resend: a CRC mismatch is skipped by its
+ * length; a header that fails its checks (a flipped magic, version, type,
+ * flag or length) is searched past, to the next "TBON" magic, whose header
+ * and CRC must then hold (seed 004 5.1 keeps the framing cheap to find
+ * again). A payload that inflates wrongly, or out of memory, stays final.
  */
 #include "codec/wire.h"
 
@@ -28,6 +31,7 @@
 
 #define DIRECT_MIN (16u * 1024)   /* payloads this big are read into place */
 #define BUF_ROUND  4096u
+#define SCAN_MAX   (1u << 20)     /* bytes looked through for a header after a bad one */
 
 enum { ST_HDR, ST_BODY, ST_DIRECT };
 
@@ -44,6 +48,11 @@ struct tb_fdec {
     int resv_direct;        /* last reserve pointed into pay */
     size_t resv_avail;
     int kind, code;         /* sticky error */
+    int scan;               /* resumed after a bad header: look for the next magic */
+    int bad_buffered;       /* ECRC of a frame still in buf, its header at bad_at */
+    size_t bad_at;
+    size_t skipped;         /* bytes dropped looking since the last good frame */
+    int lost;               /* the framing was not found again: final */
     char msg[256];
 };
 
@@ -314,6 +323,31 @@ static int deliver(tb_fdec_t *d, uint8_t *wire, int own, tb_frame_t *out)
     out->payload = payload;
     out->wire_len = TB_FRAME_HDR_SIZE + (size_t)d->hdr.len;
     d->state = ST_HDR;
+    d->skipped = 0;
+    return 1;
+}
+
+/* Resumed after a bad header: drop bytes up to the next "TBON" magic
+ * (returns 1, the magic at rd), or all but the last three (returns 0: a
+ * magic may straddle what arrives next), or the error once more than
+ * SCAN_MAX bytes went without a good frame (a peer that is no longer
+ * speaking frames at all). */
+static int find_magic(tb_fdec_t *d)
+{
+    static const uint8_t magic[4] = { 'T', 'B', 'O', 'N' };
+    size_t have = d->wr - d->rd;
+    const uint8_t *m = have >= 4 ? memmem(d->buf + d->rd, have, magic, 4) : NULL;
+    size_t drop = m ? (size_t)(m - (d->buf + d->rd)) : have > 3 ? have - 3 : 0;
+    d->rd += drop;
+    d->skipped += drop;
+    if (d->skipped > SCAN_MAX) {
+        d->lost = 1;
+        return fail(d, TB_FDEC_EMAGIC, "no frame header in the %zu bytes after a corrupt one: "
+                    "framing lost", d->skipped);
+    }
+    if (!m)
+        return 0;
+    d->scan = 0;
     return 1;
 }
 
@@ -322,20 +356,26 @@ int tb_fdec_next(tb_fdec_t *d, tb_frame_t *out)
     if (d->kind)
         return d->code;
     if (d->state == ST_HDR) {
+        if (d->scan) {
+            int found = find_magic(d);
+            if (found <= 0)
+                return found;
+        }
         if (d->wr - d->rd < TB_FRAME_HDR_SIZE)
             return 0;
         int rc = parse_header(d, d->buf + d->rd);
         if (rc)
             return rc;
-        d->rd += TB_FRAME_HDR_SIZE;
+        /* ST_BODY keeps the header at rd until the frame is whole: if its
+         * CRC fails, the search for the next header starts right after it. */
         d->state = ST_BODY;
-        size_t have = d->wr - d->rd;
+        size_t have = d->wr - d->rd - TB_FRAME_HDR_SIZE;
         if (d->hdr.len >= DIRECT_MIN && have < d->hdr.len) {
             d->pay = malloc(d->hdr.len);
             if (!d->pay)
                 return fail(d, TB_FDEC_ENOMEM, "out of memory for a %" PRIu32 "-byte payload",
                             d->hdr.len);
-            d->crc = tb_crc32c_copy(d->crc, d->pay, d->buf + d->rd, have);
+            d->crc = tb_crc32c_copy(d->crc, d->pay, d->buf + d->rd + TB_FRAME_HDR_SIZE, have);
             d->got = have;
             d->rd = d->wr = 0;
             d->state = ST_DIRECT;
@@ -354,37 +394,54 @@ int tb_fdec_next(tb_fdec_t *d, tb_frame_t *out)
         }
         return deliver(d, p, 1, out);
     }
-    /* ST_BODY: wait for the whole payload in the buffer. */
+    /* ST_BODY: wait for the whole frame in the buffer (its header at rd). */
     uint32_t n = d->hdr.len;
-    if (d->wr - d->rd < n)
+    if (d->wr - d->rd < TB_FRAME_HDR_SIZE + (size_t)n)
         return 0;
-    uint8_t *src = d->buf + d->rd;
-    d->rd += n;
-    if (d->rd == d->wr)
-        d->rd = d->wr = 0;   /* src stays valid: nothing is written before we return */
-    if (d->hdr.flags & TB_FRAME_F_ZLIB) {
-        d->crc = tb_crc32c(d->crc, src, n);
-        int rc = check_crc(d);
-        return rc ? rc : deliver(d, src, 0, out);
-    }
+    size_t start = d->rd;
+    uint8_t *src = d->buf + start + TB_FRAME_HDR_SIZE;
     uint8_t *p = NULL;
-    if (n && !(p = malloc(n)))
+    if (d->hdr.flags & TB_FRAME_F_ZLIB)
+        d->crc = tb_crc32c(d->crc, src, n);
+    else if (n && !(p = malloc(n)))
         return fail(d, TB_FDEC_ENOMEM, "out of memory for a %" PRIu32 "-byte payload", n);
-    d->crc = tb_crc32c_copy(d->crc, p, src, n);
+    else
+        d->crc = tb_crc32c_copy(d->crc, p, src, n);
     int rc = check_crc(d);
     if (rc) {
         free(p);
+        d->bad_at = start;      /* the buffer stays as it is while the error does */
+        d->bad_buffered = 1;
         return rc;
     }
-    return deliver(d, p, 1, out);
+    d->rd = start + TB_FRAME_HDR_SIZE + n;
+    if (d->rd == d->wr)
+        d->rd = d->wr = 0;   /* src stays valid: nothing is written before we return */
+    return d->hdr.flags & TB_FRAME_F_ZLIB ? deliver(d, src, 0, out) : deliver(d, p, 1, out);
 }
 
 int tb_fdec_resume(tb_fdec_t *d)
 {
-    if (d->kind != TB_FDEC_ECRC)
+    int header = d->state == ST_HDR &&
+                 (d->kind == TB_FDEC_EMAGIC || d->kind == TB_FDEC_EVERSION ||
+                  d->kind == TB_FDEC_ETYPE || d->kind == TB_FDEC_EFLAGS ||
+                  d->kind == TB_FDEC_ETOOBIG);
+    if ((d->kind != TB_FDEC_ECRC && !header) || d->lost)
         return d->kind ? d->code : 0;
-    /* The payload was consumed (or its direct buffer freed) before the
-     * check: the next byte is the next header's. */
+    /* A bad header is still at rd, and a frame that failed its CRC in the
+     * buffer at bad_at: the search for the next header starts one byte
+     * after it (its length may have lied). A large payload read into place
+     * has been consumed as its length said: the next byte is taken for the
+     * next header's (if the length lied, that header fails and is searched
+     * past). */
+    if (header) {
+        d->rd++;
+        d->scan = 1;
+    } else if (d->bad_buffered) {
+        d->rd = d->bad_at + 1;
+        d->scan = 1;
+    }
+    d->bad_buffered = 0;
     d->kind = 0;
     d->code = 0;
     d->msg[0] = 0;

@@ -26,8 +26,9 @@
 
 /* The frames a connection's decoder holds. Each passes the link layer
  * first (net/link.h: acknowledgements taken, duplicates and frames after a
- * gap dropped); a frame that fails its CRC is skipped and a resend asked
- * for, so only a lost framing (or a packet that does not decode) ends the
+ * gap dropped); a corrupt frame (its CRC, or a header that fails its
+ * checks: tb_fdec_resume) is skipped and a resend asked for, so only a
+ * framing not found again (or a packet that does not decode) ends the
  * socket, which the link layer then tries to replace (node_link.c). */
 static void on_frames(tb_node_t *n, tb_conn_t *c)
 {
@@ -68,12 +69,13 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
             }
             tb_frame_release(&f);
         }
-        if (c->closed || tb_fdec_error_kind(c->dec) != TB_FDEC_ECRC)
+        if (c->closed || tb_fdec_error_kind(c->dec) == TB_FDEC_OK)
             break;
         TB_DEBUG("link", "rank %u: %s; asking for a resend after %u", c->rank,
                  tb_fdec_error(c->dec), c->rx);
+        if (tb_fdec_resume(c->dec) != 0)
+            break;
         tb_link_bad_frame(c, now);
-        tb_fdec_resume(c->dec);
     }
     if (!c->closed && tb_fdec_error_kind(c->dec) != TB_FDEC_OK) {
         snprintf(c->why, sizeof c->why, "bad frame: %s", tb_fdec_error(c->dec));

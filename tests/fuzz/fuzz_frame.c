@@ -119,6 +119,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint8_t *sizes = data + 1;
     uint32_t max = (ctl & 8) ? 1u << 20 : 4096;
     int reserve = (ctl & 16) != 0;
+    int resume = (ctl & 64) != 0;   /* go on after corrupt frames, as the link layer does */
     size_t left = size - 1 - nsizes;
     uint8_t *copy = malloc(left ? left : 1);
     check(copy != NULL);
@@ -152,9 +153,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         p += chunk;
         left -= chunk;
         tb_frame_t f;
-        while ((rc = tb_fdec_next(d, &f)) == 1) {
-            check_frame(&f, max);
-            tb_frame_release(&f);
+        for (;;) {
+            while ((rc = tb_fdec_next(d, &f)) == 1) {
+                check_frame(&f, max);
+                tb_frame_release(&f);
+            }
+            if (!rc || !resume)
+                break;
+            int kind = tb_fdec_error_kind(d);
+            if (tb_fdec_resume(d) != 0)
+                break;          /* final: rc stands */
+            check(kind != TB_FDEC_ENOMEM && kind != TB_FDEC_EZLIB &&
+                  tb_fdec_error_kind(d) == TB_FDEC_OK);
         }
         /* What is buffered never exceeds a frame plus a chunk or so. */
         check(tb_fdec_memory(d) <= (size_t)max + 320 * 1024);
