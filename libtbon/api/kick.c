@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 
@@ -19,6 +20,9 @@
 #include "node/node.h"
 #include "util/clock.h"
 #include "util/log.h"
+
+/* wake_at while the kicker computes it */
+#define WAKE_LOOKING INT64_MIN
 
 struct tb_kicker {
     tbon_net_t *net;
@@ -44,6 +48,10 @@ static void on_node(tb_io_t *io, uint32_t events)
  * the node, the kicker also wakes when the first is due and runs a turn. */
 static int timer_wait(tb_kicker_t *k, int64_t now)
 {
+    /* "Looking" first: an arm between our look at `armed` and the store of
+     * wake_at below sees it and wakes us (tb_kicker_arm), or its timer would
+     * wait for the next arrival. */
+    atomic_store(&k->wake_at, WAKE_LOOKING);
     int64_t due = atomic_load(&k->armed) && k->net->node ? tb_node_next_due(k->net->node)
                                                           : INT64_MAX;
     atomic_store(&k->wake_at, due);
@@ -105,7 +113,10 @@ void tb_kicker_arm(tb_kicker_t *k, int on)
         return;
     if (atomic_exchange(&k->armed, on) != on)
         tb_loop_rearm(k->loop, &k->node_io, on ? EPOLLIN | EPOLLONESHOT : EPOLLONESHOT);
-    if (on && k->net->node && tb_node_next_due(k->net->node) < atomic_load(&k->wake_at))
+    if (!on || !k->net->node)
+        return;
+    int64_t w = atomic_load(&k->wake_at);
+    if (w == WAKE_LOOKING || tb_node_next_due(k->net->node) < w)
         tb_loop_wake(k->loop);
 }
 

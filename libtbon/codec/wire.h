@@ -17,6 +17,7 @@
 #define TB_FRAME_VERSION    2            /* 2: seq/ack u32 and the wave key (docs/protocol.md 2.4) */
 #define TB_FRAME_HDR_SIZE   44
 #define TB_FRAME_CRC_OFFSET 40            /* the CRC covers bytes [0, 40) and the payload */
+#define TB_FRAME_ACK_OFFSET 28            /* the header's ack field (u32 LE) */
 
 /* Frame types; the values are part of the protocol. */
 enum tb_frame_type {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "codec/packet_int.h"
+#include "util/endian.h"
 #include "util/clock.h"
 #include "net/sock.h"
 
@@ -65,9 +66,7 @@ static tb_outframe_t *q_push(tb_conn_t *c, tb_frame_hdr_t *h, int sequenced)
     if (sequenced) {
         f->seq = h->seq = c->tx_next;
         c->tx_next = c->tx_next + 1 ? c->tx_next + 1 : 1;   /* 0 is "not sequenced" */
-        h->ack = c->rx;
-        c->rx_unacked = 0;
-        c->ack_due = 0;
+        h->ack = c->rx;     /* owed until written (ack_written) */
     }
     return f;
 }
@@ -179,6 +178,19 @@ static void rewind_queue(tb_conn_t *c)
     c->n_resent++;
 }
 
+/* A frame whose header carries an ack was written whole: the peer has that
+ * ack (once it arrives); if it is all we received, no lone ACK is owed. */
+static void ack_written(tb_conn_t *c, const uint8_t *hdr)
+{
+    uint32_t a = tb_get32(hdr + TB_FRAME_ACK_OFFSET);
+    if (tb_seq_lt(c->ack_sent, a))
+        c->ack_sent = a;
+    if (c->ack_sent == c->rx) {
+        c->rx_unacked = 0;
+        c->ack_due = 0;
+    }
+}
+
 /* w bytes went out: the lone ACK first when it led the write, then frames. */
 static void consumed(tb_conn_t *c, size_t w, int ctl_first)
 {
@@ -186,6 +198,8 @@ static void consumed(tb_conn_t *c, size_t w, int ctl_first)
         size_t k = w < c->ctl_left ? w : c->ctl_left;
         c->ctl_left -= k;
         w -= k;
+        if (k && !c->ctl_left)
+            ack_written(c, c->ctl);
     }
     while (w > 0) {
         while (c->wpos < c->q.len && ((tb_outframe_t *)tb_ring_at(&c->q, c->wpos))->done)
@@ -200,6 +214,8 @@ static void consumed(tb_conn_t *c, size_t w, int ctl_first)
         w -= rest;
         c->out_bytes -= rest;
         c->qoff = 0;
+        if (f->seq)
+            ack_written(c, f->hdr);
         if (f->seq && tb_seq_lt(c->acked, f->seq))
             c->ret_bytes += size;   /* kept until acknowledged (net/link.c) */
         else

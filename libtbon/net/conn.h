@@ -58,6 +58,9 @@ struct tb_conn {
     uint32_t    rx;            /* the last frame received in order */
     uint32_t    rx_unacked;    /* frames received since our last acknowledgement */
     int64_t     ack_due;       /* when a lone ACK must go (0: none owed) */
+    uint32_t    ack_sent;      /* the highest ack written to the peer: an ack on a
+                                  frame that is queued, not written (held by the
+                                  window, a relink or a full socket), is not one */
     uint32_t    nack_rx;       /* rx when we last asked for a resend */
     int64_t     nack_at;       /* ... and when (0: no resend asked for) */
     int64_t     rx_last;       /* when bytes last arrived */

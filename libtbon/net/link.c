@@ -72,20 +72,38 @@ void tb_link_ack(tb_conn_t *c, int resend, int64_t now)
     }
 }
 
+/* What we hold since a relink may go: from the peer's acknowledgement on. */
+static void release(tb_conn_t *c)
+{
+    c->hold = 0;
+    c->down_since = 0;
+    c->rewind = 1;
+    c->dirty = 1;
+}
+
 int tb_link_rx(tb_conn_t *c, const tb_frame_hdr_t *h, int64_t now)
 {
     take_ack(c, h->ack);
-    if (h->type == TB_FRAME_ACK) {
-        if (h->flags & TB_FRAME_F_RESEND) {
-            /* After a relink: the peer's first word; after a bad frame:
-             * resend from there, at the next frame boundary. */
-            c->hold = 0;
-            c->down_since = 0;
-            c->rewind = 1;
-            c->dirty = 1;
-        }
+    if (h->type == TB_FRAME_ACK && (h->flags & TB_FRAME_F_RESEND)) {
+        /* After a relink: the peer's first word; after a bad frame: resend
+         * from there, at the next frame boundary. And say where we are: the
+         * asker may be one whose own first word from us (the RESEND after a
+         * relink) or whose acknowledgement from us was the frame it lost,
+         * and nothing else may be coming from us to tell it (a window
+         * blocked on that acknowledgement, a link held since the relink). */
+        release(c);
+        if (!c->ack_due)
+            c->ack_due = now;
         return 0;
     }
+    if (c->hold) {
+        /* The peer's first frame on a new socket is its RESEND: if another
+         * comes first, that one was lost (a corrupt frame), and the ack of
+         * this one (a lower bound of what the peer has) serves instead. */
+        release(c);
+    }
+    if (h->type == TB_FRAME_ACK)
+        return 0;
     if (!h->seq)
         return 1;               /* read before the link began (link.h) */
     uint32_t want = c->rx + 1 ? c->rx + 1 : 1;

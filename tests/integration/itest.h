@@ -748,6 +748,7 @@ static IT_UNUSED int it_connect(const struct it_addr *a)
 /* ---- per-case set-up and check ---- */
 
 /* Show the first lines of every log file of the case (commnode logs). */
+#define IT_DUMP_LINES 12
 static IT_UNUSED void it_dump_logs(void)
 {
     char dir[600];
@@ -755,19 +756,25 @@ static IT_UNUSED void it_dump_logs(void)
     DIR *d = opendir(dir);
     struct dirent *e;
     int files = 0;
-    while (d && (e = readdir(d)) && files < 8) {
+    while (d && (e = readdir(d)) && files < 24) {
         if (e->d_name[0] == '.')
             continue;
-        char p[1200], line[400];
+        char p[1200];
+        static char line[IT_DUMP_LINES][400];
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         FILE *f = fopen(p, "r");
         if (!f)
             continue;
         files++;
-        fprintf(stderr, "    --- %s\n", e->d_name);
-        for (int i = 0; i < 20 && fgets(line, sizeof line, f); i++)
-            fprintf(stderr, "    | %s", line);
+        /* the last lines: what a process did last is what a hang shows */
+        size_t n = 0;
+        while (fgets(line[n % IT_DUMP_LINES], sizeof line[0], f))
+            n++;
         fclose(f);
+        fprintf(stderr, "    --- %s (%zu lines%s)\n", e->d_name, n,
+                n > IT_DUMP_LINES ? ", the last ones" : "");
+        for (size_t i = n > IT_DUMP_LINES ? n - IT_DUMP_LINES : 0; i < n; i++)
+            fprintf(stderr, "    | %s", line[i % IT_DUMP_LINES]);
     }
     if (d)
         closedir(d);

@@ -54,6 +54,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,10 +271,38 @@ static int rank_listed(int argc, char **argv, const char *name)
     return 0;
 }
 
+/* $TBON_TEST_BE_LOG set: the library's lines go to be-PID.log in
+ * $TBON_LOG_DIR (shown by a failing test with the commnodes' logs) instead
+ * of the test's stderr. */
+static void log_to_file(void *arg, int level, const char *line)
+{
+    (void)level;
+    FILE *f = arg;
+    flockfile(f);
+    fputs(line, f);
+    fputc('\n', f);
+    fflush(f);
+    funlockfile(f);
+}
+
+static void maybe_log_to_file(void)
+{
+    const char *dir = getenv("TBON_LOG_DIR");
+    if (!getenv("TBON_TEST_BE_LOG") || !dir || !*dir)
+        return;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/be-%ld.log", dir, (long)getpid());
+    FILE *f = fopen(path, "a");
+    if (f)
+        tbon_log_set_handler(log_to_file, f);
+}
+
 int main(int argc, char **argv)
 {
     tbon_error_t err = { 0, "" };
     tbon_net_t *net;
+
+    maybe_log_to_file();
 
     if (opt_flag(argc, argv, "--die-at-start") ||
         rank_listed(argc, argv, "--die-at-start-ranks")) {

@@ -126,9 +126,23 @@ static void waves_under_faults(const char *shape, int rounds, int burst, const c
                                size_t min_resets, unsigned seed)
 {
     char log[PATH_MAX], armf[PATH_MAX];
+    /* To hunt a rare failure: another seed, other rates ("flip,rflip,reset"). */
+    const char *seed_env = getenv("TEST_LINK_SEED"), *rates = getenv("TEST_LINK_RATES");
+    char rbuf[3][32];
+    if (seed_env && *seed_env)
+        seed = (unsigned)strtoul(seed_env, NULL, 10);
+    if (rates && sscanf(rates, "%31[^,],%31[^,],%31s", rbuf[0], rbuf[1], rbuf[2]) == 3) {
+        flip = rbuf[0];
+        rflip = rbuf[1];
+        reset = rbuf[2];
+    }
     snprintf(log, sizeof log, "%s/faults.log", th_tmpdir());
     snprintf(armf, sizeof armf, "%s/faults.arm", th_tmpdir());
     fault_env(flip, rflip, reset, "0.01", log, armf, seed);
+    /* Relinks and resend requests are logged ("debug"), the back-ends'
+     * lines to files beside the commnodes': shown if a wave fails. */
+    setenv("TBON_LOG", "debug", 1);
+    setenv("TBON_TEST_BE_LOG", "1", 1);
     it_tree_t t;
     tbon_stream_t *sum = it_start_summing(&t, shape, NULL);
     if (!sum)
