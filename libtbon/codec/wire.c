@@ -36,6 +36,7 @@ const char *tb_frame_type_name(int type)
 }
 
 /* Bytes [0, 40) of the header: everything but the CRC. */
+/* The fields, and the header's CRC after them. */
 static void encode_fields(const tb_frame_hdr_t *h, uint8_t *out)
 {
     tb_put32(out + 0, TB_FRAME_MAGIC);
@@ -49,23 +50,21 @@ static void encode_fields(const tb_frame_hdr_t *h, uint8_t *out)
     tb_put32(out + 24, h->seq);
     tb_put32(out + 28, h->ack);
     tb_put64(out + 32, h->key);
+    tb_put32(out + TB_FRAME_HCRC_OFFSET, tb_crc32c(0, out, TB_FRAME_HCRC_OFFSET));
 }
 
 void tb_frame_hdr_encode(const tb_frame_hdr_t *h, const void *payload,
                          uint8_t out[TB_FRAME_HDR_SIZE])
 {
     encode_fields(h, out);
-    uint32_t crc = tb_crc32c(0, out, TB_FRAME_CRC_OFFSET);
-    crc = tb_crc32c(crc, payload, h->len);
-    tb_put32(out + TB_FRAME_CRC_OFFSET, crc);
+    tb_put32(out + TB_FRAME_CRC_OFFSET, tb_crc32c(0, payload, h->len));
 }
 
 void tb_frame_hdr_encode_crc(const tb_frame_hdr_t *h, uint32_t payload_crc,
                              uint8_t out[TB_FRAME_HDR_SIZE])
 {
     encode_fields(h, out);
-    uint32_t crc = tb_crc32c(0, out, TB_FRAME_CRC_OFFSET);
-    tb_put32(out + TB_FRAME_CRC_OFFSET, tb_crc32c_combine(crc, payload_crc, h->len));
+    tb_put32(out + TB_FRAME_CRC_OFFSET, payload_crc);
 }
 
 /* Try to deflate src into dst (room for 4 + compressBound(len) bytes) as
@@ -121,9 +120,7 @@ int tb_frame_build(const tb_frame_hdr_t *h, const void *payload, size_t len,
         hh.len = (uint32_t)len;
         encode_fields(&hh, buf);
         /* The copy is needed anyway; checksum while copying (seed 004, 5.1). */
-        uint32_t crc = tb_crc32c(0, buf, TB_FRAME_CRC_OFFSET);
-        crc = tb_crc32c_copy(crc, body, payload, len);
-        tb_put32(buf + TB_FRAME_CRC_OFFSET, crc);
+        tb_put32(buf + TB_FRAME_CRC_OFFSET, tb_crc32c_copy(0, body, payload, len));
         *out_len = TB_FRAME_HDR_SIZE + len;
     }
     *out = buf;

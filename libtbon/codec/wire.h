@@ -1,8 +1,9 @@
 /* wire.h - tbon frames: the fixed header, the encoder and a streaming decoder
  *
- * Every byte on a tbon connection belongs to a frame: a 44-byte header,
- * explicitly encoded little-endian, followed by the payload; a CRC-32C covers
- * the header's first 40 bytes and then the payload as sent. docs/protocol.md
+ * Every byte on a tbon connection belongs to a frame: a 48-byte header,
+ * explicitly encoded little-endian, followed by the payload; one CRC-32C
+ * covers the header's first 40 bytes (so that a corrupt length is known
+ * before the bytes it claims are waited for), another the payload as sent. docs/protocol.md
  * is the byte-exact description. Pure code: no sockets, no threads.
  */
 #ifndef TB_WIRE_H
@@ -14,9 +15,11 @@
 #include <tbon/tbon.h>
 
 #define TB_FRAME_MAGIC      0x4E4F4254u   /* bytes 'T' 'B' 'O' 'N' on the wire */
-#define TB_FRAME_VERSION    2            /* 2: seq/ack u32 and the wave key (docs/protocol.md 2.4) */
-#define TB_FRAME_HDR_SIZE   44
-#define TB_FRAME_CRC_OFFSET 40            /* the CRC covers bytes [0, 40) and the payload */
+#define TB_FRAME_VERSION    3            /* 2: seq/ack u32 and the wave key (docs/protocol.md
+                                             2.4); 3: the header's own CRC */
+#define TB_FRAME_HDR_SIZE   48
+#define TB_FRAME_HCRC_OFFSET 40           /* CRC-32C of bytes [0, 40): the header */
+#define TB_FRAME_CRC_OFFSET 44            /* CRC-32C of the payload */
 #define TB_FRAME_ACK_OFFSET 28            /* the header's ack field (u32 LE) */
 
 /* Frame types; the values are part of the protocol. */
@@ -40,7 +43,10 @@ enum tb_frame_type {
 #define TB_FRAME_F_MORE  0x0002u  /* DATA upward: more packets of the same wave follow */
 #define TB_FRAME_F_RESEND 0x0004u /* ACK: resend everything after hdr.ack (a CRC error,
                                      a gap, or the first frame on a relinked connection) */
-#define TB_FRAME_F_KNOWN (TB_FRAME_F_ZLIB | TB_FRAME_F_MORE | TB_FRAME_F_RESEND)
+#define TB_FRAME_F_SELECT 0x0010u /* ACK: resend only the frames after hdr.ack up to
+                                     hdr.key (a gap; the frames after it are kept) */
+#define TB_FRAME_F_KNOWN (TB_FRAME_F_ZLIB | TB_FRAME_F_MORE | TB_FRAME_F_RESEND | \
+                          TB_FRAME_F_SELECT)
 
 /* The default payload limit a connection should use once authenticated;
  * before the handshake has succeeded use TB_FRAME_MAX_HANDSHAKE. */
@@ -70,7 +76,7 @@ typedef struct tb_frame {
 /* Name of a frame type ("DATA", ...) or "unknown". */
 const char *tb_frame_type_name(int type);
 
-/* Encode h into out, with the CRC over out[0..40) and payload[0..h->len).
+/* Encode h into out, with the CRCs of out[0..40) and of payload[0..h->len).
  * h->len must be the payload length; payload may be NULL when it is 0.
  * Send with writev(out, payload): the payload is never copied. The fields
  * are written as given, unchecked (see tb_frame_build for a checked path). */

@@ -1,8 +1,9 @@
 /* wire_dec.c - the streaming frame decoder (tb_fdec_t, declared in wire.h)
  *
  * Bytes arrive in a buffer (fed, or read() into reserved room) and leave as
- * frames. The header is checked as soon as its 44 bytes are in, the length
- * against the maximum before anything is allocated for the payload. Then:
+ * frames. The header is checked as soon as its 48 bytes are in (its own CRC
+ * first), the length against the maximum before anything is allocated for
+ * the payload. Then:
  *  - a payload that is already complete in the buffer is copied out to its
  *    own allocation with the CRC computed during the copy (seed 004, 5.1), or
  *    checksummed in place and inflated straight from the buffer;
@@ -10,11 +11,11 @@
  *    once, and tb_fdec_reserve hands out that buffer, so its bytes are read
  *    by the kernel into place and checksummed at commit, while still in cache.
  * Every error is sticky, but the link layer may go on after a corrupt frame
- * (tb_fdec_resume) and ask for a resend: a CRC mismatch is skipped by its
- * length; a header that fails its checks (a flipped magic, version, type,
- * flag or length) is searched past, to the next "TBON" magic, whose header
- * and CRC must then hold (seed 004 5.1 keeps the framing cheap to find
- * again). A payload that inflates wrongly, or out of memory, stays final.
+ * (tb_fdec_resume) and ask for a resend: a payload CRC mismatch is skipped
+ * by its length (which the header's CRC vouches for); a header that fails
+ * its checks (a flipped bit anywhere in it) is searched past, to the next
+ * "TBON" magic whose header CRC holds (seed 004 5.1 keeps the framing cheap
+ * to find again). A payload that inflates wrongly, or out of memory, stays final.
  */
 #include "codec/wire.h"
 
@@ -49,8 +50,7 @@ struct tb_fdec {
     size_t resv_avail;
     int kind, code;         /* sticky error */
     int scan;               /* resumed after a bad header: look for the next magic */
-    int bad_buffered;       /* ECRC of a frame still in buf, its header at bad_at */
-    size_t bad_at;
+    int bad_header;         /* the error is the header's CRC */
     size_t skipped;         /* bytes dropped looking since the last good frame */
     int lost;               /* the framing was not found again: final */
     char msg[256];
@@ -183,7 +183,7 @@ void tb_fdec_commit(tb_fdec_t *d, size_t n)
     d->resv_avail = 0;
 }
 
-/* Check the 44 header bytes at p and start a frame; returns 0 or the error. */
+/* Check the 48 header bytes at p and start a frame; returns 0 or the error. */
 static int parse_header(tb_fdec_t *d, const uint8_t *p)
 {
     uint32_t magic = tb_get32(p);
@@ -195,6 +195,14 @@ static int parse_header(tb_fdec_t *d, const uint8_t *p)
     if (p[4] != TB_FRAME_VERSION)
         return fail(d, TB_FDEC_EVERSION, "frame version %u, this side speaks version %u",
                     p[4], TB_FRAME_VERSION);
+    uint32_t hcrc = tb_crc32c(0, p, TB_FRAME_HCRC_OFFSET);
+    if (hcrc != tb_get32(p + TB_FRAME_HCRC_OFFSET)) {
+        d->bad_header = 1;      /* nothing in it can be trusted, its length least */
+        return fail(d, TB_FDEC_ECRC, "header CRC mismatch: frame says 0x%08" PRIx32
+                    ", computed 0x%08" PRIx32 " (type %u, length %" PRIu32 ", seq %" PRIu32 ")",
+                    tb_get32(p + TB_FRAME_HCRC_OFFSET), hcrc, p[5], tb_get32(p + 8),
+                    tb_get32(p + 24));
+    }
     if (p[5] < TB_FRAME_TYPE_MIN || p[5] > TB_FRAME_TYPE_MAX)
         return fail(d, TB_FDEC_ETYPE, "unknown frame type %u (known: %d..%d)",
                     p[5], TB_FRAME_TYPE_MIN, TB_FRAME_TYPE_MAX);
@@ -216,7 +224,7 @@ static int parse_header(tb_fdec_t *d, const uint8_t *p)
     d->hdr.ack = tb_get32(p + 28);
     d->hdr.key = tb_get64(p + 32);
     d->want_crc = tb_get32(p + TB_FRAME_CRC_OFFSET);
-    d->crc = tb_crc32c(0, p, TB_FRAME_CRC_OFFSET);
+    d->crc = 0;
     return 0;
 }
 
@@ -225,7 +233,7 @@ static int check_crc(tb_fdec_t *d)
     if (d->crc == d->want_crc)
         return 0;
     return fail(d, TB_FDEC_ECRC,
-                "CRC mismatch: frame says 0x%08" PRIx32 ", computed 0x%08" PRIx32
+                "payload CRC mismatch: frame says 0x%08" PRIx32 ", computed 0x%08" PRIx32
                 " (%s frame, %" PRIu32 " payload bytes, seq %" PRIu32 ")",
                 d->want_crc, d->crc, tb_frame_type_name(d->hdr.type), d->hdr.len, d->hdr.seq);
 }
@@ -328,16 +336,28 @@ static int deliver(tb_fdec_t *d, uint8_t *wire, int own, tb_frame_t *out)
 }
 
 /* Resumed after a bad header: drop bytes up to the next "TBON" magic
- * (returns 1, the magic at rd), or all but the last three (returns 0: a
- * magic may straddle what arrives next), or the error once more than
+ * (returns 1, the magic at rd), or all but a tail that begins one ("T",
+ * "TB", "TBO": returns 0, the magic may straddle what arrives next; any
+ * other tail is dropped too, so that a quiet link after a corrupt frame
+ * holds no partial frame: tb_fdec_partial), or the error once more than
  * SCAN_MAX bytes went without a good frame (a peer that is no longer
  * speaking frames at all). */
 static int find_magic(tb_fdec_t *d)
 {
     static const uint8_t magic[4] = { 'T', 'B', 'O', 'N' };
     size_t have = d->wr - d->rd;
-    const uint8_t *m = have >= 4 ? memmem(d->buf + d->rd, have, magic, 4) : NULL;
-    size_t drop = m ? (size_t)(m - (d->buf + d->rd)) : have > 3 ? have - 3 : 0;
+    const uint8_t *b = d->buf + d->rd;
+    const uint8_t *m = have >= 4 ? memmem(b, have, magic, 4) : NULL;
+    size_t drop = have;
+    if (m) {
+        drop = (size_t)(m - b);
+    } else {
+        for (size_t k = have < 3 ? have : 3; k > 0; k--)
+            if (memcmp(b + have - k, magic, k) == 0) {
+                drop = have - k;
+                break;
+            }
+    }
     d->rd += drop;
     d->skipped += drop;
     if (d->skipped > SCAN_MAX) {
@@ -408,15 +428,14 @@ int tb_fdec_next(tb_fdec_t *d, tb_frame_t *out)
     else
         d->crc = tb_crc32c_copy(d->crc, p, src, n);
     int rc = check_crc(d);
-    if (rc) {
-        free(p);
-        d->bad_at = start;      /* the buffer stays as it is while the error does */
-        d->bad_buffered = 1;
-        return rc;
-    }
+    /* Its length held (the header's CRC): a corrupt payload is skipped by it. */
     d->rd = start + TB_FRAME_HDR_SIZE + n;
     if (d->rd == d->wr)
         d->rd = d->wr = 0;   /* src stays valid: nothing is written before we return */
+    if (rc) {
+        free(p);
+        return rc;
+    }
     return d->hdr.flags & TB_FRAME_F_ZLIB ? deliver(d, src, 0, out) : deliver(d, p, 1, out);
 }
 
@@ -425,23 +444,18 @@ int tb_fdec_resume(tb_fdec_t *d)
     int header = d->state == ST_HDR &&
                  (d->kind == TB_FDEC_EMAGIC || d->kind == TB_FDEC_EVERSION ||
                   d->kind == TB_FDEC_ETYPE || d->kind == TB_FDEC_EFLAGS ||
-                  d->kind == TB_FDEC_ETOOBIG);
+                  d->kind == TB_FDEC_ETOOBIG || d->bad_header);
     if ((d->kind != TB_FDEC_ECRC && !header) || d->lost)
         return d->kind ? d->code : 0;
-    /* A bad header is still at rd, and a frame that failed its CRC in the
-     * buffer at bad_at: the search for the next header starts one byte
-     * after it (its length may have lied). A large payload read into place
-     * has been consumed as its length said: the next byte is taken for the
-     * next header's (if the length lied, that header fails and is searched
-     * past). */
+    /* A bad header is still at rd: the search for the next header starts
+     * one byte after it. A frame whose payload failed its CRC has been
+     * skipped by its length (the header's CRC held): the next byte begins
+     * the next frame. */
     if (header) {
         d->rd++;
         d->scan = 1;
-    } else if (d->bad_buffered) {
-        d->rd = d->bad_at + 1;
-        d->scan = 1;
     }
-    d->bad_buffered = 0;
+    d->bad_header = 0;
     d->kind = 0;
     d->code = 0;
     d->msg[0] = 0;

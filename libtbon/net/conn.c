@@ -41,6 +41,16 @@ static void outframe_free(tb_outframe_t *f)
     free(f->buf);
 }
 
+void tb_conn_drop_kept(tb_conn_t *c)
+{
+    if (c->ooo)
+        for (size_t i = 0; i < TB_LINK_WINDOW; i++)
+            tb_frame_release(&c->ooo[i]);
+    free(c->ooo);
+    c->ooo = NULL;
+    c->ooo_n = c->ooo_bytes = 0;
+}
+
 void tb_conn_destroy(tb_conn_t *c)
 {
     if (!c)
@@ -48,6 +58,7 @@ void tb_conn_destroy(tb_conn_t *c)
     for (size_t i = 0; i < c->q.len; i++)
         outframe_free(tb_ring_at(&c->q, i));
     tb_ring_free(&c->q);
+    tb_conn_drop_kept(c);
     tb_fdec_destroy(c->dec);
     if (c->fd >= 0)
         close(c->fd);
@@ -74,17 +85,14 @@ static tb_outframe_t *q_push(tb_conn_t *c, tb_frame_hdr_t *h, int sequenced)
 static int send_packet(tb_conn_t *c, tb_frame_hdr_t *h, tbon_packet_t *p, int sequenced)
 {
     size_t len;
-    const uint8_t *payload = tb_packet_payload(p, &len);
+    tb_packet_payload(p, &len);
     tb_outframe_t *f = q_push(c, h, sequenced);
     if (!f)
         return TBON_ENOMEM;
     h->len = (uint32_t)len;
-    /* Combining CRCs costs about as much as checksumming 16 KiB: only a large
-     * payload (sent on many links) is checksummed once and combined. */
-    if (len < 16384)
-        tb_frame_hdr_encode(h, payload, f->hdr);
-    else
-        tb_frame_hdr_encode_crc(h, tb_packet_payload_crc(p), f->hdr);
+    /* The payload's CRC is the packet's, computed once for every link it
+     * goes on (the header has its own). */
+    tb_frame_hdr_encode_crc(h, tb_packet_payload_crc(p), f->hdr);
     f->pkt = tbon_packet_ref(p);
     f->len = len;
     c->out_bytes += TB_FRAME_HDR_SIZE + len;
@@ -171,6 +179,7 @@ void tb_conn_pop_done(tb_conn_t *c)
 static void rewind_queue(tb_conn_t *c)
 {
     c->rewind = 0;
+    c->sel_active = 0;          /* all of it goes again anyway */
     c->win_blocked = 0;         /* looked at again from the first frame */
     c->out_bytes += c->ret_bytes;
     c->ret_bytes = 0;
@@ -185,9 +194,9 @@ static void ack_written(tb_conn_t *c, const uint8_t *hdr)
     uint32_t a = tb_get32(hdr + TB_FRAME_ACK_OFFSET);
     if (tb_seq_lt(c->ack_sent, a))
         c->ack_sent = a;
-    if (c->ack_sent == c->rx) {
+    if (c->ack_sent == c->rx && !c->answer) {
         c->rx_unacked = 0;
-        c->ack_due = 0;
+        c->ack_due = 0;     /* (an answer owed goes alone all the same) */
     }
 }
 
@@ -224,6 +233,111 @@ static void consumed(tb_conn_t *c, size_t w, int ctl_first)
     }
 }
 
+/* The retained frame (written, not acknowledged) with sequence number seq:
+ * its queue index, or -1. */
+static long retained_index(const tb_conn_t *c, uint32_t seq)
+{
+    for (size_t i = 0; i < c->wpos; i++) {
+        const tb_outframe_t *f = tb_ring_at(&c->q, i);
+        if (f->seq == seq)
+            return f->done ? -1 : (long)i;
+        if (f->seq && tb_seq_lt(seq, f->seq))
+            break;
+    }
+    return -1;
+}
+
+/* The next frame the peer asked for alone (TB_FRAME_F_SELECT), picked at a
+ * frame boundary: its index, or -1 when none is left (the range is done). */
+static long selected(tb_conn_t *c)
+{
+    if (c->sel_busy) {
+        long i = retained_index(c, c->sel_seq);
+        if (i >= 0)
+            return i;
+        c->sel_busy = 0;        /* acknowledged before any of it went */
+        c->sel_off = 0;
+    }
+    while (c->sel_active && tb_seq_le(c->sel_next, c->sel_to)) {
+        uint32_t s = c->sel_next;
+        c->sel_next = s + 1 ? s + 1 : 1;
+        long i = retained_index(c, s);
+        if (i >= 0) {
+            c->sel_seq = s;
+            c->sel_busy = 1;
+            return i;
+        }
+    }
+    c->sel_active = 0;
+    return -1;
+}
+
+/* Write the selected frame i again (from sel_off), the lone ACK before it if
+ * one waits at this boundary. 1: written whole, 0: the socket is full,
+ * TBON_EIO. */
+static int write_selected(tb_conn_t *c, long i)
+{
+    tb_outframe_t *f = tb_ring_at(&c->q, (size_t)i);
+    struct iovec iov[3];
+    int n = 0;
+    size_t ctl = c->sel_off == 0 ? c->ctl_left : 0;
+    if (ctl) {
+        iov[n].iov_base = c->ctl + TB_FRAME_HDR_SIZE - ctl;
+        iov[n++].iov_len = ctl;
+    }
+    const uint8_t *payload = f->pkt ? tb_packet_payload(f->pkt, &(size_t){0}) : f->buf;
+    size_t off = c->sel_off;
+    if (off < TB_FRAME_HDR_SIZE) {
+        iov[n].iov_base = f->hdr + off;
+        iov[n++].iov_len = TB_FRAME_HDR_SIZE - off;
+        off = 0;
+    } else {
+        off -= TB_FRAME_HDR_SIZE;
+    }
+    if (f->len > off) {
+        iov[n].iov_base = (void *)(payload + off);
+        iov[n++].iov_len = f->len - off;
+    }
+    struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+    ssize_t w;
+    do
+        w = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (w < 0 && errno == EINTR);
+    if (w < 0) {
+        if (errno == EAGAIN)
+            return 0;
+        snprintf(c->why, sizeof c->why, "write: %s", strerror(errno));
+        c->closed = 1;
+        return TBON_EIO;
+    }
+    size_t left = (size_t)w;
+    if (ctl) {
+        size_t k = left < ctl ? left : ctl;
+        c->ctl_left -= k;
+        left -= k;
+        if (k && !c->ctl_left)
+            ack_written(c, c->ctl);
+    }
+    c->sel_off += left;
+    if (c->sel_off < TB_FRAME_HDR_SIZE + f->len)
+        return 0;
+    c->sel_off = 0;
+    c->sel_busy = 0;
+    c->n_selected++;
+    if (tb_seq_le(f->seq, c->acked)) {
+        /* acknowledged while it was being written (take_ack left it) */
+        c->ret_bytes -= TB_FRAME_HDR_SIZE + f->len;
+        f->done = 1;
+        tbon_packet_unref(f->pkt);
+        f->pkt = NULL;
+        free(f->buf);
+        f->buf = NULL;
+        f->len = 0;
+        tb_conn_pop_done(c);
+    }
+    return 1;
+}
+
 int tb_conn_flush(tb_conn_t *c)
 {
     enum { MAXV = 128 };
@@ -231,8 +345,18 @@ int tb_conn_flush(tb_conn_t *c)
     if (c->fd < 0)
         return 1;
     for (;;) {
-        if (c->rewind && c->qoff == 0)
+        if (c->rewind && c->qoff == 0 && c->sel_off == 0)
             rewind_queue(c);
+        if (c->qoff == 0 && !c->hold && (c->sel_busy || c->sel_active)) {
+            /* frames asked for again go first, each whole, at a boundary */
+            long i = selected(c);
+            if (i >= 0) {
+                int rc = write_selected(c, i);
+                if (rc <= 0)
+                    return rc;  /* TBON_EIO, or the socket is full */
+                continue;
+            }
+        }
         struct iovec iov[MAXV];
         int n = 0;
         int ctl_first = c->ctl_left && c->qoff == 0;

@@ -56,8 +56,11 @@ struct tb_conn {
     uint32_t    tx_next;       /* sequence number of the next sequenced frame */
     uint32_t    acked;         /* the peer has every frame up to this one */
     uint32_t    rx;            /* the last frame received in order */
+    uint32_t    rx_high;       /* the newest frame received (kept ones too) */
     uint32_t    rx_unacked;    /* frames received since our last acknowledgement */
     int64_t     ack_due;       /* when a lone ACK must go (0: none owed) */
+    uint32_t    answer;        /* the peer asked for a resend after answer - 1: our
+                                  next lone ACK says it was heard (key); 0: none */
     uint32_t    ack_sent;      /* the highest ack written to the peer: an ack on a
                                   frame that is queued, not written (held by the
                                   window, a relink or a full socket), is not one */
@@ -74,7 +77,21 @@ struct tb_conn {
     int         down;          /* the socket broke: fd -1 until a relink */
     int64_t     down_since;    /* when the link went down (kept until the peer's
                                   RESEND on a new socket) */
+    int64_t     bad_at;        /* a corrupt frame was skipped: the next good one
+                                  tells what it was (0: none) */
+    /* frames after a gap, kept until it is filled (net/link.c): slot seq %
+       TB_LINK_WINDOW, hdr.seq 0 = empty; NULL until the first gap */
+    tb_frame_t *ooo;
+    size_t      ooo_n, ooo_bytes;
+    /* frames the peer asked for again (a gap, TB_FRAME_F_SELECT): the
+       retained ones from sel_next to sel_to are written again, one at a time,
+       at frame boundaries; sel_seq is the one being written (sel_busy),
+       sel_off bytes of it are gone */
+    int         sel_active, sel_busy;
+    uint32_t    sel_next, sel_to, sel_seq;
+    size_t      sel_off;
     uint64_t    n_resent, n_dups, n_crc, n_relinks;   /* counters, for logs and tests */
+    uint64_t    n_kept, n_selected;                   /* out of order kept; frames resent alone */
     tb_io_t     io;            /* in its owner's loop (io.fd is fd) */
     int         reading;       /* 0 while back-pressure pauses reading */
     int         dirty;         /* has queued frames not yet tried */
@@ -133,8 +150,12 @@ static inline size_t tb_conn_held(const tb_conn_t *c)
 /* Whether a write is waiting for the socket (EPOLLOUT wanted). */
 static inline int tb_conn_wants_write(const tb_conn_t *c)
 {
-    return c->fd >= 0 && (c->ctl_left || (c->out_bytes && !c->hold && !c->win_blocked));
+    return c->fd >= 0 && (c->ctl_left || c->sel_busy || (c->sel_active && !c->hold) ||
+                          (c->out_bytes && !c->hold && !c->win_blocked));
 }
+
+/* Free the frames the link layer kept out of order (net/link.c). */
+void tb_conn_drop_kept(tb_conn_t *c);
 
 /* Drop the frames at the head that are done (written unsequenced, or
  * acknowledged). */

@@ -10,11 +10,13 @@
  * it (its bytes count toward the node's back-pressure marks, so a peer that
  * does not acknowledge stops the sender rather than growing its memory).
  * The receiver delivers a frame only if it is the next in order: a
- * duplicate (a resent frame it has) is dropped, a gap (frames after one
- * that failed its CRC) is dropped and answered with an ACK frame flagged
- * RESEND that names the last good one; the sender then resends everything
- * after it. So that such a resend (go-back-N) converges at a bit error rate
- * of about one per 10,000 frames, at most TB_LINK_WINDOW frames go out
+ * duplicate (a resent frame it has) is dropped; the frames after a gap
+ * (after one that failed its CRC) are kept, and the gap is answered with an
+ * ACK frame flagged SELECT naming the last good one and the last missing
+ * one: the sender writes again only those (selective repeat), and the kept
+ * frames follow them in order. What cannot be said so (nothing kept, a quiet
+ * link, a relink) is asked for with the flag RESEND: the sender resends
+ * everything after it (go-back-N). At most TB_LINK_WINDOW frames go out
  * beyond the last acknowledged one. A broken socket is replaced by a new one (a relink) on the same
  * tb_conn_t: both sides first send RESEND with what they have, and hold
  * everything else until the peer's arrives.
@@ -52,12 +54,21 @@
  * found otherwise (a refused relink, the pidfd, the event connection). */
 #define TB_LINK_RELINK_MS 5000
 
-/* A good frame (its CRC checked) arrived with header h: take its
- * acknowledgement, and say whether to deliver it (1) or drop it (0: an ACK
- * frame, a duplicate, a frame after a gap). now: tb_now_ms(). */
-int tb_link_rx(tb_conn_t *c, const tb_frame_hdr_t *h, int64_t now);
+/* A good frame f (its CRC checked) arrived: take its acknowledgement, and
+ * say whether to deliver it (1), drop it (0: an ACK frame, a duplicate; the
+ * caller releases it) or whether the link kept it (2: a frame after a gap,
+ * delivered later by tb_link_next; f's payload is the link's now).
+ * now: tb_now_ms(). */
+int tb_link_rx(tb_conn_t *c, tb_frame_t *f, int64_t now);
 
-/* A frame failed its CRC (the decoder skipped it): ask for a resend. */
+/* The next frame in order from those kept after a gap, once the gap is
+ * filled: 1 (*f is the caller's to deliver and release) or 0. Call after
+ * every delivered frame until it gives 0. */
+int tb_link_next(tb_conn_t *c, tb_frame_t *f, int64_t now);
+
+/* A frame failed its checks (the decoder skipped it): the next good frame
+ * shows what was lost, and the resend asked for is only that (SELECT); a
+ * quiet link asks for everything after TB_LINK_ACK_DELAY_MS. */
 void tb_link_bad_frame(tb_conn_t *c, int64_t now);
 
 /* Queue a lone ACK now (flag RESEND: ask for everything after it). */

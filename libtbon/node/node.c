@@ -33,13 +33,20 @@
 static void on_frames(tb_node_t *n, tb_conn_t *c)
 {
     tb_frame_t f;
-    int rc;
     int64_t now = tb_now_ms();
     for (;;) {
-        while (!c->closed && (rc = tb_fdec_next(c->dec, &f)) == 1) {
-            if (!tb_link_rx(c, &f.hdr, now)) {
-                tb_frame_release(&f);
-                continue;
+        while (!c->closed) {
+            /* the frames kept after a gap first, once it is filled */
+            if (tb_link_next(c, &f, now) != 1) {
+                if (tb_fdec_next(c->dec, &f) != 1)
+                    break;
+                int r = tb_link_rx(c, &f, now);
+                if (r == 2)
+                    continue;   /* kept by the link */
+                if (r == 0) {
+                    tb_frame_release(&f);
+                    continue;
+                }
             }
             if (f.hdr.type == TB_FRAME_DATA && f.hdr.len == 0 && c->index >= 0) {
                 /* A child's wave with no packet (node_stream.c, empty_up). */

@@ -4,7 +4,7 @@
  * It wraps the socket calls the reactor writes and reads frames with
  * (sendmsg, send, write, writev; recv, read, readv) and acts only on the
  * sockets that carry sequenced frames of the link layer (it recognises an
- * outgoing frame header of version 2 with a sequence number), so the
+ * outgoing frame header of version 3 with a sequence number), so the
  * handshake, the event connections (heartbeats) and everything else pass
  * untouched. Driven by the environment:
  *
@@ -44,7 +44,7 @@
 #include <unistd.h>
 
 #define MAXFD 65536
-#define HDR 44
+#define HDR 48
 
 static ssize_t (*real_sendmsg)(int, const struct msghdr *, int);
 static ssize_t (*real_send)(int, const void *, size_t, int);
@@ -181,7 +181,7 @@ static int count_frames(int fd, const struct iovec *iov, int n)
     int k = 0;
     for (int i = 0; i < n; i++) {
         const unsigned char *b = iov[i].iov_base;
-        if (iov[i].iov_len != HDR || memcmp(b, "TBON", 4) != 0 || b[4] != 2)
+        if (iov[i].iov_len != HDR || memcmp(b, "TBON", 4) != 0 || b[4] != 3)
             continue;
         uint32_t seq = (uint32_t)b[24] | (uint32_t)b[25] << 8 | (uint32_t)b[26] << 16 |
                        (uint32_t)b[27] << 24;

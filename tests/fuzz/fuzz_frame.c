@@ -98,9 +98,12 @@ static void fix_crcs(uint8_t *b, size_t n)
         size_t len = (size_t)h[8] | (size_t)h[9] << 8 | (size_t)h[10] << 16 | (size_t)h[11] << 24;
         if (len > n - off - TB_FRAME_HDR_SIZE)
             break;
-        uint32_t c = tb_crc32c(tb_crc32c(0, h, TB_FRAME_CRC_OFFSET), h + TB_FRAME_HDR_SIZE, len);
-        for (int i = 0; i < 4; i++)
+        uint32_t hc = tb_crc32c(0, h, TB_FRAME_HCRC_OFFSET);
+        uint32_t c = tb_crc32c(0, h + TB_FRAME_HDR_SIZE, len);
+        for (int i = 0; i < 4; i++) {
+            h[TB_FRAME_HCRC_OFFSET + i] = (uint8_t)(hc >> (8 * i));
             h[TB_FRAME_CRC_OFFSET + i] = (uint8_t)(c >> (8 * i));
+        }
         off += TB_FRAME_HDR_SIZE + len;
     }
 }

@@ -369,7 +369,9 @@ ITEST(all_fe_children_killed_waves_complete)
                     (unsigned long long)v, (unsigned long long)full);
         }
     }
-    /* Failures of 1-4, adoptions of 5-20 (by the FE). */
+    /* Failures of 1-4, adoptions of 5-20 by the FE. The four kills are not
+     * one instant: an orphan may first be adopted by a commnode still
+     * alive (and is adopted again when that one is found dead). */
     int failed = 0, adopted = 0;
     int64_t end = it_now_ms() + IT_RECV_MS;
     while ((failed < 4 || adopted < 16) && it_now_ms() < end) {
@@ -378,8 +380,8 @@ ITEST(all_fe_children_killed_waves_complete)
             break;
         failed += ev.type == TBON_EV_NODE_FAILED && ev.rank >= 1 && ev.rank <= 4;
         if (ev.type == TBON_EV_NODE_ADOPTED) {
-            CHECK_UINT(ev.parent, 0);
-            adopted++;
+            CHECK(ev.parent <= 4);
+            adopted += ev.parent == 0;
         }
         CHECK(ev.type != TBON_EV_NODE_FAILED || ev.rank <= 4);
     }
