@@ -233,6 +233,35 @@ static void consumed(tb_conn_t *c, size_t w, int ctl_first)
     }
 }
 
+/* The iovs (at most 2, from iov[n]) of frame f from byte off of it (header
+ * included); the new count. */
+static int frame_iov(const tb_outframe_t *f, size_t off, struct iovec *iov, int n)
+{
+    const uint8_t *payload = f->pkt ? tb_packet_payload(f->pkt, &(size_t){0}) : f->buf;
+    if (off < TB_FRAME_HDR_SIZE) {
+        iov[n].iov_base = (void *)(f->hdr + off);
+        iov[n++].iov_len = TB_FRAME_HDR_SIZE - off;
+        off = 0;
+    } else {
+        off -= TB_FRAME_HDR_SIZE;
+    }
+    if (f->len > off) {
+        iov[n].iov_base = (void *)(payload + off);
+        iov[n++].iov_len = f->len - off;
+    }
+    return n;
+}
+
+void tb_outframe_done(tb_outframe_t *f)
+{
+    f->done = 1;
+    tbon_packet_unref(f->pkt);
+    f->pkt = NULL;
+    free(f->buf);
+    f->buf = NULL;
+    f->len = 0;
+}
+
 /* The retained frame (written, not acknowledged) with sequence number seq:
  * its queue index, or -1. */
 static long retained_index(const tb_conn_t *c, uint32_t seq)
@@ -285,19 +314,7 @@ static int write_selected(tb_conn_t *c, long i)
         iov[n].iov_base = c->ctl + TB_FRAME_HDR_SIZE - ctl;
         iov[n++].iov_len = ctl;
     }
-    const uint8_t *payload = f->pkt ? tb_packet_payload(f->pkt, &(size_t){0}) : f->buf;
-    size_t off = c->sel_off;
-    if (off < TB_FRAME_HDR_SIZE) {
-        iov[n].iov_base = f->hdr + off;
-        iov[n++].iov_len = TB_FRAME_HDR_SIZE - off;
-        off = 0;
-    } else {
-        off -= TB_FRAME_HDR_SIZE;
-    }
-    if (f->len > off) {
-        iov[n].iov_base = (void *)(payload + off);
-        iov[n++].iov_len = f->len - off;
-    }
+    n = frame_iov(f, c->sel_off, iov, n);
     struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)n };
     ssize_t w;
     do
@@ -327,12 +344,7 @@ static int write_selected(tb_conn_t *c, long i)
     if (tb_seq_le(f->seq, c->acked)) {
         /* acknowledged while it was being written (take_ack left it) */
         c->ret_bytes -= TB_FRAME_HDR_SIZE + f->len;
-        f->done = 1;
-        tbon_packet_unref(f->pkt);
-        f->pkt = NULL;
-        free(f->buf);
-        f->buf = NULL;
-        f->len = 0;
+        tb_outframe_done(f);
         tb_conn_pop_done(c);
     }
     return 1;
@@ -375,18 +387,7 @@ int tb_conn_flush(tb_conn_t *c)
                 c->win_blocked = 1;     /* an acknowledgement unblocks it */
                 break;
             }
-            const uint8_t *payload = f->pkt ? tb_packet_payload(f->pkt, &(size_t){0}) : f->buf;
-            if (off < TB_FRAME_HDR_SIZE) {
-                iov[n].iov_base = f->hdr + off;
-                iov[n++].iov_len = TB_FRAME_HDR_SIZE - off;
-                off = 0;
-            } else {
-                off -= TB_FRAME_HDR_SIZE;
-            }
-            if (f->len > off) {
-                iov[n].iov_base = (void *)(payload + off);
-                iov[n++].iov_len = f->len - off;
-            }
+            n = frame_iov(f, off, iov, n);
             off = 0;
         }
         if (n == 0)

@@ -154,6 +154,9 @@ static inline int tb_conn_wants_write(const tb_conn_t *c)
                           (c->out_bytes && !c->hold && !c->win_blocked));
 }
 
+/* A retained frame acknowledged: its payload freed, dropped at the head. */
+void tb_outframe_done(tb_outframe_t *f);
+
 /* Free the frames the link layer kept out of order (net/link.c). */
 void tb_conn_drop_kept(tb_conn_t *c);
 

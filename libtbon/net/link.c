@@ -38,12 +38,7 @@ static void take_ack(tb_conn_t *c, uint32_t a)
                                    framing), and is done then (conn.c, consumed) */
         else
             c->out_bytes -= size;
-        f->done = 1;
-        tbon_packet_unref(f->pkt);
-        f->pkt = NULL;
-        free(f->buf);
-        f->buf = NULL;
-        f->len = 0;
+        tb_outframe_done(f);
     }
     tb_conn_pop_done(c);
 }

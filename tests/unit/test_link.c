@@ -151,6 +151,22 @@ TEST(a_lone_ack_every_so_many_frames)
     tb_conn_destroy(b);
 }
 
+/* a sends frames 1..k (one size each) to b with bit `bit` of byte `byte` of
+ * frame `which` (1-based) flipped on the way, b takes them (into g). */
+static void send_flipped(tb_conn_t *a, tb_conn_t *b, got_t *g, int k, int which, size_t byte,
+                         int bit)
+{
+    send_n(a, 1, k);
+    tb_conn_flush(a);
+    uint8_t buf[4096];
+    ssize_t n = recv(b->fd, buf, sizeof buf, 0);
+    REQUIRE(n > 0);
+    size_t frame = (size_t)n / (size_t)k;
+    buf[(size_t)(which - 1) * frame + byte] ^= (uint8_t)(1u << bit);
+    tb_fdec_feed(b->dec, buf, (size_t)n);
+    take(b, g, tb_now_ms());
+}
+
 /* A bit flipped in frame 3 of 6: the receiver skips it, keeps the frames
  * after it, asks for frame 3 alone (SELECT after 2, up to 3), and delivers
  * 1..6 exactly once in order; the sender writes frame 3 only. */
@@ -159,15 +175,7 @@ TEST(crc_error_answered_with_a_selective_resend)
     tb_conn_t *a, *b;
     pair(&a, &b);
     static got_t g;
-    send_n(a, 1, 6);
-    tb_conn_flush(a);
-    uint8_t buf[4096];
-    ssize_t n = recv(b->fd, buf, sizeof buf, 0);
-    REQUIRE(n > 0);
-    size_t frame = (size_t)n / 6;        /* six frames of one size */
-    buf[2 * frame + TB_FRAME_HDR_SIZE + 1] ^= 0x10;
-    tb_fdec_feed(b->dec, buf, (size_t)n);
-    take(b, &g, tb_now_ms());
+    send_flipped(a, b, &g, 6, 3, TB_FRAME_HDR_SIZE + 1, 4);
     check_in_order(&g, 1, 2);
     CHECK_UINT(b->n_crc, 1);
     CHECK_UINT(b->n_kept, 3);
@@ -229,15 +237,8 @@ TEST(corrupt_last_frame_on_a_quiet_link)
     tb_conn_t *a, *b;
     pair(&a, &b);
     static got_t g;
-    send_n(a, 1, 3);
-    tb_conn_flush(a);
-    uint8_t buf[4096];
-    ssize_t n = recv(b->fd, buf, sizeof buf, 0);
-    REQUIRE(n > 0);
-    buf[n - 1] ^= 0x04;                  /* frame 3's last byte */
-    tb_fdec_feed(b->dec, buf, (size_t)n);
+    send_flipped(a, b, &g, 3, 3, TB_FRAME_HDR_SIZE, 2);    /* frame 3's payload */
     int64_t now = tb_now_ms();
-    take(b, &g, now);
     check_in_order(&g, 1, 2);
     CHECK(!tb_fdec_partial(b->dec));     /* nothing of the corrupt frame is left */
     b->rx_last = now;
