@@ -223,9 +223,12 @@ static void job_mail(tb_eds_t *e, struct eds_mail q)
 /* The event connection to the new parent p (seed 003 V-A: "a newly adopted
  * process sends its parent the New Failure Detection Connection protocol
  * message"), after the delay that lets the burst of a recovery pass
- * (tb_eds_events_delay). The fd, or -1. */
-static int parent_events(tb_eds_t *e, const tb_topology_t *t, tbon_rank_t p, uint32_t inc)
+ * (tb_eds_events_delay). The fd, or -1 (*gone set if p's port refused the
+ * connection: its process has ended since it adopted us). */
+static int parent_events(tb_eds_t *e, const tb_topology_t *t, tbon_rank_t p, uint32_t inc,
+                         int *gone)
 {
+    *gone = 0;
     struct timespec ts = { 0, (long)tb_eds_events_delay(e) * 1000000L };
     nanosleep(&ts, NULL);
     if (atomic_load(&e->stop) || atomic_load(&e->leaving))
@@ -241,7 +244,12 @@ static int parent_events(tb_eds_t *e, const tb_topology_t *t, tbon_rank_t p, uin
     }
     if (efd >= 0)
         close(efd);
-    TB_WARN("adopt", "no event connection to the new parent %u: %s", p, err.msg);
+    /* (tb_sock_connect names the reason with strerror) */
+    const char *refused = strerror(ECONNREFUSED);
+    size_t lm = strlen(err.msg), lr = strlen(refused);
+    *gone = efd < 0 && lm >= lr && strcmp(err.msg + lm - lr, refused) == 0;
+    TB_WARN("adopt", "no event connection to the new parent %u: %s%s", p, err.msg,
+            *gone ? " (it has ended: looking for another)" : "");
     return -1;
 }
 
@@ -289,9 +297,10 @@ static void *adopter_thread(void *arg)
             job_mail(e, (struct eds_mail){ .what = M_ADOPTED, .fd = fd, .p = cand[i], .r = lost,
                                            .us = { (uint64_t)(t1 - job.t0),
                                                    (uint64_t)(t2 - t1) } });
-            int efd = parent_events(e, t, cand[i], job.inc);
+            int gone;
+            int efd = parent_events(e, t, cand[i], job.inc, &gone);
             job_mail(e, (struct eds_mail){ .what = M_PARENT_EVENTS, .fd = efd, .p = cand[i],
-                                           .last = 1 });
+                                           .last = 1, .gone = gone });
             tb_adopt_index_free(aidx);
             tb_topology_destroy(t);
             return NULL;
@@ -353,6 +362,14 @@ static void on_adopter(tb_eds_t *e, struct eds_mail *q)
                            !tb_eds_add_watch(e, K_EVENT, q->fd, EPOLLIN, q->p, 0)))
             close(q->fd);
         q->fd = -1;
+        /* An adopter that died right after adopting us (several nodes killed
+         * at once): lost as if its event connection had ended, now, rather
+         * than when the data link gives up on it (TBON_RELINK_MS), by which
+         * time the FE has taken us for failed. */
+        if (q->gone && q->p == e->parent && atomic_load(&e->ft_ready) &&
+            !atomic_load(&e->leaving)) {
+            tb_eds_parent_down(e, q->p);
+        }
         break;
     case M_ADOPT_FAILED:
         TB_WARN("adopt", "no node would adopt us after the loss of rank %u; leaving", q->r);

@@ -63,6 +63,8 @@ struct eds_mail {
     int fd;                    /* M_ADOPTED, M_PARENT_EVENTS: taken over (-1: none) */
     uint64_t us[2];            /* M_ADOPTED: recovery times */
     int last;                  /* the adopter thread's last word */
+    int gone;                  /* M_PARENT_EVENTS: the new parent refused the
+                                  connection: nobody listens there any more */
 };
 
 /* Threads: the EDS thread owns everything here unless a field says

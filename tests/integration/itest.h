@@ -842,6 +842,8 @@ static void it_init(void)
     signal(SIGPIPE, SIG_IGN);
     if (!getenv("ITEST_VERBOSE"))
         tbon_log_set_handler(it_log_keep, NULL);
+    if (getenv("IT_FE_DEBUG"))       /* this process's lines only (to hunt a rare failure) */
+        tbon_log_set_level(TBON_LOG_DEBUG);
 }
 
 static void it_finish(void)
