@@ -254,6 +254,8 @@ int tb_link_next(tb_conn_t *c, tb_frame_t *f, int64_t now)
     memset(slot, 0, sizeof *slot);
     c->ooo_n--;
     c->ooo_bytes -= f->wire_len;
+    if (!c->ooo_n)
+        tb_conn_drop_kept(c);   /* the gap is filled: its buffer (a window of slots) goes */
     in_order(c, want, now);
     return 1;
 }

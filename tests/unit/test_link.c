@@ -192,6 +192,7 @@ TEST(crc_error_answered_with_a_selective_resend)
     CHECK_UINT(a->n_selected, 1);
     CHECK_UINT(b->ooo_n, 0);
     CHECK_UINT(b->ooo_bytes, 0);
+    CHECK(b->ooo == NULL);              /* freed once the gap was filled */
     tb_conn_destroy(a);
     tb_conn_destroy(b);
 }
