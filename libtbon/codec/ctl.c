@@ -25,9 +25,10 @@ static const tb_ctl_info_t table[] = {
     { TB_CTL_FAIL, "FAIL", TB_CTL_UP, N_, "%d %s",
       "code, message: start-up failed (the first failure goes up unchanged)" },
     { TB_CTL_STREAM, "STREAM", TB_CTL_DOWN, N_, "%ud %d %d %ud %d %aud",
-      "id, up filter, sync mode (with TB_STREAM_BCAST 0x100: over every back-end), timeout ms, "
-      "down filter, member back-ends; only to children whose subtree holds a member (and, "
-      "for a broadcast stream, every commnode)" },
+      "id, up filter, sync mode (with TB_STREAM_BCAST 0x100: over every back-end; "
+      "TB_STREAM_CATCHUP 0x200: from an adopter, 8.3), timeout ms, down filter, member "
+      "back-ends; only to children whose subtree holds a member (and, for a broadcast stream, "
+      "every commnode)" },
     { TB_CTL_FILTER, "FILTER", TB_CTL_DOWN, N_, "%d %s %s",
       "id, path, function: load that filter (to commnodes only)" },
     { TB_CTL_PARAMS, "PARAMS", TB_CTL_DOWN, N_, "%ud %d %d %auc",

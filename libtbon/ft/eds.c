@@ -513,7 +513,9 @@ static void after_batch(tb_eds_t *e)
         tb_eds_say_bye(e);
     int want = e->adopt_want;
     e->adopt_want = 0;
-    if (want && atomic_load(&e->ft_ready) && !atomic_load(&e->leaving))
+    /* Asked by the reactor (tb_ft_parent_lost): also before the port table
+     * came, with the ports we know. */
+    if (want && !atomic_load(&e->leaving))
         tb_eds_parent_down(e, (tbon_rank_t)(want - 1));
 }
 

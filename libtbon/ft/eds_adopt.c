@@ -237,6 +237,7 @@ static int parent_events(tb_eds_t *e, const tb_topology_t *t, tbon_rank_t p, uin
     tb_welcome_t w;
     int64_t dl = tb_now_ms() + 1000;
     int efd = tb_sock_connect(host_of(e, t, p), tb_topology_port(t, p), dl, &err);
+    *gone = efd < 0 && errno == ECONNREFUSED;
     if (efd >= 0 && tb_auth_client(efd, &e->session, (uint8_t)e->role, TB_PURPOSE_EVENT,
                                    e->rank, inc, dl, &w, &err) == 0) {
         tb_sock_nonblock(efd, 1);
@@ -244,10 +245,6 @@ static int parent_events(tb_eds_t *e, const tb_topology_t *t, tbon_rank_t p, uin
     }
     if (efd >= 0)
         close(efd);
-    /* (tb_sock_connect names the reason with strerror) */
-    const char *refused = strerror(ECONNREFUSED);
-    size_t lm = strlen(err.msg), lr = strlen(refused);
-    *gone = efd < 0 && lm >= lr && strcmp(err.msg + lm - lr, refused) == 0;
     TB_WARN("adopt", "no event connection to the new parent %u: %s%s", p, err.msg,
             *gone ? " (it has ended: looking for another)" : "");
     return -1;

@@ -63,6 +63,7 @@ struct tb_ft {
     /* recovery (recovery.c) */
     int        ft_ready;      /* the port table arrived: orphans get adopted */
     int        orphan;        /* the parent is gone, an adopter is being sought */
+    int        gave_up;       /* no node would adopt us: we leave */
     tbon_rank_t lost_parent;
     int64_t    orphan_since;  /* us */
     tb_ring_t  obuf;          /* what went up while orphaned */

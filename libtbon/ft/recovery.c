@@ -69,13 +69,16 @@ void tb_ft_send_ports_to(tb_node_t *n, tb_conn_t *c)
 static void on_ports(tb_node_t *n, const tb_ctl_ports_t *m, tbon_packet_t *p)
 {
     struct tb_ft *ft = n->ftst;
-    int hb = m->heartbeat_ms;
+    int hb = m->heartbeat_ms, news = !ft->ft_ready || hb != n->cfg.heartbeat_ms;
     for (size_t i = 0; i < m->n; i++) {
         if (m->ranks[i] >= tb_topology_size(n->topo))
             continue;
+        news |= tb_topology_port(n->topo, m->ranks[i]) != m->ports[i];
         tb_topology_set_port(n->topo, m->ranks[i], (uint16_t)m->ports[i]);
         tb_eds_report(ft->eds, TB_EDS_PORT, m->ranks[i], m->ports[i], 0);
     }
+    if (!news)
+        return;     /* again, from an adopter */
     for (size_t i = 0; i < n->nchild; i++)
         if (n->child[i].conn)
             tb_node_send_ctl(n, n->child[i].conn, TB_CTL_PORTS, tbon_packet_ref(p));
@@ -274,7 +277,13 @@ void tb_ft_child_lost(tb_node_t *n, size_t i)
 int tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost)
 {
     struct tb_ft *ft = n->ftst;
-    if (!ft->ft_ready || tb_node_ending(n) || n->role == TB_ROLE_FE)
+    /* Before the port table has come (the parent died right after the tree
+     * came up, before passing it on), the nodes whose ports we know are
+     * asked all the same: the FE's is known to all, and its adopter sends us
+     * the table. Without fault tolerance (no table ever comes) they refuse,
+     * and we leave as we would have. */
+    if (ft->gave_up || (!ft->ft_ready && !ft->eds) || tb_node_ending(n) ||
+        n->role == TB_ROLE_FE)
         return 0;
     if (!ft->orphan) {
         ft->orphan = 1;
@@ -398,6 +407,7 @@ void tb_ft_adopt_failed(tb_node_t *n, tbon_rank_t lost)
 {
     (void)lost;
     n->ftst->orphan = 0;
+    n->ftst->gave_up = 1;
     n->ftst->ft_ready = 0;      /* leave as without fault tolerance */
 }
 
@@ -437,6 +447,12 @@ void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c)
     tb_eds_expect(ft->eds, o);
     tb_node_send_ctl(n, conn, TB_CTL_ADOPT_ACK,
                      tb_ctl_adopt_ack_encode(&(tb_ctl_adopt_ack_t){ 1 }));
+    /* The port table, which its lost parent may have died before passing
+     * on (an orphan that has it takes it as nothing new). */
+    tb_ft_send_ports_to(n, conn);
+    /* Streams and filters its lost parent may have died before passing on
+     * (protocol.md 8.4): a request on them would never reach it. */
+    tb_stream_catch_up(n, (size_t)i);
     TB_INFO("ft", "adopted rank %u", o);
 }
 

@@ -256,8 +256,10 @@ int tb_sock_connect(const char *host, uint16_t port, int64_t deadline_ms, tbon_e
         close(fd);
     }
     freeaddrinfo(res);
-    return tb_error_set(err, TBON_EIO, "cannot connect to %s:%u: %s", host, (unsigned)port,
-                        strerror(last));
+    int code = tb_error_set(err, TBON_EIO, "cannot connect to %s:%u: %s", host, (unsigned)port,
+                            strerror(last));
+    errno = last;       /* for the caller: ECONNREFUSED says nobody listens there */
+    return code;
 }
 
 /* Write all of buf, polling until the deadline. */

@@ -13,6 +13,7 @@
 #include "node/node.h"
 #include "codec/packet_int.h"
 #include "net/sock.h"
+#include "util/log.h"
 
 /* Remove argv[i] and argv[i+1 .. i+k-1]. */
 static void drop_args(int *argc, char **argv, int i, int k)
@@ -280,7 +281,22 @@ int tb_join_connect(tb_join_t *j, tb_role_t role, int purpose, tbon_error_t *err
     }
     if (role == TB_ROLE_COMMNODE)
         return 0;   /* its event connection comes after it has launched its children */
-    return tb_join_connect_event(j, role, err);
+    rc = tb_join_connect_event(j, role, err);
+    if (rc && role == TB_ROLE_BE &&
+        (rc == TBON_ECLOSED || (j->event_fd < 0 && errno == ECONNREFUSED))) {
+        /* The parent ended between our two connections (the tree counted us
+         * once the first was made, and may be up): start all the same; the
+         * data connection's end makes us an orphan, which looks for an
+         * adopter (docs/protocol.md 7.1). */
+        TB_WARN("join", "no event connection to the parent at %s:%u (%s): it has ended; "
+                "looking for another", j->parent_host, (unsigned)j->parent_port, err ? err->msg : "");
+        if (j->event_fd >= 0)
+            close(j->event_fd);
+        j->event_fd = -1;
+        tb_error_clear(err);
+        return 0;
+    }
+    return rc;
 }
 
 int tb_join_connect_event(tb_join_t *j, tb_role_t role, tbon_error_t *err)

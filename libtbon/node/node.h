@@ -291,6 +291,9 @@ int64_t tb_node_next_due(const tb_node_t *n);
  * stream's sync mode carries this flag: a stream over every back-end, those
  * that join later included. */
 #define TB_STREAM_BCAST 0x100
+/* On TB_CTL_STREAM only: an adopter telling an adopted child of a stream its
+ * lost parent may have died before passing on (tb_stream_catch_up). */
+#define TB_STREAM_CATCHUP 0x200
 
 /* Control messages (CONTROL frames: tag = op, payload = a packet): their
  * ops, structs, encoders and decoders, and the table of their directions and

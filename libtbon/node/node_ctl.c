@@ -69,15 +69,8 @@ void tb_node_on_conn(tb_node_t *n, tb_cmd_t *cmd)
         tb_node_send_ctl(n, ch->conn, TB_CTL_LAUNCH, tb_ctl_launch_encode(&l));
     }
     /* Filters loaded so far reach late joiners too (attach mode). */
-    if (!ch->is_be) {
-        for (int id = TBON_FILTER_BUILTIN_COUNT;; id++) {
-            const tb_filter_t *f = tb_filter_reg_get(n->filters, id);
-            if (!f)
-                break;
-            tb_node_send_ctl(n, ch->conn, TB_CTL_FILTER,
-                             tb_ctl_filter_encode(&(tb_ctl_filter_t){ f->id, f->path, f->name }));
-        }
-    }
+    if (!ch->is_be)
+        tb_node_send_filters(n, ch->conn);
     if (tb_node_ending(n))
         tb_node_send_ctl(n, ch->conn, TB_CTL_SHUTDOWN,
                          tb_ctl_shutdown_encode(&(tb_ctl_shutdown_t){ 0 }));
@@ -90,14 +83,28 @@ void tb_node_on_conn(tb_node_t *n, tb_cmd_t *cmd)
         tb_node_ft_child(n, TB_FT_EV_CHILD_JOINED, (size_t)i);
 }
 
+void tb_node_send_filters(tb_node_t *n, tb_conn_t *c)
+{
+    for (int id = TBON_FILTER_BUILTIN_COUNT;; id++) {
+        const tb_filter_t *f = tb_filter_reg_get(n->filters, id);
+        if (!f)
+            break;
+        tb_node_send_ctl(n, c, TB_CTL_FILTER,
+                         tb_ctl_filter_encode(&(tb_ctl_filter_t){ f->id, f->path, f->name }));
+    }
+}
+
 /* A node message (TB_CTL_OWN_NODE) from the parent: m decoded from p. */
 static void ctl_down(tb_node_t *n, const tb_ctl_msg_t *m, tbon_packet_t *p)
 {
     switch (m->op) {
     case TB_CTL_STREAM: {
         const tb_ctl_stream_t *s = &m->u.stream;
-        tb_stream_create(n, s->id, s->up, s->sync, s->timeout_ms, s->down, s->members,
-                         s->nmembers);
+        if (s->sync & TB_STREAM_CATCHUP)
+            tb_stream_caught_up(n, s);
+        else
+            tb_stream_create(n, s->id, s->up, s->sync, s->timeout_ms, s->down, s->members,
+                             s->nmembers);
         break;
     }
     case TB_CTL_FILTER: {

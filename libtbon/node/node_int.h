@@ -244,6 +244,8 @@ static inline int tb_node_ending(const tb_node_t *n)
     return tb_node_life(n) >= TB_LIFE_SHUTTING_DOWN;
 }
 void tb_node_send_ctl(tb_node_t *n, tb_conn_t *c, int op, tbon_packet_t *p); /* takes p */
+/* TB_CTL_FILTER for every filter loaded so far (to a commnode child). */
+void tb_node_send_filters(tb_node_t *n, tb_conn_t *c);
 /* Send p up (to the app at the FE); more: other packets of the same wave
  * follow (TB_FRAME_F_MORE). Takes p. */
 void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uint64_t key);
@@ -483,6 +485,12 @@ void tb_stream_fold_kept(tb_node_t *n, tb_stream_st_t *s);
  * them from the next request on (a stream none of our children took part in
  * so far is grafted up), a commnode once something below it does. */
 void tb_stream_bcast_join(tb_node_t *n, size_t i);
+/* Adopter: tell adopted child i of the streams and filters that concern its
+ * subtree (TB_CTL_STREAM flagged TB_STREAM_CATCHUP, TB_CTL_FILTER,
+ * TB_CTL_PARAMS). Adopted child: such a stream, created here and grafted up if
+ * it is new; ignored if known (the adoption grafted it). */
+void tb_stream_catch_up(tb_node_t *n, size_t i);
+void tb_stream_caught_up(tb_node_t *n, const tb_ctl_stream_t *d);
 /* Graft stream s up to our parent (an adopted node, or one whose first
  * child joins it): its definition, the last key we sent, the last request
  * we saw. */

@@ -195,11 +195,28 @@ static tbon_packet_t *stream_packet(const tb_stream_st_t *s)
     return tb_ctl_stream_encode(&d);
 }
 
+/* The child of ours whose subtree holds rank r takes part in s: walk up from
+ * r to it, O(depth). A child we adopted counts as soon as it is ours, before
+ * the view that says so has come (the topology would still lead from r to its
+ * dead parent). */
+static void mark_part(tb_node_t *n, tb_stream_st_t *s, tbon_rank_t r)
+{
+    while (r != TBON_RANK_NONE && r != n->rank) {
+        tbon_rank_t p = tb_topology_parent(n->topo, r);
+        int i = p == n->rank || n->nsorted < n->nchild ? tb_node_child_index(n, r) : -1;
+        if (i >= 0) {
+            s->part[i] = 1;
+            return;
+        }
+        r = p;
+    }
+}
+
 int tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeout_ms,
                      int down, const tbon_rank_t *members, size_t nmembers)
 {
     int bcast = (sync & TB_STREAM_BCAST) != 0;
-    sync &= ~TB_STREAM_BCAST;
+    sync &= ~(TB_STREAM_BCAST | TB_STREAM_CATCHUP);
     if (id == 0 || id > (1u << 24) || get(n, id))
         return TBON_EINVAL;
     if (id >= n->nstreams) {
@@ -240,21 +257,9 @@ int tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeo
     s->nmembers = nmembers;
     /* A child takes part when a member lies in its subtree: walk up from each
      * member to the child of ours on its path. O(members x depth). */
-    for (size_t m = 0; m < nmembers; m++) {
-        tbon_rank_t r = members[m];
-        if (r >= tb_topology_size(n->topo))
-            continue;
-        while (r != TBON_RANK_NONE) {
-            tbon_rank_t p = tb_topology_parent(n->topo, r);
-            if (p == n->rank) {
-                int i = tb_node_child_index(n, r);
-                if (i >= 0)
-                    s->part[i] = 1;
-                break;
-            }
-            r = p;
-        }
-    }
+    for (size_t m = 0; m < nmembers; m++)
+        if (members[m] < tb_topology_size(n->topo))
+            mark_part(n, s, members[m]);
     n->streams[id] = s;
     /* Exactly the children whose subtree holds a member hear of it; of a
      * broadcast stream every commnode does, so that a back-end joining
@@ -772,6 +777,62 @@ void tb_stream_graft(tb_node_t *n, tb_stream_st_t *s)
 {
     tb_ctl_graft_t g = { stream_def(s), s->sent_key, s->last_q };
     tb_node_send_ctl(n, n->parent, TB_CTL_GRAFT, tb_ctl_graft_encode(&g));
+}
+
+/* Does the subtree of rank o hold a member of s (for a broadcast stream:
+ * any back-end, or a commnode that back-ends may join)? */
+static int concerns(const tb_node_t *n, const tb_stream_st_t *s, tbon_rank_t o)
+{
+    if (s->bcast)
+        return 1;
+    for (size_t m = 0; m < s->nmembers; m++)
+        for (tbon_rank_t r = s->members[m]; r != TBON_RANK_NONE && r < tb_topology_size(n->topo);
+             r = tb_topology_parent(n->topo, r))
+            if (r == o)
+                return 1;
+    return 0;
+}
+
+/* The parameters of s for a child (TB_CTL_PARAMS), or NULL if none are set. */
+static tbon_packet_t *params_packet(const tb_stream_st_t *s, int which)
+{
+    const tbon_packet_t *p = which == TBON_FILTER_PARAM_DOWN ? s->down_params : s->up_params;
+    if (!p)
+        return NULL;
+    size_t len;
+    const uint8_t *pl = tb_packet_payload(p, &len);
+    return tb_ctl_params_encode(&(tb_ctl_params_t){ s->id, which, tbon_packet_tag(p), pl, len });
+}
+
+void tb_stream_catch_up(tb_node_t *n, size_t i)
+{
+    tb_child_t *ch = &n->child[i];
+    if (!ch->conn)
+        return;
+    if (!ch->is_be)
+        tb_node_send_filters(n, ch->conn);
+    for (size_t id = 0; id < n->nstreams; id++) {
+        tb_stream_st_t *s = n->streams[id];
+        if (!s || s->part[i] || !concerns(n, s, ch->rank))
+            continue;
+        tb_ctl_stream_t d = stream_def(s);
+        d.sync |= TB_STREAM_CATCHUP;
+        tb_node_send_ctl(n, ch->conn, TB_CTL_STREAM, tb_ctl_stream_encode(&d));
+        for (int which = TBON_FILTER_PARAM_UP; which <= TBON_FILTER_PARAM_DOWN; which++) {
+            tbon_packet_t *p = params_packet(s, which);
+            if (p)
+                tb_node_send_ctl(n, ch->conn, TB_CTL_PARAMS, p);
+        }
+    }
+}
+
+void tb_stream_caught_up(tb_node_t *n, const tb_ctl_stream_t *d)
+{
+    if (tb_stream_known(n, d->id))
+        return;         /* it grafted the stream itself when it was adopted */
+    if (tb_stream_create(n, d->id, d->up, d->sync & ~TB_STREAM_CATCHUP, d->timeout_ms, d->down,
+                         d->members, d->nmembers) == 0 && n->parent)
+        tb_stream_graft(n, n->streams[d->id]);  /* nothing seen, nothing sent */
 }
 
 void tb_stream_bcast_join(tb_node_t *n, size_t i)

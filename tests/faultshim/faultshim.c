@@ -23,6 +23,11 @@
  *                          that a test breaks nothing before the tree is up
  *   TBON_FAULT_LOG=FILE    one line per fault injected ("flip", "rflip",
  *                          "reset", "delay", then rank and fd), appended
+ *   TBON_FAULT_DIE_AT_CTL=OP  kill the process (SIGKILL) instead of the first
+ *                          write of a control frame of that op (its tag,
+ *                          docs/protocol.md 7.2): a node dead at an exact
+ *                          point, as "after it got the port table, before it
+ *                          passed it on" (TB_CTL_PORTS, 10)
  *
  * Not part of the library: a test tool (tests/integration/test_link.c,
  * bench/bench_link.sh).
@@ -34,6 +39,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,7 +61,7 @@ static ssize_t (*real_read)(int, void *, size_t);
 static ssize_t (*real_readv)(int, const struct iovec *, int);
 
 static double p_flip, p_rflip, p_reset, p_delay;
-static int delay_us = 2000, reset_ms, active, rank = -1, log_fd = -1;
+static int delay_us = 2000, reset_ms, active, rank = -1, log_fd = -1, die_at_ctl = -1;
 static uint64_t seed = 1;
 static unsigned char link_fd[MAXFD];     /* carries sequenced frames */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -137,6 +143,9 @@ static void init(void)
     if (env_d("TBON_FAULT_DELAY_US") > 0)
         delay_us = (int)env_d("TBON_FAULT_DELAY_US");
     reset_ms = (int)env_d("TBON_FAULT_RESET_MS");
+    const char *dc = getenv("TBON_FAULT_DIE_AT_CTL");
+    if (dc && *dc)
+        die_at_ctl = atoi(dc);
     if (env_d("TBON_FAULT_SEED") > 0)
         seed = (uint64_t)env_d("TBON_FAULT_SEED");
     rank = my_rank();
@@ -188,6 +197,12 @@ static int count_frames(int fd, const struct iovec *iov, int n)
         if (seq && fd >= 0 && fd < MAXFD)
             link_fd[fd] = 1;
         k += seq != 0;
+        int32_t tag = (int32_t)((uint32_t)b[16] | (uint32_t)b[17] << 8 |
+                                (uint32_t)b[18] << 16 | (uint32_t)b[19] << 24);
+        if (active && die_at_ctl >= 0 && b[5] == 6 /* CONTROL */ && tag == die_at_ctl) {
+            note("die", fd);
+            kill(getpid(), SIGKILL);
+        }
     }
     return k;
 }

@@ -355,6 +355,21 @@ static IT_UNUSED tbon_stream_t *it_stream(tbon_net_t *net, int up, int sync, int
     return s;
 }
 
+/* Every tree process started from now on runs under the fault shim
+ * (tests/faultshim/faultshim.c, driven by TBON_FAULT_* variables). */
+static IT_UNUSED void it_preload_faultshim(void)
+{
+    char shim[PATH_MAX + 64];
+    snprintf(shim, sizeof shim, "%s/tests/lib/libtbon_faultshim.so", it_build_dir());
+    setenv("LD_PRELOAD", shim, 1);
+    /* the shim is loaded before the sanitizers' runtimes */
+    const char *asan = getenv("ASAN_OPTIONS");
+    char opts[1024];
+    snprintf(opts, sizeof opts, "%s%sverify_asan_link_order=0", asan ? asan : "",
+             asan && *asan ? ":" : "");
+    setenv("ASAN_OPTIONS", opts, 1);
+}
+
 /* Start the tree of shape (it_start) with a sum stream over every back-end
  * that has carried one complete wave (so the port table fault tolerance
  * needs is everywhere). The stream, or NULL (failure recorded, nothing left

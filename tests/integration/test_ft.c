@@ -58,9 +58,9 @@ static void sum_waves_across_kill(const char *shape, tbon_rank_t victim_rank,
                                   const tbon_rank_t *orphans, size_t norphans,
                                   tbon_rank_t lost_lo, tbon_rank_t lost_hi)
 {
-    /* One wave first: the port table orphans need travels right after start-up
-     * and is in place everywhere once a wave has come back (a failure before
-     * that is still handled as without fault tolerance; see docs). */
+    /* One wave first: the port table travels right after start-up and is in
+     * place everywhere once a wave has come back (a failure before that is
+     * commnode_dead_before_passing_the_port_table's case). */
     it_tree_t t;
     tbon_stream_t *s = it_start_summing(&t, shape, NULL);
     REQUIRE(s);
@@ -393,5 +393,161 @@ ITEST(all_fe_children_killed_waves_complete)
     for (uint32_t w = 0; w < 20 && bad < 5; w++)
         if (it_sum_wave(s, 100 + w, t.be, t.nbe) != 0)
             bad++;
+    it_stop(&t);
+}
+
+/* Collect the answers to request w on the int_only stream s (don't-wait: a
+ * packet per back-end, "%d" = it_type_ival(IT_T_D, rank, w)) until want[]
+ * all answered or ms passed; seen[r] counts rank r's answers. Late answers
+ * to requests late_from..w-1 are passed over (those asked while orphans were
+ * being caught up); any other answer is a failure. The number of ranks of want[] that
+ * answered. */
+static size_t collect_ranks(tbon_stream_t *s, uint32_t w, uint32_t late_from,
+                            const tbon_rank_t *want, size_t nwant, uint8_t seen[128], int ms)
+{
+    memset(seen, 0, 128);
+    size_t have = 0;
+    int64_t end = it_now_ms() + ms;
+    while (have < nwant && it_now_ms() < end) {
+        tbon_packet_t *p = NULL;
+        if (tbon_stream_recv(s, &p, (int)(end - it_now_ms())) != 0)
+            break;
+        int32_t v = 0;
+        CHECK_INT(tbon_packet_unpack(p, "%d", &v), 0);
+        tbon_packet_unref(p);
+        int64_t r = ((int64_t)v + 3000000) / 100000, vw = ((int64_t)v + 3000000) % 100000;
+        if (vw >= late_from && vw < w)
+            continue;
+        if (vw != w || r >= 128) {
+            th_fail(__FILE__, __LINE__, "request %u: %d is no back-end's answer to it", w, v);
+            continue;
+        }
+        for (size_t i = 0; i < nwant; i++)
+            have += want[i] == r && !seen[r];
+        seen[r]++;
+    }
+    return have;
+}
+
+/* A stream and a filter made while a commnode is stopped (about to die)
+ * never reach its subtree through it: 4x4x4, commnode 1 is stopped, a filter
+ * is loaded and a don't-wait stream made with it (the 48 back-ends under
+ * commnodes 2-4 answer on it), then commnode 1 is killed. Its orphans,
+ * commnodes 5-8, are adopted; their adopters tell them of the stream and
+ * the filter (tb_stream_catch_up), so soon a request on the stream is
+ * answered by all 64 back-ends, and from then on every one is, exactly
+ * once each. */
+ITEST(stream_made_while_commnode_dying_reaches_orphans)
+{
+    it_tree_t t;
+    tbon_stream_t *sum = it_start_summing(&t, "4x4x4", NULL);
+    REQUIRE(sum);
+    pid_t victim = it_pid_of("tbon_commnode", 1);
+    REQUIRE(victim > 0);
+    REQUIRE(kill(victim, SIGSTOP) == 0);
+    char so[PATH_MAX + 64];
+    snprintf(so, sizeof so, "%.*s/tests/plugins/filter_int_only.so", PATH_MAX, it_build_dir());
+    int id = tbon_fe_load_filter(t.net, so, "int_only");
+    REQUIRE(id >= TBON_FILTER_BUILTIN_COUNT);
+    tbon_stream_t *s = it_stream(t.net, id, TBON_SYNC_DONTWAIT, 0);
+    REQUIRE(s);
+    tbon_rank_t rest[64];
+    size_t nrest = 0;
+    for (size_t i = 0; i < t.nbe; i++)
+        if (t.be[i] < 21 || t.be[i] > 36)       /* commnode 1's back-ends: 21-36 */
+            rest[nrest++] = t.be[i];
+    REQUIRE(nrest == 48);
+    uint8_t seen[128];
+    uint32_t w = 1;
+    REQUIRE(tbon_stream_send(s, IT_TAG_TYPE0 + IT_T_D, "%ud", w) == 0);
+    CHECK_UINT(collect_ranks(s, w, w, rest, nrest, seen, IT_RECV_MS), nrest);
+    REQUIRE(kill(victim, SIGKILL) == 0);
+    const tbon_rank_t orphans[] = { 5, 6, 7, 8 };
+    REQUIRE(wait_recovery(t.net, 1, orphans, 4, 1) == 0);
+    /* An orphan's catch-up may still be on its way when the FE hears of its
+     * adoption (a don't-wait stream keeps no requests for it): ask until
+     * every back-end answers, then every request must be answered whole. */
+    size_t have = 0;
+    uint32_t first = w + 1;
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while (have < t.nbe && it_now_ms() < end) {
+        REQUIRE(tbon_stream_send(s, IT_TAG_TYPE0 + IT_T_D, "%ud", ++w) == 0);
+        have = collect_ranks(s, w, first, t.be, t.nbe, seen, 500);
+    }
+    CHECK_UINT(have, t.nbe);
+    /* Each back-end answers in order, over one path since its adoption: once
+     * all answered request w, no earlier answer is on its way. */
+    for (int k = 0; k < 5 && have == t.nbe; k++) {
+        REQUIRE(tbon_stream_send(s, IT_TAG_TYPE0 + IT_T_D, "%ud", ++w) == 0);
+        have = collect_ranks(s, w, w, t.be, t.nbe, seen, IT_RECV_MS);
+        CHECK_UINT(have, t.nbe);
+        for (size_t i = 0; i < t.nbe; i++)
+            CHECK_INT(seen[t.be[i]], 1);
+    }
+    it_expect_nothing(s, 200, "a second answer");
+    CHECK(it_pid_of("tbon_commnode", 1) == 0);
+    it_stop(&t);
+}
+
+/* A commnode that dies right after the tree came up, before it passed the
+ * port table on (the fault shim kills commnode 1 of 4x4 at its first write
+ * of TB_CTL_PORTS): its back-ends 5-8 know no adopter but the FE and their
+ * ancestors, yet they are adopted (by the FE) and get the table from it, and
+ * every wave afterwards holds every back-end exactly.
+ * A commnode counts a back-end once it has sent it the topology, so on a
+ * loaded machine the last back-end launched may still be inside
+ * tbon_be_create when its parent dies: one that has the topology starts
+ * without its event connection and is adopted like the others; one whose
+ * connection was reset before the topology could be read knows nobody to
+ * ask, fails tbon_be_create and exits, and the FE takes it for failed. */
+ITEST(commnode_dead_before_passing_the_port_table)
+{
+    it_preload_faultshim();
+    setenv("TBON_FAULT_RANKS", "1", 1);
+    setenv("TBON_FAULT_DIE_AT_CTL", "10", 1);   /* TB_CTL_PORTS */
+    it_tree_t t;
+    int rc = it_start(&t, "4x4", NULL, NULL);
+    unsetenv("LD_PRELOAD");
+    unsetenv("TBON_FAULT_RANKS");
+    unsetenv("TBON_FAULT_DIE_AT_CTL");
+    if (rc)
+        return;
+    /* The failure of 1, then each of 5-8 adopted by the FE or failed. */
+    int failed1 = 0, adopted = 0, nfailed = 0;
+    uint8_t done[4] = { 0 }, gone[4] = { 0 };
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while ((!failed1 || adopted + nfailed < 4) && it_now_ms() < end) {
+        tbon_event_t ev;
+        if (tbon_net_next_event(t.net, &ev, (int)(end - it_now_ms())) != 0)
+            break;
+        failed1 |= ev.type == TBON_EV_NODE_FAILED && ev.rank == 1;
+        if (ev.rank < 5 || ev.rank > 8 || done[ev.rank - 5])
+            continue;
+        if (ev.type == TBON_EV_NODE_ADOPTED) {
+            CHECK_INT(ev.parent, 0);
+            done[ev.rank - 5] = 1;
+            adopted++;
+        } else if (ev.type == TBON_EV_NODE_FAILED) {
+            done[ev.rank - 5] = gone[ev.rank - 5] = 1;
+            nfailed++;
+        }
+    }
+    CHECK(failed1);
+    CHECK_INT(adopted + nfailed, 4);
+    CHECK(adopted >= 1);        /* the first launched have long been running */
+    if (getenv("TH_VERBOSE"))
+        fprintf(stderr, "    %d adopted, %d failed before they had joined\n", adopted, nfailed);
+    tbon_rank_t live[64];
+    size_t nlive = 0;
+    for (size_t i = 0; i < t.nbe; i++)
+        if (t.be[i] < 5 || t.be[i] > 8 || !gone[t.be[i] - 5])
+            live[nlive++] = t.be[i];
+    CHECK_UINT(tbon_net_num_backends(t.net), nlive);
+    tbon_stream_t *s = failed1 && adopted + nfailed == 4
+                       ? it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0) : NULL;
+    for (uint32_t w = 1; s && w <= 5; w++)
+        if (it_sum_wave(s, w, live, nlive) != 0)
+            break;
+    CHECK(it_pid_of("tbon_commnode", 1) == 0);
     it_stop(&t);
 }

@@ -16,15 +16,8 @@
 static void fault_env(const char *flip, const char *rflip, const char *reset,
                       const char *delay, const char *log, const char *arm, unsigned seed)
 {
-    char shim[PATH_MAX + 64], buf[64];
-    snprintf(shim, sizeof shim, "%s/tests/lib/libtbon_faultshim.so", it_build_dir());
-    setenv("LD_PRELOAD", shim, 1);
-    /* the shim is loaded before the sanitizers' runtimes */
-    const char *asan = getenv("ASAN_OPTIONS");
-    char opts[1024];
-    snprintf(opts, sizeof opts, "%s%sverify_asan_link_order=0", asan ? asan : "",
-             asan && *asan ? ":" : "");
-    setenv("ASAN_OPTIONS", opts, 1);
+    char buf[64];
+    it_preload_faultshim();
     setenv("TBON_FAULT_FLIP", flip, 1);
     setenv("TBON_FAULT_RFLIP", rflip, 1);
     setenv("TBON_FAULT_RESET", reset, 1);
