@@ -403,6 +403,22 @@ TEST(adopter_does_not_resend_a_request_the_orphan_saw)
                                                    1u, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL,
                                                    0u, TBON_FILTER_NULL, bes, (size_t)3,
                                                    KEY(1, 0), 2ul));
+    /* First the adopter catches 3 up (docs/protocol.md 8.3): the port table,
+     * then stream 1 (members 5 and 6 are below 3), flagged as a catch-up,
+     * which 3 ignores since it grafted the stream itself. */
+    tbon_packet_unref(fab_peer_expect_ctl(p3, TB_CTL_PORTS, FAB_MS));
+    tbon_packet_t *cu = fab_peer_expect_ctl(p3, TB_CTL_STREAM, FAB_MS);
+    uint32_t cid = 0, cms = 0;
+    int cup = 0, csync = 0, cdown = 0;
+    uint32_t *cmem = NULL;
+    size_t cn = 0;
+    CHECK_INT(cu ? tbon_packet_unpack(cu, "%ud %d %d %ud %d %aud", &cid, &cup, &csync, &cms,
+                                      &cdown, &cmem, &cn) : -1, 0);
+    CHECK_UINT(cid, 1);
+    CHECK((csync & TB_STREAM_CATCHUP) != 0);
+    CHECK_UINT(cn, 3);
+    free(cmem);
+    tbon_packet_unref(cu);
     /* 3 asks for every view (applied 0): the whole view it gets back shows
      * that 2 has taken the graft before the requests come */
     fab_peer_ctl(p3, TB_CTL_VIEW_ACK, tbon_packet_new(TB_CTL_VIEW_ACK, "%uld %uld %d", 0ul, 0ul,
