@@ -451,7 +451,7 @@ void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c)
      * on (an orphan that has it takes it as nothing new). */
     tb_ft_send_ports_to(n, conn);
     /* Streams and filters its lost parent may have died before passing on
-     * (protocol.md 8.4): a request on them would never reach it. */
+     * (protocol.md 8.3): a request on them would never reach it. */
     tb_stream_catch_up(n, (size_t)i);
     TB_INFO("ft", "adopted rank %u", o);
 }

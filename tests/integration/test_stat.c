@@ -578,7 +578,10 @@ ITEST(target_exits_during_sampling)
     char *argv[] = { (char *)stat_bin(), "-n", "10", "-i", "100", "-q", "-o", outdir, "-p",
                      (char *)pid_list(&h), NULL };
     pid_t sp = stat_spawn(argv);
-    it_sleep_ms(700);
+    /* Once the sampling is under way (3 of the 10 samples seen), not after a
+     * fixed delay: under load the tree took longer than that to come up and
+     * task 5 died before anything sampled it. */
+    CHECK(wait_samples(&h, 3, 60000));
     kill(h.pid[5], SIGKILL);
     CHECK_INT(stat_wait(sp, 60000), 0);
     struct ttree t2 = { 0 }, t3 = { 0 };
