@@ -779,10 +779,22 @@ static void rec_run(uint32_t f, int reps, struct rec_result *out)
         out->part[p] = bench_median(v[5 + p], reps);
 }
 
+static uint32_t rec_only;      /* --fanout F: that fan-out alone (0: all) */
+
+static int valid_fanout(int f)
+{
+    for (size_t i = 0; i < NFANOUTS; i++)
+        if (f > 0 && rec_fanouts[i] == (uint32_t)f)
+            return 1;
+    return 0;
+}
+
 static void rec_rows(const struct rec_result *res, int reps)
 {
     for (size_t i = 0; i < NFANOUTS; i++) {
         const struct rec_result *r = &res[i];
+        if (rec_only && rec_fanouts[i] != rec_only)
+            continue;
         uint32_t f = rec_fanouts[i];
         char metric[64], adopters[48], goal[96];
         snprintf(metric, sizeof metric, "recovery, victim fan-out %u", f);
@@ -1923,7 +1935,7 @@ static void mb_rows(const struct mb_result *r)
 static void usage(FILE *f)
 {
     fprintf(f,
-"usage: " PROG " [--recovery] [--throughput] [--membership] [--link] [--reps N]\n"
+"usage: " PROG " [--recovery] [--throughput] [--membership] [--link] [--fanout F] [--reps N]\n"
 "       " PROG " --perturbation [--period S] [--rounds K] [--csv FILE] [--svg FILE]\n"
 "\n"
 "Fault-tolerance benchmarks; Markdown rows on stdout (bench/run.sh collects them).\n"
@@ -1936,6 +1948,7 @@ static void usage(FILE *f)
 "                  idle traffic per node with and without heartbeats\n"
 "  --link          the streaming union on 8x8 under link faults (one bit flipped per\n"
 "                  10,000 frames, one reset per second) beside the same without\n"
+"  --fanout F      --recovery at that fan-out only (16, 32, 64 or 128)\n"
 "  --reps N        repetitions of each recovery (default 5)\n"
 "  --perturbation  seed 003 Figure 7: waves/s on 32x32 while %d commnodes are\n"
 "                  killed every --period S (default 10) seconds, --rounds K\n"
@@ -1965,6 +1978,8 @@ int main(int argc, char **argv)
             do_mb = 1;
         else if (strcmp(a, "--link") == 0)
             do_lk = 1;
+        else if (strcmp(a, "--fanout") == 0 && v && valid_fanout(atoi(v)))
+            rec_only = (uint32_t)atoi(v), do_rec = 1, i++;
         else if (strcmp(a, "--reps") == 0 && v && (reps = atoi(v)) >= 1 && reps <= 15)
             i++;
         else if (strcmp(a, "--rounds") == 0 && v && (rounds = atoi(v)) >= 1 &&
@@ -2024,7 +2039,8 @@ int main(int argc, char **argv)
     int tp_blocks = TP_BLOCKS;
     if (do_rec)
         for (size_t i = 0; i < NFANOUTS; i++)
-            rec_run(rec_fanouts[i], reps, &rec[i]);
+            if (!rec_only || rec_fanouts[i] == rec_only)
+                rec_run(rec_fanouts[i], reps, &rec[i]);
     if (do_tp) {
         struct tp_result aa;
         tp_run(tp_blocks, 1, &aa);

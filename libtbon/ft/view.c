@@ -46,10 +46,14 @@
 /* While some alive node has no parent (a recovery is under way), changes
  * wait until the last orphan is adopted, at most this long: the view cannot
  * be stable before, and in a recovery burst every version sent wakes every
- * process of the tree, which slowed the adoptions themselves (seed 003's
- * recovery at fan-out 128: 17 ms without views, 28 ms with a version every
- * 5 ms, on this machine). */
-#define TB_VIEW_HOLD_MS 50
+ * process of the tree, which slows the adoptions themselves. Seed 003's
+ * recovery at fan-out 128 (bench_ft --fanout 128, 2 cores, 2026-11-27):
+ * 17 ms without views and 28 ms with a version every 5 ms on an idle
+ * machine; later, on a slower one, 365 ms with a version every 50 ms and
+ * 245 ms with one every 250 ms. An orphan never adopted delays the view of
+ * the others' adoptions by this much; the FAILED and ADOPTED events do not
+ * wait for it. */
+#define TB_VIEW_HOLD_MS 250
 /* An alive node without a parent for this long is taken for failed (ms):
  * one heartbeat timeout, at least a second; 10 s without heartbeats. A live
  * orphan learns of its parent's failure when the FE does (the connection's

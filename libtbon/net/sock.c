@@ -217,6 +217,32 @@ static int wait_fd(int fd, short ev, int64_t deadline_ms)
     }
 }
 
+/* Wait for fd's connect to end by deadline_ms. 0 with fd blocking and
+ * tuned; else TBON_ETIMEOUT, or TBON_EIO with *last the reason. fd is kept. */
+static int connect_wait(int fd, int64_t deadline_ms, int *last)
+{
+    int w = wait_fd(fd, POLLOUT, deadline_ms);
+    int soerr = 0;
+    socklen_t sl = sizeof soerr;
+    if (w == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0) {
+        tb_sock_nonblock(fd, 0);
+        sock_tune(fd);
+        return 0;
+    }
+    if (w == TBON_ETIMEOUT)
+        return w;
+    *last = soerr ? soerr : errno;
+    return TBON_EIO;
+}
+
+static int connect_failed(const char *host, uint16_t port, int last, tbon_error_t *err)
+{
+    int code = tb_error_set(err, TBON_EIO, "cannot connect to %s:%u: %s", host, (unsigned)port,
+                            strerror(last));
+    errno = last;       /* for the caller: ECONNREFUSED says nobody listens there */
+    return code;
+}
+
 int tb_sock_connect(const char *host, uint16_t port, int64_t deadline_ms, tbon_error_t *err)
 {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
@@ -234,13 +260,9 @@ int tb_sock_connect(const char *host, uint16_t port, int64_t deadline_ms, tbon_e
             continue;
         }
         if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS) {
-            int w = wait_fd(fd, POLLOUT, deadline_ms);
-            int soerr = 0;
-            socklen_t sl = sizeof soerr;
-            if (w == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0) {
+            int w = connect_wait(fd, deadline_ms, &last);
+            if (w == 0) {
                 freeaddrinfo(res);
-                tb_sock_nonblock(fd, 0);
-                sock_tune(fd);
                 return fd;
             }
             if (w == TBON_ETIMEOUT) {
@@ -249,17 +271,50 @@ int tb_sock_connect(const char *host, uint16_t port, int64_t deadline_ms, tbon_e
                 return tb_error_set(err, TBON_ETIMEOUT, "connecting to %s:%u timed out",
                                     host, (unsigned)port);
             }
-            last = soerr ? soerr : errno;
         } else {
             last = errno;
         }
         close(fd);
     }
     freeaddrinfo(res);
-    int code = tb_error_set(err, TBON_EIO, "cannot connect to %s:%u: %s", host, (unsigned)port,
-                            strerror(last));
-    errno = last;       /* for the caller: ECONNREFUSED says nobody listens there */
-    return code;
+    return connect_failed(host, port, last, err);
+}
+
+int tb_sock_connect_begin(const char *ip, uint16_t port, tbon_error_t *err)
+{
+    struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+    if (inet_pton(AF_INET, ip, &sin.sin_addr) != 1)
+        return tb_error_set(err, TBON_EINVAL, "not an IPv4 address: %s", ip);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return connect_failed(ip, port, errno, err);
+    if (connect(fd, (struct sockaddr *)&sin, sizeof sin) != 0 && errno != EINPROGRESS) {
+        int last = errno;
+        close(fd);
+        return connect_failed(ip, port, last, err);
+    }
+    /* On loopback a refusal is usually known by now: say so without a wait. */
+    struct pollfd p = { .fd = fd, .events = POLLOUT };
+    int soerr = 0;
+    socklen_t sl = sizeof soerr;
+    if (poll(&p, 1, 0) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr) {
+        close(fd);
+        return connect_failed(ip, port, soerr, err);
+    }
+    return fd;
+}
+
+int tb_sock_connect_end(int fd, const char *ip, uint16_t port, int64_t deadline_ms,
+                        tbon_error_t *err)
+{
+    int last = ECONNREFUSED, w = connect_wait(fd, deadline_ms, &last);
+    if (w == 0)
+        return fd;
+    close(fd);
+    if (w == TBON_ETIMEOUT)
+        return tb_error_set(err, TBON_ETIMEOUT, "connecting to %s:%u timed out", ip,
+                            (unsigned)port);
+    return connect_failed(ip, port, last, err);
 }
 
 /* Write all of buf, polling until the deadline. */

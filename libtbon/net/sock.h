@@ -43,6 +43,15 @@ int tb_sock_addr_string(const struct sockaddr *sa, char *out, size_t len);
  * TBON_ETIMEOUT with err naming host:port and the reason. */
 int tb_sock_connect(const char *host, uint16_t port, int64_t deadline_ms, tbon_error_t *err);
 
+/* tb_sock_connect in two steps, for an IPv4 address: _begin starts the
+ * connect and returns the fd (non-blocking, connecting or connected), or
+ * TBON_EIO with errno ECONNREFUSED when the refusal is already known (a
+ * closed port on this host); _end waits for the connect until deadline_ms
+ * and returns fd as tb_sock_connect would, or closes it and says why. */
+int tb_sock_connect_begin(const char *ip, uint16_t port, tbon_error_t *err);
+int tb_sock_connect_end(int fd, const char *ip, uint16_t port, int64_t deadline_ms,
+                        tbon_error_t *err);
+
 /* Accept one connection (non-blocking, close-on-exec, TCP_NODELAY); -1 if
  * none is waiting. */
 int tb_sock_accept(int lfd);

@@ -331,6 +331,13 @@ static void lose(tb_node_t *n, tb_conn_t *c, const char *why_in)
         tb_node_close_child(n, (size_t)c->index, why);
 }
 
+static void relink_failed(tb_node_t *n, tb_conn_t *c, const char *how)
+{
+    char why[600];
+    snprintf(why, sizeof why, "the data connection broke and reconnecting failed: %s", how);
+    lose(n, c, why);
+}
+
 struct relink_arg {
     tb_node_t   *n;
     char         host[256];
@@ -340,6 +347,7 @@ struct relink_arg {
     tbon_rank_t  rank, parent;
     uint32_t     inc, gen;
     int64_t      deadline;
+    int          fd;            /* a connect begun on this host, or -1 */
 };
 
 /* The relink thread: connect to the same parent again, handshake with
@@ -348,7 +356,8 @@ static void *relink_main(void *arg)
 {
     struct relink_arg *a = arg;
     tbon_error_t err = { 0 };
-    int fd = tb_sock_connect(a->host, a->port, a->deadline, &err);
+    int fd = a->fd >= 0 ? tb_sock_connect_end(a->fd, a->host, a->port, a->deadline, &err)
+             : tb_sock_connect(a->host, a->port, a->deadline, &err);
     if (fd >= 0) {
         tb_welcome_t w;
         if (tb_auth_client(fd, &a->session, a->role, TB_PURPOSE_RELINK, a->rank, a->inc,
@@ -377,10 +386,23 @@ static void start_relink(tb_node_t *n, tb_conn_t *c)
     }
     a->n = n;
     /* The parent's address as an adoption finds it (docs/protocol.md 8.3). */
-    snprintf(a->host, sizeof a->host, "%s",
-             tb_topology_host_index(n->topo, c->rank) == tb_topology_host_index(n->topo, n->rank)
-             ? "127.0.0.1" : tb_topology_host(n->topo, c->rank));
+    int local = tb_topology_host_index(n->topo, c->rank) ==
+                tb_topology_host_index(n->topo, n->rank);
+    snprintf(a->host, sizeof a->host, "%s", local ? "127.0.0.1" : tb_topology_host(n->topo, c->rank));
     a->port = tb_topology_port(n->topo, c->rank);
+    a->fd = -1;
+    if (local) {
+        /* A parent on this host that died refuses at once: then the
+         * adoption starts now, without a thread (with 128 orphans on two
+         * cores the threads are what a recovery waits for). */
+        tbon_error_t err = { 0 };
+        a->fd = tb_sock_connect_begin(a->host, a->port, &err);
+        if (a->fd < 0 && errno == ECONNREFUSED) {
+            free(a);
+            relink_failed(n, c, err.msg);
+            return;
+        }
+    }
     a->session = n->cfg.session;
     a->role = (uint8_t)n->role;
     a->rank = n->rank;
@@ -389,6 +411,8 @@ static void start_relink(tb_node_t *n, tb_conn_t *c)
     a->gen = ++n->relink_gen;
     a->deadline = c->down_since + n->relink_ms;
     if (pthread_create(&n->relink_th, NULL, relink_main, a)) {
+        if (a->fd >= 0)
+            close(a->fd);
         free(a);
         lose(n, c, "cannot reconnect: no thread");
         return;
@@ -458,10 +482,7 @@ void tb_node_on_relink(tb_node_t *n, tb_cmd_t *cmd)
             c->rank != cmd->u.relink.rank)
             return;     /* an answer nobody waits for: the command closes fd */
         if (fd < 0) {
-            char why[300];
-            snprintf(why, sizeof why, "the data connection broke and reconnecting failed: %s",
-                     cmd->u.relink.why);
-            lose(n, c, why);
+            relink_failed(n, c, cmd->u.relink.why);
             return;
         }
         relink_attach(n, c, fd);

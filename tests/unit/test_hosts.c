@@ -120,6 +120,34 @@ TEST(listen_dual_stack)
 
 /* ---- the front-end on another host name ---- */
 
+/* The relink's connect in two steps: a closed port on this host is refused
+ * as the connect is made (or, at the latest, when it ends), an open one
+ * connects; neither waits for the deadline. */
+TEST(connect_begin_refused_at_once_or_connects)
+{
+    uint16_t port = 0;
+    tbon_error_t err = { 0 };
+    int lfd = tb_sock_listen(&port, &err);
+    REQUIRE(lfd >= 0);
+    int fd = tb_sock_connect_begin("127.0.0.1", port, &err);
+    REQUIRE(fd >= 0);
+    int64_t t0 = tb_now_ms();
+    CHECK_INT(tb_sock_connect_end(fd, "127.0.0.1", port, t0 + 5000, &err), fd);
+    close(fd);
+    close(lfd);                 /* the port is closed now */
+    t0 = tb_now_ms();
+    fd = tb_sock_connect_begin("127.0.0.1", port, &err);
+    if (fd >= 0) {              /* the refusal not known yet: _end says it */
+        CHECK_INT(tb_sock_connect_end(fd, "127.0.0.1", port, t0 + 5000, &err), TBON_EIO);
+    } else {
+        CHECK_INT(fd, TBON_EIO);
+    }
+    CHECK_INT(errno, ECONNREFUSED);
+    CHECK(strstr(err.msg, "127.0.0.1") != NULL);
+    CHECK(tb_now_ms() - t0 < 2500);
+    CHECK_INT(tb_sock_connect_begin("localhost", port, &err), TBON_EINVAL);
+}
+
 TEST(fe_host_moved_keeps_ranks)
 {
     tbon_error_t err = { 0 };
