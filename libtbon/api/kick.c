@@ -62,6 +62,7 @@ static int timer_wait(tb_kicker_t *k, int64_t now)
 
 static void *kicker_thread(void *arg)
 {
+    pthread_setname_np(pthread_self(), "tbon-kick");
     tb_kicker_t *k = arg;
     int floor_ms = 0;
     while (!atomic_load(&k->stop)) {

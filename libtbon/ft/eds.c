@@ -521,6 +521,7 @@ static void after_batch(tb_eds_t *e)
 
 static void *eds_thread(void *arg)
 {
+    pthread_setname_np(pthread_self(), "tbon-eds");
     tb_eds_t *e = arg;
     /* The C library gives a thread its own heap at its first allocation. A
      * back-end's EDS may allocate nothing before its parent dies, and then

@@ -257,6 +257,7 @@ static int parent_events(tb_eds_t *e, const tb_topology_t *t, tbon_rank_t p, uin
  * resort. */
 static void *adopter_thread(void *arg)
 {
+    pthread_setname_np(pthread_self(), "tbon-adopt");
     struct adopt_job job = *(struct adopt_job *)arg;
     free(arg);
     tb_eds_t *e = job.e;

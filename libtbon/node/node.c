@@ -539,6 +539,7 @@ void tb_node_parent_gone(tb_node_t *n, tbon_rank_t rank)
 
 static void *node_thread(void *arg)
 {
+    pthread_setname_np(pthread_self(), "tbon-node");
     tb_node_run(arg);
     return NULL;
 }

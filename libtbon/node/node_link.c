@@ -354,6 +354,7 @@ struct relink_arg {
  * purpose RELINK, hand the socket (or why not) to the reactor. */
 static void *relink_main(void *arg)
 {
+    pthread_setname_np(pthread_self(), "tbon-relink");
     struct relink_arg *a = arg;
     tbon_error_t err = { 0 };
     int fd = a->fd >= 0 ? tb_sock_connect_end(a->fd, a->host, a->port, a->deadline, &err)

@@ -141,6 +141,7 @@ static void on_pipe(tb_io_t *io, uint32_t events)
 
 static void *relay_thread(void *arg)
 {
+    pthread_setname_np(pthread_self(), "tbon-relay");
     tb_relay_t *r = arg;
     for (;;) {
         if (tb_loop_wait(r->loop, -1) < 0)
