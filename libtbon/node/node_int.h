@@ -95,6 +95,7 @@ typedef struct tb_stream_st {
                                  adopted before they got them (fault
                                  tolerance on, not DONTWAIT; bounded) */
     size_t    reqs_bytes;     /* their payloads' bytes */
+    uint64_t  reqs_dropped;   /* the last of them dropped for room, its wave open */
     int       unsettled;      /* FE: nodes failed or were adopted since the
                                  requests in flight went: look for lost waves
                                  as waves close (settle_stream) */

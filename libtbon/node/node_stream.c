@@ -64,6 +64,8 @@ static void pq_free(tb_pq_t *q)
 
 static void waves(tb_node_t *n, tb_stream_st_t *s, int cut);
 static void settle_stream(tb_node_t *n, tb_stream_st_t *s);
+static int members_settled(const tb_node_t *n, const tb_stream_st_t *s);
+static void wave_lost(tb_node_t *n, tb_stream_st_t *s, uint64_t q);
 
 /* A TIMEOUT stream's wave is cut when its timer fires. */
 static void on_wave_timer(tb_timer_t *t, int64_t now)
@@ -103,6 +105,8 @@ struct tb_req {
 static void reqs_drop_oldest(tb_stream_st_t *s)
 {
     struct tb_req *e = tb_ring_at(&s->reqs, 0);
+    if (e->q > s->reqs_dropped && (!s->has_closed || e->q > s->closed >> 24))
+        s->reqs_dropped = e->q;     /* its wave is open: dropped for room */
     size_t len;
     tb_packet_payload(e->p, &len);
     s->reqs_bytes -= len;
@@ -382,6 +386,49 @@ static uint64_t head_key(const tb_pq_t *q)
     return ((const struct tb_pq_ent *)tb_ring_at(&q->ring, 0))->key;
 }
 
+/* FE: whether request q went down (is kept for its wave) and has a wave. */
+static int has_wave(const tb_stream_st_t *s, uint64_t q)
+{
+    if (q <= s->reqs_dropped)
+        return 1;               /* dropped from the full ring: assume so */
+    for (size_t j = 0; j < s->reqs.len; j++) {
+        uint64_t r = ((const struct tb_req *)tb_ring_at(&s->reqs, j))->q;
+        if (r >= q)
+            return r == q;
+    }
+    return 0;
+}
+
+/* FE, before the wave of request e reaches the application: the waves of
+ * the requests between the last one closed and e have no unit here (every
+ * child's oldest unit is for e or later). Waves reach the application in
+ * order, so each of them is given as lost first (settle_stream's verdict,
+ * at once when cut) - unless an orphan not grafted yet, or a child that owes
+ * it and has nothing queued, may still bring it: then 0, and e waits. A
+ * request that sent nothing down (its down filter made no packet) has no
+ * wave and is passed over. Without this, the wave of a request that every
+ * back-end had answered to a dead parent was passed over unsaid, and the
+ * application waited for it forever (test_ft/
+ * all_fe_children_killed_waves_complete). */
+static int gap_settled(tb_node_t *n, tb_stream_st_t *s, uint64_t e, int cut)
+{
+    uint64_t from = s->has_closed ? (s->closed >> 24) + 1 : 1;
+    if (n->role != TB_ROLE_FE || e <= from || !n->ft->ready(n))
+        return 1;
+    for (uint64_t q = from; q < e; q++) {
+        if (!has_wave(s, q))
+            continue;
+        if (!cut && !members_settled(n, s))
+            return 0;
+        for (size_t i = 0; i < n->nchild && !cut; i++)
+            if (s->part[i] && n->child[i].conn && !n->child[i].suspect && !s->q[i].units &&
+                owes(s, i, q << 24))
+                return 0;
+        wave_lost(n, s, q);
+    }
+    return 1;
+}
+
 /* Collect waves while one is complete (or, cut = 1, take what is there). A
  * wave is the units with the smallest key at the head of any child's queue
  * (docs/protocol.md 8.4); it is complete when every child that counts has a
@@ -405,7 +452,7 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
         for (size_t i = 0; i < n->nchild && !cut && !missing; i++)
             missing = s->part[i] && n->child[i].conn && !n->child[i].suspect &&
                       !s->q[i].units && owes(s, i, key);
-        if (missing)
+        if (missing || !gap_settled(n, s, key >> 24, cut))
             break;
         for (size_t i = 0; i < n->nchild; i++)
             if (s->q[i].units && head_key(&s->q[i]) == key)
@@ -606,15 +653,21 @@ static void settle_stream(tb_node_t *n, tb_stream_st_t *s)
             if (owes(s, i, key) || (s->q[i].units && head_key(&s->q[i]) >> 24 == q))
                 return;
         }
-        TB_WARN("stream", "stream %u: the wave of request %llu was lost with the nodes that "
-                "held it", s->id, (unsigned long long)q);
-        s->closed = key | 0xffffff;
-        s->has_closed = 1;
-        reqs_trim(s, q);
-        if (n->cbs.deliver)
-            n->cbs.deliver(n->cbs.arg, s->id, NULL, q);
+        wave_lost(n, s, q);
     }
     s->unsettled = 0;
+}
+
+/* FE: the wave of request q is given to the application as lost. */
+static void wave_lost(tb_node_t *n, tb_stream_st_t *s, uint64_t q)
+{
+    TB_WARN("stream", "stream %u: the wave of request %llu was lost with the nodes that "
+            "held it", s->id, (unsigned long long)q);
+    s->closed = (q << 24) | 0xffffff;
+    s->has_closed = 1;
+    reqs_trim(s, q);
+    if (n->cbs.deliver)
+        n->cbs.deliver(n->cbs.arg, s->id, NULL, q);
 }
 
 void tb_stream_settle(tb_node_t *n)
@@ -630,9 +683,16 @@ void tb_stream_settle_due(tb_node_t *n)
     if (!n->settle_due)
         return;
     n->settle_due = 0;
-    for (size_t id = 0; id < n->nstreams; id++)
-        if (n->streams[id])
-            settle_stream(n, n->streams[id]);
+    for (size_t id = 0; id < n->nstreams; id++) {
+        tb_stream_st_t *s = n->streams[id];
+        if (!s)
+            continue;
+        /* Waves held back by an earlier one nobody had brought (gap_settled)
+         * may go now; then the waves nobody can bring are lost. */
+        if (s->nonempty && s->sync != TBON_SYNC_DONTWAIT)
+            waves(n, s, 0);
+        settle_stream(n, s);
+    }
 }
 
 void tb_stream_child_gone(tb_node_t *n, size_t child)

@@ -8,6 +8,7 @@
 #include "../harness.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "fabric.h"
 
@@ -687,6 +688,86 @@ TEST(fe_resends_requests_and_gives_lost_waves)
     CHECK_SET(p, 43, 53, 63);
     tbon_packet_unref(p);
     no_request(p4, 100, __LINE__);
+    CHECK_UINT(fab_pending_packets(fe, 1), 0);
+    fab_free(f);
+}
+
+/* As above, but the orphans come one by one, and the first brings wave 3
+ * before the second is adopted. Wave 2, which both had answered to their
+ * dead parents, may still come from the second (it could have missed
+ * request 2): wave 3 waits. Once the second is grafted, nobody owes wave 2:
+ * it reaches the application as lost, then wave 3, whole. Wave 3 used to go
+ * at once, and wave 2 was never said (test_ft/
+ * all_fe_children_killed_waves_complete, 1 run in 20 under load). */
+TEST(later_wave_waits_for_an_earlier_one_nobody_brought)
+{
+    fab_t *f = fab_new(TREE);
+    REQUIRE(f);
+    fab_node_t *fe = fab_fe(f);
+    fab_peer_t *p1 = fab_peer_under(f, fe, 1), *p2 = fab_peer_under(f, fe, 2);
+    REQUIRE(fe && p1 && p2);
+    fab_peer_ctl(p1, TB_CTL_READY, tbon_packet_new(TB_CTL_READY, "%ud", 4u));
+    fab_peer_ctl(p2, TB_CTL_READY, tbon_packet_new(TB_CTL_READY, "%ud", 2u));
+    REQUIRE(fab_wait_status(fe, TB_NODE_READY, FAB_MS));
+    tbon_packet_unref(fab_peer_until_ctl(p1, TB_CTL_PORTS, FAB_MS));
+    tbon_packet_unref(fab_peer_until_ctl(p2, TB_CTL_PORTS, FAB_MS));
+    const tbon_rank_t bes[] = { 4, 5, 6 };
+    fab_stream(fe, 1, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL, 0, bes, 3);
+    tbon_packet_unref(fab_peer_expect_ctl(p1, TB_CTL_STREAM, FAB_MS));
+    tbon_packet_unref(fab_peer_expect_ctl(p2, TB_CTL_STREAM, FAB_MS));
+    for (int i = 0; i < 3; i++)
+        fab_send(fe, 1, tbon_packet_new(1, "%ld", 0L), 0);
+    for (uint64_t q = 1; q <= 3; q++) {
+        until_request(p1, 1, q, __LINE__);
+        until_request(p2, 1, q, __LINE__);
+    }
+    fab_peer_data(p1, 1, KEY(1, 0), 0, set_pkt((uint64_t[]){ 51, 61 }, 2));
+    fab_peer_data(p2, 1, KEY(1, 0), 0, set_pkt((uint64_t[]){ 41 }, 1));
+    tbon_packet_t *p = fab_take_packet(fe, 1, FAB_MS, NULL);
+    CHECK_SET(p, 41, 51, 61);
+    tbon_packet_unref(p);
+
+    fab_peer_close(p1);
+    fab_peer_close(p2);
+    int failed = 0;
+    tbon_event_t ev;
+    while (failed < 2 && fab_take_event(fe, &ev, FAB_MS))
+        failed += ev.type == TBON_EV_NODE_FAILED && (ev.rank == 1 || ev.rank == 2);
+    CHECK_INT(failed, 2);
+
+    /* 4 first: it answered 2 to its dead parent, gets 3 again, answers it */
+    fab_peer_t *p4 = fab_adopt_peer(f, 4, 1, fe);
+    REQUIRE(p4);
+    fab_peer_ctl(p4, TB_CTL_GRAFT, tbon_packet_new(TB_CTL_GRAFT, "%ud %d %d %ud %d %aud %uld %uld",
+                                                   1u, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL,
+                                                   0u, TBON_FILTER_NULL, bes, (size_t)3,
+                                                   KEY(2, 0), 2ul));
+    fab_peer_ctl(p4, TB_CTL_REPORT, report_pkt(TB_V_ADOPTED, 4, 0, 1));
+    until_request(p4, 1, 3, __LINE__);
+    fab_peer_data(p4, 1, KEY(3, 0), 0, set_pkt((uint64_t[]){ 43 }, 1));
+    /* 3 is still an orphan: neither wave 2 nor wave 3 may go yet */
+    int64_t dl = tb_now_ms() + 200;
+    while (fab_pending_packets(fe, 1) == 0 && tb_now_ms() < dl)
+        usleep(5000);
+    CHECK_UINT(fab_pending_packets(fe, 1), 0);
+
+    fab_peer_t *p3 = fab_adopt_peer(f, 3, 1, fe);
+    REQUIRE(p3);
+    fab_peer_ctl(p3, TB_CTL_GRAFT, tbon_packet_new(TB_CTL_GRAFT, "%ud %d %d %ud %d %aud %uld %uld",
+                                                   1u, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL,
+                                                   0u, TBON_FILTER_NULL, bes, (size_t)3,
+                                                   KEY(2, 0), 2ul));
+    fab_peer_ctl(p3, TB_CTL_REPORT, report_pkt(TB_V_ADOPTED, 3, 0, 1));
+    until_request(p3, 1, 3, __LINE__);
+    uint64_t q = 0;
+    p = fab_take_packet(fe, 1, FAB_MS, &q);
+    CHECK(p == NULL);
+    CHECK_UINT(q, 2);                               /* wave 2: lost, first */
+    tbon_packet_unref(p);
+    fab_peer_data(p3, 1, KEY(3, 0), 0, set_pkt((uint64_t[]){ 53, 63 }, 2));
+    p = fab_take_packet(fe, 1, FAB_MS, NULL);
+    CHECK_SET(p, 43, 53, 63);
+    tbon_packet_unref(p);
     CHECK_UINT(fab_pending_packets(fe, 1), 0);
     fab_free(f);
 }
