@@ -619,27 +619,31 @@ static void no_request(fab_peer_t *pe, int ms, int line)
     }
 }
 
-/* Every child of the FE dies at once (the test plays commnodes 1 and 2, and
- * then the orphans 3 and 4, both adopted by the FE). Requests 1-3 were out;
- * both answered request 1; request 2's answers died with them; 3 never got
- * request 3, 4 did. The FE sends 3 the request it missed (kept until its
- * wave closes), not 4; wave 2, which nobody owes any more, reaches the
- * application as lost (a NULL packet with its request number); wave 3 is
- * exact. docs/protocol.md 8.4. */
-TEST(fe_resends_requests_and_gives_lost_waves)
+/* The tree of the two tests below, up, with a union/wait-for-all stream 1
+ * over back-ends 4, 5 and 6; requests 1-3 out to the FE's children 1 and 2
+ * (played by the test), both answer request 1, then die together. */
+static const tbon_rank_t bes3[] = { 4, 5, 6 };
+
+static fab_t *both_children_die(fab_node_t **fe_out)
 {
     fab_t *f = fab_new(TREE);
-    REQUIRE(f);
+    if (!f)
+        return NULL;
     fab_node_t *fe = fab_fe(f);
     fab_peer_t *p1 = fab_peer_under(f, fe, 1), *p2 = fab_peer_under(f, fe, 2);
-    REQUIRE(fe && p1 && p2);
+    if (!fe || !p1 || !p2) {
+        fab_free(f);
+        return NULL;
+    }
     fab_peer_ctl(p1, TB_CTL_READY, tbon_packet_new(TB_CTL_READY, "%ud", 4u));
     fab_peer_ctl(p2, TB_CTL_READY, tbon_packet_new(TB_CTL_READY, "%ud", 2u));
-    REQUIRE(fab_wait_status(fe, TB_NODE_READY, FAB_MS));
+    if (!fab_wait_status(fe, TB_NODE_READY, FAB_MS)) {
+        fab_free(f);
+        return NULL;
+    }
     tbon_packet_unref(fab_peer_until_ctl(p1, TB_CTL_PORTS, FAB_MS));
     tbon_packet_unref(fab_peer_until_ctl(p2, TB_CTL_PORTS, FAB_MS));
-    const tbon_rank_t bes[] = { 4, 5, 6 };
-    fab_stream(fe, 1, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL, 0, bes, 3);
+    fab_stream(fe, 1, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL, 0, bes3, 3);
     tbon_packet_unref(fab_peer_expect_ctl(p1, TB_CTL_STREAM, FAB_MS));
     tbon_packet_unref(fab_peer_expect_ctl(p2, TB_CTL_STREAM, FAB_MS));
     for (int i = 0; i < 3; i++)
@@ -654,7 +658,6 @@ TEST(fe_resends_requests_and_gives_lost_waves)
     CHECK_SET(p, 41, 51, 61);
     tbon_packet_unref(p);
 
-    /* 1 and 2 die together */
     fab_peer_close(p1);
     fab_peer_close(p2);
     int failed = 0;
@@ -662,18 +665,39 @@ TEST(fe_resends_requests_and_gives_lost_waves)
     while (failed < 2 && fab_take_event(fe, &ev, FAB_MS))
         failed += ev.type == TBON_EV_NODE_FAILED && (ev.rank == 1 || ev.rank == 2);
     CHECK_INT(failed, 2);
+    *fe_out = fe;
+    return f;
+}
+
+/* A graft of stream 1 from an orphan that had sent up to key sent and seen
+ * request seen. */
+static void graft(fab_peer_t *pe, uint64_t sent, uint64_t seen)
+{
+    fab_peer_ctl(pe, TB_CTL_GRAFT, tbon_packet_new(TB_CTL_GRAFT, "%ud %d %d %ud %d %aud %uld %uld",
+                                                   1u, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL,
+                                                   0u, TBON_FILTER_NULL, bes3, (size_t)3,
+                                                   sent, seen));
+}
+
+/* Every child of the FE dies at once (the test plays commnodes 1 and 2, and
+ * then the orphans 3 and 4, both adopted by the FE). Requests 1-3 were out;
+ * both answered request 1; request 2's answers died with them; 3 never got
+ * request 3, 4 did. The FE sends 3 the request it missed (kept until its
+ * wave closes), not 4; wave 2, which nobody owes any more, reaches the
+ * application as lost (a NULL packet with its request number); wave 3 is
+ * exact. docs/protocol.md 8.4. */
+TEST(fe_resends_requests_and_gives_lost_waves)
+{
+    fab_node_t *fe;
+    fab_t *f = both_children_die(&fe);
+    REQUIRE(f);
+    tbon_packet_t *p;
     CHECK_UINT(fab_pending_packets(fe, 1), 0);      /* cut off: nothing lost yet */
 
     fab_peer_t *p3 = fab_adopt_peer(f, 3, 1, fe), *p4 = fab_adopt_peer(f, 4, 1, fe);
     REQUIRE(p3 && p4);
-    fab_peer_ctl(p3, TB_CTL_GRAFT, tbon_packet_new(TB_CTL_GRAFT, "%ud %d %d %ud %d %aud %uld %uld",
-                                                   1u, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL,
-                                                   0u, TBON_FILTER_NULL, bes, (size_t)3,
-                                                   KEY(2, 0), 2ul));
-    fab_peer_ctl(p4, TB_CTL_GRAFT, tbon_packet_new(TB_CTL_GRAFT, "%ud %d %d %ud %d %aud %uld %uld",
-                                                   1u, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL,
-                                                   0u, TBON_FILTER_NULL, bes, (size_t)3,
-                                                   KEY(2, 0), 3ul));
+    graft(p3, KEY(2, 0), 2);
+    graft(p4, KEY(2, 0), 3);
     fab_peer_ctl(p3, TB_CTL_REPORT, report_pkt(TB_V_ADOPTED, 3, 0, 1));
     fab_peer_ctl(p4, TB_CTL_REPORT, report_pkt(TB_V_ADOPTED, 4, 0, 1));
     until_request(p3, 1, 3, __LINE__);             /* the one it missed */
@@ -701,47 +725,15 @@ TEST(fe_resends_requests_and_gives_lost_waves)
  * all_fe_children_killed_waves_complete, 1 run in 20 under load). */
 TEST(later_wave_waits_for_an_earlier_one_nobody_brought)
 {
-    fab_t *f = fab_new(TREE);
+    fab_node_t *fe;
+    fab_t *f = both_children_die(&fe);
     REQUIRE(f);
-    fab_node_t *fe = fab_fe(f);
-    fab_peer_t *p1 = fab_peer_under(f, fe, 1), *p2 = fab_peer_under(f, fe, 2);
-    REQUIRE(fe && p1 && p2);
-    fab_peer_ctl(p1, TB_CTL_READY, tbon_packet_new(TB_CTL_READY, "%ud", 4u));
-    fab_peer_ctl(p2, TB_CTL_READY, tbon_packet_new(TB_CTL_READY, "%ud", 2u));
-    REQUIRE(fab_wait_status(fe, TB_NODE_READY, FAB_MS));
-    tbon_packet_unref(fab_peer_until_ctl(p1, TB_CTL_PORTS, FAB_MS));
-    tbon_packet_unref(fab_peer_until_ctl(p2, TB_CTL_PORTS, FAB_MS));
-    const tbon_rank_t bes[] = { 4, 5, 6 };
-    fab_stream(fe, 1, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL, 0, bes, 3);
-    tbon_packet_unref(fab_peer_expect_ctl(p1, TB_CTL_STREAM, FAB_MS));
-    tbon_packet_unref(fab_peer_expect_ctl(p2, TB_CTL_STREAM, FAB_MS));
-    for (int i = 0; i < 3; i++)
-        fab_send(fe, 1, tbon_packet_new(1, "%ld", 0L), 0);
-    for (uint64_t q = 1; q <= 3; q++) {
-        until_request(p1, 1, q, __LINE__);
-        until_request(p2, 1, q, __LINE__);
-    }
-    fab_peer_data(p1, 1, KEY(1, 0), 0, set_pkt((uint64_t[]){ 51, 61 }, 2));
-    fab_peer_data(p2, 1, KEY(1, 0), 0, set_pkt((uint64_t[]){ 41 }, 1));
-    tbon_packet_t *p = fab_take_packet(fe, 1, FAB_MS, NULL);
-    CHECK_SET(p, 41, 51, 61);
-    tbon_packet_unref(p);
-
-    fab_peer_close(p1);
-    fab_peer_close(p2);
-    int failed = 0;
-    tbon_event_t ev;
-    while (failed < 2 && fab_take_event(fe, &ev, FAB_MS))
-        failed += ev.type == TBON_EV_NODE_FAILED && (ev.rank == 1 || ev.rank == 2);
-    CHECK_INT(failed, 2);
+    tbon_packet_t *p;
 
     /* 4 first: it answered 2 to its dead parent, gets 3 again, answers it */
     fab_peer_t *p4 = fab_adopt_peer(f, 4, 1, fe);
     REQUIRE(p4);
-    fab_peer_ctl(p4, TB_CTL_GRAFT, tbon_packet_new(TB_CTL_GRAFT, "%ud %d %d %ud %d %aud %uld %uld",
-                                                   1u, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL,
-                                                   0u, TBON_FILTER_NULL, bes, (size_t)3,
-                                                   KEY(2, 0), 2ul));
+    graft(p4, KEY(2, 0), 2);
     fab_peer_ctl(p4, TB_CTL_REPORT, report_pkt(TB_V_ADOPTED, 4, 0, 1));
     until_request(p4, 1, 3, __LINE__);
     fab_peer_data(p4, 1, KEY(3, 0), 0, set_pkt((uint64_t[]){ 43 }, 1));
@@ -753,10 +745,7 @@ TEST(later_wave_waits_for_an_earlier_one_nobody_brought)
 
     fab_peer_t *p3 = fab_adopt_peer(f, 3, 1, fe);
     REQUIRE(p3);
-    fab_peer_ctl(p3, TB_CTL_GRAFT, tbon_packet_new(TB_CTL_GRAFT, "%ud %d %d %ud %d %aud %uld %uld",
-                                                   1u, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL,
-                                                   0u, TBON_FILTER_NULL, bes, (size_t)3,
-                                                   KEY(2, 0), 2ul));
+    graft(p3, KEY(2, 0), 2);
     fab_peer_ctl(p3, TB_CTL_REPORT, report_pkt(TB_V_ADOPTED, 3, 0, 1));
     until_request(p3, 1, 3, __LINE__);
     uint64_t q = 0;
