@@ -402,13 +402,16 @@ static int has_wave(const tb_stream_st_t *s, uint64_t q)
 /* FE, before the wave of request e reaches the application: the waves of
  * the requests between the last one closed and e have no unit here (every
  * child's oldest unit is for e or later). Waves reach the application in
- * order, so each of them is given as lost first (settle_stream's verdict,
- * at once when cut) - unless an orphan not grafted yet, or a child that owes
- * it and has nothing queued, may still bring it: then 0, and e waits. A
- * request that sent nothing down (its down filter made no packet) has no
- * wave and is passed over. Without this, the wave of a request that every
- * back-end had answered to a dead parent was passed over unsaid, and the
- * application waited for it forever (test_ft/
+ * order, so one of them that died with failed nodes - no child owes it any
+ * more (settle_stream) - is given as lost first. A child that owes it and has
+ * a later unit queued skipped it (a back-end need not answer every request;
+ * an original child owes them all): it is passed over unsaid, as it always
+ * was. While an orphan is not grafted yet, or a child that owes it has
+ * nothing queued, it may still come: 0, and e waits (unless cut: a timeout
+ * stream's deadline passes over it). A request that sent nothing down (its
+ * down filter made no packet) has no wave. Without this, the wave of a
+ * request that every back-end had answered to a dead parent was passed over
+ * unsaid, and the application waited for it forever (test_ft/
  * all_fe_children_killed_waves_complete). */
 static int gap_settled(tb_node_t *n, tb_stream_st_t *s, uint64_t e, int cut)
 {
@@ -420,11 +423,16 @@ static int gap_settled(tb_node_t *n, tb_stream_st_t *s, uint64_t e, int cut)
             continue;
         if (!cut && !members_settled(n, s))
             return 0;
-        for (size_t i = 0; i < n->nchild && !cut; i++)
-            if (s->part[i] && n->child[i].conn && !n->child[i].suspect && !s->q[i].units &&
-                owes(s, i, q << 24))
+        int skipped = cut;
+        for (size_t i = 0; i < n->nchild && !skipped; i++) {
+            if (!s->part[i] || !n->child[i].conn || n->child[i].suspect || !owes(s, i, q << 24))
+                continue;
+            if (!s->q[i].units)
                 return 0;
-        wave_lost(n, s, q);
+            skipped = 1;
+        }
+        if (!skipped)
+            wave_lost(n, s, q);
     }
     return 1;
 }

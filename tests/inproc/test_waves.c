@@ -186,3 +186,28 @@ TEST(units_empty_answers_and_late_packets)
     }
     fab_free(f);
 }
+
+/* A back-end need not answer every request: when none answers request 1
+ * and both answer request 2, the FE's application gets wave 2, and nothing
+ * for request 1 - not a lost wave, which is said only of a wave that died
+ * with failed nodes (node_stream.c, gap_settled). */
+TEST(request_nobody_answers_is_passed_over_unsaid)
+{
+    fab_t *f = fab_new(TREE);
+    REQUIRE(f);
+    fab_node_t *fe, *cn, *b2, *b3;
+    if (tree(f, &fe, &cn, &b2, &b3)) {
+        fab_stream(fe, 1, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0, BES, 2);
+        fab_send(fe, 1, tbon_packet_new(1, "%ld", 100L), 0);
+        fab_send(fe, 1, tbon_packet_new(1, "%ld", 200L), 0);
+        take_request(b2, 1, 1, 100);
+        take_request(b3, 1, 1, 100);
+        take_request(b2, 1, 2, 200);
+        take_request(b3, 1, 2, 200);
+        fab_send(b2, 1, tbon_packet_new(1, "%ld", 20L), KEY(2, 0));
+        fab_send(b3, 1, tbon_packet_new(1, "%ld", 30L), KEY(2, 0));
+        CHECK_INT(fe_value(fe, 1), 50);
+        CHECK_UINT(fab_pending_packets(fe, 1), 0);
+    }
+    fab_free(f);
+}
