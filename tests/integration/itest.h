@@ -627,9 +627,12 @@ static IT_UNUSED long it_proc_status(pid_t pid, const char *key)
     return v;
 }
 
-/* Context switches of every thread of pid, voluntary and not: 0 for a
+/* Context switches of tbon's threads in pid, voluntary and not: 0 for a
  * process asleep the whole time. (A busy one under load may be preempted
- * instead of blocking: voluntary ones alone read 3 for such a commnode.) */
+ * instead of blocking: voluntary ones alone read 3 for such a commnode.)
+ * tbon's threads are the main one (tid == pid, a commnode's reactor) and
+ * those named "tbon-..."; others are not ours: a sanitizer's background
+ * thread wakes every 100 ms on its own. */
 static IT_UNUSED long it_wakeups(pid_t pid)
 {
     char path[64];
@@ -643,6 +646,15 @@ static IT_UNUSED long it_wakeups(pid_t pid)
         if (e->d_name[0] < '0' || e->d_name[0] > '9')
             continue;
         char st[320], line[256];
+        if (atol(e->d_name) != (long)pid) {
+            snprintf(st, sizeof st, "/proc/%d/task/%s/comm", (int)pid, e->d_name);
+            FILE *c = fopen(st, "r");
+            int ours = c && fgets(line, sizeof line, c) && strncmp(line, "tbon-", 5) == 0;
+            if (c)
+                fclose(c);
+            if (!ours)
+                continue;
+        }
         snprintf(st, sizeof st, "/proc/%d/task/%s/status", (int)pid, e->d_name);
         FILE *f = fopen(st, "r");
         if (!f)

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -56,8 +57,12 @@ static int hang_start(struct hang *h, size_t n)
 {
     memset(h, 0, sizeof *h);
     h->n = n;
-    pid_t pid = fork();
+    pid_t self = getpid(), pid = fork();
     if (pid == 0) {
+        /* A case ended by its time-out never runs hang_stop: its targets
+         * end with it (stat_hang's SIGTERM ends its workers). */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != self)
+            _exit(127);
         int dn = open("/dev/null", O_WRONLY);
         dup2(dn, 1);
         char nb[16];
@@ -123,8 +128,12 @@ static void hang_stop(struct hang *h)
 
 static pid_t stat_spawn(char *const argv[])
 {
-    pid_t pid = fork();
+    pid_t self = getpid(), pid = fork();
     if (pid == 0) {
+        /* Ends with a case ended by its time-out (tbon_stat on SIGTERM lets
+         * its targets go and takes its tree down). */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != self)
+            _exit(127);
         int dn = open("/dev/null", O_WRONLY);
         dup2(dn, 1);
         execv(argv[0], argv);
@@ -430,21 +439,30 @@ static int wait_sampling(const struct hang *h, int ms)
     return 0;
 }
 
-/* Wait (at most ms) until the k-th sample has begun: the k-th time the tasks
- * went from untraced to traced. 1 once so, 0 on time-out. */
-static int wait_samples(const struct hang *h, int k, int ms)
+/* Context switches of a target task so far. A task blocked in a system
+ * call switches only when something stops it: each sample stops it once
+ * (+1) and lets it go back to its blocking call (+1). A counter, so unlike
+ * a look at the task's state it misses no sample, however short. */
+static long task_switches(pid_t pid)
+{
+    long v = it_proc_status(pid, "voluntary_ctxt_switches");
+    long nv = it_proc_status(pid, "nonvoluntary_ctxt_switches");
+    return v < 0 || nv < 0 ? -1 : v + nv;
+}
+
+/* Wait (at most ms) until the blocked task pid has been sampled and let go
+ * k times since its count was base. 1 once so, 0 on time-out or if it is
+ * gone. */
+static int wait_let_go(pid_t pid, long base, int k, int ms)
 {
     int64_t end = it_now_ms() + ms;
-    int seen = 0, was = 0;
-    while (it_now_ms() < end) {
-        int now = traced_now(h) > 0;
-        seen += now && !was;
-        was = now;
-        if (seen >= k)
-            return 1;
-        it_sleep_ms(1);
-    }
-    return 0;
+    long now;
+    while ((now = task_switches(pid)) >= 0 && now - base < 2L * k && it_now_ms() < end)
+        it_sleep_ms(2);
+    if (now - base < 2L * k)
+        fprintf(stderr, "    task %d: %ld switches, %d samples' worth wanted\n", (int)pid,
+                now - base, k);
+    return now - base >= 2L * k;
 }
 
 /* A commnode killed while the back-ends sample and merge: every task is
@@ -467,13 +485,14 @@ ITEST(commnode_killed_during_merge)
         snprintf(od, sizeof od, "%s%d", outdir, trial);
         char *argv[] = { (char *)stat_bin(), "-n", "8", "-i", "100", "-q", "-t", (char *)topo,
                          "-o", od, "-p", (char *)pid_list(&h), NULL };
+        long base = task_switches(h.pid[0]);
         pid_t sp = stat_spawn(argv);
         /* Trial 0: once the sampling (8 x 100 ms) has begun; trial 1: late in
-         * it, at the 6th sample (after the 8th the merge is done in
+         * it, once 5 samples are done (after the 8th the merge is done in
          * milliseconds and the tree gone). Conditions, not delays: under load
          * the tree takes long to come up, and a kill during the start-up is
          * another case. */
-        int seen = trial == 0 ? wait_sampling(&h, 60000) : wait_samples(&h, 6, 60000);
+        int seen = trial == 0 ? wait_sampling(&h, 60000) : wait_let_go(h.pid[0], base, 5, 60000);
         CHECK(seen);
         pid_t victim = 0;
         int64_t t0 = it_now_ms();
@@ -577,11 +596,13 @@ ITEST(target_exits_during_sampling)
     snprintf(outdir, sizeof outdir, "%s/out", th_tmpdir());
     char *argv[] = { (char *)stat_bin(), "-n", "10", "-i", "100", "-q", "-o", outdir, "-p",
                      (char *)pid_list(&h), NULL };
+    long base = task_switches(h.pid[5]);
     pid_t sp = stat_spawn(argv);
-    /* Once the sampling is under way (3 of the 10 samples seen), not after a
-     * fixed delay: under load the tree took longer than that to come up and
-     * task 5 died before anything sampled it. */
-    CHECK(wait_samples(&h, 3, 60000));
+    /* Once task 5 itself has been sampled twice (of 10), not after a fixed
+     * delay: under load the tree took longer than that to come up and task 5
+     * died before anything sampled it. Counting samples of any task was not
+     * enough either: task 5 may not have been among them. */
+    CHECK(wait_let_go(h.pid[5], base, 2, 60000));
     kill(h.pid[5], SIGKILL);
     CHECK_INT(stat_wait(sp, 60000), 0);
     struct ttree t2 = { 0 }, t3 = { 0 };
