@@ -44,6 +44,15 @@ static void take_request(fab_node_t *be, uint32_t stream, uint64_t q, long value
     tbon_packet_unref(p);
 }
 
+/* The FE sends value v down stream as its request q; both back-ends take it. */
+static void request_both(fab_node_t *fe, fab_node_t *b2, fab_node_t *b3, uint32_t stream,
+                         uint64_t q, long v)
+{
+    fab_send(fe, stream, tbon_packet_new((int)stream, "%ld", v), 0);
+    take_request(b2, stream, q, v);
+    take_request(b3, stream, q, v);
+}
+
 /* One packet on stream at the FE: its value (-1: none). */
 static long fe_value(fab_node_t *fe, uint32_t stream)
 {
@@ -68,9 +77,7 @@ TEST(wait_for_all_waves_wait_for_every_child)
         fab_stream(fe, 1, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0, BES, 2);
         fab_stream(fe, 2, TBON_FILTER_NULL, TBON_SYNC_DONTWAIT, 0, BES, 2);
         /* wave 1: 2 answers, then 3 */
-        fab_send(fe, 1, tbon_packet_new(1, "%ld", 100L), 0);
-        take_request(b2, 1, 1, 100);
-        take_request(b3, 1, 1, 100);
+        request_both(fe, b2, b3, 1, 1, 100);
         fab_send(b2, 1, tbon_packet_new(1, "%ld", 20L), KEY(1, 0));
         fab_send(b2, 2, tbon_packet_new(2, "%ld", 7L), KEY(0, 0));
         CHECK_INT(fe_value(fe, 2), 7);
@@ -78,9 +85,7 @@ TEST(wait_for_all_waves_wait_for_every_child)
         fab_send(b3, 1, tbon_packet_new(1, "%ld", 30L), KEY(1, 0));
         CHECK_INT(fe_value(fe, 1), 50);
         /* wave 2: 3 answers, then 2 */
-        fab_send(fe, 1, tbon_packet_new(1, "%ld", 200L), 0);
-        take_request(b2, 1, 2, 200);
-        take_request(b3, 1, 2, 200);
+        request_both(fe, b2, b3, 1, 2, 200);
         fab_send(b3, 1, tbon_packet_new(1, "%ld", 41L), KEY(2, 0));
         fab_send(b3, 2, tbon_packet_new(2, "%ld", 8L), KEY(0, 1));
         CHECK_INT(fe_value(fe, 2), 8);
@@ -107,25 +112,19 @@ TEST(timeout_waves_are_cut_and_complete_ones_do_not_wait)
     if (tree(f, &fe, &cn, &b2, &b3)) {
         fab_stream(fe, 1, TBON_FILTER_SUM, TBON_SYNC_TIMEOUT, 300, BES, 2);
         fab_stream(fe, 2, TBON_FILTER_SUM, TBON_SYNC_TIMEOUT, 60000, BES, 2);
-        fab_send(fe, 1, tbon_packet_new(1, "%ld", 1L), 0);
-        take_request(b2, 1, 1, 1);
-        take_request(b3, 1, 1, 1);
+        request_both(fe, b2, b3, 1, 1, 1);
         int64_t t0 = tb_now_ms();
         fab_send(b2, 1, tbon_packet_new(1, "%ld", 5L), KEY(1, 0));
         CHECK_INT(fe_value(fe, 1), 5);
         int64_t took = tb_now_ms() - t0;
         CHECK(took >= 300);
         /* the stream goes on: both answer the next request */
-        fab_send(fe, 1, tbon_packet_new(1, "%ld", 2L), 0);
-        take_request(b2, 1, 2, 2);
-        take_request(b3, 1, 2, 2);
+        request_both(fe, b2, b3, 1, 2, 2);
         fab_send(b2, 1, tbon_packet_new(1, "%ld", 10L), KEY(2, 0));
         fab_send(b3, 1, tbon_packet_new(1, "%ld", 20L), KEY(2, 0));
         CHECK_INT(fe_value(fe, 1), 30);
         /* complete: no waiting for 60 s */
-        fab_send(fe, 2, tbon_packet_new(2, "%ld", 3L), 0);
-        take_request(b2, 2, 1, 3);
-        take_request(b3, 2, 1, 3);
+        request_both(fe, b2, b3, 2, 1, 3);
         fab_send(b3, 2, tbon_packet_new(2, "%ld", 11L), KEY(1, 0));
         fab_send(b2, 2, tbon_packet_new(2, "%ld", 12L), KEY(1, 0));
         CHECK_INT(fe_value(fe, 2), 23);
@@ -198,12 +197,8 @@ TEST(request_nobody_answers_is_passed_over_unsaid)
     fab_node_t *fe, *cn, *b2, *b3;
     if (tree(f, &fe, &cn, &b2, &b3)) {
         fab_stream(fe, 1, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0, BES, 2);
-        fab_send(fe, 1, tbon_packet_new(1, "%ld", 100L), 0);
-        fab_send(fe, 1, tbon_packet_new(1, "%ld", 200L), 0);
-        take_request(b2, 1, 1, 100);
-        take_request(b3, 1, 1, 100);
-        take_request(b2, 1, 2, 200);
-        take_request(b3, 1, 2, 200);
+        request_both(fe, b2, b3, 1, 1, 100);
+        request_both(fe, b2, b3, 1, 2, 200);
         fab_send(b2, 1, tbon_packet_new(1, "%ld", 20L), KEY(2, 0));
         fab_send(b3, 1, tbon_packet_new(1, "%ld", 30L), KEY(2, 0));
         CHECK_INT(fe_value(fe, 1), 50);
