@@ -28,6 +28,11 @@
  *                          docs/protocol.md 7.2): a node dead at an exact
  *                          point, as "after it got the port table, before it
  *                          passed it on" (TB_CTL_PORTS, 10)
+ *   TBON_FAULT_DIE_AFTER_ACCEPTS=N  with TBON_FAULT_DIE_AT_CTL: that write
+ *                          first waits (at most 20 s) until the process has
+ *                          accepted N connections (accept4), so that, say,
+ *                          its back-ends' event connections are in: each
+ *                          has read the topology and can be adopted
  *
  * Not part of the library: a test tool (tests/integration/test_link.c,
  * bench/bench_link.sh).
@@ -62,6 +67,9 @@ static ssize_t (*real_readv)(int, const struct iovec *, int);
 
 static double p_flip, p_rflip, p_reset, p_delay;
 static int delay_us = 2000, reset_ms, active, rank = -1, log_fd = -1, die_at_ctl = -1;
+static int die_after_accepts, accepted;          /* accepted: under acc_mu */
+static pthread_mutex_t acc_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t acc_cv = PTHREAD_COND_INITIALIZER;
 static uint64_t seed = 1;
 static unsigned char link_fd[MAXFD];     /* carries sequenced frames */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -146,6 +154,7 @@ static void init(void)
     const char *dc = getenv("TBON_FAULT_DIE_AT_CTL");
     if (dc && *dc)
         die_at_ctl = atoi(dc);
+    die_after_accepts = (int)env_d("TBON_FAULT_DIE_AFTER_ACCEPTS");
     if (env_d("TBON_FAULT_SEED") > 0)
         seed = (uint64_t)env_d("TBON_FAULT_SEED");
     rank = my_rank();
@@ -200,6 +209,14 @@ static int count_frames(int fd, const struct iovec *iov, int n)
         int32_t tag = (int32_t)((uint32_t)b[16] | (uint32_t)b[17] << 8 |
                                 (uint32_t)b[18] << 16 | (uint32_t)b[19] << 24);
         if (active && die_at_ctl >= 0 && b[5] == 6 /* CONTROL */ && tag == die_at_ctl) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += 20;
+            pthread_mutex_lock(&acc_mu);
+            while (accepted < die_after_accepts &&
+                   pthread_cond_timedwait(&acc_cv, &acc_mu, &until) == 0)
+                ;
+            pthread_mutex_unlock(&acc_mu);
             note("die", fd);
             kill(getpid(), SIGKILL);
         }
@@ -301,6 +318,22 @@ ssize_t writev(int fd, const struct iovec *iov, int n)
     if (d == 1)
         return flipped(fd, iov, n, MSG_NOSIGNAL);
     return real_writev(fd, iov, n);
+}
+
+int accept4(int lfd, struct sockaddr *a, socklen_t *al, int flags)
+{
+    static int (*real_accept4)(int, struct sockaddr *, socklen_t *, int);
+    if (!real_accept4)
+        real_accept4 = dlsym(RTLD_NEXT, "accept4");
+    pthread_once(&once, init);
+    int fd = real_accept4(lfd, a, al, flags);
+    if (fd >= 0 && die_after_accepts > 0) {
+        pthread_mutex_lock(&acc_mu);
+        accepted++;
+        pthread_cond_broadcast(&acc_cv);
+        pthread_mutex_unlock(&acc_mu);
+    }
+    return fd;
 }
 
 int close(int fd)
