@@ -417,28 +417,6 @@ static pid_t kill_a_commnode(pid_t root)
     return victim;
 }
 
-/* How many of h's tasks a sampling has stopped (ptrace) right now. */
-static size_t traced_now(const struct hang *h)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < h->n; i++)
-        k += it_proc_status(h->pid[i], "TracerPid") > 0;
-    return k;
-}
-
-/* Wait (at most ms) until the sampling has begun: a task of h is traced.
- * 1 once seen, 0 on time-out. */
-static int wait_sampling(const struct hang *h, int ms)
-{
-    int64_t end = it_now_ms() + ms;
-    while (it_now_ms() < end) {
-        if (traced_now(h))
-            return 1;
-        it_sleep_ms(1);
-    }
-    return 0;
-}
-
 /* Context switches of a target task so far. A task blocked in a system
  * call switches only when something stops it: each sample stops it once
  * (+1) and lets it go back to its blocking call (+1). A counter, so unlike
@@ -465,6 +443,18 @@ static int wait_let_go(pid_t pid, long base, int k, int ms)
     return now - base >= 2L * k;
 }
 
+/* Wait (at most ms) until every blocked task of h (all but the spinning
+ * rank 1) has been sampled and let go once since its count in base: then
+ * every back-end is up and sampling (each has tasks other than rank 1). */
+static int wait_all_let_go(const struct hang *h, const long *base, int ms)
+{
+    int64_t end = it_now_ms() + ms;
+    for (size_t i = 0; i < h->n; i++)
+        if (i != 1 && !wait_let_go(h->pid[i], base[i], 1, (int)(end - it_now_ms())))
+            return 0;
+    return 1;
+}
+
 /* A commnode killed while the back-ends sample and merge: every task is
  * still in the tree with a real path (state composition, then asking the
  * back-ends again for what died in flight). */
@@ -485,14 +475,20 @@ ITEST(commnode_killed_during_merge)
         snprintf(od, sizeof od, "%s%d", outdir, trial);
         char *argv[] = { (char *)stat_bin(), "-n", "8", "-i", "100", "-q", "-t", (char *)topo,
                          "-o", od, "-p", (char *)pid_list(&h), NULL };
-        long base = task_switches(h.pid[0]);
+        long base[NTASK];
+        for (size_t i = 0; i < h.n; i++)
+            base[i] = task_switches(h.pid[i]);
         pid_t sp = stat_spawn(argv);
-        /* Trial 0: once the sampling (8 x 100 ms) has begun; trial 1: late in
-         * it, once 5 samples are done (after the 8th the merge is done in
-         * milliseconds and the tree gone). Conditions, not delays: under load
-         * the tree takes long to come up, and a kill during the start-up is
-         * another case. */
-        int seen = trial == 0 ? wait_sampling(&h, 60000) : wait_let_go(h.pid[0], base, 5, 60000);
+        /* Trial 0: once the sampling (8 x 100 ms) has reached every task;
+         * trial 1: late in it, once 5 samples are done (after the 8th the
+         * merge is done in milliseconds and the tree gone). Conditions, not
+         * delays: under load the tree takes long to come up, and a kill
+         * during the start-up is another case. So is a kill while a back-end
+         * is still joining: the first sampling may begin before the last
+         * back-end has read the topology its parent sent it (the tree counts
+         * it then), and its tasks are then named "not sampled". */
+        int seen = wait_all_let_go(&h, base, 60000) &&
+                   (trial == 0 || wait_let_go(h.pid[0], base[0], 5, 60000));
         CHECK(seen);
         pid_t victim = 0;
         int64_t t0 = it_now_ms();
