@@ -687,6 +687,9 @@ void tb_eds_free(tb_eds_t *e)
         free(w);
         w = next;
     }
+    /* The loop's last drain below applies reports, and a failure's looks
+     * for the rank's watch (fence_events): there is none any more. */
+    e->all = NULL;
     while (e->ngrave > 0)
         close(e->grave[--e->ngrave]);
     tb_loop_free(e->loop);     /* what was never applied is applied now, and freed */

@@ -234,12 +234,16 @@ static int be_main(int argc, char **argv)
             uint64_t v[VALS_PER_PKT];
             for (int i = 0; i < VALS_PER_PKT; i++)
                 v[i] = i < VALS_PER_PKT / 2 ? rng_next(&st) % SHARED_POOL : rng_next(&st);
-            rc = tbon_stream_send(s, TAG_DATA, "%auld", v, (size_t)VALS_PER_PKT);
-            if (rc != 0)
-                break;
+            /* Written down before they go: a back-end killed between the
+             * two must not have values at the front-end that its file
+             * lacks ("received but never sent"); the other way round they
+             * are counted as lost with it, which a failed back-end may be. */
             for (int i = 0; i < VALS_PER_PKT; i++)
                 fprintf(out, "%" PRIu64 "\n", v[i]);
             fflush(out);
+            rc = tbon_stream_send(s, TAG_DATA, "%auld", v, (size_t)VALS_PER_PKT);
+            if (rc != 0)
+                break;
             t += period;
             sleep_until_us(t);
         }
