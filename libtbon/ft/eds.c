@@ -486,19 +486,6 @@ static void on_hb_timer(tb_timer_t *t, int64_t now)
     beat_and_look(t->arg);
 }
 
-/* The adopter thread is started this long after the tree is up here: out
- * of the start-up's burst, long before a failure is likely. */
-#define TB_ADOPTER_AFTER_MS 100
-
-static void on_adopter_timer(tb_timer_t *t, int64_t now)
-{
-    (void)now;
-    tb_eds_t *e = t->arg;
-    /* If it cannot start now, adopt() tries again when it is needed. */
-    if (tb_eds_start_adopter(e) != 0)
-        TB_DEBUG("eds", "no adopter thread yet (it is started when needed)");
-}
-
 static void on_watch_io(tb_io_t *io, uint32_t events)
 {
     (void)events;
@@ -524,10 +511,6 @@ static void after_batch(tb_eds_t *e)
     }
     if (atomic_load(&e->leaving) && !e->bye_sent)
         tb_eds_say_bye(e);
-    if (!e->adopter_planned && e->role != TB_ROLE_FE && atomic_load(&e->ft_ready)) {
-        e->adopter_planned = 1;
-        tb_timer_at(e->loop, &e->adopter_timer, tb_now_ms() + TB_ADOPTER_AFTER_MS);
-    }
     int want = e->adopt_want;
     e->adopt_want = 0;
     /* Asked by the reactor (tb_ft_parent_lost): also before the port table
@@ -577,10 +560,7 @@ tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
     e->session = *s;
     e->loop = tb_loop_new(tb_eds_on_mail, e);
     e->hb_timer = (tb_timer_t){ .fn = on_hb_timer, .arg = e };
-    e->adopter_timer = (tb_timer_t){ .fn = on_adopter_timer, .arg = e };
     pthread_mutex_init(&e->mu, NULL);
-    pthread_mutex_init(&e->ad_mu, NULL);
-    pthread_cond_init(&e->ad_cv, NULL);
     e->topo = tb_topology_clone(topo);
     size_t n = tb_topology_size(topo);
     e->data_seen = calloc(n, 1);
@@ -699,7 +679,5 @@ void tb_eds_free(tb_eds_t *e)
     free(e->expect);
     free(e->reaped);
     pthread_mutex_destroy(&e->mu);
-    pthread_mutex_destroy(&e->ad_mu);
-    pthread_cond_destroy(&e->ad_cv);
     free(e);
 }

@@ -134,12 +134,7 @@ void tb_eds_apply_reports(tb_eds_t *e)
  * thread that sends heartbeats never blocks on I/O: docs/fault-tolerance.md).
  * It works on its own copy of the topology, taken under e->mu, and hands
  * its results to the EDS thread as messages (M_ADOPTED, M_ADOPT_FAILED,
- * M_PARENT_EVENTS; the last of them says last).
- *
- * The thread is started when the tree is up and sleeps until it has a job:
- * when a parent dies, all its children adopt at once, and a thread created
- * then (its stack, its own heap at its first allocation) was a fifth of an
- * orphan's work in that burst, on the same cores as everyone else's. */
+ * M_PARENT_EVENTS; the last of them says last). */
 struct adopt_job {
     tb_eds_t *e;
     tbon_rank_t lost;
@@ -260,8 +255,11 @@ static int parent_events(tb_eds_t *e, const tb_topology_t *t, tbon_rank_t p, uin
  * or refusing one means the next, a round that finds nobody is tried again
  * with what the reports have taught us meanwhile, and the FE is the last
  * resort. */
-static void run_job(struct adopt_job job)
+static void *adopter_thread(void *arg)
 {
+    pthread_setname_np(pthread_self(), "tbon-adopt");
+    struct adopt_job job = *(struct adopt_job *)arg;
+    free(arg);
     tb_eds_t *e = job.e;
     tbon_rank_t lost = job.lost;
     tb_topology_t *t = snapshot(e);
@@ -303,54 +301,23 @@ static void run_job(struct adopt_job job)
                                            .last = 1, .gone = gone });
             tb_adopt_index_free(aidx);
             tb_topology_destroy(t);
-            return;
+            return NULL;
         }
     }
     tb_adopt_index_free(aidx);
     tb_topology_destroy(t);
     job_mail(e, (struct eds_mail){ .what = M_ADOPT_FAILED, .fd = -1, .r = lost, .last = 1 });
-}
-
-static void *adopter_thread(void *arg)
-{
-    pthread_setname_np(pthread_self(), "tbon-adopt");
-    tb_eds_t *e = arg;
-    /* Its heap now, not in the middle of a recovery burst (as eds_thread). */
-    void *volatile warm = malloc(64);
-    free(warm);
-    pthread_mutex_lock(&e->ad_mu);
-    for (;;) {
-        while (!e->ad_job && !e->ad_quit)
-            pthread_cond_wait(&e->ad_cv, &e->ad_mu);
-        if (e->ad_quit)
-            break;
-        struct adopt_job *job = e->ad_job;
-        e->ad_job = NULL;
-        pthread_mutex_unlock(&e->ad_mu);
-        run_job(*job);
-        free(job);
-        pthread_mutex_lock(&e->ad_mu);
-    }
-    pthread_mutex_unlock(&e->ad_mu);
     return NULL;
 }
 
-int tb_eds_start_adopter(tb_eds_t *e)
-{
-    if (e->adopter_on)
-        return 0;
-    if (pthread_create(&e->adopter, NULL, adopter_thread, e) != 0)
-        return -1;
-    e->adopter_on = 1;
-    return 0;
-}
-
-/* Hand the adopter thread the loss of lost (EDS thread). */
+/* Start the adopter thread for the loss of lost (EDS thread). */
 static void adopt(tb_eds_t *e, tbon_rank_t lost)
 {
     tb_eds_apply_reports(e);
     struct adopt_job *job = malloc(sizeof *job);
-    if (!job || tb_eds_start_adopter(e) != 0) {
+    if (job)
+        *job = (struct adopt_job){ e, lost, e->incarnation + 1, tb_now_us() };
+    if (!job || pthread_create(&e->adopter, NULL, adopter_thread, job) != 0) {
         free(job);
         TB_WARN("adopt", "cannot start the adopter thread after the loss of rank %u; leaving",
                 lost);
@@ -358,19 +325,16 @@ static void adopt(tb_eds_t *e, tbon_rank_t lost)
         tb_node_parent_gone(e->node, lost);
         return;
     }
-    *job = (struct adopt_job){ e, lost, e->incarnation + 1, tb_now_us() };
-    pthread_mutex_lock(&e->ad_mu);
-    e->ad_job = job;
-    pthread_cond_signal(&e->ad_cv);
-    pthread_mutex_unlock(&e->ad_mu);
     e->adopting = 1;
 }
 
 /* What the adopter thread found (EDS thread, from the mailbox). */
 static void on_adopter(tb_eds_t *e, struct eds_mail *q)
 {
-    if (q->last)
-        e->adopting = 0;        /* its job is done: it sleeps again */
+    if (q->last && e->adopting) {
+        pthread_join(e->adopter, NULL);       /* it ends right after its last word */
+        e->adopting = 0;
+    }
     if (atomic_load(&e->stop)) {
         if (q->fd >= 0)
             close(q->fd);
@@ -424,21 +388,13 @@ static void on_adopter(tb_eds_t *e, struct eds_mail *q)
     }
 }
 
-/* End the adopter thread, if one runs, once its job is done (tb_eds_stop;
- * e->stop cuts a job short between candidates). */
+/* Wait for the adopter thread, if one runs (tb_eds_stop). */
 void tb_eds_join_adopter(tb_eds_t *e)
 {
-    if (!e->adopter_on)
-        return;
-    pthread_mutex_lock(&e->ad_mu);
-    e->ad_quit = 1;
-    pthread_cond_signal(&e->ad_cv);
-    pthread_mutex_unlock(&e->ad_mu);
-    pthread_join(e->adopter, NULL);
-    e->adopter_on = 0;
-    e->adopting = 0;
-    free(e->ad_job);            /* handed over but never taken */
-    e->ad_job = NULL;
+    if (e->adopting) {
+        pthread_join(e->adopter, NULL);
+        e->adopting = 0;
+    }
 }
 
 /* The parent's event connection ended, or the reactor saw the parent go. */

@@ -111,17 +111,8 @@ struct tb_eds {
     atomic_int verdicts;       /* the node can hear the FE's verdicts (notice.c):
                                   silence waits for the FE's confirmation */
     tb_timer_t hb_timer;       /* the next beat, or the first silence to look at */
-    /* The adopter thread (eds_adopt.c): started once the tree is up, it
-     * sleeps until a parent is lost, so that a recovery pays for no thread. */
-    pthread_t adopter;
-    int adopter_on;            /* EDS thread: started (joined at tb_eds_stop) */
-    int adopter_planned;       /* adopter_timer armed once the tree was up */
-    tb_timer_t adopter_timer;
-    pthread_mutex_t ad_mu;     /* ad_job, ad_quit */
-    pthread_cond_t ad_cv;
-    struct adopt_job *ad_job;  /* handed to the adopter thread, or NULL */
-    int ad_quit;
-    int adopting;              /* EDS thread: a job runs (until its last word) */
+    pthread_t adopter;         /* the adopter thread (eds_adopt.c), while adopting */
+    int adopting;
     int adopt_next;            /* 1 + a parent lost while it ran: adopt after it */
     int grave[8];              /* the lost parent's event connections, closed later */
     int ngrave;
@@ -135,9 +126,7 @@ void tb_eds_post(tb_eds_t *e, tb_cmd_t *c);
 void tb_eds_apply_reports(tb_eds_t *e);
 /* The loop's drain: apply what the reactor sent. */
 void tb_eds_on_mail(void *arg, tb_mail_t *list);
-/* Start the adopter thread if it is not running (EDS thread); 0 or -1. */
-int tb_eds_start_adopter(tb_eds_t *e);
-/* End the adopter thread, if one runs, and wait for it. */
+/* Wait for the adopter thread, if one runs. */
 void tb_eds_join_adopter(tb_eds_t *e);
 void tb_eds_parent_down(tb_eds_t *e, tbon_rank_t lost);
 void tb_eds_say_bye(tb_eds_t *e);
