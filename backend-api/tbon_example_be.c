@@ -101,6 +101,7 @@ static int answer(tbon_stream_t *s, tbon_rank_t rank, uint32_t wave, const char 
 /* A request waiting for its --delay to pass (answered in arrival order). */
 struct request {
     tbon_stream_t *s;      /* owned by the net */
+    uint64_t       request; /* its number on s (tbon_stream_request) */
     uint32_t       wave;
     char          *kind;   /* malloc'd by tbon_packet_unpack */
     int64_t        due;    /* ms, CLOCK_MONOTONIC */
@@ -220,7 +221,11 @@ int main(int argc, char **argv)
             struct request *r = &q.v[q.head];
             int64_t left = r->due - now_ms();
             if (left <= 0) {
-                rc = answer(r->s, me, r->wave, r->kind);
+                /* Later requests may have been taken meanwhile: the answer
+                 * goes in the wave of the one it answers. */
+                rc = tbon_stream_answer(r->s, r->request);
+                if (rc == 0)
+                    rc = answer(r->s, me, r->wave, r->kind);
                 free(r->kind);
                 q.head++;
                 q.n--;
@@ -246,6 +251,7 @@ int main(int argc, char **argv)
             continue;
         }
         tbon_packet_unref(p);
+        r.request = tbon_stream_request(r.s);
         r.due = now_ms() + wait;
         if ((rc = queue_push(&q, r)) != 0) {
             free(r.kind);

@@ -942,9 +942,22 @@ static int run_wave(const struct cli *c, tbon_net_t *net, tbon_stream_t *s, unsi
         /* In slices: a wave that no back-end is left to answer (they all
          * failed, or their host fell off the network) ends with an error
          * instead of a wait for ever. */
-        while ((rc = recv_result(s, &p, RECV_SLICE_MS)) == TBON_ETIMEOUT)
-            if (tbon_net_num_backends(net) == 0)
-                return no_backends(w);
+        for (;;) {
+            while ((rc = recv_result(s, &p, RECV_SLICE_MS)) == TBON_ETIMEOUT)
+                if (tbon_net_num_backends(net) == 0)
+                    return no_backends(w);
+            /* Wave w answers request w + 1 (the FE numbers a stream's
+             * requests from 1). A result of an earlier request is a second
+             * wave for it (a back-end sent two packets for one request):
+             * said, and not taken for this wave's. */
+            uint64_t q = rc == 0 ? tbon_stream_request(s) : 0;
+            if (q == 0 || q > w)
+                break;
+            fprintf(stderr, PROG ": wave %lu: a second result of wave %llu (a back-end "
+                    "answered it twice) left out\n", w, (unsigned long long)(q - 1));
+            tbon_packet_unref(p);
+            p = NULL;
+        }
         if (rc == TBON_ELOST)
             return lost_wave(net, w);
         if (rc != 0)

@@ -43,6 +43,21 @@ int          tbon_stream_flush(tbon_stream_t *s);
 
 /* Receive the next packet of s only; as tbon_net_recv. */
 int          tbon_stream_recv(tbon_stream_t *s, tbon_packet_t **pkt, int timeout_ms);
+
+/* Requests and the waves that answer them (docs/protocol.md 8.4). The FE
+ * numbers what it sends on a stream 1, 2, ...: request n. At a back-end,
+ * tbon_stream_request gives the number of the packet last taken from s (by
+ * tbon_net_recv or tbon_stream_recv); at the FE, the request whose wave the
+ * result last taken from s is. 0 if nothing was taken yet (or it came with
+ * no request).
+ * A back-end's packets on s answer the last request it took, unless
+ * tbon_stream_answer(s, n) named another: from then on they answer request
+ * n (and go up in its wave). A back-end that takes several requests before
+ * it answers them (it queues them, or answers after a delay) names each
+ * one; one that answers each request before it takes the next needs
+ * neither. tbon_stream_answer returns 0, or TBON_EINVAL at the FE. */
+uint64_t     tbon_stream_request(tbon_stream_t *s);
+int          tbon_stream_answer(tbon_stream_t *s, uint64_t request);
 uint32_t     tbon_stream_id(const tbon_stream_t *s);
 
 /* FE: flush, tell every node to exit and reap the tree. BE: leave. Frees net

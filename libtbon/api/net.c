@@ -142,7 +142,8 @@ static tbon_packet_t *pop_locked(tbon_net_t *net, tbon_stream_t *s)
 {
     tb_dent_t *e = tb_ring_at(&s->q, 0);
     tbon_packet_t *p = e->pkt;
-    if (e->q > s->epoch) {
+    s->taken = e->q;
+    if (!net->is_fe && e->q > s->epoch) {
         s->epoch = e->q;
         s->idx = 0;
     }
@@ -402,6 +403,38 @@ int tbon_stream_flush(tbon_stream_t *s)
 uint32_t tbon_stream_id(const tbon_stream_t *s)
 {
     return s ? s->id : 0;
+}
+
+uint64_t tbon_stream_request(tbon_stream_t *s)
+{
+    if (!s)
+        return 0;
+    pthread_mutex_lock(&s->net->mu);
+    uint64_t q = s->taken;
+    pthread_mutex_unlock(&s->net->mu);
+    return q;
+}
+
+/* docs/protocol.md 8.4: the wave key of what is sent next is request << 24
+ * plus the packets sent for it since; going back to an earlier request
+ * starts its count again (its answers belong together). */
+int tbon_stream_answer(tbon_stream_t *s, uint64_t request)
+{
+    if (!s)
+        return tb_net_seterr(TBON_EINVAL, "NULL stream");
+    tbon_net_t *net = s->net;
+    if (net->is_fe)
+        return tb_net_seterr(TBON_EINVAL, "stream %u: only a back-end answers requests", s->id);
+    if (request >= (UINT64_C(1) << 40))
+        return tb_net_seterr(TBON_EINVAL, "stream %u: request %llu is out of range", s->id,
+                             (unsigned long long)request);
+    pthread_mutex_lock(&net->mu);
+    if (request != s->epoch) {
+        s->epoch = request;
+        s->idx = 0;
+    }
+    pthread_mutex_unlock(&net->mu);
+    return 0;
 }
 
 /* ---- ranks and events ---- */

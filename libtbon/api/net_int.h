@@ -35,9 +35,11 @@ struct tbon_stream {
     tb_ring_t q;           /* received packets (tb_dent_t), oldest first */
     int error;             /* a filter failed: recv returns TBON_EFILTER once */
     /* BE: the wave key of the next packet sent up (docs/protocol.md 8.4):
-     * the last request the application took, and its answers since. */
+     * the request it answers (the last one the application took, or the
+     * one tbon_stream_answer named), and its answers since. */
     uint64_t epoch;
     uint32_t idx;
+    uint64_t taken;        /* the request of the last packet taken (tbon_stream_request) */
 };
 
 typedef struct tb_kicker tb_kicker_t;

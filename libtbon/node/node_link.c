@@ -55,7 +55,7 @@ void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more
             p = q;
         }
         if (p && n->cbs.deliver)
-            n->cbs.deliver(n->cbs.arg, stream, p, 0);
+            n->cbs.deliver(n->cbs.arg, stream, p, key >> 24);   /* the wave's request */
         else
             tbon_packet_unref(p);
         return;

@@ -24,6 +24,9 @@
 #                             of a sum over FILE's back-ends (rank + W each)
 #   expect_waves FILE OUT N   fail unless OUT holds exactly waves 0..N-1
 #   now_ms                    wall clock in ms (bash's EPOCHREALTIME)
+#   step MSG...               print "step +S.s: MSG", the seconds since the
+#                             case began, so the last lines of a case that
+#                             timed out (run.sh shows them) say where it was
 #   expect_start_failure NAME TOPOLOGY HOST LIMIT_MS
 #                             tbon_frontend --require-all on head must fail to start the
 #                             tree within LIMIT_MS, an error line naming
@@ -69,6 +72,12 @@ wait_until() {
 now_ms() {
     local t=${EPOCHREALTIME/[.,]/}
     echo $((t / 1000))
+}
+
+_case_t0=$(now_ms)
+step() {
+    local d=$(($(now_ms) - _case_t0))
+    printf 'step +%d.%d s: %s\n' $((d / 1000)) $((d % 1000 / 100)) "$*"
 }
 
 # The hosts of the running cluster, from cluster.sh's state.
@@ -177,7 +186,7 @@ expect_waves() {
 expect_start_failure() {
     local name=$1 top=$2 host=$3 limit=$4 t0 took rc
     t0=$(now_ms)
-    on head timeout 60 "$B/bin/tbon_frontend" --require-all -t "$top" \
+    on head timeout -k 10 60 "$B/bin/tbon_frontend" --require-all -t "$top" \
         -b "$B/bin/tbon_example_be" -w 1 >"$CASE_TMP/$name.out" 2>"$CASE_TMP/$name.err"
     rc=$?
     took=$(($(now_ms) - t0))

@@ -708,8 +708,9 @@ TEST(fe_resends_requests_and_gives_lost_waves)
     tbon_packet_unref(p);
     fab_peer_data(p3, 1, KEY(3, 0), 0, set_pkt((uint64_t[]){ 53, 63 }, 2));
     fab_peer_data(p4, 1, KEY(3, 0), 0, set_pkt((uint64_t[]){ 43 }, 1));
-    p = fab_take_packet(fe, 1, FAB_MS, NULL);
+    p = fab_take_packet(fe, 1, FAB_MS, &q);
     CHECK_SET(p, 43, 53, 63);
+    CHECK_UINT(q, 3);                               /* the result names its request */
     tbon_packet_unref(p);
     no_request(p4, 100, __LINE__);
     CHECK_UINT(fab_pending_packets(fe, 1), 0);

@@ -503,3 +503,45 @@ ITEST(empty_wave_counts)
     it_expect_nothing(s, 200, "empty waves");
     it_stop(&t);
 }
+
+/* ---- requests taken before they are answered ---- */
+
+/* Five requests at once to tbon_example_be --delay 40 (ranks 1..4 under the
+ * FE wait 40, 80, 120 and 0 ms): each back-end takes all five before it
+ * answers the first, and names the request each answer is for
+ * (tbon_stream_answer). So every wave is exact and in order, and the FE
+ * reads which request each result answers (tbon_stream_request). Without
+ * the naming, answers went up in the wave of the last request taken: the
+ * waves mixed, extra results followed, and tbon_frontend's waves ran ahead
+ * of their results (the cluster case commnode_killed, after an adoption
+ * handed an orphan a request it had missed while its next one came). */
+ITEST(queued_requests_answered_in_their_waves)
+{
+    char be[PATH_MAX + 32];
+    snprintf(be, sizeof be, "%.*s/bin/tbon_example_be", PATH_MAX, it_build_dir());
+    const char *topo = th_write_file("four.top", "localhost:0 => localhost:1 localhost:2 "
+                                                 "localhost:3 localhost:4 ;\n");
+    const char *const argv[] = { "--delay", "40", NULL };
+    tbon_fe_options_t o = { .heartbeat_ms = -1 };
+    tbon_error_t err;
+    tbon_net_t *net = tbon_fe_create(topo, be, argv, &o, &err);
+    REQUIRE(net);
+    tbon_stream_t *s = it_stream(net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    CHECK_INT(tbon_stream_request(s), 0);
+    CHECK_INT(tbon_stream_answer(s, 1), TBON_EINVAL);     /* the FE answers nothing */
+    enum { N = 5 };
+    for (uint32_t w = 0; w < N; w++)
+        CHECK_INT(tbon_stream_send(s, 0, "%ud %s", w, "int"), 0);
+    for (uint32_t w = 0; w < N; w++) {
+        tbon_packet_t *p = it_recv(s, IT_RECV_MS, "a wave of the five");
+        if (!p)
+            break;
+        int64_t v = -1;
+        CHECK_INT(tbon_packet_unpack(p, "%ld", &v), 0);
+        CHECK_INT(v, 1 + 2 + 3 + 4 + 4 * (int64_t)w);       /* rank + wave each */
+        CHECK_INT(tbon_stream_request(s), w + 1);
+        tbon_packet_unref(p);
+    }
+    tbon_net_destroy(net);
+}

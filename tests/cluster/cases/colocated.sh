@@ -20,7 +20,7 @@ TOP
 "$B/bin/tbon_topgen" --check "$top" || fail "bad topology"
 topo_nodes "$top" | sed 's/^/  rank /'
 
-on head timeout 60 "$B/bin/tbon_frontend" -t "$top" -b "$B/bin/tbon_example_be" -w 3 \
+on head timeout -k 10 60 "$B/bin/tbon_frontend" -t "$top" -b "$B/bin/tbon_example_be" -w 3 \
     >"$CASE_TMP/out" 2>"$CASE_TMP/err"
 rc=$?
 cat "$CASE_TMP/out" "$CASE_TMP/err"

@@ -21,7 +21,7 @@ run() {   # run NAME HOST [OPTIONS...]: tbon_frontend -w 3 on HOST; sets rc, too
     local name=$1 h=$2 t0
     shift 2
     t0=$(now_ms)
-    on "$h" timeout 60 "$B/bin/tbon_frontend" -t "$top" -b "$B/bin/tbon_example_be" -w 3 "$@" \
+    on "$h" timeout -k 10 60 "$B/bin/tbon_frontend" -t "$top" -b "$B/bin/tbon_example_be" -w 3 "$@" \
         >"$CASE_TMP/$name.out" 2>"$CASE_TMP/$name.err"
     rc=$?
     took=$(($(now_ms) - t0))

@@ -18,7 +18,7 @@ trap cleanup EXIT
 on head "$B/bin/tbon_topgen" --shape 4x4 --hosts head,n1,n2,n3,n4 -o "$top" || fail "tbon_topgen"
 
 # 1. exact sums
-on head timeout 60 "$B/bin/tbon_frontend" -t "$top" -b "$B/bin/tbon_example_be" -w 3 \
+on head timeout -k 10 60 "$B/bin/tbon_frontend" -t "$top" -b "$B/bin/tbon_example_be" -w 3 \
     >"$CASE_TMP/out" 2>"$CASE_TMP/err"
 rc=$?
 cat "$CASE_TMP/out" "$CASE_TMP/err"

@@ -57,7 +57,7 @@ chmod +x "$CASE_TMP/rsh6"
 
 top=$CASE_TMP/v6.top
 on head "$B/bin/tbon_topgen" --shape 4x4 --hosts head6,n16,n26,n36,n46 -o "$top" || fail "tbon_topgen"
-on head env TBON_RSH="$CASE_TMP/rsh6" timeout 60 "$B/bin/tbon_frontend" -t "$top" \
+on head env TBON_RSH="$CASE_TMP/rsh6" timeout -k 10 60 "$B/bin/tbon_frontend" -t "$top" \
     -b "$B/bin/tbon_example_be" -w 3 >"$CASE_TMP/out" 2>"$CASE_TMP/err"
 rc=$?
 cat "$CASE_TMP/out" "$CASE_TMP/err"

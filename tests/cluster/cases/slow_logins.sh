@@ -21,7 +21,7 @@ try() {   # try SHAPE
     local top=$CASE_TMP/$1.top t0 rc
     on head "$B/bin/tbon_topgen" --shape "$1" --hosts head,n1,n2,n3,n4 -o "$top" || fail "tbon_topgen"
     t0=$(now_ms)
-    on head env TBON_RSH="$rsh" timeout 40 "$B/bin/tbon_frontend" -t "$top" \
+    on head env TBON_RSH="$rsh" timeout -k 10 40 "$B/bin/tbon_frontend" -t "$top" \
         -b "$B/bin/tbon_example_be" -w 3 --events >"$CASE_TMP/$1.out" 2>"$CASE_TMP/$1.err"
     rc=$?
     echo "== $1: exit $rc after $(($(now_ms) - t0)) ms"

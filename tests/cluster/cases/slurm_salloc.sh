@@ -17,7 +17,7 @@ trap cleanup EXIT
 
 # 1. exact sums: 4 nodes x 4 back-ends under 4 node commnodes (ranks 1-4):
 # back-ends are ranks 5..20, wave w sums rank + w
-on head timeout 60 salloc -N4 -J tbon-salloc-case "$B/bin/tbon_frontend" --slurm \
+on head timeout -k 10 60 salloc -N4 -J tbon-salloc-case "$B/bin/tbon_frontend" --slurm \
     --be-per-node 4 -b "$B/bin/tbon_example_be" -w 3 >"$CASE_TMP/out" 2>"$CASE_TMP/err"
 rc=$?
 cat "$CASE_TMP/out" "$CASE_TMP/err"

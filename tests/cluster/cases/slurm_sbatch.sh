@@ -39,7 +39,7 @@ no_tbon_left
 on head "$B/bin/tbon_frontend" --slurm -b "$B/bin/tbon_example_be" >"$CASE_TMP/o1" 2>&1 &&
     fail "--slurm outside an allocation succeeded"
 grep -q "not inside a Slurm allocation" "$CASE_TMP/o1" || { cat "$CASE_TMP/o1"; fail "no clear message outside an allocation"; }
-on head timeout 60 salloc -N2 -J tbon-sbatch-case "$B/bin/tbon_frontend" --slurm -b /bin/false \
+on head timeout -k 10 60 salloc -N2 -J tbon-sbatch-case "$B/bin/tbon_frontend" --slurm -b /bin/false \
     >"$CASE_TMP/o2" 2>&1 && fail "a back-end that exits at once was not an error"
 cat "$CASE_TMP/o2"
 grep -q "tbon_frontend: the srun step of depth 2 exited with status 1 before the tree was ready: srun: error: n[12]: task [0-9]*: Exited with exit code 1" "$CASE_TMP/o2" ||

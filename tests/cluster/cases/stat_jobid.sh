@@ -13,7 +13,7 @@ wait_until 40 job_tasks_running "$J" $N stat_hang ||
     fail "job $J: not all $N stat_hang tasks running after 40 s ($(on head squeue -h -j "$J"))"
 
 OUT=$CASE_TMP/out
-on head timeout 60 "$B/bin/tbon_stat" --jobid "$J" -n 2 -i 20 -o "$OUT" >"$CASE_TMP/stat.out" \
+on head timeout -k 10 60 "$B/bin/tbon_stat" --jobid "$J" -n 2 -i 20 -o "$OUT" >"$CASE_TMP/stat.out" \
     2>"$CASE_TMP/stat.err" || fail "tbon_stat --jobid $J: exit $? ($(cat "$CASE_TMP/stat.err"))"
 TASKS=$(ls "$OUT"/stat_hang.*/stat_hang.tasks.txt) || fail "no tasks file in $OUT"
 TREE=${TASKS%tasks.txt}2D.txt
@@ -64,7 +64,7 @@ done
 # of the job): its step's tasks, on all the nodes.
 BH=$(on head squeue -h -j "$J" -o %B)
 S=$(on "$BH" pgrep -xo srun) || fail "no srun on $BH"
-on "$BH" timeout 60 "$B/bin/tbon_stat" -P "$S" -q -n 1 -o "$CASE_TMP/outP" >"$CASE_TMP/statP.out" \
+on "$BH" timeout -k 10 60 "$B/bin/tbon_stat" -P "$S" -q -n 1 -o "$CASE_TMP/outP" >"$CASE_TMP/statP.out" \
     2>"$CASE_TMP/statP.err" || fail "tbon_stat -P $S on $BH: exit $? ($(cat "$CASE_TMP/statP.err"))"
 grep -q "srun $S runs job $J step 0, whose tasks are on the job.s nodes" "$CASE_TMP/statP.err" ||
     fail "tbon_stat -P $S did not say it follows job $J step 0: $(cat "$CASE_TMP/statP.err")"
@@ -78,7 +78,7 @@ mkdir -p "$CASE_TMP/fake"
 printf '#!/bin/sh\n[ "$*" = "-o show steps" ] && exit 0\nPATH=${PATH#*:} exec scontrol "$@"\n' \
     >"$CASE_TMP/fake/scontrol"
 chmod +x "$CASE_TMP/fake/scontrol"
-on "$BH" env PATH="$CASE_TMP/fake:$PATH" timeout 60 "$B/bin/tbon_stat" -P "$S" -q -n 1 -o "$CASE_TMP/outE" \
+on "$BH" env PATH="$CASE_TMP/fake:$PATH" timeout -k 10 60 "$B/bin/tbon_stat" -P "$S" -q -n 1 -o "$CASE_TMP/outE" \
     >"$CASE_TMP/statE.out" 2>"$CASE_TMP/statE.err" || fail "tbon_stat -P $S (no step named): exit $?"
 grep -q "srun $S runs its tasks in job $J (its SLURM_JOB_ID)" "$CASE_TMP/statE.err" ||
     fail "tbon_stat -P $S (no step named): [$(cat "$CASE_TMP/statE.err")]"
@@ -87,7 +87,7 @@ TE=$(ls "$CASE_TMP"/outE/stat_hang.*/stat_hang.tasks.txt) || fail "-P $S (no ste
 
 # The same with commnodes on head between it and the nodes (fan-out 2: two
 # commnodes, two nodes each).
-on head env TBON_STAT_FANOUT=2 timeout 60 "$B/bin/tbon_stat" --jobid "$J" -q -n 1 -o "$CASE_TMP/outC" \
+on head env TBON_STAT_FANOUT=2 timeout -k 10 60 "$B/bin/tbon_stat" --jobid "$J" -q -n 1 -o "$CASE_TMP/outC" \
     >"$CASE_TMP/statC.out" 2>"$CASE_TMP/statC.err" ||
     fail "tbon_stat --jobid $J with commnodes: exit $? ($(cat "$CASE_TMP/statC.err"))"
 TC=$(ls "$CASE_TMP"/outC/stat_hang.*/stat_hang.tasks.txt) || fail "with commnodes: no tasks file"
@@ -110,7 +110,7 @@ mine() {
 until [ "\$(ls $CASE_TMP | grep -c '^up\.')" -eq 32 ] && [ "\$(mine)" -eq 8 ]; do
     sleep 0.1
 done
-timeout 60 $B/bin/tbon_stat --jobid \$SLURM_JOB_ID -q -n 1 -o $CASE_TMP/outI
+timeout -k 10 60 $B/bin/tbon_stat --jobid \$SLURM_JOB_ID -q -n 1 -o $CASE_TMP/outI
 echo "tbon_stat exit \$?"
 kill %1
 EOS

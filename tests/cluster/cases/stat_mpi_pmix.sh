@@ -2,7 +2,7 @@
 # srun --mpi=pmix -N4 -n16 (stat/examples/mpi/mpi_hang: rank 1 lost in its
 # own loop, the others in MPI_Barrier): every rank once, on the host and
 # with the pid the node says, rank 1 alone in wait_for_lost_message.
-# timeout: 150
+# timeout: 240
 . "$TBON/tests/cluster/stat_lib.sh"
 _cleanup() {
     [ ! -s "$CASE_TMP/mpirun.pid" ] || on head kill "$(cat "$CASE_TMP/mpirun.pid")" 2>/dev/null
@@ -38,17 +38,21 @@ _settled() { _all_printed || _start_failed; }
 for attempt in 1 2 3; do
     stat_submit -N4 -n$N -O -o "$CASE_TMP/job-%j.out" --wrap "$WRAP"
     J=$JOB
+    step "job $J submitted (attempt $attempt)"
     wait_until 30 _settled || fail "job $J: not all $N ranks reached their place after 30 s"
     _all_printed && break
     echo "result: note: MPI start-up of job $J failed (attempt $attempt): $(grep -m1 -E 'error|fault' "$CASE_TMP/job-$J.out")"
     on head scancel "$J"
     [ "$attempt" -lt 3 ] || fail "Open MPI's start-up failed 3 times: $(tail -5 "$CASE_TMP/job-$J.out")"
 done
+step "job $J: every rank printed its place"
 wait_until 10 job_tasks_running "$J" $N mpi_hang || fail "job $J: not $N mpi_hang processes"
+step "job $J: $N mpi_hang processes run; tbon_stat --jobid $J"
 
 OUT=$CASE_TMP/out
-on head timeout 60 "$B/bin/tbon_stat" --jobid "$J" -n 3 -i 50 -o "$OUT" >"$CASE_TMP/stat.out" \
+on head timeout -k 10 60 "$B/bin/tbon_stat" --jobid "$J" -n 3 -i 50 -o "$OUT" >"$CASE_TMP/stat.out" \
     2>"$CASE_TMP/stat.err" || fail "tbon_stat --jobid $J: exit $? ($(cat "$CASE_TMP/stat.err"))"
+step "tbon_stat --jobid $J ended"
 TASKS=$(ls "$OUT"/mpi_hang.*/mpi_hang.tasks.txt) || fail "no tasks file in $OUT"
 body=$(grep -v '^#' "$TASKS")
 [ "$(echo "$body" | wc -l)" -eq $N ] || fail "$(echo "$body" | wc -l) tasks, not $N: $body"
@@ -71,9 +75,10 @@ echo "$body" | awk '$2 != 1 && !/main > synchronise > PMPI_Barrier/ { exit 1 }' 
 grep -q "^1:\[1\]  rep 1 (" "${TASKS%tasks.txt}2D.classes.txt" ||
     fail "rank 1 is not a class of its own: $(cat "${TASKS%tasks.txt}2D.classes.txt")"
 
+step "job $J: the merged tree checked"
 # -P of an mpirun on head whose daemons it started on n2 and n3 over ssh:
 # an error that names them, not a tree of head's processes alone.
-on head timeout 60 env OMPI_MCA_btl=self,tcp PMIX_MCA_gds=hash mpirun --allow-run-as-root \
+on head timeout -k 10 60 env OMPI_MCA_btl=self,tcp PMIX_MCA_gds=hash mpirun --allow-run-as-root \
     --oversubscribe --host n2:2,n3:2 -np 4 "$EXE" >"$CASE_TMP/mpirun.out" 2>&1 &
 BG=$!
 _mpirun_up() {
@@ -82,8 +87,9 @@ _mpirun_up() {
 }
 wait_until 40 _mpirun_up || fail "mpirun over ssh: not 4 ranks after 40 s: $(tail -3 "$CASE_TMP/mpirun.out")"
 M=$(cat "$CASE_TMP/mpirun.pid")
+step "mpirun $M up with 4 ranks on n2, n3; tbon_stat -P $M"
 rc=0
-on head timeout 60 "$B/bin/tbon_stat" -P "$M" -o "$CASE_TMP/outM" >"$CASE_TMP/statM.out" 2>"$CASE_TMP/statM.err" || rc=$?
+on head timeout -k 10 60 "$B/bin/tbon_stat" -P "$M" -o "$CASE_TMP/outM" >"$CASE_TMP/statM.out" 2>"$CASE_TMP/statM.err" || rc=$?
 [ "$rc" -ne 0 ] || fail "tbon_stat -P $M (mpirun with ranks on n2, n3): exit 0"
 grep -q "its tasks run on other hosts too (n2, n3" "$CASE_TMP/statM.err" ||
     fail "tbon_stat -P $M: [$(cat "$CASE_TMP/statM.err")] does not name n2 and n3"

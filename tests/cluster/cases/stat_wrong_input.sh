@@ -19,32 +19,32 @@ expect_error() {
 }
 
 expect_error "--jobid of no job" "--jobid 987654: no such job" \
-    timeout 60 "$B/bin/tbon_stat" --jobid 987654 -o "$OUT"
+    timeout -k 10 60 "$B/bin/tbon_stat" --jobid 987654 -o "$OUT"
 
 stat_submit -N1 -o /dev/null --wrap true
 J=$JOB
 _ended() { ! on head squeue -h -j "$J" -o %T 2>/dev/null | grep -q .; }
 wait_until 30 _ended || fail "job $J (true) still in squeue after 30 s"
 expect_error "--jobid of an ended job" "--jobid $J: (the job is [A-Z]+, not running|no such job)" \
-    timeout 60 "$B/bin/tbon_stat" --jobid "$J" -o "$OUT"
+    timeout -k 10 60 "$B/bin/tbon_stat" --jobid "$J" -o "$OUT"
 
 # A pid that was n2's and is no more: the shell that printed it.
 P=$(on n2 sh -c 'echo $$')
 _gone() { ! on n2 kill -0 "$P" 2>/dev/null; }
 wait_until 5 _gone || fail "n2:$P still there"
 expect_error "-p n2:$P (not there)" "no such process: n2:$P" \
-    timeout 60 "$B/bin/tbon_stat" -p "n2:$P" -o "$OUT"
+    timeout -k 10 60 "$B/bin/tbon_stat" -p "n2:$P" -o "$OUT"
 # Still not there with a good one beside it: nothing is sampled.
 Q=$(on n2 pgrep -xo sshd)
 expect_error "-p n2:$Q,n2:$P" "no such process: n2:$P \\(nothing was sampled\\)\$" \
-    timeout 60 "$B/bin/tbon_stat" -p "n2:$Q,n2:$P" -o "$OUT"
+    timeout -k 10 60 "$B/bin/tbon_stat" -p "n2:$Q,n2:$P" -o "$OUT"
 
 # A running job of 4 tasks, and a step it does not have.
 stat_submit -N2 -n4 -o /dev/null --wrap "srun sleep 300"
 J=$JOB
 wait_until 30 job_tasks_running "$J" 4 sleep || fail "job $J: not 4 tasks after 30 s"
 expect_error "--jobid $J --step 5 (no such step)" "job $J: no task found on its 2 nodes in the steps asked for" \
-    timeout 60 "$B/bin/tbon_stat" --jobid "$J" --step 5 -o "$OUT"
+    timeout -k 10 60 "$B/bin/tbon_stat" --jobid "$J" --step 5 -o "$OUT"
 steps=$(on head squeue -h -s -j "$J" -o %i | sort | tr '\n' ' ')
 [ "$steps" = "$J.0 $J.batch " ] || fail "job $J has steps [$steps] after tbon_stat (its own step left?)"
 
@@ -54,7 +54,7 @@ mkdir -p "$CASE_TMP/fake"
 printf '#!/bin/sh\necho "srun: error: this srun refuses" >&2\nexit 1\n' >"$CASE_TMP/fake/srun"
 chmod +x "$CASE_TMP/fake/srun"
 expect_error "--jobid $J with a failing srun" "the back-ends' srun step ended \\(status 1\\) before every back-end attached" \
-    env PATH="$CASE_TMP/fake:$PATH" timeout 60 "$B/bin/tbon_stat" --jobid "$J" -o "$OUT"
+    env PATH="$CASE_TMP/fake:$PATH" timeout -k 10 60 "$B/bin/tbon_stat" --jobid "$J" -o "$OUT"
 grep -q "this srun refuses" "$CASE_TMP/e" || fail "srun's own message did not reach the terminal"
 rm -rf "$OUT"
 
@@ -70,7 +70,7 @@ on "$vhost" kill -9 "$victim"
 _victim_gone() { ! on "$vhost" kill -0 "$victim" 2>/dev/null; }
 wait_until 5 _victim_gone || fail "$vhost:$victim survived kill -9"
 rc=0
-on head timeout 60 "$B/bin/tbon_stat" --jobid "$J" -n 1 -o "$OUT" >"$CASE_TMP/o" 2>"$CASE_TMP/e" || rc=$?
+on head timeout -k 10 60 "$B/bin/tbon_stat" --jobid "$J" -n 1 -o "$OUT" >"$CASE_TMP/o" 2>"$CASE_TMP/e" || rc=$?
 [ "$rc" -eq 1 ] || fail "--jobid $J with rank 1 killed: exit $rc, not 1 ($(cat "$CASE_TMP/e"))"
 grep -q "job $J step 0 has 4 tasks; 1 not found on any of its nodes: rank 1$" "$CASE_TMP/e" ||
     fail "--jobid $J with rank 1 killed: stderr [$(cat "$CASE_TMP/e")] does not name rank 1"
@@ -92,7 +92,7 @@ wait_until 30 _two_steps || fail "job $J: no second step with its task after 30 
 S2=$(on head squeue -h -s -j "$J" -o %i | grep -E "^$J\.[0-9]+$" | grep -vx "$J.0")
 S2=${S2#*.}
 rc=0
-on head timeout 60 "$B/bin/tbon_stat" --jobid "$J" -n 1 -o "$OUT" >"$CASE_TMP/o" 2>"$CASE_TMP/e" || rc=$?
+on head timeout -k 10 60 "$B/bin/tbon_stat" --jobid "$J" -n 1 -o "$OUT" >"$CASE_TMP/o" 2>"$CASE_TMP/e" || rc=$?
 [ "$rc" -eq 1 ] || fail "--jobid $J (two steps, rank 1 of step 0 gone): exit $rc"
 grep -q "tasks of 2 steps: numbered in (step, rank) order" "$CASE_TMP/e" ||
     fail "--jobid $J with two steps: stderr [$(cat "$CASE_TMP/e")]"
@@ -102,7 +102,7 @@ T=$(ls "$OUT"/sleep.*/sleep.tasks.txt)
 t0=$(grep -v '^#' "$T" | awk '$2 == 0 && $5 == "0:" { print $3 ":" $4 }')
 t1=$(grep -v '^#' "$T" | awk -v s="$S2:" '$2 == 0 && $5 == s { print $3 ":" $4 }')
 rc=0
-on head timeout 60 "$B/bin/tbon_stat" -p "$t0,$t1" -n 1 -o "$OUT" >"$CASE_TMP/o" 2>"$CASE_TMP/e" || rc=$?
+on head timeout -k 10 60 "$B/bin/tbon_stat" -p "$t0,$t1" -n 1 -o "$OUT" >"$CASE_TMP/o" 2>"$CASE_TMP/e" || rc=$?
 [ "$rc" -eq 0 ] || fail "-p $t0,$t1: exit $rc ($(cat "$CASE_TMP/e"))"
 grep -qE "two tasks have rank 0: ($t0 and $t1|$t1 and $t0)" "$CASE_TMP/e" ||
     fail "-p $t0,$t1 (both rank 0): stderr [$(cat "$CASE_TMP/e")] does not name them"
