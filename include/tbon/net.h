@@ -55,7 +55,8 @@ int          tbon_stream_recv(tbon_stream_t *s, tbon_packet_t **pkt, int timeout
  * n (and go up in its wave). A back-end that takes several requests before
  * it answers them (it queues them, or answers after a delay) names each
  * one; one that answers each request before it takes the next needs
- * neither. tbon_stream_answer returns 0, or TBON_EINVAL at the FE. */
+ * neither. tbon_stream_answer returns 0, or TBON_EINVAL at the FE or for a
+ * number of 2^40 or more (tbon_net_error says which). */
 uint64_t     tbon_stream_request(tbon_stream_t *s);
 int          tbon_stream_answer(tbon_stream_t *s, uint64_t request);
 uint32_t     tbon_stream_id(const tbon_stream_t *s);
