@@ -10,28 +10,31 @@
  * healthy back-end is suspected. */
 #include "api/net_int.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "net/loop.h"
 #include "node/node.h"
 #include "util/clock.h"
 #include "util/log.h"
 
-/* wake_at while the kicker computes it */
-#define WAKE_LOOKING INT64_MIN
-
 struct tb_kicker {
     tbon_net_t *net;
     tb_loop_t *loop;          /* the kicker thread's: the node's loop fd in it */
     tb_io_t node_io;          /* one shot: armed while nobody drives the node */
+    tb_io_t timer_io;         /* tfd: the node's first timer, while nobody drives */
     atomic_int armed;
     atomic_int stop;
-    _Atomic int64_t wake_at;  /* when the kicker wakes by itself (INT64_MAX:
-                                 not before something arrives) */
+    pthread_mutex_t tmu;      /* tfd_due and the timer's setting */
+    int64_t tfd_due;          /* ms the timer is set for; INT64_MAX: not set */
     pthread_t thread;
 };
 
@@ -43,47 +46,54 @@ static void on_node(tb_io_t *io, uint32_t events)
     tb_net_kick(k->net);
 }
 
+/* Set the timer for due (tb_now_ms's clock; INT64_MAX: not at all), under
+ * tmu. Only a change costs a system call, and none wakes the kicker: a
+ * turn that moves the node's first timer (a link-layer acknowledgement due
+ * in 2 ms, then sent) moves the timer with it, and while the application
+ * drives the node the timer is not set at all. */
+static void set_timer(tb_kicker_t *k, int64_t due)
+{
+    if (due == k->tfd_due)
+        return;
+    struct itimerspec its = { { 0, 0 }, { 0, 0 } };
+    if (due != INT64_MAX) {
+        /* A due time of 0 ms would disarm the timer: at least 1 ns. */
+        its.it_value.tv_sec = (time_t)(due / 1000);
+        its.it_value.tv_nsec = (long)(due % 1000) * 1000000L + 1;
+    }
+    if (timerfd_settime(k->timer_io.fd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+        k->tfd_due = due;
+    else
+        TB_WARN("kick", "cannot set the node's timer: %s", strerror(errno));
+}
+
 /* The node's timers (its link layer's acknowledgements and resends, its
  * deadlines) do not make its loop descriptor readable: while nobody drives
  * the node, the kicker also wakes when the first is due and runs a turn. */
-static int timer_wait(tb_kicker_t *k, int64_t now)
+static void on_timer(tb_io_t *io, uint32_t events)
 {
-    /* "Looking" first: an arm between our look at `armed` and the store of
-     * wake_at below sees it and wakes us (tb_kicker_arm), or its timer would
-     * wait for the next arrival. */
-    atomic_store(&k->wake_at, WAKE_LOOKING);
-    int64_t due = atomic_load(&k->armed) && k->net->node ? tb_node_next_due(k->net->node)
-                                                          : INT64_MAX;
-    atomic_store(&k->wake_at, due);
-    if (due == INT64_MAX)
-        return -1;
-    return due <= now ? 0 : due - now > INT32_MAX ? INT32_MAX : (int)(due - now);
+    (void)events;
+    tb_kicker_t *k = io->arg;
+    uint64_t n = 0;
+    pthread_mutex_lock(&k->tmu);
+    /* Nothing to read: set again (or unset) since it went off. */
+    int fired = read(io->fd, &n, sizeof n) == (ssize_t)sizeof n && n > 0;
+    if (fired)
+        k->tfd_due = INT64_MAX;
+    pthread_mutex_unlock(&k->tmu);
+    /* Someone drives the node (it fires the timer itself), or nobody does:
+     * then we run the turn, and its release sets the timer anew. */
+    if (fired && atomic_load(&k->armed))
+        tb_net_kick(k->net);
 }
 
 static void *kicker_thread(void *arg)
 {
     pthread_setname_np(pthread_self(), "tbon-kick");
     tb_kicker_t *k = arg;
-    int floor_ms = 0;
-    while (!atomic_load(&k->stop)) {
-        int wait = timer_wait(k, tb_now_ms());
-        if (wait >= 0 && wait < floor_ms)
-            wait = floor_ms;
-        int n = tb_loop_wait(k->loop, wait);
-        if (n < 0)
+    while (!atomic_load(&k->stop))
+        if (tb_loop_wait(k->loop, -1) < 0)
             break;
-        floor_ms = 0;
-        if (n > 0 || wait < 0 || !atomic_load(&k->armed) || tb_now_ms() < atomic_load(&k->wake_at))
-            continue;
-        /* A timer is due and nobody drives the node: run it. If another
-         * thread holds the node (it will fire the timer), or the node has
-         * stopped (it never will), do not ask again at once. */
-        int ran = tb_net_kick_ran(k->net);
-        if (ran < 0)
-            atomic_store(&k->armed, 0);
-        else if (ran == 0)
-            floor_ms = 5;
-    }
     return NULL;
 }
 
@@ -93,13 +103,20 @@ tb_kicker_t *tb_kicker_start(tbon_net_t *net, int node_loop_fd)
     if (!k)
         return NULL;
     k->net = net;
-    atomic_init(&k->wake_at, INT64_MAX);
+    k->tfd_due = INT64_MAX;
+    pthread_mutex_init(&k->tmu, NULL);
     k->loop = tb_loop_new(NULL, NULL);
     k->node_io = (tb_io_t){ .fd = node_loop_fd, .fn = on_node, .arg = k };
+    k->timer_io = (tb_io_t){ .fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC),
+                             .fn = on_timer, .arg = k };
     /* Disarmed until the application's network is complete (tb_kicker_arm). */
-    if (!k->loop || tb_loop_watch(k->loop, &k->node_io, EPOLLONESHOT) < 0 ||
+    if (!k->loop || k->timer_io.fd < 0 || tb_loop_watch(k->loop, &k->node_io, EPOLLONESHOT) < 0 ||
+        tb_loop_watch(k->loop, &k->timer_io, EPOLLIN) < 0 ||
         pthread_create(&k->thread, NULL, kicker_thread, k) != 0) {
         tb_loop_free(k->loop);
+        if (k->timer_io.fd >= 0)
+            close(k->timer_io.fd);
+        pthread_mutex_destroy(&k->tmu);
         free(k);
         return NULL;
     }
@@ -114,11 +131,10 @@ void tb_kicker_arm(tb_kicker_t *k, int on)
         return;
     if (atomic_exchange(&k->armed, on) != on)
         tb_loop_rearm(k->loop, &k->node_io, on ? EPOLLIN | EPOLLONESHOT : EPOLLONESHOT);
-    if (!on || !k->net->node)
-        return;
-    int64_t w = atomic_load(&k->wake_at);
-    if (w == WAKE_LOOKING || tb_node_next_due(k->net->node) < w)
-        tb_loop_wake(k->loop);
+    int64_t due = on && k->net->node ? tb_node_next_due(k->net->node) : INT64_MAX;
+    pthread_mutex_lock(&k->tmu);
+    set_timer(k, due);
+    pthread_mutex_unlock(&k->tmu);
 }
 
 void tb_kicker_stop(tb_kicker_t *k)
@@ -129,5 +145,7 @@ void tb_kicker_stop(tb_kicker_t *k)
     tb_loop_wake(k->loop);
     pthread_join(k->thread, NULL);
     tb_loop_free(k->loop);
+    close(k->timer_io.fd);
+    pthread_mutex_destroy(&k->tmu);
     free(k);
 }
