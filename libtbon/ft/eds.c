@@ -528,6 +528,8 @@ static void *eds_thread(void *arg)
      * paid for that heap in the middle of the recovery burst: pay now. */
     void *volatile warm = malloc(64);
     free(warm);
+    if (tb_eds_start_adopter(e) != 0)       /* tried again at the first loss */
+        TB_WARN("eds", "cannot start the adopter thread yet: %s", strerror(errno));
     while (!atomic_load(&e->stop)) {
         tb_loop_fire(e->loop);
         sweep(e);
@@ -561,6 +563,8 @@ tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
     e->loop = tb_loop_new(tb_eds_on_mail, e);
     e->hb_timer = (tb_timer_t){ .fn = on_hb_timer, .arg = e };
     pthread_mutex_init(&e->mu, NULL);
+    pthread_mutex_init(&e->amu, NULL);
+    pthread_cond_init(&e->acv, NULL);
     e->topo = tb_topology_clone(topo);
     size_t n = tb_topology_size(topo);
     e->data_seen = calloc(n, 1);
@@ -679,5 +683,7 @@ void tb_eds_free(tb_eds_t *e)
     free(e->expect);
     free(e->reaped);
     pthread_mutex_destroy(&e->mu);
+    pthread_mutex_destroy(&e->amu);
+    pthread_cond_destroy(&e->acv);
     free(e);
 }

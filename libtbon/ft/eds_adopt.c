@@ -134,7 +134,14 @@ void tb_eds_apply_reports(tb_eds_t *e)
  * thread that sends heartbeats never blocks on I/O: docs/fault-tolerance.md).
  * It works on its own copy of the topology, taken under e->mu, and hands
  * its results to the EDS thread as messages (M_ADOPTED, M_ADOPT_FAILED,
- * M_PARENT_EVENTS; the last of them says last). */
+ * M_PARENT_EVENTS; the last of them says last).
+ *
+ * The thread is started once, by the EDS thread as it starts, and sleeps
+ * until a job comes: a parent's death orphans all its children at once, and
+ * each of them creating a thread (a stack, a heap of its own at the first
+ * allocation) in that burst was about a tenth of the recovery's CPU.
+ * Started with the EDS, the creations are spread like the processes' own
+ * start (bench/RESULTS.md, "the adopter thread started ahead"). */
 struct adopt_job {
     tb_eds_t *e;
     tbon_rank_t lost;
@@ -255,11 +262,8 @@ static int parent_events(tb_eds_t *e, const tb_topology_t *t, tbon_rank_t p, uin
  * or refusing one means the next, a round that finds nobody is tried again
  * with what the reports have taught us meanwhile, and the FE is the last
  * resort. */
-static void *adopter_thread(void *arg)
+static void run_job(struct adopt_job job)
 {
-    pthread_setname_np(pthread_self(), "tbon-adopt");
-    struct adopt_job job = *(struct adopt_job *)arg;
-    free(arg);
     tb_eds_t *e = job.e;
     tbon_rank_t lost = job.lost;
     tb_topology_t *t = snapshot(e);
@@ -301,23 +305,57 @@ static void *adopter_thread(void *arg)
                                            .last = 1, .gone = gone });
             tb_adopt_index_free(aidx);
             tb_topology_destroy(t);
-            return NULL;
+            return;
         }
     }
     tb_adopt_index_free(aidx);
     tb_topology_destroy(t);
     job_mail(e, (struct eds_mail){ .what = M_ADOPT_FAILED, .fd = -1, .r = lost, .last = 1 });
+}
+
+static void *adopter_thread(void *arg)
+{
+    pthread_setname_np(pthread_self(), "tbon-adopt");
+    tb_eds_t *e = arg;
+    /* Its heap now, not in the burst (as the EDS thread does). */
+    void *volatile warm = malloc(64);
+    free(warm);
+    pthread_mutex_lock(&e->amu);
+    for (;;) {
+        while (!e->job && !atomic_load(&e->stop))
+            pthread_cond_wait(&e->acv, &e->amu);
+        if (!e->job)
+            break;              /* stopping, and nothing to do */
+        struct adopt_job *job = e->job;
+        e->job = NULL;
+        pthread_mutex_unlock(&e->amu);
+        run_job(*job);
+        free(job);
+        pthread_mutex_lock(&e->amu);
+    }
+    pthread_mutex_unlock(&e->amu);
     return NULL;
 }
 
-/* Start the adopter thread for the loss of lost (EDS thread). */
+int tb_eds_start_adopter(tb_eds_t *e)
+{
+    if (e->adopter_up)
+        return 0;
+    if (pthread_create(&e->adopter, NULL, adopter_thread, e) != 0)
+        return -1;
+    e->adopter_up = 1;
+    return 0;
+}
+
+/* Give the adopter thread the loss of lost (EDS thread). */
 static void adopt(tb_eds_t *e, tbon_rank_t lost)
 {
     tb_eds_apply_reports(e);
     struct adopt_job *job = malloc(sizeof *job);
     if (job)
         *job = (struct adopt_job){ e, lost, e->incarnation + 1, tb_now_us() };
-    if (!job || pthread_create(&e->adopter, NULL, adopter_thread, job) != 0) {
+    /* Not started with the EDS (out of resources then): now. */
+    if (!job || tb_eds_start_adopter(e) != 0) {
         free(job);
         TB_WARN("adopt", "cannot start the adopter thread after the loss of rank %u; leaving",
                 lost);
@@ -325,16 +363,18 @@ static void adopt(tb_eds_t *e, tbon_rank_t lost)
         tb_node_parent_gone(e->node, lost);
         return;
     }
+    pthread_mutex_lock(&e->amu);
+    e->job = job;
+    pthread_cond_signal(&e->acv);
+    pthread_mutex_unlock(&e->amu);
     e->adopting = 1;
 }
 
 /* What the adopter thread found (EDS thread, from the mailbox). */
 static void on_adopter(tb_eds_t *e, struct eds_mail *q)
 {
-    if (q->last && e->adopting) {
-        pthread_join(e->adopter, NULL);       /* it ends right after its last word */
-        e->adopting = 0;
-    }
+    if (q->last)
+        e->adopting = 0;        /* it waits for the next job */
     if (atomic_load(&e->stop)) {
         if (q->fd >= 0)
             close(q->fd);
@@ -388,13 +428,20 @@ static void on_adopter(tb_eds_t *e, struct eds_mail *q)
     }
 }
 
-/* Wait for the adopter thread, if one runs (tb_eds_stop). */
+/* End the adopter thread, if one runs (tb_eds_stop, e->stop set): a job
+ * under way ends at its next look at e->stop. */
 void tb_eds_join_adopter(tb_eds_t *e)
 {
-    if (e->adopting) {
-        pthread_join(e->adopter, NULL);
-        e->adopting = 0;
-    }
+    if (!e->adopter_up)
+        return;
+    pthread_mutex_lock(&e->amu);
+    pthread_cond_broadcast(&e->acv);
+    pthread_mutex_unlock(&e->amu);
+    pthread_join(e->adopter, NULL);
+    e->adopter_up = 0;
+    e->adopting = 0;
+    free(e->job);       /* given but never taken */
+    e->job = NULL;
 }
 
 /* The parent's event connection ended, or the reactor saw the parent go. */

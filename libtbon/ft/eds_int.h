@@ -111,8 +111,12 @@ struct tb_eds {
     atomic_int verdicts;       /* the node can hear the FE's verdicts (notice.c):
                                   silence waits for the FE's confirmation */
     tb_timer_t hb_timer;       /* the next beat, or the first silence to look at */
-    pthread_t adopter;         /* the adopter thread (eds_adopt.c), while adopting */
-    int adopting;
+    pthread_t adopter;         /* the adopter thread (eds_adopt.c) */
+    int adopter_up;            /* it runs (started by the EDS thread as it starts) */
+    pthread_mutex_t amu;       /* job, between the EDS and the adopter thread */
+    pthread_cond_t acv;
+    struct adopt_job *job;     /* under amu: the adoption to run next */
+    int adopting;              /* EDS thread: a job given, its last word not heard */
     int adopt_next;            /* 1 + a parent lost while it ran: adopt after it */
     int grave[8];              /* the lost parent's event connections, closed later */
     int ngrave;
@@ -126,7 +130,9 @@ void tb_eds_post(tb_eds_t *e, tb_cmd_t *c);
 void tb_eds_apply_reports(tb_eds_t *e);
 /* The loop's drain: apply what the reactor sent. */
 void tb_eds_on_mail(void *arg, tb_mail_t *list);
-/* Wait for the adopter thread, if one runs. */
+/* Start the adopter thread (the EDS thread, as it starts); 0 or -1. */
+int tb_eds_start_adopter(tb_eds_t *e);
+/* End the adopter thread, if one runs (after e->stop is set). */
 void tb_eds_join_adopter(tb_eds_t *e);
 void tb_eds_parent_down(tb_eds_t *e, tbon_rank_t lost);
 void tb_eds_say_bye(tb_eds_t *e);
