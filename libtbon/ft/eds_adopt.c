@@ -141,7 +141,9 @@ void tb_eds_apply_reports(tb_eds_t *e)
  * each of them creating a thread (a stack, a heap of its own at the first
  * allocation) in that burst was about a tenth of the recovery's CPU.
  * Started with the EDS, the creations are spread like the processes' own
- * start (bench/RESULTS.md, "the adopter thread started ahead"). */
+ * start; all of them at one moment after the start starved heartbeats under
+ * ThreadSanitizer (bench/RESULTS.md, "the adopter thread started ahead" and
+ * "recovery on an AMD EPYC KVM guest"). */
 struct adopt_job {
     tb_eds_t *e;
     tbon_rank_t lost;
