@@ -6,6 +6,7 @@
 #include "itest.h"
 
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 /* The next event of type for rank r (TBON_RANK_NONE: any rank) within ms;
@@ -330,5 +331,83 @@ ITEST(away_backends_do_not_spin)
         fprintf(stderr, "    16 away back-ends: %ld ms of CPU\n", after - before);
     if (after - before > 400)
         th_fail(__FILE__, __LINE__, "16 away back-ends used %ld ms of CPU in 2 s", after - before);
+    it_stop(&t);
+}
+
+/* The system call the thread tid of pid is in (/proc/PID/task/TID/syscall's
+ * first field), or -1 (running, or unreadable). */
+static long in_syscall(pid_t pid, pid_t tid)
+{
+    char path[64], buf[64] = "";
+    snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long nr = -1;
+    if (!fgets(buf, sizeof buf, f) || sscanf(buf, "%ld", &nr) != 1)
+        nr = -1;
+    fclose(f);
+    return nr;
+}
+
+/* While a back-end's application is away, its node's timers go off through
+ * the kicker's timer descriptor: here the link layer's acknowledgement of
+ * what arrived (owed 2 ms after fewer than 64 frames, net/link.h), without
+ * which the FE keeps every byte it sent and its sends block for good once
+ * 8 MiB are held (the application's back-pressure mark). The back-end is
+ * sent 12 packets of 1 MiB while its application sleeps (a request that
+ * has it sleep, seen in /proc as its thread's nanosleep): the sends must
+ * all return while it still sleeps, and everything then comes back exact. */
+ITEST(away_backend_acknowledges_what_arrives)
+{
+    it_tree_t t;
+    if (it_start(&t, "1", NULL, NULL))
+        return;
+    REQUIRE(t.nbe == 1);
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_NULL, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    pid_t be = it_pid_of("tbon_test_be", t.be[0]);
+    REQUIRE(be > 0);
+    const uint32_t away_ms = IT_SLOW ? 10000 : 5000;
+    REQUIRE(tbon_stream_send(s, IT_TAG_SLOW, "%ud %aud", away_ms, t.be, t.nbe) == 0);
+    REQUIRE(tbon_stream_flush(s) == 0);
+    /* Wait for its application to be asleep (clock_nanosleep). */
+    int64_t dl = it_now_ms() + IT_RECV_MS;
+    while (in_syscall(be, be) != SYS_clock_nanosleep && it_now_ms() < dl)
+        it_sleep_ms(5);
+    REQUIRE(in_syscall(be, be) == SYS_clock_nanosleep);
+    int64_t t0 = it_now_ms();
+    const size_t N = 1u << 20, K = 12;
+    uint8_t *buf = malloc(N);
+    REQUIRE(buf);
+    for (uint32_t k = 0; k < K; k++) {
+        it_pattern(buf, N, 5, k);
+        CHECK_INT(tbon_stream_send(s, IT_TAG_BYTES, "%auc", buf, N), 0);
+    }
+    int64_t took = it_now_ms() - t0;
+    long still = in_syscall(be, be);
+    if (getenv("TH_VERBOSE"))
+        fprintf(stderr, "    12 MiB sent to an away back-end in %lld ms\n", (long long)took);
+    if (still != SYS_clock_nanosleep)
+        th_fail(__FILE__, __LINE__, "12 MiB to the away back-end took %lld ms: the sends "
+                "returned only once its application came back", (long long)took);
+    /* Its answer to the sleep, then the 12 echoes in order. */
+    tbon_packet_t *p = it_recv(s, away_ms + IT_RECV_MS, "the away back-end's answer");
+    CHECK(p && tbon_packet_tag(p) == IT_TAG_SLOW);
+    tbon_packet_unref(p);
+    for (uint32_t k = 0; k < K; k++) {
+        p = it_recv(s, IT_RECV_MS, "an echo");
+        if (!p)
+            break;
+        uint8_t *b = NULL;
+        size_t n = 0;
+        CHECK_INT(tbon_packet_unpack(p, "%auc", &b, &n), 0);
+        it_pattern(buf, N, 5, k);
+        if (n != N || !b || memcmp(b, buf, N) != 0)
+            th_fail(__FILE__, __LINE__, "echo %u differs (%zu bytes)", k, n);
+        free(b);
+        tbon_packet_unref(p);
+    }
+    free(buf);
     it_stop(&t);
 }
