@@ -207,6 +207,28 @@ static void drive(tbon_net_t *net, int timeout_ms)
     release(net);
 }
 
+/* A turn of an inline node for a receiver that keeps it from one turn to
+ * the next until what it waits for comes (*held: it drives the node; it
+ * lets go with release). Letting go and taking it again between turns
+ * armed and disarmed the kicker each time: four system calls per turn that
+ * brought the application nothing (a recovery's control messages, a
+ * view), 7 timer settings and 9 epoll_ctl per orphan of a recovery at
+ * fan-out 128 (bench/RESULTS.md). Other threads still hear of every turn:
+ * what it queued for them, a backlog it drained. */
+static void drive_held(tbon_net_t *net, int timeout_ms, int *held)
+{
+    if (!*held) {
+        net->driving = 1;
+        *held = 1;
+        if (timeout_ms != 0)
+            tb_node_arm(net->node, 0);
+    }
+    pthread_mutex_unlock(&net->mu);
+    tb_node_step(net->node, timeout_ms);
+    pthread_mutex_lock(&net->mu);
+    pthread_cond_broadcast(&net->cond);
+}
+
 /* Take the node to run a command now, or post it if another thread drives
  * it (under net->mu, so the driver sees it before it lets go: release). */
 static void exec_or_post(tbon_net_t *net, tb_cmd_t *c)
@@ -268,7 +290,7 @@ static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt
         return tb_net_seterr(TBON_EINVAL, "NULL argument");
     *pkt = NULL;            /* nothing received unless 0 is returned */
     struct timespec ts, *abs = tb_net_deadline(timeout_ms, &ts);
-    int turned = 0;
+    int turned = 0, held = 0;
     pthread_mutex_lock(&net->mu);
     for (;;) {
         tbon_stream_t *best = NULL;
@@ -288,6 +310,8 @@ static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt
             if (sout)
                 *sout = best;
             maybe_resume(net);
+            if (held)
+                release(net);
             pthread_mutex_unlock(&net->mu);
             if (!*pkt)
                 return tb_net_seterr(TBON_ELOST, "stream %u: the wave of request %llu was lost "
@@ -304,26 +328,36 @@ static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt
                         net->streams[i]->error = 0;
             }
             tb_net_seterr(TBON_EFILTER, "%s", net->error_msg);
+            if (held)
+                release(net);
             pthread_mutex_unlock(&net->mu);
             return TBON_EFILTER;
         }
         if (net->closed) {
+            if (held)
+                release(net);
             pthread_mutex_unlock(&net->mu);
             return tb_net_seterr(TBON_ECLOSED, "the network has shut down");
         }
-        if (net->inline_node && !net->driving && !tb_node_stopped(net->node)) {
+        if (net->inline_node && (held || !net->driving) && !tb_node_stopped(net->node)) {
             int left = ms_left(abs);
             if (turned && left == 0)
                 break;
-            drive(net, left);
+            drive_held(net, left, &held);
             turned = 1;
             continue;
+        }
+        if (held) {
+            release(net);       /* the node stopped */
+            held = 0;
         }
         if (timeout_ms == 0 || tb_net_wait_until(net, abs) != 0) {
             pthread_mutex_unlock(&net->mu);
             return tb_net_seterr(TBON_ETIMEOUT, "nothing received within %d ms", timeout_ms);
         }
     }
+    if (held)
+        release(net);
     pthread_mutex_unlock(&net->mu);
     return tb_net_seterr(TBON_ETIMEOUT, "nothing received within %d ms", timeout_ms);
 }
