@@ -43,6 +43,8 @@
 
 #define PROG       "tbon_stat"
 #define EXIT_RUN   1
+/* --jobid: the back-ends not all attached after this long: say so. */
+#define SRUN_NOTE_S 30.0
 #define EXIT_USAGE 2
 #define EXIT_UNREACHED 3    /* some tasks could not be reached: their back-end
                                did not start (the rest were sampled) */
@@ -1447,8 +1449,18 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
     if (job) {
         r->srun = g_srun = start_srun(job, hosts, nh, leaf, self, r->attach);
         /* The step's end before every back-end attached is a failure
-         * (its messages are above); tbon_fe_create cannot see it. */
+         * (its messages are above); tbon_fe_create cannot see it. Slurm
+         * may also hold the step back (srun retries quietly while the
+         * nodes are busy): the user hears of it. */
+        double note_at = now_s() + SRUN_NOTE_S;
+        int noted = 0;
         while (!atomic_load(&st.done)) {
+            if (!noted && now_s() > note_at) {
+                fprintf(stderr, PROG ": note: job %u: not every back-end has attached after "
+                        "%.0f s; Slurm may be holding their srun step back (`squeue -s -j %u` "
+                        "shows it)\n", job, SRUN_NOTE_S, job);
+                noted = 1;
+            }
             int status;
             if (waitpid(r->srun, &status, WNOHANG) == r->srun) {
                 g_srun = 0;
