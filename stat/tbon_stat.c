@@ -43,11 +43,11 @@
 
 #define PROG       "tbon_stat"
 #define EXIT_RUN   1
-/* --jobid: the back-ends not all attached after this long: say so. */
-#define SRUN_NOTE_S 30.0
 #define EXIT_USAGE 2
 #define EXIT_UNREACHED 3    /* some tasks could not be reached: their back-end
                                did not start (the rest were sampled) */
+/* --jobid: the back-ends not all attached after this long: say so. */
+#define SRUN_NOTE_S 30.0
 #define TAG_SAMPLE (TBON_FIRST_APP_TAG)
 #define TAG_RESEND (TBON_FIRST_APP_TAG + 1)
 #define FMT_REQ    "%ad %aud %aud %ud %ud %ud"

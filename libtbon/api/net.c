@@ -191,22 +191,6 @@ static void release(tbon_net_t *net)
     pthread_cond_broadcast(&net->cond);
 }
 
-/* Drive an inline node for one turn (called with net->mu held and nobody
- * driving; returns with it held). Back-ends have no reactor thread: the
- * thread that waits for data reads it itself, so a request costs the
- * back-end one wake-up, not three (DESIGN.md, changed here: see
- * docs/protocol.md 7.4 and the user guide). */
-static void drive(tbon_net_t *net, int timeout_ms)
-{
-    net->driving = 1;
-    if (timeout_ms != 0)
-        tb_node_arm(net->node, 0);     /* we wait on it ourselves */
-    pthread_mutex_unlock(&net->mu);
-    tb_node_step(net->node, timeout_ms);
-    pthread_mutex_lock(&net->mu);
-    release(net);
-}
-
 /* A turn of an inline node for a receiver that keeps it from one turn to
  * the next until what it waits for comes (*held: it drives the node; it
  * lets go with release). Letting go and taking it again between turns
@@ -221,12 +205,24 @@ static void drive_held(tbon_net_t *net, int timeout_ms, int *held)
         net->driving = 1;
         *held = 1;
         if (timeout_ms != 0)
-            tb_node_arm(net->node, 0);
+            tb_node_arm(net->node, 0);     /* we wait on it ourselves */
     }
     pthread_mutex_unlock(&net->mu);
     tb_node_step(net->node, timeout_ms);
     pthread_mutex_lock(&net->mu);
     pthread_cond_broadcast(&net->cond);
+}
+
+/* Drive an inline node for one turn (called with net->mu held and nobody
+ * driving; returns with it held). Back-ends have no reactor thread: the
+ * thread that waits for data reads it itself, so a request costs the
+ * back-end one wake-up, not three (DESIGN.md, changed here: see
+ * docs/protocol.md 7.4 and the user guide). */
+static void drive(tbon_net_t *net, int timeout_ms)
+{
+    int held = 0;
+    drive_held(net, timeout_ms, &held);
+    release(net);
 }
 
 /* Take the node to run a command now, or post it if another thread drives
