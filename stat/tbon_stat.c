@@ -32,7 +32,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -96,6 +99,38 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Milliseconds from now to the time dl (now_s's clock), at least 0. */
+static int ms_until(double dl)
+{
+    double ms = (dl - now_s()) * 1e3;
+    return ms <= 0 ? 0 : ms >= 1e9 ? 1000000000 : (int)ms + 1;
+}
+
+/* Wait until the child pid ends, fd (if >= 0) becomes readable, a signal
+ * comes, or ms pass (ms < 0: no limit). The child's end comes through a
+ * pidfd, so this blocks instead of looking again and again; on a kernel
+ * without pidfd_open (before 5.3) it wakes every 20 ms for the caller to
+ * look. Returns 1 with the wait status in *status (if not NULL) once the
+ * child has ended and is reaped (or is no child of ours), else 0. */
+static int wait_child(pid_t pid, int fd, int ms, int *status)
+{
+    int st = 0;
+    pid_t w = waitpid(pid, &st, WNOHANG);
+    if (w == 0) {
+        int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        struct pollfd p[2] = { { pfd, POLLIN, 0 }, { fd, POLLIN, 0 } };
+        poll(p, 2, pfd < 0 && (ms < 0 || ms > 20) ? 20 : ms);  /* negative fds are skipped */
+        if (pfd >= 0)
+            close(pfd);
+        w = waitpid(pid, &st, WNOHANG);
+    }
+    if (w == 0 || (w < 0 && errno != ECHILD))
+        return 0;
+    if (status)
+        *status = st;
+    return 1;
 }
 
 /* --jobid's step of back-ends and attach file while they exist: a failure
@@ -683,7 +718,10 @@ static int be_attach_main(int argc, char **argv)
                 strerror(errno));
         return EXIT_RUN;
     }
+    /* The file may come over a shared file system, where no inotify
+     * sees it: look again after 5 ms, then less often, up to every 100. */
     double dl = now_s() + ATTACH_WAIT_S;
+    long step_ms = 5;
     while (stat(file, &sb) != 0) {
         if (errno != ENOENT || now_s() > dl) {
             fprintf(stderr, PROG " --be-attach: on %s: %s: %s\n", node, file,
@@ -691,8 +729,9 @@ static int be_attach_main(int argc, char **argv)
                     "directory shared with this node?" : strerror(errno));
             return EXIT_RUN;
         }
-        struct timespec ts = { 0, 5 * 1000 * 1000 };
+        struct timespec ts = { 0, step_ms * 1000 * 1000 };
         nanosleep(&ts, NULL);
+        step_ms = step_ms * 2 > 100 ? 100 : step_ms * 2;
     }
     tbon_error_t err = { 0 };
     tbon_net_t *net = tbon_be_attach(file, rank, &err);
@@ -750,26 +789,22 @@ static pid_t launch(char **cmd, double wait_s)
     double end = now_s() + wait_s;
     while (now_s() < end && !g_stop) {
         int status;
-        if (waitpid(pid, &status, WNOHANG) == pid)
+        if (wait_child(pid, -1, ms_until(end), &status))
             die("-C %s: it ended (status %d) before it could be sampled", cmd[0],
                 WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-        struct timespec ts = { 0, 20 * 1000 * 1000 };
-        nanosleep(&ts, NULL);
     }
     return pid;
 }
 
+/* SIGTERM to the command's group, SIGKILL after 2 s; reaped if it ended. */
 static void stop_command(pid_t pid)
 {
     kill(-pid, SIGTERM);
-    for (int i = 0; i < 100; i++) {
-        if (waitpid(pid, NULL, WNOHANG) == pid)
-            break;
-        struct timespec ts = { 0, 20 * 1000 * 1000 };
-        nanosleep(&ts, NULL);
-    }
+    double end = now_s() + 2;
+    while (!wait_child(pid, -1, ms_until(end), NULL) && now_s() < end)
+        ;
     kill(-pid, SIGKILL);
-    waitpid(pid, NULL, WNOHANG);
+    wait_child(pid, -1, 1000, NULL);
 }
 
 /* The default topology, written to a temporary file: one back-end per
@@ -1072,6 +1107,7 @@ struct start {
     tbon_net_t *net;
     tbon_error_t err;
     atomic_int done;
+    int done_fd;                /* an eventfd written when done, or -1 */
 };
 
 static void *start_tree(void *arg)
@@ -1083,6 +1119,8 @@ static void *start_tree(void *arg)
     o.attach_file = st->attach;
     st->net = tbon_fe_create(st->topo, st->be_exe, st->be_exe ? be_argv : NULL, &o, &st->err);
     atomic_store(&st->done, 1);
+    if (st->done_fd >= 0)
+        eventfd_write(st->done_fd, 1);
     return NULL;
 }
 
@@ -1095,7 +1133,7 @@ static void plan_local(const struct cli *c, const char *self, st_tasks_t *tasks,
     double t0 = now_s();
     r->topo = c->topology ? xstrdup(c->topology)
                           : default_topology(tasks->n, r->tmpdir, sizeof r->tmpdir);
-    struct start st = { .topo = r->topo, .be_exe = self };
+    struct start st = { .topo = r->topo, .be_exe = self, .done_fd = -1 };
     pthread_t starter;
     bool threaded = pthread_create(&starter, NULL, start_tree, &st) == 0;
     if (!threaded)
@@ -1250,22 +1288,17 @@ static void stop_srun(pid_t pid, double wait_s)
 {
     double dl = now_s() + wait_s;
     int sent = 0;
-    for (;;) {
-        pid_t w = waitpid(pid, NULL, WNOHANG);
-        if (w == pid || (w < 0 && errno != EINTR))
+    while (!wait_child(pid, -1, ms_until(dl), NULL)) {
+        if (now_s() < dl)
+            continue;           /* a signal came */
+        if (sent == 4) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
             return;
-        if (now_s() > dl) {
-            if (sent == 4) {
-                kill(pid, SIGKILL);
-                waitpid(pid, NULL, 0);
-                return;
-            }
-            kill(pid, sent < 2 ? SIGINT : SIGTERM);
-            sent++;
-            dl = now_s() + (sent == 2 ? 1.0 : 0.2);
         }
-        struct timespec ts = { 0, 10 * 1000 * 1000 };
-        nanosleep(&ts, NULL);
+        kill(pid, sent < 2 ? SIGINT : SIGTERM);
+        sent++;
+        dl = now_s() + (sent == 2 ? 1.0 : 0.2);
     }
 }
 
@@ -1429,7 +1462,7 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
         fprintf(stderr, PROG ": note: -t is not used for tasks on other hosts: the tree has "
                 "one back-end per host\n");
     remote_topology(r, hosts, nh, leaf);
-    struct start st = { .topo = r->topo, .be_exe = job ? NULL : self };
+    struct start st = { .topo = r->topo, .be_exe = job ? NULL : self, .done_fd = -1 };
     pthread_t starter;
     if (job) {
         /* The attach file goes to -o's directory, which the nodes must share. */
@@ -1444,25 +1477,32 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
         st.attach = r->attach;
         g_attach = r->attach;
     }
-    if (pthread_create(&starter, NULL, start_tree, &st) != 0)
-        die("pthread_create: %s", strerror(errno));
+    /* The starter (and the library's threads it starts) leave SIGINT and
+     * SIGTERM to this thread, whose wait below they interrupt. */
+    sigset_t sigs, old;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, &old);
+    st.done_fd = job ? eventfd(0, EFD_CLOEXEC) : -1;
+    int prc = pthread_create(&starter, NULL, start_tree, &st);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (prc != 0)
+        die("pthread_create: %s", strerror(prc));
     if (job) {
         r->srun = g_srun = start_srun(job, hosts, nh, leaf, self, r->attach);
         /* The step's end before every back-end attached is a failure
          * (its messages are above); tbon_fe_create cannot see it. Slurm
          * may also hold the step back (srun retries quietly while the
-         * nodes are busy): the user hears of it. */
+         * nodes are busy): the user hears of it. Blocks on the step's
+         * pidfd and the starter's eventfd. */
         double note_at = now_s() + SRUN_NOTE_S;
         int noted = 0;
         while (!atomic_load(&st.done)) {
-            if (!noted && now_s() > note_at) {
-                fprintf(stderr, PROG ": note: job %u: not every back-end has attached after "
-                        "%.0f s; Slurm may be holding their srun step back (`squeue -s -j %u` "
-                        "shows it)\n", job, SRUN_NOTE_S, job);
-                noted = 1;
-            }
-            int status;
-            if (waitpid(r->srun, &status, WNOHANG) == r->srun) {
+            int status, ms = noted ? -1 : ms_until(note_at);
+            if (st.done_fd < 0 && (ms < 0 || ms > 100))
+                ms = 100;       /* no eventfd: look at done every 100 ms */
+            if (wait_child(r->srun, st.done_fd, ms, &status)) {
                 g_srun = 0;
                 die("--jobid %u: the back-ends' srun step ended (%s %d) before every back-end "
                     "attached; srun's and the back-ends' messages are above", job,
@@ -1471,11 +1511,17 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
             }
             if (g_stop)
                 die("interrupted while the tree started");
-            struct timespec ts = { 0, 5 * 1000 * 1000 };
-            nanosleep(&ts, NULL);
+            if (!noted && now_s() >= note_at) {
+                fprintf(stderr, PROG ": note: job %u: not every back-end has attached after "
+                        "%.0f s; Slurm may be holding their srun step back (`squeue -s -j %u` "
+                        "shows it)\n", job, SRUN_NOTE_S, job);
+                noted = 1;
+            }
         }
     }
     pthread_join(starter, NULL);
+    if (st.done_fd >= 0)
+        close(st.done_fd);
     if (!st.net)
         die("starting the tree of %s: %s", r->topo, st.err.msg);
     r->net = st.net;

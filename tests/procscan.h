@@ -19,7 +19,7 @@
  * the byte count, or -1. */
 static inline ssize_t tb_proc_read(long pid, const char *name, char *buf, size_t cap)
 {
-    char path[64];
+    char path[128];
     snprintf(path, sizeof path, "/proc/%ld/%s", pid, name);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -66,6 +66,17 @@ static inline int tb_proc_dead(long pid)
 {
     char st = tb_proc_state(pid);
     return !st || st == 'Z' || st == 'X';
+}
+
+/* The system call thread tid of pid is in (/proc/PID/task/TID/syscall's
+ * first field), or -1 (running, gone, or unreadable). */
+static inline long tb_proc_syscall(long pid, long tid)
+{
+    char name[48], buf[64];
+    snprintf(name, sizeof name, "task/%ld/syscall", tid);
+    if (tb_proc_read(pid, name, buf, sizeof buf) <= 0 || buf[0] < '0' || buf[0] > '9')
+        return -1;
+    return strtol(buf, NULL, 10);
 }
 
 /* The value of --tbon-rank on pid's command line, or TBON_RANK_NONE. */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #define NTASK 64
@@ -44,11 +45,8 @@ static long env_rank(pid_t pid)
  * stat_hang's stuck paths. */
 static int in_blocking_call(pid_t pid)
 {
-    char buf[64];
-    if (tb_proc_read(pid, "syscall", buf, sizeof buf) <= 0 || buf[0] < '0' || buf[0] > '9')
-        return 0;
-    long nr = strtol(buf, NULL, 10);
-    return nr == 0 || nr == 35 || nr == 230;
+    long nr = tb_proc_syscall(pid, pid);
+    return nr == SYS_read || nr == SYS_nanosleep || nr == SYS_clock_nanosleep;
 }
 
 /* Start stat_hang n and wait until its n workers run with their ranks and
@@ -671,11 +669,46 @@ ITEST(targets_never_left_stopped)
     hang_stop(&h);
 }
 
+/* tbon_stat with argv (NULL-terminated, after the program), stderr to errpath. */
+static pid_t stat_spawn_err(const char *const *args, const char *errpath)
+{
+    char *argv[16] = { (char *)stat_bin() };
+    size_t k = 1;
+    for (size_t i = 0; args[i] && k < 15; i++)
+        argv[k++] = (char *)args[i];
+    argv[k] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(fd, 2);
+        dup2(null, 1);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* The file at errpath (tbon_stat's stderr) has says in it. */
+#define err_has(errpath, says) err_has_at(errpath, says, __LINE__)
+static void err_has_at(const char *errpath, const char *says, int line)
+{
+    char buf[2048] = "";
+    FILE *f = fopen(errpath, "r");
+    if (f) {
+        size_t r = fread(buf, 1, sizeof buf - 1, f);
+        buf[r] = 0;
+        fclose(f);
+    }
+    if (!strstr(buf, says))
+        th_fail(__FILE__, line, "stderr \"%s\" lacks \"%s\"", buf, says);
+}
+
 /* Bad arguments: a clear message and exit status 2, nothing started. */
 ITEST(bad_arguments)
 {
     const char *bad_file = th_write_file("pids", "123\n45x\n");
-    struct { const char *a[6]; const char *says; int code; } cases[] = {
+    struct { const char *a[7]; const char *says; int code; } cases[] = {
         { { "-p", "12x" }, "\"12x\" is not a process id", 2 },
         { { "--pids-file", bad_file }, "pids:2: \"45x\" is not a process id", 2 },
         { { "-n", "0", "-p", "1" }, "-n \"0\"", 2 },
@@ -691,30 +724,67 @@ ITEST(bad_arguments)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char errpath[PATH_MAX];
         snprintf(errpath, sizeof errpath, "%s/err%zu", th_tmpdir(), c);
-        char *argv[8] = { (char *)stat_bin() };
-        size_t k = 1;
-        for (size_t i = 0; i < 6 && cases[c].a[i]; i++)
-            argv[k++] = (char *)cases[c].a[i];
-        argv[k] = NULL;
-        pid_t pid = fork();
-        if (pid == 0) {
-            int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-            dup2(fd, 2);
-            execv(argv[0], argv);
-            _exit(127);
-        }
-        CHECK_INT(stat_wait(pid, 20000), cases[c].code);
-        char buf[2048] = "";
-        FILE *f = fopen(errpath, "r");
-        if (f) {
-            size_t r = fread(buf, 1, sizeof buf - 1, f);
-            buf[r] = 0;
-            fclose(f);
-        }
-        if (!strstr(buf, cases[c].says))
-            th_fail(__FILE__, __LINE__, "case %zu: stderr \"%s\" lacks \"%s\"", c, buf,
-                    cases[c].says);
+        CHECK_INT(stat_wait(stat_spawn_err(cases[c].a, errpath), 20000), cases[c].code);
+        err_has(errpath, cases[c].says);
     }
+}
+
+/* A child of pid whose name is comm, or 0. */
+static pid_t child_named(pid_t pid, const char *comm)
+{
+    char kids[512];
+    char path[32];
+    snprintf(path, sizeof path, "task/%d/children", (int)pid);
+    if (tb_proc_read(pid, path, kids, sizeof kids) <= 0)
+        return 0;
+    for (char *tok = strtok(kids, " \n"); tok; tok = strtok(NULL, " \n")) {
+        char name[64] = "";
+        pid_t c = (pid_t)atoi(tok);
+        if (c > 0 && tb_proc_read(c, "comm", name, sizeof name) > 0 &&
+            strncmp(name, comm, strlen(comm)) == 0 && name[strlen(comm)] == '\n')
+            return c;
+    }
+    return 0;
+}
+
+/* -C: a command that ends before its -s wait is over is reported at once
+ * (tbon_stat blocks on the command's pidfd, not for the whole -s), and an
+ * interrupt during the wait stops the command and tbon_stat. */
+ITEST(command_ends_or_is_interrupted)
+{
+    char errpath[PATH_MAX];
+    snprintf(errpath, sizeof errpath, "%s/err_early", th_tmpdir());
+    const char *early[] = { "-o", th_tmpdir(), "-s", "120", "-C", "sh", "-c", "exit 3", NULL };
+    int64_t t0 = it_now_ms();
+    pid_t sp = stat_spawn_err(early, errpath);
+    CHECK_INT(stat_wait(sp, 60000), 1);
+    CHECK(it_now_ms() - t0 < 60000);    /* not the -s wait of 120 s */
+    err_has(errpath, "-C sh: it ended (status 3) before it could be sampled");
+
+    snprintf(errpath, sizeof errpath, "%s/err_int", th_tmpdir());
+    const char *longer[] = { "-o", th_tmpdir(), "-s", "120", "-C", "sleep", "1000", NULL };
+    t0 = it_now_ms();
+    sp = stat_spawn_err(longer, errpath);
+    pid_t cmd = 0;
+    while (!(cmd = child_named(sp, "sleep")) && it_now_ms() - t0 < 30000)
+        it_sleep_ms(10);
+    CHECK(cmd > 0);
+    /* It blocks for the -s wait (on the command's pidfd), it does not look
+     * again and again. */
+    long nr;
+    while ((nr = tb_proc_syscall(sp, sp)) != SYS_poll && nr != SYS_ppoll &&
+           it_now_ms() - t0 < 30000)
+        it_sleep_ms(10);
+    CHECK(nr == SYS_poll || nr == SYS_ppoll);
+    kill(sp, SIGINT);
+    CHECK_INT(stat_wait(sp, 60000), 1);
+    CHECK(it_now_ms() - t0 < 60000);
+    /* The command was stopped: gone, or a zombie left to us. */
+    int64_t t1 = it_now_ms();
+    while (!tb_proc_dead(cmd) && it_now_ms() - t1 < 10000)
+        it_sleep_ms(10);
+    CHECK(tb_proc_dead(cmd));
+    waitpid(cmd, NULL, WNOHANG);
 }
 
 /* ---- a real MPI job (issue 5: most ranks in MPI_Barrier, one not) ---- */

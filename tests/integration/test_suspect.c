@@ -334,22 +334,6 @@ ITEST(away_backends_do_not_spin)
     it_stop(&t);
 }
 
-/* The system call the thread tid of pid is in (/proc/PID/task/TID/syscall's
- * first field), or -1 (running, or unreadable). */
-static long in_syscall(pid_t pid, pid_t tid)
-{
-    char path[64], buf[64] = "";
-    snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    long nr = -1;
-    if (!fgets(buf, sizeof buf, f) || sscanf(buf, "%ld", &nr) != 1)
-        nr = -1;
-    fclose(f);
-    return nr;
-}
-
 /* While a back-end's application is away, its node's timers go off through
  * the kicker's timer descriptor: here the link layer's acknowledgement of
  * what arrived (owed 2 ms after fewer than 64 frames, net/link.h), without
@@ -373,9 +357,9 @@ ITEST(away_backend_acknowledges_what_arrives)
     REQUIRE(tbon_stream_flush(s) == 0);
     /* Wait for its application to be asleep (clock_nanosleep). */
     int64_t dl = it_now_ms() + IT_RECV_MS;
-    while (in_syscall(be, be) != SYS_clock_nanosleep && it_now_ms() < dl)
+    while (tb_proc_syscall(be, be) != SYS_clock_nanosleep && it_now_ms() < dl)
         it_sleep_ms(5);
-    REQUIRE(in_syscall(be, be) == SYS_clock_nanosleep);
+    REQUIRE(tb_proc_syscall(be, be) == SYS_clock_nanosleep);
     int64_t t0 = it_now_ms();
     const size_t N = 1u << 20, K = 12;
     uint8_t *buf = malloc(N);
@@ -385,7 +369,7 @@ ITEST(away_backend_acknowledges_what_arrives)
         CHECK_INT(tbon_stream_send(s, IT_TAG_BYTES, "%auc", buf, N), 0);
     }
     int64_t took = it_now_ms() - t0;
-    long still = in_syscall(be, be);
+    long still = tb_proc_syscall(be, be);
     if (getenv("TH_VERBOSE"))
         fprintf(stderr, "    12 MiB sent to an away back-end in %lld ms\n", (long long)took);
     if (still != SYS_clock_nanosleep)
