@@ -161,6 +161,7 @@ static void usage(FILE *f)
 "  waitforall   wave 0: sum = 200 (from 16 back-ends)\n"
 "  null filter  wave 0: back-end 5 sent 5     (one line per back-end and wave)\n"
 "  dontwait     wave 0: sum = 47 (result 1 of the wave)\n"
+"               wave 0: sum = 3 (late: came during wave 1)\n"
 "With the null filter a wave ends when every live back-end has answered; with\n"
 "other filters in dontwait/timeout mode the number of answers in a result is\n"
 "not known, so a wave ends after --idle ms without a result. Progress, notes\n"
@@ -700,12 +701,8 @@ static void print_json_line(json_t *o, const char *what)
 }
 
 /* How a result was made, for the readable line. */
-enum origin { ORIGIN_ALL, ORIGIN_BACKEND, ORIGIN_PARTIAL };
+enum origin { ORIGIN_ALL, ORIGIN_BACKEND, ORIGIN_PARTIAL, ORIGIN_LATE };
 
-/* One result line on stdout: JSON, or readable according to origin (n: the
- * back-ends of a complete wave, or the result's number within its wave). */
-/* " (from 13 back-ends)", and the back-ends cut off from the tree, if any:
- * " (from 13 back-ends; cut off: 17)"; ncut may exceed the ranks given. */
 /* The events taken from the library since the last drain_events: those of
  * the wave under way (a result may need them), printed after it. */
 static tbon_event_t g_ev[256];
@@ -756,6 +753,9 @@ static void print_from(size_t n, const tbon_rank_t *cut, size_t ncut)
     printf(")\n");
 }
 
+/* One result line on stdout: JSON, or readable according to origin (n: the
+ * back-ends of a complete wave, the result's number within its wave, or for
+ * a late one the wave under way when it came). */
 static void print_result(const struct cli *c, unsigned long wave, const tbon_packet_t *p,
                          enum origin how, size_t n, const tbon_rank_t *cut, size_t ncut)
 {
@@ -780,6 +780,8 @@ static void print_result(const struct cli *c, unsigned long wave, const tbon_pac
         print_values(stdout, p);
         if (how == ORIGIN_ALL)
             print_from(n, cut, ncut);
+        else if (how == ORIGIN_LATE)
+            printf(" (late: came during wave %zu)\n", n);
         else
             printf(" (result %zu of the wave)\n", n);
     }
@@ -975,7 +977,10 @@ static int run_wave(const struct cli *c, tbon_net_t *net, tbon_stream_t *s, unsi
         return 0;
     }
 
-    /* dontwait / timeout: partial results; the wave ends after an idle gap. */
+    /* dontwait / timeout: partial results; the wave ends after an idle gap.
+     * A result of an earlier request (wave w answers request w + 1) came
+     * after its wave's gap: it goes under its own wave, marked late, and does
+     * not count for this one. */
     size_t n = 0;
     for (;;) {
         rc = recv_result(s, &p, c->idle_ms);
@@ -983,7 +988,11 @@ static int run_wave(const struct cli *c, tbon_net_t *net, tbon_stream_t *s, unsi
             break;
         if (rc != 0)
             return g_stop ? EXIT_RUN : recv_failed(c, net, w, rc);
-        print_result(c, w, p, ORIGIN_PARTIAL, ++n, NULL, 0);
+        uint64_t q = tbon_stream_request(s);
+        if (q != 0 && q <= w)
+            print_result(c, (unsigned long)(q - 1), p, ORIGIN_LATE, w, NULL, 0);
+        else
+            print_result(c, w, p, ORIGIN_PARTIAL, ++n, NULL, 0);
         tbon_packet_unref(p);
     }
     if (n == 0) {

@@ -7,16 +7,16 @@
 #include <jansson.h>
 #include <sys/wait.h>
 
-/* Run tbon_frontend on a 2-back-end tree (ranks 1 and 2 under the FE) with
- * args; its exit status, and its stdout in *out (malloc'd). */
-static int run_frontend(const char *const *args, char **out)
+/* Run tbon_frontend on the tree of topology text topo with args; its exit
+ * status, and its stdout in *out (malloc'd). */
+static int run_frontend_on(const char *topo_text, const char *const *args, char **out)
 {
     char fe[PATH_MAX + 32], be[PATH_MAX + 32], outf[600], errf[600];
     snprintf(fe, sizeof fe, "%s/bin/tbon_frontend", it_build_dir());
     snprintf(be, sizeof be, "%s/bin/tbon_example_be", it_build_dir());
     snprintf(outf, sizeof outf, "%s/fe.out", th_tmpdir());
     snprintf(errf, sizeof errf, "%s/fe.err", th_tmpdir());
-    const char *topo = th_write_file("two.top", "localhost:0 => localhost:1 localhost:2 ;\n");
+    const char *topo = th_write_file("tree.top", topo_text);
     const char *argv[24] = { fe, "-t", topo, "-b", be };
     size_t k = 5;
     for (size_t i = 0; args[i] && k + 1 < sizeof argv / sizeof *argv; i++)
@@ -43,6 +43,12 @@ static int run_frontend(const char *const *args, char **out)
         free(err);
     }
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The same on a 2-back-end tree (ranks 1 and 2 under the FE). */
+static int run_frontend(const char *const *args, char **out)
+{
+    return run_frontend_on("localhost:0 => localhost:1 localhost:2 ;\n", args, out);
 }
 
 /* The lines of text as parsed JSON objects, at most cap; how many. Each
@@ -164,5 +170,61 @@ ITEST(json_and_readable_null_filter)
     }
     CHECK(strstr(out, "wave 0: back-end 1 sent 1\n"));
     CHECK(strstr(out, "wave 1: back-end 2 sent 3\n"));
+    free(out);
+}
+
+/* dontwait: a wave ends after --idle ms without a result, and an answer
+ * that comes later is printed under its own wave, marked late, not counted
+ * in the wave under way. Back-ends 1-4 answer {rank, wave} after 3 s times
+ * (rank % 4): rank 4 at once, the others after the wave's gap of 2 s. */
+ITEST(late_answers_go_under_their_own_wave)
+{
+    const char *args[] = { "-w", "2", "-f", "concat", "-k", "array", "--sync", "dontwait",
+                           "--idle", "2000", "--", "--delay", "3000", NULL };
+    char *out = NULL;
+    if (run_frontend_on("localhost:0 => localhost:1 localhost:2 localhost:3 localhost:4 ;\n",
+                        args, &out) != 0 || !out) {
+        free(out);
+        return;
+    }
+    size_t nlate = 0, nlines = 0, counted[2] = { 0, 0 };
+    for (char *save = NULL, *l = strtok_r(out, "\n", &save); l;
+         l = strtok_r(NULL, "\n", &save)) {
+        unsigned long w;
+        int off = 0;
+        nlines++;
+        if (sscanf(l, "wave %lu: concat = [%n", &w, &off) != 1 || !off || w > 1) {
+            th_fail(__FILE__, __LINE__, "not a result line of wave 0 or 1: %s", l);
+            continue;
+        }
+        /* [rank, wave, rank, wave, ...]: every wave in it is the line's */
+        const char *v = l + off;
+        long x[16];
+        size_t n = 0;
+        for (char *end; n < 16 && *v && *v != ']'; v = end + (end[0] == ',')) {
+            x[n++] = strtol(v, &end, 10);
+            if (end == v)
+                break;
+            while (end[0] == ' ')
+                end++;
+        }
+        CHECK(n >= 2 && n % 2 == 0);
+        for (size_t i = 1; i < n; i += 2)
+            if ((unsigned long)x[i] != w)
+                th_fail(__FILE__, __LINE__, "an answer of wave %ld under wave %lu: %s", x[i],
+                        w, l);
+        unsigned long during;
+        const char *late = strstr(l, "(late: came during wave ");
+        if (late) {
+            nlate++;
+            CHECK(sscanf(late, "(late: came during wave %lu)", &during) == 1 && during > w);
+        } else {
+            const char *r = strstr(l, "(result ");
+            size_t k;
+            CHECK(r && sscanf(r, "(result %zu of the wave)", &k) == 1 && k == ++counted[w]);
+        }
+    }
+    CHECK(counted[0] >= 1 && counted[1] >= 1);
+    CHECK(nlate >= 1);      /* rank 1's answer to wave 0 comes during wave 1 */
     free(out);
 }
