@@ -87,11 +87,20 @@ struct cli {
 };
 
 static volatile sig_atomic_t g_stop;
+/* The self-pipe of SIGINT and SIGTERM: whichever thread the signal lands on,
+ * a wait of the main thread (wait_child) wakes. */
+static int g_sigpipe[2] = { -1, -1 };
 
 static void on_signal(int sig)
 {
     (void)sig;
+    int e = errno;
     g_stop = 1;
+    if (g_sigpipe[1] >= 0) {
+        ssize_t k = write(g_sigpipe[1], "", 1);     /* full: a wake-up is there already */
+        (void)k;
+    }
+    errno = e;
 }
 
 static double now_s(void)
@@ -108,20 +117,24 @@ static int ms_until(double dl)
     return ms <= 0 ? 0 : ms >= 1e9 ? 1000000000 : (int)ms + 1;
 }
 
-/* Wait until the child pid ends, fd (if >= 0) becomes readable, a signal
- * comes, or ms pass (ms < 0: no limit). The child's end comes through a
- * pidfd, so this blocks instead of looking again and again; on a kernel
- * without pidfd_open (before 5.3) it wakes every 20 ms for the caller to
- * look. Returns 1 with the wait status in *status (if not NULL) once the
- * child has ended and is reaped (or is no child of ours), else 0. */
+/* Wait until the child pid ends, fd (if >= 0) becomes readable, the first
+ * SIGINT or SIGTERM comes, or ms pass (ms < 0: no limit). The child's end
+ * comes through a pidfd, so this blocks instead of looking again and again;
+ * on a kernel without pidfd_open (before 5.3) it wakes every 20 ms for the
+ * caller to look. Returns 1 with the wait status in *status (if not NULL)
+ * once the child has ended and is reaped (or is no child of ours), else 0. */
 static int wait_child(pid_t pid, int fd, int ms, int *status)
 {
     int st = 0;
     pid_t w = waitpid(pid, &st, WNOHANG);
     if (w == 0) {
         int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
-        struct pollfd p[2] = { { pfd, POLLIN, 0 }, { fd, POLLIN, 0 } };
-        poll(p, 2, pfd < 0 && (ms < 0 || ms > 20) ? 20 : ms);  /* negative fds are skipped */
+        /* Negative fds are skipped: after a signal, its pipe is left out
+         * (it stays readable; the waits that follow are the clean-up's). */
+        struct pollfd p[3] = { { pfd, POLLIN, 0 }, { fd, POLLIN, 0 },
+                               { g_stop ? -1 : g_sigpipe[0], POLLIN, 0 } };
+        int cap = pfd < 0 ? 20 : g_sigpipe[0] < 0 ? 200 : -1;
+        poll(p, 3, cap >= 0 && (ms < 0 || ms > cap) ? cap : ms);
         if (pfd >= 0)
             close(pfd);
         w = waitpid(pid, &st, WNOHANG);
@@ -1477,16 +1490,8 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
         st.attach = r->attach;
         g_attach = r->attach;
     }
-    /* The starter (and the library's threads it starts) leave SIGINT and
-     * SIGTERM to this thread, whose wait below they interrupt. */
-    sigset_t sigs, old;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, &old);
     st.done_fd = job ? eventfd(0, EFD_CLOEXEC) : -1;
     int prc = pthread_create(&starter, NULL, start_tree, &st);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (prc != 0)
         die("pthread_create: %s", strerror(prc));
     if (job) {
@@ -2021,6 +2026,8 @@ int main(int argc, char **argv)
         return be_attach_main(argc, argv);
     struct cli c;
     parse_cli(argc, argv, &c);
+    if (pipe2(g_sigpipe, O_CLOEXEC | O_NONBLOCK) != 0)
+        g_sigpipe[0] = g_sigpipe[1] = -1;   /* the waits then wake every 200 ms at most */
     struct sigaction sa = { .sa_handler = on_signal };
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
