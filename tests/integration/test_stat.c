@@ -738,10 +738,8 @@ static pid_t child_named(pid_t pid, const char *comm)
     if (tb_proc_read(pid, path, kids, sizeof kids) <= 0)
         return 0;
     for (char *tok = strtok(kids, " \n"); tok; tok = strtok(NULL, " \n")) {
-        char name[64] = "";
         pid_t c = (pid_t)atoi(tok);
-        if (c > 0 && tb_proc_read(c, "comm", name, sizeof name) > 0 &&
-            strncmp(name, comm, strlen(comm)) == 0 && name[strlen(comm)] == '\n')
+        if (c > 0 && strcmp(it_comm(c), comm) == 0)
             return c;
     }
     return 0;
@@ -755,15 +753,13 @@ ITEST(command_ends_or_is_interrupted)
     char errpath[PATH_MAX];
     snprintf(errpath, sizeof errpath, "%s/err_early", th_tmpdir());
     const char *early[] = { "-o", th_tmpdir(), "-s", "120", "-C", "sh", "-c", "exit 3", NULL };
-    int64_t t0 = it_now_ms();
     pid_t sp = stat_spawn_err(early, errpath);
-    CHECK_INT(stat_wait(sp, 60000), 1);
-    CHECK(it_now_ms() - t0 < 60000);    /* not the -s wait of 120 s */
+    CHECK_INT(stat_wait(sp, 60000), 1);     /* -1 after 60 s: it waited for -s */
     err_has(errpath, "-C sh: it ended (status 3) before it could be sampled");
 
     snprintf(errpath, sizeof errpath, "%s/err_int", th_tmpdir());
     const char *longer[] = { "-o", th_tmpdir(), "-s", "120", "-C", "sleep", "1000", NULL };
-    t0 = it_now_ms();
+    int64_t t0 = it_now_ms();
     sp = stat_spawn_err(longer, errpath);
     pid_t cmd = 0;
     while (!(cmd = child_named(sp, "sleep")) && it_now_ms() - t0 < 30000)
@@ -778,7 +774,6 @@ ITEST(command_ends_or_is_interrupted)
     CHECK(nr == SYS_poll || nr == SYS_ppoll);
     kill(sp, SIGINT);
     CHECK_INT(stat_wait(sp, 60000), 1);
-    CHECK(it_now_ms() - t0 < 60000);
     /* The command was stopped: gone, or a zombie left to us. */
     int64_t t1 = it_now_ms();
     while (!tb_proc_dead(cmd) && it_now_ms() - t1 < 10000)
