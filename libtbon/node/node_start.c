@@ -18,6 +18,7 @@
 #include "util/error.h"
 #include "proc/launch.h"
 #include "util/log.h"
+#include "util/safefile.h"
 #include "proc/relay.h"
 #include "proc/slurm.h"
 #include "proc/sshmux.h"
@@ -448,15 +449,19 @@ void tb_node_write_attach(tb_node_t *n)
         if (tb_topology_port(n->topo, tb_topology_parent(n->topo, r)) == 0)
             return;
     }
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", n->cfg.attach_file, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    /* Issue 19, item 5: a name of mkstemp's, mode 0600 from creation, in a
+     * directory nobody else can write to (util/safefile.c). */
+    char tmp[4096], why[512];
+    int fd = tb_safe_create(n->cfg.attach_file, tmp, sizeof tmp, why, sizeof why);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
-        if (fd >= 0)
+        if (fd >= 0) {
+            snprintf(why, sizeof why, "%s", strerror(errno));
             close(fd);
+            unlink(tmp);
+        }
         tb_node_fail(n, TBON_EIO, "cannot write the attach file %s: %s", n->cfg.attach_file,
-                     strerror(errno));
+                     why);
         return;
     }
     char secret[TB_SECRET_HEX_SIZE];
@@ -477,10 +482,13 @@ void tb_node_write_attach(tb_node_t *n)
                     host_of(n, r));
     int bad = fflush(f) != 0;
     bad |= fclose(f) != 0;
-    if (bad || rename(tmp, n->cfg.attach_file) != 0) {
+    if (bad) {
+        snprintf(why, sizeof why, "%s", strerror(errno));
         unlink(tmp);
+    }
+    if (bad || tb_safe_commit(tmp, n->cfg.attach_file, why, sizeof why) != 0) {
         tb_node_fail(n, TBON_EIO, "cannot write the attach file %s: %s", n->cfg.attach_file,
-                     strerror(errno));
+                     why);
         return;
     }
     n->attach_written = 1;

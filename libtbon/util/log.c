@@ -7,6 +7,7 @@
  * output itself. Nothing here ever writes to stdout.
  */
 #include "util/log.h"
+#include "util/safefile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -107,7 +108,7 @@ int tb_log_to_file(const char *path)
 {
     int fd = -1;
     if (path) {
-        fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+        fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
             return TBON_EIO;
     }
@@ -245,9 +246,16 @@ int tb_log_session_dir(uint64_t session, char *out, size_t outlen)
 {
     const char *dir = getenv("TBON_LOG_DIR");
     if (dir && *dir) {
-        /* The user chose it: create it if needed, trust its owner. */
+        /* The user chose it: create it if needed. Logs name the session and
+         * the ssh masters' sockets live here: not in a directory another user
+         * could write to (util/safefile.h). */
         if (snprintf(out, outlen, "%s", dir) >= (int)outlen || make_dirs(out) < 0)
             return TBON_EIO;
+        char why[512];
+        if (tb_safe_dir(out, why, sizeof why) != 0) {
+            TB_WARN("log", "TBON_LOG_DIR not used: %s", why);
+            return TBON_EIO;
+        }
         return 0;
     }
     const char *tmp = getenv("TMPDIR");

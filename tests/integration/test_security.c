@@ -443,3 +443,138 @@ ITEST(sec_bad_crc_from_peer_closes_only_it) { bad_frame_from_peer(0); }
 
 /* The same with a length over the limit. */
 ITEST(sec_bad_length_from_peer_closes_only_it) { bad_frame_from_peer(1); }
+
+/* ---- the attach file among other local users (issue 19, item 5) ---- */
+
+static void write_mode(const char *path, const char *text, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+    REQUIRE(fd >= 0);
+    REQUIRE(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    REQUIRE(fchmod(fd, mode) == 0);     /* past the umask, as a hostile user would */
+    close(fd);
+}
+
+static int file_is(const char *path, const char *text)
+{
+    char buf[256] = "";
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    return n >= 0 && strcmp(buf, text) == 0;
+}
+
+/* In a shared, sticky, world-writable directory (a /tmp) where another user
+ * made the temporary name the FE used to write (FILE.tmp.PID, mode 0666)
+ * and put a symlink at FILE itself: the attach file comes out a regular
+ * file of ours, mode 0600, neither of theirs is written or followed, and
+ * back-ends attach through it and answer exactly. */
+ITEST(sec_attach_file_among_hostile_files)
+{
+    char dir[600], file[700], old_tmp[720], decoy[700];
+    snprintf(dir, sizeof dir, "%s/shared", th_tmpdir());
+    REQUIRE(mkdir(dir, 0700) == 0);
+    REQUIRE(chmod(dir, 01777) == 0);
+    snprintf(file, sizeof file, "%s/attach", dir);
+    snprintf(old_tmp, sizeof old_tmp, "%s.tmp.%d", file, (int)getpid());
+    snprintf(decoy, sizeof decoy, "%s/decoy", dir);
+    write_mode(old_tmp, "theirs\n", 0666);
+    write_mode(decoy, "decoy\n", 0666);
+    REQUIRE(symlink(decoy, file) == 0);
+
+    const char *topo = th_write_file("attach.top", "localhost:0 => localhost:1 ;\n"
+                                                   "localhost:1 => localhost:2 localhost:3 ;\n");
+    const tbon_rank_t bes[] = { 2, 3 };
+    pid_t kids[2];
+    for (int i = 0; i < 2; i++) {
+        kids[i] = fork();
+        REQUIRE(kids[i] >= 0);
+        if (kids[i] == 0) {
+            char r[16];
+            snprintf(r, sizeof r, "%u", (unsigned)bes[i]);
+            struct stat st;
+            /* the symlink is there from the start: wait for a regular file */
+            for (int k = 0; k < 400 && (lstat(file, &st) != 0 || !S_ISREG(st.st_mode)); k++)
+                it_sleep_ms(50);
+            execl(it_be_path(), "tbon_test_be", "--attach", file, "--rank", r, (char *)NULL);
+            _exit(127);
+        }
+    }
+    tbon_fe_options_t o = { .attach_file = file, .startup_timeout_ms = 20000 };
+    tbon_error_t err = { 0, "" };
+    tbon_net_t *net = tbon_fe_create(topo, NULL, NULL, &o, &err);
+    if (!net) {
+        th_fail(__FILE__, __LINE__, "tbon_fe_create (attach): %s", err.msg);
+        for (int i = 0; i < 2; i++) {
+            kill(kids[i], SIGKILL);
+            waitpid(kids[i], NULL, 0);
+        }
+        return;
+    }
+    struct stat st;
+    CHECK_INT(lstat(file, &st), 0);
+    CHECK(S_ISREG(st.st_mode));
+    CHECK_INT((int)(st.st_mode & 07777), 0600);
+    CHECK_INT((int)st.st_uid, (int)geteuid());
+    CHECK(file_is(old_tmp, "theirs\n"));
+    CHECK_INT(lstat(old_tmp, &st), 0);
+    CHECK_INT((int)(st.st_mode & 07777), 0666);
+    CHECK(file_is(decoy, "decoy\n"));
+    /* nothing of ours left behind but the attach file */
+    DIR *d = opendir(dir);
+    REQUIRE(d);
+    int names = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            names++;
+    closedir(d);
+    CHECK_INT(names, 3);
+    tbon_stream_t *s = it_stream(net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    if (s) {
+        it_sum_wave(s, 1, bes, 2);
+        it_sum_wave(s, 2, bes, 2);
+    }
+    tbon_net_destroy(net);
+    int wst = 0;
+    for (int i = 0; i < 2; i++) {
+        CHECK_INT(waitpid(kids[i], &wst, 0), kids[i]);
+        CHECK(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+    }
+    CHECK(lstat(file, &st) != 0);       /* removed with the session */
+}
+
+/* A directory others may write to without the sticky bit (they could
+ * rename the attach file away and put theirs in its place): the FE refuses
+ * to start, naming the directory, and leaves no process and no file. */
+ITEST(sec_attach_file_refused_in_unsafe_directory)
+{
+    char dir[600], file[700];
+    snprintf(dir, sizeof dir, "%s/open", th_tmpdir());
+    REQUIRE(mkdir(dir, 0700) == 0);
+    REQUIRE(chmod(dir, 0777) == 0);
+    snprintf(file, sizeof file, "%s/attach", dir);
+    const char *topo = th_write_file("attach2.top", "localhost:0 => localhost:1 ;\n"
+                                                    "localhost:1 => localhost:2 ;\n");
+    tbon_fe_options_t o = { .attach_file = file, .startup_timeout_ms = 20000 };
+    tbon_error_t err = { 0, "" };
+    tbon_net_t *net = tbon_fe_create(topo, NULL, NULL, &o, &err);
+    CHECK(net == NULL);
+    if (net) {
+        tbon_net_destroy(net);
+        return;
+    }
+    CHECK_INT(err.code, TBON_EIO);
+    if (!strstr(err.msg, file) || !strstr(err.msg, "not sticky"))
+        th_fail(__FILE__, __LINE__, "the error does not name the file and why: %s", err.msg);
+    DIR *d = opendir(dir);
+    REQUIRE(d);
+    int names = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            names++;
+    closedir(d);
+    CHECK_INT(names, 0);
+    it_check_no_procs("after the refused start");
+}

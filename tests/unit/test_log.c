@@ -542,6 +542,34 @@ TEST(session_dir_from_env)
     /* Not a directory. */
     setenv("TBON_LOG_DIR", th_write_file("plain", "x"), 1);
     CHECK_INT(tb_log_session_dir(42, got, sizeof got), TBON_EIO);
+    /* Writable by others without the sticky bit: another user could put
+     * their own files (a log, an ssh master's socket) in it. Not used. */
+    snprintf(dir, sizeof dir, "%s/logs/open", th_tmpdir());
+    REQUIRE(mkdir(dir, 0700) == 0 && chmod(dir, 0777) == 0);
+    setenv("TBON_LOG_DIR", dir, 1);
+    CHECK_INT(tb_log_session_dir(42, got, sizeof got), TBON_EIO);
+    REQUIRE(chmod(dir, 0770) == 0);
+    CHECK_INT(tb_log_session_dir(42, got, sizeof got), TBON_EIO);
+    /* Sticky (a /tmp): others cannot rename or remove what is ours. */
+    REQUIRE(chmod(dir, 01777) == 0);
+    CHECK_INT(tb_log_session_dir(42, got, sizeof got), 0);
+    unsetenv("TBON_LOG_DIR");
+}
+
+/* A symlink at the log file's name is not followed. */
+TEST(log_file_not_through_a_symlink)
+{
+    char link[1024];
+    const char *target = th_write_file("target", "theirs\n");
+    snprintf(link, sizeof link, "%s/commnode-9.log", th_tmpdir());
+    REQUIRE(symlink(target, link) == 0);
+    CHECK_INT(tb_log_to_file(link), TBON_EIO);
+    char buf[64] = "";
+    FILE *f = fopen(target, "r");
+    REQUIRE(f);
+    CHECK(fgets(buf, sizeof buf, f) != NULL);
+    fclose(f);
+    CHECK_STR(buf, "theirs\n");
 }
 
 TEST(session_dir_refuses_unsafe)
