@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
@@ -199,12 +200,55 @@ static void admit(tb_eds_t *e, watch_t *w)
                    : tb_cmd_conn(w->fd, r));
 }
 
-static void on_listen(tb_eds_t *e, int lfd)
+/* How long accepting pauses when the process (or the system) is out of file
+ * descriptors or memory for a new connection. */
+#define TB_ACCEPT_PAUSE_MS 100
+
+static void on_listen_timer(tb_timer_t *t, int64_t now);
+
+/* accept() failed for want of resources (EMFILE, ENFILE, ENOBUFS, ENOMEM):
+ * the pending connection stays in the backlog and the socket stays readable,
+ * so accepting again at once would spin (issue 19: 10,823 failing accept4
+ * calls in 2 s at 100% CPU). Stop watching the socket for a while, say so
+ * once per episode, and count what a later line reports. */
+static void pause_accepting(tb_eds_t *e, watch_t *w, int err)
+{
+    tb_loop_rearm(e->loop, &w->io, 0);
+    w->timer.fn = on_listen_timer;
+    tb_timer_at(e->loop, &w->timer, tb_now_ms() + TB_ACCEPT_PAUSE_MS);
+    if (e->accept_paused++ == 0) {
+        struct rlimit rl;
+        char lim[64] = "";
+        if (err == EMFILE && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+            snprintf(lim, sizeof lim, " (the limit is %llu)", (unsigned long long)rl.rlim_cur);
+        TB_WARN("eds", "cannot accept connections: %s%s; accepting pauses for %d ms at a time "
+                "until it can again", strerror(err), lim, TB_ACCEPT_PAUSE_MS);
+    }
+}
+
+static void on_listen_timer(tb_timer_t *t, int64_t now)
+{
+    (void)now;
+    watch_t *w = (watch_t *)((char *)t - offsetof(watch_t, timer));
+    if (!w->dead)
+        tb_loop_rearm(((tb_eds_t *)t->arg)->loop, &w->io, EPOLLIN);
+}
+
+static void on_listen(tb_eds_t *e, watch_t *w)
 {
     for (;;) {
-        int fd = tb_sock_accept(lfd);
-        if (fd < 0)
+        int fd = tb_sock_accept(w->fd);
+        if (fd < 0) {
+            int err = errno;
+            if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
+                pause_accepting(e, w, err);
             return;
+        }
+        if (e->accept_paused) {
+            TB_WARN("eds", "accepting connections again (paused %u times for want of "
+                    "resources)", e->accept_paused);
+            e->accept_paused = 0;
+        }
         tb_auth_srv_t *a = malloc(sizeof *a);
         tbon_error_t err;
         if (!a || tb_auth_srv_start(a, fd, &e->session, tb_now_ms() + HANDSHAKE_MS, &err)) {
@@ -212,14 +256,14 @@ static void on_listen(tb_eds_t *e, int lfd)
             close(fd);
             continue;
         }
-        watch_t *w = tb_eds_add_watch(e, K_PENDING, fd, EPOLLIN, TBON_RANK_NONE, 0);
-        if (!w) {
+        watch_t *pw = tb_eds_add_watch(e, K_PENDING, fd, EPOLLIN, TBON_RANK_NONE, 0);
+        if (!pw) {
             free(a);
             close(fd);
             continue;
         }
-        w->auth = a;
-        tb_timer_at(e->loop, &w->timer, a->deadline_ms);
+        pw->auth = a;
+        tb_timer_at(e->loop, &pw->timer, a->deadline_ms);
     }
 }
 
@@ -233,7 +277,7 @@ static void on_pending(tb_eds_t *e, watch_t *w)
     if (rc < 0) {
         /* DESIGN.md, "Wire": a peer that fails the handshake is closed and
          * logged; nothing else happens. */
-        TB_WARN("eds", "refused a connection: %s", err.msg);
+        TB_WARN_LIMITED("eds", "refused a connection: %s", err.msg);
         tb_eds_drop_watch(e, w);
         return;
     }
@@ -309,7 +353,7 @@ static void on_handshake_timer(tb_timer_t *t, int64_t now)
     watch_t *w = (watch_t *)((char *)t - offsetof(watch_t, timer));
     if (w->dead || w->kind != K_PENDING)
         return;
-    TB_WARN("eds", "a connection did not finish its handshake in time; closed");
+    TB_WARN_LIMITED("eds", "a connection did not finish its handshake in time; closed");
     tb_eds_drop_watch(t->arg, w);
 }
 
@@ -494,7 +538,7 @@ static void on_watch_io(tb_io_t *io, uint32_t events)
     if (w->dead)          /* dropped earlier in this batch (freed by sweep) */
         return;
     switch (w->kind) {
-    case K_LISTEN: on_listen(e, w->fd); break;
+    case K_LISTEN: on_listen(e, w); break;
     case K_PENDING: on_pending(e, w); break;
     case K_EVENT: on_event_conn(e, w); break;
     case K_PIDFD: on_pidfd(e, w); break;

@@ -118,6 +118,8 @@ struct tb_eds {
     struct adopt_job *job;     /* under amu: the adoption to run next */
     int adopting;              /* EDS thread: a job given, its last word not heard */
     int adopt_next;            /* 1 + a parent lost while it ran: adopt after it */
+    unsigned accept_paused;    /* times accepting paused for want of fds or memory
+                                  since it last succeeded (eds.c, on_listen) */
     int grave[8];              /* the lost parent's event connections, closed later */
     int ngrave;
 };

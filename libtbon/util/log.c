@@ -202,6 +202,34 @@ void tb_log(int l, const char *tag, const char *fmt, ...)
     errno = saved_errno;
 }
 
+static pthread_mutex_t limit_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int tb_log_limit(tb_log_limit_t *rl, int lvl, const char *tag)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    pthread_mutex_lock(&limit_lock);
+    if (!rl->start_ms || now - rl->start_ms >= TB_LOG_LIMIT_MS) {
+        rl->start_ms = now;
+        rl->n = 0;
+    }
+    int ok = rl->n < TB_LOG_LIMIT_LINES;
+    unsigned dropped = 0;
+    if (ok) {
+        rl->n++;
+        dropped = rl->dropped;
+        rl->dropped = 0;
+    } else {
+        rl->dropped++;
+    }
+    pthread_mutex_unlock(&limit_lock);
+    if (dropped)
+        tb_log(lvl, tag, "%u more lines like the next one were not shown (at most %d every "
+               "%d s)", dropped, TB_LOG_LIMIT_LINES, TB_LOG_LIMIT_MS / 1000);
+    return ok;
+}
+
 /* This user's name for the session directory: the password entry, else $USER,
  * else the uid; never containing '/'. */
 static void user_name(char *out, size_t cap)

@@ -2,6 +2,8 @@
 #ifndef TB_LOG_H
 #define TB_LOG_H
 
+#include <stdint.h>
+
 #include <tbon/tbon.h>
 
 /* Who this process is, for every line from now on (role: "fe", "commnode",
@@ -33,5 +35,27 @@ void tb_log(int level, const char *tag, const char *fmt, ...)
 #define TB_WARN(tag, ...)  TB_LOG(TBON_LOG_WARN, tag, __VA_ARGS__)
 #define TB_INFO(tag, ...)  TB_LOG(TBON_LOG_INFO, tag, __VA_ARGS__)
 #define TB_DEBUG(tag, ...) TB_LOG(TBON_LOG_DEBUG, tag, __VA_ARGS__)
+
+/* Lines a peer can cause at will (a connection refused, a notice rejected)
+ * are limited per call site: at most TB_LOG_LIMIT_LINES in every
+ * TB_LOG_LIMIT_MS, the rest counted, and the count said in a line of its
+ * own before the next line the site may write. */
+#define TB_LOG_LIMIT_LINES 10
+#define TB_LOG_LIMIT_MS 10000
+typedef struct {
+    int64_t start_ms;          /* the current window's start (0: none yet) */
+    unsigned n;                /* lines written in it */
+    unsigned dropped;          /* lines not written since the last one written */
+} tb_log_limit_t;
+
+/* 1 if the site rl may write a line now (after saying how many it did not
+ * write, if any), 0 if the line is to be dropped (and counted). Any thread. */
+int tb_log_limit(tb_log_limit_t *rl, int lvl, const char *tag);
+
+#define TB_LOG_LIMITED(level, tag, ...) \
+    do { static tb_log_limit_t tb_rl_; \
+         if (tb_log_enabled(level) && tb_log_limit(&tb_rl_, level, tag)) \
+             tb_log(level, tag, __VA_ARGS__); } while (0)
+#define TB_WARN_LIMITED(tag, ...) TB_LOG_LIMITED(TBON_LOG_WARN, tag, __VA_ARGS__)
 
 #endif
