@@ -82,6 +82,11 @@ struct tb_ft {
     tb_io_t    nfd_io;
     uint64_t   notice_out;    /* the sequence of the last notice sent */
     uint64_t   verdict_in;    /* the sequence of the last verdict taken */
+    int64_t    nt_win;        /* notice.c, within_budget(): the current window (ms) */
+    uint32_t   nt_macs;       /* HMACs checked in it */
+    uint16_t  *nt_from;       /* per sender rank: notices taken in it */
+    size_t     nnt_from;
+    uint64_t   nt_over;       /* notices dropped unchecked, over a budget */
     struct sockaddr_storage fe_addr; /* the FE's notice address */
     socklen_t  fe_addr_len;
     int        fe_addr_ok;

@@ -636,6 +636,8 @@ void tb_view_free(tb_node_t *n)
     tb_ring_free(&ft->vhist);
     free(ft->chk_rank);
     free(ft->chk_ok);
+    free(ft->nt_from);
+    ft->nt_from = NULL;
     if (ft->nfd >= 0)
         close(ft->nfd);
     ft->nfd = -1;

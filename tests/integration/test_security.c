@@ -578,3 +578,127 @@ ITEST(sec_attach_file_refused_in_unsafe_directory)
     CHECK_INT(names, 0);
     it_check_no_procs("after the refused start");
 }
+
+/* ---- forged failure notices (issue 19, item 4) ---- */
+
+#include "util/endian.h"
+
+/* The session id of the tree, as anyone on the machine can read it: from a
+ * commnode's command line. 0 if not found. */
+static uint64_t session_from_ps(pid_t cn)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)cn);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
+        if (strcmp(buf + i, "--tbon-session") == 0 && i + 15 < n)
+            return strtoull(buf + i + 15, NULL, 16);
+    return 0;
+}
+
+struct flood {
+    struct sockaddr_in to;
+    uint64_t session;
+    unsigned count;
+    uint64_t seq0;
+};
+
+/* A notice of the right size, magic, version and session, from a rank in
+ * the view, with a new sequence number - and a made-up HMAC. */
+static void forged(uint8_t b[72], uint64_t session, unsigned i, uint64_t seq)
+{
+    memset(b, 0, 72);
+    tb_put32(b, 0x464E4254u);
+    b[4] = 2;
+    b[5] = (uint8_t)(i % 2);                  /* failed, suspect */
+    tb_put64(b + 8, session);
+    tb_put32(b + 16, 3 + i % 4);              /* from a back-end */
+    tb_put32(b + 20, 1 + i % 2);              /* about a commnode */
+    tb_put64(b + 32, seq);
+    for (int k = 40; k < 72; k++)
+        b[k] = (uint8_t)(i * 31 + (unsigned)k);
+}
+
+static void *flood_main(void *arg)
+{
+    struct flood *fl = arg;
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    uint8_t b[72];
+    for (unsigned i = 0; fd >= 0 && i < fl->count; i++) {
+        forged(b, fl->session, i, fl->seq0 + i);
+        sendto(fd, b, sizeof b, 0, (struct sockaddr *)&fl->to, sizeof fl->to);
+    }
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+/* Anyone can read the session id (ps) and send the FE notices. 200,000 of
+ * them with made-up HMACs while sum waves run: every wave exact, no failure
+ * or suspicion believed, the FE's memory flat, and the budget of HMAC checks
+ * spent (the FE says how many it dropped unchecked); a real failure
+ * afterwards is still noticed and recovered from. */
+ITEST(sec_forged_notices_change_nothing)
+{
+    it_tree_t t;
+    tbon_stream_t *s = it_start_summing(&t, "2x2", NULL);
+    if (!s)
+        return;
+    pid_t cn1 = it_pid_of("tbon_commnode", 1);
+    struct it_addr fe[4];
+    REQUIRE(cn1 > 0 && it_listen_addrs(getpid(), fe, 4) == 1);
+    struct flood fl = { .to = { .sin_family = AF_INET, .sin_port = htons(fe[0].port) },
+                        .session = session_from_ps(cn1), .count = 200000, .seq0 = 1000 };
+    fl.to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(fl.session != 0);
+    long rss0 = it_proc_status(getpid(), "VmRSS");
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, flood_main, &fl) == 0);
+    uint32_t w = 1;
+    for (; w <= 20; w++)
+        it_sum_wave(s, w, t.be, t.nbe);
+    pthread_join(th, NULL);
+    /* The FE says what it dropped once a window has passed: a few more. */
+    int said = 0;
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    for (int64_t end = it_now_ms() + IT_RECV_MS; !said && it_now_ms() < end; w++) {
+        uint8_t b[72];
+        for (unsigned i = 0; i < 3000; i++) {
+            forged(b, fl.session, i, fl.seq0 + fl.count + w * 3000 + i);
+            sendto(fd, b, sizeof b, 0, (struct sockaddr *)&fl.to, sizeof fl.to);
+        }
+        it_sum_wave(s, w, t.be, t.nbe);
+        pthread_mutex_lock(&it_log_lock);
+        for (unsigned i = 0; i < IT_LOG_LINES; i++)
+            said |= strstr(it_log_ring[i], "dropped unchecked") != NULL;
+        pthread_mutex_unlock(&it_log_lock);
+    }
+    close(fd);
+    CHECK(said);
+    long rss1 = it_proc_status(getpid(), "VmRSS");
+    if (rss1 - rss0 > 2048)
+        th_fail(__FILE__, __LINE__, "the FE's RSS went from %ld to %ld kB", rss0, rss1);
+    tbon_event_t ev;
+    while (tbon_net_next_event(t.net, &ev, 0) == 0)
+        if (ev.type == TBON_EV_NODE_FAILED || ev.type == TBON_EV_NODE_SUSPECT)
+            th_fail(__FILE__, __LINE__, "a forged notice was believed: event %d about rank %u",
+                    ev.type, ev.rank);
+    /* A real failure still gets through. */
+    kill(cn1, SIGKILL);
+    int failed = 0, adopted = 0;
+    for (int64_t end = it_now_ms() + IT_RECV_MS; (!failed || adopted < 2) && it_now_ms() < end;) {
+        if (tbon_net_next_event(t.net, &ev, (int)(end - it_now_ms())) != 0)
+            break;
+        failed |= ev.type == TBON_EV_NODE_FAILED && ev.rank == 1;
+        adopted += ev.type == TBON_EV_NODE_ADOPTED;
+    }
+    CHECK(failed);
+    CHECK_INT(adopted, 2);
+    it_sum_wave(s, w, t.be, t.nbe);
+    it_stop(&t);
+}
