@@ -20,6 +20,9 @@ enum {                                   /* every call returns 0 or one of these
     /* An addition to API.md's list: a receive at the FE in place of a wave
      * that was lost whole with failed nodes (docs/fault-tolerance.md). */
     TBON_ELOST = -12,
+    /* A packet larger than a link carries (tbon_stream_send, docs/user-guide.md,
+     * "Packets"). */
+    TBON_ETOOBIG = -13,
 };
 
 /* A short English description of a TBON_E* code ("unknown error" otherwise).

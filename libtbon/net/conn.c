@@ -86,6 +86,10 @@ static int send_packet(tb_conn_t *c, tb_frame_hdr_t *h, tbon_packet_t *p, int se
 {
     size_t len;
     tb_packet_payload(p, &len);
+    /* Never put on the wire what the peer's decoder must refuse (and close
+     * the link for): a packet over the frame maximum is not sent at all. */
+    if (len > TB_FRAME_MAX_DEFAULT)
+        return TBON_ETOOBIG;
     tb_outframe_t *f = q_push(c, h, sequenced);
     if (!f)
         return TBON_ENOMEM;

@@ -17,6 +17,7 @@
 #include "proc/relay.h"
 #include "proc/sshmux.h"
 #include "codec/packet_int.h"
+#include "codec/wire.h"
 #include "net/link.h"
 #include "net/sock.h"
 #include "net/auth.h"
@@ -36,6 +37,18 @@ void tb_node_send_ctl(tb_node_t *n, tb_conn_t *c, int op, tbon_packet_t *p)
             tb_conn_send_packet(c, TB_FRAME_CONTROL, 0, op, n->rank, p);
     }
     tbon_packet_unref(p);
+}
+
+/* A packet over the frame maximum (a filter's output that grew past it; the
+ * API refuses the application's own with TBON_ETOOBIG): dropped here rather
+ * than sent to a peer that would take it for a broken link. */
+static void too_big(uint32_t stream, tbon_packet_t *p, tbon_rank_t to)
+{
+    size_t len;
+    tb_packet_payload(p, &len);
+    TB_WARN_LIMITED("conn", "a packet of %zu bytes on stream %u is over the largest a link "
+                    "carries (%u bytes): not sent to rank %u", len, stream,
+                    (unsigned)TB_FRAME_MAX_DEFAULT, to);
 }
 
 void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uint64_t key)
@@ -63,8 +76,9 @@ void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more
     if (!more)
         tb_stream_sent(n, stream, key);
     if (n->parent && !n->parent->closed) {
-        tb_conn_send_packet_key(n->parent, TB_FRAME_DATA, more ? TB_FRAME_F_MORE : 0, stream,
-                                tbon_packet_tag(p), src, key, p);
+        if (tb_conn_send_packet_key(n->parent, TB_FRAME_DATA, more ? TB_FRAME_F_MORE : 0, stream,
+                                    tbon_packet_tag(p), src, key, p) == TBON_ETOOBIG)
+            too_big(stream, p, n->parent->rank);
     } else if (tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_ORPHAN_UP,
                                               .u.up = { stream, p, more, key } })) {
         return;     /* an orphan's: it goes to the adopter */
@@ -78,8 +92,9 @@ void tb_node_to_child(tb_node_t *n, size_t i, uint32_t stream, tbon_packet_t *p,
     if (!c || c->closed)
         return;
     tbon_rank_t src = tbon_packet_source(p);
-    tb_conn_send_packet_key(c, TB_FRAME_DATA, 0, stream, tbon_packet_tag(p),
-                            src == TBON_RANK_NONE ? n->rank : src, q, p);
+    if (tb_conn_send_packet_key(c, TB_FRAME_DATA, 0, stream, tbon_packet_tag(p),
+                                src == TBON_RANK_NONE ? n->rank : src, q, p) == TBON_ETOOBIG)
+        too_big(stream, p, c->rank);
 }
 
 void tb_node_fail(tb_node_t *n, int code, const char *fmt, ...)

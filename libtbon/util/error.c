@@ -20,6 +20,7 @@ const char *tbon_strerror(int code)
     case TBON_EAUTH:     return "authentication failed";
     case TBON_ENOTFOUND: return "not found";
     case TBON_ELOST:     return "a wave was lost with failed nodes";
+    case TBON_ETOOBIG:   return "packet too large";
     default:             return "unknown error";
     }
 }

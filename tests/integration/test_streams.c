@@ -433,6 +433,38 @@ ITEST(packet_1mib_up_and_down)
     it_stop(&t);
 }
 
+/* A packet over the largest a link carries (16 MiB): refused at the FE's
+ * send with TBON_ETOOBIG and a message, and at each back-end's (before, it
+ * went out and the receiving end took it for a broken link: the back-end, or
+ * with the FE's packet every commnode, was lost). Nothing is lost: the next
+ * waves are exact over every back-end, and no node failed. */
+ITEST(packet_over_the_maximum_refused_at_send)
+{
+    it_tree_t t;
+    tbon_stream_t *sum = it_start_summing(&t, "2x2", NULL);
+    if (!sum)
+        return;
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_NULL, TBON_SYNC_DONTWAIT, 0);
+    REQUIRE(s);
+    const size_t big = 16u * 1024 * 1024 + 1;
+    uint8_t *buf = calloc(1, big);
+    REQUIRE(buf);
+    CHECK_INT(tbon_stream_send(s, IT_TAG_BYTES, "%auc", buf, big), TBON_ETOOBIG);
+    if (!strstr(tbon_net_error(t.net), "over the largest a link carries"))
+        th_fail(__FILE__, __LINE__, "the error says: %s", tbon_net_error(t.net));
+    free(buf);
+    /* Each back-end tries one packet of 16 MiB + 1: refused at its send. */
+    REQUIRE(tbon_stream_send(s, IT_TAG_BURST, "%ud %ud", 1u, (uint32_t)big) == 0);
+    for (uint32_t w = 1; w <= 3; w++)
+        it_sum_wave(sum, w, t.be, t.nbe);
+    it_expect_nothing(s, 200, "a packet over the maximum");
+    tbon_event_t ev;
+    while (tbon_net_next_event(t.net, &ev, 0) == 0)
+        if (ev.type == TBON_EV_NODE_FAILED || ev.type == TBON_EV_NODE_SUSPECT)
+            th_fail(__FILE__, __LINE__, "event %d about rank %u", ev.type, ev.rank);
+    it_stop(&t);
+}
+
 /* ---- back-pressure ---- */
 
 /* The FE stops reading while the back-ends send about 200 MB: the
