@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include "util/attrs.h"
 #include "codec/packet_int.h"
-#include "codec/wire.h"
+#include "net/conn.h"
 #include "topo/reconfig.h"
 
 static __thread char tls_error[512];
@@ -384,9 +384,10 @@ int tbon_stream_send_packet(tbon_stream_t *s, tbon_packet_t *p)
         return tb_net_seterr(TBON_ECLOSED, "the network has shut down");
     size_t len;
     tb_packet_payload(p, &len);
-    if (len > TB_FRAME_MAX_DEFAULT)
-        return tb_net_seterr(TBON_ETOOBIG, "a packet of %zu bytes is over the largest a link "
-                             "carries (%u bytes): not sent", len, (unsigned)TB_FRAME_MAX_DEFAULT);
+    if (len > tb_conn_max_packet())
+        return tb_net_seterr(TBON_ETOOBIG, "a packet of %zu bytes is over the session's "
+                             "maximum of %zu bytes (TBON_MAX_PACKET): not sent", len,
+                             tb_conn_max_packet());
     tb_cmd_t *c = tb_cmd_send(s->id, tbon_packet_ref(p), 0, tb_net_pkt_size(p));
     if (!c)
         return tb_net_seterr(TBON_ENOMEM, "out of memory");

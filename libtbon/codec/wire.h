@@ -45,13 +45,18 @@ enum tb_frame_type {
                                      a gap, or the first frame on a relinked connection) */
 #define TB_FRAME_F_SELECT 0x0010u /* ACK: resend only the frames after hdr.ack up to
                                      hdr.key (a gap; the frames after it are kept) */
+#define TB_FRAME_F_FRAG  0x0020u  /* DATA, CONTROL: a piece of a packet larger than a frame;
+                                     the rest follows in the next frames of this link, the
+                                     last piece without this flag (docs/protocol.md 2.5) */
 #define TB_FRAME_F_KNOWN (TB_FRAME_F_ZLIB | TB_FRAME_F_MORE | TB_FRAME_F_RESEND | \
-                          TB_FRAME_F_SELECT)
+                          TB_FRAME_F_SELECT | TB_FRAME_F_FRAG)
 
 /* The default payload limit a connection should use once authenticated;
  * before the handshake has succeeded use TB_FRAME_MAX_HANDSHAKE. */
 #define TB_FRAME_MAX_DEFAULT   (16u * 1024 * 1024)
 #define TB_FRAME_MAX_HANDSHAKE 256u
+/* A packet larger than TB_FRAME_MAX_DEFAULT goes in pieces of this size. */
+#define TB_FRAME_PIECE         (8u * 1024 * 1024)
 
 typedef struct tb_frame_hdr {
     uint8_t  type;        /* enum tb_frame_type */

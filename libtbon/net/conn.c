@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,8 @@
 #include "codec/packet_int.h"
 #include "util/endian.h"
 #include "util/clock.h"
+#include "util/crc32c.h"
+#include "util/log.h"
 #include "net/sock.h"
 
 tb_conn_t *tb_conn_new(int fd, tbon_rank_t rank, int index, uint32_t max_payload)
@@ -60,6 +64,7 @@ void tb_conn_destroy(tb_conn_t *c)
     tb_ring_free(&c->q);
     tb_conn_drop_kept(c);
     tb_fdec_destroy(c->dec);
+    free(c->frag);
     if (c->fd >= 0)
         close(c->fd);
     free(c);
@@ -82,25 +87,137 @@ static tb_outframe_t *q_push(tb_conn_t *c, tb_frame_hdr_t *h, int sequenced)
     return f;
 }
 
+#define TB_MAX_PACKET_DEFAULT ((size_t)2 << 30)
+static size_t max_packet;
+
+/* $TBON_MAX_PACKET, once (tb_conn_max_packet). */
+static void read_max_packet(void)
+{
+    max_packet = TB_MAX_PACKET_DEFAULT;
+    const char *v = getenv("TBON_MAX_PACKET");
+    if (!v || !*v)
+        return;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20
+                : *end == 'G' || *end == 'g' ? 30 : 0;
+    if (shift)
+        end++;
+    if (errno || end == v || *end || x > (UINT32_MAX >> shift) ||
+        (x << shift) < ((unsigned long long)1 << 20)) {
+        TB_WARN("conn", "TBON_MAX_PACKET=\"%s\" is not a size from 1M to 4294967295 bytes; "
+                "using 2G", v);
+        return;
+    }
+    max_packet = (size_t)(x << shift);
+}
+
+size_t tb_conn_max_packet(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, read_max_packet);
+    return max_packet;
+}
+
 static int send_packet(tb_conn_t *c, tb_frame_hdr_t *h, tbon_packet_t *p, int sequenced)
 {
     size_t len;
-    tb_packet_payload(p, &len);
-    /* Never put on the wire what the peer's decoder must refuse (and close
-     * the link for): a packet over the frame maximum is not sent at all. */
-    if (len > TB_FRAME_MAX_DEFAULT)
+    const uint8_t *payload = tb_packet_payload(p, &len);
+    if (len <= TB_FRAME_MAX_DEFAULT) {
+        tb_outframe_t *f = q_push(c, h, sequenced);
+        if (!f)
+            return TBON_ENOMEM;
+        h->len = (uint32_t)len;
+        /* The payload's CRC is the packet's, computed once for every link it
+         * goes on (the header has its own). */
+        tb_frame_hdr_encode_crc(h, tb_packet_payload_crc(p), f->hdr);
+        f->pkt = tbon_packet_ref(p);
+        f->len = len;
+        c->out_bytes += TB_FRAME_HDR_SIZE + len;
+        return 0;
+    }
+    /* Never put on the wire what the peer must refuse (and take for a
+     * broken link): over the maximum, nothing is sent; pieces go only on the
+     * link's sequence, which keeps them in order and whole. */
+    if (len > tb_conn_max_packet() || !sequenced)
         return TBON_ETOOBIG;
-    tb_outframe_t *f = q_push(c, h, sequenced);
-    if (!f)
+    size_t pieces = (len + TB_FRAME_PIECE - 1) / TB_FRAME_PIECE;
+    if (tb_ring_reserve(&c->q, c->q.len + pieces) != 0)
         return TBON_ENOMEM;
-    h->len = (uint32_t)len;
-    /* The payload's CRC is the packet's, computed once for every link it
-     * goes on (the header has its own). */
-    tb_frame_hdr_encode_crc(h, tb_packet_payload_crc(p), f->hdr);
-    f->pkt = tbon_packet_ref(p);
-    f->len = len;
-    c->out_bytes += TB_FRAME_HDR_SIZE + len;
+    for (size_t off = 0; off < len; off += TB_FRAME_PIECE) {
+        size_t k = len - off < TB_FRAME_PIECE ? len - off : TB_FRAME_PIECE;
+        tb_frame_hdr_t ph = *h;
+        if (off + k < len)
+            ph.flags |= TB_FRAME_F_FRAG;
+        tb_outframe_t *f = q_push(c, &ph, 1);   /* room reserved above */
+        ph.len = (uint32_t)k;
+        tb_frame_hdr_encode_crc(&ph, tb_crc32c(0, payload + off, k), f->hdr);
+        f->pkt = tbon_packet_ref(p);
+        f->off = off;
+        f->len = k;
+        c->out_bytes += TB_FRAME_HDR_SIZE + k;
+    }
     return 0;
+}
+
+/* Do two pieces' headers belong to one packet? */
+static int same_packet(const tb_frame_hdr_t *a, const tb_frame_hdr_t *b)
+{
+    return a->type == b->type && a->stream == b->stream && a->tag == b->tag &&
+           a->source == b->source && a->key == b->key;
+}
+
+int tb_conn_reassemble(tb_conn_t *c, tb_frame_t *f)
+{
+    int piece = (f->hdr.flags & TB_FRAME_F_FRAG) != 0;
+    if (!piece && !c->frag_len)
+        return 1;
+    const char *bad = NULL;
+    size_t max = tb_conn_max_packet();
+    if (f->hdr.type != TB_FRAME_DATA && f->hdr.type != TB_FRAME_CONTROL)
+        bad = "a piece of a packet in a frame that is not DATA or CONTROL";
+    else if (f->hdr.len == 0)
+        bad = "an empty piece of a packet";
+    else if (c->frag_len && !same_packet(&c->frag_hdr, &f->hdr))
+        bad = "a piece of another packet before the last piece of the one under way";
+    else if (f->hdr.len > max - c->frag_len)
+        bad = "a packet over the maximum";
+    if (!bad && c->frag_len + f->hdr.len > c->frag_cap) {
+        /* grown as the pieces come, never past the maximum */
+        size_t cap = c->frag_cap ? c->frag_cap : TB_FRAME_MAX_DEFAULT;
+        while (cap < c->frag_len + f->hdr.len)
+            cap = cap > max / 2 ? max : cap * 2;
+        uint8_t *nb = realloc(c->frag, cap);
+        if (!nb) {
+            bad = "out of memory for a packet in pieces";
+        } else {
+            c->frag = nb;
+            c->frag_cap = cap;
+        }
+    }
+    if (bad) {
+        snprintf(c->why, sizeof c->why, "%s (%zu bytes so far, maximum %zu: TBON_MAX_PACKET)",
+                 bad, c->frag_len + f->hdr.len, max);
+        c->closed = 1;
+        tb_frame_release(f);
+        return -1;
+    }
+    if (!c->frag_len)
+        c->frag_hdr = f->hdr;
+    memcpy(c->frag + c->frag_len, f->payload, f->hdr.len);
+    c->frag_len += f->hdr.len;
+    if (piece) {
+        tb_frame_release(f);
+        return 0;
+    }
+    /* The last piece: the frame now carries the whole packet. */
+    free(f->payload);
+    f->payload = c->frag;
+    f->hdr.len = (uint32_t)c->frag_len;
+    c->frag = NULL;
+    c->frag_len = c->frag_cap = 0;
+    return 1;
 }
 
 int tb_conn_send_packet(tb_conn_t *c, uint8_t type, uint32_t stream, int32_t tag,
@@ -241,7 +358,7 @@ static void consumed(tb_conn_t *c, size_t w, int ctl_first)
  * included); the new count. */
 static int frame_iov(const tb_outframe_t *f, size_t off, struct iovec *iov, int n)
 {
-    const uint8_t *payload = f->pkt ? tb_packet_payload(f->pkt, &(size_t){0}) : f->buf;
+    const uint8_t *payload = f->pkt ? tb_packet_payload(f->pkt, &(size_t){0}) + f->off : f->buf;
     if (off < TB_FRAME_HDR_SIZE) {
         iov[n].iov_base = (void *)(f->hdr + off);
         iov[n++].iov_len = TB_FRAME_HDR_SIZE - off;

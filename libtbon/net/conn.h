@@ -35,6 +35,7 @@ typedef struct tb_outframe {
     uint8_t        hdr[TB_FRAME_HDR_SIZE];
     tbon_packet_t *pkt;
     uint8_t       *buf;
+    size_t         off;        /* pkt: where in its payload this frame's piece starts */
     size_t         len;        /* payload bytes */
     uint32_t       seq;        /* link sequence number; 0: not sequenced */
     int            done;       /* written and not to be kept (not sequenced), or
@@ -98,7 +99,25 @@ struct tb_conn {
     int         closed;        /* EOF or error: to be freed after dispatch */
     struct tb_conn *next_dead; /* the owner's list of connections to free */
     char        why[600];      /* why it closed */
+    /* a packet arriving in pieces (TB_FRAME_F_FRAG): what came so far, and
+       the header of its first piece (tb_conn_reassemble) */
+    uint8_t    *frag;
+    size_t      frag_len, frag_cap;
+    tb_frame_hdr_t frag_hdr;
 };
+
+/* The largest packet a session carries: $TBON_MAX_PACKET (bytes, or with a
+ * K, M or G suffix for KiB, MiB, GiB; from 1 MiB to 4 GiB - 1), else 2 GiB
+ * (a packet of 1 GiB of values and its format fit).
+ * Read once. A larger one is refused at tbon_stream_send (TBON_ETOOBIG). */
+size_t tb_conn_max_packet(void);
+
+/* A frame that may be a piece of a larger packet (TB_FRAME_F_FRAG), in the
+ * order the link delivers them. 1: f is a whole packet's frame (as it came,
+ * or its last piece now holding the whole payload); 0: a piece, taken (f
+ * released); -1: pieces that do not fit together or a packet over the
+ * maximum (f released, c->closed and c->why set). */
+int tb_conn_reassemble(tb_conn_t *c, tb_frame_t *f);
 
 /* A connection for fd (made non-blocking) to peer rank; NULL if out of memory. */
 tb_conn_t *tb_conn_new(int fd, tbon_rank_t rank, int index, uint32_t max_payload);
@@ -107,7 +126,9 @@ tb_conn_t *tb_conn_new(int fd, tbon_rank_t rank, int index, uint32_t max_payload
 void tb_conn_destroy(tb_conn_t *c);
 
 /* Queue a frame carrying packet p (takes a new reference to p). source and
- * stream go in the header. Returns 0 or TBON_ENOMEM. */
+ * stream go in the header. A packet over TB_FRAME_MAX_DEFAULT goes in pieces
+ * of TB_FRAME_PIECE (sequenced frames only). Returns 0, TBON_ENOMEM, or
+ * TBON_ETOOBIG (over tb_conn_max_packet(): nothing queued). */
 int tb_conn_send_packet(tb_conn_t *c, uint8_t type, uint32_t stream, int32_t tag,
                         tbon_rank_t source, tbon_packet_t *p);
 /* The same with header flags (TB_FRAME_F_MORE). */

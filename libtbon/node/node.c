@@ -30,6 +30,15 @@
  * checks: tb_fdec_resume) is skipped and a resend asked for, so only a
  * framing not found again (or a packet that does not decode) ends the
  * socket, which the link layer then tries to replace (node_link.c). */
+/* An authenticated peer broke the protocol (a frame or packet that does not
+ * decode, pieces that do not fit): said at the default level, naming the
+ * peer and why, unlike a connection that merely broke (node_link.c). */
+static void violation(const tb_conn_t *c)
+{
+    TB_WARN_LIMITED("conn", "rank %u (%s) broke the protocol: %s; its connection is closed",
+                    c->rank, c->index < 0 ? "the parent" : "a child", c->why);
+}
+
 static void on_frames(tb_node_t *n, tb_conn_t *c)
 {
     tb_frame_t f;
@@ -48,6 +57,13 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
                     continue;
                 }
             }
+            if ((f.hdr.flags & TB_FRAME_F_FRAG) || c->frag_len) {
+                int r = tb_conn_reassemble(c, &f);
+                if (r < 0)
+                    violation(c);
+                if (r != 1)
+                    continue;   /* a piece taken, or the link closed */
+            }
             if (f.hdr.type == TB_FRAME_DATA && f.hdr.len == 0 && c->index >= 0) {
                 /* A child's wave with no packet (node_stream.c, empty_up). */
                 tb_stream_up(n, (size_t)c->index, f.hdr.stream, NULL, 0, f.hdr.key);
@@ -58,6 +74,7 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
                 if (!p) {
                     snprintf(c->why, sizeof c->why, "bad packet: %s", err.msg);
                     c->closed = 1;
+                    violation(c);
                 } else if (f.hdr.type == TB_FRAME_DATA) {
                     if (c->index < 0)
                         tb_stream_down(n, f.hdr.stream, p, f.hdr.key);
@@ -73,6 +90,7 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
                 snprintf(c->why, sizeof c->why, "unexpected %s frame",
                          tb_frame_type_name(f.hdr.type));
                 c->closed = 1;
+                violation(c);
             }
             tb_frame_release(&f);
         }
@@ -87,6 +105,7 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
     if (!c->closed && tb_fdec_error_kind(c->dec) != TB_FDEC_OK) {
         snprintf(c->why, sizeof c->why, "bad frame: %s", tb_fdec_error(c->dec));
         c->closed = 1;
+        violation(c);
     }
 }
 

@@ -31,6 +31,8 @@ typedef struct tb_child {
     tb_conn_t  *conn;
     int         blocked;      /* reading paused for its stream queues */
     size_t      qbytes;       /* bytes it has queued in all streams' waves */
+    size_t      qbytes_open;  /* of them, in units it has not finished (they do not
+                                 count against it: node.c, pressure()) */
     /* membership (ft/view.c) */
     int         v_known;      /* it told us its view version (an adopted child
                                  has not yet: until then nothing is sent to it) */
@@ -59,6 +61,7 @@ typedef struct tb_pq {
     tb_ring_t ring;           /* struct tb_pq_ent, oldest first */
     size_t units;             /* complete waves queued (packets with more == 0) */
     size_t bytes;
+    size_t open_bytes;        /* of them, in the unit still open at the tail */
 } tb_pq_t;
 struct tb_pq_ent {
     tbon_packet_t *pkt;

@@ -17,7 +17,6 @@
 #include "proc/relay.h"
 #include "proc/sshmux.h"
 #include "codec/packet_int.h"
-#include "codec/wire.h"
 #include "net/link.h"
 #include "net/sock.h"
 #include "net/auth.h"
@@ -39,16 +38,16 @@ void tb_node_send_ctl(tb_node_t *n, tb_conn_t *c, int op, tbon_packet_t *p)
     tbon_packet_unref(p);
 }
 
-/* A packet over the frame maximum (a filter's output that grew past it; the
- * API refuses the application's own with TBON_ETOOBIG): dropped here rather
- * than sent to a peer that would take it for a broken link. */
+/* A packet over the session's maximum (a filter's output that grew past it;
+ * the API refuses the application's own with TBON_ETOOBIG): dropped here
+ * rather than sent to a peer that would take it for a broken link. */
 static void too_big(uint32_t stream, tbon_packet_t *p, tbon_rank_t to)
 {
     size_t len;
     tb_packet_payload(p, &len);
-    TB_WARN_LIMITED("conn", "a packet of %zu bytes on stream %u is over the largest a link "
-                    "carries (%u bytes): not sent to rank %u", len, stream,
-                    (unsigned)TB_FRAME_MAX_DEFAULT, to);
+    TB_WARN_LIMITED("conn", "a packet of %zu bytes on stream %u is over the session's maximum "
+                    "of %zu bytes (TBON_MAX_PACKET): not sent to rank %u", len, stream,
+                    tb_conn_max_packet(), to);
 }
 
 void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uint64_t key)

@@ -33,8 +33,12 @@ static int pq_push(tb_pq_t *q, tbon_packet_t *p, int more, uint64_t key)
     e->more = more != 0;
     e->key = key;
     q->bytes += p ? pkt_bytes(p) : 0;
-    if (!more)
+    if (!more) {
         q->units++;
+        q->open_bytes = 0;      /* the unit is whole */
+    } else {
+        q->open_bytes += p ? pkt_bytes(p) : 0;
+    }
     return 0;
 }
 
@@ -47,7 +51,10 @@ static tbon_packet_t *pq_pop(tb_pq_t *q, int *more)
     tbon_packet_t *p = e->pkt;
     int m = e->more;
     tb_ring_drop(&q->ring);
-    q->bytes -= p ? pkt_bytes(p) : 0;
+    size_t b = p ? pkt_bytes(p) : 0;
+    q->bytes -= b;
+    if (!q->units)              /* the open unit's (a wave cut short) */
+        q->open_bytes -= b < q->open_bytes ? b : q->open_bytes;
     if (!m && q->units)
         q->units--;
     if (more)
@@ -144,6 +151,7 @@ static void stream_free(tb_node_t *n, tb_stream_st_t *s)
     set_deadline(n, s, 0);
     for (size_t i = 0; s->q && i < n->nchild; i++) {
         n->child[i].qbytes -= s->q[i].bytes;
+        n->child[i].qbytes_open -= s->q[i].open_bytes;
         pq_free(&s->q[i]);
     }
     free(s->q);
@@ -475,13 +483,14 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
                 continue;
             who |= i < 64 ? (uint64_t)1 << i : 0;
             int more = 1;
-            size_t before = s->q[i].bytes;
+            size_t before = s->q[i].bytes, before_open = s->q[i].open_bytes;
             while (more && s->q[i].ring.len) {
                 tbon_packet_t *p = pq_pop(&s->q[i], &more);
                 if (p)
                     in[k++] = p;
             }
             n->child[i].qbytes -= before - s->q[i].bytes;
+            n->child[i].qbytes_open -= before_open - s->q[i].open_bytes;
             if (!s->q[i].units)
                 s->nonempty--;
         }
@@ -537,12 +546,14 @@ void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p,
         return;
     }
     tb_pq_t *q = &s->q[child];
-    size_t before = q->bytes;
+    size_t before = q->bytes, before_open = q->open_bytes;
     if (pq_push(q, p, more, key)) {
         tbon_packet_unref(p);
         return;
     }
     n->child[child].qbytes += q->bytes - before;
+    n->child[child].qbytes_open += q->open_bytes;
+    n->child[child].qbytes_open -= before_open;
     if (!more && q->units == 1) {
         s->nonempty++;
         if (s->sync == TBON_SYNC_TIMEOUT && !s->deadline)
@@ -933,5 +944,8 @@ void tb_stream_sent(tb_node_t *n, uint32_t id, uint64_t key)
 
 size_t tb_stream_child_bytes(const tb_node_t *n, size_t child)
 {
-    return n->child[child].qbytes;
+    /* A unit the child has not finished does not count: holding its reading
+     * back until that unit is taken would wait forever, the wave needing the
+     * rest of it (a wave of packets larger than TB_HWM). */
+    return n->child[child].qbytes - n->child[child].qbytes_open;
 }

@@ -10,21 +10,30 @@ void tb_ring_init(tb_ring_t *r, size_t size)
     r->size = size;
 }
 
+int tb_ring_reserve(tb_ring_t *r, size_t n)
+{
+    if (n <= r->cap)
+        return 0;
+    size_t ncap = r->cap ? r->cap : 16;
+    while (ncap < n)
+        ncap *= 2;
+    unsigned char *nv = malloc(ncap * r->size);
+    if (!nv)
+        return -1;
+    /* Unwrap: the oldest element goes first. */
+    for (size_t i = 0; i < r->len; i++)
+        memcpy(nv + i * r->size, tb_ring_at(r, i), r->size);
+    free(r->v);
+    r->v = nv;
+    r->cap = ncap;
+    r->head = 0;
+    return 0;
+}
+
 void *tb_ring_push(tb_ring_t *r)
 {
-    if (r->len == r->cap) {
-        size_t ncap = r->cap ? r->cap * 2 : 16;
-        unsigned char *nv = malloc(ncap * r->size);
-        if (!nv)
-            return NULL;
-        /* Unwrap: the oldest element goes first. */
-        for (size_t i = 0; i < r->len; i++)
-            memcpy(nv + i * r->size, tb_ring_at(r, i), r->size);
-        free(r->v);
-        r->v = nv;
-        r->cap = ncap;
-        r->head = 0;
-    }
+    if (r->len == r->cap && tb_ring_reserve(r, r->cap ? r->cap * 2 : 16) != 0)
+        return NULL;
     void *slot = r->v + ((r->head + r->len) % r->cap) * r->size;
     memset(slot, 0, r->size);
     r->len++;

@@ -178,6 +178,15 @@ static int visit(const struct it_addr *a, unsigned i)
  * one line per connection), and the tree answers exactly afterwards. */
 ITEST(connection_churn_leaves_memory_and_log_flat)
 {
+    if (IT_ASAN) {
+        /* ASan keeps freed memory in quarantine (256 MB by default), which
+         * would count as the commnode's resident memory: none here. */
+        char opts[1024];
+        const char *o = getenv("ASAN_OPTIONS");
+        snprintf(opts, sizeof opts, "%s%squarantine_size_mb=0", o ? o : "",
+                 o && *o ? ":" : "");
+        setenv("ASAN_OPTIONS", opts, 1);
+    }
     it_tree_t t;
     tbon_stream_t *s = it_start_summing(&t, "1x2", NULL);
     if (!s)
@@ -213,7 +222,17 @@ ITEST(connection_churn_leaves_memory_and_log_flat)
     if (lines1 > most)
         th_fail(__FILE__, __LINE__, "%d log lines for %d connections in %lld s (at most %ld)",
                 lines1, ALL, (long long)secs, most);
-    CHECK(log_lines(1, "more lines like the next one were not shown", NULL) >= 1);
+    /* What was not shown is counted: the next line after the window says so
+     * (one more stranger now and then until the window has passed). */
+    for (int64_t end = it_now_ms() + 3 * TB_LOG_LIMIT_MS;
+         !log_lines(1, "more lines like the next one were not shown", NULL);) {
+        if (it_now_ms() > end) {
+            th_fail(__FILE__, __LINE__, "no line says how many were not shown");
+            break;
+        }
+        visit(&a[0], 1);
+        it_sleep_ms(200);
+    }
     if (getenv("ITEST_VERBOSE"))
         fprintf(stderr, "    %d connections in %lld s: RSS %ld -> %ld kB, %d -> %d log lines\n",
                 ALL, (long long)secs, rss0, rss1, lines0, lines1);

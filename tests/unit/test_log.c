@@ -299,6 +299,33 @@ TEST(level_filters_macros_without_evaluating)
     CHECK_INT(cap_count, 1);
 }
 
+/* A site that a stranger can make log at will writes 10 lines in a window;
+ * the rest are counted and said before the next line of a later window. */
+TEST(limited_lines_counted)
+{
+    unsetenv("TBON_LOG");
+    tbon_log_set_handler(capture, &cap_count);
+    tb_log_limit_t rl = { 0, 0, 0 };
+    int written = 0;
+    for (int i = 0; i < 25; i++)
+        if (tb_log_limit(&rl, TBON_LOG_WARN, "t")) {
+            tb_log(TBON_LOG_WARN, "t", "line %d", i);
+            written++;
+        }
+    CHECK_INT(written, TB_LOG_LIMIT_LINES);
+    CHECK_INT(cap_count, TB_LOG_LIMIT_LINES);
+    rl.start_ms -= TB_LOG_LIMIT_MS;          /* the window has passed */
+    CHECK(tb_log_limit(&rl, TBON_LOG_WARN, "t"));
+    CHECK_INT(cap_count, TB_LOG_LIMIT_LINES + 1);
+    CHECK(matches(cap_lines[TB_LOG_LIMIT_LINES],
+                  "warn .* \\[t\\] 15 more lines like the next one were not shown \\(at most "
+                  "10 every 10 s\\)$"));
+    /* and the macro does the same */
+    for (int i = 0; i < 12; i++)
+        TB_WARN_LIMITED("u", "from the macro %d", i);
+    CHECK_INT(cap_count, 2 * TB_LOG_LIMIT_LINES + 1);
+}
+
 /* ---- handlers and output ---- */
 
 TEST(handler_replace_and_restore)
