@@ -57,4 +57,37 @@ static inline void bench_row(const char *area, const char *metric, const char *v
     printf(" |\n");
 }
 
+#ifdef TBON_TBON_H
+#include <string.h>
+#include <unistd.h>
+
+/* A front-end over the topology text (written to a temporary file, removed
+ * once read), this very program (/proc/self/exe) at every back-end with
+ * argument be_arg; default options. Exits with a message on failure. */
+static inline tbon_net_t *bench_start_tree(const char *prog, const char *text,
+                                           const char *be_arg)
+{
+    static char self[4096];
+    ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (l <= 0)
+        bench_die(prog, "readlink /proc/self/exe");
+    self[l] = 0;
+    char topo[] = "/tmp/bench_tree.XXXXXX";
+    int fd = mkstemp(topo);
+    size_t len = strlen(text);
+    if (fd < 0 || write(fd, text, len) != (ssize_t)len)
+        bench_die(prog, "the topology file");
+    close(fd);
+    const char *const be_argv[] = { be_arg, NULL };
+    tbon_error_t err = { 0, "" };
+    tbon_net_t *net = tbon_fe_create(topo, self, be_argv, NULL, &err);
+    unlink(topo);
+    if (!net) {
+        fprintf(stderr, "%s: tbon_fe_create: %s\n", prog, err.msg);
+        exit(1);
+    }
+    return net;
+}
+#endif
+
 #endif

@@ -36,8 +36,6 @@
 static const size_t sizes[] = { (size_t)1 << 20, (size_t)64 << 20, (size_t)1 << 30 };
 static const int reps[] = { 15, 5, 3 };
 
-static char self_exe[4096];
-
 /* ---- the tree's back-end ---- */
 
 static int be_main(int argc, char **argv)
@@ -297,26 +295,9 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
             only = (size_t)strtoull(argv[++i], NULL, 10) << 20;
     }
-    ssize_t l = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
-    if (l <= 0)
-        bench_die(PROG, "readlink /proc/self/exe");
-    self_exe[l] = 0;
     signal(SIGPIPE, SIG_IGN);
-
-    char topo[] = "/tmp/bench_large.XXXXXX";
-    int tfd = mkstemp(topo);
-    const char *text = "localhost:0 => localhost:1 ;\nlocalhost:1 => localhost:2 ;\n";
-    if (tfd < 0 || write_all(tfd, text, strlen(text)) != 0)
-        bench_die(PROG, "the topology file");
-    close(tfd);
-    const char *const be_argv[] = { "--be", NULL };
-    tbon_error_t err = { 0, "" };
-    tbon_net_t *net = tbon_fe_create(topo, self_exe, be_argv, NULL, &err);
-    unlink(topo);
-    if (!net) {
-        fprintf(stderr, PROG ": tbon_fe_create: %s\n", err.msg);
-        return 1;
-    }
+    tbon_net_t *net = bench_start_tree(PROG, "localhost:0 => localhost:1 ;\n"
+                                             "localhost:1 => localhost:2 ;\n", "--be");
     tbon_stream_t *s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), TBON_FILTER_NULL,
                                           TBON_SYNC_DONTWAIT, TBON_FILTER_NULL);
     if (!s)

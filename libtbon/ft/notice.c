@@ -205,6 +205,22 @@ void tb_notice_verdict(tb_node_t *n, const void *addr, socklen_t alen, tbon_rank
         TB_DEBUG("view", "verdict not sent: %s", strerror(errno));
 }
 
+/* Make the per-rank array *v (*len elements of size elem, zeroed as they
+ * come) reach rank `from`, within the topology. 1, or 0 if it cannot. */
+static int per_rank(const tb_node_t *n, void **v, size_t *len, size_t elem, tbon_rank_t from)
+{
+    if (from < *len)
+        return 1;
+    size_t nn = tb_topology_size(n->topo);
+    uint8_t *nv = nn > from ? realloc(*v, nn * elem) : NULL;
+    if (!nv)
+        return 0;
+    memset(nv + *len * elem, 0, (nn - *len) * elem);
+    *v = nv;
+    *len = nn;
+    return 1;
+}
+
 /* A sequence number from rank from: 1 if newer than any taken from it. */
 static int fresh(tb_node_t *n, tbon_rank_t from, uint64_t seq)
 {
@@ -216,15 +232,8 @@ static int fresh(tb_node_t *n, tbon_rank_t from, uint64_t seq)
         return 1;
     }
     struct tb_ft_fe *fe = ft->fe;
-    if (from >= fe->nnotice_seq) {
-        size_t nn = tb_topology_size(n->topo);
-        uint64_t *v = nn > from ? realloc(fe->notice_seq, nn * sizeof *v) : NULL;
-        if (!v)
-            return 0;
-        memset(v + fe->nnotice_seq, 0, (nn - fe->nnotice_seq) * sizeof *v);
-        fe->notice_seq = v;
-        fe->nnotice_seq = nn;
-    }
+    if (!per_rank(n, (void **)&fe->notice_seq, &fe->nnotice_seq, sizeof *fe->notice_seq, from))
+        return 0;
     if (seq <= fe->notice_seq[from])
         return 0;
     fe->notice_seq[from] = seq;
@@ -260,15 +269,8 @@ static int within_budget(tb_node_t *n, tbon_rank_t from)
         if (ft->nt_from)
             memset(ft->nt_from, 0, ft->nnt_from * sizeof *ft->nt_from);
     }
-    if (from >= ft->nnt_from) {
-        size_t nn = tb_topology_size(n->topo);
-        uint16_t *v = nn > from ? realloc(ft->nt_from, nn * sizeof *v) : NULL;
-        if (!v)
-            return 0;
-        memset(v + ft->nnt_from, 0, (nn - ft->nnt_from) * sizeof *v);
-        ft->nt_from = v;
-        ft->nnt_from = nn;
-    }
+    if (!per_rank(n, (void **)&ft->nt_from, &ft->nnt_from, sizeof *ft->nt_from, from))
+        return 0;
     if (ft->nt_macs >= NOTICE_MACS || ft->nt_from[from] >= NOTICE_PER_SENDER) {
         ft->nt_over++;
         return 0;
@@ -287,54 +289,72 @@ static uint64_t last_seq(const tb_node_t *n, tbon_rank_t from)
     return from < ft->fe->nnotice_seq ? ft->fe->notice_seq[from] : 0;
 }
 
+/* One datagram from the notice socket. */
+static void on_notice(tb_node_t *n, const uint8_t *b, size_t len,
+                      const struct sockaddr_storage *src, socklen_t slen)
+{
+    uint8_t mac[crypto_auth_hmacsha256_BYTES];
+    /* Anything not a notice of this session, signed with its secret, is
+     * dropped without a word: the port is open to anyone. The cheap
+     * checks come before the HMAC. */
+    if (len != NOTICE_SIZE || tb_get32(b) != NOTICE_MAGIC || b[4] != 2 ||
+        b[5] > TB_NOTICE_VERDICT || tb_get64(b + 8) != n->cfg.session.id)
+        return;
+    tbon_rank_t from = tb_get32(b + 16), r = tb_get32(b + 20);
+    uint32_t inc = tb_get32(b + 24);
+    int kind = b[5];
+    if (r == 0 || r >= tb_topology_size(n->topo) || from >= tb_topology_size(n->topo) ||
+        !n->ftst->ft_ready || tb_node_ending(n) ||
+        (n->role == TB_ROLE_FE) != (kind != TB_NOTICE_VERDICT) ||
+        (kind == TB_NOTICE_VERDICT && from != 0))
+        return;
+    /* A detector we have fenced is not believed: woken up, it sees its
+     * children gone (adopted elsewhere) and would call them dead. Nor is the
+     * old process of a rank restarted since (it wakes up to the same). Nor a
+     * sequence already taken (a replay). All before the HMAC, and then only
+     * within the budget. */
+    if (kind != TB_NOTICE_VERDICT &&
+        (!tb_topology_alive(n->topo, from) ||
+         tb_inc_gen(tb_get32(b + 28)) < tb_inc_gen(tb_topology_incarnation(n->topo, from))))
+        return;
+    if (tb_get64(b + 32) <= last_seq(n, from) || !within_budget(n, from))
+        return;
+    crypto_auth_hmacsha256(mac, b, 40, n->cfg.session.secret);
+    if (sodium_memcmp(mac, b + 40, sizeof mac) != 0 || !fresh(n, from, tb_get64(b + 32)))
+        return;
+    if (kind == TB_NOTICE_VERDICT) {
+        tb_suspect_verdict(n, r, inc, b[6]);
+    } else if (kind == TB_NOTICE_FAILED) {
+        char how[64];
+        snprintf(how, sizeof how, "notice from rank %u", from);
+        tb_ft_failed(n, r, inc, how);
+    } else {
+        tb_suspect_fe(n, r, inc, from, kind == TB_NOTICE_SUSPECT, src, slen);
+    }
+}
+
+/* The notice socket is readable: up to 256 datagrams a turn, read 32 at a
+ * time (recvmmsg: a flood costs one system call per 32, not per datagram). */
 void tb_view_on_notices(tb_node_t *n)
 {
-    uint8_t b[NOTICE_SIZE + 1], mac[crypto_auth_hmacsha256_BYTES];
-    for (int budget = 0; budget < 256; budget++) {
-        struct sockaddr_storage src;
-        socklen_t slen = sizeof src;
-        ssize_t len = recvfrom(n->ftst->nfd, b, sizeof b, MSG_DONTWAIT, (struct sockaddr *)&src,
-                               &slen);
-        if (len < 0)
+    enum { BATCH = 32 };
+    uint8_t b[BATCH][NOTICE_SIZE + 1];
+    struct sockaddr_storage src[BATCH];
+    struct iovec iov[BATCH];
+    struct mmsghdr m[BATCH];
+    for (int turn = 0; turn < 256 / BATCH; turn++) {
+        for (int i = 0; i < BATCH; i++) {
+            iov[i] = (struct iovec){ b[i], sizeof b[i] };
+            m[i] = (struct mmsghdr){ .msg_hdr = { .msg_name = &src[i],
+                                                  .msg_namelen = sizeof src[i],
+                                                  .msg_iov = &iov[i], .msg_iovlen = 1 } };
+        }
+        int k = recvmmsg(n->ftst->nfd, m, BATCH, MSG_DONTWAIT, NULL);
+        if (k <= 0)
             return;
-        /* Anything not a notice of this session, signed with its secret, is
-         * dropped without a word: the port is open to anyone. The cheap
-         * checks come before the HMAC. */
-        if (len != NOTICE_SIZE || tb_get32(b) != NOTICE_MAGIC || b[4] != 2 ||
-            b[5] > TB_NOTICE_VERDICT || tb_get64(b + 8) != n->cfg.session.id)
-            continue;
-        tbon_rank_t from = tb_get32(b + 16), r = tb_get32(b + 20);
-        uint32_t inc = tb_get32(b + 24);
-        int kind = b[5];
-        if (r == 0 || r >= tb_topology_size(n->topo) || from >= tb_topology_size(n->topo) ||
-            !n->ftst->ft_ready || tb_node_ending(n) ||
-            (n->role == TB_ROLE_FE) != (kind != TB_NOTICE_VERDICT) ||
-            (kind == TB_NOTICE_VERDICT && from != 0))
-            continue;
-        /* A detector we have fenced is not believed: woken up, it sees its
-         * children gone (adopted elsewhere) and would call them dead. Nor is
-         * the old process of a rank restarted since (it wakes up to the
-         * same). Nor a sequence already taken (a replay). All before the
-         * HMAC, and then only within the budget. */
-        if (kind != TB_NOTICE_VERDICT &&
-            (!tb_topology_alive(n->topo, from) ||
-             tb_inc_gen(tb_get32(b + 28)) < tb_inc_gen(tb_topology_incarnation(n->topo, from))))
-            continue;
-        if (tb_get64(b + 32) <= last_seq(n, from) || !within_budget(n, from))
-            continue;
-        crypto_auth_hmacsha256(mac, b, 40, n->cfg.session.secret);
-        if (sodium_memcmp(mac, b + 40, sizeof mac) != 0 || !fresh(n, from, tb_get64(b + 32)))
-            continue;
-        if (kind == TB_NOTICE_VERDICT) {
-            tb_suspect_verdict(n, r, inc, b[6]);
-            continue;
-        }
-        if (kind == TB_NOTICE_FAILED) {
-            char how[64];
-            snprintf(how, sizeof how, "notice from rank %u", from);
-            tb_ft_failed(n, r, inc, how);
-        } else {
-            tb_suspect_fe(n, r, inc, from, kind == TB_NOTICE_SUSPECT, &src, slen);
-        }
+        for (int i = 0; i < k; i++)
+            on_notice(n, b[i], m[i].msg_len, &src[i], m[i].msg_hdr.msg_namelen);
+        if (k < BATCH)
+            return;
     }
 }

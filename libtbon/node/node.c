@@ -344,8 +344,8 @@ static void on_conn_io(tb_io_t *io, uint32_t events)
         return;
     if (events & EPOLLOUT)
         flush_conn(n, c);
-    if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) &&
-        (c->reading || (events & (EPOLLHUP | EPOLLERR)))) {
+    if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) &&
+        (c->reading || (events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)))) {
         tb_conn_read(c, READ_BUDGET);
         on_frames(n, c);
     }

@@ -124,7 +124,12 @@ void tb_node_watch(tb_node_t *n, tb_conn_t *c, uint32_t events)
         return;     /* a link that is down: watched again once relinked */
     if (!c->io.fn)
         tb_node_io_init(n, c);
-    tb_loop_watch(n->loop, &c->io, events);
+    /* The peer's end is seen even while back-pressure keeps us from reading
+     * (EPOLLIN left out): a commnode that stopped reading its parent, whose
+     * parent then went away, would otherwise wait for it forever (seen after
+     * a tree starved under ThreadSanitizer: the socket in CLOSE_WAIT, the
+     * commnode idle, for minutes). */
+    tb_loop_watch(n->loop, &c->io, events | EPOLLRDHUP);
 }
 
 /* Take c out of the loop; it is freed after the current batch of events,

@@ -608,6 +608,52 @@ static IT_UNUSED void it_check_no_procs(const char *when)
     it_our_procs("tbon_", pids, 64);   /* reap */
 }
 
+/* Under ASan: processes started from now on keep at most mb MB of freed
+ * memory in quarantine (256 MB by default), which would otherwise count as
+ * their resident memory in a test that watches it. */
+static IT_UNUSED void it_asan_quarantine_mb(int mb)
+{
+    if (!IT_ASAN)
+        return;
+    char opts[1024];
+    const char *o = getenv("ASAN_OPTIONS");
+    snprintf(opts, sizeof opts, "%s%squarantine_size_mb=%d", o ? o : "", o && *o ? ":" : "", mb);
+    setenv("ASAN_OPTIONS", opts, 1);
+}
+
+/* CPU time (utime + stime, ms) of pid so far, all its threads, or -1. */
+static IT_UNUSED long it_cpu_ms(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    unsigned long ut = 0, st = 0;
+    /* after ")": state ppid pgrp session tty tpgid flags minflt cminflt
+     * majflt cmajflt utime stime */
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return -1;
+    return (long)((ut + st) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
+}
+
+/* Entries of directory path but "." and "..", or -1. */
+static IT_UNUSED int it_dir_entries(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
+}
+
 /* Value of "Key:" in /proc/PID/status (kB for VmRSS), or -1. */
 static IT_UNUSED long it_proc_status(pid_t pid, const char *key)
 {

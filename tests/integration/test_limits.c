@@ -9,39 +9,6 @@
 
 #include "util/log.h"
 
-/* Open file descriptors of pid. */
-static int fd_count(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
-    DIR *d = opendir(path);
-    if (!d)
-        return -1;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
-/* CPU time of pid, all its threads (ms). */
-static long cpu_ms(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *p = strrchr(buf, ')');
-    unsigned long ut, st;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-        return -1;
-    return (long)((ut + st) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
-}
-
 /* Lines of commnode rank's log that contain text. */
 static int log_lines(tbon_rank_t rank, const char *text, int *total)
 {
@@ -92,7 +59,9 @@ ITEST(adopter_at_its_fd_limit_pauses_accepting)
     struct it_addr a[4];
     REQUIRE(it_listen_addrs(cn2, a, 4) >= 1);
 
-    int open_fds = fd_count(cn2);
+    char fds[64];
+    snprintf(fds, sizeof fds, "/proc/%d/fd", (int)cn2);
+    int open_fds = it_dir_entries(fds);
     REQUIRE(open_fds > 0);
     struct rlimit old, lim;
     REQUIRE(prlimit(cn2, RLIMIT_NOFILE, NULL, &old) == 0);
@@ -106,7 +75,7 @@ ITEST(adopter_at_its_fd_limit_pauses_accepting)
         CHECK(held[i] >= 0);
     if (wait_log(2, "cannot accept connections", IT_RECV_MS))
         goto out;
-    long c0 = cpu_ms(cn2);
+    long c0 = it_cpu_ms(cn2);
     int64_t t0 = it_now_ms();
 
     kill(cn1, SIGKILL);
@@ -126,7 +95,7 @@ ITEST(adopter_at_its_fd_limit_pauses_accepting)
         it_sum_wave(s, w, live, 4);
 
     /* All the while at its limit, it was not busy. */
-    long used = cpu_ms(cn2) - c0;
+    long used = it_cpu_ms(cn2) - c0;
     int64_t spent = it_now_ms() - t0;
     CHECK_INT(log_lines(2, "cannot accept connections", NULL), 1);
     if (used * 10 > spent)
@@ -178,15 +147,10 @@ static int visit(const struct it_addr *a, unsigned i)
  * one line per connection), and the tree answers exactly afterwards. */
 ITEST(connection_churn_leaves_memory_and_log_flat)
 {
-    if (IT_ASAN) {
-        /* ASan keeps freed memory in quarantine (256 MB by default), which
-         * would count as the commnode's resident memory: none here. */
-        char opts[1024];
-        const char *o = getenv("ASAN_OPTIONS");
-        snprintf(opts, sizeof opts, "%s%squarantine_size_mb=0", o ? o : "",
-                 o && *o ? ":" : "");
-        setenv("ASAN_OPTIONS", opts, 1);
-    }
+    it_asan_quarantine_mb(0);
+    /* about 11 s of CPU for the connections alone (the kernel's part, in
+     * this process): minutes on a loaded machine or under a sanitizer */
+    alarm(280);
     it_tree_t t;
     tbon_stream_t *s = it_start_summing(&t, "1x2", NULL);
     if (!s)

@@ -565,14 +565,7 @@ ITEST(sec_attach_file_among_hostile_files)
     CHECK_INT((int)(st.st_mode & 07777), 0666);
     CHECK(file_is(decoy, "decoy\n"));
     /* nothing of ours left behind but the attach file */
-    DIR *d = opendir(dir);
-    REQUIRE(d);
-    int names = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-            names++;
-    closedir(d);
-    CHECK_INT(names, 3);
+    CHECK_INT(it_dir_entries(dir), 3);
     tbon_stream_t *s = it_stream(net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
     if (s) {
         it_sum_wave(s, 1, bes, 2);
@@ -610,14 +603,7 @@ ITEST(sec_attach_file_refused_in_unsafe_directory)
     CHECK_INT(err.code, TBON_EIO);
     if (!strstr(err.msg, file) || !strstr(err.msg, "not sticky"))
         th_fail(__FILE__, __LINE__, "the error does not name the file and why: %s", err.msg);
-    DIR *d = opendir(dir);
-    REQUIRE(d);
-    int names = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-            names++;
-    closedir(d);
-    CHECK_INT(names, 0);
+    CHECK_INT(it_dir_entries(dir), 0);
     it_check_no_procs("after the refused start");
 }
 

@@ -433,66 +433,6 @@ ITEST(packet_1mib_up_and_down)
     it_stop(&t);
 }
 
-/* A packet of size bytes down to every back-end of shape and each one's
- * copy up, compared byte for byte: larger than a frame (16 MiB), it goes in
- * pieces of 8 MiB and is whole again at every hop. */
-static void big_packet_up_and_down(const char *shape, size_t size, int wait_ms)
-{
-    it_tree_t t;
-    if (it_start(&t, shape, NULL, NULL))
-        return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_NULL, TBON_SYNC_WAITFORALL, 0);
-    REQUIRE(s);
-    uint8_t *buf = malloc(size);
-    REQUIRE(buf);
-    it_pattern(buf, size, 91, 7);
-    int64_t t0 = it_now_ms();
-    CHECK_INT(tbon_stream_send(s, IT_TAG_BYTES, "%auc", buf, size), 0);
-    CHECK_INT(tbon_stream_flush(s), 0);
-    uint8_t seen[IT_MAX_BE] = { 0 };
-    for (size_t i = 0; i < t.nbe; i++) {
-        tbon_packet_t *p = it_recv(s, wait_ms, "a large packet's echo");
-        if (!p)
-            break;
-        uint8_t *b = NULL;
-        size_t n = 0;
-        CHECK_INT(tbon_packet_unpack(p, "%auc", &b, &n), 0);
-        CHECK_UINT(n, size);
-        tbon_rank_t src = tbon_packet_source(p);
-        if (b && n == size && memcmp(b, buf, size) != 0)
-            th_fail(__FILE__, __LINE__, "the echo from %u differs", (unsigned)src);
-        for (size_t k = 0; k < t.nbe; k++)
-            if (t.be[k] == src) {
-                CHECK(!seen[k]);
-                seen[k] = 1;
-            }
-        free(b);
-        tbon_packet_unref(p);
-    }
-    if (getenv("ITEST_VERBOSE"))
-        fprintf(stderr, "    %zu bytes down and %zu copies up in %lld ms\n", size, t.nbe,
-                (long long)(it_now_ms() - t0));
-    free(buf);
-    it_expect_nothing(s, 100, "after the echoes");
-    it_stop(&t);
-}
-
-ITEST(packet_64mib_up_and_down) { big_packet_up_and_down("2x2", 64u << 20, IT_RECV_MS * 2); }
-
-/* 1 GiB, the default maximum, on a chain (each hop holds it and a copy).
- * Not under ThreadSanitizer, whose shadow of several such buffers in each of
- * three processes would outgrow the machine's memory; its 64 MiB case above
- * runs the same code. */
-ITEST(packet_1gib_up_and_down)
-{
-    if (IT_TSAN) {
-        fprintf(stderr, "    skipped under ThreadSanitizer (memory)\n");
-        return;
-    }
-    alarm(IT_SLOW ? 280 : 120);
-    big_packet_up_and_down("1x1", (size_t)1 << 30, IT_SLOW ? 240000 : 100000);
-}
-
 /* One byte over the session's maximum (TBON_MAX_PACKET, here 32 MiB):
  * refused at the FE's send with TBON_ETOOBIG and a message, and at each
  * back-end's; a packet of exactly the maximum goes. Before, a packet over
@@ -550,15 +490,7 @@ ITEST(packet_over_the_session_maximum_refused)
 ITEST(backpressure_bounded_memory)
 {
     it_tree_t t;
-    if (IT_ASAN) {
-        /* ASan keeps freed memory in quarantine (256 MB by default), which
-         * would count as the commnodes' resident memory: keep it small. */
-        char opts[1024];
-        const char *o = getenv("ASAN_OPTIONS");
-        snprintf(opts, sizeof opts, "%s%squarantine_size_mb=8", o ? o : "",
-                 o && *o ? ":" : "");
-        setenv("ASAN_OPTIONS", opts, 1);
-    }
+    it_asan_quarantine_mb(8);
     if (it_start(&t, "1x4", NULL, NULL))
         return;
     tbon_stream_t *s = it_stream(t.net, TBON_FILTER_NULL, TBON_SYNC_DONTWAIT, 0);

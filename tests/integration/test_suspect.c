@@ -279,26 +279,6 @@ ITEST(front_end_paused_tree_intact)
     close(up[0]);
 }
 
-/* CPU time (utime + stime, ms) of pid so far, or -1. */
-static long cpu_ms(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    unsigned long ut = 0, st = 0;
-    /* after ")": state ppid pgrp session tty tpgid flags minflt cminflt
-     * majflt cmajflt utime stime */
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-        return -1;
-    return (long)((ut + st) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
-}
-
 /* Back-ends whose application is away (a long computation outside the
  * library) are run by their kicker thread, which wakes for what arrives and
  * for the node's timers (the link layer's acknowledgements and resends):
@@ -314,7 +294,7 @@ ITEST(away_backends_do_not_spin)
     REQUIRE(n == 16);
     long before = 0, after = 0;
     for (size_t i = 0; i < n; i++)
-        before += cpu_ms(be[i]);
+        before += it_cpu_ms(be[i]);
     REQUIRE(tbon_stream_send(s, IT_TAG_SLOW, "%ud %aud", 2000u, t.be, t.nbe) == 0);
     tbon_packet_t *p = it_recv(s, IT_RECV_MS, "the wave of the away back-ends");
     uint64_t v = 0, full = 0;
@@ -325,7 +305,7 @@ ITEST(away_backends_do_not_spin)
     tbon_packet_unref(p);
     CHECK(v == full);
     for (size_t i = 0; i < n; i++)
-        after += cpu_ms(be[i]);
+        after += it_cpu_ms(be[i]);
     /* Spinning would cost seconds; idle costs milliseconds. */
     if (getenv("TH_VERBOSE"))
         fprintf(stderr, "    16 away back-ends: %ld ms of CPU\n", after - before);

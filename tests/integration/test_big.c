@@ -1,0 +1,126 @@
+/* test_big.c - the large end of what a tree carries (issue 19): packets of
+ * 64 MiB and 1 GiB up and down, in pieces and whole again at every hop, and
+ * 1,000 and 10,000 streams at once on 16x16, each with an exact wave. Apart
+ * from test_streams.c so that these long cases have a time budget of their
+ * own.
+ */
+#include "itest.h"
+
+/* ---- large packets (issue 19, item 2) ---- */
+
+/* A packet of size bytes down to every back-end of shape and each one's
+ * copy up, compared byte for byte: larger than a frame (16 MiB), it goes in
+ * pieces of 8 MiB and is whole again at every hop. */
+static void big_packet_up_and_down(const char *shape, size_t size, int wait_ms)
+{
+    it_tree_t t;
+    if (it_start(&t, shape, NULL, NULL))
+        return;
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_NULL, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    uint8_t *buf = malloc(size);
+    REQUIRE(buf);
+    it_pattern(buf, size, 91, 7);
+    int64_t t0 = it_now_ms();
+    CHECK_INT(tbon_stream_send(s, IT_TAG_BYTES, "%auc", buf, size), 0);
+    CHECK_INT(tbon_stream_flush(s), 0);
+    uint8_t seen[IT_MAX_BE] = { 0 };
+    for (size_t i = 0; i < t.nbe; i++) {
+        tbon_packet_t *p = it_recv(s, wait_ms, "a large packet's echo");
+        if (!p)
+            break;
+        uint8_t *b = NULL;
+        size_t n = 0;
+        CHECK_INT(tbon_packet_unpack(p, "%auc", &b, &n), 0);
+        CHECK_UINT(n, size);
+        tbon_rank_t src = tbon_packet_source(p);
+        if (b && n == size && memcmp(b, buf, size) != 0)
+            th_fail(__FILE__, __LINE__, "the echo from %u differs", (unsigned)src);
+        for (size_t k = 0; k < t.nbe; k++)
+            if (t.be[k] == src) {
+                CHECK(!seen[k]);
+                seen[k] = 1;
+            }
+        free(b);
+        tbon_packet_unref(p);
+    }
+    if (getenv("ITEST_VERBOSE"))
+        fprintf(stderr, "    %zu bytes down and %zu copies up in %lld ms\n", size, t.nbe,
+                (long long)(it_now_ms() - t0));
+    free(buf);
+    it_expect_nothing(s, 100, "after the echoes");
+    it_stop(&t);
+}
+
+ITEST(packet_64mib_up_and_down) { big_packet_up_and_down("2x2", 64u << 20, IT_RECV_MS * 2); }
+
+/* 1 GiB, the default maximum, on a chain (each hop holds it and a copy).
+ * Not under ThreadSanitizer, whose shadow of several such buffers in each of
+ * three processes would outgrow the machine's memory; its 64 MiB case above
+ * runs the same code. */
+ITEST(packet_1gib_up_and_down)
+{
+    if (IT_TSAN) {
+        fprintf(stderr, "    skipped under ThreadSanitizer (memory)\n");
+        return;
+    }
+    alarm(IT_SLOW ? 280 : 120);
+    big_packet_up_and_down("1x1", (size_t)1 << 30, IT_SLOW ? 240000 : 100000);
+}
+
+/* ---- many streams (issue 19, item 3) ---- */
+
+/* N streams at once on 16x16 (256 back-ends), each with one sum wave: every
+ * stream made before any wave is sent, every wave sent before any result is
+ * read; every result exact and on its own stream. */
+static void many_streams(uint32_t nstreams)
+{
+    it_tree_t t;
+    if (it_start(&t, "16x16", NULL, NULL))
+        return;
+    tbon_stream_t **s = calloc(nstreams, sizeof *s);
+    REQUIRE(s);
+    int64_t t0 = it_now_ms();
+    for (uint32_t i = 0; i < nstreams; i++) {
+        s[i] = tbon_fe_stream_new(t.net, tbon_fe_broadcast_comm(t.net), TBON_FILTER_SUM,
+                                  TBON_SYNC_WAITFORALL, TBON_FILTER_NULL);
+        if (!s[i]) {
+            th_fail(__FILE__, __LINE__, "stream %u: %s", i, tbon_net_error(t.net));
+            nstreams = i;
+            break;
+        }
+    }
+    int64_t t1 = it_now_ms();
+    for (uint32_t i = 0; i < nstreams; i++)
+        CHECK_INT(tbon_stream_send(s[i], IT_TAG_WAVE, "%ud", i), 0);
+    uint32_t good = 0;
+    for (uint32_t i = 0; i < nstreams; i++) {
+        tbon_packet_t *p = it_recv(s[i], IT_RECV_MS * 4, "a stream's wave");
+        if (!p)
+            break;
+        int64_t v = 0;
+        if (tbon_packet_unpack(p, "%ld", &v) == 0 && v == it_wave_sum(t.be, t.nbe, i))
+            good++;
+        tbon_packet_unref(p);
+    }
+    CHECK_UINT(good, nstreams);
+    if (getenv("ITEST_VERBOSE"))
+        fprintf(stderr, "    %u streams made in %lld ms; %u waves exact, all in %lld ms\n",
+                nstreams, (long long)(t1 - t0), good, (long long)(it_now_ms() - t1));
+    free(s);
+    it_stop(&t);
+}
+
+/* Under ThreadSanitizer, 273 processes on the suite's two cores starve each
+ * other for seconds at a time, long enough for a link's stall detection
+ * (TB_LINK_STALL_MS) to give up on a healthy connection mid-frame: fewer
+ * streams there. */
+ITEST(streams_1000_on_16x16) { many_streams(IT_TSAN ? 200 : 1000); }
+/* 10,000 (2,000 under AddressSanitizer, 400 under ThreadSanitizer: 2.56
+ * million answers through 273 processes on the suite's two cores take
+ * minutes there). */
+ITEST(streams_10000_on_16x16)
+{
+    alarm(280);
+    many_streams(IT_TSAN ? 400 : IT_ASAN ? 2000 : 10000);
+}
