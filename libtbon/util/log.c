@@ -7,6 +7,7 @@
  * output itself. Nothing here ever writes to stdout.
  */
 #include "util/log.h"
+#include "util/clock.h"
 #include "util/safefile.h"
 
 #include <errno.h>
@@ -206,9 +207,7 @@ static pthread_mutex_t limit_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int tb_log_limit(tb_log_limit_t *rl, int lvl, const char *tag)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    int64_t now = tb_now_ms();
     pthread_mutex_lock(&limit_lock);
     if (!rl->start_ms || now - rl->start_ms >= TB_LOG_LIMIT_MS) {
         rl->start_ms = now;
