@@ -591,6 +591,19 @@ static IT_UNUSED size_t it_wait_no_procs(int ms, int64_t *elapsed)
     return n;
 }
 
+/* How many tbon_* processes of ours are live right after the library said it
+ * reaped them all (tbon_fe_create's failure, tbon_net_destroy): none may be.
+ * Under ASan, one exception, waited for: a commnode killed while LeakSanitizer
+ * checked it at its exit leaves LSan's tracer task (a process of the same name,
+ * which our subreaper adopts), killed by its parent-death signal a moment
+ * later (seen once in 15 runs with the machine loaded). */
+static IT_UNUSED size_t it_left_after_reap(void)
+{
+    pid_t pids[64];
+    size_t n = it_our_procs("tbon_", pids, 64);
+    return n && IT_ASAN ? it_wait_no_procs(2000, NULL) : n;
+}
+
 /* Fail if tbon_* processes of ours are still there after a bounded wait;
  * name them, then kill them so that later cases start clean. */
 static IT_UNUSED void it_check_no_procs(const char *when)

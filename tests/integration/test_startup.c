@@ -49,8 +49,7 @@ static void expect_start_failure(const char *topo, const char *be, const char *c
     CHECK(ms >= min_ms);
     CHECK(ms <= max_ms);
     /* "removing every process it started": at once, not after a while. */
-    pid_t left[8];
-    CHECK_UINT(it_our_procs("tbon_", left, 8), 0);
+    CHECK_UINT(it_left_after_reap(), 0);
 }
 
 ITEST(start_missing_be_exe_under_commnode)
@@ -189,8 +188,7 @@ ITEST(destroy_be_sees_closed)
             th_fail(__FILE__, __LINE__, "back-end %u did not leave cleanly (no %s)",
                     (unsigned)t.be[i], p);
     }
-    pid_t left[8];
-    CHECK_UINT(it_our_procs("tbon_", left, 8), 0);   /* destroy reaped them all */
+    CHECK_UINT(it_left_after_reap(), 0);   /* destroy reaped them all */
 }
 
 /* Several trees one after the other in one process. */
@@ -204,8 +202,7 @@ ITEST(create_destroy_repeat)
         if (s)
             it_sum_wave(s, i, t.be, t.nbe);
         it_stop(&t);
-        pid_t left[8];
-        CHECK_UINT(it_our_procs("tbon_", left, 8), 0);
+        CHECK_UINT(it_left_after_reap(), 0);
     }
 }
 

@@ -286,8 +286,7 @@ static void expect_failure(const char *topo, const char *be, const char *const *
         th_fail(__FILE__, __LINE__, "the message does not name host %s: %s", host, err.msg);
     if (also && !strstr(err.msg, also))
         th_fail(__FILE__, __LINE__, "the message does not say \"%s\": %s", also, err.msg);
-    pid_t left[8];
-    CHECK_UINT(it_our_procs("tbon_", left, 8), 0);
+    CHECK_UINT(it_left_after_reap(), 0);
 }
 
 /* require_all: today's all-or-nothing start-up, with today's message (the
