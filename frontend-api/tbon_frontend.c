@@ -796,6 +796,7 @@ static void drain_events(const struct cli *c, tbon_net_t *net)
         [TBON_EV_NODE_JOINED] = "node_joined", [TBON_EV_NODE_LEFT] = "node_left",
         [TBON_EV_VIEW_STABLE] = "view_stable", [TBON_EV_DATA_LOST] = "data_lost",
         [TBON_EV_NODE_SUSPECT] = "node_suspect", [TBON_EV_NODE_ALIVE] = "node_alive",
+        [TBON_EV_FILTER_ERROR] = "filter_error",
     };
     take_events(net);
     size_t nev = g_nev;
@@ -804,6 +805,15 @@ static void drain_events(const struct cli *c, tbon_net_t *net)
         const tbon_event_t ev = g_ev[k];
         const char *name = (unsigned)ev.type < sizeof names / sizeof names[0] &&
                            names[ev.type] ? names[ev.type] : "unknown";
+        if (c->json && ev.type == TBON_EV_FILTER_ERROR) {
+            print_json_line(json_pack("{s:s, s:I, s:I, s:I, s:i, s:s}", "event", name,
+                                      "rank", (json_int_t)ev.rank,
+                                      "stream", (json_int_t)ev.stream,
+                                      "filter", (json_int_t)ev.filter,
+                                      "signal", ev.signal, "detail", ev.detail),
+                            "an event");
+            continue;
+        }
         if (c->json) {
             print_json_line(json_pack("{s:s, s:I, s:I, s:I, s:I}", "event", name,
                                       "rank", (json_int_t)ev.rank,
@@ -841,6 +851,10 @@ static void drain_events(const struct cli *c, tbon_net_t *net)
         case TBON_EV_NODE_ALIVE:
             printf("event: node %" PRIu32 " is alive again (no longer suspected)\n", ev.rank);
             break;
+        case TBON_EV_FILTER_ERROR:
+            printf("event: a filter %s on node %" PRIu32 ": %s\n",
+                   ev.signal ? "crashed" : "hung", ev.rank, ev.detail);
+            break;
         default:
             printf("event: type %d, node %" PRIu32 "\n", (int)ev.type, ev.rank);
             break;
@@ -861,7 +875,7 @@ static int recv_failed(const struct cli *c, tbon_net_t *net, unsigned long wave,
         fprintf(stderr, PROG ": wave %lu: %s%s%s\n", wave, tbon_strerror(rc),
                 why && *why ? ": " : "", why && *why ? why : "");
     /* The usual cause: answers in a format the filter does not take. */
-    if (rc == TBON_EFILTER)
+    if (rc == TBON_EFILTER && why && !strstr(why, "crashed") && !strstr(why, "past its limit"))
         fprintf(stderr, PROG ": note: the back-ends were asked for kind '%s'; -k chooses "
                 "another (int, int32, double, set, array; see --help)\n", c->kind);
     return EXIT_RUN;

@@ -30,6 +30,10 @@ extern "C" {
 #define TBON_FILTER_PARAM_UP   0
 #define TBON_FILTER_PARAM_DOWN 1
 #define TBON_FILTER_PARAM_SYNC 2
+/* "%ud": how long (ms) one call of the stream's plug-in filters may run
+ * before its node is taken for failed (default $TBON_FILTER_LIMIT_MS, else
+ * 5000; 0: no limit). docs/filter-guide.md, "When a filter crashes or hangs". */
+#define TBON_FILTER_PARAM_LIMIT 3
 
 /* The output list a filter appends to. */
 typedef struct tbon_packet_list tbon_packet_list_t;

@@ -87,6 +87,17 @@ typedef enum {
      * spoke again) by TBON_EV_NODE_ALIVE, and it counts in the next waves. */
     TBON_EV_NODE_SUSPECT,
     TBON_EV_NODE_ALIVE,
+    /* A plug-in filter crashed (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) or
+     * ran past its limit (TBON_FILTER_PARAM_LIMIT) on node `rank`, on stream
+     * `stream`: `filter` is its id, `signal` the signal (0: past its limit),
+     * `detail` names the filter, the stream, the signal and where, and the
+     * ranks whose packets were its input. A crash drops that call's input
+     * (the wave goes on without it) and the node goes on; a filter past its
+     * limit ends its node, which is then taken for failed
+     * (TBON_EV_NODE_FAILED follows) and whose orphans do not send that
+     * stream's input again. The stream's next tbon_stream_recv also returns
+     * TBON_EFILTER. docs/filter-guide.md, "When a filter crashes or hangs". */
+    TBON_EV_FILTER_ERROR,
 } tbon_event_type_t;
 
 typedef struct tbon_event {
@@ -95,6 +106,11 @@ typedef struct tbon_event {
     tbon_rank_t parent;        /* its (new) parent, for ADOPTED and JOINED */
     uint32_t    incarnation;
     uint64_t    view_version;  /* for VIEW_STABLE */
+    /* FILTER_ERROR only: */
+    uint32_t    stream;
+    int         filter;
+    int         signal;
+    char        detail[384];
 } tbon_event_t;
 
 /* The next membership event seen by this process. Returns 0, TBON_ETIMEOUT or

@@ -488,7 +488,7 @@ int tbon_stream_set_filter_params(tbon_stream_t *s, int which, const char *fmt, 
     if (!s || !fmt || !s->net->is_fe)
         return tb_net_seterr(TBON_EINVAL, "tbon_stream_set_filter_params needs a front-end stream and a format");
     if (which != TBON_FILTER_PARAM_UP && which != TBON_FILTER_PARAM_DOWN &&
-        which != TBON_FILTER_PARAM_SYNC)
+        which != TBON_FILTER_PARAM_SYNC && which != TBON_FILTER_PARAM_LIMIT)
         return tb_net_seterr(TBON_EINVAL, "unknown parameter target %d", which);
     va_list ap;
     va_start(ap, fmt);
@@ -497,9 +497,11 @@ int tbon_stream_set_filter_params(tbon_stream_t *s, int which, const char *fmt, 
     va_end(ap);
     if (!p)
         return tb_net_seterr(err.code, "%s", err.msg);
-    if (which == TBON_FILTER_PARAM_SYNC && !tb_packet_format_matches(p, "%ud")) {
+    if ((which == TBON_FILTER_PARAM_SYNC || which == TBON_FILTER_PARAM_LIMIT) &&
+        !tb_packet_format_matches(p, "%ud")) {
         tbon_packet_unref(p);
-        return tb_net_seterr(TBON_EFORMAT, "the sync timeout is one \"%%ud\" (ms)");
+        return tb_net_seterr(TBON_EFORMAT, "the %s is one \"%%ud\" (ms)",
+                             which == TBON_FILTER_PARAM_SYNC ? "sync timeout" : "filter limit");
     }
     tb_cmd_t *c = tb_cmd_params(s->id, which, p);     /* p is taken over */
     if (!c)

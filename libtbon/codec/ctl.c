@@ -82,6 +82,10 @@ static const tb_ctl_info_t table[] = {
       "code, rank, the node that launches its children in its place, message (its rank, "
       "host and why), those children (none: its whole subtree is left out): a node left out "
       "of the start-up, applied on the way up" },
+    { TB_CTL_FILTER_FAULT, "FILTER_FAULT", TB_CTL_UP, N_, "%ud %d %ud %d %uld %aud %s",
+      "stream, filter id, the rank it ran on, signal (0: it ran past its limit), the wave's "
+      "key (0: none; the FE drops that wave), the ranks whose packets were its input, message: "
+      "a plug-in filter crashed or hung" },
 };
 
 const tb_ctl_info_t *tb_ctl_info(int op)
@@ -156,6 +160,10 @@ void tb_ctl_free(int op, void *mp)
         free(UNCONST(AS(tb_ctl_missing_t)->msg));
         free(UNCONST(AS(tb_ctl_missing_t)->moved));
         break;
+    case TB_CTL_FILTER_FAULT:
+        free(UNCONST(AS(tb_ctl_filter_fault_t)->msg));
+        free(UNCONST(AS(tb_ctl_filter_fault_t)->sources));
+        break;
     default:
         break;
     }
@@ -195,6 +203,7 @@ tbon_packet_t *tb_ctl_encode(const tb_ctl_msg_t *m)
     case TB_CTL_JOIN_ACK:   return tb_ctl_join_ack_encode(&m->u.join_ack);
     case TB_CTL_LEAVE:      return tb_ctl_leave_encode(&m->u.leave);
     case TB_CTL_MISSING:    return tb_ctl_missing_encode(&m->u.missing);
+    case TB_CTL_FILTER_FAULT: return tb_ctl_filter_fault_encode(&m->u.filter_fault);
     default:                return NULL;
     }
 }
@@ -226,6 +235,7 @@ int tb_ctl_decode(int op, const tbon_packet_t *p, tb_ctl_msg_t *m, tbon_error_t 
     case TB_CTL_JOIN_ACK:   return tb_ctl_join_ack_decode(p, &m->u.join_ack, err);
     case TB_CTL_LEAVE:      return tb_ctl_leave_decode(p, &m->u.leave, err);
     case TB_CTL_MISSING:    return tb_ctl_missing_decode(p, &m->u.missing, err);
+    case TB_CTL_FILTER_FAULT: return tb_ctl_filter_fault_decode(p, &m->u.filter_fault, err);
     default:
         return tb_error_set(err, TBON_EFORMAT, "control message %d: no such op", op);
     }

@@ -53,7 +53,9 @@ enum tb_ctl {
     TB_CTL_LEAVE,
     /* Start-up (docs/protocol.md 7.1) */
     TB_CTL_MISSING,
-    TB_CTL_OP_MAX = TB_CTL_MISSING
+    /* Filters (docs/filter-guide.md, "When a filter crashes or hangs") */
+    TB_CTL_FILTER_FAULT,
+    TB_CTL_OP_MAX = TB_CTL_FILTER_FAULT
 };
 
 /* Which way a message goes: up (child to parent), down, or both. */
@@ -208,6 +210,19 @@ typedef struct {
     const uint32_t *moved;
     size_t nmoved;
 } tb_ctl_missing_t;
+/* A plug-in filter crashed (sig) or ran past its limit (sig 0) on node rank:
+ * the stream, the filter's id, the wave, the ranks whose packets were its input, and a
+ * message naming all of it. Goes up unchanged to the FE. */
+typedef struct {
+    uint32_t stream;
+    int32_t filter;
+    uint32_t rank;
+    int32_t sig;
+    uint64_t key;           /* the wave's key (0: none): the FE drops that wave */
+    const uint32_t *sources;
+    size_t nsources;
+    const char *msg;
+} tb_ctl_filter_fault_t;
 
 /* Encoders: a new packet (one reference, tag = op), NULL only when out of
  * memory. Decoders: 0, or TBON_EFORMAT / TBON_ENOMEM with err saying what
@@ -256,6 +271,9 @@ tbon_packet_t *tb_ctl_leave_encode(const tb_ctl_leave_t *m);
 int tb_ctl_leave_decode(const tbon_packet_t *p, tb_ctl_leave_t *m, tbon_error_t *err);
 tbon_packet_t *tb_ctl_missing_encode(const tb_ctl_missing_t *m);
 int tb_ctl_missing_decode(const tbon_packet_t *p, tb_ctl_missing_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_filter_fault_encode(const tb_ctl_filter_fault_t *m);
+int tb_ctl_filter_fault_decode(const tbon_packet_t *p, tb_ctl_filter_fault_t *m,
+                               tbon_error_t *err);
 
 /* Release what a successful decode of op allocated in m (the struct of that
  * op). NULL is fine. */
@@ -287,6 +305,7 @@ typedef struct tb_ctl_msg {
         tb_ctl_join_ack_t join_ack;
         tb_ctl_leave_t leave;
         tb_ctl_missing_t missing;
+        tb_ctl_filter_fault_t filter_fault;
     } u;
 } tb_ctl_msg_t;
 

@@ -572,3 +572,32 @@ int tb_ctl_missing_decode(const tbon_packet_t *p, tb_ctl_missing_t *m, tbon_erro
     }
     return rc;
 }
+
+tbon_packet_t *tb_ctl_filter_fault_encode(const tb_ctl_filter_fault_t *m)
+{
+    return tbon_packet_new(TB_CTL_FILTER_FAULT, "%ud %d %ud %d %uld %aud %s", m->stream, m->filter,
+                           m->rank, m->sig, m->key, m->sources, m->nsources, m->msg);
+}
+
+int tb_ctl_filter_fault_decode(const tbon_packet_t *p, tb_ctl_filter_fault_t *m,
+                               tbon_error_t *err)
+{
+    char *msg = NULL;
+    uint32_t *src = NULL;
+    int rc = check_packet(p, TB_CTL_FILTER_FAULT, err);
+    if (!rc)
+        rc = unpacked(tbon_packet_unpack(p, "%ud %d %ud %d %uld %aud %s", &m->stream, &m->filter,
+                                         &m->rank, &m->sig, &m->key, &src, &m->nsources, &msg),
+                      TB_CTL_FILTER_FAULT, err);
+    if (!rc && (m->sig < 0 || m->sig > 64)) {
+        free(src);
+        free(msg);
+        rc = tb_error_set(err, TBON_EFORMAT, "control message FILTER_FAULT: signal %d is out of "
+                          "range (0-64)", (int)m->sig);
+    }
+    if (!rc) {
+        m->msg = msg;
+        m->sources = src;
+    }
+    return rc;
+}

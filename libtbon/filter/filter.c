@@ -11,8 +11,10 @@
 #include "util/error.h"
 #include "codec/packet_int.h"
 #include "util/array.h"
+#include "util/log.h"
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,6 +304,7 @@ int tb_filter_reg_load(tb_filter_reg_t *r, const char *so_path, const char *func
     }
     f->id = id;
     r->v[id] = f;
+    tb_guard_install();     /* its calls run guarded: filter_guard.c */
     return id;
 
 error:
@@ -356,6 +359,71 @@ static int run_error(const tb_filter_t *f, int rc, tbon_error_t *err)
                         tbon_strerror(rc));
 }
 
+/* ---- plug-in calls through the guard ---- */
+
+struct run_call {
+    const tb_filter_t *f;
+    tbon_packet_t *const *in;
+    size_t n;
+    tbon_packet_list_t *out;
+    void **state;
+    const tbon_filter_ctx_t *ctx;
+    int rc;
+};
+
+static void run_fn(void *arg)
+{
+    struct run_call *c = arg;
+    c->rc = c->f->fn(c->in, c->n, c->out, c->state, c->ctx);
+}
+
+struct state_call {
+    const tb_filter_t *f;
+    void **state;
+    uint32_t stream;
+    tbon_packet_t *pkt;
+};
+
+static void state_fn(void *arg)
+{
+    struct state_call *c = arg;
+    c->pkt = c->f->get_state(c->state, c->stream);
+}
+
+struct free_call {
+    const tb_filter_t *f;
+    void *state;
+};
+
+static void free_fn(void *arg)
+{
+    struct free_call *c = arg;
+    c->f->free_state(c->state);
+}
+
+/* A plug-in's call (what: "F", "F_get_FilterState", "F_free_state") ended
+ * with a fault: TB_FILTER_CRASHED, err naming the filter, the signal and
+ * where. */
+static _Thread_local int last_crash_sig;
+
+int tb_filter_crash_signal(void)
+{
+    return last_crash_sig;
+}
+
+static int crashed(const tb_filter_t *f, const char *what, const tb_fault_t *fault,
+                   tbon_error_t *err)
+{
+    char addr[48] = "";
+    last_crash_sig = fault->sig;
+    if (fault->sig == SIGSEGV || fault->sig == SIGBUS)
+        snprintf(addr, sizeof addr, " at address %p", fault->addr);
+    return tb_error_set(err, TB_FILTER_CRASHED, "filter \"%s\" of %s crashed (%s%s %s%s%s)",
+                        f->name, f->path ? f->path : "?", tb_fault_name(fault->sig), addr,
+                        fault->where, strcmp(what, "F") ? " in its " : "",
+                        strcmp(what, "F") ? what : "");
+}
+
 /* See filter.h. Also: a failed call's partial output is dropped from out, and
  * err->msg is 'filter "NAME" [of PATH]: REASON' with the reason the filter
  * gave through tb_filter_errorf / tbon_filter_error, or "failed: " and the
@@ -373,12 +441,44 @@ int tb_filter_run(const tb_filter_t *f, tbon_packet_t *const in[], size_t n,
     if ((rc = run_check(f, in, n, err)))
         return rc;
     keep = out->n;
-    rc = f->fn(in, n, out, state, ctx);
+    if (f->dl) {
+        /* A plug-in: its crash stays with this call (filter_guard.c). */
+        struct run_call c = { f, in, n, out, state, ctx, 0 };
+        tb_fault_t fault;
+        if (tb_guard_call(run_fn, &c, &fault)) {
+            /* what it pushed before the fault is dropped, as after an error */
+            plist_truncate(out, keep);
+            return crashed(f, "F", &fault, err);
+        }
+        rc = c.rc;
+    } else {
+        rc = f->fn(in, n, out, state, ctx);
+    }
     if (rc == 0)
         return 0;
     /* A partial output is not a result: drop what the failed call pushed. */
     plist_truncate(out, keep);
     return run_error(f, rc, err);
+}
+
+tbon_packet_t *tb_filter_get_state(const tb_filter_t *f, void **state, uint32_t stream,
+                                   int *was_crash, tbon_error_t *err)
+{
+    if (was_crash)
+        *was_crash = 0;
+    if (!f || !f->get_state || !state)
+        return NULL;
+    if (!f->dl)
+        return f->get_state(state, stream);
+    struct state_call c = { f, state, stream, NULL };
+    tb_fault_t fault;
+    if (tb_guard_call(state_fn, &c, &fault)) {
+        if (was_crash)
+            *was_crash = 1;
+        crashed(f, "F_get_FilterState", &fault, err);
+        return NULL;
+    }
+    return c.pkt;
 }
 
 int tb_filter_keep(const tb_filter_t *f, tbon_packet_t *const in[], size_t n,
@@ -404,7 +504,15 @@ void tb_filter_state_free(const tb_filter_t *f, void **state)
 {
     if (!state || !*state)
         return;
-    if (f && f->free_state)
+    if (f && f->free_state && f->dl) {
+        struct free_call c = { f, *state };
+        tb_fault_t fault;
+        tbon_error_t err;
+        if (tb_guard_call(free_fn, &c, &fault)) {
+            crashed(f, "F_free_state", &fault, &err);
+            TB_ERROR("filter", "%s; its state is left allocated", err.msg);
+        }
+    } else if (f && f->free_state)
         f->free_state(*state);
     else
         free(*state);

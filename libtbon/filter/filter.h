@@ -88,6 +88,38 @@ void tbon_filter_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)
  * a static string. */
 const char *tb_filter_rank_str(tbon_rank_t r, char buf[16]);
 
+/* ---- a plug-in's crash stays with its call (filter_guard.c) ---- */
+
+/* What ended a guarded call: the signal, the faulting address, where the
+ * code was ("in libpoison.so (poison+0x1c)"). */
+typedef struct tb_fault {
+    int   sig;
+    void *addr;
+    void *pc;
+    char  where[192];
+} tb_fault_t;
+
+/* Run fn(arg) on this thread with SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT
+ * caught: 0 if it returned, else the signal that ended it (fault filled). */
+int tb_guard_call(void (*fn)(void *), void *arg, tb_fault_t *fault);
+/* The handlers, once per process (tb_filter_reg_load calls it). */
+void tb_guard_install(void);
+/* "SIGSEGV" */
+const char *tb_fault_name(int sig);
+
+/* tb_filter_run, tb_filter_keep, tb_filter_get_state and
+ * tb_filter_state_free return this when a plug-in crashed (err->msg names
+ * the filter, the signal and where); the call's output is dropped, the
+ * filter's state is left as the filter left it. */
+#define TB_FILTER_CRASHED (-1000)
+/* The signal of this thread's last TB_FILTER_CRASHED. */
+int tb_filter_crash_signal(void);
+
+/* F_get_FilterState through the guard: the state packet, or NULL (none, or
+ * the call crashed: then *crashed is set and err says so). */
+tbon_packet_t *tb_filter_get_state(const tb_filter_t *f, void **state, uint32_t stream,
+                                   int *crashed, tbon_error_t *err);
+
 /* The built-in sum, min and max filters (filter_fold.c). */
 tbon_filter_fn tb_filter_sum;
 tbon_filter_fn tb_filter_min;

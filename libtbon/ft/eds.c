@@ -72,6 +72,8 @@ void tb_eds_drop_watch(tb_eds_t *e, watch_t *w)
     w->dead = 1;
     free(w->auth);
     w->auth = NULL;
+    free(w->ev_msg);
+    w->ev_msg = NULL;
 }
 
 /* Free the watches dropped during the batch of events just handled (none of
@@ -85,6 +87,7 @@ static void sweep(tb_eds_t *e)
         if (w->dead) {
             *pw = w->next;
             free(w->auth);
+            free(w->ev_msg);
             free(w);
         } else {
             pw = &w->next;
@@ -300,7 +303,10 @@ static void on_event_conn(tb_eds_t *e, watch_t *w)
                     tb_eds_post(e, tb_cmd_suspect(w->rank, 0, 0));
             }
             /* TB_EVENT_BYE from the parent: an orderly end follows. */
-            if (w->rank == e->parent && memchr(buf, TB_EVENT_BYE, (size_t)n))
+            int said = tb_eds_scan_events(e, w, (const uint8_t *)buf, (size_t)n);
+            if (said < 0)
+                break;
+            if (w->rank == e->parent && said == 1)
                 e->parent_bye = 1;
             continue;
         }
@@ -561,6 +567,7 @@ static void after_batch(tb_eds_t *e)
      * came, with the ports we know. */
     if (want && !atomic_load(&e->leaving))
         tb_eds_parent_down(e, (tbon_rank_t)(want - 1));
+    tb_eds_filters_after_batch(e);
 }
 
 static void *eds_thread(void *arg)
@@ -574,6 +581,7 @@ static void *eds_thread(void *arg)
     free(warm);
     if (tb_eds_start_adopter(e) != 0)       /* tried again at the first loss */
         TB_WARN("eds", "cannot start the adopter thread yet: %s", strerror(errno));
+    tb_eds_watch_start(e);
     while (!atomic_load(&e->stop)) {
         tb_loop_fire(e->loop);
         sweep(e);
@@ -712,6 +720,7 @@ void tb_eds_free(tb_eds_t *e)
         if (!w->dead && w->fd >= 0)
             close(w->fd);
         free(w->auth);
+        free(w->ev_msg);
         free(w);
         w = next;
     }

@@ -49,6 +49,15 @@ void tb_eds_leave(tb_eds_t *e);
 /* Heartbeats on the event connections: a peer silent for timeout_ms has
  * failed (0: no heartbeats). */
 void tb_eds_set_heartbeat(tb_eds_t *e, int timeout_ms);
+/* A plug-in filter is loaded: watch the node's plug-in calls (n->fw) and
+ * take the node for failed when one runs past its limit (eds_watch.c). */
+void tb_eds_watch_filters(tb_eds_t *e);
+/* The streams whose filter hung in our parent over what we sent (reactor,
+ * at the adoption that follows): up to cap into out, how many; forgotten. */
+size_t tb_eds_take_hung_streams(tb_eds_t *e, uint32_t *out, size_t cap);
+/* The reactor has taken child rank's report of its hung filter: say so to
+ * the child, which then ends (eds_watch.c). */
+void tb_eds_fault_taken(tb_eds_t *e, tbon_rank_t rank);
 /* on: the node hears the FE's verdicts on its suspicions (notice.c), so a
  * silent peer waits for the FE to confirm it; 0: nobody can confirm, and a
  * suspicion that stands long enough is taken for a failure here. */

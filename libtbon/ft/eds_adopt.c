@@ -110,6 +110,9 @@ void tb_eds_on_mail(void *arg, tb_mail_t *list)
         case M_ADOPT:
             e->adopt_want = (int)q->r + 1;
             break;
+        case M_FAULT_TAKEN:
+            tb_eds_say_fault_taken(e, q->r);
+            break;
         case M_ADOPTED:
         case M_PARENT_EVENTS:
         case M_ADOPT_FAILED:
@@ -550,6 +553,13 @@ void tb_eds_request_adoption(tb_eds_t *e, tbon_rank_t lost)
 }
 
 /* Queued, not woken for: admit() applies it before it looks at a peer. */
+void tb_eds_fault_taken(tb_eds_t *e, tbon_rank_t rank)
+{
+    if (!e)
+        return;
+    send_mail(e, (struct eds_mail){ .what = M_FAULT_TAKEN, .r = rank }, 1);
+}
+
 void tb_eds_expect(tb_eds_t *e, tbon_rank_t rank)
 {
     if (!e)

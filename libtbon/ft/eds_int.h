@@ -20,6 +20,14 @@
 #define TB_EVENT_BYE 'B'
 /* A heartbeat on an event connection. */
 #define TB_EVENT_BEAT 'H'
+/* A node whose plug-in filter hung (eds_watch.c): to its parent 'F', a u32
+ * length and a FILTER_FAULT control message's payload; to its children 'P'
+ * and the stream (u32), whose input they must not hand on. */
+#define TB_EVENT_FAULT 'F'
+#define TB_EVENT_POISON 'P'
+/* The parent's answer to 'F', once its reactor has taken the report (before
+ * it can see the child's data connection end and close the wave without it). */
+#define TB_EVENT_FAULT_TAKEN 'K'
 /* After an adoption, the event connection to the new parent waits this long
  * (at most a quarter of the heartbeat timeout), plus up to as much again by
  * rank: see events_delay(). */
@@ -44,12 +52,17 @@ typedef struct watch {
     int suspected;             /* K_EVENT: silent past the timeout (eds.c, silent()) */
     int64_t suspected_at;      /* since when (ms) */
     int64_t looked;            /* heartbeats(): the turn that last looked at it */
+    /* K_EVENT: a message read in part (eds_watch.c, tb_eds_scan_events) */
+    uint8_t ev_hdr[5];
+    uint8_t ev_hdr_have;
+    uint8_t *ev_msg;
+    uint32_t ev_need, ev_have;
 } watch_t;
 
 /* A message from the reactor (tb_eds_report, tb_eds_join, tb_eds_expect,
  * tb_eds_request_adoption): queued in the EDS loop's mailbox, applied on
  * the EDS thread (tb_eds_apply_reports, the loop's drain). */
-enum eds_mail_kind { M_REPORT, M_EXPECT, M_ADOPT,
+enum eds_mail_kind { M_REPORT, M_EXPECT, M_ADOPT, M_FAULT_TAKEN,
                      /* from the adopter thread (eds_adopt.c) */
                      M_ADOPTED, M_PARENT_EVENTS, M_ADOPT_FAILED };
 struct eds_mail {
@@ -122,6 +135,19 @@ struct tb_eds {
                                   since it last succeeded (eds.c, on_listen) */
     int grave[8];              /* the lost parent's event connections, closed later */
     int ngrave;
+    /* The reactor's plug-in calls (eds_watch.c) */
+    atomic_int fw_want;        /* a plug-in is loaded: watch n->fw */
+    int fw_on, fw_fired;
+    tb_timer_t watch_timer;    /* filter calls and memory (eds_watch.c) */
+    int64_t fw_due;            /* when watch_timer was due */
+    int64_t fw_call;           /* the call looked at (its since) */
+    int64_t fw_grace;          /* ms of it this thread was kept from running
+                                  (paused, starved): not held against it */
+    int64_t fw_last, fw_cpu;   /* the last look: when, and the process's CPU ms */
+    uint32_t hung[8];          /* under mu: streams whose filter hung above us */
+    int64_t mem_mark, mem_next;/* MiB: the mark, and the next warning's */
+    int64_t mem_due;
+    size_t nhung;
 };
 
 /* Between eds.c and eds_adopt.c (EDS thread, unless said otherwise): */
@@ -138,6 +164,15 @@ int tb_eds_start_adopter(tb_eds_t *e);
 void tb_eds_join_adopter(tb_eds_t *e);
 void tb_eds_parent_down(tb_eds_t *e, tbon_rank_t lost);
 void tb_eds_say_bye(tb_eds_t *e);
+/* eds_watch.c: after each batch, start watching the plug-in calls once one
+ * is loaded; the bytes buf[0..n) read on event connection w: 1 if a BYE was
+ * among them, -1 if w sent something malformed (drop it), else 0. */
+void tb_eds_filters_after_batch(tb_eds_t *e);
+/* Arm the watch timer (memory) as the EDS thread starts. */
+void tb_eds_watch_start(tb_eds_t *e);
+/* Answer child rank's 'F' (its report reached our reactor). */
+void tb_eds_say_fault_taken(tb_eds_t *e, tbon_rank_t rank);
+int tb_eds_scan_events(tb_eds_t *e, watch_t *w, const uint8_t *buf, size_t n);
 int tb_eds_grow_seen(tb_eds_t *e, size_t old, size_t n);
 int64_t tb_eds_events_delay(const tb_eds_t *e);
 

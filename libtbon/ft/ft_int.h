@@ -69,6 +69,7 @@ struct tb_ft {
     tb_ring_t  obuf;          /* what went up while orphaned */
     tb_ring_t  held;          /* reports sent up, not yet back in a view */
     size_t     obytes;
+    size_t     odropped;      /* packets not buffered: past TB_OBUF_MAX */
 
     /* membership (view.c, notice.c) */
     uint64_t   view;          /* the view version applied here */

@@ -131,6 +131,12 @@ static int ft_event(tb_node_t *n, const tb_ft_event_t *ev)
     case TB_FT_EV_LAUNCHED:
         tb_eds_watch_child(ft->eds, ev->u.launched.rank, ev->u.launched.pid);
         break;
+    case TB_FT_EV_FILTER_LOADED:
+        tb_eds_watch_filters(ft->eds);
+        break;
+    case TB_FT_EV_FAULT_TAKEN:
+        tb_eds_fault_taken(ft->eds, ev->u.rank);
+        break;
     case TB_FT_EV_PARENT_EVENTS:
         return tb_eds_watch_parent(ft->eds, ev->u.fd, n->parent_rank);
     case TB_FT_EV_PARENT_LOST:

@@ -309,9 +309,22 @@ int tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost)
 
 /* While orphaned, what would go up waits here (seed 003 V-B: the orphan keeps
  * reading and filtering its input and buffers its output). */
+/* The most an orphan's output may hold while it waits (docs/user-guide.md,
+ * "Memory"); past it, its output is dropped and the loss reported. */
+#define TB_OBUF_MAX (64u << 20)
+
 void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uint64_t key)
 {
     struct tb_ft *ft = n->ftst;
+    size_t len;
+    tb_packet_payload(p, &len);
+    if (ft->obytes + len + 64 > TB_OBUF_MAX) {
+        if (!ft->odropped++)
+            TB_WARN("ft", "orphaned: our output while we wait for an adopter is past %u MiB; "
+                    "what follows is dropped (TBON_EV_DATA_LOST)", TB_OBUF_MAX >> 20);
+        tbon_packet_unref(p);
+        return;
+    }
     if (!ft->obuf.size)
         tb_ring_init(&ft->obuf, sizeof(struct obuf_ent));
     struct obuf_ent *e = tb_ring_push(&ft->obuf);
@@ -319,8 +332,6 @@ void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uin
         tbon_packet_unref(p);
         return;
     }
-    size_t len;
-    tb_packet_payload(p, &len);
     ft->obytes += len + 64;
     *e = (struct obuf_ent){ stream, more, key, p };
 }
@@ -345,18 +356,39 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
      * each state-recoverable filter its state as ordinary input, then what
      * was buffered meanwhile. */
     int lossy = 0;
+    /* A stream whose filter hung in the lost parent over what we sent
+     * (eds_watch.c): nothing we hold of it goes to the adopter, whose
+     * filter it would hang too. */
+    uint32_t hung[8];
+    size_t nhung = tb_eds_take_hung_streams(ft->eds, hung, 8);
+    for (size_t i = 0; i < nhung; i++) {
+        tb_stream_st_t *s = hung[i] < n->nstreams ? n->streams[hung[i]] : NULL;
+        if (s)
+            s->hung_above = 1;
+    }
     for (size_t id = 0; id < n->nstreams; id++) {
         tb_stream_st_t *s = n->streams[id];
         if (!s)
             continue;
         tb_stream_graft(n, s);
         const tb_filter_t *f = tb_filter_reg_get(n->filters, s->up);
+        if (s->hung_above) {
+            tb_plist_clear(&s->kept);
+            lossy = 1;
+            continue;
+        }
         if (f && f->get_state)
             tb_stream_fold_kept(n, s);      /* a back-end's last sends */
         if (f && f->get_state && s->up_state) {
-            tbon_packet_t *st = f->get_state(&s->up_state, s->id);
+            int crash = 0;
+            tbon_error_t err;
+            tbon_packet_t *st = tb_filter_get_state(f, &s->up_state, s->id, &crash, &err);
             if (st)      /* key 0: late everywhere, so it joins the next wave */
                 tb_node_to_parent(n, s->id, st, 0, 0);
+            else if (crash) {
+                tb_stream_filter_fault(n, s->id, f, tb_filter_crash_signal(), 0, NULL, 0, err.msg);
+                lossy = 1;
+            }
         } else if (!f || !f->get_state) {
             lossy = 1;   /* what the lost parent held of our waves is gone */
         }
@@ -370,7 +402,7 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
         tb_ring_drop(&ft->obuf);
         tb_stream_st_t *s = x.stream < n->nstreams ? n->streams[x.stream] : NULL;
         const tb_filter_t *f = s ? tb_filter_reg_get(n->filters, s->up) : NULL;
-        if (f && f->get_state) {
+        if (f && f->get_state && !s->hung_above) {
             tb_node_to_parent(n, x.stream, x.pkt, x.more, x.key);
         } else {
             lossy = 1;
@@ -378,6 +410,13 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
         }
     }
     ft->obytes = 0;
+    if (ft->odropped) {
+        lossy = 1;      /* what we could not keep is gone */
+        ft->odropped = 0;
+    }
+    for (size_t id = 0; id < n->nstreams; id++)
+        if (n->streams[id])
+            n->streams[id]->hung_above = 0;
     int64_t t1 = tb_now_us();
     if (lossy)
         TB_INFO("ft", "adopted by rank %u: a stream's filter keeps no recoverable state; what "

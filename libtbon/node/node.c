@@ -198,9 +198,28 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
         tb_ctl_filter_t f = { c->u.filter.id, c->u.filter.path, c->u.filter.func };
         if (tb_filter_reg_load(n->filters, f.path, f.func, f.id, &err) < 0)
             TB_ERROR("filter", "%s", err.msg);
+        else
+            tb_node_filter_loaded(n);
         for (size_t i = 0; i < n->nchild; i++)
             if (!n->child[i].is_be && n->child[i].conn)
                 tb_node_send_ctl(n, n->child[i].conn, TB_CTL_FILTER, tb_ctl_filter_encode(&f));
+        break;
+    }
+    case TB_CMD_FILTER_FAULT: {
+        tb_ctl_msg_t m;
+        tbon_error_t err;
+        if (tb_ctl_decode(TB_CTL_FILTER_FAULT, c->u.fault.pkt, &m, &err) != 0) {
+            TB_WARN("filter", "a child's word on its hung filter: %s", err.msg);
+        } else {
+            if (n->role == TB_ROLE_FE)
+                tb_stream_on_filter_fault(n, &m.u.filter_fault);
+            else if (n->parent)
+                tb_node_send_ctl(n, n->parent, TB_CTL_FILTER_FAULT,
+                                 tbon_packet_ref(c->u.fault.pkt));
+            tb_ctl_free(TB_CTL_FILTER_FAULT, &m.u.filter_fault);
+        }
+        /* the child may end now: its report is ahead of its end here */
+        tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_FAULT_TAKEN, .u.rank = c->u.fault.from });
         break;
     }
     case TB_CMD_RESUME:
@@ -607,6 +626,15 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
         n->port = cfg->port;
     }
     pthread_mutex_init(&n->qmu, NULL);
+    pthread_mutex_init(&n->fw.mu, NULL);
+    const char *fl = getenv("TBON_FILTER_LIMIT_MS");
+    char *fend = NULL;
+    long flv = fl && *fl ? strtol(fl, &fend, 10) : -1;
+    if (fl && *fl && (*fend || flv < 0 || flv > INT32_MAX)) {
+        TB_WARN("filter", "TBON_FILTER_LIMIT_MS=%s is not a number of ms: 5000 it is", fl);
+        flv = -1;
+    }
+    n->fw_default = flv >= 0 ? (int)flv : 5000;
     pthread_cond_init(&n->bcond, NULL);
     n->filters = tb_filter_reg_new();
     size_t nc;
@@ -727,6 +755,7 @@ void tb_node_destroy(tb_node_t *n)
         tb_loop_free(n->loop);
     }
     pthread_mutex_destroy(&n->qmu);
+    pthread_mutex_destroy(&n->fw.mu);
     pthread_cond_destroy(&n->bcond);
     free(n->child);
     free(n);

@@ -176,6 +176,8 @@ enum tb_cmd_op {
     TB_CMD_JOIN_CONN,    /* EDS (FE): a node asks to join */
     TB_CMD_RELINK,       /* EDS: a child's new data connection (its old one broke);
                             or the relink thread: ours to the parent (fd -1: refused) */
+    TB_CMD_FILTER_FAULT, /* EDS: a child's filter hung (eds_watch.c): its
+                            FILTER_FAULT control message, to send on up */
 };
 
 /* A command: op says which member of u is set. Made by the constructors
@@ -204,6 +206,7 @@ struct tb_cmd {
             size_t nmembers;
         } stream;
         struct { uint32_t stream; int which; tbon_packet_t *pkt; } params;   /* PARAMS */
+        struct { tbon_packet_t *pkt; tbon_rank_t from; } fault;   /* FILTER_FAULT */
         struct { int id; char *path, *func; } filter;       /* FILTER */
         struct { int fd; tbon_rank_t rank; uint32_t inc; } adopt_conn;
                                   /* ADOPT_CONN: orphan rank at its new incarnation */
@@ -234,6 +237,7 @@ struct tb_cmd {
 };
 
 tb_cmd_t *tb_cmd_conn(int fd, tbon_rank_t rank);
+tb_cmd_t *tb_cmd_filter_fault(tbon_packet_t *pkt, tbon_rank_t from);   /* NULL pkt: NULL */
 tb_cmd_t *tb_cmd_peer_lost(tbon_rank_t rank);
 tb_cmd_t *tb_cmd_child_exit(tbon_rank_t rank, int status);
 /* bytes: what the packet counts in the send backlog (0: not counted). */

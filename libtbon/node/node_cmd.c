@@ -112,6 +112,18 @@ tb_cmd_t *tb_cmd_params(uint32_t stream, int which, tbon_packet_t *pkt)
     return c;
 }
 
+tb_cmd_t *tb_cmd_filter_fault(tbon_packet_t *pkt, tbon_rank_t from)
+{
+    tb_cmd_t *c = pkt ? cmd_new(TB_CMD_FILTER_FAULT) : NULL;
+    if (!c) {
+        tbon_packet_unref(pkt);
+        return NULL;
+    }
+    c->u.fault.pkt = pkt;
+    c->u.fault.from = from;
+    return c;
+}
+
 tb_cmd_t *tb_cmd_filter(int id, const char *path, const char *func)
 {
     tb_cmd_t *c = cmd_new(TB_CMD_FILTER);
@@ -257,6 +269,7 @@ void tb_cmd_free(tb_cmd_t *c)
     case TB_CMD_RELINK:     close_fd(c->u.relink.fd); break;
     case TB_CMD_SEND:       tbon_packet_unref(c->u.send.pkt); break;
     case TB_CMD_PARAMS:     tbon_packet_unref(c->u.params.pkt); break;
+    case TB_CMD_FILTER_FAULT: tbon_packet_unref(c->u.fault.pkt); break;
     case TB_CMD_STREAM:     free(c->u.stream.members); break;
     case TB_CMD_FILTER:
         free(c->u.filter.path);

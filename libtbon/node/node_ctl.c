@@ -114,6 +114,8 @@ static void ctl_down(tb_node_t *n, const tb_ctl_msg_t *m, tbon_packet_t *p)
             TB_ERROR("filter", "%s", err.msg);
             tb_node_send_ctl(n, n->parent, TB_CTL_STREAM_ERR,
                              tb_ctl_stream_err_encode(&(tb_ctl_stream_err_t){ 0, err.msg }));
+        } else {
+            tb_node_filter_loaded(n);
         }
         for (size_t i = 0; i < n->nchild; i++)
             if (!n->child[i].is_be && n->child[i].conn)
@@ -177,6 +179,12 @@ static void ctl_up(tb_node_t *n, size_t i, const tb_ctl_msg_t *m, tbon_packet_t 
         break;
     case TB_CTL_MISSING:
         tb_node_on_missing(n, &m->u.missing, p);
+        break;
+    case TB_CTL_FILTER_FAULT:
+        if (n->role == TB_ROLE_FE)
+            tb_stream_on_filter_fault(n, &m->u.filter_fault);
+        else
+            tb_node_send_ctl(n, n->parent, TB_CTL_FILTER_FAULT, tbon_packet_ref(p));
         break;
     case TB_CTL_PORT: {
         uint32_t r = m->u.port.rank;

@@ -105,6 +105,12 @@ typedef struct tb_stream_st {
     tbon_packet_list_t extra; /* stale input of a state-recoverable filter, for
                                  the next wave */
     tbon_packet_list_t kept;  /* BE: sent packets not yet folded into up_state */
+    int32_t   limit_ms;       /* a plug-in call's limit (TBON_FILTER_PARAM_LIMIT);
+                                 -1: the node's default */
+    uint8_t   hung_above;     /* the parent's filter of this stream hung over
+                                 what we sent: none of it goes to an adopter */
+    uint64_t  poisoned[8];    /* FE: keys of waves whose input a filter crash
+                                 dropped below: not delivered (0 = free) */
 } tb_stream_st_t;
 
 /* The node's life (seed 003's processes start, serve, and end in order).
@@ -204,6 +210,22 @@ struct tb_node {
     tb_stream_st_t **streams; /* by id */
     size_t     nstreams;
     tb_filter_reg_t *filters;
+    /* The plug-in filter call running now, if any (node_stream.c), for the
+     * EDS thread, which takes the node for failed when it runs past its
+     * limit (ft/eds.c, watch_filter). Under fw.mu. */
+    struct tb_fwatch {
+        pthread_mutex_t mu;
+        int64_t  since;       /* ms (tb_now_ms); 0: no plug-in call running */
+        int      limit;       /* ms; 0: none */
+        int      filter;
+        uint32_t stream;
+        uint64_t key;         /* the wave's (0: none) */
+        uint32_t src[16];     /* the first distinct sources of its input */
+        size_t   nsrc, nin;
+        const char *name, *path;  /* the filter's (the registry outlives the EDS) */
+    } fw;
+    atomic_int fw_armed;      /* a plug-in is loaded: the EDS watches fw */
+    int        fw_default;    /* ms: $TBON_FILTER_LIMIT_MS, else 5000 */
 
     /* commands: any thread posts them to the loop's mailbox (tb_node_post),
      * the driver drains it; the counters are atomic, written by the driver
@@ -328,6 +350,10 @@ typedef enum tb_ft_ev_kind {
                                table goes down, orphans may be adopted */
     TB_FT_EV_JOINED,        /* this node joined the running tree (cfg.joined)
                                and is set up: it asks its parent for the view */
+    TB_FT_EV_FILTER_LOADED, /* a plug-in filter is loaded: the EDS watches
+                               the node's plug-in calls (n->fw) */
+    TB_FT_EV_FAULT_TAKEN,   /* u.rank: the child whose hung filter's report
+                               we took (TB_CMD_FILTER_FAULT): it may end */
     TB_FT_EV_LAUNCHED,      /* u.launched: we started pid for rank (a child,
                                or a Slurm step's pseudo-rank): the EDS watches it */
     TB_FT_EV_PARENT_EVENTS, /* u.fd: the event connection to the parent, taken
@@ -485,6 +511,20 @@ int  tb_stream_join(tb_node_t *n, uint32_t id, size_t child, uint64_t sent, uint
  * it wrote to a parent that then died is lost in the socket). */
 void tb_stream_keep(tb_node_t *n, uint32_t id, tbon_packet_t *p);
 void tb_stream_fold_kept(tb_node_t *n, tb_stream_st_t *s);
+/* A plug-in filter of stream s crashed or ran past its limit here (sig 0)
+ * over in[0..k) of the wave with this key (k 0, key 0: over its state or
+ * kept sends): logged, and told to the FE
+ * (TB_CTL_FILTER_FAULT). why: the filter layer's message. */
+void tb_stream_filter_fault(tb_node_t *n, uint32_t stream, const tb_filter_t *f, int sig,
+                            uint64_t key, tbon_packet_t *const in[], size_t k, const char *why);
+/* The distinct sources of in[0..k), in input order: up to cap into out;
+ * returns how many went. */
+size_t tb_stream_sources(tbon_packet_t *const in[], size_t k, uint32_t *out, size_t cap);
+/* A plug-in loaded here: the EDS watches its calls (TB_FT_EV_FILTER_LOADED). */
+void tb_node_filter_loaded(tb_node_t *n);
+/* FE: a FILTER_FAULT from below (or from here): the stream's error and a
+ * TBON_EV_FILTER_ERROR event. */
+void tb_stream_on_filter_fault(tb_node_t *n, const tb_ctl_filter_fault_t *m);
 /* A joined child i learns every broadcast stream; a back-end takes part in
  * them from the next request on (a stream none of our children took part in
  * so far is grafted up), a commnode once something below it does. */

@@ -3,9 +3,11 @@
  * down (DESIGN.md, "Streams and filters") */
 #include "node/node_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/clock.h"
 #include "util/log.h"
 #include "codec/packet_int.h"
 #include "net/sock.h"
@@ -193,6 +195,115 @@ static void stream_error(tb_node_t *n, uint32_t id, const char *msg)
     }
 }
 
+void tb_stream_on_filter_fault(tb_node_t *n, const tb_ctl_filter_fault_t *m)
+{
+    TB_ERROR("filter", "%s", m->msg);
+    /* The wave goes on without the input dropped below; what it would
+     * bring here is not the wave's result: it is not delivered. */
+    tb_stream_st_t *s = m->key && m->rank != n->rank ? get(n, m->stream) : NULL;
+    if (s) {
+        size_t i = 0;
+        while (i < 7 && s->poisoned[i] && s->poisoned[i] != m->key)
+            i++;
+        s->poisoned[i] = m->key;        /* full: the last slot is reused */
+    }
+    if (n->cbs.status)
+        n->cbs.status(n->cbs.arg, TB_NODE_STREAM_ERROR, (int)m->stream, m->msg);
+    if (!n->cbs.event)
+        return;
+    tbon_event_t ev = { .type = TBON_EV_FILTER_ERROR, .rank = m->rank,
+                        .parent = TBON_RANK_NONE, .stream = m->stream, .filter = m->filter,
+                        .signal = m->sig };
+    snprintf(ev.detail, sizeof ev.detail, "%s", m->msg);
+    n->cbs.event(n->cbs.arg, &ev);
+}
+
+size_t tb_stream_sources(tbon_packet_t *const in[], size_t k, uint32_t *out, size_t cap)
+{
+    size_t ns = 0;
+    for (size_t i = 0; i < k && ns < cap; i++) {
+        uint32_t r = tbon_packet_source(in[i]);
+        size_t j = 0;
+        while (j < ns && out[j] != r)
+            j++;
+        if (j == ns)
+            out[ns++] = r;
+    }
+    return ns;
+}
+
+void tb_node_filter_loaded(tb_node_t *n)
+{
+    if (!atomic_exchange(&n->fw_armed, 1))
+        tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_FILTER_LOADED });
+}
+
+/* A plug-in call of stream s over in[0..k) of the wave key begins: the EDS
+ * may look (built-ins are ours: not watched). */
+static void fw_begin(tb_node_t *n, const tb_stream_st_t *s, const tb_filter_t *f, uint64_t key,
+                     tbon_packet_t *const in[], size_t k)
+{
+    if (!f->dl)
+        return;
+    struct tb_fwatch *w = &n->fw;
+    pthread_mutex_lock(&w->mu);
+    w->since = tb_now_ms();
+    w->limit = s->limit_ms >= 0 ? s->limit_ms : n->fw_default;
+    w->filter = f->id;
+    w->stream = s->id;
+    w->key = key;
+    w->nin = k;
+    w->nsrc = tb_stream_sources(in, k, w->src, sizeof w->src / sizeof w->src[0]);
+    w->name = f->name;
+    w->path = f->path;
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void fw_end(tb_node_t *n, const tb_filter_t *f)
+{
+    if (!f->dl)
+        return;
+    pthread_mutex_lock(&n->fw.mu);
+    n->fw.since = 0;
+    pthread_mutex_unlock(&n->fw.mu);
+}
+
+/* "5, 6 and 7", "5" (the first 16 and how many more), into buf. */
+static void rank_list(const uint32_t *v, size_t k, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < k && i < 16 && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%u",
+                               i == 0 ? "" : i + 1 == k ? " and " : ", ", v[i]);
+    if (k > 16 && at < len)
+        snprintf(buf + at, len - at, " and %zu more", k - 16);
+}
+
+void tb_stream_filter_fault(tb_node_t *n, uint32_t stream, const tb_filter_t *f, int sig,
+                            uint64_t key, tbon_packet_t *const in[], size_t k, const char *why)
+{
+    uint32_t *src = malloc((k ? k : 1) * sizeof *src);
+    size_t ns = src ? tb_stream_sources(in, k, src, k) : 0;
+    char ranks[200], msg[900];
+    rank_list(src, ns, ranks, sizeof ranks);
+    if (k)
+        snprintf(msg, sizeof msg, "rank %u, stream %u: %s, over %zu packet%s from rank%s %s; "
+                 "that input is dropped", n->rank, stream, why, k, k == 1 ? "" : "s",
+                 ns == 1 ? "" : "s", ranks);
+    else
+        snprintf(msg, sizeof msg, "rank %u, stream %u: %s", n->rank, stream, why);
+    tb_ctl_filter_fault_t m = { stream, f ? f->id : -1, n->rank, sig, key, src, ns, msg };
+    if (n->role == TB_ROLE_FE) {
+        tb_stream_on_filter_fault(n, &m);
+    } else {
+        TB_ERROR("filter", "%s", msg);
+        if (n->parent)
+            tb_node_send_ctl(n, n->parent, TB_CTL_FILTER_FAULT, tb_ctl_filter_fault_encode(&m));
+    }
+    free(src);
+}
+
 /* The definition of s as the control messages carry it. */
 static tb_ctl_stream_t stream_def(const tb_stream_st_t *s)
 {
@@ -250,6 +361,7 @@ int tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeo
     s->sync = sync;
     s->bcast = bcast;
     s->timeout_ms = timeout_ms;
+    s->limit_ms = -1;
     s->down = down;
     tb_plist_init(&s->extra);
     tb_plist_init(&s->kept);
@@ -295,6 +407,10 @@ void tb_stream_set_params(tb_node_t *n, uint32_t id, int which, tbon_packet_t *p
         uint32_t ms;
         if (tbon_packet_unpack(p, "%ud", &ms) == 0)
             s->timeout_ms = ms;
+    } else if (which == TBON_FILTER_PARAM_LIMIT) {
+        uint32_t ms;
+        if (tbon_packet_unpack(p, "%ud", &ms) == 0)
+            s->limit_ms = ms > INT32_MAX ? INT32_MAX : (int32_t)ms;
     }
     size_t len;
     const uint8_t *pl = tb_packet_payload(p, &len);
@@ -335,9 +451,30 @@ static void empty_up(tb_node_t *n, tb_stream_st_t *s, uint64_t key)
     tb_conn_send_buf(n->parent, &h, NULL, 0);
 }
 
+/* FE: the wave with this key lost input to a filter crash below: 1, and
+ * forgotten. */
+static int poisoned(tb_stream_st_t *s, uint64_t key)
+{
+    for (size_t i = 0; key && i < 8 && s->poisoned[i]; i++) {
+        if (s->poisoned[i] != key)
+            continue;
+        memmove(&s->poisoned[i], &s->poisoned[i + 1], (7 - i) * sizeof s->poisoned[0]);
+        s->poisoned[7] = 0;
+        return 1;
+    }
+    return 0;
+}
+
 static void run_up(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k, uint64_t key)
 {
     const tb_filter_t *f = tb_filter_reg_get(n->filters, s->up);
+    if (n->role == TB_ROLE_FE && poisoned(s, key)) {
+        TB_INFO("filter", "stream %u: the wave of key %llu lost input to a filter crash: "
+                "not delivered", s->id, (unsigned long long)key);
+        for (size_t i = 0; i < k; i++)
+            tbon_packet_unref(in[i]);
+        return;
+    }
     if (k == 0) {
         empty_up(n, s, key);
         return;
@@ -357,10 +494,14 @@ static void run_up(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k
     tbon_filter_ctx_t ctx = { .rank = n->rank, .num_children = (uint32_t)n->nchild,
                               .depth = n->depth, .stream = s->id, .params = s->up_params };
     tbon_error_t err;
+    fw_begin(n, s, f, key, in, k);
     int rc = tb_filter_run(f, in, k, &out, &s->up_state, &ctx, &err);
+    fw_end(n, f);
+    if (rc == TB_FILTER_CRASHED)
+        tb_stream_filter_fault(n, s->id, f, tb_filter_crash_signal(), key, in, k, err.msg);
     for (size_t i = 0; i < k; i++)
         tbon_packet_unref(in[i]);
-    if (rc) {
+    if (rc && rc != TB_FILTER_CRASHED) {
         char msg[600];
         snprintf(msg, sizeof msg, "rank %u: %s", n->rank, err.msg);
         stream_error(n, s->id, msg);
@@ -588,7 +729,12 @@ void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q)
         tbon_filter_ctx_t ctx = { .rank = n->rank, .num_children = (uint32_t)n->nchild,
                                   .depth = n->depth, .stream = s->id, .params = s->down_params };
         tbon_error_t err;
-        if (tb_filter_run(f, &p, 1, &out, &s->down_state, &ctx, &err)) {
+        fw_begin(n, s, f, 0, &p, 1);
+        int rc = tb_filter_run(f, &p, 1, &out, &s->down_state, &ctx, &err);
+        fw_end(n, f);
+        if (rc == TB_FILTER_CRASHED) {
+            tb_stream_filter_fault(n, s->id, f, tb_filter_crash_signal(), 0, &p, 1, err.msg);
+        } else if (rc) {
             char msg[600];
             snprintf(msg, sizeof msg, "rank %u: %s", n->rank, err.msg);
             stream_error(n, s->id, msg);
@@ -820,7 +966,12 @@ static void keep_run(tb_node_t *n, tb_stream_st_t *s, const tb_filter_t *f,
 {
     tbon_filter_ctx_t ctx = { .rank = n->rank, .stream = s->id, .params = s->up_params };
     tbon_error_t err;
-    if (tb_filter_keep(f, in, k, &s->up_state, &ctx, &err))
+    fw_begin(n, s, f, 0, in, k);
+    int rc = tb_filter_keep(f, in, k, &s->up_state, &ctx, &err);
+    fw_end(n, f);
+    if (rc == TB_FILTER_CRASHED)
+        tb_stream_filter_fault(n, s->id, f, tb_filter_crash_signal(), 0, in, k, err.msg);
+    else if (rc)
         TB_WARN("ft", "stream %u: keeping what was sent: %s", s->id, err.msg);
 }
 

@@ -355,6 +355,19 @@ static IT_UNUSED tbon_stream_t *it_stream(tbon_net_t *net, int up, int sync, int
     return s;
 }
 
+/* Load func of the test plug-in tests/plugins/NAME.so of this build
+ * everywhere (tbon_fe_load_filter): its id, or -1 (failure recorded). */
+static IT_UNUSED int it_load_plugin(tbon_net_t *net, const char *name, const char *func)
+{
+    char so[PATH_MAX + 128];
+    snprintf(so, sizeof so, "%.*s/tests/plugins/%s.so", PATH_MAX, it_build_dir(), name);
+    int id = tbon_fe_load_filter(net, so, func);
+    if (id >= TBON_FILTER_BUILTIN_COUNT)
+        return id;
+    th_fail(__FILE__, __LINE__, "loading %s from %s: %s", func, so, tbon_net_error(net));
+    return -1;
+}
+
 /* Every tree process started from now on runs under the fault shim
  * (tests/faultshim/faultshim.c, driven by TBON_FAULT_* variables). */
 static IT_UNUSED void it_preload_faultshim(void)

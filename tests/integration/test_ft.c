@@ -445,10 +445,8 @@ ITEST(stream_made_while_commnode_dying_reaches_orphans)
     pid_t victim = it_pid_of("tbon_commnode", 1);
     REQUIRE(victim > 0);
     REQUIRE(kill(victim, SIGSTOP) == 0);
-    char so[PATH_MAX + 64];
-    snprintf(so, sizeof so, "%.*s/tests/plugins/filter_int_only.so", PATH_MAX, it_build_dir());
-    int id = tbon_fe_load_filter(t.net, so, "int_only");
-    REQUIRE(id >= TBON_FILTER_BUILTIN_COUNT);
+    int id = it_load_plugin(t.net, "filter_int_only", "int_only");
+    REQUIRE(id >= 0);
     tbon_stream_t *s = it_stream(t.net, id, TBON_SYNC_DONTWAIT, 0);
     REQUIRE(s);
     tbon_rank_t rest[64];

@@ -1,9 +1,11 @@
 /* test_security.c - strangers on the listening ports of a running tree: a
  * wrong secret or session is refused, garbage, a bad CRC, an oversized
- * length or a frame out of turn close that connection only, idle
- * connections block nothing; the tree answers exactly afterwards. And an
+ * length or a frame out of turn close that connection only, a replayed
+ * handshake is refused, idle connections, a slowloris and 2,000 connections
+ * held at once block nothing and leave nothing behind, forged failure
+ * notices change nothing; the tree answers exactly afterwards. And an
  * authenticated back-end that sends a bad CRC or length loses its own
- * connection, nothing else.
+ * connection, nothing else. (Issue 19's "tests/attack/": these are they.)
  *
  * The ports are found from outside, as an attacker on the machine would:
  * the listening TCP sockets of the FE (this process) and of a commnode,
@@ -17,6 +19,8 @@
 #include "net/sock.h"
 #include "codec/packet_int.h"
 #include "codec/wire.h"
+
+#include <sys/resource.h>
 
 /* Read one frame from fd within ms: 1 and *f (release it), 0 on EOF or
  * reset, -1 on timeout, -2 on a frame error. */
@@ -156,6 +160,13 @@ static void send_handshake(int fd, const tb_hello_t *hello, const uint8_t *secre
     hdr[TB_FRAME_CRC_OFFSET] ^= 0x5A;
     CHECK_INT(send_all(fd, hdr, sizeof hdr), 0);
     CHECK_INT(send_all(fd, b, sizeof b), 0);
+}
+
+/* The commnode that targets() attacks. */
+static pid_t target_commnode(void)
+{
+    pid_t cn[4];
+    return it_our_procs("tbon_commnode", cn, 4) >= 1 ? cn[0] : 0;
 }
 
 /* The listening addresses to attack: the FE's and one commnode's. */
@@ -745,4 +756,181 @@ ITEST(sec_forged_notices_change_nothing)
     CHECK_INT(adopted, 2);
     it_sum_wave(s, w, t.be, t.nbe);
     it_stop(&t);
+}
+
+/* ---- replay, slowloris, many held connections ---- */
+
+/* Someone who saw a real HANDSHAKE on the wire sends it again on a
+ * connection of their own: it answered another HELLO's nonce, so its HMAC
+ * is wrong there (docs/protocol.md 4), at the FE and at a commnode alike. */
+ITEST(sec_replayed_handshake_refused)
+{
+    char file[700];
+    snprintf(file, sizeof file, "%s/attach", th_tmpdir());
+    tbon_fe_options_t o = { .attach_file = file };
+    it_tree_t t;
+    if (it_start(&t, "2x2", NULL, &o))
+        return;
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    tb_join_t j;
+    tbon_error_t err;
+    REQUIRE(s && tb_join_parse_attach(file, TBON_RANK_NONE, &j, &err) == 0);
+    struct it_addr a[8];
+    size_t n = targets(a, 8);
+    uint32_t w = 1;
+    for (size_t i = 0; i < n; i++) {
+        tb_hello_t h1, h2;
+        tb_fdec_t *d1, *d2;
+        int fd1 = connect_hello(&a[i], &h1, &d1);
+        int fd2 = fd1 >= 0 ? connect_hello(&a[i], &h2, &d2) : -1;
+        if (fd2 < 0) {
+            if (fd1 >= 0) {
+                close(fd1);
+                tb_fdec_destroy(d1);
+            }
+            continue;
+        }
+        /* the real thing, made for the first connection's HELLO ... */
+        tb_handshake_t hs;
+        uint8_t b[TB_HANDSHAKE_SIZE];
+        CHECK_INT(tb_handshake_make(&hs, &h1, j.session.secret, j.session.id, TB_ROLE_BE,
+                                    TB_PURPOSE_DATA, 4, 0, NULL), 0);
+        tb_handshake_encode(&hs, b);
+        /* ... replayed on the second */
+        CHECK_INT(send_frame(fd2, TB_FRAME_HANDSHAKE, b, sizeof b), 0);
+        expect_closed(fd2, d2, TB_WELCOME_BAD_MAC, "replayed handshake");
+        close(fd1);
+        tb_fdec_destroy(d1);
+        it_sum_wave(s, w++, t.be, t.nbe);
+    }
+    tb_join_release(&j);
+    pid_t p[16];
+    CHECK_UINT(it_our_procs("tbon_", p, 16), 6);
+    it_stop(&t);
+}
+
+/* One slowloris round (see below); returns the waves done so far. */
+static uint32_t slowloris(tbon_stream_t *s, const it_tree_t *t, uint32_t w);
+
+/* Slowloris: 40 connections per target that send their HANDSHAKE one byte
+ * every 200 ms. Each is closed when its handshake time (5 s) is up, and
+ * waves stay exact meanwhile. Twice: the second round leaves the commnode's
+ * memory where the first did (the first pays for first uses: the
+ * sanitizers' shadow, the allocator's arenas). */
+ITEST(sec_slowloris_blocks_nothing)
+{
+    it_tree_t t;
+    tbon_stream_t *s = it_start_summing(&t, "2x2", NULL);
+    if (!s)
+        return;
+    pid_t cn1 = target_commnode();
+    uint32_t w = slowloris(s, &t, 1);
+    long rss0 = it_proc_status(cn1, "VmRSS");
+    w = slowloris(s, &t, w);
+    long rss1 = it_proc_status(cn1, "VmRSS");
+    if (rss1 - rss0 > 1024)
+        th_fail(__FILE__, __LINE__, "the commnode's RSS went from %ld to %ld kB over the "
+                "second round", rss0, rss1);
+    it_sum_wave(s, w, t.be, t.nbe);
+    it_stop(&t);
+}
+
+static uint32_t slowloris(tbon_stream_t *s, const it_tree_t *t, uint32_t w)
+{
+    struct it_addr a[8];
+    size_t n = targets(a, 8);
+    enum { PER = 40 };
+    int fds[8][PER];
+    int64_t t0 = it_now_ms();
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < PER; k++)
+            fds[i][k] = it_connect(&a[i]);
+    size_t open_left = 0, sent = 0;
+    const uint8_t byte = 0x54;      /* 'T', the magic's first byte, and so on */
+    for (;;) {
+        open_left = 0;
+        for (size_t i = 0; i < n; i++)
+            for (int k = 0; k < PER; k++) {
+                if (fds[i][k] < 0)
+                    continue;
+                char buf[512];
+                ssize_t r = recv(fds[i][k], buf, sizeof buf, MSG_DONTWAIT);
+                if (r == 0 || (r < 0 && errno != EAGAIN) ||
+                    send(fds[i][k], &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+                    close(fds[i][k]);
+                    fds[i][k] = -1;
+                    continue;
+                }
+                sent++;
+                open_left++;
+            }
+        if (!open_left || it_now_ms() - t0 > 20000)
+            break;
+        it_sum_wave(s, w++, t->be, t->nbe);
+        it_sleep_ms(200);
+    }
+    int64_t took = it_now_ms() - t0;
+    if (getenv("ITEST_VERBOSE"))
+        fprintf(stderr, "    %zu bytes sent; all closed after %lld ms; %u exact waves so "
+                "far\n", sent, (long long)took, w - 1);
+    CHECK_UINT(open_left, 0);
+    CHECK(took >= 4500);            /* not before their handshake time */
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < PER; k++)
+            if (fds[i][k] >= 0)
+                close(fds[i][k]);
+    return w;
+}
+
+/* 2,000 connections held open at once (half at the FE, half at a commnode),
+ * twice: waves stay exact while they are held, and the second round leaves
+ * both processes' memory where the first did (nothing is kept per
+ * connection once it is gone). */
+ITEST(sec_2000_held_connections)
+{
+    struct rlimit rl;
+    REQUIRE(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+    rlim_t old = rl.rlim_cur;
+    if (rl.rlim_cur < 4096 && rl.rlim_max >= 4096) {
+        rl.rlim_cur = 4096;
+        REQUIRE(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+    }
+    REQUIRE(rl.rlim_cur >= 2100);
+    it_asan_quarantine_mb(0);
+    it_tree_t t;
+    tbon_stream_t *s = it_start_summing(&t, "2x2", NULL);
+    if (s) {
+        pid_t cn1 = target_commnode();
+        struct it_addr a[8];
+        size_t n = targets(a, 8);
+        REQUIRE(n >= 2);
+        static int fds[2000];
+        long fe[2] = { 0 }, cn[2] = { 0 };
+        uint32_t w = 1;
+        for (int round = 0; round < 2; round++) {
+            int held = 0;
+            for (int k = 0; k < 2000; k++) {
+                fds[k] = it_connect(&a[k % 2 ? n - 1 : 0]);
+                held += fds[k] >= 0;
+            }
+            CHECK_INT(held, 2000);
+            for (int k = 0; k < 3; k++)
+                it_sum_wave(s, w++, t.be, t.nbe);
+            for (int k = 0; k < 2000; k++)
+                if (fds[k] >= 0)
+                    close(fds[k]);
+            it_sum_wave(s, w++, t.be, t.nbe);
+            fe[round] = it_proc_status(getpid(), "VmRSS");
+            cn[round] = it_proc_status(cn1, "VmRSS");
+        }
+        if (getenv("ITEST_VERBOSE"))
+            fprintf(stderr, "    RSS after each round: FE %ld, %ld kB; commnode %ld, %ld kB\n",
+                    fe[0], fe[1], cn[0], cn[1]);
+        if (cn[1] - cn[0] > 1024 || fe[1] - fe[0] > 2048)
+            th_fail(__FILE__, __LINE__, "memory grew over the second 2,000: FE %ld -> %ld kB, "
+                    "commnode %ld -> %ld kB", fe[0], fe[1], cn[0], cn[1]);
+        it_stop(&t);
+    }
+    rl.rlim_cur = old;
+    setrlimit(RLIMIT_NOFILE, &rl);
 }

@@ -532,10 +532,8 @@ ITEST(empty_wave_counts)
     it_tree_t t;
     if (it_start(&t, "2x2", NULL, NULL))
         return;
-    char so[PATH_MAX + 64];
-    snprintf(so, sizeof so, "%.*s/tests/plugins/filter_silent.so", PATH_MAX, it_build_dir());
-    int id = tbon_fe_load_filter(t.net, so, "silent_at_1");
-    REQUIRE(id >= TBON_FILTER_BUILTIN_COUNT);
+    int id = it_load_plugin(t.net, "filter_silent", "silent_at_1");
+    REQUIRE(id >= 0);
     tbon_stream_t *s = it_stream(t.net, id, TBON_SYNC_WAITFORALL, 0);
     REQUIRE(s);
     const tbon_rank_t under2[] = { 5, 6 };   /* 2x2: BEs 3, 4 under 1; 5, 6 under 2 */

@@ -118,7 +118,7 @@ TEST(table_names_every_op_once)
     CHECK(tb_ctl_info(TB_CTL_OP_MAX + 1) == NULL);
     CHECK(tb_ctl_info(-1) == NULL);
     CHECK_STR(tb_ctl_name(99), "?");
-    CHECK_INT(TB_CTL_OP_MAX, 22);
+    CHECK_INT(TB_CTL_OP_MAX, 23);
     for (int op = 1; op <= TB_CTL_OP_MAX; op++) {
         const tb_ctl_info_t *i = tb_ctl_info(op);
         REQUIRE(i);
@@ -139,6 +139,7 @@ TEST(table_names_every_op_once)
     CHECK_INT(TB_CTL_VIEW, 14);
     CHECK_INT(TB_CTL_LEAVE, 21);
     CHECK_INT(TB_CTL_MISSING, 22);
+    CHECK_INT(TB_CTL_FILTER_FAULT, 23);
     CHECK_STR(tb_ctl_name(TB_CTL_VIEW_ACK), "VIEW_ACK");
     CHECK_INT(tb_ctl_info(TB_CTL_VIEW)->owner, TB_CTL_OWN_VIEW);
     CHECK_INT(tb_ctl_info(TB_CTL_REPORT)->owner, TB_CTL_OWN_FT);
@@ -151,10 +152,10 @@ TEST(unknown_op_is_refused)
 {
     tb_ctl_msg_t m;
     tbon_error_t err;
-    tbon_packet_t *p = tbon_packet_new(23, "%ud", 0u);
+    tbon_packet_t *p = tbon_packet_new(24, "%ud", 0u);
     REQUIRE(p);
-    CHECK_INT(tb_ctl_decode(23, p, &m, &err), TBON_EFORMAT);
-    CHECK(strstr(err.msg, "control message 23: no such op") != NULL);
+    CHECK_INT(tb_ctl_decode(24, p, &m, &err), TBON_EFORMAT);
+    CHECK(strstr(err.msg, "control message 24: no such op") != NULL);
     size_t len;
     const uint8_t *b = tb_packet_payload(p, &len);
     CHECK_INT(tb_ctl_decode_bytes(0, b, len, &m, &err), TBON_EFORMAT);
@@ -603,6 +604,33 @@ TEST(missing_round_trip)
     tbon_packet_unref(p);
 }
 
+TEST(filter_fault_round_trip_and_signal_range)
+{
+    const uint32_t src[] = { 97, 98, 100 };
+    tb_ctl_filter_fault_t in = { 7, 9, 6, 11, (uint64_t)5 << 24, src, 3,
+                                 "rank 6, stream 7: filter \"poison\" crashed" }, out;
+    tbon_packet_t *p = tb_ctl_filter_fault_encode(&in);
+    REQUIRE(p && tb_ctl_filter_fault_decode(p, &out, NULL) == 0);
+    CHECK_UINT(out.stream, 7);
+    CHECK_INT(out.filter, 9);
+    CHECK_UINT(out.rank, 6);
+    CHECK_INT(out.sig, 11);
+    CHECK(out.key == (uint64_t)5 << 24);
+    REQUIRE(out.nsources == 3);
+    CHECK_MEM(out.sources, src, sizeof src);
+    CHECK_STR(out.msg, in.msg);
+    tb_ctl_free(TB_CTL_FILTER_FAULT, &out);
+    check_wire(TB_CTL_FILTER_FAULT, p, tbon_packet_new(TB_CTL_FILTER_FAULT,
+                                                       "%ud %d %ud %d %uld %aud %s", 7u, 9, 6u,
+                                                       11, (uint64_t)5 << 24, src, (size_t)3,
+                                                       in.msg));
+    /* a signal out of range is refused */
+    check_refused(TB_CTL_FILTER_FAULT,
+                  tbon_packet_new(TB_CTL_FILTER_FAULT, "%ud %d %ud %d %uld %aud %s", 7u, 9,
+                                  6u, 99, (uint64_t)0, src, (size_t)0, "m"),
+                  "signal 99 is out of range");
+}
+
 /* ---- across messages ---- */
 
 TEST(a_nul_byte_in_a_string_is_refused)
@@ -662,6 +690,8 @@ TEST(every_message_refuses_every_other_format)
     pk[TB_CTL_JOIN_ACK] = tb_ctl_join_ack_encode(&(tb_ctl_join_ack_t){ 1, 0, "h", 1, 0 });
     pk[TB_CTL_LEAVE] = tb_ctl_leave_encode(&(tb_ctl_leave_t){ 0 });
     pk[TB_CTL_MISSING] = tb_ctl_missing_encode(&(tb_ctl_missing_t){ 1, 1, 0, "m", one, 1 });
+    pk[TB_CTL_FILTER_FAULT] = tb_ctl_filter_fault_encode(
+        &(tb_ctl_filter_fault_t){ 1, 7, 1, 11, 0, one, 1, "m" });
     for (int a = 1; a <= TB_CTL_OP_MAX; a++) {
         REQUIRE(pk[a]);
         for (int b = 1; b <= TB_CTL_OP_MAX; b++) {
