@@ -175,6 +175,9 @@ int tb_guard_call(void (*fn)(void *), void *arg, tb_fault_t *fault)
     sigjmp_buf *volatile outer = cur_jb;     /* a guarded call inside one */
     tb_guard_install();
     ensure_alt_stack();
+    /* The signal mask is saved and restored by the jump: a handler that
+     * chains to ours may have blocked signals around it (ThreadSanitizer's
+     * does), and a signal left blocked would make the next fault fatal. */
     if (sigsetjmp(jb, 1)) {
         cur_jb = outer;
         if (fault) {

@@ -545,7 +545,6 @@ long tb_conn_read(tb_conn_t *c, size_t max_bytes)
         }
         ssize_t n = recv(c->fd, p, avail, MSG_DONTWAIT);
         if (n > 0) {
-            c->rx_last = tb_now_ms();
             tb_fdec_commit(c->dec, (size_t)n);
             total += (size_t)n;
             if ((size_t)n < avail)

@@ -67,7 +67,6 @@ struct tb_conn {
                                   window, a relink or a full socket), is not one */
     uint32_t    nack_rx;       /* rx when we last asked for a resend */
     int64_t     nack_at;       /* ... and when (0: no resend asked for) */
-    int64_t     rx_last;       /* when bytes last arrived */
     uint8_t     ctl[TB_FRAME_HDR_SIZE]; /* a lone ACK, written at a frame boundary */
     size_t      ctl_left;      /* its bytes not yet written (0: none) */
     int         win_blocked;   /* frames wait for acknowledgements (TB_LINK_WINDOW) */

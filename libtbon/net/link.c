@@ -269,10 +269,10 @@ void tb_link_bad_frame(tb_conn_t *c, int64_t now)
         c->bad_at = now;
 }
 
-int tb_link_tick(tb_conn_t *c, int64_t now, int64_t *next)
+void tb_link_tick(tb_conn_t *c, int64_t now, int64_t *next)
 {
     if (c->fd < 0)
-        return 0;
+        return;
     int64_t due = INT64_MAX;
     /* A lone ACK half written waits for the socket (EPOLLOUT), not for a
      * time: the owed ones are looked at once it is gone. */
@@ -301,15 +301,8 @@ int tb_link_tick(tb_conn_t *c, int64_t now, int64_t *next)
         if (c->bad_at && c->bad_at + TB_LINK_ACK_DELAY_MS < due)
             due = c->bad_at + TB_LINK_ACK_DELAY_MS;
     }
-    if (c->reading && tb_fdec_partial(c->dec)) {
-        if (now - c->rx_last >= TB_LINK_STALL_MS)
-            return 1;
-        if (c->rx_last + TB_LINK_STALL_MS < due)
-            due = c->rx_last + TB_LINK_STALL_MS;
-    }
     if (due < *next)
         *next = due;
-    return 0;
 }
 
 void tb_link_down(tb_conn_t *c, int64_t now)
@@ -351,7 +344,6 @@ int tb_link_up(tb_conn_t *c, int fd, int64_t now)
     c->down = 0;
     c->closed = 0;
     c->hold = 1;
-    c->rx_last = 0;
     if (c->down_since)
         c->down_since = now;    /* a new window for the peer's RESEND */
     c->n_relinks++;

@@ -42,12 +42,11 @@
 #define TB_LINK_ACK_DELAY_MS 2
 /* A resend asked for and not seen after this long is asked for again. */
 #define TB_LINK_NACK_RETRY_MS 50
-/* A partial frame with no byte for this long while we read: its length was
- * corrupted (or the peer is stuck mid-frame): the socket is broken. Long:
- * on a loaded machine a sender may wait for a core for hundreds of ms (500
- * ms broke healthy links under a streaming benchmark on two busy cores),
- * and a stuck peer is fenced by heartbeats anyway. */
-#define TB_LINK_STALL_MS 2000
+/* (A frame begun and not continued is not taken for a broken socket: the
+ * header's own CRC finds a corrupted length at once, and a peer stuck in the
+ * middle of a frame is slow, or stopped, or dead - heartbeats tell which.
+ * The 2 s rule that was here broke healthy links when 273 processes starved
+ * each other on two cores, issue 19.) */
 /* How long a broken link may stay without a socket, and then how long a new
  * socket may take to hear the peer's RESEND, before the peer is lost
  * (TBON_RELINK_MS overrides it; 0 turns relinking off). A dead peer is
@@ -75,9 +74,8 @@ void tb_link_bad_frame(tb_conn_t *c, int64_t now);
 void tb_link_ack(tb_conn_t *c, int resend, int64_t now);
 
 /* The timed part: owed ACKs and resend requests go; *next gets the
- * earliest time this connection needs a look again (unchanged if none).
- * Returns 1 if the socket must be given up as broken (a stalled frame). */
-int tb_link_tick(tb_conn_t *c, int64_t now, int64_t *next);
+ * earliest time this connection needs a look again (unchanged if none). */
+void tb_link_tick(tb_conn_t *c, int64_t now, int64_t *next);
 
 /* The socket broke: out of the loop (the caller's tb_loop_forget first),
  * closed, its partial input dropped, everything retained to be resent on

@@ -279,7 +279,6 @@ static void pressure(tb_node_t *n)
         int want = !n->up_paused && !ch->blocked;
         if (want != ch->conn->reading) {
             ch->conn->reading = want;
-            ch->conn->rx_last = tb_now_ms();    /* a stall counts while reading (link.h) */
             tb_node_watch(n, ch->conn, (want ? EPOLLIN : 0) |
                           (tb_conn_wants_write(ch->conn) ? EPOLLOUT : 0));
         }
@@ -293,7 +292,6 @@ static void pressure(tb_node_t *n)
         n->down_paused = 0;
     if (n->parent && n->parent->reading == n->down_paused) {
         n->parent->reading = !n->down_paused;
-        n->parent->rx_last = tb_now_ms();
         tb_node_watch(n, n->parent, (n->parent->reading ? EPOLLIN : 0) |
                       (tb_conn_wants_write(n->parent) ? EPOLLOUT : 0));
     }

@@ -555,10 +555,7 @@ static int link_tick(tb_node_t *n, tb_conn_t *c, int64_t now, int64_t *next)
         if (c->down)
             return 0;
     }
-    if (tb_link_tick(c, now, next)) {
-        snprintf(c->why, sizeof c->why, "no byte of a frame begun for %d ms", TB_LINK_STALL_MS);
-        c->closed = 1;
-    }
+    tb_link_tick(c, now, next);
     return 0;
 }
 

@@ -380,9 +380,12 @@ int tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeo
         s->seen_to[i] = UINT64_MAX;     /* an original child answers every request */
     s->nmembers = nmembers;
     /* A child takes part when a member lies in its subtree: walk up from each
-     * member to the child of ours on its path. O(members x depth). */
-    for (size_t m = 0; m < nmembers; m++)
-        if (members[m] < tb_topology_size(n->topo))
+     * member to the child of ours on its path. O(members x depth); nothing
+     * at a back-end, which has no children (that walk was most of what a
+     * stream's creation cost a 16x16 tree: bench_streams). */
+    size_t size = tb_topology_size(n->topo);
+    for (size_t m = 0; n->nchild && m < nmembers; m++)
+        if (members[m] < size)
             mark_part(n, s, members[m]);
     n->streams[id] = s;
     /* Exactly the children whose subtree holds a member hear of it; of a
