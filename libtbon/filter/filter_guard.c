@@ -82,12 +82,18 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
         p->sa_sigaction(sig, si, uc);
     } else if (p && p->sa_handler != SIG_DFL && p->sa_handler != SIG_IGN) {
         p->sa_handler(sig);
-    } else if (!p || p->sa_handler == SIG_DFL) {
-        /* The default action: a fault comes again as the instruction runs
-         * again on return, an abort() raises SIGABRT again itself; a signal
-         * sent by kill (si_code <= 0) is raised again here. */
+    } else {
+        /* SIG_DFL or SIG_IGN before us. A fault (si_code > 0) comes again
+         * as the instruction runs again on return, and the kernel ends the
+         * process then, ignored or not, as it would have without us. A
+         * signal sent (kill, raise, abort: si_code <= 0) takes the default
+         * action now, or is dropped if it was ignored. */
+        int sent = !si || si->si_code <= 0;
+        int ignored = p && p->sa_handler == SIG_IGN;
+        if (sent && ignored)
+            return;
         signal(sig, SIG_DFL);
-        if (!si || si->si_code <= 0 || sig == SIGABRT)
+        if (sent)
             raise(sig);
     }
 }
