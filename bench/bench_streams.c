@@ -1,5 +1,6 @@
-/* bench_streams.c - how fast a tree takes 10,000 new streams (issue 19),
- * beside the same tree carrying 10,000 small packets down one stream.
+/* bench_streams.c - how fast a tree takes 10,000 new streams and ends them
+ * (issue 19), beside the same tree carrying 10,000 small packets down one
+ * stream.
  *
  * A 16x16 tree (256 back-ends: this program) is started for each round.
  * Creation: tbon_fe_stream_new 10,000 times over every back-end (sum, wait
@@ -8,13 +9,13 @@
  * tree: 10,000 packets sent down one stream that the back-ends take and do
  * not answer (a stream's definition is a message sent to every node too; it
  * holds the same fixed fields and, here, the 256 members), then one wave.
- * Median of ROUNDS.
+ * Ending: tbon_stream_close on all 10,000, then a wave on the first stream,
+ * which follows the ends down every connection: its answer means every node
+ * has ended them all. Median of ROUNDS.
  *
  *   bench_streams          the rows (BENCH_STREAMS=N: N instead of 10,000)
  *   bench_streams --be     a back-end (started by the tree)
  *
- * A single stream cannot be ended through the API (streams go with the
- * network), so teardown is not measured.
  */
 #include <tbon/tbon.h>
 
@@ -85,9 +86,9 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--help") == 0) {
         printf("usage: " PROG "\n"
-               "The time a 16x16 tree takes to set up %d new streams, beside the time it\n"
-               "takes to carry %d small packets down one stream; Markdown rows on stdout\n"
-               "(bench/run.sh collects them).\n", NSTREAMS, NSTREAMS);
+               "The time a 16x16 tree takes to set up %d new streams and to end them,\n"
+               "beside the time it takes to carry as many small packets down one stream;\n"
+               "Markdown rows on stdout (bench/run.sh collects them).\n", NSTREAMS);
         return 0;
     }
     for (int i = 1; i < argc; i++)
@@ -97,7 +98,10 @@ int main(int argc, char **argv)
     if (ns && atoi(ns) > 0)
         NSTREAMS = atoi(ns);
     char *topo = topology();
-    double create[ROUNDS], carry[ROUNDS];
+    double create[ROUNDS], carry[ROUNDS], end[ROUNDS];
+    tbon_stream_t **made = malloc((size_t)NSTREAMS * sizeof *made);
+    if (!made)
+        bench_die(PROG, "malloc");
     for (int r = 0; r < ROUNDS; r++) {
         tbon_net_t *net = bench_start_tree(PROG, topo, "--be");
         tbon_comm_t *all = tbon_fe_broadcast_comm(net);
@@ -119,20 +123,34 @@ int main(int argc, char **argv)
         tbon_stream_t *s = NULL;
         t0 = bench_now();
         for (int i = 0; i < NSTREAMS; i++)
-            if (!(s = tbon_fe_stream_new(net, all, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL,
-                                         TBON_FILTER_NULL)))
+            if (!(s = made[i] = tbon_fe_stream_new(net, all, TBON_FILTER_SUM,
+                                                   TBON_SYNC_WAITFORALL, TBON_FILTER_NULL)))
                 bench_die(PROG, "tbon_fe_stream_new");
         wave(net, s, nbe);
         create[r] = bench_now() - t0;
+        /* and their end */
+        t0 = bench_now();
+        for (int i = 0; i < NSTREAMS; i++)
+            if (tbon_stream_close(made[i]))
+                bench_die(PROG, "tbon_stream_close");
+        wave(net, one, nbe);
+        end[r] = bench_now() - t0;
         tbon_net_destroy(net);
     }
     free(topo);
-    double cm = bench_median(create, ROUNDS), bm = bench_median(carry, ROUNDS);
+    free(made);
+    double cm = bench_median(create, ROUNDS), bm = bench_median(carry, ROUNDS),
+           em = bench_median(end, ROUNDS);
     char what[96];
     snprintf(what, sizeof what, "%d new streams on 16x16, until the last answers", NSTREAMS);
     bench_row("streams", what, "%.0f", NSTREAMS / cm, "streams/s",
               "%.2f s; median of %d rounds, a new tree each; each stream over all 256 "
               "back-ends (sum, wait for all); the next row is its baseline", cm, ROUNDS);
+    snprintf(what, sizeof what, "%d streams ended (tbon_stream_close), until a wave behind "
+             "them answers", NSTREAMS);
+    bench_row("streams", what, "%.0f", NSTREAMS / em, "streams/s",
+              "%.2f s; the same rounds; every node frees each stream's state; %.1fx the "
+              "baseline below", em, em / bm);
     snprintf(what, sizeof what, "baseline: %d packets down one stream of the same tree",
              NSTREAMS);
     bench_row("streams", what, "%.0f", NSTREAMS / bm, "packets/s",

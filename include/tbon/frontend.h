@@ -112,6 +112,14 @@ tbon_comm_t *tbon_fe_comm_new(tbon_net_t *net, const tbon_rank_t *backends, size
 tbon_stream_t *tbon_fe_stream_new(tbon_net_t *net, tbon_comm_t *comm,
                                   int up_filter, int sync, int down_filter);
 
+/* End stream s everywhere: every node frees what it holds for it (its
+ * waves in flight, its filters' state), and what is still on its way for it
+ * is dropped, here too. s stays valid - tbon_stream_id, and TBON_ECLOSED from
+ * tbon_stream_send and tbon_stream_recv - until the network is destroyed.
+ * Returns 0, or TBON_EINVAL (not a front-end stream, or closed already).
+ * A back-end keeps its handle of the stream, which gets nothing more. */
+int tbon_stream_close(tbon_stream_t *s);
+
 /* Set the parameters of the up or down filter (a packet of fmt, given to the
  * filter as ctx->params everywhere it runs), or with TBON_FILTER_PARAM_SYNC
  * the timeout "%ud" in ms of a TBON_SYNC_TIMEOUT stream. */

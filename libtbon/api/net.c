@@ -315,6 +315,12 @@ static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt
                                      "with the nodes that held it", best->id, (unsigned long long)q);
             return 0;
         }
+        if (only && atomic_load(&only->closed)) {
+            if (held)
+                release(net);
+            pthread_mutex_unlock(&net->mu);
+            return tb_net_seterr(TBON_ECLOSED, "stream %u was closed", only->id);
+        }
         if ((only && only->error) || (!only && net->any_error)) {
             if (only)
                 only->error = 0;
@@ -373,11 +379,37 @@ int tbon_stream_recv(tbon_stream_t *s, tbon_packet_t **pkt, int timeout_ms)
 
 /* ---- sending ---- */
 
+int tbon_stream_close(tbon_stream_t *s)
+{
+    if (!s || !s->net->is_fe)
+        return tb_net_seterr(TBON_EINVAL, "tbon_stream_close needs a front-end stream");
+    tbon_net_t *net = s->net;
+    pthread_mutex_lock(&net->mu);
+    if (atomic_load(&s->closed)) {
+        pthread_mutex_unlock(&net->mu);
+        return tb_net_seterr(TBON_EINVAL, "stream %u is closed already", s->id);
+    }
+    atomic_store(&s->closed, 1);
+    s->error = 0;
+    while (s->q.len)
+        tbon_packet_unref(pop_locked(net, s));
+    maybe_resume(net);
+    pthread_cond_broadcast(&net->cond);     /* a receiver waiting on it */
+    pthread_mutex_unlock(&net->mu);
+    tb_cmd_t *c = tb_cmd_stream_end(s->id);
+    if (!c)
+        return tb_net_seterr(TBON_ENOMEM, "out of memory");
+    tb_node_post(net->node, c);
+    return 0;
+}
+
 int tbon_stream_send_packet(tbon_stream_t *s, tbon_packet_t *p)
 {
     if (!s || !p)
         return tb_net_seterr(TBON_EINVAL, "NULL argument");
     tbon_net_t *net = s->net;
+    if (atomic_load(&s->closed))
+        return tb_net_seterr(TBON_ECLOSED, "stream %u was closed", s->id);
     if (!net->inline_node && tb_node_wait_backlog(net->node, 0))
         return tb_net_seterr(TBON_ECLOSED, "the network has shut down");
     if (net->inline_node && tb_node_stopped(net->node))

@@ -27,7 +27,7 @@ static void cb_deliver(void *arg, uint32_t stream, tbon_packet_t *p, uint64_t q)
     tbon_net_t *net = arg;
     pthread_mutex_lock(&net->mu);
     tbon_stream_t *s = tb_net_stream_locked(net, stream, !net->is_fe);
-    if (!s) {
+    if (!s || atomic_load(&s->closed)) {
         pthread_mutex_unlock(&net->mu);
         tbon_packet_unref(p);
         return;

@@ -34,6 +34,7 @@ struct tbon_stream {
     uint32_t id;
     tb_ring_t q;           /* received packets (tb_dent_t), oldest first */
     int error;             /* a filter failed: recv returns TBON_EFILTER once */
+    atomic_int closed;     /* FE: tbon_stream_close (set under the net's mu) */
     /* BE: the wave key of the next packet sent up (docs/protocol.md 8.4):
      * the request it answers (the last one the application took, or the
      * one tbon_stream_answer named), and its answers since. */

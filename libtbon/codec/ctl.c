@@ -86,6 +86,8 @@ static const tb_ctl_info_t table[] = {
       "stream, filter id, the rank it ran on, signal (0: it ran past its limit), the wave's "
       "key (0: none; the FE drops that wave), the ranks whose packets were its input, message: "
       "a plug-in filter crashed or hung" },
+    { TB_CTL_STREAM_END, "STREAM_END", TB_CTL_DOWN, N_, "%ud",
+      "stream id: the stream ends here (tbon_stream_close); forwarded as STREAM was" },
 };
 
 const tb_ctl_info_t *tb_ctl_info(int op)
@@ -204,6 +206,7 @@ tbon_packet_t *tb_ctl_encode(const tb_ctl_msg_t *m)
     case TB_CTL_LEAVE:      return tb_ctl_leave_encode(&m->u.leave);
     case TB_CTL_MISSING:    return tb_ctl_missing_encode(&m->u.missing);
     case TB_CTL_FILTER_FAULT: return tb_ctl_filter_fault_encode(&m->u.filter_fault);
+    case TB_CTL_STREAM_END: return tb_ctl_stream_end_encode(&m->u.stream_end);
     default:                return NULL;
     }
 }
@@ -236,6 +239,7 @@ int tb_ctl_decode(int op, const tbon_packet_t *p, tb_ctl_msg_t *m, tbon_error_t 
     case TB_CTL_LEAVE:      return tb_ctl_leave_decode(p, &m->u.leave, err);
     case TB_CTL_MISSING:    return tb_ctl_missing_decode(p, &m->u.missing, err);
     case TB_CTL_FILTER_FAULT: return tb_ctl_filter_fault_decode(p, &m->u.filter_fault, err);
+    case TB_CTL_STREAM_END: return tb_ctl_stream_end_decode(p, &m->u.stream_end, err);
     default:
         return tb_error_set(err, TBON_EFORMAT, "control message %d: no such op", op);
     }

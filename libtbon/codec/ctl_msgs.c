@@ -550,6 +550,16 @@ int tb_ctl_leave_decode(const tbon_packet_t *p, tb_ctl_leave_t *m, tbon_error_t 
     return dec_u32(p, TB_CTL_LEAVE, &m->unused, err);
 }
 
+tbon_packet_t *tb_ctl_stream_end_encode(const tb_ctl_stream_end_t *m)
+{
+    return enc_u32(TB_CTL_STREAM_END, m->stream);
+}
+
+int tb_ctl_stream_end_decode(const tbon_packet_t *p, tb_ctl_stream_end_t *m, tbon_error_t *err)
+{
+    return dec_u32(p, TB_CTL_STREAM_END, &m->stream, err);
+}
+
 
 tbon_packet_t *tb_ctl_missing_encode(const tb_ctl_missing_t *m)
 {

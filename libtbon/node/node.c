@@ -222,6 +222,9 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
         tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_FAULT_TAKEN, .u.rank = c->u.fault.from });
         break;
     }
+    case TB_CMD_STREAM_END:
+        tb_stream_end(n, c->u.stream_end.id);
+        break;
     case TB_CMD_RESUME:
         break;  /* the back-pressure check after the dispatch does the work */
     case TB_CMD_SHUTDOWN:

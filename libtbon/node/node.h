@@ -178,6 +178,7 @@ enum tb_cmd_op {
                             or the relink thread: ours to the parent (fd -1: refused) */
     TB_CMD_FILTER_FAULT, /* EDS: a child's filter hung (eds_watch.c): its
                             FILTER_FAULT control message, to send on up */
+    TB_CMD_STREAM_END,   /* FE app: end a stream everywhere (tbon_stream_close) */
 };
 
 /* A command: op says which member of u is set. Made by the constructors
@@ -207,6 +208,7 @@ struct tb_cmd {
         } stream;
         struct { uint32_t stream; int which; tbon_packet_t *pkt; } params;   /* PARAMS */
         struct { tbon_packet_t *pkt; tbon_rank_t from; } fault;   /* FILTER_FAULT */
+        struct { uint32_t id; } stream_end;                 /* STREAM_END */
         struct { int id; char *path, *func; } filter;       /* FILTER */
         struct { int fd; tbon_rank_t rank; uint32_t inc; } adopt_conn;
                                   /* ADOPT_CONN: orphan rank at its new incarnation */
@@ -259,6 +261,7 @@ tb_cmd_t *tb_cmd_fence(tbon_rank_t rank, int silent_ms);
 /* on: rank has been silent for silent_ms; 0: it spoke again. */
 tb_cmd_t *tb_cmd_suspect(tbon_rank_t rank, int on, int silent_ms);
 tb_cmd_t *tb_cmd_check(uint64_t id);
+tb_cmd_t *tb_cmd_stream_end(uint32_t id);
 /* key and value (NULL: delete) are copied. */
 tb_cmd_t *tb_cmd_attr(const char *key, const char *value);
 tb_cmd_t *tb_cmd_join_conn(int fd, int role, tbon_rank_t rank, uint32_t port);

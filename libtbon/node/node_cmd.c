@@ -216,6 +216,14 @@ tb_cmd_t *tb_cmd_check(uint64_t id)
     return c;
 }
 
+tb_cmd_t *tb_cmd_stream_end(uint32_t id)
+{
+    tb_cmd_t *c = cmd_new(TB_CMD_STREAM_END);
+    if (c)
+        c->u.stream_end.id = id;
+    return c;
+}
+
 tb_cmd_t *tb_cmd_attr(const char *key, const char *value)
 {
     tb_cmd_t *c = cmd_new(TB_CMD_ATTR);

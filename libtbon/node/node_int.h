@@ -209,6 +209,9 @@ struct tb_node {
 
     tb_stream_st_t **streams; /* by id */
     size_t     nstreams;
+    uint8_t   *ended;         /* bit per stream id: ended (tbon_stream_close);
+                                 what still comes for it is dropped quietly */
+    size_t     nended;        /* bytes */
     tb_filter_reg_t *filters;
     /* The plug-in filter call running now, if any (node_stream.c), for the
      * EDS thread, which takes the node for failed when it runs past its
@@ -511,6 +514,10 @@ int  tb_stream_join(tb_node_t *n, uint32_t id, size_t child, uint64_t sent, uint
  * it wrote to a parent that then died is lost in the socket). */
 void tb_stream_keep(tb_node_t *n, uint32_t id, tbon_packet_t *p);
 void tb_stream_fold_kept(tb_node_t *n, tb_stream_st_t *s);
+/* Stream id ends here: the children that know it hear so (STREAM_END), and
+ * what this node holds for it is freed; what still comes for it is dropped
+ * quietly. Nothing if it is not known here. */
+void tb_stream_end(tb_node_t *n, uint32_t id);
 /* A plug-in filter of stream s crashed or ran past its limit here (sig 0)
  * over in[0..k) of the wave with this key (k 0, key 0: over its state or
  * kept sends): logged, and told to the FE

@@ -180,6 +180,42 @@ void tb_stream_free_all(tb_node_t *n)
     free(n->streams);
     n->streams = NULL;
     n->nstreams = 0;
+    free(n->ended);
+    n->ended = NULL;
+    n->nended = 0;
+}
+
+static int ended(const tb_node_t *n, uint32_t id)
+{
+    return id / 8 < n->nended && (n->ended[id / 8] >> (id % 8) & 1);
+}
+
+void tb_stream_end(tb_node_t *n, uint32_t id)
+{
+    tb_stream_st_t *s = get(n, id);
+    if (!s)
+        return;
+    if (id / 8 >= n->nended) {
+        size_t nb = n->nended ? n->nended : 64;
+        while (nb <= id / 8)
+            nb *= 2;
+        uint8_t *e = realloc(n->ended, nb);
+        if (e) {
+            memset(e + n->nended, 0, nb - n->nended);
+            n->ended = e;
+            n->nended = nb;
+        }
+    }
+    if (id / 8 < n->nended)
+        n->ended[id / 8] |= (uint8_t)(1u << (id % 8));
+    /* the children that heard of it (tb_stream_create) hear of its end */
+    tbon_packet_t *p = tb_ctl_stream_end_encode(&(tb_ctl_stream_end_t){ id });
+    for (size_t i = 0; p && i < n->nchild; i++)
+        if ((s->part[i] || (s->bcast && !n->child[i].is_be)) && n->child[i].conn)
+            tb_node_send_ctl(n, n->child[i].conn, TB_CTL_STREAM_END, tbon_packet_ref(p));
+    tbon_packet_unref(p);
+    n->streams[id] = NULL;
+    stream_free(n, s);
 }
 
 /* Report a filter failure towards the FE, where tbon_*_recv returns it. */
@@ -664,8 +700,9 @@ void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p,
 {
     tb_stream_st_t *s = get(n, stream);
     if (!s || !s->part[child]) {
-        TB_WARN("stream", "packet from rank %u on unknown stream %u dropped",
-                n->child[child].rank, stream);
+        if (!ended(n, stream))
+            TB_WARN("stream", "packet from rank %u on unknown stream %u dropped",
+                    n->child[child].rank, stream);
         tbon_packet_unref(p);
         return;
     }
@@ -713,6 +750,10 @@ void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q)
         q = ++s->down_q;           /* requests are numbered per stream at the FE */
     if (s && q > s->last_q)
         s->last_q = q;
+    if (ended(n, stream)) {
+        tbon_packet_unref(p);       /* sent before its end reached us */
+        return;
+    }
     if (n->role == TB_ROLE_BE) {
         if (n->cbs.deliver)
             n->cbs.deliver(n->cbs.arg, stream, p, q);

@@ -355,6 +355,41 @@ static IT_UNUSED tbon_stream_t *it_stream(tbon_net_t *net, int up, int sync, int
     return s;
 }
 
+/* Lines of commnode rank's log that contain text; *total (may be NULL) gets
+ * all its lines. */
+static IT_UNUSED int it_log_lines(tbon_rank_t rank, const char *text, int *total)
+{
+    char path[700], line[1024];
+    snprintf(path, sizeof path, "%s/logs/commnode-%u.log", th_tmpdir(), (unsigned)rank);
+    FILE *f = fopen(path, "r");
+    int n = 0, all = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        all++;
+        n += strstr(line, text) != NULL;
+    }
+    if (f)
+        fclose(f);
+    if (total)
+        *total = all;
+    return n;
+}
+
+/* Wait (up to ms) until commnode rank's log has a line with text: 0, or -1
+ * (failure recorded). */
+static IT_UNUSED int it_wait_log(tbon_rank_t rank, const char *text, int ms)
+{
+    int64_t end = it_now_ms() + ms;
+    while (it_log_lines(rank, text, NULL) == 0) {
+        if (it_now_ms() > end) {
+            th_fail(__FILE__, __LINE__, "commnode %u never logged \"%s\"", (unsigned)rank,
+                    text);
+            return -1;
+        }
+        it_sleep_ms(20);
+    }
+    return 0;
+}
+
 /* Load func of the test plug-in tests/plugins/NAME.so of this build
  * everywhere (tbon_fe_load_filter): its id, or -1 (failure recorded). */
 static IT_UNUSED int it_load_plugin(tbon_net_t *net, const char *name, const char *func)

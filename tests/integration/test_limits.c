@@ -9,39 +9,6 @@
 
 #include "util/log.h"
 
-/* Lines of commnode rank's log that contain text. */
-static int log_lines(tbon_rank_t rank, const char *text, int *total)
-{
-    char path[700], line[1024];
-    snprintf(path, sizeof path, "%s/logs/commnode-%u.log", th_tmpdir(), (unsigned)rank);
-    FILE *f = fopen(path, "r");
-    int n = 0, all = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        all++;
-        n += strstr(line, text) != NULL;
-    }
-    if (f)
-        fclose(f);
-    if (total)
-        *total = all;
-    return n;
-}
-
-/* Wait (up to ms) until commnode rank's log has a line with text. */
-static int wait_log(tbon_rank_t rank, const char *text, int ms)
-{
-    int64_t end = it_now_ms() + ms;
-    while (log_lines(rank, text, NULL) == 0) {
-        if (it_now_ms() > end) {
-            th_fail(__FILE__, __LINE__, "commnode %u never logged \"%s\"", (unsigned)rank,
-                    text);
-            return -1;
-        }
-        it_sleep_ms(20);
-    }
-    return 0;
-}
-
 /* Shape 2x2: commnodes 1 and 2, back-ends 3 4 under 1 and 5 6 under 2.
  * Commnode 2 is held at its fd limit by strangers' connections that never
  * say a word; then commnode 1 is killed. Commnode 2 does not spin (before:
@@ -73,7 +40,7 @@ ITEST(adopter_at_its_fd_limit_pauses_accepting)
         held[i] = it_connect(&a[0]);
     for (int i = 0; i < 8; i++)
         CHECK(held[i] >= 0);
-    if (wait_log(2, "cannot accept connections", IT_RECV_MS))
+    if (it_wait_log(2, "cannot accept connections", IT_RECV_MS))
         goto out;
     long c0 = it_cpu_ms(cn2);
     int64_t t0 = it_now_ms();
@@ -97,7 +64,7 @@ ITEST(adopter_at_its_fd_limit_pauses_accepting)
     /* All the while at its limit, it was not busy. */
     long used = it_cpu_ms(cn2) - c0;
     int64_t spent = it_now_ms() - t0;
-    CHECK_INT(log_lines(2, "cannot accept connections", NULL), 1);
+    CHECK_INT(it_log_lines(2, "cannot accept connections", NULL), 1);
     if (used * 10 > spent)
         th_fail(__FILE__, __LINE__, "commnode 2 used %ld ms of CPU in %lld ms at its fd limit",
                 used, (long long)spent);
@@ -107,7 +74,7 @@ out:
         if (held[i] >= 0)
             close(held[i]);
     prlimit(cn2, RLIMIT_NOFILE, &old, NULL);
-    if (!wait_log(2, "accepting connections again", IT_RECV_MS))
+    if (!it_wait_log(2, "accepting connections again", IT_RECV_MS))
         it_sum_wave(s, 4, live, 4);
     it_stop(&t);
 }
@@ -167,13 +134,13 @@ ITEST(connection_churn_leaves_memory_and_log_flat)
     for (unsigned i = 0; i < ALL; i++) {
         if (i == WARM) {
             rss0 = it_proc_status(cn, "VmRSS");
-            log_lines(1, "", &lines0);
+            it_log_lines(1, "", &lines0);
         }
         failed += visit(&a[0], i) != 0;
     }
     long rss1 = it_proc_status(cn, "VmRSS");
     int lines1;
-    log_lines(1, "", &lines1);
+    it_log_lines(1, "", &lines1);
     int64_t secs = (it_now_ms() - t0) / 1000 + 1;
     CHECK_UINT(failed, 0);
     /* flat: well under the 5.6 MB that 64 bytes per connection made */
@@ -189,7 +156,7 @@ ITEST(connection_churn_leaves_memory_and_log_flat)
     /* What was not shown is counted: the next line after the window says so
      * (one more stranger now and then until the window has passed). */
     for (int64_t end = it_now_ms() + 3 * TB_LOG_LIMIT_MS;
-         !log_lines(1, "more lines like the next one were not shown", NULL);) {
+         !it_log_lines(1, "more lines like the next one were not shown", NULL);) {
         if (it_now_ms() > end) {
             th_fail(__FILE__, __LINE__, "no line says how many were not shown");
             break;
@@ -226,17 +193,17 @@ ITEST(memory_past_the_mark_is_said)
     /* small at first: the mark is not passed */
     pid_t cn1 = it_pid_of("tbon_commnode", 1);
     CHECK(cn1 > 0 && it_proc_status(cn1, "VmRSS") < 150 * 1024);
-    CHECK_INT(log_lines(1, said, NULL), 0);
+    CHECK_INT(it_log_lines(1, said, NULL), 0);
     CHECK_INT(tbon_stream_set_filter_params(s, TBON_FILTER_PARAM_UP, "%ld %d", (int64_t)0, 7),
               0);
     for (uint32_t w = 2; w <= 260; w++)
         if (it_sum_wave(s, w, t.be, t.nbe))
             break;
     /* each commnode has kept 259 MiB: both say so within a look or two */
-    if (wait_log(1, said, 10000) == 0 && wait_log(2, said, 10000) == 0) {
+    if (it_wait_log(1, said, 10000) == 0 && it_wait_log(2, said, 10000) == 0) {
         /* once, and again only as it doubles (under TSan the process starts
          * large enough to double too) */
-        int k = log_lines(1, said, NULL);
+        int k = it_log_lines(1, said, NULL);
         CHECK(k >= 1 && k <= 2);
     }
     it_stop(&t);
