@@ -145,7 +145,7 @@ int main(int argc, char **argv)
     snprintf(what, sizeof what, "%d new streams on 16x16, until the last answers", NSTREAMS);
     bench_row("streams", what, "%.0f", NSTREAMS / cm, "streams/s",
               "%.2f s; median of %d rounds, a new tree each; each stream over all 256 "
-              "back-ends (sum, wait for all); the next row is its baseline", cm, ROUNDS);
+              "back-ends (sum, wait for all); the last row is its baseline", cm, ROUNDS);
     snprintf(what, sizeof what, "%d streams ended (tbon_stream_close), until a wave behind "
              "them answers", NSTREAMS);
     bench_row("streams", what, "%.0f", NSTREAMS / em, "streams/s",
