@@ -61,6 +61,28 @@ static inline void bench_row(const char *area, const char *metric, const char *v
 #include <string.h>
 #include <unistd.h>
 
+/* This program was started as a back-end of its own tree (bench_start_tree
+ * gives "--be"). */
+static inline int bench_is_be(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--be") == 0)
+            return 1;
+    return 0;
+}
+
+/* The back-end's network (tbon_be_create), or exit 1 with a message. */
+static inline tbon_net_t *bench_be_create(const char *prog, int *argc, char ***argv)
+{
+    tbon_error_t err = { 0, "" };
+    tbon_net_t *net = tbon_be_create(argc, argv, &err);
+    if (!net) {
+        fprintf(stderr, "%s --be: %s\n", prog, err.msg);
+        exit(1);
+    }
+    return net;
+}
+
 /* A front-end over the topology text (written to a temporary file, removed
  * once read), this very program (/proc/self/exe) at every back-end with
  * argument be_arg; default options. Exits with a message on failure. */

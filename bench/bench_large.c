@@ -40,12 +40,7 @@ static const int reps[] = { 15, 5, 3 };
 
 static int be_main(int argc, char **argv)
 {
-    tbon_error_t err = { 0, "" };
-    tbon_net_t *net = tbon_be_create(&argc, &argv, &err);
-    if (!net) {
-        fprintf(stderr, PROG " --be: %s\n", err.msg);
-        return 1;
-    }
+    tbon_net_t *net = bench_be_create(PROG, &argc, &argv);
     uint8_t *buf = NULL;
     size_t cap = 0;
     for (;;) {

@@ -96,12 +96,7 @@ static void flood(uint16_t port, uint64_t session)
 
 static int be_main(int argc, char **argv)
 {
-    tbon_error_t err = { 0, "" };
-    tbon_net_t *net = tbon_be_create(&argc, &argv, &err);
-    if (!net) {
-        fprintf(stderr, PROG " --be: %s\n", err.msg);
-        return 1;
-    }
+    tbon_net_t *net = bench_be_create(PROG, &argc, &argv);
     tbon_packet_t *p;
     tbon_stream_t *s;
     while (tbon_net_recv(net, &p, &s, -1) == 0)
@@ -186,9 +181,8 @@ int main(int argc, char **argv)
                "stdout (bench/run.sh collects them).\n", RATE);
         return 0;
     }
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--be") == 0)
-            return be_main(argc, argv);
+    if (bench_is_be(argc, argv))
+        return be_main(argc, argv);
     tbon_net_t *net = bench_start_tree(PROG, "localhost:0 => localhost:1 ;\n"
                                              "localhost:1 => localhost:2 localhost:3 ;\n",
                                        "--be");

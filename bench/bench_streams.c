@@ -32,12 +32,7 @@ static int NSTREAMS = 10000;     /* $BENCH_STREAMS overrides it */
 
 static int be_main(int argc, char **argv)
 {
-    tbon_error_t err = { 0, "" };
-    tbon_net_t *net = tbon_be_create(&argc, &argv, &err);
-    if (!net) {
-        fprintf(stderr, PROG " --be: %s\n", err.msg);
-        return 1;
-    }
+    tbon_net_t *net = bench_be_create(PROG, &argc, &argv);
     tbon_packet_t *p;
     tbon_stream_t *s;
     while (tbon_net_recv(net, &p, &s, -1) == 0) {
@@ -91,9 +86,8 @@ int main(int argc, char **argv)
                "Markdown rows on stdout (bench/run.sh collects them).\n", NSTREAMS);
         return 0;
     }
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--be") == 0)
-            return be_main(argc, argv);
+    if (bench_is_be(argc, argv))
+        return be_main(argc, argv);
     const char *ns = getenv("BENCH_STREAMS");
     if (ns && atoi(ns) > 0)
         NSTREAMS = atoi(ns);
