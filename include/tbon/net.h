@@ -93,9 +93,10 @@ typedef enum {
      * `detail` names the filter, the stream, the signal and where, and the
      * ranks whose packets were its input. A crash drops that call's input
      * (the wave goes on without it) and the node goes on; a filter past its
-     * limit ends its node, which is then taken for failed
+     * limit ends its commnode, which is then taken for failed
      * (TBON_EV_NODE_FAILED follows) and whose orphans do not send that
-     * stream's input again. The stream's next tbon_stream_recv also returns
+     * stream's input again (at the front-end, rank 0, the call is left to
+     * a thread of its own and the front-end goes on). The stream's next tbon_stream_recv also returns
      * TBON_EFILTER. docs/filter-guide.md, "When a filter crashes or hangs". */
     TBON_EV_FILTER_ERROR,
 } tbon_event_type_t;

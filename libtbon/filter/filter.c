@@ -14,6 +14,7 @@
 #include "util/log.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,7 +31,12 @@
 struct tb_filter_reg {
     tb_filter_t **v;   /* indexed by id; entries below the built-in count unused */
     size_t        cap;
+    struct tb_filter_reg *kept_next;   /* tb_filter_reg_abandon's list */
 };
+
+/* Registries kept for the process's life (tb_filter_reg_abandon). */
+static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
+static tb_filter_reg_t *kept;
 
 /* The message a running filter left with tb_filter_errorf (one per thread:
  * filters of different processes' threads never share it). */
@@ -139,6 +145,16 @@ void tb_filter_reg_destroy(tb_filter_reg_t *r)
         filter_free(r->v[i]);
     free(r->v);
     free(r);
+}
+
+void tb_filter_reg_abandon(tb_filter_reg_t *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&kept_mu);
+    r->kept_next = kept;
+    kept = r;
+    pthread_mutex_unlock(&kept_mu);
 }
 
 const tb_filter_t *tb_filter_reg_get(const tb_filter_reg_t *r, int id)
@@ -409,6 +425,11 @@ static _Thread_local int last_crash_sig;
 int tb_filter_crash_signal(void)
 {
     return last_crash_sig;
+}
+
+void tb_filter_set_crash_signal(int sig)
+{
+    last_crash_sig = sig;
 }
 
 static int crashed(const tb_filter_t *f, const char *what, const tb_fault_t *fault,

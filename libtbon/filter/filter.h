@@ -37,6 +37,10 @@ typedef struct tb_filter {
 typedef struct tb_filter_reg tb_filter_reg_t;
 tb_filter_reg_t *tb_filter_reg_new(void);
 void tb_filter_reg_destroy(tb_filter_reg_t *r);     /* dlcloses; NULL is fine */
+/* Instead of destroying it: a call of one of r's filters may still run on a
+ * thread left behind (node_fecall.c), so r is kept, its objects loaded, for
+ * the process's life. NULL is fine. */
+void tb_filter_reg_abandon(tb_filter_reg_t *r);
 
 /* Load func from so_path under id (id < 0: the next free id). Returns the id,
  * or TBON_EFILTER with err->msg naming the file and symbol and including
@@ -112,8 +116,12 @@ const char *tb_fault_name(int sig);
  * the filter, the signal and where); the call's output is dropped, the
  * filter's state is left as the filter left it. */
 #define TB_FILTER_CRASHED (-1000)
-/* The signal of this thread's last TB_FILTER_CRASHED. */
+/* The signal of this thread's last TB_FILTER_CRASHED; set: say so for a
+ * call that crashed on another thread (node_fecall.c). */
 int tb_filter_crash_signal(void);
+void tb_filter_set_crash_signal(int sig);
+/* A call that ran past its limit (node_fecall.c). */
+#define TB_FILTER_HUNG (-1001)
 
 /* F_get_FilterState through the guard: the state packet, or NULL (none, or
  * the call crashed: then *crashed is set and err says so). */

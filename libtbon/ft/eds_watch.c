@@ -20,9 +20,9 @@
  *   3. the process ends (_exit): its connections end, and the ordinary
  *      failure path (seed 003 V-A) adopts the orphans.
  *
- * The FE cannot leave its application: it reports the hang to itself (the
- * event and the stream's error) and its reactor stays in the call.
- * docs/protocol.md 8.5 has the messages.
+ * The FE cannot leave its application: its reactor runs no plug-in call
+ * itself, and finds a hung one on its own (node/node_fecall.c). A back-end
+ * runs none. docs/protocol.md 8.5 has the messages.
  *
  * Memory: every MEM_POLL_MS the resident size is read (/proc/self/statm);
  * past the mark ($TBON_MEM_WARN_MB, default a quarter of the host's memory)
@@ -52,8 +52,6 @@
 
 /* How often a loaded plug-in's calls are looked at, at most (ms). */
 #define FW_POLL_MS 500
-/* A look this late (ms) means this thread was kept from running. */
-#define FW_LATE_MS 50
 /* The exit status of a commnode whose filter hung. */
 #define TB_EXIT_FILTER_HUNG 75
 /* The largest 'F' message taken (its payload). */
@@ -63,7 +61,6 @@
 #define MEM_POLL_MS 2000
 
 static void on_watch_timer(tb_timer_t *t, int64_t now);
-static int64_t cpu_ms(void);
 
 void tb_eds_watch_filters(tb_eds_t *e)
 {
@@ -107,7 +104,7 @@ void tb_eds_filters_after_batch(tb_eds_t *e)
         return;
     e->fw_on = 1;
     e->fw_last = tb_now_ms();
-    e->fw_cpu = cpu_ms();
+    e->fw_cpu = tb_cpu_ms();
     e->fw_due = e->fw_last + FW_POLL_MS;
     tb_timer_at(e->loop, &e->watch_timer, e->fw_due);
 }
@@ -216,7 +213,6 @@ void tb_eds_say_fault_taken(tb_eds_t *e, tbon_rank_t rank)
 /* The call in n->fw has run for ran ms, past its limit. */
 static void filter_hung(tb_eds_t *e, const struct tb_fwatch *w, int64_t ran)
 {
-    tb_node_t *n = e->node;
     char ranks[200] = "", msg[900];
     size_t at = 0;
     for (size_t i = 0; i < w->nsrc && at < sizeof ranks; i++)
@@ -229,13 +225,8 @@ static void filter_hung(tb_eds_t *e, const struct tb_fwatch *w, int64_t ran)
              w->nin,
              w->nin == 1 ? "" : "s", w->nsrc == 1 ? "" : "s", ranks,
              w->nin > w->nsrc && w->nsrc == 16 ? " and more" : "",
-             e->role == TB_ROLE_FE ? "the front-end cannot leave: its reactor stays in the call"
-                                   : "this node is taken for failed and ends");
+             "this node is taken for failed and ends");
     tb_ctl_filter_fault_t m = { w->stream, w->filter, e->rank, 0, w->key, w->src, w->nsrc, msg };
-    if (e->role == TB_ROLE_FE) {
-        tb_stream_on_filter_fault(n, &m);
-        return;
-    }
     TB_ERROR("filter", "%s", msg);
     tbon_packet_t *p = tb_ctl_filter_fault_encode(&m);
     size_t len = 0;
@@ -265,15 +256,6 @@ static void filter_hung(tb_eds_t *e, const struct tb_fwatch *w, int64_t ran)
     if (pfd >= 0 && !wait_taken(pfd, 10000))
         TB_WARN("filter", "the parent did not answer the report in 10 s; ending anyway");
     _exit(TB_EXIT_FILTER_HUNG);     /* the log lines are written already */
-}
-
-/* The process's CPU time (all threads), ms. */
-static int64_t cpu_ms(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
-        return 0;
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Slowness is not a hang: a process stopped (SIGSTOP, a debugger) or
@@ -312,8 +294,8 @@ static void on_watch_timer(tb_timer_t *t, int64_t now)
 static int64_t look_at_filters(tb_eds_t *e, int64_t now)
 {
     struct tb_fwatch *w = &e->node->fw, copy;
-    int64_t late = now - e->fw_due, cpu = cpu_ms();
-    int held = late > FW_LATE_MS && cpu - e->fw_cpu < (now - e->fw_last) / 2;
+    int64_t cpu = tb_cpu_ms();
+    int64_t held = tb_held_ms(e->fw_last, e->fw_due, now, cpu - e->fw_cpu);
     e->fw_last = now;
     e->fw_cpu = cpu;
     pthread_mutex_lock(&w->mu);
@@ -323,7 +305,7 @@ static int64_t look_at_filters(tb_eds_t *e, int64_t now)
         e->fw_call = since;
         e->fw_grace = 0;
     }
-    /* late: kept from running since it was due (of the call's time, what
+    /* held: kept from running since it was due (of the call's time, what
      * came after the call began) */
     if (since && held)
         e->fw_grace += now - (since > e->fw_due ? since : e->fw_due);

@@ -738,7 +738,10 @@ void tb_node_destroy(tb_node_t *n)
     tb_relay_free(n->relay);
     tb_stream_free_all(n);
     n->ft->free(n);
-    tb_filter_reg_destroy(n->filters);
+    if (n->fecall_left)
+        tb_filter_reg_abandon(n->filters);  /* a call left behind may still run */
+    else
+        tb_filter_reg_destroy(n->filters);
     if (n->fe) {
         if (n->fe->attach_path && unlink(n->fe->attach_path) != 0 && errno != ENOENT)
             TB_WARN("attach", "cannot remove the attach file %s: %s", n->fe->attach_path,
@@ -757,6 +760,7 @@ void tb_node_destroy(tb_node_t *n)
     }
     pthread_mutex_destroy(&n->qmu);
     pthread_mutex_destroy(&n->fw.mu);
+    tb_fecall_free(n);
     pthread_cond_destroy(&n->bcond);
     free(n->child);
     free(n);

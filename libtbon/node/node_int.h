@@ -228,6 +228,9 @@ struct tb_node {
         const char *name, *path;  /* the filter's (the registry outlives the EDS) */
     } fw;
     atomic_int fw_armed;      /* a plug-in is loaded: the EDS watches fw */
+    struct tb_fecall *fecall; /* FE: the worker of plug-in calls (node_fecall.c) */
+    int        fecall_left;   /* FE: a call was left to its thread: the filters
+                                 stay loaded for the process's life */
     int        fw_default;    /* ms: $TBON_FILTER_LIMIT_MS, else 5000 */
 
     /* commands: any thread posts them to the loop's mailbox (tb_node_post),
@@ -524,6 +527,15 @@ void tb_stream_end(tb_node_t *n, uint32_t id);
  * (TB_CTL_FILTER_FAULT). why: the filter layer's message. */
 void tb_stream_filter_fault(tb_node_t *n, uint32_t stream, const tb_filter_t *f, int sig,
                             uint64_t key, tbon_packet_t *const in[], size_t k, const char *why);
+/* FE: run plug-in f as tb_filter_run does, on the worker thread, waiting at
+ * most limit ms (0: for ever) of the time the process could run; past it
+ * TB_FILTER_HUNG (err says so), the call left to its thread with its input
+ * and *state (set NULL). node_fecall.c. */
+int tb_fecall_run(tb_node_t *n, const tb_filter_t *f, tbon_packet_t *const in[], size_t k,
+                  tbon_packet_list_t *out, void **state, const tbon_filter_ctx_t *ctx,
+                  int limit, tbon_error_t *err);
+/* End the worker (it is idle: calls are waited for). */
+void tb_fecall_free(tb_node_t *n);
 /* The distinct sources of in[0..k), in input order: up to cap into out;
  * returns how many went. */
 size_t tb_stream_sources(tbon_packet_t *const in[], size_t k, uint32_t *out, size_t cap);

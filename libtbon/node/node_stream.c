@@ -279,7 +279,7 @@ void tb_node_filter_loaded(tb_node_t *n)
 static void fw_begin(tb_node_t *n, const tb_stream_st_t *s, const tb_filter_t *f, uint64_t key,
                      tbon_packet_t *const in[], size_t k)
 {
-    if (!f->dl)
+    if (!f->dl || n->role == TB_ROLE_FE)
         return;
     struct tb_fwatch *w = &n->fw;
     pthread_mutex_lock(&w->mu);
@@ -297,11 +297,26 @@ static void fw_begin(tb_node_t *n, const tb_stream_st_t *s, const tb_filter_t *f
 
 static void fw_end(tb_node_t *n, const tb_filter_t *f)
 {
-    if (!f->dl)
+    if (!f->dl || n->role == TB_ROLE_FE)
         return;
     pthread_mutex_lock(&n->fw.mu);
     n->fw.since = 0;
     pthread_mutex_unlock(&n->fw.mu);
+}
+
+/* Run f for stream s: at the FE a plug-in runs on its worker thread, within
+ * its limit (node_fecall.c); elsewhere here, watched by the EDS (fw_begin). */
+static int run_filter(tb_node_t *n, const tb_stream_st_t *s, const tb_filter_t *f, uint64_t key,
+                      tbon_packet_t *const in[], size_t k, tbon_packet_list_t *out, void **state,
+                      const tbon_filter_ctx_t *ctx, tbon_error_t *err)
+{
+    int limit = s->limit_ms >= 0 ? s->limit_ms : n->fw_default;
+    if (n->role == TB_ROLE_FE && f->dl && limit > 0)
+        return tb_fecall_run(n, f, in, k, out, state, ctx, limit, err);
+    fw_begin(n, s, f, key, in, k);
+    int rc = tb_filter_run(f, in, k, out, state, ctx, err);
+    fw_end(n, f);
+    return rc;
 }
 
 /* "5, 6 and 7", "5" (the first 16 and how many more), into buf. */
@@ -533,14 +548,13 @@ static void run_up(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k
     tbon_filter_ctx_t ctx = { .rank = n->rank, .num_children = (uint32_t)n->nchild,
                               .depth = n->depth, .stream = s->id, .params = s->up_params };
     tbon_error_t err;
-    fw_begin(n, s, f, key, in, k);
-    int rc = tb_filter_run(f, in, k, &out, &s->up_state, &ctx, &err);
-    fw_end(n, f);
-    if (rc == TB_FILTER_CRASHED)
-        tb_stream_filter_fault(n, s->id, f, tb_filter_crash_signal(), key, in, k, err.msg);
+    int rc = run_filter(n, s, f, key, in, k, &out, &s->up_state, &ctx, &err);
+    if (rc == TB_FILTER_CRASHED || rc == TB_FILTER_HUNG)
+        tb_stream_filter_fault(n, s->id, f, rc == TB_FILTER_HUNG ? 0 : tb_filter_crash_signal(),
+                               key, in, k, err.msg);
     for (size_t i = 0; i < k; i++)
         tbon_packet_unref(in[i]);
-    if (rc && rc != TB_FILTER_CRASHED) {
+    if (rc && rc != TB_FILTER_CRASHED && rc != TB_FILTER_HUNG) {
         char msg[600];
         snprintf(msg, sizeof msg, "rank %u: %s", n->rank, err.msg);
         stream_error(n, s->id, msg);
@@ -773,11 +787,10 @@ void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q)
         tbon_filter_ctx_t ctx = { .rank = n->rank, .num_children = (uint32_t)n->nchild,
                                   .depth = n->depth, .stream = s->id, .params = s->down_params };
         tbon_error_t err;
-        fw_begin(n, s, f, 0, &p, 1);
-        int rc = tb_filter_run(f, &p, 1, &out, &s->down_state, &ctx, &err);
-        fw_end(n, f);
-        if (rc == TB_FILTER_CRASHED) {
-            tb_stream_filter_fault(n, s->id, f, tb_filter_crash_signal(), 0, &p, 1, err.msg);
+        int rc = run_filter(n, s, f, 0, &p, 1, &out, &s->down_state, &ctx, &err);
+        if (rc == TB_FILTER_CRASHED || rc == TB_FILTER_HUNG) {
+            tb_stream_filter_fault(n, s->id, f, rc == TB_FILTER_HUNG ? 0 : tb_filter_crash_signal(),
+                                   0, &p, 1, err.msg);
         } else if (rc) {
             char msg[600];
             snprintf(msg, sizeof msg, "rank %u: %s", n->rank, err.msg);

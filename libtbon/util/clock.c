@@ -14,3 +14,18 @@ int64_t tb_now_ms(void)
 {
     return tb_now_us() / 1000;
 }
+
+int64_t tb_cpu_ms(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t tb_held_ms(int64_t begun, int64_t due, int64_t now, int64_t cpu)
+{
+    if (now - due <= 50 || cpu >= (now - begun) / 2)
+        return 0;
+    return now - due;
+}

@@ -16,6 +16,7 @@
 #define HOW_OVERFLOW 4
 #define HOW_SPIN 5
 #define HOW_SLOW 6
+#define HOW_SPIN_3S 8
 
 /* Start the tree of shape (opts may be NULL) with a wait-for-all stream of
  * filter_poison.so's func; NULL (and the tree stopped) on failure. */
@@ -398,5 +399,32 @@ ITEST(paused_in_a_filter_call_is_not_hung)
         th_fail(__FILE__, __LINE__, "event %d of rank %u: %s", (int)ev.type, ev.rank, ev.detail);
     pid_t pids[16];
     CHECK_UINT(it_our_procs("tbon_", pids, 16), t.total - 1);
+    it_stop(&t);
+}
+
+/* The front-end's own filter hangs (a flat tree: the FE runs the filter over
+ * the back-ends' answers). The FE cannot be taken for failed: its reactor
+ * leaves the call to the worker thread it made it on (node_fecall.c) after
+ * the limit, reports it to itself, loses that wave and goes on: later waves
+ * are exact, on a new worker. (The call here ends 3 s later by itself.) */
+ITEST(front_end_leaves_a_hung_filter_behind)
+{
+    it_tree_t t;
+    tbon_stream_t *s = start_poisoned(&t, "4", NULL, "poison");
+    if (!s)
+        return;
+    CHECK_INT(tbon_stream_set_filter_params(s, TBON_FILTER_PARAM_LIMIT, "%ud", 1000), 0);
+    CHECK_INT(tbon_stream_set_filter_params(s, TBON_FILTER_PARAM_UP, "%ld %d",
+                                            (int64_t)t.be[1] * 1000 + 2, HOW_SPIN_3S), 0);
+    it_sum_wave(s, 1, t.be, t.nbe);
+    int64_t t0 = it_now_ms();
+    poisoned_wave(t.net, s, 2);
+    int64_t took = it_now_ms() - t0;
+    CHECK(took >= 1000);
+    expect_filter_event(t.net, 0, tbon_stream_id(s), 0, t.be[1]);
+    for (uint32_t w = 3; w <= 6; w++)
+        it_sum_wave(s, w, t.be, t.nbe);
+    if (getenv("ITEST_VERBOSE"))
+        fprintf(stderr, "    the wave's error after %lld ms\n", (long long)took);
     it_stop(&t);
 }

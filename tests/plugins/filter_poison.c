@@ -9,6 +9,8 @@
  *                                                  goes on (slow, not hung);
  *                                                  it first creates the file
  *                                                  $POISON_MARK, if set
+ *             8 spins for 3 s, then goes on (hung past a 1 s limit, and
+ *               back later: its thread is not lost for the test's run)
  *             7 keeps 1 MiB more on every call, whatever its input (a
  *               leak, given back when the object is unloaded)
  *           Without parameters it never misbehaves.
@@ -64,6 +66,14 @@ static void misbehave(int how)
     case 5:
         for (volatile unsigned long i = 0;; i++)
             ;
+    case 8: {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+        while ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 3000);
+        break;
+    }
     case 6: {
         const char *mark = getenv("POISON_MARK");
         int fd = mark ? open(mark, O_CREAT | O_WRONLY | O_CLOEXEC, 0600) : -1;

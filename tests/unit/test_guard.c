@@ -66,6 +66,18 @@ static void send_fpe(void *arg)
     raise(SIGFPE);
 }
 
+static void send_bus(void *arg)
+{
+    (void)arg;
+    raise(SIGBUS);
+}
+
+static void send_ill(void *arg)
+{
+    (void)arg;
+    raise(SIGILL);
+}
+
 static void call_abort(void *arg)
 {
     (void)arg;
@@ -89,6 +101,8 @@ TEST(faults_inside_a_call_come_back_one_after_another)
         CHECK(f.where[0] != 0);
         CHECK_INT(tb_guard_call(send_fpe, NULL, &f), SIGFPE);
         CHECK_INT(tb_guard_call(call_abort, NULL, &f), SIGABRT);
+        CHECK_INT(tb_guard_call(send_bus, NULL, &f), SIGBUS);
+        CHECK_INT(tb_guard_call(send_ill, NULL, &f), SIGILL);
     }
     CHECK_STR(tb_fault_name(SIGSEGV), "SIGSEGV");
     int v = 0;
