@@ -185,8 +185,8 @@ int tb_fecall_run(tb_node_t *n, const tb_filter_t *f, tbon_packet_t *const in[],
         *state = NULL;
         return tb_error_set(err, TB_FILTER_HUNG, "filter \"%s\" of %s has run for %lld ms, "
                             "past its limit of %d ms (TBON_FILTER_PARAM_LIMIT); the "
-                            "front-end leaves the call to its thread", f->name, f->path ? f->path : "?", (long long)ran,
-                            limit);
+                            "front-end leaves the call to its thread", f->name,
+                            f->path ? f->path : "?", (long long)ran, limit);
     }
     pthread_mutex_unlock(&w->mu);
     *state = w->state;
