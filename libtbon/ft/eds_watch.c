@@ -213,11 +213,8 @@ void tb_eds_say_fault_taken(tb_eds_t *e, tbon_rank_t rank)
 /* The call in n->fw has run for ran ms, past its limit. */
 static void filter_hung(tb_eds_t *e, const struct tb_fwatch *w, int64_t ran)
 {
-    char ranks[200] = "", msg[900];
-    size_t at = 0;
-    for (size_t i = 0; i < w->nsrc && at < sizeof ranks; i++)
-        at += (size_t)snprintf(ranks + at, sizeof ranks - at, "%s%u",
-                               i == 0 ? "" : i + 1 == w->nsrc ? " and " : ", ", w->src[i]);
+    char ranks[200], msg[900];
+    tb_stream_rank_list(w->src, w->nsrc, ranks, sizeof ranks);
     snprintf(msg, sizeof msg, "rank %u, stream %u: filter \"%s\" of %s has run for %lld ms%s, "
              "past its limit of %d ms (TBON_FILTER_PARAM_LIMIT), over %zu packet%s from "
              "rank%s %s%s; %s", e->rank, w->stream, w->name, w->path, (long long)ran,

@@ -539,6 +539,8 @@ void tb_fecall_free(tb_node_t *n);
 /* The distinct sources of in[0..k), in input order: up to cap into out;
  * returns how many went. */
 size_t tb_stream_sources(tbon_packet_t *const in[], size_t k, uint32_t *out, size_t cap);
+/* "5, 6 and 7" (the first 16 of v[0..k), and how many more), into buf. */
+void tb_stream_rank_list(const uint32_t *v, size_t k, char *buf, size_t len);
 /* A plug-in loaded here: the EDS watches its calls (TB_FT_EV_FILTER_LOADED). */
 void tb_node_filter_loaded(tb_node_t *n);
 /* FE: a FILTER_FAULT from below (or from here): the stream's error and a

@@ -319,8 +319,7 @@ static int run_filter(tb_node_t *n, const tb_stream_st_t *s, const tb_filter_t *
     return rc;
 }
 
-/* "5, 6 and 7", "5" (the first 16 and how many more), into buf. */
-static void rank_list(const uint32_t *v, size_t k, char *buf, size_t len)
+void tb_stream_rank_list(const uint32_t *v, size_t k, char *buf, size_t len)
 {
     size_t at = 0;
     buf[0] = 0;
@@ -337,7 +336,7 @@ void tb_stream_filter_fault(tb_node_t *n, uint32_t stream, const tb_filter_t *f,
     uint32_t *src = malloc((k ? k : 1) * sizeof *src);
     size_t ns = src ? tb_stream_sources(in, k, src, k) : 0;
     char ranks[200], msg[900];
-    rank_list(src, ns, ranks, sizeof ranks);
+    tb_stream_rank_list(src, ns, ranks, sizeof ranks);
     if (k)
         snprintf(msg, sizeof msg, "rank %u, stream %u: %s, over %zu packet%s from rank%s %s; "
                  "that input is dropped", n->rank, stream, why, k, k == 1 ? "" : "s",
