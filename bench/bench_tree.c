@@ -2,7 +2,9 @@
  * one broadcast + sum wave, pipelined waves and teardown, for trees of 16 to
  * 1024 back-ends on this machine, each beside the flat TCP baseline.
  *
- * Usage: bench_tree [--flat ROWS_FILE] [--self-be] [SHAPE ...]   (default: every shape)
+ * Usage: bench_tree [--flat ROWS_FILE] [--self-be] [--exact-off] [SHAPE ...]
+ *        (default: every shape; --exact-off: tbon_fe_options_t.exact_off, the
+ *        sum stream not exact, for bench/exact_cost.sh)
  *        bench_tree --be ...       (a back-end; started by the tree with --self-be)
  * ROWS_FILE holds bench_flat's rows of the same run (bench/run.sh writes it):
  * each tree row's notes name the flat figure, and the flat rows are printed
@@ -99,6 +101,7 @@ static char self_exe[4096];
 static char be_exe[4096];       /* the back-end program */
 static const char *be_name;     /* its name, for the notes */
 static char tmpdir[64];         /* the generated topologies; "" when none */
+static int exact_off;           /* --exact-off: tbon_fe_options_t.exact_off */
 static const char *const shape_names[] = { "4x4", "4x4x4", "8x8", "16x16", "32x32" };
 
 /* Remove the generated topology files and their directory. */
@@ -262,6 +265,7 @@ static tbon_net_t *start(const char *topo, size_t n, double *secs)
     const char *const self_argv[] = { "--be", NULL };
     const char *const *be_argv = strcmp(be_exe, self_exe) == 0 ? self_argv : NULL;
     tbon_fe_options_t o = { 0 };
+    o.exact_off = exact_off;
     o.startup_timeout_ms = n >= 1024 ? 120000 : 30000;
     tbon_error_t err = { 0 };
     tb_wd_arm("tbon_fe_create", n >= 1024 ? 180 : 60);
@@ -555,11 +559,15 @@ int main(int argc, char **argv)
             self_be = 1;
             continue;
         }
+        if (strcmp(argv[i], "--exact-off") == 0) {
+            exact_off = 1;
+            continue;
+        }
         size_t k = 0;
         while (k < NSHAPES && strcmp(shapes[k].name, argv[i]) != 0)
             k++;
         if (k == NSHAPES) {
-            fprintf(stderr, "usage: %s [--flat ROWS_FILE] [--self-be] "
+            fprintf(stderr, "usage: %s [--flat ROWS_FILE] [--self-be] [--exact-off] "
                     "[4x4|4x4x4|8x8|16x16|32x32 ...]\n", PROG);
             return 2;
         }

@@ -159,6 +159,8 @@ static void usage(FILE *f)
 "\n"
 "Results (stdout, one line each):\n"
 "  waitforall   wave 0: sum = 200 (from 16 back-ends)\n"
+"               wave 9: sum = 185 (from 15 of 16 back-ends: missing 13)\n"
+"               (the result's own word on who is in it: tbon_packet_covered)\n"
 "  null filter  wave 0: back-end 5 sent 5     (one line per back-end and wave)\n"
 "  dontwait     wave 0: sum = 47 (result 1 of the wave)\n"
 "               wave 0: sum = 3 (late: came during wave 1)\n"
@@ -740,14 +742,26 @@ static void print_ranks(const char *what, const tbon_rank_t *r, size_t n)
         printf(" and %zu more", n - 8);
 }
 
-/* " (from 13 back-ends)", the back-ends cut off from the tree, if any
- * (" (from 13 back-ends; cut off: 17)"), and the subtrees a wave in flight
- * during a failure may lack ("; may miss the subtree of: 2"). */
-static void print_from(size_t n, const tbon_rank_t *cut, size_t ncut)
+/* What the result p holds, from its coverage (tbon_packet_covered): " (from
+ * 16 back-ends)", or " (from 15 of 16 back-ends: missing 13)"; then the
+ * back-ends cut off from the tree, if any ("; cut off: 13"), and the
+ * subtrees a wave in flight during a failure may lack ("; may miss the
+ * subtree of: 2"). */
+static void print_from(const tbon_packet_t *p, const tbon_rank_t *cut, size_t ncut)
 {
-    tbon_rank_t lossy[8];
+    tbon_rank_t lossy[8], miss[8];
     size_t nl = lossy_subtrees(lossy, 8);
-    printf(" (from %zu back-end%s", n, n == 1 ? "" : "s");
+    size_t n = tbon_packet_covered(p, NULL, 0), m = tbon_packet_expected(p, NULL, 0);
+    size_t nm = tbon_packet_missing(p, miss, 8);
+    if (nm == 0) {
+        printf(" (from %zu back-end%s", n, n == 1 ? "" : "s");
+    } else {
+        printf(" (from %zu of %zu back-end%s: missing", n, m, m == 1 ? "" : "s");
+        for (size_t i = 0; i < nm && i < 8; i++)
+            printf(" %" PRIu32, miss[i]);
+        if (nm > 8)
+            printf(" and %zu more", nm - 8);
+    }
     print_ranks("cut off:", cut, ncut);
     print_ranks("may miss the subtree of:", lossy, nl);
     printf(")\n");
@@ -779,7 +793,7 @@ static void print_result(const struct cli *c, unsigned long wave, const tbon_pac
         printf("wave %lu: %s = ", wave, c->filter_name);
         print_values(stdout, p);
         if (how == ORIGIN_ALL)
-            print_from(n, cut, ncut);
+            print_from(p, cut, ncut);
         else if (how == ORIGIN_LATE)
             printf(" (late: came during wave %zu)\n", n);
         else
@@ -983,10 +997,8 @@ static int run_wave(const struct cli *c, tbon_net_t *net, tbon_stream_t *s, unsi
         tbon_rank_t cut[8];
         int ncut = tbon_fe_cut_off(net, cut, 8);
         take_events(net);
-        size_t live = tbon_net_num_backends(net);
         ncut = ncut < 0 ? 0 : ncut;
-        print_result(c, w, p, ORIGIN_ALL, live > (size_t)ncut ? live - (size_t)ncut : 0, cut,
-                     (size_t)ncut);
+        print_result(c, w, p, ORIGIN_ALL, 0, cut, (size_t)ncut);
         tbon_packet_unref(p);
         return 0;
     }

@@ -56,6 +56,14 @@ typedef struct tbon_fe_options {         /* zero-initialise: every field has a d
      * Under Slurm a start-up always needs every process. docs/user-guide.md,
      * "Start-up failures". */
     int         require_all;
+    /* 1: no stream is exact. By default a wait-for-all stream whose filter
+     * is associative (sum, min, max, avg, concat, or a plug-in declaring
+     * F_associative) folds every back-end's contribution exactly once when
+     * commnodes die, for a reference kept per sent unit and a DONE message
+     * per 32 waves (docs/fault-tolerance.md, "Exact results when commnodes
+     * die"); off, such a stream behaves as any other: waves in flight at a
+     * failure may miss a subtree (their coverage says so). */
+    int         exact_off;
 } tbon_fe_options_t;
 
 /* Launch the tree of topology_file (text or XML): its commnodes, and at its

@@ -75,6 +75,21 @@ uint32_t tbon_packet_stream(const tbon_packet_t *p);
  * created locally and not yet sent. */
 tbon_rank_t tbon_packet_source(const tbon_packet_t *p);
 
+/* Coverage (docs/api.md, "Coverage"). A result received at the front-end
+ * says which back-ends it holds: tbon_packet_covered gives their ranks, in
+ * ascending order, at most cap of them into out (out may be NULL with cap
+ * 0), and returns how many there are; tbon_packet_expected the back-ends its
+ * wave expected (the stream's members that were in the tree when its
+ * request went down, and every one it holds); tbon_packet_missing those
+ * expected and not held (failed, cut off, or lost with a commnode). A packet
+ * a filter made covers every input of its wave; one it passed on unchanged
+ * keeps its own. A packet that is no result (made here, or received by a
+ * back-end) covers nothing and expects nothing. Thread-safe on a packet
+ * nobody changes. */
+size_t tbon_packet_covered(const tbon_packet_t *p, tbon_rank_t *out, size_t cap);
+size_t tbon_packet_expected(const tbon_packet_t *p, tbon_rank_t *out, size_t cap);
+size_t tbon_packet_missing(const tbon_packet_t *p, tbon_rank_t *out, size_t cap);
+
 /* Take one more reference to p; returns p. Thread-safe. */
 tbon_packet_t *tbon_packet_ref(tbon_packet_t *p);
 

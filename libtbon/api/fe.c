@@ -286,6 +286,7 @@ tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
         .heartbeat_ms = o.heartbeat_ms < 0 ? 0 : o.heartbeat_ms > 0 ? o.heartbeat_ms
                         : TB_HEARTBEAT_DEFAULT_MS,
         .suspect_ms = o.suspect_ms > 0 ? o.suspect_ms : 0,
+        .exact_off = o.exact_off != 0,
         .parent_fd = -1, .parent_event_fd = -1,
     };
     if (!net->topo || tb_secret_generate(cfg.session.secret, err)) {

@@ -88,6 +88,9 @@ static const tb_ctl_info_t table[] = {
       "a plug-in filter crashed or hung" },
     { TB_CTL_STREAM_END, "STREAM_END", TB_CTL_DOWN, N_, "%ud",
       "stream id: the stream ends here (tbon_stream_close); forwarded as STREAM was" },
+    { TB_CTL_DONE, "DONE", TB_CTL_DOWN, N_, "%ud %uld",
+      "stream id, wave key: the FE has delivered every wave of an exact stream up to the key "
+      "(what is kept to send again after an adoption may go); to the children taking part" },
 };
 
 const tb_ctl_info_t *tb_ctl_info(int op)
@@ -207,6 +210,7 @@ tbon_packet_t *tb_ctl_encode(const tb_ctl_msg_t *m)
     case TB_CTL_MISSING:    return tb_ctl_missing_encode(&m->u.missing);
     case TB_CTL_FILTER_FAULT: return tb_ctl_filter_fault_encode(&m->u.filter_fault);
     case TB_CTL_STREAM_END: return tb_ctl_stream_end_encode(&m->u.stream_end);
+    case TB_CTL_DONE:       return tb_ctl_done_encode(&m->u.done);
     default:                return NULL;
     }
 }
@@ -240,6 +244,7 @@ int tb_ctl_decode(int op, const tbon_packet_t *p, tb_ctl_msg_t *m, tbon_error_t 
     case TB_CTL_MISSING:    return tb_ctl_missing_decode(p, &m->u.missing, err);
     case TB_CTL_FILTER_FAULT: return tb_ctl_filter_fault_decode(p, &m->u.filter_fault, err);
     case TB_CTL_STREAM_END: return tb_ctl_stream_end_decode(p, &m->u.stream_end, err);
+    case TB_CTL_DONE:       return tb_ctl_done_decode(p, &m->u.done, err);
     default:
         return tb_error_set(err, TBON_EFORMAT, "control message %d: no such op", op);
     }

@@ -57,7 +57,10 @@ enum tb_ctl {
     TB_CTL_FILTER_FAULT,
     /* Streams (docs/user-guide.md, tbon_stream_close) */
     TB_CTL_STREAM_END,
-    TB_CTL_OP_MAX = TB_CTL_STREAM_END
+    /* Exact streams (docs/protocol.md 8.6): the FE has delivered the waves
+     * up to a key */
+    TB_CTL_DONE,
+    TB_CTL_OP_MAX = TB_CTL_DONE
 };
 
 /* Which way a message goes: up (child to parent), down, or both. */
@@ -203,6 +206,9 @@ typedef struct {
 } tb_ctl_join_ack_t;
 typedef struct { uint32_t unused; } tb_ctl_leave_t;     /* 0 */
 typedef struct { uint32_t stream; } tb_ctl_stream_end_t;
+/* The FE has delivered every wave of stream up to key: what is kept for
+ * them may go. */
+typedef struct { uint32_t stream; uint64_t key; } tb_ctl_done_t;
 /* A node left out of the start-up: why (code and a message naming its rank,
  * host and what happened), the node that launches its children in its
  * place, and those children (none: its whole subtree is left out). */
@@ -273,6 +279,8 @@ int tb_ctl_join_ack_decode(const tbon_packet_t *p, tb_ctl_join_ack_t *m, tbon_er
 tbon_packet_t *tb_ctl_leave_encode(const tb_ctl_leave_t *m);
 tbon_packet_t *tb_ctl_stream_end_encode(const tb_ctl_stream_end_t *m);
 int tb_ctl_stream_end_decode(const tbon_packet_t *p, tb_ctl_stream_end_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_done_encode(const tb_ctl_done_t *m);
+int tb_ctl_done_decode(const tbon_packet_t *p, tb_ctl_done_t *m, tbon_error_t *err);
 int tb_ctl_leave_decode(const tbon_packet_t *p, tb_ctl_leave_t *m, tbon_error_t *err);
 tbon_packet_t *tb_ctl_missing_encode(const tb_ctl_missing_t *m);
 int tb_ctl_missing_decode(const tbon_packet_t *p, tb_ctl_missing_t *m, tbon_error_t *err);
@@ -312,6 +320,7 @@ typedef struct tb_ctl_msg {
         tb_ctl_missing_t missing;
         tb_ctl_filter_fault_t filter_fault;
         tb_ctl_stream_end_t stream_end;
+        tb_ctl_done_t done;
     } u;
 } tb_ctl_msg_t;
 

@@ -560,6 +560,18 @@ int tb_ctl_stream_end_decode(const tbon_packet_t *p, tb_ctl_stream_end_t *m, tbo
     return dec_u32(p, TB_CTL_STREAM_END, &m->stream, err);
 }
 
+tbon_packet_t *tb_ctl_done_encode(const tb_ctl_done_t *m)
+{
+    return tbon_packet_new(TB_CTL_DONE, "%ud %uld", m->stream, m->key);
+}
+
+int tb_ctl_done_decode(const tbon_packet_t *p, tb_ctl_done_t *m, tbon_error_t *err)
+{
+    int rc = check_packet(p, TB_CTL_DONE, err);
+    return rc ? rc : unpacked(tbon_packet_unpack(p, "%ud %uld", &m->stream, &m->key),
+                              TB_CTL_DONE, err);
+}
+
 
 tbon_packet_t *tb_ctl_missing_encode(const tb_ctl_missing_t *m)
 {

@@ -54,6 +54,8 @@ tbon_packet_t *tb_packet_alloc(int tag, size_t nfields, size_t flen, size_t len)
     p->payload = (uint8_t *)p->offs + offs;
     p->types = p->payload + len;
     p->format = (char *)p->types + nfields;
+    tb_ranks_init(&p->cover);
+    p->expect = NULL;
     return p;
 }
 
@@ -352,6 +354,16 @@ tbon_packet_t *tbon_packet_ref(tbon_packet_t *p)
     return p;
 }
 
+static void packet_free(tbon_packet_t *p)
+{
+    tb_ranks_free(&p->cover);
+    if (p->expect) {
+        tb_ranks_free(p->expect);
+        free(p->expect);
+    }
+    free(p);
+}
+
 void tbon_packet_unref(tbon_packet_t *p)
 {
     if (!p)
@@ -360,7 +372,7 @@ void tbon_packet_unref(tbon_packet_t *p)
      * holding one, so no atomic read-modify-write is needed (the acquire
      * pairs with other threads' releasing decrements). */
     if (atomic_load_explicit(&p->refs, memory_order_acquire) == 1u) {
-        free(p);
+        packet_free(p);
         return;
     }
     /* Release orders this thread's reads of the packet before the count
@@ -369,7 +381,7 @@ void tbon_packet_unref(tbon_packet_t *p)
      * than a release decrement and an acquire fence: ThreadSanitizer does
      * not model standalone fences.) */
     if (atomic_fetch_sub_explicit(&p->refs, 1u, memory_order_acq_rel) == 1u)
-        free(p);
+        packet_free(p);
 }
 
 void tb_packet_set_route(tbon_packet_t *p, uint32_t stream, tbon_rank_t source)

@@ -141,4 +141,15 @@ int tb_packet_get_field(const tbon_packet_t *p, size_t i, struct tb_field *f);
 tbon_packet_t *tb_packet_build(int tag, const struct tb_field *fields, size_t n,
                                tbon_error_t *err);
 
+/* --- coverage (packet_cover.c; docs/api.md, "Coverage") --- */
+struct tb_ranks;
+
+/* The back-end ranks whose contributions p holds (empty: none said). The
+ * mutable form is for the node that received or made p, before p is shared. */
+const struct tb_ranks *tb_packet_cover(const tbon_packet_t *p);
+struct tb_ranks *tb_packet_cover_mut(tbon_packet_t *p);
+
+/* FE: the back-ends p's wave expected (copied). 0 or TBON_ENOMEM. */
+int tb_packet_set_expect(tbon_packet_t *p, const struct tb_ranks *e);
+
 #endif

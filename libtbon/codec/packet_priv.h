@@ -5,6 +5,7 @@
 #define TB_PACKET_PRIV_H
 
 #include "codec/packet_int.h"
+#include "util/ranks.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -34,6 +35,12 @@ struct tbon_packet {
     uint8_t    *payload;    /* u16 format length, format, values */
     uint8_t    *types;      /* nfields enum tb_ftype values */
     char       *format;     /* canonical, NUL-terminated */
+    /* A result's coverage (docs/api.md, "Coverage"): the back-ends whose
+     * contributions it holds, set by the node that received or made it
+     * before anyone else sees the packet; the front-end adds the set its
+     * wave expected (NULL elsewhere). Freed with the packet. */
+    tb_ranks_t  cover;
+    tb_ranks_t *expect;
     uint32_t    offs[];
 };
 

@@ -48,8 +48,16 @@ enum tb_frame_type {
 #define TB_FRAME_F_FRAG  0x0020u  /* DATA, CONTROL: a piece of a packet larger than a frame;
                                      the rest follows in the next frames of this link, the
                                      last piece without this flag (docs/protocol.md 2.5) */
+#define TB_FRAME_F_COVER 0x0008u  /* DATA upward: the payload ends with the packet's
+                                     coverage, the back-end ranks it holds (a rank set's
+                                     wire form, util/ranks.h; docs/protocol.md 2.6) */
+#define TB_FRAME_F_LATE  0x0040u  /* DATA upward, on an exact stream: a partial result
+                                     of a wave sent again after an adoption, or that came
+                                     after its wave closed below: forwarded to the FE as
+                                     it is, never folded on the way (docs/protocol.md 8.6) */
 #define TB_FRAME_F_KNOWN (TB_FRAME_F_ZLIB | TB_FRAME_F_MORE | TB_FRAME_F_RESEND | \
-                          TB_FRAME_F_SELECT | TB_FRAME_F_FRAG)
+                          TB_FRAME_F_SELECT | TB_FRAME_F_FRAG | TB_FRAME_F_COVER | \
+                          TB_FRAME_F_LATE)
 
 /* The default payload limit a connection should use once authenticated;
  * before the handshake has succeeded use TB_FRAME_MAX_HANDSHAKE. */

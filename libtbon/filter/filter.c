@@ -302,6 +302,11 @@ int tb_filter_reg_load(tb_filter_reg_t *r, const char *so_path, const char *func
     snprintf(sym, sizeof sym, "%s_free_state", func);
     if (lookup(f->dl, sym, &addr, &why) == 0 && addr)
         memcpy(&f->free_state, &addr, sizeof addr);
+    /* Optional too: const int F_associative = 1 earns exact results when
+     * commnodes die (docs/filter-guide.md). */
+    snprintf(sym, sizeof sym, "%s_associative", func);
+    if (lookup(f->dl, sym, &addr, &why) == 0 && addr)
+        f->assoc = *(const int *)addr != 0;
 
     if (!(f->name = strdup(func)) || !(f->path = strdup(so_path))) {
         rc = tb_error_set(err, TBON_ENOMEM, "out of memory loading %s", so_path);

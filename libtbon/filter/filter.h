@@ -26,6 +26,12 @@ typedef struct tb_filter {
     const char           *format;      /* F_format_string; "" = any */
     tbon_filter_state_fn *get_state;   /* F_get_FilterState, may be NULL */
     tbon_filter_free_fn  *free_state;  /* F_free_state, may be NULL */
+    /* Associative and commutative (built-ins sum, min, max, avg, concat;
+     * a plug-in exporting F_associative != 0): partial results may
+     * be folded in any grouping and order, so after a failure the tree
+     * folds each back-end's contribution exactly once (docs/filter-guide.md,
+     * "Exact results when commnodes die"). */
+    int                   assoc;
     /* Built-ins only, may be NULL: fold inputs into the state with no output
      * (what a back-end keeps of what it sends); the state must stay usable
      * by fn and get_state. Without it the node runs fn and drops the output. */

@@ -183,14 +183,18 @@ static int f_concat(tbon_packet_t *const in[], size_t n, tbon_packet_list_t *out
 
 /* ---- the table ---- */
 
-#define BUILTIN(ID, NAME, FN) [ID] = { .id = ID, .name = NAME, .fn = FN, .format = "" }
+#define BUILTIN(ID, NAME, FN, ASSOC) \
+    [ID] = { .id = ID, .name = NAME, .fn = FN, .format = "", .assoc = ASSOC }
 static const tb_filter_t builtins[TBON_FILTER_BUILTIN_COUNT] = {
-    BUILTIN(TBON_FILTER_NULL, "null", f_null),
-    BUILTIN(TBON_FILTER_SUM, "sum", tb_filter_sum),
-    BUILTIN(TBON_FILTER_MIN, "min", tb_filter_min),
-    BUILTIN(TBON_FILTER_MAX, "max", tb_filter_max),
-    BUILTIN(TBON_FILTER_AVG, "avg", f_avg),
-    BUILTIN(TBON_FILTER_CONCAT, "concat", f_concat),
+    BUILTIN(TBON_FILTER_NULL, "null", f_null, 0),
+    BUILTIN(TBON_FILTER_SUM, "sum", tb_filter_sum, 1),
+    BUILTIN(TBON_FILTER_MIN, "min", tb_filter_min, 1),
+    BUILTIN(TBON_FILTER_MAX, "max", tb_filter_max, 1),
+    BUILTIN(TBON_FILTER_AVG, "avg", f_avg, 1),
+    BUILTIN(TBON_FILTER_CONCAT, "concat", f_concat, 1),
+    /* union is associative too, but idempotent and state recoverable: it
+     * keeps seed 003's state composition (an orphan's composed state joins
+     * the next wave), which duplicates cannot hurt. */
     [TBON_FILTER_UNION] = { .id = TBON_FILTER_UNION, .name = "union",
                             .fn = tb_filter_union, .format = "",
                             .get_state = tb_filter_union_get_state,

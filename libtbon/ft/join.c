@@ -136,6 +136,7 @@ void tb_view_join(tb_node_t *n, tb_cmd_t *c)
         return;
     }
     tb_view_note_change(n, &ch);
+    tb_cover_joining(n, ch.rank);       /* expected in waves once it has joined */
     fe->pjoin[fe->npjoin++] = (struct tb_pjoin){ ch.rank, ch.parent, c->u.join_conn.fd, 0,
                                                tb_now_ms() + TB_JOIN_CONNECT_MS };
     c->u.join_conn.fd = -1;

@@ -377,6 +377,12 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
             lossy = 1;
             continue;
         }
+        if (s->exact) {
+            /* What we sent up and the FE does not have yet goes again, as
+             * it was (node_exact.c); what waited in obuf is among it. */
+            tb_exact_replay(n, s);
+            continue;
+        }
         if (f && f->get_state)
             tb_stream_fold_kept(n, s);      /* a back-end's last sends */
         if (f && f->get_state && s->up_state) {
@@ -402,7 +408,9 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
         tb_ring_drop(&ft->obuf);
         tb_stream_st_t *s = x.stream < n->nstreams ? n->streams[x.stream] : NULL;
         const tb_filter_t *f = s ? tb_filter_reg_get(n->filters, s->up) : NULL;
-        if (f && f->get_state && !s->hung_above) {
+        if (s && s->exact && !s->hung_above) {
+            tbon_packet_unref(x.pkt);       /* sent again above, from what we keep */
+        } else if (f && f->get_state && !s->hung_above) {
             tb_node_to_parent(n, x.stream, x.pkt, x.more, x.key);
         } else {
             lossy = 1;

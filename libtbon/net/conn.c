@@ -17,6 +17,7 @@
 #include "util/clock.h"
 #include "util/crc32c.h"
 #include "util/log.h"
+#include "util/ranks.h"
 #include "net/sock.h"
 
 tb_conn_t *tb_conn_new(int fd, tbon_rank_t rank, int index, uint32_t max_payload)
@@ -43,6 +44,7 @@ static void outframe_free(tb_outframe_t *f)
 {
     tbon_packet_unref(f->pkt);
     free(f->buf);
+    free(f->tail);
 }
 
 void tb_conn_drop_kept(tb_conn_t *c)
@@ -120,43 +122,84 @@ size_t tb_conn_max_packet(void)
     return max_packet;
 }
 
+/* TB_FRAME_F_COVER asked and p covers something: its coverage in a fresh
+ * buffer, its size in *len; else NULL (and the flag is dropped). */
+static uint8_t *cover_tail(tb_frame_hdr_t *h, const tbon_packet_t *p, size_t *len)
+{
+    if (!(h->flags & TB_FRAME_F_COVER))
+        return NULL;
+    const tb_ranks_t *cv = tb_packet_cover(p);
+    /* (A coverage of more ranges than TB_COVER_MAX_WIRE holds - over 130,000
+     * - is not sent: the packet then claims nothing.) */
+    uint8_t *t = cv->n && tb_ranks_wire_size(cv) <= TB_COVER_MAX_WIRE
+                     ? malloc(tb_ranks_wire_size(cv)) : NULL;
+    if (!t) {
+        h->flags &= (uint16_t)~TB_FRAME_F_COVER;
+        return NULL;
+    }
+    *len = tb_ranks_wire_size(cv);
+    tb_ranks_encode(cv, t);
+    return t;
+}
+
 static int send_packet(tb_conn_t *c, tb_frame_hdr_t *h, tbon_packet_t *p, int sequenced)
 {
-    size_t len;
+    size_t len, tlen = 0;
     const uint8_t *payload = tb_packet_payload(p, &len);
-    if (len <= TB_FRAME_MAX_DEFAULT) {
+    uint8_t *tail = cover_tail(h, p, &tlen);
+    if (len + tlen <= TB_FRAME_MAX_DEFAULT) {
         tb_outframe_t *f = q_push(c, h, sequenced);
-        if (!f)
+        if (!f) {
+            free(tail);
             return TBON_ENOMEM;
-        h->len = (uint32_t)len;
+        }
+        h->len = (uint32_t)(len + tlen);
         /* The payload's CRC is the packet's, computed once for every link it
-         * goes on (the header has its own). */
-        tb_frame_hdr_encode_crc(h, tb_packet_payload_crc(p), f->hdr);
+         * goes on (the header has its own), continued over the tail. */
+        uint32_t crc = tb_packet_payload_crc(p);
+        if (tail)
+            crc = tb_crc32c(crc, tail, tlen);
+        tb_frame_hdr_encode_crc(h, crc, f->hdr);
         f->pkt = tbon_packet_ref(p);
-        f->len = len;
-        c->out_bytes += TB_FRAME_HDR_SIZE + len;
+        f->len = len + tlen;
+        f->tail = tail;
+        f->tail_len = tlen;
+        c->out_bytes += TB_FRAME_HDR_SIZE + len + tlen;
         return 0;
     }
     /* Never put on the wire what the peer must refuse (and take for a
      * broken link): over the maximum, nothing is sent; pieces go only on the
-     * link's sequence, which keeps them in order and whole. */
-    if (len > tb_conn_max_packet() || !sequenced)
+     * link's sequence, which keeps them in order and whole. The coverage
+     * goes with the last piece (a piece of its own when the packet's last
+     * piece is full). */
+    if (len > tb_conn_max_packet() || !sequenced) {
+        free(tail);
         return TBON_ETOOBIG;
+    }
     size_t pieces = (len + TB_FRAME_PIECE - 1) / TB_FRAME_PIECE;
-    if (tb_ring_reserve(&c->q, c->q.len + pieces) != 0)
+    if (tb_ring_reserve(&c->q, c->q.len + pieces) != 0) {
+        free(tail);
         return TBON_ENOMEM;
+    }
     for (size_t off = 0; off < len; off += TB_FRAME_PIECE) {
         size_t k = len - off < TB_FRAME_PIECE ? len - off : TB_FRAME_PIECE;
+        int last = off + k >= len;
         tb_frame_hdr_t ph = *h;
-        if (off + k < len)
+        if (!last)
             ph.flags |= TB_FRAME_F_FRAG;
         tb_outframe_t *f = q_push(c, &ph, 1);   /* room reserved above */
-        ph.len = (uint32_t)k;
-        tb_frame_hdr_encode_crc(&ph, tb_crc32c(0, payload + off, k), f->hdr);
+        uint32_t crc = tb_crc32c(0, payload + off, k);
+        if (last && tail) {
+            crc = tb_crc32c(crc, tail, tlen);
+            f->tail = tail;
+            f->tail_len = tlen;
+        }
+        ph.len = (uint32_t)(k + f->tail_len);
+        tb_frame_hdr_encode_crc(&ph, crc, f->hdr);
         f->pkt = tbon_packet_ref(p);
         f->off = off;
-        f->len = k;
-        c->out_bytes += TB_FRAME_HDR_SIZE + k;
+        f->len = k + f->tail_len;
+        c->out_bytes += TB_FRAME_HDR_SIZE + f->len;
     }
     return 0;
 }
@@ -174,7 +217,9 @@ int tb_conn_reassemble(tb_conn_t *c, tb_frame_t *f)
     if (!piece && !c->frag_len)
         return 1;
     const char *bad = NULL;
-    size_t max = tb_conn_max_packet();
+    /* The last piece may end with the packet's coverage (TB_FRAME_F_COVER),
+     * beyond the packet's maximum. */
+    size_t max = tb_conn_max_packet() + (f->hdr.flags & TB_FRAME_F_COVER ? TB_COVER_MAX_WIRE : 0);
     if (f->hdr.type != TB_FRAME_DATA && f->hdr.type != TB_FRAME_CONTROL)
         bad = "a piece of a packet in a frame that is not DATA or CONTROL";
     else if (f->hdr.len == 0)
@@ -354,11 +399,12 @@ static void consumed(tb_conn_t *c, size_t w, int ctl_first)
     }
 }
 
-/* The iovs (at most 2, from iov[n]) of frame f from byte off of it (header
- * included); the new count. */
+/* The iovs (at most 3, from iov[n]) of frame f from byte off of it (header
+ * included): the header, the packet's bytes, the tail; the new count. */
 static int frame_iov(const tb_outframe_t *f, size_t off, struct iovec *iov, int n)
 {
     const uint8_t *payload = f->pkt ? tb_packet_payload(f->pkt, &(size_t){0}) + f->off : f->buf;
+    size_t body = f->len - f->tail_len;
     if (off < TB_FRAME_HDR_SIZE) {
         iov[n].iov_base = (void *)(f->hdr + off);
         iov[n++].iov_len = TB_FRAME_HDR_SIZE - off;
@@ -366,9 +412,16 @@ static int frame_iov(const tb_outframe_t *f, size_t off, struct iovec *iov, int 
     } else {
         off -= TB_FRAME_HDR_SIZE;
     }
-    if (f->len > off) {
+    if (body > off) {
         iov[n].iov_base = (void *)(payload + off);
-        iov[n++].iov_len = f->len - off;
+        iov[n++].iov_len = body - off;
+        off = 0;
+    } else {
+        off -= body;
+    }
+    if (f->tail_len > off) {
+        iov[n].iov_base = (void *)(f->tail + off);
+        iov[n++].iov_len = f->tail_len - off;
     }
     return n;
 }
@@ -380,7 +433,9 @@ void tb_outframe_done(tb_outframe_t *f)
     f->pkt = NULL;
     free(f->buf);
     f->buf = NULL;
-    f->len = 0;
+    free(f->tail);
+    f->tail = NULL;
+    f->len = f->tail_len = 0;
 }
 
 /* The retained frame (written, not acknowledged) with sequence number seq:
@@ -428,7 +483,7 @@ static long selected(tb_conn_t *c)
 static int write_selected(tb_conn_t *c, long i)
 {
     tb_outframe_t *f = tb_ring_at(&c->q, (size_t)i);
-    struct iovec iov[3];
+    struct iovec iov[4];
     int n = 0;
     size_t ctl = c->sel_off == 0 ? c->ctl_left : 0;
     if (ctl) {
@@ -498,7 +553,7 @@ int tb_conn_flush(tb_conn_t *c)
             iov[n++].iov_len = c->ctl_left;
         }
         size_t off = c->qoff;
-        for (size_t i = c->wpos; !c->hold && i < c->q.len && n + 2 <= MAXV; i++) {
+        for (size_t i = c->wpos; !c->hold && i < c->q.len && n + 3 <= MAXV; i++) {
             tb_outframe_t *f = tb_ring_at(&c->q, i);
             if (f->done)
                 continue;

@@ -31,12 +31,18 @@ static inline int tb_seq_le(uint32_t a, uint32_t b) { return (int32_t)(a - b) <=
 
 /* One queued frame: its header and either a packet (a reference) or an
  * owned buffer holding the payload. */
+/* The largest coverage a frame carries (docs/protocol.md 2.6): 1 MiB. */
+#define TB_COVER_MAX_WIRE ((size_t)1 << 20)
+
 typedef struct tb_outframe {
     uint8_t        hdr[TB_FRAME_HDR_SIZE];
     tbon_packet_t *pkt;
     uint8_t       *buf;
     size_t         off;        /* pkt: where in its payload this frame's piece starts */
-    size_t         len;        /* payload bytes */
+    size_t         len;        /* payload bytes (the tail's included) */
+    uint8_t       *tail;       /* written after the packet's bytes: its coverage
+                                  (TB_FRAME_F_COVER), tail_len bytes; else NULL */
+    size_t         tail_len;
     uint32_t       seq;        /* link sequence number; 0: not sequenced */
     int            done;       /* written and not to be kept (not sequenced), or
                                   acknowledged: counted nowhere, dropped at the head */

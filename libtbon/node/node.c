@@ -66,21 +66,30 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
             }
             if (f.hdr.type == TB_FRAME_DATA && f.hdr.len == 0 && c->index >= 0) {
                 /* A child's wave with no packet (node_stream.c, empty_up). */
-                tb_stream_up(n, (size_t)c->index, f.hdr.stream, NULL, 0, f.hdr.key);
+                tb_stream_up(n, (size_t)c->index, f.hdr.stream, NULL, 0, f.hdr.key, 0);
             } else if (f.hdr.type == TB_FRAME_DATA || f.hdr.type == TB_FRAME_CONTROL) {
                 tbon_error_t err;
-                tbon_packet_t *p = tb_packet_decode(f.payload, f.hdr.len, f.hdr.tag,
-                                                    f.hdr.stream, f.hdr.source, &err);
+                tb_ranks_t cv;
+                tb_ranks_init(&cv);
+                tbon_packet_t *p = NULL;
+                if (tb_cover_take(n, c, &f, &cv) == 0) {
+                    p = tb_packet_decode(f.payload, f.hdr.len, f.hdr.tag, f.hdr.stream,
+                                         f.hdr.source, &err);
+                    if (!p)
+                        snprintf(c->why, sizeof c->why, "bad packet: %s", err.msg);
+                }
                 if (!p) {
-                    snprintf(c->why, sizeof c->why, "bad packet: %s", err.msg);
+                    tb_ranks_free(&cv);
                     c->closed = 1;
                     violation(c);
                 } else if (f.hdr.type == TB_FRAME_DATA) {
+                    tb_cover_received(n, c, p, &cv);
                     if (c->index < 0)
                         tb_stream_down(n, f.hdr.stream, p, f.hdr.key);
                     else
                         tb_stream_up(n, (size_t)c->index, f.hdr.stream, p,
-                                     (f.hdr.flags & TB_FRAME_F_MORE) != 0, f.hdr.key);
+                                     (f.hdr.flags & TB_FRAME_F_MORE) != 0, f.hdr.key,
+                                     (f.hdr.flags & TB_FRAME_F_LATE) != 0);
                     p = NULL;
                 } else {
                     tb_node_on_ctl(n, c->index < 0 ? -1 : c->index, f.hdr.tag, p);
@@ -737,6 +746,7 @@ void tb_node_destroy(tb_node_t *n)
     tb_sshmux_free(n->sshmux, tb_now_ms() + 2000);
     tb_relay_free(n->relay);
     tb_stream_free_all(n);
+    tb_cover_free(n);
     n->ft->free(n);
     if (n->fecall_left)
         tb_filter_reg_abandon(n->filters);  /* a call left behind may still run */

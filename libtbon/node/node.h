@@ -89,6 +89,7 @@ typedef struct tb_node_config {
                                        commnodes then launch nothing */
     int            require_all;     /* FE: any node that fails during start-up fails
                                        it (else it is left out: node_start.c) */
+    int            exact_off;       /* FE: no stream is exact (node_exact.c) */
     int            joined;          /* joined the running tree (its view comes
                                        from its parent) */
     int            listening;       /* commnode: listen_fd (listening on port) is
@@ -301,6 +302,9 @@ int64_t tb_node_next_due(const tb_node_t *n);
 /* On TB_CTL_STREAM only: an adopter telling an adopted child of a stream its
  * lost parent may have died before passing on (tb_stream_catch_up). */
 #define TB_STREAM_CATCHUP 0x200
+/* On TB_CTL_STREAM and TB_CTL_GRAFT: an exact stream (node_exact.c): its up
+ * filter is associative, fault tolerance is on and it is not don't-wait. */
+#define TB_STREAM_EXACT 0x400
 
 /* Control messages (CONTROL frames: tag = op, payload = a packet): their
  * ops, structs, encoders and decoders, and the table of their directions and

@@ -125,6 +125,9 @@ static void ctl_down(tb_node_t *n, const tb_ctl_msg_t *m, tbon_packet_t *p)
     case TB_CTL_STREAM_END:
         tb_stream_end(n, m->u.stream_end.stream);
         break;
+    case TB_CTL_DONE:
+        tb_exact_done(n, m->u.done.stream, m->u.done.key);
+        break;
     case TB_CTL_PARAMS: {
         const tb_ctl_params_t *pa = &m->u.params;
         tbon_packet_t *q = tb_packet_decode(pa->payload, pa->len, pa->tag, pa->stream, 0, NULL);

@@ -11,6 +11,7 @@
 #include "net/conn.h"
 #include "filter/filter.h"
 #include "node/node.h"
+#include "util/ranks.h"
 
 /* Back-pressure marks (bytes queued on one connection, or for the app). */
 #define TB_HWM (4u << 20)
@@ -111,6 +112,23 @@ typedef struct tb_stream_st {
                                  what we sent: none of it goes to an adopter */
     uint64_t  poisoned[8];    /* FE: keys of waves whose input a filter crash
                                  dropped below: not delivered (0 = free) */
+    uint64_t  cover_q, cover_at; /* FE: the request of the wave being delivered
+                                 and its number among all streams' requests
+                                 (node_cover.c; 0: not known) */
+    /* exact streams (node_exact.c): an associative up filter, fault
+     * tolerance on, not don't-wait */
+    int       exact;
+    tb_ring_t ret;            /* the units this node sent up and the FE has not
+                                 said delivered (struct tb_ret), to send again
+                                 after an adoption; bounded */
+    size_t    ret_bytes;
+    uint64_t  done;           /* the FE delivered every wave up to this key */
+    tb_ring_t late;           /* FE: partials that came after their wave closed
+                                 below (struct tb_ret), for waves not delivered */
+    uint32_t  undone;         /* FE: waves delivered since the last DONE went */
+    tb_ranks_t exp;           /* FE: the members a request sent now expects, */
+    uint64_t  exp_changes;    /* as of this many membership changes */
+    int       exp_valid;
 } tb_stream_st_t;
 
 /* The node's life (seed 003's processes start, serve, and end in order).
@@ -166,6 +184,18 @@ struct tb_node {
     _Atomic tbon_rank_t parent_rank; /* the EDS thread reads it */
     tb_role_t  role;
     tb_fe_state_t *fe;        /* the front-end's own state; NULL elsewhere */
+    /* FE: what a result's expected back-ends are made of (node_cover.c):
+     * the requests sent so far on all streams, and per rank the number of
+     * the first request after its join (born) and after its failure or
+     * departure (gone; 0: none). The reactor's. */
+    struct tb_cover_fe {
+        uint64_t  reqs;
+        uint64_t  changes;    /* membership changes so far */
+        uint64_t  changed;    /* the number of the first request after the last */
+        uint64_t *born, *gone;
+        uint8_t  *susp;       /* suspected now (TBON_EV_NODE_SUSPECT) */
+        size_t    n;
+    } cover;
     int        settle_due;    /* FE: look for lost waves after this dispatch
                                  (tb_stream_settle); the reactor's */
     const struct tb_ft_ops *ft; /* the fault-tolerance layer (cfg.ft) */
@@ -484,9 +514,13 @@ void tb_node_reap_all(tb_node_t *n);
 
 /* node_stream.c */
 /* A packet from child (NULL: its wave had none); more: the child's wave
- * continues (TB_FRAME_F_MORE). */
+ * continues (TB_FRAME_F_MORE); late: sent again, or after its wave closed
+ * below (TB_FRAME_F_LATE, exact streams). */
 void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p, int more,
-                  uint64_t key);
+                  uint64_t key, int late);
+/* FE: the number among all streams' requests of request q of s, 0 if not
+ * known (node_cover.c). */
+uint64_t tb_stream_request_at(const tb_stream_st_t *s, uint64_t q);
 /* A packet going down (takes p); q: its request number, 0 at the FE (which
  * numbers the requests of each stream). */
 void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q);
@@ -562,5 +596,66 @@ void tb_stream_caught_up(tb_node_t *n, const tb_ctl_stream_t *d);
 void tb_stream_graft(tb_node_t *n, tb_stream_st_t *s);
 /* This node sent (or buffered) a unit with key up on stream id. */
 void tb_stream_sent(tb_node_t *n, uint32_t id, uint64_t key);
+
+/* node_cover.c: coverage (docs/api.md, "Coverage") */
+/* A received frame f flagged TB_FRAME_F_COVER: its coverage into cv (which
+ * the caller has initialised) and f's length cut to the packet's. 0 (also
+ * for a frame without the flag), or TBON_EFORMAT with c->why said. */
+int  tb_cover_take(tb_node_t *n, const tb_conn_t *c, tb_frame_t *f, tb_ranks_t *cv);
+/* p came from c with coverage cv (empty: none sent): p covers cv, or a
+ * back-end child itself. cv is freed. */
+void tb_cover_received(tb_node_t *n, const tb_conn_t *c, tbon_packet_t *p, tb_ranks_t *cv);
+/* A filter made out[] of in[0..k): each output that covers nothing (one
+ * the filter made) covers the union of the inputs. */
+void tb_cover_outputs(tbon_packet_t *const in[], size_t k, tbon_packet_list_t *out);
+/* FE: a request goes down; its number among all streams' requests. */
+uint64_t tb_cover_request(tb_node_t *n);
+/* FE: rank r was given to a joining process (ft/join.c): not expected in
+ * any wave until its TBON_EV_NODE_JOINED. */
+void tb_cover_joining(tb_node_t *n, tbon_rank_t r);
+/* FE: rank r failed, left or joined (tb_node_emit). */
+void tb_cover_member_event(tb_node_t *n, tbon_event_type_t type, tbon_rank_t r);
+/* FE: p, a result of request q on stream, gets the back-ends its wave
+ * expected. */
+void tb_cover_deliver(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q);
+void tb_cover_free(tb_node_t *n);
+
+/* node_exact.c: exact streams (docs/fault-tolerance.md, "Exact results") */
+/* A unit this node sends up on s: kept until the FE says its wave is
+ * delivered (TB_CTL_DONE), for an adoption. */
+void tb_exact_retain(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t *p, int more, uint64_t key);
+/* TB_CTL_DONE: what is kept for the waves up to key goes; passed on to the
+ * children that take part. */
+void tb_exact_done(tb_node_t *n, uint32_t stream, uint64_t key);
+/* FE: the wave with key was delivered; now and then the children hear so. */
+void tb_exact_delivered(tb_node_t *n, tb_stream_st_t *s, uint64_t key);
+/* Adopted: the kept units of s go to the new parent again, flagged LATE. */
+void tb_exact_replay(tb_node_t *n, tb_stream_st_t *s);
+/* A unit of s that came late (flagged, or for a wave closed here): at the
+ * FE kept for its wave (dropped if it was delivered), elsewhere sent on up
+ * as it is. Takes p. */
+void tb_exact_late(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t *p, int more, uint64_t key);
+/* FE: whether the wave with key, whose units are all here, should wait: it
+ * lacks back-ends that are alive and expected, and a failure is still being
+ * repaired (they may yet come, sent again by their adopted ancestors). */
+int  tb_exact_hold(tb_node_t *n, tb_stream_st_t *s, uint64_t key);
+/* FE: how many late partials the wave with key has; take them into in[]
+ * (room for that many), returning how many went. */
+size_t tb_exact_count_late(const tb_stream_st_t *s, uint64_t key);
+size_t tb_exact_take_late(tb_stream_st_t *s, uint64_t key, tbon_packet_t **in);
+/* Units of in[0..k) (unit u is in[start[u]..start[u+1])) whose coverage
+ * overlaps an earlier one's are dropped: no node folds a back-end twice. The
+ * new count. */
+size_t tb_exact_disjoint(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k,
+                         const size_t *start, size_t nunits);
+void tb_exact_free(tb_stream_st_t *s);
+/* node_stream.c, for node_exact.c */
+void tb_stream_reqs_trim(tb_stream_st_t *s, uint64_t q);
+int  tb_stream_members_settled(const tb_node_t *n, const tb_stream_st_t *s);
+int  tb_stream_takes_part(const tb_node_t *n, const tb_stream_st_t *s);
+/* node_cover.c: the members of s that the wave of request q expected, that
+ * have lacks, and that are alive and not under suspicion now, into out. */
+void tb_cover_awaited(tb_node_t *n, tb_stream_st_t *s, uint64_t q, const tb_ranks_t *have,
+                      tb_ranks_t *out);
 
 #endif

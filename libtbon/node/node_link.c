@@ -59,13 +59,19 @@ void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more
         src = n->rank;
     if (n->role == TB_ROLE_FE) {
         /* The FE's upstream output is the application's input. */
+        tbon_packet_t *orig = p;
         if (tbon_packet_source(p) == TBON_RANK_NONE || tbon_packet_stream(p) != stream) {
             size_t len;
             const uint8_t *pl = tb_packet_payload(p, &len);
-            tbon_packet_t *q = tb_packet_decode(pl, len, tbon_packet_tag(p), stream, src, NULL);
-            tbon_packet_unref(p);
-            p = q;
+            p = tb_packet_decode(pl, len, tbon_packet_tag(p), stream, src, NULL);
+        } else {
+            tbon_packet_ref(p);
         }
+        if (p && p != orig)
+            tb_ranks_copy(tb_packet_cover_mut(p), tb_packet_cover(orig));
+        tbon_packet_unref(orig);
+        if (p)
+            tb_cover_deliver(n, stream, p, key >> 24);
         if (p && n->cbs.deliver)
             n->cbs.deliver(n->cbs.arg, stream, p, key >> 24);   /* the wave's request */
         else
@@ -74,8 +80,12 @@ void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more
     }
     if (!more)
         tb_stream_sent(n, stream, key);
+    tb_stream_st_t *s = stream < n->nstreams ? n->streams[stream] : NULL;
+    if (s && s->exact && n->ft->ready(n))
+        tb_exact_retain(n, s, p, more, key);       /* for an adoption (node_exact.c) */
     if (n->parent && !n->parent->closed) {
-        if (tb_conn_send_packet_key(n->parent, TB_FRAME_DATA, more ? TB_FRAME_F_MORE : 0, stream,
+        if (tb_conn_send_packet_key(n->parent, TB_FRAME_DATA,
+                                    (more ? TB_FRAME_F_MORE : 0) | TB_FRAME_F_COVER, stream,
                                     tbon_packet_tag(p), src, key, p) == TBON_ETOOBIG)
             too_big(stream, p, n->parent->rank);
     } else if (tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_ORPHAN_UP,
@@ -159,7 +169,10 @@ int tb_node_add_child(tb_node_t *n, tbon_rank_t rank, int is_be)
 void tb_node_emit(tb_node_t *n, tbon_event_type_t type, tbon_rank_t r, tbon_rank_t p,
                   uint32_t inc, uint64_t version)
 {
-    if (n->role != TB_ROLE_FE || !n->cbs.event)
+    if (n->role != TB_ROLE_FE)
+        return;
+    tb_cover_member_event(n, type, r);
+    if (!n->cbs.event)
         return;
     tbon_event_t ev = { .type = type, .rank = r, .parent = p, .incarnation = inc,
                         .view_version = version };
@@ -218,6 +231,9 @@ static void retire_late(tb_node_t *n, tb_conn_t *c)
 }
 
 /* Child i's connection is over: its streams and views stop waiting for it. */
+/* (Its streams stop waiting for it after this, tb_stream_child_gone: the
+ * report of its failure goes up first, so that the FE knows of it before
+ * any wave that went on without it.) */
 static void detach_child(tb_node_t *n, size_t i)
 {
     tb_child_t *ch = &n->child[i];
@@ -225,7 +241,6 @@ static void detach_child(tb_node_t *n, size_t i)
     ch->conn = NULL;
     ch->state = CH_GONE;
     ch->suspect = 0;        /* its slot may take a restarted process */
-    tb_stream_child_gone(n, i);
     tb_node_ft_child(n, TB_FT_EV_CHILD_GONE, i);
 }
 
@@ -247,6 +262,7 @@ void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
         ch->released = n->ft->ready(n);
         tb_node_ft_child(n, TB_FT_EV_CHILD_LOST, i);
     }
+    tb_stream_child_gone(n, i);
     /* Until the whole tree is up, a child lost is left out of the start-up
      * (node_missing.c), or the tree would wait for it until the timeout. */
     if (tb_node_life(n) == TB_LIFE_STARTING)
@@ -262,6 +278,7 @@ void tb_node_drop_child(tb_node_t *n, size_t i)
             ch->rank);
     ch->released = 1;
     detach_child(n, i);
+    tb_stream_child_gone(n, i);
 }
 
 void tb_node_parent_lost(tb_node_t *n, const char *why_in)

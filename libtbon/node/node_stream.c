@@ -102,6 +102,7 @@ static void set_deadline(tb_node_t *n, tb_stream_st_t *s, int64_t due)
 struct tb_req {
     uint64_t q;
     tbon_packet_t *p;
+    uint64_t at;            /* FE: its number among all streams' requests */
 };
 
 /* Bounds of what a stream keeps: a stream whose requests get no answers
@@ -123,7 +124,7 @@ static void reqs_drop_oldest(tb_stream_st_t *s)
     tb_ring_drop(&s->reqs);
 }
 
-static void reqs_keep(tb_stream_st_t *s, uint64_t q, tbon_packet_t *p)
+static void reqs_keep(tb_stream_st_t *s, uint64_t q, tbon_packet_t *p, uint64_t at)
 {
     if (!s->reqs.size)
         tb_ring_init(&s->reqs, sizeof(struct tb_req));
@@ -134,8 +135,24 @@ static void reqs_keep(tb_stream_st_t *s, uint64_t q, tbon_packet_t *p)
         reqs_drop_oldest(s);
     struct tb_req *e = tb_ring_push(&s->reqs);
     if (e) {
-        *e = (struct tb_req){ q, tbon_packet_ref(p) };
+        *e = (struct tb_req){ q, tbon_packet_ref(p), at };
         s->reqs_bytes += len;
+    }
+}
+
+/* FE: the wave of request q is delivered next: its number among all
+ * streams' requests, for its expected back-ends (node_cover.c). */
+static void note_request(tb_stream_st_t *s, uint64_t q)
+{
+    s->cover_q = s->cover_at = 0;
+    for (size_t j = 0; j < s->reqs.len; j++) {
+        const struct tb_req *e = tb_ring_at(&s->reqs, j);
+        if (e->q == q) {
+            s->cover_q = q;
+            s->cover_at = e->at;
+        }
+        if (e->q >= q)
+            break;
     }
 }
 
@@ -144,6 +161,23 @@ static void reqs_trim(tb_stream_st_t *s, uint64_t q)
 {
     while (s->reqs.len && ((struct tb_req *)tb_ring_at(&s->reqs, 0))->q <= q)
         reqs_drop_oldest(s);
+}
+
+void tb_stream_reqs_trim(tb_stream_st_t *s, uint64_t q)
+{
+    reqs_trim(s, q);
+}
+
+uint64_t tb_stream_request_at(const tb_stream_st_t *s, uint64_t q)
+{
+    for (size_t j = 0; j < s->reqs.len; j++) {
+        const struct tb_req *e = tb_ring_at(&s->reqs, j);
+        if (e->q == q)
+            return e->at;
+        if (e->q > q)
+            break;
+    }
+    return 0;
 }
 
 static void stream_free(tb_node_t *n, tb_stream_st_t *s)
@@ -164,6 +198,8 @@ static void stream_free(tb_node_t *n, tb_stream_st_t *s)
     free(s->members);
     tb_plist_free(&s->extra);
     tb_plist_free(&s->kept);
+    tb_ranks_free(&s->exp);
+    tb_exact_free(s);
     reqs_trim(s, UINT64_MAX);
     tb_ring_free(&s->reqs);
     tb_filter_state_free(tb_filter_reg_get(n->filters, s->up), &s->up_state);
@@ -357,7 +393,9 @@ void tb_stream_filter_fault(tb_node_t *n, uint32_t stream, const tb_filter_t *f,
 /* The definition of s as the control messages carry it. */
 static tb_ctl_stream_t stream_def(const tb_stream_st_t *s)
 {
-    return (tb_ctl_stream_t){ s->id, s->up, s->sync | (s->bcast ? TB_STREAM_BCAST : 0),
+    return (tb_ctl_stream_t){ s->id, s->up,
+                              s->sync | (s->bcast ? TB_STREAM_BCAST : 0) |
+                                  (s->exact ? TB_STREAM_EXACT : 0),
                               s->timeout_ms, s->down, s->members, s->nmembers };
 }
 
@@ -388,8 +426,14 @@ static void mark_part(tb_node_t *n, tb_stream_st_t *s, tbon_rank_t r)
 int tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeout_ms,
                      int down, const tbon_rank_t *members, size_t nmembers)
 {
-    int bcast = (sync & TB_STREAM_BCAST) != 0;
-    sync &= ~(TB_STREAM_BCAST | TB_STREAM_CATCHUP);
+    int bcast = (sync & TB_STREAM_BCAST) != 0, exact = (sync & TB_STREAM_EXACT) != 0;
+    sync &= ~(TB_STREAM_BCAST | TB_STREAM_CATCHUP | TB_STREAM_EXACT);
+    if (n->role == TB_ROLE_FE) {
+        /* The FE decides (node_exact.c); the others are told. */
+        const tb_filter_t *uf = tb_filter_reg_get(n->filters, up);
+        exact = uf && uf->assoc && sync == TBON_SYNC_WAITFORALL && n->ft->ready(n) &&
+                !n->cfg.exact_off;
+    }
     if (id == 0 || id > (1u << 24) || get(n, id))
         return TBON_EINVAL;
     if (id >= n->nstreams) {
@@ -406,10 +450,12 @@ int tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeo
     tb_stream_st_t *s = calloc(1, sizeof *s);
     if (!s)
         return TBON_ENOMEM;
+    tb_ranks_init(&s->exp);
     s->id = id;
     s->up = up;
     s->sync = sync;
     s->bcast = bcast;
+    s->exact = exact;
     s->timeout_ms = timeout_ms;
     s->limit_ms = -1;
     s->down = down;
@@ -484,6 +530,12 @@ void tb_stream_set_params(tb_node_t *n, uint32_t id, int which, tbon_packet_t *p
 }
 
 /* Whether any child still takes part in s. */
+static int takes_part(const tb_node_t *n, const tb_stream_st_t *s);
+int tb_stream_members_settled(const tb_node_t *n, const tb_stream_st_t *s)
+{
+    return members_settled(n, s);
+}
+
 static int takes_part(const tb_node_t *n, const tb_stream_st_t *s)
 {
     for (size_t i = 0; i < n->nchild; i++)
@@ -551,6 +603,7 @@ static void run_up(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k
     if (rc == TB_FILTER_CRASHED || rc == TB_FILTER_HUNG)
         tb_stream_filter_fault(n, s->id, f, rc == TB_FILTER_HUNG ? 0 : tb_filter_crash_signal(),
                                key, in, k, err.msg);
+    tb_cover_outputs(in, k, &out);
     for (size_t i = 0; i < k; i++)
         tbon_packet_unref(in[i]);
     if (rc && rc != TB_FILTER_CRASHED && rc != TB_FILTER_HUNG) {
@@ -647,6 +700,8 @@ static int gap_settled(tb_node_t *n, tb_stream_st_t *s, uint64_t e, int cut)
 static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
 {
     tbon_packet_t *stackv[64];
+    size_t stacku[65];
+    int fe_exact = s->exact && n->role == TB_ROLE_FE;
     while (s->nonempty > 0) {
         uint64_t key = UINT64_MAX;
         size_t total = s->extra.n;
@@ -663,17 +718,33 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
                       !s->q[i].units && owes(s, i, key);
         if (missing || !gap_settled(n, s, key >> 24, cut))
             break;
+        /* An exact stream's wave that lacks back-ends a failure being
+         * repaired may bring back waits (node_exact.c). */
+        if (fe_exact && !cut && tb_exact_hold(n, s, key))
+            break;
+        size_t nlate = fe_exact ? tb_exact_count_late(s, key) : 0, nunit = nlate;
+        total += nlate;
         for (size_t i = 0; i < n->nchild; i++)
-            if (s->q[i].units && head_key(&s->q[i]) == key)
+            if (s->q[i].units && head_key(&s->q[i]) == key) {
                 total += s->q[i].ring.len;
+                nunit++;
+            }
         tbon_packet_t **in = total <= 64 ? stackv : malloc(total * sizeof *in);
-        if (!in)
+        size_t *start = nunit < 65 ? stacku : malloc(nunit * sizeof *start);
+        if (!in || !start) {
+            if (in != stackv)
+                free(in);
+            if (start != stacku)
+                free(start);
             return;
+        }
         size_t k = 0;
+        nunit = 0;              /* counted again as the units are taken */
         uint64_t who = 0;       /* for the debug line: which children took part */
         for (size_t i = 0; i < n->nchild; i++) {
             if (!s->q[i].units || head_key(&s->q[i]) != key)
                 continue;
+            start[nunit++] = k;
             who |= i < 64 ? (uint64_t)1 << i : 0;
             int more = 1;
             size_t before = s->q[i].bytes, before_open = s->q[i].open_bytes;
@@ -690,16 +761,35 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
         for (size_t j = 0; j < s->extra.n; j++)
             in[k++] = s->extra.v[j];
         s->extra.n = 0;
+        if (s->exact) {
+            /* The FE's late partials of this wave, each a unit of its own;
+             * then no two units over the same back-end. */
+            size_t k0 = k;
+            if (nlate)
+                k += tb_exact_take_late(s, key, in + k);
+            for (size_t j = k0; j < k; j++)
+                start[nunit++] = j;
+            k = tb_exact_disjoint(n, s, in, k, start, nunit);
+        }
         set_deadline(n, s, 0);
         TB_DEBUG("wave", "stream %u: wave %llu.%llu of %zu packets, children %#llx; %zu still "
                  "have units", s->id, (unsigned long long)(key >> 24),
                  (unsigned long long)(key & 0xffffff), k, (unsigned long long)who, s->nonempty);
         s->closed = key;
         s->has_closed = 1;
-        reqs_trim(s, key >> 24);
+        if (n->role == TB_ROLE_FE)
+            note_request(s, key >> 24);
+        /* An exact stream keeps its requests until the FE has the wave: an
+         * orphan adopted here later may not have had them. */
+        if (!s->exact || n->role == TB_ROLE_FE)
+            reqs_trim(s, key >> 24);
         run_up(n, s, in, k, key);
+        if (fe_exact)
+            tb_exact_delivered(n, s, key);
         if (in != stackv)
             free(in);
+        if (start != stacku)
+            free(start);
         cut = 0;
     }
     if (s->sync == TBON_SYNC_TIMEOUT && s->nonempty > 0 && !s->deadline)
@@ -709,7 +799,7 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
 }
 
 void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p, int more,
-                  uint64_t key)
+                  uint64_t key, int late)
 {
     tb_stream_st_t *s = get(n, stream);
     if (!s || !s->part[child]) {
@@ -717,6 +807,15 @@ void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p,
             TB_WARN("stream", "packet from rank %u on unknown stream %u dropped",
                     n->child[child].rank, stream);
         tbon_packet_unref(p);
+        return;
+    }
+    if (s->exact && n->ft->ready(n) && (late || (s->has_closed && key <= s->closed))) {
+        /* A partial sent again after an adoption, or for a wave closed
+         * here: never folded below the FE (node_exact.c). */
+        if (p)
+            tb_exact_late(n, s, p, more, key);
+        if (p && n->role == TB_ROLE_FE)
+            waves(n, s, 0);
         return;
     }
     if (s->sync == TBON_SYNC_WAITFORALL && s->has_closed && key <= s->closed) {
@@ -759,8 +858,11 @@ void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p,
 void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q)
 {
     tb_stream_st_t *s = get(n, stream);
-    if (s && n->role == TB_ROLE_FE)
+    uint64_t at = 0;
+    if (s && n->role == TB_ROLE_FE) {
         q = ++s->down_q;           /* requests are numbered per stream at the FE */
+        at = tb_cover_request(n);
+    }
     if (s && q > s->last_q)
         s->last_q = q;
     if (ended(n, stream)) {
@@ -808,7 +910,7 @@ void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q)
     int keep = s->sync != TBON_SYNC_DONTWAIT && n->ft->ready(n);
     for (size_t j = 0; j < out.n; j++) {
         if (keep)
-            reqs_keep(s, q, out.v[j]);
+            reqs_keep(s, q, out.v[j], at);
         for (size_t i = 0; i < n->nchild; i++)
             if (s->part[i] && (s->seen_to[i] == UINT64_MAX || q > s->seen_to[i]))
                 tb_node_to_child(n, i, stream, out.v[j], q);

@@ -583,10 +583,26 @@ int fab_peer_next(fab_peer_t *p, fab_msg_t *m, int ms)
     }
     m->hdr = fr.hdr;
     if ((fr.hdr.type == TB_FRAME_DATA || fr.hdr.type == TB_FRAME_CONTROL) && fr.hdr.len > 0) {
-        m->pkt = tb_packet_decode(fr.payload, fr.hdr.len, fr.hdr.tag, fr.hdr.stream,
-                                  fr.hdr.source, &err);
-        if (!m->pkt)
+        /* A commnode's packet going up ends with its coverage (docs/protocol.md
+         * 2.6): kept with the packet, as a node keeps it. */
+        tb_ranks_t cv = TB_RANKS_INIT;
+        size_t len = fr.hdr.len;
+        char why[120];
+        int t = 0;
+        if (fr.hdr.flags & TB_FRAME_F_COVER) {
+            t = tb_ranks_decode_tail(&cv, fr.payload, len, why, sizeof why);
+            if (t < 0)
+                th_fail(__FILE__, __LINE__, "peer %u: a bad coverage: %s", p->rank, why);
+            else
+                len -= (size_t)t;
+        }
+        m->pkt = t < 0 ? NULL : tb_packet_decode(fr.payload, len, fr.hdr.tag, fr.hdr.stream,
+                                                 fr.hdr.source, &err);
+        if (!m->pkt && t >= 0)
             th_fail(__FILE__, __LINE__, "peer %u: a bad packet: %s", p->rank, err.msg);
+        if (m->pkt)
+            tb_ranks_copy(tb_packet_cover_mut(m->pkt), &cv);
+        tb_ranks_free(&cv);
     }
     tb_frame_release(&fr);
     return 1;

@@ -418,6 +418,38 @@ static IT_UNUSED void it_preload_faultshim(void)
     setenv("ASAN_OPTIONS", opts, 1);
 }
 
+/* Faults in every process started from now on; they begin when `arm`
+ * exists (once the tree is up: the port table, which a relink needs, is
+ * everywhere after the first wave). */
+static IT_UNUSED void it_fault_env(const char *flip, const char *rflip, const char *reset,
+                      const char *delay, const char *log, const char *arm, unsigned seed)
+{
+    char buf[64];
+    it_preload_faultshim();
+    setenv("TBON_FAULT_FLIP", flip, 1);
+    setenv("TBON_FAULT_RFLIP", rflip, 1);
+    setenv("TBON_FAULT_RESET", reset, 1);
+    setenv("TBON_FAULT_DELAY", delay, 1);
+    setenv("TBON_FAULT_DELAY_US", "300", 1);
+    setenv("TBON_FAULT_LOG", log, 1);
+    setenv("TBON_FAULT_ARM", arm, 1);
+    snprintf(buf, sizeof buf, "%u", seed);
+    setenv("TBON_FAULT_SEED", buf, 1);
+}
+
+static IT_UNUSED void it_arm(const char *path, int on)
+{
+    if (on) {
+        FILE *f = fopen(path, "w");
+        if (f)
+            fclose(f);
+        else
+            th_fail(__FILE__, __LINE__, "cannot create %s", path);
+    } else {
+        unlink(path);
+    }
+}
+
 /* Start the tree of shape (it_start) with a sum stream over every back-end
  * that has carried one complete wave (so the port table fault tolerance
  * needs is everywhere). The stream, or NULL (failure recorded, nothing left
@@ -496,6 +528,20 @@ static IT_UNUSED int it_sum_wave(tbon_stream_t *s, uint32_t wave, const tbon_ran
         ok = 1;
     tbon_packet_unref(p);
     return ok ? 0 : -1;
+}
+
+/* A result's coverage (tbon_packet_covered, _expected or _missing: which)
+ * as a mask of bits 1 << (rank % 64), as the slow request's answers are. */
+static IT_UNUSED uint64_t it_cover_mask(const tbon_packet_t *p,
+                                        size_t (*which)(const tbon_packet_t *, tbon_rank_t *,
+                                                        size_t))
+{
+    tbon_rank_t r[IT_MAX_BE];
+    size_t n = which(p, r, IT_MAX_BE);
+    uint64_t m = 0;
+    for (size_t i = 0; i < n && i < IT_MAX_BE; i++)
+        m |= (uint64_t)1 << (r[i] % 64);
+    return m;
 }
 
 /* ---- processes ---- */

@@ -45,6 +45,8 @@
  *                         DIR/closed.RANK (proof that the BE left cleanly)
  *   --exit-after N        _exit(0) without leaving after N requests (a BE
  *                         that dies)
+ *   --exit-after-ranks LIST  with --exit-after: only when launched as one of
+ *                         the ranks of LIST
  * On TBON_ECLOSED from tbon_net_recv: tbon_net_destroy and exit 0.
  * Exit status: 0 closed, 3 die-at-start, 4 receive error, 5 join failed,
  * 6 hang expired.
@@ -258,7 +260,12 @@ static int handle(tbon_packet_t *p, tbon_stream_t *s, int argc, char **argv)
 /* 1 if we were launched as one of the ranks of option name's list. */
 static int rank_listed(int argc, char **argv, const char *name)
 {
+    char mine[16];
     const char *list = opt_value(argc, argv, name), *me = opt_value(argc, argv, "--tbon-rank");
+    if (!me && the_net) {       /* tbon_be_create took --tbon-rank away */
+        snprintf(mine, sizeof mine, "%u", (unsigned)rank);
+        me = mine;
+    }
     if (!list || !me)
         return 0;
     size_t ml = strlen(me);
@@ -332,6 +339,8 @@ int main(int argc, char **argv)
     const char *marker = opt_value(argc, argv, "--marker");
     const char *ea = opt_value(argc, argv, "--exit-after");
     long exit_after = ea ? atol(ea) : -1, handled = 0;
+    if (opt_value(argc, argv, "--exit-after-ranks") && !rank_listed(argc, argv, "--exit-after-ranks"))
+        exit_after = -1;
 
     for (;;) {
         tbon_packet_t *p = NULL;

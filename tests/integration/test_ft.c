@@ -85,15 +85,23 @@ static void sum_waves_across_kill(const char *shape, tbon_rank_t victim_rank,
             break;
         uint64_t v = 0;
         CHECK_INT(tbon_packet_unpack(p, "%uld", &v), 0);
+        /* The result says exactly who is in it (no more, no fewer), and
+         * that it expected every back-end (none died). */
+        uint64_t cov = it_cover_mask(p, tbon_packet_covered);
+        uint64_t exp = it_cover_mask(p, tbon_packet_expected);
+        uint64_t mis = it_cover_mask(p, tbon_packet_missing);
         tbon_packet_unref(p);
-        if ((v | lost) != full || v > full) {
+        /* Sum is exact (node_exact.c): no wave misses anyone. */
+        (void)lost;
+        if (v != full || cov != v || exp != full || mis != 0) {
             bad++;
             th_fail(__FILE__, __LINE__, "wave %u: contributors %#llx, expected %#llx less "
-                    "at most %#llx", w, (unsigned long long)v, (unsigned long long)full,
-                    (unsigned long long)lost);
+                    "at most %#llx; coverage %#llx, expected %#llx, missing %#llx", w,
+                    (unsigned long long)v, (unsigned long long)full, (unsigned long long)lost,
+                    (unsigned long long)cov, (unsigned long long)exp, (unsigned long long)mis);
         }
     }
-    if (wait_recovery(t.net, victim_rank, orphans, norphans, 1) == 0) {
+    if (wait_recovery(t.net, victim_rank, orphans, norphans, 0) == 0) {
         CHECK_UINT(tbon_net_num_backends(t.net), t.nbe);
         for (uint32_t w = 0; w < 30 && bad < 5; w++) {
             REQUIRE(tbon_stream_send(s, IT_TAG_SLOW, "%ud %aud", 0u, none, (size_t)0) == 0);
@@ -111,6 +119,57 @@ static void sum_waves_across_kill(const char *shape, tbon_rank_t victim_rank,
         }
     }
     CHECK(it_pid_of("tbon_commnode", victim_rank) == 0);
+    it_stop(&t);
+}
+
+/* 4x4, 60 slow-request waves sent back to back; back-end 13 dies (_exit)
+ * after answering 20 of them. Each result's coverage is exactly the
+ * back-ends in its sum; every wave whose request went before the death was
+ * known expects back-end 13, and those it did not answer name it missing;
+ * the others are complete over the 15 left. */
+ITEST(backend_killed_named_missing)
+{
+    const char *argv[] = { "--exit-after", "20", "--exit-after-ranks", "13", NULL };
+    it_tree_t t;
+    if (it_start(&t, "4x4", argv, NULL))
+        return;
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, TBON_FILTER_NULL);
+    REQUIRE(s);
+    uint64_t full = 0, victim = (uint64_t)1 << 13;
+    for (size_t i = 0; i < t.nbe; i++)
+        full |= (uint64_t)1 << (t.be[i] % 64);
+    const uint32_t none[1] = { 0 };
+    const uint32_t waves = 60;
+    for (uint32_t w = 0; w < waves; w++)
+        REQUIRE(tbon_stream_send(s, IT_TAG_SLOW, "%ud %aud", 0u, none, (size_t)0) == 0);
+    size_t named = 0, bad = 0;
+    for (uint32_t w = 0; w < waves && bad < 5; w++) {
+        tbon_packet_t *p = it_recv(s, IT_RECV_MS, "wave around the back-end's death");
+        if (!p)
+            break;
+        uint64_t v = 0;
+        CHECK_INT(tbon_packet_unpack(p, "%uld", &v), 0);
+        uint64_t cov = it_cover_mask(p, tbon_packet_covered);
+        uint64_t exp = it_cover_mask(p, tbon_packet_expected);
+        uint64_t mis = it_cover_mask(p, tbon_packet_missing);
+        size_t nmis = tbon_packet_missing(p, NULL, 0);
+        tbon_packet_unref(p);
+        /* answered by everyone, or by all but the victim, who is named
+         * missing unless the wave's request went after its death was known */
+        int ok = cov == v && (v == full ? exp == full && mis == 0
+                                        : v == (full & ~victim) && mis == (exp & victim) &&
+                                          (exp | victim) == full);
+        named += mis == victim && nmis == 1;
+        if (w < 19)
+            ok &= v == full;
+        if (!ok) {
+            bad++;
+            th_fail(__FILE__, __LINE__, "wave %u: sum %#llx, coverage %#llx, expected %#llx, "
+                    "missing %#llx (%zu)", w, (unsigned long long)v, (unsigned long long)cov,
+                    (unsigned long long)exp, (unsigned long long)mis, nmis);
+        }
+    }
+    CHECK(named > 0);       /* some waves were in flight when it died */
     it_stop(&t);
 }
 
@@ -160,7 +219,8 @@ ITEST(commnode_orphans_union_exact)
         }
     }
     const tbon_rank_t orphans[] = { 5, 6, 7, 8 };
-    wait_recovery(t.net, 1, orphans, 4, 1);    /* the sum stream keeps no state */
+    /* nothing lost: the union composes its state, the sum stream is exact */
+    wait_recovery(t.net, 1, orphans, 4, 0);
     for (;;) {
         tbon_packet_t *p = NULL;
         if (tbon_stream_recv(s, &p, 1500) != 0)
@@ -264,7 +324,7 @@ ITEST(stopped_commnode_fenced_then_exits)
      * stop, so the stop is no exact origin. */
     CHECK(it_now_ms() - t0 >= 400);
     const tbon_rank_t orphans[] = { 5, 6, 7, 8 };
-    if (wait_recovery(t.net, 1, orphans, 4, 1) == 0) {
+    if (wait_recovery(t.net, 1, orphans, 4, 0) == 0) {     /* sum: exact */
         for (uint32_t w = 0; w < 10; w++)
             REQUIRE(it_sum_wave(s, 100 + w, t.be, t.nbe) == 0 ||
                     (th_fail(__FILE__, __LINE__, "wave %u after fencing", w), 0));
@@ -461,7 +521,8 @@ ITEST(stream_made_while_commnode_dying_reaches_orphans)
     CHECK_UINT(collect_ranks(s, w, w, rest, nrest, seen, IT_RECV_MS), nrest);
     REQUIRE(kill(victim, SIGKILL) == 0);
     const tbon_rank_t orphans[] = { 5, 6, 7, 8 };
-    REQUIRE(wait_recovery(t.net, 1, orphans, 4, 1) == 0);
+    /* the orphans had only the sum stream when adopted: exact, nothing lost */
+    REQUIRE(wait_recovery(t.net, 1, orphans, 4, 0) == 0);
     /* An orphan's catch-up may still be on its way when the FE hears of its
      * adoption (a don't-wait stream keeps no requests for it): ask until
      * every back-end answers, then every request must be answered whole. */

@@ -10,38 +10,6 @@
 
 #include <signal.h>
 
-/* Faults in every process started from now on; they begin when `arm`
- * exists (once the tree is up: the port table, which a relink needs, is
- * everywhere after the first wave). */
-static void fault_env(const char *flip, const char *rflip, const char *reset,
-                      const char *delay, const char *log, const char *arm, unsigned seed)
-{
-    char buf[64];
-    it_preload_faultshim();
-    setenv("TBON_FAULT_FLIP", flip, 1);
-    setenv("TBON_FAULT_RFLIP", rflip, 1);
-    setenv("TBON_FAULT_RESET", reset, 1);
-    setenv("TBON_FAULT_DELAY", delay, 1);
-    setenv("TBON_FAULT_DELAY_US", "300", 1);
-    setenv("TBON_FAULT_LOG", log, 1);
-    setenv("TBON_FAULT_ARM", arm, 1);
-    snprintf(buf, sizeof buf, "%u", seed);
-    setenv("TBON_FAULT_SEED", buf, 1);
-}
-
-static void arm(const char *path, int on)
-{
-    if (on) {
-        FILE *f = fopen(path, "w");
-        if (f)
-            fclose(f);
-        else
-            th_fail(__FILE__, __LINE__, "cannot create %s", path);
-    } else {
-        unlink(path);
-    }
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -131,7 +99,7 @@ static void waves_under_faults(const char *shape, int rounds, int burst, const c
     }
     snprintf(log, sizeof log, "%s/faults.log", th_tmpdir());
     snprintf(armf, sizeof armf, "%s/faults.arm", th_tmpdir());
-    fault_env(flip, rflip, reset, "0.01", log, armf, seed);
+    it_fault_env(flip, rflip, reset, "0.01", log, armf, seed);
     /* Relinks and resend requests are logged ("debug"), the back-ends'
      * lines to files beside the commnodes': shown if a wave fails. */
     setenv("TBON_LOG", "debug", 1);
@@ -145,7 +113,7 @@ static void waves_under_faults(const char *shape, int rounds, int burst, const c
     REQUIRE(tbon_stream_send(uni, IT_TAG_UNION, "%ud", 0u) == 0);
     REQUIRE(union_result(uni, &t, 0, 1) == 0);
     no_membership_events(t.net);
-    arm(armf, 1);
+    it_arm(armf, 1);
     uint32_t w = 1000;
     int bad = 0;
     for (int r = 0; r < rounds && !bad; r++) {
@@ -159,7 +127,7 @@ static void waves_under_faults(const char *shape, int rounds, int burst, const c
             bad = union_result(uni, &t, first, 0) != 0;
         w += (uint32_t)burst;
     }
-    arm(armf, 0);
+    it_arm(armf, 0);
     it_expect_nothing(sum, 200, "sum (a duplicate?)");
     it_expect_nothing(uni, 10, "union (a duplicate?)");
     no_membership_events(t.net);

@@ -363,7 +363,7 @@ static void fake_backend(const char *file, tbon_rank_t rank, int bad_len)
         if (stream)
             break;
     }
-    if (bad_len >= 2) {
+    if (bad_len == 2 || bad_len == 3) {
         /* Pieces of a packet (TB_FRAME_F_FRAG) that do not fit together: the
          * second belongs to another stream (2), or they add up to more than
          * the session's maximum, 1 MiB here (3). */
@@ -381,6 +381,24 @@ static void fake_backend(const char *file, tbon_rank_t rank, int bad_len)
                 _exit(0);   /* already closed */
         }
         free(b);
+    }
+    if (bad_len == 4) {
+        /* A wave answer with a coverage (TB_FRAME_F_COVER) whose ranges
+         * overlap, CRCs right: the coverage itself is the violation. */
+        tbon_packet_t *p = tbon_packet_new(IT_TAG_WAVE, "%ld", (int64_t)424242);
+        size_t len;
+        const uint8_t *pl = tb_packet_payload(p, &len);
+        const uint32_t tail[5] = { 5, 9, 8, 12, 2 };    /* 5-9, 8-12, n = 2 (LE host) */
+        uint8_t frame[TB_FRAME_HDR_SIZE + 256];
+        memcpy(frame + TB_FRAME_HDR_SIZE, pl, len);
+        memcpy(frame + TB_FRAME_HDR_SIZE + len, tail, sizeof tail);
+        tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .flags = TB_FRAME_F_COVER, .stream = 1,
+                             .tag = IT_TAG_WAVE, .source = rank,
+                             .len = (uint32_t)(len + sizeof tail) };
+        tb_frame_hdr_encode(&h, frame + TB_FRAME_HDR_SIZE, frame);
+        tbon_packet_unref(p);
+        if (send_all(j.data_fd, frame, TB_FRAME_HDR_SIZE + len + sizeof tail) != 0)
+            _exit(0);
     }
     /* A well-formed wave answer first would be accepted: corrupt it. */
     tbon_packet_t *p = tbon_packet_new(IT_TAG_WAVE, "%ld", (int64_t)424242);
@@ -470,7 +488,9 @@ static void bad_frame_from_peer(int bad_len)
     }
     if (bad_len >= 2) {
         /* its parent's log names it and why */
-        const char *why = bad_len == 2 ? "a piece of another packet" : "a packet over the maximum";
+        const char *why = bad_len == 2 ? "a piece of another packet"
+                        : bad_len == 3 ? "a packet over the maximum"
+                                       : "bad coverage on a DATA frame: ranges 5-9 and 8-12";
         char path[700], line[1024];
         snprintf(path, sizeof path, "%s/logs/commnode-2.log", th_tmpdir());
         FILE *f = fopen(path, "r");
@@ -496,6 +516,10 @@ ITEST(sec_mixed_pieces_from_peer_close_only_it) { bad_frame_from_peer(2); }
 
 /* Pieces adding up to more than the session's maximum. */
 ITEST(sec_pieces_over_the_maximum_close_only_it) { bad_frame_from_peer(3); }
+
+/* A coverage (docs/protocol.md 2.6) that is not in canonical form: its
+ * connection closed, the parent's log naming the peer and the ranges. */
+ITEST(sec_bad_coverage_from_peer_closes_only_it) { bad_frame_from_peer(4); }
 
 /* ---- the attach file among other local users (issue 19, item 5) ---- */
 

@@ -118,7 +118,7 @@ TEST(table_names_every_op_once)
     CHECK(tb_ctl_info(TB_CTL_OP_MAX + 1) == NULL);
     CHECK(tb_ctl_info(-1) == NULL);
     CHECK_STR(tb_ctl_name(99), "?");
-    CHECK_INT(TB_CTL_OP_MAX, 24);
+    CHECK_INT(TB_CTL_OP_MAX, 25);
     for (int op = 1; op <= TB_CTL_OP_MAX; op++) {
         const tb_ctl_info_t *i = tb_ctl_info(op);
         REQUIRE(i);
@@ -141,6 +141,7 @@ TEST(table_names_every_op_once)
     CHECK_INT(TB_CTL_MISSING, 22);
     CHECK_INT(TB_CTL_FILTER_FAULT, 23);
     CHECK_INT(TB_CTL_STREAM_END, 24);
+    CHECK_INT(TB_CTL_DONE, 25);
     CHECK_STR(tb_ctl_name(TB_CTL_VIEW_ACK), "VIEW_ACK");
     CHECK_INT(tb_ctl_info(TB_CTL_VIEW)->owner, TB_CTL_OWN_VIEW);
     CHECK_INT(tb_ctl_info(TB_CTL_REPORT)->owner, TB_CTL_OWN_FT);
@@ -153,10 +154,10 @@ TEST(unknown_op_is_refused)
 {
     tb_ctl_msg_t m;
     tbon_error_t err;
-    tbon_packet_t *p = tbon_packet_new(25, "%ud", 0u);
+    tbon_packet_t *p = tbon_packet_new(26, "%ud", 0u);
     REQUIRE(p);
-    CHECK_INT(tb_ctl_decode(25, p, &m, &err), TBON_EFORMAT);
-    CHECK(strstr(err.msg, "control message 25: no such op") != NULL);
+    CHECK_INT(tb_ctl_decode(26, p, &m, &err), TBON_EFORMAT);
+    CHECK(strstr(err.msg, "control message 26: no such op") != NULL);
     size_t len;
     const uint8_t *b = tb_packet_payload(p, &len);
     CHECK_INT(tb_ctl_decode_bytes(0, b, len, &m, &err), TBON_EFORMAT);
@@ -703,6 +704,7 @@ TEST(every_message_refuses_every_other_format)
     pk[TB_CTL_FILTER_FAULT] = tb_ctl_filter_fault_encode(
         &(tb_ctl_filter_fault_t){ 1, 7, 1, 11, 0, one, 1, "m" });
     pk[TB_CTL_STREAM_END] = tb_ctl_stream_end_encode(&(tb_ctl_stream_end_t){ 9 });
+    pk[TB_CTL_DONE] = tb_ctl_done_encode(&(tb_ctl_done_t){ 9, (uint64_t)3 << 24 });
     for (int a = 1; a <= TB_CTL_OP_MAX; a++) {
         REQUIRE(pk[a]);
         for (int b = 1; b <= TB_CTL_OP_MAX; b++) {

@@ -102,7 +102,7 @@ if wait_until 30 enough; then
         {
             w = $2; sub(":", "", w)
             l = $0; sub(/.*\[/, "", l); sub(/\].*/, "", l)
-            n = $0; sub(/.*\(from /, "", n); sub(/ back-end.*/, "", n)
+            n = $0; sub(/.*\(from /, "", n); sub(/ back-end.*/, "", n); sub(/ of .*/, "", n)
             k = split(l, v, /, */)
             delete got; cnt = 0; msg = ""
             for (i = 1; i + 1 <= k; i += 2) {

@@ -1,0 +1,274 @@
+/* node_exact.c - exact streams: every back-end's contribution folded once,
+ * also when commnodes die (docs/fault-tolerance.md, "Exact results when
+ * commnodes die"; docs/protocol.md 8.6).
+ *
+ * A stream is exact when its up filter is associative (filter.h: partials
+ * may be folded in any grouping and order), fault tolerance is on and it
+ * waits for waves. Then:
+ *  - every node keeps the units it sent up (the ret ring) until the FE says
+ *    their waves are delivered (TB_CTL_DONE, every TB_DONE_EVERY waves);
+ *  - an adopted node sends its kept units to its new parent again, flagged
+ *    LATE; a unit that comes for a wave a node has closed is LATE too;
+ *  - a LATE unit is never folded below the FE: each node sends it on up as
+ *    it is (and keeps it, in case it is orphaned in turn);
+ *  - the FE folds a LATE unit into its wave unless its coverage overlaps
+ *    what the wave holds (it was counted before the failure: a copy), and
+ *    holds a wave that lacks back-ends alive and expected while a failure is
+ *    being repaired (an orphan cut off, a graft to come): what they had sent
+ *    comes back with their adoption, ahead of its report;
+ *  - no node folds two units whose coverages overlap (tb_exact_disjoint).
+ * Seed 003 (Arnold and Miller, section IV-D) left exact results for filters
+ * that are not idempotent as future work; this is tbon's answer for the
+ * associative ones. */
+#include "node/node_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/packet_int.h"
+#include "util/log.h"
+
+/* Bounds of what a stream keeps of its sent units: past them the oldest go
+ * (a failure may then lose that wave here: the FE says what it lacks). */
+#define TB_RET_MAX       4096
+#define TB_RET_BYTES     (32u << 20)
+/* The FE tells the tree every this many delivered waves. */
+#define TB_DONE_EVERY    32
+
+struct tb_ret {
+    uint64_t key;
+    tbon_packet_t *p;
+    int more;
+};
+
+static size_t pbytes(const tbon_packet_t *p)
+{
+    size_t len;
+    tb_packet_payload(p, &len);
+    return len + 64;
+}
+
+static void ret_drop_head(tb_ring_t *r, size_t *bytes)
+{
+    struct tb_ret *e = tb_ring_at(r, 0);
+    if (bytes)
+        *bytes -= pbytes(e->p);
+    tbon_packet_unref(e->p);
+    tb_ring_drop(r);
+}
+
+static void ret_push(tb_ring_t *r, size_t *bytes, tbon_packet_t *p, int more, uint64_t key)
+{
+    if (!r->size)
+        tb_ring_init(r, sizeof(struct tb_ret));
+    struct tb_ret *e = tb_ring_push(r);
+    if (!e) {
+        tbon_packet_unref(p);
+        return;
+    }
+    *e = (struct tb_ret){ key, p, more };
+    if (bytes)
+        *bytes += pbytes(p);
+}
+
+void tb_exact_retain(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t *p, int more, uint64_t key)
+{
+    (void)n;
+    if (key <= s->done && s->done)
+        return;             /* delivered already */
+    while (s->ret.len && (s->ret.len >= TB_RET_MAX || s->ret_bytes + pbytes(p) > TB_RET_BYTES))
+        ret_drop_head(&s->ret, &s->ret_bytes);
+    ret_push(&s->ret, &s->ret_bytes, tbon_packet_ref(p), more, key);
+}
+
+static void ret_trim(tb_ring_t *r, size_t *bytes, uint64_t key)
+{
+    while (r->len && ((struct tb_ret *)tb_ring_at(r, 0))->key <= key)
+        ret_drop_head(r, bytes);
+}
+
+/* TB_CTL_DONE for s up to key, to the children that take part. */
+static void send_done(tb_node_t *n, const tb_stream_st_t *s, uint64_t key)
+{
+    tbon_packet_t *p = tb_ctl_done_encode(&(tb_ctl_done_t){ s->id, key });
+    for (size_t i = 0; p && i < n->nchild; i++)
+        if (s->part[i] && n->child[i].conn)
+            tb_node_send_ctl(n, n->child[i].conn, TB_CTL_DONE, tbon_packet_ref(p));
+    tbon_packet_unref(p);
+}
+
+void tb_exact_done(tb_node_t *n, uint32_t stream, uint64_t key)
+{
+    tb_stream_st_t *s = stream < n->nstreams ? n->streams[stream] : NULL;
+    if (!s || key <= s->done)
+        return;
+    s->done = key;
+    /* Kept units are in the order they went; a late one may follow a later
+     * wave's, and then waits for a later DONE (the ring is not walked). */
+    ret_trim(&s->ret, &s->ret_bytes, key);
+    tb_stream_reqs_trim(s, key >> 24);
+    send_done(n, s, key);
+}
+
+void tb_exact_delivered(tb_node_t *n, tb_stream_st_t *s, uint64_t key)
+{
+    ret_trim(&s->late, NULL, key);
+    if (++s->undone < TB_DONE_EVERY)
+        return;
+    s->undone = 0;
+    s->done = key;
+    send_done(n, s, key);
+}
+
+static void send_late(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uint64_t key)
+{
+    tbon_rank_t src = tbon_packet_source(p);
+    uint16_t fl = TB_FRAME_F_LATE | TB_FRAME_F_COVER | (more ? TB_FRAME_F_MORE : 0);
+    if (n->parent && !n->parent->closed)
+        tb_conn_send_packet_key(n->parent, TB_FRAME_DATA, fl, stream, tbon_packet_tag(p),
+                                src == TBON_RANK_NONE ? n->rank : src, key, p);
+}
+
+void tb_exact_replay(tb_node_t *n, tb_stream_st_t *s)
+{
+    if (s->ret.len)
+        TB_INFO("ft", "stream %u: %zu unit%s sent up before the adoption go again to the "
+                "new parent", s->id, s->ret.len, s->ret.len == 1 ? "" : "s");
+    for (size_t j = 0; j < s->ret.len; j++) {
+        const struct tb_ret *e = tb_ring_at(&s->ret, j);
+        send_late(n, s->id, e->p, e->more, e->key);
+    }
+}
+
+void tb_exact_late(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t *p, int more, uint64_t key)
+{
+    if (n->role != TB_ROLE_FE) {
+        /* Kept as what we sent (we may be orphaned before it is delivered),
+         * and sent on as it is. */
+        tb_exact_retain(n, s, p, more, key);
+        send_late(n, s->id, p, more, key);
+        tbon_packet_unref(p);
+        return;
+    }
+    if ((s->has_closed && key <= s->closed) || (s->done && key <= s->done)) {
+        TB_DEBUG("stream", "stream %u: a late partial of wave %llu.%llu, delivered already, "
+                 "dropped", s->id, (unsigned long long)(key >> 24),
+                 (unsigned long long)(key & 0xffffff));
+        tbon_packet_unref(p);
+        return;
+    }
+    ret_push(&s->late, NULL, p, more, key);
+}
+
+int tb_exact_hold(tb_node_t *n, tb_stream_st_t *s, uint64_t key)
+{
+    /* No membership change ever, no partial sent again: nothing to wait for. */
+    if (!n->cover.changes && !s->late.len)
+        return 0;
+    tb_ranks_t u, later, d;
+    tb_ranks_init(&u);
+    tb_ranks_init(&later);
+    tb_ranks_init(&d);
+    int blocked = 0;
+    for (size_t i = 0; i < n->nchild; i++) {
+        blocked |= n->child[i].blocked;
+        for (size_t j = 0; j < s->q[i].ring.len; j++) {
+            const struct tb_pq_ent *e = tb_ring_at(&s->q[i].ring, j);
+            if (e->pkt)
+                tb_ranks_union(e->key == key ? &u : &later, tb_packet_cover(e->pkt));
+        }
+    }
+    for (size_t j = 0; j < s->late.len; j++) {
+        const struct tb_ret *e = tb_ring_at(&s->late, j);
+        if (e->key >= key)
+            tb_ranks_union(e->key == key ? &u : &later, tb_packet_cover(e->p));
+    }
+    /* Waited for: a back-end the wave expected, alive and not silent, that
+     * has sent nothing for a later wave either (its partials come in order
+     * on any path, the ones sent again ahead of the adoption's report and of
+     * its answers to requests sent again). One with a later answer here
+     * passed this request over, or lost its part of it for good. Not while
+     * back-pressure keeps us from reading a child: the wave goes short. */
+    tb_cover_awaited(n, s, key >> 24, &u, &d);
+    tb_ranks_t w;
+    tb_ranks_init(&w);
+    tb_ranks_minus(&w, &d, &later);
+    int hold = w.n > 0 && !blocked;
+    if (hold && tb_log_enabled(TBON_LOG_DEBUG)) {
+        char who[160];
+        tb_ranks_format(&w, who, sizeof who);
+        TB_DEBUG("stream", "stream %u: wave %llu waits for back-ends %s", s->id,
+                 (unsigned long long)(key >> 24), who);
+    }
+    tb_ranks_free(&w);
+    tb_ranks_free(&u);
+    tb_ranks_free(&later);
+    tb_ranks_free(&d);
+    return hold;
+}
+
+size_t tb_exact_count_late(const tb_stream_st_t *s, uint64_t key)
+{
+    size_t c = 0;
+    for (size_t j = 0; j < s->late.len; j++)
+        c += ((const struct tb_ret *)tb_ring_at(&s->late, j))->key == key;
+    return c;
+}
+
+size_t tb_exact_take_late(tb_stream_st_t *s, uint64_t key, tbon_packet_t **in)
+{
+    size_t len = s->late.len, taken = 0;
+    for (size_t j = 0; j < len; j++) {
+        struct tb_ret e = *(struct tb_ret *)tb_ring_at(&s->late, 0);
+        tb_ring_drop(&s->late);
+        if (e.key == key)
+            in[taken++] = e.p;
+        else
+            *(struct tb_ret *)tb_ring_push(&s->late) = e;    /* room: one was dropped */
+    }
+    return taken;
+}
+
+size_t tb_exact_disjoint(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k,
+                         const size_t *start, size_t nunits)
+{
+    tb_ranks_t all, u;
+    tb_ranks_init(&all);
+    tb_ranks_init(&u);
+    size_t out = 0, dropped = 0;
+    for (size_t un = 0; un < nunits; un++) {
+        size_t a = start[un], b = un + 1 < nunits ? start[un + 1] : k;
+        tb_ranks_clear(&u);
+        for (size_t j = a; j < b; j++)
+            tb_ranks_union(&u, tb_packet_cover(in[j]));
+        if (u.n && tb_ranks_overlaps(&all, &u)) {
+            char what[120];
+            tb_ranks_format(&u, what, sizeof what);
+            TB_INFO("stream", "stream %u: a partial result over back-ends %s was counted "
+                    "already: this copy is dropped", s->id, what);
+            for (size_t j = a; j < b; j++)
+                tbon_packet_unref(in[j]);
+            dropped += b - a;
+            continue;
+        }
+        tb_ranks_union(&all, &u);
+        for (size_t j = a; j < b; j++)
+            in[out++] = in[j];
+    }
+    (void)n;
+    (void)dropped;
+    tb_ranks_free(&all);
+    tb_ranks_free(&u);
+    return out;
+}
+
+void tb_exact_free(tb_stream_st_t *s)
+{
+    while (s->ret.len)
+        ret_drop_head(&s->ret, &s->ret_bytes);
+    tb_ring_free(&s->ret);
+    while (s->late.len)
+        ret_drop_head(&s->late, NULL);
+    tb_ring_free(&s->late);
+}
