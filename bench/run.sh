@@ -98,6 +98,39 @@ fi
     fi
 } >>"$tmp"
 
+# Exact streams (issue 31): the cost of coverage and of keeping what was
+# sent, on fault-free sum waves, exactness on beside off in one build.
+ex_rows=$(mktemp)
+ex_ok=0
+if [ -x "$b/bench/bench_tree" ]; then
+    echo "== bench/exact_cost.sh" >&2
+    if bench/exact_cost.sh --rounds 5 --shapes "8x8 32x32" "$b" >"$ex_rows"; then
+        ex_ok=1
+    else
+        echo "exact_cost.sh failed" >&2
+        status=1
+    fi
+fi
+{
+    echo
+    echo "## Exact streams: the cost without failures"
+    echo
+    echo "bench/exact_cost.sh: bench_tree's sum stream on 8x8 (64 back-ends) and 32x32"
+    echo "(1,024), exact (the default: every unit kept by its sender until the FE has the"
+    echo "wave, coverage checked for overlaps at every node, a DONE message per 32 waves)"
+    echo "beside tbon_fe_options_t.exact_off (coverage still travels), one build, five"
+    echo "rounds alternating; each figure is the median of the rounds' medians."
+    if [ "$ex_ok" = 0 ]; then
+        echo
+        echo "**exact_cost.sh did not run or failed in this run.**"
+    fi
+    echo
+    echo "| area | metric | median | unit | notes |"
+    echo "|---|---|---|---|---|"
+    grep -E '^\|' "$ex_rows" || true
+} >>"$tmp"
+rm -f "$ex_rows"
+
 # Fault tolerance (seed 003 VI-C and VI-D): recovery latency against the
 # victim's fan-out, the cost of fault tolerance on a streaming union, and the
 # perturbation trace of a 32x32 tree (bench/perturbation.csv and .svg).

@@ -65,6 +65,8 @@ struct cli {
     char *const       *be_argv;       /* NULL-terminated (argv's tail) */
 };
 
+/* A wave's outcome was TBON_EFILTER: the run goes on, and exits EXIT_RUN. */
+static int g_wave_failed;
 static volatile sig_atomic_t g_stop;  /* set by SIGINT/SIGTERM */
 
 static const struct {
@@ -990,6 +992,13 @@ static int run_wave(const struct cli *c, tbon_net_t *net, tbon_stream_t *s, unsi
         }
         if (rc == TBON_ELOST)
             return lost_wave(net, w);
+        if (rc == TBON_EFILTER && !g_stop) {
+            /* This wave's outcome: a filter failed over its input. The
+             * next waves go on (the run's status says one failed). */
+            recv_failed(c, net, w, rc);
+            g_wave_failed = 1;
+            return 0;
+        }
         if (rc != 0)
             return g_stop ? EXIT_RUN : recv_failed(c, net, w, rc);
         /* The back-ends cut off from the tree (their parent failed, no
@@ -1152,7 +1161,7 @@ int main(int argc, char **argv)
         status = run_wave(&c, net, s, w);
         drain_events(&c, net);
     }
-    if (g_stop)
+    if (g_stop || (!status && g_wave_failed))
         status = EXIT_RUN;
 
 out:

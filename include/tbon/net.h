@@ -89,15 +89,19 @@ typedef enum {
     TBON_EV_NODE_ALIVE,
     /* A plug-in filter crashed (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) or
      * ran past its limit (TBON_FILTER_PARAM_LIMIT) on node `rank`, on stream
-     * `stream`: `filter` is its id, `signal` the signal (0: past its limit),
+     * `stream` - or a filter returned an error over a wave's input (signal
+     * -1): `filter` is its id, `signal` the signal (0: past its limit),
      * `detail` names the filter, the stream, the signal and where, and the
      * ranks whose packets were its input. A crash drops that call's input
      * (the wave goes on without it) and the node goes on; a filter past its
      * limit ends its commnode, which is then taken for failed
      * (TBON_EV_NODE_FAILED follows) and whose orphans do not send that
      * stream's input again (at the front-end, rank 0, the call is left to
-     * a thread of its own and the front-end goes on). The stream's next tbon_stream_recv also returns
-     * TBON_EFILTER. docs/filter-guide.md, "When a filter crashes or hangs". */
+     * a thread of its own and the front-end goes on). On a wait-for-all or
+     * timeout stream the outcome of that wave is TBON_EFILTER from the
+     * receive, in its place among the waves (tbon_stream_request names it);
+     * on a don't-wait stream the stream's next receive returns TBON_EFILTER.
+     * docs/filter-guide.md, "When a filter crashes or hangs". */
     TBON_EV_FILTER_ERROR,
 } tbon_event_type_t;
 

@@ -139,10 +139,18 @@ static uint64_t head_seq(const tbon_stream_t *s)
     return ((const tb_dent_t *)tb_ring_at(&s->q, 0))->seq;
 }
 
-static tbon_packet_t *pop_locked(tbon_net_t *net, tbon_stream_t *s)
+/* The oldest entry of s's queue, taken: its packet (NULL: an error outcome,
+ * whose code and message go to *code and msg[0..len) when not NULL). */
+static tbon_packet_t *pop_locked(tbon_net_t *net, tbon_stream_t *s, int *code, char *msg,
+                                 size_t len)
 {
     tb_dent_t *e = tb_ring_at(&s->q, 0);
     tbon_packet_t *p = e->pkt;
+    if (code)
+        *code = e->code ? e->code : TBON_ELOST;
+    if (msg && len)
+        snprintf(msg, len, "%s", e->msg ? e->msg : "");
+    free(e->msg);
     s->taken = e->q;
     if (!net->is_fe && e->q > s->epoch) {
         s->epoch = e->q;
@@ -303,17 +311,23 @@ static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt
         }
         if (best) {
             uint64_t q = ((const tb_dent_t *)tb_ring_at(&best->q, 0))->q;
-            *pkt = pop_locked(net, best);
+            int code = 0;
+            char why[400];
+            *pkt = pop_locked(net, best, &code, why, sizeof why);
             if (sout)
                 *sout = best;
             maybe_resume(net);
             if (held)
                 release(net);
             pthread_mutex_unlock(&net->mu);
-            if (!*pkt)
-                return tb_net_seterr(TBON_ELOST, "stream %u: the wave of request %llu was lost "
-                                     "with the nodes that held it", best->id, (unsigned long long)q);
-            return 0;
+            if (*pkt)
+                return 0;
+            /* One outcome per wave, in order: this wave's is an error. */
+            if (code == TBON_EFILTER)
+                return tb_net_seterr(TBON_EFILTER, "stream %u, the wave of request %llu: %s",
+                                     best->id, (unsigned long long)q, why);
+            return tb_net_seterr(TBON_ELOST, "stream %u: the wave of request %llu was lost "
+                                 "with the nodes that held it", best->id, (unsigned long long)q);
         }
         if (only && atomic_load(&only->closed)) {
             if (held)
@@ -392,7 +406,7 @@ int tbon_stream_close(tbon_stream_t *s)
     atomic_store(&s->closed, 1);
     s->error = 0;
     while (s->q.len)
-        tbon_packet_unref(pop_locked(net, s));
+        tbon_packet_unref(pop_locked(net, s, NULL, NULL, 0));
     maybe_resume(net);
     pthread_cond_broadcast(&net->cond);     /* a receiver waiting on it */
     pthread_mutex_unlock(&net->mu);
@@ -667,7 +681,7 @@ void tb_net_free(tbon_net_t *net)
         if (!s)
             continue;
         while (s->q.len)
-            tbon_packet_unref(pop_locked(net, s));
+            tbon_packet_unref(pop_locked(net, s, NULL, NULL, 0));
         tb_ring_free(&s->q);
         free(s);
     }

@@ -38,9 +38,24 @@ static void cb_deliver(void *arg, uint32_t stream, tbon_packet_t *p, uint64_t q)
         tbon_packet_unref(p);
         return;
     }
-    *e = (tb_dent_t){ p, ++net->seq, q };
+    *e = (tb_dent_t){ p, ++net->seq, q, 0, NULL };
     net->app_bytes += tb_net_pkt_size(p);
     pthread_cond_broadcast(&net->cond);
+    pthread_mutex_unlock(&net->mu);
+}
+
+/* FE: the outcome of the wave of request q on stream is an error (code,
+ * msg), in its place among the waves. */
+static void cb_wave_error(void *arg, uint32_t stream, uint64_t q, int code, const char *msg)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    tbon_stream_t *s = tb_net_stream_locked(net, stream, 0);
+    tb_dent_t *e = s && !atomic_load(&s->closed) ? tb_ring_push(&s->q) : NULL;
+    if (e) {
+        *e = (tb_dent_t){ NULL, ++net->seq, q, code, msg ? strdup(msg) : NULL };
+        pthread_cond_broadcast(&net->cond);
+    }
     pthread_mutex_unlock(&net->mu);
 }
 
@@ -255,7 +270,8 @@ static void cb_checked(void *arg, uint64_t id, const tbon_rank_t *agree, size_t 
 
 tb_node_cbs_t tb_net_callbacks(tbon_net_t *net)
 {
-    return (tb_node_cbs_t){ .arg = net, .deliver = cb_deliver, .status = cb_status,
+    return (tb_node_cbs_t){ .arg = net, .deliver = cb_deliver, .wave_error = cb_wave_error,
+                            .status = cb_status,
                             .progress = cb_progress, .app_full = cb_app_full,
                             .event = cb_event, .kick = net->inline_node ? tb_net_kick : NULL,
                             .arm = net->inline_node ? tb_net_arm : NULL,

@@ -17,9 +17,12 @@
 #define TB_APP_LOW  (2u << 20)
 
 typedef struct tb_dent {
-    tbon_packet_t *pkt;
+    tbon_packet_t *pkt;    /* NULL: the wave's outcome is an error (code) */
     uint64_t seq;
-    uint64_t q;            /* the request number it came with (BE) */
+    uint64_t q;            /* the request number it came with (BE), or at the FE
+                              the request whose wave it is */
+    int code;              /* pkt NULL: TBON_ELOST (0 too) or TBON_EFILTER */
+    char *msg;             /* pkt NULL: why (malloc'd), or NULL */
 } tb_dent_t;
 
 struct tbon_comm {

@@ -30,7 +30,7 @@ static const tb_ctl_info_t table[] = {
       "back-ends; only to children whose subtree holds a member (and, for a broadcast stream, "
       "every commnode)" },
     { TB_CTL_FILTER, "FILTER", TB_CTL_DOWN, N_, "%d %s %s",
-      "id, path, function: load that filter (to commnodes only)" },
+      "id, path, function: load that filter (to every child, back-ends too)" },
     { TB_CTL_PARAMS, "PARAMS", TB_CTL_DOWN, N_, "%ud %d %d %auc",
       "stream, which (up 0, down 1, sync 2), the parameter packet's tag and encoded "
       "payload" },
@@ -83,9 +83,10 @@ static const tb_ctl_info_t table[] = {
       "host and why), those children (none: its whole subtree is left out): a node left out "
       "of the start-up, applied on the way up" },
     { TB_CTL_FILTER_FAULT, "FILTER_FAULT", TB_CTL_UP, N_, "%ud %d %ud %d %uld %aud %s",
-      "stream, filter id, the rank it ran on, signal (0: it ran past its limit), the wave's "
-      "key (0: none; the FE drops that wave), the ranks whose packets were its input, message: "
-      "a plug-in filter crashed or hung" },
+      "stream, filter id, the rank it ran on, signal (0: it ran past its limit; -1: it "
+      "returned an error over a wave's input), the wave's key (0: none; that wave's outcome "
+      "at the FE is this error), the ranks whose packets were its input, message: a plug-in "
+      "filter crashed or hung, or a filter returned an error over a wave" },
     { TB_CTL_STREAM_END, "STREAM_END", TB_CTL_DOWN, N_, "%ud",
       "stream id: the stream ends here (tbon_stream_close); forwarded as STREAM was" },
     { TB_CTL_DONE, "DONE", TB_CTL_DOWN, N_, "%ud %uld",

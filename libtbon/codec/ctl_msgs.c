@@ -611,11 +611,11 @@ int tb_ctl_filter_fault_decode(const tbon_packet_t *p, tb_ctl_filter_fault_t *m,
         rc = unpacked(tbon_packet_unpack(p, "%ud %d %ud %d %uld %aud %s", &m->stream, &m->filter,
                                          &m->rank, &m->sig, &m->key, &src, &m->nsources, &msg),
                       TB_CTL_FILTER_FAULT, err);
-    if (!rc && (m->sig < 0 || m->sig > 64)) {
+    if (!rc && (m->sig < -1 || m->sig > 64)) {
         free(src);
         free(msg);
         rc = tb_error_set(err, TBON_EFORMAT, "control message FILTER_FAULT: signal %d is out of "
-                          "range (0-64)", (int)m->sig);
+                          "range (-1-64)", (int)m->sig);
     }
     if (!rc) {
         m->msg = msg;

@@ -4,7 +4,7 @@
  *
  * A plug-in filter that never returns keeps the node's reactor inside it:
  * heartbeats go on (they are this thread's), waves wait, and nothing is ever
- * said. The reactor notes each plug-in call in n->fw (node_stream.c); this
+ * said. The reactor notes each plug-in call in n->fw (node_ffault.c); this
  * thread looks at it at least every FW_POLL_MS while a plug-in is loaded, and
  * exactly at the call's limit once it has seen the call. Past it, the node
  * is taken for failed, in this order:

@@ -65,7 +65,7 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
                     continue;   /* a piece taken, or the link closed */
             }
             if (f.hdr.type == TB_FRAME_DATA && f.hdr.len == 0 && c->index >= 0) {
-                /* A child's wave with no packet (node_stream.c, empty_up). */
+                /* A child's wave with no packet (node_wave.c, tb_wave_empty_up). */
                 tb_stream_up(n, (size_t)c->index, f.hdr.stream, NULL, 0, f.hdr.key, 0);
             } else if (f.hdr.type == TB_FRAME_DATA || f.hdr.type == TB_FRAME_CONTROL) {
                 tbon_error_t err;
@@ -209,8 +209,10 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
             TB_ERROR("filter", "%s", err.msg);
         else
             tb_node_filter_loaded(n);
+        /* to every child: back-ends load plug-ins too (their state for an
+         * adoption, docs/filter-guide.md) */
         for (size_t i = 0; i < n->nchild; i++)
-            if (!n->child[i].is_be && n->child[i].conn)
+            if (n->child[i].conn)
                 tb_node_send_ctl(n, n->child[i].conn, TB_CTL_FILTER, tb_ctl_filter_encode(&f));
         break;
     }

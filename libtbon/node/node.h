@@ -41,6 +41,10 @@ typedef struct tb_node_cbs {
      * NULL says that the wave of request q was lost whole (every part of it
      * died with failed nodes, and no node owes it any more). */
     void (*deliver)(void *arg, uint32_t stream, tbon_packet_t *p, uint64_t q);
+    /* FE: the outcome of the wave of request q is an error (TBON_EFILTER: a
+     * filter failed over its input, msg says where and why), in its place
+     * among the waves. May be NULL: then the wave is given as lost. */
+    void (*wave_error)(void *arg, uint32_t stream, uint64_t q, int code, const char *msg);
     void (*status)(void *arg, int what, int code, const char *msg);
     void (*progress)(void *arg, size_t ready, size_t total);
     /* 1 while the application's receive queue is above its high-water mark:

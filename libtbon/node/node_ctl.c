@@ -68,9 +68,10 @@ void tb_node_on_conn(tb_node_t *n, tb_cmd_t *cmd)
         };
         tb_node_send_ctl(n, ch->conn, TB_CTL_LAUNCH, tb_ctl_launch_encode(&l));
     }
-    /* Filters loaded so far reach late joiners too (attach mode). */
-    if (!ch->is_be)
-        tb_node_send_filters(n, ch->conn);
+    /* Filters loaded so far reach late joiners too (attach mode), back-ends
+     * as well: they keep a state-recoverable plug-in's state over what they
+     * send, for an adoption. */
+    tb_node_send_filters(n, ch->conn);
     if (tb_node_ending(n))
         tb_node_send_ctl(n, ch->conn, TB_CTL_SHUTDOWN,
                          tb_ctl_shutdown_encode(&(tb_ctl_shutdown_t){ 0 }));
@@ -111,14 +112,17 @@ static void ctl_down(tb_node_t *n, const tb_ctl_msg_t *m, tbon_packet_t *p)
         const tb_ctl_filter_t *f = &m->u.filter;
         tbon_error_t err;
         if (tb_filter_reg_load(n->filters, f->path, f->func, f->id, &err) < 0) {
-            TB_ERROR("filter", "%s", err.msg);
+            char msg[600];
+            snprintf(msg, sizeof msg, "rank %u (%s): %s", n->rank, tb_role_name(n->role),
+                     err.msg);
+            TB_ERROR("filter", "%s", msg);
             tb_node_send_ctl(n, n->parent, TB_CTL_STREAM_ERR,
-                             tb_ctl_stream_err_encode(&(tb_ctl_stream_err_t){ 0, err.msg }));
+                             tb_ctl_stream_err_encode(&(tb_ctl_stream_err_t){ 0, msg }));
         } else {
             tb_node_filter_loaded(n);
         }
         for (size_t i = 0; i < n->nchild; i++)
-            if (!n->child[i].is_be && n->child[i].conn)
+            if (n->child[i].conn)
                 tb_node_send_ctl(n, n->child[i].conn, TB_CTL_FILTER, tbon_packet_ref(p));
         break;
     }

@@ -107,7 +107,7 @@ void tb_exact_done(tb_node_t *n, uint32_t stream, uint64_t key)
     /* Kept units are in the order they went; a late one may follow a later
      * wave's, and then waits for a later DONE (the ring is not walked). */
     ret_trim(&s->ret, &s->ret_bytes, key);
-    tb_stream_reqs_trim(s, key >> 24);
+    tb_reqs_trim(s, key >> 24);
     send_done(n, s, key);
 }
 

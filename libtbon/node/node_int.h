@@ -1,6 +1,8 @@
 /* node_int.h - the node's private state, shared by node.c (loop, commands,
- * connections), node_start.c (launch, start-up, shutdown) and node_stream.c
- * (streams, synchronisation, filters) */
+ * connections), node_start.c (launch, start-up, shutdown) and the parts of a
+ * stream: node_stream.c (the stream), node_wave.c (its waves), node_reqs.c
+ * (its kept requests), node_ffault.c (its filter calls and faults),
+ * node_cover.c (what results hold) and node_exact.c (exact streams) */
 #ifndef TB_NODE_INT_H
 #define TB_NODE_INT_H
 
@@ -110,8 +112,10 @@ typedef struct tb_stream_st {
                                  -1: the node's default */
     uint8_t   hung_above;     /* the parent's filter of this stream hung over
                                  what we sent: none of it goes to an adopter */
-    uint64_t  poisoned[8];    /* FE: keys of waves whose input a filter crash
-                                 dropped below: not delivered (0 = free) */
+    uint64_t  poisoned[8];    /* FE: keys of waves whose input a filter fault
+                                 below dropped: their outcome is TBON_EFILTER
+                                 (0 = free) */
+    char     *poison_msg[8];  /* FE: why, for each (malloc'd, or NULL) */
     uint64_t  cover_q, cover_at; /* FE: the request of the wave being delivered
                                  and its number among all streams' requests
                                  (node_cover.c; 0: not known) */
@@ -243,7 +247,7 @@ struct tb_node {
                                  what still comes for it is dropped quietly */
     size_t     nended;        /* bytes */
     tb_filter_reg_t *filters;
-    /* The plug-in filter call running now, if any (node_stream.c), for the
+    /* The plug-in filter call running now, if any (node_ffault.c), for the
      * EDS thread, which takes the node for failed when it runs past its
      * limit (ft/eds.c, watch_filter). Under fw.mu. */
     struct tb_fwatch {
@@ -518,9 +522,7 @@ void tb_node_reap_all(tb_node_t *n);
  * below (TB_FRAME_F_LATE, exact streams). */
 void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p, int more,
                   uint64_t key, int late);
-/* FE: the number among all streams' requests of request q of s, 0 if not
- * known (node_cover.c). */
-uint64_t tb_stream_request_at(const tb_stream_st_t *s, uint64_t q);
+
 /* A packet going down (takes p); q: its request number, 0 at the FE (which
  * numbers the requests of each stream). */
 void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q);
@@ -649,10 +651,47 @@ size_t tb_exact_take_late(tb_stream_st_t *s, uint64_t key, tbon_packet_t **in);
 size_t tb_exact_disjoint(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k,
                          const size_t *start, size_t nunits);
 void tb_exact_free(tb_stream_st_t *s);
-/* node_stream.c, for node_exact.c */
-void tb_stream_reqs_trim(tb_stream_st_t *s, uint64_t q);
-int  tb_stream_members_settled(const tb_node_t *n, const tb_stream_st_t *s);
+/* node_stream.c: the stream object, for the other parts of a stream */
+static inline tb_stream_st_t *tb_stream_get(const tb_node_t *n, uint32_t id)
+{
+    return id < n->nstreams ? n->streams[id] : NULL;
+}
+/* Stream id was ended here (tbon_stream_close): what comes for it is dropped. */
+int  tb_stream_ended(const tb_node_t *n, uint32_t id);
+/* Whether any child still takes part in s. */
 int  tb_stream_takes_part(const tb_node_t *n, const tb_stream_st_t *s);
+/* node_wave.c: the waves of a stream */
+/* FE: is every live member of s reached through a child that takes part? */
+int  tb_stream_members_settled(const tb_node_t *n, const tb_stream_st_t *s);
+/* A wave with no packet goes up as an empty DATA frame (protocol.md 7.3). */
+void tb_wave_empty_up(tb_node_t *n, tb_stream_st_t *s, uint64_t key);
+/* s's child queues and wave timer, freed (the stream ends). */
+void tb_wave_free(tb_node_t *n, tb_stream_st_t *s);
+/* node_reqs.c: the requests a stream keeps */
+/* Keep request q (its packet p, borrowed; at: its number among all the FE's
+ * requests) until its wave closes; bounded. */
+void tb_reqs_keep(tb_stream_st_t *s, uint64_t q, tbon_packet_t *p, uint64_t at);
+/* Drop the kept requests up to q. */
+void tb_reqs_trim(tb_stream_st_t *s, uint64_t q);
+void tb_reqs_free(tb_stream_st_t *s);
+/* FE: request q's number among all streams' requests, 0 if not kept. */
+uint64_t tb_reqs_at(const tb_stream_st_t *s, uint64_t q);
+/* FE: the wave of request q is delivered next: note its number (cover_at). */
+void tb_reqs_note(tb_stream_st_t *s, uint64_t q);
+/* FE: whether request q went down (is kept for its wave) and has a wave. */
+int  tb_reqs_has_wave(const tb_stream_st_t *s, uint64_t q);
+/* An adopted child gets the kept requests after seen_to, and owes them. */
+void tb_reqs_resend(tb_node_t *n, tb_stream_st_t *s, size_t child, uint64_t seen_to);
+/* node_ffault.c: filter calls and their faults */
+/* Report a filter failure of stream id toward the FE (TB_CTL_STREAM_ERR). */
+void tb_stream_error(tb_node_t *n, uint32_t id, const char *msg);
+/* Run filter f of stream s over in[0..k) for the wave with key: at the FE a
+ * plug-in on its worker thread within its limit, elsewhere watched by the
+ * EDS; as tb_filter_run. */
+int  tb_stream_run_filter(tb_node_t *n, const tb_stream_st_t *s, const tb_filter_t *f,
+                          uint64_t key, tbon_packet_t *const in[], size_t k,
+                          tbon_packet_list_t *out, void **state, const tbon_filter_ctx_t *ctx,
+                          tbon_error_t *err);
 /* node_cover.c: the members of s that the wave of request q expected, that
  * have lacks, and that are alive and not under suspicion now, into out. */
 void tb_cover_awaited(tb_node_t *n, tb_stream_st_t *s, uint64_t q, const tb_ranks_t *have,

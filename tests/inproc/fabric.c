@@ -695,6 +695,33 @@ void fab_peer_data(fab_peer_t *pe, uint32_t stream, uint64_t key, int more, tbon
     peer_send(pe, &h, p);
 }
 
+void fab_peer_unit(fab_peer_t *pe, uint32_t stream, uint64_t key, uint16_t flags,
+                   tbon_packet_t *p, const tbon_rank_t *cov, size_t ncov)
+{
+    tb_ranks_t cv = TB_RANKS_INIT;
+    for (size_t i = 0; i < ncov; i++)
+        tb_ranks_add(&cv, cov[i]);
+    size_t len = 0;
+    const uint8_t *pl = tb_packet_payload(p, &len);
+    size_t tl = cv.n ? tb_ranks_wire_size(&cv) : 0;
+    uint8_t *buf = malloc(len + tl + 1);
+    tbon_error_t err;
+    if (buf) {
+        memcpy(buf, pl, len);
+        if (tl)
+            tb_ranks_encode(&cv, buf + len);
+        tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .flags = (uint16_t)(flags |
+                             (tl ? TB_FRAME_F_COVER : 0)), .stream = stream,
+                             .tag = tbon_packet_tag(p), .source = pe->rank, .key = key };
+        if (pe->fd < 0 ||
+            tb_sock_send_frame(pe->fd, &h, buf, len + tl, tb_now_ms() + FAB_MS, &err) != 0)
+            th_fail(__FILE__, __LINE__, "peer %u: cannot send a unit", pe->rank);
+    }
+    free(buf);
+    tb_ranks_free(&cv);
+    tbon_packet_unref(p);
+}
+
 void fab_peer_empty(fab_peer_t *pe, uint32_t stream, uint64_t key)
 {
     tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .stream = stream, .source = pe->rank,

@@ -123,6 +123,10 @@ void fab_peer_quiet(fab_peer_t *p, int ms);
 void fab_peer_ctl(fab_peer_t *pe, int op, tbon_packet_t *p);
 void fab_peer_data(fab_peer_t *pe, uint32_t stream, uint64_t key, int more, tbon_packet_t *p);
 void fab_peer_empty(fab_peer_t *pe, uint32_t stream, uint64_t key);
+/* A DATA frame with flags (TB_FRAME_F_MORE, _LATE) and the coverage
+ * cov[0..ncov) as a commnode sends it (docs/protocol.md 2.6). Takes p. */
+void fab_peer_unit(fab_peer_t *pe, uint32_t stream, uint64_t key, uint16_t flags,
+                   tbon_packet_t *p, const tbon_rank_t *cov, size_t ncov);
 /* Send a frame as it was read (by another peer: the test relays). */
 void fab_peer_send(fab_peer_t *pe, const fab_msg_t *m);
 /* Close the peer's end: for the node, its parent or child is gone. */

@@ -1,4 +1,4 @@
-/* test_ft.c - fault tolerance in one process (ft/recovery.c, node_stream.c):
+/* test_ft.c - fault tolerance in one process (ft/recovery.c, node_wave.c, node_exact.c):
  * reports of failures forwarded once and held until a view brings them
  * back; an orphan's hand-off to its adopter (its streams grafted, its filter
  * state and buffered output sent up, held reports sent again), seen from
@@ -165,6 +165,28 @@ static int parent_has_failed(fab_peer_t *pe, uint64_t v, tbon_rank_t r)
     return found;
 }
 
+/* Commnode 3 as a node, up, with fault tolerance on (the test sent the
+ * empty port table), its parent 1 and children 5 and 6 played by the test. */
+static fab_t *commnode_3(fab_node_t **cn, fab_peer_t **p1, fab_peer_t **p5, fab_peer_t **p6)
+{
+    fab_t *f = fab_new(TREE);
+    if (!f)
+        return NULL;
+    *p1 = NULL;
+    *cn = fab_node_under_peer(f, 3, p1);
+    *p5 = *cn ? fab_peer_under(f, *cn, 5) : NULL;
+    *p6 = *cn ? fab_peer_under(f, *cn, 6) : NULL;
+    if (!*cn || !*p1 || !*p5 || !*p6) {
+        fab_free(f);
+        return NULL;
+    }
+    tbon_packet_unref(fab_peer_expect_ctl(*p1, TB_CTL_PORT, FAB_MS));
+    tbon_packet_unref(fab_peer_expect_ctl(*p1, TB_CTL_READY, FAB_MS));
+    fab_peer_ctl(*p1, TB_CTL_PORTS, tbon_packet_new(TB_CTL_PORTS, "%aud %aud %d", NULL,
+                                                    (size_t)0, NULL, (size_t)0, 0));
+    return f;
+}
+
 /* Commnode 3 as a node, everything around it the test: parent 1, children
  * 5 and 6, later adopter 2.
  * - Reports: child 6's end goes up as a failure report; a report that
@@ -178,19 +200,10 @@ static int parent_has_failed(fab_peer_t *pe, uint64_t v, tbon_rank_t r)
  *   and the acknowledgement asking for the views it missed. */
 TEST(orphan_hands_over_streams_state_buffer_and_held_reports)
 {
-    fab_t *f = fab_new(TREE);
+    fab_peer_t *p1, *p5, *p6;
+    fab_node_t *cn;
+    fab_t *f = commnode_3(&cn, &p1, &p5, &p6);
     REQUIRE(f);
-    fab_peer_t *p1 = NULL;
-    fab_node_t *cn = fab_node_under_peer(f, 3, &p1);
-    REQUIRE(cn && p1);
-    fab_peer_t *p5 = fab_peer_under(f, cn, 5);
-    fab_peer_t *p6 = fab_peer_under(f, cn, 6);
-    REQUIRE(p5 && p6);
-    tbon_packet_unref(fab_peer_expect_ctl(p1, TB_CTL_PORT, FAB_MS));
-    tbon_packet_unref(fab_peer_expect_ctl(p1, TB_CTL_READY, FAB_MS));
-    /* fault tolerance on: the (empty) port table */
-    fab_peer_ctl(p1, TB_CTL_PORTS, tbon_packet_new(TB_CTL_PORTS, "%aud %aud %d", NULL,
-                                                   (size_t)0, NULL, (size_t)0, 0));
     const tbon_rank_t kids[] = { 5, 6 };
     fab_peer_ctl(p1, TB_CTL_STREAM, stream_pkt(1, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL,
                                                kids, 2));
@@ -262,6 +275,88 @@ TEST(orphan_hands_over_streams_state_buffer_and_held_reports)
     CHECK_INT(want, 1);
     tbon_packet_unref(p);
     fab_peer_quiet(p2, 100);
+    fab_free(f);
+}
+
+/* ---- exact streams (node_exact.c) ---- */
+
+/* The next frame at pe is DATA on stream with key, flags and value v
+ * ("%ld"), covering exactly cov[0..ncov). */
+static void expect_unit(fab_peer_t *pe, uint32_t stream, uint64_t key, uint16_t flags, long v,
+                        const tbon_rank_t *cov, size_t ncov, int line)
+{
+    fab_msg_t m;
+    int rc = fab_peer_next(pe, &m, FAB_MS);
+    tbon_rank_t got[8];
+    size_t ng = rc == 1 && m.pkt ? tbon_packet_covered(m.pkt, got, 8) : 0;
+    int same = ng == ncov;
+    for (size_t i = 0; same && i < ncov; i++)
+        same = got[i] == cov[i];
+    if (rc != 1 || m.hdr.type != TB_FRAME_DATA || m.hdr.stream != stream || m.hdr.key != key ||
+        (m.hdr.flags & (TB_FRAME_F_LATE | TB_FRAME_F_MORE)) != flags || !m.pkt ||
+        fab_long(m.pkt) != v || !same)
+        th_fail(__FILE__, line, "expected DATA stream %u key %#llx flags %#x value %ld over "
+                "%zu back-ends; got %s stream %u key %#llx flags %#x value %ld over %zu",
+                stream, (unsigned long long)key, flags, v, ncov,
+                rc == 1 ? tb_frame_type_name(m.hdr.type) : "nothing", m.hdr.stream,
+                (unsigned long long)m.hdr.key, m.hdr.flags, m.pkt ? fab_long(m.pkt) : -1, ng);
+    fab_msg_clear(&m);
+}
+
+/* Commnode 3 as a node on an exact sum stream, everything around it the
+ * test (parent 1, back-ends 5 and 6, later adopter 2): each unit goes up
+ * with its coverage; a unit for a wave closed here goes on up flagged late,
+ * not folded; what it sent is kept until DONE says the FE has it, and sent
+ * again, flagged late and in order, to its adopter after its graft - what
+ * it made while orphaned among it. */
+TEST(exact_stream_keeps_and_sends_again)
+{
+    fab_peer_t *p1, *p5, *p6;
+    fab_node_t *cn;
+    fab_t *f = commnode_3(&cn, &p1, &p5, &p6);
+    REQUIRE(f);
+    const tbon_rank_t kids[] = { 5, 6 }, k5[] = { 5 };
+    fab_peer_ctl(p1, TB_CTL_STREAM, stream_pkt(1, TBON_FILTER_SUM,
+                                               TBON_SYNC_WAITFORALL | TB_STREAM_EXACT, kids, 2));
+    for (int i = 0; i < 2; i++) {
+        fab_peer_t *k = i ? p6 : p5;
+        tbon_packet_unref(fab_peer_expect_ctl(k, TB_CTL_PORTS, FAB_MS));
+        tbon_packet_unref(fab_peer_expect_ctl(k, TB_CTL_STREAM, FAB_MS));
+    }
+    long sums[4] = { 0, 11, 110, 1100 };
+    for (uint64_t q = 1; q <= 2; q++) {
+        fab_peer_data(p1, 1, q, 0, tbon_packet_new(1, "%ld", 0L));
+        tbon_packet_unref(expect_data(p5, 1, q, __LINE__));
+        tbon_packet_unref(expect_data(p6, 1, q, __LINE__));
+        fab_peer_data(p5, 1, KEY(q, 0), 0, tbon_packet_new(1, "%ld", sums[q] * 5 / 11));
+        fab_peer_data(p6, 1, KEY(q, 0), 0, tbon_packet_new(1, "%ld", sums[q] * 6 / 11));
+        expect_unit(p1, 1, KEY(q, 0), 0, sums[q], kids, 2, __LINE__);
+        if (q == 1) {
+            /* 5 again for wave 1, closed here: on up as it is, flagged late */
+            fab_peer_data(p5, 1, KEY(1, 0), 0, tbon_packet_new(1, "%ld", 7L));
+            expect_unit(p1, 1, KEY(1, 0), TB_FRAME_F_LATE, 7, k5, 1, __LINE__);
+        }
+    }
+    /* The FE has wave 1: what was kept of it goes. */
+    fab_peer_ctl(p1, TB_CTL_DONE, tbon_packet_new(TB_CTL_DONE, "%ud %uld", 1u, KEY(1, 0)));
+    tbon_packet_unref(fab_peer_expect_ctl(p5, TB_CTL_DONE, FAB_MS));   /* passed on */
+    tbon_packet_unref(fab_peer_expect_ctl(p6, TB_CTL_DONE, FAB_MS));
+    /* request 3: 5 answers, the parent dies, then 6: the orphan's wave 3 */
+    fab_peer_data(p1, 1, 3, 0, tbon_packet_new(1, "%ld", 0L));
+    tbon_packet_unref(expect_data(p5, 1, 3, __LINE__));
+    tbon_packet_unref(expect_data(p6, 1, 3, __LINE__));
+    fab_peer_data(p5, 1, KEY(3, 0), 0, tbon_packet_new(1, "%ld", 500L));
+    fab_peer_close(p1);
+    int64_t dl = tb_now_ms() + FAB_MS;
+    while (!parent_has_failed(p5, 1, 1) && tb_now_ms() < dl)
+        ;
+    fab_peer_data(p6, 1, KEY(3, 0), 0, tbon_packet_new(1, "%ld", 600L));
+    CHECK(parent_has_failed(p6, 1, 1));     /* 3 has taken 6's unit */
+    fab_peer_t *p2 = fab_adopt_by_peer(f, cn, 2, 1);
+    REQUIRE(p2);
+    expect_graft(p2, 1, KEY(3, 0), 3, __LINE__);
+    expect_unit(p2, 1, KEY(2, 0), TB_FRAME_F_LATE, 110, kids, 2, __LINE__);
+    expect_unit(p2, 1, KEY(3, 0), TB_FRAME_F_LATE, 1100, kids, 2, __LINE__);
     fab_free(f);
 }
 
@@ -624,7 +719,10 @@ static void no_request(fab_peer_t *pe, int ms, int line)
  * (played by the test), both answer request 1, then die together. */
 static const tbon_rank_t bes3[] = { 4, 5, 6 };
 
-static fab_t *both_children_die(fab_node_t **fe_out)
+/* The tree up, the FE a node and its children 1 and 2 the test, with a
+ * wait-for-all stream 1 of filter `up` over back-ends 4, 5 and 6. */
+static fab_t *fe_over_two_peers(int up, fab_node_t **fe_out, fab_peer_t **p1_out,
+                                fab_peer_t **p2_out)
 {
     fab_t *f = fab_new(TREE);
     if (!f)
@@ -643,9 +741,22 @@ static fab_t *both_children_die(fab_node_t **fe_out)
     }
     tbon_packet_unref(fab_peer_until_ctl(p1, TB_CTL_PORTS, FAB_MS));
     tbon_packet_unref(fab_peer_until_ctl(p2, TB_CTL_PORTS, FAB_MS));
-    fab_stream(fe, 1, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL, 0, bes3, 3);
+    fab_stream(fe, 1, up, TBON_SYNC_WAITFORALL, 0, bes3, 3);
     tbon_packet_unref(fab_peer_expect_ctl(p1, TB_CTL_STREAM, FAB_MS));
     tbon_packet_unref(fab_peer_expect_ctl(p2, TB_CTL_STREAM, FAB_MS));
+    *fe_out = fe;
+    *p1_out = p1;
+    *p2_out = p2;
+    return f;
+}
+
+static fab_t *both_children_die(fab_node_t **fe_out)
+{
+    fab_node_t *fe;
+    fab_peer_t *p1, *p2;
+    fab_t *f = fe_over_two_peers(TBON_FILTER_UNION, &fe, &p1, &p2);
+    if (!f)
+        return NULL;
     for (int i = 0; i < 3; i++)
         fab_send(fe, 1, tbon_packet_new(1, "%ld", 0L), 0);
     for (uint64_t q = 1; q <= 3; q++) {
@@ -759,5 +870,66 @@ TEST(later_wave_waits_for_an_earlier_one_nobody_brought)
     CHECK_SET(p, 43, 53, 63);
     tbon_packet_unref(p);
     CHECK_UINT(fab_pending_packets(fe, 1), 0);
+    fab_free(f);
+}
+
+/* The FE on an exact sum stream over 4 (under the test's commnode 2) and 5
+ * and 6 (under the test's commnode 1, through 3):
+ * - a partial of 5 sent again (late) and the unit of 1 over 5 and 6: the
+ *   copy overlaps, so it is dropped: the wave counts 5 once;
+ * - commnode 1 dies (reported by 2 first) with wave 2 answered by 2 only:
+ *   the wave waits (5 and
+ *   6 live, expected, nothing later from them), not delivered short; the
+ *   orphan 3, adopted by the FE, sends its unit of wave 2 again, flagged
+ *   late: the wave is whole, each back-end once. */
+TEST(fe_drops_copies_and_waits_for_partials_sent_again)
+{
+    fab_node_t *fe;
+    fab_peer_t *p1, *p2;
+    fab_t *f = fe_over_two_peers(TBON_FILTER_SUM, &fe, &p1, &p2);
+    REQUIRE(f);
+    const tbon_rank_t c4[] = { 4 }, c5[] = { 5 }, c56[] = { 5, 6 };
+    fab_send(fe, 1, tbon_packet_new(1, "%ld", 0L), 0);
+    until_request(p1, 1, 1, __LINE__);
+    until_request(p2, 1, 1, __LINE__);
+    fab_peer_unit(p2, 1, KEY(1, 0), 0, tbon_packet_new(1, "%ld", 4L), c4, 1);
+    fab_peer_unit(p1, 1, KEY(1, 0), TB_FRAME_F_LATE, tbon_packet_new(1, "%ld", 5L), c5, 1);
+    fab_peer_unit(p1, 1, KEY(1, 0), 0, tbon_packet_new(1, "%ld", 11L), c56, 2);
+    tbon_packet_t *p = fab_take_packet(fe, 1, FAB_MS, NULL);
+    CHECK_INT(p ? fab_long(p) : -1, 15);
+    CHECK_UINT(tbon_packet_covered(p, NULL, 0), 3);
+    CHECK_UINT(tbon_packet_missing(p, NULL, 0), 0);
+    tbon_packet_unref(p);
+
+    fab_send(fe, 1, tbon_packet_new(1, "%ld", 0L), 0);
+    until_request(p1, 1, 2, __LINE__);
+    until_request(p2, 1, 2, __LINE__);
+    fab_peer_unit(p2, 1, KEY(2, 0), 0, tbon_packet_new(1, "%ld", 40L), c4, 1);
+    /* 1's failure comes as a report first (from 2): the FE closes 1 as
+     * failed in its view before it says TBON_EV_NODE_FAILED - the wave
+     * must wait all the same. */
+    fab_peer_ctl(p2, TB_CTL_REPORT, report_pkt(TB_V_FAILED, 1, TBON_RANK_NONE, 0));
+    tbon_event_t ev;
+    CHECK(fab_take_event(fe, &ev, FAB_MS));
+    CHECK_INT(ev.type, TBON_EV_NODE_FAILED);
+    int64_t dl = tb_now_ms() + 200;
+    while (fab_pending_packets(fe, 1) == 0 && tb_now_ms() < dl)
+        usleep(5000);
+    CHECK_UINT(fab_pending_packets(fe, 1), 0);          /* not short: it waits */
+    fab_peer_t *p3 = fab_adopt_peer(f, 3, 1, fe);
+    REQUIRE(p3);
+    fab_peer_ctl(p3, TB_CTL_GRAFT, tbon_packet_new(TB_CTL_GRAFT, "%ud %d %d %ud %d %aud %uld %uld",
+                                                   1u, TBON_FILTER_SUM,
+                                                   TBON_SYNC_WAITFORALL | TB_STREAM_EXACT, 0u,
+                                                   TBON_FILTER_NULL, bes3, (size_t)3,
+                                                   KEY(2, 0), 2ul));
+    fab_peer_unit(p3, 1, KEY(2, 0), TB_FRAME_F_LATE, tbon_packet_new(1, "%ld", 110L), c56, 2);
+    fab_peer_ctl(p3, TB_CTL_REPORT, report_pkt(TB_V_ADOPTED, 3, 0, 1));
+    uint64_t q = 0;
+    p = fab_take_packet(fe, 1, FAB_MS, &q);
+    CHECK_UINT(q, 2);
+    CHECK_INT(p ? fab_long(p) : -1, 150);
+    CHECK_UINT(tbon_packet_covered(p, NULL, 0), 3);
+    tbon_packet_unref(p);
     fab_free(f);
 }

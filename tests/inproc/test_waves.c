@@ -1,5 +1,5 @@
 /* test_waves.c - a stream's waves through real nodes in one process
- * (node_stream.c): requests going down numbered, the children's answers
+ * (node_stream.c, node_wave.c): requests going down numbered, the children's answers
  * coming up through the filter, synchronised (wait for all) and with a
  * timeout; and, with the test in the place of the back-ends, the units of
  * a wave (several packets, none) and a late packet. */
@@ -189,7 +189,7 @@ TEST(units_empty_answers_and_late_packets)
 /* A back-end need not answer every request: when none answers request 1
  * and both answer request 2, the FE's application gets wave 2, and nothing
  * for request 1 - not a lost wave, which is said only of a wave that died
- * with failed nodes (node_stream.c, gap_settled). */
+ * with failed nodes (node_wave.c, gap_settled). */
 TEST(request_nobody_answers_is_passed_over_unsaid)
 {
     fab_t *f = fab_new(TREE);

@@ -428,3 +428,50 @@ ITEST(front_end_leaves_a_hung_filter_behind)
         fprintf(stderr, "    the wave's error after %lld ms\n", (long long)took);
     it_stop(&t);
 }
+
+/* One outcome per wave, in order (issue 31, item 4): on 2x2, requests sent
+ * back to back, the poison's wave twice (request 3 and 5: the same wave
+ * number, 5) and one wave every back-end answers in a format the filter
+ * refuses (request 7: a string): each of those three is TBON_EFILTER in its
+ * place, tbon_stream_request naming it, never a partial result; every other
+ * wave is its exact sum, none shifted. */
+ITEST(pipelined_faults_one_outcome_per_wave)
+{
+    it_tree_t t;
+    tbon_stream_t *s = start_poisoned(&t, "2x2", NULL, "poison");
+    if (!s)
+        return;
+    CHECK_INT(tbon_stream_set_filter_params(s, TBON_FILTER_PARAM_UP, "%ld %d",
+                                            (int64_t)4 * 1000 + 5, HOW_SEGV), 0);
+    /* request n (from 1) asks for wave w[n - 1]; 0: a string instead */
+    const uint32_t w[] = { 1, 2, 5, 3, 5, 4, 0, 6, 7 };
+    const size_t nw = sizeof w / sizeof w[0];
+    for (size_t i = 0; i < nw; i++) {
+        if (w[i])
+            CHECK_INT(tbon_stream_send(s, IT_TAG_WAVE, "%ud", w[i]), 0);
+        else
+            CHECK_INT(tbon_stream_send(s, IT_TAG_ECHO, "%s", "not a number"), 0);
+    }
+    for (size_t i = 0; i < nw; i++) {
+        tbon_packet_t *p = NULL;
+        int rc = tbon_stream_recv(s, &p, IT_RECV_MS);
+        uint64_t q = tbon_stream_request(s);
+        int bad = w[i] == 5 || w[i] == 0;
+        CHECK_UINT(q, i + 1);
+        if (bad) {
+            if (rc != TBON_EFILTER)
+                th_fail(__FILE__, __LINE__, "request %zu: rc %d (%s), expected TBON_EFILTER",
+                        i + 1, rc, tbon_strerror(rc));
+        } else {
+            int64_t v = 0;
+            if (rc != 0 || tbon_packet_unpack(p, "%ld", &v) != 0 ||
+                v != it_wave_sum(t.be, t.nbe, w[i]))
+                th_fail(__FILE__, __LINE__, "request %zu (wave %u): rc %d, sum %lld, expected "
+                        "%lld", i + 1, w[i], rc, (long long)v,
+                        (long long)it_wave_sum(t.be, t.nbe, w[i]));
+        }
+        tbon_packet_unref(p);
+    }
+    it_expect_nothing(s, 200, "after the last wave");
+    it_stop(&t);
+}

@@ -49,6 +49,25 @@ static int wait_recovery(tbon_net_t *net, tbon_rank_t failed, const tbon_rank_t 
     return 0;
 }
 
+/* One result of slow requests (each back-end's bit) on s: its sum *v and,
+ * as masks, what it covers, expected and misses (*nmis of them). 0, or -1
+ * (recorded) when none came. */
+static int slow_result(tbon_stream_t *s, const char *what, uint64_t *v, uint64_t *cov,
+                       uint64_t *exp, uint64_t *mis, size_t *nmis)
+{
+    tbon_packet_t *p = it_recv(s, IT_RECV_MS, what);
+    if (!p)
+        return -1;
+    *v = 0;
+    CHECK_INT(tbon_packet_unpack(p, "%uld", v), 0);
+    *cov = it_cover_mask(p, tbon_packet_covered);
+    *exp = it_cover_mask(p, tbon_packet_expected);
+    *mis = it_cover_mask(p, tbon_packet_missing);
+    *nmis = tbon_packet_missing(p, NULL, 0);
+    tbon_packet_unref(p);
+    return 0;
+}
+
 /* Sum waves in flight on shape while commnode `victim` is killed in the
  * middle. Each back-end answers the bit 1 << (rank % 64), so a wave's sum
  * says exactly who contributed, once each. Every wave completes; a wave may
@@ -80,17 +99,12 @@ static void sum_waves_across_kill(const char *shape, tbon_rank_t victim_rank,
     }
     size_t bad = 0;
     for (uint32_t w = 0; w < waves && bad < 5; w++) {
-        tbon_packet_t *p = it_recv(s, IT_RECV_MS, "wave around the kill");
-        if (!p)
-            break;
-        uint64_t v = 0;
-        CHECK_INT(tbon_packet_unpack(p, "%uld", &v), 0);
         /* The result says exactly who is in it (no more, no fewer), and
          * that it expected every back-end (none died). */
-        uint64_t cov = it_cover_mask(p, tbon_packet_covered);
-        uint64_t exp = it_cover_mask(p, tbon_packet_expected);
-        uint64_t mis = it_cover_mask(p, tbon_packet_missing);
-        tbon_packet_unref(p);
+        uint64_t v, cov, exp, mis;
+        size_t nmis;
+        if (slow_result(s, "wave around the kill", &v, &cov, &exp, &mis, &nmis))
+            break;
         /* Sum is exact (node_exact.c): no wave misses anyone. */
         (void)lost;
         if (v != full || cov != v || exp != full || mis != 0) {
@@ -144,16 +158,10 @@ ITEST(backend_killed_named_missing)
         REQUIRE(tbon_stream_send(s, IT_TAG_SLOW, "%ud %aud", 0u, none, (size_t)0) == 0);
     size_t named = 0, bad = 0;
     for (uint32_t w = 0; w < waves && bad < 5; w++) {
-        tbon_packet_t *p = it_recv(s, IT_RECV_MS, "wave around the back-end's death");
-        if (!p)
+        uint64_t v, cov, exp, mis;
+        size_t nmis;
+        if (slow_result(s, "wave around the back-end's death", &v, &cov, &exp, &mis, &nmis))
             break;
-        uint64_t v = 0;
-        CHECK_INT(tbon_packet_unpack(p, "%uld", &v), 0);
-        uint64_t cov = it_cover_mask(p, tbon_packet_covered);
-        uint64_t exp = it_cover_mask(p, tbon_packet_expected);
-        uint64_t mis = it_cover_mask(p, tbon_packet_missing);
-        size_t nmis = tbon_packet_missing(p, NULL, 0);
-        tbon_packet_unref(p);
         /* answered by everyone, or by all but the victim, who is named
          * missing unless the wave's request went after its death was known */
         int ok = cov == v && (v == full ? exp == full && mis == 0
@@ -613,5 +621,73 @@ ITEST(commnode_dead_before_passing_the_port_table)
         if (it_sum_wave(s, w, live, nlive) != 0)
             break;
     CHECK(it_pid_of("tbon_commnode", 1) == 0);
+    it_stop(&t);
+}
+
+/* The max of rank bucket by bucket over histogram answers {rank, rank % 3,
+ * 1000000 + w} from back-ends have[0..n): what histo_max must give. */
+static int histo_max_right(const tbon_packet_t *p, uint32_t w, const tbon_rank_t *have, size_t n)
+{
+    uint64_t want[3] = { 0, 0, 1000000u + w }, *v = NULL;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        want[0] = have[i] > want[0] ? have[i] : want[0];
+        want[1] = have[i] % 3 > want[1] ? have[i] % 3 : want[1];
+    }
+    int ok = tbon_packet_unpack(p, "%auld", &v, &m) == 0 && m == 3 &&
+             memcmp(v, want, sizeof want) == 0;
+    if (!ok)
+        th_fail(__FILE__, __LINE__, "wave %u: histo_max {%llu, %llu, %llu}, expected {%llu, "
+                "%llu, %llu} over %zu back-ends", w, m > 0 ? (unsigned long long)v[0] : 0,
+                m > 1 ? (unsigned long long)v[1] : 0, m > 2 ? (unsigned long long)v[2] : 0,
+                (unsigned long long)want[0], (unsigned long long)want[1],
+                (unsigned long long)want[2], n);
+    free(v);
+    return ok ? 0 : -1;
+}
+
+/* Back-ends load plug-ins (issue 31, item 2): on 8x8 a state-recoverable
+ * plug-in (histo_max, the bucket-by-bucket maximum: idempotent, with
+ * F_get_FilterState, declaring nothing else), commnode 8 killed with a wave
+ * in flight. Its back-end orphans 65-72 keep the plug-in's state and send it
+ * on adoption: no TBON_EV_DATA_LOST (before, a back-end had no state for a
+ * plug-in and each orphan said so). The wave in flight holds what its
+ * coverage says, its value made of exactly those back-ends; every wave
+ * after is whole. */
+ITEST(backend_orphans_compose_a_plugins_state)
+{
+    it_tree_t t;
+    if (it_start(&t, "8x8", NULL, NULL))
+        return;
+    int id = it_load_plugin(t.net, "filter_histo", "histo_max");
+    tbon_stream_t *s = id >= 0 ? it_stream(t.net, id, TBON_SYNC_WAITFORALL, 0) : NULL;
+    if (!s) {
+        it_stop(&t);
+        return;
+    }
+    static tbon_rank_t have[IT_MAX_BE];
+    tbon_packet_t *p;
+    pid_t victim = it_pid_of("tbon_commnode", 8);
+    REQUIRE(victim > 0);
+    for (uint32_t w = 0; w <= 10; w++) {
+        REQUIRE(tbon_stream_send(s, IT_TAG_UNION, "%ud", w) == 0);
+        if (w == 1) {
+            kill(victim, SIGKILL);
+            const tbon_rank_t orphans[] = { 65, 66, 67, 68, 69, 70, 71, 72 };
+            p = it_recv(s, IT_RECV_MS, "the wave across the kill");
+            size_t n = p ? tbon_packet_covered(p, have, IT_MAX_BE) : 0;
+            if (p)
+                histo_max_right(p, w, have, n);
+            tbon_packet_unref(p);
+            wait_recovery(t.net, 8, orphans, 8, 0);
+            continue;
+        }
+        p = it_recv(s, IT_RECV_MS, "a histo_max wave");
+        size_t n = p ? tbon_packet_covered(p, have, IT_MAX_BE) : 0;
+        CHECK_UINT(n, t.nbe);
+        if (p)
+            histo_max_right(p, w, have, n);
+        tbon_packet_unref(p);
+    }
     it_stop(&t);
 }
