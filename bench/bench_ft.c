@@ -466,6 +466,11 @@ static const char *tree_kv(const tbon_net_t *net)
 static int start_heartbeat_ms;
 static const char *start_attach_file;
 
+/* --exact-off: tbon_fe_options_t.exact_off for every tree (the sum of the
+ * perturbation run then loses waves in flight at a kill, as before exact
+ * streams). */
+static int start_exact_off;
+
 static tbon_net_t *start(const char *topo, size_t n, int no_ft)
 {
     static unsigned seq;
@@ -484,6 +489,7 @@ static tbon_net_t *start(const char *topo, size_t n, int no_ft)
     o.no_fault_tolerance = no_ft;
     o.heartbeat_ms = start_heartbeat_ms;
     o.attach_file = start_attach_file;
+    o.exact_off = start_exact_off;
     tbon_error_t err = { 0 };
     tb_wd_arm("tbon_fe_create", n >= 1024 ? 180 : 60);
     tbon_net_t *net = tbon_fe_create(topo, self_exe, be_argv, &o, &err);
@@ -1464,6 +1470,10 @@ static void pt_run(double period, int rounds, const char *csv, const char *svg)
         int64_t sw = 0, cnt = 0;
         if (tbon_packet_unpack(p, "%ld %ld", &sw, &cnt) != 0)
             ft_die("perturbation: a result of format \"%s\"", tbon_packet_format(p));
+        /* the result's own word on who is in it (docs/api.md, "Coverage") */
+        if (tbon_packet_covered(p, NULL, 0) != (size_t)cnt)
+            ft_die("perturbation: a result of %" PRId64 " back-ends says it holds %zu", cnt,
+                   tbon_packet_covered(p, NULL, 0));
         tbon_packet_unref(p);
         /* sum of w over cnt back-ends: cnt * w, with cnt <= n; fewer than
          * n when a wave in flight lost a dead commnode's subtree. */
@@ -1567,8 +1577,10 @@ static void pt_run(double period, int rounds, const char *csv, const char *svg)
              period < 10 || rounds < 4 ? " (shortened: seed 003 kills every 30 s)" : "");
     bench_row("ft", "perturbation, before the first kill", "%.0f", before, "waves/s",
               "%s; mean of the bins from 1 s to the first kill; %zu waves in all, every one "
-              "checked (%zu short: a subtree lost in flight, never counted twice); "
-              "bench/perturbation.csv, bench/perturbation.svg", shape, total, nshort);
+              "checked, its coverage too (%zu short: a subtree lost in flight, never counted "
+              "twice; %s); "
+              "bench/perturbation.csv, bench/perturbation.svg", shape, total, nshort,
+              start_exact_off ? "exactness off: --exact-off" : "the sum stream is exact: target 0");
     bench_row("ft", "perturbation, 0.5 s after each kill", "%.0f", bench_median(d_sorted, rounds),
               "waves/s", "median over the %d kills of the mean of the 5 bins after it; per "
               "kill: %s; lowest bin: %s; %.0f%% of before", rounds, dl_s, low_s,
@@ -1950,6 +1962,7 @@ static void usage(FILE *f)
 "                  10,000 frames, one reset per second) beside the same without\n"
 "  --fanout F      --recovery at that fan-out only (16, 32, 64 or 128)\n"
 "  --reps N        repetitions of each recovery (default 5)\n"
+"  --exact-off     every tree with tbon_fe_options_t.exact_off (streams not exact)\n"
 "  --perturbation  seed 003 Figure 7: waves/s on 32x32 while %d commnodes are\n"
 "                  killed every --period S (default 10) seconds, --rounds K\n"
 "                  (default 4) times; --csv and --svg write the trace and its plot\n"
@@ -1978,6 +1991,8 @@ int main(int argc, char **argv)
             do_mb = 1;
         else if (strcmp(a, "--link") == 0)
             do_lk = 1;
+        else if (strcmp(a, "--exact-off") == 0)
+            start_exact_off = 1;
         else if (strcmp(a, "--fanout") == 0 && v && valid_fanout(atoi(v)))
             rec_only = (uint32_t)atoi(v), do_rec = 1, i++;
         else if (strcmp(a, "--reps") == 0 && v && (reps = atoi(v)) >= 1 && reps <= 15)

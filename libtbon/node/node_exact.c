@@ -31,8 +31,14 @@
 
 /* Bounds of what a stream keeps of its sent units: past them the oldest go
  * (a failure may then lose that wave here: the FE says what it lacks). */
-#define TB_RET_MAX       4096
-#define TB_RET_BYTES     (32u << 20)
+#define TB_RET_MAX       65536
+#define TB_RET_BYTES     (64u << 20)
+/* The FE's late partials of waves not delivered: after a failure every
+ * orphan sends again what it has of the waves in flight (128 orphans of a
+ * 32x32 tree with 64 waves in flight: 8,192 of them). Past these bounds the
+ * oldest go, and the waves up to them are no longer waited for. */
+#define TB_LATE_MAX      (1u << 20)
+#define TB_LATE_BYTES    (256u << 20)
 /* The FE tells the tree every this many delivered waves. */
 #define TB_DONE_EVERY    32
 
@@ -72,11 +78,77 @@ static void ret_push(tb_ring_t *r, size_t *bytes, tbon_packet_t *p, int more, ui
         *bytes += pbytes(p);
 }
 
+/* A back-end keeps what it sent as bytes in one buffer, not as packets:
+ * with many waves in flight a thousand back-ends keeping a packet each per
+ * wave made pipelined waves on 32x32 15% slower (the memory, not the CPU:
+ * bench/RESULTS.md); its parent knows whose they are (a back-end's unit
+ * covers the back-end). Entries: struct tb_bret in s->ret, bytes from
+ * s->bbuf + bhead on. */
+struct tb_bret {
+    uint64_t key;
+    uint32_t len;
+    int32_t  tag;
+    int      more;
+};
+
+static void be_retain(tb_stream_st_t *s, const tbon_packet_t *p, int more, uint64_t key)
+{
+    size_t len;
+    const uint8_t *pl = tb_packet_payload(p, &len);
+    while (s->ret.len && (s->ret.len >= TB_RET_MAX || s->ret_bytes + len > TB_RET_BYTES)) {
+        const struct tb_bret *e = tb_ring_at(&s->ret, 0);
+        s->bhead += e->len;
+        s->ret_bytes -= e->len;
+        tb_ring_drop(&s->ret);
+    }
+    if (!s->ret.len)
+        s->bhead = s->btail = 0;
+    if (s->btail + len > s->bcap) {
+        if (s->bhead > 0) {         /* compact, then grow if still short */
+            memmove(s->bbuf, s->bbuf + s->bhead, s->btail - s->bhead);
+            s->btail -= s->bhead;
+            s->bhead = 0;
+        }
+        if (s->btail + len > s->bcap) {
+            size_t nc = s->bcap ? s->bcap : 4096;
+            while (nc < s->btail + len)
+                nc *= 2;
+            uint8_t *nb = realloc(s->bbuf, nc);
+            if (!nb)
+                return;
+            s->bbuf = nb;
+            s->bcap = nc;
+        }
+    }
+    if (!s->ret.size)
+        tb_ring_init(&s->ret, sizeof(struct tb_bret));
+    struct tb_bret *e = tb_ring_push(&s->ret);
+    if (!e)
+        return;
+    memcpy(s->bbuf + s->btail, pl, len);
+    s->btail += len;
+    s->ret_bytes += len;
+    *e = (struct tb_bret){ key, (uint32_t)len, tbon_packet_tag(p), more };
+}
+
+static void be_trim(tb_stream_st_t *s, uint64_t key)
+{
+    while (s->ret.len && ((struct tb_bret *)tb_ring_at(&s->ret, 0))->key <= key) {
+        const struct tb_bret *e = tb_ring_at(&s->ret, 0);
+        s->bhead += e->len;
+        s->ret_bytes -= e->len;
+        tb_ring_drop(&s->ret);
+    }
+}
+
 void tb_exact_retain(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t *p, int more, uint64_t key)
 {
-    (void)n;
     if (key <= s->done && s->done)
         return;             /* delivered already */
+    if (n->role == TB_ROLE_BE) {
+        be_retain(s, p, more, key);
+        return;
+    }
     while (s->ret.len && (s->ret.len >= TB_RET_MAX || s->ret_bytes + pbytes(p) > TB_RET_BYTES))
         ret_drop_head(&s->ret, &s->ret_bytes);
     ret_push(&s->ret, &s->ret_bytes, tbon_packet_ref(p), more, key);
@@ -106,14 +178,17 @@ void tb_exact_done(tb_node_t *n, uint32_t stream, uint64_t key)
     s->done = key;
     /* Kept units are in the order they went; a late one may follow a later
      * wave's, and then waits for a later DONE (the ring is not walked). */
-    ret_trim(&s->ret, &s->ret_bytes, key);
+    if (n->role == TB_ROLE_BE)
+        be_trim(s, key);
+    else
+        ret_trim(&s->ret, &s->ret_bytes, key);
     tb_reqs_trim(s, key >> 24);
     send_done(n, s, key);
 }
 
 void tb_exact_delivered(tb_node_t *n, tb_stream_st_t *s, uint64_t key)
 {
-    ret_trim(&s->late, NULL, key);
+    ret_trim(&s->late, &s->late_bytes, key);
     if (++s->undone < TB_DONE_EVERY)
         return;
     s->undone = 0;
@@ -132,10 +207,22 @@ static void send_late(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more,
 
 void tb_exact_replay(tb_node_t *n, tb_stream_st_t *s)
 {
-    if (s->ret.len)
-        TB_INFO("ft", "stream %u: %zu unit%s sent up before the adoption go again to the "
-                "new parent", s->id, s->ret.len, s->ret.len == 1 ? "" : "s");
+    if (!s->ret.len)
+        return;
+    TB_INFO("ft", "stream %u: %zu unit%s sent up before the adoption go again to the new "
+            "parent", s->id, s->ret.len, s->ret.len == 1 ? "" : "s");
+    size_t off = s->bhead;
     for (size_t j = 0; j < s->ret.len; j++) {
+        if (n->role == TB_ROLE_BE) {
+            const struct tb_bret *b = tb_ring_at(&s->ret, j);
+            tbon_packet_t *p = tb_packet_decode(s->bbuf + off, b->len, b->tag, s->id, n->rank,
+                                                NULL);
+            off += b->len;
+            if (p)
+                send_late(n, s->id, p, b->more, b->key);
+            tbon_packet_unref(p);
+            continue;
+        }
         const struct tb_ret *e = tb_ring_at(&s->ret, j);
         send_late(n, s->id, e->p, e->more, e->key);
     }
@@ -143,6 +230,13 @@ void tb_exact_replay(tb_node_t *n, tb_stream_st_t *s)
 
 void tb_exact_late(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t *p, int more, uint64_t key)
 {
+    if (tb_log_enabled(TBON_LOG_DEBUG)) {
+        char who[80];
+        tb_ranks_format(tb_packet_cover(p), who, sizeof who);
+        TB_DEBUG("stream", "stream %u: a late partial of wave %llu.%llu over %s%s", s->id,
+                 (unsigned long long)(key >> 24), (unsigned long long)(key & 0xffffff), who,
+                 n->role != TB_ROLE_FE ? ": sent on" : "");
+    }
     if (n->role != TB_ROLE_FE) {
         /* Kept as what we sent (we may be orphaned before it is delivered),
          * and sent on as it is. */
@@ -158,13 +252,24 @@ void tb_exact_late(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t *p, int more, 
         tbon_packet_unref(p);
         return;
     }
-    ret_push(&s->late, NULL, p, more, key);
+    while (s->late.len && (s->late.len >= TB_LATE_MAX ||
+                           s->late_bytes + pbytes(p) > TB_LATE_BYTES)) {
+        uint64_t k = ((struct tb_ret *)tb_ring_at(&s->late, 0))->key;
+        if (k > s->late_lost)
+            s->late_lost = k;
+        TB_WARN_LIMITED("stream", "stream %u: more late partials than kept (%u or %u MiB): "
+                        "the waves up to %llu go without what they lack", s->id, TB_LATE_MAX,
+                        TB_LATE_BYTES >> 20, (unsigned long long)(k >> 24));
+        ret_drop_head(&s->late, &s->late_bytes);
+    }
+    ret_push(&s->late, &s->late_bytes, p, more, key);
 }
 
 int tb_exact_hold(tb_node_t *n, tb_stream_st_t *s, uint64_t key)
 {
-    /* No membership change ever, no partial sent again: nothing to wait for. */
-    if (!n->cover.changes && !s->late.len)
+    /* No membership change ever, no partial sent again: nothing to wait for;
+     * nor for a wave whose late partials may have been dropped for room. */
+    if ((!n->cover.changes && !s->late.len) || key <= s->late_lost)
         return 0;
     tb_ranks_t u, later, d;
     tb_ranks_init(&u);
@@ -198,8 +303,8 @@ int tb_exact_hold(tb_node_t *n, tb_stream_st_t *s, uint64_t key)
     if (hold && tb_log_enabled(TBON_LOG_DEBUG)) {
         char who[160];
         tb_ranks_format(&w, who, sizeof who);
-        TB_DEBUG("stream", "stream %u: wave %llu waits for back-ends %s", s->id,
-                 (unsigned long long)(key >> 24), who);
+        TB_DEBUG("stream", "stream %u: wave %llu.%llu waits for back-ends %s", s->id,
+                 (unsigned long long)(key >> 24), (unsigned long long)(key & 0xffffff), who);
     }
     tb_ranks_free(&w);
     tb_ranks_free(&u);
@@ -222,8 +327,10 @@ size_t tb_exact_take_late(tb_stream_st_t *s, uint64_t key, tbon_packet_t **in)
     for (size_t j = 0; j < len; j++) {
         struct tb_ret e = *(struct tb_ret *)tb_ring_at(&s->late, 0);
         tb_ring_drop(&s->late);
-        if (e.key == key)
+        if (e.key == key) {
+            s->late_bytes -= pbytes(e.p);
             in[taken++] = e.p;
+        }
         else
             *(struct tb_ret *)tb_ring_push(&s->late) = e;    /* room: one was dropped */
     }
@@ -263,12 +370,15 @@ size_t tb_exact_disjoint(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, si
     return out;
 }
 
-void tb_exact_free(tb_stream_st_t *s)
+void tb_exact_free(tb_node_t *n, tb_stream_st_t *s)
 {
+    while (n->role == TB_ROLE_BE && s->ret.len)
+        tb_ring_drop(&s->ret);          /* bytes in bbuf: no packets */
     while (s->ret.len)
         ret_drop_head(&s->ret, &s->ret_bytes);
+    free(s->bbuf);
     tb_ring_free(&s->ret);
     while (s->late.len)
-        ret_drop_head(&s->late, NULL);
+        ret_drop_head(&s->late, &s->late_bytes);
     tb_ring_free(&s->late);
 }

@@ -126,9 +126,14 @@ typedef struct tb_stream_st {
                                  said delivered (struct tb_ret), to send again
                                  after an adoption; bounded */
     size_t    ret_bytes;
+    uint8_t  *bbuf;           /* BE: the bytes of what ret keeps (node_exact.c) */
+    size_t    bcap, bhead, btail;
     uint64_t  done;           /* the FE delivered every wave up to this key */
     tb_ring_t late;           /* FE: partials that came after their wave closed
                                  below (struct tb_ret), for waves not delivered */
+    size_t    late_bytes;
+    uint64_t  late_lost;      /* FE: the last key whose late partials were dropped
+                                 for room: waves up to it are not waited for */
     uint32_t  undone;         /* FE: waves delivered since the last DONE went */
     tb_ranks_t exp;           /* FE: the members a request sent now expects, */
     uint64_t  exp_changes;    /* as of this many membership changes */
@@ -650,7 +655,7 @@ size_t tb_exact_take_late(tb_stream_st_t *s, uint64_t key, tbon_packet_t **in);
  * new count. */
 size_t tb_exact_disjoint(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k,
                          const size_t *start, size_t nunits);
-void tb_exact_free(tb_stream_st_t *s);
+void tb_exact_free(tb_node_t *n, tb_stream_st_t *s);
 /* node_stream.c: the stream object, for the other parts of a stream */
 static inline tb_stream_st_t *tb_stream_get(const tb_node_t *n, uint32_t id)
 {

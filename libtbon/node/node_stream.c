@@ -27,7 +27,7 @@ static void stream_free(tb_node_t *n, tb_stream_st_t *s)
     tb_plist_free(&s->extra);
     tb_plist_free(&s->kept);
     tb_ranks_free(&s->exp);
-    tb_exact_free(s);
+    tb_exact_free(n, s);
     for (size_t i = 0; i < 8; i++)
         free(s->poison_msg[i]);
     tb_reqs_free(s);

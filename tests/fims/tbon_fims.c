@@ -741,8 +741,10 @@ static void usage(FILE *f)
 "computation on the tree of TOPOLOGY (this program at every leaf), kills\n"
 "commnodes with SIGKILL on a schedule, reports how long the tree took to\n"
 "recover, and checks that the front-end's output set is exactly the union of\n"
-"what the back-ends sent, with no element reported as new twice, a failure\n"
-"event for every kill and no process of the run left at the end.\n"
+"what the back-ends sent, with no element reported as new twice, every\n"
+"element in a result whose coverage (tbon_packet_covered) holds the back-end\n"
+"that sent it (its own file says which), a failure event for every kill and\n"
+"no process of the run left at the end.\n"
 "\n"
 "Options:\n"
 "  -t, --topology FILE  the tree (text or XML topology)\n"
@@ -989,6 +991,12 @@ static struct fe {
     struct recovery  *rec;
     size_t            nrec, caprec;
     u64set_t          out;            /* every element the FE received */
+    /* Coverage (docs/api.md): each result's back-ends, and for each private
+     * element (one back-end's own) the result that first brought it. */
+    struct cov { tbon_rank_t *r; size_t n; } *cov;
+    size_t            ncov, capcov;
+    struct vres { uint64_t v; uint32_t res; } *vres;
+    size_t            nvres, capvres;
     size_t            twice;          /* elements received as new again */
     uint64_t          twice_first[SHOW_MAX];
     size_t            packets, stream_errors;
@@ -1060,6 +1068,52 @@ static void log_handler(void *arg, int level, const char *line)
 
 /* Results: keep the union; an element that comes twice was reported as new
  * twice. */
+/* Under fe.mu: result p's coverage kept (its index: UINT32_MAX if none). */
+static uint32_t note_coverage(const tbon_packet_t *p)
+{
+    size_t n = tbon_packet_covered(p, NULL, 0);
+    if (fe.ncov == fe.capcov) {
+        size_t nc = fe.capcov ? fe.capcov * 2 : 1024;
+        struct cov *c = realloc(fe.cov, nc * sizeof *c);
+        if (!c)
+            return UINT32_MAX;
+        fe.cov = c;
+        fe.capcov = nc;
+    }
+    tbon_rank_t *r = malloc((n ? n : 1) * sizeof *r);
+    if (!r)
+        return UINT32_MAX;
+    tbon_packet_covered(p, r, n);
+    fe.cov[fe.ncov] = (struct cov){ r, n };
+    return (uint32_t)fe.ncov++;
+}
+
+/* Under fe.mu: private element v came first in result res. */
+static void note_element(uint64_t v, uint32_t res)
+{
+    if (fe.nvres == fe.capvres) {
+        size_t nc = fe.capvres ? fe.capvres * 2 : 4096;
+        struct vres *x = realloc(fe.vres, nc * sizeof *x);
+        if (!x)
+            return;
+        fe.vres = x;
+        fe.capvres = nc;
+    }
+    fe.vres[fe.nvres++] = (struct vres){ v, res };
+}
+
+static int vres_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const struct vres *)a)->v, y = ((const struct vres *)b)->v;
+    return x < y ? -1 : x > y;
+}
+
+static int rank_cmp(const void *a, const void *b)
+{
+    tbon_rank_t x = *(const tbon_rank_t *)a, y = *(const tbon_rank_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 static void *results_main(void *arg)
 {
     tbon_stream_t *s = arg;
@@ -1087,9 +1141,15 @@ static void *results_main(void *arg)
                          rc == TBON_EFORMAT ? tbon_packet_format(p) : "");
         } else {
             fe.packets++;
-            for (size_t i = 0; i < n; i++)
-                if (!set_add(&fe.out, v[i]) && fe.twice++ < SHOW_MAX)
-                    fe.twice_first[fe.twice - 1] = v[i];
+            uint32_t res = note_coverage(p);
+            for (size_t i = 0; i < n; i++) {
+                if (!set_add(&fe.out, v[i])) {
+                    if (fe.twice++ < SHOW_MAX)
+                        fe.twice_first[fe.twice - 1] = v[i];
+                } else if (v[i] >= SHARED_POOL) {
+                    note_element(v[i], res);
+                }
+            }
         }
         fe.last_result_us = now_us();
         pthread_cond_broadcast(&fe.cv);
@@ -1614,6 +1674,40 @@ static size_t report_lost(const struct befile *f, long nf, const u64set_t *live,
     return n;
 }
 
+/* Every private element that reached the FE came in a result whose coverage
+ * holds the back-end that sent it (its own file says so). Returns how many
+ * did not; prints the first ones and a summary. */
+static size_t check_coverage(const struct befile *f, long nf)
+{
+    if (fe.nvres > 1)
+        qsort(fe.vres, fe.nvres, sizeof *fe.vres, vres_cmp);
+    size_t checked = 0, bad = 0;
+    for (long i = 0; i < nf; i++)
+        for (size_t k = 0; k < f[i].n; k++) {
+            if (f[i].v[k] < SHARED_POOL)
+                continue;
+            struct vres key = { f[i].v[k], 0 };
+            const struct vres *e = bsearch(&key, fe.vres, fe.nvres, sizeof *fe.vres, vres_cmp);
+            if (!e || e->res == UINT32_MAX)
+                continue;       /* never arrived (lost, and said so above) */
+            checked++;
+            const struct cov *c = &fe.cov[e->res];
+            if (!c->n || !bsearch(&f[i].rank, c->r, c->n, sizeof *c->r, rank_cmp)) {
+                if (bad++ < SHOW_MAX)
+                    printf("  element %" PRIu64 " of back-end %u came in a result whose "
+                           "coverage (%zu back-ends) does not hold it\n", f[i].v[k],
+                           (unsigned)f[i].rank, c->n);
+            }
+        }
+    printf(PROG ": coverage: %zu results, %zu elements each checked against its sender's file: "
+           "%zu not covered\n", fe.ncov, checked, bad);
+    for (size_t i = 0; i < fe.ncov; i++)
+        free(fe.cov[i].r);
+    free(fe.cov);
+    free(fe.vres);
+    return bad;
+}
+
 /* Remove DIR/be-*.txt (and DIR itself when rmdir_too). */
 static void clean_dir(const char *dir, int rmdir_too)
 {
@@ -2050,6 +2144,7 @@ static int fe_main(struct opts *o, const char *self)
     if (lost)
         printf(PROG ": LOST with failed back-ends: %zu distinct value%s of %zu back-end%s (%s)\n",
                lost, lost == 1 ? "" : "s", lost_be, lost_be == 1 ? "" : "s", lost_ranks);
+    size_t uncovered = nf > 0 ? check_coverage(bf, nf) : 0;
     for (long i = 0; i < nf; i++)
         free(bf[i].v);
     free(bf);
@@ -2074,6 +2169,9 @@ static int fe_main(struct opts *o, const char *self)
         WHY("%s%zu element%s reported as new twice", wl ? "; " : "", fe.twice,
             fe.twice == 1 ? "" : "s");
     }
+    if (uncovered)
+        WHY("%s%zu element%s came in results whose coverage lacks their sender", wl ? "; " : "",
+            uncovered, uncovered == 1 ? "" : "s");
     if (fe.stream_errors)
         WHY("%s%zu stream error%s (%s)", wl ? "; " : "", fe.stream_errors,
             fe.stream_errors == 1 ? "" : "s", fe.stream_error);

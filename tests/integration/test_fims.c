@@ -122,6 +122,14 @@ static void scenario(const char *shape, int duration, const char *schedule, int 
     if (!ok)
         th_fail(__FILE__, __LINE__, "tbon_fims on %s, schedule %s: exit %d, no PASS verdict",
                 shape, schedule ? schedule : "(none)", r.status);
+    /* every element checked against its sender's file: in its result's coverage */
+    const char *cv = r.out ? strstr(r.out, "tbon_fims: coverage: ") : NULL;
+    size_t nres = 0, nel = 0, nbad = 1;
+    if (!cv || sscanf(cv, "tbon_fims: coverage: %zu results, %zu elements each checked against "
+                      "its sender's file: %zu not covered", &nres, &nel, &nbad) != 3 ||
+        nres == 0 || nel == 0 || nbad != 0)
+        th_fail(__FILE__, __LINE__, "tbon_fims on %s: coverage %zu results, %zu elements, %zu "
+                "not covered", shape, nres, nel, nbad);
     char *rows = th_read_file(csv);
     CHECK(rows && strncmp(rows, "injection,victim,orphan,adopter,", 32) == 0);
     if (want_recovery && rows && !strchr(strchr(rows, '\n') ? strchr(rows, '\n') + 1 : "", ','))
@@ -227,6 +235,14 @@ ITEST(fims_node_and_parent)
 ITEST(fims_8x8_every_2s)
 {
     scenario("8x8", 20, "2:every=2", 1);
+}
+
+/* 8x8, four commnodes killed (one, two at once, a child of the FE): each
+ * result's coverage holds the sender of every element it brought, as the
+ * back-ends' own files say (issue 31). */
+ITEST(fims_8x8_four_kills_coverage)
+{
+    scenario("8x8", 8, "2:one,3:several=2,5:depth1", 1);
 }
 
 /* ---- other hosts (issue 16) ---- */

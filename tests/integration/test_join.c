@@ -60,7 +60,13 @@ static size_t stream_through_joins(it_tree_t *t, tbon_stream_t *s, size_t want,
         int32_t *v = NULL;
         size_t nv = 0;
         CHECK_INT(tbon_packet_unpack(p, "%ad", &v, &nv), 0);
+        /* the result's own count (coverage) is the answers it holds, joiners
+         * included: never one of its own making */
+        size_t held = tbon_packet_covered(p, NULL, 0);
         tbon_packet_unref(p);
+        if (held != nv / 2)
+            th_fail(__FILE__, __LINE__, "wave %u: %zu answers, coverage says %zu", w, nv / 2,
+                    held);
         static tbon_rank_t who[IT_MAX_BE + MAX_JOIN];
         size_t nw = 0, missing = 0, strange = 0;
         for (size_t i = 0; i + 1 < nv; i += 2) {
