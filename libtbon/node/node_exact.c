@@ -271,23 +271,29 @@ int tb_exact_hold(tb_node_t *n, tb_stream_st_t *s, uint64_t key)
      * nor for a wave whose late partials may have been dropped for room. */
     if ((!n->cover.changes && !s->late.len) || key <= s->late_lost)
         return 0;
-    tb_ranks_t u, later, d;
+    /* What the wave holds: its units at the children's heads and its late
+     * partials. Only when that lacks a live expected back-end are the later
+     * units looked at (the common case, a whole wave, costs no more). */
+    tb_ranks_t u, later, d, w;
     tb_ranks_init(&u);
     tb_ranks_init(&later);
     tb_ranks_init(&d);
+    tb_ranks_init(&w);
     int blocked = 0;
     for (size_t i = 0; i < n->nchild; i++) {
         blocked |= n->child[i].blocked;
         for (size_t j = 0; j < s->q[i].ring.len; j++) {
             const struct tb_pq_ent *e = tb_ring_at(&s->q[i].ring, j);
+            if (e->key != key)
+                break;
             if (e->pkt)
-                tb_ranks_union(e->key == key ? &u : &later, tb_packet_cover(e->pkt));
+                tb_ranks_union(&u, tb_packet_cover(e->pkt));
         }
     }
     for (size_t j = 0; j < s->late.len; j++) {
         const struct tb_ret *e = tb_ring_at(&s->late, j);
-        if (e->key >= key)
-            tb_ranks_union(e->key == key ? &u : &later, tb_packet_cover(e->p));
+        if (e->key == key)
+            tb_ranks_union(&u, tb_packet_cover(e->p));
     }
     /* Waited for: a back-end the wave expected, alive and not silent, that
      * has sent nothing for a later wave either (its partials come in order
@@ -296,10 +302,22 @@ int tb_exact_hold(tb_node_t *n, tb_stream_st_t *s, uint64_t key)
      * passed this request over, or lost its part of it for good. Not while
      * back-pressure keeps us from reading a child: the wave goes short. */
     tb_cover_awaited(n, s, key >> 24, &u, &d);
-    tb_ranks_t w;
-    tb_ranks_init(&w);
-    tb_ranks_minus(&w, &d, &later);
-    int hold = w.n > 0 && !blocked;
+    int hold = 0;
+    if (d.n && !blocked) {
+        for (size_t i = 0; i < n->nchild; i++)
+            for (size_t j = 0; j < s->q[i].ring.len; j++) {
+                const struct tb_pq_ent *e = tb_ring_at(&s->q[i].ring, j);
+                if (e->key > key && e->pkt)
+                    tb_ranks_union(&later, tb_packet_cover(e->pkt));
+            }
+        for (size_t j = 0; j < s->late.len; j++) {
+            const struct tb_ret *e = tb_ring_at(&s->late, j);
+            if (e->key > key)
+                tb_ranks_union(&later, tb_packet_cover(e->p));
+        }
+        tb_ranks_minus(&w, &d, &later);
+        hold = w.n > 0;
+    }
     if (hold && tb_log_enabled(TBON_LOG_DEBUG)) {
         char who[160];
         tb_ranks_format(&w, who, sizeof who);
