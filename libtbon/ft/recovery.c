@@ -389,6 +389,10 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
             int crash = 0;
             tbon_error_t err;
             tbon_packet_t *st = tb_filter_get_state(f, &s->up_state, s->id, &crash, &err);
+            /* it holds what the state was made of (a back-end's: the parent
+             * takes it as the back-end's own) */
+            if (st)
+                tb_ranks_copy(tb_packet_cover_mut(st), &s->state_cover);
             if (st)      /* key 0: late everywhere, so it joins the next wave */
                 tb_node_to_parent(n, s->id, st, 0, 0);
             else if (crash) {

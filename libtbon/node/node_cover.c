@@ -51,7 +51,8 @@ void tb_cover_received(tb_node_t *n, const tb_conn_t *c, tbon_packet_t *p, tb_ra
     tb_ranks_free(cv);
 }
 
-void tb_cover_outputs(tbon_packet_t *const in[], size_t k, tbon_packet_list_t *out)
+void tb_cover_outputs(tbon_packet_t *const in[], size_t k, tbon_packet_list_t *out,
+                      tb_ranks_t *state)
 {
     tb_ranks_t u;
     tb_ranks_init(&u);
@@ -60,6 +61,8 @@ void tb_cover_outputs(tbon_packet_t *const in[], size_t k, tbon_packet_list_t *o
     for (size_t j = 0; j < out->n; j++)
         if (!tb_packet_cover(out->v[j])->n)
             tb_ranks_copy(tb_packet_cover_mut(out->v[j]), &u);
+    if (state)
+        tb_ranks_union(state, &u);
     tb_ranks_free(&u);
 }
 

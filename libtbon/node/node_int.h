@@ -135,6 +135,8 @@ typedef struct tb_stream_st {
     uint64_t  late_lost;      /* FE: the last key whose late partials were dropped
                                  for room: waves up to it are not waited for */
     uint32_t  undone;         /* FE: waves delivered since the last DONE went */
+    tb_ranks_t state_cover;   /* the back-ends whose input the up filter's state
+                                 holds: its composed state's coverage */
     tb_ranks_t exp;           /* FE: the members a request sent now expects, */
     uint64_t  exp_changes;    /* as of this many membership changes */
     int       exp_valid;
@@ -613,8 +615,10 @@ int  tb_cover_take(tb_node_t *n, const tb_conn_t *c, tb_frame_t *f, tb_ranks_t *
  * back-end child itself. cv is freed. */
 void tb_cover_received(tb_node_t *n, const tb_conn_t *c, tbon_packet_t *p, tb_ranks_t *cv);
 /* A filter made out[] of in[0..k): each output that covers nothing (one
- * the filter made) covers the union of the inputs. */
-void tb_cover_outputs(tbon_packet_t *const in[], size_t k, tbon_packet_list_t *out);
+ * the filter made) covers the union of the inputs; state (if not NULL)
+ * gets that union too: what the filter's state holds. */
+void tb_cover_outputs(tbon_packet_t *const in[], size_t k, tbon_packet_list_t *out,
+                      tb_ranks_t *state);
 /* FE: a request goes down; its number among all streams' requests. */
 uint64_t tb_cover_request(tb_node_t *n);
 /* FE: rank r was given to a joining process (ft/join.c): not expected in

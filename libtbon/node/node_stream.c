@@ -27,6 +27,7 @@ static void stream_free(tb_node_t *n, tb_stream_st_t *s)
     tb_plist_free(&s->extra);
     tb_plist_free(&s->kept);
     tb_ranks_free(&s->exp);
+    tb_ranks_free(&s->state_cover);
     tb_exact_free(n, s);
     for (size_t i = 0; i < 8; i++)
         free(s->poison_msg[i]);
@@ -144,6 +145,7 @@ int tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeo
     if (!s)
         return TBON_ENOMEM;
     tb_ranks_init(&s->exp);
+    tb_ranks_init(&s->state_cover);
     s->id = id;
     s->up = up;
     s->sync = sync;

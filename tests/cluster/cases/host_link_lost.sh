@@ -5,9 +5,10 @@
 # the FE must report failed every node on n3 that a node elsewhere watches
 # (rank 3, the back-ends under other commnodes) and adopt rank 3's children on
 # other hosts. A back-end on n3 under n3's own commnode has nobody watching
-# it: it is cut off (the FE names it with every result: "cut off: 13") and
-# taken for failed when no adoption came for one timeout (at least 1 s)
-# after its parent's failure. Silence is first a suspicion: a watched node is
+# it: it is cut off and taken for failed when no adoption came for one
+# timeout (at least 1 s) after its parent's failure; the FE names it with the
+# results ("cut off: 13", or, as the concat stream is exact and waits for a
+# cut-off orphan's part until it is taken for failed, "missing 13"). Silence is first a suspicion: a watched node is
 # failed once the FE confirms it, within 3000 ms of silence plus at most three
 # 1500 ms windows (one observer), so within 8500 ms with slack; the cut-off
 # one a timeout later (11500 ms). Every wave begun 5 s after
@@ -75,10 +76,10 @@ for r in $lost; do
         errors="${errors}rank $r on n3 not reported failed within $limit ms: ${seen[$r]:-not within 20 s} ms
 "
 done
-# while they were cut off, the FE named them with the results
+# the FE named them with the results: cut off, or missing once failed
 for r in $cutoff; do
-    grep -Eq "^wave .*cut off:.* $r( |\))" "$out" ||
-        errors="${errors}rank $r was never named as cut off
+    grep -Eq "^wave .*(cut off:|missing)[^)]* $r( |;|\))" "$out" ||
+        errors="${errors}rank $r was never named as cut off or missing
 "
 done
 
