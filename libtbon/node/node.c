@@ -1,6 +1,6 @@
 /* node.c - the data-plane reactor of a tree process: one epoll loop over the
  * connections to the parent and the children, the command queue and timers.
- * It never blocks on anything but epoll_wait (DESIGN.md, "Threads"). */
+ * It never blocks on anything but epoll_wait (docs/architecture.md, "Two threads per process"). */
 #include "node/node_int.h"
 
 #include <errno.h>
@@ -268,7 +268,7 @@ static void free_cmds(tb_mail_t *list)
     }
 }
 
-/* Back-pressure (DESIGN.md, "Streams and filters"): stop reading children
+/* Back-pressure (docs/protocol.md 7.4): stop reading children
  * while the way up is full, stop reading the parent while a way down is. */
 static void pressure(tb_node_t *n)
 {

@@ -35,7 +35,7 @@ void tb_node_on_conn(tb_node_t *n, tb_cmd_t *cmd)
     tb_node_watch(n, ch->conn, EPOLLIN);
     ch->state = CH_CONNECTED;
     n->last_conn = tb_now_ms();     /* the start-up goes on (node_missing.c) */
-    /* Every child gets the whole topology first (DESIGN.md, "Topology"),
+    /* Every child gets the whole topology first (docs/protocol.md 7.1),
      * serialised and compressed once for all of them. */
     if (!n->topo_frame) {
         uint8_t *buf;

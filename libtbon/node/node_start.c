@@ -1,5 +1,5 @@
 /* node_start.c - a node's start-up and end: launching its children (parallel
- * and recursive: each commnode launches its own, as DESIGN.md "Start-up"
+ * and recursive: each commnode launches its own, as docs/protocol.md 7.1 says
  * says), counting them in, reporting failures by node and host, writing the
  * attach file, and reaping */
 #include "node/node_int.h"

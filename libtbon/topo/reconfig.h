@@ -37,7 +37,7 @@
  *    equal (tb_topology_equal(), equal digests, equal pending claims):
  *
  *    - Dead is sticky: a failure report is final (a suspect is fenced, its
- *      incarnation retired, DESIGN.md "Fault tolerance" 1), whatever its
+ *      incarnation retired, docs/fault-tolerance.md, "One truth"), whatever its
  *      incarnation within the node's generation. Only a join of a later
  *      generation (a restarted process, tb_report_join) brings the rank
  *      back, and reports of older generations are stale from then on. A node's incarnation is the highest one any report about
