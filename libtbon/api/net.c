@@ -148,8 +148,11 @@ static tbon_packet_t *pop_locked(tbon_net_t *net, tbon_stream_t *s, int *code, c
     tbon_packet_t *p = e->pkt;
     if (code)
         *code = e->code ? e->code : TBON_ELOST;
-    if (msg && len)
-        snprintf(msg, len, "%s", e->msg ? e->msg : "");
+    if (msg && len) {
+        msg[0] = '\0';
+        if (e->msg)
+            snprintf(msg, len, "%s", e->msg);
+    }
     free(e->msg);
     s->taken = e->q;
     if (!net->is_fe && e->q > s->epoch) {

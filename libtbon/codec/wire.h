@@ -55,9 +55,13 @@ enum tb_frame_type {
                                      of a wave sent again after an adoption, or that came
                                      after its wave closed below: forwarded to the FE as
                                      it is, never folded on the way (docs/protocol.md 8.6) */
+#define TB_FRAME_F_DONE  0x0080u  /* DATA downward, on an exact stream: the payload ends
+                                     with a u64 LE wave key, up to which the FE has
+                                     delivered every wave (DONE riding on a request;
+                                     docs/protocol.md 8.6) */
 #define TB_FRAME_F_KNOWN (TB_FRAME_F_ZLIB | TB_FRAME_F_MORE | TB_FRAME_F_RESEND | \
                           TB_FRAME_F_SELECT | TB_FRAME_F_FRAG | TB_FRAME_F_COVER | \
-                          TB_FRAME_F_LATE)
+                          TB_FRAME_F_LATE | TB_FRAME_F_DONE)
 
 /* The default payload limit a connection should use once authenticated;
  * before the handshake has succeeded use TB_FRAME_MAX_HANDSHAKE. */

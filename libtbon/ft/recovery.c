@@ -364,7 +364,7 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
     for (size_t i = 0; i < nhung; i++) {
         tb_stream_st_t *s = hung[i] < n->nstreams ? n->streams[hung[i]] : NULL;
         if (s)
-            s->hung_above = 1;
+            tb_ffault_set_hung_above(&s->ff, 1);
     }
     for (size_t id = 0; id < n->nstreams; id++) {
         tb_stream_st_t *s = n->streams[id];
@@ -372,7 +372,7 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
             continue;
         tb_stream_graft(n, s);
         const tb_filter_t *f = tb_filter_reg_get(n->filters, s->up);
-        if (s->hung_above) {
+        if (tb_ffault_hung_above(&s->ff)) {
             tb_plist_clear(&s->kept);
             lossy = 1;
             continue;
@@ -392,7 +392,7 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
             /* it holds what the state was made of (a back-end's: the parent
              * takes it as the back-end's own) */
             if (st)
-                tb_ranks_copy(tb_packet_cover_mut(st), &s->state_cover);
+                tb_ranks_copy(tb_packet_cover_mut(st), tb_cover_state(s));
             if (st)      /* key 0: late everywhere, so it joins the next wave */
                 tb_node_to_parent(n, s->id, st, 0, 0);
             else if (crash) {
@@ -412,9 +412,10 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
         tb_ring_drop(&ft->obuf);
         tb_stream_st_t *s = x.stream < n->nstreams ? n->streams[x.stream] : NULL;
         const tb_filter_t *f = s ? tb_filter_reg_get(n->filters, s->up) : NULL;
-        if (s && s->exact && !s->hung_above) {
+        int hung_s = s && tb_ffault_hung_above(&s->ff);
+        if (s && s->exact && !hung_s) {
             tbon_packet_unref(x.pkt);       /* sent again above, from what we keep */
-        } else if (f && f->get_state && !s->hung_above) {
+        } else if (f && f->get_state && !hung_s) {
             tb_node_to_parent(n, x.stream, x.pkt, x.more, x.key);
         } else {
             lossy = 1;
@@ -428,7 +429,7 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
     }
     for (size_t id = 0; id < n->nstreams; id++)
         if (n->streams[id])
-            n->streams[id]->hung_above = 0;
+            tb_ffault_set_hung_above(&n->streams[id]->ff, 0);
     int64_t t1 = tb_now_us();
     if (lossy)
         TB_INFO("ft", "adopted by rank %u: a stream's filter keeps no recoverable state; what "

@@ -142,11 +142,30 @@ static uint8_t *cover_tail(tb_frame_hdr_t *h, const tbon_packet_t *p, size_t *le
     return t;
 }
 
-static int send_packet(tb_conn_t *c, tb_frame_hdr_t *h, tbon_packet_t *p, int sequenced)
+/* TB_FRAME_F_DONE asked: the mark in a fresh buffer of 8 bytes, for a
+ * packet that goes in one frame; else NULL (and the flag is dropped: the
+ * mark rides on a later request, or goes alone). */
+static uint8_t *done_tail(tb_frame_hdr_t *h, size_t len, uint64_t done, size_t *tlen)
+{
+    if (!(h->flags & TB_FRAME_F_DONE))
+        return NULL;
+    uint8_t *t = len + 8 <= TB_FRAME_MAX_DEFAULT ? malloc(8) : NULL;
+    if (!t) {
+        h->flags &= (uint16_t)~TB_FRAME_F_DONE;
+        return NULL;
+    }
+    tb_put64(t, done);
+    *tlen = 8;
+    return t;
+}
+
+static int send_packet(tb_conn_t *c, tb_frame_hdr_t *h, tbon_packet_t *p, int sequenced,
+                       uint64_t done)
 {
     size_t len, tlen = 0;
     const uint8_t *payload = tb_packet_payload(p, &len);
-    uint8_t *tail = cover_tail(h, p, &tlen);
+    uint8_t *tail = h->flags & TB_FRAME_F_DONE ? done_tail(h, len, done, &tlen)
+                                               : cover_tail(h, p, &tlen);
     if (len + tlen <= TB_FRAME_MAX_DEFAULT) {
         tb_outframe_t *f = q_push(c, h, sequenced);
         if (!f) {
@@ -282,14 +301,22 @@ int tb_conn_send_packet_key(tb_conn_t *c, uint8_t type, uint16_t flags, uint32_t
 {
     tb_frame_hdr_t h = { .type = type, .flags = flags, .stream = stream, .tag = tag,
                          .source = source, .key = key };
-    return send_packet(c, &h, p, 1);
+    return send_packet(c, &h, p, 1, 0);
+}
+
+int tb_conn_send_request(tb_conn_t *c, uint32_t stream, int32_t tag, tbon_rank_t source,
+                         uint64_t q, uint64_t done, tbon_packet_t *p)
+{
+    tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .flags = done ? TB_FRAME_F_DONE : 0,
+                         .stream = stream, .tag = tag, .source = source, .key = q };
+    return send_packet(c, &h, p, 1, done);
 }
 
 int tb_conn_send_packet_oob(tb_conn_t *c, uint8_t type, int32_t tag, tbon_rank_t source,
                             tbon_packet_t *p)
 {
     tb_frame_hdr_t h = { .type = type, .tag = tag, .source = source };
-    return send_packet(c, &h, p, 0);
+    return send_packet(c, &h, p, 0, 0);
 }
 
 int tb_conn_send_buf(tb_conn_t *c, const tb_frame_hdr_t *h, uint8_t *buf, size_t len)

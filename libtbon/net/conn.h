@@ -143,6 +143,11 @@ int tb_conn_send_packet_flags(tb_conn_t *c, uint8_t type, uint16_t flags, uint32
 int tb_conn_send_packet_key(tb_conn_t *c, uint8_t type, uint16_t flags, uint32_t stream,
                             int32_t tag, tbon_rank_t source, uint64_t key, tbon_packet_t *p);
 
+/* A request going down (DATA, key q), with the FE's delivered mark done
+ * riding on it when not 0 (TB_FRAME_F_DONE). */
+int tb_conn_send_request(tb_conn_t *c, uint32_t stream, int32_t tag, tbon_rank_t source,
+                         uint64_t q, uint64_t done, tbon_packet_t *p);
+
 /* The same, not sequenced: for frames read before the connection reaches
  * the peer's reactor (the topology, the join and adoption answers), which
  * the link layer can neither acknowledge nor resend. */

@@ -72,7 +72,8 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
                 tb_ranks_t cv;
                 tb_ranks_init(&cv);
                 tbon_packet_t *p = NULL;
-                if (tb_cover_take(n, c, &f, &cv) == 0) {
+                uint64_t done = 0;
+                if (tb_cover_take(n, c, &f, &cv) == 0 && tb_exact_take_mark(c, &f, &done) == 0) {
                     p = tb_packet_decode(f.payload, f.hdr.len, f.hdr.tag, f.hdr.stream,
                                          f.hdr.source, &err);
                     if (!p)
@@ -84,6 +85,8 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
                     violation(c);
                 } else if (f.hdr.type == TB_FRAME_DATA) {
                     tb_cover_received(n, c, p, &cv);
+                    if (done)
+                        tb_exact_done(n, f.hdr.stream, done, 0);
                     if (c->index < 0)
                         tb_stream_down(n, f.hdr.stream, p, f.hdr.key);
                     else

@@ -126,20 +126,20 @@ void tb_cover_deliver(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t 
     tb_stream_st_t *s = stream < n->nstreams ? n->streams[stream] : NULL;
     if (!s || s->sync == TBON_SYNC_DONTWAIT)
         return;                 /* no waves: each packet is all it says */
-    uint64_t at = q && q == s->cover_q ? s->cover_at : n->cover.reqs;
+    uint64_t at = q && q == s->cov.q ? s->cov.at : n->cover.reqs;
     /* The set of a request sent after the last membership change is the
      * members in the tree now: kept, and made again only after a change. */
     const struct tb_cover_fe *cf = &n->cover;
     tb_ranks_t e;
     tb_ranks_init(&e);
-    if (at >= cf->changed && s->exp_changes == cf->changes && s->exp_valid) {
-        tb_ranks_copy(&e, &s->exp);
+    if (at >= cf->changed && s->cov.exp_changes == cf->changes && s->cov.exp_valid) {
+        tb_ranks_copy(&e, &s->cov.exp);
     } else {
         expected(n, s, at, &e);
         if (at >= cf->changed) {
-            tb_ranks_copy(&s->exp, &e);
-            s->exp_changes = cf->changes;
-            s->exp_valid = 1;
+            tb_ranks_copy(&s->cov.exp, &e);
+            s->cov.exp_changes = cf->changes;
+            s->cov.exp_valid = 1;
         }
     }
     tb_ranks_union(&e, tb_packet_cover(p));
@@ -223,4 +223,30 @@ void tb_cover_free(tb_node_t *n)
     free(n->cover.gone);
     free(n->cover.susp);
     memset(&n->cover, 0, sizeof n->cover);
+}
+
+/* ---- the stream's part (tb_cover_st_t) ---- */
+
+void tb_cover_st_init(tb_cover_st_t *cv)
+{
+    memset(cv, 0, sizeof *cv);
+    tb_ranks_init(&cv->state);
+    tb_ranks_init(&cv->exp);
+}
+
+void tb_cover_st_free(tb_cover_st_t *cv)
+{
+    tb_ranks_free(&cv->state);
+    tb_ranks_free(&cv->exp);
+}
+
+void tb_cover_wave(tb_stream_st_t *s, uint64_t q, uint64_t at)
+{
+    s->cov.q = q;
+    s->cov.at = at;
+}
+
+tb_ranks_t *tb_cover_state(tb_stream_st_t *s)
+{
+    return &s->cov.state;
 }

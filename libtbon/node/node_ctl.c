@@ -130,7 +130,7 @@ static void ctl_down(tb_node_t *n, const tb_ctl_msg_t *m, tbon_packet_t *p)
         tb_stream_end(n, m->u.stream_end.stream);
         break;
     case TB_CTL_DONE:
-        tb_exact_done(n, m->u.done.stream, m->u.done.key);
+        tb_exact_done(n, m->u.done.stream, m->u.done.key, 1);
         break;
     case TB_CTL_PARAMS: {
         const tb_ctl_params_t *pa = &m->u.params;

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "codec/packet_int.h"
+#include "util/endian.h"
 #include "util/log.h"
 
 /* Bounds of what a stream keeps of its sent units: past them the oldest go
@@ -39,8 +40,13 @@
  * oldest go, and the waves up to them are no longer waited for. */
 #define TB_LATE_MAX      (1u << 20)
 #define TB_LATE_BYTES    (256u << 20)
-/* The FE tells the tree every this many delivered waves. */
+/* The FE's mark moves every this many delivered waves, and rides down on
+ * the stream's next request (TB_FRAME_F_DONE); it goes alone (TB_CTL_DONE)
+ * when it has moved this many times with no request to carry it (waves
+ * sent in a burst, then received): a frame to every node for each
+ * TB_DONE_EVERY waves cost pipelined 8x8 waves 5% (bench/RESULTS.md). */
 #define TB_DONE_EVERY    32
+#define TB_DONE_ALONE    8
 
 struct tb_ret {
     uint64_t key;
@@ -82,8 +88,8 @@ static void ret_push(tb_ring_t *r, size_t *bytes, tbon_packet_t *p, int more, ui
  * with many waves in flight a thousand back-ends keeping a packet each per
  * wave made pipelined waves on 32x32 15% slower (the memory, not the CPU:
  * bench/RESULTS.md); its parent knows whose they are (a back-end's unit
- * covers the back-end). Entries: struct tb_bret in s->ret, bytes from
- * s->bbuf + bhead on. */
+ * covers the back-end). Entries: struct tb_bret in s->ex.ret, bytes from
+ * s->ex.bbuf + bhead on. */
 struct tb_bret {
     uint64_t key;
     uint32_t len;
@@ -95,63 +101,63 @@ static void be_retain(tb_stream_st_t *s, const tbon_packet_t *p, int more, uint6
 {
     size_t len;
     const uint8_t *pl = tb_packet_payload(p, &len);
-    while (s->ret.len && (s->ret.len >= TB_RET_MAX || s->ret_bytes + len > TB_RET_BYTES)) {
-        const struct tb_bret *e = tb_ring_at(&s->ret, 0);
-        s->bhead += e->len;
-        s->ret_bytes -= e->len;
-        tb_ring_drop(&s->ret);
+    while (s->ex.ret.len && (s->ex.ret.len >= TB_RET_MAX || s->ex.ret_bytes + len > TB_RET_BYTES)) {
+        const struct tb_bret *e = tb_ring_at(&s->ex.ret, 0);
+        s->ex.bhead += e->len;
+        s->ex.ret_bytes -= e->len;
+        tb_ring_drop(&s->ex.ret);
     }
-    if (!s->ret.len)
-        s->bhead = s->btail = 0;
-    if (s->btail + len > s->bcap) {
-        if (s->bhead > 0) {         /* compact, then grow if still short */
-            memmove(s->bbuf, s->bbuf + s->bhead, s->btail - s->bhead);
-            s->btail -= s->bhead;
-            s->bhead = 0;
+    if (!s->ex.ret.len)
+        s->ex.bhead = s->ex.btail = 0;
+    if (s->ex.btail + len > s->ex.bcap) {
+        if (s->ex.bhead > 0) {         /* compact, then grow if still short */
+            memmove(s->ex.bbuf, s->ex.bbuf + s->ex.bhead, s->ex.btail - s->ex.bhead);
+            s->ex.btail -= s->ex.bhead;
+            s->ex.bhead = 0;
         }
-        if (s->btail + len > s->bcap) {
-            size_t nc = s->bcap ? s->bcap : 4096;
-            while (nc < s->btail + len)
+        if (s->ex.btail + len > s->ex.bcap) {
+            size_t nc = s->ex.bcap ? s->ex.bcap : 4096;
+            while (nc < s->ex.btail + len)
                 nc *= 2;
-            uint8_t *nb = realloc(s->bbuf, nc);
+            uint8_t *nb = realloc(s->ex.bbuf, nc);
             if (!nb)
                 return;
-            s->bbuf = nb;
-            s->bcap = nc;
+            s->ex.bbuf = nb;
+            s->ex.bcap = nc;
         }
     }
-    if (!s->ret.size)
-        tb_ring_init(&s->ret, sizeof(struct tb_bret));
-    struct tb_bret *e = tb_ring_push(&s->ret);
+    if (!s->ex.ret.size)
+        tb_ring_init(&s->ex.ret, sizeof(struct tb_bret));
+    struct tb_bret *e = tb_ring_push(&s->ex.ret);
     if (!e)
         return;
-    memcpy(s->bbuf + s->btail, pl, len);
-    s->btail += len;
-    s->ret_bytes += len;
+    memcpy(s->ex.bbuf + s->ex.btail, pl, len);
+    s->ex.btail += len;
+    s->ex.ret_bytes += len;
     *e = (struct tb_bret){ key, (uint32_t)len, tbon_packet_tag(p), more };
 }
 
 static void be_trim(tb_stream_st_t *s, uint64_t key)
 {
-    while (s->ret.len && ((struct tb_bret *)tb_ring_at(&s->ret, 0))->key <= key) {
-        const struct tb_bret *e = tb_ring_at(&s->ret, 0);
-        s->bhead += e->len;
-        s->ret_bytes -= e->len;
-        tb_ring_drop(&s->ret);
+    while (s->ex.ret.len && ((struct tb_bret *)tb_ring_at(&s->ex.ret, 0))->key <= key) {
+        const struct tb_bret *e = tb_ring_at(&s->ex.ret, 0);
+        s->ex.bhead += e->len;
+        s->ex.ret_bytes -= e->len;
+        tb_ring_drop(&s->ex.ret);
     }
 }
 
 void tb_exact_retain(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t *p, int more, uint64_t key)
 {
-    if (key <= s->done && s->done)
+    if (key <= s->ex.done && s->ex.done)
         return;             /* delivered already */
     if (n->role == TB_ROLE_BE) {
         be_retain(s, p, more, key);
         return;
     }
-    while (s->ret.len && (s->ret.len >= TB_RET_MAX || s->ret_bytes + pbytes(p) > TB_RET_BYTES))
-        ret_drop_head(&s->ret, &s->ret_bytes);
-    ret_push(&s->ret, &s->ret_bytes, tbon_packet_ref(p), more, key);
+    while (s->ex.ret.len && (s->ex.ret.len >= TB_RET_MAX || s->ex.ret_bytes + pbytes(p) > TB_RET_BYTES))
+        ret_drop_head(&s->ex.ret, &s->ex.ret_bytes);
+    ret_push(&s->ex.ret, &s->ex.ret_bytes, tbon_packet_ref(p), more, key);
 }
 
 static void ret_trim(tb_ring_t *r, size_t *bytes, uint64_t key)
@@ -170,29 +176,65 @@ static void send_done(tb_node_t *n, const tb_stream_st_t *s, uint64_t key)
     tbon_packet_unref(p);
 }
 
-void tb_exact_done(tb_node_t *n, uint32_t stream, uint64_t key)
+void tb_exact_done(tb_node_t *n, uint32_t stream, uint64_t key, int alone)
 {
     tb_stream_st_t *s = stream < n->nstreams ? n->streams[stream] : NULL;
-    if (!s || key <= s->done)
+    if (!s || key <= s->ex.done || n->role == TB_ROLE_FE)
         return;
-    s->done = key;
+    s->ex.done = key;
     /* Kept units are in the order they went; a late one may follow a later
      * wave's, and then waits for a later DONE (the ring is not walked). */
     if (n->role == TB_ROLE_BE)
         be_trim(s, key);
     else
-        ret_trim(&s->ret, &s->ret_bytes, key);
+        ret_trim(&s->ex.ret, &s->ex.ret_bytes, key);
     tb_reqs_trim(s, key >> 24);
-    send_done(n, s, key);
+    if (alone && n->role != TB_ROLE_BE) {
+        s->ex.done_down = key;
+        send_done(n, s, key);
+    }
+}
+
+uint64_t tb_exact_mark(tb_stream_st_t *s)
+{
+    if (s->ex.done <= s->ex.done_down)
+        return 0;
+    s->ex.done_down = s->ex.done;
+    s->ex.marks_held = 0;
+    return s->ex.done;
+}
+
+int tb_exact_take_mark(const tb_conn_t *c, tb_frame_t *f, uint64_t *done)
+{
+    *done = 0;
+    if (!(f->hdr.flags & TB_FRAME_F_DONE))
+        return 0;
+    if (f->hdr.type != TB_FRAME_DATA || c->index >= 0 || f->hdr.len <= 8) {
+        snprintf(((tb_conn_t *)c)->why, sizeof c->why, "a delivered mark on %s",
+                 f->hdr.type != TB_FRAME_DATA ? "a frame that is not DATA"
+                 : c->index >= 0 ? "a frame from a child" : "a frame with no packet before it");
+        return TBON_EFORMAT;
+    }
+    f->hdr.len -= 8;
+    *done = tb_get64(f->payload + f->hdr.len);
+    if (!*done) {
+        snprintf(((tb_conn_t *)c)->why, sizeof c->why, "a delivered mark of wave 0");
+        return TBON_EFORMAT;
+    }
+    return 0;
 }
 
 void tb_exact_delivered(tb_node_t *n, tb_stream_st_t *s, uint64_t key)
 {
-    ret_trim(&s->late, &s->late_bytes, key);
-    if (++s->undone < TB_DONE_EVERY)
+    ret_trim(&s->ex.late, &s->ex.late_bytes, key);
+    if (++s->ex.undone < TB_DONE_EVERY)
         return;
-    s->undone = 0;
-    s->done = key;
+    s->ex.undone = 0;
+    s->ex.done = key;
+    if (++s->ex.marks_held < TB_DONE_ALONE)
+        return;             /* it rides on the next request */
+    s->ex.marks_held = 0;
+    s->ex.done_down = key;
     send_done(n, s, key);
 }
 
@@ -207,15 +249,15 @@ static void send_late(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more,
 
 void tb_exact_replay(tb_node_t *n, tb_stream_st_t *s)
 {
-    if (!s->ret.len)
+    if (!s->ex.ret.len)
         return;
     TB_INFO("ft", "stream %u: %zu unit%s sent up before the adoption go again to the new "
-            "parent", s->id, s->ret.len, s->ret.len == 1 ? "" : "s");
-    size_t off = s->bhead;
-    for (size_t j = 0; j < s->ret.len; j++) {
+            "parent", s->id, s->ex.ret.len, s->ex.ret.len == 1 ? "" : "s");
+    size_t off = s->ex.bhead;
+    for (size_t j = 0; j < s->ex.ret.len; j++) {
         if (n->role == TB_ROLE_BE) {
-            const struct tb_bret *b = tb_ring_at(&s->ret, j);
-            tbon_packet_t *p = tb_packet_decode(s->bbuf + off, b->len, b->tag, s->id, n->rank,
+            const struct tb_bret *b = tb_ring_at(&s->ex.ret, j);
+            tbon_packet_t *p = tb_packet_decode(s->ex.bbuf + off, b->len, b->tag, s->id, n->rank,
                                                 NULL);
             off += b->len;
             if (p)
@@ -223,7 +265,7 @@ void tb_exact_replay(tb_node_t *n, tb_stream_st_t *s)
             tbon_packet_unref(p);
             continue;
         }
-        const struct tb_ret *e = tb_ring_at(&s->ret, j);
+        const struct tb_ret *e = tb_ring_at(&s->ex.ret, j);
         send_late(n, s->id, e->p, e->more, e->key);
     }
 }
@@ -245,31 +287,31 @@ void tb_exact_late(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t *p, int more, 
         tbon_packet_unref(p);
         return;
     }
-    if ((s->has_closed && key <= s->closed) || (s->done && key <= s->done)) {
+    if ((s->has_closed && key <= s->closed) || (s->ex.done && key <= s->ex.done)) {
         TB_DEBUG("stream", "stream %u: a late partial of wave %llu.%llu, delivered already, "
                  "dropped", s->id, (unsigned long long)(key >> 24),
                  (unsigned long long)(key & 0xffffff));
         tbon_packet_unref(p);
         return;
     }
-    while (s->late.len && (s->late.len >= TB_LATE_MAX ||
-                           s->late_bytes + pbytes(p) > TB_LATE_BYTES)) {
-        uint64_t k = ((struct tb_ret *)tb_ring_at(&s->late, 0))->key;
-        if (k > s->late_lost)
-            s->late_lost = k;
+    while (s->ex.late.len && (s->ex.late.len >= TB_LATE_MAX ||
+                           s->ex.late_bytes + pbytes(p) > TB_LATE_BYTES)) {
+        uint64_t k = ((struct tb_ret *)tb_ring_at(&s->ex.late, 0))->key;
+        if (k > s->ex.late_lost)
+            s->ex.late_lost = k;
         TB_WARN_LIMITED("stream", "stream %u: more late partials than kept (%u or %u MiB): "
                         "the waves up to %llu go without what they lack", s->id, TB_LATE_MAX,
                         TB_LATE_BYTES >> 20, (unsigned long long)(k >> 24));
-        ret_drop_head(&s->late, &s->late_bytes);
+        ret_drop_head(&s->ex.late, &s->ex.late_bytes);
     }
-    ret_push(&s->late, &s->late_bytes, p, more, key);
+    ret_push(&s->ex.late, &s->ex.late_bytes, p, more, key);
 }
 
 int tb_exact_hold(tb_node_t *n, tb_stream_st_t *s, uint64_t key)
 {
     /* No membership change ever, no partial sent again: nothing to wait for;
      * nor for a wave whose late partials may have been dropped for room. */
-    if ((!n->cover.changes && !s->late.len) || key <= s->late_lost)
+    if ((!n->cover.changes && !s->ex.late.len) || key <= s->ex.late_lost)
         return 0;
     /* What the wave holds: its units at the children's heads and its late
      * partials. Only when that lacks a live expected back-end are the later
@@ -290,8 +332,8 @@ int tb_exact_hold(tb_node_t *n, tb_stream_st_t *s, uint64_t key)
                 tb_ranks_union(&u, tb_packet_cover(e->pkt));
         }
     }
-    for (size_t j = 0; j < s->late.len; j++) {
-        const struct tb_ret *e = tb_ring_at(&s->late, j);
+    for (size_t j = 0; j < s->ex.late.len; j++) {
+        const struct tb_ret *e = tb_ring_at(&s->ex.late, j);
         if (e->key == key)
             tb_ranks_union(&u, tb_packet_cover(e->p));
     }
@@ -310,8 +352,8 @@ int tb_exact_hold(tb_node_t *n, tb_stream_st_t *s, uint64_t key)
                 if (e->key > key && e->pkt)
                     tb_ranks_union(&later, tb_packet_cover(e->pkt));
             }
-        for (size_t j = 0; j < s->late.len; j++) {
-            const struct tb_ret *e = tb_ring_at(&s->late, j);
+        for (size_t j = 0; j < s->ex.late.len; j++) {
+            const struct tb_ret *e = tb_ring_at(&s->ex.late, j);
             if (e->key > key)
                 tb_ranks_union(&later, tb_packet_cover(e->p));
         }
@@ -334,23 +376,23 @@ int tb_exact_hold(tb_node_t *n, tb_stream_st_t *s, uint64_t key)
 size_t tb_exact_count_late(const tb_stream_st_t *s, uint64_t key)
 {
     size_t c = 0;
-    for (size_t j = 0; j < s->late.len; j++)
-        c += ((const struct tb_ret *)tb_ring_at(&s->late, j))->key == key;
+    for (size_t j = 0; j < s->ex.late.len; j++)
+        c += ((const struct tb_ret *)tb_ring_at(&s->ex.late, j))->key == key;
     return c;
 }
 
 size_t tb_exact_take_late(tb_stream_st_t *s, uint64_t key, tbon_packet_t **in)
 {
-    size_t len = s->late.len, taken = 0;
+    size_t len = s->ex.late.len, taken = 0;
     for (size_t j = 0; j < len; j++) {
-        struct tb_ret e = *(struct tb_ret *)tb_ring_at(&s->late, 0);
-        tb_ring_drop(&s->late);
+        struct tb_ret e = *(struct tb_ret *)tb_ring_at(&s->ex.late, 0);
+        tb_ring_drop(&s->ex.late);
         if (e.key == key) {
-            s->late_bytes -= pbytes(e.p);
+            s->ex.late_bytes -= pbytes(e.p);
             in[taken++] = e.p;
         }
         else
-            *(struct tb_ret *)tb_ring_push(&s->late) = e;    /* room: one was dropped */
+            *(struct tb_ret *)tb_ring_push(&s->ex.late) = e;    /* room: one was dropped */
     }
     return taken;
 }
@@ -390,13 +432,13 @@ size_t tb_exact_disjoint(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, si
 
 void tb_exact_free(tb_node_t *n, tb_stream_st_t *s)
 {
-    while (n->role == TB_ROLE_BE && s->ret.len)
-        tb_ring_drop(&s->ret);          /* bytes in bbuf: no packets */
-    while (s->ret.len)
-        ret_drop_head(&s->ret, &s->ret_bytes);
-    free(s->bbuf);
-    tb_ring_free(&s->ret);
-    while (s->late.len)
-        ret_drop_head(&s->late, &s->late_bytes);
-    tb_ring_free(&s->late);
+    while (n->role == TB_ROLE_BE && s->ex.ret.len)
+        tb_ring_drop(&s->ex.ret);          /* bytes in bbuf: no packets */
+    while (s->ex.ret.len)
+        ret_drop_head(&s->ex.ret, &s->ex.ret_bytes);
+    free(s->ex.bbuf);
+    tb_ring_free(&s->ex.ret);
+    while (s->ex.late.len)
+        ret_drop_head(&s->ex.late, &s->ex.late_bytes);
+    tb_ring_free(&s->ex.late);
 }

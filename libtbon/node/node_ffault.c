@@ -37,11 +37,11 @@ void tb_stream_on_filter_fault(tb_node_t *n, const tb_ctl_filter_fault_t *m)
     int per_wave = s && s->sync != TBON_SYNC_DONTWAIT;
     if (per_wave && m->rank != n->rank) {
         size_t i = 0;
-        while (i < 7 && s->poisoned[i] && s->poisoned[i] != m->key)
+        while (i < 7 && s->ff.poisoned[i] && s->ff.poisoned[i] != m->key)
             i++;
-        s->poisoned[i] = m->key;        /* full: the last slot is reused */
-        free(s->poison_msg[i]);
-        s->poison_msg[i] = strdup(m->msg);
+        s->ff.poisoned[i] = m->key;        /* full: the last slot is reused */
+        free(s->ff.poison_msg[i]);
+        s->ff.poison_msg[i] = strdup(m->msg);
     }
     if (!per_wave && n->cbs.status)
         n->cbs.status(n->cbs.arg, TB_NODE_STREAM_ERROR, (int)m->stream, m->msg);
@@ -84,7 +84,7 @@ static void fw_begin(tb_node_t *n, const tb_stream_st_t *s, const tb_filter_t *f
     struct tb_fwatch *w = &n->fw;
     pthread_mutex_lock(&w->mu);
     w->since = tb_now_ms();
-    w->limit = s->limit_ms >= 0 ? s->limit_ms : n->fw_default;
+    w->limit = s->ff.limit_ms >= 0 ? s->ff.limit_ms : n->fw_default;
     w->filter = f->id;
     w->stream = s->id;
     w->key = key;
@@ -110,7 +110,7 @@ int tb_stream_run_filter(tb_node_t *n, const tb_stream_st_t *s, const tb_filter_
                       tbon_packet_t *const in[], size_t k, tbon_packet_list_t *out, void **state,
                       const tbon_filter_ctx_t *ctx, tbon_error_t *err)
 {
-    int limit = s->limit_ms >= 0 ? s->limit_ms : n->fw_default;
+    int limit = s->ff.limit_ms >= 0 ? s->ff.limit_ms : n->fw_default;
     if (n->role == TB_ROLE_FE && f->dl && limit > 0)
         return tb_fecall_run(n, f, in, k, out, state, ctx, limit, err);
     fw_begin(n, s, f, key, in, k);
@@ -195,4 +195,49 @@ void tb_stream_keep(tb_node_t *n, uint32_t id, tbon_packet_t *p)
     tbon_packet_list_push(&s->kept, tbon_packet_ref(p));
     if (s->kept.n >= 64)
         tb_stream_fold_kept(n, s);
+}
+/* ---- the stream's part (tb_ffault_st_t) ---- */
+
+void tb_ffault_st_init(tb_ffault_st_t *ff)
+{
+    memset(ff, 0, sizeof *ff);
+    ff->limit_ms = -1;
+}
+
+void tb_ffault_st_free(tb_ffault_st_t *ff)
+{
+    for (size_t i = 0; i < 8; i++)
+        free(ff->poison_msg[i]);
+    memset(ff->poison_msg, 0, sizeof ff->poison_msg);
+}
+
+void tb_ffault_set_limit(tb_ffault_st_t *ff, uint32_t ms)
+{
+    ff->limit_ms = ms > INT32_MAX ? INT32_MAX : (int32_t)ms;
+}
+
+void tb_ffault_set_hung_above(tb_ffault_st_t *ff, int hung)
+{
+    ff->hung_above = hung != 0;
+}
+
+int tb_ffault_hung_above(const tb_ffault_st_t *ff)
+{
+    return ff->hung_above;
+}
+
+int tb_ffault_take_poison(tb_ffault_st_t *ff, uint64_t key, char *msg, size_t len)
+{
+    for (size_t i = 0; key && i < 8 && ff->poisoned[i]; i++) {
+        if (ff->poisoned[i] != key)
+            continue;
+        snprintf(msg, len, "%s", ff->poison_msg[i] ? ff->poison_msg[i] : "a filter failed below");
+        free(ff->poison_msg[i]);
+        memmove(&ff->poisoned[i], &ff->poisoned[i + 1], (7 - i) * sizeof ff->poisoned[0]);
+        memmove(&ff->poison_msg[i], &ff->poison_msg[i + 1], (7 - i) * sizeof ff->poison_msg[0]);
+        ff->poisoned[7] = 0;
+        ff->poison_msg[7] = NULL;
+        return 1;
+    }
+    return 0;
 }

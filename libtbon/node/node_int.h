@@ -72,6 +72,61 @@ struct tb_pq_ent {
     uint64_t key;             /* the wave it belongs to (docs/protocol.md 8.4) */
 };
 
+/* The parts of a stream's state, each owned by the file that keeps it; the
+ * others read them only through that file's calls (node_int.h below). */
+
+/* node_reqs.c: the requests a node passed down whose waves are not closed
+ * here (struct tb_req), for children adopted before they got them (fault
+ * tolerance on, not DONTWAIT; bounded). */
+typedef struct tb_reqs_st {
+    tb_ring_t ring;
+    size_t    bytes;          /* their payloads' bytes */
+    uint64_t  dropped;        /* the last of them dropped for room, its wave open */
+} tb_reqs_st_t;
+
+/* node_ffault.c: a stream's filter faults. */
+typedef struct tb_ffault_st {
+    int32_t   limit_ms;       /* a plug-in call's limit (TBON_FILTER_PARAM_LIMIT);
+                                 -1: the node's default */
+    uint8_t   hung_above;     /* the parent's filter of this stream hung over
+                                 what we sent: none of it goes to an adopter */
+    uint64_t  poisoned[8];    /* FE: keys of waves whose input a filter fault
+                                 below dropped: their outcome is TBON_EFILTER
+                                 (0 = free) */
+    char     *poison_msg[8];  /* FE: why, for each (malloc'd, or NULL) */
+} tb_ffault_st_t;
+
+/* node_cover.c: a stream's coverage. */
+typedef struct tb_cover_st {
+    uint64_t  q, at;          /* FE: the request of the wave being delivered and
+                                 its number among all streams' requests (0: not
+                                 known) */
+    tb_ranks_t state;         /* the back-ends whose input the up filter's state
+                                 holds: its composed state's coverage */
+    tb_ranks_t exp;           /* FE: the members a request sent now expects, */
+    uint64_t  exp_changes;    /* as of this many membership changes */
+    int       exp_valid;
+} tb_cover_st_t;
+
+/* node_exact.c: what an exact stream keeps. */
+typedef struct tb_exact_st {
+    tb_ring_t ret;            /* the units this node sent up and the FE has not
+                                 said delivered (struct tb_ret), to send again
+                                 after an adoption; bounded */
+    size_t    ret_bytes;
+    uint8_t  *bbuf;           /* BE: the bytes of what ret keeps */
+    size_t    bcap, bhead, btail;
+    uint64_t  done;           /* the FE delivered every wave up to this key */
+    tb_ring_t late;           /* FE: partials that came after their wave closed
+                                 below (struct tb_ret), for waves not delivered */
+    size_t    late_bytes;
+    uint64_t  late_lost;      /* FE: the last key whose late partials were dropped
+                                 for room: waves up to it are not waited for */
+    uint64_t  done_down;      /* the last mark passed down (on a request, or alone) */
+    uint32_t  undone;         /* FE: waves delivered since the mark last moved */
+    uint32_t  marks_held;     /* FE: times it moved since one last went down */
+} tb_exact_st_t;
+
 typedef struct tb_stream_st {
     uint32_t  id;
     int       up, sync, down;
@@ -96,50 +151,18 @@ typedef struct tb_stream_st {
     uint64_t  sent_key;       /* the last key this node sent up (or buffered) */
     uint64_t  closed;         /* the key of the last wave sent up */
     int       has_closed;
-    tb_ring_t reqs;           /* requests passed down whose waves are not
-                                 closed here (struct tb_req), for children
-                                 adopted before they got them (fault
-                                 tolerance on, not DONTWAIT; bounded) */
-    size_t    reqs_bytes;     /* their payloads' bytes */
-    uint64_t  reqs_dropped;   /* the last of them dropped for room, its wave open */
+    tb_reqs_st_t rq;          /* requests kept for adopted children (node_reqs.c) */
     int       unsettled;      /* FE: nodes failed or were adopted since the
                                  requests in flight went: look for lost waves
                                  as waves close (settle_stream) */
     tbon_packet_list_t extra; /* stale input of a state-recoverable filter, for
                                  the next wave */
     tbon_packet_list_t kept;  /* BE: sent packets not yet folded into up_state */
-    int32_t   limit_ms;       /* a plug-in call's limit (TBON_FILTER_PARAM_LIMIT);
-                                 -1: the node's default */
-    uint8_t   hung_above;     /* the parent's filter of this stream hung over
-                                 what we sent: none of it goes to an adopter */
-    uint64_t  poisoned[8];    /* FE: keys of waves whose input a filter fault
-                                 below dropped: their outcome is TBON_EFILTER
-                                 (0 = free) */
-    char     *poison_msg[8];  /* FE: why, for each (malloc'd, or NULL) */
-    uint64_t  cover_q, cover_at; /* FE: the request of the wave being delivered
-                                 and its number among all streams' requests
-                                 (node_cover.c; 0: not known) */
-    /* exact streams (node_exact.c): an associative up filter, fault
-     * tolerance on, not don't-wait */
-    int       exact;
-    tb_ring_t ret;            /* the units this node sent up and the FE has not
-                                 said delivered (struct tb_ret), to send again
-                                 after an adoption; bounded */
-    size_t    ret_bytes;
-    uint8_t  *bbuf;           /* BE: the bytes of what ret keeps (node_exact.c) */
-    size_t    bcap, bhead, btail;
-    uint64_t  done;           /* the FE delivered every wave up to this key */
-    tb_ring_t late;           /* FE: partials that came after their wave closed
-                                 below (struct tb_ret), for waves not delivered */
-    size_t    late_bytes;
-    uint64_t  late_lost;      /* FE: the last key whose late partials were dropped
-                                 for room: waves up to it are not waited for */
-    uint32_t  undone;         /* FE: waves delivered since the last DONE went */
-    tb_ranks_t state_cover;   /* the back-ends whose input the up filter's state
-                                 holds: its composed state's coverage */
-    tb_ranks_t exp;           /* FE: the members a request sent now expects, */
-    uint64_t  exp_changes;    /* as of this many membership changes */
-    int       exp_valid;
+    tb_ffault_st_t ff;        /* filter faults (node_ffault.c) */
+    tb_cover_st_t cov;        /* coverage (node_cover.c) */
+    int       exact;          /* an exact stream: an associative up filter, fault
+                                 tolerance on, not don't-wait */
+    tb_exact_st_t ex;         /* what an exact stream keeps (node_exact.c) */
 } tb_stream_st_t;
 
 /* The node's life (seed 003's processes start, serve, and end in order).
@@ -323,7 +346,10 @@ void tb_node_send_filters(tb_node_t *n, tb_conn_t *c);
  * follow (TB_FRAME_F_MORE). Takes p. */
 void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uint64_t key);
 /* Send p (borrowed) down to child i as part of request q (docs/protocol.md 8.4). */
-void tb_node_to_child(tb_node_t *n, size_t i, uint32_t stream, tbon_packet_t *p, uint64_t q);
+/* Request q (DATA) to child i; done: the FE's delivered mark riding on it
+ * (TB_FRAME_F_DONE), or 0. */
+void tb_node_to_child(tb_node_t *n, size_t i, uint32_t stream, tbon_packet_t *p, uint64_t q,
+                      uint64_t done);
 void tb_node_fail(tb_node_t *n, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int  tb_node_child_index(const tb_node_t *n, tbon_rank_t r);
@@ -630,14 +656,32 @@ void tb_cover_member_event(tb_node_t *n, tbon_event_type_t type, tbon_rank_t r);
  * expected. */
 void tb_cover_deliver(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q);
 void tb_cover_free(tb_node_t *n);
+/* A stream's part: set up, released. */
+void tb_cover_st_init(tb_cover_st_t *cv);
+void tb_cover_st_free(tb_cover_st_t *cv);
+/* FE: the wave of request q (at: its number among all streams' requests;
+ * 0, 0: not known) is delivered next. */
+void tb_cover_wave(tb_stream_st_t *s, uint64_t q, uint64_t at);
+/* The back-ends whose input s's up filter state holds (a composed state's
+ * coverage). */
+tb_ranks_t *tb_cover_state(tb_stream_st_t *s);
 
 /* node_exact.c: exact streams (docs/fault-tolerance.md, "Exact results") */
 /* A unit this node sends up on s: kept until the FE says its wave is
  * delivered (TB_CTL_DONE), for an adoption. */
 void tb_exact_retain(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t *p, int more, uint64_t key);
-/* TB_CTL_DONE: what is kept for the waves up to key goes; passed on to the
- * children that take part. */
-void tb_exact_done(tb_node_t *n, uint32_t stream, uint64_t key);
+/* The FE delivered every wave up to key: what is kept for them goes. alone:
+ * the mark came as TB_CTL_DONE, and goes on to the children that take part
+ * the same way; else it came on a request, and rides on it further down
+ * (tb_exact_mark). */
+void tb_exact_done(tb_node_t *n, uint32_t stream, uint64_t key, int alone);
+/* A down DATA frame f flagged TB_FRAME_F_DONE: its mark into *done and f's
+ * length cut to the packet's. 0 (*done = 0 without the flag), or
+ * TBON_EFORMAT with c->why said. */
+int  tb_exact_take_mark(const tb_conn_t *c, tb_frame_t *f, uint64_t *done);
+/* The mark to put on a request s passes down now (0: none new); noted as
+ * gone. */
+uint64_t tb_exact_mark(tb_stream_st_t *s);
 /* FE: the wave with key was delivered; now and then the children hear so. */
 void tb_exact_delivered(tb_node_t *n, tb_stream_st_t *s, uint64_t key);
 /* Adopted: the kept units of s go to the new parent again, flagged LATE. */
@@ -692,6 +736,18 @@ int  tb_reqs_has_wave(const tb_stream_st_t *s, uint64_t q);
 /* An adopted child gets the kept requests after seen_to, and owes them. */
 void tb_reqs_resend(tb_node_t *n, tb_stream_st_t *s, size_t child, uint64_t seen_to);
 /* node_ffault.c: filter calls and their faults */
+/* A stream's part: set up (no limit of its own), released. */
+void tb_ffault_st_init(tb_ffault_st_t *ff);
+void tb_ffault_st_free(tb_ffault_st_t *ff);
+/* TBON_FILTER_PARAM_LIMIT: a plug-in call's limit on this stream. */
+void tb_ffault_set_limit(tb_ffault_st_t *ff, uint32_t ms);
+/* The parent's filter hung over what this node sent on the stream (set
+ * until the node's adoption is over): none of it goes to an adopter. */
+void tb_ffault_set_hung_above(tb_ffault_st_t *ff, int hung);
+int  tb_ffault_hung_above(const tb_ffault_st_t *ff);
+/* FE: the wave with key lost input to a filter fault below: 1, and
+ * forgotten; why into msg. 0 if not. */
+int  tb_ffault_take_poison(tb_ffault_st_t *ff, uint64_t key, char *msg, size_t len);
 /* Report a filter failure of stream id toward the FE (TB_CTL_STREAM_ERR). */
 void tb_stream_error(tb_node_t *n, uint32_t id, const char *msg);
 /* Run filter f of stream s over in[0..k) for the wave with key: at the FE a

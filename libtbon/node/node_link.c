@@ -95,14 +95,15 @@ void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more
     tbon_packet_unref(p);
 }
 
-void tb_node_to_child(tb_node_t *n, size_t i, uint32_t stream, tbon_packet_t *p, uint64_t q)
+void tb_node_to_child(tb_node_t *n, size_t i, uint32_t stream, tbon_packet_t *p, uint64_t q,
+                      uint64_t done)
 {
     tb_conn_t *c = n->child[i].conn;
     if (!c || c->closed)
         return;
     tbon_rank_t src = tbon_packet_source(p);
-    if (tb_conn_send_packet_key(c, TB_FRAME_DATA, 0, stream, tbon_packet_tag(p),
-                                src == TBON_RANK_NONE ? n->rank : src, q, p) == TBON_ETOOBIG)
+    if (tb_conn_send_request(c, stream, tbon_packet_tag(p), src == TBON_RANK_NONE ? n->rank : src,
+                             q, done, p) == TBON_ETOOBIG)
         too_big(stream, p, c->rank);
 }
 

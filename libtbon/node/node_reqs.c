@@ -30,29 +30,29 @@ struct tb_req {
 
 static void reqs_drop_oldest(tb_stream_st_t *s)
 {
-    struct tb_req *e = tb_ring_at(&s->reqs, 0);
-    if (e->q > s->reqs_dropped && (!s->has_closed || e->q > s->closed >> 24))
-        s->reqs_dropped = e->q;     /* its wave is open: dropped for room */
+    struct tb_req *e = tb_ring_at(&s->rq.ring, 0);
+    if (e->q > s->rq.dropped && (!s->has_closed || e->q > s->closed >> 24))
+        s->rq.dropped = e->q;     /* its wave is open: dropped for room */
     size_t len;
     tb_packet_payload(e->p, &len);
-    s->reqs_bytes -= len;
+    s->rq.bytes -= len;
     tbon_packet_unref(e->p);
-    tb_ring_drop(&s->reqs);
+    tb_ring_drop(&s->rq.ring);
 }
 
 void tb_reqs_keep(tb_stream_st_t *s, uint64_t q, tbon_packet_t *p, uint64_t at)
 {
-    if (!s->reqs.size)
-        tb_ring_init(&s->reqs, sizeof(struct tb_req));
+    if (!s->rq.ring.size)
+        tb_ring_init(&s->rq.ring, sizeof(struct tb_req));
     size_t len;
     tb_packet_payload(p, &len);
-    while (s->reqs.len && (s->reqs.len >= TB_REQS_KEEP_MAX ||
-                           s->reqs_bytes + len > TB_REQS_KEEP_BYTES))
+    while (s->rq.ring.len && (s->rq.ring.len >= TB_REQS_KEEP_MAX ||
+                           s->rq.bytes + len > TB_REQS_KEEP_BYTES))
         reqs_drop_oldest(s);
-    struct tb_req *e = tb_ring_push(&s->reqs);
+    struct tb_req *e = tb_ring_push(&s->rq.ring);
     if (e) {
         *e = (struct tb_req){ q, tbon_packet_ref(p), at };
-        s->reqs_bytes += len;
+        s->rq.bytes += len;
     }
 }
 
@@ -60,13 +60,11 @@ void tb_reqs_keep(tb_stream_st_t *s, uint64_t q, tbon_packet_t *p, uint64_t at)
  * streams' requests, for its expected back-ends (node_cover.c). */
 void tb_reqs_note(tb_stream_st_t *s, uint64_t q)
 {
-    s->cover_q = s->cover_at = 0;
-    for (size_t j = 0; j < s->reqs.len; j++) {
-        const struct tb_req *e = tb_ring_at(&s->reqs, j);
-        if (e->q == q) {
-            s->cover_q = q;
-            s->cover_at = e->at;
-        }
+    tb_cover_wave(s, 0, 0);
+    for (size_t j = 0; j < s->rq.ring.len; j++) {
+        const struct tb_req *e = tb_ring_at(&s->rq.ring, j);
+        if (e->q == q)
+            tb_cover_wave(s, q, e->at);
         if (e->q >= q)
             break;
     }
@@ -75,15 +73,15 @@ void tb_reqs_note(tb_stream_st_t *s, uint64_t q)
 /* Drop the kept requests up to request q (their waves closed). */
 void tb_reqs_trim(tb_stream_st_t *s, uint64_t q)
 {
-    while (s->reqs.len && ((struct tb_req *)tb_ring_at(&s->reqs, 0))->q <= q)
+    while (s->rq.ring.len && ((struct tb_req *)tb_ring_at(&s->rq.ring, 0))->q <= q)
         reqs_drop_oldest(s);
 }
 
 
 uint64_t tb_reqs_at(const tb_stream_st_t *s, uint64_t q)
 {
-    for (size_t j = 0; j < s->reqs.len; j++) {
-        const struct tb_req *e = tb_ring_at(&s->reqs, j);
+    for (size_t j = 0; j < s->rq.ring.len; j++) {
+        const struct tb_req *e = tb_ring_at(&s->rq.ring, j);
         if (e->q == q)
             return e->at;
         if (e->q > q)
@@ -95,10 +93,10 @@ uint64_t tb_reqs_at(const tb_stream_st_t *s, uint64_t q)
 /* FE: whether request q went down (is kept for its wave) and has a wave. */
 int tb_reqs_has_wave(const tb_stream_st_t *s, uint64_t q)
 {
-    if (q <= s->reqs_dropped)
+    if (q <= s->rq.dropped)
         return 1;               /* dropped from the full ring: assume so */
-    for (size_t j = 0; j < s->reqs.len; j++) {
-        uint64_t r = ((const struct tb_req *)tb_ring_at(&s->reqs, j))->q;
+    for (size_t j = 0; j < s->rq.ring.len; j++) {
+        uint64_t r = ((const struct tb_req *)tb_ring_at(&s->rq.ring, j))->q;
         if (r >= q)
             return r == q;
     }
@@ -106,18 +104,18 @@ int tb_reqs_has_wave(const tb_stream_st_t *s, uint64_t q)
 }
 void tb_reqs_resend(tb_node_t *n, tb_stream_st_t *s, size_t child, uint64_t seen_to)
 {
-    for (size_t j = 0; j < s->reqs.len; j++) {
-        const struct tb_req *e = tb_ring_at(&s->reqs, j);
+    for (size_t j = 0; j < s->rq.ring.len; j++) {
+        const struct tb_req *e = tb_ring_at(&s->rq.ring, j);
         if (e->q <= seen_to)
             continue;
         if (!s->fwd_from[child])
             s->fwd_from[child] = e->q;
-        tb_node_to_child(n, child, s->id, e->p, e->q);
+        tb_node_to_child(n, child, s->id, e->p, e->q, 0);
     }
 }
 
 void tb_reqs_free(tb_stream_st_t *s)
 {
     tb_reqs_trim(s, UINT64_MAX);
-    tb_ring_free(&s->reqs);
+    tb_ring_free(&s->rq.ring);
 }

@@ -26,11 +26,9 @@ static void stream_free(tb_node_t *n, tb_stream_st_t *s)
     free(s->members);
     tb_plist_free(&s->extra);
     tb_plist_free(&s->kept);
-    tb_ranks_free(&s->exp);
-    tb_ranks_free(&s->state_cover);
+    tb_cover_st_free(&s->cov);
     tb_exact_free(n, s);
-    for (size_t i = 0; i < 8; i++)
-        free(s->poison_msg[i]);
+    tb_ffault_st_free(&s->ff);
     tb_reqs_free(s);
     tb_filter_state_free(tb_filter_reg_get(n->filters, s->up), &s->up_state);
     tb_filter_state_free(tb_filter_reg_get(n->filters, s->down), &s->down_state);
@@ -144,15 +142,14 @@ int tb_stream_create(tb_node_t *n, uint32_t id, int up, int sync, uint32_t timeo
     tb_stream_st_t *s = calloc(1, sizeof *s);
     if (!s)
         return TBON_ENOMEM;
-    tb_ranks_init(&s->exp);
-    tb_ranks_init(&s->state_cover);
+    tb_cover_st_init(&s->cov);
+    tb_ffault_st_init(&s->ff);
     s->id = id;
     s->up = up;
     s->sync = sync;
     s->bcast = bcast;
     s->exact = exact;
     s->timeout_ms = timeout_ms;
-    s->limit_ms = -1;
     s->down = down;
     tb_plist_init(&s->extra);
     tb_plist_init(&s->kept);
@@ -204,7 +201,7 @@ void tb_stream_set_params(tb_node_t *n, uint32_t id, int which, tbon_packet_t *p
     } else if (which == TBON_FILTER_PARAM_LIMIT) {
         uint32_t ms;
         if (tbon_packet_unpack(p, "%ud", &ms) == 0)
-            s->limit_ms = ms > INT32_MAX ? INT32_MAX : (int32_t)ms;
+            tb_ffault_set_limit(&s->ff, ms);
     }
     size_t len;
     const uint8_t *pl = tb_packet_payload(p, &len);
@@ -287,12 +284,13 @@ void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q)
         if (s->part[i] && !s->fwd_from[i] && s->seen_to[i] != UINT64_MAX && q > s->seen_to[i])
             s->fwd_from[i] = q;     /* an adopted child's first new request here */
     int keep = s->sync != TBON_SYNC_DONTWAIT && n->ft->ready(n);
+    uint64_t done = out.n ? tb_exact_mark(s) : 0;
     for (size_t j = 0; j < out.n; j++) {
         if (keep)
             tb_reqs_keep(s, q, out.v[j], at);
         for (size_t i = 0; i < n->nchild; i++)
             if (s->part[i] && (s->seen_to[i] == UINT64_MAX || q > s->seen_to[i]))
-                tb_node_to_child(n, i, stream, out.v[j], q);
+                tb_node_to_child(n, i, stream, out.v[j], q, j == 0 ? done : 0);
     }
     tb_plist_free(&out);
     if (!tb_stream_takes_part(n, s))

@@ -109,24 +109,6 @@ void tb_wave_empty_up(tb_node_t *n, tb_stream_st_t *s, uint64_t key)
     tb_conn_send_buf(n->parent, &h, NULL, 0);
 }
 
-/* FE: the wave with this key lost input to a filter fault below: 1, and
- * forgotten; why into msg. */
-static int poisoned(tb_stream_st_t *s, uint64_t key, char *msg, size_t len)
-{
-    for (size_t i = 0; key && i < 8 && s->poisoned[i]; i++) {
-        if (s->poisoned[i] != key)
-            continue;
-        snprintf(msg, len, "%s", s->poison_msg[i] ? s->poison_msg[i] : "a filter failed below");
-        free(s->poison_msg[i]);
-        memmove(&s->poisoned[i], &s->poisoned[i + 1], (7 - i) * sizeof s->poisoned[0]);
-        memmove(&s->poison_msg[i], &s->poison_msg[i + 1], (7 - i) * sizeof s->poison_msg[0]);
-        s->poisoned[7] = 0;
-        s->poison_msg[7] = NULL;
-        return 1;
-    }
-    return 0;
-}
-
 /* FE: the outcome of the wave with key is an error, in its place. */
 static void wave_error(tb_node_t *n, tb_stream_st_t *s, uint64_t key, const char *msg)
 {
@@ -145,7 +127,7 @@ static void run_up(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k
      * that error, never a partial result. */
     int per_wave = s->sync != TBON_SYNC_DONTWAIT && key != 0;
     char msg[600];
-    if (n->role == TB_ROLE_FE && poisoned(s, key, msg, sizeof msg)) {
+    if (n->role == TB_ROLE_FE && tb_ffault_take_poison(&s->ff, key, msg, sizeof msg)) {
         for (size_t i = 0; i < k; i++)
             tbon_packet_unref(in[i]);
         wave_error(n, s, key, msg);
@@ -176,7 +158,7 @@ static void run_up(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k
     else if (rc && per_wave)       /* it returned an error: as a fault of this wave */
         tb_stream_filter_fault(n, s->id, f, -1, key, in, k, err.msg);
     snprintf(msg, sizeof msg, "rank %u: %s", n->rank, err.msg);
-    tb_cover_outputs(in, k, &out, f->get_state ? &s->state_cover : NULL);
+    tb_cover_outputs(in, k, &out, f->get_state ? tb_cover_state(s) : NULL);
     for (size_t i = 0; i < k; i++)
         tbon_packet_unref(in[i]);
     if (rc && !per_wave && rc != TB_FILTER_CRASHED && rc != TB_FILTER_HUNG)

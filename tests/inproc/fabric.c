@@ -14,6 +14,7 @@
 #include "codec/packet_int.h"
 #include "net/sock.h"
 #include "ft/ft.h"
+#include "util/endian.h"
 
 #define FAB_MAX 32      /* nodes and peers per fabric */
 
@@ -595,6 +596,14 @@ int fab_peer_next(fab_peer_t *p, fab_msg_t *m, int ms)
                 th_fail(__FILE__, __LINE__, "peer %u: a bad coverage: %s", p->rank, why);
             else
                 len -= (size_t)t;
+        } else if (fr.hdr.flags & TB_FRAME_F_DONE) {
+            if (len <= 8) {
+                th_fail(__FILE__, __LINE__, "peer %u: a delivered mark and no packet", p->rank);
+                t = -1;
+            } else {
+                len -= 8;
+                m->done = tb_get64(fr.payload + len);
+            }
         }
         m->pkt = t < 0 ? NULL : tb_packet_decode(fr.payload, len, fr.hdr.tag, fr.hdr.stream,
                                                  fr.hdr.source, &err);
@@ -719,6 +728,27 @@ void fab_peer_unit(fab_peer_t *pe, uint32_t stream, uint64_t key, uint16_t flags
     }
     free(buf);
     tb_ranks_free(&cv);
+    tbon_packet_unref(p);
+}
+
+void fab_peer_request(fab_peer_t *pe, uint32_t stream, uint64_t q, uint64_t done,
+                      tbon_packet_t *p)
+{
+    size_t len = 0;
+    const uint8_t *pl = tb_packet_payload(p, &len);
+    uint8_t *buf = malloc(len + 8);
+    tbon_error_t err;
+    tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .flags = TB_FRAME_F_DONE, .stream = stream,
+                         .tag = tbon_packet_tag(p), .source = pe->rank, .key = q };
+    if (!buf || pe->fd < 0) {
+        th_fail(__FILE__, __LINE__, "peer %u: cannot send a request", pe->rank);
+    } else {
+        memcpy(buf, pl, len);
+        tb_put64(buf + len, done);
+        if (tb_sock_send_frame(pe->fd, &h, buf, len + 8, tb_now_ms() + FAB_MS, &err) != 0)
+            th_fail(__FILE__, __LINE__, "peer %u: cannot send a request: %s", pe->rank, err.msg);
+    }
+    free(buf);
     tbon_packet_unref(p);
 }
 

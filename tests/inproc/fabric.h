@@ -103,6 +103,7 @@ fab_peer_t *fab_peer_under(fab_t *f, fab_node_t *parent, tbon_rank_t r);
 typedef struct fab_msg {
     tb_frame_hdr_t hdr;
     tbon_packet_t *pkt;
+    uint64_t done;          /* the FE's delivered mark on a request (TB_FRAME_F_DONE), or 0 */
 } fab_msg_t;
 void fab_msg_clear(fab_msg_t *m);
 
@@ -123,6 +124,10 @@ void fab_peer_quiet(fab_peer_t *p, int ms);
 void fab_peer_ctl(fab_peer_t *pe, int op, tbon_packet_t *p);
 void fab_peer_data(fab_peer_t *pe, uint32_t stream, uint64_t key, int more, tbon_packet_t *p);
 void fab_peer_empty(fab_peer_t *pe, uint32_t stream, uint64_t key);
+/* Request q going down with the FE's delivered mark done on it
+ * (TB_FRAME_F_DONE, docs/protocol.md 8.6). Takes p. */
+void fab_peer_request(fab_peer_t *pe, uint32_t stream, uint64_t q, uint64_t done,
+                      tbon_packet_t *p);
 /* A DATA frame with flags (TB_FRAME_F_MORE, _LATE) and the coverage
  * cov[0..ncov) as a commnode sends it (docs/protocol.md 2.6). Takes p. */
 void fab_peer_unit(fab_peer_t *pe, uint32_t stream, uint64_t key, uint16_t flags,

@@ -309,13 +309,11 @@ static void expect_unit(fab_peer_t *pe, uint32_t stream, uint64_t key, uint16_t 
  * not folded; what it sent is kept until DONE says the FE has it, and sent
  * again, flagged late and in order, to its adopter after its graft - what
  * it made while orphaned among it. */
-TEST(exact_stream_keeps_and_sends_again)
+/* Stream 1, an exact sum over back-ends 5 and 6, defined from parent p1 of
+ * commnode 3 and passed on to both. */
+static void exact_sum_on_3(fab_peer_t *p1, fab_peer_t *p5, fab_peer_t *p6)
 {
-    fab_peer_t *p1, *p5, *p6;
-    fab_node_t *cn;
-    fab_t *f = commnode_3(&cn, &p1, &p5, &p6);
-    REQUIRE(f);
-    const tbon_rank_t kids[] = { 5, 6 }, k5[] = { 5 };
+    const tbon_rank_t kids[] = { 5, 6 };
     fab_peer_ctl(p1, TB_CTL_STREAM, stream_pkt(1, TBON_FILTER_SUM,
                                                TBON_SYNC_WAITFORALL | TB_STREAM_EXACT, kids, 2));
     for (int i = 0; i < 2; i++) {
@@ -323,6 +321,16 @@ TEST(exact_stream_keeps_and_sends_again)
         tbon_packet_unref(fab_peer_expect_ctl(k, TB_CTL_PORTS, FAB_MS));
         tbon_packet_unref(fab_peer_expect_ctl(k, TB_CTL_STREAM, FAB_MS));
     }
+}
+
+TEST(exact_stream_keeps_and_sends_again)
+{
+    fab_peer_t *p1, *p5, *p6;
+    fab_node_t *cn;
+    fab_t *f = commnode_3(&cn, &p1, &p5, &p6);
+    REQUIRE(f);
+    const tbon_rank_t kids[] = { 5, 6 }, k5[] = { 5 };
+    exact_sum_on_3(p1, p5, p6);
     long sums[4] = { 0, 11, 110, 1100 };
     for (uint64_t q = 1; q <= 2; q++) {
         fab_peer_data(p1, 1, q, 0, tbon_packet_new(1, "%ld", 0L));
@@ -357,6 +365,73 @@ TEST(exact_stream_keeps_and_sends_again)
     expect_graft(p2, 1, KEY(3, 0), 3, __LINE__);
     expect_unit(p2, 1, KEY(2, 0), TB_FRAME_F_LATE, 110, kids, 2, __LINE__);
     expect_unit(p2, 1, KEY(3, 0), TB_FRAME_F_LATE, 1100, kids, 2, __LINE__);
+    fab_free(f);
+}
+
+/* The FE's delivered mark riding on a request (TB_FRAME_F_DONE): the
+ * commnode passes it on with the request to each child, and what it kept
+ * of the waves up to the mark goes: after an adoption only the later wave
+ * is sent again. */
+TEST(exact_mark_rides_on_requests)
+{
+    fab_peer_t *p1, *p5, *p6;
+    fab_node_t *cn;
+    fab_t *f = commnode_3(&cn, &p1, &p5, &p6);
+    REQUIRE(f);
+    const tbon_rank_t kids[] = { 5, 6 };
+    exact_sum_on_3(p1, p5, p6);
+    for (uint64_t q = 1; q <= 3; q++) {
+        if (q == 3)     /* waves 1 and 2 are delivered */
+            fab_peer_request(p1, 1, q, KEY(2, 0), tbon_packet_new(1, "%ld", 0L));
+        else
+            fab_peer_data(p1, 1, q, 0, tbon_packet_new(1, "%ld", 0L));
+        for (int i = 0; i < 2; i++) {
+            fab_msg_t m;
+            int rc = fab_peer_next(i ? p6 : p5, &m, FAB_MS);
+            CHECK_INT(rc, 1);
+            if (rc == 1) {
+                CHECK_INT(m.hdr.type, TB_FRAME_DATA);
+                CHECK_INT(m.hdr.key, q);
+                CHECK_INT(m.done, q == 3 ? KEY(2, 0) : 0);
+            }
+            fab_msg_clear(&m);
+        }
+        fab_peer_data(p5, 1, KEY(q, 0), 0, tbon_packet_new(1, "%ld", 5L * (long)q));
+        fab_peer_data(p6, 1, KEY(q, 0), 0, tbon_packet_new(1, "%ld", 6L * (long)q));
+        expect_unit(p1, 1, KEY(q, 0), 0, 11 * (long)q, kids, 2, __LINE__);
+    }
+    fab_peer_close(p1);
+    fab_peer_t *p2 = fab_adopt_by_peer(f, cn, 2, 1);
+    REQUIRE(p2);
+    expect_graft(p2, 1, KEY(3, 0), 3, __LINE__);
+    expect_unit(p2, 1, KEY(3, 0), TB_FRAME_F_LATE, 33, kids, 2, __LINE__);
+    fab_free(f);
+}
+
+/* No node folds two units whose coverages overlap: a child's unit that
+ * claims a back-end another unit of the wave already holds is dropped (a
+ * copy), and the wave goes up with the rest, its coverage saying so. */
+TEST(exact_commnode_refuses_overlapping_units)
+{
+    fab_peer_t *p1, *p5, *p6;
+    fab_node_t *cn;
+    fab_t *f = commnode_3(&cn, &p1, &p5, &p6);
+    REQUIRE(f);
+    const tbon_rank_t kids[] = { 5, 6 }, k5[] = { 5 }, k56[] = { 5, 6 }, k6[] = { 6 };
+    exact_sum_on_3(p1, p5, p6);
+    fab_peer_data(p1, 1, 1, 0, tbon_packet_new(1, "%ld", 0L));
+    tbon_packet_unref(expect_data(p5, 1, 1, __LINE__));
+    tbon_packet_unref(expect_data(p6, 1, 1, __LINE__));
+    fab_peer_unit(p5, 1, KEY(1, 0), 0, tbon_packet_new(1, "%ld", 5L), k5, 1);
+    fab_peer_unit(p6, 1, KEY(1, 0), 0, tbon_packet_new(1, "%ld", 11L), k56, 2);
+    expect_unit(p1, 1, KEY(1, 0), 0, 5, k5, 1, __LINE__);
+    /* the next wave, disjoint, is folded whole */
+    fab_peer_data(p1, 1, 2, 0, tbon_packet_new(1, "%ld", 0L));
+    tbon_packet_unref(expect_data(p5, 1, 2, __LINE__));
+    tbon_packet_unref(expect_data(p6, 1, 2, __LINE__));
+    fab_peer_unit(p5, 1, KEY(2, 0), 0, tbon_packet_new(1, "%ld", 50L), k5, 1);
+    fab_peer_unit(p6, 1, KEY(2, 0), 0, tbon_packet_new(1, "%ld", 60L), k6, 1);
+    expect_unit(p1, 1, KEY(2, 0), 0, 110, kids, 2, __LINE__);
     fab_free(f);
 }
 

@@ -382,22 +382,28 @@ static void fake_backend(const char *file, tbon_rank_t rank, int bad_len)
         }
         free(b);
     }
-    if (bad_len == 4) {
+    if (bad_len == 4 || bad_len == 5) {
         /* A wave answer with a coverage (TB_FRAME_F_COVER) whose ranges
-         * overlap, CRCs right: the coverage itself is the violation. */
+         * overlap (4), or with the FE's delivered mark, which only goes
+         * down (5, TB_FRAME_F_DONE): CRCs right, the tail is the
+         * violation. */
         tbon_packet_t *p = tbon_packet_new(IT_TAG_WAVE, "%ld", (int64_t)424242);
         size_t len;
         const uint8_t *pl = tb_packet_payload(p, &len);
-        const uint32_t tail[5] = { 5, 9, 8, 12, 2 };    /* 5-9, 8-12, n = 2 (LE host) */
+        const uint32_t cover[5] = { 5, 9, 8, 12, 2 };   /* 5-9, 8-12, n = 2 (LE host) */
+        const uint32_t mark[2] = { 1u << 24, 0 };       /* wave 1, LE host */
+        const void *tail = bad_len == 4 ? (const void *)cover : (const void *)mark;
+        size_t tlen = bad_len == 4 ? sizeof cover : sizeof mark;
         uint8_t frame[TB_FRAME_HDR_SIZE + 256];
         memcpy(frame + TB_FRAME_HDR_SIZE, pl, len);
-        memcpy(frame + TB_FRAME_HDR_SIZE + len, tail, sizeof tail);
-        tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .flags = TB_FRAME_F_COVER, .stream = 1,
-                             .tag = IT_TAG_WAVE, .source = rank,
-                             .len = (uint32_t)(len + sizeof tail) };
+        memcpy(frame + TB_FRAME_HDR_SIZE + len, tail, tlen);
+        tb_frame_hdr_t h = { .type = TB_FRAME_DATA,
+                             .flags = bad_len == 4 ? TB_FRAME_F_COVER : TB_FRAME_F_DONE,
+                             .stream = 1, .tag = IT_TAG_WAVE, .source = rank,
+                             .len = (uint32_t)(len + tlen) };
         tb_frame_hdr_encode(&h, frame + TB_FRAME_HDR_SIZE, frame);
         tbon_packet_unref(p);
-        if (send_all(j.data_fd, frame, TB_FRAME_HDR_SIZE + len + sizeof tail) != 0)
+        if (send_all(j.data_fd, frame, TB_FRAME_HDR_SIZE + len + tlen) != 0)
             _exit(0);
     }
     /* A well-formed wave answer first would be accepted: corrupt it. */
@@ -490,7 +496,8 @@ static void bad_frame_from_peer(int bad_len)
         /* its parent's log names it and why */
         const char *why = bad_len == 2 ? "a piece of another packet"
                         : bad_len == 3 ? "a packet over the maximum"
-                                       : "bad coverage on a DATA frame: ranges 5-9 and 8-12";
+                        : bad_len == 4 ? "bad coverage on a DATA frame: ranges 5-9 and 8-12"
+                                       : "a delivered mark on a frame from a child";
         char path[700], line[1024];
         snprintf(path, sizeof path, "%s/logs/commnode-2.log", th_tmpdir());
         FILE *f = fopen(path, "r");
@@ -520,6 +527,10 @@ ITEST(sec_pieces_over_the_maximum_close_only_it) { bad_frame_from_peer(3); }
 /* A coverage (docs/protocol.md 2.6) that is not in canonical form: its
  * connection closed, the parent's log naming the peer and the ranges. */
 ITEST(sec_bad_coverage_from_peer_closes_only_it) { bad_frame_from_peer(4); }
+
+/* The FE's delivered mark (TB_FRAME_F_DONE, docs/protocol.md 2.2) on a
+ * frame going up: the same. */
+ITEST(sec_delivered_mark_from_child_closes_only_it) { bad_frame_from_peer(5); }
 
 /* ---- the attach file among other local users (issue 19, item 5) ---- */
 
