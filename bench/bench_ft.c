@@ -5,6 +5,7 @@
  *
  * Usage: bench_ft [--recovery] [--throughput] [--reps N]   (default: both)
  *        bench_ft --perturbation [--period S] [--rounds K] [--csv FILE] [--svg FILE]
+ *        bench_ft --figure7 [--victims K] [--period S] [--csv FILE]
  *        bench_ft --be ...          (a back-end; started by the tree)
  *
  * Every tree is started with tbon_fe_create, this program at every leaf. The
@@ -50,7 +51,8 @@ enum {
     OP_WAVE = 1,    /* union: send {w << 32 | rank} once */
     OP_STREAM = 2,  /* union: send arg packets as fast as possible, then mark w */
     OP_SUM = 3,     /* sum: send "%ld %ld" (w, 1) */
-    OP_TICK = 4,    /* union: send one new value every arg ms from now on */
+    OP_TICK = 4,    /* union: send one new value every arg ms from now on; arg 0
+                       stops it, and with w the count sent goes as round w's mark */
 };
 
 /* The union values: what each one is, from its top bits. */
@@ -156,6 +158,11 @@ static int be_main(int argc, char **argv)
             rc = tbon_stream_send(s, TAG, "%ld %ld", (int64_t)w, (int64_t)1);
             break;
         case OP_TICK:
+            if (!arg && w && tick_s) {
+                /* stop, and say how many were sent: the mark of round w */
+                uint64_t m = V_MARK | (uint64_t)(w & 0x3ff) << 52 | rank << 40 | seq;
+                rc = tbon_stream_send(tick_s, TAG, "%auld", &m, (size_t)1);
+            }
             tick_s = arg ? s : NULL;
             tick_us = (int64_t)arg * 1000;
             next_tick = now_us() + tick_us;
@@ -303,6 +310,11 @@ struct uwatch {
     size_t nmarks;
     uint64_t mark_total, data, ticks;
     double last_mark;
+    size_t tick_max;            /* > 0: each tick value is checked, below */
+    uint8_t *tick_seen;         /* per rank * tick_max: times that tick came */
+    uint64_t tick_dups, tick_bad;
+    double *pkt_t;              /* with tick_max: when each packet came */
+    size_t npkt, cappkt;
     int stop;
     char error[256];            /* "" while every check holds */
 };
@@ -384,6 +396,18 @@ static void *urecv_main(void *arg)
         pthread_mutex_lock(&fe.mu);
         if (rc != 0 && !u->error[0])
             snprintf(u->error, sizeof u->error, "union stream: %s", tbon_strerror(rc));
+        if (rc == 0 && u->tick_max) {
+            if (u->npkt == u->cappkt) {
+                size_t nc = u->cappkt ? u->cappkt * 2 : 4096;
+                double *nt = realloc(u->pkt_t, nc * sizeof *nt);
+                if (nt) {
+                    u->pkt_t = nt;
+                    u->cappkt = nc;
+                }
+            }
+            if (u->npkt < u->cappkt)
+                u->pkt_t[u->npkt++] = t;
+        }
         for (size_t i = 0; i < nv && !u->error[0]; i++) {
             uint64_t x = v[i];
             if (x & V_MARK) {
@@ -409,6 +433,11 @@ static void *urecv_main(void *arg)
                 u->data++;
             } else if (x & V_TICK) {
                 u->ticks++;
+                uint64_t r = x & V_RANK, q = (x & ~V_TICK) >> 11;
+                if (u->tick_max && (r >= u->size || q >= u->tick_max))
+                    u->tick_bad++;
+                else if (u->tick_max && u->tick_seen[r * u->tick_max + q]++)
+                    u->tick_dups++;
             } else {
                 uint64_t w = x >> 32, r = x & 0xffffffffu;
                 if (w >= MAX_WAVES || r >= u->size || u->seen[w][r]++) {
@@ -524,8 +553,8 @@ static void stop(tbon_net_t *net)
 }
 
 /* A union stream over every back-end with its receiver thread. */
-static tbon_stream_t *union_stream(tbon_net_t *net, struct uwatch *u, size_t n, size_t size,
-                                   pthread_t *th)
+static tbon_stream_t *union_stream_sync(tbon_net_t *net, struct uwatch *u, size_t n, size_t size,
+                                        int sync, size_t tick_max, pthread_t *th)
 {
     memset(u, 0, sizeof *u);
     u->n = n;
@@ -536,13 +565,24 @@ static tbon_stream_t *union_stream(tbon_net_t *net, struct uwatch *u, size_t n, 
     u->sent = calloc(size, sizeof *u->sent);
     u->distinct = calloc(size, sizeof *u->distinct);
     u->got = calloc(size, STREAM_POOL);
-    u->s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), TBON_FILTER_UNION,
-                              TBON_SYNC_DONTWAIT, TBON_FILTER_NULL);
+    u->tick_max = tick_max;
+    u->tick_seen = tick_max ? calloc(size, tick_max) : NULL;
+    if (tick_max && !u->tick_seen)
+        ft_die("calloc");
+    u->s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), TBON_FILTER_UNION, sync,
+                              TBON_FILTER_NULL);
     if (!u->s || !u->marked || !u->sent || !u->distinct || !u->got || !u->seen[MAX_WAVES - 1])
         ft_die("union stream: %s", tbon_net_error(net));
     if (pthread_create(th, NULL, urecv_main, u) != 0)
         ft_die("pthread_create");
     return u->s;
+}
+
+/* The streaming union of seed 003 (don't-wait). */
+static tbon_stream_t *union_stream(tbon_net_t *net, struct uwatch *u, size_t n, size_t size,
+                                   pthread_t *th)
+{
+    return union_stream_sync(net, u, n, size, TBON_SYNC_DONTWAIT, 0, th);
 }
 
 /* Stop the receiver thread. */
@@ -562,6 +602,8 @@ static void union_stream_free(struct uwatch *u)
     free(u->sent);
     free(u->distinct);
     free(u->got);
+    free(u->tick_seen);
+    free(u->pkt_t);
 }
 
 static void request(tbon_stream_t *s, uint32_t op, uint32_t w, uint32_t arg)
@@ -602,6 +644,7 @@ static const uint32_t rec_fanouts[] = { 16, 32, 64, 128 };
 struct rec_result {             /* medians over the repetitions */
     double overall, failed, first, max, mean, part[4];
     size_t adopters_min, adopters_max, by_fe;
+    size_t sum_waves, sum_short;    /* --with-sum: over all repetitions */
 };
 
 /* The tree of Figure 5: the FE over 17 commnodes; commnode 1, the victim,
@@ -630,20 +673,93 @@ static const char *rec_topology(uint32_t f, size_t *n, size_t *size)
     return write_topology(t, name);
 }
 
+/* --with-sum: beside the union, an exact sum stream with waves sent back to
+ * back (SUM_WINDOW in flight) through the kill; every result is checked:
+ * in order, of every back-end (or short, counted), its coverage matching. */
+#define SUM_WINDOW 8
+static int rec_with_sum;
+
+struct sumwatch {
+    tbon_stream_t *s;
+    size_t n;
+    int stop;                   /* under fe.mu: send no more, take what is in flight */
+    size_t waves, shortw;
+    char error[256];
+};
+
+static void *sum_main(void *arg)
+{
+    struct sumwatch *sw = arg;
+    uint32_t next = 1, want = 1;
+    size_t inflight = 0;
+    double stalled = bench_now() + 30;
+    for (;;) {
+        pthread_mutex_lock(&fe.mu);
+        int stop = sw->stop;
+        pthread_mutex_unlock(&fe.mu);
+        while (!stop && inflight < SUM_WINDOW) {
+            int rc = tbon_stream_send(sw->s, TAG, "%ud %ud %ud", OP_SUM, next, 0);
+            if (rc != 0) {
+                snprintf(sw->error, sizeof sw->error, "sum wave %u: %s", next,
+                         tbon_strerror(rc));
+                return NULL;
+            }
+            next++;
+            inflight++;
+        }
+        if (!inflight)
+            return NULL;
+        tbon_packet_t *p = NULL;
+        int rc = tbon_stream_recv(sw->s, &p, 200);
+        if (rc == TBON_ETIMEOUT && bench_now() < stalled)
+            continue;
+        int64_t sum = 0, cnt = 0;
+        if (rc != 0 || tbon_packet_unpack(p, "%ld %ld", &sum, &cnt) != 0) {
+            snprintf(sw->error, sizeof sw->error, "sum wave %u: %s", want,
+                     rc ? tbon_strerror(rc) : "a result of another format");
+            tbon_packet_unref(p);
+            return NULL;
+        }
+        size_t cov = tbon_packet_covered(p, NULL, 0);
+        tbon_packet_unref(p);
+        if (cnt < 1 || cnt > (int64_t)sw->n || sum != (int64_t)want * cnt ||
+            cov != (size_t)cnt) {
+            snprintf(sw->error, sizeof sw->error, "sum wave %u: (%" PRId64 ", %" PRId64 ") "
+                     "covering %zu: not that wave, in order, from distinct back-ends", want,
+                     sum, cnt, cov);
+            return NULL;
+        }
+        sw->shortw += cnt < (int64_t)sw->n;
+        sw->waves++;
+        want++;
+        inflight--;
+        stalled = bench_now() + 30;
+    }
+}
+
 /* One repetition: start, a wave, traffic, kill commnode 1, wait for the
  * adoption of its f orphans (ranks 18 .. 17 + f: breadth-first), check with
- * a second wave that every back-end is back, tear down. */
+ * a second wave that every back-end is back, tear down. With rec_with_sum,
+ * sums go all along (sumw: what they gave). */
 static void rec_once(const char *topo, uint32_t f, size_t n, size_t size, double *res,
-                     size_t *nadopters, size_t *by_fe)
+                     size_t *nadopters, size_t *by_fe, struct sumwatch *sumw)
 {
     const tbon_rank_t victim = 1, first = REC_ADOPTERS + 2;
     tbon_net_t *net = start(topo, n, 0);
     struct uwatch u;
-    pthread_t th;
+    pthread_t th, sth;
     union_stream(net, &u, n, size, &th);
     tb_wd_arm("recovery run", 60);
     union_wave(&u, 1, 30);              /* the port table is everywhere now */
     request(u.s, OP_TICK, 0, REC_TICK_MS);
+    if (sumw) {
+        memset(sumw, 0, sizeof *sumw);
+        sumw->n = n;
+        sumw->s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), TBON_FILTER_SUM,
+                                     TBON_SYNC_WAITFORALL, TBON_FILTER_NULL);
+        if (!sumw->s || pthread_create(&sth, NULL, sum_main, sumw) != 0)
+            ft_die("sum stream: %s", tbon_net_error(net));
+    }
     pid_t *pids = calloc(size, sizeof *pids);
     double *adopted = calloc(f, sizeof *adopted);
     tbon_rank_t *parent = calloc(f, sizeof *parent);
@@ -741,6 +857,14 @@ static void rec_once(const char *topo, uint32_t f, size_t n, size_t size, double
     free(recs);
 
     union_wave(&u, 2, 30);              /* every back-end, orphans too, answers */
+    if (sumw) {
+        pthread_mutex_lock(&fe.mu);
+        sumw->stop = 1;
+        pthread_mutex_unlock(&fe.mu);
+        pthread_join(sth, NULL);
+        if (sumw->error[0])
+            ft_die("fan-out %u: %s", f, sumw->error);
+    }
     union_stream_end(&u, th);
     union_stream_free(&u);
     stop(net);
@@ -758,6 +882,7 @@ static void rec_once(const char *topo, uint32_t f, size_t n, size_t size, double
 
 static void rec_run(uint32_t f, int reps, struct rec_result *out)
 {
+    size_t sum_waves = 0, sum_short = 0;
     size_t n, size;
     const char *topo = rec_topology(f, &n, &size);
     double v[9][16];
@@ -766,7 +891,12 @@ static void rec_run(uint32_t f, int reps, struct rec_result *out)
     for (int r = 0; r < reps; r++) {
         double res[9];
         size_t na, nfe;
-        rec_once(topo, f, n, size, res, &na, &nfe);
+        struct sumwatch sw;
+        rec_once(topo, f, n, size, res, &na, &nfe, rec_with_sum ? &sw : NULL);
+        if (rec_with_sum) {
+            sum_waves += sw.waves;
+            sum_short += sw.shortw;
+        }
         for (int k = 0; k < 9; k++)
             v[k][r] = res[k];
         out->adopters_min = na < out->adopters_min ? na : out->adopters_min;
@@ -783,6 +913,8 @@ static void rec_run(uint32_t f, int reps, struct rec_result *out)
     out->mean = bench_median(v[4], reps);
     for (int p = 0; p < 4; p++)
         out->part[p] = bench_median(v[5 + p], reps);
+    out->sum_waves = sum_waves;
+    out->sum_short = sum_short;
 }
 
 static uint32_t rec_only;      /* --fanout F: that fan-out alone (0: all) */
@@ -802,13 +934,18 @@ static void rec_rows(const struct rec_result *res, int reps)
         if (rec_only && rec_fanouts[i] != rec_only)
             continue;
         uint32_t f = rec_fanouts[i];
-        char metric[64], adopters[48], goal[96];
-        snprintf(metric, sizeof metric, "recovery, victim fan-out %u", f);
+        char metric[64], adopters[48], goal[200];
+        snprintf(metric, sizeof metric, "recovery, victim fan-out %u%s", f,
+                 rec_with_sum ? ", a sum beside" : "");
         if (r->adopters_min == r->adopters_max)
             snprintf(adopters, sizeof adopters, "%zu", r->adopters_min);
         else
             snprintf(adopters, sizeof adopters, "%zu-%zu", r->adopters_min, r->adopters_max);
-        if (f == 128)
+        if (rec_with_sum)
+            snprintf(goal, sizeof goal, "; beside it an exact SUM/WAITFORALL stream, %d waves "
+                     "in flight: %zu waves, %zu short (target 0)", SUM_WINDOW, r->sum_waves,
+                     r->sum_short);
+        else if (f == 128)
             snprintf(goal, sizeof goal, "; target overall <= 20 ms at F=128: %s",
                      r->overall <= 20 ? "met" : "MISSED");
         else
@@ -1184,13 +1321,13 @@ static void lk_rows(const struct lk_result *r)
 #define PT_BIN 0.1              /* s */
 #define PT_SMOOTH 5             /* bins of the moving mean (the waves come in bursts) */
 #define PT_WINDOW 64            /* waves in flight */
-#define PT_VICTIMS 4            /* commnodes killed per round */
+#define PT_VICTIMS 4            /* commnodes killed per round (--perturbation) */
 #define PT_MAX_ROUNDS 8
 #define PT_STALL_MS 5000
 
 static struct {
     double t0, period;
-    int rounds;
+    int rounds, victims;
     size_t nbins, ncomm;
     uint32_t *waves, *shortw, *failed, *adopted;  /* per bin */
     uint8_t *killed;            /* per commnode rank */
@@ -1241,7 +1378,7 @@ static void *pt_events_main(void *arg)
     return NULL;
 }
 
-/* Every period: PT_VICTIMS random live commnodes (depth 1), back to back. */
+/* Every period: pt.victims random live commnodes (depth 1), back to back. */
 static void *pt_killer_main(void *arg)
 {
     (void)arg;
@@ -1251,8 +1388,8 @@ static void *pt_killer_main(void *arg)
         struct timespec ts = abs_ts(at);
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
             ;
-        tbon_rank_t v[PT_VICTIMS];
-        for (int i = 0; i < PT_VICTIMS; i++) {
+        tbon_rank_t v[PT_VICTIMS] = { 0 };
+        for (int i = 0; i < pt.victims; i++) {
             tbon_rank_t r;
             do {
                 rng = rng * 6364136223846793005ull + 1442695040888963407ull;
@@ -1262,7 +1399,7 @@ static void *pt_killer_main(void *arg)
             v[i] = r;
         }
         double t = bench_now();
-        for (int i = 0; i < PT_VICTIMS; i++)
+        for (int i = 0; i < pt.victims; i++)
             kill(pt.pids[v[i]], SIGKILL);
         pthread_mutex_lock(&fe.mu);
         pt.kill_t[k] = t;
@@ -1393,7 +1530,9 @@ static void pt_write_svg(const char *path, double before)
         ft_die("--svg %s: %s", path, strerror(errno));
 }
 
-static void pt_run(double period, int rounds, const char *csv, const char *svg)
+/* The 32x32 tree of a Figure 7 run started, with pt set up for `rounds`
+ * kills of `victims` commnodes every `period` s; its back-ends in *n. */
+static tbon_net_t *pt_tree(double period, int rounds, int victims, size_t *n)
 {
     const uint32_t fan[] = { 32, 32 };
     const char *hosts[] = { "localhost" };
@@ -1401,11 +1540,14 @@ static void pt_run(double period, int rounds, const char *csv, const char *svg)
     tb_topology_t *t = tb_topology_gen_shape(fan, 2, hosts, 1, &err);
     if (!t)
         ft_die("32x32: %s", err.msg);
-    size_t n = tb_topology_num_leaves(t), size = tb_topology_size(t);
+    size_t size = tb_topology_size(t);
+    *n = tb_topology_num_leaves(t);
     const char *topo = write_topology(t, "32x32");
     double dur = period * (rounds + 1);
+    memset(&pt, 0, sizeof pt);
     pt.period = period;
     pt.rounds = rounds;
+    pt.victims = victims;
     pt.ncomm = 32;
     pt.nbins = (size_t)(dur / PT_BIN + 0.5);
     pt.waves = calloc(pt.nbins, sizeof *pt.waves);
@@ -1414,17 +1556,37 @@ static void pt_run(double period, int rounds, const char *csv, const char *svg)
     pt.adopted = calloc(pt.nbins, sizeof *pt.adopted);
     pt.killed = calloc(size, 1);
     pt.pids = calloc(size, sizeof *pt.pids);
-    size_t maxw = (size_t)(dur * 20000) + 1024;     /* far above any rate here */
-    uint8_t *out = calloc(maxw, 1);                 /* per wave: in flight */
-    if (!pt.waves || !pt.shortw || !pt.failed || !pt.adopted || !pt.killed || !pt.pids || !out)
+    if (!pt.waves || !pt.shortw || !pt.failed || !pt.adopted || !pt.killed || !pt.pids)
         ft_die("calloc");
-
-    tbon_net_t *net = start(topo, n, 0);
+    tbon_net_t *net = start(topo, *n, 0);
     pt.net = net;
     scan_session(tree_kv(net), 0, pt.pids, size);
     for (tbon_rank_t r = 1; r <= pt.ncomm; r++)
         if (!pt.pids[r])
             ft_die("no process for commnode %u", r);
+    return net;
+}
+
+static void pt_free(void)
+{
+    free(pt.waves);
+    free(pt.shortw);
+    free(pt.failed);
+    free(pt.adopted);
+    free(pt.killed);
+    free(pt.pids);
+    memset(&pt, 0, sizeof pt);
+}
+
+static void pt_run(double period, int rounds, const char *csv, const char *svg)
+{
+    size_t n;
+    tbon_net_t *net = pt_tree(period, rounds, PT_VICTIMS, &n);
+    double dur = period * (rounds + 1);
+    size_t maxw = (size_t)(dur * 20000) + 1024;     /* far above any rate here */
+    uint8_t *out = calloc(maxw, 1);                 /* per wave: in flight */
+    if (!out)
+        ft_die("calloc");
     tbon_stream_t *s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), TBON_FILTER_SUM,
                                           TBON_SYNC_WAITFORALL, TBON_FILTER_NULL);
     if (!s)
@@ -1594,12 +1756,177 @@ static void pt_run(double period, int rounds, const char *csv, const char *svg)
               "from 1 s after the last kill to the end; %zu of 32 commnodes left, the %zu BEs "
               "adopted by them; %.0f%% of before", pt.ncomm - (size_t)(PT_VICTIMS * rounds),
               n, after / before * 100);
-    free(pt.waves);
-    free(pt.shortw);
-    free(pt.failed);
-    free(pt.adopted);
-    free(pt.killed);
-    free(pt.pids);
+    pt_free();
+}
+
+/* ------------------------- (c') Figure 7 as seed 003 ran it (VI-B, VI-D) */
+
+#define F7_TICK_MS 100          /* 10 Hz per back-end (seed 003 VI-B) */
+#define F7_LAST 10              /* throughput over the ten most recent output packets */
+#define F7_TICKS_MAX 4096       /* ticks checked per back-end (150 s at 10 Hz: 1,500) */
+#define F7_SPAN 5.0             /* s: the windows compared before and after each kill */
+
+/* The FE's throughput at output packet i >= F7_LAST, packets/s: the last
+ * F7_LAST packets over the time they took. */
+static double f7_tput(const double *t, size_t i)
+{
+    double dt = t[i] - t[i - F7_LAST];
+    return dt > 0 ? F7_LAST / dt : 0;
+}
+
+/* The throughputs of the packets that came in [a, b): their lowest, and
+ * their median (NAN when none came). */
+static void f7_window(const struct uwatch *u, double a, double b, double *lowest, double *med)
+{
+    double *v = malloc((u->npkt + 1) * sizeof *v);
+    size_t k = 0;
+    *lowest = *med = NAN;
+    if (!v)
+        return;
+    for (size_t i = F7_LAST; i < u->npkt; i++)
+        if (u->pkt_t[i] >= a && u->pkt_t[i] < b)
+            v[k++] = f7_tput(u->pkt_t, i);
+    if (k) {
+        *med = bench_median(v, (int)k);     /* sorts v */
+        *lowest = v[0];
+    }
+    free(v);
+}
+
+/* 32x32, a wait-for-all union over every back-end, each sending a new
+ * integer at 10 Hz; every period seconds (30 as the seed ran it) `victims`
+ * random commnodes are killed, four times; the FE's throughput over its ten
+ * most recent output packets, and at the end every integer sent checked
+ * against what the FE got. */
+static void f7_run(int victims, double period, const char *csv)
+{
+    const int rounds = 4;
+    size_t n;
+    tbon_net_t *net = pt_tree(period, rounds, victims, &n);
+    size_t size = n + pt.ncomm + 1;
+    double dur = period * (rounds + 1);
+    struct uwatch u;
+    pthread_t th;
+    union_stream_sync(net, &u, n, size, TBON_SYNC_WAITFORALL, F7_TICKS_MAX, &th);
+    tb_wd_arm("figure 7 run", dur + 180);
+    union_wave(&u, 1, 60);              /* every back-end in; the port table everywhere */
+    request(u.s, OP_TICK, 0, F7_TICK_MS);
+
+    pthread_t et, kt;
+    pt.t0 = bench_now();
+    if (pthread_create(&et, NULL, pt_events_main, NULL) != 0 ||
+        pthread_create(&kt, NULL, pt_killer_main, NULL) != 0)
+        ft_die("pthread_create");
+    struct timespec ts = abs_ts(pt.t0 + dur);
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+    pthread_join(kt, NULL);
+    size_t want = (size_t)(rounds * victims) * (n / pt.ncomm);
+    double dl = bench_now() + 10;
+    pthread_mutex_lock(&fe.mu);
+    while ((pt.nadopted < want || pt.nfailed < (size_t)(victims * rounds)) && bench_now() < dl)
+        fe_wait(dl);
+    pt.stop = 1;
+    size_t nfailed = pt.nfailed, nadopted = pt.nadopted;
+    u.round = 2;
+    pthread_mutex_unlock(&fe.mu);
+    pthread_join(et, NULL);
+    if (nfailed < (size_t)(victims * rounds) || nadopted < want)
+        ft_die("figure 7: %zu FAILED events for %d kills, %zu ADOPTED for %zu orphans",
+               nfailed, victims * rounds, nadopted, want);
+    /* Stop the ticks: each back-end says how many it sent (round 2's mark),
+     * after them on the same path. */
+    request(u.s, OP_TICK, 2, 0);
+    dl = bench_now() + 60;
+    pthread_mutex_lock(&fe.mu);
+    while (u.nmarks < n && !u.error[0] && bench_now() < dl)
+        fe_wait(dl);
+    pthread_mutex_unlock(&fe.mu);
+    union_stream_end(&u, th);
+    if (u.error[0])
+        ft_die("figure 7: %s", u.error);
+    if (u.nmarks < n)
+        ft_die("figure 7: %zu of %zu back-ends said how many values they sent", u.nmarks, n);
+    uint64_t sent = 0, missing = 0, extra = 0;
+    tbon_rank_t first_missing = TBON_RANK_NONE;
+    for (size_t r = 0; r < size; r++) {
+        if (!u.marked[r])
+            continue;
+        if (u.sent[r] > F7_TICKS_MAX)
+            ft_die("figure 7: rank %zu sent %" PRIu64 " values, over %d", r, u.sent[r],
+                   F7_TICKS_MAX);
+        sent += u.sent[r];
+        for (size_t q = 0; q < F7_TICKS_MAX; q++) {
+            int got = u.tick_seen[r * F7_TICKS_MAX + q] != 0;
+            if (q < u.sent[r] && !got) {
+                missing++;
+                if (first_missing == TBON_RANK_NONE)
+                    first_missing = (tbon_rank_t)r;
+            }
+            extra += q >= u.sent[r] && got;
+        }
+    }
+    stop(net);
+    remove_tmpdir();
+    if (u.npkt <= F7_LAST)
+        ft_die("figure 7: %zu output packets", u.npkt);
+
+    if (csv) {
+        FILE *f = fopen(csv, "w");
+        if (!f)
+            ft_die("--csv %s: %s", csv, strerror(errno));
+        fprintf(f, "time_s,packets_per_s_over_last_%d,event\n", F7_LAST);
+        int k = 0;
+        for (size_t i = F7_LAST; i < u.npkt; i++) {
+            char ev[64] = "";
+            if (k < pt.kills_done && pt.kill_t[k] <= u.pkt_t[i])
+                snprintf(ev, sizeof ev, "kill %d commnode%s before", victims,
+                         victims == 1 ? "" : "s"), k++;
+            fprintf(f, "%.3f,%.2f,%s\n", u.pkt_t[i] - pt.t0, f7_tput(u.pkt_t, i), ev);
+        }
+        if (fclose(f) != 0)
+            ft_die("--csv %s: %s", csv, strerror(errno));
+    }
+    double before_low, before_med, x;
+    f7_window(&u, pt.t0 + 1, pt.kill_t[0], &x, &before_med);
+    char pre[200] = "", post[200] = "", ad[160] = "";
+    size_t o1 = 0, o2 = 0, o3 = 0;
+    double worst_pre = INFINITY, worst_post = INFINITY;
+    for (int k = 0; k < rounds; k++) {
+        double lo_a, lo_b, m;
+        f7_window(&u, pt.kill_t[k] - F7_SPAN, pt.kill_t[k], &lo_b, &m);
+        f7_window(&u, pt.kill_t[k], pt.kill_t[k] + F7_SPAN, &lo_a, &m);
+        worst_pre = lo_b < worst_pre ? lo_b : worst_pre;
+        worst_post = lo_a < worst_post ? lo_a : worst_post;
+        o1 += (size_t)snprintf(pre + o1, sizeof pre - o1, "%s%.1f", k ? ", " : "", lo_b);
+        o2 += (size_t)snprintf(post + o2, sizeof post - o2, "%s%.1f", k ? ", " : "", lo_a);
+        o3 += (size_t)snprintf(ad + o3, sizeof ad - o3, "%s%.0f", k ? ", " : "",
+                               (pt.last_adopted[k] - pt.kill_t[k]) * 1e3);
+    }
+    before_low = worst_pre;
+    char shape[300];
+    snprintf(shape, sizeof shape, "32x32 (%zu BEs), UNION/WAITFORALL, each back-end a new "
+             "integer every %d ms; %d commnode%s killed at %g, %g, %g and %g s%s", n,
+             F7_TICK_MS, victims, victims == 1 ? "" : "s", period, 2 * period, 3 * period,
+             4 * period, period == 30 ? " (seed 003 VI-D)" : " (shortened: the seed kills "
+             "every 30 s)");
+    bench_row("ft", "figure 7, union at 10 Hz: throughput before the first kill", "%.1f",
+              before_med, "packets/s", "%s; the FE's throughput over its %d most recent output "
+              "packets, median from 1 s to the first kill; %zu output packets in all; "
+              "bench/figure7.csv", shape, F7_LAST, u.npkt);
+    bench_row("ft", "figure 7, lowest in the 5 s after a kill", "%.1f", worst_post,
+              "packets/s", "per kill: %s; the same in the 5 s before each kill (a dip that "
+              "is no failure's): %s, lowest %.1f; kill to the last ADOPTED event (ms): %s",
+              post, pre, before_low, ad);
+    char who[64] = "";
+    if (first_missing != TBON_RANK_NONE)
+        snprintf(who, sizeof who, ", the first from rank %u", first_missing);
+    bench_row("ft", "figure 7, values missing at the FE", "%.0f", (double)missing, "values",
+              "of %" PRIu64 " integers the back-ends sent (each says how many at the end)%s; "
+              "%" PRIu64 " came twice, %" PRIu64 " were never sent; target 0", sent, who,
+              u.tick_dups, extra + u.tick_bad);
+    union_stream_free(&u);
+    pt_free();
 }
 
 /* ------------------------------------------------------- (d) membership */
@@ -1948,7 +2275,9 @@ static void usage(FILE *f)
 {
     fprintf(f,
 "usage: " PROG " [--recovery] [--throughput] [--membership] [--link] [--fanout F] [--reps N]\n"
+"       " PROG " --recovery --fanout F --with-sum [--reps N]\n"
 "       " PROG " --perturbation [--period S] [--rounds K] [--csv FILE] [--svg FILE]\n"
+"       " PROG " --figure7 [--victims K] [--period S] [--csv FILE]\n"
 "\n"
 "Fault-tolerance benchmarks; Markdown rows on stdout (bench/run.sh collects them).\n"
 "  --recovery      seed 003 Figure 5: kill -9 a commnode of fan-out 16, 32, 64\n"
@@ -1961,11 +2290,18 @@ static void usage(FILE *f)
 "  --link          the streaming union on 8x8 under link faults (one bit flipped per\n"
 "                  10,000 frames, one reset per second) beside the same without\n"
 "  --fanout F      --recovery at that fan-out only (16, 32, 64 or 128)\n"
+"  --with-sum      --recovery with an exact sum stream beside the union, waves\n"
+"                  sent back to back through the kill, each checked\n"
 "  --reps N        repetitions of each recovery (default 5)\n"
 "  --exact-off     every tree with tbon_fe_options_t.exact_off (streams not exact)\n"
 "  --perturbation  seed 003 Figure 7: waves/s on 32x32 while %d commnodes are\n"
 "                  killed every --period S (default 10) seconds, --rounds K\n"
 "                  (default 4) times; --csv and --svg write the trace and its plot\n"
+"  --figure7       seed 003 Figure 7 as the seed ran it: a wait-for-all union on\n"
+"                  32x32, each back-end a new integer at 10 Hz, --victims K\n"
+"                  (default 4) commnodes killed at 1, 2, 3 and 4 times --period S\n"
+"                  (default 30); throughput over the last 10 output packets; every\n"
+"                  integer sent checked at the FE; --csv writes the trace\n"
 "With no option: --recovery --throughput --membership. With BENCH_FT_DEBUG set, --recovery\n"
 "prints the time of each orphan's ADOPTED event to stderr.\n", PT_VICTIMS);
 }
@@ -1976,7 +2312,8 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--be") == 0)
             return be_main(argc, argv);
 
-    int do_rec = 0, do_tp = 0, do_pt = 0, do_mb = 0, do_lk = 0, reps = 5, rounds = 4;
+    int do_rec = 0, do_tp = 0, do_pt = 0, do_mb = 0, do_lk = 0, do_f7 = 0, reps = 5;
+    int rounds = 4, victims = 4, period_set = 0;
     double period = 10;
     const char *csv = NULL, *svg = NULL;
     for (int i = 1; i < argc; i++) {
@@ -1987,12 +2324,19 @@ int main(int argc, char **argv)
             do_tp = 1;
         else if (strcmp(a, "--perturbation") == 0)
             do_pt = 1;
+        else if (strcmp(a, "--figure7") == 0)
+            do_f7 = 1;
+        else if (strcmp(a, "--victims") == 0 && v && (victims = atoi(v)) >= 1 &&
+                 victims <= PT_VICTIMS)
+            i++;
         else if (strcmp(a, "--membership") == 0)
             do_mb = 1;
         else if (strcmp(a, "--link") == 0)
             do_lk = 1;
         else if (strcmp(a, "--exact-off") == 0)
             start_exact_off = 1;
+        else if (strcmp(a, "--with-sum") == 0)
+            rec_with_sum = 1, do_rec = 1;
         else if (strcmp(a, "--fanout") == 0 && v && valid_fanout(atoi(v)))
             rec_only = (uint32_t)atoi(v), do_rec = 1, i++;
         else if (strcmp(a, "--reps") == 0 && v && (reps = atoi(v)) >= 1 && reps <= 15)
@@ -2001,7 +2345,7 @@ int main(int argc, char **argv)
                  rounds <= PT_MAX_ROUNDS && rounds * PT_VICTIMS < 32)
             i++;
         else if (strcmp(a, "--period") == 0 && v && (period = atof(v)) >= 2 && period <= 120)
-            i++;
+            i++, period_set = 1;
         else if (strcmp(a, "--csv") == 0 && v)
             csv = argv[++i];
         else if (strcmp(a, "--svg") == 0 && v)
@@ -2014,7 +2358,11 @@ int main(int argc, char **argv)
             return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 ? 0 : 2;
         }
     }
-    if (!do_rec && !do_tp && !do_pt && !do_mb && !do_lk)
+    if (do_f7 && (do_rec || do_tp || do_pt || do_mb || do_lk)) {
+        fprintf(stderr, PROG ": --figure7 runs alone\n");
+        return 2;
+    }
+    if (!do_rec && !do_tp && !do_pt && !do_mb && !do_lk && !do_f7)
         do_rec = do_tp = do_mb = 1;
 
     set_nofile_max();
@@ -2086,6 +2434,8 @@ int main(int argc, char **argv)
     fflush(stdout);
     if (do_pt)
         pt_run(period, rounds, csv, svg);
+    if (do_f7)
+        f7_run(victims, period_set ? period : 30, csv);
     remove_tmpdir();
     fflush(stdout);
     free(fe.rec);

@@ -43,10 +43,12 @@
 /* The FE's mark moves every this many delivered waves, and rides down on
  * the stream's next request (TB_FRAME_F_DONE); it goes alone (TB_CTL_DONE)
  * when it has moved this many times with no request to carry it (waves
- * sent in a burst, then received): a frame to every node for each
- * TB_DONE_EVERY waves cost pipelined 8x8 waves 5% (bench/RESULTS.md). */
+ * sent in a burst, then received, or sent by back-ends unasked): a frame to
+ * every node for each TB_DONE_EVERY waves cost pipelined 8x8 waves 5%, one
+ * for each 256 still 2,000 wake-ups in a bench_tree run (bench/RESULTS.md).
+ * What a node keeps meanwhile is bounded (TB_RET_MAX, TB_RET_BYTES). */
 #define TB_DONE_EVERY    32
-#define TB_DONE_ALONE    8
+#define TB_DONE_ALONE    64
 
 struct tb_ret {
     uint64_t key;

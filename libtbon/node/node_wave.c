@@ -157,7 +157,8 @@ static void run_up(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k
                                key, in, k, err.msg);
     else if (rc && per_wave)       /* it returned an error: as a fault of this wave */
         tb_stream_filter_fault(n, s->id, f, -1, key, in, k, err.msg);
-    snprintf(msg, sizeof msg, "rank %u: %s", n->rank, err.msg);
+    if (rc)
+        snprintf(msg, sizeof msg, "rank %u: %s", n->rank, err.msg);
     tb_cover_outputs(in, k, &out, f->get_state ? tb_cover_state(s) : NULL);
     for (size_t i = 0; i < k; i++)
         tbon_packet_unref(in[i]);
