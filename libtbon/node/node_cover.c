@@ -87,6 +87,27 @@ static void expected(const tb_node_t *n, const tb_stream_st_t *s, uint64_t at, t
     }
 }
 
+/* expected() of the request numbered at, into e (emptied first). The set of
+ * a request sent after the last membership change is the members in the
+ * tree now: kept with the stream, and made again only after a change (an
+ * FE with waves in flight asks for it at every wave: made each time, it
+ * walked every member per wave, 5% of pipelined 8x8 waves). */
+static void expected_at(tb_node_t *n, tb_stream_st_t *s, uint64_t at, tb_ranks_t *e)
+{
+    const struct tb_cover_fe *cf = &n->cover;
+    if (at >= cf->changed && s->cov.exp_changes == cf->changes && s->cov.exp_valid) {
+        tb_ranks_copy(e, &s->cov.exp);
+        return;
+    }
+    tb_ranks_clear(e);
+    expected(n, s, at, e);
+    if (at >= cf->changed) {
+        tb_ranks_copy(&s->cov.exp, e);
+        s->cov.exp_changes = cf->changes;
+        s->cov.exp_valid = 1;
+    }
+}
+
 /* Rank r, or a node above it, is suspected now (silent: waves do not wait
  * for it). */
 static int under_suspicion(const tb_node_t *n, tbon_rank_t r)
@@ -107,7 +128,7 @@ void tb_cover_awaited(tb_node_t *n, tb_stream_st_t *s, uint64_t q, const tb_rank
     tb_ranks_t e, d;
     tb_ranks_init(&e);
     tb_ranks_init(&d);
-    expected(n, s, at ? at : n->cover.reqs, &e);
+    expected_at(n, s, at ? at : n->cover.reqs, &e);
     tb_ranks_minus(&d, &e, have);
     tb_ranks_clear(out);
     for (size_t i = 0; i < d.n; i++)
@@ -127,21 +148,9 @@ void tb_cover_deliver(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t 
     if (!s || s->sync == TBON_SYNC_DONTWAIT)
         return;                 /* no waves: each packet is all it says */
     uint64_t at = q && q == s->cov.q ? s->cov.at : n->cover.reqs;
-    /* The set of a request sent after the last membership change is the
-     * members in the tree now: kept, and made again only after a change. */
-    const struct tb_cover_fe *cf = &n->cover;
     tb_ranks_t e;
     tb_ranks_init(&e);
-    if (at >= cf->changed && s->cov.exp_changes == cf->changes && s->cov.exp_valid) {
-        tb_ranks_copy(&e, &s->cov.exp);
-    } else {
-        expected(n, s, at, &e);
-        if (at >= cf->changed) {
-            tb_ranks_copy(&s->cov.exp, &e);
-            s->cov.exp_changes = cf->changes;
-            s->cov.exp_valid = 1;
-        }
-    }
+    expected_at(n, s, at, &e);
     tb_ranks_union(&e, tb_packet_cover(p));
     tb_packet_set_expect(p, &e);
     tb_ranks_free(&e);
