@@ -17,7 +17,7 @@ enum {                                   /* every call returns 0 or one of these
     TBON_OK = 0, TBON_EINVAL = -1, TBON_ENOMEM = -2, TBON_ETIMEOUT = -3,
     TBON_ECLOSED = -4, TBON_EFORMAT = -5, TBON_ETOPOLOGY = -6, TBON_ELAUNCH = -7,
     TBON_EFILTER = -8, TBON_EIO = -9, TBON_EAUTH = -10, TBON_ENOTFOUND = -11,
-    /* An addition to API.md's list: a receive at the FE in place of a wave
+    /* A code beyond the base set (docs/api.md): a receive at the FE in place of a wave
      * that was lost whole with failed nodes (docs/fault-tolerance.md). */
     TBON_ELOST = -12,
     /* A packet larger than a link carries (tbon_stream_send, docs/user-guide.md,

@@ -75,7 +75,7 @@ const char  *tbon_net_error(const tbon_net_t *net);
 typedef enum {
     TBON_EV_NODE_FAILED, TBON_EV_NODE_ADOPTED, TBON_EV_NODE_JOINED,
     TBON_EV_NODE_LEFT, TBON_EV_VIEW_STABLE,
-    /* An addition to API.md's list: node `rank` was adopted by `parent` on a
+    /* An event beyond the base set (docs/api.md): node `rank` was adopted by `parent` on a
      * stream whose upstream filter keeps no recoverable state (no
      * F_get_FilterState): results of the waves in flight at the failure may
      * miss its subtree. Always right after its TBON_EV_NODE_ADOPTED. */

@@ -21,7 +21,7 @@ static __thread char tls_error[512];
 /* Back-end networks not yet destroyed in this process (see be_watchdog). */
 static atomic_int live_be_nets;
 
-/* DESIGN.md, "Processes": when the front-end is gone, every process of the
+/* docs/architecture.md: when the front-end is gone, every process of the
  * session exits within a second. A back-end application hears TBON_ECLOSED;
  * if it has not left by then (busy elsewhere, or ignoring it), the process
  * ends here rather than linger as a stray. */
@@ -228,8 +228,7 @@ static void drive_held(tbon_net_t *net, int timeout_ms, int *held)
 /* Drive an inline node for one turn (called with net->mu held and nobody
  * driving; returns with it held). Back-ends have no reactor thread: the
  * thread that waits for data reads it itself, so a request costs the
- * back-end one wake-up, not three (DESIGN.md, changed here: see
- * docs/protocol.md 7.4 and the user guide). */
+ * back-end one wake-up, not three (docs/protocol.md 7.4 and the user guide). */
 static void drive(tbon_net_t *net, int timeout_ms)
 {
     int held = 0;

@@ -1,4 +1,5 @@
-/* eds.c - the event detection service thread (DESIGN.md, "Threads"; seed 003,
+/* eds.c - the event detection service thread (docs/architecture.md, "Two threads per
+ * process"; seed 003,
  * the EDS): owns the listening socket, authenticates every new connection,
  * keeps the event connections to parent and children, and watches the child
  * processes; it tells the reactor through commands, never touching its state. */
@@ -278,7 +279,7 @@ static void on_pending(tb_eds_t *e, watch_t *w)
         return;
     tb_timer_cancel(e->loop, &w->timer);
     if (rc < 0) {
-        /* DESIGN.md, "Wire": a peer that fails the handshake is closed and
+        /* docs/protocol.md: a peer that fails the handshake is closed and
          * logged; nothing else happens. */
         TB_WARN_LIMITED("eds", "refused a connection: %s", err.msg);
         tb_eds_drop_watch(e, w);
@@ -413,7 +414,7 @@ static void silent(tb_eds_t *e, watch_t *w, int64_t now, int hb, int beat)
     }
 }
 
-/* Heartbeats (DESIGN.md, fault tolerance 1): a beat on every event
+/* Heartbeats (docs/fault-tolerance.md): a beat on every event
  * connection each quarter of the timeout; a peer silent for the whole
  * timeout is suspected (silent()), and heard again it is cleared.
  *

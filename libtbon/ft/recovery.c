@@ -1,4 +1,4 @@
-/* recovery.c - fault tolerance in the reactor (DESIGN.md, "Fault tolerance";
+/* recovery.c - fault tolerance in the reactor (docs/fault-tolerance.md;
  * seed 003 IV-C and V): the port table every orphan needs, failure and
  * adoption reports sent up to the FE, the adopter's side of an
  * adoption, and the orphan's: buffering while it has no parent, then state

@@ -1,5 +1,5 @@
-/* view.c - the membership layer in the reactor (DESIGN.md, "Fault
- * tolerance" 5; docs/protocol.md 9).
+/* view.c - the membership layer in the reactor (docs/fault-tolerance.md;
+ * docs/protocol.md 9).
  *
  * The FE is the membership root (seed 000 section 3.4). Every failure or
  * adoption that is news to it becomes part of the next *view version*,

@@ -1,7 +1,7 @@
 /* loop.h - one event loop for every thread that waits: epoll over file
  * descriptors, a timer heap, and a mailbox (a locked queue and an eventfd)
  * that any thread may post to. The reactor (node/node.c) and the EDS
- * (ft/eds.c) each run one (DESIGN.md, "Threads"; docs/architecture.md).
+ * (ft/eds.c) each run one (docs/architecture.md, "Two threads per process").
  *
  * Threads: a loop belongs to the thread that runs it (tb_loop_fire,
  * tb_loop_wait); every call here is for that thread only, except

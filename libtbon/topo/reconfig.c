@@ -277,7 +277,7 @@ size_t tb_adopt_candidates(const tb_adopt_index_t *x, const tb_topology_t *t,
             hi = mid;
     }
     uint32_t base = lo, len = x->len - base;
-    /* The FE is the adopter of last resort (DESIGN.md), never a regular
+    /* The FE is the adopter of last resort (docs/fault-tolerance.md), never a regular
      * candidate: it has the greatest height, so it is the last entry; it is
      * left out of the rotation and appended below. */
     if (len && x->e[x->len - 1].r == 0)
