@@ -591,8 +591,8 @@ ITEST(queued_requests_answered_in_their_waves)
  * a wave left in flight on the first, all N closed, then a wave on a stream
  * kept open (it follows the ends down every connection, so its answer means
  * every node has ended all N). The streams' state is freed at every node: a
- * commnode's memory after the fifth round is where it was after the second
- * (the first two warm the allocator up; N streams kept would add about 9 KiB
+ * commnode's memory after the fifth round is not above its mark after the
+ * first two (they warm the allocator up; N streams kept would add about 9 KiB
  * each at a commnode of 16 children: 13 MB over three rounds of 500, 5 MB
  * of 200 under the sanitizers, beside a bound of 1 MB, 2 MB); a closed
  * stream gives TBON_ECLOSED, a second close TBON_EINVAL; the wave in flight
@@ -630,9 +630,15 @@ ITEST(closed_streams_end_everywhere)
     if (getenv("ITEST_VERBOSE"))
         fprintf(stderr, "    commnode 1's RSS after each round of %d: %ld %ld %ld %ld %ld kB\n",
                 N, rss[0], rss[1], rss[2], rss[3], rss[4]);
-    if (rss[4] - rss[1] > (IT_SLOW ? 2048 : 1024))
+    /* glibc gives the top of the heap back now and then (a round may end
+     * 3 MB lower than the one before it), so the mark is the higher of the
+     * first two rounds: a trim only lowers a figure, kept state only raises
+     * every later one. */
+    long base = rss[0] > rss[1] ? rss[0] : rss[1];
+    if (rss[4] - base > (IT_SLOW ? 2048 : 1024))
         th_fail(__FILE__, __LINE__, "commnode 1 grew from %ld to %ld kB over three rounds of "
-                "%d streams made and closed", rss[1], rss[4], N);
+                "%d streams made and closed (after each round: %ld %ld %ld %ld %ld kB)",
+                base, rss[4], N, rss[0], rss[1], rss[2], rss[3], rss[4]);
     for (tbon_rank_t r = 1; r <= 4; r++)
         CHECK_INT(it_log_lines(r, "unknown stream", NULL), 0);
     it_sum_wave(keep, w, t.be, t.nbe);
