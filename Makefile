@@ -308,7 +308,7 @@ check: deps
 	$(MAKE) B=$(B)/san SAN=1 all
 	$(MAKE) B=$(B)/tsan TSAN=1 all
 	$(MAKE) fuzz-smoke FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
-	tests/run.sh $(B) $(B)/san $(B)/tsan
+	tests/run.sh $(B) --short $(B)/san $(B)/tsan
 
 test: all
 	tests/run.sh $(B)

@@ -25,12 +25,12 @@
 
 #define TH_MAX_CASES 512
 
-static struct { const char *name; th_fn fn; } cases[TH_MAX_CASES];
+static struct { const char *name; th_fn fn; int is_long; } cases[TH_MAX_CASES];
 static int ncases;
 int th_failures;
 static char tmpdir[256];
 
-void th_register(const char *name, th_fn fn)
+void th_register(const char *name, th_fn fn, int is_long)
 {
     if (ncases == TH_MAX_CASES) {
         fprintf(stderr, "harness: more than %d cases\n", TH_MAX_CASES);
@@ -38,6 +38,7 @@ void th_register(const char *name, th_fn fn)
     }
     cases[ncases].name = name;
     cases[ncases].fn = fn;
+    cases[ncases].is_long = is_long;
     ncases++;
 }
 
@@ -171,7 +172,13 @@ int main(int argc, char **argv)
     prog = prog ? prog + 1 : argv[0];
     const char *t = getenv("TBON_TEST_TIMEOUT");
     int timeout_s = t && atoi(t) > 0 ? atoi(t) : 60;
-    int passed = 0, failed = 0;
+    const char *tier = getenv("TBON_TEST_TIER");
+    int short_tier = tier && strcmp(tier, "short") == 0;
+    if (tier && !short_tier && strcmp(tier, "full") != 0) {
+        fprintf(stderr, "%s: TBON_TEST_TIER=%s: expected short or full\n", prog, tier);
+        return 2;
+    }
+    int passed = 0, failed = 0, left = 0;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (int i = 0; i < ncases; i++) {
@@ -181,6 +188,9 @@ int main(int argc, char **argv)
                 wanted |= strcmp(argv[a], cases[i].name) == 0;
             if (!wanted)
                 continue;
+        } else if (short_tier && cases[i].is_long) {
+            left++;
+            continue;
         }
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -194,6 +204,8 @@ int main(int argc, char **argv)
         else
             passed++;
     }
+    if (left)
+        printf("%s: %d long case%s left to the full tier\n", prog, left, left == 1 ? "" : "s");
     printf("%s: %d passed, %d failed\n", prog, passed, failed);
     return failed ? 1 : 0;
 }

@@ -5,6 +5,8 @@
  * so a crash or hang fails that case only. A run prints one line per case and
  * ends with "NAME: N passed, N failed"; tests/run.sh adds those up.
  * Run one case with: build/tests/unit/test_x CASE_NAME
+ * TEST_LONG cases are skipped when TBON_TEST_TIER=short (named on the
+ * command line, they run whatever the tier).
  */
 #ifndef TB_HARNESS_H
 #define TB_HARNESS_H
@@ -14,16 +16,29 @@
 #include <string.h>
 
 typedef void (*th_fn)(void);
-void th_register(const char *name, th_fn fn);
+/* long: the case runs only in the full tier (see TEST_LONG). */
+void th_register(const char *name, th_fn fn, int is_long);
 void th_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 extern int th_failures;   /* failures in the current case */
 
-#define TEST(name)                                                        \
+#define TH_CASE(name, is_long)                                            \
     static void name(void);                                               \
     __attribute__((constructor)) static void th_reg_##name(void)          \
-    { th_register(#name, name); }                                         \
+    { th_register(#name, name, is_long); }                                \
     static void name(void)
+
+#define TEST(name) TH_CASE(name, 0)
+
+/* A case too long to run once per build: it runs in the full tier (the
+ * plain build of `make check`, `make san`, `make tsan`, a binary run by
+ * hand) and is left out of the short tier (TBON_TEST_TIER=short: the
+ * sanitizer builds of `make check`, tests/run.sh --short). Mark a case so
+ * when it takes more than about 4 s under a sanitizer and what it checks
+ * is not mainly memory or thread safety (a fixed pause, thousands of
+ * streams, a long schedule); tests/run.sh lists the slowest cases of each
+ * tier at its end. */
+#define TEST_LONG(name) TH_CASE(name, 1)
 
 #define CHECK(cond) do { if (!(cond))                                     \
     th_fail(__FILE__, __LINE__, "CHECK(%s)", #cond); } while (0)

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # run.sh - run every test binary of the given build directories and add up.
-# Usage: tests/run.sh BUILD_DIR [BUILD_DIR ...]
+# Usage: tests/run.sh BUILD_DIR [BUILD_DIR ...] [--short BUILD_DIR ...]
+# The builds before --short run the full tier (every case); those after it
+# the short tier (TBON_TEST_TIER=short: cases marked TEST_LONG/ITEST_LONG
+# are left out, tests/harness.h). `make check` runs the plain build full and
+# the two sanitizer builds short, so every case runs in it once at least.
 # Each binary runs under `timeout` (TBON_SUITE_TIMEOUT seconds, default 600) and
-# prints "NAME: N passed, N failed"; the last line here is the total, in the
-# same form. Exit status: 0 only if nothing failed.
+# prints "NAME: N passed, N failed"; then come the time of each build and
+# tier and the slowest cases, and the last line is the total, in the same
+# form. Exit status: 0 only if nothing failed.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -19,7 +24,9 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # program that left one as failed.
 tsan_opts=${TSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:second_deadlock_stack=1}
 tsan_dir=$(mktemp -d "${TMPDIR:-/tmp}/tbon-tsan-XXXXXX")
-trap 'rm -rf "$tsan_dir"' EXIT
+times=$(mktemp "${TMPDIR:-/tmp}/tbon-times-XXXXXX")
+trap 'rm -rf "$tsan_dir" "$times"' EXIT
+suite_start=$SECONDS
 
 run_one() {     # one test program or script: its summary line is added up
     local t=$1 out rc line p f reported=0
@@ -28,6 +35,8 @@ run_one() {     # one test program or script: its summary line is added up
           timeout -k 5 "$suite_timeout" "$t" 2>&1)
     rc=$?
     printf '%s\n' "$out"
+    # "ok   prog/case (N ms)" lines, kept for the list of the slowest
+    printf '%s\n' "$out" | sed -nE "s#^(ok  |FAIL) ([^ ]+) \(([0-9]+) ms\)\$#\3 ${b:-.} \2 ${tier:-full}#p" >>"$times"
     if compgen -G "$tsan_dir/report.*" >/dev/null; then
         cat "$tsan_dir"/report.*
         rm -f "$tsan_dir"/report.*
@@ -57,14 +66,32 @@ for t in tests/scripts/test_*.sh; do
     [ -x "$t" ] && run_one "$t"
 done
 
+tier=full
+summary=()
 for b in "$@"; do
+    if [ "$b" = --short ]; then
+        tier=short
+        continue
+    fi
+    [ -d "$b" ] || { echo "run.sh: $b: no such build directory"; total_fail=$((total_fail + 1)); continue; }
     export TBON_BUILD_DIR=$b      # tests find programs under $TBON_BUILD_DIR/bin
+    export TBON_TEST_TIER=$tier
+    build_start=$SECONDS
     for t in "$b"/tests/unit/test_* "$b"/tests/inproc/test_* "$b"/tests/integration/test_*; do
         [ -x "$t" ] || continue
         case "$t" in *.d|*.o) continue ;; esac
         run_one "$t"
     done
+    summary+=("$(printf '  %-14s %-5s tier %5d s' "$b" "$tier" $((SECONDS - build_start)))")
 done
+unset TBON_TEST_TIER
+
+echo "== time"
+printf '%s\n' "${summary[@]}"
+echo "  the slowest cases (ms, build, case, tier; over about 4 s under a sanitizer,"
+echo "  mark one TEST_LONG/ITEST_LONG unless it is there for memory or thread safety):"
+sort -rn "$times" | head -n 12 | sed 's/^/    /'
+echo "  all: $((SECONDS - suite_start)) s"
 
 # Nothing of ours may outlive the suite.
 # (Process names, not command lines: a checkout path may contain "tbon_".)

@@ -152,10 +152,13 @@ static IT_UNUSED tbon_rank_t it_commnode_rank(pid_t pid)
 static void it_finish(void);
 
 /* A test case with the integration set-up and the leftover check. */
-#define ITEST(name)                                                       \
+#define IT_CASE(name, is_long)                                            \
     static void name##_body(void);                                        \
-    TEST(name) { it_init(); name##_body(); it_finish(); }                 \
+    TH_CASE(name, is_long) { it_init(); name##_body(); it_finish(); }     \
     static void name##_body(void)
+#define ITEST(name) IT_CASE(name, 0)
+/* Left out of the short tier (harness.h, TEST_LONG). */
+#define ITEST_LONG(name) IT_CASE(name, 1)
 
 /* ---- time, paths ---- */
 

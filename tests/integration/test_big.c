@@ -52,7 +52,7 @@ static void big_packet_up_and_down(const char *shape, size_t size, int wait_ms)
     it_stop(&t);
 }
 
-ITEST(packet_64mib_up_and_down) { big_packet_up_and_down("2x2", 64u << 20, IT_RECV_MS * 2); }
+ITEST_LONG(packet_64mib_up_and_down) { big_packet_up_and_down("2x2", 64u << 20, IT_RECV_MS * 2); }
 
 /* 1 GiB, the default maximum, on a chain (each hop holds it and a copy).
  * Not under ThreadSanitizer, whose shadow of several such buffers in each of
@@ -116,11 +116,11 @@ static void many_streams(uint32_t nstreams)
  * other for seconds at a time: fewer streams there, for time. (Those
  * starved links once broke: a frame begun and not continued for 2 s was
  * taken for a broken socket; no more, net/link.h.) */
-ITEST(streams_1000_on_16x16) { many_streams(IT_TSAN ? 200 : 1000); }
+ITEST_LONG(streams_1000_on_16x16) { many_streams(IT_TSAN ? 200 : 1000); }
 /* 10,000 (2,000 under AddressSanitizer, 400 under ThreadSanitizer: 2.56
  * million answers through 273 processes on the suite's two cores take
  * minutes there). */
-ITEST(streams_10000_on_16x16)
+ITEST_LONG(streams_10000_on_16x16)
 {
     alarm(280);
     many_streams(IT_TSAN ? 400 : IT_ASAN ? 2000 : 10000);

@@ -145,7 +145,7 @@ static void scenario(const char *shape, int duration, const char *schedule, int 
 
 /* 4x4 for 3 s without a kill: the front-end's set is exactly the union of
  * what the 16 back-ends sent, nothing is new twice, nothing is left. */
-ITEST(fims_no_kills_4x4)
+ITEST_LONG(fims_no_kills_4x4)
 {
     scenario("4x4", 3, NULL, 0);
 }
@@ -207,32 +207,32 @@ ITEST(fims_single_kill)
 }
 
 /* Three commnodes of 4x4x4 at once. */
-ITEST(fims_several_at_once)
+ITEST_LONG(fims_several_at_once)
 {
     scenario("4x4x4", 4, "1:several=3", 1);
 }
 
 /* A child of the front-end (its subtree holds 16 back-ends). */
-ITEST(fims_depth1)
+ITEST_LONG(fims_depth1)
 {
     scenario("4x4x4", 4, "1:depth1", 1);
 }
 
 /* A commnode, then the likely adopter of its first orphan while it adopts. */
-ITEST(fims_adopter_while_adopting)
+ITEST_LONG(fims_adopter_while_adopting)
 {
     scenario("4x4x4", 5, "1:adopter", 1);
 }
 
 /* A commnode and its parent at once: two levels of orphans. */
-ITEST(fims_node_and_parent)
+ITEST_LONG(fims_node_and_parent)
 {
     scenario("4x4x4", 5, "1:parent", 1);
 }
 
 /* Issue 4: 8x8 with a failure every 2 s for 20 s (the 9th finds no
  * commnode left: the tree is flat by then). */
-ITEST(fims_8x8_every_2s)
+ITEST_LONG(fims_8x8_every_2s)
 {
     scenario("8x8", 20, "2:every=2", 1);
 }
@@ -240,7 +240,7 @@ ITEST(fims_8x8_every_2s)
 /* 8x8, four commnodes killed (one, two at once, a child of the FE): each
  * result's coverage holds the sender of every element it brought, as the
  * back-ends' own files say (issue 31). */
-ITEST(fims_8x8_four_kills_coverage)
+ITEST_LONG(fims_8x8_four_kills_coverage)
 {
     scenario("8x8", 8, "2:one,3:several=2,5:depth1", 1);
 }
@@ -257,7 +257,7 @@ ITEST(fims_8x8_four_kills_coverage)
  * are not this machine's, so every process there goes through rsh-local. */
 #define HOST_A "198.51.100.1"
 #define HOST_B "203.0.113.1"
-ITEST(fims_remote_kills)
+ITEST_LONG(fims_remote_kills)
 {
     const char *rsh = it_src_path("tests/integration/rsh-local");
     char rshp[PATH_MAX + 256], log[700];
@@ -303,7 +303,7 @@ ITEST(fims_remote_kills)
 
 /* A schedule that finds nothing to kill (a tree without commnodes) must
  * not pass as a run "with no kills": it says so and fails. */
-ITEST(fims_schedule_without_kills_fails)
+ITEST_LONG(fims_schedule_without_kills_fails)
 {
     tbon_rank_t be[IT_MAX_BE];
     size_t nbe;
@@ -327,7 +327,7 @@ ITEST(fims_schedule_without_kills_fails)
  * by the tool): the tool prints its failure when the event comes, counts
  * what it sent and did not arrive as lost with it (or says nothing was
  * lost), and passes: every value of the live back-ends arrived. */
-ITEST(fims_backend_failure_is_loss_not_missing)
+ITEST_LONG(fims_backend_failure_is_loss_not_missing)
 {
     tbon_rank_t be[IT_MAX_BE];
     size_t nbe;

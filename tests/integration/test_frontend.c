@@ -177,7 +177,7 @@ ITEST(json_and_readable_null_filter)
  * that comes later is printed under its own wave, marked late, not counted
  * in the wave under way. Back-ends 1-4 answer {rank, wave} after 3 s times
  * (rank % 4): rank 4 at once, the others after the wave's gap of 2 s. */
-ITEST(late_answers_go_under_their_own_wave)
+ITEST_LONG(late_answers_go_under_their_own_wave)
 {
     const char *args[] = { "-w", "2", "-f", "concat", "-k", "array", "--sync", "dontwait",
                            "--idle", "2000", "--", "--delay", "3000", NULL };

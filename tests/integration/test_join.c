@@ -371,7 +371,7 @@ ITEST(commnode_join_adopts_first) { commnode_join(1); }
  * adopted with its old incarnation and tells the FE its parent failed;
  * every node refuses it and it exits, and no one else is reported failed.
  * The sum waves count rank 3 exactly once throughout. */
-ITEST(restart_stale_incarnation_ignored)
+ITEST_LONG(restart_stale_incarnation_ignored)
 {
     char file[600];
     it_tree_t t;     /* 1: 3 4, 2: 5 6 */

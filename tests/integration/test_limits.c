@@ -112,7 +112,7 @@ static int visit(const struct it_addr *a, unsigned i)
  * reset: its memory stays flat (each connection's records go with it; before,
  * ~64 bytes per connection stayed until exit), its log stays short (before,
  * one line per connection), and the tree answers exactly afterwards. */
-ITEST(connection_churn_leaves_memory_and_log_flat)
+ITEST_LONG(connection_churn_leaves_memory_and_log_flat)
 {
     it_asan_quarantine_mb(0);
     /* about 11 s of CPU for the connections alone (the kernel's part, in

@@ -122,7 +122,7 @@ ITEST(remote_failure_explained)
 /* Logins slower than the heartbeat timeout: nobody is taken for failed once
  * the tree is up (silence counts from the start of beating, not from the
  * connection), and waves are exact. */
-ITEST(slow_logins_no_fencing)
+ITEST_LONG(slow_logins_no_fencing)
 {
     setenv("TBON_RSH_DELAY_S", "1.2", 1);
     const char *topo = th_write_file("slow.top", "localhost:0 => 198.51.100.1:0 198.51.100.2:0 ;\n"

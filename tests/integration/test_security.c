@@ -852,7 +852,7 @@ static uint32_t slowloris(tbon_stream_t *s, const it_tree_t *t, uint32_t w);
  * waves stay exact meanwhile. Twice: the second round leaves the commnode's
  * memory where the first did (the first pays for first uses: the
  * sanitizers' shadow, the allocator's arenas). */
-ITEST(sec_slowloris_blocks_nothing)
+ITEST_LONG(sec_slowloris_blocks_nothing)
 {
     it_tree_t t;
     tbon_stream_t *s = it_start_summing(&t, "2x2", NULL);

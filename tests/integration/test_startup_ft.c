@@ -170,7 +170,7 @@ static uint64_t wait_stable(tbon_net_t *net)
     return 0;
 }
 
-ITEST(tree_starts_without_three_commnodes_and_five_backends)
+ITEST_LONG(tree_starts_without_three_commnodes_and_five_backends)
 {
     alarm(CASE_S);
     tbon_fe_options_t o = bad_tree_options();
@@ -300,7 +300,7 @@ ITEST(require_all_fails_on_the_first_failure)
 }
 
 /* require_all and a back-end that never connects: the timeout names it. */
-ITEST(require_all_names_a_backend_that_never_connects)
+ITEST_LONG(require_all_names_a_backend_that_never_connects)
 {
     tbon_rank_t be[8];
     size_t n;

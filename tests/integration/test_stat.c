@@ -641,7 +641,7 @@ static int all_running(const struct hang *h, int skip)
 
 /* After tbon_stat, and after tbon_stat is killed with SIGKILL in the middle
  * of sampling, every target runs on. */
-ITEST(targets_never_left_stopped)
+ITEST_LONG(targets_never_left_stopped)
 {
     struct hang h;
     REQUIRE(hang_start(&h, 16) == 0);

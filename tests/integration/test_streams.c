@@ -487,7 +487,7 @@ ITEST(packet_over_the_session_maximum_refused)
 /* The FE stops reading while the back-ends send about 200 MB: the
  * commnodes' memory stays bounded (they stop reading from their children),
  * and then everything arrives, exact and in order. */
-ITEST(backpressure_bounded_memory)
+ITEST_LONG(backpressure_bounded_memory)
 {
     it_tree_t t;
     it_asan_quarantine_mb(8);

@@ -219,7 +219,7 @@ static int ask(int to, int from, char c, char *line, size_t cap, int ms)
  * relink deadlines (5 s), to keep CI's time; TBON_TEST_FE_PAUSE_S to change
  * it - and resumed: nobody fenced, nobody suspected the FE or left, every
  * back-end still there, the waves exact. */
-ITEST(front_end_paused_tree_intact)
+ITEST_LONG(front_end_paused_tree_intact)
 {
     const char *ps = getenv("TBON_TEST_FE_PAUSE_S");
     int pause_s = ps && atoi(ps) > 0 ? atoi(ps) : IT_SLOW ? 20 : 60;
@@ -324,7 +324,7 @@ ITEST(away_backends_do_not_spin)
  * sent 12 packets of 1 MiB while its application sleeps (a request that
  * has it sleep, seen in /proc as its thread's nanosleep): the sends must
  * all return while it still sleeps, and everything then comes back exact. */
-ITEST(away_backend_acknowledges_what_arrives)
+ITEST_LONG(away_backend_acknowledges_what_arrives)
 {
     it_tree_t t;
     if (it_start(&t, "1", NULL, NULL))

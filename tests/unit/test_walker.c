@@ -318,7 +318,7 @@ TEST(repeated_samples)
 /* Between two samples the target maps memory and loads a library: the
  * walker reports its modules again (its cached Dwfl stays attached), and the
  * stack is the same. */
-TEST(maps_change_between_samples)
+TEST_LONG(maps_change_between_samples)
 {
     int fds[2], ack[2];
     REQUIRE(pipe(fds) == 0);
@@ -753,7 +753,7 @@ static int check_against_eu(st_walker_t *w, pid_t pid)
 /* Two programs run from the same path, one after the other (the file
  * replaced in between, as a rebuild does): one walker samples both, and
  * each stack is named from its own file, as eu-stack names it. */
-TEST(replaced_executable_at_the_same_path)
+TEST_LONG(replaced_executable_at_the_same_path)
 {
     char exe[PATH_MAX];
     snprintf(exe, sizeof exe, "%s/prog", th_tmpdir());
@@ -879,14 +879,14 @@ static void pid_reused(unsigned flags)
     st_walker_free(w);
 }
 
-TEST(pid_reused_by_another_program)
+TEST_LONG(pid_reused_by_another_program)
 {
     pid_reused(0);
 }
 
 /* The same with libdwfl's own attach (hosts other than x86-64), whose Dwfl
  * the walker starts again for the new process. */
-TEST(pid_reused_by_another_program_libdwfl_attach)
+TEST_LONG(pid_reused_by_another_program_libdwfl_attach)
 {
     pid_reused(ST_WALK_LIBDWFL);
 }
