@@ -301,12 +301,17 @@ $(B)/bench/%: $(B)/obj/bench/%.o $(B)/lib/libtbon.a
 deps:
 	@scripts/deps.sh
 
-# The full gate: dependencies, a normal build, a sanitizer build, every test in
-# both, and a short fuzz run. tests/run.sh prints the final "N passed, N failed".
+# The full gate: dependencies, a normal build, the two sanitizer builds, a
+# short fuzz run, every test (the sanitizer builds leave out the long cases:
+# tests/run.sh). The builds use every core (CHECK_JOBS, default nproc)
+# whether or not make was given -j. tests/run.sh prints the final
+# "N passed, N failed".
+CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 check: deps
-	$(MAKE) all
-	$(MAKE) B=$(B)/san SAN=1 all
-	$(MAKE) B=$(B)/tsan TSAN=1 all
+	$(MAKE) -j$(CHECK_JOBS) all
+	$(MAKE) -j$(CHECK_JOBS) B=$(B)/san SAN=1 all
+	$(MAKE) -j$(CHECK_JOBS) B=$(B)/tsan TSAN=1 all
+	$(MAKE) -j$(CHECK_JOBS) fuzz-build
 	$(MAKE) fuzz-smoke FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
 	tests/run.sh $(B) --short $(B)/san $(B)/tsan
 
@@ -327,22 +332,30 @@ tsan:
 	$(MAKE) B=$(B)/tsan TSAN=1 all
 	tests/run.sh $(B)/tsan
 
-# libFuzzer harnesses (clang): tests/fuzz/fuzz_*.c, built with the library
-# sources directly so that the whole decoder path is instrumented.
+# libFuzzer harnesses (clang): tests/fuzz/fuzz_*.c, linked with the library
+# compiled once for them (fuzzer coverage, address and undefined-behaviour
+# sanitizers) so that the whole decoder path is instrumented.
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/fuzz/%)
+FUZZ_OBJ := $(LIB_SRC:%.c=$(B)/fuzz/obj/%.o)
 FUZZ_CC  ?= clang
-FUZZ_FLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Ilibtbon $(XML_CFLAGS) \
-              -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_SAN := address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Ilibtbon $(XML_CFLAGS)
 FUZZ_SECONDS ?= 20
 CHECK_FUZZ_SECONDS ?= 5
 
 .PHONY: fuzz-build
 fuzz-build: $(FUZZ_BIN)
 
-$(B)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard libtbon/*/*.h include/tbon/*.h) | $(HEADERS_OK)
+$(B)/fuzz/obj/%.o: %.c | $(HEADERS_OK)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(LIBS) $(FUZZ_LIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,$(FUZZ_SAN) -MMD -MP -c -o $@ $<
+
+-include $(FUZZ_OBJ:.o=.d)
+
+$(B)/fuzz/%: tests/fuzz/%.c $(FUZZ_OBJ) | $(HEADERS_OK)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer,$(FUZZ_SAN) -o $@ $< $(FUZZ_OBJ) $(LIBS) $(FUZZ_LIBS)
 
 # fuzz_ptree includes tbon_stat's prefix-tree sources itself (their JSON
 # output is jansson's).

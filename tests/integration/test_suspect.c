@@ -214,15 +214,15 @@ static int ask(int to, int from, char c, char *line, size_t cap, int ms)
     return k > 0 && line[k - 1] == '\n' ? 0 : -1;
 }
 
-/* The front-end stopped (SIGSTOP, as Ctrl-Z or a debugger does) for 60 s -
- * 20 s under the sanitizers, still seven heartbeat timeouts (3 s) and four
- * relink deadlines (5 s), to keep CI's time; TBON_TEST_FE_PAUSE_S to change
- * it - and resumed: nobody fenced, nobody suspected the FE or left, every
- * back-end still there, the waves exact. */
+/* The front-end stopped (SIGSTOP, as Ctrl-Z or a debugger does) for 20 s -
+ * seven heartbeat timeouts (3 s) and four relink deadlines (5 s);
+ * TBON_TEST_FE_PAUSE_S to make it longer - and resumed: nobody fenced,
+ * nobody suspected the FE or left, every back-end still there, the waves
+ * exact. */
 ITEST_LONG(front_end_paused_tree_intact)
 {
     const char *ps = getenv("TBON_TEST_FE_PAUSE_S");
-    int pause_s = ps && atoi(ps) > 0 ? atoi(ps) : IT_SLOW ? 20 : 60;
+    int pause_s = ps && atoi(ps) > 0 ? atoi(ps) : 20;
     alarm((unsigned)pause_s + 120);     /* the harness's limit, made room for the pause */
     int down[2], up[2];
     REQUIRE(pipe(down) == 0 && pipe(up) == 0);
