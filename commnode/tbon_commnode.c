@@ -120,6 +120,19 @@ static const struct option longopts[] = {
     { NULL, 0, NULL, 0 },
 };
 
+/* The exit status of a commnode whose filter call hung (docs/filter-guide.md,
+ * "When a filter crashes or hangs"). */
+#define EXIT_FILTER_HUNG 75
+
+/* The node cannot go on (tb_node_config_t.fatal): its thread is stuck in a
+ * plug-in's call, the report has gone up and the log has it; end here. */
+static void node_fatal(int code, const char *msg)
+{
+    (void)code;
+    (void)msg;
+    _exit(EXIT_FILTER_HUNG);
+}
+
 /* Usage error: the message, the usage on stderr; the exit status 2. */
 static int usage_error(const char *fmt, const char *what)
 {
@@ -250,7 +263,7 @@ int main(int argc, char **argv)
         .backend_exe = *bexe ? bexe : NULL,
         .backend_argv = argvz, .rsh = *rsh ? rsh : NULL,
         .startup_timeout_ms = j.timeout_ms,
-        .parent_fd = j.data_fd, .parent_event_fd = j.event_fd,
+        .parent_fd = j.data_fd, .parent_event_fd = j.event_fd, .fatal = node_fatal,
         .joined = join_file != NULL, .listening = lfd >= 0, .listen_fd = lfd, .port = port,
     };
     j.topo = NULL;

@@ -62,8 +62,13 @@ run_one() {     # one test program or script: its summary line is added up
 
 # Tests of the source tree itself (tests/scripts/test_*.sh: layering, ...),
 # once, whatever the build.
+# They read the objects of the first build named (scripts/layers.sh --objects).
+first_build=
+for b in "$@"; do
+    [ "$b" != --short ] && { first_build=$b; break; }
+done
 for t in tests/scripts/test_*.sh; do
-    [ -x "$t" ] && run_one "$t"
+    [ -x "$t" ] && TBON_BUILD_DIR=${first_build:-build} run_one "$t"
 done
 
 tier=full

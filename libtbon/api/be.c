@@ -54,7 +54,7 @@ static tbon_net_t *be_node(tb_join_t *j, int joined, tbon_error_t *err)
         tb_join_release(j);
         return NULL;
     }
-    net->kicker = tb_kicker_start(net, tb_node_loop_fd(node));
+    net->kicker = tb_kicker_start(tb_net_kick, net, tb_node_loop_fd(node));
     if (!net->kicker) {
         tb_node_destroy(node);
         tb_net_free(net);

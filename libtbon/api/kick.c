@@ -1,6 +1,6 @@
 /* kick.c - a back-end's node while its application is away (busy computing,
  * or between calls): a small thread of its own watches the node's loop and
- * runs a turn (tb_net_kick) when something arrives and no application
+ * runs a turn (its kick function, tb_net_kick) when something arrives and no application
  * thread drives the node, so that the parent is answered (views, checks,
  * adoptions) whatever the application does.
  *
@@ -22,12 +22,12 @@
 #include <unistd.h>
 
 #include "net/loop.h"
-#include "node/node.h"
 #include "util/clock.h"
 #include "util/log.h"
 
 struct tb_kicker {
-    tbon_net_t *net;
+    void (*kick)(void *arg);  /* runs a turn of the node (tb_net_kick) */
+    void *arg;
     tb_loop_t *loop;          /* the kicker thread's: the node's loop fd in it */
     tb_io_t node_io;          /* one shot: armed while nobody drives the node */
     tb_io_t timer_io;         /* tfd: the node's first timer, while nobody drives */
@@ -43,7 +43,7 @@ static void on_node(tb_io_t *io, uint32_t events)
     (void)events;
     tb_kicker_t *k = io->arg;
     atomic_store(&k->armed, 0);         /* the one shot fired */
-    tb_net_kick(k->net);
+    k->kick(k->arg);
 }
 
 /* Set the timer for due (tb_now_ms's clock; INT64_MAX: not at all), under
@@ -84,7 +84,7 @@ static void on_timer(tb_io_t *io, uint32_t events)
     /* Someone drives the node (it fires the timer itself), or nobody does:
      * then we run the turn, and its release sets the timer anew. */
     if (fired && atomic_load(&k->armed))
-        tb_net_kick(k->net);
+        k->kick(k->arg);
 }
 
 static void *kicker_thread(void *arg)
@@ -97,12 +97,13 @@ static void *kicker_thread(void *arg)
     return NULL;
 }
 
-tb_kicker_t *tb_kicker_start(tbon_net_t *net, int node_loop_fd)
+tb_kicker_t *tb_kicker_start(void (*kick)(void *arg), void *arg, int node_loop_fd)
 {
     tb_kicker_t *k = calloc(1, sizeof *k);
     if (!k)
         return NULL;
-    k->net = net;
+    k->kick = kick;
+    k->arg = arg;
     k->tfd_due = INT64_MAX;
     pthread_mutex_init(&k->tmu, NULL);
     k->loop = tb_loop_new(NULL, NULL);
@@ -123,7 +124,7 @@ tb_kicker_t *tb_kicker_start(tbon_net_t *net, int node_loop_fd)
     return k;
 }
 
-void tb_kicker_arm(tb_kicker_t *k, int on)
+void tb_kicker_arm(tb_kicker_t *k, int on, int64_t due)
 {
     /* A back-end arms it after every call into the library: only changes
      * cost a system call (and a timer due before the kicker would wake). */
@@ -131,7 +132,8 @@ void tb_kicker_arm(tb_kicker_t *k, int on)
         return;
     if (atomic_exchange(&k->armed, on) != on)
         tb_loop_rearm(k->loop, &k->node_io, on ? EPOLLIN | EPOLLONESHOT : EPOLLONESHOT);
-    int64_t due = on && k->net->node ? tb_node_next_due(k->net->node) : INT64_MAX;
+    if (!on)
+        due = INT64_MAX;
     pthread_mutex_lock(&k->tmu);
     set_timer(k, due);
     pthread_mutex_unlock(&k->tmu);

@@ -18,26 +18,6 @@
 
 static __thread char tls_error[512];
 
-/* Back-end networks not yet destroyed in this process (see be_watchdog). */
-static atomic_int live_be_nets;
-
-/* docs/architecture.md: when the front-end is gone, every process of the
- * session exits within a second. A back-end application hears TBON_ECLOSED;
- * if it has not left by then (busy elsewhere, or ignoring it), the process
- * ends here rather than linger as a stray. */
-void *tb_net_be_watchdog(void *arg)
-{
-    (void)arg;
-    struct timespec ts = { .tv_sec = 0, .tv_nsec = 900 * 1000000L };
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-    if (atomic_load(&live_be_nets) > 0) {
-        TB_WARN("session", "the session is gone and the application did not leave; exiting");
-        _exit(1);
-    }
-    return NULL;
-}
-
 int tb_net_seterr(int code, const char *fmt, ...)
 {
     va_list ap;
@@ -68,8 +48,6 @@ tbon_net_t *tb_net_alloc(int is_fe)
     if (!n)
         return NULL;
     n->is_fe = is_fe;
-    if (!is_fe)
-        atomic_fetch_add(&live_be_nets, 1);
     pthread_mutex_init(&n->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -261,7 +239,7 @@ static void exec_or_post(tbon_net_t *net, tb_cmd_t *c)
 void tb_net_arm(void *arg, int on)
 {
     tbon_net_t *net = arg;
-    tb_kicker_arm(net->kicker, on);
+    tb_kicker_arm(net->kicker, on, on && net->node ? tb_node_next_due(net->node) : INT64_MAX);
 }
 
 /* Work arrived for a node nobody may be driving (a back-end whose
@@ -668,8 +646,6 @@ void tb_net_free(tbon_net_t *net)
 {
     if (!net)
         return;
-    if (!net->is_fe)
-        atomic_fetch_sub(&live_be_nets, 1);
     tb_ring_free(&net->events);
     free(net->chk_agree);
     free(net->chk_bad);

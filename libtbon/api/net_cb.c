@@ -75,11 +75,8 @@ static void cb_status(void *arg, int what, int code, const char *msg)
         }
         break;
     case TB_NODE_CLOSED:
-        if (!net->closed && !net->is_fe && code != 0) {
-            pthread_t t;
-            if (pthread_create(&t, NULL, tb_net_be_watchdog, NULL) == 0)
-                pthread_detach(t);
-        }
+        /* Every call from now on says TBON_ECLOSED; the application leaves
+         * when it sees it (the library ends no process: docs/api.md). */
         net->closed = 1;
         break;
     case TB_NODE_MISSING: {
@@ -129,41 +126,6 @@ static int cb_app_full(void *arg)
         atomic_store(&net->want_resume, 1);
     pthread_mutex_unlock(&net->mu);
     return full;
-}
-
-/* FE: the replica of rank r's attributes, made if make (under net->mu). */
-tb_attrs_t *tb_net_replica(tbon_net_t *net, tbon_rank_t r, int make)
-{
-    if (r >= net->nrep) {
-        if (!make)
-            return NULL;
-        size_t nc = net->nrep ? net->nrep : 64;
-        while (nc <= r)
-            nc *= 2;
-        tb_attrs_t **nv = realloc(net->rep, nc * sizeof *nv);
-        if (!nv)
-            return NULL;
-        net->rep = nv;
-        uint8_t *nchg = realloc(net->chg, nc);
-        if (!nchg)
-            return NULL;
-        net->chg = nchg;
-        memset(net->rep + net->nrep, 0, (nc - net->nrep) * sizeof *nv);
-        memset(net->chg + net->nrep, 0, nc - net->nrep);
-        net->nrep = nc;
-    }
-    if (!net->rep[r] && make)
-        net->rep[r] = tb_attrs_new();
-    return net->rep[r];
-}
-
-void tb_net_attrs_changed_locked(tbon_net_t *net, tbon_rank_t r)
-{
-    if (r < net->nrep && !net->chg[r]) {
-        net->chg[r] = 1;
-        net->nchg++;
-    }
-    pthread_cond_broadcast(&net->cond);
 }
 
 /* FE: an attribute entry from src (the node checked src is alive). */

@@ -104,8 +104,11 @@ struct tbon_net {
 /* A back-end's node while nobody drives it (kick.c): a thread that runs a
  * turn when the node's loop (node_loop_fd) has something; armed (any
  * thread) while no application thread drives the node. */
-tb_kicker_t *tb_kicker_start(tbon_net_t *net, int node_loop_fd);
-void tb_kicker_arm(tb_kicker_t *k, int on);
+/* kick(arg) runs a turn of the node whose loop fd is node_loop_fd; the
+ * kicker calls it from its own thread while armed and something arrives, or
+ * at due (ms, tb_now_ms's clock; INT64_MAX: no timer). */
+tb_kicker_t *tb_kicker_start(void (*kick)(void *arg), void *arg, int node_loop_fd);
+void tb_kicker_arm(tb_kicker_t *k, int on, int64_t due);
 void tb_kicker_stop(tb_kicker_t *k);    /* NULL is fine */
 
 /* Set up the locks and queues of a new net (the node comes later). */
@@ -132,9 +135,6 @@ struct timespec *tb_net_deadline(int timeout_ms, struct timespec *ts);
 struct tb_attrs *tb_net_replica(tbon_net_t *net, tbon_rank_t r, int make);
 /* FE: rank r's attributes changed (under net->mu; net_cb.c). */
 void tb_net_attrs_changed_locked(tbon_net_t *net, tbon_rank_t r);
-/* A back-end's session ended: the process exits in a second unless the
- * application leaves (net.c; started from the status callback). */
-void *tb_net_be_watchdog(void *arg);
 /* What a packet counts for in the queues' byte marks (net.c). */
 size_t tb_net_pkt_size(const tbon_packet_t *p);
 /* Free everything but the node. */

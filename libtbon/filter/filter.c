@@ -1,8 +1,9 @@
-/* filter.c - the filter registry (built-ins and dlopen'd plug-ins), the
- * output packet list, and running a filter over a wave of packets
+/* filter.c - the filter registry (built-ins and dlopen'd plug-ins) and
+ * running a filter over a wave of packets
  *
- * The built-in filters themselves are in filter_builtin.c (null, sum, min,
- * max, avg, concat) and filter_union.c (union). Plug-ins export F,
+ * The built-in filters themselves are in filter_builtin.c (null, avg,
+ * concat), filter_fold.c (sum, min, max) and filter_union.c (union); what a
+ * call hands back (its output list, its error message) in filter_out.c. Plug-ins export F,
  * F_format_string and optionally F_get_FilterState and F_free_state; the
  * last two follow the get_FilterState routine of seed 003 section V-B.
  */
@@ -37,84 +38,6 @@ struct tb_filter_reg {
 /* Registries kept for the process's life (tb_filter_reg_abandon). */
 static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
 static tb_filter_reg_t *kept;
-
-/* The message a running filter left with tb_filter_errorf (one per thread:
- * filters of different processes' threads never share it). */
-static _Thread_local char tb_filter_msg[400];
-
-/* ---- the output list ---- */
-
-void tb_plist_init(tbon_packet_list_t *l)
-{
-    l->v = NULL;
-    l->n = l->cap = 0;
-}
-
-void tb_plist_clear(tbon_packet_list_t *l)
-{
-    for (size_t i = 0; i < l->n; i++)
-        tbon_packet_unref(l->v[i]);
-    l->n = 0;
-}
-
-void tb_plist_free(tbon_packet_list_t *l)
-{
-    tb_plist_clear(l);
-    free(l->v);
-    tb_plist_init(l);
-}
-
-/* Release the packets from index keep on: a failed filter's partial output. */
-static void plist_truncate(tbon_packet_list_t *l, size_t keep)
-{
-    while (l->n > keep)
-        tbon_packet_unref(l->v[--l->n]);
-}
-
-int tbon_packet_list_push(tbon_packet_list_t *out, tbon_packet_t *p)
-{
-    if (!out || !p) {
-        tbon_packet_unref(p);
-        return TBON_EINVAL;
-    }
-    if (TB_ARRAY_ROOM(out->v, out->n, out->cap, 4)) {
-        tbon_packet_unref(p);
-        return TBON_ENOMEM;
-    }
-    out->v[out->n++] = p;
-    return 0;
-}
-
-/* ---- filter error messages ---- */
-
-void tb_filter_verrorf(const char *fmt, va_list ap)
-{
-    vsnprintf(tb_filter_msg, sizeof tb_filter_msg, fmt, ap);
-}
-
-void tb_filter_errorf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    tb_filter_verrorf(fmt, ap);
-    va_end(ap);
-}
-
-void tbon_filter_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    tb_filter_verrorf(fmt, ap);
-    va_end(ap);
-}
-
-const char *tb_filter_rank_str(tbon_rank_t r, char buf[16])
-{
-    if (r == TBON_RANK_NONE)
-        return "none";
-    snprintf(buf, 16, "%u", (unsigned)r);
-    return buf;
-}
 
 /* ---- the registry ---- */
 
@@ -362,7 +285,7 @@ static int run_check(const tb_filter_t *f, tbon_packet_t *const in[], size_t n,
                                 tb_filter_rank_str(tbon_packet_source(in[i]), rb),
                                 tbon_packet_format(in[i]));
     }
-    tb_filter_msg[0] = '\0';
+    tb_filter_msg_clear();
     return 0;
 }
 
@@ -371,10 +294,11 @@ static int run_error(const tb_filter_t *f, int rc, tbon_error_t *err)
 {
     if (rc > 0)
         rc = TBON_EFILTER;
-    if (tb_filter_msg[0])
+    const char *msg = tb_filter_msg();
+    if (msg[0])
         return tb_error_set(err, rc, "filter \"%s\"%s%s: %s", f->name,
                             f->path ? " of " : "", f->path ? f->path : "",
-                            tb_filter_msg);
+                            msg);
     return tb_error_set(err, rc, "filter \"%s\"%s%s failed: %s", f->name,
                         f->path ? " of " : "", f->path ? f->path : "",
                         tbon_strerror(rc));
@@ -473,7 +397,7 @@ int tb_filter_run(const tb_filter_t *f, tbon_packet_t *const in[], size_t n,
         tb_fault_t fault;
         if (tb_guard_call(run_fn, &c, &fault)) {
             /* what it pushed before the fault is dropped, as after an error */
-            plist_truncate(out, keep);
+            tb_plist_truncate(out, keep);
             return crashed(f, "F", &fault, err);
         }
         rc = c.rc;
@@ -483,7 +407,7 @@ int tb_filter_run(const tb_filter_t *f, tbon_packet_t *const in[], size_t n,
     if (rc == 0)
         return 0;
     /* A partial output is not a result: drop what the failed call pushed. */
-    plist_truncate(out, keep);
+    tb_plist_truncate(out, keep);
     return run_error(f, rc, err);
 }
 

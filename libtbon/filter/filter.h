@@ -15,6 +15,7 @@ struct tbon_packet_list {
 void tb_plist_init(tbon_packet_list_t *l);
 void tb_plist_clear(tbon_packet_list_t *l);  /* releases every packet; l stays usable */
 void tb_plist_free(tbon_packet_list_t *l);   /* clear and free the array */
+void tb_plist_truncate(tbon_packet_list_t *l, size_t keep);  /* release from index keep on */
 
 /* One filter: built-in (dl == NULL) or loaded from a shared object. */
 typedef struct tb_filter {
@@ -89,6 +90,10 @@ const tb_filter_t *tb_filter_builtin(int id);
  * err->msg after the filter's name. The last call wins. */
 void tb_filter_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tb_filter_verrorf(const char *fmt, va_list ap);
+/* The calling thread's message from the filter call running on it ("" if
+ * none), and clearing it before the next call. */
+const char *tb_filter_msg(void);
+void tb_filter_msg_clear(void);
 
 /* The same for plug-ins (public name, exported from the library).
  * TODO(lead): declare it in include/tbon/filter.h. */

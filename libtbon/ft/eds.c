@@ -29,54 +29,6 @@
 static void on_watch_io(tb_io_t *io, uint32_t events);
 static void on_handshake_timer(tb_timer_t *t, int64_t now);
 
-/* A new watch, complete before it is published: the reactor adds some
- * (tb_eds_watch_parent, tb_eds_watch_child), and from epoll_ctl on the EDS
- * thread may see it (an event) or walk it (e->all). */
-watch_t *tb_eds_add_watch(tb_eds_t *e, int kind, int fd, uint32_t events, tbon_rank_t rank,
-                          pid_t pid)
-{
-    watch_t *w = calloc(1, sizeof *w);
-    if (!w)
-        return NULL;
-    w->kind = kind;
-    w->fd = fd;
-    w->rank = rank;
-    w->pid = pid;
-    w->heard = tb_now_ms();
-    w->io = (tb_io_t){ .fd = fd, .fn = on_watch_io, .arg = e };
-    w->timer = (tb_timer_t){ .fn = on_handshake_timer, .arg = e };
-    if (tb_loop_watch(e->loop, &w->io, events) < 0) {
-        free(w);
-        return NULL;
-    }
-    pthread_mutex_lock(&e->mu);
-    w->next = e->all;
-    e->all = w;
-    pthread_mutex_unlock(&e->mu);
-    return w;
-}
-
-/* Close a watch's fd; the struct is freed after this batch of events, which
- * may still name it (sweep). */
-void tb_eds_drop_watch(tb_eds_t *e, watch_t *w)
-{
-    if (w->dead)
-        return;
-    tb_loop_forget(e->loop, &w->io);
-    tb_timer_cancel(e->loop, &w->timer);
-    /* Closing a dead parent's connection sends a FIN the peer's kernel has
-     * to answer: work that can wait until the adoption is done. */
-    if (w->kind == K_EVENT && w->rank == e->parent && e->ngrave < 8)
-        e->grave[e->ngrave++] = w->fd;
-    else
-        close(w->fd);
-    w->dead = 1;
-    free(w->auth);
-    w->auth = NULL;
-    free(w->ev_msg);
-    w->ev_msg = NULL;
-}
-
 /* Free the watches dropped during the batch of events just handled (none of
  * them can be in the next batch: their fds left the epoll set), so that a
  * connection's record goes with it. EDS thread. */
@@ -99,13 +51,6 @@ static void sweep(tb_eds_t *e)
 
 /* Hand command c (NULL: out of memory, nothing to do) to the reactor. Only
  * posted: the EDS never runs the node (a back-end's kicker does, kick.c). */
-void tb_eds_post(tb_eds_t *e, tb_cmd_t *c)
-{
-    if (c)
-        tb_node_post(e->node, c);
-}
-
-
 /* An authentic peer: is it one we expect? */
 static void admit(tb_eds_t *e, watch_t *w)
 {
@@ -614,6 +559,8 @@ tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
     e->incarnation = tb_topology_incarnation(topo, rank);   /* a restarted process: > 0 */
     e->session = *s;
     e->loop = tb_loop_new(tb_eds_on_mail, e);
+    e->watch_io = on_watch_io;
+    e->handshake_timer = on_handshake_timer;
     e->hb_timer = (tb_timer_t){ .fn = on_hb_timer, .arg = e };
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->amu, NULL);

@@ -94,6 +94,10 @@ struct tb_eds {
     tb_role_t role;
     tb_session_t session;
     tb_loop_t *loop;           /* net/loop.h: watches, timers, the mailbox */
+    /* eds.c's dispatch of a watch's events and handshake deadline, given
+     * to each watch eds_io.c adds */
+    void (*watch_io)(tb_io_t *io, uint32_t events);
+    void (*handshake_timer)(tb_timer_t *t, int64_t now);
     pthread_t thread;
     int running;               /* the thread that owns the node (start, stop) */
     pthread_mutex_t mu;

@@ -17,8 +17,10 @@
  *      stream (no composed state, no kept or buffered packets: the poisoned
  *      input would hang the adopter too), and reports the loss
  *      (TBON_EV_DATA_LOST);
- *   3. the process ends (_exit): its connections end, and the ordinary
- *      failure path (seed 003 V-A) adopts the orphans.
+ *   3. the node's fatal hook (tb_node_config_t.fatal) is called, and
+ *      tbon_commnode ends its process there: its connections end, and the
+ *      ordinary failure path (seed 003 V-A) adopts the orphans. The
+ *      library itself ends nothing.
  *
  * The FE cannot leave its application: its reactor runs no plug-in call
  * itself, and finds a hung one on its own (node/node_fecall.c). A back-end
@@ -52,8 +54,6 @@
 
 /* How often a loaded plug-in's calls are looked at, at most (ms). */
 #define FW_POLL_MS 500
-/* The exit status of a commnode whose filter hung. */
-#define TB_EXIT_FILTER_HUNG 75
 /* The largest 'F' message taken (its payload). */
 #define TB_EVENT_MSG_MAX 65536
 
@@ -252,7 +252,10 @@ static void filter_hung(tb_eds_t *e, const struct tb_fwatch *w, int64_t ran)
      * wait for the parent's 'K', or its end, or 10 s. */
     if (pfd >= 0 && !wait_taken(pfd, 10000))
         TB_WARN("filter", "the parent did not answer the report in 10 s; ending anyway");
-    _exit(TB_EXIT_FILTER_HUNG);     /* the log lines are written already */
+    /* The node's own thread is in the call: the process that drives it
+     * decides what follows (tbon_commnode ends). */
+    if (e->node->cfg.fatal)
+        e->node->cfg.fatal(TBON_EFILTER, msg);
 }
 
 /* Slowness is not a hang: a process stopped (SIGSTOP, a debugger) or

@@ -56,7 +56,32 @@ struct tb_ft_fe {
  * slot, which the node makes and grows, and the node reads or writes two
  * of them itself (docs/architecture.md, "Fault tolerance behind one
  * table"). */
+/* The calls a part of ft makes to a part above it. ft's files run one way
+ * (docs/architecture.md, "Every file, and which way its calls run"): ops.c,
+ * the composer, calls recovery.c, which calls view.c (which calls join.c)
+ * and notice.c (which calls suspect.c); what a lower part has to tell a
+ * higher one (a failure found, a change for the view, a report to send up)
+ * goes through this table, which ops.c fills once with the higher parts'
+ * functions. No file names a function of a file above it. */
+typedef struct tb_ft_up {
+    /* recovery.c (the declarations below say what each does) */
+    int  (*apply)(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
+    void (*confirm)(tb_node_t *n, const tb_vchange_t *ch, size_t k);
+    void (*failed)(tb_node_t *n, tbon_rank_t r, uint32_t inc, const char *how);
+    void (*report)(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
+    void (*child_lost)(tb_node_t *n, size_t i);
+    void (*send_ports_to)(tb_node_t *n, tb_conn_t *c);
+    /* view.c */
+    void (*view_note)(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
+    void (*view_note_change)(tb_node_t *n, const tb_vchange_t *c);
+    /* notice.c */
+    void (*notice_send)(tb_node_t *n, int kind, tbon_rank_t r, uint32_t inc);
+    void (*notice_verdict)(tb_node_t *n, const void *addr, socklen_t alen, tbon_rank_t r,
+                           uint32_t inc, int verdict);
+} tb_ft_up_t;
+
 struct tb_ft {
+    const tb_ft_up_t *up;     /* set by ops.c at start; read only */
     tb_eds_t  *eds;           /* the EDS thread; NULL with given links */
     struct tb_ft_fe *fe;      /* the FE's own part; NULL elsewhere */
 
@@ -139,6 +164,12 @@ struct tb_pjoin {
     uint64_t version;   /* the version that adds it (0: not yet made) */
     int64_t due;        /* given up then (ms) */
 };
+
+/* A call up (tb_ft_up_t) from a lower part of ft. */
+static inline const tb_ft_up_t *tb_ft_up(const tb_node_t *n)
+{
+    return n->ftst->up;
+}
 
 /* A child counts for acknowledgements, checks and joins while its
  * connection is open. */

@@ -135,7 +135,7 @@ void tb_view_join(tb_node_t *n, tb_cmd_t *c)
         TB_WARN("join", "cannot add rank %u to the topology", ch.rank);
         return;
     }
-    tb_view_note_change(n, &ch);
+    tb_ft_up(n)->view_note_change(n, &ch);
     tb_cover_joining(n, ch.rank);       /* expected in waves once it has joined */
     fe->pjoin[fe->npjoin++] = (struct tb_pjoin){ ch.rank, ch.parent, c->u.join_conn.fd, 0,
                                                tb_now_ms() + TB_JOIN_CONNECT_MS };
@@ -199,13 +199,13 @@ void tb_view_joined(tb_node_t *n, size_t i)
     tb_child_t *ch = &n->child[i];
     n->ftst->njoining -= !!ch->join_due;
     ch->join_due = 0;
-    tb_ft_send_ports_to(n, ch->conn);
+    tb_ft_up(n)->send_ports_to(n, ch->conn);
     tb_stream_bcast_join(n, i);
     TB_INFO("join", "rank %u joined", ch->rank);
     if (n->role == TB_ROLE_FE)
         tb_view_fe_joined(n, ch->rank, n->rank);
     else
-        tb_ft_report(n, TB_V_JOINED, ch->rank, n->rank, 0);
+        tb_ft_up(n)->report(n, TB_V_JOINED, ch->rank, n->rank, 0);
 }
 
 void tb_view_fe_joined(tb_node_t *n, tbon_rank_t r, tbon_rank_t parent)
@@ -219,13 +219,13 @@ void tb_view_fe_joined(tb_node_t *n, tbon_rank_t r, tbon_rank_t parent)
         return;
     fe->announced = v;
     v[fe->nannounced++] = r;
-    tb_view_note(n, TB_V_JOINED, r, parent, 0);
+    tb_ft_up(n)->view_note(n, TB_V_JOINED, r, parent, 0);
     tb_node_emit(n, TBON_EV_NODE_JOINED, r, parent, tb_topology_incarnation(n->topo, r), 0);
 }
 
 void tb_view_fe_left(tb_node_t *n, tbon_rank_t r, uint32_t inc)
 {
-    if (!tb_ft_apply(n, TB_V_LEFT, r, TBON_RANK_NONE, inc))
+    if (!tb_ft_up(n)->apply(n, TB_V_LEFT, r, TBON_RANK_NONE, inc))
         return;
     TB_INFO("view", "rank %u left", r);
     tb_node_emit(n, TBON_EV_NODE_LEFT, r, TBON_RANK_NONE, inc, 0);
@@ -237,9 +237,9 @@ void tb_view_left(tb_node_t *n, size_t i)
     uint32_t inc = tb_topology_incarnation(n->topo, r);
     if (n->role == TB_ROLE_FE) {
         tb_view_fe_left(n, r, inc);
-    } else if (tb_ft_apply(n, TB_V_LEFT, r, TBON_RANK_NONE, inc)) {
+    } else if (tb_ft_up(n)->apply(n, TB_V_LEFT, r, TBON_RANK_NONE, inc)) {
         TB_INFO("view", "rank %u left", r);
-        tb_ft_report(n, TB_V_LEFT, r, TBON_RANK_NONE, inc);
+        tb_ft_up(n)->report(n, TB_V_LEFT, r, TBON_RANK_NONE, inc);
     }
 }
 
@@ -255,7 +255,7 @@ void tb_join_timeouts(tb_node_t *n, int64_t now)
         ch->state = CH_GONE;
         TB_WARN("join", "rank %u did not connect after joining: taken for failed", ch->rank);
         tb_stream_child_gone(n, i);
-        tb_ft_child_lost(n, i);
+        tb_ft_up(n)->child_lost(n, i);
     }
 }
 

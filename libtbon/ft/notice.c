@@ -327,7 +327,7 @@ static void on_notice(tb_node_t *n, const uint8_t *b, size_t len,
     } else if (kind == TB_NOTICE_FAILED) {
         char how[64];
         snprintf(how, sizeof how, "notice from rank %u", from);
-        tb_ft_failed(n, r, inc, how);
+        tb_ft_up(n)->failed(n, r, inc, how);
     } else {
         tb_suspect_fe(n, r, inc, from, kind == TB_NOTICE_SUSPECT, src, slen);
     }

@@ -10,6 +10,21 @@
 
 #include "util/error.h"
 
+/* The composer's wiring: what the lower parts of ft tell the higher ones
+ * (ft_int.h, tb_ft_up_t). */
+static const tb_ft_up_t up = {
+    .apply = tb_ft_apply,
+    .confirm = tb_ft_confirm,
+    .failed = tb_ft_failed,
+    .report = tb_ft_report,
+    .child_lost = tb_ft_child_lost,
+    .send_ports_to = tb_ft_send_ports_to,
+    .view_note = tb_view_note,
+    .view_note_change = tb_view_note_change,
+    .notice_send = tb_notice_send,
+    .notice_verdict = tb_notice_verdict,
+};
+
 static int ft_start(tb_node_t *n, tbon_error_t *err)
 {
     struct tb_ft *ft = calloc(1, sizeof *ft);
@@ -17,6 +32,7 @@ static int ft_start(tb_node_t *n, tbon_error_t *err)
         free(ft);
         return tb_error_set(err, TBON_ENOMEM, "out of memory");
     }
+    ft->up = &up;
     ft->nfd = -1;
     n->ftst = ft;
     tb_view_init(n);

@@ -66,7 +66,7 @@ void tb_suspect_cmd(tb_node_t *n, tbon_rank_t r, int on, int silent_ms)
     if (n->role == TB_ROLE_FE)
         tb_suspect_fe(n, r, inc, 0, on, NULL, 0);
     else        /* sent again on every beat while it lasts: a datagram may be lost */
-        tb_notice_send(n, on ? TB_NOTICE_SUSPECT : TB_NOTICE_ALIVE, r, inc);
+        tb_ft_up(n)->notice_send(n, on ? TB_NOTICE_SUSPECT : TB_NOTICE_ALIVE, r, inc);
 }
 
 static struct tb_susp *find(const struct tb_ft_fe *fe, tbon_rank_t r)
@@ -90,7 +90,7 @@ void tb_suspect_fe(tb_node_t *n, tbon_rank_t r, uint32_t inc, tbon_rank_t from, 
         return;
     if (!tb_topology_alive(n->topo, r)) {         /* confirmed already */
         if (on)
-            tb_notice_verdict(n, addr, alen, r, tb_topology_incarnation(n->topo, r),
+            tb_ft_up(n)->notice_verdict(n, addr, alen, r, tb_topology_incarnation(n->topo, r),
                               TB_VERDICT_FAILED);
         return;
     }
@@ -104,7 +104,7 @@ void tb_suspect_fe(tb_node_t *n, tbon_rank_t r, uint32_t inc, tbon_rank_t from, 
             TB_INFO("ft", "rank %u is heard again (by rank %u): no longer suspected", r, from);
             tb_node_emit(n, TBON_EV_NODE_ALIVE, r, from, inc, 0);
         }
-        tb_notice_verdict(n, addr, alen, r, inc, TB_VERDICT_CLEARED);
+        tb_ft_up(n)->notice_verdict(n, addr, alen, r, inc, TB_VERDICT_CLEARED);
         return;
     }
     if (!s) {
@@ -130,7 +130,7 @@ void tb_suspect_fe(tb_node_t *n, tbon_rank_t r, uint32_t inc, tbon_rank_t from, 
         memcpy(&s->addr[k], addr, alen);
         s->alen[k] = alen;
     }
-    tb_notice_verdict(n, addr, alen, r, inc, TB_VERDICT_SUSPECTED);
+    tb_ft_up(n)->notice_verdict(n, addr, alen, r, inc, TB_VERDICT_SUSPECTED);
 }
 
 /* How many observers confirm r: two where a second can see it (a parent and
@@ -161,13 +161,13 @@ void tb_suspect_timers(tb_node_t *n, int64_t now)
         drop(fe, &fe->susp[i]);
         for (size_t k = 0; k < s.nobs; k++)
             if (s.alen[k])
-                tb_notice_verdict(n, &s.addr[k], s.alen[k], s.r, s.inc, TB_VERDICT_FAILED);
+                tb_ft_up(n)->notice_verdict(n, &s.addr[k], s.alen[k], s.r, s.inc, TB_VERDICT_FAILED);
         char how[160];
         snprintf(how, sizeof how, "suspected by %zu observer%s (first rank %u) and not heard "
                  "from for %lld ms since", s.nobs, s.nobs == 1 ? "" : "s", s.obs[0],
                  (long long)age);
         TB_WARN("ft", "rank %u: %s: taken for failed", s.r, how);
-        tb_ft_failed(n, s.r, s.inc, how);
+        tb_ft_up(n)->failed(n, s.r, s.inc, how);
     }
 }
 

@@ -369,7 +369,7 @@ void tb_view_timers(tb_node_t *n, int64_t now)
          * for failed. Its adoption never came: fenced like a silent node. */
         TB_WARN("view", "rank %u has had no parent for %lld ms: taken for failed", o.r,
                 (long long)(now - o.since));
-        tb_ft_failed(n, o.r, tb_topology_incarnation(n->topo, o.r), "never adopted");
+        tb_ft_up(n)->failed(n, o.r, tb_topology_incarnation(n->topo, o.r), "never adopted");
     }
 }
 
@@ -430,14 +430,14 @@ static void on_view(tb_node_t *n, const tb_ctl_view_t *m, tbon_packet_t *p)
             TB_WARN("view", "view %llu: a malformed change ignored", (unsigned long long)v);
             continue;
         } else if (c->kind != TB_V_JOINED) {
-            tb_ft_apply(n, c->kind, c->rank, c->parent, c->inc);
+            tb_ft_up(n)->apply(n, c->kind, c->rank, c->parent, c->inc);
         }
         if (ch)
             ch[k++] = *c;
     }
     ft->view = v;
     if (ch)
-        tb_ft_confirm(n, ch, k);
+        tb_ft_up(n)->confirm(n, ch, k);
     if (n->cbs.view && ch)
         n->cbs.view(n->cbs.arg, v, ch, k);
     free(ch);

@@ -387,12 +387,6 @@ static void on_conn_io(tb_io_t *io, uint32_t events)
         tb_node_link_broke(n, c);
 }
 
-void tb_node_io_init(tb_node_t *n, tb_conn_t *c)
-{
-    c->io.fn = on_conn_io;
-    c->io.arg = n;
-}
-
 /* ---- timers (each on the loop's heap) ---- */
 
 static void on_start_timer(tb_timer_t *t, int64_t now)
@@ -431,12 +425,6 @@ static void on_ft_timer(tb_timer_t *t, int64_t now)
 {
     (void)t;
     (void)now;      /* only wakes the loop: the turn runs ft's timers */
-}
-
-void tb_node_shutdown_at(tb_node_t *n, int64_t due)
-{
-    n->shutdown_deadline = due;
-    tb_timer_at(n->loop, &n->shutdown_timer, due);
 }
 
 /* One turn of the loop: the timers due, writes, then wait (at most
@@ -542,32 +530,6 @@ size_t tb_node_backlog(const tb_node_t *n)
     return atomic_load(&n->pending) + atomic_load(&n->queued);
 }
 
-/* The moves of enum tb_life (node_int.h): allowed[from] has bit `to`. */
-static const unsigned life_moves[] = {
-    [TB_LIFE_STARTING] = 1u << TB_LIFE_RUNNING | 1u << TB_LIFE_SHUTTING_DOWN |
-                         1u << TB_LIFE_STOPPED,
-    [TB_LIFE_RUNNING] = 1u << TB_LIFE_SHUTTING_DOWN | 1u << TB_LIFE_STOPPED,
-    [TB_LIFE_SHUTTING_DOWN] = 1u << TB_LIFE_STOPPED,
-    [TB_LIFE_STOPPED] = 1u << TB_LIFE_FINISHED,
-    [TB_LIFE_FINISHED] = 0,
-};
-
-int tb_node_enter(tb_node_t *n, enum tb_life to)
-{
-    enum tb_life from = tb_node_life(n);
-    if (!(life_moves[from] & 1u << to))
-        return 0;
-    /* only the driver writes it (node_int.h): no other writer to race */
-    atomic_store_explicit(&n->life, to, memory_order_release);
-    return 1;
-}
-
-int tb_node_stopped(const tb_node_t *n)
-{
-    /* Any thread: pairs with the driver's store. */
-    return tb_node_life(n) >= TB_LIFE_STOPPED;
-}
-
 int tb_node_link_child(tb_node_t *n, tbon_rank_t rank, int fd)
 {
     tb_cmd_t *c = tb_cmd_conn(fd, rank);    /* closes fd if it fails */
@@ -658,6 +620,9 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
     n->loop = tb_loop_new(on_mail, n);
     n->start_timer = (tb_timer_t){ .fn = on_start_timer, .arg = n };
     n->shutdown_timer = (tb_timer_t){ .fn = on_shutdown_timer, .arg = n };
+    n->conn_io = on_conn_io;
+    n->lost = tb_node_peer_lost;
+    n->start_lost = tb_node_child_lost_at_start;
     n->late_timer = (tb_timer_t){ .fn = on_late_timer, .arg = n };
     n->ft_timer = (tb_timer_t){ .fn = on_ft_timer, .arg = n };
     n->link_timer = (tb_timer_t){ .fn = on_link_timer, .arg = n };
@@ -679,7 +644,6 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
             tb_error_set(err, TBON_ENOMEM, "out of memory");
             goto error;
         }
-        tb_node_io_init(n, n->parent);
         tb_node_watch(n, n->parent, EPOLLIN);
     }
     if (cfg->given_links) {

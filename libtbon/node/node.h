@@ -104,6 +104,13 @@ typedef struct tb_node_config {
     /* the fault-tolerance layer the node reaches (node_int.h, tb_ft_ops_t):
      * &tb_ft_ops of ft/ft.h; required */
     const struct tb_ft_ops *ft;
+    /* The node cannot go on: a plug-in filter call hung past its limit on
+     * the thread that drives the node (ft/eds_watch.c), and the report of it
+     * has gone up. Called once, on the EDS thread, with TBON_EFILTER and the
+     * report. The library ends nothing itself (the driving thread stays in
+     * the call): tbon_commnode ends its process here. NULL: the report is
+     * all, and the parent takes this node for failed. */
+    void (*fatal)(int code, const char *msg);
 } tb_node_config_t;
 
 /* Given links (cfg.given_links = 1): several nodes in one process, joined by

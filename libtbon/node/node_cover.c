@@ -124,7 +124,9 @@ static int under_suspicion(const tb_node_t *n, tbon_rank_t r)
 void tb_cover_awaited(tb_node_t *n, tb_stream_st_t *s, uint64_t q, const tb_ranks_t *have,
                       tb_ranks_t *out)
 {
-    uint64_t at = q ? tb_reqs_at(s, q) : 0;
+    uint64_t at = 0;
+    if (q)
+        tb_reqs_find(s, q, &at);
     tb_ranks_t e, d;
     tb_ranks_init(&e);
     tb_ranks_init(&d);

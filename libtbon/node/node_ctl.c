@@ -71,7 +71,7 @@ void tb_node_on_conn(tb_node_t *n, tb_cmd_t *cmd)
     /* Filters loaded so far reach late joiners too (attach mode), back-ends
      * as well: they keep a state-recoverable plug-in's state over what they
      * send, for an adoption. */
-    tb_node_send_filters(n, ch->conn);
+    tb_stream_filters_to(n, ch->conn);
     if (tb_node_ending(n))
         tb_node_send_ctl(n, ch->conn, TB_CTL_SHUTDOWN,
                          tb_ctl_shutdown_encode(&(tb_ctl_shutdown_t){ 0 }));
@@ -82,17 +82,6 @@ void tb_node_on_conn(tb_node_t *n, tb_cmd_t *cmd)
     }
     if (ch->joined)
         tb_node_ft_child(n, TB_FT_EV_CHILD_JOINED, (size_t)i);
-}
-
-void tb_node_send_filters(tb_node_t *n, tb_conn_t *c)
-{
-    for (int id = TBON_FILTER_BUILTIN_COUNT;; id++) {
-        const tb_filter_t *f = tb_filter_reg_get(n->filters, id);
-        if (!f)
-            break;
-        tb_node_send_ctl(n, c, TB_CTL_FILTER,
-                         tb_ctl_filter_encode(&(tb_ctl_filter_t){ f->id, f->path, f->name }));
-    }
 }
 
 /* A node message (TB_CTL_OWN_NODE) from the parent: m decoded from p. */

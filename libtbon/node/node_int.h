@@ -246,6 +246,16 @@ struct tb_node {
                                  command mailbox (the driver runs it) */
     tb_timer_t start_timer;   /* start_deadline: the tree must be up by then */
     tb_timer_t shutdown_timer;/* shutdown_deadline: the children must have left */
+    /* What a connection's events go to (node.c's dispatch), set once at
+     * create: tb_node_watch gives it to each connection it first watches. */
+    void (*conn_io)(tb_io_t *io, uint32_t events);
+    /* What the link layer calls when a peer is lost for good
+     * (tb_node_peer_lost), set once at create. */
+    void (*lost)(struct tb_node *n, struct tb_conn *c, const char *why);
+    /* What losing a child during the start-up means for it
+     * (tb_node_child_lost_at_start), set once at create: node_peers.c
+     * calls it, and node_missing.c calls node_peers.c. */
+    void (*start_lost)(struct tb_node *n, size_t i, const char *why);
     tb_timer_t late_timer;    /* late_due: the lost parent's connection closes */
     tb_timer_t ft_timer;      /* the next of the fault-tolerance layer's times */
     /* the link layer (node_link.c, net/link.h) */
@@ -340,8 +350,9 @@ static inline int tb_node_ending(const tb_node_t *n)
     return tb_node_life(n) >= TB_LIFE_SHUTTING_DOWN;
 }
 void tb_node_send_ctl(tb_node_t *n, tb_conn_t *c, int op, tbon_packet_t *p); /* takes p */
-/* TB_CTL_FILTER for every filter loaded so far (to a commnode child). */
-void tb_node_send_filters(tb_node_t *n, tb_conn_t *c);
+/* TB_CTL_FILTER for every filter loaded so far (to a commnode child;
+ * node_stream.c). */
+void tb_stream_filters_to(tb_node_t *n, tb_conn_t *c);
 /* Send p up (to the app at the FE); more: other packets of the same wave
  * follow (TB_FRAME_F_MORE). Takes p. */
 void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uint64_t key);
@@ -363,8 +374,6 @@ void tb_node_shutdown_at(tb_node_t *n, int64_t due);
 /* A back-end leaves (its application destroys the network). */
 void tb_node_leave(tb_node_t *n);
 void tb_node_watch_conn(tb_node_t *n, tb_conn_t *c);       /* EPOLLIN */
-/* c's events go to the node (node.c); tb_node_watch does it the first time. */
-void tb_node_io_init(tb_node_t *n, tb_conn_t *c);
 /* A new child slot (an adopted orphan); its index, or -1. */
 int  tb_node_add_child(tb_node_t *n, tbon_rank_t rank, int is_be);
 /* FE: hand the application an event (nothing elsewhere). */
@@ -395,6 +404,16 @@ void tb_node_links_free(tb_node_t *n);   /* joins the relink thread */
 void tb_node_watch(tb_node_t *n, tb_conn_t *c, uint32_t events);
 void tb_node_bury(tb_node_t *n);                  /* free the connections retired */
 void tb_node_bury_list(tb_conn_t **list);
+/* Out of the loop, freed after the batch (tb_node_bury); _late: some 50 ms
+ * later (a lost parent's, while its orphans recover). */
+void tb_node_retire(tb_node_t *n, tb_conn_t *c);
+void tb_node_retire_late(tb_node_t *n, tb_conn_t *c);
+/* Our own link to the parent is being replaced: a child's loss waits. */
+int  tb_node_parent_relinking(const tb_node_t *n);
+/* A packet over the session's maximum: said (rate-limited), not sent. */
+void tb_node_too_big(uint32_t stream, tbon_packet_t *p, tbon_rank_t to);
+/* A peer lost for good (node_peers.c): n->lost, called by node_link.c. */
+void tb_node_peer_lost(tb_node_t *n, tb_conn_t *c, const char *why);
 
 /* The fault-tolerance layer (libtbon/ft/: recovery, membership views,
  * failure notices, joins, attributes, the EDS) sits above the node: the
@@ -509,7 +528,27 @@ static inline int tb_node_ft_child(tb_node_t *n, tb_ft_ev_kind_t kind, size_t i)
     return tb_node_ft(n, (tb_ft_event_t){ .kind = kind, .u.child = i });
 }
 
-/* node_start.c */
+/* node_start.c: launching children */
+/* What the launches of one round share (the secret and session as
+ * arguments, the environment that travels, each host's address for us). */
+typedef struct tb_launch_round tb_launch_round_t;
+tb_launch_round_t *tb_node_round_new(tb_node_t *n, tbon_error_t *err);   /* NULL: ENOMEM */
+void tb_node_round_free(tb_launch_round_t *c);
+/* Launch child i (its program is exe). 0, TBON_ENOMEM (err), or another
+ * code with err naming the rank, host and why. */
+int  tb_node_launch_one(tb_node_t *n, size_t i, const char *exe, tb_launch_round_t *c,
+                        tbon_error_t *err);
+/* Before the first round: under Slurm at the FE, the first step (*slurm set:
+ * the steps start every child); else ssh masters for hosts with several
+ * children. 0 or an error (err). */
+int  tb_node_launch_prepare(tb_node_t *n, int *slurm, tbon_error_t *err);
+/* FE under Slurm: r is the rank of an srun step's process: its end is
+ * handled (1), or r is no step (0). */
+int  tb_node_slurm_exited(tb_node_t *n, tbon_rank_t r, int status);
+/* "exited with status 1", "was killed by signal 9" */
+void tb_node_describe_exit(int status, char *how, size_t len);
+/* node_missing.c: a start-up that survives failures (docs/protocol.md 7.1) */
+/* Launch the children (tb_node_launch_prepare, then a first round). */
 int  tb_node_launch_children(tb_node_t *n, tbon_error_t *err);
 /* Launch every child slot not launched yet (those of a child left out, in
  * the same round); a launch that fails leaves that child out. 0 or
@@ -520,9 +559,8 @@ void tb_node_startup_timer(tb_node_t *n);
 void tb_node_child_exited(tb_node_t *n, tbon_rank_t r, int status);
 /* Child i's connection closed before the tree was up (why): it is left out
  * of the start-up, unless we launched it and it still runs (its exit, with
- * its own words, says why). */
+ * its own words, says why). Reached from node_peers.c through n->start_lost. */
 void tb_node_child_lost_at_start(tb_node_t *n, size_t i, const char *why);
-/* node_missing.c: a start-up that survives failures (docs/protocol.md 7.1) */
 /* A MISSING message from a child (m decoded from p): applied here, passed
  * up (FE: the start-up goes on without the rank, or fails with
  * require_all). */
@@ -629,8 +667,6 @@ void tb_stream_caught_up(tb_node_t *n, const tb_ctl_stream_t *d);
  * child joins it): its definition, the last key we sent, the last request
  * we saw. */
 void tb_stream_graft(tb_node_t *n, tb_stream_st_t *s);
-/* This node sent (or buffered) a unit with key up on stream id. */
-void tb_stream_sent(tb_node_t *n, uint32_t id, uint64_t key);
 
 /* node_cover.c: coverage (docs/api.md, "Coverage") */
 /* A received frame f flagged TB_FRAME_F_COVER: its coverage into cv (which
@@ -709,10 +745,28 @@ static inline tb_stream_st_t *tb_stream_get(const tb_node_t *n, uint32_t id)
 {
     return id < n->nstreams ? n->streams[id] : NULL;
 }
+/* (The three below are read by the waves and what sends up, which the
+ * stream object calls in turn: inline, so that the calls run one way.) */
 /* Stream id was ended here (tbon_stream_close): what comes for it is dropped. */
-int  tb_stream_ended(const tb_node_t *n, uint32_t id);
+static inline int tb_stream_ended(const tb_node_t *n, uint32_t id)
+{
+    return id / 8 < n->nended && (n->ended[id / 8] >> (id % 8) & 1);
+}
 /* Whether any child still takes part in s. */
-int  tb_stream_takes_part(const tb_node_t *n, const tb_stream_st_t *s);
+static inline int tb_stream_takes_part(const tb_node_t *n, const tb_stream_st_t *s)
+{
+    for (size_t i = 0; i < n->nchild; i++)
+        if (s->part[i])
+            return 1;
+    return 0;
+}
+/* This node sent (or buffered) a unit with key up on stream id. */
+static inline void tb_stream_sent(tb_node_t *n, uint32_t id, uint64_t key)
+{
+    tb_stream_st_t *s = tb_stream_get(n, id);
+    if (s && key > s->sent_key)
+        s->sent_key = key;
+}
 /* node_wave.c: the waves of a stream */
 /* FE: is every live member of s reached through a child that takes part? */
 int  tb_stream_members_settled(const tb_node_t *n, const tb_stream_st_t *s);
@@ -727,10 +781,9 @@ void tb_reqs_keep(tb_stream_st_t *s, uint64_t q, tbon_packet_t *p, uint64_t at);
 /* Drop the kept requests up to q. */
 void tb_reqs_trim(tb_stream_st_t *s, uint64_t q);
 void tb_reqs_free(tb_stream_st_t *s);
-/* FE: request q's number among all streams' requests, 0 if not kept. */
-uint64_t tb_reqs_at(const tb_stream_st_t *s, uint64_t q);
-/* FE: the wave of request q is delivered next: note its number (cover_at). */
-void tb_reqs_note(tb_stream_st_t *s, uint64_t q);
+/* FE: whether request q is kept; *at its number among all streams'
+ * requests (0 if not kept). */
+int  tb_reqs_find(const tb_stream_st_t *s, uint64_t q, uint64_t *at);
 /* FE: whether request q went down (is kept for its wave) and has a wave. */
 int  tb_reqs_has_wave(const tb_stream_st_t *s, uint64_t q);
 /* An adopted child gets the kept requests after seen_to, and owes them. */

@@ -1,6 +1,8 @@
-/* node_link.c - the node's links to its parent and children: sending up and
- * down, watching connections, adding and losing children, losing the parent,
- * and the start of an orderly end. */
+/* node_link.c - the node's connections to its parent and children: sending
+ * on them, watching them, retiring them, and the link layer that rides out
+ * a broken connection (acknowledgements, relinks). A peer lost for good is
+ * handed up through n->lost (node_peers.c): nothing here calls a stream, a
+ * wave or the start-up. */
 #include "node/node_int.h"
 
 #include <errno.h>
@@ -41,58 +43,13 @@ void tb_node_send_ctl(tb_node_t *n, tb_conn_t *c, int op, tbon_packet_t *p)
 /* A packet over the session's maximum (a filter's output that grew past it;
  * the API refuses the application's own with TBON_ETOOBIG): dropped here
  * rather than sent to a peer that would take it for a broken link. */
-static void too_big(uint32_t stream, tbon_packet_t *p, tbon_rank_t to)
+void tb_node_too_big(uint32_t stream, tbon_packet_t *p, tbon_rank_t to)
 {
     size_t len;
     tb_packet_payload(p, &len);
     TB_WARN_LIMITED("conn", "a packet of %zu bytes on stream %u is over the session's maximum "
                     "of %zu bytes (TBON_MAX_PACKET): not sent to rank %u", len, stream,
                     tb_conn_max_packet(), to);
-}
-
-void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uint64_t key)
-{
-    if (!p)
-        return;
-    tbon_rank_t src = tbon_packet_source(p);
-    if (src == TBON_RANK_NONE)
-        src = n->rank;
-    if (n->role == TB_ROLE_FE) {
-        /* The FE's upstream output is the application's input. */
-        tbon_packet_t *orig = p;
-        if (tbon_packet_source(p) == TBON_RANK_NONE || tbon_packet_stream(p) != stream) {
-            size_t len;
-            const uint8_t *pl = tb_packet_payload(p, &len);
-            p = tb_packet_decode(pl, len, tbon_packet_tag(p), stream, src, NULL);
-        } else {
-            tbon_packet_ref(p);
-        }
-        if (p && p != orig)
-            tb_ranks_copy(tb_packet_cover_mut(p), tb_packet_cover(orig));
-        tbon_packet_unref(orig);
-        if (p)
-            tb_cover_deliver(n, stream, p, key >> 24);
-        if (p && n->cbs.deliver)
-            n->cbs.deliver(n->cbs.arg, stream, p, key >> 24);   /* the wave's request */
-        else
-            tbon_packet_unref(p);
-        return;
-    }
-    if (!more)
-        tb_stream_sent(n, stream, key);
-    tb_stream_st_t *s = stream < n->nstreams ? n->streams[stream] : NULL;
-    if (s && s->exact && n->ft->ready(n))
-        tb_exact_retain(n, s, p, more, key);       /* for an adoption (node_exact.c) */
-    if (n->parent && !n->parent->closed) {
-        if (tb_conn_send_packet_key(n->parent, TB_FRAME_DATA,
-                                    (more ? TB_FRAME_F_MORE : 0) | TB_FRAME_F_COVER, stream,
-                                    tbon_packet_tag(p), src, key, p) == TBON_ETOOBIG)
-            too_big(stream, p, n->parent->rank);
-    } else if (tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_ORPHAN_UP,
-                                              .u.up = { stream, p, more, key } })) {
-        return;     /* an orphan's: it goes to the adopter */
-    }
-    tbon_packet_unref(p);
 }
 
 void tb_node_to_child(tb_node_t *n, size_t i, uint32_t stream, tbon_packet_t *p, uint64_t q,
@@ -104,7 +61,7 @@ void tb_node_to_child(tb_node_t *n, size_t i, uint32_t stream, tbon_packet_t *p,
     tbon_rank_t src = tbon_packet_source(p);
     if (tb_conn_send_request(c, stream, tbon_packet_tag(p), src == TBON_RANK_NONE ? n->rank : src,
                              q, done, p) == TBON_ETOOBIG)
-        too_big(stream, p, c->rank);
+        tb_node_too_big(stream, p, c->rank);
 }
 
 void tb_node_fail(tb_node_t *n, int code, const char *fmt, ...)
@@ -133,8 +90,10 @@ void tb_node_watch(tb_node_t *n, tb_conn_t *c, uint32_t events)
 {
     if (c->fd < 0)
         return;     /* a link that is down: watched again once relinked */
-    if (!c->io.fn)
-        tb_node_io_init(n, c);
+    if (!c->io.fn) {
+        c->io.fn = n->conn_io;
+        c->io.arg = n;
+    }
     /* The peer's end is seen even while back-pressure keeps us from reading
      * (EPOLLIN left out): a commnode that stopped reading its parent, whose
      * parent then went away, would otherwise wait for it forever (seen after
@@ -151,47 +110,7 @@ void tb_node_watch_conn(tb_node_t *n, tb_conn_t *c)
     tb_node_watch(n, c, EPOLLIN);
 }
 
-int tb_node_add_child(tb_node_t *n, tbon_rank_t rank, int is_be)
-{
-    if (TB_ARRAY_ROOM(n->child, n->nchild, n->capchild, 4))
-        return -1;
-    memset(&n->child[n->nchild], 0, sizeof *n->child);
-    n->child[n->nchild].rank = rank;
-    n->child[n->nchild].is_be = is_be;
-    n->child[n->nchild].state = CH_CONNECTED;
-    n->nchild++;
-    if (tb_stream_add_child(n)) {
-        n->nchild--;
-        return -1;
-    }
-    return (int)n->nchild - 1;
-}
-
-void tb_node_emit(tb_node_t *n, tbon_event_type_t type, tbon_rank_t r, tbon_rank_t p,
-                  uint32_t inc, uint64_t version)
-{
-    if (n->role != TB_ROLE_FE)
-        return;
-    tb_cover_member_event(n, type, r);
-    if (!n->cbs.event)
-        return;
-    tbon_event_t ev = { .type = type, .rank = r, .parent = p, .incarnation = inc,
-                        .view_version = version };
-    n->cbs.event(n->cbs.arg, &ev);
-}
-
-void tb_node_fault_end(tb_node_t *n, tbon_rank_t r)
-{
-    char msg[300];
-    snprintf(msg, sizeof msg, "rank %u on host %s failed and fault tolerance is off: the "
-             "session ends", r, tb_topology_host(n->topo, r));
-    TB_ERROR("ft", "%s", msg);
-    if (n->cbs.status)
-        n->cbs.status(n->cbs.arg, TB_NODE_CLOSED, TBON_ECLOSED, msg);
-    tb_node_begin_shutdown(n);
-}
-
-static void retire(tb_node_t *n, tb_conn_t *c)
+void tb_node_retire(tb_node_t *n, tb_conn_t *c)
 {
     tb_loop_forget(n->loop, &c->io);
     c->closed = 1;
@@ -219,7 +138,7 @@ void tb_node_bury(tb_node_t *n)
  * pass (docs/protocol.md 8.3). */
 #define TB_LATE_CLOSE_MS 50
 
-static void retire_late(tb_node_t *n, tb_conn_t *c)
+void tb_node_retire_late(tb_node_t *n, tb_conn_t *c)
 {
     tb_loop_forget(n->loop, &c->io);
     c->closed = 1;
@@ -229,102 +148,6 @@ static void retire_late(tb_node_t *n, tb_conn_t *c)
         n->late_due = tb_now_ms() + TB_LATE_CLOSE_MS;
         tb_timer_at(n->loop, &n->late_timer, n->late_due);
     }
-}
-
-/* Child i's connection is over: its streams and views stop waiting for it. */
-/* (Its streams stop waiting for it after this, tb_stream_child_gone: the
- * report of its failure goes up first, so that the FE knows of it before
- * any wave that went on without it.) */
-static void detach_child(tb_node_t *n, size_t i)
-{
-    tb_child_t *ch = &n->child[i];
-    retire(n, ch->conn);
-    ch->conn = NULL;
-    ch->state = CH_GONE;
-    ch->suspect = 0;        /* its slot may take a restarted process */
-    tb_node_ft_child(n, TB_FT_EV_CHILD_GONE, i);
-}
-
-void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
-{
-    tb_child_t *ch = &n->child[i];
-    if (!ch->conn)
-        return;
-    if (!tb_node_ending(n))
-        TB_WARN("conn", "lost child rank %u (%s): %s", ch->rank,
-                tb_topology_host(n->topo, ch->rank), why);
-    detach_child(n, i);
-    if (tb_node_life(n) == TB_LIFE_RUNNING && ch->leaving) {
-        ch->released = 1;
-        tb_node_ft_child(n, TB_FT_EV_CHILD_LEFT, i);
-    } else if (tb_node_life(n) == TB_LIFE_RUNNING) {
-        /* With fault tolerance it may live on under another parent (after
-         * we were fenced, say): it is no longer ours to kill. */
-        ch->released = n->ft->ready(n);
-        tb_node_ft_child(n, TB_FT_EV_CHILD_LOST, i);
-    }
-    tb_stream_child_gone(n, i);
-    /* Until the whole tree is up, a child lost is left out of the start-up
-     * (node_missing.c), or the tree would wait for it until the timeout. */
-    if (tb_node_life(n) == TB_LIFE_STARTING)
-        tb_node_child_lost_at_start(n, i, why);
-}
-
-void tb_node_drop_child(tb_node_t *n, size_t i)
-{
-    tb_child_t *ch = &n->child[i];
-    if (!ch->conn)
-        return;
-    TB_WARN("conn", "rank %u was restarted: the connection of its old process closed",
-            ch->rank);
-    ch->released = 1;
-    detach_child(n, i);
-    tb_stream_child_gone(n, i);
-}
-
-void tb_node_parent_lost(tb_node_t *n, const char *why_in)
-{
-    char why[600];   /* why_in may live in the connection freed below */
-    snprintf(why, sizeof why, "%s", why_in);
-    tbon_rank_t lost = n->parent ? n->parent->rank : TBON_RANK_NONE;
-    if (n->parent) {
-        retire_late(n, n->parent);
-        n->parent = NULL;
-    }
-    /* An orphan already, or one from now on: ft seeks an adopter. */
-    if (tb_node_ending(n) ||
-        tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_PARENT_LOST, .u.rank = lost }))
-        return;
-    TB_WARN("conn", "lost the parent: %s; leaving", why);
-    atomic_store(&n->closed, 1);
-    if (n->cbs.status)
-        n->cbs.status(n->cbs.arg, TB_NODE_CLOSED, TBON_ECLOSED, why);
-    tb_node_begin_shutdown(n);
-    /* The session is gone: give the children half a second to leave, then
-     * they are killed, so that everything is gone within a second. */
-    tb_node_shutdown_at(n, tb_now_ms() + 500);
-}
-
-void tb_node_leave(tb_node_t *n)
-{
-    /* A back-end that leaves a running tree says so first: its parent then
-     * reports it left, not failed (TBON_EV_NODE_LEFT). */
-    if (n->role == TB_ROLE_BE && n->ft->ready(n) && !tb_node_ending(n) && n->parent &&
-        !n->parent->closed)
-        tb_node_send_ctl(n, n->parent, TB_CTL_LEAVE, tb_ctl_leave_encode(&(tb_ctl_leave_t){ 0 }));
-    tb_node_enter(n, TB_LIFE_STOPPED);
-}
-
-void tb_node_begin_shutdown(tb_node_t *n)
-{
-    if (!tb_node_enter(n, TB_LIFE_SHUTTING_DOWN))
-        return;
-    tb_node_shutdown_at(n, tb_now_ms() + 3000);
-    tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_SHUTDOWN });
-    for (size_t i = 0; i < n->nchild; i++)
-        if (n->child[i].conn)
-            tb_node_send_ctl(n, n->child[i].conn, TB_CTL_SHUTDOWN,
-                             tb_ctl_shutdown_encode(&(tb_ctl_shutdown_t){ 0 }));
 }
 
 /* ---- the link layer (net/link.h; docs/protocol.md 2.4) ---- */
@@ -357,15 +180,13 @@ static int can_relink(tb_node_t *n, tb_conn_t *c)
     return n->role != TB_ROLE_FE && tb_topology_port(n->topo, c->rank) != 0;
 }
 
-/* The peer of c is lost, as without a link layer. */
+/* The peer of c is lost, as without a link layer: the node hears of it
+ * (n->lost, node_peers.c), which is what the link layer calls upward. */
 static void lose(tb_node_t *n, tb_conn_t *c, const char *why_in)
 {
     char why[600];
     snprintf(why, sizeof why, "%s", why_in);
-    if (c->index < 0)
-        tb_node_parent_lost(n, why);
-    else
-        tb_node_close_child(n, (size_t)c->index, why);
+    n->lost(n, c, why);
 }
 
 static void relink_failed(tb_node_t *n, tb_conn_t *c, const char *how)
@@ -461,7 +282,7 @@ static void start_relink(tb_node_t *n, tb_conn_t *c)
 /* While our own link to the parent is being replaced, a child's loss waits
  * for the outcome: if the parent refuses us (we were fenced, say), what we
  * would report is stale, and the orphan's or leaver's path decides. */
-static int parent_relinking(const tb_node_t *n)
+int tb_node_parent_relinking(const tb_node_t *n)
 {
     return n->parent && n->parent->down_since;
 }
@@ -470,7 +291,7 @@ void tb_node_link_broke(tb_node_t *n, tb_conn_t *c)
 {
     int64_t now = tb_now_ms();
     if (!can_relink(n, c)) {
-        if (c->index < 0 || !parent_relinking(n)) {
+        if (c->index < 0 || !tb_node_parent_relinking(n)) {
             lose(n, c, c->why);
             return;
         }
@@ -539,17 +360,6 @@ void tb_node_on_relink(tb_node_t *n, tb_cmd_t *cmd)
     cmd->u.relink.fd = -1;
 }
 
-void tb_node_child_dead(tb_node_t *n, tbon_rank_t r, const char *why)
-{
-    int i = tb_node_child_index(n, r);
-    if (i < 0)
-        return;
-    tb_child_t *ch = &n->child[i];
-    ch->ev_lost = 1;
-    if (ch->conn && (ch->conn->down || ch->conn->hold) && !parent_relinking(n))
-        tb_node_close_child(n, (size_t)i, why);
-}
-
 /* One connection's timed part; 0, or 1 if it lost its peer. */
 static int link_tick(tb_node_t *n, tb_conn_t *c, int64_t now, int64_t *next)
 {
@@ -582,13 +392,13 @@ void tb_node_links(tb_node_t *n)
     int64_t now = tb_now_ms(), next = INT64_MAX;
     if (n->parent)
         link_tick(n, n->parent, now, &next);
-    int settled = !parent_relinking(n);
+    int settled = !tb_node_parent_relinking(n);
     for (size_t i = 0; i < n->nchild; i++) {
         tb_conn_t *c = n->child[i].conn;
         if (!c)
             continue;
         if (settled && n->child[i].ev_lost && (c->down || c->hold))
-            tb_node_close_child(n, i, "its process is gone");
+            lose(n, c, "its process is gone");
         else
             link_tick(n, c, now, &next);
     }

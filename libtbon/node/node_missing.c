@@ -15,6 +15,7 @@
 #include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
+#include "proc/relay.h"
 
 static const char *host_of(const tb_node_t *n, tbon_rank_t r)
 {
@@ -208,6 +209,107 @@ void tb_node_child_lost_at_start(tb_node_t *n, size_t i, const char *why)
     tb_node_left_out(n, i, TBON_ELAUNCH, 0,
                      "rank %u on host %s closed its connection before the tree was ready: %s",
                      ch->rank, host_of(n, ch->rank), why);
+    tb_node_relaunch(n);
+}
+
+int tb_node_launch_pending(tb_node_t *n, tbon_error_t *err)
+{
+    tb_launch_round_t *c = tb_node_round_new(n, err);
+    if (!c)
+        return TBON_ENOMEM;
+    int rc = 0;
+    /* n->nchild grows while we go: the children of one left out are ours
+     * to launch, in this same round. Once the start-up has failed (the FE
+     * with require_all), nothing more is started. */
+    for (size_t i = 0; i < n->nchild && !rc && !n->failed; i++) {
+        tb_child_t *ch = &n->child[i];
+        const char *exe = ch->is_be ? n->cfg.backend_exe : n->cfg.commnode_path;
+        if (!exe || ch->launched_at || ch->left_out || ch->state != CH_LAUNCHED)
+            continue;   /* attach mode: the back-end comes by itself */
+        tbon_error_t lerr = { 0 };
+        int lrc = tb_node_launch_one(n, i, exe, c, &lerr);
+        if (lrc == TBON_ENOMEM)
+            rc = tb_error_set(err, lrc, "%s", lerr.msg);
+        else if (lrc)
+            tb_node_left_out(n, i, TBON_ELAUNCH, 0, "%s", lerr.msg);
+        else
+            tb_node_connect_due(n, i, tb_now_ms());
+    }
+    tb_node_round_free(c);
+    tb_node_arm_start(n);
+    return rc;
+}
+
+int tb_node_launch_children(tb_node_t *n, tbon_error_t *err)
+{
+    if (n->nchild == 0)
+        return 0;
+    int slurm;
+    int rc = tb_node_launch_prepare(n, &slurm, err);
+    if (rc || slurm)
+        return rc;      /* under Slurm the steps start the children */
+    return tb_node_launch_pending(n, err);
+}
+
+void tb_node_check_ready(tb_node_t *n)
+{
+    if (tb_node_life(n) != TB_LIFE_STARTING || n->failed || n->role == TB_ROLE_BE)
+        return;
+    size_t count = 1, ready = 0, out = 0;
+    for (size_t i = 0; i < n->nchild; i++) {
+        if (n->child[i].left_out) {
+            out++;
+        } else if (n->child[i].state == CH_READY) {
+            count += n->child[i].count;
+            ready++;
+        }
+    }
+    if (n->role == TB_ROLE_FE && n->cbs.progress && ready > n->ready_count)
+        n->cbs.progress(n->cbs.arg, count, n->total);
+    n->ready_count = ready;
+    if (ready + out < n->nchild)
+        return;
+    if (n->role == TB_ROLE_FE && tb_node_fe_no_backend(n))
+        return;     /* the start-up failed: a tree without back-ends is of no use */
+    tb_node_enter(n, TB_LIFE_RUNNING);
+    TB_DEBUG("startup", "subtree of %zu processes ready", count);
+    if (n->role == TB_ROLE_FE) {
+        /* Every node learns where the FE and the commnodes listen: an orphan
+         * asks one of them to adopt it (docs/protocol.md 8.1). */
+        if (!n->cfg.no_ft)
+            tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_TREE_UP });
+        /* The nodes left out go to every process in the first view now,
+         * and into the application's copy before it hears that the tree
+         * is ready (docs/protocol.md 7.1). */
+        n->ft->flush(n);
+        if (n->cbs.status)
+            n->cbs.status(n->cbs.arg, TB_NODE_READY, 0, "ready");
+    } else {
+        tb_node_send_ctl(n, n->parent, TB_CTL_READY,
+                         tb_ctl_ready_encode(&(tb_ctl_ready_t){ (uint32_t)count }));
+    }
+}
+
+void tb_node_child_exited(tb_node_t *n, tbon_rank_t r, int status)
+{
+    if (tb_node_slurm_exited(n, r, status))
+        return;
+    int i = tb_node_child_index(n, r);
+    if (i < 0)
+        return;
+    tb_child_t *ch = &n->child[i];
+    ch->exited = 1;
+    ch->status = status;
+    if (tb_node_life(n) != TB_LIFE_STARTING || ch->state == CH_READY || ch->left_out)
+        return;
+    char how[64];
+    tb_node_describe_exit(status, how, sizeof how);
+    /* Its own words, when it said something: they travelled up the remote
+     * shell's stderr and are at hand (docs/cluster.md, "Errors and logs"). */
+    char said[320];
+    int has = tb_relay_first_line(n->relay, r, said, sizeof said);
+    tb_node_left_out(n, (size_t)i, TBON_ELAUNCH, 0, "rank %u on host %s %s before it was ready%s%s",
+                     r, host_of(n, r), how, has ? ": " : "", has ? said : "");
     tb_node_relaunch(n);
 }
 

@@ -56,20 +56,6 @@ void tb_reqs_keep(tb_stream_st_t *s, uint64_t q, tbon_packet_t *p, uint64_t at)
     }
 }
 
-/* FE: the wave of request q is delivered next: its number among all
- * streams' requests, for its expected back-ends (node_cover.c). */
-void tb_reqs_note(tb_stream_st_t *s, uint64_t q)
-{
-    tb_cover_wave(s, 0, 0);
-    for (size_t j = 0; j < s->rq.ring.len; j++) {
-        const struct tb_req *e = tb_ring_at(&s->rq.ring, j);
-        if (e->q == q)
-            tb_cover_wave(s, q, e->at);
-        if (e->q >= q)
-            break;
-    }
-}
-
 /* Drop the kept requests up to request q (their waves closed). */
 void tb_reqs_trim(tb_stream_st_t *s, uint64_t q)
 {
@@ -78,15 +64,18 @@ void tb_reqs_trim(tb_stream_st_t *s, uint64_t q)
 }
 
 
-uint64_t tb_reqs_at(const tb_stream_st_t *s, uint64_t q)
+int tb_reqs_find(const tb_stream_st_t *s, uint64_t q, uint64_t *at)
 {
     for (size_t j = 0; j < s->rq.ring.len; j++) {
         const struct tb_req *e = tb_ring_at(&s->rq.ring, j);
-        if (e->q == q)
-            return e->at;
+        if (e->q == q) {
+            *at = e->at;
+            return 1;
+        }
         if (e->q > q)
             break;
     }
+    *at = 0;
     return 0;
 }
 

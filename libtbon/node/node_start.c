@@ -1,7 +1,9 @@
-/* node_start.c - a node's start-up and end: launching its children (parallel
- * and recursive: each commnode launches its own, as docs/protocol.md 7.1 says
- * says), counting them in, reporting failures by node and host, writing the
- * attach file, and reaping */
+/* node_start.c - launching a node's children (parallel and recursive: each
+ * commnode launches its own, docs/protocol.md 7.1), one process at a time
+ * or as Slurm steps, with errors that name the rank and host; writing the
+ * attach file, and reaping. What a failed launch means for the start-up
+ * (a child left out, the tree ready without it) is node_missing.c's, which
+ * calls this file; this file calls none of it. */
 #include "node/node_int.h"
 
 #include <errno.h>
@@ -183,7 +185,7 @@ void tb_node_slurm_next(tb_node_t *n)
 }
 
 /* "exited with status 1", "was killed by signal 9" */
-static void describe_exit(int status, char *how, size_t len)
+void tb_node_describe_exit(int status, char *how, size_t len)
 {
     if (status >= 0 && WIFEXITED(status))
         snprintf(how, len, "exited with status %d", WEXITSTATUS(status));
@@ -195,34 +197,62 @@ static void describe_exit(int status, char *how, size_t len)
 
 /* An srun step ended (FE under Slurm): before the tree is ready, the
  * start-up failed, and srun's first line (or its tasks') says why. */
-static void slurm_step_exited(tb_node_t *n, tbon_rank_t r, int status)
+int tb_node_slurm_exited(tb_node_t *n, tbon_rank_t r, int status)
 {
+    if (!n->fe || !n->fe->slurm_pid || TB_SLURM_STEP_DEPTH(r) > n->fe->slurm_depth)
+        return 0;
     uint32_t d = TB_SLURM_STEP_DEPTH(r);
     if (d <= n->fe->slurm_depth)
         n->fe->slurm_pid[d] = 0;
     if (tb_node_life(n) != TB_LIFE_STARTING)
-        return;
+        return 1;
     char said[320], how[64];
     int has = tb_relay_first_line(n->relay, r, said, sizeof said);
-    describe_exit(status, how, sizeof how);
+    tb_node_describe_exit(status, how, sizeof how);
     tb_node_fail(n, TBON_ELAUNCH, "the srun step of depth %u %s before the tree was ready%s%s",
                  d, how, has ? ": " : "", has ? said : "");
+    return 1;
 }
 
 /* What every launch of one round shares: the secret and session as
  * arguments, the environment that travels, and where each host's children
  * reach us (by host index, looked up once). */
-typedef struct launch_ctx {
+struct tb_launch_round {
     char secret[TB_SECRET_HEX_SIZE], session[24];
     const char **env;
     char (*addr)[64];
-} launch_ctx_t;
+};
+typedef struct tb_launch_round launch_ctx_t;
 
-/* Launch child i (its program is exe). 0, TBON_ENOMEM (err), or another
- * code with err naming the rank, host and why: the child is then left out
- * (node_missing.c). */
-static int launch_one(tb_node_t *n, size_t i, const char *exe, launch_ctx_t *c,
-                      tbon_error_t *err)
+tb_launch_round_t *tb_node_round_new(tb_node_t *n, tbon_error_t *err)
+{
+    launch_ctx_t *c = calloc(1, sizeof *c);
+    if (c) {
+        c->env = travelling_env();
+        c->addr = calloc(tb_topology_num_hosts(n->topo) + 1, sizeof *c->addr);
+    }
+    if (!c || !c->env || !c->addr || (!n->relay && !(n->relay = tb_relay_new()))) {
+        tb_node_round_free(c);
+        tb_error_set(err, TBON_ENOMEM, "out of memory");
+        return NULL;
+    }
+    tb_secret_to_hex(n->cfg.session.secret, c->secret);
+    snprintf(c->session, sizeof c->session, "%016llx", (unsigned long long)n->cfg.session.id);
+    return c;
+}
+
+void tb_node_round_free(tb_launch_round_t *c)
+{
+    if (!c)
+        return;
+    explicit_bzero(c->secret, sizeof c->secret);
+    free(c->env);
+    free(c->addr);
+    free(c);
+}
+
+int tb_node_launch_one(tb_node_t *n, size_t i, const char *exe, tb_launch_round_t *c,
+                       tbon_error_t *err)
 {
     tb_child_t *ch = &n->child[i];
     const char *host = host_of(n, ch->rank);
@@ -281,7 +311,6 @@ static int launch_one(tb_node_t *n, size_t i, const char *exe, launch_ctx_t *c,
         snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
         return tb_error_set(err, TBON_ELAUNCH, "rank %u: %s", ch->rank, msg);
     }
-    tb_node_connect_due(n, i, tb_now_ms());
     TB_DEBUG("launch", "rank %u on %s: pid %d (%s), parent address %s", ch->rank, host,
              (int)ch->pid, exe, parent);
     tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_LAUNCHED,
@@ -291,45 +320,11 @@ static int launch_one(tb_node_t *n, size_t i, const char *exe, launch_ctx_t *c,
     return 0;
 }
 
-int tb_node_launch_pending(tb_node_t *n, tbon_error_t *err)
+int tb_node_launch_prepare(tb_node_t *n, int *slurm, tbon_error_t *err)
 {
-    launch_ctx_t c = { .env = travelling_env() };
-    c.addr = calloc(tb_topology_num_hosts(n->topo) + 1, sizeof *c.addr);
-    if (!c.env || !c.addr || (!n->relay && !(n->relay = tb_relay_new()))) {
-        free(c.env);
-        free(c.addr);
-        return tb_error_set(err, TBON_ENOMEM, "out of memory");
-    }
-    tb_secret_to_hex(n->cfg.session.secret, c.secret);
-    snprintf(c.session, sizeof c.session, "%016llx", (unsigned long long)n->cfg.session.id);
-    int rc = 0;
-    /* n->nchild grows while we go: the children of one left out are ours
-     * to launch, in this same round. Once the start-up has failed (the FE
-     * with require_all), nothing more is started. */
-    for (size_t i = 0; i < n->nchild && !rc && !n->failed; i++) {
-        tb_child_t *ch = &n->child[i];
-        const char *exe = ch->is_be ? n->cfg.backend_exe : n->cfg.commnode_path;
-        if (!exe || ch->launched_at || ch->left_out || ch->state != CH_LAUNCHED)
-            continue;   /* attach mode: the back-end comes by itself */
-        tbon_error_t lerr = { 0 };
-        int lrc = launch_one(n, i, exe, &c, &lerr);
-        if (lrc == TBON_ENOMEM)
-            rc = tb_error_set(err, lrc, "%s", lerr.msg);
-        else if (lrc)
-            tb_node_left_out(n, i, TBON_ELAUNCH, 0, "%s", lerr.msg);
-    }
-    explicit_bzero(c.secret, sizeof c.secret);
-    free(c.env);
-    free(c.addr);
-    tb_node_arm_start(n);
-    return rc;
-}
-
-int tb_node_launch_children(tb_node_t *n, tbon_error_t *err)
-{
-    if (n->nchild == 0)
-        return 0;
+    *slurm = 0;
     if (n->cfg.slurm && n->role == TB_ROLE_FE) {
+        *slurm = 1;
         n->fe->slurm_depth = tb_slurm_depth(n->topo);
         n->fe->slurm_next = 1;
         n->fe->slurm_pid = calloc(n->fe->slurm_depth + 1, sizeof *n->fe->slurm_pid);
@@ -359,71 +354,7 @@ int tb_node_launch_children(tb_node_t *n, tbon_error_t *err)
         int64_t left = n->start_deadline - tb_now_ms();
         tb_sshmux_wait(n->sshmux, left > 20000 ? 10000 : (int)(left > 0 ? left / 2 : 0));
     }
-    return tb_node_launch_pending(n, err);
-}
-
-void tb_node_check_ready(tb_node_t *n)
-{
-    if (tb_node_life(n) != TB_LIFE_STARTING || n->failed || n->role == TB_ROLE_BE)
-        return;
-    size_t count = 1, ready = 0, out = 0;
-    for (size_t i = 0; i < n->nchild; i++) {
-        if (n->child[i].left_out) {
-            out++;
-        } else if (n->child[i].state == CH_READY) {
-            count += n->child[i].count;
-            ready++;
-        }
-    }
-    if (n->role == TB_ROLE_FE && n->cbs.progress && ready > n->ready_count)
-        n->cbs.progress(n->cbs.arg, count, n->total);
-    n->ready_count = ready;
-    if (ready + out < n->nchild)
-        return;
-    if (n->role == TB_ROLE_FE && tb_node_fe_no_backend(n))
-        return;     /* the start-up failed: a tree without back-ends is of no use */
-    tb_node_enter(n, TB_LIFE_RUNNING);
-    TB_DEBUG("startup", "subtree of %zu processes ready", count);
-    if (n->role == TB_ROLE_FE) {
-        /* Every node learns where the FE and the commnodes listen: an orphan
-         * asks one of them to adopt it (docs/protocol.md 8.1). */
-        if (!n->cfg.no_ft)
-            tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_TREE_UP });
-        /* The nodes left out go to every process in the first view now,
-         * and into the application's copy before it hears that the tree
-         * is ready (docs/protocol.md 7.1). */
-        n->ft->flush(n);
-        if (n->cbs.status)
-            n->cbs.status(n->cbs.arg, TB_NODE_READY, 0, "ready");
-    } else {
-        tb_node_send_ctl(n, n->parent, TB_CTL_READY,
-                         tb_ctl_ready_encode(&(tb_ctl_ready_t){ (uint32_t)count }));
-    }
-}
-
-void tb_node_child_exited(tb_node_t *n, tbon_rank_t r, int status)
-{
-    if (n->fe && n->fe->slurm_pid && TB_SLURM_STEP_DEPTH(r) <= n->fe->slurm_depth) {
-        slurm_step_exited(n, r, status);
-        return;
-    }
-    int i = tb_node_child_index(n, r);
-    if (i < 0)
-        return;
-    tb_child_t *ch = &n->child[i];
-    ch->exited = 1;
-    ch->status = status;
-    if (tb_node_life(n) != TB_LIFE_STARTING || ch->state == CH_READY || ch->left_out)
-        return;
-    char how[64];
-    describe_exit(status, how, sizeof how);
-    /* Its own words, when it said something: they travelled up the remote
-     * shell's stderr and are at hand (docs/cluster.md, "Errors and logs"). */
-    char said[320];
-    int has = tb_relay_first_line(n->relay, r, said, sizeof said);
-    tb_node_left_out(n, (size_t)i, TBON_ELAUNCH, 0, "rank %u on host %s %s before it was ready%s%s",
-                     r, host_of(n, r), how, has ? ": " : "", has ? said : "");
-    tb_node_relaunch(n);
+    return 0;
 }
 
 static int parent_of_be(const tb_node_t *n, tbon_rank_t r)

@@ -49,11 +49,6 @@ void tb_stream_free_all(tb_node_t *n)
     n->nended = 0;
 }
 
-int tb_stream_ended(const tb_node_t *n, uint32_t id)
-{
-    return id / 8 < n->nended && (n->ended[id / 8] >> (id % 8) & 1);
-}
-
 void tb_stream_end(tb_node_t *n, uint32_t id)
 {
     tb_stream_st_t *s = tb_stream_get(n, id);
@@ -223,14 +218,6 @@ void tb_stream_set_params(tb_node_t *n, uint32_t id, int which, tbon_packet_t *p
 
 /* Whether any child still takes part in s. */
 
-int tb_stream_takes_part(const tb_node_t *n, const tb_stream_st_t *s)
-{
-    for (size_t i = 0; i < n->nchild; i++)
-        if (s->part[i])
-            return 1;
-    return 0;
-}
-
 void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q)
 {
     tb_stream_st_t *s = tb_stream_get(n, stream);
@@ -391,7 +378,7 @@ void tb_stream_catch_up(tb_node_t *n, size_t i)
     tb_child_t *ch = &n->child[i];
     if (!ch->conn)
         return;
-    tb_node_send_filters(n, ch->conn);
+    tb_stream_filters_to(n, ch->conn);
     for (size_t id = 0; id < n->nstreams; id++) {
         tb_stream_st_t *s = n->streams[id];
         if (!s || s->part[i] || !concerns(n, s, ch->rank))
@@ -437,17 +424,23 @@ void tb_stream_bcast_join(tb_node_t *n, size_t i)
     }
 }
 
-void tb_stream_sent(tb_node_t *n, uint32_t id, uint64_t key)
-{
-    tb_stream_st_t *s = tb_stream_get(n, id);
-    if (s && key > s->sent_key)
-        s->sent_key = key;
-}
-
 size_t tb_stream_child_bytes(const tb_node_t *n, size_t child)
 {
     /* A unit the child has not finished does not count: holding its reading
      * back until that unit is taken would wait forever, the wave needing the
      * rest of it (a wave of packets larger than TB_HWM). */
     return n->child[child].qbytes - n->child[child].qbytes_open;
+}
+
+/* Every plug-in filter loaded so far, as TB_CTL_FILTER to c (a new
+ * commnode child: before any stream that may name one). */
+void tb_stream_filters_to(tb_node_t *n, tb_conn_t *c)
+{
+    for (int id = TBON_FILTER_BUILTIN_COUNT;; id++) {
+        const tb_filter_t *f = tb_filter_reg_get(n->filters, id);
+        if (!f)
+            break;
+        tb_node_send_ctl(n, c, TB_CTL_FILTER,
+                         tb_ctl_filter_encode(&(tb_ctl_filter_t){ f->id, f->path, f->name }));
+    }
 }

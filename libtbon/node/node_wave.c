@@ -326,8 +326,15 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
                  (unsigned long long)(key & 0xffffff), k, (unsigned long long)who, s->nonempty);
         s->closed = key;
         s->has_closed = 1;
-        if (n->role == TB_ROLE_FE)
-            tb_reqs_note(s, key >> 24);
+        if (n->role == TB_ROLE_FE) {
+            /* the wave of this request is delivered next: its number among
+             * all streams' requests, for its expected back-ends */
+            uint64_t at;
+            if (tb_reqs_find(s, key >> 24, &at))
+                tb_cover_wave(s, key >> 24, at);
+            else
+                tb_cover_wave(s, 0, 0);
+        }
         /* An exact stream keeps its requests until the FE has the wave: an
          * orphan adopted here later may not have had them. */
         if (!s->exact || n->role == TB_ROLE_FE)

@@ -493,6 +493,25 @@ int tb_topology_load_finish(tb_topology_t *t, tbon_error_t *err)
     return 0;
 }
 
+int tb_topology_reserve_pending(tb_topology_t *t, size_t more)
+{
+    if (!t)
+        return TBON_EINVAL;
+    if (t->npend + more <= t->pcap)
+        return 0;
+    if (more > TB_TOPOLOGY_MAX_NODES)
+        return TBON_ENOMEM;
+    size_t cap = t->pcap ? t->pcap : 4;
+    while (cap < t->npend + more)
+        cap *= 2;
+    uint32_t *p = realloc(t->pend, 2 * cap * sizeof *p);
+    if (!p)
+        return TBON_ENOMEM;
+    t->pend = p;
+    t->pcap = (uint32_t)cap;
+    return 0;
+}
+
 tb_topology_t *tb_topology_clone(const tb_topology_t *t)
 {
     if (!t || !t->finished)

@@ -1,0 +1,67 @@
+/* eds_io.c - the EDS's watches and its one way to the reactor: a watch
+ * added (its events go to the dispatch eds.c set in e->watch_io), a watch
+ * dropped, a command posted to the node. The lowest file of the EDS: the
+ * core (eds.c) and its parts (eds_adopt.c, eds_watch.c) call it, and it
+ * calls none of them. */
+#include "ft/eds.h"
+#include "ft/eds_int.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "util/clock.h"
+
+/* A new watch, complete before it is published: the reactor adds some
+ * (tb_eds_watch_parent, tb_eds_watch_child), and from epoll_ctl on the EDS
+ * thread may see it (an event) or walk it (e->all). */
+watch_t *tb_eds_add_watch(tb_eds_t *e, int kind, int fd, uint32_t events, tbon_rank_t rank,
+                          pid_t pid)
+{
+    watch_t *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->kind = kind;
+    w->fd = fd;
+    w->rank = rank;
+    w->pid = pid;
+    w->heard = tb_now_ms();
+    w->io = (tb_io_t){ .fd = fd, .fn = e->watch_io, .arg = e };
+    w->timer = (tb_timer_t){ .fn = e->handshake_timer, .arg = e };
+    if (tb_loop_watch(e->loop, &w->io, events) < 0) {
+        free(w);
+        return NULL;
+    }
+    pthread_mutex_lock(&e->mu);
+    w->next = e->all;
+    e->all = w;
+    pthread_mutex_unlock(&e->mu);
+    return w;
+}
+
+/* Close a watch's fd; the struct is freed after this batch of events, which
+ * may still name it (sweep). */
+void tb_eds_drop_watch(tb_eds_t *e, watch_t *w)
+{
+    if (w->dead)
+        return;
+    tb_loop_forget(e->loop, &w->io);
+    tb_timer_cancel(e->loop, &w->timer);
+    /* Closing a dead parent's connection sends a FIN the peer's kernel has
+     * to answer: work that can wait until the adoption is done. */
+    if (w->kind == K_EVENT && w->rank == e->parent && e->ngrave < 8)
+        e->grave[e->ngrave++] = w->fd;
+    else
+        close(w->fd);
+    w->dead = 1;
+    free(w->auth);
+    w->auth = NULL;
+    free(w->ev_msg);
+    w->ev_msg = NULL;
+}
+
+void tb_eds_post(tb_eds_t *e, tb_cmd_t *c)
+{
+    if (c)
+        tb_node_post(e->node, c);
+}
