@@ -389,6 +389,7 @@ static void ack_written(tb_conn_t *c, const uint8_t *hdr)
         c->ack_sent = a;
     if (c->ack_sent == c->rx && !c->answer) {
         c->rx_unacked = 0;
+        c->rx_unacked_bytes = 0;
         c->ack_due = 0;     /* (an answer owed goes alone all the same) */
     }
 }

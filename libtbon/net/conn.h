@@ -65,6 +65,7 @@ struct tb_conn {
     uint32_t    rx;            /* the last frame received in order */
     uint32_t    rx_high;       /* the newest frame received (kept ones too) */
     uint32_t    rx_unacked;    /* frames received since our last acknowledgement */
+    size_t      rx_unacked_bytes; /* and their bytes on the wire */
     int64_t     ack_due;       /* when a lone ACK must go (0: none owed) */
     uint32_t    answer;        /* the peer asked for a resend after answer - 1: our
                                   next lone ACK says it was heard (key); 0: none */

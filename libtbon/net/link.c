@@ -78,6 +78,7 @@ static void lone_ack(tb_conn_t *c, uint16_t flags, uint32_t last, int64_t now)
     tb_frame_hdr_encode(&h, NULL, c->ctl);
     c->ctl_left = TB_FRAME_HDR_SIZE;
     c->rx_unacked = 0;
+    c->rx_unacked_bytes = 0;
     c->ack_due = 0;
     c->dirty = 1;
     if (ask) {
@@ -141,15 +142,24 @@ static int keep(tb_conn_t *c, tb_frame_t *f)
     return 1;
 }
 
-/* The next frame in order arrived (or was taken from those kept). */
-static void in_order(tb_conn_t *c, uint32_t seq, int64_t now)
+/* The next frame in order (of len bytes on the wire) arrived, or was taken
+ * from those kept. Its acknowledgement rides on the next frame we send; a
+ * lone ACK goes only when none goes soon enough (link.h): after
+ * TB_LINK_ACK_EVERY frames, after TB_LINK_ACK_DELAY_MS once the peer holds
+ * TB_LINK_ACK_BYTES or more for us, else after TB_LINK_ACK_LAZY_MS. */
+static void in_order(tb_conn_t *c, uint32_t seq, size_t len, int64_t now)
 {
     c->rx = seq;
     c->nack_at = 0;
-    if (++c->rx_unacked >= TB_LINK_ACK_EVERY)
+    c->rx_unacked_bytes += len;
+    if (++c->rx_unacked >= TB_LINK_ACK_EVERY) {
         tb_link_ack(c, 0, now);
-    else if (!c->ack_due)
-        c->ack_due = now + TB_LINK_ACK_DELAY_MS;
+        return;
+    }
+    int64_t due = now + (c->rx_unacked_bytes >= TB_LINK_ACK_BYTES ? TB_LINK_ACK_DELAY_MS
+                                                                  : TB_LINK_ACK_LAZY_MS);
+    if (!c->ack_due || due < c->ack_due)
+        c->ack_due = due;
 }
 
 /* What we hold since a relink may go: from the peer's acknowledgement on. */
@@ -224,7 +234,7 @@ int tb_link_rx(tb_conn_t *c, tb_frame_t *f, int64_t now)
             c->bad_at = 0;
             lone_ack(c, TB_FRAME_F_SELECT, c->rx, now);
         }
-        in_order(c, want, now);
+        in_order(c, want, f->wire_len, now);
         return 1;
     }
     if (tb_seq_le(h->seq, c->rx)) {
@@ -256,7 +266,7 @@ int tb_link_next(tb_conn_t *c, tb_frame_t *f, int64_t now)
     c->ooo_bytes -= f->wire_len;
     if (!c->ooo_n)
         tb_conn_drop_kept(c);   /* the gap is filled: its buffer (a window of slots) goes */
-    in_order(c, want, now);
+    in_order(c, want, f->wire_len, now);
     return 1;
 }
 

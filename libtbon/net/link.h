@@ -36,10 +36,20 @@
 
 #include "net/conn.h"
 
-/* A lone ACK goes when this many frames are unacknowledged, or this long
- * after the first of them: a frame going the other way carries it before. */
+/* An acknowledgement rides on the next frame going the other way. A lone
+ * ACK goes only when this many frames are unacknowledged, or this long
+ * after the first of them: TB_LINK_ACK_DELAY_MS once the frames waiting for
+ * it hold TB_LINK_ACK_BYTES (the peer keeps them, and they count toward its
+ * back-pressure), else TB_LINK_ACK_LAZY_MS. A request and its answer carry
+ * each other's acknowledgements; only a link idle past the lazy delay (a
+ * wave's round trip at 1,024 back-ends is 25-45 ms) sends lone ones, where
+ * a 2 ms delay had every commnode write one to every back-end per wave and
+ * woke every back-end to read it. A relink resends what is unacknowledged:
+ * the lazier the ACK, the more duplicates it drops, nothing else. */
 #define TB_LINK_ACK_EVERY    64
 #define TB_LINK_ACK_DELAY_MS 2
+#define TB_LINK_ACK_LAZY_MS  500
+#define TB_LINK_ACK_BYTES    (64u << 10)
 /* A resend asked for and not seen after this long is asked for again. */
 #define TB_LINK_NACK_RETRY_MS 50
 /* (A frame begun and not continued is not taken for a broken socket: the
