@@ -57,7 +57,7 @@ static void bench_reconfig(void)
     double tbuild[RUNS], tupd[FAILS], trep[FAILS], tcand[FAILS * BATCHES];
     tb_adopt_index_t *x = NULL;
     for (int i = 0; i < RUNS; i++) {
-        tb_adopt_index_free(x);
+        tb_adopt_index_destroy(x);
         double t0 = bench_now();
         x = tb_adopt_index_new(t);
         tbuild[i] = (bench_now() - t0) * 1e3;
@@ -117,7 +117,7 @@ static void bench_reconfig(void)
               NCAND, FAILS, BATCHES);
     bench_row("reconfig", "apply 1 failure + 32 adoption reports", "%.1f",
               bench_median(trep, FAILS), "us", "%s; median of %d failures", sz, FAILS);
-    tb_adopt_index_free(x);
+    tb_adopt_index_destroy(x);
     tb_topology_destroy(t);
 }
 

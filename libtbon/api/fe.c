@@ -68,7 +68,7 @@ static int find_commnode(const char *opt, char *out, size_t len)
             return 0;
         path = colon ? colon + 1 : NULL;
     }
-    return -1;
+    return TBON_ENOTFOUND;
 }
 
 static tbon_comm_t *comm_add(tbon_net_t *net, tbon_rank_t *ranks, size_t n)

@@ -116,7 +116,7 @@ tb_kicker_t *tb_kicker_start(void (*kick)(void *arg), void *arg, int node_loop_f
     if (!k->loop || k->timer_io.fd < 0 || tb_loop_watch(k->loop, &k->node_io, EPOLLONESHOT) < 0 ||
         tb_loop_watch(k->loop, &k->timer_io, EPOLLIN) < 0 ||
         pthread_create(&k->thread, NULL, kicker_thread, k) != 0) {
-        tb_loop_free(k->loop);
+        tb_loop_destroy(k->loop);
         if (k->timer_io.fd >= 0)
             close(k->timer_io.fd);
         pthread_mutex_destroy(&k->tmu);
@@ -148,7 +148,7 @@ void tb_kicker_stop(tb_kicker_t *k)
     atomic_store(&k->stop, 1);
     tb_loop_wake(k->loop);
     pthread_join(k->thread, NULL);
-    tb_loop_free(k->loop);
+    tb_loop_destroy(k->loop);
     close(k->timer_io.fd);
     pthread_mutex_destroy(&k->tmu);
     free(k);

@@ -651,7 +651,7 @@ void tb_net_free(tbon_net_t *net)
     free(net->chk_bad);
     free(net->missing);
     for (size_t i = 0; i < net->nrep; i++)
-        tb_attrs_free(net->rep[i]);
+        tb_attrs_destroy(net->rep[i]);
     free(net->rep);
     free(net->chg);
     for (size_t i = 0; i < net->nstreams; i++) {

@@ -165,7 +165,7 @@ static void cb_event(void *arg, const tbon_event_t *ev)
         tb_report_failure(net->topo, ev->rank, ev->incarnation);
         /* Seed 002: a node's attributes are valid while it is alive. */
         if (ev->rank < net->nrep && net->rep[ev->rank]) {
-            tb_attrs_free(net->rep[ev->rank]);
+            tb_attrs_destroy(net->rep[ev->rank]);
             net->rep[ev->rank] = NULL;
             tb_net_attrs_changed_locked(net, ev->rank);
         }

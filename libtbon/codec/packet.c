@@ -81,7 +81,7 @@ static int grow(size_t *len, size_t hdr, size_t count, size_t esz)
 {
     size_t room = TB_PACKET_MAX_PAYLOAD - *len;
     if (room < hdr || (esz && count > (room - hdr) / esz))
-        return -1;
+        return TBON_ETOOBIG;
     *len += hdr + count * esz;
     return 0;
 }

@@ -140,7 +140,7 @@ static int lookup(void *dl, const char *sym, void **addr, const char **why)
     const char *e = dlerror();
     if (e) {
         *why = e;
-        return -1;
+        return TBON_ENOTFOUND;
     }
     return 0;
 }

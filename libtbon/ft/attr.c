@@ -129,6 +129,6 @@ void tb_attr_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *
 
 void tb_attr_free(tb_node_t *n)
 {
-    tb_attrs_free(n->ftst->attrs);
+    tb_attrs_destroy(n->ftst->attrs);
     n->ftst->attrs = NULL;
 }

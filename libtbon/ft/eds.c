@@ -677,7 +677,7 @@ void tb_eds_free(tb_eds_t *e)
     e->all = NULL;
     while (e->ngrave > 0)
         close(e->grave[--e->ngrave]);
-    tb_loop_free(e->loop);     /* what was never applied is applied now, and freed */
+    tb_loop_destroy(e->loop);     /* what was never applied is applied now, and freed */
     tb_topology_destroy(e->topo);
     free(e->data_seen);
     free(e->event_seen);

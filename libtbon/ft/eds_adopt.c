@@ -179,11 +179,11 @@ static int ask(tb_eds_t *e, const tb_topology_t *t, tbon_rank_t c, uint32_t inc,
 {
     uint16_t port = tb_topology_port(t, c);
     if (!port)
-        return -1;
+        return TBON_ECLOSED;
     tbon_error_t err;
     int fd = tb_sock_connect(host_of(e, t, c), port, deadline, &err);
     if (fd < 0)
-        return -1;
+        return TBON_ECLOSED;
     tb_welcome_t w;
     tb_frame_t f;
     uint32_t one = 0;
@@ -199,7 +199,7 @@ static int ask(tb_eds_t *e, const tb_topology_t *t, tbon_rank_t c, uint32_t inc,
     if (one != 1) {
         TB_INFO("adopt", "rank %u did not adopt us: %s", c, one ? "refused" : err.msg);
         close(fd);
-        return -1;
+        return TBON_ECLOSED;
     }
     return fd;
 }
@@ -244,7 +244,7 @@ static int parent_events(tb_eds_t *e, const tb_topology_t *t, tbon_rank_t p, uin
     struct timespec ts = { 0, (long)tb_eds_events_delay(e) * 1000000L };
     nanosleep(&ts, NULL);
     if (atomic_load(&e->stop) || atomic_load(&e->leaving))
-        return -1;
+        return TBON_ECLOSED;
     tbon_error_t err;
     tb_welcome_t w;
     int64_t dl = tb_now_ms() + 1000;
@@ -259,7 +259,7 @@ static int parent_events(tb_eds_t *e, const tb_topology_t *t, tbon_rank_t p, uin
         close(efd);
     TB_WARN("adopt", "no event connection to the new parent %u: %s%s", p, err.msg,
             *gone ? " (it has ended: looking for another)" : "");
-    return -1;
+    return TBON_ECLOSED;
 }
 
 /* Our parent is gone: find a new one (seed 003 V-A, "Dynamic Topology
@@ -308,12 +308,12 @@ static void run_job(struct adopt_job job)
             int efd = parent_events(e, t, cand[i], job.inc, &gone);
             job_mail(e, (struct eds_mail){ .what = M_PARENT_EVENTS, .fd = efd, .p = cand[i],
                                            .last = 1, .gone = gone });
-            tb_adopt_index_free(aidx);
+            tb_adopt_index_destroy(aidx);
             tb_topology_destroy(t);
             return;
         }
     }
-    tb_adopt_index_free(aidx);
+    tb_adopt_index_destroy(aidx);
     tb_topology_destroy(t);
     job_mail(e, (struct eds_mail){ .what = M_ADOPT_FAILED, .fd = -1, .r = lost, .last = 1 });
 }
@@ -347,7 +347,7 @@ int tb_eds_start_adopter(tb_eds_t *e)
     if (e->adopter_up)
         return 0;
     if (pthread_create(&e->adopter, NULL, adopter_thread, e) != 0)
-        return -1;
+        return TBON_ENOMEM;
     e->adopter_up = 1;
     return 0;
 }

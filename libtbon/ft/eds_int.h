@@ -162,7 +162,7 @@ void tb_eds_post(tb_eds_t *e, tb_cmd_t *c);
 void tb_eds_apply_reports(tb_eds_t *e);
 /* The loop's drain: apply what the reactor sent. */
 void tb_eds_on_mail(void *arg, tb_mail_t *list);
-/* Start the adopter thread (the EDS thread, as it starts); 0 or -1. */
+/* Start the adopter thread (the EDS thread, as it starts); 0 or TBON_ENOMEM. */
 int tb_eds_start_adopter(tb_eds_t *e);
 /* End the adopter thread, if one runs (after e->stop is set). */
 void tb_eds_join_adopter(tb_eds_t *e);

@@ -368,7 +368,7 @@ int tb_eds_scan_events(tb_eds_t *e, watch_t *w, const uint8_t *buf, size_t n)
             if (v == 0 || v > TB_EVENT_MSG_MAX || !(w->ev_msg = malloc(v))) {
                 TB_WARN_LIMITED("eds", "rank %u: an event message of %u bytes not taken",
                                 w->rank, v);
-                return -1;
+                return TBON_EFORMAT;
             }
             w->ev_need = v;
             w->ev_have = 0;

@@ -227,7 +227,7 @@ void tb_suspect_free(tb_node_t *n);
 int  tb_suspect_window_ms(const tb_node_t *n);
 /* FE: datagrams arrived on the notice socket. */
 void tb_view_on_notices(tb_node_t *n);
-/* FE: open the notice socket on our port (0, or -1 with a warning). */
+/* FE: open the notice socket on our port (0, or TBON_EIO with a warning). */
 int  tb_view_open_notices(tb_node_t *n);
 /* FE: a back-end asks to join on c->fd. */
 void tb_view_join(tb_node_t *n, tb_cmd_t *c);

@@ -93,13 +93,13 @@ static int open_notices_at(tb_node_t *n, int quiet)
         if (fd >= 0)
             close(fd);
         errno = e;
-        return -1;
+        return TBON_EIO;
     }
     struct tb_ft *ft = n->ftst;
     ft->nfd_io = (tb_io_t){ .fd = fd, .fn = on_notice_io, .arg = n };
     if (tb_loop_watch(n->loop, &ft->nfd_io, EPOLLIN) < 0) {
         close(fd);
-        return -1;
+        return TBON_EIO;
     }
     ft->nfd = fd;
     return 0;

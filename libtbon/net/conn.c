@@ -265,7 +265,7 @@ int tb_conn_reassemble(tb_conn_t *c, tb_frame_t *f)
                  bad, c->frag_len + f->hdr.len, max);
         c->closed = 1;
         tb_frame_release(f);
-        return -1;
+        return TBON_EFORMAT;
     }
     if (!c->frag_len)
         c->frag_hdr = f->hdr;
@@ -624,7 +624,7 @@ long tb_conn_read(tb_conn_t *c, size_t max_bytes)
         if (rc) {
             snprintf(c->why, sizeof c->why, "bad frame: %s", tb_fdec_error(c->dec));
             c->closed = 1;
-            return -1;
+            return TBON_EFORMAT;
         }
         ssize_t n = recv(c->fd, p, avail, MSG_DONTWAIT);
         if (n > 0) {

@@ -271,14 +271,14 @@ tb_loop_t *tb_loop_new(tb_drain_fn drain, void *arg)
     l->wake.fn = on_wake;
     if (l->epfd < 0 || l->wake.fd < 0 || tb_loop_watch(l, &l->wake, EPOLLIN) != 0) {
         int e = errno;
-        tb_loop_free(l);
+        tb_loop_destroy(l);
         errno = e;
         return NULL;
     }
     return l;
 }
 
-void tb_loop_free(tb_loop_t *l)
+void tb_loop_destroy(tb_loop_t *l)
 {
     if (!l)
         return;

@@ -55,7 +55,7 @@ typedef void (*tb_drain_fn)(void *arg, tb_mail_t *list);
 tb_loop_t *tb_loop_new(tb_drain_fn drain, void *arg);
 /* Free the loop; the ios and timers are their owners' (not closed here),
  * and messages never drained are handed to drain one last time. NULL: no-op. */
-void tb_loop_free(tb_loop_t *l);
+void tb_loop_destroy(tb_loop_t *l);
 
 /* The epoll descriptor: it is readable when the loop has something to do
  * (an event, or a message posted), so that another loop may watch it. */

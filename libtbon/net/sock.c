@@ -35,7 +35,8 @@ static void sock_tune(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-/* Bind and listen on fd (family's wildcard address, *port); 0 or -errno. */
+/* Bind and listen on fd (family's wildcard address, *port); 0, or TBON_EIO
+ * with errno saying why. */
 static int bind_listen(int fd, int family, uint16_t *port)
 {
     int one = 1;
@@ -62,7 +63,7 @@ static int bind_listen(int fd, int family, uint16_t *port)
      * connect (twice) within milliseconds. */
     if (bind(fd, (struct sockaddr *)&ss, alen) < 0 || listen(fd, 4096) < 0 ||
         getsockname(fd, (struct sockaddr *)&ss, &alen) < 0)
-        return -errno;
+        return TBON_EIO;
     *port = ntohs(family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                      : ((struct sockaddr_in *)&ss)->sin_port);
     return 0;
@@ -80,11 +81,10 @@ int tb_sock_listen(uint16_t *port, tbon_error_t *err)
             e = errno;
             continue;
         }
-        int rc = bind_listen(fd, family, port);
-        if (rc == 0)
+        if (bind_listen(fd, family, port) == 0)
             return fd;
+        e = errno;
         close(fd);
-        e = -rc;
         if (family == AF_INET6 && e != EAFNOSUPPORT && e != EADDRNOTAVAIL)
             break;
     }
@@ -102,13 +102,13 @@ int tb_sock_addr_string(const struct sockaddr *sa, char *out, size_t len)
     if (sa->sa_family == AF_INET6) {
         const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
         if (IN6_IS_ADDR_V4MAPPED(a))   /* an IPv4 peer on a dual-stack socket */
-            return inet_ntop(AF_INET, &a->s6_addr[12], out, (socklen_t)len) ? 0 : -1;
-        return inet_ntop(AF_INET6, a, out, (socklen_t)len) ? 0 : -1;
+            return inet_ntop(AF_INET, &a->s6_addr[12], out, (socklen_t)len) ? 0 : TBON_EINVAL;
+        return inet_ntop(AF_INET6, a, out, (socklen_t)len) ? 0 : TBON_EINVAL;
     }
     if (sa->sa_family == AF_INET)
         return inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr,
-                         out, (socklen_t)len) ? 0 : -1;
-    return -1;
+                         out, (socklen_t)len) ? 0 : TBON_EINVAL;
+    return TBON_EINVAL;
 }
 
 /* The first address of interface name in family (AF_UNSPEC: IPv4 first). */
@@ -116,8 +116,8 @@ static int iface_address(const char *name, int family, char *out, size_t len)
 {
     struct ifaddrs *ifs = NULL;
     if (getifaddrs(&ifs) < 0)
-        return -1;
-    int rc = -1;
+        return TBON_EIO;
+    int rc = TBON_ENOTFOUND;
     for (int pass = 0; pass < 2 && rc; pass++) {
         int want = family != AF_UNSPEC ? family : pass == 0 ? AF_INET : AF_INET6;
         for (struct ifaddrs *i = ifs; i && rc; i = i->ifa_next) {

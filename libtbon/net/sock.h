@@ -34,7 +34,7 @@ int tb_sock_route_addr(const char *host, char *out, size_t len, tbon_error_t *er
 void tb_sock_format_hostport(const char *host, uint16_t port, char *out, size_t len);
 
 /* A socket address as a numeric string (an IPv4-mapped IPv6 address as its
- * IPv4 form). 0, or -1 for another family. */
+ * IPv4 form). 0, or TBON_EINVAL for another family. */
 struct sockaddr;
 int tb_sock_addr_string(const struct sockaddr *sa, char *out, size_t len);
 

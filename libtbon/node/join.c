@@ -27,15 +27,15 @@ static int parse_hostport(const char *s, char *host, size_t hlen, uint16_t *port
 {
     const char *c = strrchr(s, ':');
     if (!c || c == s || (size_t)(c - s) >= hlen)
-        return -1;
+        return TBON_EINVAL;
     if (s[0] == '[') {               /* [IPv6]:port */
         if (c[-1] != ']' || c - s < 3)
-            return -1;
+            return TBON_EINVAL;
         s++;
         char *end;
         unsigned long p = strtoul(c + 1, &end, 10);
         if (*end || p == 0 || p > 65535)
-            return -1;
+            return TBON_EINVAL;
         memcpy(host, s, (size_t)(c - 1 - s));
         host[c - 1 - s] = 0;
         *port = (uint16_t)p;
@@ -44,7 +44,7 @@ static int parse_hostport(const char *s, char *host, size_t hlen, uint16_t *port
     char *end;
     unsigned long p = strtoul(c + 1, &end, 10);
     if (*end || p == 0 || p > 65535)
-        return -1;
+        return TBON_EINVAL;
     memcpy(host, s, (size_t)(c - s));
     host[c - s] = 0;
     *port = (uint16_t)p;

@@ -712,8 +712,8 @@ void tb_node_destroy(tb_node_t *n)
     n->ft->stop(n);
     tb_node_reap_all(n);
     /* the children are gone: so are the masters' sessions */
-    tb_sshmux_free(n->sshmux, tb_now_ms() + 2000);
-    tb_relay_free(n->relay);
+    tb_sshmux_destroy(n->sshmux, tb_now_ms() + 2000);
+    tb_relay_destroy(n->relay);
     tb_stream_free_all(n);
     tb_cover_free(n);
     n->ft->free(n);
@@ -735,7 +735,7 @@ void tb_node_destroy(tb_node_t *n)
         close(n->lfd);
     if (n->loop) {
         free_cmds(tb_loop_take(n->loop));
-        tb_loop_free(n->loop);
+        tb_loop_destroy(n->loop);
     }
     pthread_mutex_destroy(&n->qmu);
     pthread_mutex_destroy(&n->fw.mu);

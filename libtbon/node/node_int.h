@@ -374,7 +374,7 @@ void tb_node_shutdown_at(tb_node_t *n, int64_t due);
 /* A back-end leaves (its application destroys the network). */
 void tb_node_leave(tb_node_t *n);
 void tb_node_watch_conn(tb_node_t *n, tb_conn_t *c);       /* EPOLLIN */
-/* A new child slot (an adopted orphan); its index, or -1. */
+/* A new child slot (an adopted orphan); its index, or TBON_ENOMEM. */
 int  tb_node_add_child(tb_node_t *n, tbon_rank_t rank, int is_be);
 /* FE: hand the application an event (nothing elsewhere). */
 void tb_node_emit(tb_node_t *n, tbon_event_type_t type, tbon_rank_t r, tbon_rank_t p,
@@ -533,7 +533,7 @@ static inline int tb_node_ft_child(tb_node_t *n, tb_ft_ev_kind_t kind, size_t i)
  * arguments, the environment that travels, each host's address for us). */
 typedef struct tb_launch_round tb_launch_round_t;
 tb_launch_round_t *tb_node_round_new(tb_node_t *n, tbon_error_t *err);   /* NULL: ENOMEM */
-void tb_node_round_free(tb_launch_round_t *c);
+void tb_node_round_destroy(tb_launch_round_t *c);
 /* Launch child i (its program is exe). 0, TBON_ENOMEM (err), or another
  * code with err naming the rank, host and why. */
 int  tb_node_launch_one(tb_node_t *n, size_t i, const char *exe, tb_launch_round_t *c,

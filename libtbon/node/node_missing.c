@@ -235,7 +235,7 @@ int tb_node_launch_pending(tb_node_t *n, tbon_error_t *err)
         else
             tb_node_connect_due(n, i, tb_now_ms());
     }
-    tb_node_round_free(c);
+    tb_node_round_destroy(c);
     tb_node_arm_start(n);
     return rc;
 }

@@ -19,7 +19,7 @@
 int tb_node_add_child(tb_node_t *n, tbon_rank_t rank, int is_be)
 {
     if (TB_ARRAY_ROOM(n->child, n->nchild, n->capchild, 4))
-        return -1;
+        return TBON_ENOMEM;
     memset(&n->child[n->nchild], 0, sizeof *n->child);
     n->child[n->nchild].rank = rank;
     n->child[n->nchild].is_be = is_be;
@@ -27,7 +27,7 @@ int tb_node_add_child(tb_node_t *n, tbon_rank_t rank, int is_be)
     n->nchild++;
     if (tb_stream_add_child(n)) {
         n->nchild--;
-        return -1;
+        return TBON_ENOMEM;
     }
     return (int)n->nchild - 1;
 }

@@ -232,7 +232,7 @@ tb_launch_round_t *tb_node_round_new(tb_node_t *n, tbon_error_t *err)
         c->addr = calloc(tb_topology_num_hosts(n->topo) + 1, sizeof *c->addr);
     }
     if (!c || !c->env || !c->addr || (!n->relay && !(n->relay = tb_relay_new()))) {
-        tb_node_round_free(c);
+        tb_node_round_destroy(c);
         tb_error_set(err, TBON_ENOMEM, "out of memory");
         return NULL;
     }
@@ -241,7 +241,7 @@ tb_launch_round_t *tb_node_round_new(tb_node_t *n, tbon_error_t *err)
     return c;
 }
 
-void tb_node_round_free(tb_launch_round_t *c)
+void tb_node_round_destroy(tb_launch_round_t *c)
 {
     if (!c)
         return;

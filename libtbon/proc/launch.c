@@ -657,11 +657,11 @@ int tb_reap(pid_t pid, int timeout_ms)
 {
     siginfo_t si;
     if (pid <= 0)
-        return -1;
+        return TBON_EINVAL;
     /* Not our child (or already reaped): never signal it. */
     memset(&si, 0, sizeof si);
     if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
-        return -1;
+        return TBON_EINVAL;
     if (si.si_pid == pid || timeout_ms < 0)
         return wait_status(pid);
 

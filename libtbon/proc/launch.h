@@ -64,7 +64,7 @@ int tb_launch_take_secret(int *argc, char **argv, char *out, size_t outlen);
 /* Wait for pid to exit for up to timeout_ms (blocking in waitpid with a
  * timer, or a pidfd, never spinning); then SIGKILL it and reap it. Returns its
  * wait status. timeout_ms < 0 waits without limit; a pid that is not an
- * unreaped child of this process is never signalled and gives -1. */
+ * unreaped child of this process is never signalled and gives TBON_EINVAL. */
 int tb_reap(pid_t pid, int timeout_ms);
 
 /* Tests only: 1 makes tb_reap use its fallback for kernels without

@@ -163,7 +163,7 @@ static int start(tb_relay_t *r)
     r->loop = tb_loop_new(NULL, NULL);
     r->buf = malloc(CHUNK);
     if (!r->loop || !r->buf || pthread_create(&r->thread, NULL, relay_thread, r) != 0) {
-        tb_loop_free(r->loop);
+        tb_loop_destroy(r->loop);
         free(r->buf);
         r->loop = NULL;
         r->buf = NULL;
@@ -230,7 +230,7 @@ int tb_relay_first_line(tb_relay_t *r, tbon_rank_t rank, char *out, size_t len)
     return have;
 }
 
-void tb_relay_free(tb_relay_t *r)
+void tb_relay_destroy(tb_relay_t *r)
 {
     if (!r)
         return;
@@ -252,7 +252,7 @@ void tb_relay_free(tb_relay_t *r)
     }
     free(buf);
     free(r->ents);
-    tb_loop_free(r->loop);
+    tb_loop_destroy(r->loop);
     free(r->buf);
     pthread_mutex_destroy(&r->mu);
     free(r);

@@ -30,6 +30,6 @@ int tb_relay_add(tb_relay_t *r, tbon_rank_t rank, int fd);
 int tb_relay_first_line(tb_relay_t *r, tbon_rank_t rank, char *out, size_t len);
 
 /* Stop the thread, relay what is left and close every pipe. NULL is fine. */
-void tb_relay_free(tb_relay_t *r);
+void tb_relay_destroy(tb_relay_t *r);
 
 #endif

@@ -1,5 +1,6 @@
 /* sshmux.c - one ssh master per remote host for a node's children (sshmux.h) */
 #include "proc/sshmux.h"
+#include "util/error.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -70,22 +71,22 @@ static struct master *find(tb_sshmux_t *m, const char *host)
 int tb_sshmux_open(tb_sshmux_t *m, const char *host)
 {
     if (!m || find(m, host))
-        return m ? 0 : -1;
+        return m ? 0 : TBON_EINVAL;
     if (TB_ARRAY_ROOM(m->m, m->n, m->cap, 8))
-        return -1;
+        return TBON_ENOMEM;
     struct master *x = &m->m[m->n];
     memset(x, 0, sizeof *x);
     x->in = x->pidfd = -1;
     if ((size_t)snprintf(x->sock, sizeof x->sock, "%s/ssh-%u.%zu", m->dir, (unsigned)m->rank,
                          m->n) >= sizeof x->sock)
-        return -1;
+        return TBON_ELAUNCH;
     unlink(x->sock);       /* a stale one of a restarted rank */
     char cp[MAX_SOCK_PATH + 16];
     snprintf(cp, sizeof cp, "ControlPath=%s", x->sock);
     if (!(x->host = strdup(host)) ||
         asprintf(&x->rsh, "%s -o ControlMaster=no -o %s", TB_DEFAULT_RSH, cp) < 0) {
         free(x->host);
-        return -1;
+        return TBON_ENOMEM;
     }
     /* TB_DEFAULT_RSH's words, then the master's */
     char *words = strdup(TB_DEFAULT_RSH);
@@ -121,7 +122,7 @@ int tb_sshmux_open(tb_sshmux_t *m, const char *host)
         free(x->host);
         free(x->rsh);
         TB_DEBUG("launch", "no ssh master to %s: %s", host, strerror(e));
-        return -1;
+        return TBON_ELAUNCH;
     }
     x->in = p[1];
     x->pidfd = (int)syscall(SYS_pidfd_open, x->pid, 0);
@@ -197,7 +198,7 @@ const char *tb_sshmux_rsh(tb_sshmux_t *m, const char *host)
     return x && x->ready ? x->rsh : NULL;
 }
 
-void tb_sshmux_free(tb_sshmux_t *m, int64_t deadline_ms)
+void tb_sshmux_destroy(tb_sshmux_t *m, int64_t deadline_ms)
 {
     if (!m)
         return;

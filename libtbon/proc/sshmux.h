@@ -29,8 +29,8 @@ typedef struct tb_sshmux tb_sshmux_t;
  * without memory. */
 tb_sshmux_t *tb_sshmux_new(uint64_t session, tbon_rank_t rank);
 
-/* Start a master to host unless there is one. 0, or -1 (then its children
- * connect on their own). */
+/* Start a master to host unless there is one. 0, or TBON_ELAUNCH or
+ * TBON_ENOMEM (then its children connect on their own). */
 int tb_sshmux_open(tb_sshmux_t *m, const char *host);
 
 /* Wait until every master is ready or gone, at most ms (blocking in poll on
@@ -45,6 +45,6 @@ const char *tb_sshmux_rsh(tb_sshmux_t *m, const char *host);
 /* Let the masters go (each ends with its last session) and reap those that
  * have ended by deadline_ms (tb_now_ms scale); the others end on their own
  * with their sessions. NULL is fine. */
-void tb_sshmux_free(tb_sshmux_t *m, int64_t deadline_ms);
+void tb_sshmux_destroy(tb_sshmux_t *m, int64_t deadline_ms);
 
 #endif

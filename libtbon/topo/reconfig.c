@@ -10,6 +10,7 @@
  * (already in order) and sorts only the others before merging.
  */
 #include "topo/reconfig.h"
+#include "util/error.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +64,7 @@ static int grow(void **arr, uint32_t *cap, size_t want, size_t elem)
         c *= 2;
     void *p = realloc(*arr, c * elem);
     if (!p)
-        return -1;
+        return TBON_ENOMEM;
     *arr = p;
     *cap = (uint32_t)c;
     return 0;
@@ -81,7 +82,7 @@ static int reserve_entries(tb_adopt_index_t *x, size_t want)
     for (int i = 0; i < 3; i++) {
         ent_t *p = realloc(*arrs[i], c * sizeof **arrs[i]);
         if (!p)
-            return -1;      /* the ones grown so far are merely larger */
+            return TBON_ENOMEM;      /* the ones grown so far are merely larger */
         *arrs[i] = p;
     }
     x->ecap = (uint32_t)c;
@@ -105,13 +106,13 @@ tb_adopt_index_t *tb_adopt_index_new(const tb_topology_t *t)
     if (!x)
         return NULL;
     if (tb_adopt_index_update(x, t) != 0) {
-        tb_adopt_index_free(x);
+        tb_adopt_index_destroy(x);
         return NULL;
     }
     return x;
 }
 
-void tb_adopt_index_free(tb_adopt_index_t *x)
+void tb_adopt_index_destroy(tb_adopt_index_t *x)
 {
     if (!x)
         return;
@@ -138,7 +139,7 @@ static long walk_adopters(tb_adopt_index_t *x, const tb_topology_t *t, uint32_t 
     if (tb_topology_size(t) == 0)
         return 0;
     if (grow((void **)&x->queue, &x->qcap, 1, sizeof *x->queue) != 0)
-        return -1;
+        return TBON_ENOMEM;
     x->queue[cnt++] = 0;
     /* Children of a node of height 1 are looked at only when some commnode
      * has no children (they are all of height 0 otherwise). */
@@ -152,7 +153,7 @@ static long walk_adopters(tb_adopt_index_t *x, const tb_topology_t *t, uint32_t 
         size_t k;
         const tbon_rank_t *kids = tb_topology_children(t, v, &k);
         if (grow((void **)&x->queue, &x->qcap, cnt + k, sizeof *x->queue) != 0)
-            return -1;
+            return TBON_ENOMEM;
         for (size_t j = 0; j < k; j++)
             if (tb_topology_height(t, kids[j]) >= 1 ||
                 (min == 1 && tb_adopt_height(t, kids[j]) >= 1))

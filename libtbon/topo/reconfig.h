@@ -87,7 +87,7 @@ typedef struct tb_adopt_index tb_adopt_index_t;
 tb_adopt_index_t *tb_adopt_index_new(const tb_topology_t *t);
 
 /* Free x. NULL is a no-op. */
-void tb_adopt_index_free(tb_adopt_index_t *x);
+void tb_adopt_index_destroy(tb_adopt_index_t *x);
 
 /* Bring x up to date with t after mutations. O(1) when t's digest and size
  * are those of the last update; otherwise a walk over the nodes of height >= 1

@@ -98,11 +98,11 @@ static int check_leaves(uint32_t leaves, tbon_error_t *err)
 {
     if (leaves < 1) {
         tb_error_set(err, TBON_EINVAL, "at least one leaf is needed");
-        return -1;
+        return TBON_EINVAL;
     }
     if (leaves >= TB_TOPOLOGY_MAX_NODES) {
         too_many((uint64_t)leaves + 1, err);
-        return -1;
+        return TBON_EINVAL;
     }
     return 0;
 }
@@ -114,7 +114,7 @@ static int check_degree_and_leaves(uint32_t k, const char *what, uint32_t leaves
 {
     if (k < 2) {
         tb_error_set(err, TBON_EINVAL, "%s must be at least 2 (got %u)", what, k);
-        return -1;
+        return TBON_EINVAL;
     }
     return check_leaves(leaves, err);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/error.h"
 #include "util/hash.h"
 
 /* splitmix64's finaliser: a cheap, well-mixing 64-bit permutation. */
@@ -36,7 +37,7 @@ typedef struct tb_u64map {
     size_t    count;
 } tb_u64map_t;
 
-/* Size the map for `expect` entries at load <= 1/2. 0 or -1 (no memory). */
+/* Size the map for `expect` entries at load <= 1/2. 0 or TBON_ENOMEM. */
 static inline int tb_u64map_init(tb_u64map_t *m, size_t expect)
 {
     size_t slots = 16;
@@ -49,7 +50,7 @@ static inline int tb_u64map_init(tb_u64map_t *m, size_t expect)
         free(m->vals);
         m->keys = NULL;
         m->vals = NULL;
-        return -1;
+        return TBON_ENOMEM;
     }
     memset(m->vals, 0xff, slots * sizeof *m->vals);
     m->mask = slots - 1;
@@ -122,7 +123,7 @@ typedef struct tb_sbuf {
 static inline int tb_sbuf_reserve(tb_sbuf_t *b, size_t more)
 {
     if (b->failed)
-        return -1;
+        return TBON_ENOMEM;
     if (b->len + more + 1 <= b->cap)
         return 0;
     size_t cap = b->cap ? b->cap : 256;
@@ -131,7 +132,7 @@ static inline int tb_sbuf_reserve(tb_sbuf_t *b, size_t more)
     char *p = realloc(b->p, cap);
     if (!p) {
         b->failed = 1;
-        return -1;
+        return TBON_ENOMEM;
     }
     b->p = p;
     b->cap = cap;

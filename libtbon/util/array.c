@@ -1,5 +1,6 @@
 /* array.c - see array.h */
 #include "util/array.h"
+#include "util/error.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,12 +14,12 @@ int tb_array_room(void *basep, size_t *cap, size_t n, size_t size, size_t first)
     if (nc <= n)
         nc = n + 1;
     if (size && nc > SIZE_MAX / size)
-        return -1;
+        return TBON_ENOMEM;
     void *base;
     memcpy(&base, basep, sizeof base);  /* the caller's pointer, whatever its type */
     void *nb = realloc(base, nc * size);
     if (!nb)
-        return -1;
+        return TBON_ENOMEM;
     memcpy(basep, &nb, sizeof nb);
     *cap = nc;
     return 0;

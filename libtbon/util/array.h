@@ -7,7 +7,7 @@
 
 /* If n == *cap, grow the array *basep (elements of size bytes) to twice its
  * capacity, or to first elements when it has none. Returns 0 when there is
- * room for element n, or -1 (out of memory: the array and *cap as they
+ * room for element n, or TBON_ENOMEM (out of memory: the array and *cap as they
  * were). basep is the address of the array's pointer (any object type). */
 int tb_array_room(void *basep, size_t *cap, size_t n, size_t size, size_t first);
 

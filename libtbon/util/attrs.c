@@ -24,7 +24,7 @@ tb_attrs_t *tb_attrs_new(void)
     return calloc(1, sizeof(tb_attrs_t));
 }
 
-void tb_attrs_free(tb_attrs_t *a)
+void tb_attrs_destroy(tb_attrs_t *a)
 {
     if (!a)
         return;

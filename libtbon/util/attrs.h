@@ -22,7 +22,7 @@
 typedef struct tb_attrs tb_attrs_t;
 
 tb_attrs_t *tb_attrs_new(void);          /* NULL when out of memory */
-void        tb_attrs_free(tb_attrs_t *a); /* NULL is fine */
+void        tb_attrs_destroy(tb_attrs_t *a); /* NULL is fine */
 
 /* 0 if key (1..TB_ATTR_KEY_MAX bytes, no NUL) and value (NULL, or at most
  * TB_ATTR_VALUE_MAX bytes) may be stored; TBON_EINVAL otherwise. */

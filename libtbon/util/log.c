@@ -7,6 +7,7 @@
  * output itself. Nothing here ever writes to stdout.
  */
 #include "util/log.h"
+#include "util/error.h"
 #include "util/clock.h"
 #include "util/safefile.h"
 
@@ -254,17 +255,17 @@ static int make_dirs(const char *path)
 {
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
-        return -1;
+        return TBON_EIO;
     for (char *p = tmp + 1; *p; p++) {
         if (*p != '/')
             continue;
         *p = '\0';
         if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
-            return -1;
+            return TBON_EIO;
         *p = '/';
     }
     if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
-        return -1;
+        return TBON_EIO;
     struct stat st;
     return stat(tmp, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
 }

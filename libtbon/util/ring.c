@@ -1,5 +1,6 @@
 /* ring.c - a growable FIFO of fixed-size elements */
 #include "util/ring.h"
+#include "util/error.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@ int tb_ring_reserve(tb_ring_t *r, size_t n)
         ncap *= 2;
     unsigned char *nv = malloc(ncap * r->size);
     if (!nv)
-        return -1;
+        return TBON_ENOMEM;
     /* Unwrap: the oldest element goes first. */
     for (size_t i = 0; i < r->len; i++)
         memcpy(nv + i * r->size, tb_ring_at(r, i), r->size);

@@ -25,7 +25,7 @@ static inline void *tb_ring_at(const tb_ring_t *r, size_t i)
 void *tb_ring_push(tb_ring_t *r);
 
 /* Make room for n elements in all, so that pushes up to n cannot fail.
- * 0, or -1 if out of memory (the ring is unchanged). */
+ * 0, or TBON_ENOMEM if out of memory (the ring is unchanged). */
 int tb_ring_reserve(tb_ring_t *r, size_t n);
 
 /* Remove the oldest element (len > 0); the caller has taken what it owns. */

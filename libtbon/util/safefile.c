@@ -8,6 +8,7 @@
  * never opened, and mode 0600 from the first moment), in a directory where
  * nobody else can rename or remove what we put there. */
 #include "util/safefile.h"
+#include "util/error.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,21 +23,21 @@ int tb_safe_dir(const char *dir, char *why, size_t whylen)
     struct stat st;
     if (stat(dir, &st) != 0) {
         snprintf(why, whylen, "%s: %s", dir, strerror(errno));
-        return -1;
+        return TBON_EIO;
     }
     if (!S_ISDIR(st.st_mode)) {
         snprintf(why, whylen, "%s is not a directory", dir);
-        return -1;
+        return TBON_EIO;
     }
     if (st.st_uid != geteuid() && st.st_uid != 0) {
         snprintf(why, whylen, "directory %s belongs to another user (uid %u)", dir,
                  (unsigned)st.st_uid);
-        return -1;
+        return TBON_EIO;
     }
     if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
         snprintf(why, whylen, "directory %s is writable by %s and not sticky: another user "
                  "could replace the file", dir, st.st_mode & S_IWOTH ? "others" : "its group");
-        return -1;
+        return TBON_EIO;
     }
     return 0;
 }
@@ -58,16 +59,18 @@ int tb_safe_create(const char *path, char *tmp, size_t tmplen, char *why, size_t
     char dir[4096];
     dir_of(path, dir, sizeof dir);
     if (tb_safe_dir(dir, why, whylen) != 0)
-        return -1;
+        return TBON_EIO;
     if (snprintf(tmp, tmplen, "%s.XXXXXX", path) >= (int)tmplen) {
         snprintf(why, whylen, "%s: name too long", path);
-        return -1;
+        return TBON_EIO;
     }
     /* mkostemp: O_CREAT|O_EXCL, mode 0600 whatever the umask. O_NOFOLLOW is
      * implied by O_EXCL (a symlink at the name makes it fail). */
     int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0)
+    if (fd < 0) {
         snprintf(why, whylen, "cannot create a file in %s: %s", dir, strerror(errno));
+        return TBON_EIO;
+    }
     return fd;
 }
 
@@ -79,5 +82,5 @@ int tb_safe_commit(const char *tmp, const char *path, char *why, size_t whylen)
     unlink(tmp);
     snprintf(why, whylen, "cannot put the file in place as %s: %s%s", path, strerror(e),
              e == EPERM || e == EACCES ? " (a file of another user has that name?)" : "");
-    return -1;
+    return TBON_EIO;
 }

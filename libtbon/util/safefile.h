@@ -14,12 +14,12 @@ int tb_safe_dir(const char *dir, char *why, size_t whylen);
 
 /* Create a new file to become `path`: a name of mkstemp's in path's own
  * directory (checked with tb_safe_dir), opened O_EXCL|O_NOFOLLOW with mode
- * 0600 from the start, its name written into tmp. The fd, or -1 with the
+ * 0600 from the start, its name written into tmp. The fd, or TBON_EIO with the
  * reason in why. A name someone made beforehand is never opened. */
 int tb_safe_create(const char *path, char *tmp, size_t tmplen, char *why, size_t whylen);
 
 /* Put tmp in place as path (rename: a symlink already at path is replaced,
- * never followed). 0, or -1 with tmp removed and the reason in why. */
+ * never followed). 0, or TBON_EIO with tmp removed and the reason in why. */
 int tb_safe_commit(const char *tmp, const char *path, char *why, size_t whylen);
 
 #endif

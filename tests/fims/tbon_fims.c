@@ -1285,7 +1285,7 @@ static tbon_rank_t likely_adopter(tbon_rank_t victim)
     size_t k = x ? tb_adopt_candidates(x, t, o, victim, old_height, out, 4) : 0;
     if (k > 0 && out[0] != 0)
         a = out[0];
-    tb_adopt_index_free(x);
+    tb_adopt_index_destroy(x);
     tb_topology_destroy(t);
     return a;
 }

@@ -47,8 +47,8 @@ TEST(set_overwrite_delete)
     CHECK_UINT(ver, 4);
     CHECK_UINT(tb_attrs_set(a, "y", ""), 5);          /* an empty value is a value */
     CHECK_STR(tb_attrs_get(a, "y"), "");
-    tb_attrs_free(a);
-    tb_attrs_free(NULL);
+    tb_attrs_destroy(a);
+    tb_attrs_destroy(NULL);
 }
 
 /* Entries applied in every order of a shuffled, repeated sequence give the
@@ -87,8 +87,8 @@ TEST(replica_converges_in_any_order)
         }
         CHECK_UINT(tb_attrs_version(rep), tb_attrs_version(src));
         CHECK_INT(copy_all(src, rep), 0);                /* nothing new the second time */
-        tb_attrs_free(src);
-        tb_attrs_free(rep);
+        tb_attrs_destroy(src);
+        tb_attrs_destroy(rep);
     }
 }
 
@@ -106,7 +106,7 @@ TEST(stale_entries_and_tombstones)
     CHECK(tb_attrs_get(r, "x") == NULL);
     CHECK_INT(tb_attrs_apply(r, "x", "again", 8), 1);
     CHECK_STR(tb_attrs_get(r, "x"), "again");
-    tb_attrs_free(r);
+    tb_attrs_destroy(r);
 }
 
 TEST(keys_and_values_checked)

@@ -331,7 +331,7 @@ TEST(relay_first_line_and_copy)
     }
     char line[200];
     int has = tb_relay_first_line(r, 3, line, sizeof line);
-    tb_relay_free(r);
+    tb_relay_destroy(r);
     dup2(saved, 2);
     close(saved);
     REQUIRE(rc == 0);

@@ -67,7 +67,7 @@ TEST(timer_heap_order)
     CHECK_UINT(tb_loop_ntimers(l), 0);
     CHECK(tb_loop_next_due(l) == INT64_MAX);
     free(tm);
-    tb_loop_free(l);
+    tb_loop_destroy(l);
 }
 
 /* A timer in the future is not run early; the wait ends when it is due, not
@@ -88,7 +88,7 @@ TEST(wait_bounded_by_timer)
     int64_t took = tb_now_ms() - t0;
     CHECK(took >= 50);
     CHECK(took < 5000);
-    tb_loop_free(l);
+    tb_loop_destroy(l);
 }
 
 /* A timer's fn may arm another timer due now: the same fire runs it. */
@@ -110,7 +110,7 @@ TEST(timer_arms_timer)
     last_due = INT64_MIN;
     tb_loop_fire(chain_loop);
     CHECK_INT(nfired, 1);
-    tb_loop_free(chain_loop);
+    tb_loop_destroy(chain_loop);
 }
 
 /* ---- the mailbox ---- */
@@ -177,7 +177,7 @@ TEST(mailbox_across_threads)
         CHECK_INT(got[i], PER);
     CHECK_INT(bad, 0);
     CHECK(!tb_loop_has_mail(l));
-    tb_loop_free(l);
+    tb_loop_destroy(l);
 }
 
 /* Messages never drained go to drain when the loop is freed (none leaks:
@@ -195,7 +195,7 @@ TEST(free_drains_the_rest)
         tb_loop_post(l, &m->m);
     }
     CHECK(tb_loop_has_mail(l));
-    tb_loop_free(l);
+    tb_loop_destroy(l);
     CHECK_INT(got[0], 3);
 }
 
@@ -238,5 +238,5 @@ TEST(io_watch_and_forget)
     close(outer);
     close(fds[0]);
     close(fds[1]);
-    tb_loop_free(l);
+    tb_loop_destroy(l);
 }

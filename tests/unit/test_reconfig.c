@@ -218,7 +218,7 @@ TEST(candidates_order_weight_and_rotation)
     CHECK_UINT(tb_adopt_candidates(x, t, 99, 4, oh, out, 16), 0);
     CHECK_UINT(tb_adopt_candidates(x, t, 9, 4, oh, out, 0), 0);
     check_against_ref(x, t, 9, 4, oh);
-    tb_adopt_index_free(x);
+    tb_adopt_index_destroy(x);
     tb_topology_destroy(t);
 }
 
@@ -265,7 +265,7 @@ TEST(candidates_height_rule_and_exclusions)
     CHECK_UINT(tb_topology_depth(t, 15), tb_topology_height(t, 0));
     REQUIRE(tb_topology_set_role(t, 15, TB_ROLE_COMMNODE) == 0);
     CHECK_UINT(tb_adopt_height(t, 15), 0);
-    tb_adopt_index_free(x);
+    tb_adopt_index_destroy(x);
     tb_topology_destroy(t);
 }
 
@@ -302,9 +302,9 @@ TEST(candidates_skip_own_and_failed_subtrees)
     CHECK(!tb_adopt_would_cycle(t, 1, 2));
     CHECK(!tb_adopt_would_cycle(t, 9, 0));
     CHECK(tb_adopt_would_cycle(t, 1, 999));
-    tb_adopt_index_free(y);
+    tb_adopt_index_destroy(y);
     tb_topology_destroy(u);
-    tb_adopt_index_free(x);
+    tb_adopt_index_destroy(x);
     tb_topology_destroy(t);
 }
 
@@ -348,7 +348,7 @@ TEST(candidates_spread_over_adopters)
     CHECK(hi - lo <= 1);
     CHECK_UINT(hi, 3);
     free(count);
-    tb_adopt_index_free(x);
+    tb_adopt_index_destroy(x);
     tb_topology_destroy(t);
 }
 
@@ -365,7 +365,7 @@ TEST(candidates_small_tree_only_fe)
         CHECK_UINT(tb_adopt_candidates(x, t, o, 1, 1, out, 8), 1);
         CHECK_UINT(out[0], 0);
     }
-    tb_adopt_index_free(x);
+    tb_adopt_index_destroy(x);
     tb_topology_destroy(t);
     /* A flat tree: a BE's failure orphans nobody, the FE is still offered. */
     static const uint32_t flat[] = { 4 };
@@ -375,7 +375,7 @@ TEST(candidates_small_tree_only_fe)
     REQUIRE(x);
     CHECK_UINT(tb_adopt_candidates(x, t, 2, 1, 1, out, 8), 1);
     CHECK_UINT(out[0], 0);
-    tb_adopt_index_free(x);
+    tb_adopt_index_destroy(x);
     tb_topology_destroy(t);
 }
 
@@ -402,7 +402,7 @@ TEST(candidates_deep_chain)
         check_against_ref(x, u, p + 16 > 20 ? p + 16 : p + 1, p, oh);
         tb_topology_destroy(u);
     }
-    tb_adopt_index_free(x);
+    tb_adopt_index_destroy(x);
     tb_topology_destroy(t);
 }
 
@@ -474,8 +474,8 @@ TEST(index_follows_mutations)
             CHECK_UINT(na, nb);
             CHECK_MEM(a, b, na * sizeof *a);
         }
-        tb_adopt_index_free(y);
-        tb_adopt_index_free(x);
+        tb_adopt_index_destroy(y);
+        tb_adopt_index_destroy(x);
         tb_topology_destroy(t);
     }
 }
@@ -511,7 +511,7 @@ TEST(adoptions_keep_height)
             CHECK_UINT(tb_topology_height(t, 0), 3);
         }
     }
-    tb_adopt_index_free(x);
+    tb_adopt_index_destroy(x);
     tb_topology_destroy(t);
 }
 
@@ -553,7 +553,7 @@ TEST(join_commnode_then_adopter)
     REQUIRE(tb_adopt_index_update(x, t) == 0);
     check_against_ref(x, t, 6, 2, 1);
     check_forest(t);
-    tb_adopt_index_free(x);
+    tb_adopt_index_destroy(x);
     tb_topology_destroy(t);
 }
 
@@ -948,7 +948,7 @@ TEST(reports_from_reconfiguration_converge)
             tb_topology_destroy(t);
         }
         check_forest(truth);
-        tb_adopt_index_free(x);
+        tb_adopt_index_destroy(x);
         tb_topology_destroy(truth);
         tb_topology_destroy(t0);
     }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "util/array.h"
+#include "util/error.h"
 #include "util/ring.h"
 
 struct ent { int a; char pad[13]; };
@@ -62,7 +63,7 @@ TEST(array_room_doubles_and_keeps)
     CHECK_UINT(cap, 1024);
     int *before = v;
     size_t c2 = cap;
-    CHECK_INT(tb_array_room(&v, &c2, c2, SIZE_MAX / 1024, 4), -1);
+    CHECK_INT(tb_array_room(&v, &c2, c2, SIZE_MAX / 1024, 4), TBON_ENOMEM);
     CHECK(v == before);
     CHECK_UINT(c2, 1024);
     free(v);
