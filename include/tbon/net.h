@@ -65,9 +65,11 @@ uint32_t     tbon_stream_id(const tbon_stream_t *s);
  * and everything it owns. NULL is fine. */
 void         tbon_net_destroy(tbon_net_t *net);
 
-/* The message of the last failed library call made by this thread ("" if
- * none), as errno is for the C library: a thread that works on two networks
- * reads it right after the call that failed. net may be NULL. */
+/* The message of the last failed library call on net, whichever thread
+ * made it ("" if none); with net NULL, of the last failed call made by
+ * this thread (a call given no network, or one that failed before it had
+ * one: tbon_fe_create, tbon_be_create). The text is copied for the caller:
+ * it stays until this thread's next tbon_net_error. */
 const char  *tbon_net_error(const tbon_net_t *net);
 
 /* --- events --- */

@@ -344,11 +344,12 @@ tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
 int tbon_fe_load_filter(tbon_net_t *net, const char *so_path, const char *func)
 {
     if (!net || !net->is_fe || !so_path || !func)
-        return tb_net_seterr(TBON_EINVAL, "tbon_fe_load_filter needs a front-end network, a path and a function");
+        return tb_net_fail(net, TBON_EINVAL,
+                           "tbon_fe_load_filter needs a front-end network, a path and a function");
     char abs[PATH_MAX];
     if (!realpath(so_path, abs))
-        return tb_net_seterr(TBON_EFILTER, "cannot load filter %s from %s: %s", func, so_path,
-                             strerror(errno));
+        return tb_net_fail(net, TBON_EFILTER, "cannot load filter %s from %s: %s", func, so_path,
+                           strerror(errno));
     pthread_mutex_lock(&net->mu);
     for (size_t i = 0; i < net->nloaded; i++) {
         if (!strcmp(net->loaded[i].path, abs) && !strcmp(net->loaded[i].func, func)) {
@@ -364,7 +365,7 @@ int tbon_fe_load_filter(tbon_net_t *net, const char *so_path, const char *func)
     int rc = probe ? tb_filter_reg_load(probe, abs, func, -1, &err) : TBON_ENOMEM;
     tb_filter_reg_destroy(probe);
     if (rc < 0)
-        return tb_net_seterr(TBON_EFILTER, "%s", probe ? err.msg : "out of memory");
+        return tb_net_fail(net, TBON_EFILTER, "%s", probe ? err.msg : "out of memory");
     pthread_mutex_lock(&net->mu);
     struct tb_loaded *nl = realloc(net->loaded, (net->nloaded + 1) * sizeof *nl);
     char *p = strdup(abs), *f = strdup(func);
@@ -377,7 +378,7 @@ int tbon_fe_load_filter(tbon_net_t *net, const char *so_path, const char *func)
         free(p);
         free(f);
         tb_cmd_free(c);
-        return tb_net_seterr(TBON_ENOMEM, "out of memory");
+        return tb_net_fail(net, TBON_ENOMEM, "out of memory");
     }
     net->loaded = nl;
     net->next_filter++;
@@ -401,12 +402,12 @@ static int cmp_rank(const void *a, const void *b)
 tbon_comm_t *tbon_fe_comm_new(tbon_net_t *net, const tbon_rank_t *backends, size_t n)
 {
     if (!net || !net->is_fe || (n && !backends)) {
-        tb_net_seterr(TBON_EINVAL, "tbon_fe_comm_new needs a front-end network and ranks");
+        tb_net_fail(net, TBON_EINVAL, "tbon_fe_comm_new needs a front-end network and ranks");
         return NULL;
     }
     tbon_rank_t *r = malloc((n ? n : 1) * sizeof *r);
     if (!r) {
-        tb_net_seterr(TBON_ENOMEM, "out of memory");
+        tb_net_fail(net, TBON_ENOMEM, "out of memory");
         return NULL;
     }
     memcpy(r, backends, n * sizeof *r);
@@ -417,7 +418,7 @@ tbon_comm_t *tbon_fe_comm_new(tbon_net_t *net, const tbon_rank_t *backends, size
     for (size_t i = 0; i < n; i++) {
         if (r[i] >= tb_topology_size(net->topo) || tb_topology_role(net->topo, r[i]) != TB_ROLE_BE) {
             pthread_mutex_unlock(&net->mu);
-            tb_net_seterr(TBON_EINVAL, "rank %u is not a back-end of this tree", r[i]);
+            tb_net_fail(net, TBON_EINVAL, "rank %u is not a back-end of this tree", r[i]);
             free(r);
             return NULL;
         }
@@ -440,16 +441,17 @@ tbon_stream_t *tbon_fe_stream_new(tbon_net_t *net, tbon_comm_t *comm, int up_fil
                                   int down_filter)
 {
     if (!net || !net->is_fe || !comm) {
-        tb_net_seterr(TBON_EINVAL, "tbon_fe_stream_new needs a front-end network and a communicator");
+        tb_net_fail(net, TBON_EINVAL,
+                    "tbon_fe_stream_new needs a front-end network and a communicator");
         return NULL;
     }
     if (!filter_known(net, up_filter) || !filter_known(net, down_filter)) {
-        tb_net_seterr(TBON_EFILTER, "unknown filter id %d",
-                      filter_known(net, up_filter) ? down_filter : up_filter);
+        tb_net_fail(net, TBON_EFILTER, "unknown filter id %d",
+                    filter_known(net, up_filter) ? down_filter : up_filter);
         return NULL;
     }
     if (sync < TBON_SYNC_WAITFORALL || sync > TBON_SYNC_TIMEOUT) {
-        tb_net_seterr(TBON_EINVAL, "unknown sync mode %d", sync);
+        tb_net_fail(net, TBON_EINVAL, "unknown sync mode %d", sync);
         return NULL;
     }
     /* The broadcast communicator grows on the reactor thread (cb_event, a
@@ -461,7 +463,7 @@ tbon_stream_t *tbon_fe_stream_new(tbon_net_t *net, tbon_comm_t *comm, int up_fil
         memcpy(m, comm->ranks, nm * sizeof *m);
     pthread_mutex_unlock(&net->mu);
     if (!m) {
-        tb_net_seterr(TBON_ENOMEM, "out of memory");
+        tb_net_fail(net, TBON_ENOMEM, "out of memory");
         return NULL;
     }
     pthread_mutex_lock(&net->mu);
@@ -470,14 +472,14 @@ tbon_stream_t *tbon_fe_stream_new(tbon_net_t *net, tbon_comm_t *comm, int up_fil
     pthread_mutex_unlock(&net->mu);
     if (!s) {
         free(m);
-        tb_net_seterr(TBON_ENOMEM, "out of memory");
+        tb_net_fail(net, TBON_ENOMEM, "out of memory");
         return NULL;
     }
     /* 1000: TBON_SYNC_TIMEOUT's default until set. m is taken over. */
     tb_cmd_t *c = tb_cmd_stream(id, up_filter, sync | (comm == net->bcast ? TB_STREAM_BCAST : 0),
                                 1000, down_filter, m, nm);
     if (!c) {
-        tb_net_seterr(TBON_ENOMEM, "out of memory");
+        tb_net_fail(net, TBON_ENOMEM, "out of memory");
         return NULL;
     }
     tb_node_post(net->node, c);
@@ -487,26 +489,27 @@ tbon_stream_t *tbon_fe_stream_new(tbon_net_t *net, tbon_comm_t *comm, int up_fil
 int tbon_stream_set_filter_params(tbon_stream_t *s, int which, const char *fmt, ...)
 {
     if (!s || !fmt || !s->net->is_fe)
-        return tb_net_seterr(TBON_EINVAL, "tbon_stream_set_filter_params needs a front-end stream and a format");
+        return tb_net_fail(s ? s->net : NULL, TBON_EINVAL,
+                           "tbon_stream_set_filter_params needs a front-end stream and a format");
     if (which != TBON_FILTER_PARAM_UP && which != TBON_FILTER_PARAM_DOWN &&
         which != TBON_FILTER_PARAM_SYNC && which != TBON_FILTER_PARAM_LIMIT)
-        return tb_net_seterr(TBON_EINVAL, "unknown parameter target %d", which);
+        return tb_net_fail(s ? s->net : NULL, TBON_EINVAL, "unknown parameter target %d", which);
     va_list ap;
     va_start(ap, fmt);
     tbon_error_t err;
     tbon_packet_t *p = tb_packet_vcreate(TBON_FIRST_APP_TAG, fmt, ap, &err);
     va_end(ap);
     if (!p)
-        return tb_net_seterr(err.code, "%s", err.msg);
+        return tb_net_fail(s ? s->net : NULL, err.code, "%s", err.msg);
     if ((which == TBON_FILTER_PARAM_SYNC || which == TBON_FILTER_PARAM_LIMIT) &&
         !tb_packet_format_matches(p, "%ud")) {
         tbon_packet_unref(p);
-        return tb_net_seterr(TBON_EFORMAT, "the %s is one \"%%ud\" (ms)",
-                             which == TBON_FILTER_PARAM_SYNC ? "sync timeout" : "filter limit");
+        return tb_net_fail(s ? s->net : NULL, TBON_EFORMAT, "the %s is one \"%%ud\" (ms)",
+                           which == TBON_FILTER_PARAM_SYNC ? "sync timeout" : "filter limit");
     }
     tb_cmd_t *c = tb_cmd_params(s->id, which, p);     /* p is taken over */
     if (!c)
-        return tb_net_seterr(TBON_ENOMEM, "out of memory");
+        return tb_net_fail(s ? s->net : NULL, TBON_ENOMEM, "out of memory");
     tb_node_post(s->net->node, c);
     return 0;
 }
@@ -516,8 +519,8 @@ int tbon_stream_set_filter_params(tbon_stream_t *s, int which, const char *fmt, 
 int tbon_fe_missing(tbon_net_t *net, tbon_rank_t *out, size_t cap)
 {
     if (!net || !net->is_fe || (cap && !out))
-        return tb_net_seterr(TBON_EINVAL, "tbon_fe_missing needs a front-end network and room "
-                             "for ranks");
+        return tb_net_fail(net, TBON_EINVAL, "tbon_fe_missing needs a front-end network and room "
+                           "for ranks");
     pthread_mutex_lock(&net->mu);
     size_t n = net->nmissing;
     for (size_t i = 0; i < n && i < cap; i++)
@@ -529,7 +532,7 @@ int tbon_fe_missing(tbon_net_t *net, tbon_rank_t *out, size_t cap)
 int tbon_fe_cut_off(tbon_net_t *net, tbon_rank_t *out, size_t cap)
 {
     if (!net || (cap && !out))
-        return tb_net_seterr(TBON_EINVAL, "tbon_fe_cut_off needs a network and room for ranks");
+        return tb_net_fail(net, TBON_EINVAL, "tbon_fe_cut_off needs a network and room for ranks");
     pthread_mutex_lock(&net->mu);
     size_t n = 0, size = tb_topology_size(net->topo);
     for (tbon_rank_t r = 1; r < size; r++) {
@@ -554,7 +557,8 @@ static void note_rank(tbon_rank_t *v, size_t cap, size_t *n, tbon_rank_t r)
 int tbon_fe_check_views(tbon_net_t *net, tbon_view_check_t *out, int timeout_ms)
 {
     if (!net || !net->is_fe || !out)
-        return tb_net_seterr(TBON_EINVAL, "tbon_fe_check_views needs a front-end network and a result");
+        return tb_net_fail(net, TBON_EINVAL,
+                           "tbon_fe_check_views needs a front-end network and a result");
     memset(out, 0, sizeof *out);
     struct timespec ts, *abs = tb_net_deadline(timeout_ms, &ts);
     pthread_mutex_lock(&net->mu);
@@ -562,7 +566,7 @@ int tbon_fe_check_views(tbon_net_t *net, tbon_view_check_t *out, int timeout_ms)
     tb_cmd_t *c = tb_cmd_check(id);
     if (!c) {
         pthread_mutex_unlock(&net->mu);
-        return tb_net_seterr(TBON_ENOMEM, "out of memory");
+        return tb_net_fail(net, TBON_ENOMEM, "out of memory");
     }
     net->chk_next = id;
     tb_node_post(net->node, c);
@@ -573,9 +577,9 @@ int tbon_fe_check_views(tbon_net_t *net, tbon_view_check_t *out, int timeout_ms)
         int closed = net->closed;
         pthread_mutex_unlock(&net->mu);
         if (closed)
-            return tb_net_seterr(TBON_ECLOSED, "the network has shut down");
-        return tb_net_seterr(TBON_ETIMEOUT, "not every node answered the check within %d ms",
-                             timeout_ms);
+            return tb_net_fail(net, TBON_ECLOSED, "the network has shut down");
+        return tb_net_fail(net, TBON_ETIMEOUT, "not every node answered the check within %d ms",
+                           timeout_ms);
     }
     /* Every live node of our view should have answered and agreed. */
     out->view_version = net->view_version;
@@ -600,17 +604,19 @@ int tbon_fe_check_views(tbon_net_t *net, tbon_view_check_t *out, int timeout_ms)
     }
     pthread_mutex_unlock(&net->mu);
     if (out->ndisagree || out->nmissing)
-        return tb_net_seterr(TBON_ETOPOLOGY, "%zu of %zu live nodes disagree with the front-end's "
-                             "view and topology, %zu did not answer", out->ndisagree, out->nodes,
-                             out->nmissing);
+        return tb_net_fail(net, TBON_ETOPOLOGY,
+                           "%zu of %zu live nodes disagree with the front-end's "
+                           "view and topology, %zu did not answer", out->ndisagree, out->nodes,
+                           out->nmissing);
     return 0;
 }
 
 int tbon_fe_get_attr(tbon_net_t *net, tbon_rank_t rank, const char *key, char *buf, size_t cap)
 {
     if (!net || !net->is_fe || !key || (cap && !buf))
-        return tb_net_seterr(TBON_EINVAL, "tbon_fe_get_attr needs a front-end network, a key and "
-                             "a buffer");
+        return tb_net_fail(net, TBON_EINVAL,
+                           "tbon_fe_get_attr needs a front-end network, a key and "
+                           "a buffer");
     pthread_mutex_lock(&net->mu);
     const char *v = tb_attrs_get(tb_net_replica(net, rank, 0), key);
     size_t len = v ? strlen(v) : 0;
@@ -621,15 +627,15 @@ int tbon_fe_get_attr(tbon_net_t *net, tbon_rank_t rank, const char *key, char *b
     }
     pthread_mutex_unlock(&net->mu);
     if (!v)
-        return tb_net_seterr(TBON_ENOTFOUND, "rank %u has no attribute \"%s\"", rank, key);
+        return tb_net_fail(net, TBON_ENOTFOUND, "rank %u has no attribute \"%s\"", rank, key);
     return len > INT32_MAX ? INT32_MAX : (int)len;
 }
 
 int tbon_fe_attrs_changed(tbon_net_t *net, tbon_rank_t *ranks, size_t cap, int timeout_ms)
 {
     if (!net || !net->is_fe || !ranks || !cap)
-        return tb_net_seterr(TBON_EINVAL, "tbon_fe_attrs_changed needs a front-end network and "
-                             "room for ranks");
+        return tb_net_fail(net, TBON_EINVAL, "tbon_fe_attrs_changed needs a front-end network and "
+                           "room for ranks");
     struct timespec ts, *abs = tb_net_deadline(timeout_ms, &ts);
     pthread_mutex_lock(&net->mu);
     while (!net->nchg && !net->closed && timeout_ms != 0 && tb_net_wait_until(net, abs) == 0)
@@ -646,7 +652,7 @@ int tbon_fe_attrs_changed(tbon_net_t *net, tbon_rank_t *ranks, size_t cap, int t
     if (k)
         return (int)k;
     if (closed)
-        return tb_net_seterr(TBON_ECLOSED, "the network has shut down");
-    return tb_net_seterr(TBON_ETIMEOUT, "no attribute changed within %d ms", timeout_ms);
+        return tb_net_fail(net, TBON_ECLOSED, "the network has shut down");
+    return tb_net_fail(net, TBON_ETIMEOUT, "no attribute changed within %d ms", timeout_ms);
 }
 

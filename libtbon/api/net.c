@@ -17,6 +17,7 @@
 #include "topo/reconfig.h"
 
 static __thread char tls_error[512];
+static __thread char tls_copy[512];     /* tbon_net_error(net)'s answer */
 
 int tb_net_seterr(int code, const char *fmt, ...)
 {
@@ -27,10 +28,29 @@ int tb_net_seterr(int code, const char *fmt, ...)
     return code;
 }
 
+int tb_net_fail(tbon_net_t *net, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tls_error, sizeof tls_error, fmt, ap);
+    va_end(ap);
+    if (net) {
+        pthread_mutex_lock(&net->errmu);
+        memcpy(net->last_error, tls_error, sizeof net->last_error);
+        pthread_mutex_unlock(&net->errmu);
+    }
+    return code;
+}
+
 const char *tbon_net_error(const tbon_net_t *net)
 {
-    (void)net;
-    return tls_error;
+    if (!net)
+        return tls_error;
+    tbon_net_t *n = (tbon_net_t *)net;      /* the lock, not the net, changes */
+    pthread_mutex_lock(&n->errmu);
+    memcpy(tls_copy, n->last_error, sizeof tls_copy);
+    pthread_mutex_unlock(&n->errmu);
+    return tls_copy;
 }
 
 size_t tb_net_pkt_size(const tbon_packet_t *p)
@@ -49,6 +69,7 @@ tbon_net_t *tb_net_alloc(int is_fe)
         return NULL;
     n->is_fe = is_fe;
     pthread_mutex_init(&n->mu, NULL);
+    pthread_mutex_init(&n->errmu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -272,7 +293,7 @@ static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt
                        tbon_stream_t **sout, int timeout_ms)
 {
     if (!net || !pkt)
-        return tb_net_seterr(TBON_EINVAL, "NULL argument");
+        return tb_net_fail(net, TBON_EINVAL, "NULL argument");
     *pkt = NULL;            /* nothing received unless 0 is returned */
     struct timespec ts, *abs = tb_net_deadline(timeout_ms, &ts);
     int turned = 0, held = 0;
@@ -304,16 +325,16 @@ static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt
                 return 0;
             /* One outcome per wave, in order: this wave's is an error. */
             if (code == TBON_EFILTER)
-                return tb_net_seterr(TBON_EFILTER, "stream %u, the wave of request %llu: %s",
-                                     best->id, (unsigned long long)q, why);
-            return tb_net_seterr(TBON_ELOST, "stream %u: the wave of request %llu was lost "
-                                 "with the nodes that held it", best->id, (unsigned long long)q);
+                return tb_net_fail(net, TBON_EFILTER, "stream %u, the wave of request %llu: %s",
+                                   best->id, (unsigned long long)q, why);
+            return tb_net_fail(net, TBON_ELOST, "stream %u: the wave of request %llu was lost "
+                               "with the nodes that held it", best->id, (unsigned long long)q);
         }
         if (only && atomic_load(&only->closed)) {
             if (held)
                 release(net);
             pthread_mutex_unlock(&net->mu);
-            return tb_net_seterr(TBON_ECLOSED, "stream %u was closed", only->id);
+            return tb_net_fail(net, TBON_ECLOSED, "stream %u was closed", only->id);
         }
         if ((only && only->error) || (!only && net->any_error)) {
             if (only)
@@ -324,7 +345,7 @@ static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt
                     if (net->streams[i])
                         net->streams[i]->error = 0;
             }
-            tb_net_seterr(TBON_EFILTER, "%s", net->error_msg);
+            tb_net_fail(net, TBON_EFILTER, "%s", net->error_msg);
             if (held)
                 release(net);
             pthread_mutex_unlock(&net->mu);
@@ -334,7 +355,7 @@ static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt
             if (held)
                 release(net);
             pthread_mutex_unlock(&net->mu);
-            return tb_net_seterr(TBON_ECLOSED, "the network has shut down");
+            return tb_net_fail(net, TBON_ECLOSED, "the network has shut down");
         }
         if (net->inline_node && (held || !net->driving) && !tb_node_stopped(net->node)) {
             int left = ms_left(abs);
@@ -350,13 +371,13 @@ static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt
         }
         if (timeout_ms == 0 || tb_net_wait_until(net, abs) != 0) {
             pthread_mutex_unlock(&net->mu);
-            return tb_net_seterr(TBON_ETIMEOUT, "nothing received within %d ms", timeout_ms);
+            return tb_net_fail(net, TBON_ETIMEOUT, "nothing received within %d ms", timeout_ms);
         }
     }
     if (held)
         release(net);
     pthread_mutex_unlock(&net->mu);
-    return tb_net_seterr(TBON_ETIMEOUT, "nothing received within %d ms", timeout_ms);
+    return tb_net_fail(net, TBON_ETIMEOUT, "nothing received within %d ms", timeout_ms);
 }
 
 int tbon_net_recv(tbon_net_t *net, tbon_packet_t **pkt, tbon_stream_t **s, int timeout_ms)
@@ -367,7 +388,7 @@ int tbon_net_recv(tbon_net_t *net, tbon_packet_t **pkt, tbon_stream_t **s, int t
 int tbon_stream_recv(tbon_stream_t *s, tbon_packet_t **pkt, int timeout_ms)
 {
     if (!s)
-        return tb_net_seterr(TBON_EINVAL, "NULL stream");
+        return tb_net_fail(s ? s->net : NULL, TBON_EINVAL, "NULL stream");
     return recv_common(s->net, s, pkt, NULL, timeout_ms);
 }
 
@@ -376,12 +397,13 @@ int tbon_stream_recv(tbon_stream_t *s, tbon_packet_t **pkt, int timeout_ms)
 int tbon_stream_close(tbon_stream_t *s)
 {
     if (!s || !s->net->is_fe)
-        return tb_net_seterr(TBON_EINVAL, "tbon_stream_close needs a front-end stream");
+        return tb_net_fail(s ? s->net : NULL, TBON_EINVAL,
+                           "tbon_stream_close needs a front-end stream");
     tbon_net_t *net = s->net;
     pthread_mutex_lock(&net->mu);
     if (atomic_load(&s->closed)) {
         pthread_mutex_unlock(&net->mu);
-        return tb_net_seterr(TBON_EINVAL, "stream %u is closed already", s->id);
+        return tb_net_fail(net, TBON_EINVAL, "stream %u is closed already", s->id);
     }
     atomic_store(&s->closed, 1);
     s->error = 0;
@@ -392,7 +414,7 @@ int tbon_stream_close(tbon_stream_t *s)
     pthread_mutex_unlock(&net->mu);
     tb_cmd_t *c = tb_cmd_stream_end(s->id);
     if (!c)
-        return tb_net_seterr(TBON_ENOMEM, "out of memory");
+        return tb_net_fail(net, TBON_ENOMEM, "out of memory");
     tb_node_post(net->node, c);
     return 0;
 }
@@ -400,23 +422,23 @@ int tbon_stream_close(tbon_stream_t *s)
 int tbon_stream_send_packet(tbon_stream_t *s, tbon_packet_t *p)
 {
     if (!s || !p)
-        return tb_net_seterr(TBON_EINVAL, "NULL argument");
+        return tb_net_fail(s ? s->net : NULL, TBON_EINVAL, "NULL argument");
     tbon_net_t *net = s->net;
     if (atomic_load(&s->closed))
-        return tb_net_seterr(TBON_ECLOSED, "stream %u was closed", s->id);
+        return tb_net_fail(net, TBON_ECLOSED, "stream %u was closed", s->id);
     if (!net->inline_node && tb_node_wait_backlog(net->node, 0))
-        return tb_net_seterr(TBON_ECLOSED, "the network has shut down");
+        return tb_net_fail(net, TBON_ECLOSED, "the network has shut down");
     if (net->inline_node && tb_node_stopped(net->node))
-        return tb_net_seterr(TBON_ECLOSED, "the network has shut down");
+        return tb_net_fail(net, TBON_ECLOSED, "the network has shut down");
     size_t len;
     tb_packet_payload(p, &len);
     if (len > tb_conn_max_packet())
-        return tb_net_seterr(TBON_ETOOBIG, "a packet of %zu bytes is over the session's "
-                             "maximum of %zu bytes (TBON_MAX_PACKET): not sent", len,
-                             tb_conn_max_packet());
+        return tb_net_fail(net, TBON_ETOOBIG, "a packet of %zu bytes is over the session's "
+                           "maximum of %zu bytes (TBON_MAX_PACKET): not sent", len,
+                           tb_conn_max_packet());
     tb_cmd_t *c = tb_cmd_send(s->id, tbon_packet_ref(p), 0, tb_net_pkt_size(p));
     if (!c)
-        return tb_net_seterr(TBON_ENOMEM, "out of memory");
+        return tb_net_fail(net, TBON_ENOMEM, "out of memory");
     pthread_mutex_lock(&net->mu);
     c->u.send.key = (s->epoch << 24) | s->idx;     /* the wave key, in send order */
     if (s->idx < 0xffffff)
@@ -432,14 +454,14 @@ int tbon_stream_send_packet(tbon_stream_t *s, tbon_packet_t *p)
 int tbon_stream_send(tbon_stream_t *s, int tag, const char *fmt, ...)
 {
     if (!s || !fmt)
-        return tb_net_seterr(TBON_EINVAL, "NULL argument");
+        return tb_net_fail(s ? s->net : NULL, TBON_EINVAL, "NULL argument");
     va_list ap;
     va_start(ap, fmt);
     tbon_error_t err;
     tbon_packet_t *p = tb_packet_vcreate(tag, fmt, ap, &err);
     va_end(ap);
     if (!p)
-        return tb_net_seterr(err.code, "%s", err.msg);
+        return tb_net_fail(s ? s->net : NULL, err.code, "%s", err.msg);
     int rc = tbon_stream_send_packet(s, p);
     tbon_packet_unref(p);
     return rc;
@@ -448,7 +470,7 @@ int tbon_stream_send(tbon_stream_t *s, int tag, const char *fmt, ...)
 int tbon_stream_flush(tbon_stream_t *s)
 {
     if (!s)
-        return tb_net_seterr(TBON_EINVAL, "NULL stream");
+        return tb_net_fail(s ? s->net : NULL, TBON_EINVAL, "NULL stream");
     tbon_net_t *net = s->net;
     if (!net->inline_node)
         return tb_node_wait_backlog(net->node, 1);
@@ -484,13 +506,13 @@ uint64_t tbon_stream_request(tbon_stream_t *s)
 int tbon_stream_answer(tbon_stream_t *s, uint64_t request)
 {
     if (!s)
-        return tb_net_seterr(TBON_EINVAL, "NULL stream");
+        return tb_net_fail(s ? s->net : NULL, TBON_EINVAL, "NULL stream");
     tbon_net_t *net = s->net;
     if (net->is_fe)
-        return tb_net_seterr(TBON_EINVAL, "stream %u: only a back-end answers requests", s->id);
+        return tb_net_fail(net, TBON_EINVAL, "stream %u: only a back-end answers requests", s->id);
     if (request >= (UINT64_C(1) << 40))
-        return tb_net_seterr(TBON_EINVAL, "stream %u: request %llu is out of range", s->id,
-                             (unsigned long long)request);
+        return tb_net_fail(net, TBON_EINVAL, "stream %u: request %llu is out of range", s->id,
+                           (unsigned long long)request);
     pthread_mutex_lock(&net->mu);
     if (request != s->epoch) {
         s->epoch = request;
@@ -510,7 +532,7 @@ tbon_rank_t tbon_net_rank(const tbon_net_t *net)
 int tbon_net_backends(tbon_net_t *net, tbon_rank_t *out, size_t cap)
 {
     if (!net)
-        return tb_net_seterr(TBON_EINVAL, "NULL network");
+        return tb_net_fail(net, TBON_EINVAL, "NULL network");
     /* Under mu: the node's callbacks apply failures and joins to net->topo. */
     pthread_mutex_lock(&net->mu);
     size_t n = 0, size = tb_topology_size(net->topo);
@@ -544,7 +566,7 @@ uint64_t tbon_net_view_version(tbon_net_t *net)
 int tbon_net_view(tbon_net_t *net, tbon_rank_t *ranks, size_t cap)
 {
     if (!net || (cap && !ranks))
-        return tb_net_seterr(TBON_EINVAL, "tbon_net_view needs a network and room for ranks");
+        return tb_net_fail(net, TBON_EINVAL, "tbon_net_view needs a network and room for ranks");
     pthread_mutex_lock(&net->mu);
     size_t n = 0, size = tb_topology_size(net->topo);
     for (tbon_rank_t r = 0; r < size; r++) {
@@ -561,10 +583,11 @@ int tbon_net_view(tbon_net_t *net, tbon_rank_t *ranks, size_t cap)
 int tbon_net_set_attr(tbon_net_t *net, const char *key, const char *value)
 {
     if (!net)
-        return tb_net_seterr(TBON_EINVAL, "NULL network");
+        return tb_net_fail(net, TBON_EINVAL, "NULL network");
     if (tb_attrs_check(key, value) != 0)
-        return tb_net_seterr(TBON_EINVAL, "an attribute key is 1 to %u bytes, a value at most %u",
-                             TB_ATTR_KEY_MAX, TB_ATTR_VALUE_MAX);
+        return tb_net_fail(net, TBON_EINVAL,
+                           "an attribute key is 1 to %u bytes, a value at most %u",
+                           TB_ATTR_KEY_MAX, TB_ATTR_VALUE_MAX);
     if (net->is_fe) {
         /* The FE's own map is its replica of itself: nothing travels. */
         pthread_mutex_lock(&net->mu);
@@ -573,17 +596,17 @@ int tbon_net_set_attr(tbon_net_t *net, const char *key, const char *value)
         if (ok)
             tb_net_attrs_changed_locked(net, 0);
         pthread_mutex_unlock(&net->mu);
-        return ok ? 0 : tb_net_seterr(TBON_ENOMEM, "out of memory");
+        return ok ? 0 : tb_net_fail(net, TBON_ENOMEM, "out of memory");
     }
     tb_cmd_t *c = tb_cmd_attr(key, value);
     if (!c)
-        return tb_net_seterr(TBON_ENOMEM, "out of memory");
+        return tb_net_fail(net, TBON_ENOMEM, "out of memory");
     pthread_mutex_lock(&net->mu);
     int closed = net->closed;
     pthread_mutex_unlock(&net->mu);
     if (closed) {
         tb_cmd_free(c);
-        return tb_net_seterr(TBON_ECLOSED, "the network has shut down");
+        return tb_net_fail(net, TBON_ECLOSED, "the network has shut down");
     }
     exec_or_post(net, c);
     return 0;
@@ -592,7 +615,7 @@ int tbon_net_set_attr(tbon_net_t *net, const char *key, const char *value)
 int tbon_net_next_event(tbon_net_t *net, tbon_event_t *ev, int timeout_ms)
 {
     if (!net || !ev)
-        return tb_net_seterr(TBON_EINVAL, "NULL argument");
+        return tb_net_fail(net, TBON_EINVAL, "NULL argument");
     struct timespec ts, *abs = tb_net_deadline(timeout_ms, &ts);
     pthread_mutex_lock(&net->mu);
     int rc = TBON_ETIMEOUT;
@@ -612,9 +635,9 @@ int tbon_net_next_event(tbon_net_t *net, tbon_event_t *ev, int timeout_ms)
     }
     pthread_mutex_unlock(&net->mu);
     if (rc == TBON_ETIMEOUT)
-        return tb_net_seterr(rc, "no event within %d ms", timeout_ms);
+        return tb_net_fail(net, rc, "no event within %d ms", timeout_ms);
     if (rc == TBON_ECLOSED)
-        return tb_net_seterr(rc, "the network has shut down");
+        return tb_net_fail(net, rc, "the network has shut down");
     return rc;
 }
 
@@ -679,6 +702,7 @@ void tb_net_free(tbon_net_t *net)
     free((void *)net->argv_keep);
     tb_topology_destroy(net->topo);
     pthread_mutex_destroy(&net->mu);
+    pthread_mutex_destroy(&net->errmu);
     pthread_cond_destroy(&net->cond);
     free(net);
 }

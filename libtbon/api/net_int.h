@@ -88,6 +88,10 @@ struct tbon_net {
     uint8_t       *chg;
     size_t         nrep, nchg;
     char           error_msg[512];
+    /* The last failed call's message on this net, from any thread
+     * (tbon_net_error(net)); under errmu, a leaf lock. */
+    pthread_mutex_t errmu;
+    char           last_error[512];
     /* FE */
     tbon_comm_t   *comms;
     tbon_comm_t   *bcast;
@@ -141,5 +145,8 @@ size_t tb_net_pkt_size(const tbon_packet_t *p);
 void tb_net_free(tbon_net_t *net);
 /* Set the calling thread's error message for tbon_net_error; returns code. */
 int tb_net_seterr(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same, and kept as net's last error too (net may be NULL). */
+int tb_net_fail(tbon_net_t *net, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -140,6 +140,38 @@ ITEST(sync_timeout_slow_be)
 /* A communicator of a few back-ends under different commnodes: only they
  * answer (null shows their sources), the sum is theirs, and the commnode
  * without members stays idle while the others work. */
+/* The last error is kept per network: another thread reads it with
+ * tbon_net_error(net); its own last error (net NULL) is not that one. */
+static void *other_thread_reads(void *arg)
+{
+    static char seen[2][512];
+    snprintf(seen[0], sizeof seen[0], "%s", tbon_net_error(arg));
+    snprintf(seen[1], sizeof seen[1], "%s", tbon_net_error(NULL));
+    return seen;
+}
+
+ITEST(last_error_kept_per_network)
+{
+    it_tree_t t;
+    tbon_stream_t *s = it_start_summing(&t, "1x2", NULL);
+    REQUIRE(s);
+    CHECK_INT(tbon_net_set_attr(t.net, "", "x"), TBON_EINVAL);
+    CHECK(strstr(tbon_net_error(t.net), "an attribute key is 1 to") != NULL);
+    CHECK(strstr(tbon_net_error(NULL), "an attribute key is 1 to") != NULL);
+    pthread_t th;
+    void *ret = NULL;
+    REQUIRE(pthread_create(&th, NULL, other_thread_reads, t.net) == 0);
+    pthread_join(th, &ret);
+    char (*seen)[512] = ret;
+    CHECK(strstr(seen[0], "an attribute key is 1 to") != NULL);
+    CHECK_STR(seen[1], "");
+    /* A later failure on the same network, on a stream of it, replaces it. */
+    CHECK_INT(tbon_stream_close(s), 0);
+    CHECK_INT(tbon_stream_close(s), TBON_EINVAL);
+    CHECK(strstr(tbon_net_error(t.net), "is closed already") != NULL);
+    it_stop(&t);
+}
+
 ITEST(subset_comm)
 {
     it_tree_t t;
