@@ -181,12 +181,131 @@ static const char *const col_name[NCOLS] = {
     "parent", "host", "local id", "incarnation", "port", "flags",
 };
 
+/* The host table: nh names, each interned in t at its own index. 0,
+ * TBON_EFORMAT (err says what) or TBON_ENOMEM. */
+static int read_hosts(rd_t *r, tb_topology_t *t, uint64_t nh, tbon_error_t *err)
+{
+    uint64_t v;
+    for (uint32_t i = 0; i < nh; i++) {
+        if (!get_varint(r, &v)) {
+            fail(err, "truncated");
+            return TBON_EFORMAT;
+        }
+        if (v == 0 || v > TB_TOPOLOGY_MAX_HOST || v > (size_t)(r->end - r->p)) {
+            fail(err, "host %u has a bad length %llu", i, (unsigned long long)v);
+            return TBON_EFORMAT;
+        }
+        const char *h = (const char *)r->p;
+        r->p += v;
+        if (tb_topology_check_host(h, (size_t)v) != 0) {
+            fail(err, "host %u is not a valid host name", i);
+            return TBON_EFORMAT;
+        }
+        uint32_t idx;
+        if (tb_topology_intern_host(t, h, (size_t)v, &idx) != 0)
+            return TBON_ENOMEM;
+        if (idx != i) {
+            fail(err, "host %u repeats host %u", i, idx);
+            return TBON_EFORMAT;
+        }
+    }
+    return 0;
+}
+
+/* Where each of the NCOLS columns of n entries starts and ends (col), the
+ * last ending with the bytes. 0 or TBON_EFORMAT (err). */
+static int find_columns(const rd_t *r, uint64_t n, rd_t col[NCOLS], tbon_error_t *err)
+{
+    uint64_t v;
+    col[0].p = r->p;
+    for (int c = 0; c < NCOLS; c++) {
+        col[c].end = r->end;
+        if (c > 0)
+            col[c].p = col[c - 1].end;
+        rd_t s = { col[c].p, r->end };
+        for (uint64_t i = 0; i < n; i++) {
+            if (c == NCOLS - 1) {
+                if (s.p == s.end) {
+                    fail(err, "truncated");
+                    return TBON_EFORMAT;
+                }
+                s.p++;
+            } else if (!get_varint(&s, &v)) {
+                fail(err, "truncated or bad varint in the %s column at rank %llu",
+                     col_name[c], (unsigned long long)i);
+                return TBON_EFORMAT;
+            }
+        }
+        col[c].end = s.p;
+    }
+    if (col[NCOLS - 1].end != r->end) {
+        fail(err, "trailing bytes after the last column: %zu",
+             (size_t)(r->end - col[NCOLS - 1].end));
+        return TBON_EFORMAT;
+    }
+    return 0;
+}
+
+/* The n nodes, read from the columns side by side (each checked) into t.
+ * last: nh entries, the last local id seen per host. 0, TBON_EFORMAT (err)
+ * or TBON_ENOMEM. */
+static int read_nodes(rd_t col[NCOLS], tb_topology_t *t, uint64_t n, uint64_t nh,
+                      int64_t *last, tbon_error_t *err)
+{
+    int64_t pprev = 0, hprev = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t dp, dh, did, inc, port;
+        get_varint(&col[0], &dp);   /* the columns were scanned already */
+        get_varint(&col[1], &dh);
+        get_varint(&col[2], &did);
+        get_varint(&col[3], &inc);
+        get_varint(&col[4], &port);
+        uint8_t flags = *col[5].p++;
+        int64_t d = unzigzag(dp);
+        if (d < -pprev || d > (int64_t)n - pprev) {
+            fail(err, "rank %u has a parent out of range", i);
+            return TBON_EFORMAT;
+        }
+        pprev += d;
+        d = unzigzag(dh);
+        if (d < -hprev || d > (int64_t)nh - 1 - hprev) {
+            fail(err, "rank %u has a host index out of range", i);
+            return TBON_EFORMAT;
+        }
+        hprev += d;
+        d = unzigzag(did);
+        int64_t base = last[hprev] + 1;
+        if (d < -base || d > (int64_t)TB_TOPOLOGY_MAX_ID - base) {
+            fail(err, "rank %u has a local id out of range", i);
+            return TBON_EFORMAT;
+        }
+        last[hprev] = base + d;
+        if (inc > UINT32_MAX || port > UINT16_MAX || (flags >> 1) > TB_ROLE_BE) {
+            fail(err, "rank %u has a bad incarnation, port or flags", i);
+            return TBON_EFORMAT;
+        }
+        int rc = tb_topology_load_node(t, (uint32_t)hprev, (uint32_t)(base + d),
+                                       pprev ? (tbon_rank_t)(pprev - 1) : TBON_RANK_NONE,
+                                       (tb_role_t)(flags >> 1), flags & 1, (uint32_t)inc,
+                                       (uint16_t)port);
+        if (rc == TBON_ENOMEM)
+            return TBON_ENOMEM;
+        if (rc) {
+            fail(err, "rank %u repeats the name \"%s:%u\"", i,
+                 tb_topology_host_name(t, (uint32_t)hprev), (uint32_t)(base + d));
+            return TBON_EFORMAT;
+        }
+    }
+    return 0;
+}
+
 tb_topology_t *tb_topology_deserialize(const void *buf, size_t len, tbon_error_t *err)
 {
     rd_t r = { buf, (const uint8_t *)buf + len };
     tb_topology_t *t = NULL;
     int64_t *last = NULL;
-    uint64_t nh, n, v;
+    uint64_t nh, n;
+    int rc;
     if (!buf || len == 0)
         return fail(err, "no bytes");
     if (*r.p++ != WIRE_VERSION)
@@ -201,29 +320,12 @@ tb_topology_t *tb_topology_deserialize(const void *buf, size_t len, tbon_error_t
                      (unsigned long long)nh, (size_t)(r.end - r.p));
     if (!(t = tb_topology_new()))
         goto oom;
-    for (uint32_t i = 0; i < nh; i++) {
-        if (!get_varint(&r, &v))
-            goto truncated;
-        if (v == 0 || v > TB_TOPOLOGY_MAX_HOST || v > (size_t)(r.end - r.p)) {
-            fail(err, "host %u has a bad length %llu", i, (unsigned long long)v);
-            goto error;
-        }
-        const char *h = (const char *)r.p;
-        r.p += v;
-        if (tb_topology_check_host(h, (size_t)v) != 0) {
-            fail(err, "host %u is not a valid host name", i);
-            goto error;
-        }
-        uint32_t idx;
-        if (tb_topology_intern_host(t, h, (size_t)v, &idx) != 0)
-            goto oom;
-        if (idx != i) {
-            fail(err, "host %u repeats host %u", i, idx);
-            goto error;
-        }
+    if ((rc = read_hosts(&r, t, nh, err)) != 0)
+        goto failed;
+    if (!get_varint(&r, &n)) {
+        fail(err, "truncated");
+        goto error;
     }
-    if (!get_varint(&r, &n))
-        goto truncated;
     if (n == 0 || n > TB_TOPOLOGY_MAX_NODES || n > (size_t)(r.end - r.p) / NCOLS || nh > n) {
         fail(err, "bad node count %llu for %u hosts and %zu remaining bytes",
              (unsigned long long)n, (uint32_t)nh, (size_t)(r.end - r.p));
@@ -231,88 +333,24 @@ tb_topology_t *tb_topology_deserialize(const void *buf, size_t len, tbon_error_t
     }
     /* Find where each column starts, then read the six side by side. */
     rd_t col[NCOLS];
-    col[0].p = r.p;
-    for (int c = 0; c < NCOLS; c++) {
-        col[c].end = r.end;
-        if (c > 0)
-            col[c].p = col[c - 1].end;
-        rd_t s = { col[c].p, r.end };
-        for (uint64_t i = 0; i < n; i++) {
-            if (c == NCOLS - 1) {
-                if (s.p == s.end)
-                    goto truncated;
-                s.p++;
-            } else if (!get_varint(&s, &v)) {
-                fail(err, "truncated or bad varint in the %s column at rank %llu",
-                     col_name[c], (unsigned long long)i);
-                goto error;
-            }
-        }
-        col[c].end = s.p;
-    }
-    if (col[NCOLS - 1].end != r.end) {
-        fail(err, "trailing bytes after the last column: %zu",
-             (size_t)(r.end - col[NCOLS - 1].end));
+    if (find_columns(&r, n, col, err) != 0)
         goto error;
-    }
     last = malloc(nh * sizeof *last);
     if (!last || tb_topology_reserve(t, (size_t)n) != 0)
         goto oom;
     for (uint32_t i = 0; i < nh; i++)
         last[i] = -1;
-    int64_t pprev = 0, hprev = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        uint64_t dp, dh, did, inc, port;
-        get_varint(&col[0], &dp);   /* the columns were scanned above */
-        get_varint(&col[1], &dh);
-        get_varint(&col[2], &did);
-        get_varint(&col[3], &inc);
-        get_varint(&col[4], &port);
-        uint8_t flags = *col[5].p++;
-        int64_t d = unzigzag(dp);
-        if (d < -pprev || d > (int64_t)n - pprev) {
-            fail(err, "rank %u has a parent out of range", i);
-            goto error;
-        }
-        pprev += d;
-        d = unzigzag(dh);
-        if (d < -hprev || d > (int64_t)nh - 1 - hprev) {
-            fail(err, "rank %u has a host index out of range", i);
-            goto error;
-        }
-        hprev += d;
-        d = unzigzag(did);
-        int64_t base = last[hprev] + 1;
-        if (d < -base || d > (int64_t)TB_TOPOLOGY_MAX_ID - base) {
-            fail(err, "rank %u has a local id out of range", i);
-            goto error;
-        }
-        last[hprev] = base + d;
-        if (inc > UINT32_MAX || port > UINT16_MAX || (flags >> 1) > TB_ROLE_BE) {
-            fail(err, "rank %u has a bad incarnation, port or flags", i);
-            goto error;
-        }
-        int rc = tb_topology_load_node(t, (uint32_t)hprev, (uint32_t)(base + d),
-                                       pprev ? (tbon_rank_t)(pprev - 1) : TBON_RANK_NONE,
-                                       (tb_role_t)(flags >> 1), flags & 1, (uint32_t)inc,
-                                       (uint16_t)port);
-        if (rc == TBON_ENOMEM)
-            goto oom;
-        if (rc) {
-            fail(err, "rank %u repeats the name \"%s:%u\"", i,
-                 tb_topology_host_name(t, (uint32_t)hprev), (uint32_t)(base + d));
-            goto error;
-        }
-    }
+    if ((rc = read_nodes(col, t, n, nh, last, err)) != 0)
+        goto failed;
     free(last);
     last = NULL;
     if (tb_topology_load_finish(t, err) != 0)
         goto error;
     tb_error_clear(err);
     return t;
-truncated:
-    fail(err, "truncated");
-    goto error;
+failed:
+    if (rc != TBON_ENOMEM)
+        goto error;
 oom:
     tb_error_set(err, TBON_ENOMEM, "serialised topology: out of memory");
 error:

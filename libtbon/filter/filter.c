@@ -145,12 +145,57 @@ static int lookup(void *dl, const char *sym, void **addr, const char **why)
     return 0;
 }
 
-int tb_filter_reg_load(tb_filter_reg_t *r, const char *so_path, const char *func,
-                       int id, tbon_error_t *err)
+/* The plug-in's symbols into f (f->dl open): F and F_format_string (a
+ * valid format) required; F_get_FilterState, F_free_state and
+ * F_associative optional. 0, or TBON_EFILTER (err names what is wrong). */
+static int resolve(tb_filter_t *f, const char *so_path, const char *func, tbon_error_t *err)
 {
     char sym[TB_FILTER_MAX_NAME + 32];
     const char *why;
-    void *dl = NULL, *addr;
+    void *addr;
+    why = "the symbol is NULL";
+    if (lookup(f->dl, func, &addr, &why) || !addr) {
+        return tb_error_set(err, TBON_EFILTER, "%s: no filter function \"%s\": %s",
+                            so_path, func, why);
+    }
+    /* POSIX guarantees dlsym's data pointer converts to a function pointer;
+     * memcpy says so without a cast ISO C does not define. */
+    memcpy(&f->fn, &addr, sizeof addr);
+    snprintf(sym, sizeof sym, "%s_format_string", func);
+    why = "the symbol is NULL";
+    if (lookup(f->dl, sym, &addr, &why) || !addr) {
+        return tb_error_set(err, TBON_EFILTER, "%s: filter \"%s\" lacks \"%s\" "
+                            "(export: const char %s[] = \"...\"; \"\" accepts any "
+                            "format): %s", so_path, func, sym, sym, why);
+    }
+    f->format = addr;
+    {
+        tbon_error_t perr = {0};
+        if (tb_format_parse(f->format, NULL, 0, NULL, &perr) != 0) {
+            return tb_error_set(err, TBON_EFILTER, "%s: filter \"%s\": %s is not "
+                                "a valid format: %s", so_path, func, sym, perr.msg);
+        }
+    }
+    /* The optional two: absent means not state recoverable / free(). */
+    snprintf(sym, sizeof sym, "%s_get_FilterState", func);
+    if (lookup(f->dl, sym, &addr, &why) == 0 && addr)
+        memcpy(&f->get_state, &addr, sizeof addr);
+    snprintf(sym, sizeof sym, "%s_free_state", func);
+    if (lookup(f->dl, sym, &addr, &why) == 0 && addr)
+        memcpy(&f->free_state, &addr, sizeof addr);
+    /* Optional too: const int F_associative = 1 earns exact results when
+     * commnodes die (docs/filter-guide.md). */
+    snprintf(sym, sizeof sym, "%s_associative", func);
+    if (lookup(f->dl, sym, &addr, &why) == 0 && addr)
+        f->assoc = *(const int *)addr != 0;
+    return 0;
+}
+
+int tb_filter_reg_load(tb_filter_reg_t *r, const char *so_path, const char *func,
+                       int id, tbon_error_t *err)
+{
+    const char *why;
+    void *dl = NULL;
     tb_filter_t *f = NULL;
     int rc, old;
 
@@ -191,46 +236,8 @@ int tb_filter_reg_load(tb_filter_reg_t *r, const char *so_path, const char *func
     }
     f->dl = dl;
     dl = NULL;
-    why = "the symbol is NULL";
-    if (lookup(f->dl, func, &addr, &why) || !addr) {
-        rc = tb_error_set(err, TBON_EFILTER, "%s: no filter function \"%s\": %s",
-                          so_path, func, why);
+    if ((rc = resolve(f, so_path, func, err)) != 0)
         goto error;
-    }
-    /* POSIX guarantees dlsym's data pointer converts to a function pointer;
-     * memcpy says so without a cast ISO C does not define. */
-    memcpy(&f->fn, &addr, sizeof addr);
-    snprintf(sym, sizeof sym, "%s_format_string", func);
-    why = "the symbol is NULL";
-    if (lookup(f->dl, sym, &addr, &why) || !addr) {
-        rc = tb_error_set(err, TBON_EFILTER, "%s: filter \"%s\" lacks \"%s\" "
-                          "(export: const char %s[] = \"...\"; \"\" accepts any "
-                          "format): %s", so_path, func, sym, sym,
-                          why);
-        goto error;
-    }
-    f->format = addr;
-    {
-        tbon_error_t perr = {0};
-        if (tb_format_parse(f->format, NULL, 0, NULL, &perr) != 0) {
-            rc = tb_error_set(err, TBON_EFILTER, "%s: filter \"%s\": %s is not "
-                              "a valid format: %s", so_path, func, sym, perr.msg);
-            goto error;
-        }
-    }
-    /* The optional two: absent means not state recoverable / free(). */
-    snprintf(sym, sizeof sym, "%s_get_FilterState", func);
-    if (lookup(f->dl, sym, &addr, &why) == 0 && addr)
-        memcpy(&f->get_state, &addr, sizeof addr);
-    snprintf(sym, sizeof sym, "%s_free_state", func);
-    if (lookup(f->dl, sym, &addr, &why) == 0 && addr)
-        memcpy(&f->free_state, &addr, sizeof addr);
-    /* Optional too: const int F_associative = 1 earns exact results when
-     * commnodes die (docs/filter-guide.md). */
-    snprintf(sym, sizeof sym, "%s_associative", func);
-    if (lookup(f->dl, sym, &addr, &why) == 0 && addr)
-        f->assoc = *(const int *)addr != 0;
-
     if (!(f->name = strdup(func)) || !(f->path = strdup(so_path))) {
         rc = tb_error_set(err, TBON_ENOMEM, "out of memory loading %s", so_path);
         goto error;

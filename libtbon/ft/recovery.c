@@ -338,34 +338,13 @@ void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uin
 
 /* The streams we take part in, for the new parent to graft us into. */
 
-void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
+/* State composition after an adoption (seed 003 IV-C, V-B): each stream
+ * is grafted to the new parent, then for each state-recoverable filter its
+ * state goes up as ordinary input (an exact stream sends again what it
+ * keeps, node_exact.c). 1 if something held for the lost parent is lost. */
+static int compose_streams(tb_node_t *n)
 {
-    struct tb_ft *ft = n->ftst;
-    int64_t t0 = tb_now_us();
-    tbon_rank_t parent = c->u.adopted.parent;
-    tb_conn_t *conn = tb_conn_new(c->u.adopted.fd, parent, -1, TB_FRAME_MAX_DEFAULT);
-    if (!conn)
-        return;
-    c->u.adopted.fd = -1;
-    n->parent = conn;
-    tb_node_watch_conn(n, conn);
-    atomic_store(&n->parent_rank, parent);
-    ft->orphan = 0;
-    uint32_t inc = tb_topology_incarnation(n->topo, n->rank) + 1;
-    /* State composition (seed 003 IV-C, V-B): first the streams, then for
-     * each state-recoverable filter its state as ordinary input, then what
-     * was buffered meanwhile. */
     int lossy = 0;
-    /* A stream whose filter hung in the lost parent over what we sent
-     * (eds_watch.c): nothing we hold of it goes to the adopter, whose
-     * filter it would hang too. */
-    uint32_t hung[8];
-    size_t nhung = tb_eds_take_hung_streams(ft->eds, hung, 8);
-    for (size_t i = 0; i < nhung; i++) {
-        tb_stream_st_t *s = hung[i] < n->nstreams ? n->streams[hung[i]] : NULL;
-        if (s)
-            tb_ffault_set_hung_above(&s->ff, 1);
-    }
     for (size_t id = 0; id < n->nstreams; id++) {
         tb_stream_st_t *s = n->streams[id];
         if (!s)
@@ -403,10 +382,17 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
             lossy = 1;   /* what the lost parent held of our waves is gone */
         }
     }
-    /* What went up while we were orphaned: on a stream whose filter can
-     * compose state (idempotent, seed 003 IV-C) it goes up as it is; on any
-     * other it belongs to waves the tree has closed without us, and would
-     * land in later ones, so it is dropped and the loss reported. */
+    return lossy;
+}
+
+/* What went up while we were orphaned: on a stream whose filter can
+ * compose state (idempotent, seed 003 IV-C) it goes up as it is; on any
+ * other it belongs to waves the tree has closed without us, and would land
+ * in later ones, so it is dropped and the loss reported (1). */
+static int send_orphan_output(tb_node_t *n)
+{
+    struct tb_ft *ft = n->ftst;
+    int lossy = 0;
     while (ft->obuf.len) {
         struct obuf_ent x = *(struct obuf_ent *)tb_ring_at(&ft->obuf, 0);
         tb_ring_drop(&ft->obuf);
@@ -427,6 +413,36 @@ void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
         lossy = 1;      /* what we could not keep is gone */
         ft->odropped = 0;
     }
+    return lossy;
+}
+
+void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c)
+{
+    struct tb_ft *ft = n->ftst;
+    int64_t t0 = tb_now_us();
+    tbon_rank_t parent = c->u.adopted.parent;
+    tb_conn_t *conn = tb_conn_new(c->u.adopted.fd, parent, -1, TB_FRAME_MAX_DEFAULT);
+    if (!conn)
+        return;
+    c->u.adopted.fd = -1;
+    n->parent = conn;
+    tb_node_watch_conn(n, conn);
+    atomic_store(&n->parent_rank, parent);
+    ft->orphan = 0;
+    uint32_t inc = tb_topology_incarnation(n->topo, n->rank) + 1;
+    /* A stream whose filter hung in the lost parent over what we sent
+     * (eds_watch.c): nothing we hold of it goes to the adopter, whose
+     * filter it would hang too. */
+    uint32_t hung[8];
+    size_t nhung = tb_eds_take_hung_streams(ft->eds, hung, 8);
+    for (size_t i = 0; i < nhung; i++) {
+        tb_stream_st_t *s = hung[i] < n->nstreams ? n->streams[hung[i]] : NULL;
+        if (s)
+            tb_ffault_set_hung_above(&s->ff, 1);
+    }
+    /* First the streams and their states, then what was buffered meanwhile. */
+    int lossy = compose_streams(n);
+    lossy |= send_orphan_output(n);
     for (size_t id = 0; id < n->nstreams; id++)
         if (n->streams[id])
             tb_ffault_set_hung_above(&n->streams[id]->ff, 0);

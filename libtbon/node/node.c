@@ -139,6 +139,68 @@ static void parent_events_ended(tb_node_t *n)
         tb_node_parent_lost(n, "the event connection to the parent ended");
 }
 
+/* TB_CMD_FENCE: the EDS found child rank silent past its heartbeat. */
+static void on_fence(tb_node_t *n, tb_cmd_t *c)
+{
+    int i = tb_node_child_index(n, c->u.fence.rank);
+    if (i >= 0 && n->child[i].conn) {
+        char why[96];
+        snprintf(why, sizeof why, "no heartbeat for %d ms: fenced", c->u.fence.silent_ms);
+        tb_node_close_child(n, (size_t)i, why);
+        /* Fenced, it is stale: still ours to kill at the end if it is
+         * still there (stopped for good, say). */
+        n->child[i].released = 0;
+    }
+}
+
+/* TB_CMD_SEND: the application's packet, down (FE) or up (back-end). */
+static void on_send(tb_node_t *n, tb_cmd_t *c)
+{
+    if (n->role == TB_ROLE_FE)
+        tb_stream_down(n, c->u.send.stream, c->u.send.pkt, 0);
+    else {
+        tb_stream_keep(n, c->u.send.stream, c->u.send.pkt);
+        tb_node_to_parent(n, c->u.send.stream, c->u.send.pkt, 0, c->u.send.key);
+    }
+    c->u.send.pkt = NULL;
+}
+
+/* TB_CMD_FILTER: the FE's application loaded a plug-in filter. */
+static void on_filter(tb_node_t *n, tb_cmd_t *c)
+{
+    tbon_error_t err;
+    tb_ctl_filter_t f = { c->u.filter.id, c->u.filter.path, c->u.filter.func };
+    if (tb_filter_reg_load(n->filters, f.path, f.func, f.id, &err) < 0)
+        TB_ERROR("filter", "%s", err.msg);
+    else
+        tb_node_filter_loaded(n);
+    /* to every child: back-ends load plug-ins too (their state for an
+     * adoption, docs/filter-guide.md) */
+    for (size_t i = 0; i < n->nchild; i++)
+        if (n->child[i].conn)
+            tb_node_send_ctl(n, n->child[i].conn, TB_CTL_FILTER, tb_ctl_filter_encode(&f));
+}
+
+/* TB_CMD_FILTER_FAULT: a child's report of its hung filter, from its
+ * event connection: handled at the FE, passed up elsewhere. */
+static void on_filter_fault(tb_node_t *n, tb_cmd_t *c)
+{
+    tb_ctl_msg_t m;
+    tbon_error_t err;
+    if (tb_ctl_decode(TB_CTL_FILTER_FAULT, c->u.fault.pkt, &m, &err) != 0) {
+        TB_WARN("filter", "a child's word on its hung filter: %s", err.msg);
+    } else {
+        if (n->role == TB_ROLE_FE)
+            tb_stream_on_filter_fault(n, &m.u.filter_fault);
+        else if (n->parent)
+            tb_node_send_ctl(n, n->parent, TB_CTL_FILTER_FAULT,
+                             tbon_packet_ref(c->u.fault.pkt));
+        tb_ctl_free(TB_CTL_FILTER_FAULT, &m.u.filter_fault);
+    }
+    /* the child may end now: its report is ahead of its end here */
+    tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_FAULT_TAKEN, .u.rank = c->u.fault.from });
+}
+
 static void on_cmd(tb_node_t *n, tb_cmd_t *c)
 {
     if (c->bytes)
@@ -156,18 +218,9 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
     case TB_CMD_RELINK:
         tb_node_on_relink(n, c);
         break;
-    case TB_CMD_FENCE: {
-        int i = tb_node_child_index(n, c->u.fence.rank);
-        if (i >= 0 && n->child[i].conn) {
-            char why[96];
-            snprintf(why, sizeof why, "no heartbeat for %d ms: fenced", c->u.fence.silent_ms);
-            tb_node_close_child(n, (size_t)i, why);
-            /* Fenced, it is stale: still ours to kill at the end if it is
-             * still there (stopped for good, say). */
-            n->child[i].released = 0;
-        }
+    case TB_CMD_FENCE:
+        on_fence(n, c);
         break;
-    }
     case TB_CMD_ADOPTED:
         /* The lost parent's data connection may not have ended here yet. */
         if (n->parent && n->parent->rank == c->u.adopted.lost)
@@ -188,13 +241,7 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
         tb_node_child_dead(n, c->u.child_exit.rank, "its process exited");
         break;
     case TB_CMD_SEND:
-        if (n->role == TB_ROLE_FE)
-            tb_stream_down(n, c->u.send.stream, c->u.send.pkt, 0);
-        else {
-            tb_stream_keep(n, c->u.send.stream, c->u.send.pkt);
-            tb_node_to_parent(n, c->u.send.stream, c->u.send.pkt, 0, c->u.send.key);
-        }
-        c->u.send.pkt = NULL;
+        on_send(n, c);
         break;
     case TB_CMD_STREAM:
         tb_stream_create(n, c->u.stream.id, c->u.stream.up, c->u.stream.sync,
@@ -205,37 +252,12 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
         tb_stream_set_params(n, c->u.params.stream, c->u.params.which, c->u.params.pkt);
         c->u.params.pkt = NULL;
         break;
-    case TB_CMD_FILTER: {
-        tbon_error_t err;
-        tb_ctl_filter_t f = { c->u.filter.id, c->u.filter.path, c->u.filter.func };
-        if (tb_filter_reg_load(n->filters, f.path, f.func, f.id, &err) < 0)
-            TB_ERROR("filter", "%s", err.msg);
-        else
-            tb_node_filter_loaded(n);
-        /* to every child: back-ends load plug-ins too (their state for an
-         * adoption, docs/filter-guide.md) */
-        for (size_t i = 0; i < n->nchild; i++)
-            if (n->child[i].conn)
-                tb_node_send_ctl(n, n->child[i].conn, TB_CTL_FILTER, tb_ctl_filter_encode(&f));
+    case TB_CMD_FILTER:
+        on_filter(n, c);
         break;
-    }
-    case TB_CMD_FILTER_FAULT: {
-        tb_ctl_msg_t m;
-        tbon_error_t err;
-        if (tb_ctl_decode(TB_CTL_FILTER_FAULT, c->u.fault.pkt, &m, &err) != 0) {
-            TB_WARN("filter", "a child's word on its hung filter: %s", err.msg);
-        } else {
-            if (n->role == TB_ROLE_FE)
-                tb_stream_on_filter_fault(n, &m.u.filter_fault);
-            else if (n->parent)
-                tb_node_send_ctl(n, n->parent, TB_CTL_FILTER_FAULT,
-                                 tbon_packet_ref(c->u.fault.pkt));
-            tb_ctl_free(TB_CTL_FILTER_FAULT, &m.u.filter_fault);
-        }
-        /* the child may end now: its report is ahead of its end here */
-        tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_FAULT_TAKEN, .u.rank = c->u.fault.from });
+    case TB_CMD_FILTER_FAULT:
+        on_filter_fault(n, c);
         break;
-    }
     case TB_CMD_STREAM_END:
         tb_stream_end(n, c->u.stream_end.id);
         break;
@@ -567,6 +589,84 @@ int tb_node_start(tb_node_t *n)
     return 0;
 }
 
+/* The default limit of a plug-in filter call (ms): $TBON_FILTER_LIMIT_MS,
+ * else 5000. */
+static int filter_limit_default(void)
+{
+    const char *fl = getenv("TBON_FILTER_LIMIT_MS");
+    char *fend = NULL;
+    long flv = fl && *fl ? strtol(fl, &fend, 10) : -1;
+    if (fl && *fl && (*fend || flv < 0 || flv > INT32_MAX)) {
+        TB_WARN("filter", "TBON_FILTER_LIMIT_MS=%s is not a number of ms: 5000 it is", fl);
+        flv = -1;
+    }
+    return flv >= 0 ? (int)flv : 5000;
+}
+
+/* The node's locks, filters, children slots, loop and timers (n->topo and
+ * n->rank set). 0, or TBON_ENOMEM (what could not be made is NULL). */
+static int node_parts(tb_node_t *n)
+{
+    pthread_mutex_init(&n->qmu, NULL);
+    pthread_mutex_init(&n->fw.mu, NULL);
+    n->fw_default = filter_limit_default();
+    pthread_cond_init(&n->bcond, NULL);
+    n->filters = tb_filter_reg_new();
+    size_t nc;
+    const tbon_rank_t *kids = tb_topology_children(n->topo, n->rank, &nc);
+    n->child = calloc(nc ? nc : 1, sizeof *n->child);
+    n->loop = tb_loop_new(on_mail, n);
+    n->start_timer = (tb_timer_t){ .fn = on_start_timer, .arg = n };
+    n->shutdown_timer = (tb_timer_t){ .fn = on_shutdown_timer, .arg = n };
+    n->conn_io = on_conn_io;
+    n->lost = tb_node_peer_lost;
+    n->start_lost = tb_node_child_lost_at_start;
+    n->late_timer = (tb_timer_t){ .fn = on_late_timer, .arg = n };
+    n->ft_timer = (tb_timer_t){ .fn = on_ft_timer, .arg = n };
+    n->link_timer = (tb_timer_t){ .fn = on_link_timer, .arg = n };
+    tb_node_links_init(n);
+    if (!n->filters || !n->child || !n->loop)
+        return TBON_ENOMEM;
+    n->nchild = n->nsorted = nc;
+    n->capchild = nc ? nc : 1;
+    for (size_t i = 0; i < nc; i++) {
+        n->child[i].rank = kids[i];
+        n->child[i].is_be = tb_topology_role(n->topo, kids[i]) == TB_ROLE_BE;
+    }
+    return 0;
+}
+
+/* The start-up begins (fault tolerance started): our port to the parent,
+ * the start deadline, the children launched, the attach file. 0, or an
+ * error (err) that ends the node: the FE's own launch failing (below the
+ * FE a launch failure goes up by name instead). */
+static int node_begin(tb_node_t *n, tbon_error_t *err)
+{
+    const tb_node_config_t *cfg = &n->cfg;
+    n->total = tb_topology_size(n->topo);
+    if (n->parent)
+        tb_node_send_ctl(n, n->parent, TB_CTL_PORT,
+                         tb_ctl_port_encode(&(tb_ctl_port_t){ n->rank, n->port }));
+    else
+        tb_topology_set_port(n->topo, n->rank, n->port);
+    n->start_deadline = tb_now_ms() + (cfg->startup_timeout_ms > 0 ? cfg->startup_timeout_ms : 30000);
+    tb_timer_at(n->loop, &n->start_timer, n->start_deadline);
+    if (n->role == TB_ROLE_BE)
+        tb_node_enter(n, TB_LIFE_RUNNING);   /* a back-end is ready once connected */
+    if (!cfg->given_links && tb_node_launch_children(n, err)) {
+        if (!n->parent)
+            return err && err->code ? err->code : TBON_ELAUNCH;
+        /* Below the FE, a failure travels up to it by name; the children
+         * already started are reaped when the FE ends the session. */
+        tb_node_fail(n, err ? err->code : TBON_ELAUNCH, "%s", err ? err->msg : "launch failed");
+    }
+    if (n->role == TB_ROLE_FE)
+        tb_node_write_attach(n);
+    if (cfg->joined)
+        tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_JOINED }); /* the parent sends a view */
+    return 0;
+}
+
 tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tbon_error_t *err)
 {
     if (!cfg->ft) {
@@ -602,40 +702,9 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
         n->lfd = cfg->listen_fd;
         n->port = cfg->port;
     }
-    pthread_mutex_init(&n->qmu, NULL);
-    pthread_mutex_init(&n->fw.mu, NULL);
-    const char *fl = getenv("TBON_FILTER_LIMIT_MS");
-    char *fend = NULL;
-    long flv = fl && *fl ? strtol(fl, &fend, 10) : -1;
-    if (fl && *fl && (*fend || flv < 0 || flv > INT32_MAX)) {
-        TB_WARN("filter", "TBON_FILTER_LIMIT_MS=%s is not a number of ms: 5000 it is", fl);
-        flv = -1;
-    }
-    n->fw_default = flv >= 0 ? (int)flv : 5000;
-    pthread_cond_init(&n->bcond, NULL);
-    n->filters = tb_filter_reg_new();
-    size_t nc;
-    const tbon_rank_t *kids = tb_topology_children(n->topo, n->rank, &nc);
-    n->child = calloc(nc ? nc : 1, sizeof *n->child);
-    n->loop = tb_loop_new(on_mail, n);
-    n->start_timer = (tb_timer_t){ .fn = on_start_timer, .arg = n };
-    n->shutdown_timer = (tb_timer_t){ .fn = on_shutdown_timer, .arg = n };
-    n->conn_io = on_conn_io;
-    n->lost = tb_node_peer_lost;
-    n->start_lost = tb_node_child_lost_at_start;
-    n->late_timer = (tb_timer_t){ .fn = on_late_timer, .arg = n };
-    n->ft_timer = (tb_timer_t){ .fn = on_ft_timer, .arg = n };
-    n->link_timer = (tb_timer_t){ .fn = on_link_timer, .arg = n };
-    tb_node_links_init(n);
-    if (!n->filters || !n->child || !n->loop) {
+    if (node_parts(n) != 0) {
         tb_error_set(err, TBON_ENOMEM, "cannot set up the reactor: %s", strerror(errno));
         goto error;
-    }
-    n->nchild = n->nsorted = nc;
-    n->capchild = nc ? nc : 1;
-    for (size_t i = 0; i < nc; i++) {
-        n->child[i].rank = kids[i];
-        n->child[i].is_be = tb_topology_role(n->topo, kids[i]) == TB_ROLE_BE;
     }
     if (cfg->parent_fd >= 0) {
         n->parent = tb_conn_new(cfg->parent_fd, tb_topology_parent(n->topo, n->rank), -1,
@@ -651,7 +720,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
          * EDS's part; no port, no notices, no EDS thread. */
         if (cfg->parent_event_fd >= 0)
             close(cfg->parent_event_fd);
-    } else if (nc > 0 && !cfg->listening) {
+    } else if (n->nchild > 0 && !cfg->listening) {
         n->lfd = tb_sock_listen(&n->port, err);
         if (n->lfd < 0)
             goto error;
@@ -660,27 +729,8 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
      * socket and the EDS thread, which takes n->lfd (set to -1). */
     if (n->ft->start(n, err))
         goto error;
-    n->total = tb_topology_size(n->topo);
-    if (n->parent)
-        tb_node_send_ctl(n, n->parent, TB_CTL_PORT,
-                         tb_ctl_port_encode(&(tb_ctl_port_t){ n->rank, n->port }));
-    else
-        tb_topology_set_port(n->topo, n->rank, n->port);
-    n->start_deadline = tb_now_ms() + (cfg->startup_timeout_ms > 0 ? cfg->startup_timeout_ms : 30000);
-    tb_timer_at(n->loop, &n->start_timer, n->start_deadline);
-    if (n->role == TB_ROLE_BE)
-        tb_node_enter(n, TB_LIFE_RUNNING);   /* a back-end is ready once connected */
-    if (!cfg->given_links && tb_node_launch_children(n, err)) {
-        if (!n->parent)
-            goto error;
-        /* Below the FE, a failure travels up to it by name; the children
-         * already started are reaped when the FE ends the session. */
-        tb_node_fail(n, err ? err->code : TBON_ELAUNCH, "%s", err ? err->msg : "launch failed");
-    }
-    if (n->role == TB_ROLE_FE)
-        tb_node_write_attach(n);
-    if (cfg->joined)
-        tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_JOINED }); /* the parent sends a view */
+    if (node_begin(n, err) != 0)
+        goto error;
     tb_node_check_ready(n);
     return n;
 error:

@@ -240,6 +240,80 @@ static int gap_settled(tb_node_t *n, tb_stream_st_t *s, uint64_t e, int cut)
     return 1;
 }
 
+/* The smallest key at the head of any child's queue. */
+static uint64_t next_wave_key(const tb_node_t *n, const tb_stream_st_t *s)
+{
+    uint64_t key = UINT64_MAX;
+    for (size_t i = 0; i < n->nchild; i++)
+        if (s->q[i].units && head_key(&s->q[i]) < key)
+            key = head_key(&s->q[i]);
+    return key;
+}
+
+/* Whether the wave of key is complete: every live child that takes part
+ * and owes this wave has a unit queued. A dead child's queued units still
+ * count, but it is not waited for; neither is an adopted child for the
+ * requests it never got (docs/protocol.md 8.4). */
+static int wave_complete(const tb_node_t *n, const tb_stream_st_t *s, uint64_t key)
+{
+    for (size_t i = 0; i < n->nchild; i++)
+        if (s->part[i] && n->child[i].conn && !n->child[i].suspect && !s->q[i].units &&
+            owes(s, i, key))
+            return 0;
+    return 1;
+}
+
+/* Take the units of key off the children's queues into in[], unit u
+ * beginning at in[start[u]]; the number of packets (*nunit: of units).
+ * *who: the children that took part (for the debug line). */
+static size_t take_units(tb_node_t *n, tb_stream_st_t *s, uint64_t key, tbon_packet_t **in,
+                         size_t *start, size_t *nunit, uint64_t *who)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n->nchild; i++) {
+        if (!s->q[i].units || head_key(&s->q[i]) != key)
+            continue;
+        start[(*nunit)++] = k;
+        *who |= i < 64 ? (uint64_t)1 << i : 0;
+        int more = 1;
+        size_t before = s->q[i].bytes, before_open = s->q[i].open_bytes;
+        while (more && s->q[i].ring.len) {
+            tbon_packet_t *p = pq_pop(&s->q[i], &more);
+            if (p)
+                in[k++] = p;
+        }
+        n->child[i].qbytes -= before - s->q[i].bytes;
+        n->child[i].qbytes_open -= before_open - s->q[i].open_bytes;
+        if (!s->q[i].units)
+            s->nonempty--;
+    }
+    return k;
+}
+
+/* The wave of key is closed here (its k packets taken): its deadline
+ * goes, and at the FE its request's number is noted for its expected
+ * back-ends; its kept requests go (an exact stream keeps them below the FE
+ * until the FE has the wave: an orphan adopted here later may not have
+ * had them). */
+static void close_wave(tb_node_t *n, tb_stream_st_t *s, uint64_t key, size_t k, uint64_t who)
+{
+    set_deadline(n, s, 0);
+    TB_DEBUG("wave", "stream %u: wave %llu.%llu of %zu packets, children %#llx; %zu still "
+             "have units", s->id, (unsigned long long)(key >> 24),
+             (unsigned long long)(key & 0xffffff), k, (unsigned long long)who, s->nonempty);
+    s->closed = key;
+    s->has_closed = 1;
+    if (n->role == TB_ROLE_FE) {
+        uint64_t at;
+        if (tb_reqs_find(s, key >> 24, &at))
+            tb_cover_wave(s, key >> 24, at);
+        else
+            tb_cover_wave(s, 0, 0);
+    }
+    if (!s->exact || n->role == TB_ROLE_FE)
+        tb_reqs_trim(s, key >> 24);
+}
+
 /* Collect waves while one is complete (or, cut = 1, take what is there). A
  * wave is the units with the smallest key at the head of any child's queue
  * (docs/protocol.md 8.4); it is complete when every child that counts has a
@@ -252,27 +326,15 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
     size_t stacku[65];
     int fe_exact = s->exact && n->role == TB_ROLE_FE;
     while (s->nonempty > 0) {
-        uint64_t key = UINT64_MAX;
-        size_t total = s->extra.n;
-        for (size_t i = 0; i < n->nchild; i++)
-            if (s->q[i].units && head_key(&s->q[i]) < key)
-                key = head_key(&s->q[i]);
-        /* Complete when every live child that takes part and owes this wave
-         * has a unit queued. A dead child's queued units still count, but it
-         * is not waited for; neither is an adopted child for the requests it
-         * never got (docs/protocol.md 8.4). */
-        int missing = 0;
-        for (size_t i = 0; i < n->nchild && !cut && !missing; i++)
-            missing = s->part[i] && n->child[i].conn && !n->child[i].suspect &&
-                      !s->q[i].units && owes(s, i, key);
-        if (missing || !gap_settled(n, s, key >> 24, cut))
+        uint64_t key = next_wave_key(n, s);
+        if ((!cut && !wave_complete(n, s, key)) || !gap_settled(n, s, key >> 24, cut))
             break;
         /* An exact stream's wave that lacks back-ends a failure being
          * repaired may bring back waits (node_exact.c). */
         if (fe_exact && !cut && tb_exact_hold(n, s, key))
             break;
         size_t nlate = fe_exact ? tb_exact_count_late(s, key) : 0, nunit = nlate;
-        total += nlate;
+        size_t total = s->extra.n + nlate;
         for (size_t i = 0; i < n->nchild; i++)
             if (s->q[i].units && head_key(&s->q[i]) == key) {
                 total += s->q[i].ring.len;
@@ -287,26 +349,9 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
                 free(start);
             return;
         }
-        size_t k = 0;
         nunit = 0;              /* counted again as the units are taken */
-        uint64_t who = 0;       /* for the debug line: which children took part */
-        for (size_t i = 0; i < n->nchild; i++) {
-            if (!s->q[i].units || head_key(&s->q[i]) != key)
-                continue;
-            start[nunit++] = k;
-            who |= i < 64 ? (uint64_t)1 << i : 0;
-            int more = 1;
-            size_t before = s->q[i].bytes, before_open = s->q[i].open_bytes;
-            while (more && s->q[i].ring.len) {
-                tbon_packet_t *p = pq_pop(&s->q[i], &more);
-                if (p)
-                    in[k++] = p;
-            }
-            n->child[i].qbytes -= before - s->q[i].bytes;
-            n->child[i].qbytes_open -= before_open - s->q[i].open_bytes;
-            if (!s->q[i].units)
-                s->nonempty--;
-        }
+        uint64_t who = 0;
+        size_t k = take_units(n, s, key, in, start, &nunit, &who);
         for (size_t j = 0; j < s->extra.n; j++)
             in[k++] = s->extra.v[j];
         s->extra.n = 0;
@@ -320,25 +365,7 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
                 start[nunit++] = j;
             k = tb_exact_disjoint(n, s, in, k, start, nunit);
         }
-        set_deadline(n, s, 0);
-        TB_DEBUG("wave", "stream %u: wave %llu.%llu of %zu packets, children %#llx; %zu still "
-                 "have units", s->id, (unsigned long long)(key >> 24),
-                 (unsigned long long)(key & 0xffffff), k, (unsigned long long)who, s->nonempty);
-        s->closed = key;
-        s->has_closed = 1;
-        if (n->role == TB_ROLE_FE) {
-            /* the wave of this request is delivered next: its number among
-             * all streams' requests, for its expected back-ends */
-            uint64_t at;
-            if (tb_reqs_find(s, key >> 24, &at))
-                tb_cover_wave(s, key >> 24, at);
-            else
-                tb_cover_wave(s, 0, 0);
-        }
-        /* An exact stream keeps its requests until the FE has the wave: an
-         * orphan adopted here later may not have had them. */
-        if (!s->exact || n->role == TB_ROLE_FE)
-            tb_reqs_trim(s, key >> 24);
+        close_wave(n, s, key, k, who);
         run_up(n, s, in, k, key);
         if (fe_exact)
             tb_exact_delivered(n, s, key);
