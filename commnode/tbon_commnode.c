@@ -143,6 +143,82 @@ static int usage_error(const char *fmt, const char *what)
     return 2;
 }
 
+/* Joined (j filled in: launched, or by --join with its listening socket
+ * lfd and port): the log, the parent's connections and its launch
+ * instructions, then the node runs until the session ends. The exit
+ * status. */
+static int run_node(tb_join_t *jp, const char *join_file, int lfd, uint16_t port)
+{
+    tbon_error_t err = { 0 };
+    tb_join_t j = *jp;
+    tb_log_set_identity(j.rank, "commnode");
+    char dir[PATH_MAX], path[PATH_MAX + 32];
+    if (tb_log_session_dir(j.session.id, dir, sizeof dir) == 0) {
+        snprintf(path, sizeof path, "%s/commnode-%u.log", dir, j.rank);
+        tb_log_to_file(path);
+    }
+    if (join_file)
+        TB_INFO("join", "the front-end gave us rank %u (incarnation %u) under %s:%u", j.rank,
+                j.inc, j.parent_host, (unsigned)j.parent_port);
+    if (tb_join_connect(&j, TB_ROLE_COMMNODE, join_file ? TB_PURPOSE_ATTACH : TB_PURPOSE_DATA,
+                        &err)) {
+        if (lfd >= 0)
+            close(lfd);
+        STARTUP_ERROR("rank %u: cannot join the parent at %s:%u: %s", j.rank, j.parent_host,
+                      (unsigned)j.parent_port, err.msg);
+        tb_join_release(&j);
+        return 1;
+    }
+    tb_ctl_launch_t launch;
+    if (tb_ctl_launch_decode(j.launch, &launch, &err)) {
+        STARTUP_ERROR("rank %u: bad launch instructions from the parent: %s", j.rank, err.msg);
+        tb_join_release(&j);
+        if (lfd >= 0)
+            close(lfd);
+        return 1;
+    }
+    const char *cn = launch.commnode, *bexe = launch.backend_exe, *rsh = launch.rsh;
+    const char **argvz = calloc(launch.nargv + 1, sizeof *argvz);
+    for (size_t i = 0; argvz && i < launch.nargv; i++)
+        argvz[i] = launch.argv[i];
+    char self[PATH_MAX];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[sl > 0 ? sl : 0] = 0;
+    tb_node_config_t cfg = {
+        .ft = &tb_ft_ops,
+        .role = TB_ROLE_COMMNODE, .rank = j.rank, .topo = j.topo, .session = j.session,
+        .commnode_path = strcmp(cn, "-") == 0 ? NULL : *cn ? cn : self,
+        .backend_exe = *bexe ? bexe : NULL,
+        .backend_argv = argvz, .rsh = *rsh ? rsh : NULL,
+        .startup_timeout_ms = j.timeout_ms,
+        .parent_fd = j.data_fd, .parent_event_fd = j.event_fd, .fatal = node_fatal,
+        .joined = join_file != NULL, .listening = lfd >= 0, .listen_fd = lfd, .port = port,
+    };
+    j.topo = NULL;
+    j.data_fd = j.event_fd = -1;
+    tb_node_t *n = argvz ? tb_node_new(&cfg, NULL, &err) : NULL;
+    if (!argvz && lfd >= 0)
+        close(lfd);
+    int rc = 0;
+    if (!n) {
+        STARTUP_ERROR("rank %u: %s", j.rank, err.msg);
+        rc = 1;
+    } else if (tb_join_connect_event(&j, TB_ROLE_COMMNODE, &err) != 0) {
+        STARTUP_ERROR("rank %u: no event connection to the parent: %s", j.rank, err.msg);
+        tb_node_destroy(n);
+        rc = 1;
+    } else {
+        tb_node_watch_parent(n, j.event_fd);
+        j.event_fd = -1;
+        tb_node_run(n);
+        tb_node_destroy(n);
+    }
+    tb_join_release(&j);
+    free(argvz);
+    tb_ctl_free(TB_CTL_LAUNCH, &launch);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     tbon_error_t err = { 0 };
@@ -223,70 +299,5 @@ int main(int argc, char **argv)
         return 2;
     }
     free(largv);
-    tb_log_set_identity(j.rank, "commnode");
-    char dir[PATH_MAX], path[PATH_MAX + 32];
-    if (tb_log_session_dir(j.session.id, dir, sizeof dir) == 0) {
-        snprintf(path, sizeof path, "%s/commnode-%u.log", dir, j.rank);
-        tb_log_to_file(path);
-    }
-    if (join_file)
-        TB_INFO("join", "the front-end gave us rank %u (incarnation %u) under %s:%u", j.rank,
-                j.inc, j.parent_host, (unsigned)j.parent_port);
-    if (tb_join_connect(&j, TB_ROLE_COMMNODE, join_file ? TB_PURPOSE_ATTACH : TB_PURPOSE_DATA,
-                        &err)) {
-        if (lfd >= 0)
-            close(lfd);
-        STARTUP_ERROR("rank %u: cannot join the parent at %s:%u: %s", j.rank, j.parent_host,
-                      (unsigned)j.parent_port, err.msg);
-        tb_join_release(&j);
-        return 1;
-    }
-    tb_ctl_launch_t launch;
-    if (tb_ctl_launch_decode(j.launch, &launch, &err)) {
-        STARTUP_ERROR("rank %u: bad launch instructions from the parent: %s", j.rank, err.msg);
-        tb_join_release(&j);
-        if (lfd >= 0)
-            close(lfd);
-        return 1;
-    }
-    const char *cn = launch.commnode, *bexe = launch.backend_exe, *rsh = launch.rsh;
-    const char **argvz = calloc(launch.nargv + 1, sizeof *argvz);
-    for (size_t i = 0; argvz && i < launch.nargv; i++)
-        argvz[i] = launch.argv[i];
-    char self[PATH_MAX];
-    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
-    self[sl > 0 ? sl : 0] = 0;
-    tb_node_config_t cfg = {
-        .ft = &tb_ft_ops,
-        .role = TB_ROLE_COMMNODE, .rank = j.rank, .topo = j.topo, .session = j.session,
-        .commnode_path = strcmp(cn, "-") == 0 ? NULL : *cn ? cn : self,
-        .backend_exe = *bexe ? bexe : NULL,
-        .backend_argv = argvz, .rsh = *rsh ? rsh : NULL,
-        .startup_timeout_ms = j.timeout_ms,
-        .parent_fd = j.data_fd, .parent_event_fd = j.event_fd, .fatal = node_fatal,
-        .joined = join_file != NULL, .listening = lfd >= 0, .listen_fd = lfd, .port = port,
-    };
-    j.topo = NULL;
-    j.data_fd = j.event_fd = -1;
-    tb_node_t *n = argvz ? tb_node_new(&cfg, NULL, &err) : NULL;
-    if (!argvz && lfd >= 0)
-        close(lfd);
-    int rc = 0;
-    if (!n) {
-        STARTUP_ERROR("rank %u: %s", j.rank, err.msg);
-        rc = 1;
-    } else if (tb_join_connect_event(&j, TB_ROLE_COMMNODE, &err) != 0) {
-        STARTUP_ERROR("rank %u: no event connection to the parent: %s", j.rank, err.msg);
-        tb_node_destroy(n);
-        rc = 1;
-    } else {
-        tb_node_watch_parent(n, j.event_fd);
-        j.event_fd = -1;
-        tb_node_run(n);
-        tb_node_destroy(n);
-    }
-    tb_join_release(&j);
-    free(argvz);
-    tb_ctl_free(TB_CTL_LAUNCH, &launch);
-    return rc;
+    return run_node(&j, join_file, lfd, port);
 }

@@ -84,6 +84,8 @@ static const char *const kinds[] = { "int", "int32", "double", "set", "array" };
 
 /* ---- messages ---- */
 
+static void usage_env(FILE *f);
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -170,7 +172,15 @@ static void usage(FILE *f)
 "other filters in dontwait/timeout mode the number of answers in a result is\n"
 "not known, so a wave ends after --idle ms without a result. Progress, notes\n"
 "and errors go to stderr.\n"
-"\n"
+"\n",
+            TAG_REQUEST);
+    usage_env(f);
+}
+
+/* The usage's second half: environment, exit status, examples. */
+static void usage_env(FILE *f)
+{
+    fputs(
 "Environment:\n"
 "  TBON_LOG=error|warn|info|debug   library log level (default warn); the\n"
 "                                   commnodes log to files in TBON_LOG_DIR,\n"
@@ -191,7 +201,7 @@ static void usage(FILE *f)
 "  " PROG " -t my.top -b tbon_example_be -f avg --json\n"
 "  " PROG " -t my.top -b tbon_example_be -f null -s dontwait\n"
 "  " PROG " -t my.top -b ./my_be -f ./my_filter.so:my_sum -- --my-be-option\n",
-            TAG_REQUEST);
+          f);
 }
 
 /* A bad command line: say which argument and how to get help; exit 2. */
@@ -294,6 +304,8 @@ static void add_env(struct cli *c, const char *arg)
     c->env = v;
 }
 
+static void check_args(struct cli *c, const char *first);
+
 static void parse_args(struct cli *c, int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -380,7 +392,13 @@ static void parse_args(struct cli *c, int argc, char **argv)
         usage_error("unexpected argument '%s' (back-end arguments go after --)",
                     argv[optind]);
     c->be_argv = argv + optind;   /* argv[argc] is NULL */
+    check_args(c, optind < argc ? argv[optind] : NULL);
+}
 
+/* The options taken together (first: the first back-end argument, or
+ * NULL); the defaults that depend on them. Exits 2 on a bad combination. */
+static void check_args(struct cli *c, const char *first)
+{
     if (!c->topology && !c->slurm)
         usage_error("missing -t TOPOLOGY (or --slurm inside a Slurm allocation)");
     if (c->topology && c->slurm)
@@ -391,9 +409,9 @@ static void parse_args(struct cli *c, int argc, char **argv)
         usage_error("--fanout and --be-per-node go with --slurm");
     if (!c->attach && !c->backend)
         usage_error("missing -b BACKEND (or --attach FILE)");
-    if (c->attach && !c->backend && optind < argc)
+    if (c->attach && !c->backend && first)
         usage_error("unexpected argument '%s': no back-ends are launched in attach "
-                    "mode", argv[optind]);
+                    "mode", first);
     parse_filter(c);
     if (c->idle_ms < 0) {
         c->idle_ms = 2000;

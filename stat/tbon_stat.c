@@ -487,6 +487,112 @@ static void exe_of_first(const int32_t *pids, size_t n, char *out, size_t cap)
     }
 }
 
+/* What a back-end found (TAG_DISCOVER's answer), a column per field. */
+struct found {
+    int32_t *pids, *ranks, *sizes;
+    uint32_t *tsteps, *states;
+    size_t n;
+};
+
+/* Room for cap tasks (states zeroed): 0, or TBON_ENOMEM. */
+static int found_alloc(struct found *f, size_t cap)
+{
+    size_t c = cap ? cap : 1;
+    f->pids = malloc(c * sizeof *f->pids);
+    f->ranks = malloc(c * sizeof *f->ranks);
+    f->sizes = malloc(c * sizeof *f->sizes);
+    f->tsteps = malloc(c * sizeof *f->tsteps);
+    f->states = calloc(c, sizeof *f->states);
+    f->n = 0;
+    return f->pids && f->ranks && f->sizes && f->tsteps && f->states ? 0 : TBON_ENOMEM;
+}
+
+static void found_free(struct found *f)
+{
+    free(f->pids);
+    free(f->ranks);
+    free(f->sizes);
+    free(f->tsteps);
+    free(f->states);
+}
+
+/* The tasks of job on this node (steps[0..nsteps) or all, never this
+ * back-end's own step). A trouble that leaves tasks unknown goes in note. */
+static int found_job(struct found *f, uint32_t job, const uint32_t *steps, size_t nsteps,
+                     const char *self, char *note, size_t notelen)
+{
+    char err[512] = "";
+    pid_t *allowed = NULL;
+    size_t nallowed = 0, n = 0;
+    if (st_job_listpids(job, &allowed, &nallowed, err, sizeof err) != 0) {
+        snprintf(note, notelen, "%s; tasks taken from their environment alone", err);
+        allowed = NULL;
+    }
+    /* This back-end's own step is never a target. */
+    const char *mj = getenv("SLURM_JOB_ID"), *ms = getenv("SLURM_STEP_ID");
+    uint32_t skip = ST_STEP_NONE;
+    if (mj && ms && strtoul(mj, NULL, 10) == job)
+        skip = (uint32_t)strtoul(ms, NULL, 10);
+    st_jtask_t *jt = NULL;
+    int rc = st_job_scan(job, steps, nsteps, skip, note[0] ? NULL : allowed,
+                         note[0] ? 0 : nallowed, self, &jt, &n, err, sizeof err);
+    free(allowed);
+    if (rc != 0) {
+        snprintf(note, notelen, "%s", err);
+        n = 0;
+    }
+    rc = found_alloc(f, n);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        f->pids[i] = jt[i].pid;
+        f->ranks[i] = jt[i].rank;
+        f->sizes[i] = jt[i].size;
+        f->tsteps[i] = jt[i].step;
+    }
+    f->n = rc == 0 ? n : 0;
+    free(jt);
+    return rc;
+}
+
+/* The pids of want[] whose owner is me: each one's rank and size from its
+ * environment, and whether it is gone. */
+static int found_pids(struct found *f, const int32_t *want, const uint32_t *owner,
+                      size_t nwant, tbon_rank_t me)
+{
+    size_t cnt = 0;
+    for (size_t i = 0; i < nwant; i++)
+        cnt += owner[i] == me;
+    if (found_alloc(f, cnt) != 0)
+        return TBON_ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < nwant; i++) {
+        if (owner[i] != me)
+            continue;
+        size_t len = 0;
+        char *env = st_proc_environ((pid_t)want[i], &len);
+        f->pids[n] = want[i];
+        f->ranks[n] = f->sizes[n] = -1;
+        f->tsteps[n] = ST_STEP_NONE;
+        if (env) {
+            st_env_rank(env, len, &f->ranks[n], &f->sizes[n]);
+            const char *sid = st_env_get(env, len, "SLURM_STEP_ID");
+            if (sid)
+                f->tsteps[n] = (uint32_t)strtoul(sid, NULL, 10);
+            free(env);
+        }
+        /* Gone, or a zombie (no environment, no stack): not there. */
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/exe", (int)want[i]);
+        struct stat sb;
+        if (kill((pid_t)want[i], 0) != 0 && errno == ESRCH)
+            f->states[n] = FOUND_GONE;
+        else if (stat(path, &sb) != 0 && errno == ENOENT)
+            f->states[n] = FOUND_GONE;
+        n++;
+    }
+    f->n = n;
+    return 0;
+}
+
 /* TAG_DISCOVER: which tasks are here. With a job id, the job's tasks on this
  * node (steps[] or all, never this back-end's own step); without, the state
  * of the pids owned by me. The answer (FMT_FOUND) names me, so that the
@@ -502,91 +608,17 @@ static int be_discover(tbon_stream_t *s, tbon_packet_t *p, tbon_rank_t me, const
                 tbon_packet_format(p));
         return TBON_EFORMAT;
     }
-    char note[600] = "", err[512] = "";
-    int32_t *pids = NULL, *ranks = NULL, *sizes = NULL;
-    uint32_t *tsteps = NULL, *states = NULL;
-    size_t n = 0;
-    int rc = 0;
-    if (job) {
-        pid_t *allowed = NULL;
-        size_t nallowed = 0;
-        if (st_job_listpids(job, &allowed, &nallowed, err, sizeof err) != 0) {
-            snprintf(note, sizeof note, "%s; tasks taken from their environment alone", err);
-            allowed = NULL;
-        }
-        /* This back-end's own step is never a target. */
-        const char *mj = getenv("SLURM_JOB_ID"), *ms = getenv("SLURM_STEP_ID");
-        uint32_t skip = ST_STEP_NONE;
-        if (mj && ms && strtoul(mj, NULL, 10) == job)
-            skip = (uint32_t)strtoul(ms, NULL, 10);
-        st_jtask_t *jt = NULL;
-        rc = st_job_scan(job, steps, nsteps, skip, note[0] ? NULL : allowed,
-                         note[0] ? 0 : nallowed, self, &jt, &n, err, sizeof err);
-        free(allowed);
-        if (rc != 0) {
-            snprintf(note, sizeof note, "%s", err);
-            n = 0;
-            rc = 0;
-        }
-        pids = malloc((n ? n : 1) * sizeof *pids);
-        ranks = malloc((n ? n : 1) * sizeof *ranks);
-        sizes = malloc((n ? n : 1) * sizeof *sizes);
-        tsteps = malloc((n ? n : 1) * sizeof *tsteps);
-        states = calloc(n ? n : 1, sizeof *states);
-        for (size_t i = 0; pids && ranks && sizes && tsteps && states && i < n; i++) {
-            pids[i] = jt[i].pid;
-            ranks[i] = jt[i].rank;
-            sizes[i] = jt[i].size;
-            tsteps[i] = jt[i].step;
-        }
-        free(jt);
-    } else {
-        size_t cnt = 0;
-        for (size_t i = 0; i < nwant; i++)
-            cnt += owner[i] == me;
-        pids = malloc((cnt ? cnt : 1) * sizeof *pids);
-        ranks = malloc((cnt ? cnt : 1) * sizeof *ranks);
-        sizes = malloc((cnt ? cnt : 1) * sizeof *sizes);
-        tsteps = malloc((cnt ? cnt : 1) * sizeof *tsteps);
-        states = calloc(cnt ? cnt : 1, sizeof *states);
-        for (size_t i = 0; pids && ranks && sizes && tsteps && states && i < nwant; i++) {
-            if (owner[i] != me)
-                continue;
-            size_t len = 0;
-            char *env = st_proc_environ((pid_t)want[i], &len);
-            pids[n] = want[i];
-            ranks[n] = sizes[n] = -1;
-            tsteps[n] = ST_STEP_NONE;
-            if (env) {
-                st_env_rank(env, len, &ranks[n], &sizes[n]);
-                const char *sid = st_env_get(env, len, "SLURM_STEP_ID");
-                if (sid)
-                    tsteps[n] = (uint32_t)strtoul(sid, NULL, 10);
-                free(env);
-            }
-            /* Gone, or a zombie (no environment, no stack): not there. */
-            char path[64];
-            snprintf(path, sizeof path, "/proc/%d/exe", (int)want[i]);
-            struct stat sb;
-            if (kill((pid_t)want[i], 0) != 0 && errno == ESRCH)
-                states[n] = FOUND_GONE;
-            else if (stat(path, &sb) != 0 && errno == ENOENT)
-                states[n] = FOUND_GONE;
-            n++;
-        }
-    }
-    if (!pids || !ranks || !sizes || !tsteps || !states)
-        rc = TBON_ENOMEM;
+    char note[600] = "";
+    struct found f = { 0 };
+    int rc = job ? found_job(&f, job, steps, nsteps, self, note, sizeof note)
+                 : found_pids(&f, want, owner, nwant, me);
     char exe[NAME_MAX + 1];
-    exe_of_first(pids, rc == 0 ? n : 0, exe, sizeof exe);
+    exe_of_first(f.pids, rc == 0 ? f.n : 0, exe, sizeof exe);
+    size_t n = f.n;
     if (rc == 0)
-        rc = tbon_stream_send(s, TAG_DISCOVER, FMT_FOUND, (uint32_t)me, pids, n, ranks, n,
-                              sizes, n, tsteps, n, states, n, exe, note);
-    free(pids);
-    free(ranks);
-    free(sizes);
-    free(tsteps);
-    free(states);
+        rc = tbon_stream_send(s, TAG_DISCOVER, FMT_FOUND, (uint32_t)me, f.pids, n, f.ranks, n,
+                              f.sizes, n, f.tsteps, n, f.states, n, exe, note);
+    found_free(&f);
     free(steps);
     free(want);
     free(owner);
@@ -1447,14 +1479,12 @@ static void print_unreached(FILE *f, const char *prefix, const struct run *r)
             EXIT_UNREACHED);
 }
 
-static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks,
-                        uint32_t job, const uint32_t *steps, size_t nsteps, struct run *r)
+/* The hosts to reach: the job's nodes, or those the tasks name. */
+static char **remote_hosts(st_tasks_t *tasks, uint32_t job, size_t *nhp)
 {
-    double t0 = now_s();
     char err[512];
     char **hosts = NULL;
     size_t nh = 0;
-    r->job = job;
     if (job) {
         if (st_job_nodes(job, &hosts, &nh, err, sizeof err) != 0)
             die("%s", err);
@@ -1469,16 +1499,53 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
                 hosts[nh++] = xstrdup(h);
         }
     }
-    r->nhosts = nh;
-    tbon_rank_t *leaf = xcalloc(nh, sizeof *leaf);
-    if (c->topology)
-        fprintf(stderr, PROG ": note: -t is not used for tasks on other hosts: the tree has "
-                "one back-end per host\n");
-    remote_topology(r, hosts, nh, leaf);
+    *nhp = nh;
+    return hosts;
+}
+
+/* Under --jobid: wait while the tree starts (the starter thread, st) for
+ * the back-ends' srun step ending first, an interrupt, or Slurm holding
+ * the step back (said once). Blocks on the step's pidfd and the starter's
+ * eventfd. */
+static void wait_srun_start(struct run *r, struct start *st, uint32_t job)
+{
+    /* The step's end before every back-end attached is a failure (its
+     * messages are above); tbon_fe_create cannot see it. Slurm may also
+     * hold the step back (srun retries quietly while the nodes are busy):
+     * the user hears of it. */
+    double note_at = now_s() + SRUN_NOTE_S;
+    int noted = 0;
+    while (!atomic_load(&st->done)) {
+        int status, ms = noted ? -1 : ms_until(note_at);
+        if (st->done_fd < 0 && (ms < 0 || ms > 100))
+            ms = 100;       /* no eventfd: look at done every 100 ms */
+        if (wait_child(r->srun, st->done_fd, ms, &status)) {
+            g_srun = 0;
+            die("--jobid %u: the back-ends' srun step ended (%s %d) before every back-end "
+                "attached; srun's and the back-ends' messages are above", job,
+                WIFEXITED(status) ? "status" : "signal",
+                WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+        }
+        if (g_stop)
+            die("interrupted while the tree started");
+        if (!noted && now_s() >= note_at) {
+            fprintf(stderr, PROG ": note: job %u: not every back-end has attached after "
+                    "%.0f s; Slurm may be holding their srun step back (`squeue -s -j %u` "
+                    "shows it)\n", job, SRUN_NOTE_S, job);
+            noted = 1;
+        }
+    }
+}
+
+/* Start the tree of one back-end per host (leaf[k]: host k's rank): over
+ * ssh for pids, as one srun step of the job with --jobid (its attach file
+ * in -o's directory, which the nodes must share). r->net, or die. */
+static void start_remote(const struct cli *c, const char *self, struct run *r, uint32_t job,
+                         char **hosts, size_t nh, const tbon_rank_t *leaf)
+{
     struct start st = { .topo = r->topo, .be_exe = job ? NULL : self, .done_fd = -1 };
     pthread_t starter;
     if (job) {
-        /* The attach file goes to -o's directory, which the nodes must share. */
         char *dir = realpath(c->outdir, NULL);
         if (!dir)
             die("-o %s: %s", c->outdir, strerror(errno));
@@ -1496,33 +1563,7 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
         die("pthread_create: %s", strerror(prc));
     if (job) {
         r->srun = g_srun = start_srun(job, hosts, nh, leaf, self, r->attach);
-        /* The step's end before every back-end attached is a failure
-         * (its messages are above); tbon_fe_create cannot see it. Slurm
-         * may also hold the step back (srun retries quietly while the
-         * nodes are busy): the user hears of it. Blocks on the step's
-         * pidfd and the starter's eventfd. */
-        double note_at = now_s() + SRUN_NOTE_S;
-        int noted = 0;
-        while (!atomic_load(&st.done)) {
-            int status, ms = noted ? -1 : ms_until(note_at);
-            if (st.done_fd < 0 && (ms < 0 || ms > 100))
-                ms = 100;       /* no eventfd: look at done every 100 ms */
-            if (wait_child(r->srun, st.done_fd, ms, &status)) {
-                g_srun = 0;
-                die("--jobid %u: the back-ends' srun step ended (%s %d) before every back-end "
-                    "attached; srun's and the back-ends' messages are above", job,
-                    WIFEXITED(status) ? "status" : "signal",
-                    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-            }
-            if (g_stop)
-                die("interrupted while the tree started");
-            if (!noted && now_s() >= note_at) {
-                fprintf(stderr, PROG ": note: job %u: not every back-end has attached after "
-                        "%.0f s; Slurm may be holding their srun step back (`squeue -s -j %u` "
-                        "shows it)\n", job, SRUN_NOTE_S, job);
-                noted = 1;
-            }
-        }
+        wait_srun_start(r, &st, job);
     }
     pthread_join(starter, NULL);
     if (st.done_fd >= 0)
@@ -1530,11 +1571,14 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
     if (!st.net)
         die("starting the tree of %s: %s", r->topo, st.err.msg);
     r->net = st.net;
-    r->t_launch = now_s() - t0;
-    /* Hosts whose back-end did not start (left out of the start-up, the
-     * library's warnings above say why): their tasks cannot be reached; the
-     * others' are sampled (exit 3). */
-    uint8_t *down = xcalloc(nh, 1);
+}
+
+/* Hosts whose back-end did not start (left out of the start-up, the
+ * library's warnings above say why): their tasks cannot be reached (the
+ * others' are sampled, exit 3). down[k] marks them; their number. */
+static size_t note_down(struct run *r, st_tasks_t *tasks, uint32_t job, char **hosts,
+                        size_t nh, const tbon_rank_t *leaf, uint8_t *down)
+{
     size_t ndown = 0;
     int nm = tbon_fe_missing(r->net, NULL, 0);
     if (nm > 0) {
@@ -1557,13 +1601,18 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
             if (down[k] && strcmp(hosts[k], h) == 0)
                 note_unreached(r, h, tasks->v[i].pid);
     }
+    return ndown;
+}
 
-    /* Discovery: every back-end says what it has. */
-    int32_t *want = NULL;
-    uint32_t *owner = NULL;
+/* Ask every back-end which tasks it has: the job's (steps), or the pids
+ * of tasks, each to the back-end of its host. The stream of the answers. */
+static tbon_stream_t *ask_discover(struct run *r, st_tasks_t *tasks, uint32_t job,
+                                   const uint32_t *steps, size_t nsteps, char **hosts,
+                                   const tbon_rank_t *leaf)
+{
     size_t nw = job ? 0 : tasks->n;
-    want = xcalloc(nw, sizeof *want);
-    owner = xcalloc(nw, sizeof *owner);
+    int32_t *want = xcalloc(nw, sizeof *want);
+    uint32_t *owner = xcalloc(nw, sizeof *owner);
     for (size_t i = 0; i < nw; i++) {
         const char *h = tasks->v[i].host ? tasks->v[i].host : this_host();
         size_t k = 0;
@@ -1580,6 +1629,92 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
         die("asking the back-ends for their tasks: %s", tbon_net_error(r->net));
     free(want);
     free(owner);
+    return s;
+}
+
+/* One back-end's answer p (FMT_FOUND, taken): its tasks into r->t, those
+ * gone counted in *gone and the first named in goners. */
+static void take_found(struct run *r, tbon_packet_t *p, char **hosts, size_t nh,
+                       const tbon_rank_t *leaf, size_t *gone, char *goners, size_t glen)
+{
+    uint32_t be = 0, *tsteps = NULL, *states = NULL;
+    int32_t *pids = NULL, *ranks = NULL, *sizes = NULL;
+    size_t a = 0, b = 0, cc = 0, d = 0, e = 0;
+    char *exe = NULL, *note = NULL;
+    if (tbon_packet_unpack(p, FMT_FOUND, &be, &pids, &a, &ranks, &b, &sizes, &cc, &tsteps,
+                           &d, &states, &e, &exe, &note) != 0 || a != b || a != cc ||
+        a != d || a != e)
+        die("a back-end's list of tasks of format \"%s\"", tbon_packet_format(p));
+    tbon_packet_unref(p);
+    size_t k = 0;
+    while (k < nh && leaf[k] != be)
+        k++;
+    if (k == nh)
+        die("a list of tasks from rank %u, which is no back-end", be);
+    if (note[0])
+        fprintf(stderr, PROG ": note: %s: %s\n", hosts[k], note);
+    if (strcmp(r->exe, "?") == 0)
+        snprintf(r->exe, sizeof r->exe, "%s", exe);
+    struct task *nt = a ? realloc(r->t, (r->n + a) * sizeof *nt) : r->t;
+    if (a && !nt)
+        die("out of memory");
+    r->t = nt;
+    for (size_t i = 0; i < a; i++) {
+        if (states[i] == FOUND_GONE) {
+            size_t l = strlen(goners);
+            if ((*gone)++ < 8)
+                snprintf(goners + l, glen - l, "%s%s:%d", l ? ", " : "", hosts[k], pids[i]);
+            continue;
+        }
+        r->t[r->n++] = (struct task){ .host = xstrdup(hosts[k]), .pid = pids[i],
+                                      .rank = ranks[i], .size = sizes[i],
+                                      .step = tsteps[i], .be = be };
+    }
+    free(pids);
+    free(ranks);
+    free(sizes);
+    free(tsteps);
+    free(states);
+    free(exe);
+    free(note);
+}
+
+/* Nothing to sample (a task gone, or no task of the job found): the tree
+ * and the step end, and so does the run (EXIT_RUN). */
+static void end_empty(struct run *r)
+{
+    tbon_net_destroy(r->net);
+    r->net = NULL;
+    if (r->srun)
+        stop_srun(r->srun, 10);
+    g_srun = 0;
+    if (r->tmpdir[0]) {
+        unlink(r->topo);
+        rmdir(r->tmpdir);
+    }
+    exit(EXIT_RUN);
+}
+
+static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks,
+                        uint32_t job, const uint32_t *steps, size_t nsteps, struct run *r)
+{
+    double t0 = now_s();
+    size_t nh;
+    char **hosts = remote_hosts(tasks, job, &nh);
+    r->job = job;
+    r->nhosts = nh;
+    tbon_rank_t *leaf = xcalloc(nh, sizeof *leaf);
+    if (c->topology)
+        fprintf(stderr, PROG ": note: -t is not used for tasks on other hosts: the tree has "
+                "one back-end per host\n");
+    remote_topology(r, hosts, nh, leaf);
+    start_remote(c, self, r, job, hosts, nh, leaf);
+    r->t_launch = now_s() - t0;
+    uint8_t *down = xcalloc(nh, 1);
+    size_t ndown = note_down(r, tasks, job, hosts, nh, leaf, down);
+
+    /* Discovery: every back-end says what it has. */
+    tbon_stream_t *s = ask_discover(r, tasks, job, steps, nsteps, hosts, leaf);
     size_t got = 0, gone = 0;
     double dl = now_s() + 60;
     char goners[400] = "";
@@ -1592,47 +1727,7 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
         if (rc != 0)
             die("%zu of %zu back-ends said which tasks they have: %s", got, nh - ndown,
                 rc == TBON_ETIMEOUT ? "timed out" : tbon_net_error(r->net));
-        uint32_t be = 0, *tsteps = NULL, *states = NULL;
-        int32_t *pids = NULL, *ranks = NULL, *sizes = NULL;
-        size_t a = 0, b = 0, cc = 0, d = 0, e = 0;
-        char *exe = NULL, *note = NULL;
-        if (tbon_packet_unpack(p, FMT_FOUND, &be, &pids, &a, &ranks, &b, &sizes, &cc, &tsteps,
-                               &d, &states, &e, &exe, &note) != 0 || a != b || a != cc ||
-            a != d || a != e)
-            die("a back-end's list of tasks of format \"%s\"", tbon_packet_format(p));
-        tbon_packet_unref(p);
-        size_t k = 0;
-        while (k < nh && leaf[k] != be)
-            k++;
-        if (k == nh)
-            die("a list of tasks from rank %u, which is no back-end", be);
-        if (note[0])
-            fprintf(stderr, PROG ": note: %s: %s\n", hosts[k], note);
-        if (strcmp(r->exe, "?") == 0)
-            snprintf(r->exe, sizeof r->exe, "%s", exe);
-        struct task *nt = a ? realloc(r->t, (r->n + a) * sizeof *nt) : r->t;
-        if (a && !nt)
-            die("out of memory");
-        r->t = nt;
-        for (size_t i = 0; i < a; i++) {
-            if (states[i] == FOUND_GONE) {
-                size_t l = strlen(goners);
-                if (gone++ < 8)
-                    snprintf(goners + l, sizeof goners - l, "%s%s:%d", l ? ", " : "", hosts[k],
-                             pids[i]);
-                continue;
-            }
-            r->t[r->n++] = (struct task){ .host = xstrdup(hosts[k]), .pid = pids[i],
-                                          .rank = ranks[i], .size = sizes[i],
-                                          .step = tsteps[i], .be = be };
-        }
-        free(pids);
-        free(ranks);
-        free(sizes);
-        free(tsteps);
-        free(states);
-        free(exe);
-        free(note);
+        take_found(r, p, hosts, nh, leaf, &gone, goners, sizeof goners);
         got++;
     }
     if (g_stop)
@@ -1646,18 +1741,8 @@ static void plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks
                 nh == 1 ? "" : "s", nsteps ? " in the steps asked for (--step)" :
                 " (steps other than the batch and extern steps, and other than " PROG "'s)");
     }
-    if (gone || r->n == 0) {
-        tbon_net_destroy(r->net);
-        r->net = NULL;
-        if (r->srun)
-            stop_srun(r->srun, 10);
-        g_srun = 0;
-        if (r->tmpdir[0]) {
-            unlink(r->topo);
-            rmdir(r->tmpdir);
-        }
-        exit(EXIT_RUN);
-    }
+    if (gone || r->n == 0)
+        end_empty(r);
     number_tasks(r, job != 0);
     st_job_free_nodes(hosts, nh);
     free(leaf);
@@ -1754,126 +1839,111 @@ static void write_classes(const char *dir, const char *exe, const char *which,
 
 /* --------------------------------------------------------- the run */
 
-static int fe_main(const struct cli *c, char *self)
+/* -P of an srun whose tasks are on the job's nodes: the job (and its step
+ * into steps[0], *nsteps 1, when Slurm names it), or die saying what to
+ * give instead. */
+static uint32_t follow_srun(const struct cli *c, pid_t srun, uint32_t *steps, size_t *nsteps)
 {
-    double t_start = now_s();
-    st_tasks_t tasks = { 0 };
+    /* Its step, by the srun's host and pid; else its job, from the
+     * environment it was started with (inside an allocation). */
     char err[512] = "";
-    struct run run = { 0 }, *r = &run;
-    uint32_t job = c->jobid;
-    uint32_t steps[ST_MAX_STEPS];
-    size_t nsteps = c->nsteps;
-    memcpy(steps, c->steps, sizeof steps);
-    int rc = 0;
+    uint32_t j = 0, sid;
+    size_t len = 0;
+    char *env = NULL;
+    long long ej = -1;
+    if (st_job_of_srun(this_host(), srun, &j, &sid, err, sizeof err) == 0) {
+        fprintf(stderr, PROG ": -P %d: srun %d runs job %u step %u, whose tasks are on "
+                "the job's nodes: sampling them there (as --jobid %u --step %u)\n",
+                (int)c->launcher, (int)srun, j, sid, j, sid);
+        steps[0] = sid;
+        *nsteps = 1;
+    } else if ((env = st_proc_environ(srun, &len)) &&
+               st_env_get(env, len, "SLURM_JOB_ID") &&
+               (ej = strtoll(st_env_get(env, len, "SLURM_JOB_ID"), NULL, 10)) > 0 &&
+               ej < 0xfffffff0ll) {
+        j = (uint32_t)ej;
+        fprintf(stderr, PROG ": -P %d: srun %d runs its tasks in job %u (its "
+                "SLURM_JOB_ID), whose step Slurm did not name (%s): sampling every "
+                "step of the job (as --jobid %u)\n", (int)c->launcher, (int)srun, j,
+                err, j);
+    } else {
+        die("-P %d: %s%s%d runs its tasks on other hosts, and %s; give the job with "
+            "--jobid (squeue shows it)", (int)c->launcher,
+            srun == c->launcher ? "" : "its srun ",
+            srun == c->launcher ? "srun " : "", (int)srun, err);
+    }
+    free(env);
+    return j;
+}
+
+/* The tasks the command line names (-p, --pids-file, -P, or the command
+ * launched here): into tasks, or for a job into *job (and steps). 0, or
+ * an error whose message is in err. */
+static int find_tasks(const struct cli *c, struct run *r, st_tasks_t *tasks, uint32_t *job,
+                      uint32_t *steps, size_t *nsteps, char *err, size_t errlen)
+{
     if (c->pids)
-        rc = st_tasks_parse_list(&tasks, c->pids, err, sizeof err);
-    else if (c->pids_file)
-        rc = st_tasks_read_file(&tasks, c->pids_file, err, sizeof err);
-    else if (c->launcher) {
+        return st_tasks_parse_list(tasks, c->pids, err, errlen);
+    if (c->pids_file)
+        return st_tasks_read_file(tasks, c->pids_file, err, errlen);
+    if (c->launcher) {
         /* An srun's tasks are on the job's nodes: follow them there. */
-        uint32_t j, sid;
         pid_t srun = 0;
         char hosts[512] = "";
         int kind = st_tasks_launcher_remote(c->launcher, &srun, hosts, sizeof hosts);
         if (kind == ST_REMOTE_SRUN) {
-            /* Its step, by the srun's host and pid; else its job, from the
-             * environment it was started with (inside an allocation). */
-            size_t len = 0;
-            char *env = NULL;
-            long long ej = -1;
-            if (st_job_of_srun(this_host(), srun, &j, &sid, err, sizeof err) == 0) {
-                fprintf(stderr, PROG ": -P %d: srun %d runs job %u step %u, whose tasks are on "
-                        "the job's nodes: sampling them there (as --jobid %u --step %u)\n",
-                        (int)c->launcher, (int)srun, j, sid, j, sid);
-                steps[0] = sid;
-                nsteps = 1;
-            } else if ((env = st_proc_environ(srun, &len)) &&
-                       st_env_get(env, len, "SLURM_JOB_ID") &&
-                       (ej = strtoll(st_env_get(env, len, "SLURM_JOB_ID"), NULL, 10)) > 0 &&
-                       ej < 0xfffffff0ll) {
-                j = (uint32_t)ej;
-                fprintf(stderr, PROG ": -P %d: srun %d runs its tasks in job %u (its "
-                        "SLURM_JOB_ID), whose step Slurm did not name (%s): sampling every "
-                        "step of the job (as --jobid %u)\n", (int)c->launcher, (int)srun, j,
-                        err, j);
-            } else {
-                die("-P %d: %s%s%d runs its tasks on other hosts, and %s; give the job with "
-                    "--jobid (squeue shows it)", (int)c->launcher,
-                    srun == c->launcher ? "" : "its srun ",
-                    srun == c->launcher ? "srun " : "", (int)srun, err);
-            }
-            free(env);
-            job = j;
-        } else if (kind == ST_REMOTE_SSH) {
+            *job = follow_srun(c, srun, steps, nsteps);
+            return 0;
+        }
+        if (kind == ST_REMOTE_SSH)
             die("-P %d: its tasks run on other hosts too (%s, started over ssh/rsh): -P "
                 "samples this host's only; give them as -p HOST:PID,... or run the job "
                 "under Slurm and use --jobid", (int)c->launcher, hosts);
-        } else {
-            rc = st_tasks_from_launcher(&tasks, c->launcher, err, sizeof err);
-        }
-    } else if (c->command) {
+        return st_tasks_from_launcher(tasks, c->launcher, err, errlen);
+    }
+    if (c->command) {
         r->launched = launch(c->command, c->wait_s);
-        rc = st_tasks_from_launcher(&tasks, r->launched, err, sizeof err);
+        return st_tasks_from_launcher(tasks, r->launched, err, errlen);
     }
-    if (rc) {
-        if (r->launched)
-            stop_command(r->launched);
-        fprintf(stderr, PROG ": %s\n", err);
-        st_tasks_free(&tasks);
-        return c->pids || c->pids_file ? EXIT_USAGE : EXIT_RUN;
-    }
-    make_dirs(c->outdir);
-    char *filter = filter_path();
-    if (!filter)
-        die("cannot find stat_merge.so (set TBON_STAT_FILTER to its path)");
-    r->t_find = now_s() - t_start;
-    if (job || st_tasks_remote(&tasks)) {
-        st_tasks_unique(&tasks);
-        plan_remote(c, self, &tasks, job, steps, nsteps, r);
-    } else {
-        st_tasks_unique(&tasks);        /* the number of tasks the tree is for */
-        plan_local(c, self, &tasks, r);
-    }
-    st_tasks_free(&tasks);
-    if (strcmp(r->exe, "?") == 0)
-        snprintf(r->exe, sizeof r->exe, "stat");
-    qsort(r->t, r->n, sizeof *r->t, by_id);
-    tbon_net_t *net = r->net;
-    size_t nbe = tbon_net_num_backends(net);
-    int32_t *pids = xcalloc(r->n, sizeof *pids);
-    uint32_t *ids = xcalloc(r->n, sizeof *ids), *owner = xcalloc(r->n, sizeof *owner);
-    for (size_t i = 0; i < r->n; i++) {
-        pids[i] = r->t[i].pid;
-        ids[i] = r->t[i].id;
-        owner[i] = r->t[i].be;
-    }
-    int fid = tbon_fe_load_filter(net, filter, "stat_merge");
-    if (fid < 0)
-        die("loading %s: %s", filter, tbon_net_error(net));
-    tbon_stream_t *s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), fid,
-                                          TBON_SYNC_WAITFORALL, TBON_FILTER_NULL);
-    if (!s)
-        die("a stream: %s", tbon_net_error(net));
+    return 0;
+}
 
+/* The sample request's columns: each task's pid, id and back-end. */
+struct req {
+    int32_t *pids;
+    uint32_t *ids, *owner;
+};
+
+/* What the sampling got: whether any result came, how many asks again,
+ * how long it took. */
+struct sampled {
+    int got, asks;
+    double t_sample;
+};
+
+/* Send the request on s and merge whatever comes into t2 and t3 until
+ * every task is in. Results that died with a commnode leave a gap: once
+ * nothing has come for a while, ask every back-end to send its trees
+ * again; the merge is idempotent, so late or repeated results change
+ * nothing. While back-ends are cut off (their commnode died and nobody has
+ * adopted them yet: tbon_fe_cut_off) an ask would not reach them: wait
+ * until each is adopted or taken for failed. A back-end that is alive is
+ * waited for, however slow the machine (the asks back off up to
+ * RESEND_MAX_S), until the budget is spent; tasks of back-ends that failed
+ * are given up at once. */
+static struct sampled sample_merge(const struct cli *c, struct run *r, tbon_stream_t *s,
+                                   const struct req *q, st_tree_t *t2, st_tree_t *t3)
+{
+    tbon_net_t *net = r->net;
+    char err[512] = "";
+    struct sampled o = { 0 };
     double t1 = now_s();
-    st_tree_t *t2 = st_tree_new(), *t3 = st_tree_new();
-    if (!t2 || !t3)
-        die("out of memory");
-    if (tbon_stream_send(s, TAG_SAMPLE, FMT_REQ, pids, r->n, ids, r->n, owner, r->n,
+    if (tbon_stream_send(s, TAG_SAMPLE, FMT_REQ, q->pids, r->n, q->ids, r->n, q->owner, r->n,
                          c->samples, c->interval_ms, c->flags) != 0)
         die("sending the request: %s", tbon_net_error(net));
     /* Time enough for every sample of every task. */
     int budget_ms = (int)(c->samples * (c->interval_ms + 50) + 30000 + r->n * 20);
-    /* Merge whatever comes until every task is in. Results that died with a
-     * commnode leave a gap: once nothing has come for a while, ask every
-     * back-end to send its trees again; the merge is idempotent, so late or
-     * repeated results change nothing. While back-ends are cut off (their
-     * commnode died and nobody has adopted them yet: tbon_fe_cut_off) an ask
-     * would not reach them: wait until each is adopted or taken for failed.
-     * A back-end that is alive is waited for, however slow the machine (the
-     * asks back off up to RESEND_MAX_S), until the budget is spent; tasks of
-     * back-ends that failed are given up at once. */
-    int got = 0, asks = 0, waited_cut = 0;
+    int waited_cut = 0;
     double quiet = RESEND_QUIET_S;
     double dl = now_s() + budget_ms / 1000.0, last = now_s();
     uint64_t have = 0;
@@ -1884,7 +1954,7 @@ static int fe_main(const struct cli *c, char *self)
             if (take(p, t2, t3, err, sizeof err) != 0)
                 die("a result from the tree: %s", err);
             tbon_packet_unref(p);
-            got = 1;
+            o.got = 1;
             last = now_s();
             st_range_t *rg = NULL;
             st_tree_tasks(t2, &rg, &have);
@@ -1894,14 +1964,14 @@ static int fe_main(const struct cli *c, char *self)
             continue;
         }
         if (rr == TBON_ELOST) {
-            got = 1;        /* what was lost with failed nodes is asked for again */
+            o.got = 1;      /* what was lost with failed nodes is asked for again */
             continue;
         }
         if (rr != TBON_ETIMEOUT) {
             fprintf(stderr, PROG ": no more results: %s\n", tbon_net_error(net));
             break;
         }
-        if (!got || now_s() - last < quiet)
+        if (!o.got || now_s() - last < quiet)
             continue;
         int cut = tbon_fe_cut_off(net, NULL, 0);
         if (cut > 0) {
@@ -1919,31 +1989,30 @@ static int fe_main(const struct cli *c, char *self)
             break;                      /* the rest failed with their back-ends */
         fprintf(stderr, PROG ": %" PRIu64 " of %zu tasks in the merge; asking again\n", have, r->n);
         /* The request again: a back-end it never reached samples now. */
-        ++asks;
-        if (tbon_stream_send(s, TAG_RESEND, FMT_REQ, pids, r->n, ids, r->n, owner, r->n,
-                             c->samples, c->interval_ms, c->flags) != 0)
+        ++o.asks;
+        if (tbon_stream_send(s, TAG_RESEND, FMT_REQ, q->pids, r->n, q->ids, r->n, q->owner,
+                             r->n, c->samples, c->interval_ms, c->flags) != 0)
             break;
         last = now_s();
         quiet = quiet * 2 < RESEND_MAX_S ? quiet * 2 : RESEND_MAX_S;
     }
-    if (!got && !g_stop)
+    if (!o.got && !g_stop)
         fprintf(stderr, PROG ": no result from the tree (%s)\n",
                 now_s() >= dl ? "timed out" : tbon_net_error(net));
-    double t_sample = now_s() - t1;
-    const char *why = g_stop ? "[not sampled: interrupted]" : got ? "[not sampled: back-end lost]"
-                                                            : "[not sampled: no result]";
-    size_t missing = fill_missing(t2, r, why);
-    fill_missing(t3, r, why);
-    for (size_t i = 0; i < r->nabsent; i++) {
-        const char *frame[] = { "[task not found]" };
-        st_tree_add(t2, frame, 1, r->absent[i]);
-        st_tree_add(t3, frame, 1, r->absent[i]);
-    }
+    o.t_sample = now_s() - t1;
+    return o;
+}
+
+/* The session ends: the nodes that failed counted, the tree, the srun
+ * step, the command launched (unless --keep) and the topology file gone. */
+static size_t end_session(const struct cli *c, struct run *r)
+{
     tbon_event_t ev;
     size_t failed = 0;
-    while (tbon_net_next_event(net, &ev, 0) == 0)
+    while (tbon_net_next_event(r->net, &ev, 0) == 0)
         failed += ev.type == TBON_EV_NODE_FAILED;
-    tbon_net_destroy(net);
+    tbon_net_destroy(r->net);
+    r->net = NULL;
     if (r->srun)
         stop_srun(r->srun, 10);
     g_srun = 0;
@@ -1955,13 +2024,19 @@ static int fe_main(const struct cli *c, char *self)
         rmdir(r->tmpdir);
     }
     g_topo = NULL;
+    return failed;
+}
 
+/* The files of the run in dir (the trees, their classes, the tasks, the
+ * figures); *svg: whether dot drew the trees. */
+static void write_results(const struct cli *c, struct run *r, const char *dir, st_tree_t *t2,
+                          st_tree_t *t3, int *svg, size_t nbe, const struct sampled *o,
+                          size_t missing, size_t failed)
+{
     double t2s = now_s();
     const char *exe = r->exe;
-    char *dir = run_dir(c->outdir, exe);
-    int svg = 1;                        /* until dot is missing or fails */
-    write_tree(dir, exe, "2D", t2, &svg);
-    write_tree(dir, exe, "3D", t3, &svg);
+    write_tree(dir, exe, "2D", t2, svg);
+    write_tree(dir, exe, "3D", t3, svg);
     write_classes(dir, exe, "2D", t2, r);
     write_classes(dir, exe, "3D", t3, r);
     write_tasks(dir, exe, r, t2);
@@ -1972,19 +2047,26 @@ static int fe_main(const struct cli *c, char *self)
     fprintf(f, "tasks %zu\nhosts %zu\nbackends %zu\nsamples %u\ninterval_ms %u\n", r->n,
             r->nhosts, nbe, c->samples, c->interval_ms);
     fprintf(f, "find_tasks_s %.6f\nlaunch_tree_s %.6f\nsample_merge_s %.6f\nwrite_s %.6f\n",
-            r->t_find, r->t_launch, t_sample, t_write);
+            r->t_find, r->t_launch, o->t_sample, t_write);
     fprintf(f, "nodes_2d %zu\nnodes_3d %zu\nmissing %zu\nnot_found %zu\nfailed_nodes %zu\n"
             "resends %d\nunreached %zu\n", st_tree_size(t2), st_tree_size(t3), missing,
-            r->nabsent, failed, asks, r->nunreached);
+            r->nabsent, failed, o->asks, r->nunreached);
     close_file(f, path);
+}
 
+/* What the user reads: the merged tree and its classes (unless -q), the
+ * summary line, where the files are, what was not reached. */
+static void print_results(const struct cli *c, const struct run *r, const char *dir,
+                          st_tree_t *t2, int svg, size_t nbe, double t_sample, size_t missing)
+{
+    const char *exe = r->exe;
     if (!c->quiet) {
         printf("Merged stack traces of %zu tasks on %zu host%s (last sample of %u, ranks "
                "from %s):\n\n", r->n, r->nhosts, r->nhosts == 1 ? "" : "s", c->samples,
                r->ranks_from);
         st_tree_write_text(t2, stdout);
         printf("\nEquivalence classes (tasks with the same call paths):\n");
-        st_tree_write_classes_named(t2, stdout, task_name, r);
+        st_tree_write_classes_named(t2, stdout, task_name, (void *)r);
         printf("\n");
     }
     printf("%zu tasks, %zu back-ends: tree up in %.3f s, %u sample%s and merge in %.3f s%s\n",
@@ -1997,8 +2079,10 @@ static int fe_main(const struct cli *c, char *self)
     print_unreached(stderr, PROG ": ", r);
     if (r->incomplete)
         fprintf(stderr, PROG ": the job's tasks were not all found (see above): exit 1\n");
-    st_tree_free(t2);
-    st_tree_free(t3);
+}
+
+static void free_run(struct run *r)
+{
     for (size_t i = 0; i < r->n; i++)
         free(r->t[i].host);
     free(r->t);
@@ -2007,13 +2091,84 @@ static int fe_main(const struct cli *c, char *self)
         free(r->unreached[i]);
     free(r->unreached);
     free(r->attach);
-    free(dir);
     free(r->topo);
+}
+
+static int fe_main(const struct cli *c, char *self)
+{
+    double t_start = now_s();
+    st_tasks_t tasks = { 0 };
+    char err[512] = "";
+    struct run run = { 0 }, *r = &run;
+    uint32_t job = c->jobid;
+    uint32_t steps[ST_MAX_STEPS];
+    size_t nsteps = c->nsteps;
+    memcpy(steps, c->steps, sizeof steps);
+    if (find_tasks(c, r, &tasks, &job, steps, &nsteps, err, sizeof err) != 0) {
+        if (r->launched)
+            stop_command(r->launched);
+        fprintf(stderr, PROG ": %s\n", err);
+        st_tasks_free(&tasks);
+        return c->pids || c->pids_file ? EXIT_USAGE : EXIT_RUN;
+    }
+    make_dirs(c->outdir);
+    char *filter = filter_path();
+    if (!filter)
+        die("cannot find stat_merge.so (set TBON_STAT_FILTER to its path)");
+    r->t_find = now_s() - t_start;
+    st_tasks_unique(&tasks);            /* the number of tasks the tree is for */
+    if (job || st_tasks_remote(&tasks))
+        plan_remote(c, self, &tasks, job, steps, nsteps, r);
+    else
+        plan_local(c, self, &tasks, r);
+    st_tasks_free(&tasks);
+    if (strcmp(r->exe, "?") == 0)
+        snprintf(r->exe, sizeof r->exe, "stat");
+    qsort(r->t, r->n, sizeof *r->t, by_id);
+    tbon_net_t *net = r->net;
+    size_t nbe = tbon_net_num_backends(net);
+    struct req q = { xcalloc(r->n, sizeof *q.pids), xcalloc(r->n, sizeof *q.ids),
+                     xcalloc(r->n, sizeof *q.owner) };
+    for (size_t i = 0; i < r->n; i++) {
+        q.pids[i] = r->t[i].pid;
+        q.ids[i] = r->t[i].id;
+        q.owner[i] = r->t[i].be;
+    }
+    int fid = tbon_fe_load_filter(net, filter, "stat_merge");
+    if (fid < 0)
+        die("loading %s: %s", filter, tbon_net_error(net));
+    tbon_stream_t *s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), fid,
+                                          TBON_SYNC_WAITFORALL, TBON_FILTER_NULL);
+    if (!s)
+        die("a stream: %s", tbon_net_error(net));
+    st_tree_t *t2 = st_tree_new(), *t3 = st_tree_new();
+    if (!t2 || !t3)
+        die("out of memory");
+    struct sampled o = sample_merge(c, r, s, &q, t2, t3);
+    const char *why = g_stop ? "[not sampled: interrupted]" : o.got ? "[not sampled: back-end lost]"
+                                                              : "[not sampled: no result]";
+    size_t missing = fill_missing(t2, r, why);
+    fill_missing(t3, r, why);
+    for (size_t i = 0; i < r->nabsent; i++) {
+        const char *frame[] = { "[task not found]" };
+        st_tree_add(t2, frame, 1, r->absent[i]);
+        st_tree_add(t3, frame, 1, r->absent[i]);
+    }
+    size_t failed = end_session(c, r);
+    char *dir = run_dir(c->outdir, r->exe);
+    int svg = 1;                        /* until dot is missing or fails */
+    write_results(c, r, dir, t2, t3, &svg, nbe, &o, missing, failed);
+    print_results(c, r, dir, t2, svg, nbe, o.t_sample, missing);
+    st_tree_free(t2);
+    st_tree_free(t3);
+    int rc = g_stop || r->incomplete ? EXIT_RUN : r->nunreached ? EXIT_UNREACHED : 0;
+    free_run(r);
+    free(dir);
     free(filter);
-    free(pids);
-    free(ids);
-    free(owner);
-    return g_stop || r->incomplete ? EXIT_RUN : r->nunreached ? EXIT_UNREACHED : 0;
+    free(q.pids);
+    free(q.ids);
+    free(q.owner);
+    return rc;
 }
 
 int main(int argc, char **argv)
