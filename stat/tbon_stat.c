@@ -363,14 +363,29 @@ static st_walker_t *be_walker(unsigned flags)
                          (flags & FLAG_MODULES ? ST_WALK_MODULES : 0));
 }
 
+/* Whether the session has ended under us (the front-end gone): the
+ * library ends no process, so a back-end busy sampling asks between
+ * samples (the kicker thread has run the node meanwhile). */
+static int session_over(tbon_net_t *net)
+{
+    tbon_event_t ev;
+    int rc;
+    while ((rc = tbon_net_next_event(net, &ev, 0)) == 0)
+        ;
+    return rc == TBON_ECLOSED;
+}
+
 /* Sample the tasks given to rank me with w: n samples, interval ms apart;
- * the 2D tree has the last one, the 3D tree all of them. */
-static int be_sample(st_walker_t *w, const int32_t *pids, const uint32_t *ranks,
-                     const uint32_t *owner, size_t nt, tbon_rank_t me, unsigned n,
-                     unsigned interval, st_tree_t *t2, st_tree_t *t3)
+ * the 2D tree has the last one, the 3D tree all of them. TBON_ECLOSED if
+ * the session ends meanwhile. */
+static int be_sample(tbon_net_t *net, st_walker_t *w, const int32_t *pids,
+                     const uint32_t *ranks, const uint32_t *owner, size_t nt, tbon_rank_t me,
+                     unsigned n, unsigned interval, st_tree_t *t2, st_tree_t *t3)
 {
     int rc = 0;
     for (unsigned s = 0; s < n && rc == 0; s++) {
+        if (session_over(net))
+            return TBON_ECLOSED;
         if (s > 0 && interval) {
             struct timespec ts = { interval / 1000, (long)(interval % 1000) * 1000000L };
             nanosleep(&ts, NULL);
@@ -627,8 +642,8 @@ static int be_discover(tbon_stream_t *s, tbon_packet_t *p, tbon_rank_t me, const
 
 /* Sample what the request p names (TAG_SAMPLE, or an ask again that
  * carries it) into fresh trees and send them with tag. */
-static int be_sample_req(tbon_stream_t *s, tbon_packet_t *p, tbon_rank_t me, int tag,
-                         st_tree_t **t2, st_tree_t **t3)
+static int be_sample_req(tbon_net_t *net, tbon_stream_t *s, tbon_packet_t *p, tbon_rank_t me,
+                         int tag, st_tree_t **t2, st_tree_t **t3)
 {
     int32_t *pids = NULL;
     uint32_t *ranks = NULL, *owner = NULL, n, interval, flags;
@@ -645,7 +660,8 @@ static int be_sample_req(tbon_stream_t *s, tbon_packet_t *p, tbon_rank_t me, int
         *t2 = st_tree_new();
         *t3 = st_tree_new();
         st_walker_t *w = *t2 && *t3 ? be_walker(flags) : NULL;
-        rc = w ? be_sample(w, pids, ranks, owner, np, me, n, interval, *t2, *t3) : TBON_ENOMEM;
+        rc = w ? be_sample(net, w, pids, ranks, owner, np, me, n, interval, *t2, *t3)
+               : TBON_ENOMEM;
         test_hold(me, 0);
         if (rc == 0)
             rc = be_send(s, tag, *t2, *t3);
@@ -679,7 +695,7 @@ static int be_loop(tbon_net_t *net, const char *self)
         if (tag == TAG_DISCOVER) {
             rc = be_discover(s, p, me, self);
         } else if (tag == TAG_SAMPLE || (tag == TAG_RESEND && !sampled)) {
-            rc = be_sample_req(s, p, me, tag, &t2, &t3);
+            rc = be_sample_req(net, s, p, me, tag, &t2, &t3);
             sampled = rc == 0;
         } else if (tag == TAG_RESEND) {
             rc = be_send(s, TAG_RESEND, t2, t3);
