@@ -169,6 +169,71 @@ static int parse_opts(int argc, char **argv, unsigned long *rank, unsigned long 
     return 0;
 }
 
+/* Wait for requests, and answer each when its delay (wait ms) has passed,
+ * at once without --delay. Waiting in tbon_net_recv rather than sleeping
+ * means a delayed back-end still leaves at once when the front-end shuts
+ * down. Returns the code that ended it (TBON_ECLOSED: the session ended). */
+static int serve(tbon_net_t *net, tbon_rank_t me, int64_t wait)
+{
+    struct queue q = { 0 };
+    int rc;
+    for (;;) {
+        int timeout = -1;
+        if (q.n) {
+            struct request *r = &q.v[q.head];
+            int64_t left = r->due - now_ms();
+            if (left <= 0) {
+                /* Later requests may have been taken meanwhile: the answer
+                 * goes in the wave of the one it answers. */
+                rc = tbon_stream_answer(r->s, r->request);
+                if (rc == 0)
+                    rc = answer(r->s, me, r->wave, r->kind);
+                free(r->kind);
+                q.head++;
+                q.n--;
+                if (rc != 0)
+                    break;
+                continue;
+            }
+            timeout = (int)left;
+        }
+
+        tbon_packet_t *p = NULL;
+        struct request r = { 0 };
+        rc = tbon_net_recv(net, &p, &r.s, timeout);
+        if (rc == TBON_ETIMEOUT)
+            continue;
+        if (rc != 0)
+            break;
+        if (tbon_packet_unpack(p, "%ud %s", &r.wave, &r.kind) != 0) {
+            fprintf(stderr, PROG " %" PRIu32 ": ignoring a packet of format \"%s\" "
+                    "(tag %d): not a request \"%%ud %%s\"\n", me,
+                    tbon_packet_format(p), tbon_packet_tag(p));
+            tbon_packet_unref(p);
+            continue;
+        }
+        tbon_packet_unref(p);
+        if (wait == 0 && q.n == 0) {
+            /* No delay: the answer goes at once, in the wave just taken. */
+            rc = answer(r.s, me, r.wave, r.kind);
+            free(r.kind);
+            if (rc != 0)
+                break;
+            continue;
+        }
+        r.request = tbon_stream_request(r.s);
+        r.due = now_ms() + wait;
+        if ((rc = queue_push(&q, r)) != 0) {
+            free(r.kind);
+            break;
+        }
+    }
+    for (size_t i = 0; i < q.n; i++)
+        free(q.v[q.head + i].kind);
+    free(q.v);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *attach = NULL;
@@ -208,59 +273,8 @@ int main(int argc, char **argv)
         }
     }
 
-    /* Wait for requests, and answer each when its delay has passed (at once
-     * without --delay). Waiting in tbon_net_recv rather than sleeping means a
-     * delayed back-end still leaves at once when the front-end shuts down. */
     tbon_rank_t me = tbon_net_rank(net);
-    int64_t wait = (int64_t)delay * (me % 4);
-    struct queue q = { 0 };
-    int rc;
-    for (;;) {
-        int timeout = -1;
-        if (q.n) {
-            struct request *r = &q.v[q.head];
-            int64_t left = r->due - now_ms();
-            if (left <= 0) {
-                /* Later requests may have been taken meanwhile: the answer
-                 * goes in the wave of the one it answers. */
-                rc = tbon_stream_answer(r->s, r->request);
-                if (rc == 0)
-                    rc = answer(r->s, me, r->wave, r->kind);
-                free(r->kind);
-                q.head++;
-                q.n--;
-                if (rc != 0)
-                    break;
-                continue;
-            }
-            timeout = (int)left;
-        }
-
-        tbon_packet_t *p = NULL;
-        struct request r = { 0 };
-        rc = tbon_net_recv(net, &p, &r.s, timeout);
-        if (rc == TBON_ETIMEOUT)
-            continue;
-        if (rc != 0)
-            break;
-        if (tbon_packet_unpack(p, "%ud %s", &r.wave, &r.kind) != 0) {
-            fprintf(stderr, PROG " %" PRIu32 ": ignoring a packet of format \"%s\" "
-                    "(tag %d): not a request \"%%ud %%s\"\n", me,
-                    tbon_packet_format(p), tbon_packet_tag(p));
-            tbon_packet_unref(p);
-            continue;
-        }
-        tbon_packet_unref(p);
-        r.request = tbon_stream_request(r.s);
-        r.due = now_ms() + wait;
-        if ((rc = queue_push(&q, r)) != 0) {
-            free(r.kind);
-            break;
-        }
-    }
-    for (size_t i = 0; i < q.n; i++)
-        free(q.v[q.head + i].kind);
-    free(q.v);
+    int rc = serve(net, me, (int64_t)delay * (me % 4));
     if (rc != TBON_ECLOSED)
         fprintf(stderr, PROG " %" PRIu32 ": %s: %s\n", me, tbon_strerror(rc),
                 tbon_net_error(net));
