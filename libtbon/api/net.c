@@ -236,8 +236,12 @@ static void drive(tbon_net_t *net, int timeout_ms)
 }
 
 /* Take the node to run a command now, or post it if another thread drives
- * it (under net->mu, so the driver sees it before it lets go: release). */
-static void exec_or_post(tbon_net_t *net, tb_cmd_t *c)
+ * it (under net->mu, so the driver sees it before it lets go: release).
+ * hold: a send of a back-end whose application has more packets waiting to
+ * be taken: its answer may wait for the next ones (tb_node_exec_held), to
+ * go up in one write with them; the last answer of a backlog, or the
+ * application's next wait, writes them all. */
+static void exec_or_post(tbon_net_t *net, tb_cmd_t *c, int hold)
 {
     pthread_mutex_lock(&net->mu);
     if (net->driving) {
@@ -246,9 +250,13 @@ static void exec_or_post(tbon_net_t *net, tb_cmd_t *c)
         return;
     }
     net->driving = 1;
+    hold = hold && net->app_bytes > 0;
     pthread_mutex_unlock(&net->mu);
     c->bytes = 0;   /* never counted as pending: it is carried out now */
-    tb_node_exec(net->node, c);
+    if (hold)
+        tb_node_exec_held(net->node, c);
+    else
+        tb_node_exec(net->node, c);
     /* Back-pressure: while the way up is full, wait for it here. */
     while (tb_node_backlog(net->node) > TB_APP_HIGH && !tb_node_stopped(net->node))
         tb_node_step(net->node, -1);
@@ -445,7 +453,7 @@ int tbon_stream_send_packet(tbon_stream_t *s, tbon_packet_t *p)
         s->idx++;
     pthread_mutex_unlock(&net->mu);
     if (net->inline_node)
-        exec_or_post(net, c);
+        exec_or_post(net, c, !net->is_fe);
     else
         tb_node_post(net->node, c);
     return 0;
@@ -608,7 +616,7 @@ int tbon_net_set_attr(tbon_net_t *net, const char *key, const char *value)
         tb_cmd_free(c);
         return tb_net_fail(net, TBON_ECLOSED, "the network has shut down");
     }
-    exec_or_post(net, c);
+    exec_or_post(net, c, 0);
     return 0;
 }
 

@@ -353,8 +353,11 @@ static void after_dispatch(tb_node_t *n)
     n->ft->flush(n);
     tb_node_links(n);
     if (n->parent) {
-        if (n->parent->dirty)
-            flush_conn(n, n->parent);
+        if (!n->hold_up) {
+            n->held = 0;
+            if (n->parent->dirty)
+                flush_conn(n, n->parent);
+        }
         if (n->parent->closed)
             tb_node_link_broke(n, n->parent);
         if (n->parent)
@@ -520,6 +523,36 @@ void tb_node_exec(tb_node_t *n, tb_cmd_t *cmd)
         finish(n);
 }
 
+int tb_node_exec_held(tb_node_t *n, tb_cmd_t *cmd)
+{
+    if (tb_node_stopped(n) || !n->parent || n->held + 1 >= TB_NODE_HOLD_CMDS) {
+        tb_node_exec(n, cmd);
+        return 0;
+    }
+    n->hold_up = 1;
+    on_cmd(n, cmd);
+    after_dispatch(n);
+    n->hold_up = 0;
+    if (tb_node_stopped(n)) {
+        finish(n);
+        return 0;
+    }
+    if (!n->parent || !n->parent->dirty)
+        return 0;
+    if (n->held++ == 0 && !tb_timer_armed(&n->hold_timer))
+        tb_timer_at(n->loop, &n->hold_timer, tb_now_ms() + TB_NODE_HOLD_MS);
+    return 1;
+}
+
+void tb_node_flush(tb_node_t *n)
+{
+    if (tb_node_stopped(n))
+        return;
+    after_dispatch(n);
+    if (tb_node_stopped(n))
+        finish(n);
+}
+
 void tb_node_kick(tb_node_t *n)
 {
     if (n->cbs.kick)
@@ -624,6 +657,7 @@ static int node_parts(tb_node_t *n)
     n->late_timer = (tb_timer_t){ .fn = on_late_timer, .arg = n };
     n->ft_timer = (tb_timer_t){ .fn = on_ft_timer, .arg = n };
     n->link_timer = (tb_timer_t){ .fn = on_link_timer, .arg = n };
+    n->hold_timer = (tb_timer_t){ .fn = on_link_timer, .arg = n };
     tb_node_links_init(n);
     if (!n->filters || !n->child || !n->loop)
         return TBON_ENOMEM;

@@ -153,6 +153,17 @@ int  tb_node_run(tb_node_t *n);
 int  tb_node_step(tb_node_t *n, int timeout_ms);
 /* Carry out a command at once (the caller drives the node). */
 void tb_node_exec(tb_node_t *n, tb_cmd_t *cmd);
+/* The same, for a send whose sender has more requests already waiting (a
+ * back-end working through a backlog): what it writes to the parent stays
+ * queued, to go in one system call with the answers that follow, at the
+ * next turn, tb_node_exec or tb_node_flush; at most TB_NODE_HOLD_CMDS
+ * commands and TB_NODE_HOLD_MS ms (a timer of the node's loop, which the
+ * kicker honours while nobody drives the node). 1: output is held. */
+int  tb_node_exec_held(tb_node_t *n, tb_cmd_t *cmd);
+/* Write what tb_node_exec_held left queued (the caller drives the node). */
+void tb_node_flush(tb_node_t *n);
+#define TB_NODE_HOLD_CMDS 64
+#define TB_NODE_HOLD_MS   1
 /* 1 if other threads have queued commands (an adoption, say) that a node
  * without a reactor thread should take in with a tb_node_step(n, 0). */
 int  tb_node_has_posted(tb_node_t *n);

@@ -258,6 +258,12 @@ struct tb_node {
     void (*start_lost)(struct tb_node *n, size_t i, const char *why);
     tb_timer_t late_timer;    /* late_due: the lost parent's connection closes */
     tb_timer_t ft_timer;      /* the next of the fault-tolerance layer's times */
+    /* Answers held for the parent (tb_node_exec_held): while hold_up, a
+     * dispatch leaves the parent's queue unwritten; held counts the
+     * commands whose output waits; hold_timer bounds the wait. */
+    int        hold_up;
+    unsigned   held;
+    tb_timer_t hold_timer;
     /* the link layer (node_link.c, net/link.h) */
     tb_timer_t link_timer;    /* owed ACKs, resend requests, stalls, relink deadlines */
     int        relink_ms;     /* how long a broken link may take (0: no relinking) */

@@ -23,6 +23,9 @@
  *                          that a test breaks nothing before the tree is up
  *   TBON_FAULT_LOG=FILE    one line per fault injected ("flip", "rflip",
  *                          "reset", "delay", then rank and fd), appended
+ *   TBON_FAULT_LOG_WRITES=1  also one line "write RANK FD" per write of
+ *                          sequenced frames while armed (no fault needed):
+ *                          how many system calls a process's frames took
  *   TBON_FAULT_DIE_AT_CTL=OP  kill the process (SIGKILL) instead of the first
  *                          write of a control frame of that op (its tag,
  *                          docs/protocol.md 7.2): a node dead at an exact
@@ -66,7 +69,7 @@ static ssize_t (*real_read)(int, void *, size_t);
 static ssize_t (*real_readv)(int, const struct iovec *, int);
 
 static double p_flip, p_rflip, p_reset, p_delay;
-static int delay_us = 2000, reset_ms, active, rank = -1, log_fd = -1, die_at_ctl = -1;
+static int delay_us = 2000, reset_ms, active, rank = -1, log_fd = -1, die_at_ctl = -1, log_writes;
 static int die_after_accepts, accepted;          /* accepted: under acc_mu */
 static pthread_mutex_t acc_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t acc_cv = PTHREAD_COND_INITIALIZER;
@@ -176,6 +179,7 @@ static void init(void)
     if (arm_path && !*arm_path)
         arm_path = NULL;
     armed = !arm_path;
+    log_writes = env_d("TBON_FAULT_LOG_WRITES") > 0;
     const char *lp = getenv("TBON_FAULT_LOG");
     if (active && lp && *lp)
         log_fd = open(lp, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
@@ -245,6 +249,8 @@ static int decide(int fd, const struct iovec *iov, int n)
         if (!on)
             return 0;
     }
+    if (log_writes)
+        note("write", fd);
     if (p_delay > 0 && uniform() < p_delay) {
         note("delay", fd);
         usleep((useconds_t)rand_below((uint64_t)delay_us) + 1);

@@ -40,6 +40,7 @@ enum {
     IT_TAG_LEAVE  = 122,  /* "%aud" ranks -> "%ld" 0: the listed BEs then leave in order
                              (tbon_net_destroy) and exit 0 */
     IT_TAG_ENV    = 123,  /* "%s" name -> "%s" its value, or "(unset)" */
+    IT_TAG_AWAY   = 124,  /* "%ud %ud" pre post -> "%ld" 1 after pre ms; then away post ms */
 };
 
 #define IT_NTYPES 10

@@ -23,6 +23,8 @@
  *                            first), then sets key to "value.RANK" (or
  *                            deletes it if delete)
  *   123 "%s" name         -> "%s"    getenv(name), or "(unset)"
+ *   124 "%ud %ud" pre, post -> "%ld" 1 after sleeping pre ms; then sleeps
+ *                            post ms before its next call into the library
  *   122 "%aud" ranks      -> "%ld" 0; a BE among ranks then leaves in order
  *                            (tbon_net_destroy) and exits 0
  *   110+i "%ud" wave      -> one value of the scalar type it_type_fmt[i]
@@ -43,8 +45,8 @@
  *                         back-end (TBON_RANK_NONE)
  *   --marker DIR          on TBON_ECLOSED, after tbon_net_destroy, create
  *                         DIR/closed.RANK (proof that the BE left cleanly)
- *   --exit-after N        _exit(0) without leaving after N requests (a BE
- *                         that dies)
+ *   --exit-after N        _exit(0) without leaving after N requests, their
+ *                         answers flushed (a BE that dies)
  *   --exit-after-ranks LIST  with --exit-after: only when launched as one of
  *                         the ranks of LIST
  * On TBON_ECLOSED from tbon_net_recv: tbon_net_destroy and exit 0.
@@ -189,6 +191,13 @@ static int handle(tbon_packet_t *p, tbon_stream_t *s, int argc, char **argv)
         free(ranks);
         return tbon_stream_send(s, tag, "%uld", (uint64_t)1 << (rank % 64));
     }
+    case IT_TAG_AWAY:
+        if ((rc = tbon_packet_unpack(p, "%ud %ud", &a, &b)))
+            return rc;
+        sleep_ms(a);
+        rc = tbon_stream_send(s, tag, "%ld", (int64_t)1);
+        sleep_ms(b);        /* away from the library, its answer sent */
+        return rc;
     case IT_TAG_BYTES: {
         uint8_t *bytes = NULL;
         size_t n = 0;
@@ -374,8 +383,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "tbon_test_be[%u]: request %d (\"%s\"): %s\n", (unsigned)rank,
                     tbon_packet_tag(p), tbon_packet_format(p), tbon_strerror(rc));
         tbon_packet_unref(p);
-        if (exit_after >= 0 && ++handled >= exit_after)
+        if (exit_after >= 0 && ++handled >= exit_after) {
+            /* Dies having answered N requests: those answers are out
+             * (tbon_stream_send queues; with requests waiting to be taken
+             * it may hold answers back for the ones to come). */
+            if (s)
+                tbon_stream_flush(s);
             _exit(0);
+        }
         if (leave)
             break;
     }

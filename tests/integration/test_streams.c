@@ -617,6 +617,103 @@ ITEST(queued_requests_answered_in_their_waves)
     tbon_net_destroy(net);
 }
 
+/* ---- a back-end's answers held while requests wait ---- */
+
+/* Lines of path that start with prefix (0 if it is missing). */
+static int count_lines(const char *path, const char *prefix)
+{
+    FILE *f = fopen(path, "r");
+    char line[128];
+    int n = 0;
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof line, f))
+        n += strncmp(line, prefix, strlen(prefix)) == 0;
+    fclose(f);
+    return n;
+}
+
+/* 1x1: the back-end sleeps 300 ms in the first of 400 requests, so the other
+ * 399 wait for it when it answers; it answers them all, exactly, in a few
+ * writes: fewer than one per 8 answers (one each when every answer is
+ * written as it is sent). The fault shim counts the back-end's writes of
+ * frames (TBON_FAULT_LOG_WRITES), armed for the burst only. */
+ITEST(backlog_answers_written_together)
+{
+    char log[PATH_MAX], arm[PATH_MAX];
+    snprintf(log, sizeof log, "%s/writes.log", th_tmpdir());
+    snprintf(arm, sizeof arm, "%s/writes.arm", th_tmpdir());
+    it_preload_faultshim();
+    setenv("TBON_FAULT_LOG", log, 1);
+    setenv("TBON_FAULT_LOG_WRITES", "1", 1);
+    setenv("TBON_FAULT_ARM", arm, 1);
+    setenv("TBON_FAULT_RANKS", "2", 1);     /* 1x1: the back-end */
+    it_tree_t t;
+    int rc = it_start(&t, "1x1", NULL, NULL);
+    unsetenv("LD_PRELOAD");
+    if (rc)
+        return;
+    REQUIRE(t.nbe == 1 && t.be[0] == 2);
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    enum { N = 400 };
+    it_arm(arm, 1);
+    it_sleep_ms(30);        /* the shim looks at the arm file every 10 ms */
+    CHECK_INT(tbon_stream_send(s, IT_TAG_AWAY, "%ud %ud", 300u, 0u), 0);
+    for (uint32_t w = 1; w < N; w++)
+        CHECK_INT(tbon_stream_send(s, IT_TAG_WAVE, "%ud", w), 0);
+    tbon_packet_t *p = it_recv(s, IT_RECV_MS, "the first answer");
+    REQUIRE(p);
+    int64_t v = 0;
+    CHECK_INT(tbon_packet_unpack(p, "%ld", &v), 0);
+    CHECK_INT(v, 1);
+    tbon_packet_unref(p);
+    for (uint32_t w = 1; w < N; w++) {
+        p = it_recv(s, IT_RECV_MS, "a wave of the backlog");
+        if (!p)
+            break;
+        CHECK_INT(tbon_packet_unpack(p, "%ld", &v), 0);
+        CHECK_INT(v, it_wave_sum(t.be, t.nbe, w));
+        tbon_packet_unref(p);
+    }
+    it_arm(arm, 0);
+    int writes = count_lines(log, "write 2 ");
+    fprintf(stderr, "    note: %d answers in %d writes of the back-end\n", N, writes);
+    CHECK(writes > 0);          /* the count works */
+    CHECK(writes < N / 8);
+    it_stop(&t);
+}
+
+/* 2x2: each back-end sleeps 300 ms in a request while the next one arrives,
+ * answers (held: a request waits), then stays away from the library for
+ * 4 s. Its answer still goes within the hold's bound (the kicker writes it),
+ * not when it comes back. */
+ITEST(held_answer_goes_while_the_backend_is_away)
+{
+    it_tree_t t;
+    if (it_start(&t, "2x2", NULL, NULL))
+        return;
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    int64_t t0 = it_now_ms();
+    CHECK_INT(tbon_stream_send(s, IT_TAG_AWAY, "%ud %ud", 300u, 4000u), 0);
+    CHECK_INT(tbon_stream_send(s, IT_TAG_WAVE, "%ud", 1u), 0);
+    tbon_packet_t *p = it_recv(s, IT_RECV_MS, "the answers of the away back-ends");
+    REQUIRE(p);
+    int64_t took = it_now_ms() - t0, v = 0;
+    CHECK_INT(tbon_packet_unpack(p, "%ld", &v), 0);
+    CHECK_INT(v, (int64_t)t.nbe);
+    tbon_packet_unref(p);
+    fprintf(stderr, "    note: the answers came after %lld ms\n", (long long)took);
+    CHECK(took < 2500);         /* 4,300 ms or more if held until they return */
+    p = it_recv(s, IT_RECV_MS, "the wave after");
+    REQUIRE(p);
+    CHECK_INT(tbon_packet_unpack(p, "%ld", &v), 0);
+    CHECK_INT(v, it_wave_sum(t.be, t.nbe, 1));
+    tbon_packet_unref(p);
+    it_stop(&t);
+}
+
 /* ---- ending streams (issue 19, item 3) ---- */
 
 /* tbon_stream_close on 4x16, five rounds of: N new streams, a wave on each,
