@@ -525,7 +525,8 @@ static void *eds_thread(void *arg)
      * paid for that heap in the middle of the recovery burst: pay now. */
     void *volatile warm = malloc(64);
     free(warm);
-    if (tb_eds_start_adopter(e) != 0)       /* tried again at the first loss */
+    /* A back-end adopts on this thread (eds_adopt.c, adopt_here). */
+    if (e->role != TB_ROLE_BE && tb_eds_start_adopter(e) != 0) /* again at the first loss */
         TB_WARN("eds", "cannot start the adopter thread yet: %s", strerror(errno));
     tb_eds_watch_start(e);
     while (!atomic_load(&e->stop)) {
@@ -679,6 +680,7 @@ void tb_eds_free(tb_eds_t *e)
         close(e->grave[--e->ngrave]);
     tb_loop_destroy(e->loop);     /* what was never applied is applied now, and freed */
     tb_topology_destroy(e->topo);
+    tb_adopt_index_destroy(e->aidx);
     free(e->data_seen);
     free(e->event_seen);
     free(e->expect);

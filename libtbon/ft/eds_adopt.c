@@ -86,6 +86,7 @@ static void apply_report(tb_eds_t *e, const struct eds_mail *q)
 }
 
 static void on_adopter(tb_eds_t *e, struct eds_mail *q);
+static void adopt_here(tb_eds_t *e, struct adopt_job *job);
 
 /* What the reactor sent, in the order it sent it (the loop's drain). An
  * adoption asked for is only noted here: the thread's loop starts it after
@@ -152,6 +153,17 @@ struct adopt_job {
     tbon_rank_t lost;
     uint32_t inc;              /* our incarnation once adopted */
     int64_t t0;                /* us: the loss */
+    /* The first round's plan, made on the EDS thread from its own copy of
+     * the topology (plan_job): the candidates, where they listen, and a
+     * connection to the first already under way (fd0, -1: none). The
+     * adopter thread then has nothing to look up before it talks to one,
+     * and the connection goes out before it is even woken. */
+    uint32_t old_height;
+    size_t k;
+    tbon_rank_t cand[16];
+    uint16_t port[16];
+    char host[16][TB_ADOPT_HOST_MAX];
+    int fd0;
 };
 
 /* A copy of the EDS's topology (any thread; the EDS thread writes it under
@@ -174,14 +186,12 @@ static const char *host_of(const tb_eds_t *e, const tb_topology_t *t, tbon_rank_
 
 /* Connect to candidate c and ask it to adopt us: the handshake with purpose
  * ADOPTION, then its TB_CTL_ADOPT_ACK. The data connection fd, or -1. */
-static int ask(tb_eds_t *e, const tb_topology_t *t, tbon_rank_t c, uint32_t inc,
-               int64_t deadline)
+static int ask(tb_eds_t *e, const char *host, uint16_t port, tbon_rank_t c, uint32_t inc,
+               int fd0, int64_t deadline)
 {
-    uint16_t port = tb_topology_port(t, c);
-    if (!port)
-        return TBON_ECLOSED;
     tbon_error_t err;
-    int fd = tb_sock_connect(host_of(e, t, c), port, deadline, &err);
+    int fd = fd0 >= 0 ? tb_sock_connect_end(fd0, host, port, deadline, &err)
+                      : port ? tb_sock_connect(host, port, deadline, &err) : TBON_ECLOSED;
     if (fd < 0)
         return TBON_ECLOSED;
     tb_welcome_t w;
@@ -237,18 +247,16 @@ static void job_mail(tb_eds_t *e, struct eds_mail q)
  * message"), after the delay that lets the burst of a recovery pass
  * (tb_eds_events_delay). The fd, or -1 (*gone set if p's port refused the
  * connection: its process has ended since it adopted us). */
-static int parent_events(tb_eds_t *e, const tb_topology_t *t, tbon_rank_t p, uint32_t inc,
-                         int *gone)
+static int parent_events(tb_eds_t *e, tbon_rank_t p, const char *host, uint16_t port,
+                         uint32_t inc, int *gone)
 {
     *gone = 0;
-    struct timespec ts = { 0, (long)tb_eds_events_delay(e) * 1000000L };
-    nanosleep(&ts, NULL);
     if (atomic_load(&e->stop) || atomic_load(&e->leaving))
         return TBON_ECLOSED;
     tbon_error_t err;
     tb_welcome_t w;
     int64_t dl = tb_now_ms() + 1000;
-    int efd = tb_sock_connect(host_of(e, t, p), tb_topology_port(t, p), dl, &err);
+    int efd = tb_sock_connect(host, port, dl, &err);
     *gone = efd < 0 && errno == ECONNREFUSED;
     if (efd >= 0 && tb_auth_client(efd, &e->session, (uint8_t)e->role, TB_PURPOSE_EVENT,
                                    e->rank, inc, dl, &w, &err) == 0) {
@@ -262,60 +270,137 @@ static int parent_events(tb_eds_t *e, const tb_topology_t *t, tbon_rank_t p, uin
     return TBON_ECLOSED;
 }
 
-/* Our parent is gone: find a new one (seed 003 V-A, "Dynamic Topology
- * Configuration"). The candidates come from our copy of the topology; a dead
- * or refusing one means the next, a round that finds nobody is tried again
- * with what the reports have taught us meanwhile, and the FE is the last
- * resort. */
-static void run_job(struct adopt_job job)
+/* The candidates for job from topology t and its index x (lost's failure
+ * applied to t or not yet: tb_adopt_candidates leaves the lost parent and
+ * its children out either way), with where each listens. */
+static void plan_from(tb_eds_t *e, struct adopt_job *job, const tb_topology_t *t,
+                      const tb_adopt_index_t *x)
 {
-    tb_eds_t *e = job.e;
-    tbon_rank_t lost = job.lost;
-    tb_topology_t *t = snapshot(e);
-    /* Seed 003 V-A: an adopter must be at least as high as the lost parent
-     * was, that is one above us, so the tree grows no higher. */
-    uint32_t old_height = t ? tb_topology_height(t, e->rank) + 1 : 0;
+    job->k = x ? tb_adopt_candidates(x, t, e->rank, job->lost, job->old_height, job->cand, 16)
+               : 0;
+    if (job->k == 0)
+        job->cand[job->k++] = 0;    /* no index (out of memory): the FE, the last resort */
+    for (size_t i = 0; i < job->k; i++) {
+        job->port[i] = tb_topology_port(t, job->cand[i]);
+        snprintf(job->host[i], sizeof job->host[i], "%s", host_of(e, t, job->cand[i]));
+    }
+}
+
+/* The first round's plan, on the EDS thread (adopt): from its own copy,
+ * kept current by the reports it has just applied, and its own index
+ * (e->aidx, brought up to date, not built anew): no copy of the topology
+ * per orphan. A local first candidate is connected to at once. */
+static void plan_job(tb_eds_t *e, struct adopt_job *job)
+{
+    job->old_height = tb_topology_height(e->topo, e->rank) + 1;
+    if (!e->aidx)
+        e->aidx = tb_adopt_index_new(e->topo);
+    else
+        tb_adopt_index_update(e->aidx, e->topo);
+    plan_from(e, job, e->topo, e->aidx);
+    job->fd0 = -1;
+    if (job->port[0] && strcmp(job->host[0], "127.0.0.1") == 0) {
+        tbon_error_t err;
+        job->fd0 = tb_sock_connect_begin("127.0.0.1", job->port[0], &err);
+        if (job->fd0 < 0) {
+            job->fd0 = -1;
+            job->port[0] = 0;       /* refused: nobody listens there now */
+        }
+    }
+}
+
+static void job_free(struct adopt_job *job)
+{
+    if (job && job->fd0 >= 0)
+        close(job->fd0);
+    free(job);
+}
+
+/* Ask job's candidates in turn: the index of the one that adopted us (the
+ * reactor has the connection, and the EDS the news), or -1 if none did. */
+static long ask_candidates(tb_eds_t *e, struct adopt_job *job)
+{
+    int64_t t1 = tb_now_us();
+    for (size_t i = 0; i < job->k && !atomic_load(&e->stop); i++) {
+        int fd0 = i == 0 ? job->fd0 : -1;
+        if (i == 0)
+            job->fd0 = -1;          /* ask takes it */
+        int fd = ask(e, job->host[i], job->port[i], job->cand[i], job->inc, fd0,
+                     tb_now_ms() + 1000);
+        if (fd < 0)
+            continue;
+        int64_t t2 = tb_now_us();
+        /* The EDS hears first (its parent, its incarnation: the reactor's
+         * reports after the graft come after this mail), then the reactor
+         * gets the connection from here: from the adopter thread, the EDS
+         * thread is not woken on the way (one hand-off less per orphan). */
+        job_mail(e, (struct eds_mail){ .what = M_ADOPTED, .fd = -1, .p = job->cand[i],
+                                       .r = job->lost });
+        tb_cmd_t *c = tb_cmd_adopted(fd, job->cand[i], job->lost, (uint64_t)(t1 - job->t0),
+                                     (uint64_t)(t2 - t1));
+        if (c)
+            tb_node_post(e->node, c);
+        else
+            close(fd);
+        return (long)i;
+    }
+    return -1;
+}
+
+/* The rounds of an adoption: the first with the EDS's plan (plan_job); a
+ * round that finds nobody is tried again, after a pause, with a copy of
+ * what the reports have taught us meanwhile (the FE being the last
+ * resort). The index of the candidate that adopted us, or -1. */
+static long adopt_rounds(struct adopt_job *job)
+{
+    tb_eds_t *e = job->e;
+    tb_topology_t *t = NULL;
     tb_adopt_index_t *aidx = NULL;
-    for (int round = 0; t && round < 4 && !atomic_load(&e->stop); round++) {
+    long got = -1;
+    for (int round = 0; got < 0 && round < 4 && !atomic_load(&e->stop); round++) {
         if (round > 0) {
             struct timespec ts = { 0, 40000000L * round };
             nanosleep(&ts, NULL);
-            tb_topology_t *fresh = snapshot(e);     /* what the reports taught us */
+            tb_topology_t *fresh = snapshot(e);
             if (fresh) {
                 tb_topology_destroy(t);
                 t = fresh;
             }
+            if (!t)
+                break;
+            tb_report_failure(t, job->lost, tb_topology_incarnation(t, job->lost));
+            if (!aidx)
+                aidx = tb_adopt_index_new(t);
+            else
+                tb_adopt_index_update(aidx, t);
+            plan_from(e, job, t, aidx);
         }
-        tb_report_failure(t, lost, tb_topology_incarnation(t, lost));
-        if (!aidx)
-            aidx = tb_adopt_index_new(t);
-        else
-            tb_adopt_index_update(aidx, t);
-        tbon_rank_t cand[16];
-        size_t k = aidx ? tb_adopt_candidates(aidx, t, e->rank, lost, old_height, cand, 16) : 0;
-        if (k == 0)
-            cand[k++] = 0;      /* no index (out of memory): the FE, the last resort */
-        int64_t t1 = tb_now_us();
-        for (size_t i = 0; i < k && !atomic_load(&e->stop); i++) {
-            int fd = ask(e, t, cand[i], job.inc, tb_now_ms() + 1000);
-            if (fd < 0)
-                continue;
-            int64_t t2 = tb_now_us();
-            job_mail(e, (struct eds_mail){ .what = M_ADOPTED, .fd = fd, .p = cand[i], .r = lost,
-                                           .us = { (uint64_t)(t1 - job.t0),
-                                                   (uint64_t)(t2 - t1) } });
-            int gone;
-            int efd = parent_events(e, t, cand[i], job.inc, &gone);
-            job_mail(e, (struct eds_mail){ .what = M_PARENT_EVENTS, .fd = efd, .p = cand[i],
-                                           .last = 1, .gone = gone });
-            tb_adopt_index_destroy(aidx);
-            tb_topology_destroy(t);
-            return;
-        }
+        got = ask_candidates(e, job);
     }
     tb_adopt_index_destroy(aidx);
     tb_topology_destroy(t);
-    job_mail(e, (struct eds_mail){ .what = M_ADOPT_FAILED, .fd = -1, .r = lost, .last = 1 });
+    return got;
+}
+
+/* Our parent is gone: find a new one (seed 003 V-A, "Dynamic Topology
+ * Configuration"), on the adopter thread; then, after the delay that lets
+ * the recovery's burst pass (tb_eds_events_delay), the event connection to
+ * the new parent. */
+static void run_job(struct adopt_job *job)
+{
+    tb_eds_t *e = job->e;
+    long i = adopt_rounds(job);
+    if (i < 0) {
+        job_mail(e, (struct eds_mail){ .what = M_ADOPT_FAILED, .fd = -1, .r = job->lost,
+                                       .last = 1 });
+        return;
+    }
+    struct timespec ts = { 0, (long)tb_eds_events_delay(e) * 1000000L };
+    nanosleep(&ts, NULL);
+    int gone;
+    int efd = parent_events(e, job->cand[i], job->host[i], job->port[i], job->inc, &gone);
+    job_mail(e, (struct eds_mail){ .what = M_PARENT_EVENTS, .fd = efd, .p = job->cand[i],
+                                   .last = 1, .gone = gone });
 }
 
 static void *adopter_thread(void *arg)
@@ -334,8 +419,8 @@ static void *adopter_thread(void *arg)
         struct adopt_job *job = e->job;
         e->job = NULL;
         pthread_mutex_unlock(&e->amu);
-        run_job(*job);
-        free(job);
+        run_job(job);
+        job_free(job);
         pthread_mutex_lock(&e->amu);
     }
     pthread_mutex_unlock(&e->amu);
@@ -352,16 +437,63 @@ int tb_eds_start_adopter(tb_eds_t *e)
     return 0;
 }
 
+/* The event connection to the new parent, once its delay is over (the
+ * timer adopt_here set; EDS thread). */
+static void on_events_timer(tb_timer_t *t, int64_t now)
+{
+    (void)now;
+    tb_eds_t *e = t->arg;
+    int gone;
+    int efd = parent_events(e, e->ev_p, e->ev_host, e->ev_port, e->ev_inc, &gone);
+    struct eds_mail q = { .what = M_PARENT_EVENTS, .fd = efd, .p = e->ev_p, .last = 1,
+                          .gone = gone };
+    on_adopter(e, &q);
+}
+
+/* A back-end adopts on the EDS thread itself: without a parent it has
+ * nobody to beat for (it has no children), and its EDS thread is already
+ * running when the loss is seen, where an adopter thread must first be
+ * woken, and under a recovery's load wait its turn (1.2-2.8 ms per orphan
+ * at fan-out 16 to 128, bench/RESULTS.md). The event connection follows
+ * from a timer of the EDS's loop, not a sleep. A commnode keeps beating
+ * for its children meanwhile: the adopter thread does its adoptions. */
+static void adopt_here(tb_eds_t *e, struct adopt_job *job)
+{
+    e->adopting = 1;
+    long i = adopt_rounds(job);
+    if (i < 0) {
+        struct eds_mail q = { .what = M_ADOPT_FAILED, .fd = -1, .r = job->lost, .last = 1 };
+        job_free(job);
+        on_adopter(e, &q);
+        return;
+    }
+    e->ev_p = job->cand[i];
+    e->ev_port = job->port[i];
+    e->ev_inc = job->inc;
+    snprintf(e->ev_host, sizeof e->ev_host, "%s", job->host[i]);
+    job_free(job);
+    if (!tb_timer_armed(&e->ev_timer))
+        e->ev_timer = (tb_timer_t){ .fn = on_events_timer, .arg = e };
+    tb_timer_at(e->loop, &e->ev_timer, tb_now_ms() + tb_eds_events_delay(e));
+}
+
 /* Give the adopter thread the loss of lost (EDS thread). */
 static void adopt(tb_eds_t *e, tbon_rank_t lost)
 {
     tb_eds_apply_reports(e);
     struct adopt_job *job = malloc(sizeof *job);
-    if (job)
-        *job = (struct adopt_job){ e, lost, e->incarnation + 1, tb_now_us() };
+    if (job) {
+        *job = (struct adopt_job){ .e = e, .lost = lost, .inc = e->incarnation + 1,
+                                   .t0 = tb_now_us(), .fd0 = -1 };
+        plan_job(e, job);
+    }
+    if (job && e->role == TB_ROLE_BE) {
+        adopt_here(e, job);
+        return;
+    }
     /* Not started with the EDS (out of resources then): now. */
     if (!job || tb_eds_start_adopter(e) != 0) {
-        free(job);
+        job_free(job);
         TB_WARN("adopt", "cannot start the adopter thread after the loss of rank %u; leaving",
                 lost);
         tb_eds_post(e, tb_cmd_adopt_failed(lost));
@@ -387,17 +519,12 @@ static void on_adopter(tb_eds_t *e, struct eds_mail *q)
         return;
     }
     switch (q->what) {
-    case M_ADOPTED: {
-        /* lost (q->r): the parent it replaces */
-        tb_cmd_t *c = tb_cmd_adopted(q->fd, q->p, q->r, q->us[0], q->us[1]);
-        q->fd = -1;
-        if (!c)
-            break;
+    case M_ADOPTED:
+        /* lost (q->r): the parent it replaces; the adopter thread has
+         * given the reactor the connection (run_job) */
         e->parent = q->p;
         e->incarnation++;
-        tb_node_post(e->node, c);
         break;
-    }
     case M_PARENT_EVENTS:
         while (e->ngrave > 0)           /* the lost parent's, closed now */
             close(e->grave[--e->ngrave]);
@@ -445,7 +572,7 @@ void tb_eds_join_adopter(tb_eds_t *e)
     pthread_join(e->adopter, NULL);
     e->adopter_up = 0;
     e->adopting = 0;
-    free(e->job);       /* given but never taken */
+    job_free(e->job);   /* given but never taken */
     e->job = NULL;
 }
 

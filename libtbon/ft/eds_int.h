@@ -10,6 +10,9 @@
 
 #include "ft/eds.h"
 #include "topo/reconfig.h"
+
+/* The longest host name an adoption plan holds (with its NUL). */
+#define TB_ADOPT_HOST_MAX 256
 #include "net/loop.h"
 
 /* How long a connecting peer has to finish the handshake. */
@@ -133,6 +136,15 @@ struct tb_eds {
     pthread_mutex_t amu;       /* job, between the EDS and the adopter thread */
     pthread_cond_t acv;
     struct adopt_job *job;     /* under amu: the adoption to run next */
+    tb_adopt_index_t *aidx;    /* EDS thread: the adopters of topo, kept up to
+                                  date (topo/reconfig.h), for the first plan */
+    /* A back-end's adoption runs on the EDS thread (eds_adopt.c, adopt_here):
+     * the event connection to its new parent, due at ev_timer */
+    tb_timer_t ev_timer;
+    tbon_rank_t ev_p;
+    uint16_t ev_port;
+    uint32_t ev_inc;
+    char ev_host[TB_ADOPT_HOST_MAX];
     int adopting;              /* EDS thread: a job given, its last word not heard */
     int adopt_next;            /* 1 + a parent lost while it ran: adopt after it */
     unsigned accept_paused;    /* times accepting paused for want of fds or memory
