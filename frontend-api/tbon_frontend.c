@@ -2,14 +2,12 @@
  * file, open a broadcast stream with a filter, send request waves to the
  * back-ends and print what comes back (readable lines or JSON lines).
  *
- * Written against the public API; it only borrows the library's typed field
- * access (packet_int.h) to print any packet's values whatever its format.
+ * Written against the public API alone: any packet's values, whatever its
+ * format, are read one field at a time (tbon_packet_unpack_field).
  * Results go to stdout, everything else (progress, notes, errors) to stderr,
  * so `--json | jq` sees nothing but results.
  */
 #include <tbon/tbon.h>
-
-#include "codec/packet_int.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -580,65 +578,195 @@ static void print_string(FILE *f, const uint8_t *s, size_t n)
     json_decref(j);
 }
 
-/* One numeric element e of type t. */
-static void print_number(FILE *f, enum tb_ftype t, const uint8_t *e)
+/* A field of a packet of any format, copied out through the public API
+ * (tbon_packet_unpack_field): its conversion from the packet's format, and
+ * its values in host order. */
+struct field {
+    char   kind;        /* 'i' signed (%c too), 'u' unsigned, 'f' float, 's' string */
+    int    array;       /* one of the %a conversions */
+    size_t size;        /* bytes per number */
+    size_t count;       /* elements (1 for a scalar) */
+    void  *data;        /* the numbers; the string; for %as the strings */
+    union { int8_t c; uint8_t uc; int16_t hd; uint16_t uhd; int32_t d; uint32_t ud;
+            int64_t ld; uint64_t uld; float f; double lf; } one;   /* a scalar's room */
+};
+
+/* The element types, as a conversion names them after '%' or "%a". */
+static const struct {
+    const char *name;
+    char        kind;
+    size_t      size;
+} elems[] = {
+    { "c", 'i', 1 }, { "uc", 'u', 1 }, { "hd", 'i', 2 }, { "uhd", 'u', 2 }, { "d", 'i', 4 },
+    { "ud", 'u', 4 }, { "ld", 'i', 8 }, { "uld", 'u', 8 }, { "f", 'f', 4 }, { "lf", 'f', 8 },
+    { "s", 's', 0 },
+};
+
+/* Copy a scalar of element type e (elems[e]) into fl->one. */
+static int unpack_scalar(const tbon_packet_t *p, size_t i, const char *conv, size_t e,
+                         struct field *fl)
 {
-    if (tb_ftype_is_float(t))
-        fprintf(f, "%.10g", tb_elem_get_f64(t, e));
-    else if (tb_ftype_is_signed(t))
-        fprintf(f, "%" PRId64, tb_elem_get_i64(t, e));
-    else
-        fprintf(f, "%" PRIu64, tb_elem_get_u64(t, e));
+    switch (e) {
+    case 0:  return tbon_packet_unpack_field(p, i, conv, (char *)&fl->one.c);
+    case 1:  return tbon_packet_unpack_field(p, i, conv, &fl->one.uc);
+    case 2:  return tbon_packet_unpack_field(p, i, conv, &fl->one.hd);
+    case 3:  return tbon_packet_unpack_field(p, i, conv, &fl->one.uhd);
+    case 4:  return tbon_packet_unpack_field(p, i, conv, &fl->one.d);
+    case 5:  return tbon_packet_unpack_field(p, i, conv, &fl->one.ud);
+    case 6:  return tbon_packet_unpack_field(p, i, conv, &fl->one.ld);
+    case 7:  return tbon_packet_unpack_field(p, i, conv, &fl->one.uld);
+    case 8:  return tbon_packet_unpack_field(p, i, conv, &fl->one.f);
+    case 9:  return tbon_packet_unpack_field(p, i, conv, &fl->one.lf);
+    default: return tbon_packet_unpack_field(p, i, conv, (char **)&fl->data);
+    }
 }
 
-/* A %as element at d: a u32 little-endian length and its bytes. */
-static uint32_t as_len(const uint8_t *d)
+/* Copy an array of element type e (elems[e]) into fl->data, fl->count. */
+static int unpack_array(const tbon_packet_t *p, size_t i, const char *conv, size_t e,
+                        struct field *fl)
 {
-    return (uint32_t)d[0] | (uint32_t)d[1] << 8 | (uint32_t)d[2] << 16 | (uint32_t)d[3] << 24;
+    void **d = &fl->data;
+    size_t *n = &fl->count;
+    switch (e) {
+    case 0:  return tbon_packet_unpack_field(p, i, conv, (char **)d, n);
+    case 1:  return tbon_packet_unpack_field(p, i, conv, (unsigned char **)d, n);
+    case 2:  return tbon_packet_unpack_field(p, i, conv, (int16_t **)d, n);
+    case 3:  return tbon_packet_unpack_field(p, i, conv, (uint16_t **)d, n);
+    case 4:  return tbon_packet_unpack_field(p, i, conv, (int32_t **)d, n);
+    case 5:  return tbon_packet_unpack_field(p, i, conv, (uint32_t **)d, n);
+    case 6:  return tbon_packet_unpack_field(p, i, conv, (int64_t **)d, n);
+    case 7:  return tbon_packet_unpack_field(p, i, conv, (uint64_t **)d, n);
+    case 8:  return tbon_packet_unpack_field(p, i, conv, (float **)d, n);
+    case 9:  return tbon_packet_unpack_field(p, i, conv, (double **)d, n);
+    default: return tbon_packet_unpack_field(p, i, conv, (char ***)d, n);
+    }
+}
+
+/* The number of fields of p: its canonical format has one conversion per
+ * field, single spaces between them. */
+static size_t nfields(const tbon_packet_t *p)
+{
+    const char *fmt = tbon_packet_format(p);
+    size_t n = fmt && *fmt ? 1 : 0;
+    for (const char *s = fmt; n && *s; s++)
+        n += *s == ' ';
+    return n;
+}
+
+/* Field i of p into *fl (release it with field_free): 0, or -1 when it
+ * cannot be read (no such field, out of memory). */
+static int field_get(const tbon_packet_t *p, size_t i, struct field *fl)
+{
+    const char *s = tbon_packet_format(p);
+    memset(fl, 0, sizeof *fl);
+    for (size_t k = 0; s && *s && k < i; s++)
+        k += *s == ' ';
+    if (!s || *s != '%')
+        return -1;
+    char conv[8];
+    size_t len = strcspn(s, " ");
+    if (len >= sizeof conv)
+        return -1;
+    memcpy(conv, s, len);
+    conv[len] = '\0';
+    fl->array = conv[1] == 'a';
+    const char *name = conv + 1 + fl->array;
+    size_t e = 0;
+    while (e < sizeof elems / sizeof elems[0] && strcmp(elems[e].name, name) != 0)
+        e++;
+    if (e == sizeof elems / sizeof elems[0])
+        return -1;
+    fl->kind = elems[e].kind;
+    fl->size = elems[e].size;
+    fl->count = fl->array ? 0 : 1;
+    int rc = fl->array ? unpack_array(p, i, conv, e, fl) : unpack_scalar(p, i, conv, e, fl);
+    if (!fl->array && fl->kind != 's')
+        fl->data = &fl->one;
+    return rc == 0 ? 0 : -1;
+}
+
+static void field_free(struct field *fl)
+{
+    if (fl->array && fl->kind == 's')
+        for (size_t k = 0; k < fl->count; k++)
+            free(((char **)fl->data)[k]);
+    if (fl->data != &fl->one)
+        free(fl->data);
+}
+
+/* Element k of an integer field as a signed value (an unsigned one's bits),
+ * or of a floating one. */
+static int64_t elem_i64(const struct field *fl, size_t k)
+{
+    const void *d = fl->data;
+    if (fl->kind == 'u')
+        return (int64_t)(fl->size == 1 ? ((const uint8_t *)d)[k]
+                         : fl->size == 2 ? ((const uint16_t *)d)[k]
+                         : fl->size == 4 ? ((const uint32_t *)d)[k] : ((const uint64_t *)d)[k]);
+    return fl->size == 1 ? ((const int8_t *)d)[k] : fl->size == 2 ? ((const int16_t *)d)[k]
+           : fl->size == 4 ? ((const int32_t *)d)[k] : ((const int64_t *)d)[k];
+}
+
+static double elem_f64(const struct field *fl, size_t k)
+{
+    return fl->size == 4 ? ((const float *)fl->data)[k] : ((const double *)fl->data)[k];
+}
+
+/* Element k of a string field: its bytes (a %s has one). */
+static const char *elem_str(const struct field *fl, size_t k)
+{
+    return fl->array ? ((char *const *)fl->data)[k] : fl->data;
+}
+
+/* One numeric element k of fl. */
+static void print_number(FILE *f, const struct field *fl, size_t k)
+{
+    if (fl->kind == 'f')
+        fprintf(f, "%.10g", elem_f64(fl, k));
+    else if (fl->kind == 'i')
+        fprintf(f, "%" PRId64, elem_i64(fl, k));
+    else
+        fprintf(f, "%" PRIu64, (uint64_t)elem_i64(fl, k));
 }
 
 /* Field i of p: a number, a string, or [elements] for an array. */
 static void print_field(FILE *f, const tbon_packet_t *p, size_t i)
 {
-    struct tb_field fl;
+    struct field fl;
 
-    if (tb_packet_get_field(p, i, &fl) != 0) {
+    if (field_get(p, i, &fl) != 0) {
+        field_free(&fl);
         fputc('?', f);
         return;
     }
-    enum tb_ftype et = tb_ftype_elem(fl.type);
-    if (fl.type == TB_F_S) {
-        print_string(f, fl.data, fl.size);
+    if (!fl.array) {
+        if (fl.kind == 's')
+            print_string(f, (const uint8_t *)fl.data, strlen(fl.data));
+        else
+            print_number(f, &fl, 0);
+        field_free(&fl);
         return;
     }
-    if (!tb_ftype_is_array(fl.type)) {
-        print_number(f, et, fl.data);
-        return;
-    }
-    size_t esz = tb_ftype_elem_size(et);
     size_t shown = fl.count <= HUMAN_MAX_ELEMS ? fl.count : HUMAN_MAX_ELEMS;
-    const uint8_t *d = fl.data;
     fputc('[', f);
     for (size_t k = 0; k < shown; k++) {
         if (k)
             fputs(", ", f);
-        if (fl.type == TB_F_AS) {
-            uint32_t len = as_len(d);
-            print_string(f, d + 4, len);
-            d += 4 + (size_t)len;
-        } else {
-            print_number(f, et, d + k * esz);
-        }
+        if (fl.kind == 's')
+            print_string(f, (const uint8_t *)elem_str(&fl, k), strlen(elem_str(&fl, k)));
+        else
+            print_number(f, &fl, k);
     }
     if (shown < fl.count)
         fprintf(f, ", ... (%zu more)", fl.count - shown);
     fputc(']', f);
+    field_free(&fl);
 }
 
 /* Every field of p, comma-separated. */
 static void print_values(FILE *f, const tbon_packet_t *p)
 {
-    size_t n = tb_packet_nfields(p);
+    size_t n = nfields(p);
     for (size_t i = 0; i < n; i++) {
         if (i)
             fputs(", ", f);
@@ -650,51 +778,48 @@ static void print_values(FILE *f, const tbon_packet_t *p)
 
 /* ---- the same as JSON values ---- */
 
-/* One numeric element e of type t; NULL when out of memory. */
-static json_t *json_number(enum tb_ftype t, const uint8_t *e)
+/* One numeric element k of fl; NULL when out of memory. */
+static json_t *json_number(const struct field *fl, size_t k)
 {
-    if (tb_ftype_is_float(t)) {
-        double d = tb_elem_get_f64(t, e);
+    if (fl->kind == 'f') {
+        double d = elem_f64(fl, k);
         return isfinite(d) ? json_real(d) : json_null();   /* JSON has no NaN or infinity */
     }
-    if (tb_ftype_is_signed(t))
-        return json_integer(tb_elem_get_i64(t, e));
+    if (fl->kind == 'i')
+        return json_integer(elem_i64(fl, k));
     /* jansson's integers are signed 64-bit: a larger unsigned value is
      * written as a double (which is what most JSON readers make of it). */
-    uint64_t u = tb_elem_get_u64(t, e);
+    uint64_t u = (uint64_t)elem_i64(fl, k);
     return u <= INT64_MAX ? json_integer((json_int_t)u) : json_real((double)u);
+}
+
+/* Element k of fl (a string or a number); NULL when out of memory. */
+static json_t *json_elem(const struct field *fl, size_t k)
+{
+    if (fl->kind != 's')
+        return json_number(fl, k);
+    const char *s = elem_str(fl, k);
+    return json_bytes((const uint8_t *)s, strlen(s));
 }
 
 /* Field i of p: a number, a string, an array of every element, or null
  * when it cannot be read. NULL when out of memory. */
 static json_t *json_field(const tbon_packet_t *p, size_t i)
 {
-    struct tb_field fl;
+    struct field fl;
 
-    if (tb_packet_get_field(p, i, &fl) != 0)
+    if (field_get(p, i, &fl) != 0) {
+        field_free(&fl);
         return json_null();
-    enum tb_ftype et = tb_ftype_elem(fl.type);
-    if (fl.type == TB_F_S)
-        return json_bytes(fl.data, fl.size);
-    if (!tb_ftype_is_array(fl.type))
-        return json_number(et, fl.data);
-    size_t esz = tb_ftype_elem_size(et);
-    const uint8_t *d = fl.data;
-    json_t *a = json_array();
-    for (size_t k = 0; a && k < fl.count; k++) {
-        json_t *v;
-        if (fl.type == TB_F_AS) {
-            uint32_t len = as_len(d);
-            v = json_bytes(d + 4, len);
-            d += 4 + (size_t)len;
-        } else {
-            v = json_number(et, d + k * esz);
-        }
-        if (json_array_append_new(a, v) != 0) {
+    }
+    json_t *a = fl.array ? json_array() : json_elem(&fl, 0);
+    for (size_t k = 0; fl.array && a && k < fl.count; k++) {
+        if (json_array_append_new(a, json_elem(&fl, k)) != 0) {
             json_decref(a);
             a = NULL;
         }
     }
+    field_free(&fl);
     return a;
 }
 
@@ -702,7 +827,7 @@ static json_t *json_field(const tbon_packet_t *p, size_t i)
 static json_t *json_values(const tbon_packet_t *p)
 {
     json_t *a = json_array();
-    for (size_t i = 0, n = tb_packet_nfields(p); a && i < n; i++) {
+    for (size_t i = 0, n = nfields(p); a && i < n; i++) {
         if (json_array_append_new(a, json_field(p, i)) != 0) {
             json_decref(a);
             a = NULL;
