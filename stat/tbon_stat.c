@@ -16,7 +16,6 @@
 #include "st_ptree.h"
 #include "st_tasks.h"
 #include "st_walker.h"
-#include "topo/topology.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -868,6 +867,126 @@ static void stop_command(pid_t pid)
     wait_child(pid, -1, 1000, NULL);
 }
 
+/* ----------------------------------------------------- topology files */
+
+/* A tree to write as a topology file in the text format (docs/topology.md):
+ * n nodes in rank order, breadth-first (every parent before its children,
+ * a parent's children one after the other, so parents never decrease
+ * after node 0); node 0 the front-end, its parent unused. */
+struct topo {
+    const char **host;
+    uint32_t *id;
+    uint32_t *parent;
+    size_t n;
+};
+
+static void topo_alloc(struct topo *t, size_t n)
+{
+    t->n = n;
+    t->host = calloc(n, sizeof *t->host);
+    t->id = calloc(n, sizeof *t->id);
+    t->parent = calloc(n, sizeof *t->parent);
+    if (!t->host || !t->id || !t->parent)
+        die("out of memory");
+}
+
+static void topo_free(struct topo *t)
+{
+    free(t->host);
+    free(t->id);
+    free(t->parent);
+}
+
+/* Whether a topology file may name host h: 1 to 255 letters, digits, '-',
+ * '.' and '_', starting with a letter or digit (docs/topology.md). */
+static int host_ok(const char *h)
+{
+    size_t len = strlen(h);
+    if (len == 0 || len > 255)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)h[i];
+        int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && (i == 0 || (c != '-' && c != '.' && c != '_')))
+            return 0;
+    }
+    return 1;
+}
+
+/* t's statements, "host:id => host:id ... ;" for each node with children,
+ * long lines wrapped with indented continuations. */
+static void topo_print(const struct topo *t, FILE *f)
+{
+    size_t c = 1;
+    for (size_t r = 0; r < t->n && c < t->n; r++) {
+        if (t->parent[c] != r)
+            continue;
+        int col = fprintf(f, "%s:%u =>", t->host[r], t->id[r]);
+        for (size_t j = 0; c < t->n && t->parent[c] == r; c++, j++) {
+            if (col + (int)strlen(t->host[c]) + 12 > 79 && j > 0) {
+                fputs("\n   ", f);
+                col = 3;
+            }
+            col += fprintf(f, " %s:%u", t->host[c], t->id[c]);
+        }
+        fputs(" ;\n", f);
+    }
+}
+
+/* Write t to path with a comment line first: 0, or -1 with why in err (the
+ * file removed). */
+static int topo_write(const struct topo *t, const char *path, const char *comment, char *err,
+                      size_t errlen)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "# %s\n", comment);
+    topo_print(t, f);
+    int rc = 0;
+    if (fflush(f) != 0 || ferror(f)) {
+        snprintf(err, errlen, "%s: write error: %s", path, strerror(errno));
+        rc = -1;
+    }
+    if (fclose(f) != 0 && rc == 0) {
+        snprintf(err, errlen, "%s: write error: %s", path, strerror(errno));
+        rc = -1;
+    }
+    if (rc)
+        unlink(path);
+    return rc;
+}
+
+/* The tree of minimal depth over leaves back-ends with at most k children
+ * per node, every node on localhost (ids in rank order): level widths
+ * bottom-up, each ceil(below / k), up to one root; then each level shares
+ * the next one out as evenly as possible (the first get one more). */
+static void topo_fanout(struct topo *t, uint32_t k, uint32_t leaves)
+{
+    uint64_t width[32];
+    size_t nl = 0;
+    uint64_t n = leaves;
+    width[nl++] = leaves;
+    do {
+        width[nl] = (width[nl - 1] + k - 1) / k;
+        n += width[nl];
+        nl++;
+    } while (width[nl - 1] > 1);
+    topo_alloc(t, (size_t)n);
+    size_t r = 0, next = 1;
+    for (size_t lv = nl; lv-- > 0;) {
+        uint64_t w = width[lv], below = lv ? width[lv - 1] : 0;
+        for (uint64_t j = 0; j < w; j++, r++) {
+            t->host[r] = "localhost";
+            t->id[r] = (uint32_t)r;
+            for (uint64_t c = 0; lv && c < below / w + (j < below % w); c++)
+                t->parent[next++] = (uint32_t)r;
+        }
+    }
+}
+
 /* The default topology, written to a temporary file: one back-end per
  * TASKS_PER_BE tasks but at most BES_PER_CPU per CPU, fan-out
  * DEFAULT_FANOUT, every process on this host. A sample spends part of its
@@ -883,11 +1002,8 @@ static char *default_topology(size_t ntasks, char *dir_out, size_t cap)
         nbe = most;
     if (nbe < 1)
         nbe = 1;
-    const char *hosts[] = { "localhost" };
-    tbon_error_t err = { 0 };
-    tb_topology_t *t = tb_topology_gen_fanout(DEFAULT_FANOUT, nbe, hosts, 1, &err);
-    if (!t)
-        die("generating a topology for %zu tasks: %s", ntasks, err.msg);
+    struct topo t;
+    topo_fanout(&t, DEFAULT_FANOUT, nbe);
     snprintf(dir_out, cap, "/tmp/tbon_stat.XXXXXX");
     if (!mkdtemp(dir_out))
         die("mkdtemp: %s", strerror(errno));
@@ -895,9 +1011,10 @@ static char *default_topology(size_t ntasks, char *dir_out, size_t cap)
     if (!path)
         die("out of memory");
     sprintf(path, "%s/tree.top", dir_out);
-    if (tb_topology_write_file(t, path, false, PROG " default topology", &err) != 0)
-        die("writing %s: %s", path, err.msg);
-    tb_topology_destroy(t);
+    char err[PATH_MAX + 128];
+    if (topo_write(&t, path, PROG " default topology", err, sizeof err) != 0)
+        die("writing %s: %s", path, err);
+    topo_free(&t);
     return path;
 }
 
@@ -1236,6 +1353,34 @@ static void plan_local(const struct cli *c, const char *self, st_tasks_t *tasks,
 
 /* ------------------------------------------- tasks on other hosts, jobs */
 
+/* A host and where it is in a list, to find the first repeat. */
+struct host_at {
+    const char *host;
+    size_t i;
+};
+
+static int by_host_at(const void *a, const void *b)
+{
+    const struct host_at *x = a, *y = b;
+    int c = strcmp(x->host, y->host);
+    return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+/* The first i whose hosts[i] an earlier one names too, or n. */
+static size_t first_repeat(char **hosts, size_t n)
+{
+    struct host_at *v = xcalloc(n, sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = (struct host_at){ hosts[i], i };
+    qsort(v, n, sizeof *v, by_host_at);
+    size_t first = n;
+    for (size_t k = 1; k < n; k++)
+        if (strcmp(v[k].host, v[k - 1].host) == 0 && v[k].i < first)
+            first = v[k].i;
+    free(v);
+    return first;
+}
+
 /* The tree for back-ends on hosts[0..n): the front-end on this host (its
  * real name, so that the other hosts reach it), each host's back-end its
  * child, or with more than DEFAULT_FANOUT hosts commnodes on this host
@@ -1243,8 +1388,6 @@ static void plan_local(const struct cli *c, const char *self, st_tasks_t *tasks,
 static void remote_topology(struct run *r, char **hosts, size_t n, tbon_rank_t *leaf)
 {
     const char *me = this_host();
-    tb_topology_t *t = tb_topology_new();
-    tbon_error_t err = { 0 };
     /* $TBON_STAT_FANOUT: a smaller fan-out, so that the tests see commnodes
      * with a few hosts. */
     size_t fanout = DEFAULT_FANOUT;
@@ -1252,24 +1395,24 @@ static void remote_topology(struct run *r, char **hosts, size_t n, tbon_rank_t *
     if (fo && atoi(fo) >= 2 && atoi(fo) <= 1024)
         fanout = (size_t)atoi(fo);
     size_t ncn = n > fanout ? (n + fanout - 1) / fanout : 0;
-    if (!t || tb_topology_add(t, me, 0, TBON_RANK_NONE) != 0)
+    if (!host_ok(me))
         die("a topology for %zu hosts: out of memory", n);
-    for (size_t k = 0; k < ncn; k++)
-        if (tb_topology_add(t, me, (uint32_t)(k + 1), 0) != 0)
-            die("a topology for %zu hosts: out of memory", n);
+    struct topo t;
+    topo_alloc(&t, 1 + ncn + n);
+    for (size_t k = 0; k <= ncn; k++)       /* the front-end, the commnodes */
+        t.host[k] = me, t.id[k] = (uint32_t)k, t.parent[k] = 0;
+    size_t rep = first_repeat(hosts, n);
     for (size_t i = 0; i < n; i++) {
+        if (!host_ok(hosts[i]) || i == rep)
+            die("a topology for host \"%s\": %s", hosts[i],
+                host_ok(hosts[i]) ? "given twice" : "not a usable host name");
         /* A back-end on this host needs an id the front-end and commnodes
          * do not have. */
-        uint32_t id = strcmp(hosts[i], me) == 0 ? (uint32_t)(ncn + 1) : 0;
-        tbon_rank_t parent = ncn ? (tbon_rank_t)(1 + i * ncn / n) : 0;
-        int rc = tb_topology_add(t, hosts[i], id, parent);
-        if (rc != 0)
-            die("a topology for host \"%s\": %s", hosts[i],
-                rc == TBON_ETOPOLOGY ? "given twice" : "not a usable host name");
         leaf[i] = (tbon_rank_t)(1 + ncn + i);
+        t.host[leaf[i]] = hosts[i];
+        t.id[leaf[i]] = strcmp(hosts[i], me) == 0 ? (uint32_t)(ncn + 1) : 0;
+        t.parent[leaf[i]] = ncn ? (uint32_t)(1 + i * ncn / n) : 0;
     }
-    if (tb_topology_finish(t, &err) != 0)
-        die("a topology for %zu hosts: %s", n, err.msg);
     snprintf(r->tmpdir, sizeof r->tmpdir, "/tmp/tbon_stat.XXXXXX");
     if (!mkdtemp(r->tmpdir))
         die("mkdtemp: %s", strerror(errno));
@@ -1279,9 +1422,10 @@ static void remote_topology(struct run *r, char **hosts, size_t n, tbon_rank_t *
     sprintf(r->topo, "%s/tree.top", r->tmpdir);
     g_topo = r->topo;
     g_topodir = r->tmpdir;
-    if (tb_topology_write_file(t, r->topo, false, PROG " tree over hosts", &err) != 0)
-        die("writing %s: %s", r->topo, err.msg);
-    tb_topology_destroy(t);
+    char err[PATH_MAX + 128];
+    if (topo_write(&t, r->topo, PROG " tree over hosts", err, sizeof err) != 0)
+        die("writing %s: %s", r->topo, err);
+    topo_free(&t);
 }
 
 /* The environment of the back-ends' srun: this one without SLURM_* (an
