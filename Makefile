@@ -67,7 +67,8 @@ LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o)
 PROGRAMS := tbon_topgen tbon_commnode tbon_frontend tbon_example_be
 tbon_topgen_SRC     := topologies/tbon_topgen.c
 tbon_commnode_SRC   := commnode/tbon_commnode.c
-tbon_frontend_SRC   := frontend-api/tbon_frontend.c
+tbon_frontend_SRC   := frontend-api/tbon_frontend.c frontend-api/fe_cli.c frontend-api/fe_start.c \
+                       frontend-api/fe_waves.c frontend-api/fe_values.c
 tbon_example_be_SRC := backend-api/tbon_example_be.c
 # Libraries a program needs beyond libtbon's: jansson writes --json.
 tbon_frontend_LIBS  := -ljansson
@@ -82,12 +83,16 @@ PLUGIN_SO  := $(PLUGIN_SRC:filters/%.c=$(B)/filters/%.so)
 TPLUGIN_SRC := $(wildcard tests/plugins/*.c)
 TPLUGIN_SO  := $(TPLUGIN_SRC:tests/plugins/%.c=$(B)/tests/plugins/%.so)
 
-# tbon_stat (stat/, docs/stat.md): the stack-trace tool. Its library parts,
-# stat/st_*.c (prefix trees, the stack walker), go into libtbonstat.a and use
-# elfutils' libdw; the merge filter is a plug-in with the prefix-tree code in
-# it; stat/examples/*.c are targets to sample, built without sanitizers and
+# tbon_stat (stat/, docs/stat.md): the stack-trace tool. The program is
+# STAT_PROG_SRC, main and its parts (stat/README.md); its library parts, the
+# other stat/st_*.c (prefix trees, the stack walker, tasks and jobs), go
+# into libtbonstat.a, which tests link too, and use elfutils' libdw; the
+# merge filter is a plug-in with the prefix-tree code in it;
+# stat/examples/*.c are targets to sample, built without sanitizers and
 # without optimisation, so that their stacks are what the source says.
-STAT_LIB_SRC := $(wildcard stat/st_*.c)
+STAT_PROG_SRC := stat/tbon_stat.c stat/st_cli.c stat/st_plan.c stat/st_topo.c stat/st_procs.c \
+                 stat/st_be.c stat/st_fe.c stat/st_out.c stat/st_prog.c
+STAT_LIB_SRC := $(filter-out $(STAT_PROG_SRC),$(wildcard stat/st_*.c))
 STAT_LIB_OBJ := $(STAT_LIB_SRC:%.c=$(B)/obj/%.o)
 STAT_LIBS    := -ldw -lelf -ljansson
 STAT_BIN     := $(B)/bin/tbon_stat
@@ -238,9 +243,9 @@ $(B)/lib/libtbonstat.a: $(STAT_LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-$(B)/bin/tbon_stat: $(B)/obj/stat/tbon_stat.o $(B)/lib/libtbonstat.a $(B)/lib/libtbon.a
+$(B)/bin/tbon_stat: $(STAT_PROG_SRC:%.c=$(B)/obj/%.o) $(B)/lib/libtbonstat.a $(B)/lib/libtbon.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(STAT_LINK)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(STAT_LINK)
 
 # The merge filter carries its own copy of the prefix-tree code.
 $(B)/stat/stat_merge.so: $(B)/obj/stat/stat_merge.o $(B)/obj/stat/st_ptree.o

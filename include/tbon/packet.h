@@ -60,6 +60,15 @@ int tbon_packet_unpack(const tbon_packet_t *p, const char *fmt, ...);
 /* tbon_packet_unpack with a va_list. */
 int tbon_packet_vunpack(const tbon_packet_t *p, const char *fmt, va_list ap);
 
+/* Copy field i of p alone (0 first), for code that reads packets of any
+ * format: conv is that field's conversion as tbon_packet_format(p) writes
+ * it (e.g. "%ald"), and the pointers that follow are those
+ * tbon_packet_unpack takes for it (here "int64_t **, size_t *"). Returns 0;
+ * TBON_EFORMAT when p has no field i or conv is not its conversion, and
+ * TBON_ENOMEM, in both cases without touching any output; TBON_EINVAL for
+ * a NULL p or conv. docs/api.md, "Packets of any format". */
+int tbon_packet_unpack_field(const tbon_packet_t *p, size_t i, const char *conv, ...);
+
 /* The packet's tag (0 for a NULL packet). */
 int tbon_packet_tag(const tbon_packet_t *p);
 

@@ -1,0 +1,28 @@
+/* field.c - tbon_packet_unpack_field: one field of a packet of any format,
+ * for a program that prints whatever comes (tbon_frontend), through the
+ * public API. The field goes into a packet of its own, which
+ * tbon_packet_vunpack copies out as it would the whole packet's. */
+#include <tbon/tbon.h>
+
+#include <stdarg.h>
+
+#include "codec/packet_int.h"
+
+int tbon_packet_unpack_field(const tbon_packet_t *p, size_t i, const char *conv, ...)
+{
+    struct tb_field f;
+    tbon_error_t err = { 0 };
+    if (!p || !conv)
+        return TBON_EINVAL;
+    if (tb_packet_get_field(p, i, &f) != 0)
+        return TBON_EFORMAT;
+    tbon_packet_t *one = tb_packet_build(tbon_packet_tag(p), &f, 1, &err);
+    if (!one)
+        return err.code ? err.code : TBON_ENOMEM;
+    va_list ap;
+    va_start(ap, conv);
+    int rc = tbon_packet_vunpack(one, conv, ap);
+    va_end(ap);
+    tbon_packet_unref(one);
+    return rc;
+}
