@@ -36,10 +36,10 @@
 
 #include <tbon/tbon.h>
 
-#include "bench.h"
-#include "../tests/faultshim/faultlog.h"
-#include "../tests/procscan.h"
-#include "../tests/watchdog.h"
+#include "lib/bench.h"
+#include "lib/faultlog.h"
+#include "lib/procscan.h"
+#include "lib/watchdog.h"
 #include "topo/topology.h"
 
 #define PROG        "bench_ft"
@@ -261,7 +261,7 @@ __attribute__((noreturn, format(printf, 1, 2))) static void ft_die(const char *f
 
 /* ---------------------------------------------------------------- watchdog */
 
-/* The watchdog (tests/watchdog.h) fired: no rows, no process left. */
+/* The watchdog (tests/lib/watchdog.h) fired: no rows, no process left. */
 static void wd_fire(const char *phase)
 {
     fprintf(stderr, PROG ": watchdog: %s took too long; killing the tree; no rows printed\n",

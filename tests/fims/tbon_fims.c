@@ -51,8 +51,8 @@
 #include "proc/launch.h"
 #include "util/log.h"
 #include "topo/reconfig.h"
-#include "../procscan.h"
-#include "../watchdog.h"
+#include "lib/procscan.h"
+#include "lib/watchdog.h"
 #include "topo/topology.h"
 
 #define PROG          "tbon_fims"
@@ -699,7 +699,7 @@ static void reap_all(void)
 
 /* --------------------------------------------------------------- watchdog */
 
-/* The watchdog (tests/watchdog.h) fired: FAIL, and no process left. */
+/* The watchdog (tests/lib/watchdog.h) fired: FAIL, and no process left. */
 static void wd_fire(const char *phase)
 {
     fprintf(stderr, PROG ": watchdog: the run is still going (%s) after its time limit; "
