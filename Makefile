@@ -138,12 +138,17 @@ TESTLIB_SRC := $(wildcard tests/lib/*.c)
 TESTLIB_OBJ := $(TESTLIB_SRC:%.c=$(B)/obj/%.o)
 WATCHDOG_OBJ := $(B)/obj/tests/lib/watchdog.o
 
-# Benchmarks: bench/bench_*.c, each one binary.
+# Benchmarks: bench/bench_*.c, each one binary; and bench_ft, bench/ft/*.c
+# (one file per benchmark, bench/ft/ft.h).
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
+BENCH_FT_SRC := $(wildcard bench/ft/*.c)
+BENCH_FT_OBJ := $(BENCH_FT_SRC:%.c=$(B)/obj/%.o)
+BENCH_BIN += $(B)/bench/bench_ft
 
 ALL_OBJ := $(LIB_OBJ) $(foreach p,$(PROGRAMS),$($(p)_SRC:%.c=$(B)/obj/%.o)) \
            $(TEST_SRC:%.c=$(B)/obj/%.o) $(B)/obj/tests/harness.o $(B)/obj/tests/unit/solib_user.o $(BENCH_SRC:%.c=$(B)/obj/%.o) \
+           $(BENCH_FT_OBJ) \
            $(INPROC_SRC:%.c=$(B)/obj/%.o) $(INPROC_OBJ) \
            $(ITEST_SRC:%.c=$(B)/obj/%.o) $(IPROG_SRC:%.c=$(B)/obj/%.o) \
            $(PLUGIN_SRC:%.c=$(B)/obj/%.o) $(TPLUGIN_SRC:%.c=$(B)/obj/%.o) \
@@ -311,7 +316,11 @@ $(B)/bench/%: $(B)/obj/bench/%.o $(B)/lib/libtbon.a
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_TBON)
 
 # The watchdog (tests/lib/watchdog.c) of the benchmarks that have one.
-$(B)/bench/bench_tree $(B)/bench/bench_ft: $(WATCHDOG_OBJ)
+$(B)/bench/bench_tree: $(WATCHDOG_OBJ)
+
+$(B)/bench/bench_ft: $(BENCH_FT_OBJ) $(WATCHDOG_OBJ) $(B)/lib/libtbon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_TBON)
 
 deps:
 	@scripts/deps.sh
