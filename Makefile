@@ -155,9 +155,10 @@ ALL_OBJ := $(LIB_OBJ) $(foreach p,$(PROGRAMS),$($(p)_SRC:%.c=$(B)/obj/%.o)) \
            $(foreach d,$(EX_DIRS),$(B)/obj/$(d)/fe.o $(B)/obj/$(d)/be.o $(B)/obj/$(d)/filter.o) \
            $(STAT_LIB_OBJ) $(wildcard $(B)/obj/stat/*.o) $(TESTLIB_OBJ)
 
-# tbon_fims, the failure injection and management tool (tests/fims/, see
-# docs/fault-tolerance.md): a test program, built into bin/ but not installed.
-tbon_fims_SRC := tests/fims/tbon_fims.c tests/lib/watchdog.c
+# tbon_fims, the failure injection and management tool (tests/fims/, one file
+# per part, fims.h; docs/fault-tolerance.md): a test program, built into bin/
+# but not installed.
+tbon_fims_SRC := $(wildcard tests/fims/*.c) tests/lib/watchdog.c
 FIMS_BIN := $(B)/bin/tbon_fims
 ALL_OBJ  += $(tbon_fims_SRC:%.c=$(B)/obj/%.o)
 
