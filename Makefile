@@ -135,21 +135,35 @@ INPROC_OBJ := $(B)/obj/tests/inproc/fabric.o
 SOLIB_USER := $(B)/tests/bin/solib_user
 FAULTSHIM  := $(B)/tests/lib/libtbon_faultshim.so
 
-# Benchmarks: bench/bench_*.c, each one binary.
+# What the tests and the benchmarks share (tests/lib/, included as
+# "lib/NAME.h": tests/ is on their include path): header-only helpers, and
+# the objects of tests/lib/*.c (the watchdog's thread and state, one per
+# program), linked into the programs that use them.
+TESTLIB_SRC := $(wildcard tests/lib/*.c)
+TESTLIB_OBJ := $(TESTLIB_SRC:%.c=$(B)/obj/%.o)
+WATCHDOG_OBJ := $(B)/obj/tests/lib/watchdog.o
+
+# Benchmarks: bench/bench_*.c, each one binary; and bench_ft, bench/ft/*.c
+# (one file per benchmark, bench/ft/ft.h).
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(B)/bench/%)
+BENCH_FT_SRC := $(wildcard bench/ft/*.c)
+BENCH_FT_OBJ := $(BENCH_FT_SRC:%.c=$(B)/obj/%.o)
+BENCH_BIN += $(B)/bench/bench_ft
 
 ALL_OBJ := $(LIB_OBJ) $(foreach p,$(PROGRAMS),$($(p)_SRC:%.c=$(B)/obj/%.o)) \
            $(TEST_SRC:%.c=$(B)/obj/%.o) $(B)/obj/tests/harness.o $(B)/obj/tests/unit/solib_user.o $(BENCH_SRC:%.c=$(B)/obj/%.o) \
+           $(BENCH_FT_OBJ) \
            $(INPROC_SRC:%.c=$(B)/obj/%.o) $(INPROC_OBJ) \
            $(ITEST_SRC:%.c=$(B)/obj/%.o) $(IPROG_SRC:%.c=$(B)/obj/%.o) \
            $(PLUGIN_SRC:%.c=$(B)/obj/%.o) $(TPLUGIN_SRC:%.c=$(B)/obj/%.o) \
            $(foreach d,$(EX_DIRS),$(B)/obj/$(d)/fe.o $(B)/obj/$(d)/be.o $(B)/obj/$(d)/filter.o) \
-           $(STAT_LIB_OBJ) $(wildcard $(B)/obj/stat/*.o)
+           $(STAT_LIB_OBJ) $(wildcard $(B)/obj/stat/*.o) $(TESTLIB_OBJ)
 
-# tbon_fims, the failure injection and management tool (tests/fims/, see
-# docs/fault-tolerance.md): a test program, built into bin/ but not installed.
-tbon_fims_SRC := tests/fims/tbon_fims.c
+# tbon_fims, the failure injection and management tool (tests/fims/, one file
+# per part, fims.h; docs/fault-tolerance.md): a test program, built into bin/
+# but not installed.
+tbon_fims_SRC := $(wildcard tests/fims/*.c) tests/lib/watchdog.c
 FIMS_BIN := $(B)/bin/tbon_fims
 ALL_OBJ  += $(tbon_fims_SRC:%.c=$(B)/obj/%.o)
 
@@ -182,6 +196,10 @@ $(HEADERS_OK): scripts/check-headers.sh
 $(B)/obj/%.o: %.c | $(HEADERS_OK)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# Tests and benchmarks include tests/lib/'s helpers as "lib/NAME.h".
+$(B)/obj/tests/%.o: CFLAGS += -Itests
+$(B)/obj/bench/%.o: CFLAGS += -Itests
 
 $(B)/lib/libtbon.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -300,6 +318,13 @@ $(B)/examples/%/filter.so: $(B)/obj/examples/%/filter.o
 	$(CC) -shared $(LDFLAGS) -o $@ $<
 
 $(B)/bench/%: $(B)/obj/bench/%.o $(B)/lib/libtbon.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_TBON)
+
+# The watchdog (tests/lib/watchdog.c) of the benchmarks that have one.
+$(B)/bench/bench_tree: $(WATCHDOG_OBJ)
+
+$(B)/bench/bench_ft: $(BENCH_FT_OBJ) $(WATCHDOG_OBJ) $(B)/lib/libtbon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_TBON)
 

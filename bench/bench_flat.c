@@ -38,7 +38,7 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "lib/bench.h"
 
 #define PROG "bench_flat"
 #define RTT_WAVES 300         /* waves timed one by one (median) */

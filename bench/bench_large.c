@@ -26,7 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "lib/bench.h"
 
 #define PROG "bench_large"
 #define TAG_DATA 100       /* FE -> BE: "%auc" bytes; the BE answers TAG_ACK */

@@ -29,7 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "lib/bench.h"
 
 #define PROG "bench_notices"
 #define RATE 100000       /* notices a second */

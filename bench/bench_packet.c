@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "lib/bench.h"
 
 #define RUNS 7
 #define PROG "bench_packet"

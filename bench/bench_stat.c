@@ -8,7 +8,7 @@
  * Markdown rows on stdout (bench/run.sh collects them); progress on stderr.
  * Every tbon_stat run must exit 0 with every task in its merged tree.
  */
-#include "bench.h"
+#include "lib/bench.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -21,7 +21,7 @@
 
 #include <string.h>
 
-#include "bench.h"
+#include "lib/bench.h"
 
 #define PROG "bench_streams"
 #define ROUNDS 3

@@ -28,8 +28,8 @@
 
 #include <tbon/tbon.h>
 
-#include "bench.h"
-#include "../tests/procscan.h"
+#include "lib/bench.h"
+#include "lib/procscan.h"
 
 #define PROG "bench_suspect"
 #define SESSION_ENV "BENCH_SUSPECT_SESSION"

@@ -10,7 +10,7 @@
 
 #include <zlib.h>
 
-#include "bench.h"
+#include "lib/bench.h"
 #include "topo/reconfig.h"
 #include "topo/topology.h"
 

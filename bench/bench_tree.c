@@ -37,9 +37,9 @@
 
 #include <tbon/tbon.h>
 
-#include "bench.h"
-#include "../tests/procscan.h"
-#include "../tests/watchdog.h"
+#include "lib/bench.h"
+#include "lib/procscan.h"
+#include "lib/watchdog.h"
 #include "topo/topology.h"
 
 #define PROG "bench_tree"
@@ -167,7 +167,7 @@ __attribute__((noreturn)) static void tree_die(const char *what, int rc)
 
 /* ---------------------------------------------------------------- watchdog */
 
-/* The watchdog (tests/watchdog.h) fired: a hang must not stall `make bench`. */
+/* The watchdog (tests/lib/watchdog.h) fired: a hang must not stall `make bench`. */
 static void wd_fire(const char *phase)
 {
     fprintf(stderr, "%s: watchdog: %s took too long; killing the tree\n", PROG, phase);

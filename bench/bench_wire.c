@@ -9,7 +9,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "bench.h"
+#include "lib/bench.h"
 #include "util/crc32c.h"
 #include "codec/wire.h"
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # run.sh - run every benchmark of a build and write bench/RESULTS.md.
 # Usage: bench/run.sh [BUILD_DIR]   (what `make bench` runs)
-# Each bench/bench_*.c program repeats its measurements and prints Markdown rows
-# "| area | metric | median | unit | notes |"; this script adds the machine,
-# the date and the command, so that every figure says where it came from.
+# Each benchmark program (bench/bench_*.c, bench/ft/) repeats its measurements
+# and prints Markdown rows "| area | metric | median | unit | notes |"; this
+# script adds the machine, the date and the command, so that every figure says
+# where it came from.
 # To compare two revisions (is the working tree slower than REV?), run
 # bench/compare.sh REV instead: it builds REV beside this tree and runs the
 # tree and fault-tolerance benchmarks of both alternately (bench/compare.sh
@@ -154,7 +155,7 @@ fi
     echo
     echo "## Fault tolerance"
     echo
-    echo "bench/bench_ft.c, public API; every back-end is bench_ft itself. Recovery: the"
+    echo "bench_ft (bench/ft/), public API; every back-end is bench_ft itself. Recovery: the"
     echo "topology of seed 003 Figure 5 (the FE over 17 commnodes; commnode 1, the victim,"
     echo "over F back-ends, the 16 others over 2 each, the possible adopters), a"
     echo "TBON_FILTER_UNION / TBON_SYNC_DONTWAIT stream with 10 Hz traffic from every"
@@ -198,7 +199,7 @@ fi
     echo
     echo "## Link layer"
     echo
-    echo "bench/bench_ft.c --link, public API (docs/protocol.md 2.4): the streaming union on"
+    echo "bench_ft --link (bench/ft/link.c), public API (docs/protocol.md 2.4): the streaming union on"
     echo "8x8 of \"Fault tolerance\" with longer rounds, on a tree whose processes (all but"
     echo "the FE) run tests/faultshim (LD_PRELOAD): one bit flipped per 10,000 frames"
     echo "written and about one data connection reset per second over the tree, beside the"
@@ -235,7 +236,7 @@ fi
     echo
     echo "## Membership"
     echo
-    echo "bench/bench_ft.c --membership, public API; every back-end is bench_ft itself."
+    echo "bench_ft --membership (bench/ft/membership.c), public API; every back-end is bench_ft itself."
     echo "Trees of 64, 256 and 1,024 nodes with three levels (FE, two commnode levels,"
     echo "back-ends) and a TBON_FILTER_SUM / TBON_SYNC_WAITFORALL stream. One at a time,"
     echo "7 back-ends, then 7 commnodes at depth 2 are killed (kill -9); from the kill to the"

@@ -91,7 +91,7 @@ static inline void it_pattern(uint8_t *b, size_t n, uint32_t rank, uint32_t seq)
 #ifndef ITEST_PROTO_ONLY
 
 #include "../harness.h"
-#include "../procscan.h"
+#include "lib/procscan.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>

@@ -9,7 +9,7 @@
  * back-ends it says it holds, and those must be all of them); a back-end
  * that dies is named missing, and the rest is exact. */
 #include "itest.h"
-#include "../faultshim/faultlog.h"
+#include "lib/faultlog.h"
 
 #include <math.h>
 #include <signal.h>

@@ -6,7 +6,7 @@
  * come twice. And a dead commnode is still found at once, not after the
  * relink deadline. */
 #include "itest.h"
-#include "../faultshim/faultlog.h"
+#include "lib/faultlog.h"
 
 #include <signal.h>
 

@@ -1,17 +1,9 @@
-/* watchdog.h - a thread that ends a tool whose current phase outlives its
- * deadline, so that a hang cannot stall `make bench` or `make check`
- * (bench_tree, bench_ft, tbon_fims). It sleeps on a condition variable of
- * CLOCK_MONOTONIC; arming it wakes it to take the new deadline.
- * Header-only: each tool includes it once. */
-#ifndef TB_WATCHDOG_H
-#define TB_WATCHDOG_H
+/* watchdog.c - the watchdog of tests/lib/watchdog.h: its thread and its one
+ * state per program. */
+#include "watchdog.h"
 
 #include <pthread.h>
 #include <time.h>
-
-/* Called on the watchdog's thread with the phase that took too long; it
- * reports, kills what the tool started, and must not return (_exit). */
-typedef void tb_wd_fire_fn(const char *phase);
 
 static struct {
     pthread_mutex_t mu;
@@ -21,7 +13,7 @@ static struct {
     tb_wd_fire_fn *fire;
 } tb_wd = { .mu = PTHREAD_MUTEX_INITIALIZER, .phase = "" };
 
-static inline double tb_wd_now(void)
+static double tb_wd_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -47,8 +39,7 @@ static void *tb_wd_main(void *arg)
     return NULL;
 }
 
-/* Start the watchdog, disarmed. 0, or -1 if its thread could not start. */
-static inline int tb_wd_start(tb_wd_fire_fn *fire)
+int tb_wd_start(tb_wd_fire_fn *fire)
 {
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -63,9 +54,7 @@ static inline int tb_wd_start(tb_wd_fire_fn *fire)
     return 0;
 }
 
-/* The phase now running (a string that stays valid) and its time limit in
- * seconds from now; 0 disarms. */
-static inline void tb_wd_arm(const char *phase, double seconds)
+void tb_wd_arm(const char *phase, double seconds)
 {
     pthread_mutex_lock(&tb_wd.mu);
     tb_wd.phase = phase;
@@ -73,5 +62,3 @@ static inline void tb_wd_arm(const char *phase, double seconds)
     pthread_cond_signal(&tb_wd.cv);
     pthread_mutex_unlock(&tb_wd.mu);
 }
-
-#endif

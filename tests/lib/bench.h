@@ -1,7 +1,7 @@
-/* bench.h - what every bench/bench_*.c program shares: a monotonic clock, the
+/* bench.h - what every benchmark (bench/) shares: a monotonic clock, the
  * median of repeated runs, a fatal-error exit, and the Markdown row format
  * "| area | metric | value | unit | notes |" that bench/run.sh collects.
- * Header-only: each benchmark is a single-file program.
+ * Header-only (static inline functions, no state).
  */
 #ifndef TB_BENCH_H
 #define TB_BENCH_H

@@ -1,7 +1,7 @@
 /* procscan.h - reading /proc for the tools that find the processes of their
  * own run (bench_tree, bench_ft, tbon_fims, the integration tests): an
  * environment entry, a process's state letter, the rank on its command line.
- * Header-only: each tool includes it once. */
+ * Header-only (static inline functions, no state). */
 #ifndef TB_PROCSCAN_H
 #define TB_PROCSCAN_H
 
