@@ -170,13 +170,21 @@ void tb_sshmux_wait(tb_sshmux_t *m, int ms)
         if (left <= 0)
             break;
         size_t k = 0;
+        int blind = in < 0;     /* something would not wake the poll */
         if (in >= 0)
             pf[k++] = (struct pollfd){ .fd = in, .events = POLLIN };
-        for (size_t i = 0; i < m->n; i++)
-            if (!m->m[i].ready && !m->m[i].gone && m->m[i].pidfd >= 0)
-                pf[k++] = (struct pollfd){ .fd = m->m[i].pidfd, .events = POLLIN };
-        /* without inotify (or pidfds), look every 20 ms */
-        int slice = in >= 0 ? (int)left : left < 20 ? (int)left : 20;
+        for (size_t i = 0; i < m->n; i++) {
+            struct master *x = &m->m[i];
+            if (x->ready || x->gone)
+                continue;
+            if (x->pidfd >= 0)
+                pf[k++] = (struct pollfd){ .fd = x->pidfd, .events = POLLIN };
+            else
+                blind = 1;
+        }
+        /* without inotify, or a pidfd for a master (kernels before 5.3),
+         * look every 20 ms */
+        int slice = !blind ? (int)left : left < 20 ? (int)left : 20;
         if (poll(pf, k, slice) > 0 && in >= 0) {
             char buf[4096];
             while (read(in, buf, sizeof buf) > 0)

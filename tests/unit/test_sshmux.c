@@ -13,12 +13,19 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 
 #include "proc/launch.h"
 #include "proc/sshmux.h"
@@ -396,6 +403,71 @@ TEST(slow_master_waited_for_until_ready)
     CHECK(took >= 250 && took < 5000);
     CHECK(tb_sshmux_rsh(m, "slow1") != NULL);
     tb_sshmux_destroy(m, tb_now_ms() + 10000);
+    CHECK_INT(alive_after(2000), 0);
+}
+
+/* This process and its children as on a kernel without pidfd_open (before
+ * 5.3: RHEL 8's 4.18, say): the call fails with ENOSYS (a seccomp filter).
+ * 0, or -1 where that cannot be done. */
+static int no_pidfd_open(void)
+{
+#if defined(__x86_64__)
+    const uint32_t arch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+    const uint32_t arch = AUDIT_ARCH_AARCH64;
+#else
+    return -1;
+#endif
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_pidfd_open, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { .len = sizeof f / sizeof f[0], .filter = f };
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+        return -1;
+    errno = 0;
+    return syscall(SYS_pidfd_open, getpid(), 0) == -1 && errno == ENOSYS ? 0 : -1;
+}
+
+/* Without pidfds a master that fails is still seen soon (the wait looks
+ * every 20 ms), not at the end of the wait; with a hung one, the wait still
+ * ends at its bound. */
+TEST(failing_master_seen_without_pidfds)
+{
+    setup();
+    if (no_pidfd_open() != 0) {
+        printf("    (skipped: no seccomp filter to take pidfd_open away)\n");
+        return;
+    }
+    tb_sshmux_t *m = tb_sshmux_new(SESSION, 5);
+    REQUIRE(m);
+    CHECK_INT(tb_sshmux_open(m, "latefail2"), 0);
+    int64_t t0 = tb_now_ms();
+    tb_sshmux_wait(m, 4000);
+    int64_t took = tb_now_ms() - t0;
+    CHECK(took >= 150 && took < 2000);
+    CHECK(tb_sshmux_rsh(m, "latefail2") == NULL);
+    char lines[2][1024];
+    CHECK_INT(log_lines("latefail2", "yes", lines, 2), 1);
+    /* a ready one is still seen (its socket) */
+    CHECK_INT(tb_sshmux_open(m, "slow2"), 0);
+    t0 = tb_now_ms();
+    tb_sshmux_wait(m, 4000);
+    took = tb_now_ms() - t0;
+    CHECK(took >= 250 && took < 2000);
+    CHECK(tb_sshmux_rsh(m, "slow2") != NULL);
+    CHECK_INT(tb_sshmux_open(m, "hang2"), 0);
+    t0 = tb_now_ms();
+    tb_sshmux_wait(m, 300);
+    took = tb_now_ms() - t0;
+    CHECK(took >= 250 && took < 2000);
+    tb_sshmux_destroy(m, tb_now_ms() + 300);
     CHECK_INT(alive_after(2000), 0);
 }
 
