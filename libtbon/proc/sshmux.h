@@ -42,9 +42,10 @@ void tb_sshmux_wait(tb_sshmux_t *m, int ms);
  * as long as m. */
 const char *tb_sshmux_rsh(tb_sshmux_t *m, const char *host);
 
-/* Let the masters go (each ends with its last session) and reap those that
- * have ended by deadline_ms (tb_now_ms scale); the others end on their own
- * with their sessions. NULL is fine. */
+/* Let the masters go (each ends with its last session: call it once the
+ * children are gone) and reap them; one still running at deadline_ms
+ * (tb_now_ms scale) is killed then (SIGKILL, as tb_reap does), so that no
+ * master outlives the node. NULL is fine. */
 void tb_sshmux_destroy(tb_sshmux_t *m, int64_t deadline_ms);
 
 #endif
