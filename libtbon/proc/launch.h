@@ -6,11 +6,12 @@
 #include <sys/types.h>
 #include <tbon/tbon.h>
 
+#include "util/config.h"
+
 /* How a launched process learns the secret: locally from the environment
- * variable TB_SECRET_ENV (which it unsets at once); through a remote shell
- * from the first line of its stdin, announced by the argument
+ * variable TB_SECRET_ENV (util/config.h; it unsets it at once); through a
+ * remote shell from the first line of its stdin, announced by the argument
  * TB_SECRET_STDIN_ARG that tb_launch appends. */
-#define TB_SECRET_ENV       "TBON_SECRET"
 #define TB_SECRET_STDIN_ARG "--tbon-secret-stdin"
 
 /* The remote shell when neither the caller nor $TBON_RSH names one: ssh that

@@ -9,6 +9,7 @@
 #include "util/log.h"
 #include "util/error.h"
 #include "util/clock.h"
+#include "util/config.h"
 #include "util/safefile.h"
 
 #include <errno.h>
@@ -50,12 +51,13 @@ static int clamp_level(int l)
     return l < TBON_LOG_ERROR ? TBON_LOG_ERROR : l > TBON_LOG_DEBUG ? TBON_LOG_DEBUG : l;
 }
 
-/* pthread_once body: the level from $TBON_LOG. It must not log itself (a
- * handler calling back into tb_log_enabled would re-enter the once), so a bad
- * value is only recorded here and reported by tb_log_enabled. */
+/* pthread_once body: the level from $TBON_LOG (the process's configuration).
+ * It must not log itself (a handler calling back into tb_log_enabled would
+ * re-enter the once), so a bad value is only recorded here and reported by
+ * tb_log_enabled. */
 static void level_init(void)
 {
-    const char *v = getenv("TBON_LOG");
+    const char *v = tb_config_process()->log;
     if (!v || !*v)
         return;
     for (int l = TBON_LOG_ERROR; l <= TBON_LOG_DEBUG; l++) {
