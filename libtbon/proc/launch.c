@@ -351,9 +351,7 @@ static char *shell_quote(const char *w)
 static int launch_remote(const tb_launch_spec_t *s, const char *host, int errfd, pid_t *pid,
                          tbon_error_t *err)
 {
-    const char *rsh = s->rsh && *s->rsh ? s->rsh : getenv("TBON_RSH");
-    if (!rsh || !*rsh)
-        rsh = TB_DEFAULT_RSH;
+    const char *rsh = s->rsh && *s->rsh ? s->rsh : TB_DEFAULT_RSH;
     size_t nenv = 0, nargs = 0;
     while (s->env && s->env[nenv])
         nenv++;

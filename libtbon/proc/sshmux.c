@@ -41,9 +41,9 @@ struct tb_sshmux {
 
 extern char **environ;
 
-tb_sshmux_t *tb_sshmux_new(uint64_t session, tbon_rank_t rank)
+tb_sshmux_t *tb_sshmux_new(const tb_config_t *conf, uint64_t session, tbon_rank_t rank)
 {
-    const char *rsh = getenv("TBON_RSH"), *off = getenv("TBON_SSH_MUX");
+    const char *rsh = conf ? conf->rsh : NULL, *off = conf ? conf->ssh_mux : NULL;
     if ((rsh && *rsh) || (off && strcmp(off, "0") == 0))
         return NULL;
     tb_sshmux_t *m = calloc(1, sizeof *m);
@@ -52,7 +52,7 @@ tb_sshmux_t *tb_sshmux_new(uint64_t session, tbon_rank_t rank)
     m->rank = rank;
     /* The session's own directory (mode 0700, ours): nobody else can reach
      * the sockets, which carry our logins. */
-    if (tb_log_session_dir(session, m->dir, sizeof m->dir) != 0 ||
+    if (tb_log_session_dir(conf, session, m->dir, sizeof m->dir) != 0 ||
         strlen(m->dir) + 24 >= MAX_SOCK_PATH) {
         free(m);
         return NULL;

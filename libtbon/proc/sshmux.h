@@ -14,7 +14,8 @@
  * a child whose host has no ready master simply connects on its own.
  *
  * Only for the default remote shell (no TBON_RSH, no opts.rsh): another
- * remote shell may not be ssh. TBON_SSH_MUX=0 turns it off. */
+ * remote shell may not be ssh. TBON_SSH_MUX=0 turns it off. The ssh is the
+ * first in PATH. */
 #ifndef TB_SSHMUX_H
 #define TB_SSHMUX_H
 
@@ -22,12 +23,15 @@
 
 #include <tbon/tbon.h>
 
+#include "util/config.h"
+
 typedef struct tb_sshmux tb_sshmux_t;
 
 /* A multiplexer for the node of rank in session, or NULL when it does not
- * apply (another remote shell, turned off, no room for socket paths) or
- * without memory. */
-tb_sshmux_t *tb_sshmux_new(uint64_t session, tbon_rank_t rank);
+ * apply (conf's TBON_RSH names another remote shell, its TBON_SSH_MUX is 0,
+ * no room for socket paths in the session directory of its TBON_LOG_DIR or
+ * TMPDIR) or without memory. conf NULL: nothing set. */
+tb_sshmux_t *tb_sshmux_new(const tb_config_t *conf, uint64_t session, tbon_rank_t rank);
 
 /* Start a master to host unless there is one. 0, or TBON_ELAUNCH or
  * TBON_ENOMEM (then its children connect on their own). */

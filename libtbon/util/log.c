@@ -232,17 +232,17 @@ int tb_log_limit(tb_log_limit_t *rl, int lvl, const char *tag)
     return ok;
 }
 
-/* This user's name for the session directory: the password entry, else $USER,
- * else the uid; never containing '/'. */
-static void user_name(char *out, size_t cap)
+/* This user's name for the session directory: the password entry, else $USER
+ * (env_user), else the uid; never containing '/'. */
+static void user_name(const char *env_user, char *out, size_t cap)
 {
     struct passwd pw, *res = NULL;
     char buf[1024];
     const char *name = NULL;
     if (getpwuid_r(geteuid(), &pw, buf, sizeof buf, &res) == 0 && res && res->pw_name[0])
         name = res->pw_name;
-    else if (getenv("USER") && *getenv("USER"))
-        name = getenv("USER");
+    else if (env_user && *env_user)
+        name = env_user;
     if (name)
         snprintf(out, cap, "%s", name);
     else
@@ -272,9 +272,9 @@ static int make_dirs(const char *path)
     return stat(tmp, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
 }
 
-int tb_log_session_dir(uint64_t session, char *out, size_t outlen)
+int tb_log_session_dir(const tb_config_t *conf, uint64_t session, char *out, size_t outlen)
 {
-    const char *dir = getenv("TBON_LOG_DIR");
+    const char *dir = conf ? conf->log_dir : NULL;
     if (dir && *dir) {
         /* The user chose it: create it if needed. Logs name the session and
          * the ssh masters' sockets live here: not in a directory another user
@@ -288,9 +288,9 @@ int tb_log_session_dir(uint64_t session, char *out, size_t outlen)
         }
         return 0;
     }
-    const char *tmp = getenv("TMPDIR");
+    const char *tmp = conf ? conf->tmpdir : NULL;
     char user[256];
-    user_name(user, sizeof user);
+    user_name(conf ? conf->user : NULL, user, sizeof user);
     int n = snprintf(out, outlen, "%s/tbon-%s-%016llx", tmp && *tmp ? tmp : "/tmp",
                      user, (unsigned long long)session);
     if (n < 0 || (size_t)n >= outlen)

@@ -30,10 +30,22 @@
 #include "proc/launch.h"
 #include "proc/sshmux.h"
 #include "util/clock.h"
+#include "util/config.h"
 
 #define SESSION 0x55aa00ff1234ull
 #define LOG_ENV "TBON_SSHMUX_TEST_LOG"     /* the fake ssh's record of its runs */
 #define RUN_ENV "TBON_SSHMUX_TEST_RUN"     /* marks every process of one case */
+
+/* The environment as the library would read it now, at a network's creation
+ * (util/config.h). Valid until the next call. */
+static const tb_config_t *conf_now(void)
+{
+    static tb_config_t c;
+    tb_config_free(&c);
+    if (tb_config_load(&c, NULL) != 0)
+        th_fail(__FILE__, __LINE__, "tb_config_load: out of memory");
+    return &c;
+}
 
 /* ---- the fake ssh (this binary, run as "ssh") ---- */
 
@@ -271,7 +283,7 @@ static const char *master_path(const char *host)
 TEST(one_master_per_host_and_sessions_through_it)
 {
     setup();
-    tb_sshmux_t *m = tb_sshmux_new(SESSION, 6);
+    tb_sshmux_t *m = tb_sshmux_new(conf_now(), SESSION, 6);
     REQUIRE(m);
     CHECK_INT(tb_sshmux_open(m, "okA"), 0);
     CHECK_INT(tb_sshmux_open(m, "okB"), 0);
@@ -326,7 +338,7 @@ TEST(one_master_per_host_and_sessions_through_it)
 TEST(failing_masters_are_gone_not_waited_for)
 {
     setup();
-    tb_sshmux_t *m = tb_sshmux_new(SESSION, 1);
+    tb_sshmux_t *m = tb_sshmux_new(conf_now(), SESSION, 1);
     REQUIRE(m);
     CHECK_INT(tb_sshmux_open(m, "fail1"), 0);
     CHECK_INT(tb_sshmux_open(m, "exit3"), 0);
@@ -352,7 +364,7 @@ TEST(failing_masters_are_gone_not_waited_for)
 TEST(hung_master_bounded_wait_and_killed_at_the_end)
 {
     setup();
-    tb_sshmux_t *m = tb_sshmux_new(SESSION, 2);
+    tb_sshmux_t *m = tb_sshmux_new(conf_now(), SESSION, 2);
     REQUIRE(m);
     CHECK_INT(tb_sshmux_open(m, "hang1"), 0);
     CHECK_INT(tb_sshmux_open(m, "okY"), 0);
@@ -378,7 +390,7 @@ TEST(hung_master_bounded_wait_and_killed_at_the_end)
 TEST(stubborn_master_killed_at_the_deadline)
 {
     setup();
-    tb_sshmux_t *m = tb_sshmux_new(SESSION, 3);
+    tb_sshmux_t *m = tb_sshmux_new(conf_now(), SESSION, 3);
     REQUIRE(m);
     CHECK_INT(tb_sshmux_open(m, "stubborn1"), 0);
     tb_sshmux_wait(m, 10000);
@@ -394,7 +406,7 @@ TEST(stubborn_master_killed_at_the_deadline)
 TEST(slow_master_waited_for_until_ready)
 {
     setup();
-    tb_sshmux_t *m = tb_sshmux_new(SESSION, 4);
+    tb_sshmux_t *m = tb_sshmux_new(conf_now(), SESSION, 4);
     REQUIRE(m);
     CHECK_INT(tb_sshmux_open(m, "slow1"), 0);
     int64_t t0 = tb_now_ms();
@@ -445,7 +457,7 @@ TEST(failing_master_seen_without_pidfds)
         printf("    (skipped: no seccomp filter to take pidfd_open away)\n");
         return;
     }
-    tb_sshmux_t *m = tb_sshmux_new(SESSION, 5);
+    tb_sshmux_t *m = tb_sshmux_new(conf_now(), SESSION, 5);
     REQUIRE(m);
     CHECK_INT(tb_sshmux_open(m, "latefail2"), 0);
     int64_t t0 = tb_now_ms();
@@ -475,7 +487,7 @@ TEST(failing_master_seen_without_pidfds)
 TEST(many_hosts)
 {
     setup();
-    tb_sshmux_t *m = tb_sshmux_new(SESSION, 4000000000u);
+    tb_sshmux_t *m = tb_sshmux_new(conf_now(), SESSION, 4000000000u);
     REQUIRE(m);
     enum { N = 20 };
     char host[N][16];
@@ -500,16 +512,16 @@ TEST(off_other_rsh_and_null)
 {
     setup();
     setenv("TBON_SSH_MUX", "0", 1);
-    CHECK(tb_sshmux_new(SESSION, 1) == NULL);
+    CHECK(tb_sshmux_new(conf_now(), SESSION, 1) == NULL);
     setenv("TBON_SSH_MUX", "1", 1);
-    tb_sshmux_t *m = tb_sshmux_new(SESSION, 1);
+    tb_sshmux_t *m = tb_sshmux_new(conf_now(), SESSION, 1);
     CHECK(m != NULL);
     tb_sshmux_destroy(m, 0);
     unsetenv("TBON_SSH_MUX");
     setenv("TBON_RSH", "rsh-local", 1);
-    CHECK(tb_sshmux_new(SESSION, 1) == NULL);
+    CHECK(tb_sshmux_new(conf_now(), SESSION, 1) == NULL);
     setenv("TBON_RSH", "", 1);                  /* empty: the default */
-    m = tb_sshmux_new(SESSION, 1);
+    m = tb_sshmux_new(conf_now(), SESSION, 1);
     CHECK(m != NULL);
     /* no master: the wait returns at once */
     int64_t t0 = tb_now_ms();
@@ -535,18 +547,18 @@ TEST(bounds_and_no_ssh)
     memset(dir + base, 'd', (size_t)(75 - base));
     dir[75] = 0;
     setenv("TBON_LOG_DIR", dir, 1);
-    tb_sshmux_t *m = tb_sshmux_new(SESSION, 1);
+    tb_sshmux_t *m = tb_sshmux_new(conf_now(), SESSION, 1);
     CHECK(m != NULL);
     tb_sshmux_destroy(m, 0);
     dir[75] = 'd';
     dir[76] = 0;
     setenv("TBON_LOG_DIR", dir, 1);
-    CHECK(tb_sshmux_new(SESSION, 1) == NULL);
+    CHECK(tb_sshmux_new(conf_now(), SESSION, 1) == NULL);
     /* no ssh anywhere in PATH */
     char logdir[600];
     snprintf(logdir, sizeof logdir, "%s/s", th_tmpdir());
     setenv("TBON_LOG_DIR", logdir, 1);
-    m = tb_sshmux_new(SESSION, 1);
+    m = tb_sshmux_new(conf_now(), SESSION, 1);
     REQUIRE(m);
     char *path = strdup(getenv("PATH"));
     setenv("PATH", "/nonexistent", 1);
