@@ -377,7 +377,7 @@ TEST(hung_master_bounded_wait_and_killed_at_the_end)
     /* a zero wait looks once and returns */
     t0 = tb_now_ms();
     tb_sshmux_wait(m, 0);
-    CHECK(tb_now_ms() - t0 < 200);
+    CHECK(tb_now_ms() - t0 < 500);
     t0 = tb_now_ms();
     tb_sshmux_destroy(m, tb_now_ms() + 400);
     took = tb_now_ms() - t0;
@@ -461,24 +461,24 @@ TEST(failing_master_seen_without_pidfds)
     REQUIRE(m);
     CHECK_INT(tb_sshmux_open(m, "latefail2"), 0);
     int64_t t0 = tb_now_ms();
-    tb_sshmux_wait(m, 4000);
+    tb_sshmux_wait(m, 8000);
     int64_t took = tb_now_ms() - t0;
-    CHECK(took >= 150 && took < 2000);
+    CHECK(took >= 150 && took < 5000);
     CHECK(tb_sshmux_rsh(m, "latefail2") == NULL);
     char lines[2][1024];
     CHECK_INT(log_lines("latefail2", "yes", lines, 2), 1);
     /* a ready one is still seen (its socket) */
     CHECK_INT(tb_sshmux_open(m, "slow2"), 0);
     t0 = tb_now_ms();
-    tb_sshmux_wait(m, 4000);
+    tb_sshmux_wait(m, 8000);
     took = tb_now_ms() - t0;
-    CHECK(took >= 250 && took < 2000);
+    CHECK(took >= 250 && took < 5000);
     CHECK(tb_sshmux_rsh(m, "slow2") != NULL);
     CHECK_INT(tb_sshmux_open(m, "hang2"), 0);
     t0 = tb_now_ms();
     tb_sshmux_wait(m, 300);
     took = tb_now_ms() - t0;
-    CHECK(took >= 250 && took < 2000);
+    CHECK(took >= 250 && took < 3000);
     tb_sshmux_destroy(m, tb_now_ms() + 300);
     CHECK_INT(alive_after(2000), 0);
 }
@@ -526,7 +526,7 @@ TEST(off_other_rsh_and_null)
     /* no master: the wait returns at once */
     int64_t t0 = tb_now_ms();
     tb_sshmux_wait(m, 5000);
-    CHECK(tb_now_ms() - t0 < 200);
+    CHECK(tb_now_ms() - t0 < 500);
     tb_sshmux_destroy(m, 0);
     unsetenv("TBON_RSH");
     CHECK_INT(tb_sshmux_open(NULL, "okA"), TBON_EINVAL);
