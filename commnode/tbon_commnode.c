@@ -20,7 +20,11 @@
 #include "net/sock.h"
 #include "proc/launch.h"
 #include "proc/slurm.h"
+#include "util/config.h"
 #include "ft/ft.h"
+
+/* The environment, read once at the start (util/config.h); the node's. */
+static tb_config_t conf;
 
 static void usage(FILE *f)
 {
@@ -153,7 +157,7 @@ static int run_node(tb_join_t *jp, const char *join_file, int lfd, uint16_t port
     tb_join_t j = *jp;
     tb_log_set_identity(j.rank, "commnode");
     char dir[PATH_MAX], path[PATH_MAX + 32];
-    if (tb_log_session_dir(j.session.id, dir, sizeof dir) == 0) {
+    if (tb_log_session_dir(&conf, j.session.id, dir, sizeof dir) == 0) {
         snprintf(path, sizeof path, "%s/commnode-%u.log", dir, j.rank);
         tb_log_to_file(path);
     }
@@ -185,11 +189,13 @@ static int run_node(tb_join_t *jp, const char *join_file, int lfd, uint16_t port
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     self[sl > 0 ? sl : 0] = 0;
     tb_node_config_t cfg = {
-        .ft = &tb_ft_ops,
+        .ft = &tb_ft_ops, .conf = &conf,
         .role = TB_ROLE_COMMNODE, .rank = j.rank, .topo = j.topo, .session = j.session,
         .commnode_path = strcmp(cn, "-") == 0 ? NULL : *cn ? cn : self,
         .backend_exe = *bexe ? bexe : NULL,
-        .backend_argv = argvz, .rsh = *rsh ? rsh : NULL,
+        .backend_argv = argvz,
+        /* the parent's remote shell, else our own $TBON_RSH */
+        .rsh = *rsh ? rsh : conf.rsh && *conf.rsh ? conf.rsh : NULL,
         .startup_timeout_ms = j.timeout_ms,
         .parent_fd = j.data_fd, .parent_event_fd = j.event_fd, .fatal = node_fatal,
         .joined = join_file != NULL, .listening = lfd >= 0, .listen_fd = lfd, .port = port,
@@ -230,7 +236,8 @@ int main(int argc, char **argv)
     char **largv = calloc((size_t)argc + 1, 2 * sizeof *largv);
     char *first_launcher = NULL;
     int largc = 0, opt, idx;
-    if (!largv) {
+    if (!largv || tb_config_load(&conf, &err) != 0) {
+        free(largv);
         fprintf(stderr, "tbon_commnode: out of memory\n");
         return 1;
     }
@@ -292,7 +299,7 @@ int main(int argc, char **argv)
         free(largv);
         return 1;
     }
-    if (!join_file && tb_join_parse_args(&largc, largv, &j, &err)) {
+    if (!join_file && tb_join_parse_args(&largc, largv, &conf, &j, &err)) {
         fprintf(stderr, "tbon_commnode: %s\n", err.msg);
         usage(stderr);
         free(largv);

@@ -25,22 +25,26 @@ static int be_connect(tb_join_t *j, int purpose, tbon_error_t *err)
                         j->parent_host, (unsigned)j->parent_port, msg);
 }
 
-/* Start the node over j's connections. */
-static tbon_net_t *be_node(tb_join_t *j, int joined, tbon_error_t *err)
+/* Start the node over j's connections, with conf (taken over: the net's), or
+ * NULL: the environment read now. */
+static tbon_net_t *be_node(tb_join_t *j, int joined, tb_config_t *conf, tbon_error_t *err)
 {
     tbon_net_t *net = tb_net_alloc(0);
     tb_topology_t *mine = tb_topology_clone(j->topo);
-    if (!net || !mine) {
+    if (!net || !mine || (!conf && tb_config_load(&net->conf, err) != 0)) {
         tb_net_free(net);
         tb_topology_destroy(mine);
         tb_join_release(j);
+        tb_config_free(conf);
         tb_error_set(err, TBON_ENOMEM, "out of memory");
         return NULL;
     }
+    if (conf)
+        net->conf = *conf;
     net->rank = j->rank;
     net->topo = mine;
     tb_node_config_t cfg = {
-        .ft = &tb_ft_ops,
+        .ft = &tb_ft_ops, .conf = &net->conf,
         .role = TB_ROLE_BE, .rank = j->rank, .topo = j->topo, .session = j->session,
         .parent_fd = j->data_fd, .parent_event_fd = j->event_fd, .joined = joined,
     };
@@ -79,13 +83,19 @@ tbon_net_t *tbon_be_create(int *argc, char ***argv, tbon_error_t *err)
         tb_error_set(err, TBON_EINVAL, "tbon_be_create needs &argc and &argv");
         return NULL;
     }
-    if (tb_join_parse_args(argc, *argv, &j, err))
+    tb_config_t conf;         /* the environment, read once: the net's */
+    if (tb_config_load(&conf, err) != 0)
         return NULL;
-    if (be_connect(&j, TB_PURPOSE_DATA, err)) {
-        tb_join_release(&j);
+    if (tb_join_parse_args(argc, *argv, &conf, &j, err)) {
+        tb_config_free(&conf);
         return NULL;
     }
-    return be_node(&j, 0, err);
+    if (be_connect(&j, TB_PURPOSE_DATA, err)) {
+        tb_join_release(&j);
+        tb_config_free(&conf);
+        return NULL;
+    }
+    return be_node(&j, 0, &conf, err);
 }
 
 /* Ask the FE (the attach file's) for a place in the running tree: as a new
@@ -123,7 +133,7 @@ tbon_net_t *tbon_be_attach(const char *attach_file, tbon_rank_t rank, tbon_error
     }
     if (rank == TBON_RANK_NONE) {
         /* Joining the running tree: the FE gives us a rank and a parent. */
-        return be_join(attach_file, rank, &j, err) ? NULL : be_node(&j, 1, err);
+        return be_join(attach_file, rank, &j, err) ? NULL : be_node(&j, 1, NULL, err);
     }
     /* The place the attach file gives rank; if it is not there (it is not
      * a back-end of the file, or its parent refuses: it failed, and this is
@@ -132,12 +142,12 @@ tbon_net_t *tbon_be_attach(const char *attach_file, tbon_rank_t rank, tbon_error
     if (rc == TBON_ENOTFOUND || rc == TBON_EIO)
         return NULL;
     if (rc == 0 && be_connect(&j, TB_PURPOSE_ATTACH, err) == 0)
-        return be_node(&j, 0, err);
+        return be_node(&j, 0, NULL, err);
     tb_join_release(&j);
     char first[sizeof err->msg];
     snprintf(first, sizeof first, "%s", err ? err->msg : "");
     if (be_join(attach_file, rank, &j, err) == 0)
-        return be_node(&j, 1, err);
+        return be_node(&j, 1, NULL, err);
     char second[sizeof err->msg];
     snprintf(second, sizeof second, "%s", err ? err->msg : "");
     tb_error_set(err, err && err->code ? err->code : TBON_EIO, "%s; and as a restarted "

@@ -35,11 +35,11 @@ static int is_exe(const char *p)
     return stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
 }
 
-/* Where tbon_commnode is: $TBON_COMMNODE, beside this program, this build's
- * bin/, then PATH. */
-static int find_commnode(const char *opt, char *out, size_t len)
+/* Where tbon_commnode is: opt, conf's TBON_COMMNODE, beside this program,
+ * this build's bin/, then its PATH. */
+static int find_commnode(const tb_config_t *conf, const char *opt, char *out, size_t len)
 {
-    const char *env = getenv("TBON_COMMNODE");
+    const char *env = conf->commnode;
     if (opt && *opt)
         return snprintf(out, len, "%s", opt) < (int)len ? 0 : -1;
     if (env && *env)
@@ -59,7 +59,7 @@ static int find_commnode(const char *opt, char *out, size_t len)
     snprintf(out, len, "%s/tbon_commnode", TBON_BUILD_BINDIR);
     if (is_exe(out))
         return 0;
-    const char *path = getenv("PATH");
+    const char *path = conf->path;
     while (path && *path) {
         const char *colon = strchr(path, ':');
         size_t l = colon ? (size_t)(colon - path) : strlen(path);
@@ -119,18 +119,18 @@ static int loopback_name(const char *h)
 }
 
 /* The front-end runs where its topology says (docs/cluster.md, "The
- * front-end's host"): its host must be this one, or fe_host (else
- * $TBON_FE_HOST) names this host and takes its place. A loopback name with
+ * front-end's host"): its host must be this one, or fe_host (else conf's
+ * TBON_FE_HOST) names this host and takes its place. A loopback name with
  * other hosts in the tree becomes this host's name: the other hosts resolve
  * the FE's name (to ask it for an adoption, to send it failure notices). */
-static int place_fe(tb_topology_t **topo, const char *file, const char *fe_host,
-                    tbon_error_t *err)
+static int place_fe(const tb_config_t *conf, tb_topology_t **topo, const char *file,
+                    const char *fe_host, tbon_error_t *err)
 {
     const char *host = tb_topology_host(*topo, 0);
     char me[256] = "";
     gethostname(me, sizeof me - 1);
     if (!fe_host || !*fe_host)
-        fe_host = getenv("TBON_FE_HOST");
+        fe_host = conf->fe_host;
     if (fe_host && *fe_host) {
         if (!tb_host_is_local(fe_host))
             return tb_error_set(err, TBON_ETOPOLOGY, "--fe-host %s: that is not a name or "
@@ -160,11 +160,12 @@ static int place_fe(tb_topology_t **topo, const char *file, const char *fe_host,
 }
 
 /* The tree over the Slurm allocation's nodes (slurm.h). */
-static tb_topology_t *slurm_topology(const tbon_fe_options_t *o, tbon_error_t *err)
+static tb_topology_t *slurm_topology(const tb_config_t *conf, const tbon_fe_options_t *o,
+                                     tbon_error_t *err)
 {
     char **nodes = NULL;
     size_t n = 0;
-    if (tb_slurm_nodes(&nodes, &n, err) != 0)
+    if (tb_slurm_nodes(conf, &nodes, &n, err) != 0)
         return NULL;
     char me[256] = "";
     const char *fe = o->fe_host;
@@ -172,7 +173,8 @@ static tb_topology_t *slurm_topology(const tbon_fe_options_t *o, tbon_error_t *e
         gethostname(me, sizeof me - 1);
         fe = me;
     }
-    unsigned per = o->slurm_be_per_node ? o->slurm_be_per_node : tb_slurm_default_per_node();
+    unsigned per = o->slurm_be_per_node ? o->slurm_be_per_node
+                                        : tb_slurm_default_per_node(conf);
     tb_topology_t *t = tb_slurm_topology(fe, nodes, n, per, o->slurm_fanout ? o->slurm_fanout
                                                                             : 32, err);
     if (t)
@@ -182,25 +184,27 @@ static tb_topology_t *slurm_topology(const tbon_fe_options_t *o, tbon_error_t *e
     return t;
 }
 
-/* Add the names of env to $TBON_ENV (which travels, and names what else
- * does). */
-static int add_env_names(const char *env, tbon_error_t *err)
+/* Add the names of env to TBON_ENV, conf's (what our node passes on) and
+ * the environment's (which travels, and names what else does, further
+ * down). */
+static int add_env_names(tb_config_t *conf, const char *env, tbon_error_t *err)
 {
     if (!env || !*env)
         return 0;
-    const char *old = getenv("TBON_ENV");
+    const char *old = conf->env;
     char *v = NULL;
     if (asprintf(&v, "%s%s%s", old && *old ? old : "", old && *old ? " " : "", env) < 0)
         return tb_error_set(err, TBON_ENOMEM, "out of memory");
-    int rc = setenv("TBON_ENV", v, 1);
+    int rc = tb_config_set(conf, "TBON_ENV", v) == 0 ? setenv("TBON_ENV", v, 1) : -1;
     free(v);
     return rc == 0 ? 0 : tb_error_set(err, TBON_ENOMEM, "out of memory");
 }
 
 /* The arguments of tbon_fe_create checked, the tree read (or made from the
  * Slurm allocation) and placed here. NULL on error (err). */
-static tb_topology_t *fe_topology(const char **topology_file, const char *backend_exe,
-                                  const tbon_fe_options_t *o, tbon_error_t *err)
+static tb_topology_t *fe_topology(tb_config_t *conf, const char **topology_file,
+                                  const char *backend_exe, const tbon_fe_options_t *o,
+                                  tbon_error_t *err)
 {
     if (!*topology_file && !o->slurm) {
         tb_error_set(err, TBON_EINVAL, "no topology file given");
@@ -215,12 +219,12 @@ static tb_topology_t *fe_topology(const char **topology_file, const char *backen
         tb_error_set(err, TBON_EINVAL, "no back-end executable and no attach file given");
         return NULL;
     }
-    tb_topology_t *topo = o->slurm ? slurm_topology(o, err)
+    tb_topology_t *topo = o->slurm ? slurm_topology(conf, o, err)
                                    : tb_topology_parse_file(*topology_file, err);
     if (o->slurm)
         *topology_file = "the Slurm allocation";
-    if (!topo || place_fe(&topo, *topology_file, o->fe_host, err) != 0 ||
-        add_env_names(o->env, err) != 0) {
+    if (!topo || place_fe(conf, &topo, *topology_file, o->fe_host, err) != 0 ||
+        add_env_names(conf, o->env, err) != 0) {
         tb_topology_destroy(topo);
         return NULL;
     }
@@ -234,13 +238,13 @@ static tb_topology_t *fe_topology(const char **topology_file, const char *backen
 
 /* The commnode program into out ("" if none is found and none is needed).
  * 0, or TBON_ELAUNCH (err) when the tree has commnodes and none is found. */
-static int fe_commnode(const tb_topology_t *topo, const char *path, char *out, size_t len,
-                       tbon_error_t *err)
+static int fe_commnode(const tb_config_t *conf, const tb_topology_t *topo, const char *path,
+                       char *out, size_t len, tbon_error_t *err)
 {
     int need_cn = 0;
     for (tbon_rank_t r = 1; r < tb_topology_size(topo); r++)
         need_cn |= tb_topology_role(topo, r) == TB_ROLE_COMMNODE;
-    if (find_commnode(path, out, len) == 0)
+    if (find_commnode(conf, path, out, len) == 0)
         return 0;
     out[0] = 0;
     if (!need_cn)
@@ -265,17 +269,18 @@ static const char **fe_backend_argv(const char *bexe, const char *const backend_
     return argv;
 }
 
-/* The front-end node's configuration from the options (a new session's id;
- * its secret is generated by the caller). */
-static tb_node_config_t fe_config(const tbon_fe_options_t *o, tb_topology_t *topo,
-                                  const char *commnode, const char *bexe, const char **argv)
+/* The front-end node's configuration from the options and conf (a new
+ * session's id; its secret is generated by the caller). */
+static tb_node_config_t fe_config(const tbon_fe_options_t *o, const tb_config_t *conf,
+                                  tb_topology_t *topo, const char *commnode, const char *bexe,
+                                  const char **argv)
 {
     return (tb_node_config_t){
-        .ft = &tb_ft_ops,
+        .ft = &tb_ft_ops, .conf = conf,
         .role = TB_ROLE_FE, .rank = 0, .topo = topo,
         .commnode_path = commnode[0] ? commnode : NULL,
         .backend_exe = bexe, .backend_argv = argv,
-        .rsh = o->rsh ? o->rsh : getenv("TBON_RSH"),
+        .rsh = o->rsh ? o->rsh : conf->rsh,
         .attach_file = o->attach_file, .slurm = o->slurm != 0,
         .startup_timeout_ms = o->startup_timeout_ms > 0 ? o->startup_timeout_ms : 30000,
         .no_ft = o->no_fault_tolerance != 0,
@@ -315,12 +320,14 @@ tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
         o = *opts;
     tb_error_clear(err);
     tb_log_set_identity(0, "fe");
-    tb_topology_t *topo = fe_topology(&topology_file, backend_exe, &o, err);
-    if (!topo)
+    tb_config_t conf;         /* the environment, read once: the net's */
+    if (tb_config_load(&conf, err) != 0)
         return NULL;
+    tb_topology_t *topo = fe_topology(&conf, &topology_file, backend_exe, &o, err);
     char commnode[PATH_MAX];
-    if (fe_commnode(topo, o.commnode_path, commnode, sizeof commnode, err) != 0) {
+    if (!topo || fe_commnode(&conf, topo, o.commnode_path, commnode, sizeof commnode, err)) {
         tb_topology_destroy(topo);
+        tb_config_free(&conf);
         return NULL;
     }
     char bexe[PATH_MAX];
@@ -337,14 +344,17 @@ tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
         free(argv);
         tb_net_free(net);
         tb_topology_destroy(topo);
+        tb_config_free(&conf);
         tb_error_set(err, TBON_ENOMEM, "out of memory");
         return NULL;
     }
+    net->conf = conf;         /* the net's now (tb_net_free) */
     net->rank = 0;
     net->progress = o.progress;
     net->progress_arg = o.progress_arg;
     net->topo = tb_topology_clone(topo);
-    tb_node_config_t cfg = fe_config(&o, topo, commnode, backend_exe ? bexe : NULL, argv);
+    tb_node_config_t cfg = fe_config(&o, &net->conf, topo, commnode, backend_exe ? bexe : NULL,
+                                     argv);
     if (!net->topo || tb_secret_generate(cfg.session.secret, err)) {
         free(argv);
         tb_net_free(net);

@@ -677,6 +677,7 @@ void tb_net_free(tbon_net_t *net)
 {
     if (!net)
         return;
+    tb_config_free(&net->conf);
     tb_ring_free(&net->events);
     free(net->chk_agree);
     free(net->chk_bad);

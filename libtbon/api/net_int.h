@@ -9,6 +9,7 @@
 #include <tbon/tbon.h>
 
 #include "node/node.h"
+#include "util/config.h"
 #include "util/ring.h"
 
 /* The application's receive queue: past HIGH bytes the node stops reading
@@ -58,6 +59,8 @@ struct tbon_net {
     int            is_fe;
     tbon_rank_t    rank;
     tb_node_t     *node;
+    tb_config_t    conf;   /* the environment at create (util/config.h): the
+                              node's cfg.conf; freed by tb_net_free */
     tb_topology_t *topo;   /* the application's copy, for rank queries */
     pthread_mutex_t mu;
     pthread_cond_t  cond;

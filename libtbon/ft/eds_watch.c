@@ -70,11 +70,11 @@ void tb_eds_watch_filters(tb_eds_t *e)
     tb_loop_wake(e->loop);
 }
 
-/* The mark in MiB: $TBON_MEM_WARN_MB (0: none), else a quarter of the
+/* The mark in MiB: conf's TBON_MEM_WARN_MB (0: none), else a quarter of the
  * host's memory. */
-static int64_t mem_mark_mb(void)
+static int64_t mem_mark_mb(const tb_config_t *conf)
 {
-    const char *v = getenv("TBON_MEM_WARN_MB");
+    const char *v = conf->mem_warn_mb;
     if (v && *v) {
         char *end;
         long long mb = strtoll(v, &end, 10);
@@ -90,7 +90,7 @@ void tb_eds_watch_start(tb_eds_t *e)
 {
     int64_t now = tb_now_ms();
     e->watch_timer = (tb_timer_t){ .fn = on_watch_timer, .arg = e };
-    e->mem_mark = e->mem_next = mem_mark_mb();
+    e->mem_mark = e->mem_next = mem_mark_mb(e->node->cfg.conf);
     if (e->mem_mark <= 0)
         return;
     e->mem_due = now + MEM_POLL_MS;

@@ -15,6 +15,7 @@
 #include "codec/packet_int.h"
 #include "util/endian.h"
 #include "util/clock.h"
+#include "util/config.h"
 #include "util/crc32c.h"
 #include "util/log.h"
 #include "util/ranks.h"
@@ -92,11 +93,11 @@ static tb_outframe_t *q_push(tb_conn_t *c, tb_frame_hdr_t *h, int sequenced)
 #define TB_MAX_PACKET_DEFAULT ((size_t)2 << 30)
 static size_t max_packet;
 
-/* $TBON_MAX_PACKET, once (tb_conn_max_packet). */
+/* $TBON_MAX_PACKET, once (tb_conn_max_packet): the process's configuration. */
 static void read_max_packet(void)
 {
     max_packet = TB_MAX_PACKET_DEFAULT;
-    const char *v = getenv("TBON_MAX_PACKET");
+    const char *v = tb_config_process()->max_packet;
     if (!v || !*v)
         return;
     char *end;

@@ -115,7 +115,8 @@ struct tb_conn {
 /* The largest packet a session carries: $TBON_MAX_PACKET (bytes, or with a
  * K, M or G suffix for KiB, MiB, GiB; from 1 MiB to 4 GiB - 1), else 2 GiB
  * (a packet of 1 GiB of values and its format fit).
- * Read once. A larger one is refused at tbon_stream_send (TBON_ETOOBIG). */
+ * Read once per process (util/config.h, tb_config_process). A larger one is
+ * refused at tbon_stream_send (TBON_ETOOBIG). */
 size_t tb_conn_max_packet(void);
 
 /* A frame that may be a piece of a larger packet (TB_FRAME_F_FRAG), in the

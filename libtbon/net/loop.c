@@ -14,6 +14,7 @@
 #include "util/error.h"
 #include "util/clock.h"
 #include "util/array.h"
+#include "util/log.h"
 
 struct tb_loop {
     int epfd;
@@ -27,6 +28,8 @@ struct tb_loop {
     void *arg;
     _Atomic int64_t due_pub;  /* heap[0]'s due time (INT64_MAX: none), for
                                  other threads: tb_loop_due */
+    int failed;               /* TBON_ENOMEM: a timer could not be armed (the
+                                 loop's thread's; tb_loop_wait returns it) */
 };
 
 /* After any change of the heap: its first due time, for other threads. */
@@ -91,7 +94,7 @@ void tb_timer_cancel(tb_loop_t *l, tb_timer_t *t)
     publish_due(l);
 }
 
-void tb_timer_at(tb_loop_t *l, tb_timer_t *t, int64_t due_ms)
+int tb_timer_at(tb_loop_t *l, tb_timer_t *t, int64_t due_ms)
 {
     if (t->slot) {
         int64_t old = t->due;
@@ -101,14 +104,22 @@ void tb_timer_at(tb_loop_t *l, tb_timer_t *t, int64_t due_ms)
         else if (due_ms > old)
             heap_down(l, t->slot - 1);
         publish_due(l);
-        return;
+        return 0;
     }
-    if (TB_ARRAY_ROOM(l->heap, l->nheap, l->capheap, 16))
-        abort();          /* a timer lost is a hang: no way to go on */
+    if (TB_ARRAY_ROOM(l->heap, l->nheap, l->capheap, 16)) {
+        /* A timer lost would be a hang: the loop fails instead, and its
+         * thread takes its failure path at its next wait. */
+        if (!l->failed)
+            TB_ERROR("loop", "no memory to arm one more timer (%zu armed): the loop stops",
+                     l->nheap);
+        l->failed = TBON_ENOMEM;
+        return TBON_ENOMEM;
+    }
     t->due = due_ms;
     l->heap[l->nheap++] = t;
     heap_up(l, l->nheap - 1);
     publish_due(l);
+    return 0;
 }
 
 int64_t tb_loop_due(const tb_loop_t *l)
@@ -236,6 +247,10 @@ void tb_loop_rearm(tb_loop_t *l, tb_io_t *io, uint32_t events)
 
 int tb_loop_wait(tb_loop_t *l, int max_ms)
 {
+    if (l->failed) {
+        errno = ENOMEM;
+        return l->failed;
+    }
     struct epoll_event evs[64];
     int wait = max_ms;
     if (l->nheap) {

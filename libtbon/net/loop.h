@@ -71,8 +71,13 @@ void tb_loop_forget(tb_loop_t *l, tb_io_t *io);
  * tb_loop_watch it writes nothing in io. */
 void tb_loop_rearm(tb_loop_t *l, tb_io_t *io, uint32_t events);
 
-/* Arm t for due_ms (tb_now_ms's clock; re-arming moves it), or disarm it. */
-void tb_timer_at(tb_loop_t *l, tb_timer_t *t, int64_t due_ms);
+/* Arm t for due_ms (tb_now_ms's clock; re-arming moves it), or disarm it.
+ * 0, or TBON_ENOMEM when there is no memory for one more armed timer: t is
+ * not armed, and the loop has failed (an error is logged; tb_loop_wait
+ * returns TBON_ENOMEM from then on, so that its thread takes its failure
+ * path rather than wait for a timer that will never fire). Re-arming an
+ * armed timer cannot fail. */
+int tb_timer_at(tb_loop_t *l, tb_timer_t *t, int64_t due_ms);
 void tb_timer_cancel(tb_loop_t *l, tb_timer_t *t);
 static inline int tb_timer_armed(const tb_timer_t *t) { return t->slot != 0; }
 /* When the first armed timer is due, or INT64_MAX if none is. */
@@ -107,8 +112,9 @@ void tb_loop_fire(tb_loop_t *l);
 /* Wait for events, at most until the first timer is due and at most max_ms
  * (-1: no limit beyond the timers), then handle them: the mailbox first if
  * it was woken, then each io's fn. The number of events handled, or a
- * negative TBON_E* if epoll failed (EINTR counts as 0 events). Timers are
- * not run here: tb_loop_fire does that. */
+ * negative TBON_E* if epoll failed (EINTR counts as 0 events) or the loop
+ * has failed (TBON_ENOMEM, errno ENOMEM: tb_timer_at). Timers are not run
+ * here: tb_loop_fire does that. */
 int tb_loop_wait(tb_loop_t *l, int max_ms);
 
 #endif

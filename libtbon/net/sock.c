@@ -133,11 +133,12 @@ static int iface_address(const char *name, int family, char *out, size_t len)
     return rc;
 }
 
-int tb_sock_route_addr(const char *host, char *out, size_t len, tbon_error_t *err)
+int tb_sock_route_addr(const tb_config_t *conf, const char *host, char *out, size_t len,
+                       tbon_error_t *err)
 {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM };
     struct addrinfo *res = NULL;
-    const char *iface = getenv("TBON_IFACE");
+    const char *iface = conf ? conf->iface : NULL;
     if (len)
         out[0] = 0;
     if (iface && *iface) {

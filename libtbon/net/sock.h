@@ -10,6 +10,7 @@
 
 #include "codec/wire.h"
 #include "util/clock.h"   /* tb_now_ms: every deadline here is on it */
+#include "util/config.h"
 
 /* Milliseconds on the monotonic clock. */
 
@@ -24,11 +25,13 @@ int tb_sock_listen(uint16_t *port, tbon_error_t *err);
 
 /* The address of this host that host reaches it at: where the kernel routes
  * packets for host from (a UDP socket's source once connected; nothing is
- * sent), numeric (IPv4 dotted, IPv6 without brackets). $TBON_IFACE, when
- * set, chooses instead: an address of this host, or an interface whose
- * address (of host's family where it has one) is taken. 0, or TBON_EIO (host
- * does not resolve, no route) / TBON_EINVAL (a bad TBON_IFACE) with err. */
-int tb_sock_route_addr(const char *host, char *out, size_t len, tbon_error_t *err);
+ * sent), numeric (IPv4 dotted, IPv6 without brackets). conf's TBON_IFACE,
+ * when set, chooses instead: an address of this host, or an interface whose
+ * address (of host's family where it has one) is taken (conf NULL: nothing
+ * set). 0, or TBON_EIO (host does not resolve, no route) / TBON_EINVAL (a
+ * bad TBON_IFACE) with err. */
+int tb_sock_route_addr(const tb_config_t *conf, const char *host, char *out, size_t len,
+                       tbon_error_t *err);
 
 /* "host:port", or "[host]:port" for an IPv6 address. */
 void tb_sock_format_hostport(const char *host, uint16_t port, char *out, size_t len);

@@ -51,7 +51,8 @@ static int parse_hostport(const char *s, char *host, size_t hlen, uint16_t *port
     return 0;
 }
 
-int tb_join_parse_args(int *argc, char **argv, tb_join_t *j, tbon_error_t *err)
+int tb_join_parse_args(int *argc, char **argv, const tb_config_t *conf, tb_join_t *j,
+                       tbon_error_t *err)
 {
     memset(j, 0, sizeof *j);
     j->rank = TBON_RANK_NONE;
@@ -75,7 +76,7 @@ int tb_join_parse_args(int *argc, char **argv, tb_join_t *j, tbon_error_t *err)
         } else if (strcmp(a, TB_SLURM_MAP_ARG) == 0) {
             /* One task of a Slurm step (slurm.h): our node's entry gives our
              * rank (by our local id) and our parent. */
-            const char *node = getenv("SLURMD_NODENAME"), *lid = getenv("SLURM_LOCALID");
+            const char *node = conf->slurmd_nodename, *lid = conf->slurm_localid;
             char hn[256];
             if (!node || !*node) {
                 if (gethostname(hn, sizeof hn - 1) != 0)

@@ -7,6 +7,7 @@
 
 #include "net/auth.h"
 #include "topo/topology.h"
+#include "util/config.h"
 
 typedef struct tb_join {
     tbon_rank_t    rank;
@@ -21,10 +22,12 @@ typedef struct tb_join {
 } tb_join_t;
 
 /* Take the launcher's arguments (--tbon-parent HOST:PORT, --tbon-rank R,
- * --tbon-session HEX, --tbon-timeout MS, and the secret from the
- * environment or stdin) out of argc/argv. 0, or TBON_EINVAL / TBON_EAUTH with
- * err saying which argument is missing or bad. */
-int tb_join_parse_args(int *argc, char **argv, tb_join_t *j, tbon_error_t *err);
+ * --tbon-session HEX, --tbon-timeout MS, or a Slurm step's map with conf's
+ * SLURMD_NODENAME and SLURM_LOCALID; and the secret from the environment or
+ * stdin) out of argc/argv. 0, or TBON_EINVAL / TBON_EAUTH with err saying
+ * which argument is missing or bad. */
+int tb_join_parse_args(int *argc, char **argv, const tb_config_t *conf, tb_join_t *j,
+                       tbon_error_t *err);
 
 /* Fill j from an attach file for back-end rank (TBON_RANK_NONE: a new
  * back-end, aimed at the FE's address). 0, TBON_ENOTFOUND (no such file),

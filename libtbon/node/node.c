@@ -622,11 +622,11 @@ int tb_node_start(tb_node_t *n)
     return 0;
 }
 
-/* The default limit of a plug-in filter call (ms): $TBON_FILTER_LIMIT_MS,
- * else 5000. */
-static int filter_limit_default(void)
+/* The default limit of a plug-in filter call (ms): conf's
+ * TBON_FILTER_LIMIT_MS, else 5000. */
+static int filter_limit_default(const tb_config_t *conf)
 {
-    const char *fl = getenv("TBON_FILTER_LIMIT_MS");
+    const char *fl = conf->filter_limit_ms;
     char *fend = NULL;
     long flv = fl && *fl ? strtol(fl, &fend, 10) : -1;
     if (fl && *fl && (*fend || flv < 0 || flv > INT32_MAX)) {
@@ -642,7 +642,7 @@ static int node_parts(tb_node_t *n)
 {
     pthread_mutex_init(&n->qmu, NULL);
     pthread_mutex_init(&n->fw.mu, NULL);
-    n->fw_default = filter_limit_default();
+    n->fw_default = filter_limit_default(n->cfg.conf);
     pthread_cond_init(&n->bcond, NULL);
     n->filters = tb_filter_reg_new();
     size_t nc;
@@ -703,8 +703,9 @@ static int node_begin(tb_node_t *n, tbon_error_t *err)
 
 tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tbon_error_t *err)
 {
-    if (!cfg->ft) {
-        tb_error_set(err, TBON_EINVAL, "a node needs its fault-tolerance layer (cfg.ft)");
+    if (!cfg->ft || !cfg->conf) {
+        tb_error_set(err, TBON_EINVAL, "a node needs its fault-tolerance layer (cfg.ft) and "
+                     "its configuration (cfg.conf)");
         tb_topology_destroy(cfg->topo);
         return NULL;
     }

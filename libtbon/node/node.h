@@ -15,6 +15,7 @@
 #include "net/auth.h"
 #include "net/loop.h"
 #include "topo/topology.h"
+#include "util/config.h"
 
 /* The heartbeat timeout when the FE's options leave it 0: a peer silent this
  * long has failed. Long enough for hundreds of processes on two cores. */
@@ -104,6 +105,9 @@ typedef struct tb_node_config {
     /* the fault-tolerance layer the node reaches (node_int.h, tb_ft_ops_t):
      * &tb_ft_ops of ft/ft.h; required */
     const struct tb_ft_ops *ft;
+    /* the environment as it was when the network was created (util/config.h);
+     * required, and the caller's: it must outlive the node */
+    const tb_config_t *conf;
     /* The node cannot go on: a plug-in filter call hung past its limit on
      * the thread that drives the node (ft/eds_watch.c), and the report of it
      * has gone up. Called once, on the EDS thread, with TBON_EFILTER and the

@@ -154,7 +154,7 @@ void tb_node_retire_late(tb_node_t *n, tb_conn_t *c)
 
 void tb_node_links_init(tb_node_t *n)
 {
-    const char *e = getenv("TBON_RELINK_MS");
+    const char *e = n->cfg.conf->relink_ms;
     n->relink_ms = e && *e ? atoi(e) : TB_LINK_RELINK_MS;
 }
 

@@ -53,7 +53,8 @@ static void fallback_address(const tb_node_t *n, char *out, size_t len)
         snprintf(out, len, "%s", seen);
         return;
     }
-    if (tb_sock_route_addr(host_of(n, n->rank), out, len, NULL) == 0 && !is_loopback_addr(out))
+    if (tb_sock_route_addr(n->cfg.conf, host_of(n, n->rank), out, len, NULL) == 0 &&
+        !is_loopback_addr(out))
         return;
     snprintf(out, len, "%s", *seen ? seen : host_of(n, n->rank));
 }
@@ -91,15 +92,15 @@ static int env_travels(const char *kv, const char *names)
 }
 
 /* The environment entries that travel, NULL-terminated (entries point into
- * environ; the array is malloc'd), or NULL when out of memory. */
-static const char **travelling_env(void)
+ * environ; the array is malloc'd), or NULL when out of memory. names: the
+ * configuration's TBON_ENV. */
+static const char **travelling_env(const char *names)
 {
     extern char **environ;
     size_t n = 0, k = 0;
     while (environ[n])
         n++;
     const char **env = calloc(n + 1, sizeof *env);
-    const char *names = getenv("TBON_ENV");
     for (size_t i = 0; env && i < n; i++)
         if (env_travels(environ[i], names))
             env[k++] = environ[i];
@@ -130,7 +131,7 @@ static int slurm_step(tb_node_t *n, uint32_t d, tbon_error_t *err)
     tbon_rank_t first = 1;
     while (first < tb_topology_size(n->topo) && tb_topology_depth(n->topo, first) != 1)
         first++;
-    if (tb_sock_route_addr(host_of(n, first), fe, sizeof fe, NULL) != 0)
+    if (tb_sock_route_addr(n->cfg.conf, host_of(n, first), fe, sizeof fe, NULL) != 0)
         snprintf(fe, sizeof fe, "%s", host_of(n, 0));
     char *nodelist = NULL, *map = NULL, secret[TB_SECRET_HEX_SIZE], session[24], tmo[24];
     unsigned per = 0;
@@ -150,8 +151,8 @@ static int slurm_step(tb_node_t *n, uint32_t d, tbon_error_t *err)
         rc = tb_error_set(err, TBON_ELAUNCH, "no %s program to start at depth %u",
                           be ? "back-end" : "commnode", d);
     else
-        rc = tb_slurm_spawn(exe, be ? n->cfg.backend_argv : cn_argv, nodelist, per, nnodes, map,
-                            session, tmo, secret, &errfd, &pid, err);
+        rc = tb_slurm_spawn(n->cfg.conf, exe, be ? n->cfg.backend_argv : cn_argv, nodelist,
+                            per, nnodes, map, session, tmo, secret, &errfd, &pid, err);
     explicit_bzero(secret, sizeof secret);
     free(nodelist);
     free(map);
@@ -228,7 +229,7 @@ tb_launch_round_t *tb_node_round_new(tb_node_t *n, tbon_error_t *err)
 {
     launch_ctx_t *c = calloc(1, sizeof *c);
     if (c) {
-        c->env = travelling_env();
+        c->env = travelling_env(n->cfg.conf->env);
         c->addr = calloc(tb_topology_num_hosts(n->topo) + 1, sizeof *c->addr);
     }
     if (!c || !c->env || !c->addr || (!n->relay && !(n->relay = tb_relay_new()))) {
@@ -264,7 +265,7 @@ int tb_node_launch_one(tb_node_t *n, size_t i, const char *exe, tb_launch_round_
     char *a = c->addr[tb_topology_host_index(n->topo, ch->rank)];
     if (!local && !*a) {
         tbon_error_t rerr = { 0 };
-        if (tb_sock_route_addr(host, a, sizeof c->addr[0], &rerr) == TBON_EINVAL)
+        if (tb_sock_route_addr(n->cfg.conf, host, a, sizeof c->addr[0], &rerr) == TBON_EINVAL)
             return tb_error_set(err, TBON_ELAUNCH, "rank %u on host %s: %s", ch->rank, host,
                                 rerr.msg);
         if (!*a) {
@@ -345,7 +346,8 @@ int tb_node_launch_prepare(tb_node_t *n, int *slurm, tbon_error_t *err)
     }
     for (size_t i = 0; count && i < n->nchild; i++) {
         uint32_t h = tb_topology_host_index(n->topo, n->child[i].rank);
-        if (count[h] >= 2 && (n->sshmux || (n->sshmux = tb_sshmux_new(n->cfg.session.id,
+        if (count[h] >= 2 && (n->sshmux || (n->sshmux = tb_sshmux_new(n->cfg.conf,
+                                                                        n->cfg.session.id,
                                                                         n->rank))))
             tb_sshmux_open(n->sshmux, host_of(n, n->child[i].rank));
     }

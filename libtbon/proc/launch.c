@@ -351,9 +351,7 @@ static char *shell_quote(const char *w)
 static int launch_remote(const tb_launch_spec_t *s, const char *host, int errfd, pid_t *pid,
                          tbon_error_t *err)
 {
-    const char *rsh = s->rsh && *s->rsh ? s->rsh : getenv("TBON_RSH");
-    if (!rsh || !*rsh)
-        rsh = TB_DEFAULT_RSH;
+    const char *rsh = s->rsh && *s->rsh ? s->rsh : TB_DEFAULT_RSH;
     size_t nenv = 0, nargs = 0;
     while (s->env && s->env[nenv])
         nenv++;
@@ -548,22 +546,15 @@ int tb_launch_take_secret(int *argc, char **argv, char *out, size_t outlen)
             break;
         }
     }
-    char *env = getenv(TB_SECRET_ENV);
     if (found >= 0) {
         memmove(&argv[found], &argv[found + 1], (size_t)(*argc - found - 1) * sizeof *argv);
         (*argc)--;
         argv[*argc] = NULL;
         rc = read_secret_line(out, outlen);
         stdin_to_devnull();
-    } else if (env && *env && strlen(env) < outlen) {
-        memcpy(out, env, strlen(env) + 1);
-        rc = 0;
-    }
-    if (env) {
-        /* unsetenv leaves the string in memory, and the initial environment
-         * stays readable in /proc/PID/environ: wipe the value first. */
-        explicit_bzero(env, strlen(env));
-        unsetenv(TB_SECRET_ENV);
+        tb_config_take_secret(NULL, 0);     /* wiped and unset all the same */
+    } else {
+        rc = tb_config_take_secret(out, outlen);
     }
     if (rc < 0 && outlen > 0)
         out[0] = '\0';

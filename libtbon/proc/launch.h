@@ -6,14 +6,15 @@
 #include <sys/types.h>
 #include <tbon/tbon.h>
 
+#include "util/config.h"
+
 /* How a launched process learns the secret: locally from the environment
- * variable TB_SECRET_ENV (which it unsets at once); through a remote shell
- * from the first line of its stdin, announced by the argument
+ * variable TB_SECRET_ENV (util/config.h; it unsets it at once); through a
+ * remote shell from the first line of its stdin, announced by the argument
  * TB_SECRET_STDIN_ARG that tb_launch appends. */
-#define TB_SECRET_ENV       "TBON_SECRET"
 #define TB_SECRET_STDIN_ARG "--tbon-secret-stdin"
 
-/* The remote shell when neither the caller nor $TBON_RSH names one: ssh that
+/* The remote shell when the caller names none ($TBON_RSH, opts.rsh): ssh that
  * never stops to ask for a password (it fails at once and says why, instead
  * of prompting many times on one terminal) and gives up on a host it cannot
  * reach within 10 s (a host that is down then reads "connect to host n3 port
@@ -26,8 +27,9 @@ typedef struct tb_launch_spec {
     const char *const  *argv;      /* argv[0..] for the program, NULL-terminated */
     const char *const  *env;       /* extra NAME=VALUE to set, NULL-terminated; may be NULL */
     const char         *secret;    /* hex secret */
-    const char         *rsh;       /* remote shell for non-local hosts (NULL:
-                                      $TBON_RSH, else TB_DEFAULT_RSH; split on blanks) */
+    const char         *rsh;       /* remote shell for non-local hosts, split on
+                                      blanks (NULL or "": TB_DEFAULT_RSH; the
+                                      caller passes $TBON_RSH or opts.rsh) */
     int                 here;      /* 1: start it on this machine, whatever host says
                                       (host then only names it in messages) */
     int                 secret_stdin; /* local: the secret on stdin, not in the

@@ -74,11 +74,11 @@ static int capture(char *const argv[], char **out)
     return 0;
 }
 
-int tb_slurm_nodes(char ***hosts, size_t *n, tbon_error_t *err)
+int tb_slurm_nodes(const tb_config_t *conf, char ***hosts, size_t *n, tbon_error_t *err)
 {
-    const char *list = getenv("SLURM_JOB_NODELIST");
+    const char *list = conf ? conf->slurm_job_nodelist : NULL;
     if (!list || !*list)
-        list = getenv("SLURM_NODELIST");
+        list = conf ? conf->slurm_nodelist : NULL;
     if (!list || !*list)
         return tb_error_set(err, TBON_EINVAL, "not inside a Slurm allocation "
                             "(SLURM_JOB_NODELIST is not set): run under salloc or sbatch");
@@ -122,15 +122,15 @@ void tb_slurm_free_nodes(char **hosts, size_t n)
     free(hosts);
 }
 
-unsigned tb_slurm_default_per_node(void)
+unsigned tb_slurm_default_per_node(const tb_config_t *conf)
 {
-    const char *v = getenv("SLURM_NTASKS_PER_NODE");
+    const char *v = conf ? conf->slurm_ntasks_per_node : NULL;
     char *end;
     unsigned long k = v ? strtoul(v, &end, 10) : 0;
     if (v && *v && !*end && k > 0 && k < 1u << 20)
         return (unsigned)k;
     /* "4(x2),2": counts, some repeated. */
-    v = getenv("SLURM_TASKS_PER_NODE");
+    v = conf ? conf->slurm_tasks_per_node : NULL;
     unsigned long least = 0;
     while (v && *v) {
         k = strtoul(v, &end, 10);
@@ -389,12 +389,12 @@ int tb_slurm_map_find(const char *map, const char *node, unsigned local_id, tbon
                         TB_SLURM_MAP_ARG, node);
 }
 
-int tb_slurm_spawn(const char *exe, const char *const *argv, const char *nodelist,
-                   unsigned per_node, size_t nnodes, const char *map, const char *session,
-                   const char *timeout_ms, const char *secret, int *stderr_pipe, pid_t *pid,
-                   tbon_error_t *err)
+int tb_slurm_spawn(const tb_config_t *conf, const char *exe, const char *const *argv,
+                   const char *nodelist, unsigned per_node, size_t nnodes, const char *map,
+                   const char *session, const char *timeout_ms, const char *secret,
+                   int *stderr_pipe, pid_t *pid, tbon_error_t *err)
 {
-    const char *srun = getenv("TBON_SRUN");
+    const char *srun = conf ? conf->srun : NULL;
     if (!srun || !*srun)
         srun = "srun";
     char nn[32], nt[32], pn[32];
@@ -431,7 +431,7 @@ int tb_slurm_spawn(const char *exe, const char *const *argv, const char *nodelis
     char path[4096];
     const char *exe_path = srun;
     if (!strchr(srun, '/')) {
-        const char *pathv = getenv("PATH");
+        const char *pathv = conf ? conf->path : NULL;
         exe_path = NULL;
         for (const char *p = pathv; p && *p && !exe_path;) {
             size_t l = strcspn(p, ":");

@@ -26,21 +26,23 @@
 #include <tbon/tbon.h>
 
 #include "topo/topology.h"
+#include "util/config.h"
 
 /* The launcher argument that carries a step's map, and the separators of
  * the map: "NODE=RANK@HOST:PORT;NODE=RANK@HOST:PORT;..." */
 #define TB_SLURM_MAP_ARG "--tbon-slurm-map"
 
-/* The allocation's nodes, in Slurm's order: $SLURM_JOB_NODELIST (or
- * $SLURM_NODELIST) expanded by `scontrol show hostnames`. *hosts is a
+/* The allocation's nodes, in Slurm's order: conf's SLURM_JOB_NODELIST (or
+ * SLURM_NODELIST) expanded by `scontrol show hostnames`. *hosts is a
  * malloc'd array of malloc'd names. 0, or TBON_EINVAL (not inside an
  * allocation) / TBON_ELAUNCH (scontrol failed: its message) with err. */
-int  tb_slurm_nodes(char ***hosts, size_t *n, tbon_error_t *err);
+int  tb_slurm_nodes(const tb_config_t *conf, char ***hosts, size_t *n, tbon_error_t *err);
 void tb_slurm_free_nodes(char **hosts, size_t n);
 
-/* Back-ends per node when the caller gives none: $SLURM_NTASKS_PER_NODE,
- * else the smallest count of $SLURM_TASKS_PER_NODE ("4(x2),2"), else 1. */
-unsigned tb_slurm_default_per_node(void);
+/* Back-ends per node when the caller gives none: conf's
+ * SLURM_NTASKS_PER_NODE, else the smallest count of its SLURM_TASKS_PER_NODE
+ * ("4(x2),2"), else 1. */
+unsigned tb_slurm_default_per_node(const tb_config_t *conf);
 
 /* The topology described above. NULL with err for bad arguments (no nodes,
  * per_node 0, fanout < 2) or no memory. */
@@ -67,11 +69,12 @@ int tb_slurm_map_find(const char *map, const char *node, unsigned local_id, tbon
 
 /* Start a step: `srun --overlap --input=all ... exe argv[1..] --tbon-slurm-map
  * MAP --tbon-session SESSION --tbon-timeout MS --tbon-secret-stdin`, the
- * secret on its stdin, its stderr into *stderr_pipe. $TBON_SRUN names srun
- * (default srun, found in PATH). 0 with *pid, or TBON_ELAUNCH with err. */
-int tb_slurm_spawn(const char *exe, const char *const *argv, const char *nodelist,
-                   unsigned per_node, size_t nnodes, const char *map, const char *session,
-                   const char *timeout_ms, const char *secret, int *stderr_pipe, pid_t *pid,
-                   tbon_error_t *err);
+ * secret on its stdin, its stderr into *stderr_pipe. conf's TBON_SRUN names
+ * srun (default srun, found in its PATH). 0 with *pid, or TBON_ELAUNCH with
+ * err. */
+int tb_slurm_spawn(const tb_config_t *conf, const char *exe, const char *const *argv,
+                   const char *nodelist, unsigned per_node, size_t nnodes, const char *map,
+                   const char *session, const char *timeout_ms, const char *secret,
+                   int *stderr_pipe, pid_t *pid, tbon_error_t *err);
 
 #endif

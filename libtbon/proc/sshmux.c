@@ -41,9 +41,9 @@ struct tb_sshmux {
 
 extern char **environ;
 
-tb_sshmux_t *tb_sshmux_new(uint64_t session, tbon_rank_t rank)
+tb_sshmux_t *tb_sshmux_new(const tb_config_t *conf, uint64_t session, tbon_rank_t rank)
 {
-    const char *rsh = getenv("TBON_RSH"), *off = getenv("TBON_SSH_MUX");
+    const char *rsh = conf ? conf->rsh : NULL, *off = conf ? conf->ssh_mux : NULL;
     if ((rsh && *rsh) || (off && strcmp(off, "0") == 0))
         return NULL;
     tb_sshmux_t *m = calloc(1, sizeof *m);
@@ -52,7 +52,7 @@ tb_sshmux_t *tb_sshmux_new(uint64_t session, tbon_rank_t rank)
     m->rank = rank;
     /* The session's own directory (mode 0700, ours): nobody else can reach
      * the sockets, which carry our logins. */
-    if (tb_log_session_dir(session, m->dir, sizeof m->dir) != 0 ||
+    if (tb_log_session_dir(conf, session, m->dir, sizeof m->dir) != 0 ||
         strlen(m->dir) + 24 >= MAX_SOCK_PATH) {
         free(m);
         return NULL;
@@ -170,13 +170,21 @@ void tb_sshmux_wait(tb_sshmux_t *m, int ms)
         if (left <= 0)
             break;
         size_t k = 0;
+        int blind = in < 0;     /* something would not wake the poll */
         if (in >= 0)
             pf[k++] = (struct pollfd){ .fd = in, .events = POLLIN };
-        for (size_t i = 0; i < m->n; i++)
-            if (!m->m[i].ready && !m->m[i].gone && m->m[i].pidfd >= 0)
-                pf[k++] = (struct pollfd){ .fd = m->m[i].pidfd, .events = POLLIN };
-        /* without inotify (or pidfds), look every 20 ms */
-        int slice = in >= 0 ? (int)left : left < 20 ? (int)left : 20;
+        for (size_t i = 0; i < m->n; i++) {
+            struct master *x = &m->m[i];
+            if (x->ready || x->gone)
+                continue;
+            if (x->pidfd >= 0)
+                pf[k++] = (struct pollfd){ .fd = x->pidfd, .events = POLLIN };
+            else
+                blind = 1;
+        }
+        /* without inotify, or a pidfd for a master (kernels before 5.3),
+         * look every 20 ms */
+        int slice = !blind ? (int)left : left < 20 ? (int)left : 20;
         if (poll(pf, k, slice) > 0 && in >= 0) {
             char buf[4096];
             while (read(in, buf, sizeof buf) > 0)

@@ -14,7 +14,8 @@
  * a child whose host has no ready master simply connects on its own.
  *
  * Only for the default remote shell (no TBON_RSH, no opts.rsh): another
- * remote shell may not be ssh. TBON_SSH_MUX=0 turns it off. */
+ * remote shell may not be ssh. TBON_SSH_MUX=0 turns it off. The ssh is the
+ * first in PATH. */
 #ifndef TB_SSHMUX_H
 #define TB_SSHMUX_H
 
@@ -22,12 +23,15 @@
 
 #include <tbon/tbon.h>
 
+#include "util/config.h"
+
 typedef struct tb_sshmux tb_sshmux_t;
 
 /* A multiplexer for the node of rank in session, or NULL when it does not
- * apply (another remote shell, turned off, no room for socket paths) or
- * without memory. */
-tb_sshmux_t *tb_sshmux_new(uint64_t session, tbon_rank_t rank);
+ * apply (conf's TBON_RSH names another remote shell, its TBON_SSH_MUX is 0,
+ * no room for socket paths in the session directory of its TBON_LOG_DIR or
+ * TMPDIR) or without memory. conf NULL: nothing set. */
+tb_sshmux_t *tb_sshmux_new(const tb_config_t *conf, uint64_t session, tbon_rank_t rank);
 
 /* Start a master to host unless there is one. 0, or TBON_ELAUNCH or
  * TBON_ENOMEM (then its children connect on their own). */
@@ -42,9 +46,10 @@ void tb_sshmux_wait(tb_sshmux_t *m, int ms);
  * as long as m. */
 const char *tb_sshmux_rsh(tb_sshmux_t *m, const char *host);
 
-/* Let the masters go (each ends with its last session) and reap those that
- * have ended by deadline_ms (tb_now_ms scale); the others end on their own
- * with their sessions. NULL is fine. */
+/* Let the masters go (each ends with its last session: call it once the
+ * children are gone) and reap them; one still running at deadline_ms
+ * (tb_now_ms scale) is killed then (SIGKILL, as tb_reap does), so that no
+ * master outlives the node. NULL is fine. */
 void tb_sshmux_destroy(tb_sshmux_t *m, int64_t deadline_ms);
 
 #endif

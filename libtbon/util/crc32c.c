@@ -7,9 +7,11 @@
  * linear map on the 32-bit register, precomputed as 4 byte-indexed tables.
  * The tables (slicing-by-8 and the two shift maps) are built once, together
  * with the run-time CPU check, under pthread_once. Setting TBON_CRC32C=sw in
- * the environment selects the tables even where the instruction exists.
+ * the environment selects the tables even where the instruction exists (read
+ * with the process's configuration, util/config.h).
  */
 #include "util/crc32c.h"
+#include "util/config.h"
 #include "util/endian.h"
 
 #include <pthread.h>
@@ -85,8 +87,8 @@ static void crc_init(void)
     build_shift(shift_short, LANE_SHORT);
 #ifdef HAVE_HW
     /* TBON_CRC32C=sw forces the tables: to test and measure the fallback on
-     * machines that have the instruction. */
-    const char *force = getenv("TBON_CRC32C");
+     * machines that have the instruction (the process's configuration). */
+    const char *force = tb_config_process()->crc32c;
     __builtin_cpu_init();
     hw_ok = __builtin_cpu_supports("sse4.2") != 0 && !(force && strcmp(force, "sw") == 0);
 #endif

@@ -9,6 +9,7 @@
 #include "util/log.h"
 #include "util/error.h"
 #include "util/clock.h"
+#include "util/config.h"
 #include "util/safefile.h"
 
 #include <errno.h>
@@ -50,12 +51,13 @@ static int clamp_level(int l)
     return l < TBON_LOG_ERROR ? TBON_LOG_ERROR : l > TBON_LOG_DEBUG ? TBON_LOG_DEBUG : l;
 }
 
-/* pthread_once body: the level from $TBON_LOG. It must not log itself (a
- * handler calling back into tb_log_enabled would re-enter the once), so a bad
- * value is only recorded here and reported by tb_log_enabled. */
+/* pthread_once body: the level from $TBON_LOG (the process's configuration).
+ * It must not log itself (a handler calling back into tb_log_enabled would
+ * re-enter the once), so a bad value is only recorded here and reported by
+ * tb_log_enabled. */
 static void level_init(void)
 {
-    const char *v = getenv("TBON_LOG");
+    const char *v = tb_config_process()->log;
     if (!v || !*v)
         return;
     for (int l = TBON_LOG_ERROR; l <= TBON_LOG_DEBUG; l++) {
@@ -230,17 +232,17 @@ int tb_log_limit(tb_log_limit_t *rl, int lvl, const char *tag)
     return ok;
 }
 
-/* This user's name for the session directory: the password entry, else $USER,
- * else the uid; never containing '/'. */
-static void user_name(char *out, size_t cap)
+/* This user's name for the session directory: the password entry, else $USER
+ * (env_user), else the uid; never containing '/'. */
+static void user_name(const char *env_user, char *out, size_t cap)
 {
     struct passwd pw, *res = NULL;
     char buf[1024];
     const char *name = NULL;
     if (getpwuid_r(geteuid(), &pw, buf, sizeof buf, &res) == 0 && res && res->pw_name[0])
         name = res->pw_name;
-    else if (getenv("USER") && *getenv("USER"))
-        name = getenv("USER");
+    else if (env_user && *env_user)
+        name = env_user;
     if (name)
         snprintf(out, cap, "%s", name);
     else
@@ -270,9 +272,9 @@ static int make_dirs(const char *path)
     return stat(tmp, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
 }
 
-int tb_log_session_dir(uint64_t session, char *out, size_t outlen)
+int tb_log_session_dir(const tb_config_t *conf, uint64_t session, char *out, size_t outlen)
 {
-    const char *dir = getenv("TBON_LOG_DIR");
+    const char *dir = conf ? conf->log_dir : NULL;
     if (dir && *dir) {
         /* The user chose it: create it if needed. Logs name the session and
          * the ssh masters' sockets live here: not in a directory another user
@@ -286,9 +288,9 @@ int tb_log_session_dir(uint64_t session, char *out, size_t outlen)
         }
         return 0;
     }
-    const char *tmp = getenv("TMPDIR");
+    const char *tmp = conf ? conf->tmpdir : NULL;
     char user[256];
-    user_name(user, sizeof user);
+    user_name(conf ? conf->user : NULL, user, sizeof user);
     int n = snprintf(out, outlen, "%s/tbon-%s-%016llx", tmp && *tmp ? tmp : "/tmp",
                      user, (unsigned long long)session);
     if (n < 0 || (size_t)n >= outlen)

@@ -6,6 +6,8 @@
 
 #include <tbon/tbon.h>
 
+#include "util/config.h"
+
 /* Who this process is, for every line from now on (role: "fe", "commnode",
  * "be"; rank TBON_RANK_NONE before it is known). Any thread. */
 void tb_log_set_identity(tbon_rank_t rank, const char *role);
@@ -15,13 +17,16 @@ void tb_log_set_identity(tbon_rank_t rank, const char *role);
  * commnodes: their lines go to tb_log_session_dir()/commnode-RANK.log. */
 int tb_log_to_file(const char *path);
 
-/* The per-session log directory for session id `session`: $TBON_LOG_DIR if
- * set, else ${TMPDIR:-/tmp}/tbon-<user>-<session hex>; created (0700) if
- * missing. Writes the path into out. Returns 0 or TBON_EIO. */
-int tb_log_session_dir(uint64_t session, char *out, size_t outlen);
+/* The per-session log directory for session id `session`: conf's
+ * TBON_LOG_DIR if set, else ${TMPDIR:-/tmp}/tbon-<user>-<session hex> (user:
+ * the password entry's name, else $USER, else the uid); created (0700) if
+ * missing. conf NULL: nothing set. Writes the path into out. Returns 0 or
+ * TBON_EIO. */
+int tb_log_session_dir(const tb_config_t *conf, uint64_t session, char *out, size_t outlen);
 
-/* 1 if lines of this level are written (level from $TBON_LOG, read once:
- * error|warn|info|debug, default warn, or tbon_log_set_level). */
+/* 1 if lines of this level are written (level from $TBON_LOG, read once,
+ * from the process's configuration, util/config.h: error|warn|info|debug,
+ * default warn, or tbon_log_set_level). */
 int tb_log_enabled(int level);
 
 /* Log one line: "2026-11-22T10:11:12.345678Z warn rank=3 commnode [tag] text".

@@ -14,6 +14,7 @@
 #include "codec/packet_int.h"
 #include "net/sock.h"
 #include "ft/ft.h"
+#include "util/config.h"
 #include "util/endian.h"
 
 #define FAB_MAX 32      /* nodes and peers per fabric */
@@ -52,6 +53,7 @@ struct fab_peer {
 struct fab {
     tb_topology_t *topo;
     tb_session_t session;
+    tb_config_t conf;          /* the environment at fab_new: every node's */
     pthread_mutex_t mu;
     pthread_cond_t cond;
     fab_node_t *nodes[FAB_MAX];
@@ -312,8 +314,9 @@ fab_t *fab_new(const char *text)
         abort();
     tbon_error_t err;
     f->topo = tb_topology_parse_text(text, strlen(text), "fabric", &err);
-    if (!f->topo) {
+    if (!f->topo || tb_config_load(&f->conf, &err) != 0) {
         th_fail(__FILE__, __LINE__, "topology \"%s\": %s", text, err.msg);
+        tb_topology_destroy(f->topo);
         free(f);
         return NULL;
     }
@@ -355,6 +358,7 @@ void fab_free(fab_t *f)
         free(f->peers[i]);
     }
     tb_topology_destroy(f->topo);
+    tb_config_free(&f->conf);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->cond);
     free(f);
@@ -380,7 +384,7 @@ static fab_node_t *start_node(fab_t *f, tbon_rank_t r, tb_topology_t *topo, int 
     if (also)
         n->also = *also;
     tb_node_config_t cfg = {
-        .ft = &tb_ft_ops,
+        .ft = &tb_ft_ops, .conf = &f->conf,
         .role = tb_topology_role(topo, r), .rank = r, .topo = topo, .session = f->session,
         .startup_timeout_ms = 60000, .parent_fd = parent_fd, .parent_event_fd = -1,
         .listen_fd = -1, .given_links = 1,

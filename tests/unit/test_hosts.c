@@ -9,6 +9,7 @@
 #include "proc/slurm.h"
 #include "net/sock.h"
 #include "topo/topology.h"
+#include "util/config.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -21,6 +22,17 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* The environment as the library would read it now, at a network's creation
+ * (util/config.h). Valid until the next call. */
+static const tb_config_t *conf_now(void)
+{
+    static tb_config_t c;
+    tb_config_free(&c);
+    if (tb_config_load(&c, NULL) != 0)
+        th_fail(__FILE__, __LINE__, "tb_config_load: out of memory");
+    return &c;
+}
 
 static int have_ipv6_loopback(void)
 {
@@ -39,16 +51,16 @@ TEST(route_addr_loopback_and_names)
     char a[64];
     tbon_error_t err = { 0 };
     unsetenv("TBON_IFACE");
-    CHECK_INT(tb_sock_route_addr("127.0.0.1", a, sizeof a, &err), 0);
+    CHECK_INT(tb_sock_route_addr(conf_now(), "127.0.0.1", a, sizeof a, &err), 0);
     CHECK_STR(a, "127.0.0.1");
-    CHECK_INT(tb_sock_route_addr("127.3.4.5", a, sizeof a, &err), 0);
+    CHECK_INT(tb_sock_route_addr(conf_now(), "127.3.4.5", a, sizeof a, &err), 0);
     CHECK_STR(a, "127.0.0.1");
     if (have_ipv6_loopback()) {
-        CHECK_INT(tb_sock_route_addr("::1", a, sizeof a, &err), 0);
+        CHECK_INT(tb_sock_route_addr(conf_now(), "::1", a, sizeof a, &err), 0);
         CHECK_STR(a, "::1");
     }
     /* a name that cannot resolve (.invalid is reserved, RFC 2606) */
-    CHECK_INT(tb_sock_route_addr("no-such-host.invalid", a, sizeof a, &err), TBON_EIO);
+    CHECK_INT(tb_sock_route_addr(conf_now(), "no-such-host.invalid", a, sizeof a, &err), TBON_EIO);
     CHECK(strstr(err.msg, "no-such-host.invalid") != NULL);
     CHECK_STR(a, "");
 }
@@ -58,14 +70,14 @@ TEST(route_addr_iface)
     char a[64];
     tbon_error_t err = { 0 };
     setenv("TBON_IFACE", "lo", 1);
-    CHECK_INT(tb_sock_route_addr("192.0.2.1", a, sizeof a, &err), 0);
+    CHECK_INT(tb_sock_route_addr(conf_now(), "192.0.2.1", a, sizeof a, &err), 0);
     CHECK_STR(a, "127.0.0.1");
     /* an address is taken as it is */
     setenv("TBON_IFACE", "10.77.0.5", 1);
-    CHECK_INT(tb_sock_route_addr("192.0.2.1", a, sizeof a, &err), 0);
+    CHECK_INT(tb_sock_route_addr(conf_now(), "192.0.2.1", a, sizeof a, &err), 0);
     CHECK_STR(a, "10.77.0.5");
     setenv("TBON_IFACE", "nosuchif9", 1);
-    CHECK_INT(tb_sock_route_addr("127.0.0.1", a, sizeof a, &err), TBON_EINVAL);
+    CHECK_INT(tb_sock_route_addr(conf_now(), "127.0.0.1", a, sizeof a, &err), TBON_EINVAL);
     CHECK(strstr(err.msg, "TBON_IFACE=nosuchif9") != NULL);
     unsetenv("TBON_IFACE");
 }
@@ -282,11 +294,11 @@ TEST(slurm_tasks_per_node_from_env)
 {
     unsetenv("SLURM_NTASKS_PER_NODE");
     unsetenv("SLURM_TASKS_PER_NODE");
-    CHECK_UINT(tb_slurm_default_per_node(), 1);
+    CHECK_UINT(tb_slurm_default_per_node(conf_now()), 1);
     setenv("SLURM_TASKS_PER_NODE", "4(x2),2,3(x5)", 1);
-    CHECK_UINT(tb_slurm_default_per_node(), 2);
+    CHECK_UINT(tb_slurm_default_per_node(conf_now()), 2);
     setenv("SLURM_NTASKS_PER_NODE", "6", 1);
-    CHECK_UINT(tb_slurm_default_per_node(), 6);
+    CHECK_UINT(tb_slurm_default_per_node(conf_now()), 6);
     unsetenv("SLURM_NTASKS_PER_NODE");
     unsetenv("SLURM_TASKS_PER_NODE");
     tbon_error_t err = { 0 };
@@ -294,7 +306,7 @@ TEST(slurm_tasks_per_node_from_env)
     size_t n;
     unsetenv("SLURM_JOB_NODELIST");
     unsetenv("SLURM_NODELIST");
-    CHECK_INT(tb_slurm_nodes(&h, &n, &err), TBON_EINVAL);
+    CHECK_INT(tb_slurm_nodes(conf_now(), &h, &n, &err), TBON_EINVAL);
     CHECK(strstr(err.msg, "salloc") != NULL);
 }
 

@@ -343,31 +343,48 @@ TEST(remote_secret_on_stdin_not_argv)
     free(got);
 }
 
-TEST(remote_rsh_from_environment_and_split)
+TEST(remote_rsh_split_and_default)
 {
     const char *rl = rsh_local();
     REQUIRE(rl);
     const char *rlog = tmp_path("rsh_log");
     setenv("TBON_RSH_LOG", rlog, 1);
     const char *av[] = { "tbon_true", NULL };
-    tb_launch_spec_t s = { .host = REMOTE, .exe = "/bin/true", .argv = av, .secret = SECRET };
+    tb_launch_spec_t s = { .host = REMOTE, .exe = "/bin/true", .argv = av, .secret = SECRET,
+                           .rsh = rl };
     tbon_error_t err;
-    /* s.rsh NULL: $TBON_RSH. */
-    setenv("TBON_RSH", rl, 1);
     CHECK_EXIT(run(&s, &err), 0);
     /* Several words: a program and its options. */
     char two[PATH_MAX + 16];
     snprintf(two, sizeof two, "/bin/sh  %s", rl);
-    setenv("TBON_RSH", two, 1);
+    s.rsh = two;
     s.host = "other.example";
     CHECK_EXIT(run(&s, &err), 0);
     /* An exit status travels back as ssh's does. */
     s.exe = "/bin/false";
     s.host = REMOTE;
     CHECK_EXIT(run(&s, &err), 1);
+    /* None given: TB_DEFAULT_RSH, whose ssh is found in PATH (here one that
+     * says so and runs the command here); $TBON_RSH is the caller's to
+     * pass (the library's configuration, util/config.h), not read here. */
+    char ssh[PATH_MAX + 256], path[PATH_MAX + 64];
+    snprintf(ssh, sizeof ssh, "#!/bin/sh\nwhile [ \"$1\" = -o ]; do shift 2; done\n"
+             "echo \"ssh $1\" >>'%s'\nexec '%s' \"$@\"\n", rlog, rl);
+    mkdir(tmp_path("bin"), 0700);
+    script("bin/ssh", ssh);
+    snprintf(path, sizeof path, "%s:/usr/bin:/bin", tmp_path("bin"));
+    setenv("PATH", path, 1);
+    setenv("TBON_RSH", "/nonexistent/tbon_rsh", 1);
+    s.exe = "/bin/true";
+    s.rsh = NULL;
+    CHECK_EXIT(run(&s, &err), 0);
+    s.rsh = "";
+    CHECK_EXIT(run(&s, &err), 0);
+    unsetenv("TBON_RSH");
     char *got = slurp(rlog);
     REQUIRE(got);
-    CHECK_STR(got, REMOTE "\nother.example\n" REMOTE "\n");
+    CHECK_STR(got, REMOTE "\nother.example\n" REMOTE "\nssh " REMOTE "\n" REMOTE "\nssh "
+                   REMOTE "\n" REMOTE "\n");
     free(got);
 }
 

@@ -15,6 +15,17 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The environment as the library would read it now, at a network's creation
+ * (util/config.h). Valid until the next call. */
+static const tb_config_t *conf_now(void)
+{
+    static tb_config_t c;
+    tb_config_free(&c);
+    if (tb_config_load(&c, NULL) != 0)
+        th_fail(__FILE__, __LINE__, "tb_config_load: out of memory");
+    return &c;
+}
+
 /* ---- helpers ---- */
 
 #define MAXLINES 64
@@ -536,17 +547,17 @@ TEST(session_dir_default)
     char user[256], want[1024], got[1024];
     my_user(user, sizeof user);
     snprintf(want, sizeof want, "%s/tbon-%s-000000001234abcd", th_tmpdir(), user);
-    REQUIRE(tb_log_session_dir(0x1234abcdULL, got, sizeof got) == 0);
+    REQUIRE(tb_log_session_dir(conf_now(), 0x1234abcdULL, got, sizeof got) == 0);
     CHECK_STR(got, want);
     struct stat st;
     REQUIRE(lstat(got, &st) == 0);
     CHECK(S_ISDIR(st.st_mode));
     CHECK_INT(st.st_mode & 0777, 0700);
     /* Again: it exists and is ours, fine. */
-    REQUIRE(tb_log_session_dir(0x1234abcdULL, got, sizeof got) == 0);
+    REQUIRE(tb_log_session_dir(conf_now(), 0x1234abcdULL, got, sizeof got) == 0);
     CHECK_STR(got, want);
     /* All 16 hex digits. */
-    REQUIRE(tb_log_session_dir(0xfedcba9876543210ULL, got, sizeof got) == 0);
+    REQUIRE(tb_log_session_dir(conf_now(), 0xfedcba9876543210ULL, got, sizeof got) == 0);
     snprintf(want, sizeof want, "%s/tbon-%s-fedcba9876543210", th_tmpdir(), user);
     CHECK_STR(got, want);
     /* A commnode's log file goes there. */
@@ -560,26 +571,26 @@ TEST(session_dir_from_env)
     char dir[512], got[1024];
     snprintf(dir, sizeof dir, "%s/logs/run1", th_tmpdir());
     setenv("TBON_LOG_DIR", dir, 1);
-    REQUIRE(tb_log_session_dir(42, got, sizeof got) == 0);
+    REQUIRE(tb_log_session_dir(conf_now(), 42, got, sizeof got) == 0);
     CHECK_STR(got, dir);
     struct stat st;
     REQUIRE(stat(dir, &st) == 0);
     CHECK(S_ISDIR(st.st_mode));
-    REQUIRE(tb_log_session_dir(42, got, sizeof got) == 0);
+    REQUIRE(tb_log_session_dir(conf_now(), 42, got, sizeof got) == 0);
     /* Not a directory. */
     setenv("TBON_LOG_DIR", th_write_file("plain", "x"), 1);
-    CHECK_INT(tb_log_session_dir(42, got, sizeof got), TBON_EIO);
+    CHECK_INT(tb_log_session_dir(conf_now(), 42, got, sizeof got), TBON_EIO);
     /* Writable by others without the sticky bit: another user could put
      * their own files (a log, an ssh master's socket) in it. Not used. */
     snprintf(dir, sizeof dir, "%s/logs/open", th_tmpdir());
     REQUIRE(mkdir(dir, 0700) == 0 && chmod(dir, 0777) == 0);
     setenv("TBON_LOG_DIR", dir, 1);
-    CHECK_INT(tb_log_session_dir(42, got, sizeof got), TBON_EIO);
+    CHECK_INT(tb_log_session_dir(conf_now(), 42, got, sizeof got), TBON_EIO);
     REQUIRE(chmod(dir, 0770) == 0);
-    CHECK_INT(tb_log_session_dir(42, got, sizeof got), TBON_EIO);
+    CHECK_INT(tb_log_session_dir(conf_now(), 42, got, sizeof got), TBON_EIO);
     /* Sticky (a /tmp): others cannot rename or remove what is ours. */
     REQUIRE(chmod(dir, 01777) == 0);
-    CHECK_INT(tb_log_session_dir(42, got, sizeof got), 0);
+    CHECK_INT(tb_log_session_dir(conf_now(), 42, got, sizeof got), 0);
     unsetenv("TBON_LOG_DIR");
 }
 
@@ -608,15 +619,15 @@ TEST(session_dir_refuses_unsafe)
     /* A symlink planted under the predictable name. */
     snprintf(path, sizeof path, "%s/tbon-%s-0000000000000001", th_tmpdir(), user);
     REQUIRE(symlink(th_tmpdir(), path) == 0);
-    CHECK_INT(tb_log_session_dir(1, got, sizeof got), TBON_EIO);
+    CHECK_INT(tb_log_session_dir(conf_now(), 1, got, sizeof got), TBON_EIO);
     /* A plain file. */
     snprintf(path, sizeof path, "tbon-%s-0000000000000002", user);
     th_write_file(path, "x");
-    CHECK_INT(tb_log_session_dir(2, got, sizeof got), TBON_EIO);
+    CHECK_INT(tb_log_session_dir(conf_now(), 2, got, sizeof got), TBON_EIO);
     /* Too small a buffer. */
-    CHECK_INT(tb_log_session_dir(3, got, 10), TBON_EIO);
+    CHECK_INT(tb_log_session_dir(conf_now(), 3, got, 10), TBON_EIO);
     /* A missing parent. */
     snprintf(path, sizeof path, "%s/nope", th_tmpdir());
     setenv("TMPDIR", path, 1);
-    CHECK_INT(tb_log_session_dir(4, got, sizeof got), TBON_EIO);
+    CHECK_INT(tb_log_session_dir(conf_now(), 4, got, sizeof got), TBON_EIO);
 }

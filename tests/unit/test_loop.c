@@ -3,13 +3,47 @@
  * wait's bound by the first timer. */
 #include "../harness.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <tbon/tbon.h>
 
 #include "net/loop.h"
 #include "util/clock.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#if defined(UNDER_TSAN)
+/* The out-of-memory case limits the address space: there malloc must
+ * return NULL, as libc's does, where ThreadSanitizer's allocator would end
+ * the process. */
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void)
+{
+    return "allocator_may_return_null=1";
+}
+#endif
 
 struct tmr { tb_timer_t t; int id; int fired; };
 static int64_t last_due;
@@ -239,4 +273,91 @@ TEST(io_watch_and_forget)
     close(fds[0]);
     close(fds[1]);
     tb_loop_destroy(l);
+}
+
+/* Keep the address space within extra bytes above what the process uses
+ * now, so that large allocations fail. Not usable under ASan (its shadow
+ * memory). */
+static int limit_memory(size_t extra)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (!f || fscanf(f, "%lu", &pages) != 1) {
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    fclose(f);
+    struct rlimit rl;
+    rl.rlim_cur = rl.rlim_max = pages * (size_t)sysconf(_SC_PAGESIZE) + extra;
+    return setrlimit(RLIMIT_AS, &rl);
+}
+
+static char logged[512];
+static int nlogged;
+static void keep_line(void *arg, int level, const char *line)
+{
+    (void)arg;
+    if (level == TBON_LOG_ERROR && !nlogged++)
+        snprintf(logged, sizeof logged, "%s", line);
+}
+
+static int plain_fired;
+static void on_plain(tb_timer_t *t, int64_t now)
+{
+    (void)t;
+    (void)now;
+    plain_fired++;
+}
+
+/* No memory for the heap to grow: the timer is not armed, the caller hears
+ * TBON_ENOMEM, the loop fails (its wait says so, at once, every time), the
+ * timers armed before are intact, and the process goes on. */
+TEST(timer_heap_out_of_memory_fails_the_loop)
+{
+    if (UNDER_ASAN) {
+        printf("    (skipped under ASan: needs RLIMIT_AS)\n");
+        return;
+    }
+    tb_loop_t *l = tb_loop_new(NULL, NULL);
+    REQUIRE(l);
+    enum { FIRST = 1 << 16, POOL = 1 << 21 };
+    tb_timer_t *tm = calloc(POOL, sizeof *tm);
+    REQUIRE(tm);
+    tbon_log_set_handler(keep_line, NULL);
+    int64_t far = tb_now_ms() + 3600 * 1000;
+    for (size_t i = 0; i < FIRST; i++)
+        REQUIRE(tb_timer_at(l, &tm[i], far + (int64_t)i) == 0);
+    /* 256 KiB left: the heap (512 KiB of pointers now) cannot double for
+     * long */
+    REQUIRE(limit_memory(256u << 10) == 0);
+    size_t k = FIRST;
+    int rc = 0;
+    while (k < POOL && (rc = tb_timer_at(l, &tm[k], far + (int64_t)k)) == 0)
+        k++;
+    CHECK_INT(rc, TBON_ENOMEM);
+    CHECK(k < POOL);
+    CHECK(!tb_timer_armed(&tm[k]));
+    CHECK_UINT(tb_loop_ntimers(l), k);
+    CHECK_INT(tb_loop_next_due(l), far);
+    char want[96];
+    snprintf(want, sizeof want, "[loop] no memory to arm one more timer (%zu armed): the "
+             "loop stops", k);
+    CHECK(strstr(logged, want) != NULL);
+    errno = 0;
+    int64_t t0 = tb_now_ms();
+    CHECK_INT(tb_loop_wait(l, 1000), TBON_ENOMEM);
+    CHECK_INT(errno, ENOMEM);
+    CHECK_INT(tb_loop_wait(l, -1), TBON_ENOMEM);
+    CHECK(tb_now_ms() - t0 < 500);
+    /* an armed timer still moves (no room needed), and still fires */
+    CHECK_INT(tb_timer_at(l, &tm[7], tb_now_ms() - 1), 0);
+    CHECK_INT(tb_timer_at(l, &tm[k], far), TBON_ENOMEM);
+    CHECK_INT(nlogged, 1);                      /* said once */
+    tm[7].fn = on_plain;
+    tb_loop_fire(l);
+    CHECK_INT(plain_fired, 1);
+    CHECK_UINT(tb_loop_ntimers(l), k - 1);
+    tb_loop_destroy(l);
+    free(tm);
 }
