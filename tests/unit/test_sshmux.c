@@ -6,7 +6,7 @@
  * exit3*, hang*, slow* and stubborn* misbehave as their names say. Every case checks that no process
  * it started is left. */
 #include "../harness.h"
-#include "../procscan.h"
+#include "lib/procscan.h"
 
 #include <errno.h>
 #include <fcntl.h>
