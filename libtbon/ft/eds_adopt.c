@@ -474,7 +474,8 @@ static void adopt_here(tb_eds_t *e, struct adopt_job *job)
     job_free(job);
     if (!tb_timer_armed(&e->ev_timer))
         e->ev_timer = (tb_timer_t){ .fn = on_events_timer, .arg = e };
-    tb_timer_at(e->loop, &e->ev_timer, tb_now_ms() + tb_eds_events_delay(e));
+    if (tb_timer_at(e->loop, &e->ev_timer, tb_now_ms() + tb_eds_events_delay(e)) != 0)
+        on_events_timer(&e->ev_timer, tb_now_ms());     /* no timer: open it now */
 }
 
 /* Give the adopter thread the loss of lost (EDS thread). */
