@@ -49,6 +49,19 @@ static void tcp_pair(int *srv, int *cli)
 
 /* ---- the client, on its own thread ---- */
 
+/* In the calling test: session s, a connected pair (sfd the server's end,
+ * cfd the client's) and a server a started on sfd (a macro: REQUIRE ends
+ * the test). */
+#define PAIR_OPEN(s, sfd, cfd, a, err)                                          \
+    tb_session_t s;                                                             \
+    session_of(&s, SESSION, 1);                                                 \
+    int sfd, cfd;                                                               \
+    tcp_pair(&sfd, &cfd);                                                       \
+    REQUIRE(sfd >= 0 && cfd >= 0);                                              \
+    tb_auth_srv_t a;                                                            \
+    tbon_error_t err = { 0 };                                                   \
+    REQUIRE(tb_auth_srv_start(&a, sfd, &s, tb_now_ms() + 5000, &err) == 0)
+
 typedef struct client {
     pthread_t th;
     int fd;
@@ -219,14 +232,7 @@ static int nothing_to_read(int fd)
 
 TEST(right_secret_accepted_both_ways)
 {
-    tb_session_t s;
-    session_of(&s, SESSION, 1);
-    int sfd, cfd;
-    tcp_pair(&sfd, &cfd);
-    REQUIRE(sfd >= 0 && cfd >= 0);
-    tb_auth_srv_t a;
-    tbon_error_t err = { 0 };
-    REQUIRE(tb_auth_srv_start(&a, sfd, &s, tb_now_ms() + 5000, &err) == 0);
+    PAIR_OPEN(s, sfd, cfd, a, err);
     client_t c;
     client_start(&c, cfd, &s);
     CHECK_INT(srv_drive(&a, &s, 5000, &err), 1);
@@ -441,14 +447,7 @@ TEST(replayed_handshake_refused)
  * to a new client: the client's fresh nonce makes the WELCOME's MAC fail. */
 TEST(replayed_welcome_refused)
 {
-    tb_session_t s;
-    session_of(&s, SESSION, 1);
-    int sfd, cfd;
-    tcp_pair(&sfd, &cfd);
-    REQUIRE(sfd >= 0 && cfd >= 0);
-    tb_auth_srv_t a;
-    tbon_error_t err = { 0 };
-    REQUIRE(tb_auth_srv_start(&a, sfd, &s, tb_now_ms() + 5000, &err) == 0);
+    PAIR_OPEN(s, sfd, cfd, a, err);
     /* connection 1, recorded from the client's side */
     uint8_t hello_rec[TB_FRAME_HDR_SIZE + TB_HELLO_SIZE];
     REQUIRE(recv(cfd, hello_rec, sizeof hello_rec, MSG_WAITALL) == (ssize_t)sizeof hello_rec);
@@ -529,14 +528,7 @@ TEST(forged_welcome_refused)
 /* An authentic refusal (an adoption declined): the client says who refused. */
 TEST(refused_by_an_authentic_server)
 {
-    tb_session_t s;
-    session_of(&s, SESSION, 1);
-    int sfd, cfd;
-    tcp_pair(&sfd, &cfd);
-    REQUIRE(sfd >= 0 && cfd >= 0);
-    tb_auth_srv_t a;
-    tbon_error_t err = { 0 };
-    REQUIRE(tb_auth_srv_start(&a, sfd, &s, tb_now_ms() + 5000, &err) == 0);
+    PAIR_OPEN(s, sfd, cfd, a, err);
     client_t c;
     client_start(&c, cfd, &s);
     CHECK_INT(srv_drive(&a, &s, 5000, &err), 1);
@@ -862,14 +854,7 @@ TEST(server_reads_no_byte_beyond_the_handshake)
  * client reads no further than the WELCOME. */
 TEST(welcome_with_more_and_client_reads_no_further)
 {
-    tb_session_t s;
-    session_of(&s, SESSION, 1);
-    int sfd, cfd;
-    tcp_pair(&sfd, &cfd);
-    REQUIRE(sfd >= 0 && cfd >= 0);
-    tb_auth_srv_t a;
-    tbon_error_t err = { 0 };
-    REQUIRE(tb_auth_srv_start(&a, sfd, &s, tb_now_ms() + 5000, &err) == 0);
+    PAIR_OPEN(s, sfd, cfd, a, err);
     client_t c;
     client_start(&c, cfd, &s);
     CHECK_INT(srv_drive(&a, &s, 5000, &err), 1);

@@ -16,34 +16,10 @@
 #include "net/loop.h"
 #include "util/clock.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
+#include "lib/sanitizer.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
-#if defined(UNDER_TSAN)
-/* The out-of-memory case limits the address space: there malloc must
- * return NULL, as libc's does, where ThreadSanitizer's allocator would end
- * the process. */
-const char *__tsan_default_options(void);
-const char *__tsan_default_options(void)
-{
-    return "allocator_may_return_null=1";
-}
-#endif
+/* The out-of-memory cases limit the address space. */
+TH_TSAN_MALLOC_MAY_FAIL()
 
 struct tmr { tb_timer_t t; int id; int fired; };
 static int64_t last_due;

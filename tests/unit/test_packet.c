@@ -13,34 +13,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
+#include "lib/sanitizer.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
-#if defined(UNDER_TSAN)
-/* The out-of-memory cases below limit the address space: there malloc must
- * return NULL, as libc's does, where ThreadSanitizer's allocator would end
- * the process. (TSAN_OPTIONS, read after this, can still override it.) */
-const char *__tsan_default_options(void);
-const char *__tsan_default_options(void)
-{
-    return "allocator_may_return_null=1";
-}
-#endif
+/* The out-of-memory cases limit the address space. */
+TH_TSAN_MALLOC_MAY_FAIL()
 
 /* ---- helpers ---- */
 
