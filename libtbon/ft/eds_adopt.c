@@ -657,7 +657,11 @@ void tb_eds_leave(tb_eds_t *e)
 {
     if (!e || atomic_exchange(&e->leaving, 1))
         return;
-    tb_loop_wake(e->loop);
+    /* The thread says goodbye to the children (tb_eds_say_bye); a back-end
+     * has none, and its EDS reads the flag where it matters: no wake-up
+     * (one switch less per back-end as a session ends). */
+    if (e->role != TB_ROLE_BE)
+        tb_loop_wake(e->loop);
 }
 
 void tb_eds_set_verdicts(tb_eds_t *e, int on)
