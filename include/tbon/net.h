@@ -34,7 +34,9 @@ int          tbon_net_backends(tbon_net_t *net, tbon_rank_t *out, size_t cap);
 int          tbon_net_recv(tbon_net_t *net, tbon_packet_t **pkt, tbon_stream_t **s, int timeout_ms);
 
 /* Send a new packet on s (downstream from the FE, upstream from a BE). Blocks
- * while the network's send queue is full (back-pressure). */
+ * while the network's send queue is full (back-pressure). A back-end with
+ * received packets not yet taken may write its answer with the ones that
+ * follow (within 1 ms): docs/api.md, "When a send is written". */
 int          tbon_stream_send(tbon_stream_t *s, int tag, const char *fmt, ...);
 int          tbon_stream_send_packet(tbon_stream_t *s, tbon_packet_t *p);  /* does not take the reference */
 
