@@ -16,6 +16,7 @@
 #include "net/loop.h"
 #include "util/clock.h"
 
+#include "lib/memlimit.h"
 #include "lib/sanitizer.h"
 
 /* The out-of-memory cases limit the address space. */
@@ -249,24 +250,6 @@ TEST(io_watch_and_forget)
     close(fds[0]);
     close(fds[1]);
     tb_loop_destroy(l);
-}
-
-/* Keep the address space within extra bytes above what the process uses
- * now, so that large allocations fail. Not usable under ASan (its shadow
- * memory). */
-static int limit_memory(size_t extra)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long pages = 0;
-    if (!f || fscanf(f, "%lu", &pages) != 1) {
-        if (f)
-            fclose(f);
-        return -1;
-    }
-    fclose(f);
-    struct rlimit rl;
-    rl.rlim_cur = rl.rlim_max = pages * (size_t)sysconf(_SC_PAGESIZE) + extra;
-    return setrlimit(RLIMIT_AS, &rl);
 }
 
 static char logged[512];

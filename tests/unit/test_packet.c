@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/memlimit.h"
 #include "lib/sanitizer.h"
 
 /* The out-of-memory cases limit the address space. */
@@ -688,23 +689,6 @@ TEST(unpack_mismatch_leaves_outputs)
     CHECK_INT(tb_packet_format_matches(NULL, "%d"), 0);
     CHECK_INT(tb_packet_format_matches(p, NULL), 0);
     tbon_packet_unref(p);
-}
-
-/* Keep the address space within limit bytes above what the process uses now,
- * so that large mallocs fail. Not usable under ASan (its shadow memory). */
-static int limit_memory(size_t extra)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long pages = 0;
-    if (!f || fscanf(f, "%lu", &pages) != 1) {
-        if (f)
-            fclose(f);
-        return -1;
-    }
-    fclose(f);
-    struct rlimit rl;
-    rl.rlim_cur = rl.rlim_max = pages * (size_t)sysconf(_SC_PAGESIZE) + extra;
-    return setrlimit(RLIMIT_AS, &rl);
 }
 
 TEST(unpack_out_of_memory_frees_and_leaves_outputs)
