@@ -21,6 +21,7 @@
  * Nothing follows the last field. The decoder (packet_codec.c) accepts only
  * this exact form, so a packet has exactly one encoding.
  */
+#include "util/bigmem.h"
 #include "util/crc32c.h"
 #include "codec/packet_priv.h"
 
@@ -40,7 +41,7 @@ tbon_packet_t *tb_packet_alloc(int tag, size_t nfields, size_t flen, size_t len)
     /* Only a 32-bit host could overflow here (len may be 4 GiB). */
     if (len > SIZE_MAX - fixed)
         return NULL;
-    tbon_packet_t *p = malloc(fixed + len);
+    tbon_packet_t *p = tb_big_alloc(fixed + len);
     if (!p)
         return NULL;
     atomic_init(&p->refs, 1u);
@@ -56,6 +57,18 @@ tbon_packet_t *tb_packet_alloc(int tag, size_t nfields, size_t flen, size_t len)
     p->format = (char *)p->types + nfields;
     tb_ranks_init(&p->cover);
     p->expect = NULL;
+    p->own = NULL;
+    return p;
+}
+
+tbon_packet_t *tb_packet_alloc_around(int tag, size_t nfields, size_t flen, uint8_t *payload,
+                                      size_t len)
+{
+    tbon_packet_t *p = tb_packet_alloc(tag, nfields, flen, 0);
+    if (!p)
+        return NULL;
+    p->len = (uint32_t)len;
+    p->payload = p->own = payload;
     return p;
 }
 
@@ -361,6 +374,7 @@ static void packet_free(tbon_packet_t *p)
         tb_ranks_free(p->expect);
         free(p->expect);
     }
+    free(p->own);
     free(p);
 }
 

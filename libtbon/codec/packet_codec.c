@@ -104,9 +104,10 @@ static long parse_strict(const char *s, size_t flen, uint8_t *types, size_t cap,
     return t == TB_FMT_END ? (long)n : -1;
 }
 
-tbon_packet_t *tb_packet_decode(const void *buf, size_t len, int tag,
-                                uint32_t stream, tbon_rank_t source,
-                                tbon_error_t *err)
+/* tb_packet_decode, and with take not NULL tb_packet_decode_take (buf is
+ * then *take). */
+static tbon_packet_t *decode(const void *buf, uint8_t **take, size_t len, int tag,
+                             uint32_t stream, tbon_rank_t source, tbon_error_t *err)
 {
     uint8_t stack_types[STACK_TYPES], *types = stack_types;
     const uint8_t *b = buf;
@@ -150,11 +151,16 @@ tbon_packet_t *tb_packet_decode(const void *buf, size_t len, int tag,
     }
     if (walk(b, len, 2 + flen, types, n, NULL, err))
         goto out;
-    if (!(p = tb_packet_alloc(tag, n, flen, len))) {
+    p = take ? tb_packet_alloc_around(tag, n, flen, *take, len)
+             : tb_packet_alloc(tag, n, flen, len);
+    if (!p) {
         tb_error_set(err, TBON_ENOMEM, "out of memory for a packet of %zu bytes", len);
         goto out;
     }
-    memcpy(p->payload, b, len);
+    if (take)
+        *take = NULL;
+    else
+        memcpy(p->payload, b, len);
     memcpy(p->types, types, n);
     int rc = walk(p->payload, len, 2 + flen, p->types, n, p->offs, NULL);
     assert(rc == 0);
@@ -167,6 +173,18 @@ out:
     if (types != stack_types)
         free(types);
     return p;
+}
+
+tbon_packet_t *tb_packet_decode(const void *buf, size_t len, int tag, uint32_t stream,
+                                tbon_rank_t source, tbon_error_t *err)
+{
+    return decode(buf, NULL, len, tag, stream, source, err);
+}
+
+tbon_packet_t *tb_packet_decode_take(uint8_t **buf, size_t len, int tag, uint32_t stream,
+                                     tbon_rank_t source, tbon_error_t *err)
+{
+    return decode(*buf, buf, len, tag, stream, source, err);
 }
 
 size_t tb_packet_nfields(const tbon_packet_t *p)

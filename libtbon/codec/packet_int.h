@@ -99,6 +99,14 @@ tbon_packet_t *tb_packet_decode(const void *buf, size_t len, int tag,
                                 uint32_t stream, tbon_rank_t source,
                                 tbon_error_t *err);
 
+/* The same, decoding in place: the packet takes over *buf (malloc'd, at
+ * least len bytes) and *buf becomes NULL; on failure *buf stays the
+ * caller's. For large payloads, which a copy would cost a pass over
+ * fresh memory. */
+tbon_packet_t *tb_packet_decode_take(uint8_t **buf, size_t len, int tag,
+                                     uint32_t stream, tbon_rank_t source,
+                                     tbon_error_t *err);
+
 /* Set the stream and source of a packet the caller has just created; legal
  * only while the caller holds the only reference (asserted). */
 void tb_packet_set_route(tbon_packet_t *p, uint32_t stream, tbon_rank_t source);

@@ -41,6 +41,8 @@ struct tbon_packet {
      * wave expected (NULL elsewhere). Freed with the packet. */
     tb_ranks_t  cover;
     tb_ranks_t *expect;
+    uint8_t    *own;        /* the payload, when it is a buffer of its own (a
+                               large payload decoded in place); else NULL */
     uint32_t    offs[];
 };
 
@@ -49,6 +51,12 @@ struct tbon_packet {
  * source to TBON_RANK_NONE and the pointers. The caller fills in the rest.
  * NULL if out of memory. */
 tbon_packet_t *tb_packet_alloc(int tag, size_t nfields, size_t flen, size_t len);
+
+/* The same around a payload of len bytes already in memory of its own
+ * (malloc'd), which the packet takes over and frees (NULL if out of
+ * memory: the payload stays the caller's). */
+tbon_packet_t *tb_packet_alloc_around(int tag, size_t nfields, size_t flen, uint8_t *payload,
+                                      size_t len);
 
 /* Fill in p's types, canonical format (of flen characters: canon if not
  * NULL, else built from the types) and the payload's format header; returns

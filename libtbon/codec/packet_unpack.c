@@ -5,6 +5,8 @@
 #include <assert.h>
 #include <stdlib.h>
 
+#include "util/bigmem.h"
+
 /* Up to this many strings and arrays are tracked on the stack. */
 #define STACK_BUFS 32
 
@@ -62,7 +64,7 @@ static int copy_field(const tbon_packet_t *p, size_t i, void **out)
         *out = strs;
     } else if (cnt) {
         size_t esz = tb_ftype_size[t];
-        void *a = malloc(cnt * esz);
+        void *a = tb_big_alloc(cnt * esz);
         if (!a)
             return TBON_ENOMEM;
         tb_copy_le(a, b, cnt, esz);

@@ -130,7 +130,8 @@ int tb_frame_build(const tb_frame_hdr_t *h, const void *payload, size_t len,
 void tb_frame_release(tb_frame_t *f)
 {
     if (f) {
-        free(f->payload);
+        if (!f->placed)
+            free(f->payload);
         f->payload = NULL;
     }
 }

@@ -88,6 +88,8 @@ typedef struct tb_frame {
     tb_frame_hdr_t hdr;
     uint8_t *payload;     /* malloc'd, hdr.len bytes; NULL when hdr.len == 0 */
     size_t   wire_len;    /* bytes this frame took on the wire, header included */
+    int      placed;      /* payload is where the decoder's place function said
+                             (tb_fdec_set_place): the owner's, not freed here */
 } tb_frame_t;
 
 /* Name of a frame type ("DATA", ...) or "unknown". */
@@ -144,6 +146,15 @@ enum tb_fdec_err {
 /* A decoder accepting payloads (compressed and uncompressed) of at most
  * max_payload bytes. Returns NULL only when out of memory. */
 tb_fdec_t *tb_fdec_new(uint32_t max_payload);
+
+/* Where a large payload (read straight into memory, not through the
+ * decoder's buffer) goes: place returns room for h->len bytes, or NULL for
+ * a buffer of the decoder's own. A frame read into such room comes out
+ * with placed set; the room stays the caller's, also when the frame fails
+ * its CRC or the decoder is destroyed half-way. Compressed payloads are
+ * never placed. (net/conn.c: a packet's pieces, read into its reassembly.) */
+typedef uint8_t *(*tb_fdec_place_fn)(void *arg, const tb_frame_hdr_t *h);
+void tb_fdec_set_place(tb_fdec_t *d, tb_fdec_place_fn place, void *arg);
 
 /* Free the decoder and whatever it buffers; NULL is fine. */
 void tb_fdec_destroy(tb_fdec_t *d);

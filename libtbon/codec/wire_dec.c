@@ -27,6 +27,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "util/bigmem.h"
 #include "util/crc32c.h"
 #include "util/endian.h"
 
@@ -45,7 +46,10 @@ struct tb_fdec {
     uint32_t want_crc;      /* its CRC field */
     uint32_t crc;           /* running CRC: header bytes, then payload so far */
     uint8_t *pay;           /* ST_DIRECT: the payload buffer, got bytes filled */
+    int placed;             /* ... given by place(), not ours to free */
     size_t got;
+    tb_fdec_place_fn place; /* where a large payload goes (tb_fdec_set_place) */
+    void *place_arg;
     int resv_direct;        /* last reserve pointed into pay */
     size_t resv_avail;
     int kind, code;         /* sticky error */
@@ -83,8 +87,15 @@ void tb_fdec_destroy(tb_fdec_t *d)
     if (!d)
         return;
     free(d->buf);
-    free(d->pay);
+    if (!d->placed)
+        free(d->pay);
     free(d);
+}
+
+void tb_fdec_set_place(tb_fdec_t *d, tb_fdec_place_fn place, void *arg)
+{
+    d->place = place;
+    d->place_arg = arg;
 }
 
 void tb_fdec_set_max(tb_fdec_t *d, uint32_t max_payload)
@@ -329,6 +340,8 @@ static int deliver(tb_fdec_t *d, uint8_t *wire, int own, tb_frame_t *out)
     out->hdr.flags &= (uint16_t)~TB_FRAME_F_ZLIB;
     out->hdr.len = plen;
     out->payload = payload;
+    out->placed = payload == wire && d->placed;
+    d->placed = 0;
     out->wire_len = TB_FRAME_HDR_SIZE + (size_t)d->hdr.len;
     d->state = ST_HDR;
     d->skipped = 0;
@@ -391,7 +404,12 @@ int tb_fdec_next(tb_fdec_t *d, tb_frame_t *out)
         d->state = ST_BODY;
         size_t have = d->wr - d->rd - TB_FRAME_HDR_SIZE;
         if (d->hdr.len >= DIRECT_MIN && have < d->hdr.len) {
-            d->pay = malloc(d->hdr.len);
+            /* a compressed payload is inflated elsewhere: never placed */
+            d->pay = d->place && !(d->hdr.flags & TB_FRAME_F_ZLIB)
+                         ? d->place(d->place_arg, &d->hdr) : NULL;
+            d->placed = d->pay != NULL;
+            if (!d->pay)
+                d->pay = tb_big_alloc(d->hdr.len);
             if (!d->pay)
                 return fail(d, TB_FDEC_ENOMEM, "out of memory for a %" PRIu32 "-byte payload",
                             d->hdr.len);
@@ -409,10 +427,12 @@ int tb_fdec_next(tb_fdec_t *d, tb_frame_t *out)
         d->pay = NULL;
         int rc = check_crc(d);
         if (rc) {
-            free(p);
+            if (!d->placed)
+                free(p);
+            d->placed = 0;
             return rc;
         }
-        return deliver(d, p, 1, out);
+        return deliver(d, p, !d->placed, out);
     }
     /* ST_BODY: wait for the whole frame in the buffer (its header at rd). */
     uint32_t n = d->hdr.len;
@@ -496,5 +516,5 @@ int tb_fdec_partial(const tb_fdec_t *d)
 
 size_t tb_fdec_memory(const tb_fdec_t *d)
 {
-    return d->cap + (d->pay ? d->hdr.len : 0);
+    return d->cap + (d->pay && !d->placed ? d->hdr.len : 0);
 }

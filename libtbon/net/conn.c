@@ -1,6 +1,7 @@
 /* conn.c - a reactor's data connection: decoder in, frame queue out */
 #include "net/conn.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "codec/packet_int.h"
+#include "util/bigmem.h"
 #include "util/endian.h"
 #include "util/clock.h"
 #include "util/config.h"
@@ -21,12 +23,22 @@
 #include "util/ranks.h"
 #include "net/sock.h"
 
+static uint8_t *place_piece(void *arg, const tb_frame_hdr_t *h);
+
+tb_fdec_t *tb_conn_decoder_new(tb_conn_t *c, uint32_t max_payload)
+{
+    tb_fdec_t *d = tb_fdec_new(max_payload);
+    if (d)
+        tb_fdec_set_place(d, place_piece, c);
+    return d;
+}
+
 tb_conn_t *tb_conn_new(int fd, tbon_rank_t rank, int index, uint32_t max_payload)
 {
     tb_conn_t *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    c->dec = tb_fdec_new(max_payload);
+    c->dec = tb_conn_decoder_new(c, max_payload);
     if (!c->dec) {
         free(c);
         return NULL;
@@ -224,6 +236,12 @@ static int send_packet(tb_conn_t *c, tb_frame_hdr_t *h, tbon_packet_t *p, int se
     return 0;
 }
 
+/* The first room for a packet in pieces. Only address space until the
+ * pieces fill it: large enough that the C library maps it on its own, so
+ * that growing it (realloc: mremap) moves no byte, where a block from the
+ * heap would be copied at every doubling into pages faulted one by one. */
+#define TB_FRAG_FIRST_CAP ((size_t)64 << 20)
+
 /* Do two pieces' headers belong to one packet? */
 static int same_packet(const tb_frame_hdr_t *a, const tb_frame_hdr_t *b)
 {
@@ -231,36 +249,63 @@ static int same_packet(const tb_frame_hdr_t *a, const tb_frame_hdr_t *b)
            a->source == b->source && a->key == b->key;
 }
 
+/* Whether a piece with header h fits the packet under way (NULL), or why
+ * not; its room made in c->frag (max: the packet's maximum, coverage
+ * included). */
+static const char *piece_room(tb_conn_t *c, const tb_frame_hdr_t *h, size_t max)
+{
+    if (h->type != TB_FRAME_DATA && h->type != TB_FRAME_CONTROL)
+        return "a piece of a packet in a frame that is not DATA or CONTROL";
+    if (h->len == 0)
+        return "an empty piece of a packet";
+    if (c->frag_len && !same_packet(&c->frag_hdr, h))
+        return "a piece of another packet before the last piece of the one under way";
+    if (h->len > max - c->frag_len)
+        return "a packet over the maximum";
+    if (c->frag_len + h->len <= c->frag_cap)
+        return NULL;
+    /* grown as the pieces come, never past the maximum */
+    size_t cap = c->frag_cap ? c->frag_cap : TB_FRAG_FIRST_CAP < max ? TB_FRAG_FIRST_CAP : max;
+    while (cap < c->frag_len + h->len)
+        cap = cap > max / 2 ? max : cap * 2;
+    uint8_t *nb = tb_big_realloc(c->frag, cap);
+    if (!nb)
+        return "out of memory for a packet in pieces";
+    c->frag = nb;
+    c->frag_cap = cap;
+    return NULL;
+}
+
+/* The last piece may end with the packet's coverage (TB_FRAME_F_COVER),
+ * beyond the packet's maximum. */
+static size_t piece_max(const tb_frame_hdr_t *h)
+{
+    return tb_conn_max_packet() + (h->flags & TB_FRAME_F_COVER ? TB_COVER_MAX_WIRE : 0);
+}
+
+/* The decoder's place function (tb_fdec_set_place): a piece of a packet
+ * is read straight into the packet's reassembly, if it is the next frame
+ * of the link's sequence (which the link layer will take, not keep for
+ * later or drop) and fits; else NULL, and tb_conn_reassemble copies it or
+ * says why not. */
+static uint8_t *place_piece(void *arg, const tb_frame_hdr_t *h)
+{
+    tb_conn_t *c = arg;
+    uint32_t want = c->rx + 1 ? c->rx + 1 : 1;
+    if ((!(h->flags & TB_FRAME_F_FRAG) && !c->frag_len) || !h->seq || h->seq != want ||
+        piece_room(c, h, piece_max(h)))
+        return NULL;
+    return c->frag + c->frag_len;
+}
+
 int tb_conn_reassemble(tb_conn_t *c, tb_frame_t *f)
 {
     int piece = (f->hdr.flags & TB_FRAME_F_FRAG) != 0;
     if (!piece && !c->frag_len)
         return 1;
-    const char *bad = NULL;
-    /* The last piece may end with the packet's coverage (TB_FRAME_F_COVER),
-     * beyond the packet's maximum. */
-    size_t max = tb_conn_max_packet() + (f->hdr.flags & TB_FRAME_F_COVER ? TB_COVER_MAX_WIRE : 0);
-    if (f->hdr.type != TB_FRAME_DATA && f->hdr.type != TB_FRAME_CONTROL)
-        bad = "a piece of a packet in a frame that is not DATA or CONTROL";
-    else if (f->hdr.len == 0)
-        bad = "an empty piece of a packet";
-    else if (c->frag_len && !same_packet(&c->frag_hdr, &f->hdr))
-        bad = "a piece of another packet before the last piece of the one under way";
-    else if (f->hdr.len > max - c->frag_len)
-        bad = "a packet over the maximum";
-    if (!bad && c->frag_len + f->hdr.len > c->frag_cap) {
-        /* grown as the pieces come, never past the maximum */
-        size_t cap = c->frag_cap ? c->frag_cap : TB_FRAME_MAX_DEFAULT;
-        while (cap < c->frag_len + f->hdr.len)
-            cap = cap > max / 2 ? max : cap * 2;
-        uint8_t *nb = realloc(c->frag, cap);
-        if (!nb) {
-            bad = "out of memory for a packet in pieces";
-        } else {
-            c->frag = nb;
-            c->frag_cap = cap;
-        }
-    }
+    size_t max = piece_max(&f->hdr);
+    /* read into place already (place_piece): its room was checked */
+    const char *bad = f->placed ? NULL : piece_room(c, &f->hdr, max);
     if (bad) {
         snprintf(c->why, sizeof c->why, "%s (%zu bytes so far, maximum %zu: TBON_MAX_PACKET)",
                  bad, c->frag_len + f->hdr.len, max);
@@ -270,14 +315,17 @@ int tb_conn_reassemble(tb_conn_t *c, tb_frame_t *f)
     }
     if (!c->frag_len)
         c->frag_hdr = f->hdr;
-    memcpy(c->frag + c->frag_len, f->payload, f->hdr.len);
+    assert(!f->placed || f->payload == c->frag + c->frag_len);
+    if (!f->placed)
+        memcpy(c->frag + c->frag_len, f->payload, f->hdr.len);
     c->frag_len += f->hdr.len;
     if (piece) {
         tb_frame_release(f);
         return 0;
     }
     /* The last piece: the frame now carries the whole packet. */
-    free(f->payload);
+    tb_frame_release(f);
+    f->placed = 0;
     f->payload = c->frag;
     f->hdr.len = (uint32_t)c->frag_len;
     c->frag = NULL;

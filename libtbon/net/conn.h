@@ -126,6 +126,10 @@ size_t tb_conn_max_packet(void);
  * maximum (f released, c->closed and c->why set). */
 int tb_conn_reassemble(tb_conn_t *c, tb_frame_t *f);
 
+/* A decoder for c's socket: pieces of a packet are read straight into its
+ * reassembly (tb_conn_reassemble). NULL if out of memory. */
+tb_fdec_t *tb_conn_decoder_new(tb_conn_t *c, uint32_t max_payload);
+
 /* A connection for fd (made non-blocking) to peer rank; NULL if out of memory. */
 tb_conn_t *tb_conn_new(int fd, tbon_rank_t rank, int index, uint32_t max_payload);
 

@@ -339,7 +339,7 @@ void tb_link_down(tb_conn_t *c, int64_t now)
     tb_conn_drop_kept(c);
     c->sel_active = c->sel_busy = 0;
     c->sel_off = 0;
-    tb_fdec_t *d = tb_fdec_new(TB_FRAME_MAX_DEFAULT);
+    tb_fdec_t *d = tb_conn_decoder_new(c, TB_FRAME_MAX_DEFAULT);
     if (d) {
         tb_fdec_destroy(c->dec);
         c->dec = d;

@@ -24,6 +24,10 @@
  * cannot starve the others. */
 #define READ_BUDGET (256u * 1024)
 
+/* A payload this large becomes its packet's own buffer (tb_packet_decode_take)
+ * instead of being copied into one. */
+#define TB_DECODE_IN_PLACE (64u * 1024)
+
 /* The frames a connection's decoder holds. Each passes the link layer
  * first (net/link.h: acknowledgements taken, duplicates and frames after a
  * gap dropped); a corrupt frame (its CRC, or a header that fails its
@@ -74,8 +78,12 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
                 tbon_packet_t *p = NULL;
                 uint64_t done = 0;
                 if (tb_cover_take(n, c, &f, &cv) == 0 && tb_exact_take_mark(c, &f, &done) == 0) {
-                    p = tb_packet_decode(f.payload, f.hdr.len, f.hdr.tag, f.hdr.stream,
-                                         f.hdr.source, &err);
+                    /* a large payload becomes the packet's own (no copy) */
+                    p = f.hdr.len >= TB_DECODE_IN_PLACE
+                            ? tb_packet_decode_take(&f.payload, f.hdr.len, f.hdr.tag,
+                                                    f.hdr.stream, f.hdr.source, &err)
+                            : tb_packet_decode(f.payload, f.hdr.len, f.hdr.tag, f.hdr.stream,
+                                               f.hdr.source, &err);
                     if (!p)
                         snprintf(c->why, sizeof c->why, "bad packet: %s", err.msg);
                 }

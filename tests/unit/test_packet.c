@@ -950,6 +950,61 @@ TEST(decode_roundtrip_equal)
     tbon_packet_unref(p);
 }
 
+/* Decoding in place: the packet takes the buffer (no copy: its payload is
+ * the buffer itself), values and a refused buffer's ownership as they must
+ * be; a 16 MiB array too. */
+TEST(decode_take_owns_the_buffer)
+{
+    for (int w = 0; w < 4; w++) {
+        tbon_packet_t *p = sample(w);
+        REQUIRE(p);
+        size_t len;
+        const uint8_t *pl = tb_packet_payload(p, &len);
+        uint8_t *c = dup_bytes(pl, len), *was = c;
+        tbon_error_t err = {0};
+        tbon_packet_t *q = tb_packet_decode_take(&c, len, 9, 5, 6, &err);
+        REQUIRE(q);
+        CHECK(c == NULL);
+        size_t qlen;
+        CHECK(tb_packet_payload(q, &qlen) == was);
+        CHECK_UINT(qlen, len);
+        CHECK(same_payload(p, q));
+        CHECK_STR(tbon_packet_format(q), tbon_packet_format(p));
+        CHECK_INT(tbon_packet_tag(q), 9);
+        tbon_packet_unref(q);
+        tbon_packet_unref(p);
+    }
+    /* a bad payload: NULL, the buffer still the caller's */
+    uint8_t *bad = dup_bytes("\x05\x00%d", 4), *keep = bad;
+    tbon_error_t err = {0};
+    CHECK(tb_packet_decode_take(&bad, 4, 1, 0, 0, &err) == NULL);
+    CHECK(bad == keep);
+    CHECK_INT(err.code, TBON_EFORMAT);
+    free(bad);
+    /* a large one: unpacked values exact */
+    size_t n = (size_t)4 << 20;
+    uint32_t *v = malloc(n * sizeof *v);
+    REQUIRE(v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = (uint32_t)(i * 2654435761u);
+    tbon_packet_t *p = tbon_packet_new(3, "%aud", v, n);
+    REQUIRE(p);
+    size_t len;
+    const uint8_t *pl = tb_packet_payload(p, &len);
+    uint8_t *c = dup_bytes(pl, len);
+    tbon_packet_t *q = tb_packet_decode_take(&c, len, 3, 0, 0, &err);
+    REQUIRE(q);
+    uint32_t *got = NULL;
+    size_t k = 0;
+    CHECK_INT(tbon_packet_unpack(q, "%aud", &got, &k), 0);
+    CHECK_UINT(k, n);
+    CHECK(got && memcmp(got, v, n * sizeof *v) == 0);
+    free(got);
+    free(v);
+    tbon_packet_unref(q);
+    tbon_packet_unref(p);
+}
+
 TEST(decode_every_truncation_fails)
 {
     for (int w = 0; w < 4; w++) {

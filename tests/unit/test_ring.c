@@ -1,11 +1,13 @@
 /* test_ring.c - the FIFO behind the connection, wave and receive queues,
- * and the growth of the library's arrays (util/array.h) */
+ * the growth of the library's arrays (util/array.h), and large buffers
+ * (util/bigmem.h) */
 #include "../harness.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "util/array.h"
+#include "util/bigmem.h"
 #include "util/error.h"
 #include "util/ring.h"
 
@@ -67,4 +69,33 @@ TEST(array_room_doubles_and_keeps)
     CHECK(v == before);
     CHECK_UINT(c2, 1024);
     free(v);
+}
+
+/* Large buffers (util/bigmem.h): from TB_BIG_MIN on, on a huge page
+ * boundary and whole; growing keeps the bytes; below it, plain malloc.
+ * That the kernel backs them with huge pages is its choice (none with
+ * transparent huge pages "never"): bench_large shows the effect. */
+TEST(big_buffers_aligned_and_kept_when_grown)
+{
+    size_t n = TB_BIG_MIN + 12345;
+    uint8_t *b = tb_big_alloc(n);
+    REQUIRE(b);
+    CHECK_UINT((uintptr_t)b % ((uintptr_t)2 << 20), 0);
+    for (size_t i = 0; i < n; i++)
+        b[i] = (uint8_t)(i * 7);
+    uint8_t *g = tb_big_realloc(b, 4 * n);
+    REQUIRE(g);
+    int same = 1;
+    for (size_t i = 0; i < n && same; i++)
+        same = g[i] == (uint8_t)(i * 7);
+    CHECK(same);
+    g[4 * n - 1] = 1;
+    free(g);
+    uint8_t *s = tb_big_alloc(100);
+    REQUIRE(s);
+    s[99] = 1;
+    free(s);
+    uint8_t *r = tb_big_realloc(NULL, 10);   /* as realloc: NULL is malloc */
+    REQUIRE(r);
+    free(r);
 }
