@@ -35,6 +35,8 @@
 #ifndef TB_FT_INT_H
 #define TB_FT_INT_H
 
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "ft/ft.h"
@@ -114,6 +116,25 @@ static inline void tb_ft_emit(const tb_ft_ctx_t *cx, tbon_event_type_t type, tbo
                               tbon_rank_t p, uint32_t inc, uint64_t version)
 {
     cx->nd.ops->emit(cx->nd.n, type, r, p, inc, version);
+}
+
+/* Element i (of elem bytes) of a part's per-child array *arrp of *n
+ * elements, grown (doubling, zeroed) to reach it; NULL out of memory. A
+ * child's slot index never moves (the node only adds slots), so a part
+ * keeps its per-child state by slot and grows it on first use. */
+static inline void *tb_ft_slot(void *arrp, size_t *n, size_t elem, size_t i)
+{
+    uint8_t **a = arrp;
+    if (i >= *n) {
+        size_t nn = i + 1 > 2 * *n ? i + 1 : 2 * *n;
+        uint8_t *v = realloc(*a, nn * elem);
+        if (!v)
+            return NULL;
+        memset(v + *n * elem, 0, (nn - *n) * elem);
+        *a = v;
+        *n = nn;
+    }
+    return *a + i * elem;
 }
 
 /* ---- recovery.c ---- */

@@ -72,18 +72,12 @@ void tb_joins_destroy(tb_joins_t *j)
 /* Slot i's state (the slots come from the node, which only adds them). */
 static struct jchild *jch(tb_joins_t *j, size_t i)
 {
-    if (i >= j->nch) {
-        size_t nn = i + 1 > 2 * j->nch ? i + 1 : 2 * j->nch;
-        struct jchild *v = realloc(j->ch, nn * sizeof *v);
-        if (!v) {
-            j->oom = (struct jchild){ 0 };
-            return &j->oom;
-        }
-        memset(v + j->nch, 0, (nn - j->nch) * sizeof *v);
-        j->ch = v;
-        j->nch = nn;
+    struct jchild *c = tb_ft_slot(&j->ch, &j->nch, sizeof *j->ch, i);
+    if (!c) {
+        j->oom = (struct jchild){ 0 };
+        c = &j->oom;
     }
-    return &j->ch[i];
+    return c;
 }
 
 size_t tb_joins_pending(const tb_joins_t *j)

@@ -117,18 +117,12 @@ struct tb_view {
 /* Slot i's state (the slots come from the node, which only adds them). */
 static struct vchild *vch(tb_view_t *v, size_t i)
 {
-    if (i >= v->nch) {
-        size_t nn = i + 1 > 2 * v->nch ? i + 1 : 2 * v->nch;
-        struct vchild *c = realloc(v->ch, nn * sizeof *c);
-        if (!c) {
-            v->oom = (struct vchild){ 0 };
-            return &v->oom;
-        }
-        memset(c + v->nch, 0, (nn - v->nch) * sizeof *c);
-        v->ch = c;
-        v->nch = nn;
+    struct vchild *c = tb_ft_slot(&v->ch, &v->nch, sizeof *v->ch, i);
+    if (!c) {
+        v->oom = (struct vchild){ 0 };
+        c = &v->oom;
     }
-    return &v->ch[i];
+    return c;
 }
 
 tb_view_t *tb_view_new(tb_ft_ctx_t *cx, tb_joins_t *jn)
