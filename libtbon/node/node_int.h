@@ -185,8 +185,8 @@ enum tb_life {
 /* What only the front-end's node holds (n->fe; NULL in every other node):
  * its Slurm steps (node_start.c) and its attach file. What the front-end's
  * fault tolerance holds (the membership root's pending changes and orphans,
- * the joins it answers) is ft's (ft/ft_int.h, struct tb_ft_fe). Owned by
- * the reactor thread. */
+ * the joins it answers, its suspicions) is ft's, in its parts' objects
+ * (ft/ft_int.h). Owned by the reactor thread. */
 typedef struct tb_fe_state {
     /* under Slurm (slurm.h): the next depth to start and each depth's srun */
     uint32_t   slurm_next, slurm_depth;
@@ -231,9 +231,10 @@ struct tb_node {
     int        settle_due;    /* FE: look for lost waves after this dispatch
                                  (tb_stream_settle); the reactor's */
     const struct tb_ft_ops *ft; /* the fault-tolerance layer (cfg.ft) */
-    /* Fault tolerance's own state (ft/ft_int.h: recovery, views, notices,
-     * joins, attributes, the EDS), opaque here: the node asks for what it
-     * needs through n->ft (tb_ft_ops_t). Set by ft's start in tb_node_new,
+    /* Fault tolerance's own state (ft/ops.c's struct tb_ft, which owns the
+     * objects of ft/ft_int.h: recovery, views, joins, notices, suspicions,
+     * attributes, the EDS), opaque here (node_ft.h: tb_nft_state): the
+     * node asks for what it needs through n->ft (tb_ft_ops_t). Set by ft's start in tb_node_new,
      * before any other thread sees the node, and freed by ft's free in
      * tb_node_destroy, after they are done with it; NULL before start. */
     struct tb_ft *ftst;
