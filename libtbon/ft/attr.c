@@ -15,6 +15,29 @@
 #include "util/attrs.h"
 #include "util/log.h"
 
+/* A back-end's own attributes, and whether any went up through here. */
+struct tb_attr {
+    tb_ft_ctx_t *cx;
+    struct tb_attrs *attrs;   /* a back-end's own map (NULL until written) */
+    int        seen;          /* an attribute went up through here */
+};
+
+tb_attr_t *tb_attr_new(tb_ft_ctx_t *cx)
+{
+    tb_attr_t *at = calloc(1, sizeof *at);
+    if (at)
+        at->cx = cx;
+    return at;
+}
+
+void tb_attr_destroy(tb_attr_t *at)
+{
+    if (!at)
+        return;
+    tb_attrs_destroy(at->attrs);
+    free(at);
+}
+
 /* The entries of a (all of them, or only the one for key) as TB_CTL_ATTR. */
 static tbon_packet_t *attr_packet(tbon_rank_t src, const tb_attrs_t *a, const char *only)
 {
@@ -47,31 +70,31 @@ static tbon_packet_t *attr_packet(tbon_rank_t src, const tb_attrs_t *a, const ch
 
 /* Up to the parent; an orphan drops it (after its adoption the whole map
  * goes again: tb_attr_resync). */
-static void up(tb_node_t *n, tbon_packet_t *p)
+static void up(tb_attr_t *at, tbon_packet_t *p)
 {
-    n->ftst->attr_seen = 1;
-    tb_node_send_ctl(n, n->parent, TB_CTL_ATTR, p);
+    at->seen = 1;
+    tb_ft_send(at->cx, TB_NFT_PARENT, TB_CTL_ATTR, p);
 }
 
-void tb_attr_set(tb_node_t *n, const char *key, const char *value)
+void tb_attr_set(tb_attr_t *at, const char *key, const char *value)
 {
-    struct tb_ft *ft = n->ftst;
-    if (!ft->attrs && !(ft->attrs = tb_attrs_new()))
+    if (!at->attrs && !(at->attrs = tb_attrs_new()))
         return;
-    if (!tb_attrs_set(ft->attrs, key, value)) {
+    if (!tb_attrs_set(at->attrs, key, value)) {
         TB_WARN("attr", "attribute %s not set: out of memory", key);
         return;
     }
-    up(n, attr_packet(n->rank, ft->attrs, key));
+    up(at, attr_packet(at->cx->nd.rank, at->attrs, key));
 }
 
 /* At the FE: every entry to the application. */
-static void deliver(tb_node_t *n, const tb_ctl_attr_t *m)
+static void deliver(tb_attr_t *at, const tb_ctl_attr_t *m)
 {
     uint32_t src = m->src;
-    if (src >= tb_topology_size(n->topo)) {
+    const tb_node_cbs_t *cbs = at->cx->nd.cbs;
+    if (src >= tb_topology_size(at->cx->nd.topo)) {
         TB_WARN("attr", "malformed attributes ignored");
-    } else if (!tb_topology_alive(n->topo, src)) {
+    } else if (!tb_topology_alive(at->cx->nd.topo, src)) {
         TB_DEBUG("attr", "attributes of failed rank %u dropped", src);
     } else {
         for (size_t i = 0; i < m->n; i++) {
@@ -80,55 +103,43 @@ static void deliver(tb_node_t *n, const tb_ctl_attr_t *m)
                 TB_WARN("attr", "rank %u: a malformed attribute ignored", src);
                 continue;
             }
-            if (n->cbs.attr)
-                n->cbs.attr(n->cbs.arg, src, m->keys[i], val, m->versions[i]);
+            if (cbs->attr)
+                cbs->attr(cbs->arg, src, m->keys[i], val, m->versions[i]);
         }
     }
 }
 
 /* Our map goes up whole, and the subtree is asked for theirs, if any
  * attribute ever passed through here (none did: nothing can be lost). */
-static void sync_subtree(tb_node_t *n)
+void tb_attr_resync(tb_attr_t *at)
 {
-    struct tb_ft *ft = n->ftst;
-    if (!ft->attr_seen)
+    if (!at->seen)
         return;
-    if (tb_attrs_count(ft->attrs))
-        up(n, attr_packet(n->rank, ft->attrs, NULL));
+    if (tb_attrs_count(at->attrs))
+        up(at, attr_packet(at->cx->nd.rank, at->attrs, NULL));
     tbon_packet_t *p = tb_ctl_attr_sync_encode(&(tb_ctl_attr_sync_t){ 0 });
-    for (size_t i = 0; p && i < n->nchild; i++)
-        if (n->child[i].conn)
-            tb_node_send_ctl(n, n->child[i].conn, TB_CTL_ATTR_SYNC, tbon_packet_ref(p));
+    for (size_t i = 0, k = tb_ft_nchild(at->cx); p && i < k; i++)
+        if (tb_ft_has_conn(at->cx, i))
+            tb_ft_send(at->cx, (int)i, TB_CTL_ATTR_SYNC, tbon_packet_ref(p));
     tbon_packet_unref(p);
-}
-
-void tb_attr_resync(tb_node_t *n)
-{
-    sync_subtree(n);
 }
 
 /* Attribute messages (TB_CTL_OWN_ATTR), m decoded from p: ATTR comes
  * from a child, ATTR_SYNC from the parent (codec/ctl.h). */
-void tb_attr_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p)
+void tb_attr_ctl(tb_attr_t *at, int child, const tb_ctl_msg_t *m, tbon_packet_t *p)
 {
     (void)child;
     switch (m->op) {
     case TB_CTL_ATTR:
-        if (n->role == TB_ROLE_FE)
-            deliver(n, &m->u.attr);
+        if (tb_ft_is_fe(at->cx))
+            deliver(at, &m->u.attr);
         else
-            up(n, tbon_packet_ref(p));
+            up(at, tbon_packet_ref(p));
         break;
     case TB_CTL_ATTR_SYNC:
-        sync_subtree(n);
+        tb_attr_resync(at);
         break;
     default:
         break;
     }
-}
-
-void tb_attr_free(tb_node_t *n)
-{
-    tb_attrs_destroy(n->ftst->attrs);
-    n->ftst->attrs = NULL;
 }

@@ -34,7 +34,7 @@
  */
 #include "ft/eds.h"
 #include "ft/eds_int.h"
-#include "node/node_int.h"
+#include "node/node_ft.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -90,7 +90,7 @@ void tb_eds_watch_start(tb_eds_t *e)
 {
     int64_t now = tb_now_ms();
     e->watch_timer = (tb_timer_t){ .fn = on_watch_timer, .arg = e };
-    e->mem_mark = e->mem_next = mem_mark_mb(e->node->cfg.conf);
+    e->mem_mark = e->mem_next = mem_mark_mb(tb_node_conf(e->node));
     if (e->mem_mark <= 0)
         return;
     e->mem_due = now + MEM_POLL_MS;
@@ -254,8 +254,7 @@ static void filter_hung(tb_eds_t *e, const struct tb_fwatch *w, int64_t ran)
         TB_WARN("filter", "the parent did not answer the report in 10 s; ending anyway");
     /* The node's own thread is in the call: the process that drives it
      * decides what follows (tbon_commnode ends). */
-    if (e->node->cfg.fatal)
-        e->node->cfg.fatal(TBON_EFILTER, msg);
+    tb_node_fatal(e->node, TBON_EFILTER, msg);
 }
 
 /* Slowness is not a hang: a process stopped (SIGSTOP, a debugger) or
@@ -293,7 +292,7 @@ static void on_watch_timer(tb_timer_t *t, int64_t now)
 /* The filter calls; returns when to look next, or -1 if the node ends. */
 static int64_t look_at_filters(tb_eds_t *e, int64_t now)
 {
-    struct tb_fwatch *w = &e->node->fw, copy;
+    struct tb_fwatch *w = tb_node_fwatch(e->node), copy;
     int64_t cpu = tb_cpu_ms();
     int64_t held = tb_held_ms(e->fw_last, e->fw_due, now, cpu - e->fw_cpu);
     e->fw_last = now;

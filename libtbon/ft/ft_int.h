@@ -1,271 +1,312 @@
-/* ft_int.h - the fault-tolerance layer's private state and the functions
- * its files share: recovery of orphans and reports (recovery.c), membership
- * views and the consistency check (view.c), failure notices (notice.c),
- * joins and leaves (join.c), attribute replication (attr.c), the EDS
- * (eds.h), and the node's way in (ops.c: tb_ft_ops). Nothing outside ft/
- * includes it: the node holds struct tb_ft as the opaque n->ftst.
+/* ft_int.h - the fault-tolerance layer's parts, as objects, and what they
+ * share. Nothing outside ft/ (and its unit tests) includes it: the node
+ * holds ft's state as the opaque n->ftst (node/node_ft.h).
  *
- * ft works on the node too (node/node_int.h: its links, children, streams,
- * topology), as the layer above it; what is ft's alone is here. */
+ * Each part owns an opaque struct with the fields only it uses, made by
+ * its _new and freed by its _destroy, and its functions are named for its
+ * file:
+ *   recovery.c  tb_recovery_t  the port table, reports, orphans, adoptions
+ *   view.c      tb_view_t      view versions, acknowledgements, the
+ *                              consistency check (per child: versions sent
+ *                              and acknowledged, the check owed)
+ *   join.c      tb_joins_t     joins and leaves (per child: joined, when it
+ *                              must have connected)
+ *   notice.c    tb_notice_t    failure notices and verdicts (UDP)
+ *   suspect.c   tb_suspect_t   suspicions (the FE's list, its verdicts)
+ *   attr.c      tb_attr_t      attribute replication
+ *   eds*.c      tb_eds_t       the EDS thread (eds.h)
+ * ops.c, the composer, makes them, owns them, and passes the node's events
+ * to them (tb_ft_ops). The calls between parts run one way (docs/
+ * architecture.md, "Every file, and which way its calls run"): ops.c calls
+ * every part; recovery.c calls view.c, notice.c, suspect.c, join.c and
+ * attr.c; view.c calls join.c; notice.c calls suspect.c. Each part is given
+ * the parts below it at _new. What a lower part has to tell a higher one
+ * (a failure found, a change for the view, a report to send up) goes
+ * through tb_ft_up_t, which ops.c fills with the higher parts' functions.
+ *
+ * Every part reaches the node only through the handle in tb_ft_ctx_t
+ * (node/node_ft.h, tb_nft_t): a unit test gives it a fake node.
+ *
+ * Threads: everything here belongs to the thread that drives the node
+ * (node_int.h, "Threads"), except the EDS, which has its own state
+ * (eds_int.h) and reaches the reactor through the node's mailbox only; its
+ * pointer (ctx.eds) is written once by ft's start, before the node is
+ * handed to any other thread, and not again until ft's free. */
 #ifndef TB_FT_INT_H
 #define TB_FT_INT_H
 
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "ft/ft.h"
 #include "util/ring.h"
 #include "ft/eds.h"
 
-/* What only the front-end's fault tolerance holds (f->fe; NULL in every
- * other node): the membership root's pending changes and orphans (view.c)
- * and the joins it answers (join.c). */
-struct tb_ft_fe {
-    /* membership root */
-    struct tb_vchange *vpend; /* changes for the next version */
-    size_t     nvpend, capvpend;
-    int64_t    vpend_since;   /* when the first of them came (ms; 0: none) */
-    int        vheld;         /* they wait because some node has no parent */
-    struct tb_orphan *orph;   /* alive nodes without a parent, and since when */
-    size_t     norph;
-    int        orph_dirty;    /* the orphans must be counted again */
-    /* joins */
-    struct tb_pjoin *pjoin;   /* back-ends told to wait for their parent */
-    size_t     npjoin;
-    tbon_rank_t *announced;   /* joined ranks whose TBON_EV_NODE_JOINED went out */
-    size_t     nannounced;
-    /* suspicions (suspect.c): ranks some observer finds silent */
-    struct tb_susp *susp;
-    size_t     nsusp;
-    uint64_t  *notice_seq;    /* per rank: the last notice sequence taken
-                                 from it (replays are dropped) */
-    size_t     nnotice_seq;
-};
+typedef struct tb_recovery tb_recovery_t;
+typedef struct tb_view tb_view_t;
+typedef struct tb_joins tb_joins_t;
+typedef struct tb_notice tb_notice_t;
+typedef struct tb_suspect tb_suspect_t;
+typedef struct tb_attr tb_attr_t;
 
-/* Fault tolerance's state in one node (n->ftst), made by tb_ft_ops.start
- * and freed by tb_ft_ops.free (ops.c).
- *
- * Threads: like the node's own fields, everything here belongs to the
- * thread that drives the node (node_int.h, "Threads") and is touched by no
- * other, with one exception: eds, which tb_ft_ops.arm reads from the
- * application's threads; it is written once by start, before the node is
- * handed to any other thread, and not again until free, when they are done
- * with the node. The EDS thread has its own state (eds_int.h) and reaches
- * the reactor through the node's mailbox only. Per child, the membership
- * fields (v_known, v_sent, v_acked, chk, joined, join_due, leaving) stay in
- * tb_child_t (node_int.h), also the driver's: they live with the child's
- * slot, which the node makes and grows, and the node reads or writes two
- * of them itself (docs/architecture.md, "Fault tolerance behind one
- * table"). */
-/* The calls a part of ft makes to a part above it. ft's files run one way
- * (docs/architecture.md, "Every file, and which way its calls run"): ops.c,
- * the composer, calls recovery.c, which calls view.c (which calls join.c)
- * and notice.c (which calls suspect.c); what a lower part has to tell a
- * higher one (a failure found, a change for the view, a report to send up)
- * goes through this table, which ops.c fills once with the higher parts'
- * functions. No file names a function of a file above it. */
+/* The calls a part of ft makes to a part above it; arg is ctx.up_arg. */
 typedef struct tb_ft_up {
-    /* recovery.c (the declarations below say what each does) */
-    int  (*apply)(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
-    void (*confirm)(tb_node_t *n, const tb_vchange_t *ch, size_t k);
-    void (*failed)(tb_node_t *n, tbon_rank_t r, uint32_t inc, const char *how);
-    void (*report)(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
-    void (*child_lost)(tb_node_t *n, size_t i);
-    void (*send_ports_to)(tb_node_t *n, tb_conn_t *c);
+    /* recovery.c (tb_recovery_apply and the rest say what each does) */
+    int  (*apply)(void *arg, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
+    void (*confirm)(void *arg, const tb_vchange_t *ch, size_t k);
+    void (*failed)(void *arg, tbon_rank_t r, uint32_t inc, const char *how);
+    void (*report)(void *arg, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
+    void (*child_lost)(void *arg, size_t i);
+    void (*send_ports_to)(void *arg, size_t i);
     /* view.c */
-    void (*view_note)(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
-    void (*view_note_change)(tb_node_t *n, const tb_vchange_t *c);
+    void (*view_note)(void *arg, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
+    void (*view_note_change)(void *arg, const tb_vchange_t *c);
+    int  (*view_applied)(void *arg, tbon_rank_t p, uint64_t v);
     /* notice.c */
-    void (*notice_send)(tb_node_t *n, int kind, tbon_rank_t r, uint32_t inc);
-    void (*notice_verdict)(tb_node_t *n, const void *addr, socklen_t alen, tbon_rank_t r,
+    void (*notice_send)(void *arg, int kind, tbon_rank_t r, uint32_t inc);
+    void (*notice_verdict)(void *arg, const void *addr, socklen_t alen, tbon_rank_t r,
                            uint32_t inc, int verdict);
 } tb_ft_up_t;
 
-struct tb_ft {
-    const tb_ft_up_t *up;     /* set by ops.c at start; read only */
+/* What every part reads: the node, the calls up, the EDS; and two facts
+ * recovery.c alone writes. */
+typedef struct tb_ft_ctx {
+    tb_nft_t   nd;            /* the node (nd.heartbeat_ms: recovery.c sets the
+                                 port table's when it comes) */
+    const tb_ft_up_t *up;
+    void      *up_arg;
     tb_eds_t  *eds;           /* the EDS thread; NULL with given links */
-    struct tb_ft_fe *fe;      /* the FE's own part; NULL elsewhere */
+    int        ready;         /* the port table arrived: orphans get adopted
+                                 (until an adoption fails) */
+} tb_ft_ctx_t;
 
-    /* recovery (recovery.c) */
-    int        ft_ready;      /* the port table arrived: orphans get adopted */
-    int        orphan;        /* the parent is gone, an adopter is being sought */
-    int        gave_up;       /* no node would adopt us: we leave */
-    tbon_rank_t lost_parent;
-    int64_t    orphan_since;  /* us */
-    tb_ring_t  obuf;          /* what went up while orphaned */
-    tb_ring_t  held;          /* reports sent up, not yet back in a view */
-    size_t     obytes;
-    size_t     odropped;      /* packets not buffered: past TB_OBUF_MAX */
+/* The node's calls, short. */
+static inline int tb_ft_life(const tb_ft_ctx_t *cx)
+{
+    return cx->nd.ops->life(cx->nd.n);
+}
+static inline int tb_ft_ending(const tb_ft_ctx_t *cx)
+{
+    return tb_ft_life(cx) == TB_NFT_ENDING;
+}
+static inline int tb_ft_is_fe(const tb_ft_ctx_t *cx)
+{
+    return cx->nd.role == TB_ROLE_FE;
+}
+static inline size_t tb_ft_nchild(const tb_ft_ctx_t *cx)
+{
+    return cx->nd.ops->nchild(cx->nd.n);
+}
+/* A child counts for acknowledgements, checks and joins while its
+ * connection is open. */
+static inline int tb_ft_counted(const tb_ft_ctx_t *cx, size_t i)
+{
+    return (cx->nd.ops->child_flags(cx->nd.n, i) & TB_NFT_OPEN) != 0;
+}
+static inline int tb_ft_has_conn(const tb_ft_ctx_t *cx, size_t i)
+{
+    return (cx->nd.ops->child_flags(cx->nd.n, i) & TB_NFT_CONN) != 0;
+}
+static inline void tb_ft_send(const tb_ft_ctx_t *cx, int to, int op, tbon_packet_t *p)
+{
+    cx->nd.ops->send_ctl(cx->nd.n, to, op, p);
+}
+static inline void tb_ft_emit(const tb_ft_ctx_t *cx, tbon_event_type_t type, tbon_rank_t r,
+                              tbon_rank_t p, uint32_t inc, uint64_t version)
+{
+    cx->nd.ops->emit(cx->nd.n, type, r, p, inc, version);
+}
 
-    /* membership (view.c, notice.c) */
-    uint64_t   view;          /* the view version applied here */
-    uint64_t   view_sub;      /* the version this whole subtree has applied */
-    uint64_t   view_up[2];    /* what went up last: applied, subtree (FE: the
-                                 last version announced stable, in [1]) */
-    tb_ring_t  vhist;         /* recent deltas (struct tb_vhist), oldest first */
-    int        nfd;           /* UDP: the FE receives failure notices on it (in
-                                 the node's loop: nfd_io), the others send
-                                 them from it; -1: none */
-    tb_io_t    nfd_io;
-    uint64_t   notice_out;    /* the sequence of the last notice sent */
-    uint64_t   verdict_in;    /* the sequence of the last verdict taken */
-    int64_t    nt_win;        /* notice.c, within_budget(): the current window (ms) */
-    uint32_t   nt_macs;       /* HMACs checked in it */
-    uint16_t  *nt_from;       /* per sender rank: notices taken in it */
-    size_t     nnt_from;
-    uint64_t   nt_over;       /* notices dropped unchecked, over a budget */
-    struct sockaddr_storage fe_addr; /* the FE's notice address */
-    socklen_t  fe_addr_len;
-    int        fe_addr_ok;
-    uint64_t   chk_id;        /* the consistency check under way here */
-    tbon_rank_t *chk_rank;    /* its answers so far: ranks, and whether they agree */
-    uint8_t   *chk_ok;
-    size_t     nchk, capchk;
+/* Element i (of elem bytes) of a part's per-child array *arrp of *n
+ * elements, grown (doubling, zeroed) to reach it; NULL out of memory. A
+ * child's slot index never moves (the node only adds slots), so a part
+ * keeps its per-child state by slot and grows it on first use. */
+static inline void *tb_ft_slot(void *arrp, size_t *n, size_t elem, size_t i)
+{
+    uint8_t **a = arrp;
+    if (i >= *n) {
+        size_t nn = i + 1 > 2 * *n ? i + 1 : 2 * *n;
+        uint8_t *v = realloc(*a, nn * elem);
+        if (!v)
+            return NULL;
+        memset(v + *n * elem, 0, (nn - *n) * elem);
+        *a = v;
+        *n = nn;
+    }
+    return *a + i * elem;
+}
 
-    /* joins (join.c) */
-    size_t     njoining;      /* child slots waiting for a joined child (join_due) */
-
-    /* attributes (attr.c) */
-    struct tb_attrs *attrs;   /* a back-end's own map (NULL until written) */
-    int        attr_seen;     /* an attribute went up through here */
-};
-
-/* recovery.c */
-void tb_ft_send_ports(tb_node_t *n);
-/* The port table to one (joined) child. */
-void tb_ft_send_ports_to(tb_node_t *n, tb_conn_t *c);
-/* A report of ours (kind: TB_V_FAILED, TB_V_ADOPTED, TB_V_JOINED or TB_V_LEFT;
- * on the wire the same numbers) up to the FE, kept until a view brings it
- * back. */
-void tb_ft_report(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
-void tb_ft_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
-int  tb_ft_parent_lost(tb_node_t *n, tbon_rank_t lost);
-void tb_ft_child_lost(tb_node_t *n, size_t i);
-void tb_ft_buffer(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more,
-                  uint64_t key);  /* takes p */
-void tb_ft_adopted(tb_node_t *n, tb_cmd_t *c);
-void tb_ft_adopt_failed(tb_node_t *n, tbon_rank_t lost);
-void tb_ft_adopt_conn(tb_node_t *n, tb_cmd_t *c);
-void tb_ft_free(tb_node_t *n);
+/* ---- recovery.c ---- */
+/* recovery.c calls view, notice, suspect, joins and attr. */
+tb_recovery_t *tb_recovery_new(tb_ft_ctx_t *cx, tb_view_t *v, tb_notice_t *nt,
+                               tb_suspect_t *sp, tb_joins_t *jn, tb_attr_t *at);
+void tb_recovery_destroy(tb_recovery_t *rc);
+/* The tree is up: the port table to every child. */
+void tb_recovery_send_ports(tb_recovery_t *rc);
+/* The port table to one (joined or adopted) child. */
+void tb_recovery_send_ports_to(tb_recovery_t *rc, size_t i);
+/* A report of ours (kind: TB_V_FAILED, TB_V_ADOPTED, TB_V_JOINED or
+ * TB_V_LEFT; on the wire the same numbers) up to the FE, kept until a view
+ * brings it back. */
+void tb_recovery_report(tb_recovery_t *rc, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
+/* Control messages TB_CTL_OWN_FT (child TB_NFT_PARENT: from the parent). */
+void tb_recovery_ctl(tb_recovery_t *rc, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
+/* The parent (rank lost) is gone: 1 if we stay as an orphan seeking an
+ * adopter, 0 if the node must leave. */
+int  tb_recovery_parent_lost(tb_recovery_t *rc, tbon_rank_t lost);
+int  tb_recovery_orphan(const tb_recovery_t *rc);
+/* A child's connection ended after start-up: its failure reported. */
+void tb_recovery_child_lost(tb_recovery_t *rc, size_t i);
+/* An orphan keeps what would go up (takes p). */
+void tb_recovery_buffer(tb_recovery_t *rc, uint32_t stream, tbon_packet_t *p, int more,
+                        uint64_t key);
+/* What an orphan has buffered: packets, and the bytes counted against its
+ * bound; packets dropped past it. */
+void tb_recovery_buffered(const tb_recovery_t *rc, size_t *npkt, size_t *bytes,
+                          size_t *dropped);
+/* TB_CMD_ADOPTED, TB_CMD_ADOPT_FAILED (orphan), TB_CMD_ADOPT_CONN (adopter). */
+void tb_recovery_adopted(tb_recovery_t *rc, tb_cmd_t *c);
+void tb_recovery_adopt_failed(tb_recovery_t *rc);
+void tb_recovery_adopt_conn(tb_recovery_t *rc, tb_cmd_t *c);
 /* Apply a change (enum tb_vkind: TB_V_FAILED or TB_V_LEFT of r, both dead
  * from now on, or TB_V_ADOPTED of r by p) to our topology and the EDS's; 1
  * if it was news (at the FE it then goes into the next view as that kind). */
-int  tb_ft_apply(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
+int  tb_recovery_apply(tb_recovery_t *rc, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
 /* A view brought these changes: reports of ours they cover are done. */
-void tb_ft_confirm(tb_node_t *n, const tb_vchange_t *ch, size_t k);
+void tb_recovery_confirm(tb_recovery_t *rc, const tb_vchange_t *ch, size_t k);
+/* Reports kept until a view brings them back. */
+size_t tb_recovery_held(const tb_recovery_t *rc);
 /* FE: a failure learned first hand (a notice, an orphan that never came
  * back): applied, announced (TBON_EV_NODE_FAILED) and put in the view. */
-void tb_ft_failed(tb_node_t *n, tbon_rank_t r, uint32_t inc, const char *how);
+void tb_recovery_failed(tb_recovery_t *rc, tbon_rank_t r, uint32_t inc, const char *how);
 
-/* A back-end that asked the FE to join: it is told its rank and parent once
- * the parent has the view that adds it (it would be refused before). */
-struct tb_pjoin {
-    tbon_rank_t r, parent;
-    int fd;
-    uint64_t version;   /* the version that adds it (0: not yet made) */
-    int64_t due;        /* given up then (ms) */
-};
-
-/* A call up (tb_ft_up_t) from a lower part of ft. */
-static inline const tb_ft_up_t *tb_ft_up(const tb_node_t *n)
-{
-    return n->ftst->up;
-}
-
-/* A child counts for acknowledgements, checks and joins while its
- * connection is open. */
-static inline int tb_child_counted(const tb_child_t *ch)
-{
-    return ch->conn && !ch->conn->closed;
-}
-
-/* view.c: views, their acknowledgements, the consistency check;
- * notice.c: failure notices; join.c: joins and leaves */
-void tb_view_init(tb_node_t *n);
+/* ---- view.c ---- */
+/* view.c calls join.c. */
+tb_view_t *tb_view_new(tb_ft_ctx_t *cx, tb_joins_t *jn);   /* version 1 */
+void tb_view_destroy(tb_view_t *v);
+uint64_t tb_view_version(const tb_view_t *v);
+/* The version our whole subtree has applied. */
+uint64_t tb_view_subtree(const tb_view_t *v);
 /* FE: a change for the next view version. */
-void tb_view_note(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
+void tb_view_note(tb_view_t *v, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
+void tb_view_note_change(tb_view_t *v, const tb_vchange_t *c);
 /* After each dispatch: publish what is due, acknowledge what is new. */
-void tb_view_flush(tb_node_t *n);
+void tb_view_flush(tb_view_t *v);
 /* FE: declare failed the orphans that waited too long (before a dispatch);
  * then (after it, when the orphans are counted) lower *next to when the
  * next batch or orphan is due. */
-void tb_view_timers(tb_node_t *n, int64_t now);
-void tb_view_next(const tb_node_t *n, int64_t *next);
+void tb_view_timers(tb_view_t *v, int64_t now);
+void tb_view_next(const tb_view_t *v, int64_t *next);
 /* Membership control messages (TB_CTL_OWN_VIEW), m decoded from p. */
-void tb_view_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
-/* A child's connection ended; we were adopted (send our versions up). */
-void tb_view_child_gone(tb_node_t *n, size_t i);
-void tb_view_adopted(tb_node_t *n);
-/* The port table arrived: where failure notices go (non-FE), or the FE's
- * socket for them was opened at start-up. */
-void tb_view_notice_setup(tb_node_t *n);
-/* Tell the FE directly that r (incarnation inc) failed (seed 002 section 3,
- * "high priority monitoring"). */
-void tb_view_notice(tb_node_t *n, tbon_rank_t r, uint32_t inc);
-/* suspect.c: suspicion (seed 002 section 3; docs/fault-tolerance.md). */
+void tb_view_ctl(tb_view_t *v, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
+/* Child i's connection ended. */
+void tb_view_child_gone(tb_view_t *v, size_t i);
+/* Slot i has a new process (joined, restarted): it has said nothing yet. */
+void tb_view_child_reset(tb_view_t *v, size_t i);
+/* Slot i counts for views from our version on (a child we launch). */
+void tb_view_child_known(tb_view_t *v, size_t i);
+/* We were adopted, or joined: our versions go up, and we ask for the rest. */
+void tb_view_adopted(tb_view_t *v);
+/* FE app: start consistency check id. */
+void tb_view_check(tb_view_t *v, uint64_t id);
+/* Has parent p (its subtree, seen from here) applied version ver? */
+int  tb_view_applied(const tb_view_t *v, tbon_rank_t p, uint64_t ver);
+/* The digest the consistency check compares: every rank's liveness and,
+ * for the alive ones, parent, incarnation, role, host and local id. Dead
+ * nodes' incarnations are left out: they may legitimately differ (a report
+ * that reached only part of the tree before its sender died). O(size). */
+uint64_t tb_view_digest(const tb_topology_t *t);
+
+/* ---- join.c ---- */
+tb_joins_t *tb_joins_new(tb_ft_ctx_t *cx);
+void tb_joins_destroy(tb_joins_t *j);
+/* Apply join c (a new node, or a restarted one) to our copies, taking it as
+ * a child slot if its parent is us (*slot: its index, else -1). 1 if
+ * applied, 0 if we have it, -1 if it cannot be (not the next rank, out of
+ * memory). */
+int  tb_joins_add(tb_joins_t *j, const tb_vchange_t *c, int *slot);
+/* FE: a back-end (or commnode) asks to join on c's fd (TB_CMD_JOIN_CONN).
+ * 1 if taken: its change went to the view, *slot as tb_joins_add. */
+int  tb_joins_request(tb_joins_t *j, tb_cmd_t *c, int *slot);
+/* FE: view version v was published: the joiners waiting for one have it. */
+void tb_joins_published(tb_joins_t *j, uint64_t v);
+/* FE: answer the joiners whose parents have their version; give up on
+ * those past their deadline. */
+void tb_joins_replies(tb_joins_t *j);
+/* Joined children that never connected are failed; FE: joiners answered. */
+void tb_joins_timers(tb_joins_t *j, int64_t now);
+void tb_joins_next(const tb_joins_t *j, int64_t *next);
+/* Child i connected: if it joined, it gets the port table and the broadcast
+ * streams, and its joining is reported. */
+void tb_joins_child_up(tb_joins_t *j, size_t i);
+/* A child that said it leaves has gone: not a failure. */
+void tb_joins_left(tb_joins_t *j, size_t i);
+/* FE: reports of kinds TB_V_JOINED and TB_V_LEFT. */
+void tb_joins_fe_joined(tb_joins_t *j, tbon_rank_t r, tbon_rank_t parent);
+void tb_joins_fe_left(tb_joins_t *j, tbon_rank_t r, uint32_t inc);
+/* FE: joiners waiting for their answer. */
+size_t tb_joins_pending(const tb_joins_t *j);
+
+/* ---- notice.c: the fast failure notice, suspicions' datagrams ---- */
+/* notice.c calls suspect.c. */
 enum tb_notice_kind { TB_NOTICE_FAILED, TB_NOTICE_SUSPECT, TB_NOTICE_ALIVE, TB_NOTICE_VERDICT };
 enum tb_verdict { TB_VERDICT_SUSPECTED = 1, TB_VERDICT_FAILED, TB_VERDICT_CLEARED };
+/* A notice's size on the wire. */
+#define TB_NOTICE_SIZE 72
+tb_notice_t *tb_notice_new(tb_ft_ctx_t *cx, tb_suspect_t *sp);
+void tb_notice_destroy(tb_notice_t *nt);
+/* FE: open the notice socket on the UDP port of our TCP port (*lfd, *port:
+ * the listening socket, replaced by another if that UDP port is taken). 0,
+ * or TBON_EIO with a warning. */
+int  tb_notice_open(tb_notice_t *nt, int *lfd, uint16_t *port);
+/* Not at the FE: the port table arrived: where notices go. */
+void tb_notice_setup(tb_notice_t *nt);
 /* A notice of kind about r (inc: its incarnation) to the FE (not at the FE). */
-void tb_notice_send(tb_node_t *n, int kind, tbon_rank_t r, uint32_t inc);
+void tb_notice_send(tb_notice_t *nt, int kind, tbon_rank_t r, uint32_t inc);
+/* Tell the FE directly that r (incarnation inc) failed (seed 002 section 3,
+ * "high priority monitoring"). */
+void tb_notice_failed(tb_notice_t *nt, tbon_rank_t r, uint32_t inc);
 /* FE: answer a notice's sender (addr) with the verdict on r. */
-void tb_notice_verdict(tb_node_t *n, const void *addr, socklen_t alen, tbon_rank_t r,
+void tb_notice_verdict(tb_notice_t *nt, const void *addr, socklen_t alen, tbon_rank_t r,
                        uint32_t inc, int verdict);
+/* One datagram b[0..len) from src, as the socket hands it over. */
+void tb_notice_take(tb_notice_t *nt, const uint8_t *b, size_t len,
+                    const struct sockaddr_storage *src, socklen_t slen);
+/* Sign a notice into b[TB_NOTICE_SIZE] as rank `from` (incarnation
+ * from_inc) would, with sequence seq (tests). */
+void tb_notice_encode(uint8_t *b, const tb_session_t *s, int kind, int verdict,
+                      tbon_rank_t from, uint32_t from_inc, tbon_rank_t r, uint32_t inc,
+                      uint64_t seq);
+
+/* ---- suspect.c: suspicion ---- */
+tb_suspect_t *tb_suspect_new(tb_ft_ctx_t *cx);
+void tb_suspect_destroy(tb_suspect_t *sp);
+/* How long a suspicion stands before it is confirmed (ms). */
+int  tb_suspect_window_ms(const tb_suspect_t *sp);
 /* Our EDS found r silent (on) or speaking again (off): TB_CMD_SUSPECT. */
-void tb_suspect_cmd(tb_node_t *n, tbon_rank_t r, int on, int silent_ms);
+void tb_suspect_cmd(tb_suspect_t *sp, tbon_rank_t r, int on, int silent_ms);
 /* FE: observer from suspects r (on) or heard it again (off); addr: where to
  * send the verdict (NULL: the FE itself observed). */
-void tb_suspect_fe(tb_node_t *n, tbon_rank_t r, uint32_t inc, tbon_rank_t from, int on,
+void tb_suspect_fe(tb_suspect_t *sp, tbon_rank_t r, uint32_t inc, tbon_rank_t from, int on,
                    const void *addr, socklen_t alen);
 /* Not at the FE: the FE's verdict on r arrived. */
-void tb_suspect_verdict(tb_node_t *n, tbon_rank_t r, uint32_t inc, int verdict);
+void tb_suspect_verdict(tb_suspect_t *sp, tbon_rank_t r, uint32_t inc, int verdict);
 /* FE: confirm what has stood long enough; the next time to look. */
-void tb_suspect_timers(tb_node_t *n, int64_t now);
-void tb_suspect_next(const tb_node_t *n, int64_t *next);
+void tb_suspect_timers(tb_suspect_t *sp, int64_t now);
+void tb_suspect_next(const tb_suspect_t *sp, int64_t *next);
 /* r is dead (in the view): its suspicion ends with it. */
-void tb_suspect_forget(tb_node_t *n, tbon_rank_t r);
-void tb_suspect_free(tb_node_t *n);
-/* How long a suspicion stands before it is confirmed (ms). */
-int  tb_suspect_window_ms(const tb_node_t *n);
-/* FE: datagrams arrived on the notice socket. */
-void tb_view_on_notices(tb_node_t *n);
-/* FE: open the notice socket on our port (0, or TBON_EIO with a warning). */
-int  tb_view_open_notices(tb_node_t *n);
-/* FE: a back-end asks to join on c->fd. */
-void tb_view_join(tb_node_t *n, tb_cmd_t *c);
-/* A joined child connected (on_conn): it gets the port table and the
- * broadcast streams, and its joining is reported. */
-void tb_view_joined(tb_node_t *n, size_t i);
-/* A child that said it leaves has gone: not a failure. */
-void tb_view_left(tb_node_t *n, size_t i);
-/* Reports of kinds 4 (joined) and 5 (left), at the FE. */
-void tb_view_fe_joined(tb_node_t *n, tbon_rank_t r, tbon_rank_t parent);
-void tb_view_fe_left(tb_node_t *n, tbon_rank_t r, uint32_t inc);
-/* FE app: start consistency check id. */
-void tb_view_check(tb_node_t *n, uint64_t id);
-/* Answer the check under way if no child still owes its part. */
-void tb_view_check_progress(tb_node_t *n);
-void tb_view_free(tb_node_t *n);
-/* FE: change c goes into the next view version. */
-void tb_view_note_change(tb_node_t *n, const tb_vchange_t *c);
-/* join.c, for view.c: a view brought joined rank c (its slot here,
- * 1 if it is our child); the joiners whose parents now have their version
- * are answered; joiners that missed their deadline are given up. */
-int  tb_join_add(tb_node_t *n, const tb_vchange_t *c);
-void tb_join_replies(tb_node_t *n);
-void tb_join_timeouts(tb_node_t *n, int64_t now);
+void tb_suspect_forget(tb_suspect_t *sp, tbon_rank_t r);
+/* FE: the observers of r's suspicion (0: none). */
+size_t tb_suspect_observers(const tb_suspect_t *sp, tbon_rank_t r);
 
-/* attr.c: attribute replication (seed 002 section 4) */
+/* ---- attr.c: attribute replication ---- */
+tb_attr_t *tb_attr_new(tb_ft_ctx_t *cx);
+void tb_attr_destroy(tb_attr_t *at);
 /* A back-end writes key (value NULL: deletes it); the change goes up. */
-void tb_attr_set(tb_node_t *n, const char *key, const char *value);
-void tb_attr_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
+void tb_attr_set(tb_attr_t *at, const char *key, const char *value);
+void tb_attr_ctl(tb_attr_t *at, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
 /* Adopted: our map, and those of our subtree, go up again. */
-void tb_attr_resync(tb_node_t *n);
-void tb_attr_free(tb_node_t *n);
-
-/* The digest the consistency check compares (view.c): every rank's
- * liveness and, for the alive ones, parent, incarnation, role, host and
- * local id. Dead nodes' incarnations are left out: they may legitimately
- * differ (a report that reached only part of the tree before its sender
- * died). O(size). */
-uint64_t tb_view_digest(const tb_topology_t *t);
+void tb_attr_resync(tb_attr_t *at);
 
 #endif

@@ -21,51 +21,106 @@
  * taken for failed. */
 #define TB_JOIN_CONNECT_MS 10000
 
+/* A back-end that asked the FE to join: it is told its rank and parent once
+ * the parent has the view that adds it (it would be refused before). */
+struct tb_pjoin {
+    tbon_rank_t r, parent;
+    int fd;
+    uint64_t version;   /* the version that adds it (0: not yet made) */
+    int64_t due;        /* given up then (ms) */
+};
+
+/* Per child slot. */
+struct jchild {
+    int     joined;     /* it joined the running tree (not launched) */
+    int64_t due;        /* joined: it must have connected by then (ms; 0: has) */
+};
+
+struct tb_joins {
+    tb_ft_ctx_t *cx;
+    struct jchild *ch;        /* by slot, grown as the node's children are */
+    size_t     nch;
+    struct jchild oom;        /* where a slot goes that could not be made */
+    size_t     njoining;      /* slots waiting for a joined child (due set) */
+    /* FE */
+    struct tb_pjoin *pjoin;   /* back-ends told to wait for their parent */
+    size_t     npjoin;
+    tbon_rank_t *announced;   /* joined ranks whose TBON_EV_NODE_JOINED went out */
+    size_t     nannounced;
+};
+
+tb_joins_t *tb_joins_new(tb_ft_ctx_t *cx)
+{
+    tb_joins_t *j = calloc(1, sizeof *j);
+    if (j)
+        j->cx = cx;
+    return j;
+}
+
+void tb_joins_destroy(tb_joins_t *j)
+{
+    if (!j)
+        return;
+    for (size_t i = 0; i < j->npjoin; i++)
+        close(j->pjoin[i].fd);
+    free(j->pjoin);
+    free(j->announced);
+    free(j->ch);
+    free(j);
+}
+
+/* Slot i's state (the slots come from the node, which only adds them). */
+static struct jchild *jch(tb_joins_t *j, size_t i)
+{
+    struct jchild *c = tb_ft_slot(&j->ch, &j->nch, sizeof *j->ch, i);
+    if (!c) {
+        j->oom = (struct jchild){ 0 };
+        c = &j->oom;
+    }
+    return c;
+}
+
+size_t tb_joins_pending(const tb_joins_t *j)
+{
+    return j->npjoin;
+}
+
 /* ---- joins and leaves (seed 000 section 3.7; docs/protocol.md 9.6) ---- */
 
-/* Apply join c (a new node, or a restarted one) to our copies, and take it
- * as a child slot if its parent is us. 1 if applied, 0 if we have it, -1 if
- * it cannot be (not the next rank, out of memory). */
-int tb_join_add(tb_node_t *n, const tb_vchange_t *c)
+int tb_joins_add(tb_joins_t *j, const tb_vchange_t *c, int *slot)
 {
+    const tb_nft_t *nd = &j->cx->nd;
     tb_role_t role = c->kind == TB_V_JOIN_CN ? TB_ROLE_COMMNODE : TB_ROLE_BE;
-    int old = c->rank < tb_topology_size(n->topo) ? tb_node_child_index(n, c->rank) : -1;
-    if (old >= 0 && n->child[old].conn &&
-        tb_inc_gen(c->inc) > tb_inc_gen(tb_topology_incarnation(n->topo, c->rank)))
-        tb_node_drop_child(n, (size_t)old);     /* still connected to its old process */
-    int rc = tb_report_join(n->topo, role, c->rank, c->parent, c->host, c->lid, c->inc);
+    *slot = -1;
+    int old = c->rank < tb_topology_size(nd->topo) ? nd->ops->child_index(nd->n, c->rank) : -1;
+    if (old >= 0 && tb_ft_has_conn(j->cx, (size_t)old) &&
+        tb_inc_gen(c->inc) > tb_inc_gen(tb_topology_incarnation(nd->topo, c->rank)))
+        nd->ops->child_drop(nd->n, (size_t)old);    /* still connected to its old process */
+    int rc = tb_report_join(nd->topo, role, c->rank, c->parent, c->host, c->lid, c->inc);
     if (rc <= 0)
         return rc < 0 ? -1 : 0;
-    tbon_rank_t r = c->rank, p = tb_topology_parent(n->topo, r);
+    tbon_rank_t r = c->rank, p = tb_topology_parent(nd->topo, r);
     if (c->port)
-        tb_topology_set_port(n->topo, r, (uint16_t)c->port);
-    free(n->topo_frame);
-    n->topo_frame = NULL;
-    tb_eds_join(n->ftst->eds, c);
-    if (p == n->rank) {
-        /* A restarted child takes its old slot again. */
-        int i = tb_node_child_index(n, r);
-        if (i < 0)
-            i = tb_node_add_child(n, r, role == TB_ROLE_BE);
-        if (i >= 0) {
-            tb_child_t *ch = &n->child[i];
-            ch->state = CH_LAUNCHED;
-            ch->joined = 1;
-            ch->leaving = 0;
-            ch->suspect = 0;
-            ch->ev_lost = 0;    /* the old process's end: its link may relink */
-            ch->v_known = 0;
-            ch->v_sent = ch->v_acked = 0;
-            n->ftst->njoining += !ch->join_due;
-            ch->join_due = tb_now_ms() + TB_JOIN_CONNECT_MS;
-        }
+        tb_topology_set_port(nd->topo, r, (uint16_t)c->port);
+    nd->ops->topo_changed(nd->n);
+    tb_eds_join(j->cx->eds, c);
+    if (p != nd->rank)
+        return 1;
+    /* A restarted child takes its old slot again. */
+    int i = nd->ops->child_rejoin(nd->n, r, role == TB_ROLE_BE);
+    if (i >= 0) {
+        struct jchild *ch = jch(j, (size_t)i);
+        ch->joined = 1;
+        j->njoining += !ch->due;
+        ch->due = tb_now_ms() + TB_JOIN_CONNECT_MS;
+        *slot = i;
     }
     return 1;
 }
 
 /* The host a joining back-end is known by: its address as we see it, or,
  * on the loopback, the FE's own topology host. */
-static void peer_host(tb_node_t *n, int fd, char *out, size_t cap)
+static void peer_host(const tb_joins_t *j, int fd, char *out, size_t cap)
 {
     struct sockaddr_storage a;
     socklen_t len = sizeof a;
@@ -73,189 +128,217 @@ static void peer_host(tb_node_t *n, int fd, char *out, size_t cap)
         tb_sock_addr_string((struct sockaddr *)&a, out, cap) == 0 && strncmp(out, "127.", 4) != 0 &&
         strcmp(out, "::1") != 0)
         return;
-    snprintf(out, cap, "%s", tb_topology_host(n->topo, 0));
+    snprintf(out, cap, "%s", tb_topology_host(j->cx->nd.topo, 0));
 }
 
 /* Why the FE does not take rank r back as a restarted process of role, or
  * NULL if it does. */
-static const char *no_restart(const tb_node_t *n, tbon_rank_t r, tb_role_t role)
+static const char *no_restart(const tb_joins_t *j, tbon_rank_t r, tb_role_t role)
 {
-    const struct tb_ft_fe *fe = n->ftst->fe;
-    if (r == 0 || r >= tb_topology_size(n->topo))
+    const tb_topology_t *t = j->cx->nd.topo;
+    if (r == 0 || r >= tb_topology_size(t))
         return "no such rank";
-    if (tb_topology_role(n->topo, r) != role)
+    if (tb_topology_role(t, r) != role)
         return "it had another role";
-    if (tb_topology_alive(n->topo, r))
+    if (tb_topology_alive(t, r))
         return "it is alive (not known to have failed yet)";
-    if (tb_inc_gen(tb_topology_incarnation(n->topo, r)) + 1 >=
-        1u << (32 - TB_INC_GEN_SHIFT))
+    if (tb_inc_gen(tb_topology_incarnation(t, r)) + 1 >= 1u << (32 - TB_INC_GEN_SHIFT))
         return "restarted too often";
-    for (size_t i = 0; i < fe->npjoin; i++)
-        if (fe->pjoin[i].r == r)
+    for (size_t i = 0; i < j->npjoin; i++)
+        if (j->pjoin[i].r == r)
             return "it is coming back already";
     return NULL;
 }
 
-void tb_view_join(tb_node_t *n, tb_cmd_t *c)
+/* The change that adds the process asking on c: a new rank, or rank `back`
+ * restarted at its next generation. */
+static tb_vchange_t join_change(const tb_joins_t *j, const tb_cmd_t *c, tb_role_t role)
 {
-    struct tb_ft_fe *fe = n->ftst->fe;
-    tbon_rank_t back = c->u.join_conn.rank;     /* a restarted one, or TBON_RANK_NONE */
-    tb_role_t role = c->u.join_conn.role == TB_ROLE_COMMNODE ? TB_ROLE_COMMNODE : TB_ROLE_BE;
-    const char *why = !n->ftst->ft_ready ? "the tree is not up yet"
-                      : tb_node_ending(n) ? "shutting down"
-                      : back != TBON_RANK_NONE ? no_restart(n, back, role) : NULL;
-    if (why) {
-        if (back != TBON_RANK_NONE)
-            TB_INFO("join", "refused to take rank %u back: %s", back, why);
-        else
-            TB_INFO("join", "refused a %s: %s", tb_role_name(role), why);
-        return;                                 /* the fd closes with the command */
-    }
-    struct tb_pjoin *pj = realloc(fe->pjoin, (fe->npjoin + 1) * sizeof *pj);
-    if (!pj)
-        return;
-    fe->pjoin = pj;
+    const tb_topology_t *t = j->cx->nd.topo;
+    tbon_rank_t back = c->u.join_conn.rank;
     tb_vchange_t ch = { role == TB_ROLE_BE ? TB_V_JOIN : TB_V_JOIN_CN,
-                        (tbon_rank_t)tb_topology_size(n->topo), tb_join_parent(n->topo, role),
+                        (tbon_rank_t)tb_topology_size(t), tb_join_parent(t, role),
                         0, 0, "", role == TB_ROLE_BE ? 0 : c->u.join_conn.port };
     if (back != TBON_RANK_NONE) {
         /* A restarted process keeps its rank and name; its next generation
          * makes whatever its old one still says stale (reconfig.h). */
         ch.rank = back;
-        ch.inc = tb_inc_next_gen(tb_topology_incarnation(n->topo, back));
-        ch.lid = tb_topology_local_id(n->topo, back);
-        snprintf(ch.host, sizeof ch.host, "%s", tb_topology_host(n->topo, back));
+        ch.inc = tb_inc_next_gen(tb_topology_incarnation(t, back));
+        ch.lid = tb_topology_local_id(t, back);
+        snprintf(ch.host, sizeof ch.host, "%s", tb_topology_host(t, back));
     } else {
-        peer_host(n, c->u.join_conn.fd, ch.host, sizeof ch.host);
+        peer_host(j, c->u.join_conn.fd, ch.host, sizeof ch.host);
         ch.lid = ch.rank;
-        while (tb_topology_find(n->topo, ch.host, ch.lid) != TBON_RANK_NONE)
+        while (tb_topology_find(t, ch.host, ch.lid) != TBON_RANK_NONE)
             ch.lid++;
     }
-    if (tb_join_add(n, &ch) != 1) {
-        TB_WARN("join", "cannot add rank %u to the topology", ch.rank);
-        return;
+    return ch;
+}
+
+int tb_joins_request(tb_joins_t *j, tb_cmd_t *c, int *slot)
+{
+    tb_ft_ctx_t *cx = j->cx;
+    tbon_rank_t back = c->u.join_conn.rank;     /* a restarted one, or TBON_RANK_NONE */
+    tb_role_t role = c->u.join_conn.role == TB_ROLE_COMMNODE ? TB_ROLE_COMMNODE : TB_ROLE_BE;
+    const char *why = !cx->ready ? "the tree is not up yet"
+                      : tb_ft_ending(cx) ? "shutting down"
+                      : back != TBON_RANK_NONE ? no_restart(j, back, role) : NULL;
+    *slot = -1;
+    if (why) {
+        if (back != TBON_RANK_NONE)
+            TB_INFO("join", "refused to take rank %u back: %s", back, why);
+        else
+            TB_INFO("join", "refused a %s: %s", tb_role_name(role), why);
+        return 0;                               /* the fd closes with the command */
     }
-    tb_ft_up(n)->view_note_change(n, &ch);
-    tb_cover_joining(n, ch.rank);       /* expected in waves once it has joined */
-    fe->pjoin[fe->npjoin++] = (struct tb_pjoin){ ch.rank, ch.parent, c->u.join_conn.fd, 0,
+    struct tb_pjoin *pj = realloc(j->pjoin, (j->npjoin + 1) * sizeof *pj);
+    if (!pj)
+        return 0;
+    j->pjoin = pj;
+    tb_vchange_t ch = join_change(j, c, role);
+    if (tb_joins_add(j, &ch, slot) != 1) {
+        TB_WARN("join", "cannot add rank %u to the topology", ch.rank);
+        return 0;
+    }
+    cx->up->view_note_change(cx->up_arg, &ch);
+    cx->nd.ops->cover_joining(cx->nd.n, ch.rank);  /* expected in waves once it has joined */
+    j->pjoin[j->npjoin++] = (struct tb_pjoin){ ch.rank, ch.parent, c->u.join_conn.fd, 0,
                                                tb_now_ms() + TB_JOIN_CONNECT_MS };
     c->u.join_conn.fd = -1;
-    for (size_t i = 0; i < fe->nannounced; i++)     /* its next JOINED is news */
-        if (fe->announced[i] == ch.rank)
-            fe->announced[i] = fe->announced[--fe->nannounced];
+    for (size_t i = 0; i < j->nannounced; i++)      /* its next JOINED is news */
+        if (j->announced[i] == ch.rank)
+            j->announced[i] = j->announced[--j->nannounced];
     TB_INFO("join", "rank %u (%s) %s under %u (%s)", ch.rank, tb_role_name(role),
             ch.inc ? "comes back" : "joins", ch.parent, ch.host);
+    return 1;
 }
 
-/* Has parent p applied version v? Its subtree's ancestor among our children
- * says so (every process below it has). */
-static int applied_at(const tb_node_t *n, tbon_rank_t p, uint64_t v)
+void tb_joins_published(tb_joins_t *j, uint64_t v)
 {
-    if (p == 0)
-        return n->ftst->view >= v;
-    tbon_rank_t c = p;
-    while (c != TBON_RANK_NONE && tb_topology_parent(n->topo, c) != 0)
-        c = tb_topology_parent(n->topo, c);
-    int i = c == TBON_RANK_NONE ? -1 : tb_node_child_index(n, c);
-    return i >= 0 && tb_child_counted(&n->child[i]) && n->child[i].v_known && n->child[i].v_acked >= v;
+    for (size_t i = 0; i < j->npjoin; i++)
+        if (!j->pjoin[i].version)
+            j->pjoin[i].version = v;
 }
 
-void tb_join_replies(tb_node_t *n)
+/* Joiner x is told its rank and parent. */
+static void answer(const tb_joins_t *j, const struct tb_pjoin *x, int64_t now)
 {
-    struct tb_ft_fe *fe = n->ftst->fe;
-    if (!n->ftst->fe)
+    const tb_topology_t *t = j->cx->nd.topo;
+    tb_ctl_join_ack_t a = { x->r, x->parent, tb_topology_host(t, x->parent),
+                            tb_topology_port(t, x->parent), tb_topology_incarnation(t, x->r) };
+    tbon_packet_t *p = tb_ctl_join_ack_encode(&a);
+    size_t len = 0;
+    const uint8_t *pl = p ? tb_packet_payload(p, &len) : NULL;
+    tb_frame_hdr_t h = { .type = TB_FRAME_CONTROL, .tag = TB_CTL_JOIN_ACK, .source = 0 };
+    tbon_error_t err;
+    if (!pl || tb_sock_send_frame(x->fd, &h, pl, len, now + 1000, &err) != 0)
+        TB_WARN("join", "rank %u: its rank could not be sent", x->r);
+    tbon_packet_unref(p);
+}
+
+void tb_joins_replies(tb_joins_t *j)
+{
+    tb_ft_ctx_t *cx = j->cx;
+    if (!j->npjoin)
         return;
     int64_t now = tb_now_ms();
-    for (size_t i = 0; i < fe->npjoin;) {
-        struct tb_pjoin *j = &fe->pjoin[i];
-        int ready = j->version && applied_at(n, j->parent, j->version);
-        if (!ready && now < j->due) {
+    for (size_t i = 0; i < j->npjoin;) {
+        struct tb_pjoin *x = &j->pjoin[i];
+        int ready = x->version && cx->up->view_applied(cx->up_arg, x->parent, x->version);
+        if (!ready && now < x->due) {
             i++;
             continue;
         }
-        if (ready) {
-            tb_ctl_join_ack_t a = { j->r, j->parent, tb_topology_host(n->topo, j->parent),
-                                    tb_topology_port(n->topo, j->parent),
-                                    tb_topology_incarnation(n->topo, j->r) };
-            tbon_packet_t *p = tb_ctl_join_ack_encode(&a);
-            size_t len = 0;
-            const uint8_t *pl = p ? tb_packet_payload(p, &len) : NULL;
-            tb_frame_hdr_t h = { .type = TB_FRAME_CONTROL, .tag = TB_CTL_JOIN_ACK, .source = 0 };
-            tbon_error_t err;
-            if (!pl || tb_sock_send_frame(j->fd, &h, pl, len, now + 1000, &err) != 0)
-                TB_WARN("join", "rank %u: its rank could not be sent", j->r);
-            tbon_packet_unref(p);
-        } else {
-            TB_WARN("join", "rank %u: its parent %u did not take the view in time", j->r,
-                    j->parent);
-        }
-        close(j->fd);
-        *j = fe->pjoin[--fe->npjoin];
+        if (ready)
+            answer(j, x, now);
+        else
+            TB_WARN("join", "rank %u: its parent %u did not take the view in time", x->r,
+                    x->parent);
+        close(x->fd);
+        *x = j->pjoin[--j->npjoin];
     }
 }
 
-void tb_view_joined(tb_node_t *n, size_t i)
+void tb_joins_child_up(tb_joins_t *j, size_t i)
 {
-    tb_child_t *ch = &n->child[i];
-    n->ftst->njoining -= !!ch->join_due;
-    ch->join_due = 0;
-    tb_ft_up(n)->send_ports_to(n, ch->conn);
-    tb_stream_bcast_join(n, i);
-    TB_INFO("join", "rank %u joined", ch->rank);
-    if (n->role == TB_ROLE_FE)
-        tb_view_fe_joined(n, ch->rank, n->rank);
+    tb_ft_ctx_t *cx = j->cx;
+    if (i >= j->nch || !j->ch[i].joined)
+        return;
+    struct jchild *ch = &j->ch[i];
+    tbon_rank_t r = cx->nd.ops->child_rank(cx->nd.n, i);
+    j->njoining -= !!ch->due;
+    ch->due = 0;
+    cx->up->send_ports_to(cx->up_arg, i);
+    cx->nd.ops->bcast_join(cx->nd.n, i);
+    TB_INFO("join", "rank %u joined", r);
+    if (tb_ft_is_fe(cx))
+        tb_joins_fe_joined(j, r, cx->nd.rank);
     else
-        tb_ft_up(n)->report(n, TB_V_JOINED, ch->rank, n->rank, 0);
+        cx->up->report(cx->up_arg, TB_V_JOINED, r, cx->nd.rank, 0);
 }
 
-void tb_view_fe_joined(tb_node_t *n, tbon_rank_t r, tbon_rank_t parent)
+void tb_joins_fe_joined(tb_joins_t *j, tbon_rank_t r, tbon_rank_t parent)
 {
-    struct tb_ft_fe *fe = n->ftst->fe;
-    for (size_t i = 0; i < fe->nannounced; i++)
-        if (fe->announced[i] == r)
+    tb_ft_ctx_t *cx = j->cx;
+    for (size_t i = 0; i < j->nannounced; i++)
+        if (j->announced[i] == r)
             return;
-    tbon_rank_t *v = realloc(fe->announced, (fe->nannounced + 1) * sizeof *v);
+    tbon_rank_t *v = realloc(j->announced, (j->nannounced + 1) * sizeof *v);
     if (!v)
         return;
-    fe->announced = v;
-    v[fe->nannounced++] = r;
-    tb_ft_up(n)->view_note(n, TB_V_JOINED, r, parent, 0);
-    tb_node_emit(n, TBON_EV_NODE_JOINED, r, parent, tb_topology_incarnation(n->topo, r), 0);
+    j->announced = v;
+    v[j->nannounced++] = r;
+    cx->up->view_note(cx->up_arg, TB_V_JOINED, r, parent, 0);
+    tb_ft_emit(cx, TBON_EV_NODE_JOINED, r, parent, tb_topology_incarnation(cx->nd.topo, r), 0);
 }
 
-void tb_view_fe_left(tb_node_t *n, tbon_rank_t r, uint32_t inc)
+void tb_joins_fe_left(tb_joins_t *j, tbon_rank_t r, uint32_t inc)
 {
-    if (!tb_ft_up(n)->apply(n, TB_V_LEFT, r, TBON_RANK_NONE, inc))
+    if (!j->cx->up->apply(j->cx->up_arg, TB_V_LEFT, r, TBON_RANK_NONE, inc))
         return;
     TB_INFO("view", "rank %u left", r);
-    tb_node_emit(n, TBON_EV_NODE_LEFT, r, TBON_RANK_NONE, inc, 0);
+    tb_ft_emit(j->cx, TBON_EV_NODE_LEFT, r, TBON_RANK_NONE, inc, 0);
 }
 
-void tb_view_left(tb_node_t *n, size_t i)
+void tb_joins_left(tb_joins_t *j, size_t i)
 {
-    tbon_rank_t r = n->child[i].rank;
-    uint32_t inc = tb_topology_incarnation(n->topo, r);
-    if (n->role == TB_ROLE_FE) {
-        tb_view_fe_left(n, r, inc);
-    } else if (tb_ft_up(n)->apply(n, TB_V_LEFT, r, TBON_RANK_NONE, inc)) {
+    tb_ft_ctx_t *cx = j->cx;
+    tbon_rank_t r = cx->nd.ops->child_rank(cx->nd.n, i);
+    uint32_t inc = tb_topology_incarnation(cx->nd.topo, r);
+    if (tb_ft_is_fe(cx)) {
+        tb_joins_fe_left(j, r, inc);
+    } else if (cx->up->apply(cx->up_arg, TB_V_LEFT, r, TBON_RANK_NONE, inc)) {
         TB_INFO("view", "rank %u left", r);
-        tb_ft_up(n)->report(n, TB_V_LEFT, r, TBON_RANK_NONE, inc);
+        cx->up->report(cx->up_arg, TB_V_LEFT, r, TBON_RANK_NONE, inc);
     }
 }
 
-/* Joined children that never connected are taken for failed. */
-void tb_join_timeouts(tb_node_t *n, int64_t now)
+void tb_joins_timers(tb_joins_t *j, int64_t now)
 {
-    for (size_t i = 0; n->ftst->njoining && i < n->nchild; i++) {
-        tb_child_t *ch = &n->child[i];
-        if (!ch->joined || !ch->join_due || now < ch->join_due || ch->conn)
+    tb_ft_ctx_t *cx = j->cx;
+    /* Joined children that never connected are taken for failed. */
+    for (size_t i = 0; j->njoining && i < j->nch; i++) {
+        struct jchild *ch = &j->ch[i];
+        if (!ch->joined || !ch->due || now < ch->due || tb_ft_has_conn(cx, i))
             continue;
-        ch->join_due = 0;
-        n->ftst->njoining--;
-        ch->state = CH_GONE;
-        TB_WARN("join", "rank %u did not connect after joining: taken for failed", ch->rank);
-        tb_stream_child_gone(n, i);
-        tb_ft_up(n)->child_lost(n, i);
+        ch->due = 0;
+        j->njoining--;
+        TB_WARN("join", "rank %u did not connect after joining: taken for failed",
+                cx->nd.ops->child_rank(cx->nd.n, i));
+        cx->nd.ops->child_absent(cx->nd.n, i);
+        cx->up->child_lost(cx->up_arg, i);
     }
+    if (tb_ft_is_fe(cx) && cx->ready && !tb_ft_ending(cx))
+        tb_joins_replies(j);
 }
 
+void tb_joins_next(const tb_joins_t *j, int64_t *next)
+{
+    /* A joined child's slot: a new one, or a restarted child's old one. */
+    for (size_t i = 0; j->njoining && i < j->nch; i++)
+        if (j->ch[i].due && j->ch[i].due < *next)
+            *next = j->ch[i].due;
+    for (size_t i = 0; i < j->npjoin; i++)
+        if (j->pjoin[i].due < *next)
+            *next = j->pjoin[i].due;
+}

@@ -37,90 +37,124 @@ struct tb_susp {
     socklen_t alen[MAX_OBS];          /* 0: the FE's own */
 };
 
-int tb_suspect_window_ms(const tb_node_t *n)
+/* The suspicions (FE: one per rank, with its observers; empty elsewhere). */
+struct tb_suspect {
+    tb_ft_ctx_t *cx;
+    struct tb_susp *susp;
+    size_t nsusp;
+};
+
+tb_suspect_t *tb_suspect_new(tb_ft_ctx_t *cx)
 {
-    if (n->cfg.suspect_ms > 0)
-        return n->cfg.suspect_ms;
-    int w = n->cfg.heartbeat_ms / 2;
+    tb_suspect_t *sp = calloc(1, sizeof *sp);
+    if (sp)
+        sp->cx = cx;
+    return sp;
+}
+
+void tb_suspect_destroy(tb_suspect_t *sp)
+{
+    if (!sp)
+        return;
+    free(sp->susp);
+    free(sp);
+}
+
+int tb_suspect_window_ms(const tb_suspect_t *sp)
+{
+    const tb_nft_t *nd = &sp->cx->nd;
+    if (nd->suspect_ms > 0)
+        return nd->suspect_ms;
+    int w = nd->heartbeat_ms / 2;
     return w < 100 ? 100 : w;
 }
 
-void tb_suspect_cmd(tb_node_t *n, tbon_rank_t r, int on, int silent_ms)
+void tb_suspect_cmd(tb_suspect_t *sp, tbon_rank_t r, int on, int silent_ms)
 {
-    struct tb_ft *ft = n->ftst;
-    int i = tb_node_child_index(n, r);
-    if (i >= 0 && n->child[i].conn && n->child[i].suspect != on) {
-        n->child[i].suspect = on;
-        if (on) {
+    tb_ft_ctx_t *cx = sp->cx;
+    const tb_nft_t *nd = &cx->nd;
+    int i = nd->ops->child_index(nd->n, r);
+    if (i >= 0 && nd->ops->child_suspect(nd->n, (size_t)i, on)) {
+        if (on)
             TB_WARN("ft", "rank %u sent nothing for %d ms: suspected; the waves go on "
                     "without it", r, silent_ms);
-            tb_stream_child_suspect(n, (size_t)i);
-        } else {
+        else
             TB_INFO("ft", "rank %u is heard again: no longer suspected", r);
-        }
     }
-    if (!ft->ft_ready || tb_node_ending(n) || r >= tb_topology_size(n->topo) ||
-        !tb_topology_alive(n->topo, r))
+    if (!cx->ready || tb_ft_ending(cx) || r >= tb_topology_size(nd->topo) ||
+        !tb_topology_alive(nd->topo, r))
         return;
-    uint32_t inc = tb_topology_incarnation(n->topo, r);
-    if (n->role == TB_ROLE_FE)
-        tb_suspect_fe(n, r, inc, 0, on, NULL, 0);
+    uint32_t inc = tb_topology_incarnation(nd->topo, r);
+    if (tb_ft_is_fe(cx))
+        tb_suspect_fe(sp, r, inc, 0, on, NULL, 0);
     else        /* sent again on every beat while it lasts: a datagram may be lost */
-        tb_ft_up(n)->notice_send(n, on ? TB_NOTICE_SUSPECT : TB_NOTICE_ALIVE, r, inc);
+        cx->up->notice_send(cx->up_arg, on ? TB_NOTICE_SUSPECT : TB_NOTICE_ALIVE, r, inc);
 }
 
-static struct tb_susp *find(const struct tb_ft_fe *fe, tbon_rank_t r)
+static struct tb_susp *find(const tb_suspect_t *sp, tbon_rank_t r)
 {
-    for (size_t i = 0; i < fe->nsusp; i++)
-        if (fe->susp[i].r == r)
-            return &fe->susp[i];
+    for (size_t i = 0; i < sp->nsusp; i++)
+        if (sp->susp[i].r == r)
+            return &sp->susp[i];
     return NULL;
 }
 
-static void drop(struct tb_ft_fe *fe, struct tb_susp *s)
+static void drop(tb_suspect_t *sp, struct tb_susp *s)
 {
-    *s = fe->susp[--fe->nsusp];
+    *s = sp->susp[--sp->nsusp];
 }
 
-void tb_suspect_fe(tb_node_t *n, tbon_rank_t r, uint32_t inc, tbon_rank_t from, int on,
+static void verdict(tb_suspect_t *sp, const void *addr, socklen_t alen, tbon_rank_t r,
+                    uint32_t inc, int v)
+{
+    sp->cx->up->notice_verdict(sp->cx->up_arg, addr, alen, r, inc, v);
+}
+
+/* A new suspicion of r (incarnation inc), first reported by from. */
+static struct tb_susp *suspect_new(tb_suspect_t *sp, tbon_rank_t r, uint32_t inc,
+                                   tbon_rank_t from)
+{
+    struct tb_susp *v = realloc(sp->susp, (sp->nsusp + 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    sp->susp = v;
+    struct tb_susp *s = &sp->susp[sp->nsusp++];
+    memset(s, 0, sizeof *s);
+    s->r = r;
+    s->inc = inc;
+    s->since = tb_now_ms();
+    TB_WARN("ft", "rank %u suspected by rank %u: it has been silent past its heartbeat "
+            "timeout", r, from);
+    tb_ft_emit(sp->cx, TBON_EV_NODE_SUSPECT, r, from, inc, 0);
+    return s;
+}
+
+void tb_suspect_fe(tb_suspect_t *sp, tbon_rank_t r, uint32_t inc, tbon_rank_t from, int on,
                    const void *addr, socklen_t alen)
 {
-    struct tb_ft_fe *fe = n->ftst->fe;
-    if (!fe || r == 0 || r >= tb_topology_size(n->topo))
+    const tb_topology_t *t = sp->cx->nd.topo;
+    if (!tb_ft_is_fe(sp->cx) || r == 0 || r >= tb_topology_size(t))
         return;
-    if (!tb_topology_alive(n->topo, r)) {         /* confirmed already */
+    if (!tb_topology_alive(t, r)) {         /* confirmed already */
         if (on)
-            tb_ft_up(n)->notice_verdict(n, addr, alen, r, tb_topology_incarnation(n->topo, r),
-                              TB_VERDICT_FAILED);
+            verdict(sp, addr, alen, r, tb_topology_incarnation(t, r), TB_VERDICT_FAILED);
         return;
     }
-    if (tb_inc_gen(inc) != tb_inc_gen(tb_topology_incarnation(n->topo, r)))
+    if (tb_inc_gen(inc) != tb_inc_gen(tb_topology_incarnation(t, r)))
         return;                 /* about an older (or unknown) process of r */
-    struct tb_susp *s = find(fe, r);
+    struct tb_susp *s = find(sp, r);
     if (!on) {
         /* Refuted: the suspect spoke to one of its observers. */
         if (s) {
-            drop(fe, s);
+            drop(sp, s);
             TB_INFO("ft", "rank %u is heard again (by rank %u): no longer suspected", r, from);
-            tb_node_emit(n, TBON_EV_NODE_ALIVE, r, from, inc, 0);
+            tb_ft_emit(sp->cx, TBON_EV_NODE_ALIVE, r, from, inc, 0);
         }
-        tb_ft_up(n)->notice_verdict(n, addr, alen, r, inc, TB_VERDICT_CLEARED);
+        verdict(sp, addr, alen, r, inc, TB_VERDICT_CLEARED);
         return;
     }
-    if (!s) {
-        struct tb_susp *v = realloc(fe->susp, (fe->nsusp + 1) * sizeof *v);
-        if (!v)
-            return;
-        fe->susp = v;
-        s = &fe->susp[fe->nsusp++];
-        memset(s, 0, sizeof *s);
-        s->r = r;
-        s->inc = inc;
-        s->since = tb_now_ms();
-        TB_WARN("ft", "rank %u suspected by rank %u: it has been silent past its heartbeat "
-                "timeout", r, from);
-        tb_node_emit(n, TBON_EV_NODE_SUSPECT, r, from, inc, 0);
-    }
+    if (!s && !(s = suspect_new(sp, r, inc, from)))
+        return;
     size_t k = 0;
     while (k < s->nobs && s->obs[k] != from)
         k++;
@@ -130,90 +164,83 @@ void tb_suspect_fe(tb_node_t *n, tbon_rank_t r, uint32_t inc, tbon_rank_t from, 
         memcpy(&s->addr[k], addr, alen);
         s->alen[k] = alen;
     }
-    tb_ft_up(n)->notice_verdict(n, addr, alen, r, inc, TB_VERDICT_SUSPECTED);
+    verdict(sp, addr, alen, r, inc, TB_VERDICT_SUSPECTED);
 }
 
 /* How many observers confirm r: two where a second can see it (a parent and
  * a live child), else one. */
-static size_t needed(const tb_node_t *n, tbon_rank_t r)
+static size_t needed(const tb_suspect_t *sp, tbon_rank_t r)
 {
+    const tb_topology_t *t = sp->cx->nd.topo;
     size_t nk = 0;
-    const tbon_rank_t *kids = tb_topology_children(n->topo, r, &nk);
+    const tbon_rank_t *kids = tb_topology_children(t, r, &nk);
     for (size_t i = 0; i < nk; i++)
-        if (tb_topology_alive(n->topo, kids[i]))
+        if (tb_topology_alive(t, kids[i]))
             return 2;
     return 1;
 }
 
-void tb_suspect_timers(tb_node_t *n, int64_t now)
+void tb_suspect_timers(tb_suspect_t *sp, int64_t now)
 {
-    struct tb_ft_fe *fe = n->ftst->fe;
-    if (!fe || tb_node_ending(n))
+    if (!tb_ft_is_fe(sp->cx) || tb_ft_ending(sp->cx))
         return;
-    int64_t w = tb_suspect_window_ms(n);
-    for (size_t i = 0; i < fe->nsusp;) {
-        struct tb_susp s = fe->susp[i];
+    int64_t w = tb_suspect_window_ms(sp);
+    for (size_t i = 0; i < sp->nsusp;) {
+        struct tb_susp s = sp->susp[i];
         int64_t age = now - s.since;
-        if (!((s.nobs >= needed(n, s.r) && age >= w) || age >= 3 * w)) {
+        if (!((s.nobs >= needed(sp, s.r) && age >= w) || age >= 3 * w)) {
             i++;
             continue;
         }
-        drop(fe, &fe->susp[i]);
+        drop(sp, &sp->susp[i]);
         for (size_t k = 0; k < s.nobs; k++)
             if (s.alen[k])
-                tb_ft_up(n)->notice_verdict(n, &s.addr[k], s.alen[k], s.r, s.inc, TB_VERDICT_FAILED);
+                verdict(sp, &s.addr[k], s.alen[k], s.r, s.inc, TB_VERDICT_FAILED);
         char how[160];
         snprintf(how, sizeof how, "suspected by %zu observer%s (first rank %u) and not heard "
                  "from for %lld ms since", s.nobs, s.nobs == 1 ? "" : "s", s.obs[0],
                  (long long)age);
         TB_WARN("ft", "rank %u: %s: taken for failed", s.r, how);
-        tb_ft_up(n)->failed(n, s.r, s.inc, how);
+        sp->cx->up->failed(sp->cx->up_arg, s.r, s.inc, how);
     }
 }
 
-void tb_suspect_next(const tb_node_t *n, int64_t *next)
+void tb_suspect_next(const tb_suspect_t *sp, int64_t *next)
 {
-    const struct tb_ft_fe *fe = n->ftst->fe;
-    if (!fe)
-        return;
-    int64_t w = tb_suspect_window_ms(n);
-    for (size_t i = 0; i < fe->nsusp; i++) {
-        int64_t due = fe->susp[i].since + (fe->susp[i].nobs >= needed(n, fe->susp[i].r) ? w
-                                                                                        : 3 * w);
+    int64_t w = tb_suspect_window_ms(sp);
+    for (size_t i = 0; i < sp->nsusp; i++) {
+        const struct tb_susp *s = &sp->susp[i];
+        int64_t due = s->since + (s->nobs >= needed(sp, s->r) ? w : 3 * w);
         if (due < *next)
             *next = due;
     }
 }
 
-void tb_suspect_forget(tb_node_t *n, tbon_rank_t r)
+void tb_suspect_forget(tb_suspect_t *sp, tbon_rank_t r)
 {
-    struct tb_ft_fe *fe = n->ftst->fe;
-    struct tb_susp *s = fe ? find(fe, r) : NULL;
+    struct tb_susp *s = find(sp, r);
     if (s)
-        drop(fe, s);
+        drop(sp, s);
 }
 
-void tb_suspect_verdict(tb_node_t *n, tbon_rank_t r, uint32_t inc, int verdict)
+size_t tb_suspect_observers(const tb_suspect_t *sp, tbon_rank_t r)
 {
-    if (verdict != TB_VERDICT_FAILED || r >= tb_topology_size(n->topo) ||
-        tb_inc_gen(inc) != tb_inc_gen(tb_topology_incarnation(n->topo, r)))
+    const struct tb_susp *s = find(sp, r);
+    return s ? s->nobs : 0;
+}
+
+void tb_suspect_verdict(tb_suspect_t *sp, tbon_rank_t r, uint32_t inc, int verdict)
+{
+    tb_ft_ctx_t *cx = sp->cx;
+    const tb_nft_t *nd = &cx->nd;
+    if (verdict != TB_VERDICT_FAILED || r >= tb_topology_size(nd->topo) ||
+        tb_inc_gen(inc) != tb_inc_gen(tb_topology_incarnation(nd->topo, r)))
         return;
     /* The FE has failed our parent: it is fenced, and its view may never
      * reach us through it (it is stopped, say). Leave it for an adopter. */
-    if (n->parent && n->parent->rank == r && !tb_node_ending(n)) {
+    if ((nd->ops->parent_flags(nd->n) & TB_NFT_CONN) && nd->ops->parent_rank(nd->n) == r &&
+        !tb_ft_ending(cx)) {
         TB_WARN("ft", "the front-end confirmed that the parent (rank %u) failed: leaving it", r);
-        tb_node_parent_lost(n, "the front-end confirmed the parent failed");
+        nd->ops->parent_lost(nd->n, "the front-end confirmed the parent failed");
     }
-}
-
-void tb_suspect_free(tb_node_t *n)
-{
-    struct tb_ft_fe *fe = n->ftst ? n->ftst->fe : NULL;
-    if (!fe)
-        return;
-    free(fe->susp);
-    fe->susp = NULL;
-    fe->nsusp = 0;
-    free(fe->notice_seq);
-    fe->notice_seq = NULL;
 }

@@ -78,99 +78,186 @@ struct tb_orphan {
     int64_t since;      /* ms */
 };
 
-void tb_view_init(tb_node_t *n)
+/* Per child slot. */
+struct vchild {
+    int      known;     /* it told us its view version (an adopted child has
+                           not yet: until then nothing is sent to it) */
+    uint64_t sent;      /* the last view version sent to it */
+    uint64_t acked;     /* the version its whole subtree has applied */
+    uint64_t chk;       /* the consistency check it owes us an answer to */
+};
+
+struct tb_view {
+    tb_ft_ctx_t *cx;
+    tb_joins_t *jn;
+    uint64_t   view;          /* the view version applied here */
+    uint64_t   sub;           /* the version this whole subtree has applied */
+    uint64_t   up[2];         /* what went up last: applied, subtree (FE: the
+                                 last version announced stable, in [1]) */
+    tb_ring_t  hist;          /* recent deltas (struct tb_vhist), oldest first */
+    struct vchild *ch;        /* by slot, grown as the node's children are */
+    size_t     nch;
+    struct vchild oom;        /* where a slot goes that could not be made */
+    /* the consistency check under way here, and its answers so far: ranks,
+     * and whether they agree */
+    uint64_t   chk_id;
+    tbon_rank_t *chk_rank;
+    uint8_t   *chk_ok;
+    size_t     nchk, capchk;
+    /* FE: the membership root */
+    tb_vchange_t *vpend;      /* changes for the next version */
+    size_t     nvpend, capvpend;
+    int64_t    vpend_since;   /* when the first of them came (ms; 0: none) */
+    int        vheld;         /* they wait because some node has no parent */
+    struct tb_orphan *orph;   /* alive nodes without a parent, and since when */
+    size_t     norph;
+    int        orph_dirty;    /* the orphans must be counted again */
+};
+
+/* Slot i's state (the slots come from the node, which only adds them). */
+static struct vchild *vch(tb_view_t *v, size_t i)
 {
-    struct tb_ft *ft = n->ftst;
-    ft->view = 1;        /* the tree as it started: the same copy everywhere */
-    ft->view_sub = 1;
-    ft->view_up[0] = ft->view_up[1] = 1;
-    for (size_t i = 0; i < n->nchild; i++) {
-        n->child[i].v_known = 1;
-        n->child[i].v_sent = n->child[i].v_acked = 1;
+    struct vchild *c = tb_ft_slot(&v->ch, &v->nch, sizeof *v->ch, i);
+    if (!c) {
+        v->oom = (struct vchild){ 0 };
+        c = &v->oom;
     }
-    tb_ring_init(&ft->vhist, sizeof(struct tb_vhist));
+    return c;
+}
+
+tb_view_t *tb_view_new(tb_ft_ctx_t *cx, tb_joins_t *jn)
+{
+    tb_view_t *v = calloc(1, sizeof *v);
+    if (!v)
+        return NULL;
+    v->cx = cx;
+    v->jn = jn;
+    v->view = 1;        /* the tree as it started: the same copy everywhere */
+    v->sub = 1;
+    v->up[0] = v->up[1] = 1;
+    tb_ring_init(&v->hist, sizeof(struct tb_vhist));
+    for (size_t i = 0, k = tb_ft_nchild(cx); i < k; i++)
+        tb_view_child_known(v, i);
+    return v;
+}
+
+void tb_view_destroy(tb_view_t *v)
+{
+    if (!v)
+        return;
+    while (v->hist.len) {
+        tbon_packet_unref(((struct tb_vhist *)tb_ring_at(&v->hist, 0))->p);
+        tb_ring_drop(&v->hist);
+    }
+    tb_ring_free(&v->hist);
+    free(v->ch);
+    free(v->chk_rank);
+    free(v->chk_ok);
+    free(v->vpend);
+    free(v->orph);
+    free(v);
+}
+
+uint64_t tb_view_version(const tb_view_t *v)
+{
+    return v->view;
+}
+
+uint64_t tb_view_subtree(const tb_view_t *v)
+{
+    return v->sub;
+}
+
+void tb_view_child_known(tb_view_t *v, size_t i)
+{
+    struct vchild *c = vch(v, i);
+    c->known = 1;
+    c->sent = c->acked = v->view;
+}
+
+void tb_view_child_reset(tb_view_t *v, size_t i)
+{
+    struct vchild *c = vch(v, i);
+    c->known = 0;
+    c->sent = c->acked = 0;
 }
 
 /* ---- acknowledgements ---- */
 
 /* The highest version every process of our subtree has applied: ours, or
  * less while a child's subtree lags (0 while an adopted child has not said). */
-static uint64_t subtree(const tb_node_t *n)
+static uint64_t subtree(tb_view_t *v)
 {
-    uint64_t v = n->ftst->view;
-    for (size_t i = 0; i < n->nchild; i++) {
-        const tb_child_t *ch = &n->child[i];
-        if (!tb_child_counted(ch))
+    uint64_t s = v->view;
+    for (size_t i = 0, k = tb_ft_nchild(v->cx); i < k; i++) {
+        if (!tb_ft_counted(v->cx, i))
             continue;
-        if (!ch->v_known)
+        const struct vchild *c = vch(v, i);
+        if (!c->known)
             return 0;
-        if (ch->v_acked < v)
-            v = ch->v_acked;
+        if (c->acked < s)
+            s = c->acked;
     }
-    return v;
+    return s;
 }
 
-static void emit_stable(tb_node_t *n)
+static void emit_stable(tb_view_t *v)
 {
-    struct tb_ft *ft = n->ftst;
-    struct tb_ft_fe *fe = ft->fe;
-    if (ft->view_sub != ft->view || ft->view <= ft->view_up[1] || fe->norph || fe->nvpend ||
-        fe->orph_dirty || tb_node_ending(n))
+    if (v->sub != v->view || v->view <= v->up[1] || v->norph || v->nvpend || v->orph_dirty ||
+        tb_ft_ending(v->cx))
         return;
-    ft->view_up[1] = ft->view;
-    TB_DEBUG("view", "view %llu is stable", (unsigned long long)ft->view);
-    tb_node_emit(n, TBON_EV_VIEW_STABLE, 0, TBON_RANK_NONE, 0, ft->view);
+    v->up[1] = v->view;
+    TB_DEBUG("view", "view %llu is stable", (unsigned long long)v->view);
+    tb_ft_emit(v->cx, TBON_EV_VIEW_STABLE, 0, TBON_RANK_NONE, 0, v->view);
 }
 
-static void send_ack(tb_node_t *n, int want)
+static void send_ack(tb_view_t *v, int want)
 {
-    struct tb_ft *ft = n->ftst;
-    ft->view_up[0] = ft->view;
-    ft->view_up[1] = ft->view_sub;
-    tb_node_send_ctl(n, n->parent, TB_CTL_VIEW_ACK,
-                     tb_ctl_view_ack_encode(&(tb_ctl_view_ack_t){ ft->view, ft->view_sub, want }));
+    v->up[0] = v->view;
+    v->up[1] = v->sub;
+    tb_ft_send(v->cx, TB_NFT_PARENT, TB_CTL_VIEW_ACK,
+               tb_ctl_view_ack_encode(&(tb_ctl_view_ack_t){ v->view, v->sub, want }));
 }
 
 /* Recompute our subtree's version; tell the parent if it moved (FE: is the
  * view stable now? may joiners be answered?). */
-static void ack_up(tb_node_t *n)
+static void ack_up(tb_view_t *v)
 {
-    struct tb_ft *ft = n->ftst;
-    ft->view_sub = subtree(n);
-    if (n->role == TB_ROLE_FE) {
-        emit_stable(n);
-        tb_join_replies(n);
+    const tb_nft_t *nd = &v->cx->nd;
+    v->sub = subtree(v);
+    if (tb_ft_is_fe(v->cx)) {
+        emit_stable(v);
+        tb_joins_replies(v->jn);
         return;
     }
-    if (n->parent && !n->parent->closed &&
-        (ft->view != ft->view_up[0] || ft->view_sub > ft->view_up[1]))
-        send_ack(n, 0);
+    if ((nd->ops->parent_flags(nd->n) & TB_NFT_OPEN) &&
+        (v->view != v->up[0] || v->sub > v->up[1]))
+        send_ack(v, 0);
 }
 
 /* ---- sending versions down ---- */
 
-static tbon_packet_t *hist_find(const tb_node_t *n, uint64_t v)
+static tbon_packet_t *hist_find(const tb_view_t *v, uint64_t ver)
 {
-    for (size_t i = n->ftst->vhist.len; i-- > 0;) {
-        const struct tb_vhist *h = tb_ring_at(&n->ftst->vhist, i);
-        if (h->v == v)
+    for (size_t i = v->hist.len; i-- > 0;) {
+        const struct tb_vhist *h = tb_ring_at(&v->hist, i);
+        if (h->v == ver)
             return h->p;
-        if (h->v < v)
+        if (h->v < ver)
             break;
     }
     return NULL;
 }
 
-static void hist_push(tb_node_t *n, uint64_t v, tbon_packet_t *p)
+static void hist_push(tb_view_t *v, uint64_t ver, tbon_packet_t *p)
 {
-    struct tb_ft *ft = n->ftst;
-    if (ft->vhist.len == TB_VIEW_HISTORY) {
-        tbon_packet_unref(((struct tb_vhist *)tb_ring_at(&ft->vhist, 0))->p);
-        tb_ring_drop(&ft->vhist);
+    if (v->hist.len == TB_VIEW_HISTORY) {
+        tbon_packet_unref(((struct tb_vhist *)tb_ring_at(&v->hist, 0))->p);
+        tb_ring_drop(&v->hist);
     }
-    struct tb_vhist *h = tb_ring_push(&ft->vhist);
+    struct tb_vhist *h = tb_ring_push(&v->hist);
     if (h) {
-        h->v = v;
+        h->v = ver;
         h->p = tbon_packet_ref(p);
     }
 }
@@ -183,301 +270,308 @@ static tbon_packet_t *view_packet(uint64_t v, uint64_t prev, const tb_vchange_t 
 /* A whole view (prev 0) for a child that lags beyond our history: every
  * fact of our copy as a report. Applying reports is idempotent and order
  * does not matter (reconfig.h), so the child ends up with what we have. */
-static tbon_packet_t *whole_view(const tb_node_t *n)
+static tbon_packet_t *whole_view(const tb_view_t *v)
 {
-    size_t size = tb_topology_size(n->topo), k = 0;
+    const tb_topology_t *t = v->cx->nd.topo;
+    size_t size = tb_topology_size(t), k = 0;
     tb_vchange_t *ch = malloc(2 * (size ? size : 1) * sizeof *ch);    /* at most 2 per rank */
     if (!ch)
         return NULL;
     /* Every rank as a join first (the receiver adds those it does not have,
      * in rank order, under their parent now, or the FE's), then the facts. */
     for (tbon_rank_t r = 1; r < size; r++) {
-        tbon_rank_t p = tb_topology_parent(n->topo, r);
+        tbon_rank_t p = tb_topology_parent(t, r);
         tb_vchange_t *c = &ch[k++];
-        int cn = tb_topology_role(n->topo, r) == TB_ROLE_COMMNODE;
+        int cn = tb_topology_role(t, r) == TB_ROLE_COMMNODE;
         /* The incarnation's generation brings back a rank restarted since. */
-        uint32_t inc = tb_topology_incarnation(n->topo, r);
+        uint32_t inc = tb_topology_incarnation(t, r);
         *c = (tb_vchange_t){ cn ? TB_V_JOIN_CN : TB_V_JOIN, r, p == TBON_RANK_NONE ? 0 : p,
                              inc & ~((1u << TB_INC_GEN_SHIFT) - 1),
-                             tb_topology_local_id(n->topo, r), "",
-                             cn ? tb_topology_port(n->topo, r) : 0 };
-        snprintf(c->host, sizeof c->host, "%s", tb_topology_host(n->topo, r));
+                             tb_topology_local_id(t, r), "",
+                             cn ? tb_topology_port(t, r) : 0 };
+        snprintf(c->host, sizeof c->host, "%s", tb_topology_host(t, r));
     }
     for (tbon_rank_t r = 1; r < size; r++) {
-        uint32_t inc = tb_topology_incarnation(n->topo, r);
-        if (!tb_topology_alive(n->topo, r))
+        uint32_t inc = tb_topology_incarnation(t, r);
+        if (!tb_topology_alive(t, r))
             ch[k++] = (tb_vchange_t){ TB_V_FAILED, r, TBON_RANK_NONE, inc, 0, "", 0 };
-        else if (inc > 0 && tb_topology_parent(n->topo, r) != TBON_RANK_NONE)
-            ch[k++] = (tb_vchange_t){ TB_V_ADOPTED, r, tb_topology_parent(n->topo, r), inc, 0, "",
+        else if (inc > 0 && tb_topology_parent(t, r) != TBON_RANK_NONE)
+            ch[k++] = (tb_vchange_t){ TB_V_ADOPTED, r, tb_topology_parent(t, r), inc, 0, "",
                                       0 };
     }
-    tbon_packet_t *p = view_packet(n->ftst->view, 0, ch, k);
+    tbon_packet_t *p = view_packet(v->view, 0, ch, k);
     free(ch);
     return p;
 }
 
 /* Bring child i up to our version, from where it is. */
-static void catch_up(tb_node_t *n, size_t i)
+static void catch_up(tb_view_t *v, size_t i)
 {
-    struct tb_ft *ft = n->ftst;
-    tb_child_t *ch = &n->child[i];
-    while (tb_child_counted(ch) && ch->v_known && ch->v_sent < ft->view) {
-        tbon_packet_t *p = hist_find(n, ch->v_sent + 1);
+    struct vchild *c = vch(v, i);
+    while (tb_ft_counted(v->cx, i) && c->known && c->sent < v->view) {
+        tbon_packet_t *p = hist_find(v, c->sent + 1);
         if (!p) {
             TB_INFO("view", "rank %u is at view %llu, beyond what we keep: it gets view %llu "
-                    "whole", ch->rank, (unsigned long long)ch->v_sent,
-                    (unsigned long long)ft->view);
-            tb_node_send_ctl(n, ch->conn, TB_CTL_VIEW, whole_view(n));
-            ch->v_sent = ft->view;
+                    "whole", v->cx->nd.ops->child_rank(v->cx->nd.n, i),
+                    (unsigned long long)c->sent, (unsigned long long)v->view);
+            tb_ft_send(v->cx, (int)i, TB_CTL_VIEW, whole_view(v));
+            c->sent = v->view;
             break;
         }
-        tb_node_send_ctl(n, ch->conn, TB_CTL_VIEW, tbon_packet_ref(p));
-        ch->v_sent++;
+        tb_ft_send(v->cx, (int)i, TB_CTL_VIEW, tbon_packet_ref(p));
+        c->sent++;
     }
 }
 
-/* Version v (packet p) is ours now: keep it, pass it on. */
-static void pass_down(tb_node_t *n, uint64_t v, tbon_packet_t *p)
+/* Version ver (packet p) is ours now: keep it, pass it on. */
+static void pass_down(tb_view_t *v, uint64_t ver, tbon_packet_t *p)
 {
-    hist_push(n, v, p);
-    for (size_t i = 0; i < n->nchild; i++)
-        catch_up(n, i);
+    hist_push(v, ver, p);
+    for (size_t i = 0, k = tb_ft_nchild(v->cx); i < k; i++)
+        catch_up(v, i);
 }
 
 /* ---- the FE: making versions ---- */
 
-void tb_view_note(tb_node_t *n, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
+void tb_view_note(tb_view_t *v, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc)
 {
     tb_vchange_t c = { kind, r, p, inc, 0, "", 0 };
-    tb_view_note_change(n, &c);
+    tb_view_note_change(v, &c);
 }
 
-void tb_view_note_change(tb_node_t *n, const tb_vchange_t *c)
+void tb_view_note_change(tb_view_t *v, const tb_vchange_t *c)
 {
-    struct tb_ft_fe *fe = n->ftst->fe;
-    if (n->role != TB_ROLE_FE)
+    if (!tb_ft_is_fe(v->cx))
         return;
-    fe->orph_dirty = 1;
-    if (TB_ARRAY_ROOM(fe->vpend, fe->nvpend, fe->capvpend, 16))
+    v->orph_dirty = 1;
+    if (TB_ARRAY_ROOM(v->vpend, v->nvpend, v->capvpend, 16))
         return;
-    fe->vpend[fe->nvpend++] = *c;
-    if (!fe->vpend_since)
-        fe->vpend_since = tb_now_ms();
+    v->vpend[v->nvpend++] = *c;
+    if (!v->vpend_since)
+        v->vpend_since = tb_now_ms();
 }
 
-static void publish(tb_node_t *n)
+static void publish(tb_view_t *v)
 {
-    struct tb_ft *ft = n->ftst;
-    struct tb_ft_fe *fe = ft->fe;
-    tbon_packet_t *p = view_packet(ft->view + 1, ft->view, fe->vpend, fe->nvpend);
+    const tb_node_cbs_t *cbs = v->cx->nd.cbs;
+    tbon_packet_t *p = view_packet(v->view + 1, v->view, v->vpend, v->nvpend);
     if (!p)
         return;         /* out of memory: tried again after the next turn */
-    ft->view++;
-    TB_DEBUG("view", "view %llu: %zu changes", (unsigned long long)ft->view, fe->nvpend);
-    if (n->cbs.view)
-        n->cbs.view(n->cbs.arg, ft->view, fe->vpend, fe->nvpend);
-    fe->nvpend = 0;
-    fe->vpend_since = 0;
-    fe->vheld = 0;
-    pass_down(n, ft->view, p);
+    v->view++;
+    TB_DEBUG("view", "view %llu: %zu changes", (unsigned long long)v->view, v->nvpend);
+    if (cbs->view)
+        cbs->view(cbs->arg, v->view, v->vpend, v->nvpend);
+    v->nvpend = 0;
+    v->vpend_since = 0;
+    v->vheld = 0;
+    pass_down(v, v->view, p);
     tbon_packet_unref(p);
-    for (size_t i = 0; i < fe->npjoin; i++)
-        if (!fe->pjoin[i].version)
-            fe->pjoin[i].version = ft->view;
-    tb_join_replies(n);
+    tb_joins_published(v->jn, v->view);
+    tb_joins_replies(v->jn);
 }
 
 /* The FE's alive nodes without a parent (orphans, and nodes whose claimed
  * adopter closes a cycle), in rank order, each with when it was first seen
  * so. */
-static void count_orphans(tb_node_t *n, int64_t now)
+static void count_orphans(tb_view_t *v, int64_t now)
 {
-    struct tb_ft_fe *fe = n->ftst->fe;
-    size_t size = tb_topology_size(n->topo), k = 0, j = 0, cap = 0;
-    struct tb_orphan *v = NULL;
+    const tb_topology_t *t = v->cx->nd.topo;
+    size_t size = tb_topology_size(t), k = 0, j = 0, cap = 0;
+    struct tb_orphan *o = NULL;
     for (tbon_rank_t r = 1; r < size; r++) {
-        if (!tb_topology_alive(n->topo, r) || tb_topology_parent(n->topo, r) != TBON_RANK_NONE)
+        if (!tb_topology_alive(t, r) || tb_topology_parent(t, r) != TBON_RANK_NONE)
             continue;
-        while (j < fe->norph && fe->orph[j].r < r)
+        while (j < v->norph && v->orph[j].r < r)
             j++;
         if (k == cap) {
             cap = cap ? 2 * cap : 16;
-            struct tb_orphan *nv = realloc(v, cap * sizeof *nv);
-            if (!nv) {
-                free(v);
+            struct tb_orphan *no = realloc(o, cap * sizeof *no);
+            if (!no) {
+                free(o);
                 return;             /* still dirty: counted again next turn */
             }
-            v = nv;
+            o = no;
         }
-        v[k++] = (struct tb_orphan){ r, j < fe->norph && fe->orph[j].r == r ? fe->orph[j].since : now };
+        o[k++] = (struct tb_orphan){ r, j < v->norph && v->orph[j].r == r ? v->orph[j].since : now };
     }
-    free(fe->orph);
-    fe->orph = v;
-    fe->norph = k;
-    fe->orph_dirty = 0;
+    free(v->orph);
+    v->orph = o;
+    v->norph = k;
+    v->orph_dirty = 0;
 }
 
-void tb_view_flush(tb_node_t *n)
+void tb_view_flush(tb_view_t *v)
 {
-    struct tb_ft_fe *fe = n->ftst->fe;
-    if (n->role != TB_ROLE_FE)
+    if (!tb_ft_is_fe(v->cx))
         return;
     /* Stability depends on the orphans and on what is pending: look again
      * only when those changed (acknowledgements call ack_up themselves). */
-    int changed = fe->orph_dirty;
-    if (fe->orph_dirty)
-        count_orphans(n, tb_now_ms());
+    int changed = v->orph_dirty;
+    if (v->orph_dirty)
+        count_orphans(v, tb_now_ms());
     /* At once when nothing is in flight and every node has a parent, or
      * when the last orphan has just been adopted; else batched. Nodes left
      * out of the start-up wait for the tree to be up (docs/protocol.md
      * 7.1): every process has connected then, and the view reaches all. */
-    if (fe->nvpend && tb_node_life(n) != TB_LIFE_STARTING) {
-        int now = !fe->norph && (n->ftst->view_sub == n->ftst->view || fe->vheld);
-        if (now || tb_now_ms() - fe->vpend_since >= (fe->norph ? TB_VIEW_HOLD_MS : TB_VIEW_BATCH_MS)) {
-            publish(n);
+    if (v->nvpend && tb_ft_life(v->cx) != TB_NFT_STARTING) {
+        int now = !v->norph && (v->sub == v->view || v->vheld);
+        if (now || tb_now_ms() - v->vpend_since >= (v->norph ? TB_VIEW_HOLD_MS : TB_VIEW_BATCH_MS)) {
+            publish(v);
             changed = 1;
-        } else if (fe->norph) {
-            fe->vheld = 1;
+        } else if (v->norph) {
+            v->vheld = 1;
         }
     }
     if (changed)
-        ack_up(n);
+        ack_up(v);
 }
 
-static int64_t orphan_ms(const tb_node_t *n)
+static int64_t orphan_ms(const tb_view_t *v)
 {
-    int hb = n->cfg.heartbeat_ms;
+    int hb = v->cx->nd.heartbeat_ms;
     if (hb <= 0)
         return TB_VIEW_ORPHAN_NOHB_MS;
     return hb > TB_VIEW_ORPHAN_MIN_MS ? hb : TB_VIEW_ORPHAN_MIN_MS;
 }
 
-void tb_view_timers(tb_node_t *n, int64_t now)
+void tb_view_timers(tb_view_t *v, int64_t now)
 {
-    struct tb_ft_fe *fe = n->ftst->fe;
-    tb_join_timeouts(n, now);
-    if (n->role != TB_ROLE_FE || !n->ftst->ft_ready || tb_node_ending(n))
+    tb_ft_ctx_t *cx = v->cx;
+    if (!tb_ft_is_fe(cx) || !cx->ready || tb_ft_ending(cx))
         return;
-    if (fe->npjoin)
-        tb_join_replies(n);
-    int64_t limit = orphan_ms(n);
-    for (size_t j = 0; j < fe->norph; j++) {
-        struct tb_orphan o = fe->orph[j];
+    int64_t limit = orphan_ms(v);
+    for (size_t j = 0; j < v->norph; j++) {
+        struct tb_orphan o = v->orph[j];
         if (now - o.since < limit)
             continue;
         /* Seed 000 section 3.5: a node that does not acknowledge is taken
          * for failed. Its adoption never came: fenced like a silent node. */
         TB_WARN("view", "rank %u has had no parent for %lld ms: taken for failed", o.r,
                 (long long)(now - o.since));
-        tb_ft_up(n)->failed(n, o.r, tb_topology_incarnation(n->topo, o.r), "never adopted");
+        cx->up->failed(cx->up_arg, o.r, tb_topology_incarnation(cx->nd.topo, o.r),
+                       "never adopted");
     }
 }
 
-void tb_view_next(const tb_node_t *n, int64_t *next)
+void tb_view_next(const tb_view_t *v, int64_t *next)
 {
-    const struct tb_ft *ft = n->ftst;
-    const struct tb_ft_fe *fe = ft->fe;
-    /* A joined child's slot: a new one, or a restarted child's old one. */
-    for (size_t i = 0; ft->njoining && i < n->nchild; i++)
-        if (n->child[i].join_due && n->child[i].join_due < *next)
-            *next = n->child[i].join_due;
-    if (!n->ftst->fe)
+    if (!tb_ft_is_fe(v->cx) || !v->cx->ready || tb_ft_ending(v->cx))
         return;
-    for (size_t i = 0; i < fe->npjoin; i++)
-        if (fe->pjoin[i].due < *next)
-            *next = fe->pjoin[i].due;
-    if (!ft->ft_ready || tb_node_ending(n))
-        return;
-    if (fe->vpend_since) {
-        int64_t due = fe->vpend_since + (fe->norph ? TB_VIEW_HOLD_MS : TB_VIEW_BATCH_MS);
+    if (v->vpend_since) {
+        int64_t due = v->vpend_since + (v->norph ? TB_VIEW_HOLD_MS : TB_VIEW_BATCH_MS);
         if (due < *next)
             *next = due;
     }
-    int64_t limit = orphan_ms(n);
-    for (size_t j = 0; j < fe->norph; j++)
-        if (fe->orph[j].since + limit < *next)
-            *next = fe->orph[j].since + limit;
+    int64_t limit = orphan_ms(v);
+    for (size_t j = 0; j < v->norph; j++)
+        if (v->orph[j].since + limit < *next)
+            *next = v->orph[j].since + limit;
 }
 
 /* ---- versions arriving (every node but the FE) ---- */
 
-static void on_view(tb_node_t *n, const tb_ctl_view_t *m, tbon_packet_t *p)
+/* Change c of version ver, applied here; 0 if it is malformed. */
+static int apply_change(tb_view_t *v, uint64_t ver, const tb_vchange_t *c)
 {
-    struct tb_ft *ft = n->ftst;
+    tb_ft_ctx_t *cx = v->cx;
+    size_t size = tb_topology_size(cx->nd.topo);
+    if (c->kind == TB_V_JOIN || c->kind == TB_V_JOIN_CN) {
+        /* Joins come in rank order; the ones we have are skipped. */
+        int slot;
+        if (tb_joins_add(v->jn, c, &slot) < 0)
+            TB_WARN("view", "view %llu: the join of rank %u cannot be applied",
+                    (unsigned long long)ver, c->rank);
+        if (slot >= 0)
+            tb_view_child_reset(v, (size_t)slot);
+    } else if (c->rank >= size || c->rank == 0 ||
+               (c->kind == TB_V_ADOPTED && c->parent >= size)) {
+        TB_WARN("view", "view %llu: a malformed change ignored", (unsigned long long)ver);
+        return 0;
+    } else if (c->kind != TB_V_JOINED) {
+        cx->up->apply(cx->up_arg, c->kind, c->rank, c->parent, c->inc);
+    }
+    return 1;
+}
+
+static void on_view(tb_view_t *v, const tb_ctl_view_t *m, tbon_packet_t *p)
+{
+    tb_ft_ctx_t *cx = v->cx;
     /* The decoder checked the shape (kinds, ports, hosts, prev < v); the
      * ranks need the topology. */
-    uint64_t v = m->version, prev = m->prev;
-    if (v <= ft->view)
+    uint64_t ver = m->version, prev = m->prev;
+    if (ver <= v->view)
         return;                         /* had it (sent again after an adoption) */
-    if (prev > ft->view) {
+    if (prev > v->view) {
         /* A gap: ask for everything after what we have. */
         TB_INFO("view", "view %llu follows %llu but we have %llu: asking again",
-                (unsigned long long)v, (unsigned long long)prev, (unsigned long long)ft->view);
-        send_ack(n, 1);
+                (unsigned long long)ver, (unsigned long long)prev, (unsigned long long)v->view);
+        send_ack(v, 1);
         return;
     }
     tb_vchange_t *ch = malloc((m->n ? m->n : 1) * sizeof *ch);
     size_t k = 0;
-    for (size_t i = 0; i < m->n; i++) {
-        const tb_vchange_t *c = &m->ch[i];
-        if (c->kind == TB_V_JOIN || c->kind == TB_V_JOIN_CN) {
-            /* Joins come in rank order; the ones we have are skipped. */
-            if (tb_join_add(n, c) < 0)
-                TB_WARN("view", "view %llu: the join of rank %u cannot be applied",
-                        (unsigned long long)v, c->rank);
-        } else if (c->rank >= tb_topology_size(n->topo) || c->rank == 0 ||
-                   (c->kind == TB_V_ADOPTED && c->parent >= tb_topology_size(n->topo))) {
-            TB_WARN("view", "view %llu: a malformed change ignored", (unsigned long long)v);
-            continue;
-        } else if (c->kind != TB_V_JOINED) {
-            tb_ft_up(n)->apply(n, c->kind, c->rank, c->parent, c->inc);
-        }
-        if (ch)
-            ch[k++] = *c;
-    }
-    ft->view = v;
+    for (size_t i = 0; i < m->n; i++)
+        if (apply_change(v, ver, &m->ch[i]) && ch)
+            ch[k++] = m->ch[i];
+    v->view = ver;
     if (ch)
-        tb_ft_up(n)->confirm(n, ch, k);
-    if (n->cbs.view && ch)
-        n->cbs.view(n->cbs.arg, v, ch, k);
+        cx->up->confirm(cx->up_arg, ch, k);
+    if (cx->nd.cbs->view && ch)
+        cx->nd.cbs->view(cx->nd.cbs->arg, ver, ch, k);
     free(ch);
-    pass_down(n, v, p);
-    ack_up(n);
+    pass_down(v, ver, p);
+    ack_up(v);
 }
 
-static void on_ack(tb_node_t *n, size_t i, const tb_ctl_view_ack_t *m)
+static void on_ack(tb_view_t *v, size_t i, const tb_ctl_view_ack_t *m)
 {
-    tb_child_t *ch = &n->child[i];
-    ch->v_acked = m->sub;
-    if (!ch->v_known || m->want) {
-        ch->v_known = 1;
-        ch->v_sent = m->applied;
-        catch_up(n, i);
+    struct vchild *c = vch(v, i);
+    c->acked = m->sub;
+    if (!c->known || m->want) {
+        c->known = 1;
+        c->sent = m->applied;
+        catch_up(v, i);
     }
-    ack_up(n);
+    ack_up(v);
 }
 
-void tb_view_child_gone(tb_node_t *n, size_t i)
+static void check_progress(tb_view_t *v);
+
+void tb_view_child_gone(tb_view_t *v, size_t i)
 {
-    tb_child_t *ch = &n->child[i];
-    if (ch->chk && ch->chk == n->ftst->chk_id) {
-        ch->chk = 0;
-        tb_view_check_progress(n);
+    struct vchild *c = vch(v, i);
+    if (c->chk && c->chk == v->chk_id) {
+        c->chk = 0;
+        check_progress(v);
     }
-    ack_up(n);
+    ack_up(v);
 }
 
-void tb_view_adopted(tb_node_t *n)
+void tb_view_adopted(tb_view_t *v)
 {
-    struct tb_ft *ft = n->ftst;
-    if (n->cfg.joined && ft->view == 1 && !ft->ft_ready) {
+    if (v->cx->nd.joined && v->view == 1 && !v->cx->ready) {
         /* A back-end that joined the running tree has the topology of its
          * parent but no view version yet: version 0 asks for a whole one. */
-        ft->view = 0;
+        v->view = 0;
     }
     /* The new parent does not know where we are: say it, and ask. */
-    ft->view_sub = subtree(n);
-    send_ack(n, 1);
+    v->sub = subtree(v);
+    send_ack(v, 1);
+}
+
+int tb_view_applied(const tb_view_t *v, tbon_rank_t p, uint64_t ver)
+{
+    /* Its subtree's ancestor among our children says so (every process
+     * below it has). */
+    const tb_nft_t *nd = &v->cx->nd;
+    if (p == nd->rank)
+        return v->view >= ver;
+    tbon_rank_t c = p;
+    while (c != TBON_RANK_NONE && tb_topology_parent(nd->topo, c) != nd->rank)
+        c = tb_topology_parent(nd->topo, c);
+    int i = c == TBON_RANK_NONE ? -1 : nd->ops->child_index(nd->n, c);
+    return i >= 0 && (size_t)i < v->nch && tb_ft_counted(v->cx, (size_t)i) &&
+           v->ch[i].known && v->ch[i].acked >= ver;
 }
 
 /* ---- the consistency check ---- */
@@ -502,143 +596,122 @@ uint64_t tb_view_digest(const tb_topology_t *t)
     return h;
 }
 
-static void chk_add(tb_node_t *n, tbon_rank_t r, int ok)
+static void chk_add(tb_view_t *v, tbon_rank_t r, int ok)
 {
-    struct tb_ft *ft = n->ftst;
-    if (ft->nchk == ft->capchk) {
-        size_t nc = ft->capchk ? 2 * ft->capchk : 64;
-        tbon_rank_t *v = realloc(ft->chk_rank, nc * sizeof *v);
-        if (v)
-            ft->chk_rank = v;
-        uint8_t *o = realloc(ft->chk_ok, nc);
+    if (v->nchk == v->capchk) {
+        size_t nc = v->capchk ? 2 * v->capchk : 64;
+        tbon_rank_t *rv = realloc(v->chk_rank, nc * sizeof *rv);
+        if (rv)
+            v->chk_rank = rv;
+        uint8_t *o = realloc(v->chk_ok, nc);
         if (o)
-            ft->chk_ok = o;
-        if (!v || !o)
+            v->chk_ok = o;
+        if (!rv || !o)
             return;
-        ft->capchk = nc;
+        v->capchk = nc;
     }
-    ft->chk_rank[ft->nchk] = r;
-    ft->chk_ok[ft->nchk++] = (uint8_t)ok;
+    v->chk_rank[v->nchk] = r;
+    v->chk_ok[v->nchk++] = (uint8_t)ok;
 }
 
-/* Our answer is complete when no child owes one. */
-void tb_view_check_progress(tb_node_t *n)
+/* Our answer (who agrees, who does not) goes up, or to the FE's app. */
+static void check_answer(tb_view_t *v)
 {
-    struct tb_ft *ft = n->ftst;
-    if (!ft->chk_id)
-        return;
-    for (size_t i = 0; i < n->nchild; i++)
-        if (n->child[i].chk == ft->chk_id && tb_child_counted(&n->child[i]))
-            return;
+    const tb_node_cbs_t *cbs = v->cx->nd.cbs;
     size_t na = 0, nb = 0;
-    for (size_t i = 0; i < ft->nchk; i++)
-        na += ft->chk_ok[i];
-    nb = ft->nchk - na;
+    for (size_t i = 0; i < v->nchk; i++)
+        na += v->chk_ok[i];
+    nb = v->nchk - na;
     tbon_rank_t *a = malloc((na ? na : 1) * sizeof *a), *b = malloc((nb ? nb : 1) * sizeof *b);
     if (a && b) {
         na = nb = 0;
-        for (size_t i = 0; i < ft->nchk; i++) {
-            if (ft->chk_ok[i])
-                a[na++] = ft->chk_rank[i];
+        for (size_t i = 0; i < v->nchk; i++) {
+            if (v->chk_ok[i])
+                a[na++] = v->chk_rank[i];
             else
-                b[nb++] = ft->chk_rank[i];
+                b[nb++] = v->chk_rank[i];
         }
-        if (n->role == TB_ROLE_FE) {
-            if (n->cbs.checked)
-                n->cbs.checked(n->cbs.arg, ft->chk_id, a, na, b, nb);
+        if (tb_ft_is_fe(v->cx)) {
+            if (cbs->checked)
+                cbs->checked(cbs->arg, v->chk_id, a, na, b, nb);
         } else {
-            tb_node_send_ctl(n, n->parent, TB_CTL_CHECKED,
-                             tb_ctl_checked_encode(&(tb_ctl_checked_t){ ft->chk_id, a, b, na,
-                                                                        nb }));
+            tb_ft_send(v->cx, TB_NFT_PARENT, TB_CTL_CHECKED,
+                       tb_ctl_checked_encode(&(tb_ctl_checked_t){ v->chk_id, a, b, na, nb }));
         }
     }
     free(a);
     free(b);
-    ft->chk_id = 0;
-    ft->nchk = 0;
 }
 
-static void check_start(tb_node_t *n, uint64_t id, uint64_t version, uint64_t digest)
+/* Our answer is complete when no child owes one. */
+static void check_progress(tb_view_t *v)
 {
-    struct tb_ft *ft = n->ftst;
-    ft->chk_id = id;
-    ft->nchk = 0;
-    chk_add(n, n->rank, ft->view == version && tb_view_digest(n->topo) == digest);
+    if (!v->chk_id)
+        return;
+    for (size_t i = 0; i < v->nch; i++)
+        if (v->ch[i].chk == v->chk_id && tb_ft_counted(v->cx, i))
+            return;
+    check_answer(v);
+    v->chk_id = 0;
+    v->nchk = 0;
+}
+
+static void check_start(tb_view_t *v, uint64_t id, uint64_t version, uint64_t digest)
+{
+    const tb_nft_t *nd = &v->cx->nd;
+    v->chk_id = id;
+    v->nchk = 0;
+    chk_add(v, nd->rank, v->view == version && tb_view_digest(nd->topo) == digest);
     tbon_packet_t *p = tb_ctl_check_encode(&(tb_ctl_check_t){ id, version, digest });
-    for (size_t i = 0; p && i < n->nchild; i++) {
-        tb_child_t *ch = &n->child[i];
-        ch->chk = 0;
-        if (!tb_child_counted(ch))
+    for (size_t i = 0, k = tb_ft_nchild(v->cx); p && i < k; i++) {
+        struct vchild *c = vch(v, i);
+        c->chk = 0;
+        if (!tb_ft_counted(v->cx, i))
             continue;
-        ch->chk = id;
-        tb_node_send_ctl(n, ch->conn, TB_CTL_CHECK, tbon_packet_ref(p));
+        c->chk = id;
+        tb_ft_send(v->cx, (int)i, TB_CTL_CHECK, tbon_packet_ref(p));
     }
     tbon_packet_unref(p);
-    tb_view_check_progress(n);
+    check_progress(v);
 }
 
-void tb_view_check(tb_node_t *n, uint64_t id)
+void tb_view_check(tb_view_t *v, uint64_t id)
 {
-    check_start(n, id, n->ftst->view, tb_view_digest(n->topo));
+    check_start(v, id, v->view, tb_view_digest(v->cx->nd.topo));
 }
 
-static void on_checked(tb_node_t *n, size_t i, const tb_ctl_checked_t *m)
+static void on_checked(tb_view_t *v, size_t i, const tb_ctl_checked_t *m)
 {
-    if (m->id == n->ftst->chk_id && n->child[i].chk == m->id) {
+    struct vchild *c = vch(v, i);
+    if (m->id == v->chk_id && c->chk == m->id) {
         for (size_t j = 0; j < m->nagree; j++)
-            chk_add(n, m->agree[j], 1);
+            chk_add(v, m->agree[j], 1);
         for (size_t j = 0; j < m->nbad; j++)
-            chk_add(n, m->bad[j], 0);
-        n->child[i].chk = 0;
-        tb_view_check_progress(n);
+            chk_add(v, m->bad[j], 0);
+        c->chk = 0;
+        check_progress(v);
     }
 }
 
 /* ---- dispatch ---- */
 
-void tb_view_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p)
+void tb_view_ctl(tb_view_t *v, int child, const tb_ctl_msg_t *m, tbon_packet_t *p)
 {
     switch (m->op) {
     case TB_CTL_VIEW:
-        on_view(n, &m->u.view, p);
+        on_view(v, &m->u.view, p);
         break;
     case TB_CTL_VIEW_ACK:
-        on_ack(n, (size_t)child, &m->u.view_ack);
+        on_ack(v, (size_t)child, &m->u.view_ack);
         break;
     case TB_CTL_CHECK:
         /* A newer check replaces an older one. */
-        check_start(n, m->u.check.id, m->u.check.version, m->u.check.digest);
+        check_start(v, m->u.check.id, m->u.check.version, m->u.check.digest);
         break;
     case TB_CTL_CHECKED:
-        on_checked(n, (size_t)child, &m->u.checked);
+        on_checked(v, (size_t)child, &m->u.checked);
         break;
     default:
         break;
     }
-}
-
-void tb_view_free(tb_node_t *n)
-{
-    struct tb_ft *ft = n->ftst;
-    struct tb_ft_fe *fe = ft->fe;
-    if (n->ftst->fe) {
-        for (size_t i = 0; i < fe->npjoin; i++)
-            close(fe->pjoin[i].fd);
-        free(fe->pjoin);
-        free(fe->announced);
-        free(fe->vpend);
-        free(fe->orph);
-    }
-    while (ft->vhist.len) {
-        tbon_packet_unref(((struct tb_vhist *)tb_ring_at(&ft->vhist, 0))->p);
-        tb_ring_drop(&ft->vhist);
-    }
-    tb_ring_free(&ft->vhist);
-    free(ft->chk_rank);
-    free(ft->chk_ok);
-    free(ft->nt_from);
-    ft->nt_from = NULL;
-    if (ft->nfd >= 0)
-        close(ft->nfd);
-    ft->nfd = -1;
 }

@@ -80,8 +80,7 @@ void tb_node_on_conn(tb_node_t *n, tb_cmd_t *cmd)
         ch->count = 1;
         tb_node_check_ready(n);
     }
-    if (ch->joined)
-        tb_node_ft_child(n, TB_FT_EV_CHILD_JOINED, (size_t)i);
+    tb_node_ft_child(n, TB_FT_EV_CHILD_UP, (size_t)i);     /* ft answers a joined one */
 }
 
 /* A node message (TB_CTL_OWN_NODE) from the parent: m decoded from p. */

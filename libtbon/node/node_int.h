@@ -13,6 +13,7 @@
 #include "net/conn.h"
 #include "filter/filter.h"
 #include "node/node.h"
+#include "node/node_ft.h"
 #include "util/ranks.h"
 
 /* Back-pressure marks (bytes queued on one connection, or for the app). */
@@ -36,15 +37,12 @@ typedef struct tb_child {
     size_t      qbytes;       /* bytes it has queued in all streams' waves */
     size_t      qbytes_open;  /* of them, in units it has not finished (they do not
                                  count against it: node.c, pressure()) */
-    /* membership (ft/view.c) */
-    int         v_known;      /* it told us its view version (an adopted child
-                                 has not yet: until then nothing is sent to it) */
-    uint64_t    v_sent;       /* the last view version sent to it */
-    uint64_t    v_acked;      /* the version its whole subtree has applied */
-    uint64_t    chk;          /* the consistency check it owes us an answer to */
-    int         joined;       /* it joined the running tree (not launched) */
-    int64_t     join_due;     /* joined: it must have connected by then (ms; 0: has) */
-    int         leaving;      /* it said it leaves: its end is no failure */
+    /* The fault-tolerance layer's own per-child state (its view
+     * versions, consistency checks, joins) is ft's, by slot index
+     * (node_ft.h); the node keeps the one flag it acts on itself: */
+    int         leaving;      /* it said it leaves (TB_CTL_LEAVE, a node message):
+                                 its end is no failure, and its link is not
+                                 relinked (node_link.c) */
     /* start-up (node_start.c) */
     int64_t     launched_at;  /* when we launched it (ms; 0: not launched by us) */
     int64_t     due;          /* it should have connected by then (ms; 0: no
@@ -187,8 +185,8 @@ enum tb_life {
 /* What only the front-end's node holds (n->fe; NULL in every other node):
  * its Slurm steps (node_start.c) and its attach file. What the front-end's
  * fault tolerance holds (the membership root's pending changes and orphans,
- * the joins it answers) is ft's (ft/ft_int.h, struct tb_ft_fe). Owned by
- * the reactor thread. */
+ * the joins it answers, its suspicions) is ft's, in its parts' objects
+ * (ft/ft_int.h). Owned by the reactor thread. */
 typedef struct tb_fe_state {
     /* under Slurm (slurm.h): the next depth to start and each depth's srun */
     uint32_t   slurm_next, slurm_depth;
@@ -233,9 +231,10 @@ struct tb_node {
     int        settle_due;    /* FE: look for lost waves after this dispatch
                                  (tb_stream_settle); the reactor's */
     const struct tb_ft_ops *ft; /* the fault-tolerance layer (cfg.ft) */
-    /* Fault tolerance's own state (ft/ft_int.h: recovery, views, notices,
-     * joins, attributes, the EDS), opaque here: the node asks for what it
-     * needs through n->ft (tb_ft_ops_t). Set by ft's start in tb_node_new,
+    /* Fault tolerance's own state (ft/ops.c's struct tb_ft, which owns the
+     * objects of ft/ft_int.h: recovery, views, joins, notices, suspicions,
+     * attributes, the EDS), opaque here (node_ft.h: tb_nft_state): the
+     * node asks for what it needs through n->ft (tb_ft_ops_t). Set by ft's start in tb_node_new,
      * before any other thread sees the node, and freed by ft's free in
      * tb_node_destroy, after they are done with it; NULL before start. */
     struct tb_ft *ftst;
@@ -296,17 +295,7 @@ struct tb_node {
     /* The plug-in filter call running now, if any (node_ffault.c), for the
      * EDS thread, which takes the node for failed when it runs past its
      * limit (ft/eds.c, watch_filter). Under fw.mu. */
-    struct tb_fwatch {
-        pthread_mutex_t mu;
-        int64_t  since;       /* ms (tb_now_ms); 0: no plug-in call running */
-        int      limit;       /* ms; 0: none */
-        int      filter;
-        uint32_t stream;
-        uint64_t key;         /* the wave's (0: none) */
-        uint32_t src[16];     /* the first distinct sources of its input */
-        size_t   nsrc, nin;
-        const char *name, *path;  /* the filter's (the registry outlives the EDS) */
-    } fw;
+    struct tb_fwatch fw;
     atomic_int fw_armed;      /* a plug-in is loaded: the EDS watches fw */
     struct tb_fecall *fecall; /* FE: the worker of plug-in calls (node_fecall.c) */
     int        fecall_left;   /* FE: a call was left to its thread: the filters
@@ -420,108 +409,6 @@ int  tb_node_parent_relinking(const tb_node_t *n);
 void tb_node_too_big(uint32_t stream, tbon_packet_t *p, tbon_rank_t to);
 /* A peer lost for good (node_peers.c): n->lost, called by node_link.c. */
 void tb_node_peer_lost(tb_node_t *n, tb_conn_t *c, const char *why);
-
-/* The fault-tolerance layer (libtbon/ft/: recovery, membership views,
- * failure notices, joins, attributes, the EDS) sits above the node: the
- * node reaches it only through this table, which whoever creates a node
- * passes in tb_node_config_t.ft (ft/ft.h: tb_ft_ops), and holds its state
- * only as the opaque n->ftst.
- *
- * The node does not call ft's functions one by one: it tells ft what
- * happened (event: a child gone, lost, left or joined; the parent lost; the
- * tree up; a command ft owns; ...), hands it every control message ft owns
- * (ctl: ft dispatches by the owner codec/ctl.c gives the op), and runs its
- * hooks in the loop. What the node must know of ft's state it learns from
- * an event's result (PARENT_LOST, ORPHAN_UP: is the node an orphan?) or
- * from ready(); it keeps no copy of ft's flags.
- *
- * Threads: every entry is for the thread that drives the node (node_int.h,
- * "Threads"), except arm (any thread). Before ft's start (a node whose
- * creation failed early is destroyed through them) only stop, free, event,
- * flush, ready, arm and reaped may be called: they then do nothing (or
- * answer 0). */
-typedef enum tb_ft_ev_kind {
-    TB_FT_EV_CMD,           /* u.cmd: a command ft owns (ADOPT_CONN, ADOPTED,
-                               ADOPT_FAILED, CHECK, ATTR, JOIN_CONN); ft may
-                               take its fd (setting it to -1) */
-    TB_FT_EV_TREE_UP,       /* the whole subtree is up (READY): the port
-                               table goes down, orphans may be adopted */
-    TB_FT_EV_JOINED,        /* this node joined the running tree (cfg.joined)
-                               and is set up: it asks its parent for the view */
-    TB_FT_EV_FILTER_LOADED, /* a plug-in filter is loaded: the EDS watches
-                               the node's plug-in calls (n->fw) */
-    TB_FT_EV_FAULT_TAKEN,   /* u.rank: the child whose hung filter's report
-                               we took (TB_CMD_FILTER_FAULT): it may end */
-    TB_FT_EV_LAUNCHED,      /* u.launched: we started pid for rank (a child,
-                               or a Slurm step's pseudo-rank): the EDS watches it */
-    TB_FT_EV_PARENT_EVENTS, /* u.fd: the event connection to the parent, taken
-                               over by the EDS; result 0 or TBON_E* */
-    TB_FT_EV_PARENT_LOST,   /* u.rank: the parent whose data connection ended
-                               (TBON_RANK_NONE: none was connected); result 1
-                               if ft keeps the node as an orphan (an adopter is
-                               sought), 0 if the node must leave */
-    TB_FT_EV_ORPHAN_UP,     /* u.up: a packet for the parent we do not have;
-                               result 1 if ft took it (an orphan buffers it),
-                               0 if it is still the caller's */
-    TB_FT_EV_CHILD_GONE,    /* u.child: its connection ended, whatever the
-                               cause (checks, acknowledgements stop waiting) */
-    TB_FT_EV_CHILD_LOST,    /* u.child: ... while the tree ran, and it did not
-                               say it leaves: a failure, reported */
-    TB_FT_EV_CHILD_LEFT,    /* u.child: ... and it had said it leaves */
-    TB_FT_EV_CHILD_JOINED,  /* u.child: a joined child connected */
-    TB_FT_EV_SHUTDOWN,      /* the orderly end begins: the EDS tells the
-                               children and adopts nobody */
-    TB_FT_EV_MISSING,       /* u.missing: rank failed during start-up (it is
-                               dead from now on) and its children moved under
-                               parent, which launches them (their slots here
-                               are made already, if they are ours); at the
-                               FE the changes go into the first view after
-                               the start-up */
-} tb_ft_ev_kind_t;
-
-typedef struct tb_ft_event {
-    tb_ft_ev_kind_t kind;
-    union {
-        tb_cmd_t   *cmd;
-        size_t      child;      /* an index in n->child */
-        tbon_rank_t rank;
-        int         fd;
-        struct { tbon_rank_t rank; pid_t pid; } launched;
-        struct { uint32_t stream; tbon_packet_t *p; int more; uint64_t key; } up;
-        struct { tbon_rank_t rank, parent; const tbon_rank_t *moved; size_t nmoved; } missing;
-    } u;
-} tb_ft_event_t;
-
-typedef struct tb_ft_ops {
-    /* life: start sets up everything of ft's for node n once its listening
-     * socket is made (its state, the first view; unless n has given links,
-     * the FE's notice socket and the EDS, which takes n->lfd); stop ends the
-     * EDS thread (before the children are reaped); free frees the rest. */
-    int  (*start)(tb_node_t *n, tbon_error_t *err);
-    void (*stop)(tb_node_t *n);
-    void (*free)(tb_node_t *n);
-    /* what happened (tb_ft_ev_kind_t); the result is 0 unless the kind says */
-    int  (*event)(tb_node_t *n, const tb_ft_event_t *ev);
-    /* a control message whose owner is ft, view or attr (codec/ctl.c), from
-     * the parent (child < 0) or child; m decoded from p (both borrowed) */
-    void (*ctl)(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
-    /* the loop: timers fires what is due (before the turn's first flush);
-     * next lowers *next to ft's next deadline (after that flush, which may
-     * have counted new orphans: their deadline is known only then); flush
-     * is the work after each dispatch (views published, acknowledgements).
-     * ft's own descriptors (the FE's notice socket) are tb_io_t's of its
-     * own in the node's loop (n->loop): no entry here */
-    void (*timers)(tb_node_t *n, int64_t now);
-    void (*next)(const tb_node_t *n, int64_t *next);
-    void (*flush)(tb_node_t *n);
-    /* 1 once the port table is here (from the tree's READY, or from the
-     * parent) until an adoption fails: orphans get adopted, a back-end keeps
-     * what it sends, a leaving back-end says so, a lost child may live on */
-    int  (*ready)(const tb_node_t *n);
-    /* the EDS's service: reaped says if the EDS has reaped pid (0 without
-     * an EDS) */
-    int  (*reaped)(tb_node_t *n, pid_t pid);
-} tb_ft_ops_t;
 
 /* Tell ft that event ev happened; its result (tb_ft_ev_kind_t). */
 static inline int tb_node_ft(tb_node_t *n, tb_ft_event_t ev)
@@ -652,8 +539,6 @@ void tb_fecall_free(tb_node_t *n);
 /* The distinct sources of in[0..k), in input order: up to cap into out;
  * returns how many went. */
 size_t tb_stream_sources(tbon_packet_t *const in[], size_t k, uint32_t *out, size_t cap);
-/* "5, 6 and 7" (the first 16 of v[0..k), and how many more), into buf. */
-void tb_stream_rank_list(const uint32_t *v, size_t k, char *buf, size_t len);
 /* A plug-in loaded here: the EDS watches its calls (TB_FT_EV_FILTER_LOADED). */
 void tb_node_filter_loaded(tb_node_t *n);
 /* FE: a FILTER_FAULT from below (or from here): the stream's error and a

@@ -15,6 +15,7 @@
 #include "net/sock.h"
 #include "ft/ft.h"
 #include "util/config.h"
+#include "util/ranks.h"
 #include "util/endian.h"
 
 #define FAB_MAX 32      /* nodes and peers per fabric */
