@@ -171,7 +171,7 @@ static int fe_address(tb_notice_t *nt, uint16_t port)
                 tb_topology_host(nd->topo, 0));
         if (res)
             freeaddrinfo(res);
-        return -1;
+        return TBON_ENOTFOUND;
     }
     memcpy(&nt->fe_addr, res->ai_addr, res->ai_addrlen);
     nt->fe_addr_len = res->ai_addrlen;
@@ -183,7 +183,7 @@ void tb_notice_setup(tb_notice_t *nt)
 {
     tb_ft_ctx_t *cx = nt->cx;
     uint16_t port = tb_topology_port(cx->nd.topo, 0);
-    if (tb_ft_is_fe(cx) || nt->fe_addr_ok || !port || fe_address(nt, port) < 0)
+    if (tb_ft_is_fe(cx) || nt->fe_addr_ok || !port || fe_address(nt, port) != 0)
         return;
     nt->nfd = socket(nt->fe_addr.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (nt->nfd < 0)

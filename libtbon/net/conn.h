@@ -178,10 +178,26 @@ int tb_conn_flush(tb_conn_t *c);
  * set). Take the frames with tb_fdec_next(c->dec, ...). */
 long tb_conn_read(tb_conn_t *c, size_t max_bytes);
 
-/* Bytes that count toward the back-pressure marks: queued and retained. */
+/* Bytes of frames the connection holds: queued and retained. */
 static inline size_t tb_conn_held(const tb_conn_t *c)
 {
     return c->out_bytes + c->ret_bytes;
+}
+
+/* Bytes that count toward the back-pressure marks (docs/protocol.md 7.4):
+ * queued, not yet written. Not the retained ones: their acknowledgements
+ * come on connections that back-pressure may stop reading. Counted, they
+ * held a commnode whose parent had not yet acknowledged a wave from
+ * reading its children, whose acknowledgements of the next request it then
+ * never saw, so that it stopped reading its parent too, for good; and a
+ * back-end whose application had the next 64 MiB request waiting stopped
+ * reading its parent, whose acknowledgement of its answer its send then
+ * waited for, for good. What is retained is bounded all the same: a peer
+ * that reads acknowledges within TB_LINK_ACK_LAZY_MS, and one that stops
+ * reading fills its socket, after which the bytes stay queued here. */
+static inline size_t tb_conn_unwritten(const tb_conn_t *c)
+{
+    return c->out_bytes;
 }
 
 /* Whether a write is waiting for the socket (EPOLLOUT wanted). */

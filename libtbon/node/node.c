@@ -305,7 +305,7 @@ static void free_cmds(tb_mail_t *list)
  * while the way up is full, stop reading the parent while a way down is. */
 static void pressure(tb_node_t *n)
 {
-    size_t up = n->parent ? tb_conn_held(n->parent) : 0;
+    size_t up = n->parent ? tb_conn_unwritten(n->parent) : 0;
     int app_full = n->cbs.app_full ? n->cbs.app_full(n->cbs.arg) : 0;
     if (!n->up_paused && (up > TB_HWM || app_full))
         n->up_paused = 1;
@@ -316,8 +316,8 @@ static void pressure(tb_node_t *n)
         tb_child_t *ch = &n->child[i];
         if (!ch->conn)
             continue;
-        if (tb_conn_held(ch->conn) > down)
-            down = tb_conn_held(ch->conn);
+        if (tb_conn_unwritten(ch->conn) > down)
+            down = tb_conn_unwritten(ch->conn);
         size_t qb = tb_stream_child_bytes(n, i);
         if (!ch->blocked && qb > TB_HWM)
             ch->blocked = 1;
@@ -369,7 +369,7 @@ static void after_dispatch(tb_node_t *n)
         if (n->parent->closed)
             tb_node_link_broke(n, n->parent);
         if (n->parent)
-            queued += tb_conn_held(n->parent);
+            queued += tb_conn_unwritten(n->parent);
     }
     for (size_t i = 0; i < n->nchild; i++) {
         tb_conn_t *c = n->child[i].conn;
@@ -380,7 +380,7 @@ static void after_dispatch(tb_node_t *n)
         if (c->closed)
             tb_node_link_broke(n, c);
         if (n->child[i].conn)
-            queued += tb_conn_held(c);
+            queued += tb_conn_unwritten(c);
     }
     tb_stream_settle_due(n);
     pressure(n);

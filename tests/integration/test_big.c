@@ -69,6 +69,107 @@ ITEST(packet_1gib_up_and_down)
     big_packet_up_and_down("1x1", (size_t)1 << 30, 100000);
 }
 
+/* Resident memory of pid in bytes (0 once it is gone). */
+static size_t rss_of(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
+    FILE *f = fopen(path, "r");
+    unsigned long size = 0, res = 0;
+    if (f) {
+        if (fscanf(f, "%lu %lu", &size, &res) != 2)
+            res = 0;
+        fclose(f);
+    }
+    return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Echoes of two packets (a, b: size bytes) until every back-end's echo of
+ * b has come: each compared byte for byte, none twice. */
+struct echoes {
+    uint8_t a[IT_MAX_BE], b[IT_MAX_BE];
+    size_t nb;
+};
+
+static void take_echoes(it_tree_t *t, tbon_stream_t *s, const uint8_t *pa, const uint8_t *pb,
+                        size_t size, struct echoes *e, size_t want_b)
+{
+    while (e->nb < want_b) {
+        tbon_packet_t *p = it_recv(s, IT_RECV_MS * 2, "a large packet's echo");
+        if (!p)
+            return;
+        uint8_t *b = NULL;
+        size_t n = 0;
+        CHECK_INT(tbon_packet_unpack(p, "%auc", &b, &n), 0);
+        CHECK_UINT(n, size);
+        size_t k = 0;
+        while (k < t->nbe && t->be[k] != tbon_packet_source(p))
+            k++;
+        CHECK(k < t->nbe);
+        if (b && n == size && k < t->nbe) {
+            if (pb && memcmp(b, pb, size) == 0) {
+                CHECK(!e->b[k]);
+                e->b[k] = 1;
+                e->nb++;
+            } else {
+                CHECK(memcmp(b, pa, size) == 0);   /* a, or nothing at all */
+                CHECK(!e->a[k]);
+                e->a[k] = 1;
+            }
+        }
+        free(b);
+        tbon_packet_unref(p);
+    }
+}
+
+/* A commnode killed while a 64 MiB packet is in pieces on its links (its
+ * memory shows the pieces coming in): the back-ends of the other subtree
+ * echo it exactly; none of the victim's children is left with half a
+ * packet that spoils the next one - a second packet reaches every back-end
+ * and comes back from each exactly once, byte for byte. */
+ITEST_LONG(packet_64mib_with_its_commnode_killed_midway)
+{
+    size_t size = (size_t)64 << 20;
+    it_tree_t t;
+    if (it_start(&t, "2x2", NULL, NULL))
+        return;
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_NULL, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    pid_t victim = it_pid_of("tbon_commnode", 1);
+    REQUIRE(victim > 0);
+    uint8_t *pa = malloc(size), *pb = malloc(size);
+    REQUIRE(pa && pb);
+    it_pattern(pa, size, 5, 1);
+    it_pattern(pb, size, 6, 2);
+    size_t rss0 = rss_of(victim);
+    CHECK_INT(tbon_stream_send(s, IT_TAG_BYTES, "%auc", pa, size), 0);
+    CHECK_INT(tbon_stream_flush(s), 0);
+    /* the victim holds pieces: a condition, not a delay */
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while (rss_of(victim) < rss0 + ((size_t)12 << 20) && it_now_ms() < end)
+        usleep(200);
+    CHECK(rss_of(victim) >= rss0 + ((size_t)12 << 20));
+    kill(victim, SIGKILL);
+    int failed = 0;
+    end = it_now_ms() + IT_RECV_MS;
+    while (!failed && it_now_ms() < end) {
+        tbon_event_t ev;
+        if (tbon_net_next_event(t.net, &ev, (int)(end - it_now_ms())) != 0)
+            break;
+        failed = ev.type == TBON_EV_NODE_FAILED && ev.rank == 1;
+    }
+    CHECK(failed);
+    static struct echoes e;
+    memset(&e, 0, sizeof e);
+    CHECK_INT(tbon_stream_send(s, IT_TAG_BYTES, "%auc", pb, size), 0);
+    CHECK_INT(tbon_stream_flush(s), 0);
+    take_echoes(&t, s, pa, pb, size, &e, t.nbe);
+    CHECK_UINT(e.nb, t.nbe);
+    free(pa);
+    free(pb);
+    it_stop(&t);
+}
+
 /* ---- many streams (issue 19, item 3) ---- */
 
 /* N streams at once on 16x16 (256 back-ends), each with one sum wave: every

@@ -95,7 +95,8 @@ TEST(sequenced_retained_until_acknowledged)
     CHECK_INT(tb_conn_flush(a), 1);
     CHECK_UINT(a->out_bytes, 0);
     CHECK_UINT(a->ret_bytes, held);      /* written, kept */
-    CHECK_UINT(tb_conn_held(a), held);   /* still counts toward the marks */
+    CHECK_UINT(tb_conn_held(a), held);   /* still held, */
+    CHECK_UINT(tb_conn_unwritten(a), 0); /* but no longer toward the marks */
     CHECK_UINT(a->q.len, 10);
     recv_all(b, &g);
     check_in_order(&g, 100, 10);
