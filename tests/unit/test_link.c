@@ -37,8 +37,10 @@ static void send_n(tb_conn_t *c, int32_t from, int32_t n)
     }
 }
 
-/* What the reactor's on_frames does with the decoder's frames. */
-static void take(tb_conn_t *c, got_t *g, int64_t now)
+/* What the reactor's on_frames does with the decoder's frames: each one
+ * the link delivers goes to each(c, f, arg), which takes it over. */
+static void take_frames(tb_conn_t *c, int64_t now,
+                        void (*each)(tb_conn_t *c, tb_frame_t *f, void *arg), void *arg)
 {
     tb_frame_t f;
     for (;;) {
@@ -54,14 +56,26 @@ static void take(tb_conn_t *c, got_t *g, int64_t now)
                     continue;
                 }
             }
-            if (g && g->n < 8192)
-                g->tag[g->n++] = f.hdr.tag;
-            tb_frame_release(&f);
+            each(c, &f, arg);
         }
         if (tb_fdec_error_kind(c->dec) == TB_FDEC_OK || tb_fdec_resume(c->dec) != 0)
             break;
         tb_link_bad_frame(c, now);
     }
+}
+
+static void note_tag(tb_conn_t *c, tb_frame_t *f, void *arg)
+{
+    got_t *g = arg;
+    (void)c;
+    if (g && g->n < 8192)
+        g->tag[g->n++] = f->hdr.tag;
+    tb_frame_release(f);
+}
+
+static void take(tb_conn_t *c, got_t *g, int64_t now)
+{
+    take_frames(c, now, note_tag, g);
 }
 
 static void recv_all(tb_conn_t *c, got_t *g)
@@ -587,35 +601,22 @@ TEST(resend_request_behind_a_half_written_ack)
     tb_conn_destroy(b);
 }
 
-/* Frames as the reactor takes them, pieces put together (tb_conn_reassemble):
- * the first whole DATA frame goes to *whole (counted in *nwhole). */
-static void take_whole(tb_conn_t *c, tb_frame_t *whole, int *nwhole, int64_t now)
-{
+/* Frames put together from their pieces (tb_conn_reassemble): the first
+ * whole DATA frame is kept, the whole ones counted. */
+struct whole {
     tb_frame_t f;
-    for (;;) {
-        for (;;) {
-            if (tb_link_next(c, &f, now) != 1) {
-                if (tb_fdec_next(c->dec, &f) != 1)
-                    break;
-                int r = tb_link_rx(c, &f, now);
-                if (r == 2)
-                    continue;
-                if (r == 0) {
-                    tb_frame_release(&f);
-                    continue;
-                }
-            }
-            if (((f.hdr.flags & TB_FRAME_F_FRAG) || c->frag_len) && tb_conn_reassemble(c, &f) != 1)
-                continue;
-            if (f.hdr.type == TB_FRAME_DATA && (*nwhole)++ == 0)
-                *whole = f;
-            else
-                tb_frame_release(&f);
-        }
-        if (tb_fdec_error_kind(c->dec) == TB_FDEC_OK || tb_fdec_resume(c->dec) != 0)
-            break;
-        tb_link_bad_frame(c, now);
-    }
+    int n;
+};
+
+static void note_whole(tb_conn_t *c, tb_frame_t *f, void *arg)
+{
+    struct whole *w = arg;
+    if (((f->hdr.flags & TB_FRAME_F_FRAG) || c->frag_len) && tb_conn_reassemble(c, f) != 1)
+        return;
+    if (f->hdr.type == TB_FRAME_DATA && w->n++ == 0)
+        w->f = *f;
+    else
+        tb_frame_release(f);
 }
 
 /* A 20 MiB packet goes in three pieces; its pieces are read straight into
@@ -638,10 +639,11 @@ TEST(packet_in_pieces_read_into_place_and_resent)
     CHECK_UINT(a->q.len, 3);
     size_t off = 0, flip_at = 2 * TB_FRAME_HDR_SIZE + TB_FRAME_PIECE + 1000;
     size_t mid_mem = SIZE_MAX;
-    int flipped = 0, nwhole = 0;
-    tb_frame_t whole = {0};
+    int flipped = 0;
+    static struct whole w;
+    memset(&w, 0, sizeof w);
     int64_t now = tb_now_ms();
-    for (int it = 0; it < 100000 && !nwhole; it++) {
+    for (int it = 0; it < 100000 && !w.n; it++) {
         tb_conn_flush(a);
         ssize_t k = recv(b->fd, buf, (size_t)1 << 20, MSG_DONTWAIT);
         if (k > 0) {
@@ -651,14 +653,14 @@ TEST(packet_in_pieces_read_into_place_and_resent)
             }
             off += (size_t)k;
             CHECK_INT(tb_fdec_feed(b->dec, buf, (size_t)k), 0);
-            take_whole(b, &whole, &nwhole, now);
+            take_frames(b, now, note_whole, &w);
             if (b->frag_len && tb_fdec_partial(b->dec) && tb_fdec_memory(b->dec) < mid_mem)
                 mid_mem = tb_fdec_memory(b->dec);
         }
         tb_conn_flush(b);               /* acknowledgements, the ask for piece 2 */
         recv_all(a, NULL);
     }
-    CHECK_INT(nwhole, 1);
+    CHECK_INT(w.n, 1);
     CHECK(flipped);
     CHECK_UINT(b->n_crc, 1);
     /* piece 2 written again (from it on, or alone while piece 3 was kept) */
@@ -666,11 +668,11 @@ TEST(packet_in_pieces_read_into_place_and_resent)
     CHECK(mid_mem < ((size_t)1 << 20)); /* a piece's bytes went into place */
     size_t len;
     const uint8_t *want = tb_packet_payload(p, &len);
-    CHECK_UINT(whole.hdr.len, len);
-    CHECK(whole.payload && memcmp(whole.payload, want, len) == 0);
-    CHECK(!whole.placed);               /* the whole packet's buffer is the taker's */
+    CHECK_UINT(w.f.hdr.len, len);
+    CHECK(w.f.payload && memcmp(w.f.payload, want, len) == 0);
+    CHECK(!w.f.placed);                 /* the whole packet's buffer is the taker's */
     CHECK_UINT(b->frag_len, 0);
-    tb_frame_release(&whole);
+    tb_frame_release(&w.f);
     tbon_packet_unref(p);
     free(buf);
     free(data);
