@@ -58,16 +58,17 @@ static tbon_net_t *be_node(tb_join_t *j, int joined, tb_config_t *conf, tbon_err
         tb_join_release(j);
         return NULL;
     }
-    net->kicker = tb_kicker_start(tb_net_kick, net, tb_node_loop_fd(node));
-    if (!net->kicker) {
+    tb_kicker_t *k = tb_kicker_start(tb_net_kick, net, tb_node_loop_fd(node));
+    if (!k) {
         tb_node_destroy(node);
         tb_net_free(net);
         tb_join_release(j);
         tb_error_set(err, TBON_ENOMEM, "cannot start the back-end's kicker thread");
         return NULL;
     }
-    pthread_mutex_lock(&net->mu);
+    pthread_mutex_lock(&net->mu);     /* the EDS thread may read both (cb_status) */
     net->node = node;
+    net->kicker = k;
     pthread_mutex_unlock(&net->mu);
     /* From now on the kicker may run the node while the application does not. */
     tb_node_arm(node, 1);

@@ -141,12 +141,17 @@ void tb_kicker_arm(tb_kicker_t *k, int on, int64_t due)
     pthread_mutex_unlock(&k->tmu);
 }
 
+void tb_kicker_quit(tb_kicker_t *k)
+{
+    if (k && !atomic_exchange(&k->stop, 1))
+        tb_loop_wake(k->loop);
+}
+
 void tb_kicker_stop(tb_kicker_t *k)
 {
     if (!k)
         return;
-    atomic_store(&k->stop, 1);
-    tb_loop_wake(k->loop);
+    tb_kicker_quit(k);
     pthread_join(k->thread, NULL);
     tb_loop_destroy(k->loop);
     close(k->timer_io.fd);

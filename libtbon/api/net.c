@@ -664,10 +664,12 @@ void tbon_net_destroy(tbon_net_t *net)
         while (net->driving)
             pthread_cond_wait(&net->cond, &net->mu);
         net->driving = 1;
+        /* Taken out under mu: the EDS thread may still read it (cb_status). */
+        tb_kicker_t *k = net->kicker;
+        net->kicker = NULL;
         pthread_mutex_unlock(&net->mu);
         tb_node_arm(net->node, 0);
-        tb_kicker_stop(net->kicker);
-        net->kicker = NULL;
+        tb_kicker_stop(k);
     }
     tb_node_destroy(net->node);
     tb_net_free(net);

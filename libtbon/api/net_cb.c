@@ -78,6 +78,11 @@ static void cb_status(void *arg, int what, int code, const char *msg)
         /* Every call from now on says TBON_ECLOSED; the application leaves
          * when it sees it (the library ends no process: docs/api.md). */
         net->closed = 1;
+        /* A back-end's node has finished: nothing is left for the kicker
+         * to run, and its thread ends while the application sees the
+         * close (tbon_net_destroy joins it). */
+        if (net->kicker && net->node && tb_node_stopped(net->node))
+            tb_kicker_quit(net->kicker);
         break;
     case TB_NODE_MISSING: {
         /* Kept in rank order (tbon_fe_missing). */

@@ -117,6 +117,9 @@ struct tbon_net {
 tb_kicker_t *tb_kicker_start(void (*kick)(void *arg), void *arg, int node_loop_fd);
 void tb_kicker_arm(tb_kicker_t *k, int on, int64_t due);
 void tb_kicker_stop(tb_kicker_t *k);    /* NULL is fine */
+/* Ask the kicker thread to end without waiting (any thread, the kicker's
+ * own too): the node has finished and needs no driver. NULL is fine. */
+void tb_kicker_quit(tb_kicker_t *k);
 
 /* Set up the locks and queues of a new net (the node comes later). */
 tbon_net_t *tb_net_alloc(int is_fe);

@@ -641,13 +641,23 @@ int tb_eds_reaped(tb_eds_t *e, pid_t pid)
     return found;
 }
 
+void tb_eds_quit(tb_eds_t *e)
+{
+    if (!e || !e->running || atomic_exchange(&e->stop, 1))
+        return;
+    tb_loop_wake(e->loop);
+    tb_eds_wake_adopter(e);
+}
+
 void tb_eds_stop(tb_eds_t *e)
 {
     if (!e)
         return;
     if (e->running) {
-        atomic_store(&e->stop, 1);
-        tb_loop_wake(e->loop);
+        /* Both threads asked at once, then joined: one wake-up's wait, not
+         * two in a row (a teardown of 64 back-ends on two cores queues
+         * every one of them). */
+        tb_eds_quit(e);
         pthread_join(e->thread, NULL);
         e->running = 0;
         tb_eds_join_adopter(e);

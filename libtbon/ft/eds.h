@@ -22,6 +22,10 @@ int  tb_eds_watch_child(tb_eds_t *e, tbon_rank_t rank, pid_t pid);
 /* Stop the thread and close its sockets (the reaped-children record stays
  * until tb_eds_free). NULL is fine. */
 void tb_eds_stop(tb_eds_t *e);
+/* Ask the thread (and a commnode's adopter thread) to end, without waiting:
+ * a node that has finished lets them wind down while it tears down the
+ * rest; tb_eds_stop then joins them. Any thread; NULL is fine. */
+void tb_eds_quit(tb_eds_t *e);
 void tb_eds_free(tb_eds_t *e);
 /* 1 if the EDS has reaped that child. */
 int  tb_eds_reaped(tb_eds_t *e, pid_t pid);

@@ -561,15 +561,22 @@ static void on_adopter(tb_eds_t *e, struct eds_mail *q)
     }
 }
 
-/* End the adopter thread, if one runs (tb_eds_stop, e->stop set): a job
- * under way ends at its next look at e->stop. */
+/* Wake the adopter thread, if one waits, to look at e->stop (set). Any
+ * thread: one that is not started yet sees e->stop when it starts. */
+void tb_eds_wake_adopter(tb_eds_t *e)
+{
+    pthread_mutex_lock(&e->amu);
+    pthread_cond_broadcast(&e->acv);
+    pthread_mutex_unlock(&e->amu);
+}
+
+/* End the adopter thread, if one runs (tb_eds_stop, e->stop set and the
+ * thread woken): a job under way ends at its next look at e->stop. */
 void tb_eds_join_adopter(tb_eds_t *e)
 {
     if (!e->adopter_up)
         return;
-    pthread_mutex_lock(&e->amu);
-    pthread_cond_broadcast(&e->acv);
-    pthread_mutex_unlock(&e->amu);
+    tb_eds_wake_adopter(e);
     pthread_join(e->adopter, NULL);
     e->adopter_up = 0;
     e->adopting = 0;

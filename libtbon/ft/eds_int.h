@@ -176,7 +176,9 @@ void tb_eds_apply_reports(tb_eds_t *e);
 void tb_eds_on_mail(void *arg, tb_mail_t *list);
 /* Start the adopter thread (the EDS thread, as it starts); 0 or TBON_ENOMEM. */
 int tb_eds_start_adopter(tb_eds_t *e);
-/* End the adopter thread, if one runs (after e->stop is set). */
+/* The adopter thread, after e->stop is set: woken to see it (any thread),
+ * and ended (the thread that stops the EDS). */
+void tb_eds_wake_adopter(tb_eds_t *e);
 void tb_eds_join_adopter(tb_eds_t *e);
 void tb_eds_parent_down(tb_eds_t *e, tbon_rank_t lost);
 void tb_eds_say_bye(tb_eds_t *e);

@@ -290,6 +290,9 @@ static int ft_event(tb_node_t *n, const tb_ft_event_t *ev)
     case TB_FT_EV_SHUTDOWN:
         tb_eds_leave(eds);
         break;
+    case TB_FT_EV_FINISHED:
+        tb_eds_quit(eds);
+        break;
     case TB_FT_EV_MISSING:
         start_missing(ft, ev->u.missing.rank, ev->u.missing.parent, ev->u.missing.moved,
                       ev->u.missing.nmoved);

@@ -492,6 +492,10 @@ static void finish(tb_node_t *n)
     if (!tb_node_enter(n, TB_LIFE_FINISHED))
         return;
     after_dispatch(n);
+    /* Nobody is adopted or watched from now on (the children that are left
+     * are reaped by tb_node_destroy): the EDS thread winds down while the
+     * node is torn down. */
+    tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_FINISHED });
     atomic_store(&n->closed, 1);
     pthread_mutex_lock(&n->qmu);
     pthread_cond_broadcast(&n->bcond);

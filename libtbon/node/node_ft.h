@@ -77,6 +77,9 @@ typedef enum tb_ft_ev_kind {
                                (ft keeps which did: ft/join.c) */
     TB_FT_EV_SHUTDOWN,      /* the orderly end begins: the EDS tells the
                                children and adopts nobody */
+    TB_FT_EV_FINISHED,      /* the node has finished (its loop is over): the
+                               EDS thread may end now, while the node is torn
+                               down (stop joins it) */
     TB_FT_EV_MISSING,       /* u.missing: rank failed during start-up (it is
                                dead from now on) and its children moved under
                                parent, which launches them (their slots here
