@@ -164,6 +164,8 @@ struct adopt_job {
     uint16_t port[16];
     char host[16][TB_ADOPT_HOST_MAX];
     int fd0;
+    int fd0_up;                /* fd0 is connected already: no wait for it */
+    int here;                  /* run on the EDS thread itself (adopt_here) */
 };
 
 /* A copy of the EDS's topology (any thread; the EDS thread writes it under
@@ -187,10 +189,10 @@ static const char *host_of(const tb_eds_t *e, const tb_topology_t *t, tbon_rank_
 /* Connect to candidate c and ask it to adopt us: the handshake with purpose
  * ADOPTION, then its TB_CTL_ADOPT_ACK. The data connection fd, or -1. */
 static int ask(tb_eds_t *e, const char *host, uint16_t port, tbon_rank_t c, uint32_t inc,
-               int fd0, int64_t deadline)
+               int fd0, int fd0_up, int64_t deadline)
 {
-    tbon_error_t err;
-    int fd = fd0 >= 0 ? tb_sock_connect_end(fd0, host, port, deadline, &err)
+    tbon_error_t err = { 0 };
+    int fd = fd0 >= 0 ? (fd0_up ? fd0 : tb_sock_connect_end(fd0, host, port, deadline, &err))
                       : port ? tb_sock_connect(host, port, deadline, &err) : TBON_ECLOSED;
     if (fd < 0)
         return TBON_ECLOSED;
@@ -301,7 +303,7 @@ static void plan_job(tb_eds_t *e, struct adopt_job *job)
     job->fd0 = -1;
     if (job->port[0] && strcmp(job->host[0], "127.0.0.1") == 0) {
         tbon_error_t err;
-        job->fd0 = tb_sock_connect_begin("127.0.0.1", job->port[0], &err);
+        job->fd0 = tb_sock_connect_begin("127.0.0.1", job->port[0], &job->fd0_up, &err);
         if (job->fd0 < 0) {
             job->fd0 = -1;
             job->port[0] = 0;       /* refused: nobody listens there now */
@@ -326,7 +328,7 @@ static long ask_candidates(tb_eds_t *e, struct adopt_job *job)
         if (i == 0)
             job->fd0 = -1;          /* ask takes it */
         int fd = ask(e, job->host[i], job->port[i], job->cand[i], job->inc, fd0,
-                     tb_now_ms() + 1000);
+                     i == 0 && job->fd0_up, tb_now_ms() + 1000);
         if (fd < 0)
             continue;
         int64_t t2 = tb_now_us();
@@ -334,8 +336,11 @@ static long ask_candidates(tb_eds_t *e, struct adopt_job *job)
          * reports after the graft come after this mail), then the reactor
          * gets the connection from here: from the adopter thread, the EDS
          * thread is not woken on the way (one hand-off less per orphan). */
-        job_mail(e, (struct eds_mail){ .what = M_ADOPTED, .fd = -1, .p = job->cand[i],
-                                       .r = job->lost });
+        struct eds_mail q = { .what = M_ADOPTED, .fd = -1, .p = job->cand[i], .r = job->lost };
+        if (job->here)
+            on_adopter(e, &q);      /* we are the EDS thread: no mail to ourselves */
+        else
+            job_mail(e, q);
         tb_cmd_t *c = tb_cmd_adopted(fd, job->cand[i], job->lost, (uint64_t)(t1 - job->t0),
                                      (uint64_t)(t2 - t1));
         if (c)
@@ -460,6 +465,7 @@ static void on_events_timer(tb_timer_t *t, int64_t now)
 static void adopt_here(tb_eds_t *e, struct adopt_job *job)
 {
     e->adopting = 1;
+    job->here = 1;
     long i = adopt_rounds(job);
     if (i < 0) {
         struct eds_mail q = { .what = M_ADOPT_FAILED, .fd = -1, .r = job->lost, .last = 1 };

@@ -281,8 +281,10 @@ int tb_sock_connect(const char *host, uint16_t port, int64_t deadline_ms, tbon_e
     return connect_failed(host, port, last, err);
 }
 
-int tb_sock_connect_begin(const char *ip, uint16_t port, tbon_error_t *err)
+int tb_sock_connect_begin(const char *ip, uint16_t port, int *connected, tbon_error_t *err)
 {
+    if (connected)
+        *connected = 0;
     struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
     if (inet_pton(AF_INET, ip, &sin.sin_addr) != 1)
         return tb_error_set(err, TBON_EINVAL, "not an IPv4 address: %s", ip);
@@ -298,9 +300,16 @@ int tb_sock_connect_begin(const char *ip, uint16_t port, tbon_error_t *err)
     struct pollfd p = { .fd = fd, .events = POLLOUT };
     int soerr = 0;
     socklen_t sl = sizeof soerr;
-    if (poll(&p, 1, 0) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr) {
-        close(fd);
-        return connect_failed(ip, port, soerr, err);
+    if (poll(&p, 1, 0) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0) {
+        if (soerr) {
+            close(fd);
+            return connect_failed(ip, port, soerr, err);
+        }
+        if (connected && (p.revents & POLLOUT)) {
+            tb_sock_nonblock(fd, 0);        /* as _end leaves it */
+            sock_tune(fd);
+            *connected = 1;
+        }
     }
     return fd;
 }

@@ -255,7 +255,7 @@ static void start_relink(tb_node_t *n, tb_conn_t *c)
          * adoption starts now, without a thread (with 128 orphans on two
          * cores the threads are what a recovery waits for). */
         tbon_error_t err = { 0 };
-        a->fd = tb_sock_connect_begin(a->host, a->port, &err);
+        a->fd = tb_sock_connect_begin(a->host, a->port, NULL, &err);
         if (a->fd < 0 && errno == ECONNREFUSED) {
             free(a);
             relink_failed(n, c, err.msg);

@@ -141,14 +141,24 @@ TEST(connect_begin_refused_at_once_or_connects)
     tbon_error_t err = { 0 };
     int lfd = tb_sock_listen(&port, &err);
     REQUIRE(lfd >= 0);
-    int fd = tb_sock_connect_begin("127.0.0.1", port, &err);
+    int fd = tb_sock_connect_begin("127.0.0.1", port, NULL, &err);
     REQUIRE(fd >= 0);
     int64_t t0 = tb_now_ms();
     CHECK_INT(tb_sock_connect_end(fd, "127.0.0.1", port, t0 + 5000, &err), fd);
     close(fd);
+    /* Connected at once (loopback, usually): as _end leaves it, blocking. */
+    int up = -1;
+    fd = tb_sock_connect_begin("127.0.0.1", port, &up, &err);
+    REQUIRE(fd >= 0);
+    CHECK(up == 0 || up == 1);
+    if (up)
+        CHECK_INT(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+    else
+        CHECK_INT(tb_sock_connect_end(fd, "127.0.0.1", port, tb_now_ms() + 5000, &err), fd);
+    close(fd);
     close(lfd);                 /* the port is closed now */
     t0 = tb_now_ms();
-    fd = tb_sock_connect_begin("127.0.0.1", port, &err);
+    fd = tb_sock_connect_begin("127.0.0.1", port, NULL, &err);
     if (fd >= 0) {              /* the refusal not known yet: _end says it */
         CHECK_INT(tb_sock_connect_end(fd, "127.0.0.1", port, t0 + 5000, &err), TBON_EIO);
     } else {
@@ -157,7 +167,7 @@ TEST(connect_begin_refused_at_once_or_connects)
     CHECK_INT(errno, ECONNREFUSED);
     CHECK(strstr(err.msg, "127.0.0.1") != NULL);
     CHECK(tb_now_ms() - t0 < 2500);
-    CHECK_INT(tb_sock_connect_begin("localhost", port, &err), TBON_EINVAL);
+    CHECK_INT(tb_sock_connect_begin("localhost", port, NULL, &err), TBON_EINVAL);
 }
 
 TEST(fe_host_moved_keeps_ranks)
