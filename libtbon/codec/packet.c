@@ -72,6 +72,11 @@ tbon_packet_t *tb_packet_alloc_around(int tag, size_t nfields, size_t flen, uint
     return p;
 }
 
+tbon_packet_t *tb_packet_raw(uint8_t *buf, size_t len)
+{
+    return tb_packet_alloc_around(0, 0, 0, buf, len);
+}
+
 size_t tb_packet_put_format(tbon_packet_t *p, const uint8_t *types,
                             const char *canon, size_t flen)
 {

@@ -107,6 +107,12 @@ tbon_packet_t *tb_packet_decode_take(uint8_t **buf, size_t len, int tag,
                                      uint32_t stream, tbon_rank_t source,
                                      tbon_error_t *err);
 
+/* Bytes that are not a whole packet (a piece of one, passed on as it came:
+ * node/node_cut.c) held in a packet object that frames can refer to; it
+ * takes over buf (malloc'd, len bytes) and is never decoded. NULL if out of
+ * memory (buf stays the caller's). */
+tbon_packet_t *tb_packet_raw(uint8_t *buf, size_t len);
+
 /* Set the stream and source of a packet the caller has just created; legal
  * only while the caller holds the only reference (asserted). */
 void tb_packet_set_route(tbon_packet_t *p, uint32_t stream, tbon_rank_t source);

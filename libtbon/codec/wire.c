@@ -67,6 +67,13 @@ void tb_frame_hdr_encode_crc(const tb_frame_hdr_t *h, uint32_t payload_crc,
     tb_put32(out + TB_FRAME_CRC_OFFSET, payload_crc);
 }
 
+void tb_frame_hdr_renumber(uint8_t hdr[TB_FRAME_HDR_SIZE], uint32_t seq, uint32_t ack)
+{
+    tb_put32(hdr + TB_FRAME_SEQ_OFFSET, seq);
+    tb_put32(hdr + TB_FRAME_ACK_OFFSET, ack);
+    tb_put32(hdr + TB_FRAME_HCRC_OFFSET, tb_crc32c(0, hdr, TB_FRAME_HCRC_OFFSET));
+}
+
 /* Try to deflate src into dst (room for 4 + compressBound(len) bytes) as
  * u32 length || zlib stream; returns the compressed payload length, or 0 if
  * compression failed or would not make the payload smaller. */

@@ -20,6 +20,7 @@
 #define TB_FRAME_HDR_SIZE   48
 #define TB_FRAME_HCRC_OFFSET 40           /* CRC-32C of bytes [0, 40): the header */
 #define TB_FRAME_CRC_OFFSET 44            /* CRC-32C of the payload */
+#define TB_FRAME_SEQ_OFFSET 24            /* the header's seq field (u32 LE) */
 #define TB_FRAME_ACK_OFFSET 28            /* the header's ack field (u32 LE) */
 
 /* Frame types; the values are part of the protocol. */
@@ -59,9 +60,13 @@ enum tb_frame_type {
                                      with a u64 LE wave key, up to which the FE has
                                      delivered every wave (DONE riding on a request;
                                      docs/protocol.md 8.6) */
+#define TB_FRAME_F_ABORT 0x0100u  /* DATA, no payload: the packet whose pieces this link
+                                     carries is dropped; its last piece never comes (a
+                                     commnode passing pieces on as they came lost their
+                                     source; docs/protocol.md 2.5) */
 #define TB_FRAME_F_KNOWN (TB_FRAME_F_ZLIB | TB_FRAME_F_MORE | TB_FRAME_F_RESEND | \
                           TB_FRAME_F_SELECT | TB_FRAME_F_FRAG | TB_FRAME_F_COVER | \
-                          TB_FRAME_F_LATE | TB_FRAME_F_DONE)
+                          TB_FRAME_F_LATE | TB_FRAME_F_DONE | TB_FRAME_F_ABORT)
 
 /* The default payload limit a connection should use once authenticated;
  * before the handshake has succeeded use TB_FRAME_MAX_HANDSHAKE. */
@@ -90,6 +95,8 @@ typedef struct tb_frame {
     size_t   wire_len;    /* bytes this frame took on the wire, header included */
     int      placed;      /* payload is where the decoder's place function said
                              (tb_fdec_set_place): the owner's, not freed here */
+    uint32_t crc;         /* the payload's CRC as it came (checked), when it came
+                             uncompressed: a piece passed on keeps it */
 } tb_frame_t;
 
 /* Name of a frame type ("DATA", ...) or "unknown". */
@@ -107,6 +114,9 @@ void tb_frame_hdr_encode(const tb_frame_hdr_t *h, const void *payload,
  * different seq/ack, the payload is checksummed once. */
 void tb_frame_hdr_encode_crc(const tb_frame_hdr_t *h, uint32_t payload_crc,
                              uint8_t out[TB_FRAME_HDR_SIZE]);
+
+/* Give an encoded header new seq and ack fields (its header CRC made again). */
+void tb_frame_hdr_renumber(uint8_t hdr[TB_FRAME_HDR_SIZE], uint32_t seq, uint32_t ack);
 
 /* Build one contiguous frame (header + payload) in a fresh malloc'd buffer
  * *out of *out_len bytes. h->len is ignored (len is used) and h->flags must

@@ -341,6 +341,7 @@ static int deliver(tb_fdec_t *d, uint8_t *wire, int own, tb_frame_t *out)
     out->hdr.len = plen;
     out->payload = payload;
     out->placed = payload == wire && d->placed;
+    out->crc = d->want_crc;
     d->placed = 0;
     out->wire_len = TB_FRAME_HDR_SIZE + (size_t)d->hdr.len;
     d->state = ST_HDR;

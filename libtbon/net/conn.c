@@ -45,6 +45,7 @@ tb_conn_t *tb_conn_new(int fd, tbon_rank_t rank, int index, uint32_t max_payload
     }
     tb_sock_nonblock(fd, 1);
     tb_ring_init(&c->q, sizeof(tb_outframe_t));
+    tb_ring_init(&c->held, sizeof(tb_outframe_t));
     c->fd = c->io.fd = fd;
     c->rank = rank;
     c->index = index;
@@ -77,6 +78,10 @@ void tb_conn_destroy(tb_conn_t *c)
     for (size_t i = 0; i < c->q.len; i++)
         outframe_free(tb_ring_at(&c->q, i));
     tb_ring_free(&c->q);
+    for (size_t i = 0; i < c->held.len; i++)
+        outframe_free(tb_ring_at(&c->held, i));
+    tb_ring_free(&c->held);
+    free(c->cut_to);
     tb_conn_drop_kept(c);
     tb_fdec_destroy(c->dec);
     free(c->frag);
@@ -90,6 +95,13 @@ void tb_conn_destroy(tb_conn_t *c)
  * on it (no lone ACK is owed then). */
 static tb_outframe_t *q_push(tb_conn_t *c, tb_frame_hdr_t *h, int sequenced)
 {
+    if (c->cut_from && !c->passing) {
+        /* held behind a packet's pieces: numbered at tb_conn_unhold */
+        tb_outframe_t *f = tb_ring_push(&c->held);
+        if (f)
+            f->seq = sequenced;
+        return f;
+    }
     tb_outframe_t *f = tb_ring_push(&c->q);
     if (!f)
         return NULL;
@@ -292,10 +304,19 @@ static uint8_t *place_piece(void *arg, const tb_frame_hdr_t *h)
 {
     tb_conn_t *c = arg;
     uint32_t want = c->rx + 1 ? c->rx + 1 : 1;
+    if (c->cut_on || (c->may_cut && !c->frag_len))
+        return NULL;    /* a piece that may be passed on: a buffer of its own */
     if ((!(h->flags & TB_FRAME_F_FRAG) && !c->frag_len) || !h->seq || h->seq != want ||
         piece_room(c, h, piece_max(h)))
         return NULL;
     return c->frag + c->frag_len;
+}
+
+void tb_conn_drop_packet(tb_conn_t *c)
+{
+    free(c->frag);
+    c->frag = NULL;
+    c->frag_len = c->frag_cap = 0;
 }
 
 int tb_conn_reassemble(tb_conn_t *c, tb_frame_t *f)
@@ -366,6 +387,63 @@ int tb_conn_send_packet_oob(tb_conn_t *c, uint8_t type, int32_t tag, tbon_rank_t
 {
     tb_frame_hdr_t h = { .type = type, .tag = tag, .source = source };
     return send_packet(c, &h, p, 0, 0);
+}
+
+void tb_conn_hold(tb_conn_t *c, tb_conn_t *src)
+{
+    c->cut_from = src;
+}
+
+void tb_conn_unhold(tb_conn_t *c)
+{
+    c->cut_from = NULL;
+    if (!c->held.len)
+        return;
+    c->dirty = 1;
+    if (tb_ring_reserve(&c->q, c->q.len + c->held.len) != 0) {
+        /* they cannot keep their place: the link breaks (and is relinked) */
+        snprintf(c->why, sizeof c->why, "out of memory for %zu frames held behind a packet's "
+                 "pieces", c->held.len);
+        c->closed = 1;
+        return;
+    }
+    while (c->held.len) {
+        tb_outframe_t *h = tb_ring_at(&c->held, 0);
+        tb_outframe_t *f = tb_ring_push(&c->q);     /* room reserved above */
+        *f = *h;
+        if (f->seq) {
+            f->seq = c->tx_next;
+            c->tx_next = c->tx_next + 1 ? c->tx_next + 1 : 1;
+            tb_frame_hdr_renumber(f->hdr, f->seq, c->rx);
+        }
+        tb_ring_drop(&c->held);
+    }
+}
+
+int tb_conn_send_piece(tb_conn_t *c, const tb_frame_hdr_t *h, tbon_packet_t *piece,
+                       uint32_t crc, uint8_t *tail, size_t tail_len)
+{
+    tb_frame_hdr_t ph = *h;
+    c->passing = 1;
+    tb_outframe_t *f = q_push(c, &ph, 1);
+    c->passing = 0;
+    if (!f) {
+        free(tail);
+        return TBON_ENOMEM;
+    }
+    size_t len = 0;
+    if (piece)
+        tb_packet_payload(piece, &len);
+    if (tail)
+        crc = tb_crc32c(crc, tail, tail_len);
+    ph.len = (uint32_t)(len + tail_len);
+    tb_frame_hdr_encode_crc(&ph, crc, f->hdr);
+    f->pkt = piece ? tbon_packet_ref(piece) : NULL;
+    f->len = len + tail_len;
+    f->tail = tail;
+    f->tail_len = tail_len;
+    c->out_bytes += TB_FRAME_HDR_SIZE + f->len;
+    return 0;
 }
 
 int tb_conn_send_buf(tb_conn_t *c, const tb_frame_hdr_t *h, uint8_t *buf, size_t len)

@@ -110,6 +110,22 @@ struct tb_conn {
     uint8_t    *frag;
     size_t      frag_len, frag_cap;
     tb_frame_hdr_t frag_hdr;
+    /* Cut-through (node/node_cut.c): a packet in pieces passed on as they
+       come. As its source: the links its pieces go to (cut_n of them, none
+       left when they all went away), its first piece's header and its bytes
+       so far; cut_on while its last piece has not come. */
+    struct tb_conn **cut_to;
+    size_t      cut_n, cut_len;
+    int         cut_on;
+    int         may_cut;       /* a commnode's: a first piece is not read into
+                                  frag (it may be passed on) */
+    tb_frame_hdr_t cut_hdr;
+    /* As a link pieces go on (tb_conn_hold): the source, and the frames
+       queued meanwhile, which wait unnumbered in held (pieces go with
+       tb_conn_send_piece) until tb_conn_unhold. */
+    struct tb_conn *cut_from;
+    tb_ring_t   held;
+    int         passing;       /* tb_conn_send_piece is queueing */
 };
 
 /* The largest packet a session carries: $TBON_MAX_PACKET (bytes, or with a
@@ -125,6 +141,9 @@ size_t tb_conn_max_packet(void);
  * released); -1: pieces that do not fit together or a packet over the
  * maximum (f released, c->closed and c->why set). */
 int tb_conn_reassemble(tb_conn_t *c, tb_frame_t *f);
+
+/* Drop the packet under way in pieces (TB_FRAME_F_ABORT). */
+void tb_conn_drop_packet(tb_conn_t *c);
 
 /* A decoder for c's socket: pieces of a packet are read straight into its
  * reassembly (tb_conn_reassemble). NULL if out of memory. */
@@ -159,6 +178,21 @@ int tb_conn_send_request(tb_conn_t *c, uint32_t stream, int32_t tag, tbon_rank_t
  * the link layer can neither acknowledge nor resend. */
 int tb_conn_send_packet_oob(tb_conn_t *c, uint8_t type, int32_t tag, tbon_rank_t source,
                             tbon_packet_t *p);
+
+/* Hold c for the pieces of one packet coming from src (docs/protocol.md
+ * 2.5: nothing else of a link goes between them): frames queued from now on
+ * wait, in order, until tb_conn_unhold numbers them and queues them after
+ * the last piece (or, out of memory, closes c). */
+void tb_conn_hold(tb_conn_t *c, tb_conn_t *src);
+void tb_conn_unhold(tb_conn_t *c);
+
+/* Queue one piece of a packet passed on (node/node_cut.c), past a hold:
+ * header h (its FRAG flag as it should go), the payload piece (a reference
+ * taken; NULL: none, an ABORT) whose CRC is crc, and a tail after it (taken
+ * over; NULL: none).
+ * 0 or TBON_ENOMEM. */
+int tb_conn_send_piece(tb_conn_t *c, const tb_frame_hdr_t *h, tbon_packet_t *piece,
+                       uint32_t crc, uint8_t *tail, size_t tail_len);
 
 /* Queue a frame whose payload is buf (taken over, freed after writing). */
 int tb_conn_send_buf(tb_conn_t *c, const tb_frame_hdr_t *h, uint8_t *buf, size_t len);

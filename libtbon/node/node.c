@@ -47,6 +47,7 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
 {
     tb_frame_t f;
     int64_t now = tb_now_ms();
+    c->may_cut = n->role == TB_ROLE_COMMNODE;
     for (;;) {
         while (!c->closed) {
             /* the frames kept after a gap first, once it is filled */
@@ -60,6 +61,14 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
                     tb_frame_release(&f);
                     continue;
                 }
+            }
+            if (f.hdr.flags & (TB_FRAME_F_FRAG | TB_FRAME_F_ABORT) || c->cut_on) {
+                /* a piece passed on as it came (node_cut.c), or an abort */
+                int r = tb_cut_frame(n, c, &f);
+                if (r < 0)
+                    violation(c);
+                if (r)
+                    continue;
             }
             if ((f.hdr.flags & TB_FRAME_F_FRAG) || c->frag_len) {
                 int r = tb_conn_reassemble(c, &f);

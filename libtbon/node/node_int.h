@@ -403,6 +403,16 @@ void tb_node_bury_list(tb_conn_t **list);
  * later (a lost parent's, while its orphans recover). */
 void tb_node_retire(tb_node_t *n, tb_conn_t *c);
 void tb_node_retire_late(tb_node_t *n, tb_conn_t *c);
+
+/* node_cut.c: a large packet's pieces passed on as they come. A frame from
+ * c that is a piece, an abort (TB_FRAME_F_ABORT), or comes while c passes a
+ * packet on: 1 if handled here (passed on or dropped; f released), -1 if it
+ * broke the protocol (c closed, c->why set, f released), 0 if it goes the
+ * usual way (reassembly). */
+int  tb_cut_frame(tb_node_t *n, tb_conn_t *c, tb_frame_t *f);
+/* c goes away: the links of its packet under way told to drop it, or c out
+ * of the links of the packet it was taking. */
+void tb_cut_forget(tb_conn_t *c);
 /* Our own link to the parent is being replaced: a child's loss waits. */
 int  tb_node_parent_relinking(const tb_node_t *n);
 /* A packet over the session's maximum: said (rate-limited), not sent. */

@@ -112,6 +112,7 @@ void tb_node_watch_conn(tb_node_t *n, tb_conn_t *c)
 
 void tb_node_retire(tb_node_t *n, tb_conn_t *c)
 {
+    tb_cut_forget(c);
     tb_loop_forget(n->loop, &c->io);
     c->closed = 1;
     c->next_dead = n->dead;
@@ -140,6 +141,7 @@ void tb_node_bury(tb_node_t *n)
 
 void tb_node_retire_late(tb_node_t *n, tb_conn_t *c)
 {
+    tb_cut_forget(c);
     tb_loop_forget(n->loop, &c->io);
     c->closed = 1;
     c->next_dead = n->dead_late;

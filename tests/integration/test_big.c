@@ -10,13 +10,15 @@
 
 /* A packet of size bytes down to every back-end of shape and each one's
  * copy up, compared byte for byte: larger than a frame (16 MiB), it goes in
- * pieces of 8 MiB and is whole again at every hop. */
-static void big_packet_up_and_down(const char *shape, size_t size, int wait_ms)
+ * pieces of 8 MiB. With sync TBON_SYNC_WAITFORALL it is whole again at
+ * every hop; with TBON_SYNC_DONTWAIT a commnode passes its pieces down as
+ * they come (node_cut.c). */
+static void big_packet_up_and_down(const char *shape, size_t size, int wait_ms, int sync)
 {
     it_tree_t t;
     if (it_start(&t, shape, NULL, NULL))
         return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_NULL, TBON_SYNC_WAITFORALL, 0);
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_NULL, sync, 0);
     REQUIRE(s);
     uint8_t *buf = malloc(size);
     REQUIRE(buf);
@@ -52,7 +54,17 @@ static void big_packet_up_and_down(const char *shape, size_t size, int wait_ms)
     it_stop(&t);
 }
 
-ITEST_LONG(packet_64mib_up_and_down) { big_packet_up_and_down("2x2", 64u << 20, IT_RECV_MS * 2); }
+ITEST_LONG(packet_64mib_up_and_down)
+{
+    big_packet_up_and_down("2x2", 64u << 20, IT_RECV_MS * 2, TBON_SYNC_WAITFORALL);
+}
+
+/* The same passed on piece by piece down two levels of commnodes, to 8
+ * back-ends at once. */
+ITEST_LONG(packet_64mib_passed_on_as_it_comes)
+{
+    big_packet_up_and_down("2x2x2", 64u << 20, IT_RECV_MS * 2, TBON_SYNC_DONTWAIT);
+}
 
 /* 1 GiB, the default maximum, on a chain (each hop holds it and a copy).
  * Not under ThreadSanitizer, whose shadow of several such buffers in each of
@@ -66,7 +78,7 @@ ITEST(packet_1gib_up_and_down)
         return;
     }
     alarm(120);
-    big_packet_up_and_down("1x1", (size_t)1 << 30, 100000);
+    big_packet_up_and_down("1x1", (size_t)1 << 30, 100000, TBON_SYNC_DONTWAIT);
 }
 
 /* Resident memory of pid in bytes (0 once it is gone). */
@@ -122,33 +134,40 @@ static void take_echoes(it_tree_t *t, tbon_stream_t *s, const uint8_t *pa, const
     }
 }
 
-/* A commnode killed while a 64 MiB packet is in pieces on its links (its
- * memory shows the pieces coming in): the back-ends of the other subtree
- * echo it exactly; none of the victim's children is left with half a
- * packet that spoils the next one - a second packet reaches every back-end
- * and comes back from each exactly once, byte for byte. */
-ITEST_LONG(packet_64mib_with_its_commnode_killed_midway)
+/* A commnode (rank victim of shape) killed while a 64 MiB packet is in
+ * pieces on its way (the memory of commnode watch shows them coming in):
+ * the back-ends of the other subtree echo it exactly; none of the victim's
+ * descendants is left with half a packet that spoils the next one - a
+ * second packet reaches every back-end and comes back from each exactly
+ * once, byte for byte. With pause, watch is stopped (SIGSTOP) from the
+ * moment pieces reach it until the victim is known dead, so that it cannot
+ * have had the whole packet by then. */
+static void big_packet_commnode_killed(const char *shape, tbon_rank_t victim_rank, int sync,
+                                       tbon_rank_t watch_rank, size_t mib, int pause)
 {
     size_t size = (size_t)64 << 20;
     it_tree_t t;
-    if (it_start(&t, "2x2", NULL, NULL))
+    if (it_start(&t, shape, NULL, NULL))
         return;
-    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_NULL, TBON_SYNC_WAITFORALL, 0);
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_NULL, sync, 0);
     REQUIRE(s);
-    pid_t victim = it_pid_of("tbon_commnode", 1);
-    REQUIRE(victim > 0);
+    pid_t victim = it_pid_of("tbon_commnode", victim_rank);
+    pid_t watch = it_pid_of("tbon_commnode", watch_rank);
+    REQUIRE(victim > 0 && watch > 0);
     uint8_t *pa = malloc(size), *pb = malloc(size);
     REQUIRE(pa && pb);
     it_pattern(pa, size, 5, 1);
     it_pattern(pb, size, 6, 2);
-    size_t rss0 = rss_of(victim);
+    size_t rss0 = rss_of(watch);
     CHECK_INT(tbon_stream_send(s, IT_TAG_BYTES, "%auc", pa, size), 0);
     CHECK_INT(tbon_stream_flush(s), 0);
-    /* the victim holds pieces: a condition, not a delay */
+    /* pieces reach watch: a condition, not a delay */
     int64_t end = it_now_ms() + IT_RECV_MS;
-    while (rss_of(victim) < rss0 + ((size_t)12 << 20) && it_now_ms() < end)
-        usleep(200);
-    CHECK(rss_of(victim) >= rss0 + ((size_t)12 << 20));
+    while (rss_of(watch) < rss0 + (mib << 20) && it_now_ms() < end)
+        usleep(100);
+    if (pause)
+        kill(watch, SIGSTOP);
+    CHECK(rss_of(watch) >= rss0 + (mib << 20));
     kill(victim, SIGKILL);
     int failed = 0;
     end = it_now_ms() + IT_RECV_MS;
@@ -156,9 +175,11 @@ ITEST_LONG(packet_64mib_with_its_commnode_killed_midway)
         tbon_event_t ev;
         if (tbon_net_next_event(t.net, &ev, (int)(end - it_now_ms())) != 0)
             break;
-        failed = ev.type == TBON_EV_NODE_FAILED && ev.rank == 1;
+        failed = ev.type == TBON_EV_NODE_FAILED && ev.rank == victim_rank;
     }
     CHECK(failed);
+    if (pause)
+        kill(watch, SIGCONT);
     static struct echoes e;
     memset(&e, 0, sizeof e);
     CHECK_INT(tbon_stream_send(s, IT_TAG_BYTES, "%auc", pb, size), 0);
@@ -168,6 +189,23 @@ ITEST_LONG(packet_64mib_with_its_commnode_killed_midway)
     free(pa);
     free(pb);
     it_stop(&t);
+}
+
+ITEST_LONG(packet_64mib_with_its_commnode_killed_midway)
+{
+    big_packet_commnode_killed("2x2", 1, TBON_SYNC_WAITFORALL, 1, 12, 0);
+}
+
+/* Killed while its children pass a packet on to their back-ends as it
+ * comes (2x2x2: commnode 1 above commnodes 3 and 4, back-ends 7 to 10),
+ * with 3 paused meanwhile: 3 reads what 1 sent, then the end. 3 and 4 tell
+ * their back-ends to drop the pieces they have (an ABORT frame): whatever
+ * 7 to 10 echo of the first packet is whole (their new parent may pass it
+ * on to them, whole, if it comes there after their adoption), and the next
+ * packet reaches every back-end whole, once. */
+ITEST_LONG(packet_64mib_passed_on_with_its_source_killed_midway)
+{
+    big_packet_commnode_killed("2x2x2", 1, TBON_SYNC_DONTWAIT, 3, 4, 1);
 }
 
 /* ---- many streams (issue 19, item 3) ---- */

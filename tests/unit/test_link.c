@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "util/clock.h"
+#include "util/crc32c.h"
 #include "codec/packet_int.h"
 #include "net/conn.h"
 #include "net/link.h"
@@ -679,3 +680,88 @@ TEST(packet_in_pieces_read_into_place_and_resent)
     tb_conn_destroy(a);
     tb_conn_destroy(b);
 }
+
+/* ---- a link held for a packet passed on piece by piece (node_cut.c) ---- */
+
+static size_t whole_len;
+
+/* Frames as on_frames takes them at an end: an ABORT drops the packet
+ * under way (its tag noted as -1), pieces are put together. */
+static void note_pieces(tb_conn_t *c, tb_frame_t *f, void *arg)
+{
+    got_t *g = arg;
+    if (f->hdr.flags & TB_FRAME_F_ABORT) {
+        tb_conn_drop_packet(c);
+        g->tag[g->n++] = -1;
+        tb_frame_release(f);
+        return;
+    }
+    if (((f->hdr.flags & TB_FRAME_F_FRAG) || c->frag_len) && tb_conn_reassemble(c, f) != 1)
+        return;
+    if (f->hdr.tag == 50)
+        whole_len = f->hdr.len;
+    g->tag[g->n++] = f->hdr.tag;
+    tb_frame_release(f);
+}
+
+/* A piece of raw bytes, and its CRC. */
+static tbon_packet_t *raw_piece(size_t len, uint8_t fill, uint32_t *crc)
+{
+    uint8_t *b = malloc(len);
+    memset(b, fill, len);
+    *crc = tb_crc32c(0, b, len);
+    return tb_packet_raw(b, len);
+}
+
+/* Frames queued while a link is held for a packet's pieces wait, and go
+ * after its last piece (or its ABORT), numbered then: the peer takes
+ * everything in order, with no gap, no bad header and no resend. */
+static void held_behind_pieces(int abort)
+{
+    tb_conn_t *a, *b;
+    pair(&a, &b);
+    static got_t g;
+    memset(&g, 0, sizeof g);
+    whole_len = 0;
+    uint32_t crc1, crc2;
+    tbon_packet_t *p1 = raw_piece(3000, 0x11, &crc1), *p2 = raw_piece(1000, 0x22, &crc2);
+    REQUIRE(p1 && p2);
+    tb_frame_hdr_t h = { .type = TB_FRAME_DATA, .flags = TB_FRAME_F_FRAG, .stream = 1,
+                         .tag = 50, .key = 9 };
+    send_n(a, 10, 1);                       /* before the hold: goes first */
+    tb_conn_hold(a, b);
+    CHECK_INT(tb_conn_send_piece(a, &h, p1, crc1, NULL, 0), 0);
+    send_n(a, 100, 3);                      /* held */
+    CHECK_UINT(a->q.len, 2);
+    CHECK_UINT(a->held.len, 3);
+    h.flags = abort ? TB_FRAME_F_ABORT : 0;
+    CHECK_INT(tb_conn_send_piece(a, &h, abort ? NULL : p2, abort ? 0 : crc2, NULL, 0), 0);
+    send_n(a, 103, 1);                      /* held too */
+    tb_conn_unhold(a);
+    CHECK(!a->cut_from);
+    CHECK_UINT(a->q.len, 7);
+    CHECK_UINT(a->held.len, 0);
+    CHECK_UINT(a->tx_next, 8);
+    send_n(a, 104, 1);                      /* after the hold: in turn */
+    for (int it = 0; it < 100 && g.n < 7; it++) {
+        tb_conn_flush(a);
+        tb_conn_read(b, 1u << 24);
+        take_frames(b, tb_now_ms(), note_pieces, &g);
+    }
+    CHECK_UINT(g.n, 7);
+    int32_t want[7] = { 10, abort ? -1 : 50, 100, 101, 102, 103, 104 };
+    for (size_t i = 0; i < 7 && i < g.n; i++)
+        CHECK_INT(g.tag[i], want[i]);
+    CHECK_UINT(whole_len, abort ? 0 : 4000);
+    CHECK_UINT(b->rx, 8);
+    CHECK_UINT(b->n_crc, 0);
+    CHECK_UINT(b->frag_len, 0);
+    tbon_packet_unref(p1);
+    tbon_packet_unref(p2);
+    tb_conn_destroy(a);
+    tb_conn_destroy(b);
+}
+
+TEST(frames_held_behind_a_packets_pieces) { held_behind_pieces(0); }
+
+TEST(frames_held_behind_a_packets_abort) { held_behind_pieces(1); }

@@ -712,9 +712,9 @@ TEST(header_errors_name_the_values)
     f = raw_frame(0, 0, "x", 1, &n);
     CHECK_INT(verdict(f, n, 100, NULL, 0), TB_FDEC_ETYPE);
     free(f);
-    f = raw_frame(TB_FRAME_DATA, 0x0300, "x", 1, &n);
+    f = raw_frame(TB_FRAME_DATA, 0x0301, "x", 1, &n);
     CHECK_INT(verdict(f, n, 100, msg, sizeof msg), TB_FDEC_EFLAGS);
-    CHECK_STR(msg, "unknown flag bits 0x0300 in flags 0x0300");
+    CHECK_STR(msg, "unknown flag bits 0x0200 in flags 0x0301");
     free(f);
     f = raw_frame(TB_FRAME_DATA, 0, "x", 1, &n);
     f[4] = 1;
