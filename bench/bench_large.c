@@ -326,8 +326,9 @@ int main(int argc, char **argv)
                       down ? "" : " (asked for, then sent up)",
                       down ? "back-end's answer" : "packet is unpacked at the FE",
                       reps[i], pm, tm / pm,
-                      sizes[i] > (16u << 20) ? "in 8 MiB pieces, whole at every hop"
-                                             : "one frame");
+                      sizes[i] <= (16u << 20) ? "one frame"
+                      : down ? "in 8 MiB pieces, passed on by the commnode as they come"
+                             : "in 8 MiB pieces, whole at the commnode");
             fflush(stdout);
         }
     }
