@@ -95,8 +95,8 @@ typedef struct tb_frame {
     size_t   wire_len;    /* bytes this frame took on the wire, header included */
     int      placed;      /* payload is where the decoder's place function said
                              (tb_fdec_set_place): the owner's, not freed here */
-    uint32_t crc;         /* the payload's CRC as it came (checked), when it came
-                             uncompressed: a piece passed on keeps it */
+    uint32_t crc;         /* the CRC of payload (checked as it came, or computed
+                             after inflating): a piece passed on keeps it */
 } tb_frame_t;
 
 /* Name of a frame type ("DATA", ...) or "unknown". */

@@ -341,7 +341,8 @@ static int deliver(tb_fdec_t *d, uint8_t *wire, int own, tb_frame_t *out)
     out->hdr.len = plen;
     out->payload = payload;
     out->placed = payload == wire && d->placed;
-    out->crc = d->want_crc;
+    /* the CRC of the payload as delivered: an inflated one's is computed */
+    out->crc = payload == wire ? d->want_crc : tb_crc32c(0, payload, plen);
     d->placed = 0;
     out->wire_len = TB_FRAME_HDR_SIZE + (size_t)d->hdr.len;
     d->state = ST_HDR;

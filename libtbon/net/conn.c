@@ -82,6 +82,9 @@ void tb_conn_destroy(tb_conn_t *c)
         outframe_free(tb_ring_at(&c->held, i));
     tb_ring_free(&c->held);
     free(c->cut_to);
+    for (size_t i = 0; i < c->cut_nkeep; i++)
+        tbon_packet_unref(c->cut_keep[i]);
+    free(c->cut_keep);
     tb_conn_drop_kept(c);
     tb_fdec_destroy(c->dec);
     free(c->frag);

@@ -117,6 +117,11 @@ struct tb_conn {
     struct tb_conn **cut_to;
     size_t      cut_n, cut_len;
     int         cut_on;
+    tbon_packet_t **cut_keep;  /* the pieces passed on so far, kept until the
+                                  last one (the packet may yet be put together
+                                  here: node_cut.c, demote) */
+    size_t      cut_nkeep, cut_capkeep;
+    int64_t     cut_at;        /* when its last piece so far came (ms) */
     int         may_cut;       /* a commnode's: a first piece is not read into
                                   frag (it may be passed on) */
     tb_frame_hdr_t cut_hdr;

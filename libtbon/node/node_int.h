@@ -256,6 +256,8 @@ struct tb_node {
      * calls it, and node_missing.c calls node_peers.c. */
     void (*start_lost)(struct tb_node *n, size_t i, const char *why);
     tb_timer_t late_timer;    /* late_due: the lost parent's connection closes */
+    tb_timer_t cut_timer;     /* a packet passed on piece by piece whose source
+                                 stalls while other frames wait (node_cut.c) */
     tb_timer_t ft_timer;      /* the next of the fault-tolerance layer's times */
     /* Answers held for the parent (tb_node_exec_held): while hold_up, a
      * dispatch leaves the parent's queue unwritten; held counts the

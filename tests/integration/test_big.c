@@ -96,6 +96,51 @@ static size_t rss_of(pid_t pid)
     return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
 }
 
+/* Wait until pid's memory has grown by mib MiB from rss0 (pieces coming
+ * in): a condition, not a delay. Whether it did. */
+static int grew(pid_t pid, size_t rss0, size_t mib)
+{
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while (rss_of(pid) < rss0 + (mib << 20) && it_now_ms() < end)
+        usleep(100);
+    return rss_of(pid) >= rss0 + (mib << 20);
+}
+
+/* Wait for the FE's event that rank failed. Whether it came. */
+static int failed_event(it_tree_t *t, tbon_rank_t rank)
+{
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while (it_now_ms() < end) {
+        tbon_event_t ev;
+        if (tbon_net_next_event(t->net, &ev, (int)(end - it_now_ms())) != 0)
+            return 0;
+        if (ev.type == TBON_EV_NODE_FAILED && ev.rank == rank)
+            return 1;
+    }
+    return 0;
+}
+
+/* p, a burst packet (IT_TAG_BURST) of size bytes from back-end src: its
+ * first, byte for byte, covering src alone. */
+static void check_burst(tbon_packet_t *p, uint32_t size, tbon_rank_t src)
+{
+    uint32_t seq = 99;
+    uint8_t *b = NULL, *want = malloc(size);
+    size_t n = 0;
+    tbon_rank_t cov[4];
+    REQUIRE(want);
+    CHECK_UINT(tbon_packet_source(p), src);
+    CHECK_INT(tbon_packet_unpack(p, "%ud %auc", &seq, &b, &n), 0);
+    CHECK_UINT(seq, 0);
+    CHECK_UINT(n, size);
+    it_pattern(want, size, src, 0);
+    CHECK(b && n == size && memcmp(b, want, size) == 0);
+    CHECK_UINT(tbon_packet_covered(p, cov, 4), 1);
+    CHECK_UINT(cov[0], src);
+    free(want);
+    free(b);
+}
+
 /* Echoes of two packets (a, b: size bytes) until every back-end's echo of
  * b has come: each compared byte for byte, none twice. */
 struct echoes {
@@ -161,23 +206,12 @@ static void big_packet_commnode_killed(const char *shape, tbon_rank_t victim_ran
     size_t rss0 = rss_of(watch);
     CHECK_INT(tbon_stream_send(s, IT_TAG_BYTES, "%auc", pa, size), 0);
     CHECK_INT(tbon_stream_flush(s), 0);
-    /* pieces reach watch: a condition, not a delay */
-    int64_t end = it_now_ms() + IT_RECV_MS;
-    while (rss_of(watch) < rss0 + (mib << 20) && it_now_ms() < end)
-        usleep(100);
+    int came = grew(watch, rss0, mib);     /* pieces reach watch */
     if (pause)
         kill(watch, SIGSTOP);
-    CHECK(rss_of(watch) >= rss0 + (mib << 20));
+    CHECK(came);
     kill(victim, SIGKILL);
-    int failed = 0;
-    end = it_now_ms() + IT_RECV_MS;
-    while (!failed && it_now_ms() < end) {
-        tbon_event_t ev;
-        if (tbon_net_next_event(t.net, &ev, (int)(end - it_now_ms())) != 0)
-            break;
-        failed = ev.type == TBON_EV_NODE_FAILED && ev.rank == victim_rank;
-    }
-    CHECK(failed);
+    CHECK(failed_event(&t, victim_rank));
     if (pause)
         kill(watch, SIGCONT);
     static struct echoes e;
@@ -206,6 +240,102 @@ ITEST_LONG(packet_64mib_with_its_commnode_killed_midway)
 ITEST_LONG(packet_64mib_passed_on_with_its_source_killed_midway)
 {
     big_packet_commnode_killed("2x2x2", 1, TBON_SYNC_DONTWAIT, 3, 4, 1);
+}
+
+/* A back-end paused in the middle of a large packet that its commnode
+ * passes up as it comes does not hold back its sibling: 1x2, back-end 2
+ * sends the packet (256 MiB, long enough to stop it half-way; 64 MiB under
+ * the sanitizers, slow enough) on a stream of its own; once pieces reach
+ * the commnode,
+ * 2 is stopped (SIGSTOP), and back-end 3's answer on another stream, which
+ * waits behind the packet's pieces, reaches the FE while 2 is still
+ * stopped (the commnode gives up passing the packet on and puts it
+ * together). Resumed, 2's packet reaches the FE whole, exact and once,
+ * covering back-end 2. */
+ITEST_LONG(packet_going_up_from_a_paused_backend)
+{
+    uint32_t size = IT_SLOW ? 64u << 20 : 256u << 20;
+    it_tree_t t;
+    if (it_start(&t, "1x2", NULL, NULL))
+        return;
+    tbon_rank_t r2 = 2, r3 = 3;
+    tbon_comm_t *c2 = tbon_fe_comm_new(t.net, &r2, 1), *c3 = tbon_fe_comm_new(t.net, &r3, 1);
+    REQUIRE(c2 && c3);
+    tbon_stream_t *s2 = tbon_fe_stream_new(t.net, c2, TBON_FILTER_NULL, TBON_SYNC_DONTWAIT, 0);
+    tbon_stream_t *s3 = tbon_fe_stream_new(t.net, c3, TBON_FILTER_NULL, TBON_SYNC_DONTWAIT, 0);
+    REQUIRE(s2 && s3);
+    pid_t cn = it_pid_of("tbon_commnode", 1), be2 = it_pid_of("tbon_test_be", 2);
+    REQUIRE(cn > 0 && be2 > 0);
+    size_t rss0 = rss_of(cn);
+    CHECK_INT(tbon_stream_send(s2, IT_TAG_BURST, "%ud %ud", 1u, size), 0);
+    CHECK_INT(tbon_stream_flush(s2), 0);
+    /* a piece has gone on and the next one comes (the commnode keeps the
+     * pieces until the last) */
+    int came = grew(cn, rss0, 12);
+    kill(be2, SIGSTOP);
+    CHECK(came);
+    CHECK_INT(tbon_stream_send(s3, IT_TAG_ECHO, "%s", "past the paused one"), 0);
+    CHECK_INT(tbon_stream_flush(s3), 0);
+    tbon_packet_t *p = it_recv(s3, IT_RECV_MS, "the sibling's answer");
+    char *text = NULL;
+    if (p)
+        CHECK_INT(tbon_packet_unpack(p, "%s", &text), 0);
+    CHECK(text && strcmp(text, "past the paused one") == 0);
+    free(text);
+    tbon_packet_unref(p);
+    it_expect_nothing(s2, 100, "while back-end 2 is stopped");
+    kill(be2, SIGCONT);
+    p = it_recv(s2, IT_RECV_MS * 2, "the paused back-end's packet");
+    if (p)
+        check_burst(p, size, 2);
+    tbon_packet_unref(p);
+    it_expect_nothing(s2, 100, "after the packet");
+    it_stop(&t);
+}
+
+/* A commnode killed while the one below it passes a back-end's packet up to
+ * it as it comes (2x2x2: back-end 7 under commnode 3 under commnode 1, and
+ * back-end 11 under 5 under 2, on a stream of the two, so that 3's adopter
+ * knows it; 48 MiB packets, under the 64 MiB an orphan keeps for its
+ * adopter): 3, paused while 1 dies, puts 7's packet together after all from
+ * the pieces it kept, and sends it whole to its adopter; the FE gets both
+ * packets exact, once each, each covering its back-end. */
+ITEST_LONG(packet_going_up_with_the_parent_killed_midway)
+{
+    uint32_t size = 48u << 20;
+    it_tree_t t;
+    if (it_start(&t, "2x2x2", NULL, NULL))
+        return;
+    tbon_rank_t who[2] = { 7, 11 };
+    tbon_comm_t *c = tbon_fe_comm_new(t.net, who, 2);
+    REQUIRE(c);
+    tbon_stream_t *s = tbon_fe_stream_new(t.net, c, TBON_FILTER_NULL, TBON_SYNC_DONTWAIT, 0);
+    REQUIRE(s);
+    pid_t victim = it_pid_of("tbon_commnode", 1), cn3 = it_pid_of("tbon_commnode", 3);
+    REQUIRE(victim > 0 && cn3 > 0);
+    size_t rss0 = rss_of(cn3);
+    CHECK_INT(tbon_stream_send(s, IT_TAG_BURST, "%ud %ud", 1u, size), 0);
+    CHECK_INT(tbon_stream_flush(s), 0);
+    int came = grew(cn3, rss0, 12);    /* a piece has gone on from 3, the next comes */
+    kill(cn3, SIGSTOP);
+    CHECK(came);
+    kill(victim, SIGKILL);
+    CHECK(failed_event(&t, 1));
+    kill(cn3, SIGCONT);
+    int seen[2] = { 0, 0 };
+    for (int k = 0; k < 2; k++) {
+        tbon_packet_t *p = it_recv(s, IT_RECV_MS * 2, "a back-end's packet");
+        if (!p)
+            break;
+        tbon_rank_t src = tbon_packet_source(p);
+        CHECK(src == 7 || src == 11);
+        check_burst(p, size, src);
+        CHECK(!seen[src == 11]++);
+        tbon_packet_unref(p);
+    }
+    CHECK(seen[0] == 1 && seen[1] == 1);
+    it_expect_nothing(s, 200, "after the packets");
+    it_stop(&t);
 }
 
 /* ---- many streams (issue 19, item 3) ---- */
