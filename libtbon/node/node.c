@@ -332,7 +332,11 @@ static void pressure(tb_node_t *n)
             ch->blocked = 1;
         else if (ch->blocked && qb < TB_LWM)
             ch->blocked = 0;
-        int want = !n->up_paused && !ch->blocked;
+        /* A child whose packet goes up piece by piece (node_cut.c) is read
+         * on while the parent link is full: what fills it may be frames
+         * held behind that packet, which only its last piece lets go (it
+         * adds one packet at most, which the commnode keeps anyway). */
+        int want = (!n->up_paused || ch->conn->cut_on) && !ch->blocked;
         if (want != ch->conn->reading) {
             ch->conn->reading = want;
             tb_node_watch(n, ch->conn, (want ? EPOLLIN : 0) |
