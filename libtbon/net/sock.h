@@ -51,8 +51,9 @@ int tb_sock_connect(const char *host, uint16_t port, int64_t deadline_ms, tbon_e
  * TBON_EIO with errno ECONNREFUSED when the refusal is already known (a
  * closed port on this host), *connected (if not NULL) set to 1 when the
  * connection is made already (on loopback, usually): fd is then as _end
- * would return it (blocking, tuned), and _end is not needed; _end waits for the connect until deadline_ms and returns fd as
- * tb_sock_connect would, or closes it and says why. */
+ * would return it (blocking, tuned), and _end is not needed. _end waits
+ * for the connect until deadline_ms and returns fd as tb_sock_connect
+ * would, or closes it and says why. */
 int tb_sock_connect_begin(const char *ip, uint16_t port, int *connected, tbon_error_t *err);
 int tb_sock_connect_end(int fd, const char *ip, uint16_t port, int64_t deadline_ms,
                         tbon_error_t *err);
