@@ -659,6 +659,7 @@ static int write_selected(tb_conn_t *c, long i)
             return 0;
         snprintf(c->why, sizeof c->why, "write: %s", strerror(errno));
         c->closed = 1;
+        c->peer_gone = 1;
         return TBON_EIO;
     }
     size_t left = (size_t)w;
@@ -735,6 +736,7 @@ int tb_conn_flush(tb_conn_t *c)
                 return 0;
             snprintf(c->why, sizeof c->why, "write: %s", strerror(errno));
             c->closed = 1;
+            c->peer_gone = 1;
             return TBON_EIO;
         }
         consumed(c, (size_t)w, ctl_first);
@@ -764,10 +766,13 @@ long tb_conn_read(tb_conn_t *c, size_t max_bytes)
                 break;
             continue;
         }
+        if (total)
+            break;      /* the end again on the next call, after these frames */
         if (n == 0) {
             snprintf(c->why, sizeof c->why, "connection closed by the peer");
             c->closed = 1;
-            return total ? (long)total : -1;
+            c->peer_gone = 1;
+            return -1;
         }
         if (errno == EINTR)
             continue;
@@ -775,7 +780,8 @@ long tb_conn_read(tb_conn_t *c, size_t max_bytes)
             break;
         snprintf(c->why, sizeof c->why, "read: %s", strerror(errno));
         c->closed = 1;
-        return total ? (long)total : -1;
+        c->peer_gone = 1;
+        return -1;
     }
     return (long)total;
 }

@@ -103,6 +103,9 @@ struct tb_conn {
     int         reading;       /* 0 while back-pressure pauses reading */
     int         dirty;         /* has queued frames not yet tried */
     int         closed;        /* EOF or error: to be freed after dispatch */
+    int         peer_gone;     /* closed by the peer's end (EOF, a reset, a
+                                  failed write), not by what it sent: what
+                                  it wrote before may still be unread */
     struct tb_conn *next_dead; /* the owner's list of connections to free */
     char        why[600];      /* why it closed */
     /* a packet arriving in pieces (TB_FRAME_F_FRAG): what came so far, and
@@ -213,8 +216,10 @@ int tb_conn_send_raw(tb_conn_t *c, uint8_t *frame, size_t len);
 int tb_conn_flush(tb_conn_t *c);
 
 /* Read what is available (up to about max_bytes) into the decoder. Returns
- * bytes read (> 0), 0 on EAGAIN, or < 0 on EOF/error (c->closed and c->why
- * set). Take the frames with tb_fdec_next(c->dec, ...). */
+ * bytes read (> 0), 0 on EAGAIN, or < 0 on EOF/error (c->closed, c->why and
+ * c->peer_gone set). An end found after some bytes in the same call is left
+ * for the next call, so that the frames read come first. Take the frames
+ * with tb_fdec_next(c->dec, ...). */
 long tb_conn_read(tb_conn_t *c, size_t max_bytes);
 
 /* Bytes of frames the connection holds: queued and retained. */

@@ -138,6 +138,27 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
     }
 }
 
+/* c closed. If by its peer's end (an EOF, a reset, a write that failed),
+ * what the peer wrote before it went may still be in the socket, and is
+ * taken first: a back-end's last answers before it died, say, when a write
+ * of ours found the reset before a read took them. Then the link broke. */
+static void link_broke(tb_node_t *n, tb_conn_t *c)
+{
+    if (c->peer_gone && !c->down && c->fd >= 0) {
+        char why[sizeof c->why];
+        memcpy(why, c->why, sizeof why);
+        c->peer_gone = 0;
+        c->closed = 0;
+        on_frames(n, c);        /* what was read already */
+        while (!c->closed && tb_conn_read(c, READ_BUDGET) > 0)
+            on_frames(n, c);
+        if (c->peer_gone || !c->closed)
+            memcpy(c->why, why, sizeof why);    /* not a frame's fault */
+        c->closed = 1;
+    }
+    tb_node_link_broke(n, c);
+}
+
 /* The parent's event connection ended (the EDS posts it only when the
  * parent died before the tree was up here, or said it leaves). What the
  * parent sent before it ended may still be unread in its data connection,
@@ -380,7 +401,7 @@ static void after_dispatch(tb_node_t *n)
                 flush_conn(n, n->parent);
         }
         if (n->parent->closed)
-            tb_node_link_broke(n, n->parent);
+            link_broke(n, n->parent);
         if (n->parent)
             queued += tb_conn_unwritten(n->parent);
     }
@@ -391,7 +412,7 @@ static void after_dispatch(tb_node_t *n)
         if (c->dirty)
             flush_conn(n, c);
         if (c->closed)
-            tb_node_link_broke(n, c);
+            link_broke(n, c);
         if (n->child[i].conn)
             queued += tb_conn_unwritten(c);
     }
@@ -430,7 +451,7 @@ static void on_conn_io(tb_io_t *io, uint32_t events)
         on_frames(n, c);
     }
     if (c->closed)
-        tb_node_link_broke(n, c);
+        link_broke(n, c);
 }
 
 /* ---- timers (each on the loop's heap) ---- */

@@ -2,10 +2,14 @@
  * (node_stream.c, node_wave.c): requests going down numbered, the children's answers
  * coming up through the filter, synchronised (wait for all) and with a
  * timeout; and, with the test in the place of the back-ends, the units of
- * a wave (several packets, none) and a late packet. */
+ * a wave (several packets, none), a late packet, and the last answer of a
+ * back-end gone while the FE wrote to it. */
 #include "../harness.h"
 
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "fabric.h"
 
@@ -203,6 +207,114 @@ TEST(request_nobody_answers_is_passed_over_unsaid)
         fab_send(b3, 1, tbon_packet_new(1, "%ld", 30L), KEY(2, 0));
         CHECK_INT(fe_value(fe, 1), 50);
         CHECK_UINT(fab_pending_packets(fe, 1), 0);
+    }
+    fab_free(f);
+}
+
+/* The FE's reactor held in its delivery of a marker (stream 2, value 99)
+ * until the test lets it go: what peers do meanwhile comes to it at once. */
+static struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    int held, open;
+} gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+
+static void gate_deliver(void *arg, uint32_t stream, tbon_packet_t *p, uint64_t q)
+{
+    (void)arg;
+    (void)q;
+    if (stream == 2 && p && strcmp(tbon_packet_format(p), "%ld") == 0 && fab_long(p) == 99) {
+        pthread_mutex_lock(&gate.mu);
+        gate.held = 1;
+        pthread_cond_broadcast(&gate.cond);
+        while (!gate.open)
+            pthread_cond_wait(&gate.cond, &gate.mu);
+        pthread_mutex_unlock(&gate.mu);
+    }
+    tbon_packet_unref(p);
+}
+
+static int gate_wait_held(int ms)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += ms / 1000;
+    pthread_mutex_lock(&gate.mu);
+    int rc = 0;
+    while (!gate.held && rc == 0)
+        rc = pthread_cond_timedwait(&gate.cond, &gate.mu, &dl);
+    int held = gate.held;
+    pthread_mutex_unlock(&gate.mu);
+    return held;
+}
+
+static void gate_open(void)
+{
+    pthread_mutex_lock(&gate.mu);
+    gate.open = 1;
+    pthread_cond_broadcast(&gate.cond);
+    pthread_mutex_unlock(&gate.mu);
+}
+
+/* A child's last words: back-end 1 answers and is gone while the FE still
+ * has frames to write to it (1 read nothing of 2 MiB sent down), and all
+ * of it while the FE's reactor is held. Let go, the FE finds the socket
+ * writable and its write fails before it has read 1's answer, which is
+ * still in the socket: it must be taken all the same, and the wave is
+ * whole at once (20 + 30, both back-ends in it), not cut without 1 once
+ * the link is given up. */
+TEST(answer_of_a_child_gone_while_written_to_is_taken)
+{
+    static const tbon_rank_t bes[] = { 1, 2 };
+    fab_t *f = fab_new("h:0 => h:1 h:2 ;");
+    REQUIRE(f);
+    tb_node_cbs_t also = { .deliver = gate_deliver };
+    fab_node_t *fe = fab_fe_also(f, &also);
+    fab_peer_t *p1 = fe ? fab_peer_under(f, fe, 1) : NULL;
+    fab_peer_t *p2 = fe ? fab_peer_under(f, fe, 2) : NULL;
+    if (fe && p1 && p2) {
+        REQUIRE(fab_wait_status(fe, TB_NODE_READY, FAB_MS));
+        tbon_packet_unref(fab_peer_until_ctl(p1, TB_CTL_PORTS, FAB_MS));
+        tbon_packet_unref(fab_peer_until_ctl(p2, TB_CTL_PORTS, FAB_MS));
+        fab_stream(fe, 1, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0, bes, 2);
+        fab_stream(fe, 2, TBON_FILTER_NULL, TBON_SYNC_DONTWAIT, 0, bes, 2);
+        for (int s = 1; s <= 2; s++) {
+            tbon_packet_unref(fab_peer_expect_ctl(p1, TB_CTL_STREAM, FAB_MS));
+            tbon_packet_unref(fab_peer_expect_ctl(p2, TB_CTL_STREAM, FAB_MS));
+        }
+        fab_send(fe, 1, tbon_packet_new(1, "%ld", 0L), 0);
+        peer_request(p1, 1, 1, 0);
+        peer_request(p2, 1, 1, 0);
+        /* 2 MiB down stream 2: once 2 has all of it, the FE has queued it
+         * for 1 too, far past what 1's socket holds */
+        enum { NBIG = 4, BIG = 512 * 1024 };
+        uint8_t *big = calloc(1, BIG);
+        REQUIRE(big);
+        for (int i = 0; i < NBIG; i++)
+            fab_send(fe, 2, tbon_packet_new(2, "%auc", big, (size_t)BIG), 0);
+        free(big);
+        for (int i = 0; i < NBIG; i++) {
+            fab_msg_t m;
+            CHECK_INT(fab_peer_next(p2, &m, FAB_MS), 1);
+            CHECK_UINT(m.hdr.stream, 2);
+            fab_msg_clear(&m);
+        }
+        fab_peer_data(p2, 2, KEY(0, 0), 0, tbon_packet_new(2, "%ld", 99L));
+        REQUIRE(gate_wait_held(FAB_MS));
+        fab_peer_data(p1, 1, KEY(1, 0), 0, tbon_packet_new(1, "%ld", 30L));
+        fab_peer_close(p1);
+        fab_peer_data(p2, 1, KEY(1, 0), 0, tbon_packet_new(1, "%ld", 20L));
+        gate_open();
+        tbon_packet_t *p = fab_take_packet(fe, 1, FAB_MS, NULL);
+        CHECK(p != NULL);
+        if (p) {
+            tbon_rank_t cov[4];
+            CHECK_INT(fab_long(p), 50);
+            CHECK_UINT(tbon_packet_covered(p, cov, 4), 2);
+            tbon_packet_unref(p);
+        }
+    } else {
+        gate_open();
     }
     fab_free(f);
 }
