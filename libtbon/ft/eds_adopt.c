@@ -165,7 +165,6 @@ struct adopt_job {
     char host[16][TB_ADOPT_HOST_MAX];
     int fd0;
     int fd0_up;                /* fd0 is connected already: no wait for it */
-    int here;                  /* run on the EDS thread itself (adopt_here) */
 };
 
 /* A copy of the EDS's topology (any thread; the EDS thread writes it under
@@ -337,8 +336,8 @@ static long ask_candidates(tb_eds_t *e, struct adopt_job *job)
          * gets the connection from here: from the adopter thread, the EDS
          * thread is not woken on the way (one hand-off less per orphan). */
         struct eds_mail q = { .what = M_ADOPTED, .fd = -1, .p = job->cand[i], .r = job->lost };
-        if (job->here)
-            on_adopter(e, &q);      /* we are the EDS thread: no mail to ourselves */
+        if (e->role == TB_ROLE_BE)
+            on_adopter(e, &q);      /* adopt_here: the EDS thread, no mail to ourselves */
         else
             job_mail(e, q);
         tb_cmd_t *c = tb_cmd_adopted(fd, job->cand[i], job->lost, (uint64_t)(t1 - job->t0),
@@ -465,7 +464,6 @@ static void on_events_timer(tb_timer_t *t, int64_t now)
 static void adopt_here(tb_eds_t *e, struct adopt_job *job)
 {
     e->adopting = 1;
-    job->here = 1;
     long i = adopt_rounds(job);
     if (i < 0) {
         struct eds_mail q = { .what = M_ADOPT_FAILED, .fd = -1, .r = job->lost, .last = 1 };

@@ -47,7 +47,6 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
 {
     tb_frame_t f;
     int64_t now = tb_now_ms();
-    c->may_cut = n->role == TB_ROLE_COMMNODE;
     for (;;) {
         while (!c->closed) {
             /* the frames kept after a gap first, once it is filled */
@@ -788,8 +787,8 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
         goto error;
     }
     if (cfg->parent_fd >= 0) {
-        n->parent = tb_conn_new(cfg->parent_fd, tb_topology_parent(n->topo, n->rank), -1,
-                                TB_FRAME_MAX_DEFAULT);
+        n->parent = tb_node_conn_new(n, cfg->parent_fd, tb_topology_parent(n->topo, n->rank),
+                                     -1);
         if (!n->parent) {
             tb_error_set(err, TBON_ENOMEM, "out of memory");
             goto error;

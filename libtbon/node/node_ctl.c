@@ -28,7 +28,7 @@ void tb_node_on_conn(tb_node_t *n, tb_cmd_t *cmd)
         return;
     }
     tb_child_t *ch = &n->child[i];
-    ch->conn = tb_conn_new(cmd->u.conn.fd, ch->rank, i, TB_FRAME_MAX_DEFAULT);
+    ch->conn = tb_node_conn_new(n, cmd->u.conn.fd, ch->rank, i);
     if (!ch->conn)
         return;
     cmd->u.conn.fd = -1;

@@ -67,18 +67,16 @@ static int targets_down(tb_node_t *n, const tb_frame_hdr_t *h, tb_conn_t ***to, 
             free(v);
             return 0;
         }
-        if (s->seen_to[i] == UINT64_MAX || q > s->seen_to[i])
+        if (tb_stream_child_gets(s, i, q))
             v[m++] = t;
     }
     if (m == 0) {
         free(v);
         return 0;
     }
-    /* what tb_stream_down does before it sends (the request counts as
-     * seen here once it is whole: pass_piece) */
-    for (size_t i = 0; i < n->nchild; i++)
-        if (s->part[i] && !s->fwd_from[i] && s->seen_to[i] != UINT64_MAX && q > s->seen_to[i])
-            s->fwd_from[i] = q;
+    /* as tb_stream_down before it sends (the request counts as seen here
+     * once it is whole: pass_piece) */
+    tb_stream_forward_from(n, s, q);
     *to = v;
     *k = m;
     return 1;
@@ -108,7 +106,7 @@ static void arm(tb_node_t *n, int64_t now);
 static int begin(tb_node_t *n, tb_conn_t *c, const tb_frame_t *f)
 {
     const tb_frame_hdr_t *h = &f->hdr;
-    if (!c->may_cut || n->role != TB_ROLE_COMMNODE || h->type != TB_FRAME_DATA ||
+    if (!c->may_cut || h->type != TB_FRAME_DATA ||
         !(h->flags & TB_FRAME_F_FRAG) || c->frag_len || f->placed)
         return 0;
     tb_stream_st_t *s = tb_stream_get(n, h->stream);

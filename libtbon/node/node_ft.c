@@ -63,7 +63,7 @@ static int nft_child_adopt(tb_node_t *n, tbon_rank_t r, int is_be, int fd)
     int i = tb_node_add_child(n, r, is_be);
     if (i < 0)
         return i;
-    tb_conn_t *conn = tb_conn_new(fd, r, i, TB_FRAME_MAX_DEFAULT);
+    tb_conn_t *conn = tb_node_conn_new(n, fd, r, i);
     if (!conn)
         return TBON_ENOMEM;
     n->child[i].conn = conn;
@@ -106,7 +106,7 @@ static tbon_rank_t nft_parent_rank(const tb_node_t *n)
 
 static int nft_parent_set(tb_node_t *n, tbon_rank_t r, int fd)
 {
-    tb_conn_t *conn = tb_conn_new(fd, r, -1, TB_FRAME_MAX_DEFAULT);
+    tb_conn_t *conn = tb_node_conn_new(n, fd, r, -1);
     if (!conn)
         return TBON_ENOMEM;
     n->parent = conn;

@@ -406,6 +406,18 @@ void tb_node_bury_list(tb_conn_t **list);
 void tb_node_retire(tb_node_t *n, tb_conn_t *c);
 void tb_node_retire_late(tb_node_t *n, tb_conn_t *c);
 
+/* A connection of this node to peer rank (child slot index, -1: the
+ * parent) over fd; NULL if out of memory (fd is the caller's then). A
+ * commnode's may pass a packet's pieces on as they come (node_cut.c). */
+static inline tb_conn_t *tb_node_conn_new(const tb_node_t *n, int fd, tbon_rank_t rank,
+                                          int index)
+{
+    tb_conn_t *c = tb_conn_new(fd, rank, index, TB_FRAME_MAX_DEFAULT);
+    if (c)
+        c->may_cut = n->role == TB_ROLE_COMMNODE;
+    return c;
+}
+
 /* node_cut.c: a large packet's pieces passed on as they come. A frame from
  * c that is a piece, an abort (TB_FRAME_F_ABORT), or comes while c passes a
  * packet on: 1 if handled here (passed on or dropped; f released), -1 if it
@@ -662,6 +674,20 @@ static inline int tb_stream_takes_part(const tb_node_t *n, const tb_stream_st_t 
         if (s->part[i])
             return 1;
     return 0;
+}
+/* Does child i get request q of s going down? It takes part in s, and its
+ * old parent had not passed q down to it already (an adopted child answered
+ * that one, or will: a second copy would be answered twice). */
+static inline int tb_stream_child_gets(const tb_stream_st_t *s, size_t i, uint64_t q)
+{
+    return s->part[i] && (s->seen_to[i] == UINT64_MAX || q > s->seen_to[i]);
+}
+/* Request q of s goes down: an adopted child's first new request here. */
+static inline void tb_stream_forward_from(const tb_node_t *n, tb_stream_st_t *s, uint64_t q)
+{
+    for (size_t i = 0; i < n->nchild; i++)
+        if (s->part[i] && !s->fwd_from[i] && s->seen_to[i] != UINT64_MAX && q > s->seen_to[i])
+            s->fwd_from[i] = q;
 }
 /* This node sent (or buffered) a unit with key up on stream id. */
 static inline void tb_stream_sent(tb_node_t *n, uint32_t id, uint64_t key)

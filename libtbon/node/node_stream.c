@@ -264,19 +264,15 @@ void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q)
     } else {
         tbon_packet_list_push(&out, p);
     }
-    /* An adopted child does not get a request again that its old parent had
-     * already passed down to it (it answered that one, or will): a second
-     * copy would be answered twice. */
-    for (size_t i = 0; out.n && i < n->nchild; i++)
-        if (s->part[i] && !s->fwd_from[i] && s->seen_to[i] != UINT64_MAX && q > s->seen_to[i])
-            s->fwd_from[i] = q;     /* an adopted child's first new request here */
+    if (out.n)
+        tb_stream_forward_from(n, s, q);
     int keep = s->sync != TBON_SYNC_DONTWAIT && n->ft->ready(n);
     uint64_t done = out.n ? tb_exact_mark(s) : 0;
     for (size_t j = 0; j < out.n; j++) {
         if (keep)
             tb_reqs_keep(s, q, out.v[j], at);
         for (size_t i = 0; i < n->nchild; i++)
-            if (s->part[i] && (s->seen_to[i] == UINT64_MAX || q > s->seen_to[i]))
+            if (tb_stream_child_gets(s, i, q))
                 tb_node_to_child(n, i, stream, out.v[j], q, j == 0 ? done : 0);
     }
     tb_plist_free(&out);
