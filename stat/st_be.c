@@ -106,7 +106,9 @@ static int be_send(tbon_stream_t *s, int tag, const st_tree_t *t2, const st_tree
 }
 
 /* For the tests only: $TBON_STAT_TEST_HOLD = "RANK:DIR". Every back-end
- * writes DIR/sent.ITS_RANK once its result is sent; back-end RANK writes
+ * writes DIR/sent.ITS_RANK once its result is written to its parent's
+ * connection (flushed: a result still queued in the library when the
+ * parent dies goes to the adopter, and is not lost); back-end RANK writes
  * DIR/held and holds its result back until DIR/go exists (60 s at most).
  * A test then kills RANK's commnode after its siblings' results went to it
  * and before this one did (the packets die with it, and the front-end must
@@ -120,7 +122,7 @@ static void test_mark(const char *dir, const char *name)
         close(fd);
 }
 
-static void test_hold(tbon_rank_t me, int sent)
+static void test_hold(tbon_stream_t *s, tbon_rank_t me, int sent)
 {
     const char *v = getenv("TBON_STAT_TEST_HOLD");
     unsigned r;
@@ -129,6 +131,7 @@ static void test_hold(tbon_rank_t me, int sent)
         return;
     const char *dir = v + off;
     if (sent) {
+        tbon_stream_flush(s);
         char name[32];
         snprintf(name, sizeof name, "sent.%u", me);
         test_mark(dir, name);
@@ -333,10 +336,10 @@ static int be_sample_req(tbon_net_t *net, tbon_stream_t *s, tbon_packet_t *p, tb
         st_walker_t *w = *t2 && *t3 ? be_walker(flags) : NULL;
         rc = w ? be_sample(net, w, pids, ranks, owner, np, me, n, interval, *t2, *t3)
                : TBON_ENOMEM;
-        test_hold(me, 0);
+        test_hold(s, me, 0);
         if (rc == 0)
             rc = be_send(s, tag, *t2, *t3);
-        test_hold(me, 1);
+        test_hold(s, me, 1);
         /* The walker's files and maps go after the result did. */
         st_walker_free(w);
     }

@@ -176,6 +176,7 @@ static struct sampled sample_merge(const struct cli *c, struct run *r, tbon_stre
                 st_die("a result from the tree: %s", err);
             tbon_packet_unref(p);
             o.got = 1;
+            o.composed += tbon_stream_request(s) == 0;
             last = st_now();
             st_range_t *rg = NULL;
             st_tree_tasks(t2, &rg, &have);

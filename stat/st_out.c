@@ -246,8 +246,8 @@ void st_write_results(const struct cli *c, struct run *r, const char *dir, st_tr
     fprintf(f, "find_tasks_s %.6f\nlaunch_tree_s %.6f\nsample_merge_s %.6f\nwrite_s %.6f\n",
             r->t_find, r->t_launch, o->t_sample, t_write);
     fprintf(f, "nodes_2d %zu\nnodes_3d %zu\nmissing %zu\nnot_found %zu\nfailed_nodes %zu\n"
-            "resends %d\nunreached %zu\n", st_tree_size(t2), st_tree_size(t3), missing,
-            r->nabsent, failed, o->asks, r->nunreached);
+            "resends %d\ncomposed %d\nunreached %zu\n", st_tree_size(t2), st_tree_size(t3),
+            missing, r->nabsent, failed, o->asks, o->composed, r->nunreached);
     close_file(f, path);
 }
 

@@ -56,6 +56,9 @@ struct run {
  * how long it took. */
 struct sampled {
     int got, asks;
+    int composed;           /* results that came as composed filter state
+                               after a failure (no request: seed 003's state
+                               composition brought them back) */
     double t_sample;
 };
 
