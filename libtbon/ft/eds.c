@@ -629,6 +629,11 @@ int tb_eds_watch_child(tb_eds_t *e, tbon_rank_t rank, pid_t pid)
     return 0;
 }
 
+int tb_eds_parent_gone(tb_eds_t *e, tbon_rank_t parent)
+{
+    return e && atomic_load(&e->gone_parent) == parent + 1;
+}
+
 int tb_eds_reaped(tb_eds_t *e, pid_t pid)
 {
     int found = 0;

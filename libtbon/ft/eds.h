@@ -29,6 +29,10 @@ void tb_eds_quit(tb_eds_t *e);
 void tb_eds_free(tb_eds_t *e);
 /* 1 if the EDS has reaped that child. */
 int  tb_eds_reaped(tb_eds_t *e, pid_t pid);
+/* 1 if the EDS has given parent (our parent, or the last one we had) up:
+ * its event connection ended or fell silent, and an adoption is under
+ * way (tb_eds_parent_down). Any thread; NULL is fine. */
+int  tb_eds_parent_gone(tb_eds_t *e, tbon_rank_t parent);
 /* Fault tolerance (seed 003 V-A). The reactor keeps the EDS's private copy
  * of the topology in step: a report is queued and applied on the EDS thread. */
 typedef enum tb_eds_rep_kind {

@@ -593,6 +593,7 @@ void tb_eds_parent_down(tb_eds_t *e, tbon_rank_t lost)
 {
     if (lost != e->parent)
         return;            /* an old parent, already replaced */
+    atomic_store(&e->gone_parent, lost + 1);
     pthread_mutex_lock(&e->mu);
     for (watch_t *w = e->all; w; w = w->next)
         if (!w->dead && w->kind == K_EVENT && w->rank == lost) {

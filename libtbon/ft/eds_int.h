@@ -110,6 +110,8 @@ struct tb_eds {
     pid_t *reaped;             /* under mu (tb_eds_reaped) */
     size_t nreaped, capreaped;
     atomic_int stop;
+    atomic_uint gone_parent;   /* rank + 1 of the last parent given up
+                                  (tb_eds_parent_down, tb_eds_parent_gone) */
     /* Fault tolerance (seed 003 V-A): the reconfigurator runs here. */
     tbon_rank_t parent;        /* the current parent (its event connection) */
     uint32_t incarnation;

@@ -356,6 +356,12 @@ static int ft_ready(const tb_node_t *n)
     return ft && ft->cx.ready;
 }
 
+static int ft_parent_gone(tb_node_t *n, tbon_rank_t parent)
+{
+    const struct tb_ft *ft = tb_nft_state(n);
+    return ft && tb_eds_parent_gone(ft->cx.eds, parent);
+}
+
 static int ft_reaped(tb_node_t *n, pid_t pid)
 {
     const struct tb_ft *ft = tb_nft_state(n);
@@ -373,4 +379,5 @@ const tb_ft_ops_t tb_ft_ops = {
     .flush = ft_flush,
     .ready = ft_ready,
     .reaped = ft_reaped,
+    .parent_gone = ft_parent_gone,
 };

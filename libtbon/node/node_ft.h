@@ -130,6 +130,10 @@ typedef struct tb_ft_ops {
     /* the EDS's service: reaped says if the EDS has reaped pid (0 without
      * an EDS) */
     int  (*reaped)(tb_node_t *n, pid_t pid);
+    /* 1 if the EDS has given parent up (its event connection ended, or it
+     * fell silent) and seeks an adopter already: a broken data connection
+     * to it is not worth a relink (0 without an EDS) */
+    int  (*parent_gone)(tb_node_t *n, tbon_rank_t parent);
 } tb_ft_ops_t;
 
 /* ---- the node as ft reaches it ---- */
