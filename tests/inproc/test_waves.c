@@ -248,6 +248,14 @@ static int gate_wait_held(int ms)
     return held;
 }
 
+/* Closed again, for the next case. */
+static void gate_reset(void)
+{
+    pthread_mutex_lock(&gate.mu);
+    gate.held = gate.open = 0;
+    pthread_mutex_unlock(&gate.mu);
+}
+
 static void gate_open(void)
 {
     pthread_mutex_lock(&gate.mu);
@@ -256,51 +264,71 @@ static void gate_open(void)
     pthread_mutex_unlock(&gate.mu);
 }
 
-/* A child's last words: back-end 1 answers and is gone while the FE still
- * has frames to write to it (1 read nothing of 2 MiB sent down), and all
- * of it while the FE's reactor is held. Let go, the FE finds the socket
- * writable and its write fails before it has read 1's answer, which is
- * still in the socket: it must be taken all the same, and the wave is
- * whole at once (20 + 30, both back-ends in it), not cut without 1 once
+/* FE 0 over back-ends 1 and 2 as peers (fe, p1, p2 in f): streams 1 (SUM,
+ * waiting for all) and 2 (NULL, DONTWAIT), request 1 on stream 1 taken by
+ * both, then 2 MiB down stream 2, which 1 does not read: once 2 has all of
+ * it, the FE has queued it for 1 too, far past what 1's socket holds. Then
+ * the FE's reactor is held in the delivery of 2's marker. 1 if all went so
+ * (else the case failed, and the gate is open). */
+static int fe_held_with_writes_to_1(fab_t *f, fab_node_t **fe, fab_peer_t **p1, fab_peer_t **p2)
+{
+    static const tbon_rank_t bes[] = { 1, 2 };
+    gate_reset();
+    tb_node_cbs_t also = { .deliver = gate_deliver };
+    *fe = fab_fe_also(f, &also);
+    *p1 = *fe ? fab_peer_under(f, *fe, 1) : NULL;
+    *p2 = *fe ? fab_peer_under(f, *fe, 2) : NULL;
+    int ok = *fe && *p1 && *p2 && fab_wait_status(*fe, TB_NODE_READY, FAB_MS);
+    CHECK(ok);
+    if (!ok) {
+        gate_open();
+        return 0;
+    }
+    tbon_packet_unref(fab_peer_until_ctl(*p1, TB_CTL_PORTS, FAB_MS));
+    tbon_packet_unref(fab_peer_until_ctl(*p2, TB_CTL_PORTS, FAB_MS));
+    fab_stream(*fe, 1, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0, bes, 2);
+    fab_stream(*fe, 2, TBON_FILTER_NULL, TBON_SYNC_DONTWAIT, 0, bes, 2);
+    for (int s = 1; s <= 2; s++) {
+        tbon_packet_unref(fab_peer_expect_ctl(*p1, TB_CTL_STREAM, FAB_MS));
+        tbon_packet_unref(fab_peer_expect_ctl(*p2, TB_CTL_STREAM, FAB_MS));
+    }
+    fab_send(*fe, 1, tbon_packet_new(1, "%ld", 0L), 0);
+    peer_request(*p1, 1, 1, 0);
+    peer_request(*p2, 1, 1, 0);
+    enum { NBIG = 4, BIG = 512 * 1024 };
+    uint8_t *big = calloc(1, BIG);
+    CHECK(big != NULL);
+    for (int i = 0; big && i < NBIG; i++)
+        fab_send(*fe, 2, tbon_packet_new(2, "%auc", big, (size_t)BIG), 0);
+    free(big);
+    for (int i = 0; i < NBIG; i++) {
+        fab_msg_t m;
+        CHECK_INT(fab_peer_next(*p2, &m, FAB_MS), 1);
+        CHECK_UINT(m.hdr.stream, 2);
+        fab_msg_clear(&m);
+    }
+    fab_peer_data(*p2, 2, KEY(0, 0), 0, tbon_packet_new(2, "%ld", 99L));
+    if (!gate_wait_held(FAB_MS)) {
+        CHECK(!"the FE delivered 2's marker");
+        gate_open();
+        return 0;
+    }
+    return 1;
+}
+
+/* A child's last words: back-end 1 answers and is gone, all of it while
+ * the FE's reactor is held with frames to write to 1. Let go, the FE finds
+ * the socket writable and its write fails before it has read 1's answer,
+ * which is still in the socket: it must be taken all the same, and the wave
+ * is whole at once (20 + 30, both back-ends in it), not cut without 1 once
  * the link is given up. */
 TEST(answer_of_a_child_gone_while_written_to_is_taken)
 {
-    static const tbon_rank_t bes[] = { 1, 2 };
     fab_t *f = fab_new("h:0 => h:1 h:2 ;");
     REQUIRE(f);
-    tb_node_cbs_t also = { .deliver = gate_deliver };
-    fab_node_t *fe = fab_fe_also(f, &also);
-    fab_peer_t *p1 = fe ? fab_peer_under(f, fe, 1) : NULL;
-    fab_peer_t *p2 = fe ? fab_peer_under(f, fe, 2) : NULL;
-    if (fe && p1 && p2) {
-        REQUIRE(fab_wait_status(fe, TB_NODE_READY, FAB_MS));
-        tbon_packet_unref(fab_peer_until_ctl(p1, TB_CTL_PORTS, FAB_MS));
-        tbon_packet_unref(fab_peer_until_ctl(p2, TB_CTL_PORTS, FAB_MS));
-        fab_stream(fe, 1, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0, bes, 2);
-        fab_stream(fe, 2, TBON_FILTER_NULL, TBON_SYNC_DONTWAIT, 0, bes, 2);
-        for (int s = 1; s <= 2; s++) {
-            tbon_packet_unref(fab_peer_expect_ctl(p1, TB_CTL_STREAM, FAB_MS));
-            tbon_packet_unref(fab_peer_expect_ctl(p2, TB_CTL_STREAM, FAB_MS));
-        }
-        fab_send(fe, 1, tbon_packet_new(1, "%ld", 0L), 0);
-        peer_request(p1, 1, 1, 0);
-        peer_request(p2, 1, 1, 0);
-        /* 2 MiB down stream 2: once 2 has all of it, the FE has queued it
-         * for 1 too, far past what 1's socket holds */
-        enum { NBIG = 4, BIG = 512 * 1024 };
-        uint8_t *big = calloc(1, BIG);
-        REQUIRE(big);
-        for (int i = 0; i < NBIG; i++)
-            fab_send(fe, 2, tbon_packet_new(2, "%auc", big, (size_t)BIG), 0);
-        free(big);
-        for (int i = 0; i < NBIG; i++) {
-            fab_msg_t m;
-            CHECK_INT(fab_peer_next(p2, &m, FAB_MS), 1);
-            CHECK_UINT(m.hdr.stream, 2);
-            fab_msg_clear(&m);
-        }
-        fab_peer_data(p2, 2, KEY(0, 0), 0, tbon_packet_new(2, "%ld", 99L));
-        REQUIRE(gate_wait_held(FAB_MS));
+    fab_node_t *fe;
+    fab_peer_t *p1, *p2;
+    if (fe_held_with_writes_to_1(f, &fe, &p1, &p2)) {
         fab_peer_data(p1, 1, KEY(1, 0), 0, tbon_packet_new(1, "%ld", 30L));
         fab_peer_close(p1);
         fab_peer_data(p2, 1, KEY(1, 0), 0, tbon_packet_new(1, "%ld", 20L));
@@ -313,8 +341,29 @@ TEST(answer_of_a_child_gone_while_written_to_is_taken)
             CHECK_UINT(tbon_packet_covered(p, cov, 4), 2);
             tbon_packet_unref(p);
         }
-    } else {
+    }
+    fab_free(f);
+}
+
+/* The same with a LEAVE as the last words: back-end 1 left, it did not
+ * fail (TBON_EV_NODE_LEFT at once, no TBON_EV_NODE_FAILED). */
+TEST(leave_of_a_child_gone_while_written_to_is_taken)
+{
+    fab_t *f = fab_new("h:0 => h:1 h:2 ;");
+    REQUIRE(f);
+    fab_node_t *fe;
+    fab_peer_t *p1, *p2;
+    if (fe_held_with_writes_to_1(f, &fe, &p1, &p2)) {
+        fab_peer_ctl(p1, TB_CTL_LEAVE, tb_ctl_leave_encode(&(tb_ctl_leave_t){ 0 }));
+        fab_peer_close(p1);
         gate_open();
+        tbon_event_t ev;
+        int got = fab_take_event(fe, &ev, FAB_MS);
+        CHECK(got);
+        if (got) {
+            CHECK_INT(ev.type, TBON_EV_NODE_LEFT);
+            CHECK_UINT(ev.rank, 1);
+        }
     }
     fab_free(f);
 }
