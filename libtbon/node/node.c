@@ -137,6 +137,15 @@ static void on_frames(tb_node_t *n, tb_conn_t *c)
     }
 }
 
+/* The frames of c read already, then all the socket still holds, until
+ * its end (or a frame that breaks the protocol). */
+static void take_the_rest(tb_node_t *n, tb_conn_t *c)
+{
+    on_frames(n, c);
+    while (!c->closed && tb_conn_read(c, READ_BUDGET) > 0)
+        on_frames(n, c);
+}
+
 /* c closed. If by its peer's end (an EOF, a reset, a write that failed),
  * what the peer wrote before it went may still be in the socket, and is
  * taken first: a back-end's last answers before it died, say, when a write
@@ -148,9 +157,7 @@ static void link_broke(tb_node_t *n, tb_conn_t *c)
         memcpy(why, c->why, sizeof why);
         c->peer_gone = 0;
         c->closed = 0;
-        on_frames(n, c);        /* what was read already */
-        while (!c->closed && tb_conn_read(c, READ_BUDGET) > 0)
-            on_frames(n, c);
+        take_the_rest(n, c);
         if (c->peer_gone || !c->closed)
             memcpy(c->why, why, sizeof why);    /* not a frame's fault */
         c->closed = 1;
@@ -167,11 +174,8 @@ static void link_broke(tb_node_t *n, tb_conn_t *c)
 static void parent_events_ended(tb_node_t *n)
 {
     tb_conn_t *pc = n->parent;
-    if (!pc->closed && !pc->down) {
-        while (!pc->closed && tb_conn_read(pc, READ_BUDGET) > 0)
-            on_frames(n, pc);
-        on_frames(n, pc);
-    }
+    if (!pc->closed && !pc->down)
+        take_the_rest(n, pc);
     if (n->parent == pc)
         tb_node_parent_lost(n, "the event connection to the parent ended");
 }
