@@ -26,7 +26,8 @@
  * itself, and finds a hung one on its own (node/node_fecall.c). A back-end
  * runs none. docs/protocol.md 8.5 has the messages.
  *
- * Memory: every MEM_POLL_MS the resident size is read (/proc/self/statm);
+ * Memory: every MEM_POLL_MS the resident size of the FE and of each
+ * commnode (the nodes that run filters) is read (/proc/self/statm);
  * past the mark ($TBON_MEM_WARN_MB, default a quarter of the host's memory)
  * a warning says so, and again each time it doubles; back under the mark,
  * an info line. Both looks share one timer, armed only while there is
@@ -90,7 +91,8 @@ void tb_eds_watch_start(tb_eds_t *e)
 {
     int64_t now = tb_now_ms();
     e->watch_timer = (tb_timer_t){ .fn = on_watch_timer, .arg = e };
-    e->mem_mark = e->mem_next = mem_mark_mb(tb_node_conf(e->node));
+    /* A back-end runs no filter: its memory is its application's. */
+    e->mem_mark = e->mem_next = e->role == TB_ROLE_BE ? 0 : mem_mark_mb(tb_node_conf(e->node));
     if (e->mem_mark <= 0)
         return;
     e->mem_due = now + MEM_POLL_MS;
