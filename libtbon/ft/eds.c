@@ -234,13 +234,17 @@ static void on_pending(tb_eds_t *e, watch_t *w)
 }
 
 
+static void beat_and_look(tb_eds_t *e, int parent_beat);
+
 static void on_event_conn(tb_eds_t *e, watch_t *w)
 {
     char buf[4096];
+    int from_parent = 0;
     for (;;) {
         ssize_t n = recv(w->fd, buf, sizeof buf, MSG_DONTWAIT);
         if (n > 0) {
             w->heard = tb_now_ms();
+            from_parent |= w->rank == e->parent && memchr(buf, TB_EVENT_BEAT, (size_t)n);
             if (w->suspected) {         /* heard again: the suspicion ends */
                 w->suspected = 0;
                 if (w->rank == 0 && e->role != TB_ROLE_FE)
@@ -254,13 +258,19 @@ static void on_event_conn(tb_eds_t *e, watch_t *w)
                 break;
             if (w->rank == e->parent && said == 1)
                 e->parent_bye = 1;
+            if ((size_t)n == sizeof buf)
+                continue;
+            /* Less than asked for: the socket is empty, or what came since
+             * wakes us again (the watch is level-triggered); no read only
+             * to hear EAGAIN. */
+        } else if (n < 0 && errno == EINTR) {
             continue;
+        } else if (n == 0 || errno != EAGAIN) {
+            break;                      /* its end */
         }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN)
-            return;
-        break;
+        if (from_parent && e->hb_on)
+            beat_and_look(e, 1);
+        return;
     }
     TB_DEBUG("eds", "event connection of rank %u ended", w->rank);
     tbon_rank_t r = w->rank;
@@ -363,13 +373,23 @@ static void silent(tb_eds_t *e, watch_t *w, int64_t now, int hb, int beat)
  * connection each quarter of the timeout; a peer silent for the whole
  * timeout is suspected (silent()), and heard again it is cleared.
  *
+ * The beats go down the tree as one wave: the front-end beats on its timer,
+ * and every other node beats (its parent and children alike) when its
+ * parent's beat comes, so a node wakes once per beat where a timer of its
+ * own and its parent's beat woke it twice (at 1,024 back-ends on two cores,
+ * the wake-ups of an idle tree were most of a core). A node whose parent is
+ * silent, slow or gone still beats on its own timer, a little later than
+ * the parent's would have come (TB_BEAT_FALLBACK).
+ *
  * Local health (after HashiCorp's Lifeguard): an observer whose own timer
  * fired late (it was starved: a loaded host, a stopped process) or that
  * finds every one of its peers silent at once suspects itself first: it
  * suspects nobody this time, gives every peer a fresh period, and waits
  * longer from then on (up to 4 timeouts), coming back one step per quiet
  * timeout. Returns when the EDS must look again (-1: heartbeats are off). */
-static int64_t heartbeats(tb_eds_t *e)
+#define TB_BEAT_FALLBACK(hb) ((hb) / 4 + (hb) / 8)
+
+static int64_t heartbeats(tb_eds_t *e, int parent_beat)
 {
     int hb = atomic_load(&e->hb_ms);
     if (hb <= 0) {
@@ -389,9 +409,13 @@ static int64_t heartbeats(tb_eds_t *e)
         e->lh_since = now;
     }
     int64_t late = starting || !e->hb_due ? 0 : now - e->hb_due;
-    int beat = now >= e->next_beat;
-    if (beat)
-        e->next_beat = now + (hb / 4 > 0 ? hb / 4 : 1);
+    /* The parent's beat is passed on once per half period at most. */
+    int beat = now >= e->next_beat || (parent_beat && now - e->last_beat >= hb / 8);
+    if (beat) {
+        int64_t period = e->role == TB_ROLE_FE ? hb / 4 : TB_BEAT_FALLBACK(hb);
+        e->last_beat = now;
+        e->next_beat = now + (period > 0 ? period : 1);
+    }
     int64_t limit = (int64_t)hb * (1 + e->lh);
     const char b = TB_EVENT_BEAT;
     size_t npeers = 0, nsilent = 0;
@@ -466,10 +490,11 @@ void tb_eds_set_heartbeat(tb_eds_t *e, int timeout_ms)
     tb_loop_wake(e->loop);
 }
 
-/* Beat, look for silence, and arm the timer for the next time to. */
-static void beat_and_look(tb_eds_t *e)
+/* Beat, look for silence, and arm the timer for the next time to
+ * (parent_beat: the parent's beat has just come). */
+static void beat_and_look(tb_eds_t *e, int parent_beat)
 {
-    int64_t next = heartbeats(e);
+    int64_t next = heartbeats(e, parent_beat);
     if (next < 0)
         tb_timer_cancel(e->loop, &e->hb_timer);
     else
@@ -479,7 +504,7 @@ static void beat_and_look(tb_eds_t *e)
 static void on_hb_timer(tb_timer_t *t, int64_t now)
 {
     (void)now;
-    beat_and_look(t->arg);
+    beat_and_look(t->arg, 0);
 }
 
 static void on_watch_io(tb_io_t *io, uint32_t events)
@@ -503,7 +528,7 @@ static void after_batch(tb_eds_t *e)
     int hb = atomic_load(&e->hb_ms);
     if (hb != e->hb_seen) {
         e->hb_seen = hb;
-        beat_and_look(e);
+        beat_and_look(e, 0);
     }
     if (atomic_load(&e->leaving) && !e->bye_sent)
         tb_eds_say_bye(e);

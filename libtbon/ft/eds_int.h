@@ -125,7 +125,8 @@ struct tb_eds {
     atomic_int hb_ms;          /* heartbeat timeout (0: none); a beat every quarter */
     int hb_seen;               /* EDS thread: hb_ms at its last look */
     int hb_on;                 /* EDS thread: heartbeats were on at its last look */
-    int64_t next_beat;
+    int64_t next_beat;         /* when the timer beats, unless the parent's beat comes */
+    int64_t last_beat;
     int64_t hb_due;            /* when the heartbeat timer was due (its lateness
                                   says the EDS was starved) */
     int lh;                    /* local health: timeouts are (1 + lh) x hb_ms */
