@@ -137,6 +137,21 @@ static inline void *tb_ft_slot(void *arrp, size_t *n, size_t elem, size_t i)
     return *a + i * elem;
 }
 
+/* ---- ops.c: the composer ---- */
+/* ft's state in one node: every part made over a copy of nd and wired up;
+ * no EDS (ft_start starts it on a real node). NULL out of memory. */
+struct tb_ft *tb_ft_new(const tb_nft_t *nd);
+void tb_ft_destroy(struct tb_ft *ft);
+/* The context the parts share (its ready flag, its EDS). */
+tb_ft_ctx_t *tb_ft_ctx(struct tb_ft *ft);
+/* A node event, to the part it concerns (tb_ft_ops_t.event's result). */
+int  tb_ft_event(struct tb_ft *ft, const tb_ft_event_t *ev);
+/* A control message ft owns, to its owner (codec/ctl.c's table). */
+void tb_ft_ctl(struct tb_ft *ft, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
+/* The parts' timers, and the earliest time one wants. */
+void tb_ft_timers(struct tb_ft *ft, int64_t now);
+void tb_ft_next(const struct tb_ft *ft, int64_t *next);
+
 /* ---- recovery.c ---- */
 /* recovery.c calls view, notice, suspect, joins and attr. */
 tb_recovery_t *tb_recovery_new(tb_ft_ctx_t *cx, tb_view_t *v, tb_notice_t *nt,

@@ -3,7 +3,10 @@
  * view, joins, notice, suspect, attr, the EDS), owns them, wires the calls
  * up between them (tb_ft_up_t), and passes them the node's events, the
  * control messages and commands ft owns, and the loop's hooks. Every node
- * is created with it (tb_node_config_t.ft). */
+ * is created with it (tb_node_config_t.ft). The table's entries find ft's
+ * state in the node and call tb_ft_event, tb_ft_ctl, tb_ft_timers and
+ * tb_ft_next, which a unit test drives on a fake node of its own
+ * (tests/unit/test_ft_ops.c). */
 #include "ft/ft_int.h"
 
 #include <stdlib.h>
@@ -86,8 +89,10 @@ static const tb_ft_up_t up = {
 
 /* ---- life ---- */
 
-static void ft_destroy(struct tb_ft *ft)
+void tb_ft_destroy(struct tb_ft *ft)
 {
+    if (!ft)
+        return;
     tb_eds_free(ft->cx.eds);
     tb_recovery_destroy(ft->rec);
     tb_view_destroy(ft->view);
@@ -99,12 +104,12 @@ static void ft_destroy(struct tb_ft *ft)
 }
 
 /* The parts, lowest first, each given the ones below it. */
-static struct tb_ft *ft_new(tb_node_t *n)
+struct tb_ft *tb_ft_new(const tb_nft_t *nd)
 {
     struct tb_ft *ft = calloc(1, sizeof *ft);
     if (!ft)
         return NULL;
-    tb_nft_make(n, &ft->cx.nd);
+    ft->cx.nd = *nd;
     ft->cx.up = &up;
     ft->cx.up_arg = ft;
     tb_ft_ctx_t *cx = &ft->cx;
@@ -113,15 +118,22 @@ static struct tb_ft *ft_new(tb_node_t *n)
         !(ft->attr = tb_attr_new(cx)) ||
         !(ft->rec = tb_recovery_new(cx, ft->view, ft->notice, ft->suspect, ft->joins,
                                     ft->attr))) {
-        ft_destroy(ft);
+        tb_ft_destroy(ft);
         return NULL;
     }
     return ft;
 }
 
+tb_ft_ctx_t *tb_ft_ctx(struct tb_ft *ft)
+{
+    return &ft->cx;
+}
+
 static int ft_start(tb_node_t *n, tbon_error_t *err)
 {
-    struct tb_ft *ft = ft_new(n);
+    tb_nft_t made;
+    tb_nft_make(n, &made);
+    struct tb_ft *ft = tb_ft_new(&made);
     if (!ft)
         return tb_error_set(err, TBON_ENOMEM, "out of memory");
     tb_nft_set_state(n, ft);
@@ -153,9 +165,7 @@ static void ft_stop(tb_node_t *n)
 static void ft_free(tb_node_t *n)
 {
     struct tb_ft *ft = tb_nft_state(n);
-    if (!ft)
-        return;
-    ft_destroy(ft);
+    tb_ft_destroy(ft);
     tb_nft_set_state(n, NULL);
 }
 
@@ -245,11 +255,8 @@ static void on_child(struct tb_ft *ft, tb_ft_ev_kind_t kind, size_t i)
     }
 }
 
-static int ft_event(tb_node_t *n, const tb_ft_event_t *ev)
+int tb_ft_event(struct tb_ft *ft, const tb_ft_event_t *ev)
 {
-    struct tb_ft *ft = tb_nft_state(n);
-    if (!ft)
-        return 0;
     tb_eds_t *eds = ft->cx.eds;
     switch (ev->kind) {
     case TB_FT_EV_CMD:
@@ -271,7 +278,7 @@ static int ft_event(tb_node_t *n, const tb_ft_event_t *ev)
         tb_eds_fault_taken(eds, ev->u.rank);
         break;
     case TB_FT_EV_PARENT_EVENTS:
-        return tb_eds_watch_parent(eds, ev->u.fd, ft->cx.nd.ops->parent_rank(n));
+        return tb_eds_watch_parent(eds, ev->u.fd, ft->cx.nd.ops->parent_rank(ft->cx.nd.n));
     case TB_FT_EV_PARENT_LOST:
         /* An orphan stays one until adopted (or given up: ADOPT_FAILED). */
         return tb_recovery_orphan(ft->rec) ||
@@ -301,12 +308,17 @@ static int ft_event(tb_node_t *n, const tb_ft_event_t *ev)
     return 0;
 }
 
-/* Control messages by owner (codec/ctl.c's table). */
-static void ft_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p)
+static int ft_event(tb_node_t *n, const tb_ft_event_t *ev)
 {
     struct tb_ft *ft = tb_nft_state(n);
+    return ft ? tb_ft_event(ft, ev) : 0;
+}
+
+/* Control messages by owner (codec/ctl.c's table). */
+void tb_ft_ctl(struct tb_ft *ft, int child, const tb_ctl_msg_t *m, tbon_packet_t *p)
+{
     const tb_ctl_info_t *info = tb_ctl_info(m->op);
-    switch (info && ft ? info->owner : -1) {
+    switch (info ? info->owner : -1) {
     case TB_CTL_OWN_FT:
         tb_recovery_ctl(ft->rec, child, m, p);
         break;
@@ -321,26 +333,41 @@ static void ft_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t
     }
 }
 
-/* ---- the loop ---- */
-
-static void ft_timers(tb_node_t *n, int64_t now)
+static void ft_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p)
 {
     struct tb_ft *ft = tb_nft_state(n);
-    if (!ft)
-        return;
+    if (ft)
+        tb_ft_ctl(ft, child, m, p);
+}
+
+/* ---- the loop ---- */
+
+void tb_ft_timers(struct tb_ft *ft, int64_t now)
+{
     tb_joins_timers(ft->joins, now);
     tb_view_timers(ft->view, now);
     tb_suspect_timers(ft->suspect, now);
 }
 
-static void ft_next(const tb_node_t *n, int64_t *next)
+void tb_ft_next(const struct tb_ft *ft, int64_t *next)
 {
-    const struct tb_ft *ft = tb_nft_state(n);
-    if (!ft)
-        return;
     tb_joins_next(ft->joins, next);
     tb_view_next(ft->view, next);
     tb_suspect_next(ft->suspect, next);
+}
+
+static void ft_timers(tb_node_t *n, int64_t now)
+{
+    struct tb_ft *ft = tb_nft_state(n);
+    if (ft)
+        tb_ft_timers(ft, now);
+}
+
+static void ft_next(const tb_node_t *n, int64_t *next)
+{
+    const struct tb_ft *ft = tb_nft_state(n);
+    if (ft)
+        tb_ft_next(ft, next);
 }
 
 static void ft_flush(tb_node_t *n)

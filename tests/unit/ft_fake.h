@@ -292,9 +292,10 @@ static void ff_checked(void *arg, uint64_t id, const tbon_rank_t *agree, size_t 
 
 /* ---- making one ---- */
 
-/* Node `rank` of a generated tree (fanout[0..levels)), running, with the
- * port table here (ready), its children and parent connected. */
-static inline ff_t *ff_new(const uint32_t *fanout, size_t levels, tbon_rank_t rank)
+/* Node `rank` of a generated tree (fanout[0..levels)), running, its
+ * children and parent connected, and the handle the parts reach it by
+ * (f->cx.nd); no part made (test_ft_ops.c composes them with ft/ops.c). */
+static inline ff_t *ff_new_node(const uint32_t *fanout, size_t levels, tbon_rank_t rank)
 {
     static const char *const hosts[] = { "h" };
     ff_t *f = calloc(1, sizeof *f);
@@ -321,6 +322,16 @@ static inline ff_t *ff_new(const uint32_t *fanout, size_t levels, tbon_rank_t ra
                            .role = tb_topology_role(n->topo, rank), .session = &f->session,
                            .cbs = &f->cbs, .heartbeat_ms = 1000, .suspect_ms = 200,
                            .parent_event_fd = -1 };
+    return f;
+}
+
+/* The same with the port table here (ready) and every part made and wired
+ * as ft/ops.c does, the calls up counted on their way. */
+static inline ff_t *ff_new(const uint32_t *fanout, size_t levels, tbon_rank_t rank)
+{
+    ff_t *f = ff_new_node(fanout, levels, rank);
+    if (!f)
+        return NULL;
     f->cx.up = &ff_up;
     f->cx.up_arg = f;
     f->cx.ready = 1;
