@@ -1,6 +1,7 @@
 /* bench_tree.c - the running tree of issue 3 through the public API: start-up,
- * one broadcast + sum wave, pipelined waves and teardown, for trees of 16 to
- * 1024 back-ends on this machine, each beside the flat TCP baseline.
+ * the CPU the started tree takes while idle, one broadcast + sum wave,
+ * pipelined waves and teardown, for trees of 16 to 1024 back-ends on this
+ * machine, each beside the flat TCP baseline.
  *
  * Usage: bench_tree [--flat ROWS_FILE] [--self-be] [--exact-off] [SHAPE ...]
  *        (default: every shape; --exact-off: tbon_fe_options_t.exact_off, the
@@ -186,7 +187,7 @@ struct shape {
     size_t n;                   /* back-ends */
     size_t nodes;               /* processes: FE, commnodes, BEs */
     int starts, k;
-    double st, rtt, rate, td;
+    double st, rtt, rate, td, idle;
 };
 
 static struct shape shapes[] = {
@@ -308,6 +309,39 @@ static void recv_sum(tbon_stream_t *s, int64_t expect)
     tbon_packet_unref(p);
 }
 
+/* The machine's busy time (user, nice, system, irq, softirq) in clock ticks,
+ * from /proc/stat's first line; -1 if unreadable. */
+static long long busy_ticks(void)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    unsigned long long u, ni, sy, id, io, irq, sirq;
+    int ok = f && fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu", &u, &ni, &sy, &id, &io,
+                         &irq, &sirq) == 7;
+    if (f)
+        fclose(f);
+    return ok ? (long long)(u + ni + sy + irq + sirq) : -1;
+}
+
+/* What the whole machine spends while the tree just started sits idle
+ * (heartbeats, timers, memory looks): the busy time over IDLE_S seconds,
+ * after a second to settle, as a percentage of one core; -1 if /proc/stat
+ * cannot be read. Nothing else should run (bench/run.sh and compare.sh wait
+ * for a quiet machine before each program). */
+#define IDLE_S 3
+static double idle_cpu(void)
+{
+    sleep(1);
+    long long b0 = busy_ticks();
+    double t0 = bench_now();
+    sleep(IDLE_S);
+    long long b1 = busy_ticks();
+    double dt = bench_now() - t0;
+    long hz = sysconf(_SC_CLK_TCK);
+    if (b0 < 0 || b1 < 0 || hz <= 0)
+        return -1;
+    return (double)(b1 - b0) / (double)hz / dt * 100.0;
+}
+
 static void run_shape(struct shape *sh)
 {
     tbon_rank_t *leaves;
@@ -339,6 +373,8 @@ static void run_shape(struct shape *sh)
         tree_die("tbon_net_backends (ranks)", 0);
     free(got);
     free(leaves);
+
+    sh->idle = idle_cpu();
 
     tb_wd_arm("waves", n >= 1024 ? 120 : 60);
     tbon_comm_t *comm = tbon_fe_broadcast_comm(net);
@@ -383,9 +419,9 @@ static void run_shape(struct shape *sh)
 
 /* ---------------------------------------------------------------- output */
 
-enum { M_START, M_RTT, M_RATE, M_TEARDOWN, M_COUNT };
+enum { M_START, M_RTT, M_RATE, M_TEARDOWN, M_IDLE, M_COUNT };
 static const char *const metric_name[M_COUNT] = {
-    "start-up to ready", "wave round trip", "pipelined waves", "teardown",
+    "start-up to ready", "wave round trip", "pipelined waves", "teardown", "CPU while idle",
 };
 
 /* bench_flat's rows of this run: for each N and metric, the value and the line. */
@@ -468,6 +504,13 @@ static void print_tree_row(const struct shape *sh, int m)
         unit = "waves/s";
         snprintf(desc, sizeof desc, "%d sends back-to-back, then %d checked sums; median of %d bursts",
                  sh->k, sh->k, PIPE_RUNS);
+        break;
+    case M_IDLE:
+        v = sh->idle;
+        fmt = "%.1f";
+        unit = "% of a core";
+        snprintf(desc, sizeof desc, "the machine's busy time over %d s while the started tree "
+                 "sits idle (heartbeats, timers), in %% of one core", IDLE_S);
         break;
     default:
         v = sh->td * 1e3;
