@@ -122,7 +122,9 @@ TEST(orphan_holds_its_output_until_adopted)
     CHECK(!tb_topology_alive(f->node.topo, 1));
     CHECK_INT(tb_ft_event(ft, &lost), 1);
     CHECK_UINT(ff_count(f, TB_CTL_REPORT), 0);          /* no parent to tell yet */
-    CHECK_INT(tb_ft_event(ft, &up), 1);                 /* held (it took the reference) */
+    tb_ft_event_t held = up;
+    held.u.up.p = tbon_packet_ref(p);
+    CHECK_INT(tb_ft_event(ft, &held), 1);               /* held: it took that reference */
     int sv[2];
     REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
     close(sv[1]);
