@@ -387,7 +387,7 @@ static void silent(tb_eds_t *e, watch_t *w, int64_t now, int hb, int beat)
  * suspects nobody this time, gives every peer a fresh period, and waits
  * longer from then on (up to 4 timeouts), coming back one step per quiet
  * timeout. Returns when the EDS must look again (-1: heartbeats are off). */
-#define TB_BEAT_FALLBACK(hb) ((hb) / 4 + (hb) / 8)
+#define TB_BEAT_FALLBACK(hb) ((hb) / 4 + (hb) / 16)
 
 static int64_t heartbeats(tb_eds_t *e, int parent_beat)
 {
