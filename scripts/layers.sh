@@ -40,20 +40,6 @@ done
 [ -z "$doc" ] || doc=$(cd "$(dirname "$doc")" && pwd)/$(basename "$doc")
 layers="util topo codec filter net proc node ft api"
 
-rank_of() {
-    local i=0 l
-    for l in $layers; do
-        i=$((i + 1))
-        [ "$l" = "$1" ] && { echo "$i"; return; }
-    done
-    echo 0
-}
-module_of() {   # codec/packet_fmt.c -> codec/packet
-    local f=$1 d b
-    d=${f%%/*}; b=${f#*/}; b=${b%.*}; b=${b%%_*}
-    echo "$d/$b"
-}
-
 faults=0
 edges=$(mktemp)
 trap 'rm -f "$edges"' EXIT
@@ -62,36 +48,46 @@ fault() { echo "$1"; faults=$((faults + 1)); }
 cd "$dir" || { echo "layers: no directory $dir"; exit 2; }
 for d in */; do
     d=${d%/}
-    [ "$(rank_of "$d")" -gt 0 ] || fault "$d/: a folder that is no layer (known: $layers)"
+    case " $layers " in *" $d "*) ;; *) fault "$d/: a folder that is no layer (known: $layers)" ;; esac
 done
-for f in */*.c */*.h; do
-    [ -e "$f" ] || continue
-    layer=${f%%/*}
-    r=$(rank_of "$layer")
-    [ "$r" -gt 0 ] || continue
-    m=$(module_of "$f")
-    while IFS=: read -r ln inc; do
-        case $inc in
-        */*/*|../*|*/../*)
-            fault "$f:$ln: \"$inc\" is no layer/file.h path"; continue ;;
-        */*) ;;
-        *)  fault "$f:$ln: \"$inc\" names no layer (write \"$layer/$inc\" or the layer it is in)"
-            continue ;;
-        esac
-        il=${inc%%/*}
-        ir=$(rank_of "$il")
-        if [ "$ir" -eq 0 ]; then
-            fault "$f:$ln: \"$inc\": $il is no layer"
-        elif [ "$ir" -gt "$r" ]; then
-            fault "$f:$ln: \"$inc\": $layer may not include $il, a higher layer"
-        elif [ ! -e "$inc" ]; then
-            fault "$f:$ln: \"$inc\" does not exist"
-        fi
-        im=$(module_of "$inc")
-        [ "$im" != "$m" ] && echo "$m $im" >> "$edges"
-    done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" |
-             sed -E 's/^([0-9]+):[^"]*"([^"]*)".*/\1:\2/')
-done
+# One awk over every include line (FILE:LINE:TEXT), after the list of the
+# files there are: faults on stdout ("F" first), module edges into $edges.
+# (A shell loop with a subshell per include took minutes where forks are dear.)
+while IFS= read -r line; do
+    fault "$line"
+done < <({ ls -1 */*.[ch] 2>/dev/null | sed 's/^/FILE:/'
+           grep -Hn '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' */*.[ch] 2>/dev/null; } |
+    awk -v layers="$layers" -v edges="$edges" '
+    function module_of(f,   d, b) {     # codec/packet_fmt.c -> codec/packet
+        d = f; sub(/\/.*/, "", d); b = f; sub(/^[^\/]*\//, "", b)
+        sub(/\.[^.]*$/, "", b); sub(/_.*/, "", b)
+        return d "/" b
+    }
+    BEGIN { nl = split(layers, L, " "); for (i = 1; i <= nl; i++) rank[L[i]] = i }
+    /^FILE:/ { there[substr($0, 6)] = 1; next }
+    {
+        f = $0; sub(/:.*/, "", f); rest = substr($0, length(f) + 2)
+        ln = rest; sub(/:.*/, "", ln)
+        inc = rest; sub(/^[^"]*"/, "", inc); sub(/".*/, "", inc)
+        layer = f; sub(/\/.*/, "", layer)
+        if (!(layer in rank)) next
+        if (inc ~ /^\.\.\// || inc ~ /\/\.\.\// || inc ~ /\/.*\//) {
+            print f ":" ln ": \"" inc "\" is no layer/file.h path"; next
+        }
+        if (inc !~ /\//) {
+            print f ":" ln ": \"" inc "\" names no layer (write \"" layer "/" inc "\" or the layer it is in)"
+            next
+        }
+        il = inc; sub(/\/.*/, "", il)
+        if (!(il in rank))
+            print f ":" ln ": \"" inc "\": " il " is no layer"
+        else if (rank[il] > rank[layer])
+            print f ":" ln ": \"" inc "\": " layer " may not include " il ", a higher layer"
+        else if (!(inc in there))
+            print f ":" ln ": \"" inc "\" does not exist"
+        m = module_of(f); im = module_of(inc)
+        if (im != m) print m, im > edges
+    }')
 
 # Circles: repeatedly drop modules that include nobody left (a topological
 # sort); what cannot be dropped sits on a circle.
@@ -115,15 +111,15 @@ fi
 if [ -n "$objs" ]; then
     syms=$(mktemp)
     trap 'rm -f "$edges" "$syms"' EXIT
-    n=0
-    for o in "$objs"/*/*.o; do
-        [ -e "$o" ] || continue
-        f=${o#"$objs"/}; f=${f%.o}
-        n=$((n + 1))
-        # nm -P: NAME TYPE ...; upper case is global, U undefined
-        nm -P "$o" | awk -v f="$f" '$2 ~ /^[TDBRCVWG]$/ { print "D", f, $1 }
-                                    $2 == "U" { print "U", f, $1 }' >> "$syms"
-    done
+    # nm -P -A: FILE: NAME TYPE ...; upper case is global, U undefined.
+    # One nm for every object (a process per object was most of the time).
+    n=$(compgen -G "$objs/*/*.o" | wc -l)
+    if [ "$n" -gt 0 ]; then
+        nm -P -A "$objs"/*/*.o | awk -v pre="$objs/" '
+            { f = $1; sub(/:$/, "", f); f = substr(f, length(pre) + 1); sub(/\.o$/, "", f) }
+            $3 ~ /^[TDBRCVWG]$/ { print "D", f, $2 }
+            $3 == "U" { print "U", f, $2 }' > "$syms"
+    fi
     [ "$n" -gt 0 ] || fault "$objs: no objects (LAYER/FILE.o) to read the calls from"
     while IFS= read -r line; do
         [ -n "$line" ] && fault "$line"
@@ -172,11 +168,13 @@ fi
 
 # ---- the architecture document names every file ----
 if [ -n "$doc" ]; then
-    for f in */*.c; do
-        [ -e "$f" ] || continue
-        grep -qF "\`$f\`" "$doc" || grep -qF "\`${f#*/}\`" "$doc" ||
-            fault "$f: not named in $doc (as \`$f\` or \`${f#*/}\`)"
-    done
+    while IFS= read -r line; do
+        fault "$line"
+    done < <(ls -1 */*.c 2>/dev/null | awk -v doc="$doc" '
+        BEGIN { while ((getline l < doc) > 0) text = text "\n" l }
+        { b = $0; sub(/^[^\/]*\//, "", b)
+          if (!index(text, "`" $0 "`") && !index(text, "`" b "`"))
+              print $0 ": not named in " doc " (as `" $0 "` or `" b "`)" }')
 fi
 
 if [ "$faults" -eq 0 ]; then
