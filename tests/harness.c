@@ -180,6 +180,25 @@ int main(int argc, char **argv)
     }
     int passed = 0, failed = 0, left = 0;
 
+    /* --list: the cases, one a line ("NAME" or "NAME long"), nothing run */
+    if (argc == 2 && strcmp(argv[1], "--list") == 0) {
+        for (int i = 0; i < ncases; i++)
+            printf("%s%s\n", cases[i].name, cases[i].is_long ? " long" : "");
+        return 0;
+    }
+
+    /* Arguments that name no case at all are an error, not a run of
+     * nothing. (Words besides a case's name are allowed: a case may run
+     * its own binary as a helper with arguments of its own.) */
+    int known = 0;
+    for (int a = 1; a < argc; a++)
+        for (int i = 0; i < ncases && !known; i++)
+            known = strcmp(argv[a], cases[i].name) == 0;
+    if (argc > 1 && !known) {
+        fprintf(stderr, "%s: no case named %s%s (--list lists them)\n", prog, argv[1],
+                argc > 2 ? " or as the other arguments" : "");
+        return 2;
+    }
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (int i = 0; i < ncases; i++) {
         if (argc > 1) {

@@ -4,7 +4,8 @@
  * its own child process with an alarm (TBON_TEST_TIMEOUT seconds, default 60),
  * so a crash or hang fails that case only. A run prints one line per case and
  * ends with "NAME: N passed, N failed"; tests/run.sh adds those up.
- * Run one case with: build/tests/unit/test_x CASE_NAME
+ * Run one case with: build/tests/unit/test_x CASE_NAME (several: each named);
+ * list them with: build/tests/unit/test_x --list ("NAME" or "NAME long").
  * TEST_LONG cases are skipped when TBON_TEST_TIER=short (named on the
  * command line, they run whatever the tier).
  */
