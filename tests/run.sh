@@ -3,8 +3,10 @@
 # Usage: tests/run.sh BUILD_DIR [BUILD_DIR ...] [--short BUILD_DIR ...]
 # The builds before --short run the full tier (every case); those after it
 # the short tier (TBON_TEST_TIER=short: cases marked TEST_LONG/ITEST_LONG
-# are left out, tests/harness.h). `make check` runs the plain build full and
-# the two sanitizer builds short, so every case runs in it once at least.
+# are left out, tests/harness.h; of the integration programs, only the
+# cases tests/integration/sanitizers.list names run). `make check` runs the
+# plain build full and the two sanitizer builds short, so every case runs
+# in it once at least.
 # Each binary runs under `timeout` (TBON_SUITE_TIMEOUT seconds, default 600) and
 # prints "NAME: N passed, N failed"; then come the time of each build and
 # tier and the slowest cases, and the last line is the total, in the same
@@ -13,6 +15,8 @@ set -u
 cd "$(dirname "$0")/.."
 
 suite_timeout=${TBON_SUITE_TIMEOUT:-600}
+# The short tier's integration cases (the others run in the full tier only).
+sanitizers_list=tests/integration/sanitizers.list
 total_pass=0
 total_fail=0
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
@@ -28,11 +32,12 @@ times=$(mktemp "${TMPDIR:-/tmp}/tbon-times-XXXXXX")
 trap 'rm -rf "$tsan_dir" "$times"' EXIT
 suite_start=$SECONDS
 
-run_one() {     # one test program or script: its summary line is added up
+run_one() {     # one test program or script [its cases]: its summary line is added up
     local t=$1 out rc line p f reported=0
-    echo "== $t"
+    shift
+    echo "== $t${1:+ ($# chosen cases)}"
     out=$(TSAN_OPTIONS="$tsan_opts:log_path=$tsan_dir/report" \
-          timeout -k 5 "$suite_timeout" "$t" 2>&1)
+          timeout -k 5 "$suite_timeout" "$t" "$@" 2>&1)
     rc=$?
     printf '%s\n' "$out"
     # "ok   prog/case (N ms)" lines, kept for the list of the slowest
@@ -82,11 +87,22 @@ for b in "$@"; do
     export TBON_BUILD_DIR=$b      # tests find programs under $TBON_BUILD_DIR/bin
     export TBON_TEST_TIER=$tier
     build_start=$SECONDS
+    plain_only=0
     for t in "$b"/tests/unit/test_* "$b"/tests/inproc/test_* "$b"/tests/integration/test_*; do
         [ -x "$t" ] || continue
         case "$t" in *.d|*.o) continue ;; esac
+        if [ "$tier" = short ] && [ "${t#"$b"/tests/integration/}" != "$t" ]; then
+            # the short tier's integration cases: those the list names
+            mapfile -t chosen < <(awk -v p="${t##*/}" '$1 == p { print $2 }' "$sanitizers_list")
+            n=$("$t" --list | wc -l)
+            plain_only=$((plain_only + n - ${#chosen[@]}))
+            [ ${#chosen[@]} -gt 0 ] && run_one "$t" "${chosen[@]}"
+            continue
+        fi
         run_one "$t"
     done
+    [ "$plain_only" -gt 0 ] &&
+        echo "$b: $plain_only integration cases left to the full tier ($sanitizers_list)"
     summary+=("$(printf '  %-14s %-5s tier %5d s' "$b" "$tier" $((SECONDS - build_start)))")
 done
 unset TBON_TEST_TIER
