@@ -68,6 +68,7 @@ tbon_net_t *tb_net_alloc(int is_fe)
     if (!n)
         return NULL;
     n->is_fe = is_fe;
+    tb_ring_init(&n->arrived, sizeof(tb_rent_t));
     pthread_mutex_init(&n->mu, NULL);
     pthread_mutex_init(&n->errmu, NULL);
     pthread_condattr_t ca;
@@ -108,6 +109,69 @@ tbon_stream_t *tb_net_stream_locked(tbon_net_t *net, uint32_t id, int create)
     return s;
 }
 
+static uint64_t head_seq(const tbon_stream_t *s)
+{
+    return ((const tb_dent_t *)tb_ring_at(&s->q, 0))->seq;
+}
+
+/* Is r still on its stream's queue? (A queue holds what was put on it
+ * but a prefix taken, in seq order.) */
+static int arrived_live(const tbon_net_t *net, const tb_rent_t *r)
+{
+    const tbon_stream_t *s = r->stream < net->nstreams ? net->streams[r->stream] : NULL;
+    return s && s->q.len && head_seq(s) <= r->seq;
+}
+
+/* An application that takes packets by stream only leaves every entry of
+ * net->arrived behind: once it is twice as long as what was live at the last
+ * compaction (and some), the entries taken go, in O(len) once per as many
+ * pushes. */
+static void arrived_compact(tbon_net_t *net)
+{
+    if (net->arrived.len < 2 * net->arrived_kept + 1024)
+        return;
+    tb_ring_t keep;
+    tb_ring_init(&keep, sizeof(tb_rent_t));
+    if (tb_ring_reserve(&keep, net->arrived.len) != 0)
+        return;                 /* no memory now: the next push tries again */
+    for (size_t i = 0; i < net->arrived.len; i++) {
+        const tb_rent_t *r = tb_ring_at(&net->arrived, i);
+        if (arrived_live(net, r))
+            *(tb_rent_t *)tb_ring_push(&keep) = *r;
+    }
+    tb_ring_free(&net->arrived);
+    net->arrived = keep;
+    net->arrived_kept = keep.len;
+}
+
+tb_dent_t *tb_net_queue_locked(tbon_net_t *net, tbon_stream_t *s)
+{
+    arrived_compact(net);
+    if (tb_ring_reserve(&net->arrived, net->arrived.len + 1) != 0)
+        return NULL;
+    tb_dent_t *e = tb_ring_push(&s->q);
+    if (!e)
+        return NULL;
+    e->seq = ++net->seq;
+    *(tb_rent_t *)tb_ring_push(&net->arrived) = (tb_rent_t){ s->id, e->seq };
+    return e;
+}
+
+/* The stream whose head is the oldest packet of all, or NULL. */
+static tbon_stream_t *oldest_locked(tbon_net_t *net)
+{
+    while (net->arrived.len) {
+        const tb_rent_t *r = tb_ring_at(&net->arrived, 0);
+        tbon_stream_t *s = r->stream < net->nstreams ? net->streams[r->stream] : NULL;
+        if (s && s->q.len && head_seq(s) == r->seq)
+            return s;
+        tb_ring_drop(&net->arrived);      /* taken already */
+        if (net->arrived_kept > net->arrived.len)
+            net->arrived_kept = net->arrived.len;
+    }
+    return NULL;
+}
+
 /* ---- receiving ---- */
 
 int tb_net_wait_until(tbon_net_t *net, const struct timespec *abs)
@@ -131,11 +195,6 @@ struct timespec *tb_net_deadline(int timeout_ms, struct timespec *ts)
         ts->tv_nsec -= 1000000000;
     }
     return ts;
-}
-
-static uint64_t head_seq(const tbon_stream_t *s)
-{
-    return ((const tb_dent_t *)tb_ring_at(&s->q, 0))->seq;
 }
 
 /* The oldest entry of s's queue, taken: its packet (NULL: an error outcome,
@@ -307,17 +366,7 @@ static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt
     int turned = 0, held = 0;
     pthread_mutex_lock(&net->mu);
     for (;;) {
-        tbon_stream_t *best = NULL;
-        if (only) {
-            if (only->q.len)
-                best = only;
-        } else {
-            for (size_t i = 0; i < net->nstreams; i++) {
-                tbon_stream_t *s = net->streams[i];
-                if (s && s->q.len && (!best || head_seq(s) < head_seq(best)))
-                    best = s;
-            }
-        }
+        tbon_stream_t *best = only ? (only->q.len ? only : NULL) : oldest_locked(net);
         if (best) {
             uint64_t q = ((const tb_dent_t *)tb_ring_at(&best->q, 0))->q;
             int code = 0;
@@ -681,6 +730,7 @@ void tb_net_free(tbon_net_t *net)
         return;
     tb_config_free(&net->conf);
     tb_ring_free(&net->events);
+    tb_ring_free(&net->arrived);
     free(net->chk_agree);
     free(net->chk_bad);
     free(net->missing);

@@ -32,13 +32,13 @@ static void cb_deliver(void *arg, uint32_t stream, tbon_packet_t *p, uint64_t q)
         tbon_packet_unref(p);
         return;
     }
-    tb_dent_t *e = tb_ring_push(&s->q);
+    tb_dent_t *e = tb_net_queue_locked(net, s);
     if (!e) {
         pthread_mutex_unlock(&net->mu);
         tbon_packet_unref(p);
         return;
     }
-    *e = (tb_dent_t){ p, ++net->seq, q, 0, NULL };
+    *e = (tb_dent_t){ p, e->seq, q, 0, NULL };
     net->app_bytes += tb_net_pkt_size(p);
     pthread_cond_broadcast(&net->cond);
     pthread_mutex_unlock(&net->mu);
@@ -51,9 +51,9 @@ static void cb_wave_error(void *arg, uint32_t stream, uint64_t q, int code, cons
     tbon_net_t *net = arg;
     pthread_mutex_lock(&net->mu);
     tbon_stream_t *s = tb_net_stream_locked(net, stream, 0);
-    tb_dent_t *e = s && !atomic_load(&s->closed) ? tb_ring_push(&s->q) : NULL;
+    tb_dent_t *e = s && !atomic_load(&s->closed) ? tb_net_queue_locked(net, s) : NULL;
     if (e) {
-        *e = (tb_dent_t){ NULL, ++net->seq, q, code, msg ? strdup(msg) : NULL };
+        *e = (tb_dent_t){ NULL, e->seq, q, code, msg ? strdup(msg) : NULL };
         pthread_cond_broadcast(&net->cond);
     }
     pthread_mutex_unlock(&net->mu);

@@ -26,6 +26,15 @@ typedef struct tb_dent {
     char *msg;             /* pkt NULL: why (malloc'd), or NULL */
 } tb_dent_t;
 
+/* tbon_net_recv's order: every entry put on a stream's queue, as (stream,
+ * seq), oldest first. The first whose seq is still its stream's head is the
+ * oldest packet of all; entries already taken (tbon_stream_recv, a close)
+ * are dropped as they come to the front, or by a compaction (net.c). */
+typedef struct tb_rent {
+    uint32_t stream;
+    uint64_t seq;
+} tb_rent_t;
+
 struct tbon_comm {
     tbon_rank_t *ranks;
     size_t n;
@@ -67,6 +76,8 @@ struct tbon_net {
     tbon_stream_t **streams;       /* by id */
     size_t         nstreams;
     uint64_t       seq;
+    tb_ring_t      arrived;        /* tb_rent_t: the order of arrival */
+    size_t         arrived_kept;   /* arrived.len after its last compaction */
     size_t         app_bytes;
     atomic_int     want_resume;
     int            closed;
@@ -135,6 +146,10 @@ int tb_net_kick_ran(tbon_net_t *net);
 void tb_net_arm(void *arg, int on);
 /* The stream with this id, created if create and missing (under net->mu). */
 tbon_stream_t *tb_net_stream_locked(tbon_net_t *net, uint32_t id, int create);
+/* A new entry at the tail of s's queue (net->mu held), its seq set and its
+ * place in net->arrived kept; the caller fills the rest. NULL if out of
+ * memory (nothing changed). */
+tb_dent_t *tb_net_queue_locked(tbon_net_t *net, tbon_stream_t *s);
 /* Wait on net->cond (net->mu held) until abs (NULL: for ever); as
  * pthread_cond_timedwait. The deadline timeout_ms from now in *ts (NULL if
  * timeout_ms < 0). (net.c) */
