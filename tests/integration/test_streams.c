@@ -209,7 +209,10 @@ ITEST(subset_comm)
 
     /* Commnode 3 has no member: it should not wake up for this stream. We
      * cannot tell commnodes' ranks from outside, so: of the 4 commnodes,
-     * exactly one stays asleep during 40 echo round trips. */
+     * exactly one sleeps through the 40 echo round trips. A member wakes
+     * at least once for each; the other only for heartbeats (a few a
+     * second, however long the round trips take on a loaded machine: 6
+     * were seen under ThreadSanitizer with another suite running). */
     pid_t cn[8];
     size_t ncn = it_our_procs("tbon_commnode", cn, 8);
     CHECK_UINT(ncn, 4);
@@ -231,7 +234,7 @@ ITEST(subset_comm)
         }
         for (int i = 0; i < 4; i++) {
             long d = it_wakeups(cn[i]) - before[i];
-            if (d < 5)
+            if (d < 20)
                 idle++;         /* asleep through the 40 round trips */
             else
                 busy++;
