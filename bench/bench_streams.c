@@ -9,6 +9,8 @@
  * tree: 10,000 packets sent down one stream that the back-ends take and do
  * not answer (a stream's definition is a message sent to every node too; it
  * holds the same fixed fields and, here, the 256 members), then one wave.
+ * Then a wave on each of the 10,000, all sent before any answer is taken,
+ * the answers taken as they come (tbon_net_recv).
  * Ending: tbon_stream_close on all 10,000, then a wave on the first stream,
  * which follows the ends down every connection: its answer means every node
  * has ended them all. Median of ROUNDS.
@@ -81,7 +83,8 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--help") == 0) {
         printf("usage: " PROG "\n"
-               "The time a 16x16 tree takes to set up %d new streams and to end them,\n"
+               "The time a 16x16 tree takes to set up %d new streams, a wave on each,\n"
+               "and to end them,\n"
                "beside the time it takes to carry as many small packets down one stream;\n"
                "Markdown rows on stdout (bench/run.sh collects them).\n", NSTREAMS);
         return 0;
@@ -92,7 +95,7 @@ int main(int argc, char **argv)
     if (ns && atoi(ns) > 0)
         NSTREAMS = atoi(ns);
     char *topo = topology();
-    double create[ROUNDS], carry[ROUNDS], end[ROUNDS];
+    double create[ROUNDS], carry[ROUNDS], end[ROUNDS], each[ROUNDS];
     tbon_stream_t **made = malloc((size_t)NSTREAMS * sizeof *made);
     if (!made)
         bench_die(PROG, "malloc");
@@ -122,6 +125,22 @@ int main(int argc, char **argv)
                 bench_die(PROG, "tbon_fe_stream_new");
         wave(net, s, nbe);
         create[r] = bench_now() - t0;
+        /* a wave on each, all sent before any answer is taken, the answers
+         * taken as they come (tbon_net_recv: any stream) */
+        t0 = bench_now();
+        for (int i = 0; i < NSTREAMS; i++)
+            if (tbon_stream_send(made[i], TAG_WAVE, "%ud", 1u))
+                bench_die(PROG, "tbon_stream_send");
+        for (int i = 0; i < NSTREAMS; i++) {
+            tbon_packet_t *p = NULL;
+            tbon_stream_t *from = NULL;
+            int64_t v = 0;
+            if (tbon_net_recv(net, &p, &from, 120000) || tbon_packet_unpack(p, "%ld", &v) ||
+                v != (int64_t)nbe)
+                bench_die(PROG, "a wave on each stream");
+            tbon_packet_unref(p);
+        }
+        each[r] = bench_now() - t0;
         /* and their end */
         t0 = bench_now();
         for (int i = 0; i < NSTREAMS; i++)
@@ -140,6 +159,12 @@ int main(int argc, char **argv)
     bench_row("streams", what, "%.0f", NSTREAMS / cm, "streams/s",
               "%.2f s; median of %d rounds, a new tree each; each stream over all 256 "
               "back-ends (sum, wait for all); the last row is its baseline", cm, ROUNDS);
+    double wm = bench_median(each, ROUNDS);
+    snprintf(what, sizeof what, "a wave on each of %d streams, all sent, then taken as they "
+             "come", NSTREAMS);
+    bench_row("streams", what, "%.0f", NSTREAMS / wm, "waves/s",
+              "%.2f s; the same rounds; %zu answers in all; every stream exact", wm,
+              (size_t)NSTREAMS * 256);
     snprintf(what, sizeof what, "%d streams ended (tbon_stream_close), until a wave behind "
              "them answers", NSTREAMS);
     bench_row("streams", what, "%.0f", NSTREAMS / em, "streams/s",

@@ -105,6 +105,7 @@ tbon_stream_t *tb_net_stream_locked(tbon_net_t *net, uint32_t id, int create)
     s->net = net;
     s->id = id;
     tb_ring_init(&s->q, sizeof(tb_dent_t));
+    (void)tb_ring_reserve(&s->q, 4);    /* small: a tool may make 10,000 (a push grows it) */
     net->streams[id] = s;
     return s;
 }

@@ -133,6 +133,8 @@ static void be_retain(tb_stream_st_t *s, const tbon_packet_t *p, int more, uint6
     }
     if (!s->ex.ret.size)
         tb_ring_init(&s->ex.ret, sizeof(struct tb_bret));
+    if (!s->ex.ret.cap)
+        (void)tb_ring_reserve(&s->ex.ret, 4);   /* one per stream: small first */
     struct tb_bret *e = tb_ring_push(&s->ex.ret);
     if (!e)
         return;

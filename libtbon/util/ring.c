@@ -15,7 +15,9 @@ int tb_ring_reserve(tb_ring_t *r, size_t n)
 {
     if (n <= r->cap)
         return 0;
-    size_t ncap = r->cap ? r->cap : 4;     /* small: there may be one per stream */
+    /* the first allocation: n if under 16 (a ring of which there is one per
+     * stream asks for a few, tb_ring_reserve(r, 4)), else 16 doubled */
+    size_t ncap = r->cap ? r->cap : n < 16 ? n : 16;
     while (ncap < n)
         ncap *= 2;
     unsigned char *nv = malloc(ncap * r->size);
@@ -33,7 +35,7 @@ int tb_ring_reserve(tb_ring_t *r, size_t n)
 
 void *tb_ring_push(tb_ring_t *r)
 {
-    if (r->len == r->cap && tb_ring_reserve(r, r->cap ? r->cap * 2 : 4) != 0)
+    if (r->len == r->cap && tb_ring_reserve(r, r->cap ? r->cap * 2 : 16) != 0)
         return NULL;
     void *slot = r->v + ((r->head + r->len) % r->cap) * r->size;
     memset(slot, 0, r->size);
