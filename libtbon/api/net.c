@@ -115,12 +115,12 @@ static uint64_t head_seq(const tbon_stream_t *s)
     return ((const tb_dent_t *)tb_ring_at(&s->q, 0))->seq;
 }
 
-/* Is r still on its stream's queue? (A queue holds what was put on it
- * but a prefix taken, in seq order.) */
-static int arrived_live(const tbon_net_t *net, const tb_rent_t *r)
+/* r's stream if r is still on its queue, else NULL. (A queue holds what
+ * was put on it but a prefix taken, in seq order.) */
+static tbon_stream_t *arrived_live(const tbon_net_t *net, const tb_rent_t *r)
 {
-    const tbon_stream_t *s = r->stream < net->nstreams ? net->streams[r->stream] : NULL;
-    return s && s->q.len && head_seq(s) <= r->seq;
+    tbon_stream_t *s = r->stream < net->nstreams ? net->streams[r->stream] : NULL;
+    return s && s->q.len && head_seq(s) <= r->seq ? s : NULL;
 }
 
 /* An application that takes packets by stream only leaves every entry of
@@ -162,9 +162,10 @@ tb_dent_t *tb_net_queue_locked(tbon_net_t *net, tbon_stream_t *s)
 static tbon_stream_t *oldest_locked(tbon_net_t *net)
 {
     while (net->arrived.len) {
-        const tb_rent_t *r = tb_ring_at(&net->arrived, 0);
-        tbon_stream_t *s = r->stream < net->nstreams ? net->streams[r->stream] : NULL;
-        if (s && s->q.len && head_seq(s) == r->seq)
+        /* Every queued packet has its entry here, in seq order: the first
+         * live entry is its stream's head. */
+        tbon_stream_t *s = arrived_live(net, tb_ring_at(&net->arrived, 0));
+        if (s)
             return s;
         tb_ring_drop(&net->arrived);      /* taken already */
         if (net->arrived_kept > net->arrived.len)
