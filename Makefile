@@ -335,8 +335,11 @@ deps:
 # short fuzz run, every test (the sanitizer builds leave out the long cases:
 # tests/run.sh). The builds use every core (CHECK_JOBS, default nproc)
 # whether or not make was given -j. tests/run.sh prints the final
-# "N passed, N failed".
+# "N passed, N failed". The plain build's tests run TEST_JOBS programs at
+# once (default 2: much of their time is spent waiting on timers, pauses
+# and peers, tests/run.sh -j); the sanitizer builds' one at a time.
 CHECK_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+TEST_JOBS ?= 2
 # The sanitizer builds of `make check` build what their tests run (not the
 # benchmarks and examples, which the plain build builds and checks).
 SAN_GOALS := lib programs plugins tests stat
@@ -346,10 +349,10 @@ check: deps
 	$(MAKE) -j$(CHECK_JOBS) B=$(B)/tsan TSAN=1 $(SAN_GOALS)
 	$(MAKE) -j$(CHECK_JOBS) fuzz-build
 	$(MAKE) fuzz-smoke FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)
-	tests/run.sh $(B) --short $(B)/san $(B)/tsan
+	tests/run.sh -j $(TEST_JOBS) $(B) --short $(B)/san $(B)/tsan
 
 test: all
-	tests/run.sh $(B)
+	tests/run.sh -j $(TEST_JOBS) $(B)
 
 # The cluster tests (root; skipped, and counted so, where namespaces cannot be
 # made): head + 4 nodes with sshd and Slurm, each tests/cluster/cases/*.sh
