@@ -182,8 +182,18 @@ echo "  all: $((SECONDS - suite_start)) s"
 
 # Nothing of ours may outlive the suite.
 # (Process names, not command lines: a checkout path may contain "tbon_".)
+# Only this PID namespace's: those of another (a container, or the emulated
+# cluster of `make check-cluster`, which CI runs beside this) are not ours.
+ours() {        # PID NAME lines on stdin: those in our PID namespace
+    local me pid name
+    me=$(readlink /proc/self/ns/pid)
+    while read -r pid name; do
+        [ "$(readlink "/proc/$pid/ns/pid" 2>/dev/null)" = "$me" ] && echo "$pid $name"
+    done
+    return 0
+}
 left=
-[ "${TBON_RUN_SELFTEST:-0}" = 1 ] || left=$(pgrep -l '^tbon_' || true)
+[ "${TBON_RUN_SELFTEST:-0}" = 1 ] || left=$(pgrep -l '^tbon_' | ours)
 if [ -n "$left" ]; then
     echo "tbon processes left running after the tests:"
     echo "$left"
