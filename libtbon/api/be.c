@@ -58,7 +58,7 @@ static tbon_net_t *be_node(tb_join_t *j, int joined, tb_config_t *conf, tbon_err
         tb_join_release(j);
         return NULL;
     }
-    tb_kicker_t *k = tb_kicker_start(tb_net_kick, net, tb_node_loop_fd(node));
+    tb_kicker_t *k = tb_kicker_start(tb_net_kick, net, node);
     if (!k) {
         tb_node_destroy(node);
         tb_net_free(net);

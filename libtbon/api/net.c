@@ -721,6 +721,10 @@ void tbon_net_destroy(tbon_net_t *net)
         pthread_mutex_unlock(&net->mu);
         tb_node_arm(net->node, 0);
         tb_kicker_stop(k);
+        tb_node_destroy(net->node);
+        tb_kicker_destroy(k);
+        tb_net_free(net);
+        return;
     }
     tb_node_destroy(net->node);
     tb_net_free(net);

@@ -120,14 +120,19 @@ struct tbon_net {
 };
 
 /* A back-end's node while nobody drives it (kick.c): a thread that runs a
- * turn when the node's loop (node_loop_fd) has something; armed (any
- * thread) while no application thread drives the node. */
-/* kick(arg) runs a turn of the node whose loop fd is node_loop_fd; the
- * kicker calls it from its own thread while armed and something arrives, or
- * at due (ms, tb_now_ms's clock; INT64_MAX: no timer). */
-tb_kicker_t *tb_kicker_start(void (*kick)(void *arg), void *arg, int node_loop_fd);
+ * turn when node's loop has something; armed (any thread) while no
+ * application thread drives the node. The thread starts the first time
+ * it is needed, from the node's EDS thread (tb_node_side_watch). */
+/* kick(arg) runs a turn of node; the kicker calls it from its own thread
+ * while armed and something arrives, or at due (ms, tb_now_ms's clock;
+ * INT64_MAX: no timer). */
+tb_kicker_t *tb_kicker_start(void (*kick)(void *arg), void *arg, tb_node_t *node);
 void tb_kicker_arm(tb_kicker_t *k, int on, int64_t due);
-void tb_kicker_stop(tb_kicker_t *k);    /* NULL is fine */
+/* Stop the thread (before node is destroyed); free the rest with
+ * tb_kicker_destroy after it (its EDS thread may still have looked at the
+ * kicker until then). NULL is fine for both. */
+void tb_kicker_stop(tb_kicker_t *k);
+void tb_kicker_destroy(tb_kicker_t *k);
 /* Ask the kicker thread to end without waiting (any thread, the kicker's
  * own too): the node has finished and needs no driver. NULL is fine. */
 void tb_kicker_quit(tb_kicker_t *k);

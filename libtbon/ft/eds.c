@@ -671,6 +671,19 @@ int tb_eds_reaped(tb_eds_t *e, pid_t pid)
     return found;
 }
 
+int tb_eds_side_watch(tb_eds_t *e, tb_io_t *io, uint32_t events)
+{
+    if (!e || !e->running)
+        return TBON_EINVAL;
+    return tb_loop_watch(e->loop, io, events) == 0 ? 0 : TBON_ENOMEM;
+}
+
+void tb_eds_side_forget(tb_eds_t *e, tb_io_t *io)
+{
+    if (e)
+        tb_loop_forget(e->loop, io);
+}
+
 void tb_eds_quit(tb_eds_t *e)
 {
     if (!e || !e->running || atomic_exchange(&e->stop, 1))

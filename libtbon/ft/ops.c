@@ -395,6 +395,19 @@ static int ft_reaped(tb_node_t *n, pid_t pid)
     return ft && tb_eds_reaped(ft->cx.eds, pid);
 }
 
+static int ft_side_watch(tb_node_t *n, tb_io_t *io, uint32_t events)
+{
+    const struct tb_ft *ft = tb_nft_state(n);
+    return ft ? tb_eds_side_watch(ft->cx.eds, io, events) : TBON_EINVAL;
+}
+
+static void ft_side_forget(tb_node_t *n, tb_io_t *io)
+{
+    const struct tb_ft *ft = tb_nft_state(n);
+    if (ft)
+        tb_eds_side_forget(ft->cx.eds, io);
+}
+
 const tb_ft_ops_t tb_ft_ops = {
     .start = ft_start,
     .stop = ft_stop,
@@ -407,4 +420,6 @@ const tb_ft_ops_t tb_ft_ops = {
     .ready = ft_ready,
     .reaped = ft_reaped,
     .parent_gone = ft_parent_gone,
+    .side_watch = ft_side_watch,
+    .side_forget = ft_side_forget,
 };

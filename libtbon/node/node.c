@@ -624,6 +624,16 @@ int64_t tb_node_next_due(const tb_node_t *n)
     return tb_loop_due(n->loop);
 }
 
+int tb_node_side_watch(tb_node_t *n, tb_io_t *io, uint32_t events)
+{
+    return n->ft->side_watch(n, io, events);
+}
+
+void tb_node_side_forget(tb_node_t *n, tb_io_t *io)
+{
+    n->ft->side_forget(n, io);
+}
+
 int tb_node_has_posted(tb_node_t *n)
 {
     return tb_loop_has_mail(n->loop);

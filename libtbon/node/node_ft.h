@@ -134,6 +134,12 @@ typedef struct tb_ft_ops {
      * fell silent) and seeks an adopter already: a broken data connection
      * to it is not worth a relink (0 without an EDS) */
     int  (*parent_gone)(tb_node_t *n, tbon_rank_t parent);
+    /* a descriptor watched by the EDS thread's loop, io's callback run on
+     * that thread, and taken out again (any thread): a back-end's kicker
+     * waits there until it first has work (api/kick.c). TBON_EINVAL
+     * without an EDS */
+    int  (*side_watch)(tb_node_t *n, tb_io_t *io, uint32_t events);
+    void (*side_forget)(tb_node_t *n, tb_io_t *io);
 } tb_ft_ops_t;
 
 /* ---- the node as ft reaches it ---- */
