@@ -122,15 +122,39 @@ static int start_thread(tb_kicker_t *k)
     return rc;
 }
 
-/* The kicker's loop has something (the node while armed, its timer, a
- * quit), and no thread waits on it yet: start one, which finds it there.
- * On the EDS thread, which runs no turn of the node itself. */
+/* The kicker's loop has something, and no thread waits on it yet; on the
+ * EDS thread, which runs no turn of the node itself.
+ * - Armed (nobody drives the node): start the thread, which finds it there.
+ * - Else it can only be the timer, set at an earlier arm (set_timer leaves it
+ *   set): the application drives the node and fires its timers itself. Take
+ *   the expiry and watch again. Starting a thread here put a thread's start
+ *   in every back-end on the path of the first failure after a quiet start
+ *   (the orphans' deadlines), which made recoveries slower.
+ * A stop (a quit wakes the loop) ends the watch. */
 static void on_side(tb_io_t *io, uint32_t events)
 {
     (void)events;
     tb_kicker_t *k = io->arg;
+    int rc = 0;
     pthread_mutex_lock(&k->smu);
-    int rc = start_thread(k);
+    if (atomic_load(&k->stop)) {
+        /* tb_kicker_stop takes it out */
+    } else if (atomic_load(&k->armed)) {
+        rc = start_thread(k);
+    } else {
+        uint64_t n = 0;
+        pthread_mutex_lock(&k->tmu);
+        if (read(k->timer_io.fd, &n, sizeof n) == (ssize_t)sizeof n && n > 0) {
+            k->tfd_due = INT64_MAX;
+            /* armed since we looked: its due time may be the one just
+             * taken (set_timer kept the earlier setting), so go off now */
+            if (atomic_load(&k->armed))
+                set_timer(k, 0);
+        }
+        pthread_mutex_unlock(&k->tmu);
+        if (tb_node_side_watch(k->node, &k->side_io, EPOLLIN | EPOLLONESHOT) != 0)
+            rc = start_thread(k);       /* cannot wait here any more */
+    }
     pthread_mutex_unlock(&k->smu);
     if (rc != 0)
         TB_WARN("kick", "cannot start the back-end's kicker thread: %s; its node runs "
@@ -168,10 +192,10 @@ tb_kicker_t *tb_kicker_start(void (*kick)(void *arg), void *arg, tb_node_t *node
         return NULL;
     }
     k->side_io = (tb_io_t){ .fd = tb_loop_fd(k->loop), .fn = on_side, .arg = k };
-    if (tb_node_side_watch(node, &k->side_io, EPOLLIN | EPOLLONESHOT) == 0) {
-        k->node = node;
+    k->node = node;                     /* on_side may run at once */
+    if (tb_node_side_watch(node, &k->side_io, EPOLLIN | EPOLLONESHOT) == 0)
         return k;
-    }
+    k->node = NULL;
     /* No EDS thread to wait in (a node with given links): a thread now. */
     pthread_mutex_lock(&k->smu);
     int rc = start_thread(k);
@@ -209,12 +233,13 @@ void tb_kicker_stop(tb_kicker_t *k)
     if (!k)
         return;
     tb_kicker_quit(k);
-    /* No thread starts after stop is set (on_side looks under smu). */
+    /* No thread starts, and the EDS thread watches no more, after stop is
+     * set (on_side looks under smu). */
     pthread_mutex_lock(&k->smu);
     int started = k->started;
-    pthread_mutex_unlock(&k->smu);
     if (k->node)
         tb_node_side_forget(k->node, &k->side_io);
+    pthread_mutex_unlock(&k->smu);
     if (started)
         pthread_join(k->thread, NULL);
 }

@@ -675,6 +675,10 @@ int tb_eds_side_watch(tb_eds_t *e, tb_io_t *io, uint32_t events)
 {
     if (!e || !e->running)
         return TBON_EINVAL;
+    if (io->registered) {           /* a one shot that went off: again */
+        tb_loop_rearm(e->loop, io, events);
+        return 0;
+    }
     return tb_loop_watch(e->loop, io, events) == 0 ? 0 : TBON_ENOMEM;
 }
 

@@ -33,8 +33,9 @@ int  tb_eds_reaped(tb_eds_t *e, pid_t pid);
  * its event connection ended or fell silent, and an adoption is under
  * way (tb_eds_parent_down). Any thread; NULL is fine. */
 int  tb_eds_parent_gone(tb_eds_t *e, tbon_rank_t parent);
-/* Watch io in the EDS thread's loop (its callback runs on that thread), or
- * take it out (tb_node_side_watch). Any thread; NULL: TBON_EINVAL, nothing. */
+/* Watch io in the EDS thread's loop (its callback runs on that thread; an
+ * io watched already is armed again, for a one shot that went off), or take
+ * it out (tb_node_side_watch). Any thread; NULL: TBON_EINVAL, nothing. */
 int  tb_eds_side_watch(tb_eds_t *e, tb_io_t *io, uint32_t events);
 void tb_eds_side_forget(tb_eds_t *e, tb_io_t *io);
 /* Fault tolerance (seed 003 V-A). The reactor keeps the EDS's private copy

@@ -321,8 +321,9 @@ int  tb_node_loop_fd(const tb_node_t *n);
  * its timers do not make the loop descriptor readable. */
 int64_t tb_node_next_due(const tb_node_t *n);
 /* Watch io in the loop of the thread beside the node (its EDS; io's
- * callback runs there), and take it out again; any thread. TBON_EINVAL if
- * the node has no such thread (given links). */
+ * callback runs there; once more for a one shot that went off), and take
+ * it out again; any thread. TBON_EINVAL if the node has no such thread
+ * (given links). */
 int  tb_node_side_watch(tb_node_t *n, tb_io_t *io, uint32_t events);
 void tb_node_side_forget(tb_node_t *n, tb_io_t *io);
 
