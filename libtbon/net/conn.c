@@ -251,10 +251,15 @@ static int send_packet(tb_conn_t *c, tb_frame_hdr_t *h, tbon_packet_t *p, int se
     return 0;
 }
 
-/* The first room for a packet in pieces. Only address space until the
- * pieces fill it: large enough that the C library maps it on its own, so
- * that growing it (realloc: mremap) moves no byte, where a block from the
- * heap would be copied at every doubling into pages faulted one by one. */
+/* The room for a packet in pieces is the largest packet there can be, taken
+ * at the first piece: only address space until the pieces fill it (the C
+ * library maps a block this large on its own, and its untouched pages cost
+ * no memory), so the packet never moves while it grows. Growing it moved
+ * it: the huge-page advice (util/bigmem.c) splits the mapping, so realloc
+ * cannot mremap it and copies, into pages faulted 4 KiB at a time - 260 ms
+ * for a 64 MiB packet on this project's test machine. Where the address
+ * space is refused (a strict overcommit policy), the room starts at this
+ * and doubles (tb_big_realloc: each doubling one copy into huge pages). */
 #define TB_FRAG_FIRST_CAP ((size_t)64 << 20)
 
 /* Do two pieces' headers belong to one packet? */
@@ -279,11 +284,17 @@ static const char *piece_room(tb_conn_t *c, const tb_frame_hdr_t *h, size_t max)
         return "a packet over the maximum";
     if (c->frag_len + h->len <= c->frag_cap)
         return NULL;
-    /* grown as the pieces come, never past the maximum */
-    size_t cap = c->frag_cap ? c->frag_cap : TB_FRAG_FIRST_CAP < max ? TB_FRAG_FIRST_CAP : max;
-    while (cap < c->frag_len + h->len)
-        cap = cap > max / 2 ? max : cap * 2;
-    uint8_t *nb = tb_big_realloc(c->frag, cap);
+    /* the maximum at once (above), else grown as the pieces come, never
+     * past the maximum (with its coverage) */
+    size_t most = tb_conn_max_packet() + TB_COVER_MAX_WIRE;
+    uint8_t *nb = c->frag_cap ? NULL : tb_big_realloc(c->frag, most);
+    size_t cap = most;
+    if (!nb) {
+        cap = c->frag_cap ? c->frag_cap : TB_FRAG_FIRST_CAP < max ? TB_FRAG_FIRST_CAP : max;
+        while (cap < c->frag_len + h->len)
+            cap = cap > max / 2 ? max : cap * 2;
+        nb = tb_big_realloc(c->frag, cap);
+    }
     if (!nb)
         return "out of memory for a packet in pieces";
     c->frag = nb;

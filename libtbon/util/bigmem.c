@@ -1,8 +1,10 @@
 /* bigmem.c - large buffers on huge pages (bigmem.h). */
 #include "util/bigmem.h"
 
+#include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #define HUGE_PAGE ((uintptr_t)2 << 20)
@@ -36,5 +38,18 @@ void *tb_big_alloc(size_t n)
 
 void *tb_big_realloc(void *p, size_t n)
 {
-    return advise(realloc(p, n), n);
+    if (!p || n < TB_BIG_MIN)
+        return advise(realloc(p, n), n);
+    /* A large block advised before cannot be moved by mremap (the advice
+     * split its mapping), so realloc would copy it into fresh pages that
+     * fault 4 KiB at a time; copy it into huge pages instead. */
+    size_t old = malloc_usable_size(p);
+    if (n <= old)
+        return p;
+    void *q = tb_big_alloc(n);
+    if (!q)
+        return NULL;
+    memcpy(q, p, old);
+    free(p);
+    return q;
 }

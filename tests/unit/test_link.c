@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "util/clock.h"
@@ -14,6 +15,8 @@
 #include "codec/packet_int.h"
 #include "net/conn.h"
 #include "net/link.h"
+#include "lib/memlimit.h"
+#include "lib/sanitizer.h"
 
 typedef struct {
     size_t n;
@@ -679,6 +682,74 @@ TEST(packet_in_pieces_read_into_place_and_resent)
     free(data);
     tb_conn_destroy(a);
     tb_conn_destroy(b);
+}
+
+/* A packet of n bytes in pieces from a to b, read as they come: 0 if it
+ * arrived once, whole and exact; 2 if it did, but its buffer moved while it
+ * grew; 1 if not. */
+static int move_in_pieces(size_t n)
+{
+    tb_conn_t *a, *b;
+    pair(&a, &b);
+    uint8_t *data = malloc(n);
+    if (!data)
+        return 1;
+    for (size_t i = 0; i < n; i++)
+        data[i] = (uint8_t)(i * 131 + (i >> 16));
+    tbon_packet_t *p = tbon_packet_new(7, "%auc", data, n);
+    free(data);
+    if (!p || tb_conn_send_packet(a, TB_FRAME_DATA, 1, 7, 0, p) != 0)
+        return 1;
+    static struct whole w;
+    memset(&w, 0, sizeof w);
+    const uint8_t *first = NULL;
+    int64_t now = tb_now_ms();
+    for (int it = 0; it < 100000 && !w.n; it++) {
+        tb_conn_flush(a);
+        tb_conn_read(b, (size_t)1 << 30);
+        take_frames(b, now, note_whole, &w);
+        if (!first && b->frag_len)
+            first = b->frag;
+        tb_conn_flush(b);
+        recv_all(a, NULL);
+    }
+    size_t len;
+    const uint8_t *want = tb_packet_payload(p, &len);
+    int rc = w.n == 1 && w.f.hdr.len == len && w.f.payload &&
+                     memcmp(w.f.payload, want, len) == 0 ? 0 : 1;
+    if (rc == 0 && w.f.payload != first)
+        rc = 2;
+    if (w.n)
+        tb_frame_release(&w.f);
+    tbon_packet_unref(p);
+    tb_conn_destroy(a);
+    tb_conn_destroy(b);
+    return rc;
+}
+
+/* A 72 MiB packet (nine pieces) is put together where its first piece
+ * went: the room for the largest packet is taken at once, so it never moves
+ * (growing it by realloc copied it, as the huge-page advice keeps mremap
+ * from moving it). With the address space refused (RLIMIT_AS, in a child),
+ * the room starts smaller and grows, and the packet still arrives whole. */
+TEST(packet_in_pieces_never_moves_and_grows_without_room)
+{
+    CHECK_INT(move_in_pieces((size_t)72 << 20), 0);
+    if (UNDER_ASAN || UNDER_TSAN) {
+        printf("    (the limited case skipped under the sanitizers: needs RLIMIT_AS)\n");
+        return;
+    }
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        if (limit_memory((size_t)1 << 30) != 0)
+            _exit(3);
+        _exit(move_in_pieces((size_t)72 << 20));
+    }
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st));
+    CHECK_INT(WEXITSTATUS(st), 2);      /* whole, after growing (moved) */
 }
 
 /* ---- a link held for a packet passed on piece by piece (node_cut.c) ---- */
