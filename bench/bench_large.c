@@ -2,9 +2,15 @@
  * packets of 1 MiB, 64 MiB and 1 GiB through one commnode (front-end ->
  * commnode -> back-end, and back), beside a plain TCP copy of the same bytes
  * over the same two hops in the same run (a relay process that forwards the
- * bytes as they come), public API. Packets over 16 MiB go in pieces of 8 MiB
- * and are whole again at every hop (store and forward); the plain copy is
- * pipelined, the floor of any two-hop transfer on this machine.
+ * bytes as they come), public API. Packets over 16 MiB go in pieces of 8 MiB,
+ * which the commnode passes on as they come; the plain copy is pipelined,
+ * the floor of any two-hop transfer on this machine.
+ *
+ * Each size and direction runs two ways: "copied", the application packing
+ * its bytes into a fresh packet for each send and unpacking a copy at the
+ * other end (tbon_stream_send "%auc", tbon_packet_unpack), and "in place", a
+ * packet built once and sent again as it is (tbon_stream_send_packet) and
+ * read where it lies (tbon_packet_bytes): the library's own cost.
  *
  *   bench_large              every row (median of REPS runs each)
  *   bench_large --be ...     the tree's back-end
@@ -32,6 +38,8 @@
 #define TAG_DATA 100       /* FE -> BE: "%auc" bytes; the BE answers TAG_ACK */
 #define TAG_ACK  101       /* "%uld" bytes received */
 #define TAG_ASK  102       /* FE -> BE: "%uld" n: the BE sends n bytes up (TAG_DATA) */
+#define TAG_DATA_IN 103    /* TAG_DATA, read in place */
+#define TAG_ASK_IN  104    /* TAG_ASK, sent from a packet the BE built once */
 
 static const size_t sizes[] = { (size_t)1 << 20, (size_t)64 << 20, (size_t)1 << 30 };
 static const int reps[] = { 15, 5, 3 };
@@ -43,6 +51,8 @@ static int be_main(int argc, char **argv)
     tbon_net_t *net = bench_be_create(PROG, &argc, &argv);
     uint8_t *buf = NULL;
     size_t cap = 0;
+    tbon_packet_t *kept = NULL;     /* TAG_ASK_IN's packet, of kept_n bytes */
+    uint64_t kept_n = 0;
     for (;;) {
         tbon_packet_t *p;
         tbon_stream_t *s;
@@ -56,6 +66,28 @@ static int be_main(int argc, char **argv)
             free(b);
             if (!rc)
                 rc = tbon_stream_send(s, TAG_ACK, "%uld", (uint64_t)n);
+        } else if (tbon_packet_tag(p) == TAG_DATA_IN) {
+            const void *b;
+            size_t n = 0;
+            rc = tbon_packet_bytes(p, 0, &b, &n);
+            if (!rc)
+                rc = tbon_stream_send(s, TAG_ACK, "%uld", (uint64_t)n);
+        } else if (tbon_packet_tag(p) == TAG_ASK_IN) {
+            uint64_t n = 0;
+            rc = tbon_packet_unpack(p, "%uld", &n);
+            if (!rc && (!kept || kept_n != n)) {
+                tbon_packet_unref(kept);
+                uint8_t *b = malloc(n ? n : 1);
+                if (b)
+                    memset(b, 0x5a, n);
+                kept = b ? tbon_packet_new(TAG_DATA, "%auc", b, (size_t)n) : NULL;
+                kept_n = n;
+                free(b);
+                if (!kept)
+                    rc = TBON_ENOMEM;
+            }
+            if (!rc)
+                rc = tbon_stream_send_packet(s, kept);
         } else if (tbon_packet_tag(p) == TAG_ASK) {
             uint64_t n = 0;
             rc = tbon_packet_unpack(p, "%uld", &n);
@@ -79,6 +111,7 @@ static int be_main(int argc, char **argv)
         }
     }
     free(buf);
+    tbon_packet_unref(kept);
     tbon_net_destroy(net);
     return 0;
 }
@@ -243,11 +276,16 @@ static double plain_once(int fd, const uint8_t *data, size_t size, int down, uin
 
 /* ---- the tree ---- */
 
-static double tree_once(tbon_stream_t *s, const uint8_t *data, size_t size, int down)
+/* One packet of size bytes down (data) or up, copied or in place (built:
+ * the packet of data made once). MB/s. */
+static double tree_once(tbon_stream_t *s, const uint8_t *data, tbon_packet_t *built,
+                        size_t size, int down)
 {
     double t0 = bench_now();
-    int rc = down ? tbon_stream_send(s, TAG_DATA, "%auc", data, size)
-                  : tbon_stream_send(s, TAG_ASK, "%uld", (uint64_t)size);
+    int rc = down && built ? tbon_stream_send_packet(s, built)
+             : down        ? tbon_stream_send(s, TAG_DATA, "%auc", data, size)
+                           : tbon_stream_send(s, built ? TAG_ASK_IN : TAG_ASK, "%uld",
+                                              (uint64_t)size);
     if (rc || tbon_stream_flush(s))
         bench_die(PROG, "tbon_stream_send");
     tbon_packet_t *p;
@@ -257,6 +295,12 @@ static double tree_once(tbon_stream_t *s, const uint8_t *data, size_t size, int 
     if (down) {
         if (tbon_packet_unpack(p, "%uld", &n) != 0 || n != size)
             bench_die(PROG, "the back-end's count");
+    } else if (built) {
+        const uint8_t *b = NULL;
+        size_t k = 0;
+        if (tbon_packet_bytes(p, 0, (const void **)&b, &k) != 0 || k != size ||
+            (k && (b[0] != 0x5a || b[k - 1] != 0x5a)))
+            bench_die(PROG, "the back-end's packet");
     } else {
         uint8_t *b = NULL;
         size_t k = 0;
@@ -276,15 +320,19 @@ static const char *size_name(size_t size)
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--help") == 0) {
-        printf("usage: " PROG " [--only MIB]\n"
+        printf("usage: " PROG " [--only MIB] [--in-place]\n"
                "Large packets (1 MiB, 64 MiB, 1 GiB) down and up a chain FE -> commnode ->\n"
-               "back-end, in MB/s, beside a plain TCP copy over two hops in the same run;\n"
-               "Markdown rows on stdout (bench/run.sh collects them). Needs about 6 GB of\n"
-               "memory for the 1 GiB packets. --only MIB: that size only (1, 64 or 1024).\n");
+               "back-end, in MB/s, copied and in place, beside a plain TCP copy over two hops\n"
+               "in the same run; Markdown rows on stdout (bench/run.sh collects them). Needs\n"
+               "about 8 GB of memory for the 1 GiB packets. --only MIB: that size only (1,\n"
+               "64 or 1024). --in-place: the in-place rows only.\n");
         return 0;
     }
     size_t only = 0;
+    int in_only = 0;
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--in-place") == 0)
+            in_only = 1;
         if (strcmp(argv[i], "--be") == 0)
             return be_main(argc, argv);
         if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
@@ -298,7 +346,7 @@ int main(int argc, char **argv)
     if (!s)
         bench_die(PROG, "tbon_fe_stream_new");
     int pfd = connect_to(spawn_copy(spawn_copy(0)));
-    size_t max = sizes[sizeof sizes / sizeof *sizes - 1];
+    size_t max = only ? only : sizes[sizeof sizes / sizeof *sizes - 1];
     uint8_t *data = malloc(max), *sinkbuf = malloc(max);
     if (!data || !sinkbuf)
         bench_die(PROG, "malloc");
@@ -308,27 +356,41 @@ int main(int argc, char **argv)
         if (only && sizes[i] != only)
             continue;
         for (int down = 1; down >= 0; down--) {
-            double t[16], p[16];
-            tree_once(s, data, sizes[i], down);          /* warm-up */
+            double t[2][16], p[16];
+            tbon_packet_t *built = tbon_packet_new(TAG_DATA_IN, "%auc", data, sizes[i]);
+            if (!built)
+                bench_die(PROG, "tbon_packet_new");
+            if (!in_only)
+                tree_once(s, data, NULL, sizes[i], down);    /* warm-up */
+            tree_once(s, data, built, sizes[i], down);
             plain_once(pfd, data, sizes[i], down, sinkbuf);
             for (int r = 0; r < reps[i]; r++) {          /* alternating */
-                t[r] = tree_once(s, data, sizes[i], down);
+                if (!in_only)
+                    t[0][r] = tree_once(s, data, NULL, sizes[i], down);
+                t[1][r] = tree_once(s, data, built, sizes[i], down);
                 p[r] = plain_once(pfd, data, sizes[i], down, sinkbuf);
             }
-            double tm = bench_median(t, reps[i]), pm = bench_median(p, reps[i]);
-            char metric[64];
-            snprintf(metric, sizeof metric, "%s %s packet", down ? "down" : "up",
-                     size_name(sizes[i]));
-            bench_row("large", metric, "%.0f", tm, "MB/s",
-                      "FE -> commnode -> back-end%s, one packet at a time, until the %s; "
-                      "median of %d; plain TCP copy of the same bytes over two hops (a relay "
-                      "forwarding as they come): %.0f MB/s (ratio %.2f); %s",
-                      down ? "" : " (asked for, then sent up)",
-                      down ? "back-end's answer" : "packet is unpacked at the FE",
-                      reps[i], pm, tm / pm,
-                      sizes[i] <= (16u << 20) ? "one frame"
-                      : down ? "in 8 MiB pieces, passed on by the commnode as they come"
-                             : "in 8 MiB pieces, whole at the commnode");
+            tbon_packet_unref(built);
+            double pm = bench_median(p, reps[i]);
+            for (int in = in_only; in <= 1; in++) {
+                double tm = bench_median(t[in], reps[i]);
+                char metric[64];
+                snprintf(metric, sizeof metric, "%s %s packet%s", down ? "down" : "up",
+                         size_name(sizes[i]), in ? ", in place" : "");
+                bench_row("large", metric, "%.0f", tm, "MB/s",
+                          "FE -> commnode -> back-end%s, one packet at a time, until the %s; "
+                          "%s; median of %d; plain TCP copy of the same bytes over two hops "
+                          "(a relay forwarding as they come): %.0f MB/s (ratio %.2f); %s",
+                          down ? "" : " (asked for, then sent up)",
+                          down ? "back-end's answer" : "packet is read at the FE",
+                          in ? "a packet built once, sent as it is, read in place "
+                               "(tbon_stream_send_packet, tbon_packet_bytes)"
+                             : "packed for each send, unpacked into fresh memory",
+                          reps[i], pm, tm / pm,
+                          sizes[i] <= (16u << 20) ? "one frame"
+                                                  : "in 8 MiB pieces, passed on by the "
+                                                    "commnode as they come");
+            }
             fflush(stdout);
         }
     }

@@ -69,6 +69,15 @@ int tbon_packet_vunpack(const tbon_packet_t *p, const char *fmt, va_list ap);
  * a NULL p or conv. docs/api.md, "Packets of any format". */
 int tbon_packet_unpack_field(const tbon_packet_t *p, size_t i, const char *conv, ...);
 
+/* Field i of p (0 first), a %ac, %auc or %s, read in place without a copy:
+ * *data points at its bytes inside p (read-only, not NUL-terminated, valid
+ * while a reference to p is held; NULL when there are none) and *len is
+ * their number. For bulk data: a large packet received is decoded in place,
+ * so its bytes are never copied again (docs/api.md, "Large packets").
+ * Returns 0; TBON_EFORMAT when p has no field i or it is of another type,
+ * without touching any output; TBON_EINVAL for a NULL argument. */
+int tbon_packet_bytes(const tbon_packet_t *p, size_t i, const void **data, size_t *len);
+
 /* The packet's tag (0 for a NULL packet). */
 int tbon_packet_tag(const tbon_packet_t *p);
 

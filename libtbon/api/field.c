@@ -1,7 +1,8 @@
-/* field.c - tbon_packet_unpack_field: one field of a packet of any format,
- * for a program that prints whatever comes (tbon_frontend), through the
- * public API. The field goes into a packet of its own, which
- * tbon_packet_vunpack copies out as it would the whole packet's. */
+/* field.c - one field of a packet: tbon_packet_unpack_field, a copy of a
+ * field of any format, for a program that prints whatever comes
+ * (tbon_frontend), through the public API (the field goes into a packet of
+ * its own, which tbon_packet_vunpack copies out as it would the whole
+ * packet's); and tbon_packet_bytes, a field of bytes read in place. */
 #include <tbon/tbon.h>
 
 #include <stdarg.h>
@@ -25,4 +26,17 @@ int tbon_packet_unpack_field(const tbon_packet_t *p, size_t i, const char *conv,
     va_end(ap);
     tbon_packet_unref(one);
     return rc;
+}
+
+int tbon_packet_bytes(const tbon_packet_t *p, size_t i, const void **data, size_t *len)
+{
+    struct tb_field f;
+    if (!p || !data || !len)
+        return TBON_EINVAL;
+    if (tb_packet_get_field(p, i, &f) != 0 ||
+        (f.type != TB_F_AC && f.type != TB_F_AUC && f.type != TB_F_S))
+        return TBON_EFORMAT;
+    *data = f.count ? f.data : NULL;
+    *len = f.count;
+    return 0;
 }

@@ -28,6 +28,8 @@ enum {
     IT_TAG_BURST  = 103,  /* "%ud %ud" count size -> count x "%ud %auc" seq, bytes */
     IT_TAG_ECHO   = 104,  /* "%s" -> "%s" the same string */
     IT_TAG_SLOW   = 105,  /* "%ud %aud" ms ranks -> "%uld" 1 << (rank % 64), late if listed */
+    IT_TAG_BYTES_IN = 106, /* "%auc" -> the same packet, read in place
+                              (tbon_packet_bytes) and sent back as it is */
     IT_TAG_BYTES  = 107,  /* "%auc" -> "%auc" the same bytes */
     IT_TAG_MULTI  = 108,  /* "%ud" wave -> "%ld %alf" rank+wave, {rank*0.5, -rank, wave} */
     IT_TAG_ARGV   = 109,  /* "%ud" -> "%as" the BE's argv[1..] after tbon_be_create */

@@ -207,6 +207,13 @@ static int handle(tbon_packet_t *p, tbon_stream_t *s, int argc, char **argv)
         free(bytes);
         return rc;
     }
+    case IT_TAG_BYTES_IN: {
+        const void *bytes = NULL;
+        size_t n = 0;
+        if ((rc = tbon_packet_bytes(p, 0, &bytes, &n)))
+            return rc;
+        return tbon_stream_send_packet(s, p);
+    }
     case IT_TAG_MULTI: {
         if ((rc = tbon_packet_unpack(p, "%ud", &a)))
             return rc;

@@ -12,8 +12,12 @@
  * copy up, compared byte for byte: larger than a frame (16 MiB), it goes in
  * pieces of 8 MiB. With sync TBON_SYNC_WAITFORALL it is whole again at
  * every hop; with TBON_SYNC_DONTWAIT a commnode passes its pieces down as
- * they come (node_cut.c). */
-static void big_packet_up_and_down(const char *shape, size_t size, int wait_ms, int sync)
+ * they come (node_cut.c). In place: the packet is built once and sent twice
+ * as it is (tbon_stream_send_packet), each back-end reads it in place and
+ * sends the very packet back, and the front-end reads each echo in place
+ * (tbon_packet_bytes). */
+static void big_packet_up_and_down(const char *shape, size_t size, int wait_ms, int sync,
+                                   int in_place)
 {
     it_tree_t t;
     if (it_start(&t, shape, NULL, NULL))
@@ -24,31 +28,45 @@ static void big_packet_up_and_down(const char *shape, size_t size, int wait_ms, 
     REQUIRE(buf);
     it_pattern(buf, size, 91, 7);
     int64_t t0 = it_now_ms();
-    CHECK_INT(tbon_stream_send(s, IT_TAG_BYTES, "%auc", buf, size), 0);
+    int sends = in_place ? 2 : 1;
+    if (in_place) {
+        tbon_packet_t *out = tbon_packet_new(IT_TAG_BYTES_IN, "%auc", buf, size);
+        REQUIRE(out);
+        for (int k = 0; k < sends; k++)
+            CHECK_INT(tbon_stream_send_packet(s, out), 0);
+        tbon_packet_unref(out);         /* the sends hold their own */
+    } else {
+        CHECK_INT(tbon_stream_send(s, IT_TAG_BYTES, "%auc", buf, size), 0);
+    }
     CHECK_INT(tbon_stream_flush(s), 0);
     uint8_t seen[IT_MAX_BE] = { 0 };
-    for (size_t i = 0; i < t.nbe; i++) {
+    for (size_t i = 0; i < t.nbe * (size_t)sends; i++) {
         tbon_packet_t *p = it_recv(s, wait_ms, "a large packet's echo");
         if (!p)
             break;
-        uint8_t *b = NULL;
+        uint8_t *copy = NULL;
+        const uint8_t *b = NULL;
         size_t n = 0;
-        CHECK_INT(tbon_packet_unpack(p, "%auc", &b, &n), 0);
+        if (in_place)
+            CHECK_INT(tbon_packet_bytes(p, 0, (const void **)&b, &n), 0);
+        else
+            CHECK_INT(tbon_packet_unpack(p, "%auc", &copy, &n), 0);
+        b = in_place ? b : copy;
         CHECK_UINT(n, size);
         tbon_rank_t src = tbon_packet_source(p);
         if (b && n == size && memcmp(b, buf, size) != 0)
             th_fail(__FILE__, __LINE__, "the echo from %u differs", (unsigned)src);
         for (size_t k = 0; k < t.nbe; k++)
             if (t.be[k] == src) {
-                CHECK(!seen[k]);
-                seen[k] = 1;
+                CHECK(seen[k] < sends);
+                seen[k]++;
             }
-        free(b);
+        free(copy);
         tbon_packet_unref(p);
     }
     if (getenv("ITEST_VERBOSE"))
-        fprintf(stderr, "    %zu bytes down and %zu copies up in %lld ms\n", size, t.nbe,
-                (long long)(it_now_ms() - t0));
+        fprintf(stderr, "    %zu bytes down and %zu copies up in %lld ms\n", size,
+                t.nbe * (size_t)sends, (long long)(it_now_ms() - t0));
     free(buf);
     it_expect_nothing(s, 100, "after the echoes");
     it_stop(&t);
@@ -56,21 +74,28 @@ static void big_packet_up_and_down(const char *shape, size_t size, int wait_ms, 
 
 ITEST_LONG(packet_64mib_up_and_down)
 {
-    big_packet_up_and_down("2x2", 64u << 20, IT_RECV_MS * 2, TBON_SYNC_WAITFORALL);
+    big_packet_up_and_down("2x2", 64u << 20, IT_RECV_MS * 2, TBON_SYNC_WAITFORALL, 0);
 }
 
 /* The same passed on piece by piece down two levels of commnodes, to 8
  * back-ends at once. */
 ITEST_LONG(packet_64mib_passed_on_as_it_comes)
 {
-    big_packet_up_and_down("2x2x2", 64u << 20, IT_RECV_MS * 2, TBON_SYNC_DONTWAIT);
+    big_packet_up_and_down("2x2x2", 64u << 20, IT_RECV_MS * 2, TBON_SYNC_DONTWAIT, 0);
 }
 
 /* The same, short, in every build (the sanitizers' too): 24 MiB, three
  * pieces, down through one commnode to two back-ends and each copy up. */
 ITEST(packet_24mib_passed_on_as_it_comes)
 {
-    big_packet_up_and_down("1x2", 24u << 20, IT_RECV_MS * 2, TBON_SYNC_DONTWAIT);
+    big_packet_up_and_down("1x2", 24u << 20, IT_RECV_MS * 2, TBON_SYNC_DONTWAIT, 0);
+}
+
+/* The same without the ends' copies: built once, sent twice as it is, read
+ * in place at both ends, each back-end's echo the packet it received. */
+ITEST(packet_24mib_sent_as_built_and_read_in_place)
+{
+    big_packet_up_and_down("1x2", 24u << 20, IT_RECV_MS * 2, TBON_SYNC_DONTWAIT, 1);
 }
 
 /* 1 GiB, the default maximum, on a chain (each hop holds it and a copy).
@@ -85,7 +110,7 @@ ITEST(packet_1gib_up_and_down)
         return;
     }
     alarm(120);
-    big_packet_up_and_down("1x1", (size_t)1 << 30, 100000, TBON_SYNC_DONTWAIT);
+    big_packet_up_and_down("1x1", (size_t)1 << 30, 100000, TBON_SYNC_DONTWAIT, 0);
 }
 
 /* Resident memory of pid in bytes (0 once it is gone). */

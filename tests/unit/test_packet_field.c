@@ -1,7 +1,8 @@
 /* test_packet_field.c - tbon_packet_unpack_field: each field of a packet
  * copied out alone, whatever its conversion, as tbon_packet_unpack would;
  * the wrong conversion, a field past the end and NULL refused, outputs
- * untouched. Public API only. */
+ * untouched; and tbon_packet_bytes, a field of bytes read in place.
+ * Public API only. */
 #include "../harness.h"
 
 #include <tbon/tbon.h>
@@ -115,5 +116,43 @@ TEST(refusals_leave_outputs_alone)
     REQUIRE(none != NULL);
     CHECK_INT(tbon_packet_unpack_field(none, 0, "%d", &d), TBON_EFORMAT);
     tbon_packet_unref(none);
+    tbon_packet_unref(p);
+}
+
+/* tbon_packet_bytes: a field of bytes where it lies in the packet, the
+ * same bytes every time; an empty one NULL; any other type, a field past
+ * the end and NULL refused, outputs untouched. */
+TEST(bytes_read_in_place)
+{
+    const unsigned char raw[] = { 0, 1, 2, 0xff, 0x80, 'x' };
+    const char chars[] = { 'a', 0, 'b' };
+    const uint32_t words[] = { 1, 2 };
+    tbon_packet_t *p = tbon_packet_new(3, "%d %auc %ac %s %auc %aud", 7, raw, sizeof raw, chars,
+                                       sizeof chars, "text", (const unsigned char *)NULL,
+                                       (size_t)0, words, (size_t)2);
+    REQUIRE(p != NULL);
+    const void *b = NULL, *again = NULL;
+    size_t n = 0, m = 0;
+    CHECK_INT(tbon_packet_bytes(p, 1, &b, &n), 0);
+    CHECK_INT((int)n, (int)sizeof raw);
+    REQUIRE(b != NULL);
+    CHECK(memcmp(b, raw, sizeof raw) == 0);
+    CHECK_INT(tbon_packet_bytes(p, 1, &again, &m), 0);
+    CHECK(again == b && m == n);        /* in place: no copy made */
+    CHECK_INT(tbon_packet_bytes(p, 2, &b, &n), 0);
+    CHECK(n == sizeof chars && memcmp(b, chars, sizeof chars) == 0);
+    CHECK_INT(tbon_packet_bytes(p, 3, &b, &n), 0);
+    CHECK(n == 4 && memcmp(b, "text", 4) == 0);
+    CHECK_INT(tbon_packet_bytes(p, 4, &b, &n), 0);
+    CHECK(b == NULL && n == 0);
+    b = raw;
+    n = 99;
+    CHECK_INT(tbon_packet_bytes(p, 0, &b, &n), TBON_EFORMAT);       /* %d */
+    CHECK_INT(tbon_packet_bytes(p, 5, &b, &n), TBON_EFORMAT);       /* %aud */
+    CHECK_INT(tbon_packet_bytes(p, 6, &b, &n), TBON_EFORMAT);       /* past the end */
+    CHECK(b == raw && n == 99);
+    CHECK_INT(tbon_packet_bytes(NULL, 1, &b, &n), TBON_EINVAL);
+    CHECK_INT(tbon_packet_bytes(p, 1, NULL, &n), TBON_EINVAL);
+    CHECK_INT(tbon_packet_bytes(p, 1, &b, NULL), TBON_EINVAL);
     tbon_packet_unref(p);
 }
