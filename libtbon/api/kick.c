@@ -11,7 +11,8 @@
  *
  * The thread starts the first time it has work. Until then the kicker's
  * loop descriptor waits in the EDS thread's loop (tb_node_side_watch), and
- * the EDS thread only starts the kicker thread when it turns readable. A
+ * the EDS thread starts the kicker thread when it turns readable while the
+ * kicker is armed (on_side). A
  * back-end whose application is in the library whenever something arrives
  * never starts one: a thread made and ended per back-end, and the node's
  * loop nested in one more, cost 8-19% of a wave's round trip and of a
