@@ -704,6 +704,7 @@ void tbon_net_destroy(tbon_net_t *net)
 {
     if (!net)
         return;
+    tb_kicker_t *k = NULL;
     if (!net->inline_node) {
         tb_cmd_t *c = net->is_fe ? tb_cmd_shutdown() : tb_cmd_leave();
         if (c)
@@ -716,17 +717,14 @@ void tbon_net_destroy(tbon_net_t *net)
             pthread_cond_wait(&net->cond, &net->mu);
         net->driving = 1;
         /* Taken out under mu: the EDS thread may still read it (cb_status). */
-        tb_kicker_t *k = net->kicker;
+        k = net->kicker;
         net->kicker = NULL;
         pthread_mutex_unlock(&net->mu);
         tb_node_arm(net->node, 0);
         tb_kicker_stop(k);
-        tb_node_destroy(net->node);
-        tb_kicker_destroy(k);
-        tb_net_free(net);
-        return;
     }
     tb_node_destroy(net->node);
+    tb_kicker_destroy(k);       /* after its EDS thread has ended */
     tb_net_free(net);
 }
 

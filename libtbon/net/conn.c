@@ -287,7 +287,7 @@ static const char *piece_room(tb_conn_t *c, const tb_frame_hdr_t *h, size_t max)
     /* the maximum at once (above), else grown as the pieces come, never
      * past the maximum (with its coverage) */
     size_t most = tb_conn_max_packet() + TB_COVER_MAX_WIRE;
-    uint8_t *nb = c->frag_cap ? NULL : tb_big_realloc(c->frag, most);
+    uint8_t *nb = c->frag ? NULL : tb_big_alloc(most);     /* first piece */
     size_t cap = most;
     if (!nb) {
         cap = c->frag_cap ? c->frag_cap : TB_FRAG_FIRST_CAP < max ? TB_FRAG_FIRST_CAP : max;
