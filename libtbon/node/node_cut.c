@@ -112,8 +112,8 @@ static int begin(tb_node_t *n, tb_conn_t *c, const tb_frame_t *f)
     tb_stream_st_t *s = tb_stream_get(n, h->stream);
     if (!s || tb_stream_ended(n, h->stream) || s->sync != TBON_SYNC_DONTWAIT || s->exact)
         return 0;
-    tb_conn_t **to;
-    size_t k;
+    tb_conn_t **to = NULL;
+    size_t k = 0;
     if (c->index < 0 ? !targets_down(n, h, &to, &k)
                      : !targets_up(n, (size_t)c->index, h, &to, &k))
         return 0;

@@ -336,7 +336,7 @@ int hosts_session(const char *attach)
         if (strncmp(line, "session=", 8) == 0 && strlen(line + 8) > 1 &&
             strlen(line + 8) < sizeof session_id) {
             line[strcspn(line, "\n")] = '\0';
-            snprintf(session_id, sizeof session_id, "%s", line + 8);
+            memcpy(session_id, line + 8, strlen(line + 8) + 1);   /* (fits: checked) */
         }
     if (f)
         fclose(f);

@@ -469,7 +469,7 @@ ITEST(commnode_killed_during_merge)
     char outdir[PATH_MAX];
     snprintf(outdir, sizeof outdir, "%s/out", th_tmpdir());
     for (int trial = 0; trial < 2; trial++) {
-        char od[PATH_MAX + 8];
+        char od[PATH_MAX + 16];
         snprintf(od, sizeof od, "%s%d", outdir, trial);
         char *argv[] = { (char *)stat_bin(), "-n", "8", "-i", "100", "-q", "-t", (char *)topo,
                          "-o", od, "-p", (char *)pid_list(&h), NULL };

@@ -78,7 +78,7 @@ TEST(replica_converges_in_any_order)
         }
         copy_all(src, rep);          /* whatever the shuffle missed */
         for (int i = 0; i < 6; i++) {
-            char k[8];
+            char k[16];
             snprintf(k, sizeof k, "k%d", i);
             const char *a = tb_attrs_get(src, k), *b = tb_attrs_get(rep, k);
             if ((a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0))

@@ -598,7 +598,7 @@ TEST(many_fields)
 {
     /* 80 fields, 40 of them strings: past the stack fast paths of both
      * tbon_packet_new and tbon_packet_unpack. */
-    char buf[40][8];
+    char buf[40][16];
     const char *s[40];
     int32_t d[40];
     for (int i = 0; i < 40; i++) {

@@ -287,10 +287,12 @@ static inline bool tw_eu_stack(pid_t pid, bool detail, tw_eu_t *eu)
                 snprintf(name, sizeof name, "%s", p + 1);
             }
             last = &eu->name[t][eu->n[t]++];
+            char full[sizeof module + sizeof name + 1];
             if (detail)
-                snprintf(*last, sizeof *last, "%s`%s", module, name);
+                snprintf(full, sizeof full, "%s`%s", module, name);
             else
-                snprintf(*last, sizeof *last, "%s", name);
+                snprintf(full, sizeof full, "%s", name);
+            snprintf(*last, sizeof *last, "%.255s", full);   /* (cut short) */
             continue;
         }
         if (detail && last && strncmp(line, "    ", 4) == 0) {
