@@ -399,7 +399,11 @@ static void after_dispatch(tb_node_t *n)
     tb_node_links(n);
     if (n->parent) {
         if (!n->hold_up) {
-            n->held = 0;
+            if (n->held) {
+                n->held = 0;
+                /* not left due: a kicker would wake for it (kick.c) */
+                tb_timer_cancel(n->loop, &n->hold_timer);
+            }
             if (n->parent->dirty)
                 flush_conn(n, n->parent);
         }
