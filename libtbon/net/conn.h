@@ -67,6 +67,7 @@ struct tb_conn {
     uint32_t    rx_unacked;    /* frames received since our last acknowledgement */
     size_t      rx_unacked_bytes; /* and their bytes on the wire */
     int64_t     ack_due;       /* when a lone ACK must go (0: none owed) */
+    int         ack_lazy;      /* and it may wait longer (TB_LINK_ACK_LAZY_MS) */
     uint32_t    answer;        /* the peer asked for a resend after answer - 1: our
                                   next lone ACK says it was heard (key); 0: none */
     uint32_t    ack_sent;      /* the highest ack written to the peer: an ack on a

@@ -156,10 +156,12 @@ static void in_order(tb_conn_t *c, uint32_t seq, size_t len, int64_t now)
         tb_link_ack(c, 0, now);
         return;
     }
-    int64_t due = now + (c->rx_unacked_bytes >= TB_LINK_ACK_BYTES ? TB_LINK_ACK_DELAY_MS
-                                                                  : TB_LINK_ACK_LAZY_MS);
-    if (!c->ack_due || due < c->ack_due)
+    int lazy = c->rx_unacked_bytes < TB_LINK_ACK_BYTES;
+    int64_t due = now + (lazy ? TB_LINK_ACK_LAZY_MS : TB_LINK_ACK_DELAY_MS);
+    if (!c->ack_due || due < c->ack_due) {
         c->ack_due = due;
+        c->ack_lazy = lazy;
+    }
 }
 
 /* What we hold since a relink may go: from the peer's acknowledgement on. */
@@ -201,6 +203,7 @@ int tb_link_rx(tb_conn_t *c, tb_frame_t *f, int64_t now)
          * since the relink). */
         c->answer = h->ack + 1 ? h->ack + 1 : 1;
         c->ack_due = now;
+        c->ack_lazy = 0;
         return 0;
     }
     if (h->type == TB_FRAME_ACK && h->key && c->nack_at && (uint32_t)(h->key - 1) == c->nack_rx) {
@@ -279,7 +282,7 @@ void tb_link_bad_frame(tb_conn_t *c, int64_t now)
         c->bad_at = now;
 }
 
-void tb_link_tick(tb_conn_t *c, int64_t now, int64_t *next)
+void tb_link_tick(tb_conn_t *c, int64_t now, int64_t *next, int64_t *lazy)
 {
     if (c->fd < 0)
         return;
@@ -304,7 +307,9 @@ void tb_link_tick(tb_conn_t *c, int64_t now, int64_t *next)
                 lone_ack(c, TB_FRAME_F_RESEND, 0, now);
             }
         }
-        if (c->ack_due)
+        if (c->ack_due && c->ack_lazy && c->ack_due < *lazy)
+            *lazy = c->ack_due;
+        else if (c->ack_due)
             due = c->ack_due;
         if (c->nack_at && c->nack_at + TB_LINK_NACK_RETRY_MS < due)
             due = c->nack_at + TB_LINK_NACK_RETRY_MS;

@@ -84,8 +84,9 @@ void tb_link_bad_frame(tb_conn_t *c, int64_t now);
 void tb_link_ack(tb_conn_t *c, int resend, int64_t now);
 
 /* The timed part: owed ACKs and resend requests go; *next gets the
- * earliest time this connection needs a look again (unchanged if none). */
-void tb_link_tick(tb_conn_t *c, int64_t now, int64_t *next);
+ * earliest time this connection needs a look again (unchanged if none),
+ * *lazy that of a lone ACK that may wait (TB_LINK_ACK_LAZY_MS). */
+void tb_link_tick(tb_conn_t *c, int64_t now, int64_t *next, int64_t *lazy);
 
 /* The socket broke: out of the loop (the caller's tb_loop_forget first),
  * closed, its partial input dropped, everything retained to be resent on

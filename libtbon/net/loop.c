@@ -32,11 +32,23 @@ struct tb_loop {
                                  loop's thread's; tb_loop_wait returns it) */
 };
 
+/* The first due time of the timers under heap[i] that are not lazy: a
+ * timer that is not lazy is due no later than those under it, so only
+ * the lazy ones (a few) are looked under. */
+static int64_t first_due(const tb_loop_t *l, size_t i)
+{
+    if (i >= l->nheap)
+        return INT64_MAX;
+    if (!l->heap[i]->lazy)
+        return l->heap[i]->due;
+    int64_t a = first_due(l, 2 * i + 1), b = first_due(l, 2 * i + 2);
+    return a < b ? a : b;
+}
+
 /* After any change of the heap: its first due time, for other threads. */
 static void publish_due(tb_loop_t *l)
 {
-    atomic_store_explicit(&l->due_pub, l->nheap ? l->heap[0]->due : INT64_MAX,
-                          memory_order_release);
+    atomic_store_explicit(&l->due_pub, first_due(l, 0), memory_order_release);
 }
 
 /* ---- the timer heap ---- */

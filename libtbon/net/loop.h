@@ -31,12 +31,15 @@ typedef struct tb_io {
 
 /* A timer: embed it, set fn, arm it with tb_timer_at. fn runs on the loop's
  * thread once the time has come; the timer is disarmed before fn runs, so
- * fn may arm it again. */
+ * fn may arm it again. A lazy timer runs when due if the loop's thread is
+ * waiting anyway, but tb_loop_due leaves it out: a thread that runs this
+ * loop only for its timers (a back-end's kicker) does not wake for it. */
 typedef struct tb_timer {
     void (*fn)(struct tb_timer *t, int64_t now_ms);
     void *arg;                /* the owner's, for fn */
     int64_t due;              /* ms, tb_now_ms's clock */
     size_t slot;              /* 1 + its index in the heap; 0: not armed */
+    int lazy;
 } tb_timer_t;
 
 /* A message for the loop's thread: embed it first in a message of the
@@ -82,9 +85,10 @@ void tb_timer_cancel(tb_loop_t *l, tb_timer_t *t);
 static inline int tb_timer_armed(const tb_timer_t *t) { return t->slot != 0; }
 /* When the first armed timer is due, or INT64_MAX if none is. */
 int64_t tb_loop_next_due(const tb_loop_t *l);
-/* The same, from any thread (a copy published at every change of the
- * timers: a thread that watches this loop's fd from its own loop learns
- * when to run it for its timers, which do not make the fd readable). */
+/* The same without the lazy timers, from any thread (a copy published at
+ * every change of the timers: a thread that watches this loop's fd from
+ * its own loop learns when to run it for its timers, which do not make the
+ * fd readable). */
 int64_t tb_loop_due(const tb_loop_t *l);
 /* Armed timers (for tests and the leak checks). */
 size_t tb_loop_ntimers(const tb_loop_t *l);

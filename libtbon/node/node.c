@@ -720,6 +720,7 @@ static int node_parts(tb_node_t *n)
     n->late_timer = (tb_timer_t){ .fn = on_late_timer, .arg = n };
     n->ft_timer = (tb_timer_t){ .fn = on_ft_timer, .arg = n };
     n->link_timer = (tb_timer_t){ .fn = on_link_timer, .arg = n };
+    n->ack_timer = (tb_timer_t){ .fn = on_link_timer, .arg = n, .lazy = 1 };
     n->hold_timer = (tb_timer_t){ .fn = on_link_timer, .arg = n };
     tb_node_links_init(n);
     if (!n->filters || !n->child || !n->loop)

@@ -267,6 +267,7 @@ struct tb_node {
     tb_timer_t hold_timer;
     /* the link layer (node_link.c, net/link.h) */
     tb_timer_t link_timer;    /* owed ACKs, resend requests, stalls, relink deadlines */
+    tb_timer_t ack_timer;     /* lazy lone ACKs (lazy: a kicker does not wake for them) */
     int        relink_ms;     /* how long a broken link may take (0: no relinking) */
     pthread_t  relink_th;     /* connecting to the parent again (relink_busy) */
     int        relink_busy;

@@ -367,7 +367,7 @@ void tb_node_on_relink(tb_node_t *n, tb_cmd_t *cmd)
 }
 
 /* One connection's timed part; 0, or 1 if it lost its peer. */
-static int link_tick(tb_node_t *n, tb_conn_t *c, int64_t now, int64_t *next)
+static int link_tick(tb_node_t *n, tb_conn_t *c, int64_t now, int64_t *next, int64_t *lazy)
 {
     if (c->down_since) {
         /* Down, or relinked and waiting for the peer's RESEND. That wait
@@ -389,15 +389,23 @@ static int link_tick(tb_node_t *n, tb_conn_t *c, int64_t now, int64_t *next)
         if (c->down)
             return 0;
     }
-    tb_link_tick(c, now, next);
+    tb_link_tick(c, now, next, lazy);
     return 0;
+}
+
+static void set_link_timer(tb_node_t *n, tb_timer_t *t, int64_t due)
+{
+    if (due == INT64_MAX)
+        tb_timer_cancel(n->loop, t);
+    else if (!tb_timer_armed(t) || t->due != due)
+        tb_timer_at(n->loop, t, due);
 }
 
 void tb_node_links(tb_node_t *n)
 {
-    int64_t now = tb_now_ms(), next = INT64_MAX;
+    int64_t now = tb_now_ms(), next = INT64_MAX, lazy = INT64_MAX;
     if (n->parent)
-        link_tick(n, n->parent, now, &next);
+        link_tick(n, n->parent, now, &next, &lazy);
     int settled = !tb_node_parent_relinking(n);
     for (size_t i = 0; i < n->nchild; i++) {
         tb_conn_t *c = n->child[i].conn;
@@ -406,10 +414,8 @@ void tb_node_links(tb_node_t *n)
         if (settled && n->child[i].ev_lost && (c->down || c->hold))
             lose(n, c, "its process is gone");
         else
-            link_tick(n, c, now, &next);
+            link_tick(n, c, now, &next, &lazy);
     }
-    if (next == INT64_MAX)
-        tb_timer_cancel(n->loop, &n->link_timer);
-    else if (!tb_timer_armed(&n->link_timer) || n->link_timer.due != next)
-        tb_timer_at(n->loop, &n->link_timer, next);
+    set_link_timer(n, &n->link_timer, next);
+    set_link_timer(n, &n->ack_timer, lazy);
 }

@@ -101,6 +101,38 @@ static void check_in_order(const got_t *g, int32_t from, size_t n)
         }
 }
 
+/* A lone ACK for a few small frames may wait TB_LINK_ACK_LAZY_MS: its due
+ * time comes out apart (a kicker does not wake for it); once the peer
+ * holds TB_LINK_ACK_BYTES it is owed within TB_LINK_ACK_DELAY_MS, with
+ * the others. */
+TEST(lazy_ack_due_apart)
+{
+    tb_conn_t *a, *b;
+    pair(&a, &b);
+    send_n(a, 1, 3);
+    CHECK_INT(tb_conn_flush(a), 1);
+    int64_t now = tb_now_ms();
+    recv_all(b, NULL);
+    CHECK(b->ack_due >= now + TB_LINK_ACK_LAZY_MS);
+    int64_t next = INT64_MAX, lazy = INT64_MAX;
+    tb_link_tick(b, now, &next, &lazy);
+    CHECK(next == INT64_MAX);
+    CHECK(lazy == b->ack_due);
+    /* the bytes' threshold passed: owed soon */
+    b->rx_unacked_bytes = TB_LINK_ACK_BYTES;
+    send_n(a, 4, 1);
+    CHECK_INT(tb_conn_flush(a), 1);
+    now = tb_now_ms();
+    recv_all(b, NULL);
+    CHECK(b->ack_due <= tb_now_ms() + TB_LINK_ACK_DELAY_MS);
+    next = lazy = INT64_MAX;
+    tb_link_tick(b, now, &next, &lazy);
+    CHECK(next == b->ack_due);
+    CHECK(lazy == INT64_MAX);
+    tb_conn_destroy(a);
+    tb_conn_destroy(b);
+}
+
 TEST(sequenced_retained_until_acknowledged)
 {
     tb_conn_t *a, *b;
@@ -123,7 +155,7 @@ TEST(sequenced_retained_until_acknowledged)
     CHECK(b->ack_due > 0);
     CHECK_UINT(b->ctl_left, 0);          /* not yet: fewer than TB_LINK_ACK_EVERY */
     int64_t next = INT64_MAX;
-    tb_link_tick(b, b->ack_due, &next);
+    tb_link_tick(b, b->ack_due, &next, &next);
     CHECK_UINT(b->ctl_left, TB_FRAME_HDR_SIZE);   /* the delay is over: a lone ACK */
     CHECK_INT(tb_conn_flush(b), 1);
     recv_all(a, NULL);
@@ -245,7 +277,7 @@ TEST(two_gaps_filled_in_turn)
     check_in_order(&g, 1, 1);
     for (int i = 0; i < 10 && g.n < 7; i++) {
         int64_t next = INT64_MAX;
-        tb_link_tick(b, tb_now_ms() + 100, &next);  /* a retry, if one is due */
+        tb_link_tick(b, tb_now_ms() + 100, &next, &next);  /* a retry, if one is due */
         tb_conn_flush(b);
         recv_all(a, NULL);
         tb_conn_flush(a);
@@ -273,9 +305,9 @@ TEST(corrupt_last_frame_on_a_quiet_link)
     check_in_order(&g, 1, 2);
     CHECK(!tb_fdec_partial(b->dec));     /* nothing of the corrupt frame is left */
     int64_t next = INT64_MAX;
-    tb_link_tick(b, now, &next);
+    tb_link_tick(b, now, &next, &next);
     CHECK(next <= now + TB_LINK_ACK_DELAY_MS);
-    tb_link_tick(b, now + TB_LINK_ACK_DELAY_MS, &next);
+    tb_link_tick(b, now + TB_LINK_ACK_DELAY_MS, &next, &next);
     tb_conn_flush(b);
     recv_all(a, NULL);
     CHECK(a->rewind);
@@ -500,8 +532,8 @@ TEST(streaming_both_ways_through_full_windows)
             sent += 20;
         }
         int64_t next = INT64_MAX, now = tb_now_ms() + 1000;    /* every owed ACK is due */
-        tb_link_tick(a, now, &next);
-        tb_link_tick(b, now, &next);
+        tb_link_tick(a, now, &next, &next);
+        tb_link_tick(b, now, &next, &next);
         tb_conn_flush(a);
         tb_conn_flush(b);
     }
@@ -590,12 +622,12 @@ TEST(resend_request_behind_a_half_written_ack)
     tb_link_bad_frame(a, now);           /* frame 3 failed its CRC */
     CHECK_UINT(a->ctl_left, TB_FRAME_HDR_SIZE - 24);
     int64_t next = INT64_MAX;
-    tb_link_tick(a, now + TB_LINK_NACK_RETRY_MS, &next);
+    tb_link_tick(a, now + TB_LINK_NACK_RETRY_MS, &next, &next);
     CHECK(next == INT64_MAX);            /* EPOLLOUT, not a timer, comes next */
     CHECK_INT(tb_conn_flush(a), 1);      /* the rest of the ACK */
     CHECK_UINT(a->ctl_left, 0);
     next = INT64_MAX;
-    tb_link_tick(a, now + TB_LINK_NACK_RETRY_MS, &next);
+    tb_link_tick(a, now + TB_LINK_NACK_RETRY_MS, &next, &next);
     CHECK_UINT(a->ctl_left, TB_FRAME_HDR_SIZE);  /* the resend request */
     CHECK_INT(tb_conn_flush(a), 1);
     recv_all(b, NULL);

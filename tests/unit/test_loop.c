@@ -50,21 +50,31 @@ TEST(timer_heap_order)
     for (int round = 0; round < 20000; round++) {
         struct tmr *x = &tm[th_rand(&st) % N];
         x->t.fn = on_timer;
+        if (!tb_timer_armed(&x->t))
+            x->t.lazy = th_rand(&st) % 8 == 0;     /* one in eight lazy */
         if (th_rand(&st) % 4 == 0)
             tb_timer_cancel(l, &x->t);
         else
             tb_timer_at(l, &x->t, base + (int64_t)(th_rand(&st) % 100000));
-        int64_t min = INT64_MAX;
+        int64_t min = INT64_MAX, min_eager = INT64_MAX;
         size_t armed = 0;
         for (int i = 0; i < N; i++)
             if (tb_timer_armed(&tm[i].t)) {
                 armed++;
                 if (tm[i].t.due < min)
                     min = tm[i].t.due;
+                if (!tm[i].t.lazy && tm[i].t.due < min_eager)
+                    min_eager = tm[i].t.due;
             }
         if (tb_loop_next_due(l) != min || tb_loop_ntimers(l) != armed) {
             th_fail(__FILE__, __LINE__, "round %d: heap says %lld (%zu armed), expected %lld (%zu)",
                     round, (long long)tb_loop_next_due(l), tb_loop_ntimers(l), (long long)min, armed);
+            break;
+        }
+        /* what another thread sees leaves the lazy timers out */
+        if (tb_loop_due(l) != min_eager) {
+            th_fail(__FILE__, __LINE__, "round %d: published %lld, expected %lld", round,
+                    (long long)tb_loop_due(l), (long long)min_eager);
             break;
         }
     }
