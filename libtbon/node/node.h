@@ -318,7 +318,8 @@ void tb_node_kick(tb_node_t *n);
  * from another thread's loop). */
 int  tb_node_loop_fd(const tb_node_t *n);
 /* When the node's first timer is due (INT64_MAX: none), from any thread:
- * its timers do not make the loop descriptor readable. */
+ * its timers do not make the loop descriptor readable. Lazy timers (a
+ * lone ACK that may wait) are left out: tb_loop_due. */
 int64_t tb_node_next_due(const tb_node_t *n);
 /* Watch io in the loop of the thread beside the node (its EDS; io's
  * callback runs there; once more for a one shot that went off), and take
