@@ -307,10 +307,12 @@ void tb_link_tick(tb_conn_t *c, int64_t now, int64_t *next, int64_t *lazy)
                 lone_ack(c, TB_FRAME_F_RESEND, 0, now);
             }
         }
-        if (c->ack_due && c->ack_lazy && c->ack_due < *lazy)
-            *lazy = c->ack_due;
-        else if (c->ack_due)
+        if (c->ack_due && c->ack_lazy) {
+            if (c->ack_due < *lazy)
+                *lazy = c->ack_due;
+        } else if (c->ack_due) {
             due = c->ack_due;
+        }
         if (c->nack_at && c->nack_at + TB_LINK_NACK_RETRY_MS < due)
             due = c->nack_at + TB_LINK_NACK_RETRY_MS;
         if (c->bad_at && c->bad_at + TB_LINK_ACK_DELAY_MS < due)

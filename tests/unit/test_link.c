@@ -129,6 +129,13 @@ TEST(lazy_ack_due_apart)
     tb_link_tick(b, now, &next, &lazy);
     CHECK(next == b->ack_due);
     CHECK(lazy == INT64_MAX);
+    /* a lazy one due later than another connection's stays lazy */
+    b->ack_lazy = 1;
+    next = INT64_MAX;
+    lazy = b->ack_due - 1;
+    tb_link_tick(b, now, &next, &lazy);
+    CHECK(next == INT64_MAX);
+    CHECK(lazy == b->ack_due - 1);
     tb_conn_destroy(a);
     tb_conn_destroy(b);
 }
