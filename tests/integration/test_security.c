@@ -966,12 +966,14 @@ ITEST(sec_2000_held_connections)
         if (getenv("ITEST_VERBOSE"))
             fprintf(stderr, "    RSS after each round: FE %ld, %ld kB; commnode %ld, %ld kB\n",
                     fe[0], fe[1], cn[0], cn[1]);
-        /* (The front-end is this process. Under ThreadSanitizer its RSS
-         * also holds the sanitizer's own records of descriptors and
-         * synchronisation, made as they are first seen: it grew 3.2 MB
-         * once, beside another test program, with the commnode's flat.
-         * There the commnode's bound alone holds.) */
-        if (cn[1] - cn[0] > 1024 || (!IT_TSAN && fe[1] - fe[0] > 2048))
+        /* Under ThreadSanitizer both processes' RSS also holds the
+         * sanitizer's own records of descriptors, synchronisation and
+         * shadow, made as they are first seen: each grew 3.2 MB once, beside
+         * another test program. There the bound is 8 MB for each: it sees
+         * only more than 4 kB kept per connection; the plain and ASan builds
+         * hold the tight bounds. */
+        long cn_max = IT_TSAN ? 8192 : 1024, fe_max = IT_TSAN ? 8192 : 2048;
+        if (cn[1] - cn[0] > cn_max || fe[1] - fe[0] > fe_max)
             th_fail(__FILE__, __LINE__, "memory grew over the second 2,000: FE %ld -> %ld kB, "
                     "commnode %ld -> %ld kB", fe[0], fe[1], cn[0], cn[1]);
         it_stop(&t);
