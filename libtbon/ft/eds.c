@@ -268,7 +268,11 @@ static void on_event_conn(tb_eds_t *e, watch_t *w)
         } else if (n == 0 || errno != EAGAIN) {
             break;                      /* its end */
         }
-        if (from_parent && e->hb_on)
+        /* A beat that came with (or after) the parent's goodbye is not
+         * passed on: the session is ending, and passing it on woke every
+         * node below once more (each back-end answering it) just as they
+         * all had to end. */
+        if (from_parent && e->hb_on && !e->parent_bye)
             beat_and_look(e, 1);
         return;
     }
@@ -423,6 +427,14 @@ static int64_t heartbeats(tb_eds_t *e, int parent_beat)
     for (watch_t *w = e->all; w; w = w->next) {
         if (w->dead || w->kind != K_EVENT)
             continue;
+        /* A peer that has said goodbye, or been told it (the session
+         * ends in order), is neither beaten nor suspected: with 1,024
+         * back-ends, a beat at that point woke every one of them as they
+         * all had to end. */
+        if (w->rank == e->parent ? e->parent_bye : e->bye_sent) {
+            w->heard = now;
+            continue;
+        }
         npeers++;
         if (starting)
             w->heard = now;
