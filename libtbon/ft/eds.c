@@ -293,7 +293,10 @@ static void on_event_conn(tb_eds_t *e, watch_t *w)
      * connection, and with it an adoption. After the parent's goodbye, or
      * as we leave, the application hears of it now (nobody may be driving
      * a back-end's node). */
-    tb_eds_post(e, tb_cmd_peer_lost(r));
+    if (r == e->parent)
+        tb_eds_post(e, tb_cmd_peer_lost(r));
+    else
+        tb_eds_post_child_end(e, tb_cmd_peer_lost(r));
     if (r == e->parent && (e->parent_bye || atomic_load(&e->leaving)))
         tb_node_parent_gone(e->node, r);
 }
@@ -308,7 +311,7 @@ static void on_pidfd(tb_eds_t *e, watch_t *w)
     if (!TB_ARRAY_ROOM(e->reaped, e->nreaped, e->capreaped, 16) && r == w->pid)
         e->reaped[e->nreaped++] = w->pid;
     pthread_mutex_unlock(&e->mu);
-    tb_eds_post(e, tb_cmd_child_exit(w->rank, r == w->pid ? status : -1));
+    tb_eds_post_child_end(e, tb_cmd_child_exit(w->rank, r == w->pid ? status : -1));
     tb_eds_drop_watch(e, w);
 }
 
@@ -542,8 +545,6 @@ static void after_batch(tb_eds_t *e)
         e->hb_seen = hb;
         beat_and_look(e, 0);
     }
-    if (atomic_load(&e->leaving) && !e->bye_sent)
-        tb_eds_say_bye(e);
     int want = e->adopt_want;
     e->adopt_want = 0;
     /* Asked by the reactor (tb_ft_parent_lost): also before the port table
@@ -578,6 +579,10 @@ static void *eds_thread(void *arg)
         after_batch(e);
         sweep(e);
     }
+    /* An orderly end: the children still connected are told before their
+     * event connections end (tb_eds_leave). */
+    if (atomic_load(&e->leaving) && !e->bye_sent)
+        tb_eds_say_bye(e);
     return NULL;
 }
 

@@ -667,13 +667,16 @@ void tb_eds_say_bye(tb_eds_t *e)
 
 void tb_eds_leave(tb_eds_t *e)
 {
-    if (!e || atomic_exchange(&e->leaving, 1))
+    if (!e)
         return;
-    /* The thread says goodbye to the children (tb_eds_say_bye); a back-end
-     * has none, and its EDS reads the flag where it matters: no wake-up
-     * (one switch less per back-end as a session ends). */
-    if (e->role != TB_ROLE_BE)
-        tb_loop_wake(e->loop);
+    /* The goodbye to the children (tb_eds_say_bye) waits for the thread's
+     * end: they are told before their connections end, and only those
+     * still there. Said here, as the end began, it woke every child's EDS
+     * once more (the bye, then its own end) while the SHUTDOWN behind it
+     * ended the child anyway: at 32x32, 1,024 thread switches more per
+     * teardown than 93e5160's. The thread reads the flag where it matters:
+     * no wake-up. */
+    atomic_store(&e->leaving, 1);
 }
 
 void tb_eds_set_verdicts(tb_eds_t *e, int on)

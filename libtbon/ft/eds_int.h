@@ -174,6 +174,12 @@ watch_t *tb_eds_add_watch(tb_eds_t *e, int kind, int fd, uint32_t events, tbon_r
                           pid_t pid);
 void tb_eds_drop_watch(tb_eds_t *e, watch_t *w);
 void tb_eds_post(tb_eds_t *e, tb_cmd_t *c);
+/* A child's end while the node shuts down (tb_eds_leave): the reactor is
+ * not woken for it. It waits for the children's data connections to end,
+ * which wake it on their own; each of these wake-ups was a thread switch
+ * per child (64 per commnode at a teardown of 32x32, where 93e5160's
+ * commnode had 8). */
+void tb_eds_post_child_end(tb_eds_t *e, tb_cmd_t *c);
 void tb_eds_apply_reports(tb_eds_t *e);
 /* The loop's drain: apply what the reactor sent. */
 void tb_eds_on_mail(void *arg, tb_mail_t *list);

@@ -65,3 +65,11 @@ void tb_eds_post(tb_eds_t *e, tb_cmd_t *c)
     if (c)
         tb_node_post(e->node, c);
 }
+
+void tb_eds_post_child_end(tb_eds_t *e, tb_cmd_t *c)
+{
+    if (c && atomic_load(&e->leaving))
+        tb_node_queue(e->node, c);
+    else
+        tb_eds_post(e, c);
+}

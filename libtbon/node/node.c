@@ -432,9 +432,14 @@ static void after_dispatch(tb_node_t *n)
         pthread_mutex_unlock(&n->qmu);
     }
     if (tb_node_life(n) == TB_LIFE_SHUTTING_DOWN) {
+        /* A child whose link is down (waiting for its relink) cannot take
+         * the SHUTDOWN now: it does not hold the end up (tb_node_destroy
+         * waits for it with the rest, then kills it). Nor is the reactor
+         * woken for its event connection's end meanwhile:
+         * tb_eds_post_child_end. */
         int open = 0;
         for (size_t i = 0; i < n->nchild; i++)
-            open += n->child[i].conn != NULL;
+            open += n->child[i].conn != NULL && !n->child[i].conn->down;
         if (!open)
             tb_node_enter(n, TB_LIFE_STOPPED);
     }

@@ -300,6 +300,13 @@ void tb_node_post(tb_node_t *n, tb_cmd_t *cmd)
     tb_loop_post(n->loop, &cmd->mail);
 }
 
+void tb_node_queue(tb_node_t *n, tb_cmd_t *cmd)
+{
+    if (cmd->bytes)
+        atomic_fetch_add(&n->pending, cmd->bytes);
+    tb_loop_queue(n->loop, &cmd->mail);
+}
+
 int tb_node_wait_backlog(tb_node_t *n, int flush)
 {
     size_t limit = flush ? 0 : TB_HWM;
