@@ -179,7 +179,8 @@ void tb_fdec_set_max(tb_fdec_t *d, uint32_t max_payload);
 int tb_fdec_feed(tb_fdec_t *d, const void *bytes, size_t n);
 
 /* Zero-copy receive: *ptr gets room for *avail bytes (1 <= *avail <= want;
- * want 0 means TB_FDEC_CHUNK) to read() into, followed by
+ * want 0 means the decoder's own read size: 4 KiB at first, doubled up to
+ * TB_FDEC_CHUNK by each read that fills it) to read() into, followed by
  * tb_fdec_commit(d, bytes_read). Inside a large payload the room is the
  * payload's final buffer, so its bytes are never copied. Returns 0, the
  * sticky error, or TBON_ENOMEM. */

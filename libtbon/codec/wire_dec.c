@@ -52,6 +52,8 @@ struct tb_fdec {
     void *place_arg;
     int resv_direct;        /* last reserve pointed into pay */
     size_t resv_avail;
+    size_t chunk;           /* what a reserve asks for: BUF_ROUND, doubled up to
+                               TB_FDEC_CHUNK each time a read fills it */
     int kind, code;         /* sticky error */
     int scan;               /* resumed after a bad header: look for the next magic */
     int bad_header;         /* the error is the header's CRC */
@@ -77,8 +79,10 @@ static int fail(tb_fdec_t *d, int kind, const char *fmt, ...)
 tb_fdec_t *tb_fdec_new(uint32_t max_payload)
 {
     tb_fdec_t *d = calloc(1, sizeof *d);
-    if (d)
+    if (d) {
         d->max = max_payload;
+        d->chunk = BUF_ROUND;
+    }
     return d;
 }
 
@@ -158,7 +162,7 @@ int tb_fdec_reserve(tb_fdec_t *d, size_t want, void **ptr, size_t *avail)
     if (d->kind)
         return d->code;
     if (want == 0)
-        want = TB_FDEC_CHUNK;
+        want = d->chunk;
     if (d->state == ST_DIRECT && d->got < d->hdr.len) {
         size_t left = d->hdr.len - d->got;
         *ptr = d->pay + d->got;
@@ -190,6 +194,10 @@ void tb_fdec_commit(tb_fdec_t *d, size_t n)
         d->got += n;
     } else {
         d->wr += n;
+        /* A connection's first reads (a handshake, a control message) stay
+         * in one page; a stream that fills its reads gets larger ones. */
+        if (n == d->resv_avail && d->chunk < TB_FDEC_CHUNK)
+            d->chunk *= 2;
     }
     d->resv_avail = 0;
 }

@@ -359,6 +359,49 @@ TEST(reserve_commit_path)
     stream_free(&st);
 }
 
+/* The read size a decoder offers: one page on a fresh connection (a
+ * handshake or a control message does not take 64 KiB of fresh memory), twice
+ * as much after each read that filled it, TB_FDEC_CHUNK at most; a short
+ * read does not grow it. Frames still come out whole. */
+TEST(reserve_grows_with_full_reads)
+{
+    stream_t st;
+    memset(&st, 0, sizeof st);
+    for (uint32_t i = 0; i < MAX_SPECS; i++)   /* below the direct size */
+        stream_add(&st, TB_FRAME_DATA, 16 * 1024 - 100, 0, 0, i + 1);
+    tb_fdec_t *d = tb_fdec_new(MIB);
+    REQUIRE(d);
+    void *p;
+    size_t avail, off = 0;
+    int got = 0;
+    REQUIRE(tb_fdec_reserve(d, 0, &p, &avail) == 0);
+    CHECK_INT((int)avail, 4096);
+    CHECK(tb_fdec_memory(d) <= 8192);
+    memcpy(p, st.bytes, 100);                   /* a short read: no growth */
+    tb_fdec_commit(d, 100);
+    off = 100;
+    REQUIRE(tb_fdec_reserve(d, 0, &p, &avail) == 0);
+    CHECK(avail <= 4096);
+    size_t expect = 4096, seen_max = 0;
+    while (off < st.len) {
+        REQUIRE(tb_fdec_reserve(d, 0, &p, &avail) == 0);
+        CHECK(avail <= expect);
+        if (avail > seen_max)
+            seen_max = avail;
+        size_t k = st.len - off < avail ? st.len - off : avail;
+        memcpy(p, st.bytes + off, k);
+        tb_fdec_commit(d, k);
+        off += k;
+        if (k == avail && expect < TB_FDEC_CHUNK)
+            expect *= 2;
+        CHECK_INT(drain(d, &st, &got), 0);
+    }
+    CHECK_INT(got, st.n);
+    CHECK_INT((int)seen_max, (int)TB_FDEC_CHUNK);
+    tb_fdec_destroy(d);
+    stream_free(&st);
+}
+
 /* Mixing feed and reserve inside a direct-read payload. */
 TEST(feed_and_reserve_mixed)
 {
