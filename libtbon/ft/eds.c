@@ -7,6 +7,7 @@
 #include "ft/eds_int.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -673,7 +674,19 @@ int tb_eds_watch_child(tb_eds_t *e, tbon_rank_t rank, pid_t pid)
 
 int tb_eds_parent_gone(tb_eds_t *e, tbon_rank_t parent)
 {
-    return e && atomic_load(&e->gone_parent) == parent + 1;
+    if (!e)
+        return 0;
+    if (atomic_load(&e->gone_parent) == parent + 1)
+        return 1;
+    /* Its end not read yet: a parent killed closes its event and data
+     * connections at once, and the reactor may see the data connection's
+     * end first. A look at the event connection tells a dead parent from a
+     * broken link (which leaves it open). */
+    unsigned long long v = atomic_load(&e->parent_watch);
+    if (v >> 32 != parent + 1ull)
+        return 0;
+    struct pollfd pf = { .fd = (int)(uint32_t)v, .events = POLLIN | POLLRDHUP };
+    return poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
 int tb_eds_reaped(tb_eds_t *e, pid_t pid)

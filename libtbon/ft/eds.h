@@ -31,7 +31,8 @@ void tb_eds_free(tb_eds_t *e);
 int  tb_eds_reaped(tb_eds_t *e, pid_t pid);
 /* 1 if the EDS has given parent (our parent, or the last one we had) up:
  * its event connection ended or fell silent, and an adoption is under
- * way (tb_eds_parent_down). Any thread; NULL is fine. */
+ * way (tb_eds_parent_down); or if that connection's end has arrived and
+ * the EDS has not read it yet. Any thread; NULL is fine. */
 int  tb_eds_parent_gone(tb_eds_t *e, tbon_rank_t parent);
 /* Watch io in the EDS thread's loop (its callback runs on that thread; an
  * io watched already is armed again, for a one shot that went off), or take

@@ -112,6 +112,9 @@ struct tb_eds {
     atomic_int stop;
     atomic_uint gone_parent;   /* rank + 1 of the last parent given up
                                   (tb_eds_parent_down, tb_eds_parent_gone) */
+    atomic_ullong parent_watch; /* (parent rank + 1) << 32 | fd of the parent's
+                                   event connection while watched, else 0
+                                   (eds_io.c; tb_eds_parent_gone looks at it) */
     /* Fault tolerance (seed 003 V-A): the reconfigurator runs here. */
     tbon_rank_t parent;        /* the current parent (its event connection) */
     uint32_t incarnation;

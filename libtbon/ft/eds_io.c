@@ -36,6 +36,8 @@ watch_t *tb_eds_add_watch(tb_eds_t *e, int kind, int fd, uint32_t events, tbon_r
     w->next = e->all;
     e->all = w;
     pthread_mutex_unlock(&e->mu);
+    if (kind == K_EVENT)        /* only a parent's is added as one */
+        atomic_store(&e->parent_watch, (unsigned long long)(rank + 1ull) << 32 | (uint32_t)fd);
     return w;
 }
 
@@ -47,6 +49,11 @@ void tb_eds_drop_watch(tb_eds_t *e, watch_t *w)
         return;
     tb_loop_forget(e->loop, &w->io);
     tb_timer_cancel(e->loop, &w->timer);
+    if (w->kind == K_EVENT) {
+        unsigned long long v = atomic_load(&e->parent_watch);
+        if (v && (int)(uint32_t)v == w->fd)
+            atomic_compare_exchange_strong(&e->parent_watch, &v, 0);
+    }
     /* Closing a dead parent's connection sends a FIN the peer's kernel has
      * to answer: work that can wait until the adoption is done. */
     if (w->kind == K_EVENT && w->rank == e->parent && e->ngrave < 8)

@@ -112,10 +112,12 @@ static void on_ports(tb_recovery_t *rc, const tb_ctl_ports_t *m, tbon_packet_t *
             continue;
         news |= tb_topology_port(cx->nd.topo, m->ranks[i]) != m->ports[i];
         tb_topology_set_port(cx->nd.topo, m->ranks[i], (uint16_t)m->ports[i]);
-        tb_eds_report(cx->eds, TB_EDS_PORT, m->ranks[i], m->ports[i], 0);
     }
     if (!news)
-        return;     /* again, from an adopter */
+        return;     /* again, from an adopter: the EDS has it too */
+    for (size_t i = 0; i < m->n; i++)
+        if (m->ranks[i] < tb_topology_size(cx->nd.topo))
+            tb_eds_report(cx->eds, TB_EDS_PORT, m->ranks[i], m->ports[i], 0);
     to_children(rc, TB_CTL_PORTS, p);
     TB_DEBUG("ft", "the port table of %zu ranks arrived: orphans get adopted from now", m->n);
     cx->ready = 1;

@@ -179,9 +179,9 @@ static int can_relink(tb_node_t *n, tb_conn_t *c)
         tb_child_t *ch = &n->child[c->index];
         return !ch->leaving && !ch->ev_lost && !ch->exited;
     }
-    /* A parent the EDS has given up (its event connection ended: its
-     * process is being torn down, and its listening socket may still
-     * complete a connection) is not relinked to: the EDS adopts us. */
+    /* A parent the EDS has given up, or whose event connection has ended
+     * too (its process is being torn down, and its listening socket may
+     * still complete a connection), is not relinked to: the EDS adopts us. */
     return n->role != TB_ROLE_FE && tb_topology_port(n->topo, c->rank) != 0 &&
            !n->ft->parent_gone(n, c->rank);
 }
