@@ -8,7 +8,10 @@
 #include "itest.h"
 #include "lib/faultlog.h"
 
+#include <dirent.h>
 #include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -182,6 +185,111 @@ ITEST(dead_commnode_found_at_once)
         CHECK(failed_at - t0 < 5000);    /* far below the 20 s relink deadline */
     for (uint32_t w = 0; w < 5; w++)
         if (it_sum_wave(s, 300 + w, t.be, t.nbe) != 0)
+            break;
+    it_stop(&t);
+}
+
+/* A thread's state letter (/proc/PID/task/TID/stat), or 0 if it is gone. */
+static char task_state(pid_t pid, pid_t tid)
+{
+    char path[96], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    return p && p[1] && p[2] ? p[2] : 0;
+}
+
+/* The thread of pid named name (its comm), or 0. */
+static pid_t task_named(pid_t pid, const char *name)
+{
+    char path[400], comm[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    pid_t found = 0;
+    struct dirent *e;
+    while (d && !found && (e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%d/task/%s/comm", (int)pid, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f && fgets(comm, sizeof comm, f)) {
+            comm[strcspn(comm, "\n")] = '\0';
+            if (strcmp(comm, name) == 0)
+                found = (pid_t)atoi(e->d_name);
+        }
+        if (f)
+            fclose(f);
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+/* A killed commnode closes its children's data and event connections at
+ * once. Here each orphan's EDS thread is held (ptrace, that thread alone)
+ * through the kill, so that its reactor reads the data connection's end
+ * first, with the event connection's end unread: the parent is dead, not
+ * the link, and no orphan may try to reconnect to it (a thread and a
+ * handshake that fails, in the middle of the recovery). The code before
+ * the EDS published the parent's event socket relinked every time here. */
+ITEST(no_relink_toward_a_killed_parent)
+{
+    setenv("TBON_RELINK_MS", "20000", 1);
+    setenv("TBON_LOG", "info", 1);          /* "...: reconnecting" is an info line */
+    it_tree_t t;
+    tbon_stream_t *s = it_start_summing(&t, "4x4x4", NULL);   /* 1-4, 5-20, BEs */
+    if (!s)
+        return;
+    const tbon_rank_t victim = 1, first = 5;
+    pid_t vp = it_pid_of("tbon_commnode", victim), op[4], eds[4], main_tid[4];
+    REQUIRE(vp > 0);
+    for (int i = 0; i < 4; i++) {
+        op[i] = it_pid_of("tbon_commnode", first + (tbon_rank_t)i);
+        REQUIRE(op[i] > 0);
+        main_tid[i] = op[i];                /* a commnode's reactor is its main thread */
+        eds[i] = task_named(op[i], "tbon-eds");
+        REQUIRE(eds[i] > 0);
+        REQUIRE(ptrace(PTRACE_SEIZE, eds[i], NULL, NULL) == 0);
+        REQUIRE(ptrace(PTRACE_INTERRUPT, eds[i], NULL, NULL) == 0);
+        int st;
+        REQUIRE(waitpid(eds[i], &st, __WALL) == eds[i]);
+    }
+    kill(vp, SIGKILL);
+    int64_t t0 = it_now_ms();
+    char vs;
+    while ((vs = task_state(vp, vp)) != 0 && vs != 'Z' && it_now_ms() - t0 < IT_RECV_MS)
+        it_sleep_ms(2);
+    /* Its sockets are closed; each orphan's reactor was woken by the data
+     * connection's end, and is back asleep once it has dealt with it. */
+    for (int i = 0; i < 4; i++)
+        while (task_state(op[i], main_tid[i]) != 'S' && it_now_ms() - t0 < IT_RECV_MS)
+            it_sleep_ms(2);
+    for (int i = 0; i < 4; i++)
+        CHECK(ptrace(PTRACE_DETACH, eds[i], NULL, NULL) == 0);
+    size_t adopted = 0;
+    int failed = 0;
+    while ((!failed || adopted < 4) && it_now_ms() - t0 < IT_RECV_MS) {
+        tbon_event_t ev;
+        if (tbon_net_next_event(t.net, &ev, 500) != 0)
+            continue;
+        failed |= ev.type == TBON_EV_NODE_FAILED && ev.rank == victim;
+        adopted += ev.type == TBON_EV_NODE_ADOPTED && ev.rank >= first && ev.rank < first + 4;
+    }
+    CHECK(failed);
+    CHECK_UINT(adopted, 4);
+    for (int i = 0; i < 4; i++) {
+        tbon_rank_t r = first + (tbon_rank_t)i;
+        int total = 0;
+        CHECK_INT(it_log_lines(r, "reconnecting", &total), 0);
+        CHECK(total > 0);                   /* its log is there, info lines too */
+    }
+    for (uint32_t w = 0; w < 3; w++)
+        if (it_sum_wave(s, 400 + w, t.be, t.nbe) != 0)
             break;
     it_stop(&t);
 }
