@@ -154,6 +154,25 @@ ITEST(bits_flipped_and_links_reset_8x8)
     waves_under_faults("8x8", IT_SLOW ? 25 : 60, 4, "0.005", "0.001", "0.002", 5, 3, 11);
 }
 
+/* The FE's events after victim's kill at t0 until its failure (*failed_at:
+ * when) and n adoptions (of ranks from first on; first 0: any) are in, or
+ * IT_RECV_MS has passed. Returns how many adoptions came. */
+static size_t await_recovery(tbon_net_t *net, tbon_rank_t victim, tbon_rank_t first, size_t n,
+                             int64_t t0, int64_t *failed_at)
+{
+    size_t adopted = 0;
+    while ((!*failed_at || adopted < n) && it_now_ms() - t0 < IT_RECV_MS) {
+        tbon_event_t ev;
+        if (tbon_net_next_event(net, &ev, 500) != 0)
+            continue;
+        if (ev.type == TBON_EV_NODE_FAILED && ev.rank == victim && !*failed_at)
+            *failed_at = it_now_ms();
+        adopted += ev.type == TBON_EV_NODE_ADOPTED && ev.rank >= first &&
+                   (first == 0 || ev.rank < first + n);
+    }
+    return adopted;
+}
+
 /* A commnode killed with the link layer on: its parent (the FE) has its
  * process's end from the event connection and closes the broken link at
  * once, without waiting out TBON_RELINK_MS; its children find the parent's
@@ -167,18 +186,9 @@ ITEST(dead_commnode_found_at_once)
         return;
     pid_t victim = it_pid_of("tbon_commnode", 2);
     REQUIRE(victim > 0);
-    int64_t t0 = it_now_ms();
+    int64_t t0 = it_now_ms(), failed_at = 0;
     kill(victim, SIGKILL);
-    int64_t failed_at = 0;
-    size_t adopted = 0;
-    while ((!failed_at || adopted < 4) && it_now_ms() - t0 < IT_RECV_MS) {
-        tbon_event_t ev;
-        if (tbon_net_next_event(t.net, &ev, 500) != 0)
-            continue;
-        if (ev.type == TBON_EV_NODE_FAILED && ev.rank == 2 && !failed_at)
-            failed_at = it_now_ms();
-        adopted += ev.type == TBON_EV_NODE_ADOPTED;
-    }
+    size_t adopted = await_recovery(t.net, 2, 0, 4, t0, &failed_at);
     CHECK(failed_at > 0);
     CHECK_UINT(adopted, 4);
     if (failed_at)
@@ -271,16 +281,9 @@ ITEST(no_relink_toward_a_killed_parent)
             it_sleep_ms(2);
     for (int i = 0; i < 4; i++)
         CHECK(ptrace(PTRACE_DETACH, eds[i], NULL, NULL) == 0);
-    size_t adopted = 0;
-    int failed = 0;
-    while ((!failed || adopted < 4) && it_now_ms() - t0 < IT_RECV_MS) {
-        tbon_event_t ev;
-        if (tbon_net_next_event(t.net, &ev, 500) != 0)
-            continue;
-        failed |= ev.type == TBON_EV_NODE_FAILED && ev.rank == victim;
-        adopted += ev.type == TBON_EV_NODE_ADOPTED && ev.rank >= first && ev.rank < first + 4;
-    }
-    CHECK(failed);
+    int64_t failed_at = 0;
+    size_t adopted = await_recovery(t.net, victim, first, 4, t0, &failed_at);
+    CHECK(failed_at > 0);
     CHECK_UINT(adopted, 4);
     for (int i = 0; i < 4; i++) {
         tbon_rank_t r = first + (tbon_rank_t)i;
