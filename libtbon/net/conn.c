@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "codec/packet_int.h"
+#include "util/sanitizer.h"
 #include "util/bigmem.h"
 #include "util/endian.h"
 #include "util/clock.h"
@@ -266,16 +267,7 @@ static int send_packet(tb_conn_t *c, tb_frame_hdr_t *h, tbon_packet_t *p, int se
  * address space is refused: at free it clears its records of the whole
  * block, faulting in their pages, and for the largest packet (1 GiB) that
  * took about 2.5 s per packet received in pieces. */
-#if defined(__SANITIZE_THREAD__)
-#define TB_FRAG_ROOM_AT_ONCE 0
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TB_FRAG_ROOM_AT_ONCE 0
-#endif
-#endif
-#ifndef TB_FRAG_ROOM_AT_ONCE
-#define TB_FRAG_ROOM_AT_ONCE 1
-#endif
+#define TB_FRAG_ROOM_AT_ONCE (!TB_UNDER_TSAN)
 
 /* Do two pieces' headers belong to one packet? */
 static int same_packet(const tb_frame_hdr_t *a, const tb_frame_hdr_t *b)

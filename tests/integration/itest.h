@@ -94,6 +94,7 @@ static inline void it_pattern(uint8_t *b, size_t n, uint32_t rank, uint32_t seq)
 
 #include "../harness.h"
 #include "lib/procscan.h"
+#include "util/sanitizer.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -113,26 +114,8 @@ static inline void it_pattern(uint8_t *b, size_t n, uint32_t rank, uint32_t seq)
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define IT_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define IT_ASAN 1
-#endif
-#endif
-#ifndef IT_ASAN
-#define IT_ASAN 0
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define IT_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define IT_TSAN 1
-#endif
-#endif
-#ifndef IT_TSAN
-#define IT_TSAN 0
-#endif
+#define IT_ASAN TB_UNDER_ASAN
+#define IT_TSAN TB_UNDER_TSAN
 /* A sanitizer build (ASan or TSan) runs several times slower: the waits
  * that bound how long a result may take are longer there. */
 #define IT_SLOW (IT_ASAN || IT_TSAN)

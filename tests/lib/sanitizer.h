@@ -7,27 +7,10 @@
 #ifndef TB_TEST_SANITIZER_H
 #define TB_TEST_SANITIZER_H
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
+#include "util/sanitizer.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
-#ifndef UNDER_TSAN
-#define UNDER_TSAN 0
-#endif
+#define UNDER_ASAN TB_UNDER_ASAN
+#define UNDER_TSAN TB_UNDER_TSAN
 
 #if UNDER_TSAN
 #define TH_TSAN_MALLOC_MAY_FAIL()                                         \
