@@ -293,18 +293,17 @@ void tb_cmd_free(tb_cmd_t *c)
     free(c);
 }
 
-void tb_node_post(tb_node_t *n, tb_cmd_t *cmd)
-{
-    if (cmd->bytes)
-        atomic_fetch_add(&n->pending, cmd->bytes);
-    tb_loop_post(n->loop, &cmd->mail);
-}
-
 void tb_node_queue(tb_node_t *n, tb_cmd_t *cmd)
 {
     if (cmd->bytes)
         atomic_fetch_add(&n->pending, cmd->bytes);
     tb_loop_queue(n->loop, &cmd->mail);
+}
+
+void tb_node_post(tb_node_t *n, tb_cmd_t *cmd)
+{
+    tb_node_queue(n, cmd);
+    tb_loop_wake(n->loop);
 }
 
 int tb_node_wait_backlog(tb_node_t *n, int flush)
