@@ -12,6 +12,7 @@
 #include "util/log.h"
 #include <unistd.h>
 #include "util/attrs.h"
+#include "util/bigmem.h"
 #include "codec/packet_int.h"
 #include "net/conn.h"
 #include "topo/reconfig.h"
@@ -726,6 +727,7 @@ void tbon_net_destroy(tbon_net_t *net)
     tb_node_destroy(net->node);
     tb_kicker_destroy(k);       /* after its EDS thread has ended */
     tb_net_free(net);
+    tb_big_trim();              /* the large buffers kept for reuse */
 }
 
 void tb_net_free(tbon_net_t *net)

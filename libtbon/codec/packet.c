@@ -379,8 +379,16 @@ static void packet_free(tbon_packet_t *p)
         tb_ranks_free(p->expect);
         free(p->expect);
     }
-    free(p->own);
-    free(p);
+    /* a large payload's buffer kept for the next (util/bigmem.h) */
+    if (p->len < TB_BIG_KEEP_MIN) {
+        free(p->own);
+        free(p);
+    } else if (p->own) {
+        tb_big_free(p->own);
+        free(p);
+    } else {
+        tb_big_free(p);
+    }
 }
 
 void tbon_packet_unref(tbon_packet_t *p)

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "util/bigmem.h"
 #include "util/crc32c.h"
 #include "util/endian.h"
 
@@ -137,7 +138,11 @@ int tb_frame_build(const tb_frame_hdr_t *h, const void *payload, size_t len,
 void tb_frame_release(tb_frame_t *f)
 {
     if (f) {
-        if (!f->placed)
+        if (f->placed)
+            ;
+        else if (f->hdr.len >= TB_BIG_KEEP_MIN)
+            tb_big_free(f->payload);    /* kept for the next (util/bigmem.h) */
+        else
             free(f->payload);
         f->payload = NULL;
     }

@@ -92,7 +92,7 @@ void tb_fdec_destroy(tb_fdec_t *d)
         return;
     free(d->buf);
     if (!d->placed)
-        free(d->pay);
+        tb_big_free(d->pay);
     free(d);
 }
 

@@ -88,7 +88,7 @@ void tb_conn_destroy(tb_conn_t *c)
     free(c->cut_keep);
     tb_conn_drop_kept(c);
     tb_fdec_destroy(c->dec);
-    free(c->frag);
+    tb_big_free(c->frag);
     if (c->fd >= 0)
         close(c->fd);
     free(c);
@@ -335,7 +335,7 @@ static uint8_t *place_piece(void *arg, const tb_frame_hdr_t *h)
 
 void tb_conn_drop_packet(tb_conn_t *c)
 {
-    free(c->frag);
+    tb_big_free(c->frag);
     c->frag = NULL;
     c->frag_len = c->frag_cap = 0;
 }
