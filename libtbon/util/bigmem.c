@@ -40,6 +40,31 @@ static size_t kept_bytes;
 static size_t kept_small;       /* of which in blocks under TB_BIG_MIN */
 static unsigned long kept_clock;
 
+/* A child forked while another thread held kept_mu would wait for ever at
+ * its first large buffer: the lock is taken across fork, as the C library
+ * does with its own. */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&kept_mu);
+}
+
+static void fork_done(void)
+{
+    pthread_mutex_unlock(&kept_mu);
+}
+
+static void at_fork(void)
+{
+    (void)pthread_atfork(fork_prepare, fork_done, fork_done);
+}
+
+static void lock_kept(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, at_fork);
+    pthread_mutex_lock(&kept_mu);
+}
+
 static int is_small(size_t n)
 {
     return n < TB_BIG_MIN;
@@ -61,7 +86,7 @@ static void *take_kept(size_t n)
 {
     if (!KEEPING)
         return NULL;
-    pthread_mutex_lock(&kept_mu);
+    lock_kept();
     int best = -1;
     for (int i = 0; i < KEEP; i++)
         if (kept[i].p && kept[i].n >= n && kept[i].n / 2 <= n &&
@@ -78,7 +103,7 @@ static void keep(void *p, size_t n)
 {
     void *out[KEEP + 1];
     size_t nout = 0;
-    pthread_mutex_lock(&kept_mu);
+    lock_kept();
     for (;;) {
         int small_over = is_small(n) && kept_small + n > KEEP_SMALL;
         int slot = -1, old = -1;
@@ -157,7 +182,7 @@ void *tb_big_realloc(void *p, size_t n)
 size_t tb_big_kept(size_t *bytes)
 {
     size_t k = 0;
-    pthread_mutex_lock(&kept_mu);
+    lock_kept();
     for (int i = 0; i < KEEP; i++)
         k += kept[i].p != NULL;
     if (bytes)
@@ -170,7 +195,7 @@ void tb_big_trim(void)
 {
     void *out[KEEP];
     size_t nout = 0;
-    pthread_mutex_lock(&kept_mu);
+    lock_kept();
     for (int i = 0; i < KEEP; i++)
         if (kept[i].p) {
             out[nout++] = kept[i].p;

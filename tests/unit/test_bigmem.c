@@ -3,9 +3,12 @@
 #include "../harness.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "util/bigmem.h"
 #include "lib/sanitizer.h"
@@ -167,5 +170,44 @@ TEST(block_of_a_mib_is_kept)
     void *s = malloc(100 << 10);        /* under TB_BIG_KEEP_MIN */
     tb_big_free(s);
     CHECK_INT(tb_big_kept(NULL), KEEPS ? 1 : 0);
+    tb_big_trim();
+}
+
+static atomic_int forking_done;
+
+static void *churn_until_done(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&forking_done)) {
+        void *p = tb_big_alloc(MIB);
+        tb_big_free(p);
+    }
+    return NULL;
+}
+
+/* A child forked while another thread takes and gives back buffers gets
+ * its own first large buffer (the lock is not left held in it). */
+TEST(fork_while_another_thread_keeps)
+{
+    tb_big_trim();
+    atomic_store(&forking_done, 0);
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, churn_until_done, NULL) == 0);
+    int stuck = 0;
+    for (int i = 0; i < 50 && !stuck; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(10);      /* a child stuck on the lock dies of it */
+            void *p = tb_big_alloc(MIB);
+            tb_big_free(p);
+            _exit(p ? 0 : 1);
+        }
+        int st = 0;
+        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            stuck = 1;
+    }
+    atomic_store(&forking_done, 1);
+    pthread_join(t, NULL);
+    CHECK(!stuck);
     tb_big_trim();
 }
