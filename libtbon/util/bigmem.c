@@ -197,11 +197,8 @@ void tb_big_trim(void)
     size_t nout = 0;
     lock_kept();
     for (int i = 0; i < KEEP; i++)
-        if (kept[i].p) {
-            out[nout++] = kept[i].p;
-            kept[i].p = NULL;
-        }
-    kept_bytes = kept_small = 0;
+        if (kept[i].p)
+            out[nout++] = unkeep(i);
     pthread_mutex_unlock(&kept_mu);
     for (size_t i = 0; i < nout; i++)
         free(out[i]);
