@@ -17,6 +17,11 @@
  *                          armed (a Poisson process seen at the writes on
  *                          links)
  *   TBON_FAULT_DELAY=P     per write: sleep up to TBON_FAULT_DELAY_US first
+ *   TBON_FAULT_RESET_STREAM=ID  shutdown() the socket instead of the first
+ *                          write of a data frame of stream ID, once per
+ *                          process, armed or not: one link broken where a
+ *                          test chooses (the link to a stream's only
+ *                          member, say)
  *   TBON_FAULT_RANKS=a,b   only in the processes of these ranks (default all;
  *                          the rank is --tbon-rank's, from /proc/self/cmdline)
  *   TBON_FAULT_ARM=FILE    only while FILE exists (looked at every 10 ms), so
@@ -70,6 +75,7 @@ static ssize_t (*real_readv)(int, const struct iovec *, int);
 
 static double p_flip, p_rflip, p_reset, p_delay;
 static int delay_us = 2000, reset_ms, active, rank = -1, log_fd = -1, die_at_ctl = -1, log_writes;
+static int reset_stream = -1, stream_reset_done;
 static int die_after_accepts, accepted;          /* accepted: under acc_mu */
 static pthread_mutex_t acc_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t acc_cv = PTHREAD_COND_INITIALIZER;
@@ -158,6 +164,9 @@ static void init(void)
     if (dc && *dc)
         die_at_ctl = atoi(dc);
     die_after_accepts = (int)env_d("TBON_FAULT_DIE_AFTER_ACCEPTS");
+    const char *rs = getenv("TBON_FAULT_RESET_STREAM");
+    if (rs && *rs)
+        reset_stream = atoi(rs);
     if (env_d("TBON_FAULT_SEED") > 0)
         seed = (uint64_t)env_d("TBON_FAULT_SEED");
     rank = my_rank();
@@ -198,7 +207,7 @@ static void note(const char *what, int fd)
 
 /* The frames whose headers start an iov (the reactor writes header and
  * payload as separate iovs); marks fd as a link when one is sequenced. */
-static int count_frames(int fd, const struct iovec *iov, int n)
+static int count_frames(int fd, const struct iovec *iov, int n, int *of_stream)
 {
     int k = 0;
     for (int i = 0; i < n; i++) {
@@ -210,6 +219,10 @@ static int count_frames(int fd, const struct iovec *iov, int n)
         if (seq && fd >= 0 && fd < MAXFD)
             link_fd[fd] = 1;
         k += seq != 0;
+        uint32_t stream = (uint32_t)b[12] | (uint32_t)b[13] << 8 | (uint32_t)b[14] << 16 |
+                          (uint32_t)b[15] << 24;
+        if (reset_stream >= 0 && b[5] == 1 /* DATA */ && stream == (uint32_t)reset_stream)
+            *of_stream = 1;
         int32_t tag = (int32_t)((uint32_t)b[16] | (uint32_t)b[17] << 8 |
                                 (uint32_t)b[18] << 16 | (uint32_t)b[19] << 24);
         if (active && die_at_ctl >= 0 && b[5] == 6 /* CONTROL */ && tag == die_at_ctl) {
@@ -234,9 +247,21 @@ static int decide(int fd, const struct iovec *iov, int n)
     pthread_once(&once, init);
     if (!active || fd < 0 || fd >= MAXFD)
         return 0;
-    int k = count_frames(fd, iov, n);
+    int of_stream = 0;
+    int k = count_frames(fd, iov, n, &of_stream);
     if (!link_fd[fd] || k == 0)
         return 0;
+    if (of_stream) {
+        pthread_mutex_lock(&mu);
+        int first = !stream_reset_done;
+        stream_reset_done = 1;
+        pthread_mutex_unlock(&mu);
+        if (first) {
+            note("reset", fd);
+            shutdown(fd, SHUT_RDWR);
+            return 2;
+        }
+    }
     if (arm_path) {
         int64_t t = now_ms();
         pthread_mutex_lock(&mu);

@@ -4,7 +4,8 @@
  * process but the FE, which is this program) while sum and union waves run;
  * no node may be taken for failed, every result must be exact, none may
  * come twice. And a dead commnode is still found at once, not after the
- * relink deadline. */
+ * relink deadline; a child whose link is down neither holds up the tree's
+ * end nor outlives it. */
 #include "itest.h"
 #include "lib/faultlog.h"
 
@@ -295,4 +296,67 @@ ITEST(no_relink_toward_a_killed_parent)
         if (it_sum_wave(s, 400 + w, t.be, t.nbe) != 0)
             break;
     it_stop(&t);
+}
+
+/* A child whose data link is down when the tree ends: a back-end, stopped
+ * (SIGSTOP), whose connection its commnode has just reset (the fault shim in
+ * commnode 1 only, at the first write of a wave of stream 2, which only that
+ * back-end takes). The commnode waits for it to reconnect (TBON_RELINK_MS,
+ * 20 s here) when the FE ends the tree. The end must not wait for it (no
+ * "children did not leave in time", the commnode's 3 s deadline), and it
+ * must not outlive the session: a child lost while the tree ran is not its
+ * parent's to kill, but once it runs again it finds its parent gone and the
+ * tree with it, and exits on its own. */
+ITEST(down_child_does_not_hold_the_shutdown)
+{
+    char log[PATH_MAX];
+    snprintf(log, sizeof log, "%s/faults.log", th_tmpdir());
+    setenv("TBON_RELINK_MS", "20000", 1);
+    it_fault_env("0", "0", "0", "0", log, "", 5);
+    setenv("TBON_FAULT_RANKS", "1", 1);
+    setenv("TBON_FAULT_RESET_STREAM", "2", 1);
+    it_tree_t t;
+    tbon_stream_t *s = it_start_summing(&t, "4x4", NULL);   /* 1-4, BEs 5-20 */
+    unsetenv("TBON_FAULT_RANKS");
+    unsetenv("TBON_FAULT_RESET_STREAM");
+    if (!s)
+        return;
+    const tbon_rank_t be = 5;               /* under commnode 1 */
+    pid_t bp = it_pid_of("tbon_test_be", be);
+    REQUIRE(bp > 0);
+    tbon_comm_t *c = tbon_fe_comm_new(t.net, &be, 1);
+    REQUIRE(c);
+    tbon_stream_t *one = tbon_fe_stream_new(t.net, c, TBON_FILTER_SUM, TBON_SYNC_DONTWAIT,
+                                            TBON_FILTER_NULL);
+    REQUIRE(one);
+    REQUIRE(tbon_stream_id(one) == 2);
+    REQUIRE(kill(bp, SIGSTOP) == 0);
+    int64_t t0 = it_now_ms();
+    while (task_state(bp, bp) != 'T' && it_now_ms() - t0 < IT_RECV_MS)
+        it_sleep_ms(2);
+    REQUIRE(task_state(bp, bp) == 'T');
+    REQUIRE(tbon_stream_send(one, IT_TAG_WAVE, "%ud", 7u) == 0);
+    /* The write that fails is the reactor's: its link is down (waiting for
+     * the back-end to reconnect) before it reads anything more, the
+     * SHUTDOWN among it. */
+    while (tb_fault_count(log, "reset") == 0 && it_now_ms() - t0 < IT_RECV_MS)
+        it_sleep_ms(5);
+    CHECK_UINT(tb_fault_count(log, "reset"), 1);
+    int64_t t1 = it_now_ms();
+    it_stop(&t);
+    int64_t took = it_now_ms() - t1;
+    CHECK_INT(it_log_lines(1, "did not leave in time", NULL), 0);
+    if (getenv("ITEST_VERBOSE"))
+        fprintf(stderr, "    teardown with the down child: %lld ms\n", (long long)took);
+    /* Ours now (the subreaper) if it is still there: it runs again, finds
+     * the tree gone and leaves. */
+    kill(bp, SIGCONT);
+    t0 = it_now_ms();
+    int st = 0;
+    pid_t w = 0;
+    while ((w = waitpid(bp, &st, WNOHANG)) == 0 && it_now_ms() - t0 < IT_RECV_MS)
+        it_sleep_ms(10);
+    CHECK(w == bp || (w < 0 && errno == ECHILD));
+    if (w == 0)
+        kill(bp, SIGKILL);
 }
