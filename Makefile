@@ -57,9 +57,11 @@ endif
 # at 8x8 took 3-4% less, in every one of 5 alternating runs (bench/RESULTS.md,
 # "the library optimised as one unit"). The objects are fat (IR and machine
 # code): the tests link libtbon.a as before, member by member, without
-# LTO. LTO= turns it off.
+# LTO. GCC only (these are its options); LTO= turns it off.
 ifeq ($(SAN)$(TSAN),)
+ifneq ($(findstring gcc version,$(shell $(CC) -v 2>&1)),)
 LTO ?= -flto=auto
+endif
 endif
 # Every other link uses the objects' machine code (a link that sees their IR
 # would otherwise optimise the whole library again: 6 s per test program).
