@@ -223,10 +223,10 @@ $(B)/obj/%.o: %.c | $(HEADERS_OK)
 $(B)/obj/tests/%.o: CFLAGS += -Itests
 $(B)/obj/bench/%.o: CFLAGS += -Itests
 
-# Interposing one of the library's own functions (LD_PRELOAD) never changed
-# what the library calls inside itself (the shared library binds them with
-# its version script): -fno-semantic-interposition lets the compiler inline
-# them too.
+# The shared library exports only the API (its version script), so only
+# those functions could be interposed (LD_PRELOAD); with
+# -fno-semantic-interposition the library's own calls to them may be
+# inlined, and an LD_PRELOAD catches only the application's calls.
 $(LIB_OBJ): CFLAGS += $(if $(LTO),$(LTO) -ffat-lto-objects -fno-semantic-interposition)
 
 # The library as one relocatable object, optimised as a whole (LTO=: the
