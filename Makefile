@@ -264,13 +264,16 @@ $(B)/lib/libtbon.so: $(B)/lib/$(SONAME)
 # it, 0.60 s with it), which made a 16x16 tree's start-up 12% slower.
 LINK_TBON = -Wl,--export-dynamic -Wl,--as-needed $(B)/lib/libtbon.a \
             -Wl,-Bstatic -lsodium -Wl,-Bdynamic $(filter-out -lsodium,$(LIBS))
-# The programs and benchmarks: the library optimised as one unit.
-LINK_TBON_LTO = $(subst $(B)/lib/libtbon.a,$(B)/lib/libtbon-lto.o,$(LINK_TBON))
+# The programs and benchmarks: the library optimised as one unit, named
+# in LINK_TBON_LTO (so left out of a rule's own objects, PROG_OBJS).
+LTO_OBJ := $(B)/lib/libtbon-lto.o
+LINK_TBON_LTO = $(subst $(B)/lib/libtbon.a,$(LTO_OBJ),$(LINK_TBON))
+PROG_OBJS = $(filter-out $(LTO_OBJ),$(filter %.o,$^))
 prog_objs = $(patsubst %.c,$(B)/obj/%.o,$($(1)_SRC))
 .SECONDEXPANSION:
 $(B)/bin/%: $$(call prog_objs,$$*) $(B)/lib/libtbon-lto.o
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter-out %/libtbon-lto.o,$(filter %.o,$^)) $(LINK_TBON_LTO) $($*_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(PROG_OBJS) $(LINK_TBON_LTO) $($*_LIBS)
 
 # Tests may use the tbon_stat library parts (libtbonstat.a, libdw): only
 # what a test calls is linked, and --as-needed drops libdw from the others.
@@ -356,14 +359,14 @@ $(B)/examples/%/filter.so: $(B)/obj/examples/%/filter.o
 
 $(B)/bench/%: $(B)/obj/bench/%.o $(B)/lib/libtbon-lto.o
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter-out %/libtbon-lto.o,$(filter %.o,$^)) $(LINK_TBON_LTO)
+	$(CC) $(LDFLAGS) -o $@ $(PROG_OBJS) $(LINK_TBON_LTO)
 
 # The watchdog (tests/lib/watchdog.c) of the benchmarks that have one.
 $(B)/bench/bench_tree: $(WATCHDOG_OBJ)
 
 $(B)/bench/bench_ft: $(BENCH_FT_OBJ) $(WATCHDOG_OBJ) $(B)/lib/libtbon-lto.o
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter-out %/libtbon-lto.o,$(filter %.o,$^)) $(LINK_TBON_LTO)
+	$(CC) $(LDFLAGS) -o $@ $(PROG_OBJS) $(LINK_TBON_LTO)
 
 deps:
 	@scripts/deps.sh
