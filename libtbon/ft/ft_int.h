@@ -148,8 +148,9 @@ tb_ft_ctx_t *tb_ft_ctx(struct tb_ft *ft);
 int  tb_ft_event(struct tb_ft *ft, const tb_ft_event_t *ev);
 /* A control message ft owns, to its owner (codec/ctl.c's table). */
 void tb_ft_ctl(struct tb_ft *ft, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
-/* The parts' timers, and the earliest time one wants. */
-void tb_ft_timers(struct tb_ft *ft, int64_t now);
+/* The parts' timers (1 if one acted: the node's state changed), and the
+ * earliest time one wants. */
+int  tb_ft_timers(struct tb_ft *ft, int64_t now);
 void tb_ft_next(const struct tb_ft *ft, int64_t *next);
 
 /* ---- recovery.c ---- */
@@ -211,7 +212,7 @@ void tb_view_flush(tb_view_t *v);
 /* FE: declare failed the orphans that waited too long (before a dispatch);
  * then (after it, when the orphans are counted) lower *next to when the
  * next batch or orphan is due. */
-void tb_view_timers(tb_view_t *v, int64_t now);
+int  tb_view_timers(tb_view_t *v, int64_t now);
 void tb_view_next(const tb_view_t *v, int64_t *next);
 /* Membership control messages (TB_CTL_OWN_VIEW), m decoded from p. */
 void tb_view_ctl(tb_view_t *v, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
@@ -248,9 +249,9 @@ int  tb_joins_request(tb_joins_t *j, tb_cmd_t *c, int *slot);
 void tb_joins_published(tb_joins_t *j, uint64_t v);
 /* FE: answer the joiners whose parents have their version; give up on
  * those past their deadline. */
-void tb_joins_replies(tb_joins_t *j);
+int  tb_joins_replies(tb_joins_t *j);
 /* Joined children that never connected are failed; FE: joiners answered. */
-void tb_joins_timers(tb_joins_t *j, int64_t now);
+int  tb_joins_timers(tb_joins_t *j, int64_t now);
 void tb_joins_next(const tb_joins_t *j, int64_t *next);
 /* Child i connected: if it joined, it gets the port table and the broadcast
  * streams, and its joining is reported. */
@@ -308,7 +309,7 @@ void tb_suspect_fe(tb_suspect_t *sp, tbon_rank_t r, uint32_t inc, tbon_rank_t fr
 /* Not at the FE: the FE's verdict on r arrived. */
 void tb_suspect_verdict(tb_suspect_t *sp, tbon_rank_t r, uint32_t inc, int verdict);
 /* FE: confirm what has stood long enough; the next time to look. */
-void tb_suspect_timers(tb_suspect_t *sp, int64_t now);
+int  tb_suspect_timers(tb_suspect_t *sp, int64_t now);
 void tb_suspect_next(const tb_suspect_t *sp, int64_t *next);
 /* r is dead (in the view): its suspicion ends with it. */
 void tb_suspect_forget(tb_suspect_t *sp, tbon_rank_t r);

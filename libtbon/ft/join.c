@@ -236,12 +236,13 @@ static void answer(const tb_joins_t *j, const struct tb_pjoin *x, int64_t now)
     tbon_packet_unref(p);
 }
 
-void tb_joins_replies(tb_joins_t *j)
+int tb_joins_replies(tb_joins_t *j)
 {
     tb_ft_ctx_t *cx = j->cx;
     if (!j->npjoin)
-        return;
+        return 0;
     int64_t now = tb_now_ms();
+    size_t had = j->npjoin;
     for (size_t i = 0; i < j->npjoin;) {
         struct tb_pjoin *x = &j->pjoin[i];
         int ready = x->version && cx->up->view_applied(cx->up_arg, x->parent, x->version);
@@ -257,6 +258,7 @@ void tb_joins_replies(tb_joins_t *j)
         close(x->fd);
         *x = j->pjoin[--j->npjoin];
     }
+    return j->npjoin != had;
 }
 
 void tb_joins_child_up(tb_joins_t *j, size_t i)
@@ -313,9 +315,10 @@ void tb_joins_left(tb_joins_t *j, size_t i)
     }
 }
 
-void tb_joins_timers(tb_joins_t *j, int64_t now)
+int tb_joins_timers(tb_joins_t *j, int64_t now)
 {
     tb_ft_ctx_t *cx = j->cx;
+    int acted = 0;
     /* Joined children that never connected are taken for failed. */
     for (size_t i = 0; j->njoining && i < j->nch; i++) {
         struct jchild *ch = &j->ch[i];
@@ -327,9 +330,11 @@ void tb_joins_timers(tb_joins_t *j, int64_t now)
                 cx->nd.ops->child_rank(cx->nd.n, i));
         cx->nd.ops->child_absent(cx->nd.n, i);
         cx->up->child_lost(cx->up_arg, i);
+        acted = 1;
     }
     if (tb_ft_is_fe(cx) && cx->ready && !tb_ft_ending(cx))
-        tb_joins_replies(j);
+        acted |= tb_joins_replies(j);
+    return acted;
 }
 
 void tb_joins_next(const tb_joins_t *j, int64_t *next)

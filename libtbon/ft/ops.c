@@ -342,11 +342,12 @@ static void ft_ctl(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t
 
 /* ---- the loop ---- */
 
-void tb_ft_timers(struct tb_ft *ft, int64_t now)
+int tb_ft_timers(struct tb_ft *ft, int64_t now)
 {
-    tb_joins_timers(ft->joins, now);
-    tb_view_timers(ft->view, now);
-    tb_suspect_timers(ft->suspect, now);
+    int acted = tb_joins_timers(ft->joins, now);
+    acted |= tb_view_timers(ft->view, now);
+    acted |= tb_suspect_timers(ft->suspect, now);
+    return acted;
 }
 
 void tb_ft_next(const struct tb_ft *ft, int64_t *next)
@@ -356,11 +357,10 @@ void tb_ft_next(const struct tb_ft *ft, int64_t *next)
     tb_suspect_next(ft->suspect, next);
 }
 
-static void ft_timers(tb_node_t *n, int64_t now)
+static int ft_timers(tb_node_t *n, int64_t now)
 {
     struct tb_ft *ft = tb_nft_state(n);
-    if (ft)
-        tb_ft_timers(ft, now);
+    return ft ? tb_ft_timers(ft, now) : 0;
 }
 
 static void ft_next(const tb_node_t *n, int64_t *next)

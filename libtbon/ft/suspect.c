@@ -180,10 +180,11 @@ static size_t needed(const tb_suspect_t *sp, tbon_rank_t r)
     return 1;
 }
 
-void tb_suspect_timers(tb_suspect_t *sp, int64_t now)
+int tb_suspect_timers(tb_suspect_t *sp, int64_t now)
 {
     if (!tb_ft_is_fe(sp->cx) || tb_ft_ending(sp->cx))
-        return;
+        return 0;
+    int acted = 0;
     int64_t w = tb_suspect_window_ms(sp);
     for (size_t i = 0; i < sp->nsusp;) {
         struct tb_susp s = sp->susp[i];
@@ -202,7 +203,9 @@ void tb_suspect_timers(tb_suspect_t *sp, int64_t now)
                  (long long)age);
         TB_WARN("ft", "rank %u: %s: taken for failed", s.r, how);
         sp->cx->up->failed(sp->cx->up_arg, s.r, s.inc, how);
+        acted = 1;
     }
+    return acted;
 }
 
 void tb_suspect_next(const tb_suspect_t *sp, int64_t *next)

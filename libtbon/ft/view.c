@@ -434,11 +434,12 @@ static int64_t orphan_ms(const tb_view_t *v)
     return hb > TB_VIEW_ORPHAN_MIN_MS ? hb : TB_VIEW_ORPHAN_MIN_MS;
 }
 
-void tb_view_timers(tb_view_t *v, int64_t now)
+int tb_view_timers(tb_view_t *v, int64_t now)
 {
     tb_ft_ctx_t *cx = v->cx;
     if (!tb_ft_is_fe(cx) || !cx->ready || tb_ft_ending(cx))
-        return;
+        return 0;
+    int acted = 0;
     int64_t limit = orphan_ms(v);
     for (size_t j = 0; j < v->norph; j++) {
         struct tb_orphan o = v->orph[j];
@@ -450,7 +451,9 @@ void tb_view_timers(tb_view_t *v, int64_t now)
                 (long long)(now - o.since));
         cx->up->failed(cx->up_arg, o.r, tb_topology_incarnation(cx->nd.topo, o.r),
                        "never adopted");
+        acted = 1;
     }
+    return acted;
 }
 
 void tb_view_next(const tb_view_t *v, int64_t *next)

@@ -538,7 +538,10 @@ static void ack_written(tb_conn_t *c, const uint8_t *hdr)
     if (c->ack_sent == c->rx && !c->answer) {
         c->rx_unacked = 0;
         c->rx_unacked_bytes = 0;
-        c->ack_due = 0;     /* (an answer owed goes alone all the same) */
+        if (c->ack_due) {
+            c->ack_due = 0;     /* (an answer owed goes alone all the same) */
+            c->timed = 1;
+        }
     }
 }
 
@@ -549,8 +552,10 @@ static void consumed(tb_conn_t *c, size_t w, int ctl_first)
         size_t k = w < c->ctl_left ? w : c->ctl_left;
         c->ctl_left -= k;
         w -= k;
-        if (k && !c->ctl_left)
+        if (k && !c->ctl_left) {
+            c->timed = 1;       /* the owed ones wait for it to be gone */
             ack_written(c, c->ctl);
+        }
     }
     while (w > 0) {
         while (c->wpos < c->q.len && ((tb_outframe_t *)tb_ring_at(&c->q, c->wpos))->done)
@@ -685,8 +690,10 @@ static int write_selected(tb_conn_t *c, long i)
         size_t k = left < ctl ? left : ctl;
         c->ctl_left -= k;
         left -= k;
-        if (k && !c->ctl_left)
+        if (k && !c->ctl_left) {
+            c->timed = 1;       /* the owed ones wait for it to be gone */
             ack_written(c, c->ctl);
+        }
     }
     c->sel_off += left;
     if (c->sel_off < TB_FRAME_HDR_SIZE + f->len)

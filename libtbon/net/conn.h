@@ -66,6 +66,9 @@ struct tb_conn {
     uint32_t    rx_high;       /* the newest frame received (kept ones too) */
     uint32_t    rx_unacked;    /* frames received since our last acknowledgement */
     size_t      rx_unacked_bytes; /* and their bytes on the wire */
+    int         timed;         /* the timed state below (ack_due, nack_at, ctl_left,
+                                  down, down_since, bad_at, hold) may have changed
+                                  since the node last looked (node_link.c) */
     int64_t     ack_due;       /* when a lone ACK must go (0: none owed) */
     int         ack_lazy;      /* and it may wait longer (TB_LINK_ACK_LAZY_MS) */
     uint32_t    answer;        /* the peer asked for a resend after answer - 1: our

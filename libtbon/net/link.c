@@ -47,6 +47,7 @@ static void take_ack(tb_conn_t *c, uint32_t a)
 static void lone_ack(tb_conn_t *c, uint16_t flags, uint32_t last, int64_t now)
 {
     int ask = flags != 0;
+    c->timed = 1;
     if (c->ctl_left && c->ctl_left < TB_FRAME_HDR_SIZE) {
         /* One half written: the timer sends the next. A resend request
          * must not be forgotten meanwhile (the frame it asks for may have
@@ -167,6 +168,7 @@ static void in_order(tb_conn_t *c, uint32_t seq, size_t len, int64_t now)
 /* What we hold since a relink may go: from the peer's acknowledgement on. */
 static void release(tb_conn_t *c)
 {
+    c->timed = 1;
     c->hold = 0;
     c->down_since = 0;
     c->rewind = 1;
@@ -176,6 +178,7 @@ static void release(tb_conn_t *c)
 int tb_link_rx(tb_conn_t *c, tb_frame_t *f, int64_t now)
 {
     const tb_frame_hdr_t *h = &f->hdr;
+    c->timed = 1;
     take_ack(c, h->ack);
     if (h->type == TB_FRAME_ACK && (h->flags & (TB_FRAME_F_RESEND | TB_FRAME_F_SELECT))) {
         TB_DEBUG("link", "rank %u asks for %s after %u (up to %u)%s", c->rank,
@@ -259,6 +262,7 @@ int tb_link_next(tb_conn_t *c, tb_frame_t *f, int64_t now)
         return 0;
     uint32_t want = c->rx + 1 ? c->rx + 1 : 1;
     tb_frame_t *slot = &c->ooo[want % TB_LINK_WINDOW];
+    c->timed = 1;
     if (slot->hdr.seq != want) {
         maybe_ask(c, now);      /* another gap after the one filled */
         return 0;
@@ -278,6 +282,7 @@ void tb_link_bad_frame(tb_conn_t *c, int64_t now)
     /* What was lost shows with the next good frame (a gap, or none); if
      * none comes soon (the link is quiet) the tick asks for everything. */
     c->n_crc++;
+    c->timed = 1;
     if (!c->bad_at)
         c->bad_at = now;
 }
@@ -324,6 +329,7 @@ void tb_link_tick(tb_conn_t *c, int64_t now, int64_t *next, int64_t *lazy)
 
 void tb_link_down(tb_conn_t *c, int64_t now)
 {
+    c->timed = 1;
     if (c->fd >= 0) {
         shutdown(c->fd, SHUT_RDWR);
         close(c->fd);

@@ -149,14 +149,19 @@ size_t tb_loop_ntimers(const tb_loop_t *l)
     return l->nheap;
 }
 
-void tb_loop_fire(tb_loop_t *l)
+int tb_loop_fire(tb_loop_t *l)
 {
+    if (!l->nheap)
+        return 0;
     int64_t now = tb_now_ms();
+    int fired = 0;
     while (l->nheap && l->heap[0]->due <= now) {
         tb_timer_t *t = l->heap[0];
         tb_timer_cancel(l, t);
         t->fn(t, now);
+        fired++;
     }
+    return fired;
 }
 
 /* ---- the mailbox ---- */

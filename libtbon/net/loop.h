@@ -111,8 +111,8 @@ void tb_loop_drain(tb_loop_t *l);
 tb_mail_t *tb_loop_take(tb_loop_t *l);
 
 /* Run every timer due by now (those that a timer arms for now or earlier
- * run in the same call). */
-void tb_loop_fire(tb_loop_t *l);
+ * run in the same call); how many ran. */
+int tb_loop_fire(tb_loop_t *l);
 /* Wait for events, at most until the first timer is due and at most max_ms
  * (-1: no limit beyond the timers), then handle them: the mailbox first if
  * it was woken, then each io's fn. The number of events handled, or a

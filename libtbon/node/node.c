@@ -152,6 +152,7 @@ static void take_the_rest(tb_node_t *n, tb_conn_t *c)
  * of ours found the reset before a read took them. Then the link broke. */
 static void link_broke(tb_node_t *n, tb_conn_t *c)
 {
+    n->churn++;
     if (c->peer_gone && !c->down && c->fd >= 0) {
         char why[sizeof c->why];
         memcpy(why, c->why, sizeof why);
@@ -395,6 +396,7 @@ static void flush_conn(tb_node_t *n, tb_conn_t *c)
 static void after_dispatch(tb_node_t *n)
 {
     size_t queued = 0;
+    unsigned churn = n->churn;
     n->ft->flush(n);
     tb_node_links(n);
     if (n->parent) {
@@ -425,6 +427,9 @@ static void after_dispatch(tb_node_t *n)
     }
     tb_stream_settle_due(n);
     pressure(n);
+    /* Work this pass left for the next: a parent's queue held back, the
+     * messages of a link lost after the pass wrote the others'. */
+    n->settled = !n->hold_up && n->churn == churn;
     atomic_store(&n->queued, queued);
     if (atomic_load(&n->waiters) > 0) {
         pthread_mutex_lock(&n->qmu);
@@ -496,8 +501,9 @@ static void on_late_timer(tb_timer_t *t, int64_t now)
 
 static void on_link_timer(tb_timer_t *t, int64_t now)
 {
-    (void)t;
-    (void)now;      /* only wakes the loop: after_dispatch runs tb_node_links */
+    (void)now;      /* wakes the loop: after_dispatch runs tb_node_links */
+    tb_node_t *n = t->arg;
+    n->links_whole = 1;
 }
 
 static void on_ft_timer(tb_timer_t *t, int64_t now)
@@ -507,16 +513,21 @@ static void on_ft_timer(tb_timer_t *t, int64_t now)
 }
 
 /* One turn of the loop: the timers due, writes, then wait (at most
- * timeout_ms, -1 = until a timer) and dispatch what came. */
+ * timeout_ms, -1 = until a timer) and dispatch what came. The writes
+ * before the wait are those of the timers; if none fired and ft's did
+ * nothing, the last dispatch's flush left nothing to write (n->settled):
+ * a back-end's wave was three passes of after_dispatch, now two. */
 static void turn(tb_node_t *n, int timeout_ms)
 {
-    tb_loop_fire(n->loop);
+    int acted = tb_loop_fire(n->loop) > 0;
     if (tb_node_stopped(n))
         return;
-    n->ft->timers(n, tb_now_ms());
-    after_dispatch(n);
-    if (tb_node_stopped(n))
-        return;
+    acted |= n->ft->timers(n, tb_now_ms());
+    if (acted || !n->settled) {
+        after_dispatch(n);
+        if (tb_node_stopped(n))
+            return;
+    }
     int64_t next = INT64_MAX;
     n->ft->next(n, &next);
     if (next == INT64_MAX)

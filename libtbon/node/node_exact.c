@@ -419,6 +419,15 @@ size_t tb_exact_disjoint(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, si
     size_t out = 0, dropped = 0;
     for (size_t un = 0; un < nunits; un++) {
         size_t a = start[un], b = un + 1 < nunits ? start[un + 1] : k;
+        const tb_ranks_t *c1 = b - a == 1 ? tb_packet_cover(in[a]) : NULL;
+        /* The common unit: one packet from one range of back-ends, added
+         * unless it meets what is counted (then, or with no memory for it,
+         * the long way below says so). */
+        if (c1 && c1->n == 1 &&
+            tb_ranks_add_new(&all, tb_ranks_lo(c1, 0), tb_ranks_hi(c1, 0)) == 0) {
+            in[out++] = in[a];
+            continue;
+        }
         tb_ranks_clear(&u);
         for (size_t j = a; j < b; j++)
             tb_ranks_union(&u, tb_packet_cover(in[j]));

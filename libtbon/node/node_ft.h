@@ -114,13 +114,14 @@ typedef struct tb_ft_ops {
     /* a control message whose owner is ft, view or attr (codec/ctl.c), from
      * the parent (child < 0) or child; m decoded from p (both borrowed) */
     void (*ctl)(tb_node_t *n, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
-    /* the loop: timers fires what is due (before the turn's first flush);
+    /* the loop: timers fires what is due (before the turn's first flush;
+     * 1 if it acted, and the flush must run even if nothing else happened);
      * next lowers *next to ft's next deadline (after that flush, which may
      * have counted new orphans: their deadline is known only then); flush
      * is the work after each dispatch (views published, acknowledgements).
      * ft's own descriptors (the FE's notice socket) are tb_io_t's of its
      * own in the node's loop (n->loop): no entry here */
-    void (*timers)(tb_node_t *n, int64_t now);
+    int  (*timers)(tb_node_t *n, int64_t now);
     void (*next)(const tb_node_t *n, int64_t *next);
     void (*flush)(tb_node_t *n);
     /* 1 once the port table is here (from the tree's READY, or from the

@@ -192,6 +192,7 @@ static void lose(tb_node_t *n, tb_conn_t *c, const char *why_in)
 {
     char why[600];
     snprintf(why, sizeof why, "%s", why_in);
+    n->churn++;
     n->lost(n, c, why);
 }
 
@@ -395,27 +396,64 @@ static int link_tick(tb_node_t *n, tb_conn_t *c, int64_t now, int64_t *next, int
 
 static void set_link_timer(tb_node_t *n, tb_timer_t *t, int64_t due)
 {
-    if (due == INT64_MAX)
-        tb_timer_cancel(n->loop, t);
-    else if (!tb_timer_armed(t) || t->due != due)
+    if (due == INT64_MAX) {
+        if (tb_timer_armed(t))
+            tb_timer_cancel(n->loop, t);
+    } else if (!tb_timer_armed(t) || t->due != due)
         tb_timer_at(n->loop, t, due);
 }
 
+/* Lower timer t to due (never later: what a partial pass does not see may
+ * want the earlier time; if nothing does, the timer goes off early once and
+ * the whole pass that follows sets it right). */
+static void lower_link_timer(tb_node_t *n, tb_timer_t *t, int64_t due)
+{
+    if (due != INT64_MAX && (!tb_timer_armed(t) || due < t->due))
+        tb_timer_at(n->loop, t, due);
+}
+
+/* A pass over the links after a dispatch. Whole (every link, its timers
+ * set exactly) when a link timer went off, a link broke or was lost, the
+ * parent's link began or ended a relink, or the node ends; otherwise only
+ * the links whose timed state changed (c->timed, set by net/link.c and
+ * net/conn.c). Every link on every pass was the largest part of a wave's
+ * cost in a commnode: each of its dispatches (one per child's answer)
+ * walked all its links (bench/RESULTS.md). */
 void tb_node_links(tb_node_t *n)
 {
-    int64_t now = tb_now_ms(), next = INT64_MAX, lazy = INT64_MAX;
-    if (n->parent)
-        link_tick(n, n->parent, now, &next, &lazy);
     int settled = !tb_node_parent_relinking(n);
+    int whole = n->links_whole || n->links_churn != n->churn || settled != n->links_settled ||
+                tb_node_ending(n);
+    int64_t now = 0, next = INT64_MAX, lazy = INT64_MAX;
+    if (n->parent && (whole || n->parent->timed)) {
+        now = tb_now_ms();
+        n->parent->timed = 0;
+        link_tick(n, n->parent, now, &next, &lazy);
+        /* its relink may have begun or ended just now */
+        if (!whole && settled != !tb_node_parent_relinking(n))
+            whole = 1;
+    }
+    settled = !tb_node_parent_relinking(n);
     for (size_t i = 0; i < n->nchild; i++) {
         tb_conn_t *c = n->child[i].conn;
-        if (!c)
+        if (!c || (!whole && !c->timed))
             continue;
+        if (!now)
+            now = tb_now_ms();
+        c->timed = 0;
         if (settled && n->child[i].ev_lost && (c->down || c->hold))
             lose(n, c, "its process is gone");
         else
             link_tick(n, c, now, &next, &lazy);
     }
-    set_link_timer(n, &n->link_timer, next);
-    set_link_timer(n, &n->ack_timer, lazy);
+    if (whole) {
+        n->links_whole = 0;
+        n->links_churn = n->churn;
+        n->links_settled = settled;
+        set_link_timer(n, &n->link_timer, next);
+        set_link_timer(n, &n->ack_timer, lazy);
+    } else {
+        lower_link_timer(n, &n->link_timer, next);
+        lower_link_timer(n, &n->ack_timer, lazy);
+    }
 }
