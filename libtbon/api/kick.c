@@ -42,8 +42,9 @@ struct tb_kicker {
     tb_io_t timer_io;         /* tfd: the node's first timer, while nobody drives */
     atomic_int armed;
     atomic_int stop;
-    pthread_mutex_t tmu;      /* tfd_due and the timer's setting */
-    int64_t tfd_due;          /* ms the timer is set for; INT64_MAX: not set */
+    pthread_mutex_t tmu;      /* the timer's setting and changes of tfd_due */
+    _Atomic int64_t tfd_due;  /* ms the timer is set for; INT64_MAX: not set
+                                 (read without tmu: tb_kicker_arm) */
     tb_node_t *node;          /* whose EDS loop holds side_io (NULL: none) */
     tb_io_t side_io;          /* loop's descriptor there, one shot */
     pthread_mutex_t smu;      /* started, against the EDS thread's on_side */
@@ -218,6 +219,12 @@ void tb_kicker_arm(tb_kicker_t *k, int on, int64_t due)
         tb_loop_rearm(k->loop, &k->node_io, on ? EPOLLIN | EPOLLONESHOT : EPOLLONESHOT);
     if (!on || due == INT64_MAX)
         return;         /* a timer set stays: see set_timer */
+    /* Set for no later already (the common case: a back-end arms after
+     * every call). Seen without tmu: if the timer went off and nobody has
+     * taken it yet, its taker finds the kicker armed (the exchange above
+     * comes first) and runs the turn whose release sets it anew. */
+    if (due >= atomic_load(&k->tfd_due))
+        return;
     pthread_mutex_lock(&k->tmu);
     set_timer(k, due);
     pthread_mutex_unlock(&k->tmu);

@@ -125,6 +125,11 @@ static void cb_progress(void *arg, size_t ready, size_t total)
 static int cb_app_full(void *arg)
 {
     tbon_net_t *net = arg;
+    /* Only this thread adds to app_bytes (cb_deliver): below the mark now,
+     * it stays below until this thread adds more. Above it, want_resume is
+     * set under mu, or a drain in between (maybe_resume) could miss it. */
+    if (atomic_load_explicit(&net->app_bytes, memory_order_relaxed) <= TB_APP_HIGH)
+        return 0;
     pthread_mutex_lock(&net->mu);
     int full = net->app_bytes > TB_APP_HIGH;
     if (full)

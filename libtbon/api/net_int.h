@@ -62,7 +62,8 @@ typedef struct tb_kicker tb_kicker_t;
  * (net.c: on the thread that drives the node, for a back-end possibly the
  * EDS's) feed it. is_fe, rank, node, inline_node, progress, progress_arg
  * and argv_keep are set by create and do not change; want_resume is atomic;
- * every other field is under mu (a communicator's ranks too: cb_event
+ * app_bytes is changed under mu, and atomic for cb_app_full's look without
+ * it; every other field is under mu (a communicator's ranks too: cb_event
  * grows the broadcast one). */
 struct tbon_net {
     int            is_fe;
@@ -78,7 +79,7 @@ struct tbon_net {
     uint64_t       seq;
     tb_ring_t      arrived;        /* tb_rent_t: the order of arrival */
     size_t         arrived_kept;   /* arrived.len after its last compaction */
-    size_t         app_bytes;
+    atomic_size_t  app_bytes;
     atomic_int     want_resume;
     int            closed;
     int            inline_node;    /* BE: no reactor thread; callers drive it */
