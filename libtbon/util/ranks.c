@@ -90,21 +90,31 @@ int tb_ranks_add_range(tb_ranks_t *s, uint32_t lo, uint32_t hi)
      * range ending at UINT32_MAX does not wrap to 0 and look adjacent to
      * everything. */
     uint64_t hi1 = (uint64_t)hi + 1;
-    /* i: the first range that ends at or after lo - 1 (touches [lo, hi] or
-     * lies after it). Most adds land at the end: check there first. */
-    size_t i;
+    /* Most adds land at the end (ranks come in order): after the last
+     * range, or joining it from its start on. */
     if (n == 0 || (uint64_t)v[2 * n - 1] + 1 < lo) {
-        i = n;
-    } else {
-        size_t a = 0, b = n - 1;
-        while (a < b) {
-            size_t mid = a + (b - a) / 2;
-            if ((uint64_t)v[2 * mid + 1] + 1 < lo)
-                a = mid + 1;
-            else
-                b = mid;
-        }
-        i = a;
+        if (room(s, n + 1) != 0)
+            return TBON_ENOMEM;
+        v = s->r;
+        v[2 * n] = lo;
+        v[2 * n + 1] = hi;
+        s->n = n + 1;
+        return 0;
+    }
+    if (lo >= v[2 * n - 2]) {
+        if (hi > v[2 * n - 1])
+            v[2 * n - 1] = hi;
+        return 0;
+    }
+    /* i: the first range that ends at or after lo - 1 (touches [lo, hi] or
+     * lies after it). */
+    size_t i = 0, b = n - 1;
+    while (i < b) {
+        size_t mid = i + (b - i) / 2;
+        if ((uint64_t)v[2 * mid + 1] + 1 < lo)
+            i = mid + 1;
+        else
+            b = mid;
     }
     /* j: the first range from i on that starts after hi + 1; i..j-1 merge. */
     size_t j = i;
@@ -114,7 +124,8 @@ int tb_ranks_add_range(tb_ranks_t *s, uint32_t lo, uint32_t hi)
         if (room(s, n + 1) != 0)
             return TBON_ENOMEM;
         v = s->r;
-        memmove(v + 2 * (i + 1), v + 2 * i, 2 * (n - i) * sizeof *v);
+        if (n > i)
+            memmove(v + 2 * (i + 1), v + 2 * i, 2 * (n - i) * sizeof *v);
         v[2 * i] = lo;
         v[2 * i + 1] = hi;
         s->n = n + 1;
@@ -126,9 +137,33 @@ int tb_ranks_add_range(tb_ranks_t *s, uint32_t lo, uint32_t hi)
         hi = v[2 * j - 1];
     v[2 * i] = lo;
     v[2 * i + 1] = hi;
-    memmove(v + 2 * (i + 1), v + 2 * j, 2 * (n - j) * sizeof *v);
+    if (n > j)
+        memmove(v + 2 * (i + 1), v + 2 * j, 2 * (n - j) * sizeof *v);
     s->n = n - (j - i - 1);
     return 0;
+}
+
+int tb_ranks_add_new(tb_ranks_t *s, uint32_t lo, uint32_t hi)
+{
+    if (lo > hi)
+        return TBON_EINVAL;
+    size_t n = s->n;
+    const uint32_t *v = rd(s);
+    if (n && v[2 * n - 1] >= lo) {
+        /* the first range that ends at or after lo: [lo, hi] meets s iff
+         * it starts at or before hi */
+        size_t a = 0, b = n - 1;
+        while (a < b) {
+            size_t mid = a + (b - a) / 2;
+            if (v[2 * mid + 1] < lo)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        if (v[2 * a] <= hi)
+            return 1;
+    }
+    return tb_ranks_add_range(s, lo, hi);
 }
 
 int tb_ranks_union(tb_ranks_t *s, const tb_ranks_t *o)

@@ -59,6 +59,9 @@ int tb_ranks_add(tb_ranks_t *s, uint32_t r);
 /* Add the ranks lo..hi (both in): 0, TBON_EINVAL if lo > hi (s unchanged),
  * or TBON_ENOMEM. */
 int tb_ranks_add_range(tb_ranks_t *s, uint32_t lo, uint32_t hi);
+/* Add lo..hi unless s holds one of them: 0 (added), 1 (they meet; s
+ * unchanged), TBON_EINVAL (lo > hi) or TBON_ENOMEM. */
+int tb_ranks_add_new(tb_ranks_t *s, uint32_t lo, uint32_t hi);
 /* s |= o (s must not be o): 0 or TBON_ENOMEM. */
 int tb_ranks_union(tb_ranks_t *s, const tb_ranks_t *o);
 /* dst = src (dst == src is allowed and does nothing): 0 or TBON_ENOMEM. */

@@ -660,11 +660,22 @@ TEST(random_against_bitmap)
             CHECK_INT(tb_ranks_add(&s[i], slot_rank(lo)), 0);
             m[i][lo] = 1;
             break;
-        case 3: case 4: case 5:
+        case 3: case 4:
             rand_slots(&st, &lo, &hi);
             CHECK_INT(tb_ranks_add_range(&s[i], slot_rank(lo), slot_rank(hi)), 0);
             memset(&m[i][lo], 1, hi - lo + 1);
             break;
+        case 5: {
+            /* added only if the set has none of them */
+            rand_slots(&st, &lo, &hi);
+            int met = 0;
+            for (size_t x = lo; x <= hi; x++)
+                met |= m[i][x];
+            CHECK_INT(tb_ranks_add_new(&s[i], slot_rank(lo), slot_rank(hi)), met);
+            if (!met)
+                memset(&m[i][lo], 1, hi - lo + 1);
+            break;
+        }
         case 6: case 7:
             if (j == i)
                 j = k;
