@@ -75,12 +75,7 @@ void tb_ranks_clear(tb_ranks_t *s)
     s->n = 0;
 }
 
-int tb_ranks_add(tb_ranks_t *s, uint32_t r)
-{
-    return tb_ranks_add_range(s, r, r);
-}
-
-int tb_ranks_add_range(tb_ranks_t *s, uint32_t lo, uint32_t hi)
+int tb_ranks_merge_range(tb_ranks_t *s, uint32_t lo, uint32_t hi)
 {
     if (lo > hi)
         return TBON_EINVAL;
