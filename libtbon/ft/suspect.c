@@ -210,6 +210,8 @@ int tb_suspect_timers(tb_suspect_t *sp, int64_t now)
 
 void tb_suspect_next(const tb_suspect_t *sp, int64_t *next)
 {
+    if (!sp->nsusp)
+        return;         /* every turn of every node: the window costs more */
     int64_t w = tb_suspect_window_ms(sp);
     for (size_t i = 0; i < sp->nsusp; i++) {
         const struct tb_susp *s = &sp->susp[i];

@@ -6,7 +6,9 @@
  * joined by "shifting" a lane's CRC over the length of the lanes after it: a
  * linear map on the 32-bit register, precomputed as 4 byte-indexed tables.
  * The tables (slicing-by-8 and the two shift maps) are built once, together
- * with the run-time CPU check, under pthread_once. Setting TBON_CRC32C=sw in
+ * with the run-time CPU check, under pthread_once (entered only until a flag
+ * says they are there: a frame's checksums are a few per wave, and the call
+ * cost more than a small frame's sum). Setting TBON_CRC32C=sw in
  * the environment selects the tables even where the instruction exists (read
  * with the process's configuration, util/config.h).
  */
@@ -15,6 +17,7 @@
 #include "util/endian.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +39,7 @@ static uint32_t tab[8][256];           /* slicing-by-8 */
 static uint32_t shift_long[4][256];    /* register -> register after LANE_LONG zero bytes */
 static uint32_t shift_short[4][256];   /* same for LANE_SHORT */
 static int hw_ok;
+static atomic_int crc_ready;            /* set once crc_init is done */
 
 /* a * b modulo POLY, both polynomials in the reflected representation
  * (bit 31 is the coefficient of x^0). */
@@ -92,6 +96,13 @@ static void crc_init(void)
     __builtin_cpu_init();
     hw_ok = __builtin_cpu_supports("sse4.2") != 0 && !(force && strcmp(force, "sw") == 0);
 #endif
+    atomic_store_explicit(&crc_ready, 1, memory_order_release);
+}
+
+static inline void crc_setup(void)
+{
+    if (!atomic_load_explicit(&crc_ready, memory_order_acquire))
+        pthread_once(&crc_once, crc_init);
 }
 
 static inline uint32_t crc_shift(const uint32_t t[4][256], uint32_t c)
@@ -130,7 +141,7 @@ uint32_t sw_kernel(uint32_t crc, uint8_t *dst, const uint8_t *src, size_t len)
 
 uint32_t tb_crc32c_sw(uint32_t crc, const void *buf, size_t len)
 {
-    pthread_once(&crc_once, crc_init);
+    crc_setup();
     return sw_kernel(crc, NULL, buf, len);
 }
 
@@ -239,13 +250,13 @@ uint32_t tb_crc32c_hw(uint32_t crc, const void *buf, size_t len)
 
 int tb_crc32c_hw_available(void)
 {
-    pthread_once(&crc_once, crc_init);
+    crc_setup();
     return hw_ok;
 }
 
 uint32_t tb_crc32c(uint32_t crc, const void *buf, size_t len)
 {
-    pthread_once(&crc_once, crc_init);
+    crc_setup();
 #ifdef HAVE_HW
     if (hw_ok)
         return hw_crc(crc, buf, len);
@@ -255,7 +266,7 @@ uint32_t tb_crc32c(uint32_t crc, const void *buf, size_t len)
 
 uint32_t tb_crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len)
 {
-    pthread_once(&crc_once, crc_init);
+    crc_setup();
 #ifdef HAVE_HW
     if (hw_ok)
         return hw_copy(crc, dst, src, len);
