@@ -3,14 +3,21 @@
  * MACs are HMAC-SHA256 keyed with the session secret over a label (so a MAC
  * made for one message can never pass for another) and the exact encoded
  * bytes, so what is verified is what travelled. Comparisons are constant time.
- * The primitives (HMAC-SHA256, the compare, wiping, the random generator) are
- * libsodium's.
+ * The primitives (HMAC-SHA256, the compare, wiping) are libsodium's; random
+ * bytes come from the kernel's generator (getrandom(2), what libsodium's own
+ * generator reads on Linux), so that a process that never needs more of
+ * libsodium never runs sodium_init(): its CPU probe is a dozen CPUID
+ * instructions, each a trap to the hypervisor on a virtual machine (6 us
+ * apiece on the one bench/RESULTS.md was measured on), in every process of a
+ * tree at every start.
  */
 #include "codec/handshake.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include <sodium.h>
 
@@ -86,15 +93,29 @@ int tb_crypto_init(tbon_error_t *err)
     return 0;
 }
 
-/* n random bytes for a what (a secret, a nonce); 0 or TBON_EIO. libsodium
- * reads getrandom(2) and aborts the process itself if the kernel cannot
- * give randomness, so past the set-up this cannot fail. */
+/* n random bytes for a what (a secret, a nonce); 0 or TBON_EIO. From
+ * getrandom(2), which blocks only until the kernel's generator is seeded
+ * once after boot and gives up to 256 bytes whole; a kernel without it
+ * (ENOSYS) falls back to libsodium's generator, which aborts the process
+ * itself if it cannot give randomness. */
 static int random_fill(void *buf, size_t n, const char *what, tbon_error_t *err)
 {
+    uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t got = getrandom(p, n, 0);
+        if (got > 0) {
+            p += got;
+            n -= (size_t)got;
+        } else if (got < 0 && errno != EINTR) {
+            break;
+        }
+    }
+    if (n == 0)
+        return 0;
     if (tb_crypto_init(NULL) != 0)
-        return tb_error_set(err, TBON_EIO, "cannot make %s: libsodium failed to "
-                            "initialise (sodium_init)", what);
-    randombytes_buf(buf, n);
+        return tb_error_set(err, TBON_EIO, "cannot make %s: no getrandom(2) and libsodium "
+                            "failed to initialise (sodium_init)", what);
+    randombytes_buf(p, n);
     return 0;
 }
 

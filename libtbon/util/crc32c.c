@@ -8,7 +8,13 @@
  * The tables (slicing-by-8 and the two shift maps) are built once, together
  * with the run-time CPU check, under pthread_once (entered only until a flag
  * says they are there: a frame's checksums are a few per wave, and the call
- * cost more than a small frame's sum). Setting TBON_CRC32C=sw in
+ * cost more than a small frame's sum). Every process of a tree does this at
+ * its start, so it is kept cheap: a shift map is linear, so each of its
+ * tables is built from 8 products by XOR (not 256 products of 32 steps
+ * each), and the CPU check reads what the C library found at its own start
+ * (CPUID is a trap to the hypervisor on a virtual machine, and the
+ * compiler's own check runs a dozen of them in every process that links
+ * it). Setting TBON_CRC32C=sw in
  * the environment selects the tables even where the instruction exists (read
  * with the process's configuration, util/config.h).
  */
@@ -27,6 +33,12 @@
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(TB_CRC32C_NO_HW)
 #define HAVE_HW 1
 #include <nmmintrin.h>
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 33)
+#include <sys/platform/x86.h>
+#define HW_PRESENT() CPU_FEATURE_ACTIVE(SSE4_2)
+#else
+#define HW_PRESENT() (__builtin_cpu_init(), __builtin_cpu_supports("sse4.2"))
+#endif
 #endif
 
 /* Lane lengths of the interleaved hardware loop: a long lane amortises the
@@ -68,12 +80,19 @@ static uint32_t xpow8n(uint64_t n)
     return r;
 }
 
+/* t[k][b] = op * (b << 8k): linear in b, so each entry is the one without
+ * b's lowest set bit XOR the entry of that bit alone. */
 static void build_shift(uint32_t t[4][256], uint64_t nbytes)
 {
     uint32_t op = xpow8n(nbytes);
-    for (int k = 0; k < 4; k++)
-        for (uint32_t b = 0; b < 256; b++)
-            t[k][b] = gf2_mulmod(op, b << (8 * k));
+    for (int k = 0; k < 4; k++) {
+        t[k][0] = 0;
+        for (int bit = 0; bit < 8; bit++)
+            t[k][1u << bit] = gf2_mulmod(op, (1u << bit) << (8 * k));
+        for (uint32_t b = 3; b < 256; b++)
+            if (b & (b - 1))
+                t[k][b] = t[k][b & (b - 1)] ^ t[k][b & -b];
+    }
 }
 
 static void crc_init(void)
@@ -93,8 +112,7 @@ static void crc_init(void)
     /* TBON_CRC32C=sw forces the tables: to test and measure the fallback on
      * machines that have the instruction (the process's configuration). */
     const char *force = tb_config_process()->crc32c;
-    __builtin_cpu_init();
-    hw_ok = __builtin_cpu_supports("sse4.2") != 0 && !(force && strcmp(force, "sw") == 0);
+    hw_ok = HW_PRESENT() != 0 && !(force && strcmp(force, "sw") == 0);
 #endif
     atomic_store_explicit(&crc_ready, 1, memory_order_release);
 }
