@@ -5,6 +5,7 @@
 
 #include <malloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,10 +40,20 @@ static struct {
 static size_t kept_bytes;
 static size_t kept_small;       /* of which in blocks under TB_BIG_MIN */
 static unsigned long kept_clock;
+/* How many are kept; changed under kept_mu, read without it to pass over
+ * the lock and the table when there is none (most processes never keep a
+ * block, and every one trims at its end: the lock's first use registers
+ * the fork handlers, and the table's first read faults in its pages). A
+ * read that misses a block kept at the same moment only allocates anew. */
+static atomic_size_t kept_count;
 
 /* A child forked while another thread held kept_mu would wait for ever at
  * its first large buffer: the lock is taken across fork, as the C library
- * does with its own. */
+ * does with its own. The handlers are set as the library is loaded, while
+ * the process has one thread: set at the first use, behind a pthread_once,
+ * a fork racing that first use left the child a once "in progress" that
+ * ThreadSanitizer's own pthread_once never lets it finish (the C library's
+ * knows a fork from a thread at work). */
 static void fork_prepare(void)
 {
     pthread_mutex_lock(&kept_mu);
@@ -53,15 +64,13 @@ static void fork_done(void)
     pthread_mutex_unlock(&kept_mu);
 }
 
-static void at_fork(void)
+__attribute__((constructor)) static void at_fork(void)
 {
     (void)pthread_atfork(fork_prepare, fork_done, fork_done);
 }
 
 static void lock_kept(void)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, at_fork);
     pthread_mutex_lock(&kept_mu);
 }
 
@@ -78,13 +87,14 @@ static void *unkeep(int i)
         kept_small -= kept[i].n;
     void *p = kept[i].p;
     kept[i].p = NULL;
+    atomic_fetch_sub_explicit(&kept_count, 1, memory_order_relaxed);
     return p;
 }
 
 /* A kept block of n to 2n bytes (the smallest), or NULL. */
 static void *take_kept(size_t n)
 {
-    if (!KEEPING)
+    if (!KEEPING || !atomic_load_explicit(&kept_count, memory_order_relaxed))
         return NULL;
     lock_kept();
     int best = -1;
@@ -118,6 +128,7 @@ static void keep(void *p, size_t n)
             kept[slot].p = p;
             kept[slot].n = n;
             kept[slot].age = ++kept_clock;
+            atomic_fetch_add_explicit(&kept_count, 1, memory_order_relaxed);
             kept_bytes += n;
             if (is_small(n))
                 kept_small += n;
@@ -195,6 +206,8 @@ void tb_big_trim(void)
 {
     void *out[KEEP];
     size_t nout = 0;
+    if (!atomic_load_explicit(&kept_count, memory_order_relaxed))
+        return;
     lock_kept();
     for (int i = 0; i < KEEP; i++)
         if (kept[i].p)
