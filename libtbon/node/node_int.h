@@ -135,6 +135,8 @@ typedef struct tb_stream_st {
     uint8_t  *part;           /* per child: takes part */
     tb_pq_t  *q;              /* per child: packets of the wave being collected */
     size_t    nonempty;       /* children with a complete unit queued */
+    size_t    waiting_on;     /* the child found last to hold a wave back
+                                 (node_wave.c: only a hint, looked at first) */
     int64_t   deadline;       /* TIMEOUT: when the current wave is cut; 0 = none */
     tb_timer_t timer;         /* armed for deadline (arg: the node) */
     void     *up_state, *down_state;

@@ -263,6 +263,28 @@ static int wave_complete(const tb_node_t *n, const tb_stream_st_t *s, uint64_t k
     return 1;
 }
 
+/* Whether no wave can be complete, whatever its key: a live child that
+ * takes part and owes every wave (one not adopted here) has nothing queued.
+ * Asked before the wave's key is looked for, which walks every child: this
+ * stops at the first such child, starting from the one that held the wave
+ * back last time. As a wave's units come in (one per child, in any order),
+ * that child is mostly still missing, so each unit but the wave's last
+ * costs a look or two instead of two walks over all the children (with 32
+ * children, about a sixth of a commnode's instructions per wave went to
+ * those walks). */
+static int held_back(const tb_node_t *n, tb_stream_st_t *s)
+{
+    size_t nc = n->nchild, i = s->waiting_on < nc ? s->waiting_on : 0;
+    for (size_t k = 0; k < nc; k++, i = i + 1 < nc ? i + 1 : 0) {
+        if (!s->q[i].units && s->part[i] && s->seen_to[i] == UINT64_MAX &&
+            n->child[i].conn && !n->child[i].suspect) {
+            s->waiting_on = i;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Take the units of key off the children's queues into in[], unit u
  * beginning at in[start[u]]; the number of packets (*nunit: of units).
  * *who: the children that took part (for the debug line). */
@@ -326,6 +348,8 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
     size_t stacku[65];
     int fe_exact = s->exact && n->role == TB_ROLE_FE;
     while (s->nonempty > 0) {
+        if (!cut && held_back(n, s))
+            break;
         uint64_t key = next_wave_key(n, s);
         if ((!cut && !wave_complete(n, s, key)) || !gap_settled(n, s, key >> 24, cut))
             break;
