@@ -33,10 +33,13 @@
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(TB_CRC32C_NO_HW)
 #define HAVE_HW 1
 #include <nmmintrin.h>
-#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 33)
+#if defined(__GLIBC__)
+#if __GLIBC_PREREQ(2, 33)
 #include <sys/platform/x86.h>
 #define HW_PRESENT() CPU_FEATURE_ACTIVE(SSE4_2)
-#else
+#endif
+#endif
+#ifndef HW_PRESENT
 #define HW_PRESENT() (__builtin_cpu_init(), __builtin_cpu_supports("sse4.2"))
 #endif
 #endif
