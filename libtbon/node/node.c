@@ -429,7 +429,7 @@ static void after_dispatch(tb_node_t *n)
     pressure(n);
     /* Work this pass left for the next: a parent's queue held back, the
      * messages of a link lost after the pass wrote the others'. */
-    n->settled = !n->hold_up && n->churn == churn;
+    n->flushed = !n->hold_up && n->churn == churn;
     atomic_store(&n->queued, queued);
     if (atomic_load(&n->waiters) > 0) {
         pthread_mutex_lock(&n->qmu);
@@ -515,7 +515,7 @@ static void on_ft_timer(tb_timer_t *t, int64_t now)
 /* One turn of the loop: the timers due, writes, then wait (at most
  * timeout_ms, -1 = until a timer) and dispatch what came. The writes
  * before the wait are those of the timers; if none fired and ft's did
- * nothing, the last dispatch's flush left nothing to write (n->settled):
+ * nothing, the last dispatch's flush left nothing to write (n->flushed):
  * a back-end's wave was three passes of after_dispatch, now two. */
 static void turn(tb_node_t *n, int timeout_ms)
 {
@@ -523,7 +523,7 @@ static void turn(tb_node_t *n, int timeout_ms)
     if (tb_node_stopped(n))
         return;
     acted |= n->ft->timers(n, tb_now_ms());
-    if (acted || !n->settled) {
+    if (acted || !n->flushed) {
         after_dispatch(n);
         if (tb_node_stopped(n))
             return;

@@ -269,18 +269,19 @@ struct tb_node {
     tb_timer_t hold_timer;
     /* A turn's flush before it waits (after_dispatch, node.c) is needed
      * only if something happened since the last one: a timer, ft's timers
-     * acting, or work that flush itself left (settled 0). churn counts the
+     * acting, or work that flush itself left (flushed 0). churn counts the
      * links lost or broken, which queue work behind the flush's pass. */
-    int        settled;
+    int        flushed;
     unsigned   churn;
     /* the link layer (node_link.c, net/link.h) */
     tb_timer_t link_timer;    /* owed ACKs, resend requests, stalls, relink deadlines */
     tb_timer_t ack_timer;     /* lazy lone ACKs (lazy: a kicker does not wake for them) */
     /* tb_node_links' next pass is whole (a link timer went off), or is
-     * whole if churn or the parent's relinking moved since the last one */
+     * whole if churn or the parent's relinking moved since the last one
+     * (links_steady: the parent's link was not relinking then) */
     int        links_whole;
     unsigned   links_churn;
-    int        links_settled;
+    int        links_steady;
     int        relink_ms;     /* how long a broken link may take (0: no relinking) */
     pthread_t  relink_th;     /* connecting to the parent again (relink_busy) */
     int        relink_busy;

@@ -421,8 +421,8 @@ static void lower_link_timer(tb_node_t *n, tb_timer_t *t, int64_t due)
  * walked all its links (bench/RESULTS.md). */
 void tb_node_links(tb_node_t *n)
 {
-    int settled = !tb_node_parent_relinking(n);
-    int whole = n->links_whole || n->links_churn != n->churn || settled != n->links_settled ||
+    int steady = !tb_node_parent_relinking(n);
+    int whole = n->links_whole || n->links_churn != n->churn || steady != n->links_steady ||
                 tb_node_ending(n);
     int64_t now = 0, next = INT64_MAX, lazy = INT64_MAX;
     if (n->parent && (whole || n->parent->timed)) {
@@ -430,10 +430,10 @@ void tb_node_links(tb_node_t *n)
         n->parent->timed = 0;
         link_tick(n, n->parent, now, &next, &lazy);
         /* its relink may have begun or ended just now */
-        if (!whole && settled != !tb_node_parent_relinking(n))
+        if (!whole && steady != !tb_node_parent_relinking(n))
             whole = 1;
     }
-    settled = !tb_node_parent_relinking(n);
+    steady = !tb_node_parent_relinking(n);
     for (size_t i = 0; i < n->nchild; i++) {
         tb_conn_t *c = n->child[i].conn;
         if (!c || (!whole && !c->timed))
@@ -441,7 +441,7 @@ void tb_node_links(tb_node_t *n)
         if (!now)
             now = tb_now_ms();
         c->timed = 0;
-        if (settled && n->child[i].ev_lost && (c->down || c->hold))
+        if (steady && n->child[i].ev_lost && (c->down || c->hold))
             lose(n, c, "its process is gone");
         else
             link_tick(n, c, now, &next, &lazy);
@@ -449,7 +449,7 @@ void tb_node_links(tb_node_t *n)
     if (whole) {
         n->links_whole = 0;
         n->links_churn = n->churn;
-        n->links_settled = settled;
+        n->links_steady = steady;
         set_link_timer(n, &n->link_timer, next);
         set_link_timer(n, &n->ack_timer, lazy);
     } else {
