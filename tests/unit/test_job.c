@@ -140,7 +140,8 @@ static size_t scan_until(uint32_t job, const uint32_t *steps, size_t nsteps, uin
     }
 }
 
-/* Wait (at most ms) until pid has a child that runs comm: its pid, or 0. */
+/* Wait (at most ms) until pid has a child that runs comm, its environment
+ * readable: its pid, or 0. */
 static pid_t wait_child(pid_t pid, const char *comm, int ms)
 {
     struct timespec t0, t;
@@ -155,8 +156,17 @@ static pid_t wait_child(pid_t pid, const char *comm, int ms)
                 kid = 0;
             fclose(f);
         }
-        if (kid > 0 && th_wait_comm(kid, comm, 0))
-            return kid;
+        /* Its name changes before exec has set up its environment (begin_new_exec
+         * runs before create_elf_tables): a scan between the two would find the
+         * child without the job's variables and take the shell for the task. */
+        if (kid > 0 && th_wait_comm(kid, comm, 0)) {
+            size_t len = 0;
+            char *env = st_proc_environ(kid, &len);
+            int ready = env && st_env_get(env, len, "SLURM_JOB_ID") != NULL;
+            free(env);
+            if (ready)
+                return kid;
+        }
         clock_gettime(CLOCK_MONOTONIC, &t);
         if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > ms)
             return 0;
