@@ -276,9 +276,9 @@ LINK_TBON = -Wl,--export-dynamic -Wl,--as-needed $(B)/lib/libtbon.a \
 # symbols (1,074 in tbon_example_be, against 247) to set up at every start.
 LTO_OBJ := $(B)/lib/libtbon-lto.o
 # (The sanitizer builds, without LTO, export everything as the tests do.)
+comma := ,
 LTO_EXPORT = $(if $(LTO),-Wl$(comma)--dynamic-list=libtbon/export.list -Wl$(comma)--gc-sections,\
                          -Wl$(comma)--export-dynamic)
-comma := ,
 LINK_TBON_LTO = $(LTO_EXPORT) -Wl,--as-needed $(LTO_OBJ) \
                 -Wl,-Bstatic -lsodium -Wl,-Bdynamic $(filter-out -lsodium,$(LIBS))
 PROG_OBJS = $(filter-out $(LTO_OBJ),$(filter %.o,$^))

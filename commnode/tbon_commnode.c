@@ -4,6 +4,7 @@
  * --join, it joins a running tree and takes over later joins and adoptions. */
 #include <getopt.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,6 +237,17 @@ int main(int argc, char **argv)
     char **largv = calloc((size_t)argc + 1, 2 * sizeof *largv);
     char *first_launcher = NULL;
     int largc = 0, opt, idx;
+#ifdef M_ARENA_MAX
+    /* One heap for all of this process's threads. glibc gives each new
+     * thread that allocates a heap of its own (a 64 MiB reservation, its
+     * pages touched fresh): here the node's reactor, the EDS and the
+     * adopter thread, of which only the reactor allocates much (small
+     * blocks go through each thread's own cache either way). A killed
+     * commnode tears its memory down before the kernel closes its
+     * sockets: with one heap its orphans hear of the loss sooner
+     * (docs/architecture.md, bench/RESULTS.md "one heap per commnode"). */
+    mallopt(M_ARENA_MAX, 1);
+#endif
     if (!largv || tb_config_load(&conf, &err) != 0) {
         free(largv);
         fprintf(stderr, "tbon_commnode: out of memory\n");
