@@ -185,16 +185,11 @@ static const char *host_of(const tb_eds_t *e, const tb_topology_t *t, tbon_rank_
            ? "127.0.0.1" : tb_topology_host(t, c);
 }
 
-/* Connect to candidate c and ask it to adopt us: the handshake with purpose
- * ADOPTION, then its TB_CTL_ADOPT_ACK. The data connection fd, or -1. */
-static int ask(tb_eds_t *e, const char *host, uint16_t port, tbon_rank_t c, uint32_t inc,
-               int fd0, int fd0_up, int64_t deadline)
+/* Ask candidate c, connected on fd, to adopt us: the handshake with purpose
+ * ADOPTION, then its TB_CTL_ADOPT_ACK. fd if it did, else -1 (fd closed). */
+static int ask(tb_eds_t *e, int fd, tbon_rank_t c, uint32_t inc, int64_t deadline)
 {
     tbon_error_t err = { 0 };
-    int fd = fd0 >= 0 ? (fd0_up ? fd0 : tb_sock_connect_end(fd0, host, port, deadline, &err))
-                      : port ? tb_sock_connect(host, port, deadline, &err) : TBON_ECLOSED;
-    if (fd < 0)
-        return TBON_ECLOSED;
     tb_welcome_t w;
     tb_frame_t f;
     uint32_t one = 0;
@@ -317,17 +312,33 @@ static void job_free(struct adopt_job *job)
     free(job);
 }
 
-/* Ask job's candidates in turn: the index of the one that adopted us (the
- * reactor has the connection, and the EDS the news), or -1 if none did. */
+/* How long an orphan waits for a candidate's connect before it tries the
+ * next as well (tb_dial_t), and for any one connect at all. A live host
+ * answers a connect from its kernel, busy or not, in well under the first;
+ * a host that is down never does. */
+#define TB_ADOPT_STAGGER_MS 100
+#define TB_ADOPT_CONNECT_MS 1000
+
+/* Ask job's candidates in preference order: the index of the one that
+ * adopted us (the reactor has the connection, and the EDS the news), or -1
+ * if none did. */
 static long ask_candidates(tb_eds_t *e, struct adopt_job *job)
 {
     int64_t t1 = tb_now_us();
-    for (size_t i = 0; i < job->k && !atomic_load(&e->stop); i++) {
-        int fd0 = i == 0 ? job->fd0 : -1;
-        if (i == 0)
-            job->fd0 = -1;          /* ask takes it */
-        int fd = ask(e, job->host[i], job->port[i], job->cand[i], job->inc, fd0,
-                     i == 0 && job->fd0_up, tb_now_ms() + 1000);
+    tb_dial_t d = { .k = job->k, .stagger_ms = TB_ADOPT_STAGGER_MS,
+                    .timeout_ms = TB_ADOPT_CONNECT_MS };
+    for (size_t i = 0; i < job->k; i++) {
+        d.host[i] = job->host[i];
+        d.port[i] = job->port[i];
+    }
+    if (job->fd0 >= 0)
+        tb_sock_dial_adopt(&d, 0, job->fd0, job->fd0_up);
+    job->fd0 = -1;                  /* the dial has it */
+    long got = -1;
+    size_t i;
+    int fd;
+    while (got < 0 && !atomic_load(&e->stop) && (fd = tb_sock_dial_next(&d, &i)) >= 0) {
+        fd = ask(e, fd, job->cand[i], job->inc, tb_now_ms() + 1000);
         if (fd < 0)
             continue;
         int64_t t2 = tb_now_us();
@@ -346,9 +357,10 @@ static long ask_candidates(tb_eds_t *e, struct adopt_job *job)
             tb_node_post(e->node, c);
         else
             close(fd);
-        return (long)i;
+        got = (long)i;
     }
-    return -1;
+    tb_sock_dial_end(&d);
+    return got;
 }
 
 /* The rounds of an adoption: the first with the EDS's plan (plan_job); a

@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -325,6 +326,129 @@ int tb_sock_connect_end(int fd, const char *ip, uint16_t port, int64_t deadline_
         return tb_error_set(err, TBON_ETIMEOUT, "connecting to %s:%u timed out", ip,
                             (unsigned)port);
     return connect_failed(ip, port, last, err);
+}
+
+/* ---- dialling several endpoints (tb_dial_t) ---- */
+
+enum { DIAL_IDLE, DIAL_PENDING, DIAL_UP, DIAL_OVER };
+
+/* Start endpoint i: its first address that takes the connect (a name's
+ * addresses in the resolver's order; a numeric one asks no resolver). */
+static void dial_start(tb_dial_t *d, size_t i, int64_t now)
+{
+    d->st[i] = DIAL_OVER;
+    d->next_at = now;                   /* the next at once, unless under way */
+    if (!d->port[i] || !d->host[i])
+        return;                         /* nobody listens there */
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_NUMERICSERV };
+    struct addrinfo *res = NULL;
+    char ps[8];
+    snprintf(ps, sizeof ps, "%u", (unsigned)d->port[i]);
+    if (getaddrinfo(d->host[i], ps, &hints, &res) != 0)
+        return;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+            tb_sock_nonblock(fd, 0);
+            sock_tune(fd);
+            d->fd[i] = fd;
+            d->st[i] = DIAL_UP;
+            break;
+        }
+        if (errno == EINPROGRESS) {
+            d->fd[i] = fd;
+            d->st[i] = DIAL_PENDING;
+            d->until[i] = now + d->timeout_ms;
+            d->next_at = now + d->stagger_ms;
+            break;
+        }
+        close(fd);
+    }
+    freeaddrinfo(res);
+}
+
+void tb_sock_dial_adopt(tb_dial_t *d, size_t i, int fd, int connected)
+{
+    int64_t now = tb_now_ms();
+    d->fd[i] = fd;
+    d->st[i] = connected ? DIAL_UP : DIAL_PENDING;
+    d->until[i] = now + d->timeout_ms;
+    d->next_at = now + d->stagger_ms;
+    d->next = i + 1;
+}
+
+int tb_sock_dial_next(tb_dial_t *d, size_t *which)
+{
+    for (;;) {
+        size_t npend = 0;
+        for (size_t i = 0; i < d->next; i++) {
+            if (d->st[i] == DIAL_UP) {
+                d->st[i] = DIAL_OVER;
+                *which = i;
+                return d->fd[i];
+            }
+            npend += d->st[i] == DIAL_PENDING;
+        }
+        int64_t now = tb_now_ms();
+        if (d->next < d->k && (npend == 0 || now >= d->next_at)) {
+            dial_start(d, d->next, now);
+            d->next++;
+            continue;
+        }
+        if (npend == 0)
+            return -1;
+        struct pollfd p[TB_DIAL_MAX];
+        size_t idx[TB_DIAL_MAX], n = 0;
+        int64_t due = d->next < d->k ? d->next_at : INT64_MAX;
+        for (size_t i = 0; i < d->next; i++) {
+            if (d->st[i] != DIAL_PENDING)
+                continue;
+            if (d->until[i] <= now) {           /* no answer in time */
+                close(d->fd[i]);
+                d->st[i] = DIAL_OVER;
+                d->next_at = now;
+                continue;
+            }
+            if (d->until[i] < due)
+                due = d->until[i];
+            p[n] = (struct pollfd){ .fd = d->fd[i], .events = POLLOUT };
+            idx[n++] = i;
+        }
+        if (n == 0)
+            continue;
+        int rc = poll(p, n, (int)(due - now) + 1);
+        if (rc < 0 && errno != EINTR)
+            rc = 0;
+        for (size_t j = 0; rc > 0 && j < n; j++) {
+            if (!p[j].revents)
+                continue;
+            size_t i = idx[j];
+            int soerr = 0;
+            socklen_t sl = sizeof soerr;
+            if (getsockopt(p[j].fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0 &&
+                (p[j].revents & POLLOUT)) {
+                tb_sock_nonblock(p[j].fd, 0);
+                sock_tune(p[j].fd);
+                d->st[i] = DIAL_UP;
+            } else {                            /* refused: the next now */
+                close(p[j].fd);
+                d->st[i] = DIAL_OVER;
+                d->next_at = 0;
+            }
+        }
+    }
+}
+
+void tb_sock_dial_end(tb_dial_t *d)
+{
+    for (size_t i = 0; i < d->next && i < TB_DIAL_MAX; i++) {
+        if (d->st[i] == DIAL_PENDING || d->st[i] == DIAL_UP)
+            close(d->fd[i]);
+        d->st[i] = DIAL_OVER;
+    }
 }
 
 /* Write all of buf, polling until the deadline. */

@@ -58,6 +58,40 @@ int tb_sock_connect_begin(const char *ip, uint16_t port, int *connected, tbon_er
 int tb_sock_connect_end(int fd, const char *ip, uint16_t port, int64_t deadline_ms,
                         tbon_error_t *err);
 
+/* Connecting to the first that answers of up to TB_DIAL_MAX endpoints, in
+ * order of preference (an orphan's candidate adopters). The first is tried
+ * alone; each next one is started as well when the ones under way have
+ * failed, or have had stagger_ms without an answer: a host that is down (or
+ * an address that leads nowhere) drops the attempt without a word, and
+ * would otherwise cost the whole connect timeout before the next is tried.
+ * Each attempt ends after timeout_ms. Set host[], port[] and k (port 0:
+ * skipped), the rest zero, then call tb_sock_dial_next for a connected fd
+ * (blocking, tuned, as tb_sock_connect returns it) and its index in *which,
+ * the lowest index among those connected; again for the next (the first
+ * refused at a higher level), or -1 when every one has failed. Attempts
+ * still under way, and connections not taken, are closed by
+ * tb_sock_dial_end. */
+#define TB_DIAL_MAX 16
+typedef struct tb_dial {
+    size_t      k;
+    const char *host[TB_DIAL_MAX];
+    uint16_t    port[TB_DIAL_MAX];
+    int         stagger_ms, timeout_ms;
+    /* the dial's own */
+    size_t      next;                   /* the next to start */
+    int         fd[TB_DIAL_MAX];        /* valid when st is pending or up */
+    uint8_t     st[TB_DIAL_MAX];        /* 0 not started, 1 pending, 2 up, 3 over */
+    int64_t     until[TB_DIAL_MAX];
+    int64_t     next_at;                /* when the next may start */
+} tb_dial_t;
+
+/* Give the dial a connection to endpoint i begun already (fd from
+ * tb_sock_connect_begin, connected or not), before the first
+ * tb_sock_dial_next; i must be the next to start. */
+void tb_sock_dial_adopt(tb_dial_t *d, size_t i, int fd, int connected);
+int tb_sock_dial_next(tb_dial_t *d, size_t *which);
+void tb_sock_dial_end(tb_dial_t *d);
+
 /* Accept one connection (non-blocking, close-on-exec, TCP_NODELAY); -1 if
  * none is waiting. */
 int tb_sock_accept(int lfd);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "util/error.h"
+#include "util/log.h"
 #include "net/loop.h"
 #include "util/array.h"
 
@@ -48,31 +49,10 @@ tb_relay_t *tb_relay_new(void)
     return r;
 }
 
-/* Copy buf to our stderr. A stderr that is gone (our own parent's pipe,
- * closed when it died) costs the lines, never the process: SIGPIPE is held
- * back around the write and the one it raised is taken. */
+/* Copy buf to our stderr (a dead reader costs the lines, not the process). */
 static void write_err(const char *buf, size_t len)
 {
-    if (len == 0)
-        return;
-    sigset_t pipe_set, old;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-    while (len > 0) {
-        ssize_t n = write(STDERR_FILENO, buf, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EPIPE) {
-            struct timespec zero = { 0, 0 };
-            sigtimedwait(&pipe_set, NULL, &zero);
-        }
-        if (n <= 0)
-            break;          /* nowhere to say it: dropped */
-        buf += n;
-        len -= (size_t)n;
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    tb_write_stderr(STDERR_FILENO, buf, len);
 }
 
 /* A log line's time stamp ("2026-11-25T09:02:05.186608Z ") is noise in a

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -125,19 +126,28 @@ int tb_log_to_file(const char *path)
     return 0;
 }
 
-/* Write all of buf to fd (one write() unless the kernel takes less); errors
- * are dropped: there is nowhere left to report them. */
-static void write_all(int fd, const char *buf, size_t len)
+void tb_write_stderr(int fd, const char *buf, size_t len)
 {
+    if (len == 0)
+        return;
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
     while (len > 0) {
         ssize_t n = write(fd, buf, len);
         if (n < 0 && errno == EINTR)
             continue;
+        if (n < 0 && errno == EPIPE) {
+            struct timespec zero = { 0, 0 };
+            sigtimedwait(&pipe_set, NULL, &zero);
+        }
         if (n <= 0)
-            return;
+            break;          /* nowhere to say it: dropped */
         buf += n;
         len -= (size_t)n;
     }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* "2026-11-22T10:11:12.345678Z" into out (at least 28 bytes); returns length. */
@@ -200,7 +210,7 @@ void tb_log(int l, const char *tag, const char *fmt, ...)
         out_fn(out_arg, l, line);
     } else {
         line[n] = '\n';
-        write_all(out_fd >= 0 ? out_fd : STDERR_FILENO, line, n + 1);
+        tb_write_stderr(out_fd >= 0 ? out_fd : STDERR_FILENO, line, n + 1);
     }
     pthread_mutex_unlock(&out_lock);
     errno = saved_errno;

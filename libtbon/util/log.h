@@ -24,6 +24,13 @@ int tb_log_to_file(const char *path);
  * TBON_EIO. */
 int tb_log_session_dir(const tb_config_t *conf, uint64_t session, char *out, size_t outlen);
 
+/* Write all of buf to fd, a stderr or a log file (one write() unless the
+ * kernel takes less). One that is gone - a pipe whose reader died, such as
+ * the one a remote shell or a dead parent gave us - costs the lines, never
+ * the process: SIGPIPE is held back around the write, and the one it
+ * raised taken. Other errors drop the rest: there is nowhere to say them. */
+void tb_write_stderr(int fd, const char *buf, size_t len);
+
 /* 1 if lines of this level are written (level from $TBON_LOG, read once,
  * from the process's configuration, util/config.h: error|warn|info|debug,
  * default warn, or tbon_log_set_level). */

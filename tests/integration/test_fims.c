@@ -292,6 +292,12 @@ ITEST_LONG(fims_remote_kills)
     CHECK(r.out && strstr(r.out, "4 kills (3 on other hosts), each reported failed"));
     CHECK(r.out && strstr(r.out, "on " HOST_A " (pid ") && strstr(r.out, "on " HOST_B " (pid "));
     CHECK(r.out && strstr(r.out, "no process left on 3 hosts"));
+    /* Every orphan adopted, none of the living taken for failed: neither a
+     * back-end whose stderr (a pipe the remote shell gave it from its killed
+     * parent) is gone, nor one whose first candidates answer no connect (the
+     * made-up hosts' addresses lead nowhere, as a host that is down). */
+    CHECK(r.out && !strstr(r.out, "never reported adopted"));
+    CHECK(r.out && !strstr(r.out, "for nodes this run did not kill"));
     /* The agents went through the remote shell: one per made-up host. */
     char *hl = th_read_file(log);
     CHECK(hl && strstr(hl, HOST_A "\n") && strstr(hl, HOST_B "\n") && !strstr(hl, "localhost"));

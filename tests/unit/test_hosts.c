@@ -2,7 +2,8 @@
  * processes: the address a node gives its children (routed toward their
  * host, TBON_IFACE), dual-stack listening, host:port forms, the front-end
  * moved to another host name, the Slurm tree and step maps, and the relay of
- * a remote child's stderr */
+ * a remote child's stderr, and connecting to the first of several that
+ * answers */
 #include "../harness.h"
 #include "proc/launch.h"
 #include "proc/relay.h"
@@ -168,6 +169,86 @@ TEST(connect_begin_refused_at_once_or_connects)
     CHECK(strstr(err.msg, "127.0.0.1") != NULL);
     CHECK(tb_now_ms() - t0 < 2500);
     CHECK_INT(tb_sock_connect_begin("localhost", port, NULL, &err), TBON_EINVAL);
+}
+
+/* A listener on the loopback that answers no connect: its queue of
+ * connections not yet accepted (backlog 0) holds one, made here, and the
+ * kernel drops every later SYN, as a host that is down does. Its port in
+ * *port; *held: that one connection. */
+static int black_hole(uint16_t *port, int *held)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t al = sizeof a;
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(lfd, 0) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&a, &al) != 0)
+        return -1;
+    *port = ntohs(a.sin_port);
+    *held = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (*held < 0 || connect(*held, (struct sockaddr *)&a, sizeof a) != 0)
+        return -1;
+    return lfd;
+}
+
+/* tb_dial_t: the first endpoint alone, the next as soon as the one before is
+ * refused, or as well when it has not answered in the stagger; the lowest
+ * index first among those connected; -1 when all are over. */
+TEST(dial_tries_the_next_on_refusal_or_silence)
+{
+    tbon_error_t err = { 0 };
+    uint16_t live = 0, hole = 0, closed = 0;
+    int held = -1;
+    int lfd = tb_sock_listen(&live, &err);
+    int hfd = black_hole(&hole, &held);
+    int cfd = tb_sock_listen(&closed, &err);
+    REQUIRE(lfd >= 0 && hfd >= 0 && cfd >= 0);
+    close(cfd);                 /* nobody listens there now: refused */
+    /* A silent endpoint first: the live one is tried after the stagger, while
+     * the first is still under way, long before its own timeout. */
+    tb_dial_t d = { .k = 4, .host = { "127.0.0.1", "127.0.0.1", "localhost", "127.0.0.1" },
+                    .port = { 0, hole, closed, live }, .stagger_ms = 50, .timeout_ms = 20000 };
+    int64_t t0 = tb_now_ms();
+    size_t which = 99;
+    int fd = tb_sock_dial_next(&d, &which);
+    CHECK_INT(which, 3);
+    CHECK(fd >= 0 && (fcntl(fd, F_GETFL) & O_NONBLOCK) == 0);
+    CHECK(tb_now_ms() - t0 < 20000);
+    CHECK_INT(d.st[1], 1);          /* the silent one: still waited for */
+    if (fd >= 0)
+        close(fd);
+    /* Nothing left but the silent one: it runs out (a short timeout now). */
+    d.until[1] = tb_now_ms() + 100;
+    CHECK_INT(tb_sock_dial_next(&d, &which), -1);
+    tb_sock_dial_end(&d);
+    /* Two that answer: the preferred one first, then the other. */
+    tb_dial_t d2 = { .k = 2, .host = { "127.0.0.1", "127.0.0.1" }, .port = { live, live },
+                     .stagger_ms = 0, .timeout_ms = 5000 };
+    int a = tb_sock_dial_next(&d2, &which);
+    CHECK(a >= 0 && which == 0);
+    int b = tb_sock_dial_next(&d2, &which);
+    CHECK(b >= 0 && which == 1);
+    CHECK_INT(tb_sock_dial_next(&d2, &which), -1);
+    tb_sock_dial_end(&d2);
+    if (a >= 0)
+        close(a);
+    if (b >= 0)
+        close(b);
+    /* A connection begun elsewhere, and the dial ended with one not taken:
+     * closed by tb_sock_dial_end (the listener sees its end). */
+    tb_dial_t d3 = { .k = 2, .host = { "127.0.0.1", "127.0.0.1" }, .port = { live, live },
+                     .stagger_ms = 0, .timeout_ms = 5000 };
+    int up = 0;
+    int f0 = tb_sock_connect_begin("127.0.0.1", live, &up, &err);
+    REQUIRE(f0 >= 0);
+    tb_sock_dial_adopt(&d3, 0, f0, up);
+    CHECK_INT(tb_sock_dial_next(&d3, &which), f0);
+    CHECK_INT(which, 0);
+    close(f0);
+    CHECK_INT(d3.next, 1);
+    tb_sock_dial_end(&d3);
+    close(held);
+    close(hfd);
+    close(lfd);
 }
 
 TEST(fe_host_moved_keeps_ranks)

@@ -1,5 +1,6 @@
 /* test_log.c - the logger: line format, levels from $TBON_LOG, handlers, file
- * output, atomic lines across threads, session directories */
+ * output, atomic lines across threads, session directories, a stderr that
+ * is gone */
 #include "../harness.h"
 #include "util/log.h"
 
@@ -9,6 +10,7 @@
 #include <pthread.h>
 #include <pwd.h>
 #include <regex.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -387,6 +389,39 @@ TEST(never_writes_stdout)
     REQUIRE(s);
     CHECK_INT(count_lines(s), 5);                      /* warning + 4 levels */
     free(s);
+}
+
+/* A stderr whose reader is gone (a pipe from a parent, or a remote shell,
+ * that died): the lines are lost, the process lives on, with SIGPIPE at its
+ * default action and unblocked, and nothing of it left pending. */
+TEST(stderr_pipe_without_reader_costs_lines_not_the_process)
+{
+    int p[2];
+    REQUIRE(pipe(p) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        signal(SIGPIPE, SIG_DFL);
+        close(p[0]);                                    /* nobody reads */
+        dup2(p[1], STDERR_FILENO);
+        close(p[1]);
+        tbon_log_set_level(TBON_LOG_WARN);
+        for (int i = 0; i < 3; i++)
+            TB_WARN("t", "lost the parent %d", i);
+        sigset_t cur, pend;
+        sigprocmask(SIG_SETMASK, NULL, &cur);
+        sigpending(&pend);
+        _exit(sigismember(&cur, SIGPIPE) ? 3 : sigismember(&pend, SIGPIPE) ? 4 : 0);
+    }
+    close(p[0]);
+    close(p[1]);
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st));
+    if (WIFSIGNALED(st))
+        th_fail(__FILE__, __LINE__, "the child died of signal %d", WTERMSIG(st));
+    CHECK_INT(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0);
 }
 
 TEST(file_output_appends_0600_cloexec)

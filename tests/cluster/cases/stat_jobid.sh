@@ -2,17 +2,21 @@
 # tasks over 4 nodes: every task is in the merged tree exactly once, with its
 # host, pid and rank as the node itself says, and every task's path is what
 # eu-stack -p PID prints on that task's node.
+# timeout: 300
 . "$TBON/tests/cluster/stat_lib.sh"
 trap stat_cleanup EXIT
 
 N=64
+step "submitting a job of $N tasks"
 stat_submit -N4 -n$N -O -o "$CASE_TMP/job-%j.out" \
     --wrap "srun sh -c 'exec $B/stat/examples/stat_hang --worker \$SLURM_PROCID'"
 J=$JOB
+step "job $J submitted; waiting for its $N tasks"
 wait_until 40 job_tasks_running "$J" $N stat_hang ||
     fail "job $J: not all $N stat_hang tasks running after 40 s ($(on head squeue -h -j "$J"))"
 
 OUT=$CASE_TMP/out
+step "tbon_stat --jobid $J"
 on head timeout -k 10 60 "$B/bin/tbon_stat" --jobid "$J" -n 2 -i 20 -o "$OUT" >"$CASE_TMP/stat.out" \
     2>"$CASE_TMP/stat.err" || fail "tbon_stat --jobid $J: exit $? ($(cat "$CASE_TMP/stat.err"))"
 TASKS=$(ls "$OUT"/stat_hang.*/stat_hang.tasks.txt) || fail "no tasks file in $OUT"
@@ -30,8 +34,10 @@ body=$(grep -v '^#' "$TASKS")
 [ "$(echo "$body" | awk '{print $3 ":" $4}' | sort -u | wc -l)" -eq $N ] || fail "a host:pid twice in $TASKS"
 awk '$1 != $2 { exit 1 }' <<<"$body" || fail "a task number is not its rank in $TASKS"
 
+step "comparing with eu-stack on the nodes"
 checked=0
-for h in $(on head scontrol show hostnames "$(on head squeue -h -j "$J" -o %N)"); do
+NODES=$(on head scontrol show hostnames "$(on head squeue -h -j "$J" -o %N)")
+for h in $NODES; do
     # The node's own view: its stat_hang pids and their ranks.
     mine=$(node_tasks "$h" stat_hang | sort -n)
     theirs=$(echo "$body" | awk -v h="$h" '$3 == h { print $4, $2 }' | sort -n)
@@ -40,8 +46,13 @@ for h in $(on head scontrol show hostnames "$(on head squeue -h -j "$J" -o %N)")
 $mine
 and tbon_stat says
 $theirs"
+    # eu-stack of each of its tasks, the nodes at once (16 each, about a
+    # second apiece on a loaded machine).
+    node_stacks "$h" $(echo "$mine" | awk '{print $1}') >"$CASE_TMP/eu-stack.$h" &
+done
+wait
+for h in $NODES; do
     # Every path against eu-stack on that node.
-    pids=$(echo "$mine" | awk '{print $1}')
     while IFS= read -r line; do
         pid=${line%%:*}
         want=${line#*: }
@@ -56,13 +67,14 @@ $theirs"
             [ "$got" = "$want" ] || fail "$h:$pid: tbon_stat has [$got]; eu-stack has [$want]" ;;
         esac
         checked=$((checked + 1))
-    done < <(node_stacks "$h" $pids)
+    done <"$CASE_TMP/eu-stack.$h"
 done
 [ "$checked" -eq $N ] || fail "compared $checked paths with eu-stack, not $N"
 
 # -P of the job's srun, on the host it runs on (the batch host, also a node
 # of the job): its step's tasks, on all the nodes.
 BH=$(on head squeue -h -j "$J" -o %B)
+step "tbon_stat -P of the srun on $BH"
 S=$(on "$BH" pgrep -xo srun) || fail "no srun on $BH"
 on "$BH" timeout -k 10 60 "$B/bin/tbon_stat" -P "$S" -q -n 1 -o "$CASE_TMP/outP" >"$CASE_TMP/statP.out" \
     2>"$CASE_TMP/statP.err" || fail "tbon_stat -P $S on $BH: exit $? ($(cat "$CASE_TMP/statP.err"))"
@@ -74,6 +86,7 @@ TP=$(ls "$CASE_TMP"/outP/stat_hang.*/stat_hang.tasks.txt) || fail "-P $S: no tas
 
 # When Slurm names no step for the srun (an scontrol whose "show steps" does
 # not list it), -P falls back to the srun's SLURM_JOB_ID: every step.
+step "tbon_stat -P with no step named"
 mkdir -p "$CASE_TMP/fake"
 printf '#!/bin/sh\n[ "$*" = "-o show steps" ] && exit 0\nPATH=${PATH#*:} exec scontrol "$@"\n' \
     >"$CASE_TMP/fake/scontrol"
@@ -87,6 +100,7 @@ TE=$(ls "$CASE_TMP"/outE/stat_hang.*/stat_hang.tasks.txt) || fail "-P $S (no ste
 
 # The same with commnodes on head between it and the nodes (fan-out 2: two
 # commnodes, two nodes each).
+step "tbon_stat --jobid $J with commnodes"
 on head env TBON_STAT_FANOUT=2 timeout -k 10 60 "$B/bin/tbon_stat" --jobid "$J" -q -n 1 -o "$CASE_TMP/outC" \
     >"$CASE_TMP/statC.out" 2>"$CASE_TMP/statC.err" ||
     fail "tbon_stat --jobid $J with commnodes: exit $? ($(cat "$CASE_TMP/statC.err"))"
@@ -96,6 +110,7 @@ TC=$(ls "$CASE_TMP"/outC/stat_hang.*/stat_hang.tasks.txt) || fail "with commnode
 
 # From inside a job: its batch script (on n1, a node of the job, inside the
 # allocation) starts the tasks, then tbon_stat --jobid $SLURM_JOB_ID.
+step "tbon_stat from inside a job"
 cat >"$CASE_TMP/inside.sh" <<EOS
 #!/bin/bash
 # Each task leaves a mark (on the shared file system) just before it becomes
@@ -117,6 +132,7 @@ EOS
 chmod +x "$CASE_TMP/inside.sh"
 stat_submit -N4 -n32 -O -t 2 -o "$CASE_TMP/inside-%j.out" "$CASE_TMP/inside.sh"
 JI=$JOB
+step "job $JI submitted; waiting for it to end"
 _inside_done() { [ -z "$(on head squeue -h -j "$JI" 2>/dev/null)" ]; }
 wait_until 60 _inside_done || fail "job $JI (tbon_stat inside) still running after 60 s"
 grep -q "^tbon_stat exit 0$" "$CASE_TMP/inside-$JI.out" ||
@@ -124,5 +140,6 @@ grep -q "^tbon_stat exit 0$" "$CASE_TMP/inside-$JI.out" ||
 TI=$(ls "$CASE_TMP"/outI/stat_hang.*/stat_hang.tasks.txt) || fail "inside job $JI: no tasks file"
 [ "$(grep -v '^#' "$TI" | awk '{print $2}' | sort -n | tr '\n' ' ')" = "$(seq -s ' ' 0 31) " ] ||
     fail "inside job $JI: ranks are not 0..31: $(cat "$TI")"
+step "looking for leftovers"
 no_tbon_left
 echo "result: job $J, $N tasks on 4 nodes: hosts, pids, ranks and every path as on the nodes; -P of its srun on $BH, and a tree with commnodes: the same tasks; from inside a 32-task job's batch script: its 32 tasks"
