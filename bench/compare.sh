@@ -6,7 +6,9 @@
 #   -n, --rounds N      rounds (default 5); in each round every part runs once
 #                       for REV and once for the working tree (A B B A A B ...)
 #   --parts LIST        comma-separated, of: tree recovery throughput membership
-#                       perturbation (default: all five, as `make bench` runs them)
+#                       perturbation (default: all five, as `make bench` runs them),
+#                       and instructions (bench/instr.sh: callgrind's counts per
+#                       wave; REV must have bench/bench_waves.c)
 #   --shapes "S ..."    bench_tree shapes (default: all; 4x4 4x4x4 8x8 16x16 32x32)
 #   --reps N            bench_ft --recovery repetitions per run (default 5)
 #   --tiny              a check of this script, not a measurement: --rounds 2
@@ -84,7 +86,7 @@ fi
 IFS=, read -r -a part_list <<<"$parts"
 [ ${#part_list[@]} -gt 0 ] || die "--parts: empty"
 for p in "${part_list[@]}"; do
-    case "$p" in tree|recovery|throughput|membership|perturbation) ;;
+    case "$p" in tree|recovery|throughput|membership|perturbation|instructions) ;;
     *) die "--parts: unknown part '$p' (tree recovery throughput membership perturbation)" ;;
     esac
 done
@@ -262,6 +264,7 @@ part_cmd() {
     throughput) echo "$2/bench/bench_ft --throughput" ;;
     membership) echo "$2/bench/bench_ft --membership" ;;
     perturbation) echo "$2/bench/bench_ft --perturbation" ;;
+    instructions) echo "$here/bench/instr.sh $2" ;;
     esac
 }
 

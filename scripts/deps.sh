@@ -8,7 +8,8 @@ set -u
 # job tbon_stat's test samples. libsodium-dev: the handshake's HMAC-SHA256,
 # compare and random nonces; libjansson-dev: the JSON that tbon_frontend and
 # tbon_stat write; graphviz (dot): tbon_stat's SVG drawings of its trees.
-PKGS="make gcc pkg-config procps libxml2-dev zlib1g-dev libsodium-dev libjansson-dev clang libclang-rt-14-dev libdw-dev elfutils gdb openmpi-bin libopenmpi-dev graphviz"
+# valgrind: bench/instr.sh counts instructions per wave with its callgrind.
+PKGS="make gcc pkg-config procps valgrind libxml2-dev zlib1g-dev libsodium-dev libjansson-dev clang libclang-rt-14-dev libdw-dev elfutils gdb openmpi-bin libopenmpi-dev graphviz"
 
 missing=""
 for p in $PKGS; do
