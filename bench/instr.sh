@@ -4,11 +4,11 @@
 # 1x8 and 1x32, each the difference between a run of bench_waves with many
 # waves and one with fewer, divided by the difference (start-up and teardown
 # cancel out). One process runs under valgrind, the others natively. A
-# count moves between runs by up to about 3% (a turn of the loop takes one
+# count moves between runs by up to about 5% (a turn of the loop takes one
 # message or two, as the scheduler has it), where a time on this machine
 # moves by half: a change in the data path's work larger than that shows
 # (bench/RESULTS.md). In bench/compare.sh --parts instructions, read a
-# difference under 3% as noise whatever its verdict column says.
+# difference under 5% as noise whatever its verdict column says.
 #
 # Usage: bench/instr.sh [BUILD_DIR]       (default build; already built)
 # Rows "| instructions | PROCESS (TREE), per wave | N | instructions | how |"

@@ -202,7 +202,7 @@ fi
     echo "under valgrind's callgrind (the rest of the tree native), bench_waves' SUM waves one"
     echo "after the other; each figure is the difference between a long and a short run over"
     echo "the difference in waves, so start-up and teardown cancel out. The counts move by"
-    echo "up to about 3% between runs (a turn of the loop takes one message or two, as the"
+    echo "up to about 5% between runs (a turn of the loop takes one message or two, as the"
     echo "scheduler has it): a change of the data path's work larger than that shows here"
     echo "when the timings above are lost in the machine's noise. They do not see the"
     echo "kernel's share of a wave, nor caches, nor the scheduler."
