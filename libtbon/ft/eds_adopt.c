@@ -313,11 +313,13 @@ static void job_free(struct adopt_job *job)
 }
 
 /* How long an orphan waits for a candidate's connect before it tries the
- * next as well (tb_dial_t), and for any one connect at all. A live host
- * answers a connect from its kernel, busy or not, in well under the first;
- * a host that is down never does. */
+ * next as well (tb_dial_t), for any one connect at all, and for a connected
+ * candidate's handshake and answer. A live host answers a connect from its
+ * kernel, busy or not, in well under the first; a host that is down never
+ * does. */
 #define TB_ADOPT_STAGGER_MS 100
 #define TB_ADOPT_CONNECT_MS 1000
+#define TB_ADOPT_ANSWER_MS 1000
 
 /* Ask job's candidates in preference order: the index of the one that
  * adopted us (the reactor has the connection, and the EDS the news), or -1
@@ -338,7 +340,7 @@ static long ask_candidates(tb_eds_t *e, struct adopt_job *job)
     size_t i;
     int fd;
     while (got < 0 && !atomic_load(&e->stop) && (fd = tb_sock_dial_next(&d, &i)) >= 0) {
-        fd = ask(e, fd, job->cand[i], job->inc, tb_now_ms() + 1000);
+        fd = ask(e, fd, job->cand[i], job->inc, tb_now_ms() + TB_ADOPT_ANSWER_MS);
         if (fd < 0)
             continue;
         int64_t t2 = tb_now_us();

@@ -4,12 +4,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "util/error.h"
@@ -47,12 +45,6 @@ tb_relay_t *tb_relay_new(void)
         return NULL;
     pthread_mutex_init(&r->mu, NULL);
     return r;
-}
-
-/* Copy buf to our stderr (a dead reader costs the lines, not the process). */
-static void write_err(const char *buf, size_t len)
-{
-    tb_write_stderr(STDERR_FILENO, buf, len);
 }
 
 /* A log line's time stamp ("2026-11-25T09:02:05.186608Z ") is noise in a
@@ -116,7 +108,7 @@ static void on_pipe(tb_io_t *io, uint32_t events)
     pthread_mutex_lock(&r->mu);
     size_t got = drain(r, e, r->buf, CHUNK);
     pthread_mutex_unlock(&r->mu);
-    write_err(r->buf, got);
+    tb_write_stderr(STDERR_FILENO, r->buf, got);
 }
 
 static void *relay_thread(void *arg)
@@ -205,7 +197,7 @@ int tb_relay_first_line(tb_relay_t *r, tbon_rank_t rank, char *out, size_t len)
     }
     pthread_mutex_unlock(&r->mu);
     if (buf)
-        write_err(buf, got);
+        tb_write_stderr(STDERR_FILENO, buf, got);
     free(buf);
     return have;
 }
@@ -225,7 +217,7 @@ void tb_relay_destroy(tb_relay_t *r)
     for (size_t i = 0; i < r->n; i++) {
         struct pipe_ent *e = r->ents[i];
         if (buf)
-            write_err(buf, drain(r, e, buf, CHUNK));
+            tb_write_stderr(STDERR_FILENO, buf, drain(r, e, buf, CHUNK));
         if (e->fd >= 0)
             close(e->fd);
         free(e);
