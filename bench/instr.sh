@@ -10,8 +10,18 @@
 # (bench/RESULTS.md). In bench/compare.sh --parts instructions, read a
 # difference under 5% as noise whatever its verdict column says.
 #
+# Then the 4 KiB pages the same processes touch per wave, code and data
+# (valgrind's lackey traces every access; a wave runs from one call of a
+# function the process makes once per wave to the next: tbon_net_recv in
+# the back-end, tb_stream_down in the commnode; the median over the waves
+# after the first 50). In a tree of hundreds of processes per core each
+# process runs with cold caches and TLBs, and a wave's cost there follows
+# the pages touched more than the instructions run (bench/RESULTS.md,
+# "Code layout").
+#
 # Usage: bench/instr.sh [BUILD_DIR]       (default build; already built)
 # Rows "| instructions | PROCESS (TREE), per wave | N | instructions | how |"
+# and "| pages | PROCESS (TREE), per wave | N | 4 KiB pages | code C, data D |"
 # on stdout; what it runs on stderr. Exit 1 if a run failed, 77 without
 # valgrind.
 set -u
@@ -71,7 +81,57 @@ count() {
         "$name" "$shape" "$w" "$hi" "$lo"
 }
 
+# pages WHO SHAPE MARKER: the pages WHO (be or cn) touches per wave.
+pages() {
+    local who=$1 shape=$2 sym=$3 bin=$b/bin/tbon_example_be off m
+    [ "$who" = cn ] && bin=$b/bin/tbon_commnode
+    off=$(nm "$bin" | awk -v s="$sym" '$3 == s && ($2 == "T" || $2 == "t") { print $1; exit }')
+    [ -n "$off" ] || { echo "instr.sh: no symbol $sym in $bin" >&2; return 1; }
+    # valgrind loads a position-independent program at 0x108000
+    m=$(printf '%08x' $((0x108000 + 0x$off)))
+    "$b/bin/tbon_topgen" --shape "$shape" >"$tmp/t.top" || return 1
+    rm -rf "$tmp/lock" "$tmp"/lk.*
+    printf '#!/bin/sh\nmkdir %s/lock 2>/dev/null && exec valgrind -q --tool=lackey --trace-mem=yes --log-file=%s/lk.%%p %s "$@"\nexec %s "$@"\n' \
+        "$tmp" "$tmp" "$bin" "$bin" >"$tmp/wrap"
+    chmod +x "$tmp/wrap"
+    echo "== pages $who $shape: 250 waves" >&2
+    if [ "$who" = cn ]; then
+        TBON_COMMNODE=$tmp/wrap "$b/bench/bench_waves" --waves 250 "$tmp/t.top" >&2 || return 1
+    else
+        TBON_COMMNODE=$b/bin/tbon_commnode "$b/bench/bench_waves" --waves 250 \
+            --backend "$tmp/wrap" "$tmp/t.top" >&2 || return 1
+    fi
+    for _ in $(seq 100); do
+        [ -s "$tmp"/lk.* ] 2>/dev/null && grep -q "^==.*ERROR SUMMARY\|^I" "$tmp"/lk.* && break
+        sleep 0.1
+    done
+    # lackey: "I  ADDR,SIZE" for an instruction, " L|S|M ADDR,SIZE" for data;
+    # a page is the address less its last three hex digits.
+    awk -v m="$m" '
+        $1 == "I" || $1 == "L" || $1 == "S" || $1 == "M" {
+            a = substr($2, 1, index($2, ",") - 1)
+            if ($1 == "I" && a == m) {
+                if (++w > 50) print nc, nd
+                delete cp; delete dp; nc = 0; nd = 0
+            }
+            p = substr(a, 1, length(a) - 3)
+            if ($1 == "I") { if (!(p in cp)) { cp[p] = 1; nc++ } }
+            else if (!(p in dp)) { dp[p] = 1; nd++ }
+        }' "$tmp"/lk.* >"$tmp/pw" || return 1
+    local n c d
+    n=$(wc -l <"$tmp/pw")
+    [ "$n" -ge 150 ] || { echo "instr.sh: $who $shape: $n waves seen in the trace, expected about 250 (marker $sym at $m)" >&2; return 1; }
+    c=$(cut -d' ' -f1 "$tmp/pw" | sort -n | sed -n "$(( (n + 1) / 2 ))p")
+    d=$(cut -d' ' -f2 "$tmp/pw" | sort -n | sed -n "$(( (n + 1) / 2 ))p")
+    local name=back-end
+    [ "$who" = cn ] && name=commnode
+    printf '| pages | %s (%s), per wave | %d | 4 KiB pages | code %d, data %d: median of %d waves, valgrind lackey, of bench_waves |\n' \
+        "$name" "$shape" $((c + d)) "$c" "$d" "$n"
+}
+
 status=0
+pages be 1x2 tbon_net_recv || status=1
+pages cn 1x8 tb_stream_down || status=1
 count be 1x2 1000 6000 || status=1
 count cn 1x2 1000 6000 || status=1
 count cn 1x8 1000 6000 || status=1

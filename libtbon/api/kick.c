@@ -18,6 +18,7 @@
  * loop nested in one more, cost 8-19% of a wave's round trip and of a
  * teardown (bench/RESULTS.md, "what a back-end's kicker thread costs"). */
 #include "api/net_int.h"
+#include "util/hot.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -209,7 +210,7 @@ tb_kicker_t *tb_kicker_start(void (*kick)(void *arg), void *arg, tb_node_t *node
     return k;
 }
 
-void tb_kicker_arm(tb_kicker_t *k, int on, int64_t due)
+TB_HOT void tb_kicker_arm(tb_kicker_t *k, int on, int64_t due)
 {
     /* A back-end arms it after every call into the library: only changes
      * cost a system call (and a timer due before the kicker would wake). */

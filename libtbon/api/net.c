@@ -1,6 +1,7 @@
 /* net.c - the calls front-ends and back-ends share: receiving (from the
  * queues the reactor fills), sending (commands to the reactor), ranks */
 #include "api/net_int.h"
+#include "util/hot.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -83,7 +84,7 @@ tbon_net_t *tb_net_alloc(int is_fe)
     return n;
 }
 
-tbon_stream_t *tb_net_stream_locked(tbon_net_t *net, uint32_t id, int create)
+TB_HOT tbon_stream_t *tb_net_stream_locked(tbon_net_t *net, uint32_t id, int create)
 {
     if (id < net->nstreams && net->streams[id])
         return net->streams[id];
@@ -118,7 +119,7 @@ static uint64_t head_seq(const tbon_stream_t *s)
 
 /* r's stream if r is still on its queue, else NULL. (A queue holds what
  * was put on it but a prefix taken, in seq order.) */
-static tbon_stream_t *arrived_live(const tbon_net_t *net, const tb_rent_t *r)
+TB_HOT static tbon_stream_t *arrived_live(const tbon_net_t *net, const tb_rent_t *r)
 {
     tbon_stream_t *s = r->stream < net->nstreams ? net->streams[r->stream] : NULL;
     return s && s->q.len && head_seq(s) <= r->seq ? s : NULL;
@@ -146,7 +147,7 @@ static void arrived_compact(tbon_net_t *net)
     net->arrived_kept = keep.len;
 }
 
-tb_dent_t *tb_net_queue_locked(tbon_net_t *net, tbon_stream_t *s)
+TB_HOT tb_dent_t *tb_net_queue_locked(tbon_net_t *net, tbon_stream_t *s)
 {
     arrived_compact(net);
     if (tb_ring_reserve(&net->arrived, net->arrived.len + 1) != 0)
@@ -202,7 +203,7 @@ struct timespec *tb_net_deadline(int timeout_ms, struct timespec *ts)
 
 /* The oldest entry of s's queue, taken: its packet (NULL: an error outcome,
  * whose code and message go to *code and msg[0..len) when not NULL). */
-static tbon_packet_t *pop_locked(tbon_net_t *net, tbon_stream_t *s, int *code, char *msg,
+TB_HOT static tbon_packet_t *pop_locked(tbon_net_t *net, tbon_stream_t *s, int *code, char *msg,
                                  size_t len)
 {
     tb_dent_t *e = tb_ring_at(&s->q, 0);
@@ -226,7 +227,7 @@ static tbon_packet_t *pop_locked(tbon_net_t *net, tbon_stream_t *s, int *code, c
 }
 
 /* After taking packets: let the reactor read again once the queue drained. */
-static void maybe_resume(tbon_net_t *net)
+TB_HOT static void maybe_resume(tbon_net_t *net)
 {
     if (atomic_load(&net->want_resume) && net->app_bytes < TB_APP_LOW) {
         atomic_store(&net->want_resume, 0);
@@ -250,7 +251,7 @@ static int ms_left(const struct timespec *abs)
 
 /* Let go of an inline node (with net->mu held): first run what other
  * threads posted while we drove it, so nothing waits for the next call. */
-static void release(tbon_net_t *net)
+TB_HOT static void release(tbon_net_t *net)
 {
     while (tb_node_has_posted(net->node) && !tb_node_stopped(net->node)) {
         pthread_mutex_unlock(&net->mu);
@@ -303,7 +304,7 @@ static void drive(tbon_net_t *net, int timeout_ms)
  * be taken: its answer may wait for the next ones (tb_node_exec_held), to
  * go up in one write with them; the last answer of a backlog, or the
  * application's next wait, writes them all. */
-static void exec_or_post(tbon_net_t *net, tb_cmd_t *c, int hold)
+TB_HOT static void exec_or_post(tbon_net_t *net, tb_cmd_t *c, int hold)
 {
     pthread_mutex_lock(&net->mu);
     if (net->driving) {
@@ -327,7 +328,7 @@ static void exec_or_post(tbon_net_t *net, tb_cmd_t *c, int hold)
     pthread_mutex_unlock(&net->mu);
 }
 
-void tb_net_arm(void *arg, int on)
+TB_HOT void tb_net_arm(void *arg, int on)
 {
     tbon_net_t *net = arg;
     tb_kicker_arm(net->kicker, on, on && net->node ? tb_node_next_due(net->node) : INT64_MAX);
@@ -359,7 +360,7 @@ void tb_net_kick(void *arg)
     tb_net_kick_ran(arg);
 }
 
-static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt,
+TB_HOT static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt,
                        tbon_stream_t **sout, int timeout_ms)
 {
     if (!net || !pkt)
@@ -440,12 +441,12 @@ static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt
     return tb_net_fail(net, TBON_ETIMEOUT, "nothing received within %d ms", timeout_ms);
 }
 
-int tbon_net_recv(tbon_net_t *net, tbon_packet_t **pkt, tbon_stream_t **s, int timeout_ms)
+TB_HOT int tbon_net_recv(tbon_net_t *net, tbon_packet_t **pkt, tbon_stream_t **s, int timeout_ms)
 {
     return recv_common(net, NULL, pkt, s, timeout_ms);
 }
 
-int tbon_stream_recv(tbon_stream_t *s, tbon_packet_t **pkt, int timeout_ms)
+TB_HOT int tbon_stream_recv(tbon_stream_t *s, tbon_packet_t **pkt, int timeout_ms)
 {
     if (!s)
         return tb_net_fail(s ? s->net : NULL, TBON_EINVAL, "NULL stream");
@@ -479,7 +480,7 @@ int tbon_stream_close(tbon_stream_t *s)
     return 0;
 }
 
-int tbon_stream_send_packet(tbon_stream_t *s, tbon_packet_t *p)
+TB_HOT int tbon_stream_send_packet(tbon_stream_t *s, tbon_packet_t *p)
 {
     if (!s || !p)
         return tb_net_fail(s ? s->net : NULL, TBON_EINVAL, "NULL argument");
@@ -511,7 +512,7 @@ int tbon_stream_send_packet(tbon_stream_t *s, tbon_packet_t *p)
     return 0;
 }
 
-int tbon_stream_send(tbon_stream_t *s, int tag, const char *fmt, ...)
+TB_HOT int tbon_stream_send(tbon_stream_t *s, int tag, const char *fmt, ...)
 {
     if (!s || !fmt)
         return tb_net_fail(s ? s->net : NULL, TBON_EINVAL, "NULL argument");

@@ -2,6 +2,7 @@
  * packets into the streams' receive queues, status, events, views, checks
  * and attributes. */
 #include "api/net_int.h"
+#include "util/hot.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,7 +23,7 @@
  * or the EDS's in cb_kick); cb_status also by the EDS thread directly
  * (tb_node_parent_gone). Each takes net->mu for what it touches. */
 
-static void cb_deliver(void *arg, uint32_t stream, tbon_packet_t *p, uint64_t q)
+TB_HOT static void cb_deliver(void *arg, uint32_t stream, tbon_packet_t *p, uint64_t q)
 {
     tbon_net_t *net = arg;
     pthread_mutex_lock(&net->mu);
@@ -122,7 +123,7 @@ static void cb_progress(void *arg, size_t ready, size_t total)
     pthread_mutex_unlock(&net->mu);
 }
 
-static int cb_app_full(void *arg)
+TB_HOT static int cb_app_full(void *arg)
 {
     tbon_net_t *net = arg;
     /* Only this thread adds to app_bytes (cb_deliver): below the mark now,

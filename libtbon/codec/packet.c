@@ -22,6 +22,7 @@
  * this exact form, so a packet has exactly one encoding.
  */
 #include "util/bigmem.h"
+#include "util/hot.h"
 #include "util/crc32c.h"
 #include "codec/packet_priv.h"
 
@@ -34,7 +35,7 @@
  * tbon_packet_new costs a single malloc for them. */
 #define STACK_FIELDS 32
 
-tbon_packet_t *tb_packet_alloc(int tag, size_t nfields, size_t flen, size_t len)
+TB_HOT tbon_packet_t *tb_packet_alloc(int tag, size_t nfields, size_t flen, size_t len)
 {
     size_t offs = (nfields + 1) * sizeof(uint32_t);
     size_t fixed = sizeof(tbon_packet_t) + offs + nfields + flen + 1;
@@ -77,7 +78,7 @@ tbon_packet_t *tb_packet_raw(uint8_t *buf, size_t len)
     return tb_packet_alloc_around(0, 0, 0, buf, len);
 }
 
-size_t tb_packet_put_format(tbon_packet_t *p, const uint8_t *types,
+TB_HOT size_t tb_packet_put_format(tbon_packet_t *p, const uint8_t *types,
                             const char *canon, size_t flen)
 {
     size_t n = p->nfields;
@@ -257,7 +258,7 @@ static void encode(tbon_packet_t *p, size_t off, va_list *ap)
     assert(off == p->len);
 }
 
-tbon_packet_t *tb_packet_vcreate(int tag, const char *fmt, va_list ap,
+TB_HOT tbon_packet_t *tb_packet_vcreate(int tag, const char *fmt, va_list ap,
                                  tbon_error_t *err)
 {
     uint8_t stack_types[STACK_FIELDS], *types = stack_types;
@@ -372,7 +373,7 @@ tbon_packet_t *tbon_packet_ref(tbon_packet_t *p)
     return p;
 }
 
-static void packet_free(tbon_packet_t *p)
+TB_HOT static void packet_free(tbon_packet_t *p)
 {
     tb_ranks_free(&p->cover);
     if (p->expect) {
@@ -391,7 +392,7 @@ static void packet_free(tbon_packet_t *p)
     }
 }
 
-void tbon_packet_unref(tbon_packet_t *p)
+TB_HOT void tbon_packet_unref(tbon_packet_t *p)
 {
     if (!p)
         return;
@@ -418,7 +419,7 @@ void tb_packet_set_route(tbon_packet_t *p, uint32_t stream, tbon_rank_t source)
     p->source = source;
 }
 
-uint32_t tb_packet_payload_crc(const tbon_packet_t *cp)
+TB_HOT uint32_t tb_packet_payload_crc(const tbon_packet_t *cp)
 {
     /* Packets are immutable: the CRC is computed once, whichever thread
      * asks first (two that ask at once both compute it and store the same

@@ -1,6 +1,7 @@
 /* packet_codec.c - packets from wire payloads and from raw fields, and typed
  * field access (the encoding is described at the top of packet.c) */
 #include "codec/packet_priv.h"
+#include "util/hot.h"
 
 #include "util/error.h"
 
@@ -20,7 +21,7 @@ const uint8_t *tb_packet_payload(const tbon_packet_t *p, size_t *len)
  * exactly buf + len. With offs NULL it validates untrusted bytes; otherwise
  * it records where each field starts (bytes known valid). Every count is
  * checked against the bytes that remain before it is used. */
-static int walk(const uint8_t *buf, size_t len, size_t off, const uint8_t *types,
+TB_HOT static int walk(const uint8_t *buf, size_t len, size_t off, const uint8_t *types,
                 size_t n, uint32_t *offs, tbon_error_t *err)
 {
     for (size_t i = 0; i < n; i++) {
@@ -106,7 +107,7 @@ static long parse_strict(const char *s, size_t flen, uint8_t *types, size_t cap,
 
 /* tb_packet_decode, and with take not NULL tb_packet_decode_take (buf is
  * then *take). */
-static tbon_packet_t *decode(const void *buf, uint8_t **take, size_t len, int tag,
+TB_HOT static tbon_packet_t *decode(const void *buf, uint8_t **take, size_t len, int tag,
                              uint32_t stream, tbon_rank_t source, tbon_error_t *err)
 {
     uint8_t stack_types[STACK_TYPES], *types = stack_types;
@@ -204,7 +205,7 @@ static int counted(enum tb_ftype t)
     return t == TB_F_S || tb_ftype_is_array(t);
 }
 
-const uint8_t *tb_packet_field(const tbon_packet_t *p, size_t i, size_t *count)
+TB_HOT const uint8_t *tb_packet_field(const tbon_packet_t *p, size_t i, size_t *count)
 {
     if (!p || i >= p->nfields) {
         if (count)
@@ -280,7 +281,7 @@ static int check_field(const struct tb_field *f, size_t i, size_t *len,
     return 0;
 }
 
-tbon_packet_t *tb_packet_build(int tag, const struct tb_field *fields, size_t n,
+TB_HOT tbon_packet_t *tb_packet_build(int tag, const struct tb_field *fields, size_t n,
                                tbon_error_t *err)
 {
     size_t flen = n ? n - 1 : 0, len;

@@ -1,5 +1,6 @@
 /* packet_fmt.c - packet format strings, field types and element coding */
 #include "codec/packet_priv.h"
+#include "util/hot.h"
 
 #include "util/error.h"
 
@@ -64,7 +65,7 @@ size_t tb_fmt_canonical_len(const uint8_t *types, size_t n)
     return len;
 }
 
-char *tb_fmt_write_canonical(char *out, const uint8_t *types, size_t n)
+TB_HOT char *tb_fmt_write_canonical(char *out, const uint8_t *types, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (i)

@@ -5,6 +5,7 @@
 #define TB_PACKET_PRIV_H
 
 #include "codec/packet_int.h"
+#include "util/hot.h"
 #include "util/ranks.h"
 
 #include <stdatomic.h>
@@ -95,7 +96,7 @@ extern const uint8_t tb_ftype_size[TB_F_COUNT];
 /* One conversion at s[*pos]: '%', optional 'a', optional 'u', then c, hd, d,
  * ld, or (without 'u') f, lf, s. Inline (as is tb_fmt_next) because
  * compiling the format is a visible part of creating a small packet. */
-static inline int tb_fmt_conv(const char *s, size_t len, size_t *pos)
+TB_HOT static inline int tb_fmt_conv(const char *s, size_t len, size_t *pos)
 {
     size_t i = *pos;
     int arr = 0, uns = 0, t;

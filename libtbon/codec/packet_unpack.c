@@ -1,6 +1,7 @@
 /* packet_unpack.c - copying a packet's values out through varargs, and
  * matching formats */
 #include "codec/packet_priv.h"
+#include "util/hot.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -10,7 +11,7 @@
 /* Up to this many strings and arrays are tracked on the stack. */
 #define STACK_BUFS 32
 
-int tb_packet_format_matches(const tbon_packet_t *p, const char *fmt)
+TB_HOT int tb_packet_format_matches(const tbon_packet_t *p, const char *fmt)
 {
     struct tb_fmt_iter it;
     size_t i = 0;
@@ -148,7 +149,7 @@ static void store(const tbon_packet_t *p, void *const *bufs, va_list *ap)
     }
 }
 
-int tbon_packet_vunpack(const tbon_packet_t *p, const char *fmt, va_list ap)
+TB_HOT int tbon_packet_vunpack(const tbon_packet_t *p, const char *fmt, va_list ap)
 {
     void *stack_bufs[STACK_BUFS], **bufs = stack_bufs;
     size_t nbufs = 0, k = 0;
@@ -183,7 +184,7 @@ out:
     return rc;
 }
 
-int tbon_packet_unpack(const tbon_packet_t *p, const char *fmt, ...)
+TB_HOT int tbon_packet_unpack(const tbon_packet_t *p, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);

@@ -5,6 +5,7 @@
  * decoder lives in wire_dec.c.
  */
 #include "codec/wire.h"
+#include "util/hot.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,7 @@ const char *tb_frame_type_name(int type)
 
 /* Bytes [0, 40) of the header: everything but the CRC. */
 /* The fields, and the header's CRC after them. */
-static void encode_fields(const tb_frame_hdr_t *h, uint8_t *out)
+TB_HOT static void encode_fields(const tb_frame_hdr_t *h, uint8_t *out)
 {
     tb_put32(out + 0, TB_FRAME_MAGIC);
     out[4] = TB_FRAME_VERSION;

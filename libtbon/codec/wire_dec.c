@@ -18,6 +18,7 @@
  * to find again). A payload that inflates wrongly, or out of memory, stays final.
  */
 #include "codec/wire.h"
+#include "util/hot.h"
 
 #include <assert.h>
 #include <inttypes.h>
@@ -109,7 +110,7 @@ void tb_fdec_set_max(tb_fdec_t *d, uint32_t max_payload)
 
 /* Make room for need more bytes at wr: compact first, then grow to what is
  * needed (rounded up), or to double the capacity when `doubling`. */
-static int make_room(tb_fdec_t *d, size_t need, int doubling)
+TB_HOT static int make_room(tb_fdec_t *d, size_t need, int doubling)
 {
     if (d->cap - d->wr >= need)
         return 0;
@@ -157,7 +158,7 @@ int tb_fdec_feed(tb_fdec_t *d, const void *bytes, size_t n)
     return 0;
 }
 
-int tb_fdec_reserve(tb_fdec_t *d, size_t want, void **ptr, size_t *avail)
+TB_HOT int tb_fdec_reserve(tb_fdec_t *d, size_t want, void **ptr, size_t *avail)
 {
     if (d->kind)
         return d->code;
@@ -184,7 +185,7 @@ int tb_fdec_reserve(tb_fdec_t *d, size_t want, void **ptr, size_t *avail)
     return 0;
 }
 
-void tb_fdec_commit(tb_fdec_t *d, size_t n)
+TB_HOT void tb_fdec_commit(tb_fdec_t *d, size_t n)
 {
     assert(n <= d->resv_avail && "tb_fdec_commit: more than reserved");
     if (d->kind || n > d->resv_avail)
@@ -333,7 +334,7 @@ static int inflate_payload(tb_fdec_t *d, const uint8_t *src, size_t n,
 
 /* The current frame's payload (CRC verified) is wire[0..hdr.len): turn it
  * into *out. own says wire is a malloc'd buffer we may hand over. */
-static int deliver(tb_fdec_t *d, uint8_t *wire, int own, tb_frame_t *out)
+TB_HOT static int deliver(tb_fdec_t *d, uint8_t *wire, int own, tb_frame_t *out)
 {
     uint8_t *payload = wire;
     uint32_t plen = d->hdr.len;
@@ -394,7 +395,7 @@ static int find_magic(tb_fdec_t *d)
     return 1;
 }
 
-int tb_fdec_next(tb_fdec_t *d, tb_frame_t *out)
+TB_HOT int tb_fdec_next(tb_fdec_t *d, tb_frame_t *out)
 {
     if (d->kind)
         return d->code;

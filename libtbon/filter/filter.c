@@ -8,6 +8,7 @@
  * last two follow the get_FilterState routine of seed 003 section V-B.
  */
 #include "filter/filter.h"
+#include "util/hot.h"
 
 #include "util/error.h"
 #include "codec/packet_int.h"
@@ -277,7 +278,7 @@ static int format_ok(const tb_filter_t *f, const tbon_packet_t *p)
 }
 
 /* Check f and its inputs before a run: 0, or the error (nothing runs). */
-static int run_check(const tb_filter_t *f, tbon_packet_t *const in[], size_t n,
+TB_HOT static int run_check(const tb_filter_t *f, tbon_packet_t *const in[], size_t n,
                      tbon_error_t *err)
 {
     char rb[16];
@@ -385,7 +386,7 @@ static int crashed(const tb_filter_t *f, const char *what, const tb_fault_t *fau
  * err->msg is 'filter "NAME" [of PATH]: REASON' with the reason the filter
  * gave through tb_filter_errorf / tbon_filter_error, or "failed: " and the
  * code's description if it gave none. */
-int tb_filter_run(const tb_filter_t *f, tbon_packet_t *const in[], size_t n,
+TB_HOT int tb_filter_run(const tb_filter_t *f, tbon_packet_t *const in[], size_t n,
                   tbon_packet_list_t *out, void **state,
                   const tbon_filter_ctx_t *ctx, tbon_error_t *err)
 {

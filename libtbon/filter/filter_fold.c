@@ -9,6 +9,7 @@
  * rank and what is wrong (tb_filter_errorf); nothing is output then.
  */
 #include "filter/filter.h"
+#include "util/hot.h"
 
 #include "codec/packet_int.h"
 #include "codec/packet_priv.h"
@@ -77,7 +78,7 @@ typedef void fold_fn(uint8_t *acc, const uint8_t *in, size_t n);
  * wrap two's complement, without C's signed-overflow undefined behaviour);
  * min and max compare in the field's own signedness. */
 #define INT_FOLDS(NAME, T, UT, W)                                            \
-    static void sum_##NAME(uint8_t *a, const uint8_t *b, size_t n)           \
+    TB_HOT static void sum_##NAME(uint8_t *a, const uint8_t *b, size_t n)           \
     {                                                                        \
         for (size_t i = 0; i < n; i++, a += W / 8, b += W / 8)              \
             st##W(a, (UT)(ld##W(a) + ld##W(b)));                             \
@@ -108,7 +109,7 @@ INT_FOLDS(uld, uint64_t, uint64_t, 64)
  * unless every value is NaN (as fmin and fmax do), which keeps them
  * commutative. */
 #define FLT_FOLDS(NAME, T, LD, ST, SZ)                                       \
-    static void sum_##NAME(uint8_t *a, const uint8_t *b, size_t n)           \
+    TB_HOT static void sum_##NAME(uint8_t *a, const uint8_t *b, size_t n)           \
     {                                                                        \
         for (size_t i = 0; i < n; i++, a += SZ, b += SZ)                     \
             ST(a, (T)(LD(a) + LD(b)));                                       \
@@ -162,7 +163,7 @@ static uint8_t *fresh_field(tbon_packet_t *p, size_t i, size_t *count)
 
 /* A copy of p with stream 0 and no source (one reference), or NULL with the
  * reason left for tb_filter_run. */
-static tbon_packet_t *copy_packet(const tbon_packet_t *p)
+TB_HOT static tbon_packet_t *copy_packet(const tbon_packet_t *p)
 {
     struct tb_field stack[STACK_FIELDS], *fields = stack;
     size_t n = tb_packet_nfields(p);
@@ -247,7 +248,7 @@ static int check_same_numeric(tbon_packet_t *const in[], size_t n, enum fold_op 
 
 /* The field-wise fold of all inputs into one packet of their format. One
  * input is forwarded as it is (same values, no copy). */
-static int fold(tbon_packet_t *const in[], size_t n, tbon_packet_list_t *out,
+TB_HOT static int fold(tbon_packet_t *const in[], size_t n, tbon_packet_list_t *out,
                 enum fold_op op)
 {
     tbon_packet_t *p;
@@ -275,7 +276,7 @@ static int fold(tbon_packet_t *const in[], size_t n, tbon_packet_list_t *out,
 
 /* sum, min and max: the tbon_filter_fn faces of fold(); stateless. The
  * contract is in docs/filter-guide.md (the built-ins table). */
-int tb_filter_sum(tbon_packet_t *const in[], size_t n, tbon_packet_list_t *out,
+TB_HOT int tb_filter_sum(tbon_packet_t *const in[], size_t n, tbon_packet_list_t *out,
                  void **state, const tbon_filter_ctx_t *ctx)
 {
     (void)state;

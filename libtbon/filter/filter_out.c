@@ -3,6 +3,7 @@
  * built-in filters, which all use it.
  */
 #include "filter/filter.h"
+#include "util/hot.h"
 
 #include "util/error.h"
 #include "codec/packet_int.h"
@@ -45,7 +46,7 @@ void tb_plist_truncate(tbon_packet_list_t *l, size_t keep)
         tbon_packet_unref(l->v[--l->n]);
 }
 
-int tbon_packet_list_push(tbon_packet_list_t *out, tbon_packet_t *p)
+TB_HOT int tbon_packet_list_push(tbon_packet_list_t *out, tbon_packet_t *p)
 {
     if (!out || !p) {
         tbon_packet_unref(p);

@@ -4,6 +4,7 @@
  * keeps the event connections to parent and children, and watches the child
  * processes; it tells the reactor through commands, never touching its state. */
 #include "ft/eds.h"
+#include "util/hot.h"
 #include "ft/eds_int.h"
 
 #include <errno.h>
@@ -33,7 +34,7 @@ static void on_handshake_timer(tb_timer_t *t, int64_t now);
 /* Free the watches dropped during the batch of events just handled (none of
  * them can be in the next batch: their fds left the epoll set), so that a
  * connection's record goes with it. EDS thread. */
-static void sweep(tb_eds_t *e)
+TB_HOT static void sweep(tb_eds_t *e)
 {
     pthread_mutex_lock(&e->mu);
     for (watch_t **pw = &e->all; *pw;) {
@@ -237,7 +238,7 @@ static void on_pending(tb_eds_t *e, watch_t *w)
 
 static void beat_and_look(tb_eds_t *e, int parent_beat);
 
-static void on_event_conn(tb_eds_t *e, watch_t *w)
+TB_HOT static void on_event_conn(tb_eds_t *e, watch_t *w)
 {
     char buf[4096];
     int from_parent = 0;
@@ -397,7 +398,7 @@ static void silent(tb_eds_t *e, watch_t *w, int64_t now, int hb, int beat)
  * timeout. Returns when the EDS must look again (-1: heartbeats are off). */
 #define TB_BEAT_FALLBACK(hb) ((hb) / 4 + (hb) / 16)
 
-static int64_t heartbeats(tb_eds_t *e, int parent_beat)
+TB_HOT static int64_t heartbeats(tb_eds_t *e, int parent_beat)
 {
     int hb = atomic_load(&e->hb_ms);
     if (hb <= 0) {
@@ -523,7 +524,7 @@ static void on_hb_timer(tb_timer_t *t, int64_t now)
     beat_and_look(t->arg, 0);
 }
 
-static void on_watch_io(tb_io_t *io, uint32_t events)
+TB_HOT static void on_watch_io(tb_io_t *io, uint32_t events)
 {
     (void)events;
     tb_eds_t *e = io->arg;
@@ -555,7 +556,7 @@ static void after_batch(tb_eds_t *e)
     tb_eds_filters_after_batch(e);
 }
 
-static void *eds_thread(void *arg)
+TB_HOT static void *eds_thread(void *arg)
 {
     pthread_setname_np(pthread_self(), "tbon-eds");
     tb_eds_t *e = arg;

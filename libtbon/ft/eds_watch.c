@@ -34,6 +34,7 @@
  * something to look at.
  */
 #include "ft/eds.h"
+#include "util/hot.h"
 #include "ft/eds_int.h"
 #include "node/node_ft.h"
 
@@ -100,7 +101,7 @@ void tb_eds_watch_start(tb_eds_t *e)
     tb_timer_at(e->loop, &e->watch_timer, e->fw_due);
 }
 
-void tb_eds_filters_after_batch(tb_eds_t *e)
+TB_HOT void tb_eds_filters_after_batch(tb_eds_t *e)
 {
     if (e->fw_on || !atomic_load(&e->fw_want))
         return;
@@ -328,7 +329,7 @@ static int64_t look_at_filters(tb_eds_t *e, int64_t now)
 
 /* ---- the messages on event connections ---- */
 
-int tb_eds_scan_events(tb_eds_t *e, watch_t *w, const uint8_t *buf, size_t n)
+TB_HOT int tb_eds_scan_events(tb_eds_t *e, watch_t *w, const uint8_t *buf, size_t n)
 {
     int bye = 0;
     for (size_t i = 0; i < n;) {

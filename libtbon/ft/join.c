@@ -4,6 +4,7 @@
  * one says so and is no failure. A join is a view change like any other
  * (ft/view.c). */
 #include "ft/ft_int.h"
+#include "util/hot.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -236,7 +237,7 @@ static void answer(const tb_joins_t *j, const struct tb_pjoin *x, int64_t now)
     tbon_packet_unref(p);
 }
 
-int tb_joins_replies(tb_joins_t *j)
+TB_HOT int tb_joins_replies(tb_joins_t *j)
 {
     tb_ft_ctx_t *cx = j->cx;
     if (!j->npjoin)
@@ -315,7 +316,7 @@ void tb_joins_left(tb_joins_t *j, size_t i)
     }
 }
 
-int tb_joins_timers(tb_joins_t *j, int64_t now)
+TB_HOT int tb_joins_timers(tb_joins_t *j, int64_t now)
 {
     tb_ft_ctx_t *cx = j->cx;
     int acted = 0;
@@ -337,7 +338,7 @@ int tb_joins_timers(tb_joins_t *j, int64_t now)
     return acted;
 }
 
-void tb_joins_next(const tb_joins_t *j, int64_t *next)
+TB_HOT void tb_joins_next(const tb_joins_t *j, int64_t *next)
 {
     /* A joined child's slot: a new one, or a restarted child's old one. */
     for (size_t i = 0; j->njoining && i < j->nch; i++)

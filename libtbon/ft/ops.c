@@ -8,6 +8,7 @@
  * tb_ft_next, which a unit test drives on a fake node of its own
  * (tests/unit/test_ft_ops.c). */
 #include "ft/ft_int.h"
+#include "util/hot.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -357,27 +358,27 @@ void tb_ft_next(const struct tb_ft *ft, int64_t *next)
     tb_suspect_next(ft->suspect, next);
 }
 
-static int ft_timers(tb_node_t *n, int64_t now)
+TB_HOT static int ft_timers(tb_node_t *n, int64_t now)
 {
     struct tb_ft *ft = tb_nft_state(n);
     return ft ? tb_ft_timers(ft, now) : 0;
 }
 
-static void ft_next(const tb_node_t *n, int64_t *next)
+TB_HOT static void ft_next(const tb_node_t *n, int64_t *next)
 {
     const struct tb_ft *ft = tb_nft_state(n);
     if (ft)
         tb_ft_next(ft, next);
 }
 
-static void ft_flush(tb_node_t *n)
+TB_HOT static void ft_flush(tb_node_t *n)
 {
     struct tb_ft *ft = tb_nft_state(n);
     if (ft)
         tb_view_flush(ft->view);
 }
 
-static int ft_ready(const tb_node_t *n)
+TB_HOT static int ft_ready(const tb_node_t *n)
 {
     const struct tb_ft *ft = tb_nft_state(n);
     return ft && ft->cx.ready;

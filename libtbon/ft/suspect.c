@@ -16,6 +16,7 @@
  * (TBON_EV_NODE_ALIVE), and the suspect counts in the next waves. The FE
  * itself is never suspected (eds.c): only its end ends the session. */
 #include "ft/ft_int.h"
+#include "util/hot.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -180,7 +181,7 @@ static size_t needed(const tb_suspect_t *sp, tbon_rank_t r)
     return 1;
 }
 
-int tb_suspect_timers(tb_suspect_t *sp, int64_t now)
+TB_HOT int tb_suspect_timers(tb_suspect_t *sp, int64_t now)
 {
     if (!tb_ft_is_fe(sp->cx) || tb_ft_ending(sp->cx))
         return 0;
@@ -208,7 +209,7 @@ int tb_suspect_timers(tb_suspect_t *sp, int64_t now)
     return acted;
 }
 
-void tb_suspect_next(const tb_suspect_t *sp, int64_t *next)
+TB_HOT void tb_suspect_next(const tb_suspect_t *sp, int64_t *next)
 {
     if (!sp->nsusp)
         return;         /* every turn of every node: the window costs more */

@@ -23,6 +23,7 @@
  * leaves in ft/join.c.
  */
 #include "ft/ft_int.h"
+#include "util/hot.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -400,7 +401,7 @@ static void count_orphans(tb_view_t *v, int64_t now)
     v->orph_dirty = 0;
 }
 
-void tb_view_flush(tb_view_t *v)
+TB_HOT void tb_view_flush(tb_view_t *v)
 {
     if (!tb_ft_is_fe(v->cx))
         return;
@@ -434,7 +435,7 @@ static int64_t orphan_ms(const tb_view_t *v)
     return hb > TB_VIEW_ORPHAN_MIN_MS ? hb : TB_VIEW_ORPHAN_MIN_MS;
 }
 
-int tb_view_timers(tb_view_t *v, int64_t now)
+TB_HOT int tb_view_timers(tb_view_t *v, int64_t now)
 {
     tb_ft_ctx_t *cx = v->cx;
     if (!tb_ft_is_fe(cx) || !cx->ready || tb_ft_ending(cx))
@@ -456,7 +457,7 @@ int tb_view_timers(tb_view_t *v, int64_t now)
     return acted;
 }
 
-void tb_view_next(const tb_view_t *v, int64_t *next)
+TB_HOT void tb_view_next(const tb_view_t *v, int64_t *next)
 {
     if (!tb_ft_is_fe(v->cx) || !v->cx->ready || tb_ft_ending(v->cx))
         return;

@@ -1,5 +1,6 @@
 /* conn.c - a reactor's data connection: decoder in, frame queue out */
 #include "net/conn.h"
+#include "util/hot.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -97,7 +98,7 @@ void tb_conn_destroy(tb_conn_t *c)
 /* A zeroed frame at the tail of the queue; with sequenced, h gets the next
  * link sequence number, and the acknowledgement of what we received rides
  * on it (no lone ACK is owed then). */
-static tb_outframe_t *q_push(tb_conn_t *c, tb_frame_hdr_t *h, int sequenced)
+TB_HOT static tb_outframe_t *q_push(tb_conn_t *c, tb_frame_hdr_t *h, int sequenced)
 {
     if (c->cut_from && !c->passing) {
         /* held behind a packet's pieces: numbered at tb_conn_unhold */
@@ -188,7 +189,7 @@ static uint8_t *done_tail(tb_frame_hdr_t *h, size_t len, uint64_t done, size_t *
     return t;
 }
 
-static int send_packet(tb_conn_t *c, tb_frame_hdr_t *h, tbon_packet_t *p, int sequenced,
+TB_HOT static int send_packet(tb_conn_t *c, tb_frame_hdr_t *h, tbon_packet_t *p, int sequenced,
                        uint64_t done)
 {
     size_t len, tlen = 0;
@@ -502,7 +503,7 @@ int tb_conn_send_raw(tb_conn_t *c, uint8_t *frame, size_t len)
     return 0;
 }
 
-void tb_conn_pop_done(tb_conn_t *c)
+TB_HOT void tb_conn_pop_done(tb_conn_t *c)
 {
     while (c->q.len > 0) {
         tb_outframe_t *f = tb_ring_at(&c->q, 0);
@@ -530,7 +531,7 @@ static void rewind_queue(tb_conn_t *c)
 
 /* A frame whose header carries an ack was written whole: the peer has that
  * ack (once it arrives); if it is all we received, no lone ACK is owed. */
-static void ack_written(tb_conn_t *c, const uint8_t *hdr)
+TB_HOT static void ack_written(tb_conn_t *c, const uint8_t *hdr)
 {
     uint32_t a = tb_get32(hdr + TB_FRAME_ACK_OFFSET);
     if (tb_seq_lt(c->ack_sent, a))
@@ -582,7 +583,7 @@ static void consumed(tb_conn_t *c, size_t w, int ctl_first)
 
 /* The iovs (at most 3, from iov[n]) of frame f from byte off of it (header
  * included): the header, the packet's bytes, the tail; the new count. */
-static int frame_iov(const tb_outframe_t *f, size_t off, struct iovec *iov, int n)
+TB_HOT static int frame_iov(const tb_outframe_t *f, size_t off, struct iovec *iov, int n)
 {
     const uint8_t *payload = f->pkt ? tb_packet_payload(f->pkt, &(size_t){0}) + f->off : f->buf;
     size_t body = f->len - f->tail_len;
@@ -710,7 +711,7 @@ static int write_selected(tb_conn_t *c, long i)
     return 1;
 }
 
-int tb_conn_flush(tb_conn_t *c)
+TB_HOT int tb_conn_flush(tb_conn_t *c)
 {
     enum { MAXV = 128 };
     c->dirty = 0;
@@ -771,7 +772,7 @@ int tb_conn_flush(tb_conn_t *c)
     return 1;
 }
 
-long tb_conn_read(tb_conn_t *c, size_t max_bytes)
+TB_HOT long tb_conn_read(tb_conn_t *c, size_t max_bytes)
 {
     size_t total = 0;
     while (total < max_bytes) {

@@ -1,6 +1,7 @@
 /* link.c - the link layer of a data connection: acknowledgements,
  * retention, resend requests, duplicates, a socket replaced (link.h) */
 #include "net/link.h"
+#include "util/hot.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -148,7 +149,7 @@ static int keep(tb_conn_t *c, tb_frame_t *f)
  * lone ACK goes only when none goes soon enough (link.h): after
  * TB_LINK_ACK_EVERY frames, after TB_LINK_ACK_DELAY_MS once the peer holds
  * TB_LINK_ACK_BYTES or more for us, else after TB_LINK_ACK_LAZY_MS. */
-static void in_order(tb_conn_t *c, uint32_t seq, size_t len, int64_t now)
+TB_HOT static void in_order(tb_conn_t *c, uint32_t seq, size_t len, int64_t now)
 {
     c->rx = seq;
     c->nack_at = 0;
@@ -175,7 +176,7 @@ static void release(tb_conn_t *c)
     c->dirty = 1;
 }
 
-int tb_link_rx(tb_conn_t *c, tb_frame_t *f, int64_t now)
+TB_HOT int tb_link_rx(tb_conn_t *c, tb_frame_t *f, int64_t now)
 {
     const tb_frame_hdr_t *h = &f->hdr;
     c->timed = 1;
@@ -256,7 +257,7 @@ int tb_link_rx(tb_conn_t *c, tb_frame_t *f, int64_t now)
     return kept ? 2 : 0;
 }
 
-int tb_link_next(tb_conn_t *c, tb_frame_t *f, int64_t now)
+TB_HOT int tb_link_next(tb_conn_t *c, tb_frame_t *f, int64_t now)
 {
     if (!c->ooo_n)
         return 0;
@@ -287,7 +288,7 @@ void tb_link_bad_frame(tb_conn_t *c, int64_t now)
         c->bad_at = now;
 }
 
-void tb_link_tick(tb_conn_t *c, int64_t now, int64_t *next, int64_t *lazy)
+TB_HOT void tb_link_tick(tb_conn_t *c, int64_t now, int64_t *next, int64_t *lazy)
 {
     if (c->fd < 0)
         return;

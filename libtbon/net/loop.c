@@ -2,6 +2,7 @@
  * mailbox (a locked list and an eventfd), as libuv's loop with its timer
  * heap and uv_async, or flux-core's reactor with its message deque. */
 #include "net/loop.h"
+#include "util/hot.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -35,7 +36,7 @@ struct tb_loop {
 /* The first due time of the timers under heap[i] that are not lazy: a
  * timer that is not lazy is due no later than those under it, so only
  * the lazy ones (a few) are looked under. */
-static int64_t first_due(const tb_loop_t *l, size_t i)
+TB_HOT static int64_t first_due(const tb_loop_t *l, size_t i)
 {
     if (i >= l->nheap)
         return INT64_MAX;
@@ -59,7 +60,7 @@ static void heap_set(tb_loop_t *l, size_t i, tb_timer_t *t)
     t->slot = i + 1;
 }
 
-static void heap_up(tb_loop_t *l, size_t i)
+TB_HOT static void heap_up(tb_loop_t *l, size_t i)
 {
     tb_timer_t *t = l->heap[i];
     while (i > 0) {
@@ -72,7 +73,7 @@ static void heap_up(tb_loop_t *l, size_t i)
     heap_set(l, i, t);
 }
 
-static void heap_down(tb_loop_t *l, size_t i)
+TB_HOT static void heap_down(tb_loop_t *l, size_t i)
 {
     tb_timer_t *t = l->heap[i];
     for (;;) {
@@ -89,7 +90,7 @@ static void heap_down(tb_loop_t *l, size_t i)
     heap_set(l, i, t);
 }
 
-void tb_timer_cancel(tb_loop_t *l, tb_timer_t *t)
+TB_HOT void tb_timer_cancel(tb_loop_t *l, tb_timer_t *t)
 {
     if (!t->slot)
         return;
@@ -106,7 +107,7 @@ void tb_timer_cancel(tb_loop_t *l, tb_timer_t *t)
     publish_due(l);
 }
 
-int tb_timer_at(tb_loop_t *l, tb_timer_t *t, int64_t due_ms)
+TB_HOT int tb_timer_at(tb_loop_t *l, tb_timer_t *t, int64_t due_ms)
 {
     if (t->slot) {
         int64_t old = t->due;
@@ -149,7 +150,7 @@ size_t tb_loop_ntimers(const tb_loop_t *l)
     return l->nheap;
 }
 
-int tb_loop_fire(tb_loop_t *l)
+TB_HOT int tb_loop_fire(tb_loop_t *l)
 {
     if (!l->nheap)
         return 0;
@@ -214,7 +215,7 @@ void tb_loop_drain(tb_loop_t *l)
         l->drain(l->arg, m);
 }
 
-static void on_wake(tb_io_t *io, uint32_t events)
+TB_HOT static void on_wake(tb_io_t *io, uint32_t events)
 {
     (void)events;
     tb_loop_t *l = (tb_loop_t *)((char *)io - offsetof(tb_loop_t, wake));
@@ -228,7 +229,7 @@ static void on_wake(tb_io_t *io, uint32_t events)
 
 /* ---- descriptors ---- */
 
-int tb_loop_watch(tb_loop_t *l, tb_io_t *io, uint32_t events)
+TB_HOT int tb_loop_watch(tb_loop_t *l, tb_io_t *io, uint32_t events)
 {
     if (io->registered && io->events == events)
         return 0;
@@ -262,7 +263,7 @@ void tb_loop_rearm(tb_loop_t *l, tb_io_t *io, uint32_t events)
     epoll_ctl(l->epfd, EPOLL_CTL_MOD, io->fd, &ev);
 }
 
-int tb_loop_wait(tb_loop_t *l, int max_ms)
+TB_HOT int tb_loop_wait(tb_loop_t *l, int max_ms)
 {
     if (l->failed) {
         errno = ENOMEM;

@@ -2,6 +2,7 @@
  * connections to the parent and the children, the command queue and timers.
  * It never blocks on anything but epoll_wait (docs/architecture.md, "Two threads per process"). */
 #include "node/node_int.h"
+#include "util/hot.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -43,7 +44,7 @@ static void violation(const tb_conn_t *c)
                     c->rank, c->index < 0 ? "the parent" : "a child", c->why);
 }
 
-static void on_frames(tb_node_t *n, tb_conn_t *c)
+TB_HOT static void on_frames(tb_node_t *n, tb_conn_t *c)
 {
     tb_frame_t f;
     int64_t now = tb_now_ms();
@@ -243,7 +244,7 @@ static void on_filter_fault(tb_node_t *n, tb_cmd_t *c)
     tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_FAULT_TAKEN, .u.rank = c->u.fault.from });
 }
 
-static void on_cmd(tb_node_t *n, tb_cmd_t *c)
+TB_HOT static void on_cmd(tb_node_t *n, tb_cmd_t *c)
 {
     if (c->bytes)
         atomic_fetch_sub(&n->pending, c->bytes);
@@ -316,7 +317,7 @@ static void on_cmd(tb_node_t *n, tb_cmd_t *c)
 }
 
 /* The loop's mailbox: the commands posted since the last turn, in order. */
-static void on_mail(void *arg, tb_mail_t *list)
+TB_HOT static void on_mail(void *arg, tb_mail_t *list)
 {
     tb_node_t *n = arg;
     while (list) {
@@ -393,7 +394,7 @@ static void flush_conn(tb_node_t *n, tb_conn_t *c)
 
 /* After a dispatch: write what was queued, retire closed connections,
  * publish the backlog for blocked senders. */
-static void after_dispatch(tb_node_t *n)
+TB_HOT static void after_dispatch(tb_node_t *n)
 {
     size_t queued = 0;
     unsigned churn = n->churn;
@@ -453,7 +454,7 @@ static void after_dispatch(tb_node_t *n)
 /* A connection's events. A connection closed earlier in this batch is out
  * of the loop but may still be named by it (it is freed after the batch,
  * tb_node_bury): only live ones are looked at. */
-static void on_conn_io(tb_io_t *io, uint32_t events)
+TB_HOT static void on_conn_io(tb_io_t *io, uint32_t events)
 {
     tb_node_t *n = io->arg;
     tb_conn_t *c = (tb_conn_t *)((char *)io - offsetof(tb_conn_t, io));
@@ -499,7 +500,7 @@ static void on_late_timer(tb_timer_t *t, int64_t now)
     tb_node_bury_list(&n->dead_late);
 }
 
-static void on_link_timer(tb_timer_t *t, int64_t now)
+TB_HOT static void on_link_timer(tb_timer_t *t, int64_t now)
 {
     (void)now;      /* wakes the loop: after_dispatch runs tb_node_links */
     tb_node_t *n = t->arg;
@@ -517,7 +518,7 @@ static void on_ft_timer(tb_timer_t *t, int64_t now)
  * before the wait are those of the timers; if none fired and ft's did
  * nothing, the last dispatch's flush left nothing to write (n->flushed):
  * a back-end's wave was three passes of after_dispatch, now two. */
-static void turn(tb_node_t *n, int timeout_ms)
+TB_HOT static void turn(tb_node_t *n, int timeout_ms)
 {
     int acted = tb_loop_fire(n->loop) > 0;
     if (tb_node_stopped(n))
@@ -561,7 +562,7 @@ static void finish(tb_node_t *n)
         n->cbs.status(n->cbs.arg, TB_NODE_CLOSED, 0, "left the session");
 }
 
-int tb_node_run(tb_node_t *n)
+TB_HOT int tb_node_run(tb_node_t *n)
 {
     while (!tb_node_stopped(n))
         turn(n, -1);
@@ -569,7 +570,7 @@ int tb_node_run(tb_node_t *n)
     return 0;
 }
 
-int tb_node_step(tb_node_t *n, int timeout_ms)
+TB_HOT int tb_node_step(tb_node_t *n, int timeout_ms)
 {
     if (!tb_node_stopped(n))
         turn(n, timeout_ms);
@@ -578,7 +579,7 @@ int tb_node_step(tb_node_t *n, int timeout_ms)
     return tb_node_stopped(n);
 }
 
-void tb_node_exec(tb_node_t *n, tb_cmd_t *cmd)
+TB_HOT void tb_node_exec(tb_node_t *n, tb_cmd_t *cmd)
 {
     if (tb_node_stopped(n)) {
         if (cmd->bytes)
@@ -686,7 +687,7 @@ void tb_node_parent_gone(tb_node_t *n, tbon_rank_t rank)
         n->cbs.status(n->cbs.arg, TB_NODE_CLOSED, TBON_ECLOSED, "the parent is gone");
 }
 
-static void *node_thread(void *arg)
+TB_HOT static void *node_thread(void *arg)
 {
     pthread_setname_np(pthread_self(), "tbon-node");
     tb_node_run(arg);

@@ -3,6 +3,7 @@
  * (tb_node_post: a locked list and an eventfd), and the senders' wait on the
  * backlog (back-pressure). */
 #include "node/node_int.h"
+#include "util/hot.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -265,7 +266,7 @@ static void close_fd(int fd)
         close(fd);
 }
 
-void tb_cmd_free(tb_cmd_t *c)
+TB_HOT void tb_cmd_free(tb_cmd_t *c)
 {
     if (!c)
         return;
@@ -300,13 +301,13 @@ void tb_node_queue(tb_node_t *n, tb_cmd_t *cmd)
     tb_loop_queue(n->loop, &cmd->mail);
 }
 
-void tb_node_post(tb_node_t *n, tb_cmd_t *cmd)
+TB_HOT void tb_node_post(tb_node_t *n, tb_cmd_t *cmd)
 {
     tb_node_queue(n, cmd);
     tb_loop_wake(n->loop);
 }
 
-int tb_node_wait_backlog(tb_node_t *n, int flush)
+TB_HOT int tb_node_wait_backlog(tb_node_t *n, int flush)
 {
     size_t limit = flush ? 0 : TB_HWM;
     pthread_mutex_lock(&n->qmu);

@@ -11,6 +11,7 @@
  * (tb_cover_member_event), so that a back-end that failed after a request
  * went is expected in that wave, and one that joined after it is not. */
 #include "node/node_int.h"
+#include "util/hot.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,7 @@
 #include "codec/packet_int.h"
 #include "util/log.h"
 
-int tb_cover_take(tb_node_t *n, const tb_conn_t *c, tb_frame_t *f, tb_ranks_t *cv)
+TB_HOT int tb_cover_take(tb_node_t *n, const tb_conn_t *c, tb_frame_t *f, tb_ranks_t *cv)
 {
     if (!(f->hdr.flags & TB_FRAME_F_COVER))
         return 0;
@@ -37,7 +38,7 @@ int tb_cover_take(tb_node_t *n, const tb_conn_t *c, tb_frame_t *f, tb_ranks_t *c
     return 0;
 }
 
-void tb_cover_received(tb_node_t *n, const tb_conn_t *c, tbon_packet_t *p, tb_ranks_t *cv)
+TB_HOT void tb_cover_received(tb_node_t *n, const tb_conn_t *c, tbon_packet_t *p, tb_ranks_t *cv)
 {
     if (c->index < 0) {
         tb_ranks_free(cv);          /* downstream: no result */
@@ -51,7 +52,7 @@ void tb_cover_received(tb_node_t *n, const tb_conn_t *c, tbon_packet_t *p, tb_ra
     tb_ranks_free(cv);
 }
 
-void tb_cover_outputs(tbon_packet_t *const in[], size_t k, tbon_packet_list_t *out,
+TB_HOT void tb_cover_outputs(tbon_packet_t *const in[], size_t k, tbon_packet_list_t *out,
                       tb_ranks_t *state)
 {
     tb_ranks_t u;
@@ -92,7 +93,7 @@ static void expected(const tb_node_t *n, const tb_stream_st_t *s, uint64_t at, t
  * tree now: kept with the stream, and made again only after a change (an
  * FE with waves in flight asks for it at every wave: made each time, it
  * walked every member per wave, 5% of pipelined 8x8 waves). */
-static void expected_at(tb_node_t *n, tb_stream_st_t *s, uint64_t at, tb_ranks_t *e)
+TB_HOT static void expected_at(tb_node_t *n, tb_stream_st_t *s, uint64_t at, tb_ranks_t *e)
 {
     const struct tb_cover_fe *cf = &n->cover;
     if (at >= cf->changed && s->cov.exp_changes == cf->changes && s->cov.exp_valid) {
@@ -144,7 +145,7 @@ void tb_cover_awaited(tb_node_t *n, tb_stream_st_t *s, uint64_t q, const tb_rank
     tb_ranks_free(&d);
 }
 
-void tb_cover_deliver(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q)
+TB_HOT void tb_cover_deliver(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q)
 {
     tb_stream_st_t *s = stream < n->nstreams ? n->streams[stream] : NULL;
     if (!s || s->sync == TBON_SYNC_DONTWAIT)

@@ -21,6 +21,7 @@
  * that are not idempotent as future work; this is tbon's answer for the
  * associative ones. */
 #include "node/node_int.h"
+#include "util/hot.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +64,7 @@ static size_t pbytes(const tbon_packet_t *p)
     return len + 64;
 }
 
-static void ret_drop_head(tb_ring_t *r, size_t *bytes)
+TB_HOT static void ret_drop_head(tb_ring_t *r, size_t *bytes)
 {
     struct tb_ret *e = tb_ring_at(r, 0);
     if (bytes)
@@ -72,7 +73,7 @@ static void ret_drop_head(tb_ring_t *r, size_t *bytes)
     tb_ring_drop(r);
 }
 
-static void ret_push(tb_ring_t *r, size_t *bytes, tbon_packet_t *p, int more, uint64_t key)
+TB_HOT static void ret_push(tb_ring_t *r, size_t *bytes, tbon_packet_t *p, int more, uint64_t key)
 {
     if (!r->size)
         tb_ring_init(r, sizeof(struct tb_ret));
@@ -160,7 +161,7 @@ static void be_trim(tb_stream_st_t *s, uint64_t key)
     }
 }
 
-void tb_exact_retain(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t *p, int more, uint64_t key)
+TB_HOT void tb_exact_retain(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t *p, int more, uint64_t key)
 {
     if (key <= s->ex.done && s->ex.done)
         return;             /* delivered already */
@@ -189,7 +190,7 @@ static void send_done(tb_node_t *n, const tb_stream_st_t *s, uint64_t key)
     tbon_packet_unref(p);
 }
 
-void tb_exact_done(tb_node_t *n, uint32_t stream, uint64_t key, int alone)
+TB_HOT void tb_exact_done(tb_node_t *n, uint32_t stream, uint64_t key, int alone)
 {
     tb_stream_st_t *s = stream < n->nstreams ? n->streams[stream] : NULL;
     if (!s || key <= s->ex.done || n->role == TB_ROLE_FE)
@@ -217,7 +218,7 @@ uint64_t tb_exact_mark(tb_stream_st_t *s)
     return s->ex.done;
 }
 
-int tb_exact_take_mark(const tb_conn_t *c, tb_frame_t *f, uint64_t *done)
+TB_HOT int tb_exact_take_mark(const tb_conn_t *c, tb_frame_t *f, uint64_t *done)
 {
     *done = 0;
     if (!(f->hdr.flags & TB_FRAME_F_DONE))
@@ -237,7 +238,7 @@ int tb_exact_take_mark(const tb_conn_t *c, tb_frame_t *f, uint64_t *done)
     return 0;
 }
 
-void tb_exact_delivered(tb_node_t *n, tb_stream_st_t *s, uint64_t key)
+TB_HOT void tb_exact_delivered(tb_node_t *n, tb_stream_st_t *s, uint64_t key)
 {
     ret_trim(&s->ex.late, &s->ex.late_bytes, key);
     if (++s->ex.undone < TB_DONE_EVERY)
@@ -410,7 +411,7 @@ size_t tb_exact_take_late(tb_stream_st_t *s, uint64_t key, tbon_packet_t **in)
     return taken;
 }
 
-size_t tb_exact_disjoint(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k,
+TB_HOT size_t tb_exact_disjoint(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k,
                          const size_t *start, size_t nunits)
 {
     tb_ranks_t all, u;

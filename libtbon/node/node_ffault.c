@@ -4,6 +4,7 @@
  * (TB_CTL_FILTER_FAULT, TB_CTL_STREAM_ERR), and what a back-end keeps of
  * what it sent for state composition (docs/filter-guide.md). */
 #include "node/node_int.h"
+#include "util/hot.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,7 +107,7 @@ static void fw_end(tb_node_t *n, const tb_filter_t *f)
 
 /* Run f for stream s: at the FE a plug-in runs on its worker thread, within
  * its limit (node_fecall.c); elsewhere here, watched by the EDS (fw_begin). */
-int tb_stream_run_filter(tb_node_t *n, const tb_stream_st_t *s, const tb_filter_t *f, uint64_t key,
+TB_HOT int tb_stream_run_filter(tb_node_t *n, const tb_stream_st_t *s, const tb_filter_t *f, uint64_t key,
                       tbon_packet_t *const in[], size_t k, tbon_packet_list_t *out, void **state,
                       const tbon_filter_ctx_t *ctx, tbon_error_t *err)
 {
@@ -179,7 +180,7 @@ void tb_stream_fold_kept(tb_node_t *n, tb_stream_st_t *s)
     tb_plist_clear(&s->kept);
 }
 
-void tb_stream_keep(tb_node_t *n, uint32_t id, tbon_packet_t *p)
+TB_HOT void tb_stream_keep(tb_node_t *n, uint32_t id, tbon_packet_t *p)
 {
     tb_stream_st_t *s = n->ft->ready(n) ? tb_stream_get(n, id) : NULL; /* no fault tolerance: no cost */
     const tb_filter_t *f = s ? tb_filter_reg_get(n->filters, s->up) : NULL;
@@ -226,7 +227,7 @@ int tb_ffault_hung_above(const tb_ffault_st_t *ff)
     return ff->hung_above;
 }
 
-int tb_ffault_take_poison(tb_ffault_st_t *ff, uint64_t key, char *msg, size_t len)
+TB_HOT int tb_ffault_take_poison(tb_ffault_st_t *ff, uint64_t key, char *msg, size_t len)
 {
     for (size_t i = 0; key && i < 8 && ff->poisoned[i]; i++) {
         if (ff->poisoned[i] != key)

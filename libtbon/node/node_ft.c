@@ -11,7 +11,7 @@
 #include "codec/packet_int.h"
 #include "util/log.h"
 
-static int nft_life(const tb_node_t *n)
+TB_HOT static int nft_life(const tb_node_t *n)
 {
     enum tb_life l = tb_node_life(n);
     return l == TB_LIFE_STARTING ? TB_NFT_STARTING

@@ -14,6 +14,7 @@
 #include "filter/filter.h"
 #include "node/node.h"
 #include "node/node_ft.h"
+#include "util/hot.h"
 #include "util/ranks.h"
 
 /* Back-pressure marks (bytes queued on one connection, or for the app). */
@@ -374,7 +375,7 @@ void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more
 void tb_node_to_child(tb_node_t *n, size_t i, uint32_t stream, tbon_packet_t *p, uint64_t q,
                       uint64_t done);
 void tb_node_fail(tb_node_t *n, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4))) TB_COLD;
 int  tb_node_child_index(const tb_node_t *n, tbon_rank_t r);
 void tb_node_close_child(tb_node_t *n, size_t i, const char *why);
 /* Child i's rank was restarted (a view brought its next generation): the
@@ -445,7 +446,7 @@ void tb_cut_forget(tb_conn_t *c);
 /* Our own link to the parent is being replaced: a child's loss waits. */
 int  tb_node_parent_relinking(const tb_node_t *n);
 /* A packet over the session's maximum: said (rate-limited), not sent. */
-void tb_node_too_big(uint32_t stream, tbon_packet_t *p, tbon_rank_t to);
+void tb_node_too_big(uint32_t stream, tbon_packet_t *p, tbon_rank_t to) TB_COLD;
 /* A peer lost for good (node_peers.c): n->lost, called by node_link.c. */
 void tb_node_peer_lost(tb_node_t *n, tb_conn_t *c, const char *why);
 

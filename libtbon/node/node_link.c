@@ -4,6 +4,7 @@
  * handed up through n->lost (node_peers.c): nothing here calls a stream, a
  * wave or the start-up. */
 #include "node/node_int.h"
+#include "util/hot.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -52,7 +53,7 @@ void tb_node_too_big(uint32_t stream, tbon_packet_t *p, tbon_rank_t to)
                     tb_conn_max_packet(), to);
 }
 
-void tb_node_to_child(tb_node_t *n, size_t i, uint32_t stream, tbon_packet_t *p, uint64_t q,
+TB_HOT void tb_node_to_child(tb_node_t *n, size_t i, uint32_t stream, tbon_packet_t *p, uint64_t q,
                       uint64_t done)
 {
     tb_conn_t *c = n->child[i].conn;
@@ -368,7 +369,7 @@ void tb_node_on_relink(tb_node_t *n, tb_cmd_t *cmd)
 }
 
 /* One connection's timed part; 0, or 1 if it lost its peer. */
-static int link_tick(tb_node_t *n, tb_conn_t *c, int64_t now, int64_t *next, int64_t *lazy)
+TB_HOT static int link_tick(tb_node_t *n, tb_conn_t *c, int64_t now, int64_t *next, int64_t *lazy)
 {
     if (c->down_since) {
         /* Down, or relinked and waiting for the peer's RESEND. That wait
@@ -419,7 +420,7 @@ static void lower_link_timer(tb_node_t *n, tb_timer_t *t, int64_t due)
  * net/conn.c). Every link on every pass was the largest part of a wave's
  * cost in a commnode: each of its dispatches (one per child's answer)
  * walked all its links (bench/RESULTS.md). */
-void tb_node_links(tb_node_t *n)
+TB_HOT void tb_node_links(tb_node_t *n)
 {
     int steady = !tb_node_parent_relinking(n);
     int whole = n->links_whole || n->links_churn != n->churn || steady != n->links_steady ||

@@ -4,6 +4,7 @@
  * FE to tell a request with a wave from one without, and to number the
  * expected back-ends of its result (node_cover.c). */
 #include "node/node_int.h"
+#include "util/hot.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,7 @@ struct tb_req {
 #define TB_REQS_KEEP_MAX   1024
 #define TB_REQS_KEEP_BYTES (16u << 20)
 
-static void reqs_drop_oldest(tb_stream_st_t *s)
+TB_HOT static void reqs_drop_oldest(tb_stream_st_t *s)
 {
     struct tb_req *e = tb_ring_at(&s->rq.ring, 0);
     if (e->q > s->rq.dropped && (!s->has_closed || e->q > s->closed >> 24))
@@ -40,7 +41,7 @@ static void reqs_drop_oldest(tb_stream_st_t *s)
     tb_ring_drop(&s->rq.ring);
 }
 
-void tb_reqs_keep(tb_stream_st_t *s, uint64_t q, tbon_packet_t *p, uint64_t at)
+TB_HOT void tb_reqs_keep(tb_stream_st_t *s, uint64_t q, tbon_packet_t *p, uint64_t at)
 {
     if (!s->rq.ring.size)
         tb_ring_init(&s->rq.ring, sizeof(struct tb_req));

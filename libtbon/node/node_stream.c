@@ -5,6 +5,7 @@
  * node_reqs.c's, its filter calls and their faults node_ffault.c's, what
  * its results hold node_cover.c's, exactness node_exact.c's. */
 #include "node/node_int.h"
+#include "util/hot.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,7 +219,7 @@ void tb_stream_set_params(tb_node_t *n, uint32_t id, int which, tbon_packet_t *p
 
 /* Whether any child still takes part in s. */
 
-void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q)
+TB_HOT void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint64_t q)
 {
     tb_stream_st_t *s = tb_stream_get(n, stream);
     uint64_t at = 0;

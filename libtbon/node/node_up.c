@@ -4,10 +4,11 @@
  * mailbox (node.c) and recovery; calls down to the streams, exactness,
  * coverage and the connections only. */
 #include "node/node_int.h"
+#include "util/hot.h"
 
 #include "codec/packet_int.h"
 
-void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uint64_t key)
+TB_HOT void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uint64_t key)
 {
     if (!p)
         return;

@@ -4,6 +4,7 @@
  * its output sent on; at the FE, waves that nobody can bring any more given
  * as lost, in order (docs/protocol.md 7.3, 8.4). */
 #include "node/node_int.h"
+#include "util/hot.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,7 +121,7 @@ static void wave_error(tb_node_t *n, tb_stream_st_t *s, uint64_t key, const char
         n->cbs.deliver(n->cbs.arg, s->id, NULL, key >> 24);
 }
 
-static void run_up(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k, uint64_t key)
+TB_HOT static void run_up(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, size_t k, uint64_t key)
 {
     const tb_filter_t *f = tb_filter_reg_get(n->filters, s->up);
     /* One outcome per wave (docs/api.md): a wave a filter failed over is
@@ -342,7 +343,7 @@ static void close_wave(tb_node_t *n, tb_stream_st_t *s, uint64_t key, size_t k, 
  * unit queued: a child whose oldest unit has a later key had nothing for it
  * (it never got that request, as after an adoption) and is not waited for.
  * A unit is a child's packets up to the first without TB_FRAME_F_MORE. */
-static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
+TB_HOT static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
 {
     tbon_packet_t *stackv[64];
     size_t stacku[65];
@@ -405,7 +406,7 @@ static void waves(tb_node_t *n, tb_stream_st_t *s, int cut)
         settle_stream(n, s);
 }
 
-void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p, int more,
+TB_HOT void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packet_t *p, int more,
                   uint64_t key, int late)
 {
     tb_stream_st_t *s = tb_stream_get(n, stream);
@@ -543,7 +544,7 @@ void tb_stream_settle(tb_node_t *n)
         n->settle_due = 1;
 }
 
-void tb_stream_settle_due(tb_node_t *n)
+TB_HOT void tb_stream_settle_due(tb_node_t *n)
 {
     if (!n->settle_due)
         return;

@@ -1,5 +1,6 @@
 /* bigmem.c - large buffers on huge pages (bigmem.h). */
 #include "util/bigmem.h"
+#include "util/hot.h"
 
 #include "util/sanitizer.h"
 
@@ -160,7 +161,7 @@ static void *advise(void *p, size_t n)
     return p;
 }
 
-void *tb_big_alloc(size_t n)
+TB_HOT void *tb_big_alloc(size_t n)
 {
     void *p = n >= TB_BIG_KEEP_MIN ? take_kept(n) : NULL;
     if (p || n < TB_BIG_MIN)

@@ -19,6 +19,7 @@
  * with the process's configuration, util/config.h).
  */
 #include "util/crc32c.h"
+#include "util/hot.h"
 #include "util/config.h"
 #include "util/endian.h"
 
@@ -250,13 +251,13 @@ uint32_t hw_kernel(uint32_t crc, uint8_t *dst, const uint8_t *src, size_t len)
 }
 
 __attribute__((target("sse4.2")))
-static uint32_t hw_crc(uint32_t crc, const void *buf, size_t len)
+TB_HOT static uint32_t hw_crc(uint32_t crc, const void *buf, size_t len)
 {
     return hw_kernel(crc, NULL, buf, len);
 }
 
 __attribute__((target("sse4.2")))
-static uint32_t hw_copy(uint32_t crc, void *dst, const void *src, size_t len)
+TB_HOT static uint32_t hw_copy(uint32_t crc, void *dst, const void *src, size_t len)
 {
     return hw_kernel(crc, dst, src, len);
 }
@@ -275,7 +276,7 @@ int tb_crc32c_hw_available(void)
     return hw_ok;
 }
 
-uint32_t tb_crc32c(uint32_t crc, const void *buf, size_t len)
+TB_HOT uint32_t tb_crc32c(uint32_t crc, const void *buf, size_t len)
 {
     crc_setup();
 #ifdef HAVE_HW
@@ -285,7 +286,7 @@ uint32_t tb_crc32c(uint32_t crc, const void *buf, size_t len)
     return sw_kernel(crc, NULL, buf, len);
 }
 
-uint32_t tb_crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len)
+TB_HOT uint32_t tb_crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len)
 {
     crc_setup();
 #ifdef HAVE_HW

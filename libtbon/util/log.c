@@ -7,6 +7,7 @@
  * output itself. Nothing here ever writes to stdout.
  */
 #include "util/log.h"
+#include "util/hot.h"
 #include "util/error.h"
 #include "util/clock.h"
 #include "util/config.h"
@@ -72,7 +73,7 @@ static void level_init(void)
 }
 
 /* Make sure the level is known; report a bad $TBON_LOG once (any thread). */
-static void level_ready(void)
+TB_HOT static void level_ready(void)
 {
     pthread_once(&level_once, level_init);
     if (atomic_load_explicit(&bad_env_pending, memory_order_relaxed) &&

@@ -7,6 +7,7 @@
 #include <tbon/tbon.h>
 
 #include "util/config.h"
+#include "util/hot.h"
 
 /* Who this process is, for every line from now on (role: "fe", "commnode",
  * "be"; rank TBON_RANK_NONE before it is known). Any thread. */
@@ -39,7 +40,7 @@ int tb_log_enabled(int level);
 /* Log one line: "2026-11-22T10:11:12.345678Z warn rank=3 commnode [tag] text".
  * tag: a short stable word ("launch", "conn", "filter"). Thread-safe. */
 void tb_log(int level, const char *tag, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4))) TB_COLD;
 
 #define TB_LOG(level, tag, ...) \
     do { if (tb_log_enabled(level)) tb_log(level, tag, __VA_ARGS__); } while (0)
@@ -62,7 +63,7 @@ typedef struct {
 
 /* 1 if the site rl may write a line now (after saying how many it did not
  * write, if any), 0 if the line is to be dropped (and counted). Any thread. */
-int tb_log_limit(tb_log_limit_t *rl, int lvl, const char *tag);
+int tb_log_limit(tb_log_limit_t *rl, int lvl, const char *tag) TB_COLD;
 
 #define TB_LOG_LIMITED(level, tag, ...) \
     do { static tb_log_limit_t tb_rl_; \

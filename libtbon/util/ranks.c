@@ -1,5 +1,6 @@
 /* ranks.c - sets of ranks as sorted, disjoint, non-adjacent ranges */
 #include "util/ranks.h"
+#include "util/hot.h"
 #include "util/endian.h"
 
 #include <inttypes.h>
@@ -32,7 +33,7 @@ static uint32_t *wr(tb_ranks_t *s)
 /* Room for k ranges, keeping the n there are. One range needs no allocation
  * while none was made; past that the array grows by doubling. 0 or
  * TBON_ENOMEM (s unchanged). */
-static int room(tb_ranks_t *s, size_t k)
+TB_HOT static int room(tb_ranks_t *s, size_t k)
 {
     if (k <= (s->cap ? s->cap : 1)) {
         wr(s);
@@ -138,7 +139,7 @@ int tb_ranks_merge_range(tb_ranks_t *s, uint32_t lo, uint32_t hi)
     return 0;
 }
 
-int tb_ranks_add_new(tb_ranks_t *s, uint32_t lo, uint32_t hi)
+TB_HOT int tb_ranks_add_new(tb_ranks_t *s, uint32_t lo, uint32_t hi)
 {
     if (lo > hi)
         return TBON_EINVAL;
@@ -161,7 +162,7 @@ int tb_ranks_add_new(tb_ranks_t *s, uint32_t lo, uint32_t hi)
     return tb_ranks_add_range(s, lo, hi);
 }
 
-int tb_ranks_union(tb_ranks_t *s, const tb_ranks_t *o)
+TB_HOT int tb_ranks_union(tb_ranks_t *s, const tb_ranks_t *o)
 {
     size_t n = s->n, m = o->n;
     if (m == 0)
@@ -221,7 +222,7 @@ int tb_ranks_union(tb_ranks_t *s, const tb_ranks_t *o)
     return 0;
 }
 
-int tb_ranks_copy(tb_ranks_t *dst, const tb_ranks_t *src)
+TB_HOT int tb_ranks_copy(tb_ranks_t *dst, const tb_ranks_t *src)
 {
     if (dst == src)
         return 0;
@@ -344,7 +345,7 @@ size_t tb_ranks_wire_size(const tb_ranks_t *s)
     return 8 * s->n + 4;
 }
 
-void tb_ranks_encode(const tb_ranks_t *s, uint8_t *out)
+TB_HOT void tb_ranks_encode(const tb_ranks_t *s, uint8_t *out)
 {
     const uint32_t *v = rd(s);
     for (size_t i = 0; i < 2 * s->n; i++)
@@ -373,7 +374,7 @@ static int refuse(tb_ranks_t *s, char *msg, size_t msglen, const char *fmt, ...)
     return TBON_EFORMAT;
 }
 
-int tb_ranks_decode_tail(tb_ranks_t *s, const uint8_t *buf, size_t len, char *msg,
+TB_HOT int tb_ranks_decode_tail(tb_ranks_t *s, const uint8_t *buf, size_t len, char *msg,
                          size_t msglen)
 {
     if (len < 4)

@@ -1,5 +1,6 @@
 /* ring.c - a growable FIFO of fixed-size elements */
 #include "util/ring.h"
+#include "util/hot.h"
 #include "util/error.h"
 
 #include <stdlib.h>
@@ -11,7 +12,7 @@ void tb_ring_init(tb_ring_t *r, size_t size)
     r->size = size;
 }
 
-int tb_ring_reserve(tb_ring_t *r, size_t n)
+TB_HOT int tb_ring_reserve(tb_ring_t *r, size_t n)
 {
     if (n <= r->cap)
         return 0;
@@ -33,7 +34,7 @@ int tb_ring_reserve(tb_ring_t *r, size_t n)
     return 0;
 }
 
-void *tb_ring_push(tb_ring_t *r)
+TB_HOT void *tb_ring_push(tb_ring_t *r)
 {
     if (r->len == r->cap && tb_ring_reserve(r, r->cap ? r->cap * 2 : 16) != 0)
         return NULL;
