@@ -19,19 +19,9 @@
 # exit 0 if there is no unmarked one, 1 if there is, 2 on a usage error,
 # 77 without valgrind.
 set -u
-case ${1:-} in
--h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
--*) echo "hot.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
-esac
 cd "$(dirname "$0")/.." || exit 1
-b=${1:-build}
-case $b in /*) ;; *) b=$PWD/$b ;; esac
-for x in bench/bench_waves bin/tbon_commnode bin/tbon_example_be bin/tbon_topgen; do
-    [ -x "$b/$x" ] || { echo "hot.sh: $b/$x missing (make first)" >&2; exit 1; }
-done
-command -v callgrind_annotate >/dev/null || { echo "hot.sh: valgrind not found" >&2; exit 77; }
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
+. bench/lib.sh
+valgrind_start hot.sh bench/hot.sh "$@"
 
 "$b/bin/tbon_topgen" --shape 1x8 >"$tmp/t.top" || exit 1
 vg="valgrind -q --tool=callgrind"

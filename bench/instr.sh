@@ -25,19 +25,9 @@
 # on stdout; what it runs on stderr. Exit 1 if a run failed, 77 without
 # valgrind.
 set -u
-case ${1:-} in
--h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
--*) echo "instr.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
-esac
 cd "$(dirname "$0")/.." || exit 1
-b=${1:-build}
-case $b in /*) ;; *) b=$PWD/$b ;; esac
-for x in bench/bench_waves bin/tbon_commnode bin/tbon_example_be bin/tbon_topgen; do
-    [ -x "$b/$x" ] || { echo "instr.sh: $b/$x missing (make first)" >&2; exit 1; }
-done
-command -v valgrind >/dev/null || { echo "instr.sh: valgrind not found" >&2; exit 77; }
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
+. bench/lib.sh
+valgrind_start instr.sh bench/instr.sh "$@"
 
 # The total of callgrind's counts (its "summary:" line) of file $1.
 total() { sed -n 's/^summary: *\([0-9]*\).*/\1/p' "$1"; }
@@ -101,9 +91,13 @@ pages() {
         TBON_COMMNODE=$b/bin/tbon_commnode "$b/bench/bench_waves" --waves 250 \
             --backend "$tmp/wrap" "$tmp/t.top" >&2 || return 1
     fi
-    for _ in $(seq 100); do
-        [ -s "$tmp"/lk.* ] 2>/dev/null && grep -q "^==.*ERROR SUMMARY\|^I" "$tmp"/lk.* && break
-        sleep 0.1
+    # the trace is whole once its process (lk.PID) has ended
+    local f
+    for f in "$tmp"/lk.*; do
+        for _ in $(seq 200); do
+            [ -e "/proc/${f##*.}" ] || break
+            sleep 0.1
+        done
     done
     # lackey: "I  ADDR,SIZE" for an instruction, " L|S|M ADDR,SIZE" for data;
     # a page is the address less its last three hex digits.
