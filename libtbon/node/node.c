@@ -361,8 +361,12 @@ static void pressure(tb_node_t *n)
         /* A child whose packet goes up piece by piece (node_cut.c) is read
          * on while the parent link is full: what fills it may be frames
          * held behind that packet, which only its last piece lets go (it
-         * adds one packet at most, which the commnode keeps anyway). */
-        int want = (!n->up_paused || ch->conn->cut_on) && !ch->blocked;
+         * adds one packet at most, which the commnode keeps anyway). And a
+         * child whose event connection ended is read to its end whatever
+         * the pressure: its process is gone, its end is only seen after the
+         * bytes it left in the socket (its kernel sends the FIN after what
+         * we have not taken yet), and no more than those can come. */
+        int want = ((!n->up_paused || ch->conn->cut_on) && !ch->blocked) || ch->ev_lost;
         if (want != ch->conn->reading) {
             ch->conn->reading = want;
             tb_node_watch(n, ch->conn, (want ? EPOLLIN : 0) |

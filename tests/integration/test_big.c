@@ -351,10 +351,14 @@ ITEST_LONG(packet_going_up_from_a_paused_backend)
  * adopter): 3, paused while 1 dies, puts 7's packet together after all from
  * the pieces it kept, and sends it whole to its adopter; the FE gets both
  * packets exact, once each, each covering its back-end. 3 stays paused
- * until the FE has reported 1 failed; without heartbeats, so that a FE slow
- * to report it (once 4.7 s, in a CI run beside two sanitizer builds and the
- * cluster tests) cannot have 3 taken for failed for its silence meanwhile:
- * that 3 is paused is the test's doing, not what it tests. */
+ * until the FE has reported 1 failed; without heartbeats, so that 3 is never
+ * taken for failed for its silence: that 3 is paused is the test's doing,
+ * not what it tests. (A CI run once saw the FE report 1 4.7 s late: 3, the
+ * orphan that would have sent the FE a notice, was paused, and the FE had
+ * stopped reading 1 for back-pressure, so it saw 1's end only after the
+ * bytes 1 had left in the socket. It now reads a child whose event
+ * connection ended whatever the pressure: test_streams'
+ * backpressure_does_not_hide_a_death.) */
 ITEST_LONG(packet_going_up_with_the_parent_killed_midway)
 {
     uint32_t size = 48u << 20;

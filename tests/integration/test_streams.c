@@ -562,6 +562,141 @@ ITEST_LONG(backpressure_bounded_memory)
     it_stop(&t);
 }
 
+/* The most bytes that one of pid's TCP sockets holds unacknowledged or
+ * unsent (rx 0: the tx_queue of /proc/PID/net/tcp and tcp6, for the sockets
+ * among its fds) or received and not yet read (rx 1: the rx_queue). */
+static size_t tcp_queued(pid_t pid, int rx_side)
+{
+    char path[64], line[512];
+    unsigned long inodes[256];
+    size_t ni = 0, most = 0;
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    for (struct dirent *e; (e = readdir(d)) && ni < 256;) {
+        char link[512], target[64];
+        snprintf(link, sizeof link, "%s/%s", path, e->d_name);
+        ssize_t k = readlink(link, target, sizeof target - 1);
+        if (k <= 0)
+            continue;
+        target[k] = 0;
+        if (sscanf(target, "socket:[%lu]", &inodes[ni]) == 1)
+            ni++;
+    }
+    closedir(d);
+    for (int v6 = 0; v6 < 2; v6++) {
+        snprintf(path, sizeof path, "/proc/%d/net/tcp%s", (int)pid, v6 ? "6" : "");
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        while (fgets(line, sizeof line, f)) {
+            unsigned long tx = 0, rx = 0, inode = 0;
+            /* sl local rem st tx:rx tr:when retrnsmt uid timeout inode */
+            if (sscanf(line, "%*s %*s %*s %*s %lx:%lx %*s %*s %*s %*s %lu", &tx, &rx,
+                       &inode) != 3)
+                continue;
+            unsigned long q = rx_side ? rx : tx;
+            for (size_t i = 0; i < ni; i++)
+                if (inodes[i] == inode && q > most)
+                    most = q;
+        }
+        fclose(f);
+    }
+    return most;
+}
+
+/* A child that dies while back-pressure keeps its parent from reading it
+ * (the application takes nothing) is still reported at once: its event
+ * connection ends, and the parent reads what the dead child left in the
+ * socket to its end instead of waiting for the application. Heartbeats off,
+ * so that the connections alone can tell, and the victim's first back-end
+ * paused: the first live child of a lost parent is the orphan that would
+ * send the FE a failure notice, and the reports of the others come up
+ * through commnode 2, which the FE is not reading either (seen in CI: the
+ * FE reported such a death 4.7 s late, when a suspicion confirmed it).
+ * Then everything of the other commnode's back-ends arrives, exact and in
+ * order, and the orphans' packets in order. */
+ITEST_LONG(backpressure_does_not_hide_a_death)
+{
+    it_tree_t t;
+    tbon_fe_options_t o = { .heartbeat_ms = -1 };
+    if (it_start(&t, "2x4", NULL, &o))
+        return;
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_NULL, TBON_SYNC_DONTWAIT, 0);
+    REQUIRE(s);
+    const uint32_t size = 64 * 1024, per = IT_TSAN ? 200 : 400;
+    pid_t victim = it_pid_of("tbon_commnode", 1);
+    REQUIRE(victim > 0);
+    REQUIRE(tbon_stream_send(s, IT_TAG_BURST, "%ud %ud", per, size) == 0);
+    REQUIRE(tbon_stream_flush(s) == 0);
+    /* Until commnode 1's way up is full and the FE has stopped reading:
+     * what waits in the FE's sockets has not moved for 200 ms. */
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    size_t last = 0;
+    int still = 0;
+    while (still < 4 && it_now_ms() < end) {
+        it_sleep_ms(50);
+        size_t q = tcp_queued(getpid(), 1);
+        still = q >= (256u << 10) && q == last && tcp_queued(victim, 0) >= (1u << 20) ? still + 1 : 0;
+        last = q;
+    }
+    REQUIRE(still == 4);
+    pid_t first = it_pid_of("tbon_test_be", 3);
+    REQUIRE(first > 0);
+    kill(first, SIGSTOP);
+    kill(victim, SIGKILL);
+    int64_t t0 = it_now_ms();
+    int failed = 0;
+    while (!failed && it_now_ms() < t0 + IT_RECV_MS) {
+        tbon_event_t ev;
+        if (tbon_net_next_event(t.net, &ev, (int)(t0 + IT_RECV_MS - it_now_ms())) != 0)
+            break;
+        failed = ev.type == TBON_EV_NODE_FAILED && ev.rank == 1;
+    }
+    if (getenv("ITEST_VERBOSE"))
+        fprintf(stderr, "    rank 1 reported failed %lld ms after the kill\n",
+                (long long)(it_now_ms() - t0));
+    kill(first, SIGCONT);
+    CHECK(failed);
+    /* Everything of commnode 2's back-ends (7-10); the orphans' (3-6) in
+     * order, those that were in commnode 1 lost. */
+    uint32_t next[IT_MAX_BE] = { 0 };
+    uint8_t *exp = malloc(size);
+    REQUIRE(exp);
+    size_t whole = 0;
+    end = it_now_ms() + IT_RECV_MS * 4;
+    while (whole < 4 * (size_t)per && it_now_ms() < end) {
+        tbon_packet_t *p = it_recv(s, (int)(end - it_now_ms()), "a burst packet");
+        if (!p)
+            break;
+        tbon_rank_t src = tbon_packet_source(p);
+        uint32_t seq = 0;
+        uint8_t *b = NULL;
+        size_t len = 0;
+        REQUIRE(src >= 3 && src <= 10);
+        CHECK_INT(tbon_packet_unpack(p, "%ud %auc", &seq, &b, &len), 0);
+        it_pattern(exp, size, src, seq);
+        if (len != size || !b || memcmp(b, exp, size) != 0)
+            th_fail(__FILE__, __LINE__, "from %u: packet %u has wrong bytes", (unsigned)src, seq);
+        if (src >= 7) {
+            if (seq != next[src])
+                th_fail(__FILE__, __LINE__, "from %u: seq %u, expected %u", (unsigned)src, seq,
+                        next[src]);
+            whole++;
+        } else if (seq < next[src]) {
+            th_fail(__FILE__, __LINE__, "from orphan %u: seq %u after %u", (unsigned)src, seq,
+                    next[src] - 1);
+        }
+        next[src] = seq + 1;
+        free(b);
+        tbon_packet_unref(p);
+    }
+    CHECK_UINT(whole, 4 * (size_t)per);
+    free(exp);
+    it_stop(&t);
+}
+
 /* ---- a wave with nothing to say ---- */
 
 /* A filter that outputs nothing at commnode 1: its empty wave still counts,
