@@ -153,6 +153,12 @@ enum tb_fdec_err {
  * one maximum payload plus about 84 KiB (a partial small frame + a chunk). */
 #define TB_FDEC_CHUNK (64u * 1024)
 
+/* The first read size: a handshake or a control message needs a few hundred
+ * bytes, and a first buffer of a page took a fresh heap page (a page fault,
+ * 15 us on a virtual machine) for each connection an orphan and its adopter
+ * open in a recovery (bench/RESULTS.md, "fresh pages"). */
+#define TB_FDEC_FIRST 1024u
+
 /* A decoder accepting payloads (compressed and uncompressed) of at most
  * max_payload bytes. Returns NULL only when out of memory. */
 tb_fdec_t *tb_fdec_new(uint32_t max_payload);
@@ -179,7 +185,7 @@ void tb_fdec_set_max(tb_fdec_t *d, uint32_t max_payload);
 int tb_fdec_feed(tb_fdec_t *d, const void *bytes, size_t n);
 
 /* Zero-copy receive: *ptr gets room for *avail bytes (1 <= *avail <= want;
- * want 0 means the decoder's own read size: 4 KiB at first, doubled up to
+ * want 0 means the decoder's own read size: 1 KiB at first, doubled up to
  * TB_FDEC_CHUNK by each read that fills it) to read() into, followed by
  * tb_fdec_commit(d, bytes_read). Inside a large payload the room is the
  * payload's final buffer, so its bytes are never copied. Returns 0, the

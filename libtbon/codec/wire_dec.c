@@ -34,6 +34,8 @@
 
 #define DIRECT_MIN (16u * 1024)   /* payloads this big are read into place */
 #define BUF_ROUND  4096u
+/* What a small buffer is rounded to (TB_FDEC_FIRST: why small). */
+#define SMALL_ROUND 256u
 #define SCAN_MAX   (1u << 20)     /* bytes looked through for a header after a bad one */
 
 enum { ST_HDR, ST_BODY, ST_DIRECT };
@@ -53,7 +55,7 @@ struct tb_fdec {
     void *place_arg;
     int resv_direct;        /* last reserve pointed into pay */
     size_t resv_avail;
-    size_t chunk;           /* what a reserve asks for: BUF_ROUND, doubled up to
+    size_t chunk;           /* what a reserve asks for: TB_FDEC_FIRST, doubled up to
                                TB_FDEC_CHUNK each time a read fills it */
     int kind, code;         /* sticky error */
     int scan;               /* resumed after a bad header: look for the next magic */
@@ -82,7 +84,7 @@ tb_fdec_t *tb_fdec_new(uint32_t max_payload)
     tb_fdec_t *d = calloc(1, sizeof *d);
     if (d) {
         d->max = max_payload;
-        d->chunk = BUF_ROUND;
+        d->chunk = TB_FDEC_FIRST;
     }
     return d;
 }
@@ -123,7 +125,9 @@ TB_HOT static int make_room(tb_fdec_t *d, size_t need, int doubling)
     }
     if (need > SIZE_MAX / 2 - d->wr)
         return fail(d, TB_FDEC_ENOMEM, "cannot buffer %zu more bytes", need);
-    size_t ncap = (d->wr + need + BUF_ROUND - 1) / BUF_ROUND * BUF_ROUND;
+    size_t want = d->wr + need;
+    size_t round = want < BUF_ROUND ? SMALL_ROUND : BUF_ROUND;
+    size_t ncap = (want + round - 1) / round * round;
     if (doubling && ncap < 2 * d->cap)
         ncap = 2 * d->cap;
     uint8_t *nb = realloc(d->buf, ncap);

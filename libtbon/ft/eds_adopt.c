@@ -162,7 +162,11 @@ struct adopt_job {
     size_t k;
     tbon_rank_t cand[16];
     uint16_t port[16];
-    char host[16][TB_ADOPT_HOST_MAX];
+    const char *host[16];      /* into hosts */
+    char *hosts;               /* the candidates' names, one after another: a
+                                  few bytes, not 16 times the longest name (a
+                                  job of 4 KB took a fresh heap page in each
+                                  orphan: bench/RESULTS.md, "fresh pages") */
     int fd0;
     int fd0_up;                /* fd0 is connected already: no wait for it */
 };
@@ -276,9 +280,26 @@ static void plan_from(tb_eds_t *e, struct adopt_job *job, const tb_topology_t *t
                : 0;
     if (job->k == 0)
         job->cand[job->k++] = 0;    /* no index (out of memory): the FE, the last resort */
+    size_t len[16], total = 0;
     for (size_t i = 0; i < job->k; i++) {
+        job->host[i] = host_of(e, t, job->cand[i]);
+        if (!job->host[i])
+            job->host[i] = "";
+        len[i] = strlen(job->host[i]) + 1;
+        total += len[i];
+    }
+    char *pool = malloc(total);
+    if (!pool) {
+        job->k = 0;                 /* nobody this round (out of memory) */
+        return;
+    }
+    free(job->hosts);
+    job->hosts = pool;
+    for (size_t i = 0; i < job->k; i++) {
+        memcpy(pool, job->host[i], len[i]);
+        job->host[i] = pool;
         job->port[i] = tb_topology_port(t, job->cand[i]);
-        snprintf(job->host[i], sizeof job->host[i], "%s", host_of(e, t, job->cand[i]));
+        pool += len[i];
     }
 }
 
@@ -295,7 +316,7 @@ static void plan_job(tb_eds_t *e, struct adopt_job *job)
         tb_adopt_index_update(e->aidx, e->topo);
     plan_from(e, job, e->topo, e->aidx);
     job->fd0 = -1;
-    if (job->port[0] && strcmp(job->host[0], "127.0.0.1") == 0) {
+    if (job->k && job->port[0] && strcmp(job->host[0], "127.0.0.1") == 0) {
         tbon_error_t err;
         job->fd0 = tb_sock_connect_begin("127.0.0.1", job->port[0], &job->fd0_up, &err);
         if (job->fd0 < 0) {
@@ -309,6 +330,8 @@ static void job_free(struct adopt_job *job)
 {
     if (job && job->fd0 >= 0)
         close(job->fd0);
+    if (job)
+        free(job->hosts);
     free(job);
 }
 

@@ -48,6 +48,11 @@ tb_conn_t *tb_conn_new(int fd, tbon_rank_t rank, int index, uint32_t max_payload
     tb_sock_nonblock(fd, 1);
     tb_ring_init(&c->q, sizeof(tb_outframe_t));
     tb_ring_init(&c->held, sizeof(tb_outframe_t));
+    /* Room for a few frames, doubled as needed: a first push's 16 (1.6 KiB)
+     * took a fresh heap page for each connection opened in a recovery
+     * (bench/RESULTS.md, "fresh pages"). Failure is no error: a push tries
+     * again. */
+    (void)tb_ring_reserve(&c->q, 4);
     c->fd = c->io.fd = fd;
     c->rank = rank;
     c->index = index;
