@@ -200,7 +200,7 @@ TB_HOT void tb_fdec_commit(tb_fdec_t *d, size_t n)
     } else {
         d->wr += n;
         /* A connection's first reads (a handshake, a control message) stay
-         * in one page; a stream that fills its reads gets larger ones. */
+         * in TB_FDEC_FIRST bytes; a stream that fills its reads gets larger ones. */
         if (n == d->resv_avail && d->chunk < TB_FDEC_CHUNK)
             d->chunk *= 2;
     }
