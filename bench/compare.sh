@@ -42,7 +42,10 @@
 # ranges apart happen by chance with probability 2/C(2N,N) <= 3% when nothing
 # changed; with fewer rounds the verdict says it is not conclusive), and in
 # how many rounds work did better than REV in the same round (about half of
-# them when nothing changed). For a figure in % (the cost of fault tolerance)
+# them when nothing changed), and the median of the ratios work/REV of each
+# round (the two runs of a round are minutes apart; the two sides' medians
+# may come from rounds an hour apart, and this machine's speed drifts by
+# 10-20% within an hour). For a figure in % (the cost of fault tolerance)
 # the difference in points is shown instead of a ratio.
 #
 # The default takes long (five rounds of every part for both sides: tens of
@@ -354,7 +357,7 @@ awk -F'\t' '
             if ((key, 1) in vals) { m1 = median(vals[key, 1]); l1 = lo; h1 = hi; n1 = cnt }
             else { m1 = l1 = h1 = ""; n1 = 0 }
             if (n0 == 0 || n1 == 0) {
-                printf "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t-\tmissing\t-\n", key, u,
+                printf "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t-\tmissing\t-\t-\n", key, u,
                        higher ? "higher" : "lower", m0, l0, h0, n0, m1, l1, h1, n1
                 continue
             }
@@ -374,17 +377,30 @@ awk -F'\t' '
                     verdict = verdict " (" nmin (nmin == 1 ? " round" : " rounds") ": not conclusive)"
                 }
             }
-            # The rounds in which work did better than REV did in the same round.
-            won = pairs = 0
+            # The rounds in which work did better than REV did in the same round,
+            # and the median of the per-round ratios (or differences, for %):
+            # the two sides of a round ran minutes apart, where the medians
+            # above may come from rounds an hour apart on a machine that drifts.
+            won = pairs = 0; rl = ""
             for (r = 1; r <= nr; r++)
                 if (((key, 0, r) in has) && ((key, 1, r) in has)) {
                     pairs++
                     a = at[key, 0, r] + 0; b = at[key, 1, r] + 0
                     won += higher ? b > a : b < a
+                    if (u == "%")
+                        rl = rl " " (b - a)
+                    else if (a != 0)
+                        rl = rl " " (b / a)
                 }
-            printf "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%d/%d\n", key, u,
+            if (rl == "")
+                paired = "-"
+            else if (u == "%")
+                paired = sprintf("%+.1f points", median(rl))
+            else
+                paired = sprintf("%.3f", median(rl))
+            printf "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%d/%d\t%s\n", key, u,
                    higher ? "higher" : "lower", m0, l0, h0, n0, m1, l1, h1, n1, cmp, verdict,
-                   won, pairs
+                   won, pairs, paired
         }
     }' "$raw" >"$summary"
 
@@ -398,12 +414,12 @@ fmt_awk='function f(v) { if (v == "") return "-"; v += 0
                           return (v >= 1000 || v <= -1000) ? sprintf("%.0f", v) : sprintf("%.4g", v) }'
 
 table() {   # the summary as a Markdown table
-    echo "| figure | unit | better | $rev_short: median (range) | work: median (range) | work/$rev_short | work better in rounds | verdict |"
-    echo "|---|---|---|---|---|---|---|---|"
+    echo "| figure | unit | better | $rev_short: median (range) | work: median (range) | work/$rev_short | per round: median of work/$rev_short | work better in rounds | verdict |"
+    echo "|---|---|---|---|---|---|---|---|---|"
     awk -F'\t' "$fmt_awk"'
         function mr(m, l, h) { return m == "" ? "-" : f(m) " (" f(l) "-" f(h) ")" }
-        { printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3,
-                 mr($4, $5, $6), mr($8, $9, $10), $12, $14, $13 }' "$summary"
+        { printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3,
+                 mr($4, $5, $6), mr($8, $9, $10), $12, $15, $14, $13 }' "$summary"
 }
 
 section() {
@@ -423,8 +439,11 @@ section() {
     echo "round; \"within noise\": the two ranges overlap; \"better\" or \"worse\": they do"
     echo "not (by chance with probability 2/C(2N,N) when nothing changed: 0.8% at N = 5);"
     echo "\"work better in rounds\": in how many rounds work did better than $rev_short in the"
-    echo "same round (about half when nothing changed). For the cost of fault tolerance"
-    echo "(in %) the ratio column gives the difference in points."
+    echo "same round (about half when nothing changed); \"per round\": the median of the"
+    echo "ratios work/$rev_short of each round, whose two runs were minutes apart (the"
+    echo "medians of the two sides may come from rounds an hour apart, on a machine whose"
+    echo "speed drifts). For the cost of fault tolerance (in %) the ratio columns give the"
+    echo "difference in points."
     echo
     echo "- machine: $(machine)"
     echo "- compiler: $(${CC:-cc} --version | head -n1)"
