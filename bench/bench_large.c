@@ -12,6 +12,12 @@
  * packet built once and sent again as it is (tbon_stream_send_packet) and
  * read where it lies (tbon_packet_bytes): the library's own cost.
  *
+ * The copied rows are set beside the plain copy twice: as it is (the far end
+ * reads into a buffer it reuses) and with its far end taking each message
+ * into fresh memory of its own, as an unpacked copy is (malloc, huge pages
+ * asked for as the library asks for them, free): on a virtual machine a
+ * fresh page costs more than the copy into it (bench/RESULTS.md, issue 32).
+ *
  *   bench_large              every row (median of REPS runs each)
  *   bench_large --be ...     the tree's back-end
  *   bench_large --relay P    the plain copy's middle process (forwards to P)
@@ -27,6 +33,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -118,6 +125,22 @@ static int be_main(int argc, char **argv)
 
 /* ---- the plain copy ---- */
 
+/* Fresh memory for one message, as the library's unpacked copy is made: a
+ * C-library block, huge pages asked for over its whole 2 MiB pages when it
+ * is 4 MiB or more. NULL if out of memory. */
+static void *fresh_block(size_t n)
+{
+    uint8_t *b = malloc(n ? n : 1);
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    if (b && n >= 2 * huge) {
+        uintptr_t lo = ((uintptr_t)b + huge - 1) & ~(huge - 1);
+        uintptr_t hi = ((uintptr_t)b + n) & ~(huge - 1);
+        if (hi > lo)
+            madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    }
+    return b;
+}
+
 static int write_all(int fd, const void *buf, size_t len)
 {
     const char *p = buf;
@@ -157,9 +180,14 @@ static int connect_to(uint16_t port)
     return fd;
 }
 
+#define PLAIN_UP    ((uint64_t)1 << 63)   /* header: "send me that many" */
+#define PLAIN_FRESH ((uint64_t)1 << 62)   /* header: read into fresh memory */
+
 /* A process that accepts one connection on a port of its own (said on fd
  * out) and then either echoes an 8-byte "got it" per byte count it is sent
- * (sink: a u64 count, then that many bytes; answers the count), or forwards
+ * (sink: a u64 count, then that many bytes, read into a buffer it reuses or,
+ * with PLAIN_FRESH, into fresh memory of the whole size; answers the count),
+ * or sends that many bytes (with PLAIN_UP), or forwards
  * everything both ways between that connection and port `to` (relay). */
 static void copy_proc(int out, uint16_t to)
 {
@@ -197,8 +225,8 @@ static void copy_proc(int out, uint16_t to)
                 _exit(0);
             h += (size_t)n;
         }
-        if (want >> 63) {               /* "send me that many" */
-            want &= ~((uint64_t)1 << 63);
+        if (want & PLAIN_UP) {
+            want &= ~PLAIN_UP;
             memset(buf, 0x5a, sizeof buf);
             for (uint64_t left = want; left;) {
                 size_t k = left < sizeof buf ? (size_t)left : sizeof buf;
@@ -208,12 +236,21 @@ static void copy_proc(int out, uint16_t to)
             }
             continue;
         }
+        uint8_t *into = NULL;
+        if (want & PLAIN_FRESH) {
+            want &= ~PLAIN_FRESH;
+            if (!(into = fresh_block((size_t)want)))
+                _exit(1);
+        }
         while (got < want) {
-            ssize_t n = read(c, buf, want - got < sizeof buf ? (size_t)(want - got) : sizeof buf);
+            size_t room = into ? (size_t)(want - got)
+                          : want - got < sizeof buf ? (size_t)(want - got) : sizeof buf;
+            ssize_t n = read(c, into ? (char *)into + got : buf, room);
             if (n <= 0)
                 _exit(1);
             got += (uint64_t)n;
         }
+        free(into);
         if (write_all(c, &got, sizeof got) != 0)
             _exit(1);
     }
@@ -256,11 +293,14 @@ static void read_all(int fd, void *buf, size_t len)
     }
 }
 
-/* MB/s of one plain transfer of size bytes, down (to the sink) or up. */
-static double plain_once(int fd, const uint8_t *data, size_t size, int down, uint8_t *sinkbuf)
+/* MB/s of one plain transfer of size bytes, down (to the sink) or up; its
+ * receiver reads into sinkbuf (up) or a buffer of the sink's, or, fresh,
+ * into fresh memory of the whole size taken for this message. */
+static double plain_once(int fd, const uint8_t *data, size_t size, int down, uint8_t *sinkbuf,
+                         int fresh)
 {
     double t0 = bench_now();
-    uint64_t hdr = down ? (uint64_t)size : (uint64_t)size | (uint64_t)1 << 63;
+    uint64_t hdr = (uint64_t)size | (down ? 0 : PLAIN_UP) | (down && fresh ? PLAIN_FRESH : 0);
     if (write_all(fd, &hdr, sizeof hdr) != 0)
         bench_die(PROG, "the plain copy's write");
     if (down) {
@@ -268,6 +308,12 @@ static double plain_once(int fd, const uint8_t *data, size_t size, int down, uin
             bench_die(PROG, "the plain copy's write");
         uint64_t got;
         read_all(fd, &got, sizeof got);
+    } else if (fresh) {
+        uint8_t *into = fresh_block(size);
+        if (!into)
+            bench_die(PROG, "malloc");
+        read_all(fd, into, size);
+        free(into);
     } else {
         read_all(fd, sinkbuf, size);
     }
@@ -323,7 +369,8 @@ int main(int argc, char **argv)
         printf("usage: " PROG " [--only MIB] [--in-place]\n"
                "Large packets (1 MiB, 64 MiB, 1 GiB) down and up a chain FE -> commnode ->\n"
                "back-end, in MB/s, copied and in place, beside a plain TCP copy over two hops\n"
-               "in the same run; Markdown rows on stdout (bench/run.sh collects them). Needs\n"
+               "in the same run (the copied rows also beside that copy taken into fresh\n"
+               "memory at its far end); Markdown rows on stdout (bench/run.sh collects them). Needs\n"
                "about 8 GB of memory for the 1 GiB packets. --only MIB: that size only (1,\n"
                "64 or 1024). --in-place: the in-place rows only.\n");
         return 0;
@@ -356,37 +403,45 @@ int main(int argc, char **argv)
         if (only && sizes[i] != only)
             continue;
         for (int down = 1; down >= 0; down--) {
-            double t[2][16], p[16];
+            double t[2][16], p[16], pf[16];
             tbon_packet_t *built = tbon_packet_new(TAG_DATA_IN, "%auc", data, sizes[i]);
             if (!built)
                 bench_die(PROG, "tbon_packet_new");
             if (!in_only)
                 tree_once(s, data, NULL, sizes[i], down);    /* warm-up */
             tree_once(s, data, built, sizes[i], down);
-            plain_once(pfd, data, sizes[i], down, sinkbuf);
+            plain_once(pfd, data, sizes[i], down, sinkbuf, 0);
             for (int r = 0; r < reps[i]; r++) {          /* alternating */
                 if (!in_only)
                     t[0][r] = tree_once(s, data, NULL, sizes[i], down);
                 t[1][r] = tree_once(s, data, built, sizes[i], down);
-                p[r] = plain_once(pfd, data, sizes[i], down, sinkbuf);
+                p[r] = plain_once(pfd, data, sizes[i], down, sinkbuf, 0);
+                if (!in_only)
+                    pf[r] = plain_once(pfd, data, sizes[i], down, sinkbuf, 1);
             }
             tbon_packet_unref(built);
             double pm = bench_median(p, reps[i]);
+            double pfm = in_only ? 0 : bench_median(pf, reps[i]);
             for (int in = in_only; in <= 1; in++) {
                 double tm = bench_median(t[in], reps[i]);
-                char metric[64];
+                char metric[64], fresh[160] = "";
+                if (!in)
+                    snprintf(fresh, sizeof fresh,
+                             "; the same plain copy into fresh memory at its far end "
+                             "(as the unpacked copy is): %.0f MB/s (ratio %.2f)",
+                             pfm, tm / pfm);
                 snprintf(metric, sizeof metric, "%s %s packet%s", down ? "down" : "up",
                          size_name(sizes[i]), in ? ", in place" : "");
                 bench_row("large", metric, "%.0f", tm, "MB/s",
                           "FE -> commnode -> back-end%s, one packet at a time, until the %s; "
                           "%s; median of %d; plain TCP copy of the same bytes over two hops "
-                          "(a relay forwarding as they come): %.0f MB/s (ratio %.2f); %s",
+                          "(a relay forwarding as they come): %.0f MB/s (ratio %.2f)%s; %s",
                           down ? "" : " (asked for, then sent up)",
                           down ? "back-end's answer" : "packet is read at the FE",
                           in ? "a packet built once, sent as it is, read in place "
                                "(tbon_stream_send_packet, tbon_packet_bytes)"
                              : "packed for each send, unpacked into fresh memory",
-                          reps[i], pm, tm / pm,
+                          reps[i], pm, tm / pm, fresh,
                           sizes[i] <= (16u << 20) ? "one frame"
                                                   : "in 8 MiB pieces, passed on by the "
                                                     "commnode as they come");
