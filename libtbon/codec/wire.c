@@ -139,12 +139,25 @@ int tb_frame_build(const tb_frame_hdr_t *h, const void *payload, size_t len,
 void tb_frame_release(tb_frame_t *f)
 {
     if (f) {
-        if (f->placed)
-            ;
+        if (f->placed || f->borrowed)
+            f->borrowed = 0;
         else if (f->hdr.len >= TB_BIG_KEEP_MIN)
             tb_big_free(f->payload);    /* kept for the next (util/bigmem.h) */
         else
             free(f->payload);
         f->payload = NULL;
     }
+}
+
+int tb_frame_own(tb_frame_t *f)
+{
+    if (!f->borrowed)
+        return 0;
+    uint8_t *p = malloc(f->hdr.len);
+    if (!p)
+        return TBON_ENOMEM;
+    memcpy(p, f->payload, f->hdr.len);
+    f->payload = p;
+    f->borrowed = 0;
+    return 0;
 }

@@ -91,12 +91,18 @@ typedef struct tb_frame_hdr {
  * decompression, and hdr.flags no longer carries TB_FRAME_F_ZLIB. */
 typedef struct tb_frame {
     tb_frame_hdr_t hdr;
-    uint8_t *payload;     /* malloc'd, hdr.len bytes; NULL when hdr.len == 0 */
+    uint8_t *payload;     /* malloc'd (or borrowed, placed: below), hdr.len bytes;
+                             NULL when hdr.len == 0 */
     size_t   wire_len;    /* bytes this frame took on the wire, header included */
     int      placed;      /* payload is where the decoder's place function said
                              (tb_fdec_set_place): the owner's, not freed here */
     uint32_t crc;         /* the CRC of payload (checked as it came, or computed
                              after inflating): a piece passed on keeps it */
+    int      borrowed;    /* payload lies in the decoder's buffer (a small frame
+                             of a decoder that lends: tb_fdec_set_lend), valid
+                             until the next call on that decoder (or its end); not
+                             freed here. Whoever keeps the frame longer takes a
+                             copy first (tb_frame_own). */
 } tb_frame_t;
 
 /* Name of a frame type ("DATA", ...) or "unknown". */
@@ -129,6 +135,9 @@ int tb_frame_build(const tb_frame_hdr_t *h, const void *payload, size_t len,
 
 /* Free f->payload and clear it; f may be NULL. */
 void tb_frame_release(tb_frame_t *f);
+/* Make a borrowed frame's payload its own (a copy); 0, or TBON_ENOMEM (the
+ * frame is then as it was). A frame that owns its payload is left alone. */
+int tb_frame_own(tb_frame_t *f);
 
 /* ---- streaming decoder ----------------------------------------------------
  * One per connection, used by one thread at a time (the reactor's). */
@@ -172,6 +181,15 @@ tb_fdec_t *tb_fdec_new(uint32_t max_payload);
 typedef uint8_t *(*tb_fdec_place_fn)(void *arg, const tb_frame_hdr_t *h);
 void tb_fdec_set_place(tb_fdec_t *d, tb_fdec_place_fn place, void *arg);
 
+/* Lend small payloads: a frame of less than TB_FDEC_LEND_MAX bytes, not
+ * compressed, comes out borrowed (tb_frame_t), pointing into the decoder's
+ * buffer instead of a copy in fresh memory. For a reader that is done with
+ * each frame before it reads again (the node's loop: a packet is decoded
+ * out of its frame at once): a malloc, a copy and a free less per frame
+ * (bench/RESULTS.md, "instructions per wave"). */
+#define TB_FDEC_LEND_MAX (16u * 1024)
+void tb_fdec_set_lend(tb_fdec_t *d, int on);
+
 /* Free the decoder and whatever it buffers; NULL is fine. */
 void tb_fdec_destroy(tb_fdec_t *d);
 
@@ -207,7 +225,8 @@ void tb_fdec_commit(tb_fdec_t *d, size_t n);
 int tb_fdec_resume(tb_fdec_t *d);
 
 /* The next complete frame: returns 1 and fills *out (the caller owns
- * out->payload; free with tb_frame_release), 0 when more bytes are needed,
+ * out->payload, or borrows it until the next read: out->borrowed; either
+ * way tb_frame_release ends it), 0 when more bytes are needed,
  * or TBON_EFORMAT / TBON_ENOMEM on an error. Errors are sticky: every later
  * call returns the same; the connection must be closed. */
 int tb_fdec_next(tb_fdec_t *d, tb_frame_t *out);

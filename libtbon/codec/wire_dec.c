@@ -62,6 +62,7 @@ struct tb_fdec {
     int bad_header;         /* the error is the header's CRC */
     size_t skipped;         /* bytes dropped looking since the last good frame */
     int lost;               /* the framing was not found again: final */
+    int lend;               /* small payloads come out borrowed (tb_fdec_set_lend) */
     char msg[256];
 };
 
@@ -103,6 +104,11 @@ void tb_fdec_set_place(tb_fdec_t *d, tb_fdec_place_fn place, void *arg)
 {
     d->place = place;
     d->place_arg = arg;
+}
+
+void tb_fdec_set_lend(tb_fdec_t *d, int on)
+{
+    d->lend = on;
 }
 
 void tb_fdec_set_max(tb_fdec_t *d, uint32_t max_payload)
@@ -350,6 +356,7 @@ TB_HOT static int deliver(tb_fdec_t *d, uint8_t *wire, int own, tb_frame_t *out)
             return rc;
     }
     out->hdr = d->hdr;
+    out->borrowed = 0;
     out->hdr.flags &= (uint16_t)~TB_FRAME_F_ZLIB;
     out->hdr.len = plen;
     out->payload = payload;
@@ -456,7 +463,8 @@ TB_HOT int tb_fdec_next(tb_fdec_t *d, tb_frame_t *out)
     size_t start = d->rd;
     uint8_t *src = d->buf + start + TB_FRAME_HDR_SIZE;
     uint8_t *p = NULL;
-    if (d->hdr.flags & TB_FRAME_F_ZLIB)
+    int lent = d->lend && n && n < TB_FDEC_LEND_MAX && !(d->hdr.flags & TB_FRAME_F_ZLIB);
+    if ((d->hdr.flags & TB_FRAME_F_ZLIB) || lent)
         d->crc = tb_crc32c(d->crc, src, n);
     else if (n && !(p = malloc(n)))
         return fail(d, TB_FDEC_ENOMEM, "out of memory for a %" PRIu32 "-byte payload", n);
@@ -470,6 +478,11 @@ TB_HOT int tb_fdec_next(tb_fdec_t *d, tb_frame_t *out)
     if (rc) {
         free(p);
         return rc;
+    }
+    if (lent) {
+        deliver(d, src, 0, out);
+        out->borrowed = 1;
+        return 1;
     }
     return d->hdr.flags & TB_FRAME_F_ZLIB ? deliver(d, src, 0, out) : deliver(d, p, 1, out);
 }

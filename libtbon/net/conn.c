@@ -30,8 +30,10 @@ static uint8_t *place_piece(void *arg, const tb_frame_hdr_t *h);
 tb_fdec_t *tb_conn_decoder_new(tb_conn_t *c, uint32_t max_payload)
 {
     tb_fdec_t *d = tb_fdec_new(max_payload);
-    if (d)
+    if (d) {
         tb_fdec_set_place(d, place_piece, c);
+        tb_fdec_set_lend(d, 1);     /* node.c, on_frames: done with each at once */
+    }
     return d;
 }
 

@@ -134,6 +134,8 @@ static int keep(tb_conn_t *c, tb_frame_t *f)
         c->n_dups++;
         return 0;
     }
+    if (tb_frame_own(f) != 0)   /* it outlives the decoder's buffer */
+        return 0;
     if (slot->hdr.seq)          /* a stale one: older than rx, never delivered */
         tb_frame_release(slot);
     else

@@ -44,6 +44,19 @@ static void violation(const tb_conn_t *c)
                     c->rank, c->index < 0 ? "the parent" : "a child", c->why);
 }
 
+/* A piece of a large packet (or what ends one) is kept or passed on beyond
+ * this read of the socket: it gets its own copy of a borrowed payload
+ * (codec/wire.h). 0 if there is no memory for it: c is closed. */
+static int own_piece(tb_conn_t *c, tb_frame_t *f)
+{
+    if (!(f->hdr.flags & (TB_FRAME_F_FRAG | TB_FRAME_F_ABORT) || c->cut_on || c->frag_len) ||
+        tb_frame_own(f) == 0)
+        return 1;
+    snprintf(c->why, sizeof c->why, "out of memory for a %u-byte piece", (unsigned)f->hdr.len);
+    c->closed = 1;
+    return 0;
+}
+
 TB_HOT static void on_frames(tb_node_t *n, tb_conn_t *c)
 {
     tb_frame_t f;
@@ -62,6 +75,8 @@ TB_HOT static void on_frames(tb_node_t *n, tb_conn_t *c)
                     continue;
                 }
             }
+            if (!own_piece(c, &f))
+                break;
             if (f.hdr.flags & (TB_FRAME_F_FRAG | TB_FRAME_F_ABORT) || c->cut_on) {
                 /* a piece passed on as it came (node_cut.c), or an abort */
                 int r = tb_cut_frame(n, c, &f);
@@ -88,7 +103,7 @@ TB_HOT static void on_frames(tb_node_t *n, tb_conn_t *c)
                 uint64_t done = 0;
                 if (tb_cover_take(n, c, &f, &cv) == 0 && tb_exact_take_mark(c, &f, &done) == 0) {
                     /* a large payload becomes the packet's own (no copy) */
-                    p = f.hdr.len >= TB_DECODE_IN_PLACE
+                    p = f.hdr.len >= TB_DECODE_IN_PLACE && !f.borrowed
                             ? tb_packet_decode_take(&f.payload, f.hdr.len, f.hdr.tag,
                                                     f.hdr.stream, f.hdr.source, &err)
                             : tb_packet_decode(f.payload, f.hdr.len, f.hdr.tag, f.hdr.stream,

@@ -230,6 +230,8 @@ TEST(names)
 /* Feed the stream to a fresh decoder (maximum frame max) in two parts, cut at
  * byte `cut`: every frame must come out, in order. Returns how many came out
  * of the first part alone, or -1 if no decoder could be made. */
+static int lend_all;     /* feed_in_two's decoders lend small payloads */
+
 static int feed_in_two(const stream_t *st, size_t cut, uint32_t max)
 {
     tb_fdec_t *d = tb_fdec_new(max);
@@ -237,6 +239,7 @@ static int feed_in_two(const stream_t *st, size_t cut, uint32_t max)
         th_fail(__FILE__, __LINE__, "tb_fdec_new(%u) failed", max);
         return -1;
     }
+    tb_fdec_set_lend(d, lend_all);
     int got = 0;
     CHECK_INT(tb_fdec_feed(d, st->bytes, cut), 0);
     CHECK_INT(drain(d, st, &got), 0);
@@ -267,6 +270,66 @@ TEST(stream_split_at_every_point)
         if (th_failures)
             break;
     }
+    stream_free(&st);
+}
+
+/* A lending decoder: small plain payloads come out borrowed (no copy), the
+ * same bytes; compressed, empty and large ones as before; a frame made its
+ * own keeps its bytes while the decoder reads on; cut anywhere, the stream
+ * decodes the same. */
+TEST(small_payloads_lent)
+{
+    stream_t st;
+    memset(&st, 0, sizeof st);
+    stream_add(&st, TB_FRAME_DATA, 37, 0, 0, 1);
+    stream_add(&st, TB_FRAME_TOPOLOGY, 2500, 1, 1, 2);           /* compressed */
+    stream_add(&st, TB_FRAME_DATA, TB_FDEC_LEND_MAX - 1, 0, 0, 3);
+    stream_add(&st, TB_FRAME_DATA, TB_FDEC_LEND_MAX, 0, 0, 4);
+    stream_add(&st, TB_FRAME_ACK, 0, 0, 0, 5);
+    static const int lent[] = { 1, 0, 1, 0, 0 };
+    for (int on = 0; on <= 1; on++) {
+        tb_fdec_t *d = tb_fdec_new(TB_FDEC_LEND_MAX * 2);
+        REQUIRE(d);
+        tb_fdec_set_lend(d, on);
+        CHECK_INT(tb_fdec_feed(d, st.bytes, st.len), 0);
+        tb_frame_t f, kept = { 0 };
+        for (int i = 0; i < st.n; i++) {
+            CHECK_INT(tb_fdec_next(d, &f), 1);
+            CHECK(frame_matches(&f, &st.s[i]));
+            CHECK_INT(f.borrowed, on && lent[i]);
+            if (i == 0) {
+                const uint8_t *was = f.payload;
+                CHECK_INT(tb_frame_own(&f), 0);
+                CHECK_INT(f.borrowed, 0);
+                CHECK(!on || f.payload != was);
+                kept = f;           /* ours now: outlives what follows */
+                continue;
+            }
+            tb_frame_release(&f);
+            CHECK(f.payload == NULL && !f.borrowed);
+        }
+        CHECK_INT(tb_fdec_next(d, &f), 0);
+        /* the decoder's buffer is used again: the copy keeps its bytes */
+        CHECK_INT(tb_fdec_feed(d, st.bytes, st.len), 0);
+        for (int i = 0; i < st.n; i++) {
+            CHECK_INT(tb_fdec_next(d, &f), 1);
+            tb_frame_release(&f);
+        }
+        CHECK(frame_matches(&kept, &st.s[0]));
+        tb_frame_release(&kept);
+        tb_fdec_destroy(d);
+    }
+    stream_free(&st);
+
+    stream_small(&st);
+    lend_all = 1;
+    for (size_t cut = 0; cut <= st.len && !th_failures; cut++) {
+        int whole = 0;
+        while (whole < st.n && st.end[whole] <= cut)
+            whole++;
+        CHECK_INT(feed_in_two(&st, cut, 4096), whole);
+    }
+    lend_all = 0;
     stream_free(&st);
 }
 
