@@ -3,7 +3,9 @@
  * Input: byte 0 = control (bits 0-2: number of chunk sizes - 1; bit 3: max
  * payload 1 MiB instead of 4 KiB; bit 4: receive through reserve/commit
  * instead of feed; bit 5: recompute the CRC of every frame first, so that
- * mutations reach what lies behind the checksum, such as inflate), then that
+ * mutations reach what lies behind the checksum, such as inflate; bit 6:
+ * resume after corrupt frames; bit 7: the decoder lends small payloads, and
+ * every other borrowed frame is made its own), then that
  * many chunk-size bytes (b -> 1 + b*b bytes), then the stream, delivered in
  * those chunk sizes in turn. Every frame that
  * comes out must be sane and must survive a re-encode/decode round trip;
@@ -123,6 +125,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint32_t max = (ctl & 8) ? 1u << 20 : 4096;
     int reserve = (ctl & 16) != 0;
     int resume = (ctl & 64) != 0;   /* go on after corrupt frames, as the link layer does */
+    int lend = (ctl & 128) != 0;    /* as a connection's decoder does (tb_fdec_set_lend) */
+    unsigned nborrowed = 0;
     size_t left = size - 1 - nsizes;
     uint8_t *copy = malloc(left ? left : 1);
     check(copy != NULL);
@@ -133,6 +137,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     tb_fdec_t *d = tb_fdec_new(max);
     check(d != NULL);
+    tb_fdec_set_lend(d, lend);
     int rc = 0;
     for (size_t i = 0; left && rc == 0; i++) {
         size_t chunk = 1 + (size_t)sizes[i % nsizes] * sizes[i % nsizes];
@@ -158,8 +163,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         tb_frame_t f;
         for (;;) {
             while ((rc = tb_fdec_next(d, &f)) == 1) {
+                check(!f.borrowed || (lend && f.hdr.len && f.hdr.len < TB_FDEC_LEND_MAX));
+                if (f.borrowed && nborrowed++ % 2) {
+                    const uint8_t *was = f.payload;
+                    check(tb_frame_own(&f) == 0 && !f.borrowed && f.payload != was &&
+                          memcmp(f.payload, was, f.hdr.len) == 0);
+                }
                 check_frame(&f, max);
                 tb_frame_release(&f);
+                check(f.payload == NULL && !f.borrowed);
             }
             if (!rc || !resume)
                 break;
