@@ -225,7 +225,7 @@ void tb_fdec_commit(tb_fdec_t *d, size_t n);
 int tb_fdec_resume(tb_fdec_t *d);
 
 /* The next complete frame: returns 1 and fills *out (the caller owns
- * out->payload, or borrows it until the next read: out->borrowed; either
+ * out->payload, or borrows it until the next call on d: out->borrowed; either
  * way tb_frame_release ends it), 0 when more bytes are needed,
  * or TBON_EFORMAT / TBON_ENOMEM on an error. Errors are sticky: every later
  * call returns the same; the connection must be closed. */
