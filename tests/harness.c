@@ -2,6 +2,7 @@
 #include "harness.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -229,6 +230,20 @@ int main(int argc, char **argv)
     return failed ? 1 : 0;
 }
 
+/* 1 once /proc/PID/environ has a byte (every process these tests start has
+ * an environment). */
+static int environ_set(int pid)
+{
+    char path[64], c;
+    snprintf(path, sizeof path, "/proc/%d/environ", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, &c, 1);
+    close(fd);
+    return n == 1;
+}
+
 int th_wait_comm(int pid, const char *name, int ms)
 {
     for (int waited = 0; waited <= ms; waited += 10) {
@@ -240,7 +255,12 @@ int th_wait_comm(int pid, const char *name, int ms)
                 buf[0] = 0;
             fclose(f);
         }
-        if (strncmp(buf, name, strlen(name)) == 0)
+        /* The name changes in begin_new_exec, before create_elf_tables has
+         * set the new image's arguments and environment: until then
+         * /proc/PID/environ reads empty, and a test that reads it finds no
+         * variable (test_tasks, once in a run under the thread sanitizer).
+         * The environment's end is set last, so wait for it too. */
+        if (strncmp(buf, name, strlen(name)) == 0 && environ_set(pid))
             return 1;
         struct timespec ts = { 0, 10 * 1000 * 1000 };
         nanosleep(&ts, NULL);

@@ -79,7 +79,8 @@ const char *th_write_file(const char *name, const char *text);
 char *th_read_file(const char *path);
 
 /* Wait (at most ms) until process pid has exec'ed name (its /proc/PID/comm
- * starts with it). 1 once it has, 0 on time-out. */
+ * starts with it) and exec has set up its environment (/proc/PID/environ is
+ * not empty). 1 once it has, 0 on time-out. */
 int th_wait_comm(int pid, const char *name, int ms);
 
 /* Deterministic pseudo-random numbers (xorshift64*), so that a failing case

@@ -77,7 +77,7 @@ TEST(ranks_from_environment)
     p[1] = sleeper("PMI_RANK", 0, "/bin/sleep");
     p[2] = sleeper("PMI_RANK", 1, "/bin/sleep");
     for (int i = 0; i < 3; i++)
-        th_wait_comm(p[i], "sleep", 2000);
+        CHECK(th_wait_comm(p[i], "sleep", 5000));
     st_tasks_t t = { 0 };
     char list[64], err[256];
     snprintf(list, sizeof list, "%d,%d,%d,%d", (int)p[0], (int)p[1], (int)p[2], (int)p[0]);
@@ -93,7 +93,7 @@ TEST(ranks_from_environment)
     st_tasks_free(&t);
     /* One without a rank: positions, in list order. */
     pid_t q = sleeper(NULL, 0, "/bin/sleep");
-    th_wait_comm(q, "sleep", 2000);
+    CHECK(th_wait_comm(q, "sleep", 5000));
     snprintf(list, sizeof list, "%d,%d,%d", (int)p[0], (int)q, (int)p[1]);
     CHECK_INT(st_tasks_parse_list(&t, list, err, sizeof err), 0);
     CHECK_INT(st_tasks_rank(&t), 0);
