@@ -22,6 +22,11 @@
 #                       it up to date)
 #   --keep DIR          build REV in DIR and keep it (reused if it holds REV)
 #   --raw FILE          every figure of every run: side, round, part, figure, unit, value
+#   --aa                an A/A control in the same run: the working tree's build
+#                       runs a second time in every round, as a third side
+#                       ("again"; the order of the three turns from round to
+#                       round), and each figure gets the ratio again/work beside
+#                       work/REV and a verdict against it (docs/fault-tolerance.md)
 #
 # REV is checked out with `git archive` into a directory of its own (in the
 # working tree's build dir) and built there with its own Makefile (`make -j2
@@ -48,6 +53,13 @@
 # 10-20% within an hour). For a figure in % (the cost of fault tolerance)
 # the difference in points is shown instead of a ratio.
 #
+# With --aa, a figure is called worse (or better) "beyond A/A" only when
+# work/REV is past 1.05 (0.95) both as the ratio of the medians and as the
+# median of the per-round ratios, and each of the two is further from 1 than
+# the same figure of the working tree against itself in the same run
+# (again/work): on a machine whose speed drifts, identical code reads up to
+# 1.2-1.3 in one run (bench/RESULTS.md, "the same code against itself").
+#
 # The default takes long (five rounds of every part for both sides: tens of
 # minutes); run it on a quiet machine. Exit status 0 when every run passed.
 set -euo pipefail
@@ -57,7 +69,7 @@ cd "$here"
 
 orig_args=("$@")
 rounds=5 parts="tree,recovery,throughput,membership,perturbation" shapes="" reps=5
-md=0 into="" title="" work_b=build keep="" raw_out="" wait_quiet=1
+md=0 into="" title="" work_b=build keep="" raw_out="" wait_quiet=1 aa=0
 usage() { sed -n '/^# Usage:/,/^# REV is checked/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 die() { echo "compare.sh: $*" >&2; exit 2; }
 need() { if [ $# -lt 2 ] || [ -z "$2" ]; then die "$1 needs a value (see --help)"; fi; }
@@ -75,6 +87,7 @@ while [ $# -gt 0 ]; do
     --work-build) need "$@"; work_b=$2; shift 2 ;;
     --keep) need "$@"; keep=$2; shift 2 ;;
     --raw) need "$@"; raw_out=$2; shift 2 ;;
+    --aa) aa=1; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) die "unknown option $1 (see --help)" ;;
     *) break ;;
@@ -257,6 +270,16 @@ for i in 0 1; do
     echo "== ${side_name[$i]}: ${side_seen[$i]}" >&2
 done
 
+# The A/A side: the working tree's build once more.
+nsides=2
+if [ "$aa" = 1 ]; then
+    nsides=3
+    side_name[2]="again"
+    side_dir[2]=${side_dir[1]}
+    side_seen[2]=${side_seen[1]}
+    side_sum[2]=${side_sum[1]}
+fi
+
 # ------------------------------------------------------------ the rounds
 
 # Part $1's program and arguments, for side directory $2.
@@ -281,6 +304,11 @@ for ((r = 1; r <= rounds; r++)); do
     # (the other side's teardown, caches) falls on both sides alike.
     order="0 1"
     [ $((r % 2)) -eq 0 ] && order="1 0"
+    # With the A/A side, each of the three goes first, second and third in
+    # turn (rounds 1, 2, 3: 0 1 2, 1 2 0, 2 0 1).
+    if [ "$nsides" = 3 ]; then
+        case $((r % 3)) in 1) order="0 1 2" ;; 2) order="1 2 0" ;; 0) order="2 0 1" ;; esac
+    fi
     for p in "${part_list[@]}"; do
         for i in $order; do
             [ "$wait_quiet" = 0 ] || quiet
@@ -324,7 +352,7 @@ for ((r = 1; r <= rounds; r++)); do
 done
 elapsed=$(( $(date +%s) - t0 ))
 [ -z "$raw_out" ] || awk -F'\t' -v a="${side_name[0]}" 'BEGIN { OFS = "\t" }
-    { $1 = $1 == 0 ? a : "work"; print }' "$raw" >"$raw_out"
+    { $1 = $1 == 0 ? a : $1 == 1 ? "work" : "again"; print }' "$raw" >"$raw_out"
 
 # ------------------------------------------------------------ the summary
 
@@ -357,7 +385,7 @@ awk -F'\t' '
             if ((key, 1) in vals) { m1 = median(vals[key, 1]); l1 = lo; h1 = hi; n1 = cnt }
             else { m1 = l1 = h1 = ""; n1 = 0 }
             if (n0 == 0 || n1 == 0) {
-                printf "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t-\tmissing\t-\t-\n", key, u,
+                printf "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t-\tmissing\t-\t-\t-\t-\t-\n", key, u,
                        higher ? "higher" : "lower", m0, l0, h0, n0, m1, l1, h1, n1
                 continue
             }
@@ -398,9 +426,47 @@ awk -F'\t' '
                 paired = sprintf("%+.1f points", median(rl))
             else
                 paired = sprintf("%.3f", median(rl))
-            printf "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%d/%d\t%s\n", key, u,
+            # The A/A side (--aa): again/work, as ratio of the medians and per
+            # round, and whether work/REV is past both and past 1.05.
+            aa = aap = "-"; aav = "-"
+            if ((key, 2) in vals) {
+                m2 = median(vals[key, 2])
+                rl = ""
+                for (r = 1; r <= nr; r++)
+                    if (((key, 1, r) in has) && ((key, 2, r) in has)) {
+                        a = at[key, 1, r] + 0; b = at[key, 2, r] + 0
+                        if (u == "%")
+                            rl = rl " " (b - a)
+                        else if (a != 0)
+                            rl = rl " " (b / a)
+                    }
+                if (u == "%") {
+                    d = m1 - m0; da = m2 - m1; bound = 0
+                } else if (m0 != 0 && m1 != 0) {
+                    d = m1 / m0 - 1; da = m2 / m1 - 1; bound = 0.05
+                } else
+                    d = "-"
+                if (d != "-" && rl != "" && paired != "-") {
+                    dp = median(rl) - (u == "%" ? 0 : 1)
+                    d0 = (u == "%" ? m1 - m0 : m1 / m0 - 1)
+                    dpab = paired + 0 - (u == "%" ? 0 : 1)
+                    fmtv = u == "%" ? "%+.1f points" : "%.3f"
+                    aa = sprintf(fmtv, da + (u == "%" ? 0 : 1))
+                    aap = sprintf(fmtv, dp + (u == "%" ? 0 : 1))
+                    ada = da < 0 ? -da : da; adp = dp < 0 ? -dp : dp
+                    # signed so that > 0 is worse
+                    s1 = higher ? -d0 : d0; s2 = higher ? -dpab : dpab
+                    if (s1 > bound && s2 > bound && s1 > ada && s2 > adp)
+                        aav = "worse beyond A/A"
+                    else if (-s1 > bound && -s2 > bound && -s1 > ada && -s2 > adp)
+                        aav = "better beyond A/A"
+                    else
+                        aav = "within A/A"
+                }
+            }
+            printf "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", key, u,
                    higher ? "higher" : "lower", m0, l0, h0, n0, m1, l1, h1, n1, cmp, verdict,
-                   won, pairs, paired
+                   won, pairs, paired, aa, aap, aav
         }
     }' "$raw" >"$summary"
 
@@ -414,12 +480,20 @@ fmt_awk='function f(v) { if (v == "") return "-"; v += 0
                           return (v >= 1000 || v <= -1000) ? sprintf("%.0f", v) : sprintf("%.4g", v) }'
 
 table() {   # the summary as a Markdown table
-    echo "| figure | unit | better | $rev_short: median (range) | work: median (range) | work/$rev_short | per round: median of work/$rev_short | work better in rounds | verdict |"
-    echo "|---|---|---|---|---|---|---|---|---|"
-    awk -F'\t' "$fmt_awk"'
+    if [ "$nsides" = 3 ]; then
+        echo "| figure | unit | better | $rev_short: median (range) | work: median (range) | work/$rev_short | per round: median of work/$rev_short | work better in rounds | verdict | A/A: again/work | A/A per round | against the A/A run |"
+        echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    else
+        echo "| figure | unit | better | $rev_short: median (range) | work: median (range) | work/$rev_short | per round: median of work/$rev_short | work better in rounds | verdict |"
+        echo "|---|---|---|---|---|---|---|---|---|"
+    fi
+    awk -F'\t' -v aa="$aa" "$fmt_awk"'
         function mr(m, l, h) { return m == "" ? "-" : f(m) " (" f(l) "-" f(h) ")" }
-        { printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3,
-                 mr($4, $5, $6), mr($8, $9, $10), $12, $15, $14, $13 }' "$summary"
+        { printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |", $1, $2, $3,
+                 mr($4, $5, $6), mr($8, $9, $10), $12, $15, $14, $13
+          if (aa == 1)
+              printf " %s | %s | %s |", $16, $17, $18
+          printf "\n" }' "$summary"
 }
 
 section() {
@@ -431,7 +505,11 @@ section() {
     echo "Each was built with its own Makefile and \`make\` defaults (-O2 -g) in its own build"
     echo "dir, and each ran its own tbon_commnode (\$TBON_COMMNODE set per run; a check run"
     echo "of bench_tree 4x4 found only that build's programs in its tree). In each of $rounds"
-    echo "rounds, every part (${part_list[*]}) ran for both, $rev_short first in odd rounds and work first in even ones."
+    if [ "$nsides" = 3 ]; then
+        echo "rounds, every part (${part_list[*]}) ran for each of the three sides, in turn first."
+    else
+        echo "rounds, every part (${part_list[*]}) ran for both, $rev_short first in odd rounds and work first in even ones."
+    fi
     [ "$wait_quiet" = 0 ] ||
         echo "Each program started once the machine had been idle for a second (at most 20 s)."
     echo "A figure is the median over the rounds of the benchmark's own figure (a median"
@@ -444,6 +522,14 @@ section() {
     echo "medians of the two sides may come from rounds an hour apart, on a machine whose"
     echo "speed drifts). For the cost of fault tolerance (in %) the ratio columns give the"
     echo "difference in points."
+    if [ "$nsides" = 3 ]; then
+        echo "A/A control: the working tree's build ran a second time in every round, as"
+        echo "a third side (\"again\"; the three in turn first, second and third); \"A/A\":"
+        echo "again/work, the ratio of the medians and the median of the per-round"
+        echo "ratios; \"against the A/A run\": worse (or better) beyond A/A where work/$rev_short"
+        echo "is past 1.05 (0.95) in both its ratios and further from 1 than the A/A"
+        echo "ratio of the same kind, else within A/A."
+    fi
     echo
     echo "- machine: $(machine)"
     echo "- compiler: $(${CC:-cc} --version | head -n1)"
@@ -477,6 +563,7 @@ else
     echo "   ran ${side_dir[0]}/bench/*; ${side_seen[0]}; commnode sha256 ${side_sum[0]}"
     echo "work: ${side_desc[1]}"
     echo "   ran ${side_dir[1]}/bench/*; ${side_seen[1]}; commnode sha256 ${side_sum[1]}"
+    [ "$nsides" = 2 ] || echo "again: the working tree's build once more (A/A control)"
     echo "$rounds round(s) of ${part_list[*]} ($rev_short, work alternately), $((elapsed / 60)) min $((elapsed % 60)) s;" \
          "$runs runs, $failed failed"
     echo
