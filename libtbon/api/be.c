@@ -1,4 +1,5 @@
 /* api/be.c - the back-end API: join the tree as a launched or attaching back-end */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,16 +52,27 @@ static tbon_net_t *be_node(tb_join_t *j, int joined, tb_config_t *conf, tbon_err
     j->topo = NULL;   /* the node owns these now */
     j->data_fd = j->event_fd = -1;
     net->inline_node = 1;   /* the application's calls drive it */
+    tb_kicker_t *k = tb_kicker_new(tb_net_kick, net);
+    if (!k) {
+        tb_net_free(net);
+        tb_join_release(j);
+        tb_error_set(err, TBON_ENOMEM, "cannot make the back-end's kicker: %s", strerror(errno));
+        return NULL;
+    }
+    cfg.share_io = tb_kicker_share_io(k);
+    cfg.share_fd = tb_kicker_share_fd(k);
     tb_node_cbs_t cbs = tb_net_callbacks(net);
     tb_node_t *node = tb_node_new(&cfg, &cbs, err);
     if (!node) {
+        tb_kicker_destroy(k);
         tb_net_free(net);
         tb_join_release(j);
         return NULL;
     }
-    tb_kicker_t *k = tb_kicker_start(tb_net_kick, net, node);
-    if (!k) {
+    if (tb_kicker_start(k, node) != 0) {
+        tb_kicker_stop(k);
         tb_node_destroy(node);
+        tb_kicker_destroy(k);
         tb_net_free(net);
         tb_join_release(j);
         tb_error_set(err, TBON_ENOMEM, "cannot start the back-end's kicker thread");

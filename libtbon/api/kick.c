@@ -16,7 +16,19 @@
  * back-end whose application is in the library whenever something arrives
  * never starts one: a thread made and ended per back-end, and the node's
  * loop nested in one more, cost 8-19% of a wave's round trip and of a
- * teardown (bench/RESULTS.md, "what a back-end's kicker thread costs"). */
+ * teardown (bench/RESULTS.md, "what a back-end's kicker thread costs").
+ *
+ * The kicker hears of the node's events without being armed and disarmed
+ * in the kernel: the node's loop shares them with the kicker's
+ * (tb_loop_share), every descriptor registered exclusive in both, the
+ * node's first, so that the kernel wakes the kicker only when no thread
+ * waits in the node's loop. Arming is a flag. Before, the node's loop
+ * descriptor sat in the kicker's set as a one shot, modified at every
+ * call that waited and at every return: two epoll_ctl per wave in every
+ * back-end, about 5% of a 16x16 wave (bench/RESULTS.md). An event that
+ * comes while an application thread is in the library but not waiting
+ * wakes the kicker, whose kick finds the node driven and leaves a note
+ * that the driver reads before it lets go (net.c, release). */
 #include "api/net_int.h"
 #include "util/hot.h"
 
@@ -39,7 +51,7 @@ struct tb_kicker {
     void (*kick)(void *arg);  /* runs a turn of the node (tb_net_kick) */
     void *arg;
     tb_loop_t *loop;          /* the kicker thread's: the node's loop fd in it */
-    tb_io_t node_io;          /* one shot: armed while nobody drives the node */
+    tb_io_t node_io;          /* what the node's shared events name (fd -1) */
     tb_io_t timer_io;         /* tfd: the node's first timer, while nobody drives */
     atomic_int armed;
     atomic_int stop;
@@ -50,14 +62,18 @@ struct tb_kicker {
     tb_io_t side_io;          /* loop's descriptor there, one shot */
     pthread_mutex_t smu;      /* started, against the EDS thread's on_side */
     int started;
+    atomic_int parked;        /* on_side left side_io unwatched: the node's
+                                 events came while it was driven; the next
+                                 arm watches it again */
     pthread_t thread;
 };
 
+/* The node has new events and nobody waits in its loop: run a turn, or
+ * leave the note for the thread that drives it (tb_net_kick). */
 static void on_node(tb_io_t *io, uint32_t events)
 {
     (void)events;
     tb_kicker_t *k = io->arg;
-    atomic_store(&k->armed, 0);         /* the one shot fired */
     k->kick(k->arg);
 }
 
@@ -128,11 +144,15 @@ static int start_thread(tb_kicker_t *k)
 /* The kicker's loop has something, and no thread waits on it yet; on the
  * EDS thread, which runs no turn of the node itself.
  * - Armed (nobody drives the node): start the thread, which finds it there.
- * - Else it can only be the timer, set at an earlier arm (set_timer leaves it
- *   set): the application drives the node and fires its timers itself. Take
- *   the expiry and watch again. Starting a thread here put a thread's start
- *   in every back-end on the path of the first failure after a quiet start
- *   (the orphans' deadlines), which made recoveries slower.
+ * - Else the application drives the node: it fires its timers itself, and
+ *   runs its events. The timer, set at an earlier arm (set_timer leaves it
+ *   set): take the expiry and watch again. Events of the node that came
+ *   while the application was in the library but not waiting: they stay
+ *   readable until it runs them, so watching again would wake this thread
+ *   over and over; the next arm watches again (parked). Starting a thread
+ *   here put a thread's start in every back-end on the path of the first
+ *   failure after a quiet start (the orphans' deadlines), which made
+ *   recoveries slower.
  * A stop (a quit wakes the loop) ends the watch. */
 static void on_side(tb_io_t *io, uint32_t events)
 {
@@ -154,9 +174,16 @@ static void on_side(tb_io_t *io, uint32_t events)
             if (atomic_load(&k->armed))
                 set_timer(k, 0);
         }
+        int timer = n > 0;
         pthread_mutex_unlock(&k->tmu);
-        if (tb_node_side_watch(k->node, &k->side_io, EPOLLIN | EPOLLONESHOT) != 0)
+        if (!timer) {
+            atomic_store(&k->parked, 1);
+            /* armed since we looked: the arm may have missed the flag */
+            if (atomic_load(&k->armed) && atomic_exchange(&k->parked, 0))
+                rc = start_thread(k);
+        } else if (tb_node_side_watch(k->node, &k->side_io, EPOLLIN | EPOLLONESHOT) != 0) {
             rc = start_thread(k);       /* cannot wait here any more */
+        }
     }
     pthread_mutex_unlock(&k->smu);
     if (rc != 0)
@@ -174,7 +201,7 @@ static void kicker_free(tb_kicker_t *k)
     free(k);
 }
 
-tb_kicker_t *tb_kicker_start(void (*kick)(void *arg), void *arg, tb_node_t *node)
+tb_kicker_t *tb_kicker_new(void (*kick)(void *arg), void *arg)
 {
     tb_kicker_t *k = calloc(1, sizeof *k);
     if (!k)
@@ -185,39 +212,59 @@ tb_kicker_t *tb_kicker_start(void (*kick)(void *arg), void *arg, tb_node_t *node
     pthread_mutex_init(&k->tmu, NULL);
     pthread_mutex_init(&k->smu, NULL);
     k->loop = tb_loop_new(NULL, NULL);
-    k->node_io = (tb_io_t){ .fd = tb_node_loop_fd(node), .fn = on_node, .arg = k };
+    k->node_io = (tb_io_t){ .fd = -1, .fn = on_node, .arg = k };
     k->timer_io = (tb_io_t){ .fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC),
                              .fn = on_timer, .arg = k };
-    /* Disarmed until the application's network is complete (tb_kicker_arm). */
-    if (!k->loop || k->timer_io.fd < 0 || tb_loop_watch(k->loop, &k->node_io, EPOLLONESHOT) < 0 ||
-        tb_loop_watch(k->loop, &k->timer_io, EPOLLIN) < 0) {
-        kicker_free(k);
-        return NULL;
-    }
-    k->side_io = (tb_io_t){ .fd = tb_loop_fd(k->loop), .fn = on_side, .arg = k };
-    k->node = node;                     /* on_side may run at once */
-    if (tb_node_side_watch(node, &k->side_io, EPOLLIN | EPOLLONESHOT) == 0)
-        return k;
-    k->node = NULL;
-    /* No EDS thread to wait in (a node with given links): a thread now. */
-    pthread_mutex_lock(&k->smu);
-    int rc = start_thread(k);
-    pthread_mutex_unlock(&k->smu);
-    if (rc != 0) {
+    if (!k->loop || k->timer_io.fd < 0 || tb_loop_watch(k->loop, &k->timer_io, EPOLLIN) < 0) {
         kicker_free(k);
         return NULL;
     }
     return k;
 }
 
+int tb_kicker_share_fd(const tb_kicker_t *k)
+{
+    return tb_loop_fd(k->loop);
+}
+
+tb_io_t *tb_kicker_share_io(tb_kicker_t *k)
+{
+    return &k->node_io;
+}
+
+int tb_kicker_start(tb_kicker_t *k, tb_node_t *node)
+{
+    k->side_io = (tb_io_t){ .fd = tb_loop_fd(k->loop), .fn = on_side, .arg = k };
+    k->node = node;                     /* on_side may run at once */
+    if (tb_node_side_watch(node, &k->side_io, EPOLLIN | EPOLLONESHOT) == 0)
+        return 0;
+    k->node = NULL;
+    /* No EDS thread to wait in (a node with given links): a thread now. */
+    pthread_mutex_lock(&k->smu);
+    int rc = start_thread(k);
+    pthread_mutex_unlock(&k->smu);
+    return rc ? TBON_ENOMEM : 0;
+}
+
 TB_HOT void tb_kicker_arm(tb_kicker_t *k, int on, int64_t due)
 {
-    /* A back-end arms it after every call into the library: only changes
-     * cost a system call (and a timer due before the kicker would wake). */
+    /* A back-end arms it after every call into the library: a flag (and a
+     * system call for a timer due before the kicker would wake). */
     if (!k)
         return;
-    if (atomic_exchange(&k->armed, on) != on)
-        tb_loop_rearm(k->loop, &k->node_io, on ? EPOLLIN | EPOLLONESHOT : EPOLLONESHOT);
+    atomic_store(&k->armed, on);
+    /* The EDS thread stopped watching while the node was driven: watch
+     * again, or start the thread if it cannot (on_side). */
+    if (on && atomic_load(&k->parked) && atomic_exchange(&k->parked, 0)) {
+        pthread_mutex_lock(&k->smu);
+        int rc = 0;
+        if (!k->started && !atomic_load(&k->stop) && k->node &&
+            tb_node_side_watch(k->node, &k->side_io, EPOLLIN | EPOLLONESHOT) != 0)
+            rc = start_thread(k);
+        pthread_mutex_unlock(&k->smu);
+        if (rc != 0)
+            TB_WARN("kick", "cannot start the back-end's kicker thread: %s", strerror(rc));
+    }
     if (!on || due == INT64_MAX)
         return;         /* a timer set stays: see set_timer */
     /* Set for no later already (the common case: a back-end arms after

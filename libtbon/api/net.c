@@ -250,10 +250,13 @@ static int ms_left(const struct timespec *abs)
 }
 
 /* Let go of an inline node (with net->mu held): first run what other
- * threads posted while we drove it, so nothing waits for the next call. */
+ * threads posted while we drove it, and what arrived while we drove it
+ * but did not wait in its loop (the kicker heard of it and left a note:
+ * kick.c), so nothing waits for the next call. */
 TB_HOT static void release(tbon_net_t *net)
 {
-    while (tb_node_has_posted(net->node) && !tb_node_stopped(net->node)) {
+    while ((net->kick_missed || tb_node_has_posted(net->node)) && !tb_node_stopped(net->node)) {
+        net->kick_missed = 0;
         pthread_mutex_unlock(&net->mu);
         tb_node_step(net->node, 0);
         pthread_mutex_lock(&net->mu);
@@ -350,6 +353,8 @@ int tb_net_kick_ran(tbon_net_t *net)
         pthread_mutex_lock(&net->mu);
         release(net);
         ran = 1;
+    } else {
+        net->kick_missed = 1;   /* for the driver's release */
     }
     pthread_mutex_unlock(&net->mu);
     return ran;

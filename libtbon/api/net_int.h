@@ -85,6 +85,8 @@ struct tbon_net {
     int            inline_node;    /* BE: no reactor thread; callers drive it */
     tb_kicker_t   *kicker;         /* BE: drives it while they do not (kick.c) */
     int            driving;        /* a caller is driving the node now */
+    int            kick_missed;    /* the kicker found it driven: the driver
+                                      runs one more turn before it lets go */
     int            ready, failed, fail_code;
     char           fail_msg[512];
     tbon_rank_t   *missing;        /* FE: ranks left out of the start-up (by the
@@ -124,10 +126,17 @@ struct tbon_net {
  * turn when node's loop has something; armed (any thread) while no
  * application thread drives the node. The thread starts the first time
  * it is needed, from the node's EDS thread (tb_node_side_watch). */
-/* kick(arg) runs a turn of node; the kicker calls it from its own thread
- * while armed and something arrives, or at due (ms, tb_now_ms's clock;
- * INT64_MAX: no timer). */
-tb_kicker_t *tb_kicker_start(void (*kick)(void *arg), void *arg, tb_node_t *node);
+/* kick(arg) runs a turn of node (or leaves a note for the thread that
+ * drives it); the kicker calls it from its own thread when something
+ * arrives and no thread waits in the node's loop, or at due while armed
+ * (ms, tb_now_ms's clock; INT64_MAX: no timer). Made before the node, whose
+ * loop shares its events with tb_kicker_share_fd (naming
+ * tb_kicker_share_io: tb_node_config_t), and started once the node is
+ * there: 0 or TBON_ENOMEM. */
+tb_kicker_t *tb_kicker_new(void (*kick)(void *arg), void *arg);
+int tb_kicker_share_fd(const tb_kicker_t *k);
+tb_io_t *tb_kicker_share_io(tb_kicker_t *k);
+int tb_kicker_start(tb_kicker_t *k, tb_node_t *node);
 void tb_kicker_arm(tb_kicker_t *k, int on, int64_t due);
 /* Stop the thread (before node is destroyed); free the rest with
  * tb_kicker_destroy after it (its EDS thread may still have looked at the

@@ -5,6 +5,7 @@
 #include "util/hot.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -31,6 +32,10 @@ struct tb_loop {
                                  other threads: tb_loop_due */
     int failed;               /* TBON_ENOMEM: a timer could not be armed (the
                                  loop's thread's; tb_loop_wait returns it) */
+    atomic_size_t nio;        /* ios registered (an io may be added from
+                                 another thread) */
+    int pfd;                  /* tb_loop_share's set (a dup), or -1 */
+    tb_io_t *pio;             /* named by its events */
 };
 
 /* The first due time of the timers under heap[i] that are not lazy: a
@@ -229,6 +234,31 @@ TB_HOT static void on_wake(tb_io_t *io, uint32_t events)
 
 /* ---- descriptors ---- */
 
+/* Register io's fd for events in a shared loop (tb_loop_share): here, then
+ * in the partner set; was: it is in both already (taken out first). */
+static int share_reg(tb_loop_t *l, tb_io_t *io, uint32_t events, int was)
+{
+    if (was) {
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, io->fd, NULL);
+        epoll_ctl(l->pfd, EPOLL_CTL_DEL, io->fd, NULL);
+    }
+    uint32_t io_bits = events & (EPOLLIN | EPOLLOUT);
+    struct epoll_event ev = { .events = events, .data.ptr = io };
+    if (events & EPOLLIN)
+        ev.events = io_bits | EPOLLEXCLUSIVE;
+    struct epoll_event pev = { .events = io_bits | EPOLLEXCLUSIVE | EPOLLET,
+                               .data.ptr = l->pio };
+    if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, io->fd, &ev) < 0)
+        return -1;
+    if (epoll_ctl(l->pfd, EPOLL_CTL_ADD, io->fd, &pev) < 0) {
+        int e = errno;
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, io->fd, NULL);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
 TB_HOT int tb_loop_watch(tb_loop_t *l, tb_io_t *io, uint32_t events)
 {
     if (io->registered && io->events == events)
@@ -240,11 +270,18 @@ TB_HOT int tb_loop_watch(tb_loop_t *l, tb_io_t *io, uint32_t events)
     io->registered = 1;
     io->events = events;
     struct epoll_event ev = { .events = events, .data.ptr = io };
-    if (epoll_ctl(l->epfd, was ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, io->fd, &ev) < 0) {
-        io->registered = was;
-        io->events = old;
-        return errno == ENOMEM || errno == ENOSPC ? TBON_ENOMEM : TBON_EIO;
+    int rc = l->pfd >= 0 ? share_reg(l, io, events, was)
+                         : epoll_ctl(l->epfd, was ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, io->fd, &ev);
+    if (rc < 0) {
+        int e = errno;
+        if (was && l->pfd >= 0)
+            atomic_fetch_sub(&l->nio, 1);   /* taken out of both by share_reg */
+        io->registered = was && l->pfd < 0;
+        io->events = io->registered ? old : 0;
+        return e == ENOMEM || e == ENOSPC ? TBON_ENOMEM : TBON_EIO;
     }
+    if (!was)
+        atomic_fetch_add(&l->nio, 1);
     return 0;
 }
 
@@ -253,8 +290,34 @@ void tb_loop_forget(tb_loop_t *l, tb_io_t *io)
     if (!io->registered)
         return;
     epoll_ctl(l->epfd, EPOLL_CTL_DEL, io->fd, NULL);
+    if (l->pfd >= 0)
+        epoll_ctl(l->pfd, EPOLL_CTL_DEL, io->fd, NULL);
+    atomic_fetch_sub(&l->nio, 1);
     io->registered = 0;
     io->events = 0;
+}
+
+int tb_loop_share(tb_loop_t *l, int pfd, tb_io_t *pio)
+{
+    /* Only the loop's own wake-up may be watched yet (the others would have
+     * to be found and registered again). */
+    if (l->pfd >= 0 || pfd < 0 || !pio || atomic_load(&l->nio) != 1)
+        return TBON_EINVAL;
+    l->pfd = fcntl(pfd, F_DUPFD_CLOEXEC, 0);
+    if (l->pfd < 0)
+        return errno == EMFILE || errno == ENFILE ? TBON_ENOMEM : TBON_EIO;
+    l->pio = pio;
+    epoll_ctl(l->epfd, EPOLL_CTL_DEL, l->wake.fd, NULL);
+    if (share_reg(l, &l->wake, l->wake.events, 0) < 0) {
+        int e = errno;
+        close(l->pfd);
+        l->pfd = -1;
+        struct epoll_event ev = { .events = l->wake.events, .data.ptr = &l->wake };
+        if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wake.fd, &ev) < 0)
+            l->failed = TBON_EIO;       /* the loop would never wake: failed */
+        return e == ENOMEM || e == ENOSPC ? TBON_ENOMEM : TBON_EIO;
+    }
+    return 0;
 }
 
 void tb_loop_rearm(tb_loop_t *l, tb_io_t *io, uint32_t events)
@@ -299,6 +362,7 @@ tb_loop_t *tb_loop_new(tb_drain_fn drain, void *arg)
     l->arg = arg;
     atomic_init(&l->due_pub, INT64_MAX);
     pthread_mutex_init(&l->mu, NULL);
+    l->pfd = -1;
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
     l->wake.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     l->wake.fn = on_wake;
@@ -322,6 +386,8 @@ void tb_loop_destroy(tb_loop_t *l)
         close(l->wake.fd);
     if (l->epfd >= 0)
         close(l->epfd);
+    if (l->pfd >= 0)
+        close(l->pfd);
     pthread_mutex_destroy(&l->mu);
     free(l);
 }

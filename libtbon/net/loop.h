@@ -69,6 +69,22 @@ int tb_loop_fd(const tb_loop_t *l);
 int tb_loop_watch(tb_loop_t *l, tb_io_t *io, uint32_t events);
 /* Stop watching io (its fd stays open: the caller closes it). */
 void tb_loop_forget(tb_loop_t *l, tb_io_t *io);
+/* Share the loop's events with another epoll set, pfd (a back-end's kicker,
+ * api/kick.c), so that it hears of them only when no thread waits in this
+ * loop: from now on every descriptor watched for input here is registered
+ * here with EPOLLEXCLUSIVE, and in pfd after it with EPOLLEXCLUSIVE and
+ * EPOLLET, its events there naming pio. The kernel then wakes the first
+ * set in a descriptor's wait queue that has a thread waiting in it: this
+ * loop's while one waits here, else pfd's, once per new event. A change of
+ * a descriptor's events is a delete and an add in both sets (exclusive
+ * entries cannot be modified), in that order; EPOLLRDHUP, which exclusive
+ * entries cannot have, is kept only where EPOLLIN is not asked for (a peer
+ * that closes is seen by EPOLLIN there). pfd is duplicated: the loop keeps
+ * its registrations until it is destroyed. Once, right after tb_loop_new
+ * (TBON_EINVAL once anything is watched), before any thread waits in pfd.
+ * 0, or a negative TBON_E*. */
+int tb_loop_share(tb_loop_t *l, int pfd, tb_io_t *pio);
+
 /* Any thread: watch io, registered already with EPOLLONESHOT among its
  * events, for events once more (a one-shot that fired is disarmed). Unlike
  * tb_loop_watch it writes nothing in io. */

@@ -761,6 +761,11 @@ static int node_parts(tb_node_t *n)
     tb_node_links_init(n);
     if (!n->filters || !n->child || !n->loop)
         return TBON_ENOMEM;
+    if (n->cfg.share_io) {
+        int rc = tb_loop_share(n->loop, n->cfg.share_fd, n->cfg.share_io);
+        if (rc)
+            return rc;
+    }
     n->nchild = n->nsorted = nc;
     n->capchild = nc ? nc : 1;
     for (size_t i = 0; i < nc; i++) {

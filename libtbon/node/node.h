@@ -115,6 +115,12 @@ typedef struct tb_node_config {
      * the call): tbon_commnode ends its process here. NULL: the report is
      * all, and the parent takes this node for failed. */
     void (*fatal)(int code, const char *msg);
+    /* A back-end's kicker (api/kick.c): the node's loop shares its events
+     * with the epoll set share_fd, whose events then name share_io, so that
+     * the kicker wakes only when no thread waits in the node's loop
+     * (tb_loop_share). NULL: not shared. */
+    struct tb_io  *share_io;
+    int            share_fd;
 } tb_node_config_t;
 
 /* Given links (cfg.given_links = 1): several nodes in one process, joined by

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <tbon/tbon.h>
@@ -329,4 +331,144 @@ TEST(timer_heap_out_of_memory_fails_the_loop)
     CHECK_UINT(tb_loop_ntimers(l), k - 1);
     tb_loop_destroy(l);
     free(tm);
+}
+
+/* ---- a loop's events shared with another set (tb_loop_share) ---- */
+
+/* Counts, and leaves the byte: a set that had the event would still see it. */
+static void on_peek(tb_io_t *io, uint32_t events)
+{
+    struct pio *p = (struct pio *)io;
+    p->n++;
+    p->ev = events;
+}
+
+static void on_partner(tb_io_t *io, uint32_t events)
+{
+    struct pio *p = (struct pio *)io;
+    p->n++;
+    p->ev = events;
+}
+
+struct waiter { tb_loop_t *l; int rc; pid_t tid; };
+static void *wait_in(void *arg)
+{
+    struct waiter *w = arg;
+    __atomic_store_n(&w->tid, (pid_t)gettid(), __ATOMIC_RELEASE);
+    w->rc = tb_loop_wait(w->l, 10000);
+    return NULL;
+}
+
+/* Thread tid is blocked in an epoll wait on fd (its /proc syscall line). */
+static int blocked_on(pid_t tid, int fd)
+{
+    char path[64], line[256] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    if (!fgets(line, sizeof line, f))
+        line[0] = '\0';
+    fclose(f);
+    long nr = -1;
+    unsigned long a0 = 0;
+    if (sscanf(line, "%ld 0x%lx", &nr, &a0) != 2)
+        return 0;
+    return (nr == SYS_epoll_wait || nr == SYS_epoll_pwait) && a0 == (unsigned long)fd;
+}
+
+/* Write a byte while a thread waits in the loop: it takes the event, and
+ * the partner set hears nothing (p's fn leaves the byte to be read here:
+ * had the partner set been told, it would still see it). */
+static void write_while_waited(tb_loop_t *l, tb_loop_t *k, struct pio *p, int wfd,
+                               struct pio *partner)
+{
+    p->io.fn = on_peek;
+    static struct waiter w;
+    w = (struct waiter){ .l = l, .tid = 0 };
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, wait_in, &w) == 0);
+    int64_t end = tb_now_ms() + 10000;
+    pid_t tid = 0;
+    while (tb_now_ms() < end && !((tid = __atomic_load_n(&w.tid, __ATOMIC_ACQUIRE)) &&
+                                  blocked_on(tid, tb_loop_fd(l)))) {
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    CHECK(blocked_on(__atomic_load_n(&w.tid, __ATOMIC_ACQUIRE), tb_loop_fd(l)));
+    int before = partner->n;
+    CHECK(write(wfd, "w", 1) == 1);
+    pthread_join(th, NULL);
+    CHECK_INT(w.rc, 1);
+    CHECK_INT(tb_loop_wait(k, 50), 0);
+    CHECK_INT(partner->n, before);
+    char c;
+    CHECK(read(p->io.fd, &c, 1) == 1);
+    p->io.fn = on_pipe;
+}
+
+/* The back-end's kicker hears of its node's events this way (api/kick.c):
+ * the partner set is woken for an event only when no thread waits in the
+ * loop, once per event (edge-triggered), naming the partner's io; a
+ * thread that waits in the loop takes the event alone, also after the
+ * descriptor's events were changed (a delete and an add in both sets, in
+ * order); a forgotten descriptor is in neither; sharing is refused once
+ * anything but the loop's own wake-up is watched. */
+TEST(shared_events_wake_the_partner_only_when_nobody_waits)
+{
+    tb_loop_t *l = tb_loop_new(NULL, NULL), *k = tb_loop_new(NULL, NULL);
+    REQUIRE(l && k);
+    struct pio partner = { .io = { .fd = -1, .fn = on_partner } };
+    REQUIRE(tb_loop_share(l, tb_loop_fd(k), &partner.io) == 0);
+    CHECK_INT(tb_loop_share(l, tb_loop_fd(k), &partner.io), TBON_EINVAL);
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    struct pio p = { .io = { .fd = fds[0], .fn = on_pipe } };
+    REQUIRE(tb_loop_watch(l, &p.io, EPOLLIN) == 0);
+
+    /* nobody waits in l: the partner hears, once */
+    CHECK(write(fds[1], "a", 1) == 1);
+    CHECK_INT(tb_loop_wait(k, 5000), 1);
+    CHECK_INT(partner.n, 1);
+    CHECK(partner.ev & EPOLLIN);
+    CHECK_INT(tb_loop_wait(k, 50), 0);
+    CHECK_INT(tb_loop_wait(l, 0), 1);       /* the byte is still l's */
+    CHECK_INT(p.n, 1);
+
+    /* a thread waits in l: it alone is woken */
+    write_while_waited(l, k, &p, fds[1], &partner);
+    CHECK_INT(p.n, 2);
+
+    /* the events changed and back: still l's first */
+    REQUIRE(tb_loop_watch(l, &p.io, EPOLLIN | EPOLLOUT) == 0);
+    REQUIRE(tb_loop_watch(l, &p.io, EPOLLIN) == 0);
+    write_while_waited(l, k, &p, fds[1], &partner);
+    CHECK_INT(p.n, 3);
+
+    /* the loop's mailbox too: a wake-up nobody waits for goes to the partner */
+    tb_loop_wake(l);
+    CHECK_INT(tb_loop_wait(k, 5000), 1);
+    CHECK_INT(partner.n, 2);
+    CHECK_INT(tb_loop_wait(l, 0), 1);
+
+    /* forgotten: in neither */
+    tb_loop_forget(l, &p.io);
+    CHECK(write(fds[1], "z", 1) == 1);
+    CHECK_INT(tb_loop_wait(k, 50), 0);
+    CHECK_INT(tb_loop_wait(l, 0), 0);
+    CHECK_INT(partner.n, 2);
+
+    /* a loop that watches something already cannot share */
+    tb_loop_t *m = tb_loop_new(NULL, NULL);
+    REQUIRE(m);
+    struct pio q = { .io = { .fd = fds[0], .fn = on_pipe } };
+    REQUIRE(tb_loop_watch(m, &q.io, EPOLLIN) == 0);
+    CHECK_INT(tb_loop_share(m, tb_loop_fd(k), &partner.io), TBON_EINVAL);
+    tb_loop_forget(m, &q.io);
+    tb_loop_destroy(m);
+
+    close(fds[0]);
+    close(fds[1]);
+    tb_loop_destroy(l);
+    tb_loop_destroy(k);
 }
