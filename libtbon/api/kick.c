@@ -191,6 +191,21 @@ static void on_side(tb_io_t *io, uint32_t events)
                 "only while the application is in the library", strerror(rc));
 }
 
+/* The kicker's loop was woken: a poke (tb_kicker_poke), or a stop. */
+static void on_poke(void *arg, tb_mail_t *list)
+{
+    (void)list;                         /* nothing is ever posted */
+    tb_kicker_t *k = arg;
+    if (!atomic_load(&k->stop))
+        k->kick(k->arg);
+}
+
+void tb_kicker_poke(tb_kicker_t *k)
+{
+    if (k)
+        tb_loop_wake(k->loop);
+}
+
 static void kicker_free(tb_kicker_t *k)
 {
     tb_loop_destroy(k->loop);
@@ -211,7 +226,7 @@ tb_kicker_t *tb_kicker_new(void (*kick)(void *arg), void *arg)
     k->tfd_due = INT64_MAX;
     pthread_mutex_init(&k->tmu, NULL);
     pthread_mutex_init(&k->smu, NULL);
-    k->loop = tb_loop_new(NULL, NULL);
+    k->loop = tb_loop_new(on_poke, k);
     k->node_io = (tb_io_t){ .fd = -1, .fn = on_node, .arg = k };
     k->timer_io = (tb_io_t){ .fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC),
                              .fn = on_timer, .arg = k };

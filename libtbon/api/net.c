@@ -261,10 +261,17 @@ TB_HOT static void release(tbon_net_t *net)
         tb_node_step(net->node, 0);
         pthread_mutex_lock(&net->mu);
     }
+    /* What a read left in a socket brings the kicker no new event: ask it
+     * for a turn (a stream that fills the socket faster than a turn's
+     * budget reads it, while the application goes away). Looked at while
+     * we still drive the node. */
+    int left = net->kicker && !tb_node_stopped(net->node) && tb_node_input_left(net->node);
     net->driving = 0;
     /* Nobody drives it now: the kicker runs it when something arrives
      * (armed only now, or a kick could find it still driven and be lost). */
     tb_node_arm(net->node, 1);
+    if (left)
+        tb_kicker_poke(net->kicker);
     pthread_cond_broadcast(&net->cond);
 }
 

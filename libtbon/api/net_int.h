@@ -138,6 +138,9 @@ int tb_kicker_share_fd(const tb_kicker_t *k);
 tb_io_t *tb_kicker_share_io(tb_kicker_t *k);
 int tb_kicker_start(tb_kicker_t *k, tb_node_t *node);
 void tb_kicker_arm(tb_kicker_t *k, int on, int64_t due);
+/* Any thread: have the kicker run a turn soon (the node's events will not
+ * tell it: tb_node_input_left). */
+void tb_kicker_poke(tb_kicker_t *k);
 /* Stop the thread (before node is destroyed); free the rest with
  * tb_kicker_destroy after it (its EDS thread may still have looked at the
  * kicker until then). NULL is fine for both. */

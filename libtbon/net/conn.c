@@ -782,6 +782,7 @@ TB_HOT int tb_conn_flush(tb_conn_t *c)
 TB_HOT long tb_conn_read(tb_conn_t *c, size_t max_bytes)
 {
     size_t total = 0;
+    c->more = 1;            /* unless it ends below with the socket drained */
     while (total < max_bytes) {
         void *p;
         size_t avail;
@@ -795,8 +796,10 @@ TB_HOT long tb_conn_read(tb_conn_t *c, size_t max_bytes)
         if (n > 0) {
             tb_fdec_commit(c->dec, (size_t)n);
             total += (size_t)n;
-            if ((size_t)n < avail)
+            if ((size_t)n < avail) {
+                c->more = 0;
                 break;
+            }
             continue;
         }
         if (total)
@@ -809,8 +812,10 @@ TB_HOT long tb_conn_read(tb_conn_t *c, size_t max_bytes)
         }
         if (errno == EINTR)
             continue;
-        if (errno == EAGAIN)
+        if (errno == EAGAIN) {
+            c->more = 0;
             break;
+        }
         snprintf(c->why, sizeof c->why, "read: %s", strerror(errno));
         c->closed = 1;
         c->peer_gone = 1;

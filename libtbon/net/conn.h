@@ -105,6 +105,9 @@ struct tb_conn {
     uint64_t    n_kept, n_selected;                   /* out of order kept; frames resent alone */
     tb_io_t     io;            /* in its owner's loop (io.fd is fd) */
     int         reading;       /* 0 while back-pressure pauses reading */
+    int         more;          /* the last tb_conn_read stopped at its budget
+                                  or before an end: the socket may hold more,
+                                  with no new event to say so */
     int         dirty;         /* has queued frames not yet tried */
     int         closed;        /* EOF or error: to be freed after dispatch */
     int         peer_gone;     /* closed by the peer's end (EOF, a reset, a

@@ -674,6 +674,19 @@ void tb_node_side_forget(tb_node_t *n, tb_io_t *io)
     n->ft->side_forget(n, io);
 }
 
+int tb_node_input_left(const tb_node_t *n)
+{
+    const tb_conn_t *c = n->parent;
+    if (c && !c->closed && c->fd >= 0 && c->reading && c->more)
+        return 1;
+    for (size_t i = 0; i < n->nchild; i++) {
+        c = n->child[i].conn;
+        if (c && !c->closed && c->fd >= 0 && c->reading && c->more)
+            return 1;
+    }
+    return 0;
+}
+
 int tb_node_has_posted(tb_node_t *n)
 {
     return tb_loop_has_mail(n->loop);

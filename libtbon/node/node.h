@@ -177,6 +177,11 @@ void tb_node_flush(tb_node_t *n);
 /* 1 if other threads have queued commands (an adoption, say) that a node
  * without a reactor thread should take in with a tb_node_step(n, 0). */
 int  tb_node_has_posted(tb_node_t *n);
+/* A connection's last read stopped before its socket was drained (its
+ * budget, or an end behind the data): an edge-triggered watcher (a
+ * back-end's kicker) hears of no new event for what is left. The thread
+ * that drives the node. */
+int  tb_node_input_left(const tb_node_t *n);
 /* Bytes queued for sending, and whether the node has stopped. */
 size_t tb_node_backlog(const tb_node_t *n);
 int  tb_node_stopped(const tb_node_t *n);
