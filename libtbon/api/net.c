@@ -77,6 +77,7 @@ tbon_net_t *tb_net_alloc(int is_fe)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&n->cond, &ca);
+    pthread_cond_init(&n->ev_cond, &ca);
     pthread_condattr_destroy(&ca);
     n->next_stream = 1;
     n->next_filter = TBON_FILTER_BUILTIN_COUNT;
@@ -178,13 +179,18 @@ static tbon_stream_t *oldest_locked(tbon_net_t *net)
 
 /* ---- receiving ---- */
 
-int tb_net_wait_until(tbon_net_t *net, const struct timespec *abs)
+int tb_net_wait_on(tbon_net_t *net, pthread_cond_t *cond, const struct timespec *abs)
 {
     if (!abs) {
-        pthread_cond_wait(&net->cond, &net->mu);
+        pthread_cond_wait(cond, &net->mu);
         return 0;
     }
-    return pthread_cond_timedwait(&net->cond, &net->mu, abs);
+    return pthread_cond_timedwait(cond, &net->mu, abs);
+}
+
+int tb_net_wait_until(tbon_net_t *net, const struct timespec *abs)
+{
+    return tb_net_wait_on(net, &net->cond, abs);
 }
 
 struct timespec *tb_net_deadline(int timeout_ms, struct timespec *ts)
@@ -703,7 +709,7 @@ int tbon_net_next_event(tbon_net_t *net, tbon_event_t *ev, int timeout_ms)
             rc = TBON_ECLOSED;
             break;
         }
-        if (timeout_ms == 0 || tb_net_wait_until(net, abs) != 0)
+        if (timeout_ms == 0 || tb_net_wait_on(net, &net->ev_cond, abs) != 0)
             break;
     }
     pthread_mutex_unlock(&net->mu);
@@ -784,5 +790,6 @@ void tb_net_free(tbon_net_t *net)
     pthread_mutex_destroy(&net->mu);
     pthread_mutex_destroy(&net->errmu);
     pthread_cond_destroy(&net->cond);
+    pthread_cond_destroy(&net->ev_cond);
     free(net);
 }

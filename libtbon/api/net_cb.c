@@ -79,6 +79,7 @@ static void cb_status(void *arg, int what, int code, const char *msg)
         /* Every call from now on says TBON_ECLOSED; the application leaves
          * when it sees it (the library ends no process: docs/api.md). */
         net->closed = 1;
+        pthread_cond_broadcast(&net->ev_cond);
         /* A back-end's node has finished: nothing is left for the kicker
          * to run, and its thread ends while the application sees the
          * close (tbon_net_destroy joins it). */
@@ -188,7 +189,11 @@ static void cb_event(void *arg, const tbon_event_t *ev)
     tbon_event_t *e = tb_ring_push(&net->events);
     if (e)
         *e = *ev;
-    pthread_cond_broadcast(&net->cond);
+    /* tbon_net_next_event's waiters only: no call waits on net->cond for
+     * the topology (the attributes' waiters are woken by
+     * tb_net_attrs_changed_locked), and a receiver woken for every event
+     * of a recovery found nothing new each time. */
+    pthread_cond_broadcast(&net->ev_cond);
     pthread_mutex_unlock(&net->mu);
 }
 
@@ -210,8 +215,7 @@ static void cb_view(void *arg, uint64_t version, const tb_vchange_t *ch, size_t 
                            c->rank, c->parent, c->host, c->lid, c->inc);
     }
     net->view_version = version;
-    pthread_cond_broadcast(&net->cond);
-    pthread_mutex_unlock(&net->mu);
+    pthread_mutex_unlock(&net->mu);     /* nobody waits for a view: no wake-up */
 }
 
 static tbon_rank_t *dup_ranks(const tbon_rank_t *r, size_t n)

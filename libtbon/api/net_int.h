@@ -74,6 +74,11 @@ struct tbon_net {
     tb_topology_t *topo;   /* the application's copy, for rank queries */
     pthread_mutex_t mu;
     pthread_cond_t  cond;
+    pthread_cond_t  ev_cond;       /* FE: tbon_net_next_event's alone (an event
+                                      or the close): the views, packets and
+                                      attributes that come with every event of
+                                      a recovery do not wake it (two thread
+                                      switches per orphan at the FE) */
     tbon_stream_t **streams;       /* by id */
     size_t         nstreams;
     uint64_t       seq;
@@ -172,6 +177,8 @@ tb_dent_t *tb_net_queue_locked(tbon_net_t *net, tbon_stream_t *s);
  * pthread_cond_timedwait. The deadline timeout_ms from now in *ts (NULL if
  * timeout_ms < 0). (net.c) */
 int tb_net_wait_until(tbon_net_t *net, const struct timespec *abs);
+/* The same on another condition of net's (net->ev_cond). */
+int tb_net_wait_on(tbon_net_t *net, pthread_cond_t *cond, const struct timespec *abs);
 struct timespec *tb_net_deadline(int timeout_ms, struct timespec *ts);
 /* FE: the replica of rank r's attributes, made if make (under net->mu;
  * net_cb.c). */
