@@ -26,6 +26,8 @@ struct tb_loop {
     pthread_mutex_t mu;       /* the mailbox: head and tail */
     tb_mail_t *head, *tail;
     atomic_int posted;        /* the mailbox is not empty (read without mu) */
+    int woken;                /* under mu: a post since the last take has
+                                 written the eventfd (tb_loop_post) */
     tb_drain_fn drain;
     void *arg;
     _Atomic int64_t due_pub;  /* heap[0]'s due time (INT64_MAX: none), for
@@ -172,13 +174,9 @@ TB_HOT int tb_loop_fire(tb_loop_t *l)
 
 /* ---- the mailbox ---- */
 
-void tb_loop_post(tb_loop_t *l, tb_mail_t *m)
-{
-    tb_loop_queue(l, m);
-    tb_loop_wake(l);
-}
-
-void tb_loop_queue(tb_loop_t *l, tb_mail_t *m)
+/* Append m under mu; 1 if the caller is to wake the loop for it (wake
+ * asked, and no post since the last take has woken it yet). */
+static int enqueue(tb_loop_t *l, tb_mail_t *m, int wake)
 {
     m->next = NULL;
     pthread_mutex_lock(&l->mu);
@@ -188,7 +186,26 @@ void tb_loop_queue(tb_loop_t *l, tb_mail_t *m)
         l->head = m;
     l->tail = m;
     atomic_store(&l->posted, 1);
+    wake = wake && !l->woken;
+    if (wake)
+        l->woken = 1;
     pthread_mutex_unlock(&l->mu);
+    return wake;
+}
+
+/* A post behind another that has not been taken yet rides on its wake:
+ * the take that the first one's write brings about takes both. A parent's
+ * loss posted two messages to the EDS back to back (the failure, then the
+ * adoption), two eventfd writes and often two wake-ups of its thread. */
+void tb_loop_post(tb_loop_t *l, tb_mail_t *m)
+{
+    if (enqueue(l, m, 1))
+        tb_loop_wake(l);
+}
+
+void tb_loop_queue(tb_loop_t *l, tb_mail_t *m)
+{
+    enqueue(l, m, 0);
 }
 
 void tb_loop_wake(tb_loop_t *l)
@@ -209,6 +226,7 @@ tb_mail_t *tb_loop_take(tb_loop_t *l)
     tb_mail_t *m = l->head;
     l->head = l->tail = NULL;
     atomic_store(&l->posted, 0);
+    l->woken = 0;           /* the next post wakes it again */
     pthread_mutex_unlock(&l->mu);
     return m;
 }

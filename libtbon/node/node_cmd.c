@@ -312,8 +312,9 @@ void tb_node_queue(tb_node_t *n, tb_cmd_t *cmd)
 
 TB_HOT void tb_node_post(tb_node_t *n, tb_cmd_t *cmd)
 {
-    tb_node_queue(n, cmd);
-    tb_loop_wake(n->loop);
+    if (cmd->bytes)
+        atomic_fetch_add(&n->pending, cmd->bytes);
+    tb_loop_post(n->loop, &cmd->mail);
 }
 
 TB_HOT int tb_node_wait_backlog(tb_node_t *n, int flush)

@@ -222,6 +222,66 @@ TEST(free_drains_the_rest)
     CHECK_INT(got[0], 3);
 }
 
+/* The write system calls this process has made (/proc/self/io), or -1. */
+static long write_calls(void)
+{
+    FILE *f = fopen("/proc/self/io", "r");
+    if (!f)
+        return -1;
+    char line[128];
+    long n = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "syscw: %ld", &n) == 1)
+            break;
+    fclose(f);
+    return n;
+}
+
+static struct msg *msg_new(int seq)
+{
+    struct msg *m = malloc(sizeof *m);
+    if (m) {
+        m->from = 0;
+        m->seq = seq;
+    }
+    return m;
+}
+
+/* Posts behind one not taken yet ride on its wake: one eventfd write for
+ * three posts; a post after the take wakes the loop again, and so does the
+ * first post behind a message queued without a wake (tb_loop_queue). */
+TEST(posts_share_one_wake)
+{
+    tb_loop_t *l = tb_loop_new(drain, NULL);
+    REQUIRE(l);
+    got[0] = 0;
+    bad = 0;
+    struct msg *m[6];
+    for (int i = 0; i < 6; i++)
+        REQUIRE((m[i] = msg_new(i)) != NULL);
+    long w0 = write_calls();
+    REQUIRE(w0 >= 0);
+    for (int i = 0; i < 3; i++)
+        tb_loop_post(l, &m[i]->m);
+    long w1 = write_calls();
+    CHECK_INT(w1 - w0, 1);
+    CHECK(tb_loop_wait(l, 1000) >= 0);
+    CHECK_INT(got[0], 3);
+    tb_loop_post(l, &m[3]->m);          /* after the take: a wake of its own */
+    long w2 = write_calls();
+    CHECK_INT(w2 - w1, 1);
+    CHECK(tb_loop_wait(l, 1000) >= 0);
+    CHECK_INT(got[0], 4);
+    tb_loop_queue(l, &m[4]->m);         /* no wake... */
+    tb_loop_post(l, &m[5]->m);          /* ...so this one wakes */
+    CHECK_INT(write_calls() - w2, 1);
+    CHECK(tb_loop_wait(l, 1000) >= 0);
+    CHECK_INT(got[0], 6);
+    CHECK_INT(bad, 0);
+    CHECK(!tb_loop_has_mail(l));
+    tb_loop_destroy(l);
+}
+
 /* ---- descriptors ---- */
 
 struct pio { tb_io_t io; int n; uint32_t ev; };
