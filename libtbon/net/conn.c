@@ -808,6 +808,7 @@ TB_HOT long tb_conn_read(tb_conn_t *c, size_t max_bytes)
             snprintf(c->why, sizeof c->why, "connection closed by the peer");
             c->closed = 1;
             c->peer_gone = 1;
+            c->at_eof = 1;
             return -1;
         }
         if (errno == EINTR)

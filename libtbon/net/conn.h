@@ -113,6 +113,8 @@ struct tb_conn {
     int         peer_gone;     /* closed by the peer's end (EOF, a reset, a
                                   failed write), not by what it sent: what
                                   it wrote before may still be unread */
+    int         at_eof;        /* a read found the end: nothing is left unread
+                                  (link_broke reads no more) */
     struct tb_conn *next_dead; /* the owner's list of connections to free */
     char        why[600];      /* why it closed */
     /* a packet arriving in pieces (TB_FRAME_F_FRAG): what came so far, and

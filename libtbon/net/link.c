@@ -370,6 +370,7 @@ int tb_link_up(tb_conn_t *c, int fd, int64_t now)
     c->down = 0;
     c->closed = 0;
     c->peer_gone = 0;
+    c->at_eof = 0;
     c->hold = 1;
     if (c->down_since)
         c->down_since = now;    /* a new window for the peer's RESEND */

@@ -158,7 +158,9 @@ TB_HOT static void on_frames(tb_node_t *n, tb_conn_t *c)
 static void take_the_rest(tb_node_t *n, tb_conn_t *c)
 {
     on_frames(n, c);
-    while (!c->closed && tb_conn_read(c, READ_BUDGET) > 0)
+    /* A read that found the end has left nothing behind it: one recv less
+     * per broken link (every orphan's, every adopter's lost child). */
+    while (!c->closed && !c->at_eof && tb_conn_read(c, READ_BUDGET) > 0)
         on_frames(n, c);
 }
 
