@@ -47,8 +47,11 @@ typedef enum tb_eds_rep_kind {
     TB_EDS_PORT,            /* r listens on port p (the port table) */
     TB_EDS_JOINED,          /* r joined, or came back restarted (tb_eds_join) */
 } tb_eds_rep_kind_t;
+/* wake: the EDS thread is woken for it (the failure of a neighbour, whose
+ * event connection it fences at once); else it waits in the mailbox for
+ * the EDS's next need of its copy or next wake-up. */
 void tb_eds_report(tb_eds_t *e, tb_eds_rep_kind_t kind, tbon_rank_t r, tbon_rank_t p,
-                   uint32_t inc);
+                   uint32_t inc, int wake);
 /* A node joined, or a restarted one came back (a view's TB_V_JOIN or
  * TB_V_JOIN_CN change c, applied by tb_report_join): the same in our copy. */
 void tb_eds_join(tb_eds_t *e, const tb_vchange_t *c);

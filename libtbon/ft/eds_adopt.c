@@ -667,13 +667,12 @@ static void send_mail(tb_eds_t *e, struct eds_mail q, int wake)
 }
 
 void tb_eds_report(tb_eds_t *e, tb_eds_rep_kind_t kind, tbon_rank_t r, tbon_rank_t p,
-                   uint32_t inc)
+                   uint32_t inc, int wake)
 {
     if (!e)
         return;
-    /* A failure wakes the EDS: the rank's event connection is fenced now. */
     send_mail(e, (struct eds_mail){ .what = M_REPORT, .kind = kind, .r = r, .p = p, .inc = inc,
-                                    .role = TB_ROLE_BE }, kind == TB_EDS_FAILED);
+                                    .role = TB_ROLE_BE }, wake);
 }
 
 void tb_eds_join(tb_eds_t *e, const tb_vchange_t *c)
