@@ -303,17 +303,23 @@ TB_HOT void tb_cmd_free(tb_cmd_t *c)
     free(c);
 }
 
-void tb_node_queue(tb_node_t *n, tb_cmd_t *cmd)
+/* A command's bytes count in the backlog from the moment it is queued. */
+static inline void count_pending(tb_node_t *n, const tb_cmd_t *cmd)
 {
     if (cmd->bytes)
         atomic_fetch_add(&n->pending, cmd->bytes);
+}
+
+void tb_node_queue(tb_node_t *n, tb_cmd_t *cmd)
+{
+    count_pending(n, cmd);
     tb_loop_queue(n->loop, &cmd->mail);
 }
 
+/* tb_loop_post: a command behind one not yet taken rides on its wake-up. */
 TB_HOT void tb_node_post(tb_node_t *n, tb_cmd_t *cmd)
 {
-    if (cmd->bytes)
-        atomic_fetch_add(&n->pending, cmd->bytes);
+    count_pending(n, cmd);
     tb_loop_post(n->loop, &cmd->mail);
 }
 
