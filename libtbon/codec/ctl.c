@@ -106,6 +106,7 @@ tbon_packet_t *tb_ctl_encode(const tb_ctl_msg_t *m)
     case TB_CTL_FILTER_FAULT: return tb_ctl_filter_fault_encode(&m->u.filter_fault);
     case TB_CTL_STREAM_END: return tb_ctl_stream_end_encode(&m->u.stream_end);
     case TB_CTL_DONE:       return tb_ctl_done_encode(&m->u.done);
+    case TB_CTL_CATCH_UP:   return tb_ctl_catch_up_encode(&m->u.catch_up);
     default:                return NULL;
     }
 }
@@ -140,6 +141,7 @@ int tb_ctl_decode(int op, const tbon_packet_t *p, tb_ctl_msg_t *m, tbon_error_t 
     case TB_CTL_FILTER_FAULT: return tb_ctl_filter_fault_decode(p, &m->u.filter_fault, err);
     case TB_CTL_STREAM_END: return tb_ctl_stream_end_decode(p, &m->u.stream_end, err);
     case TB_CTL_DONE:       return tb_ctl_done_decode(p, &m->u.done, err);
+    case TB_CTL_CATCH_UP:   return tb_ctl_catch_up_decode(p, &m->u.catch_up, err);
     default:
         return tb_error_set(err, TBON_EFORMAT, "control message %d: no such op", op);
     }

@@ -60,7 +60,9 @@ enum tb_ctl {
     /* Exact streams (docs/protocol.md 8.6): the FE has delivered the waves
      * up to a key */
     TB_CTL_DONE,
-    TB_CTL_OP_MAX = TB_CTL_DONE
+    /* Adoption (docs/protocol.md 8.3): what an adopted child lacks */
+    TB_CTL_CATCH_UP,
+    TB_CTL_OP_MAX = TB_CTL_CATCH_UP
 };
 
 /* Which way a message goes: up (child to parent), down, or both. */
@@ -209,6 +211,10 @@ typedef struct { uint32_t stream; } tb_ctl_stream_end_t;
 /* The FE has delivered every wave of stream up to key: what is kept for
  * them may go. */
 typedef struct { uint32_t stream; uint64_t key; } tb_ctl_done_t;
+/* An adopted child, after its grafts: the plug-in filters it has loaded
+ * (ids TBON_FILTER_BUILTIN_COUNT on, without a gap) and whether it has the
+ * port table (0 or 1); the adopter sends what it lacks. */
+typedef struct { uint32_t filters; int32_t ports; } tb_ctl_catch_up_t;
 /* A node left out of the start-up: why (code and a message naming its rank,
  * host and what happened), the node that launches its children in its
  * place, and those children (none: its whole subtree is left out). */
@@ -281,6 +287,8 @@ tbon_packet_t *tb_ctl_stream_end_encode(const tb_ctl_stream_end_t *m);
 int tb_ctl_stream_end_decode(const tbon_packet_t *p, tb_ctl_stream_end_t *m, tbon_error_t *err);
 tbon_packet_t *tb_ctl_done_encode(const tb_ctl_done_t *m);
 int tb_ctl_done_decode(const tbon_packet_t *p, tb_ctl_done_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_catch_up_encode(const tb_ctl_catch_up_t *m);
+int tb_ctl_catch_up_decode(const tbon_packet_t *p, tb_ctl_catch_up_t *m, tbon_error_t *err);
 int tb_ctl_leave_decode(const tbon_packet_t *p, tb_ctl_leave_t *m, tbon_error_t *err);
 tbon_packet_t *tb_ctl_missing_encode(const tb_ctl_missing_t *m);
 int tb_ctl_missing_decode(const tbon_packet_t *p, tb_ctl_missing_t *m, tbon_error_t *err);
@@ -321,6 +329,7 @@ typedef struct tb_ctl_msg {
         tb_ctl_filter_fault_t filter_fault;
         tb_ctl_stream_end_t stream_end;
         tb_ctl_done_t done;
+        tb_ctl_catch_up_t catch_up;
     } u;
 } tb_ctl_msg_t;
 

@@ -572,6 +572,22 @@ int tb_ctl_done_decode(const tbon_packet_t *p, tb_ctl_done_t *m, tbon_error_t *e
                               TB_CTL_DONE, err);
 }
 
+tbon_packet_t *tb_ctl_catch_up_encode(const tb_ctl_catch_up_t *m)
+{
+    return tbon_packet_new(TB_CTL_CATCH_UP, "%ud %d", m->filters, m->ports);
+}
+
+int tb_ctl_catch_up_decode(const tbon_packet_t *p, tb_ctl_catch_up_t *m, tbon_error_t *err)
+{
+    int rc = check_packet(p, TB_CTL_CATCH_UP, err);
+    if (!rc)
+        rc = unpacked(tbon_packet_unpack(p, "%ud %d", &m->filters, &m->ports), TB_CTL_CATCH_UP,
+                      err);
+    if (!rc && (m->ports < 0 || m->ports > 1))
+        rc = bad(err, TB_CTL_CATCH_UP, "field 2: the port table flag %d is not 0 or 1",
+                 m->ports);
+    return rc;
+}
 
 tbon_packet_t *tb_ctl_missing_encode(const tb_ctl_missing_t *m)
 {

@@ -84,6 +84,10 @@ static const tb_ctl_info_t table[] = {
     { TB_CTL_DONE, "DONE", TB_CTL_DOWN, N_, "%ud %uld",
       "stream id, wave key: the FE has delivered every wave of an exact stream up to the key "
       "(what is kept to send again after an adoption may go); to the children taking part" },
+    { TB_CTL_CATCH_UP, "CATCH_UP", TB_CTL_UP, FT_, "%ud %d",
+      "plug-in filters loaded here (from the first plug-in id on, without a gap), 1 if the "
+      "port table is here (else 0): from an adopted child after its grafts; the adopter "
+      "sends what it lacks (8.3)" },
 };
 
 const tb_ctl_info_t *tb_ctl_info(int op)

@@ -452,6 +452,11 @@ void tb_recovery_adopted(tb_recovery_t *rc, tb_cmd_t *c)
     uint32_t hung[8];
     size_t nhung = tb_eds_take_hung_streams(cx->eds, hung, 8);
     int lossy = nd->ops->adopt_streams(nd->n, hung, nhung);
+    /* What the lost parent may have died before passing on, the adopter
+     * sends on this (protocol.md 8.3): after the grafts, it knows which
+     * streams we have. */
+    tb_ctl_catch_up_t cu = { nd->ops->filters_loaded(nd->n), cx->ready ? 1 : 0 };
+    tb_ft_send(cx, TB_NFT_PARENT, TB_CTL_CATCH_UP, tb_ctl_catch_up_encode(&cu));
     lossy |= send_orphan_output(rc);
     nd->ops->adopt_done(nd->n);
     int64_t t1 = tb_now_us();
@@ -523,13 +528,21 @@ void tb_recovery_adopt_conn(tb_recovery_t *rc, tb_cmd_t *c)
     c->u.adopt_conn.fd = -1;
     tb_eds_expect(rc->cx->eds, o);
     tb_ft_send(rc->cx, i, TB_CTL_ADOPT_ACK, tb_ctl_adopt_ack_encode(&(tb_ctl_adopt_ack_t){ 1 }));
-    /* The port table, which its lost parent may have died before passing
-     * on (an orphan that has it takes it as nothing new). */
-    tb_recovery_send_ports_to(rc, (size_t)i);
-    /* Streams and filters its lost parent may have died before passing on
-     * (protocol.md 8.3): a request on them would never reach it. */
-    nd->ops->catch_up(nd->n, (size_t)i);
     TB_INFO("ft", "adopted rank %u", o);
+}
+
+/* Adopted child i says what it has (after its grafts): the port table, the
+ * filters and the streams its lost parent may have died before passing on
+ * (protocol.md 8.3) go to it now; a request on such a stream would never
+ * reach it. Most orphans lack nothing, and get nothing. */
+static void on_catch_up(tb_recovery_t *rc, int child, const tb_ctl_catch_up_t *m)
+{
+    const tb_nft_t *nd = &rc->cx->nd;
+    if (child == TB_NFT_PARENT)
+        return;
+    if (!m->ports)
+        tb_recovery_send_ports_to(rc, (size_t)child);
+    nd->ops->catch_up(nd->n, (size_t)child, m->filters);
 }
 
 /* Control messages of fault tolerance (TB_CTL_OWN_FT), from the parent
@@ -548,6 +561,9 @@ void tb_recovery_ctl(tb_recovery_t *rc, int child, const tb_ctl_msg_t *m, tbon_p
     case TB_CTL_GRAFT:
         /* an adopted child's stream, taken in from its next wave on */
         nd->ops->graft(nd->n, (size_t)child, &m->u.graft, p);
+        break;
+    case TB_CTL_CATCH_UP:
+        on_catch_up(rc, child, &m->u.catch_up);
         break;
     default:
         break;

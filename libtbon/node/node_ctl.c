@@ -71,7 +71,7 @@ void tb_node_on_conn(tb_node_t *n, tb_cmd_t *cmd)
     /* Filters loaded so far reach late joiners too (attach mode), back-ends
      * as well: they keep a state-recoverable plug-in's state over what they
      * send, for an adoption. */
-    tb_stream_filters_to(n, ch->conn);
+    tb_stream_filters_to(n, ch->conn, 0);
     if (tb_node_ending(n))
         tb_node_send_ctl(n, ch->conn, TB_CTL_SHUTDOWN,
                          tb_ctl_shutdown_encode(&(tb_ctl_shutdown_t){ 0 }));

@@ -252,6 +252,7 @@ static const tb_nft_ops_t node_ops = {
     .topo_changed = nft_topo_changed,
     .settle = tb_stream_settle,
     .catch_up = tb_stream_catch_up,
+    .filters_loaded = tb_stream_filters_loaded,
     .bcast_join = tb_stream_bcast_join,
     .graft = nft_graft,
     .adopt_streams = nft_adopt_streams,

@@ -212,7 +212,10 @@ typedef struct tb_nft_ops {
     void   (*topo_changed)(tb_node_t *n);
     /* streams */
     void   (*settle)(tb_node_t *n);              /* FE: waves may be lost now */
-    void   (*catch_up)(tb_node_t *n, size_t i);  /* an adopted child's streams */
+    /* Adopted child i's TB_CTL_CATCH_UP: the plug-ins after its first
+     * `filters` and the streams concerning it that it did not graft. */
+    void   (*catch_up)(tb_node_t *n, size_t i, uint32_t filters);
+    uint32_t (*filters_loaded)(const tb_node_t *n);  /* tb_ctl_catch_up_t.filters */
     void   (*bcast_join)(tb_node_t *n, size_t i);/* a joined child's streams */
     /* TB_CTL_GRAFT m (packet p) from child i: its stream taken in here (and
      * grafted further up if it is new here). */

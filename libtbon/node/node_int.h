@@ -363,9 +363,12 @@ static inline int tb_node_ending(const tb_node_t *n)
     return tb_node_life(n) >= TB_LIFE_SHUTTING_DOWN;
 }
 void tb_node_send_ctl(tb_node_t *n, tb_conn_t *c, int op, tbon_packet_t *p); /* takes p */
-/* TB_CTL_FILTER for every filter loaded so far (to a commnode child;
- * node_stream.c). */
-void tb_stream_filters_to(tb_node_t *n, tb_conn_t *c);
+/* TB_CTL_FILTER for every plug-in loaded so far but the first skip (to a
+ * child; node_stream.c). */
+void tb_stream_filters_to(tb_node_t *n, tb_conn_t *c, uint32_t skip);
+/* How many plug-ins are loaded here, from the first plug-in id on without a
+ * gap (TB_CTL_CATCH_UP). */
+uint32_t tb_stream_filters_loaded(const tb_node_t *n);
 /* Send p up (to the app at the FE); more: other packets of the same wave
  * follow (TB_FRAME_F_MORE). Takes p. */
 void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, int more, uint64_t key);
@@ -588,11 +591,13 @@ void tb_stream_on_filter_fault(tb_node_t *n, const tb_ctl_filter_fault_t *m);
  * them from the next request on (a stream none of our children took part in
  * so far is grafted up), a commnode once something below it does. */
 void tb_stream_bcast_join(tb_node_t *n, size_t i);
-/* Adopter: tell adopted child i of the streams and filters that concern its
- * subtree (TB_CTL_STREAM flagged TB_STREAM_CATCHUP, TB_CTL_FILTER,
- * TB_CTL_PARAMS). Adopted child: such a stream, created here and grafted up if
- * it is new; ignored if known (the adoption grafted it). */
-void tb_stream_catch_up(tb_node_t *n, size_t i);
+/* Adopter, on adopted child i's TB_CTL_CATCH_UP (after its grafts): tell it
+ * of the plug-ins it lacks (it has the first `filters`) and of the streams
+ * that concern its subtree and that it did not graft (TB_CTL_FILTER,
+ * TB_CTL_STREAM flagged TB_STREAM_CATCHUP, TB_CTL_PARAMS). Adopted child:
+ * such a stream, created here and grafted up if it is new; ignored if known
+ * (the adoption grafted it). */
+void tb_stream_catch_up(tb_node_t *n, size_t i, uint32_t filters);
 void tb_stream_caught_up(tb_node_t *n, const tb_ctl_stream_t *d);
 /* Graft stream s up to our parent (an adopted node, or one whose first
  * child joins it): its definition, the last key we sent, the last request

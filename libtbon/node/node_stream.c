@@ -370,12 +370,13 @@ static tbon_packet_t *params_packet(const tb_stream_st_t *s, int which)
     return tb_ctl_params_encode(&(tb_ctl_params_t){ s->id, which, tbon_packet_tag(p), pl, len });
 }
 
-void tb_stream_catch_up(tb_node_t *n, size_t i)
+void tb_stream_catch_up(tb_node_t *n, size_t i, uint32_t filters)
 {
     tb_child_t *ch = &n->child[i];
     if (!ch->conn)
         return;
-    tb_stream_filters_to(n, ch->conn);
+    tb_stream_filters_to(n, ch->conn, filters);
+    /* A stream it grafted takes part here already (s->part[i]). */
     for (size_t id = 0; id < n->nstreams; id++) {
         tb_stream_st_t *s = n->streams[id];
         if (!s || s->part[i] || !concerns(n, s, ch->rank))
@@ -429,15 +430,23 @@ size_t tb_stream_child_bytes(const tb_node_t *n, size_t child)
     return n->child[child].qbytes - n->child[child].qbytes_open;
 }
 
-/* Every plug-in filter loaded so far, as TB_CTL_FILTER to c (a new
- * commnode child: before any stream that may name one). */
-void tb_stream_filters_to(tb_node_t *n, tb_conn_t *c)
+/* Every plug-in filter loaded so far but the first `skip`, as TB_CTL_FILTER
+ * to c (a new child: before any stream that may name one). */
+void tb_stream_filters_to(tb_node_t *n, tb_conn_t *c, uint32_t skip)
 {
-    for (int id = TBON_FILTER_BUILTIN_COUNT;; id++) {
+    for (int id = TBON_FILTER_BUILTIN_COUNT + (skip < 65536 ? (int)skip : 65536);; id++) {
         const tb_filter_t *f = tb_filter_reg_get(n->filters, id);
         if (!f)
             break;
         tb_node_send_ctl(n, c, TB_CTL_FILTER,
                          tb_ctl_filter_encode(&(tb_ctl_filter_t){ f->id, f->path, f->name }));
     }
+}
+
+uint32_t tb_stream_filters_loaded(const tb_node_t *n)
+{
+    uint32_t k = 0;
+    while (tb_filter_reg_get(n->filters, TBON_FILTER_BUILTIN_COUNT + (int)k))
+        k++;
+    return k;
 }

@@ -260,6 +260,15 @@ TEST(orphan_hands_over_streams_state_buffer_and_held_reports)
     CHECK_SET(p, 51, 52, 61);
     tbon_packet_unref(p);
     expect_graft(p2, 2, 0, 0, __LINE__);
+    /* what it has, for the adopter to send what it lacks: no plug-in, and
+     * the port table */
+    p = fab_peer_expect_ctl(p2, TB_CTL_CATCH_UP, FAB_MS);
+    uint32_t nf = 9;
+    int ports = 9;
+    CHECK(p && tbon_packet_unpack(p, "%ud %d", &nf, &ports) == 0);
+    CHECK_UINT(nf, 0);
+    CHECK_INT(ports, 1);
+    tbon_packet_unref(p);
     p = expect_data(p2, 1, KEY(1, 1), __LINE__);
     CHECK_SET(p, 52);
     tbon_packet_unref(p);
@@ -535,6 +544,59 @@ TEST(adopter_grafts_the_orphan_into_its_waves)
     fab_free(f);
 }
 
+/* Commnode 2 under the test as the FE (p0), back-end 4 a node below it,
+ * through its start-up to the port table, then given union stream 1 over
+ * back-ends 4-6; NULL if it could not be made. */
+static const tbon_rank_t bes3[] = { 4, 5, 6 };
+
+static fab_node_t *adopter_cn2(fab_t *f, fab_peer_t **p0, fab_node_t **b4)
+{
+    fab_node_t *cn2 = fab_node_under_peer(f, 2, p0);
+    if (!cn2 || !*p0 || !(*b4 = fab_node_under(f, cn2, 4, NULL)))
+        return NULL;
+    tbon_packet_unref(fab_peer_expect_ctl(*p0, TB_CTL_PORT, FAB_MS));
+    tbon_packet_unref(fab_peer_expect_ctl(*p0, TB_CTL_READY, FAB_MS));
+    tbon_packet_unref(fab_peer_expect_ctl(*p0, TB_CTL_PORT, FAB_MS));  /* 4's, passed on */
+    fab_peer_ctl(*p0, TB_CTL_PORTS, tbon_packet_new(TB_CTL_PORTS, "%aud %aud %d", NULL,
+                                                    (size_t)0, NULL, (size_t)0, 0));
+    fab_peer_ctl(*p0, TB_CTL_STREAM, stream_pkt(1, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL,
+                                                bes3, 3));
+    return cn2;
+}
+
+/* An orphan whose lost parent died before passing a stream on grafts only
+ * what it knows; its TB_CTL_CATCH_UP (it has the port table) brings it the
+ * stream it lacks, flagged as a catch-up, and nothing else (docs/protocol.md
+ * 8.3). */
+TEST(adopter_catches_an_orphan_up_on_what_it_lacks)
+{
+    fab_t *f = fab_new(TREE);
+    REQUIRE(f);
+    fab_peer_t *p0 = NULL;
+    fab_node_t *b4 = NULL, *cn2 = adopter_cn2(f, &p0, &b4);
+    REQUIRE(cn2);
+    fab_peer_data(p0, 1, 1, 0, tbon_packet_new(1, "%ld", 0L));
+    uint64_t q = 0;
+    tbon_packet_unref(fab_take_packet(b4, 1, FAB_MS, &q));  /* stream 1 is in place */
+    fab_peer_t *p3 = fab_adopt_peer(f, 3, 1, cn2);
+    REQUIRE(p3);
+    fab_peer_ctl(p3, TB_CTL_CATCH_UP, tbon_packet_new(TB_CTL_CATCH_UP, "%ud %d", 0u, 1));
+    tbon_packet_t *cu = fab_peer_expect_ctl(p3, TB_CTL_STREAM, FAB_MS);
+    uint32_t cid = 0, cms = 0;
+    int cup = 0, csync = 0, cdown = 0;
+    uint32_t *cmem = NULL;
+    size_t cn = 0;
+    CHECK_INT(cu ? tbon_packet_unpack(cu, "%ud %d %d %ud %d %aud", &cid, &cup, &csync, &cms,
+                                      &cdown, &cmem, &cn) : -1, 0);
+    CHECK_UINT(cid, 1);
+    CHECK((csync & TB_STREAM_CATCHUP) != 0);
+    CHECK_UINT(cn, 3);
+    free(cmem);
+    tbon_packet_unref(cu);
+    fab_peer_quiet(p3, 100);                    /* no port table, nothing else */
+    fab_free(f);
+}
+
 /* Wave keys at the adopter (docs/protocol.md 8.4), with the test as the FE
  * above commnode 2 (back-end 4 below it a node) and as the orphan 3: 3 saw
  * request 2 from its old parent before 2 did; 2 does not send it that
@@ -545,18 +607,9 @@ TEST(adopter_does_not_resend_a_request_the_orphan_saw)
     fab_t *f = fab_new(TREE);
     REQUIRE(f);
     fab_peer_t *p0 = NULL;
-    fab_node_t *cn2 = fab_node_under_peer(f, 2, &p0);
-    REQUIRE(cn2 && p0);
-    fab_node_t *b4 = fab_node_under(f, cn2, 4, NULL);
-    REQUIRE(b4);
-    tbon_packet_unref(fab_peer_expect_ctl(p0, TB_CTL_PORT, FAB_MS));
-    tbon_packet_unref(fab_peer_expect_ctl(p0, TB_CTL_READY, FAB_MS));
-    tbon_packet_unref(fab_peer_expect_ctl(p0, TB_CTL_PORT, FAB_MS));   /* 4's, passed on */
-    fab_peer_ctl(p0, TB_CTL_PORTS, tbon_packet_new(TB_CTL_PORTS, "%aud %aud %d", NULL,
-                                                   (size_t)0, NULL, (size_t)0, 0));
-    const tbon_rank_t bes[] = { 4, 5, 6 };
-    fab_peer_ctl(p0, TB_CTL_STREAM, stream_pkt(1, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL,
-                                               bes, 3));
+    fab_node_t *b4 = NULL, *cn2 = adopter_cn2(f, &p0, &b4);
+    REQUIRE(cn2);
+    const tbon_rank_t *bes = bes3;
     fab_peer_ctl(p0, TB_CTL_STREAM, stream_pkt(2, TBON_FILTER_NULL, TBON_SYNC_DONTWAIT, bes, 1));
     fab_peer_data(p0, 1, 1, 0, tbon_packet_new(1, "%ld", 0L));
     uint64_t q = 0;
@@ -574,22 +627,11 @@ TEST(adopter_does_not_resend_a_request_the_orphan_saw)
                                                    1u, TBON_FILTER_UNION, TBON_SYNC_WAITFORALL,
                                                    0u, TBON_FILTER_NULL, bes, (size_t)3,
                                                    KEY(1, 0), 2ul));
-    /* First the adopter catches 3 up (docs/protocol.md 8.3): the port table,
-     * then stream 1 (members 5 and 6 are below 3), flagged as a catch-up,
-     * which 3 ignores since it grafted the stream itself. */
+    /* 3 says it has no port table (docs/protocol.md 8.3): the adopter sends
+     * it, and no stream: 3 grafted stream 1, and stream 2's one member (4)
+     * is not below 3. (What comes next at p3 is the view.) */
+    fab_peer_ctl(p3, TB_CTL_CATCH_UP, tbon_packet_new(TB_CTL_CATCH_UP, "%ud %d", 0u, 0));
     tbon_packet_unref(fab_peer_expect_ctl(p3, TB_CTL_PORTS, FAB_MS));
-    tbon_packet_t *cu = fab_peer_expect_ctl(p3, TB_CTL_STREAM, FAB_MS);
-    uint32_t cid = 0, cms = 0;
-    int cup = 0, csync = 0, cdown = 0;
-    uint32_t *cmem = NULL;
-    size_t cn = 0;
-    CHECK_INT(cu ? tbon_packet_unpack(cu, "%ud %d %d %ud %d %aud", &cid, &cup, &csync, &cms,
-                                      &cdown, &cmem, &cn) : -1, 0);
-    CHECK_UINT(cid, 1);
-    CHECK((csync & TB_STREAM_CATCHUP) != 0);
-    CHECK_UINT(cn, 3);
-    free(cmem);
-    tbon_packet_unref(cu);
     /* 3 asks for every view (applied 0): the whole view it gets back shows
      * that 2 has taken the graft before the requests come */
     fab_peer_ctl(p3, TB_CTL_VIEW_ACK, tbon_packet_new(TB_CTL_VIEW_ACK, "%uld %uld %d", 0ul, 0ul,
@@ -792,7 +834,6 @@ static void no_request(fab_peer_t *pe, int ms, int line)
 /* The tree of the two tests below, up, with a union/wait-for-all stream 1
  * over back-ends 4, 5 and 6; requests 1-3 out to the FE's children 1 and 2
  * (played by the test), both answer request 1, then die together. */
-static const tbon_rank_t bes3[] = { 4, 5, 6 };
 
 /* The tree up, the FE a node and its children 1 and 2 the test, with a
  * wait-for-all stream 1 of filter `up` over back-ends 4, 5 and 6. */

@@ -556,6 +556,23 @@ ITEST(stream_made_while_commnode_dying_reaches_orphans)
     it_stop(&t);
 }
 
+/* Start shape with commnode 1 killed by the fault shim as it writes the
+ * port table (TB_CTL_PORTS), once it has accepted the data and event
+ * connections of its 4 children; 0, or -1 (recorded) if the start failed. */
+static int start_with_death_at_ports(it_tree_t *t, const char *shape)
+{
+    it_preload_faultshim();
+    setenv("TBON_FAULT_RANKS", "1", 1);
+    setenv("TBON_FAULT_DIE_AT_CTL", "10", 1);   /* TB_CTL_PORTS */
+    setenv("TBON_FAULT_DIE_AFTER_ACCEPTS", "8", 1);
+    int rc = it_start(t, shape, NULL, NULL);
+    unsetenv("LD_PRELOAD");
+    unsetenv("TBON_FAULT_RANKS");
+    unsetenv("TBON_FAULT_DIE_AT_CTL");
+    unsetenv("TBON_FAULT_DIE_AFTER_ACCEPTS");
+    return rc;
+}
+
 /* A commnode that dies right after the tree came up, before it passed the
  * port table on (the fault shim kills commnode 1 of 4x4 at its first write
  * of TB_CTL_PORTS): its back-ends 5-8 know no adopter but the FE and their
@@ -572,17 +589,8 @@ ITEST(stream_made_while_commnode_dying_reaches_orphans)
  * then events, which a back-end opens after it has read the topology). */
 ITEST(commnode_dead_before_passing_the_port_table)
 {
-    it_preload_faultshim();
-    setenv("TBON_FAULT_RANKS", "1", 1);
-    setenv("TBON_FAULT_DIE_AT_CTL", "10", 1);   /* TB_CTL_PORTS */
-    setenv("TBON_FAULT_DIE_AFTER_ACCEPTS", "8", 1);
     it_tree_t t;
-    int rc = it_start(&t, "4x4", NULL, NULL);
-    unsetenv("LD_PRELOAD");
-    unsetenv("TBON_FAULT_RANKS");
-    unsetenv("TBON_FAULT_DIE_AT_CTL");
-    unsetenv("TBON_FAULT_DIE_AFTER_ACCEPTS");
-    if (rc)
+    if (start_with_death_at_ports(&t, "4x4") != 0)
         return;
     /* The failure of 1, then each of 5-8 adopted by the FE or failed. */
     int failed1 = 0, adopted = 0, nfailed = 0;
@@ -619,6 +627,65 @@ ITEST(commnode_dead_before_passing_the_port_table)
                        ? it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0) : NULL;
     for (uint32_t w = 1; s && w <= 5; w++)
         if (it_sum_wave(s, w, live, nlive) != 0)
+            break;
+    CHECK(it_pid_of("tbon_commnode", 1) == 0);
+    it_stop(&t);
+}
+
+/* The same death one level up, and what it costs the level below: commnode
+ * 1 of 4x4x4 dies as it writes the port table, after its commnode children
+ * 5-8 are connected. They are adopted by the FE, say in TB_CTL_CATCH_UP that
+ * they have no table, get it from the FE and pass it on to their back-ends.
+ * So when 5 is killed next (after a wave, which went down 5's links behind
+ * the table), its back-ends 21-24 know every commnode's port and are
+ * adopted by commnodes, not by the FE, the last of their candidates; and
+ * every wave holds every back-end. */
+ITEST(commnode_orphan_without_port_table_gets_it_from_its_adopter)
+{
+    it_tree_t t;
+    if (start_with_death_at_ports(&t, "4x4x4") != 0)
+        return;
+    const tbon_rank_t low[] = { 21, 22, 23, 24 };
+    int failed1 = 0;
+    size_t adopted = 0;
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while ((!failed1 || adopted < 4) && it_now_ms() < end) {
+        tbon_event_t ev;
+        if (tbon_net_next_event(t.net, &ev, (int)(end - it_now_ms())) != 0)
+            break;
+        failed1 |= ev.type == TBON_EV_NODE_FAILED && ev.rank == 1;
+        if (ev.type == TBON_EV_NODE_ADOPTED && ev.rank >= 5 && ev.rank <= 8) {
+            CHECK_INT(ev.parent, 0);        /* the only one whose port they knew */
+            adopted++;
+        }
+    }
+    CHECK(failed1);
+    CHECK_UINT(adopted, 4);
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    REQUIRE(it_sum_wave(s, 1, t.be, t.nbe) == 0);
+    pid_t victim = it_pid_of("tbon_commnode", 5);
+    REQUIRE(victim > 0);
+    REQUIRE(kill(victim, SIGKILL) == 0);
+    uint8_t done[4] = { 0 };
+    size_t ndone = 0;
+    end = it_now_ms() + IT_RECV_MS;
+    while (ndone < 4 && it_now_ms() < end) {
+        tbon_event_t ev;
+        if (tbon_net_next_event(t.net, &ev, (int)(end - it_now_ms())) != 0)
+            break;
+        if (ev.type != TBON_EV_NODE_ADOPTED || ev.rank < low[0] || ev.rank > low[3] ||
+            done[ev.rank - low[0]])
+            continue;
+        done[ev.rank - low[0]] = 1;
+        ndone++;
+        if (ev.parent == 0 || ev.parent == 5)
+            th_fail(__FILE__, __LINE__, "rank %u adopted by %u: it had no port table",
+                    ev.rank, ev.parent);
+    }
+    CHECK_UINT(ndone, 4);
+    for (uint32_t w = 2; w <= 4; w++)
+        if (it_sum_wave(s, w, t.be, t.nbe) != 0)
             break;
     CHECK(it_pid_of("tbon_commnode", 1) == 0);
     it_stop(&t);

@@ -50,6 +50,10 @@ struct tb_node {
     size_t nev;
     int topo_changes, settles, parent_lost, fault_ends, absent, closed;
     size_t resent;                          /* adopt_resend calls */
+    uint32_t filters;                       /* plug-ins "loaded" (filters_loaded) */
+    int caught_up;                          /* catch_up calls ... */
+    size_t cu_slot;                         /* ... the last one's child */
+    uint32_t cu_filters;                    /* ... and what it said it had */
 };
 
 typedef struct ff {
@@ -176,6 +180,14 @@ static void ff_topo_changed(tb_node_t *n) { n->topo_changes++; }
 static void ff_settle(tb_node_t *n) { n->settles++; }
 static void ff_slot_nop(tb_node_t *n, size_t i) { (void)n; (void)i; }
 static void ff_rank_nop(tb_node_t *n, tbon_rank_t r) { (void)n; (void)r; }
+static uint32_t ff_filters_loaded(const tb_node_t *n) { return n->filters; }
+
+static void ff_catch_up(tb_node_t *n, size_t i, uint32_t filters)
+{
+    n->caught_up++;
+    n->cu_slot = i;
+    n->cu_filters = filters;
+}
 
 static void ff_graft(tb_node_t *n, size_t i, const tb_ctl_graft_t *m, tbon_packet_t *p)
 {
@@ -214,7 +226,8 @@ static const tb_nft_ops_t ff_ops = {
     .parent_flags = ff_parent_flags, .parent_rank = ff_parent_rank,
     .parent_set = ff_parent_set, .parent_lost = ff_parent_lost, .send_ctl = ff_send_ctl,
     .emit = ff_emit, .fault_end = ff_fault_end, .topo_changed = ff_topo_changed,
-    .settle = ff_settle, .catch_up = ff_slot_nop, .bcast_join = ff_slot_nop,
+    .settle = ff_settle, .catch_up = ff_catch_up,
+    .filters_loaded = ff_filters_loaded, .bcast_join = ff_slot_nop,
     .graft = ff_graft, .adopt_streams = ff_adopt_streams, .adopt_resend = ff_adopt_resend,
     .adopt_done = ff_adopt_done, .cover_joining = ff_rank_nop, .watch = ff_watch,
 };

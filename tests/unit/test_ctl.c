@@ -118,7 +118,7 @@ TEST(table_names_every_op_once)
     CHECK(tb_ctl_info(TB_CTL_OP_MAX + 1) == NULL);
     CHECK(tb_ctl_info(-1) == NULL);
     CHECK_STR(tb_ctl_name(99), "?");
-    CHECK_INT(TB_CTL_OP_MAX, 25);
+    CHECK_INT(TB_CTL_OP_MAX, 26);
     for (int op = 1; op <= TB_CTL_OP_MAX; op++) {
         const tb_ctl_info_t *i = tb_ctl_info(op);
         REQUIRE(i);
@@ -142,6 +142,7 @@ TEST(table_names_every_op_once)
     CHECK_INT(TB_CTL_FILTER_FAULT, 23);
     CHECK_INT(TB_CTL_STREAM_END, 24);
     CHECK_INT(TB_CTL_DONE, 25);
+    CHECK_INT(TB_CTL_CATCH_UP, 26);
     CHECK_STR(tb_ctl_name(TB_CTL_VIEW_ACK), "VIEW_ACK");
     CHECK_INT(tb_ctl_info(TB_CTL_VIEW)->owner, TB_CTL_OWN_VIEW);
     CHECK_INT(tb_ctl_info(TB_CTL_REPORT)->owner, TB_CTL_OWN_FT);
@@ -154,10 +155,10 @@ TEST(unknown_op_is_refused)
 {
     tb_ctl_msg_t m;
     tbon_error_t err;
-    tbon_packet_t *p = tbon_packet_new(26, "%ud", 0u);
+    tbon_packet_t *p = tbon_packet_new(27, "%ud", 0u);
     REQUIRE(p);
-    CHECK_INT(tb_ctl_decode(26, p, &m, &err), TBON_EFORMAT);
-    CHECK(strstr(err.msg, "control message 26: no such op") != NULL);
+    CHECK_INT(tb_ctl_decode(27, p, &m, &err), TBON_EFORMAT);
+    CHECK(strstr(err.msg, "control message 27: no such op") != NULL);
     size_t len;
     const uint8_t *b = tb_packet_payload(p, &len);
     CHECK_INT(tb_ctl_decode_bytes(0, b, len, &m, &err), TBON_EFORMAT);
@@ -615,6 +616,20 @@ TEST(stream_end_round_trip)
     check_wire(TB_CTL_STREAM_END, p, tbon_packet_new(TB_CTL_STREAM_END, "%ud", 4321u));
 }
 
+TEST(catch_up_round_trip)
+{
+    tb_ctl_catch_up_t out;
+    tbon_packet_t *p = tb_ctl_catch_up_encode(&(tb_ctl_catch_up_t){ 3, 1 });
+    REQUIRE(p && tb_ctl_catch_up_decode(p, &out, NULL) == 0);
+    CHECK_UINT(out.filters, 3);
+    CHECK_INT(out.ports, 1);
+    check_wire(TB_CTL_CATCH_UP, p, tbon_packet_new(TB_CTL_CATCH_UP, "%ud %d", 3u, 1));
+    check_refused(TB_CTL_CATCH_UP, tb_ctl_catch_up_encode(&(tb_ctl_catch_up_t){ 0, 2 }),
+                  "the port table flag 2 is not 0 or 1");
+    check_refused(TB_CTL_CATCH_UP, tb_ctl_catch_up_encode(&(tb_ctl_catch_up_t){ 0, -1 }),
+                  "the port table flag -1 is not 0 or 1");
+}
+
 TEST(filter_fault_round_trip_and_signal_range)
 {
     const uint32_t src[] = { 97, 98, 100 };
@@ -705,6 +720,7 @@ TEST(every_message_refuses_every_other_format)
         &(tb_ctl_filter_fault_t){ 1, 7, 1, 11, 0, one, 1, "m" });
     pk[TB_CTL_STREAM_END] = tb_ctl_stream_end_encode(&(tb_ctl_stream_end_t){ 9 });
     pk[TB_CTL_DONE] = tb_ctl_done_encode(&(tb_ctl_done_t){ 9, (uint64_t)3 << 24 });
+    pk[TB_CTL_CATCH_UP] = tb_ctl_catch_up_encode(&(tb_ctl_catch_up_t){ 2, 1 });
     for (int a = 1; a <= TB_CTL_OP_MAX; a++) {
         REQUIRE(pk[a]);
         for (int b = 1; b <= TB_CTL_OP_MAX; b++) {

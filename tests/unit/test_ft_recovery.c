@@ -91,6 +91,7 @@ TEST(orphan_buffer_bound_counts_drops)
     close(sv[1]);
     tb_cmd_t *c = tb_cmd_adopted(sv[0], 2, 1, 10, 20);
     REQUIRE(c);
+    f->node.filters = 2;
     tb_recovery_adopted(f->rc, c);
     tb_cmd_free(c);
     CHECK_INT(tb_recovery_orphan(f->rc), 0);
@@ -108,6 +109,13 @@ TEST(orphan_buffer_bound_counts_drops)
     CHECK_UINT(r1->m.u.report.parent, 2);
     CHECK_UINT(r1->m.u.report.us[0], 10);
     CHECK_UINT(r1->m.u.report.us[4], 1);
+    /* ahead of them, what we have, for the adopter to send what we lack */
+    const ff_sent_t *cu = ff_find(f, TB_CTL_CATCH_UP, 0);
+    REQUIRE(cu);
+    CHECK_INT(cu->to, TB_NFT_PARENT);
+    CHECK(cu < r0);
+    CHECK_UINT(cu->m.u.catch_up.filters, 2);
+    CHECK_INT(cu->m.u.catch_up.ports, 1);
     /* and the view asks the new parent where we are */
     CHECK_INT(ff_find(f, TB_CTL_VIEW_ACK, 0)->m.u.view_ack.want, 1);
     ff_free(f);
@@ -147,8 +155,47 @@ TEST(adopter_takes_an_orphan_and_refuses_a_cycle)
     const ff_sent_t *a = ff_find(f, TB_CTL_ADOPT_ACK, 0);
     REQUIRE(a);
     CHECK_INT(a->to, 2);
-    CHECK_UINT(ff_count(f, TB_CTL_PORTS), 1);    /* the port table with it */
+    /* nothing else until the orphan says what it lacks */
+    CHECK_UINT(f->node.nsent, 1);
+    CHECK_INT(f->node.caught_up, 0);
     CHECK_INT(adopt(f, 3, 1), 0);               /* already ours */
     CHECK_INT(adopt(f, 1, 1), 0);               /* fenced */
+    ff_free(f);
+}
+
+static void catch_up_from(ff_t *f, int child, uint32_t filters, int32_t ports)
+{
+    tb_ctl_msg_t m = { .op = TB_CTL_CATCH_UP, .u.catch_up = { filters, ports } };
+    tbon_packet_t *p = tb_ctl_catch_up_encode(&m.u.catch_up);
+    tb_recovery_ctl(f->rc, child, &m, p);
+    tbon_packet_unref(p);
+}
+
+/* After its grafts the orphan says what it has (TB_CTL_CATCH_UP): one with
+ * the port table gets none, one without gets it; the node sends the filters
+ * after those it has and the streams it did not graft. */
+TEST(adopter_sends_an_orphan_only_what_it_lacks)
+{
+    ff_t *f = ff_new(FAN, 2, 2);
+    REQUIRE(f);
+    tb_recovery_apply(f->rc, TB_V_FAILED, 1, TBON_RANK_NONE, 0);
+    CHECK_INT(adopt(f, 3, 1), 1);
+    CHECK_INT(adopt(f, 4, 1), 1);
+    size_t sent = f->node.nsent;
+    catch_up_from(f, 2, 3, 1);
+    CHECK_UINT(f->node.nsent, sent);            /* it has the port table */
+    CHECK_INT(f->node.caught_up, 1);
+    CHECK_UINT(f->node.cu_slot, 2);
+    CHECK_UINT(f->node.cu_filters, 3);
+    catch_up_from(f, 3, 0, 0);                  /* rank 4 lacks everything */
+    const ff_sent_t *p = ff_find(f, TB_CTL_PORTS, 0);
+    REQUIRE(p);
+    CHECK_INT(p->to, 3);
+    CHECK_UINT(ff_count(f, TB_CTL_PORTS), 1);
+    CHECK_INT(f->node.caught_up, 2);
+    CHECK_UINT(f->node.cu_slot, 3);
+    CHECK_UINT(f->node.cu_filters, 0);
+    catch_up_from(f, TB_NFT_PARENT, 0, 0);      /* not from a parent */
+    CHECK_INT(f->node.caught_up, 2);
     ff_free(f);
 }
