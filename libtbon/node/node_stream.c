@@ -430,23 +430,21 @@ size_t tb_stream_child_bytes(const tb_node_t *n, size_t child)
     return n->child[child].qbytes - n->child[child].qbytes_open;
 }
 
-/* Every plug-in filter loaded so far but the first `skip`, as TB_CTL_FILTER
- * to c (a new child: before any stream that may name one). */
-void tb_stream_filters_to(tb_node_t *n, tb_conn_t *c, uint32_t skip)
-{
-    for (int id = TBON_FILTER_BUILTIN_COUNT + (skip < 65536 ? (int)skip : 65536);; id++) {
-        const tb_filter_t *f = tb_filter_reg_get(n->filters, id);
-        if (!f)
-            break;
-        tb_node_send_ctl(n, c, TB_CTL_FILTER,
-                         tb_ctl_filter_encode(&(tb_ctl_filter_t){ f->id, f->path, f->name }));
-    }
-}
-
 uint32_t tb_stream_filters_loaded(const tb_node_t *n)
 {
     uint32_t k = 0;
     while (tb_filter_reg_get(n->filters, TBON_FILTER_BUILTIN_COUNT + (int)k))
         k++;
     return k;
+}
+
+/* Every plug-in filter loaded so far but the first `skip`, as TB_CTL_FILTER
+ * to c (a new child: before any stream that may name one). */
+void tb_stream_filters_to(tb_node_t *n, tb_conn_t *c, uint32_t skip)
+{
+    for (uint32_t k = skip, have = tb_stream_filters_loaded(n); k < have; k++) {
+        const tb_filter_t *f = tb_filter_reg_get(n->filters, TBON_FILTER_BUILTIN_COUNT + (int)k);
+        tb_node_send_ctl(n, c, TB_CTL_FILTER,
+                         tb_ctl_filter_encode(&(tb_ctl_filter_t){ f->id, f->path, f->name }));
+    }
 }
