@@ -258,8 +258,10 @@ TB_HOT static void on_event_conn(tb_eds_t *e, watch_t *w)
             int said = tb_eds_scan_events(e, w, (const uint8_t *)buf, (size_t)n);
             if (said < 0)
                 break;
-            if (w->rank == e->parent && said == 1)
+            if (w->rank == e->parent && (said & 1))
                 e->parent_bye = 1;
+            if (w->rank == e->parent && (said & 2))
+                e->fenced = 1;
             if ((size_t)n == sizeof buf)
                 continue;
             /* Less than asked for: the socket is empty, or what came since
@@ -280,26 +282,35 @@ TB_HOT static void on_event_conn(tb_eds_t *e, watch_t *w)
     }
     TB_DEBUG("eds", "event connection of rank %u ended", w->rank);
     tbon_rank_t r = w->rank;
+    /* The FE's end, not our fencing by it: the session's end. */
+    int fe_gone = r == 0 && r == e->parent && !e->fenced;
+    if (fe_gone) {
+        atomic_store(&e->fe_gone, 1);
+        atomic_store(&e->gone_parent, r + 1);   /* for tb_eds_parent_gone: no relink */
+    }
     tb_eds_drop_watch(e, w);
     /* A dead parent: the reactor sees its data connection end too, and the
      * adoption's TB_CMD_ADOPTED tells it in any case (it carries the lost
      * rank), so the reactor is not woken for it now: in a recovery burst that
      * wake-up (and the thread switch it forces on us) is per orphan. */
-    if (r == e->parent && atomic_load(&e->ft_ready) && !e->parent_bye &&
+    if (r == e->parent && !fe_gone && atomic_load(&e->ft_ready) && !e->parent_bye &&
         !atomic_load(&e->leaving)) {
         tb_eds_parent_down(e, r);
         return;
     }
     /* Else the reactor decides (TB_CMD_PEER_LOST): before the tree is up
      * here, the port table may still be on its way in the parent's data
-     * connection, and with it an adoption. After the parent's goodbye, or
+     * connection, and with it an adoption. The front-end's end is the
+     * session's (nobody takes its place): the reactor, told at once, leaves
+     * and tells the children, who leave too, with no adoption asked of
+     * anyone (tb_recovery_parent_lost). After the parent's goodbye, or
      * as we leave, the application hears of it now (nobody may be driving
      * a back-end's node). */
     if (r == e->parent)
         tb_eds_post(e, tb_cmd_peer_lost(r));
     else
         tb_eds_post_child_end(e, tb_cmd_peer_lost(r));
-    if (r == e->parent && (e->parent_bye || atomic_load(&e->leaving)))
+    if (r == e->parent && (e->parent_bye || atomic_load(&e->leaving) || fe_gone))
         tb_node_parent_gone(e->node, r);
 }
 
@@ -671,6 +682,11 @@ int tb_eds_watch_child(tb_eds_t *e, tbon_rank_t rank, pid_t pid)
         return TBON_ENOMEM;
     }
     return 0;
+}
+
+int tb_eds_fe_gone(tb_eds_t *e)
+{
+    return e && atomic_load(&e->fe_gone);
 }
 
 int tb_eds_parent_gone(tb_eds_t *e, tbon_rank_t parent)

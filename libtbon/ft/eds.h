@@ -34,6 +34,10 @@ int  tb_eds_reaped(tb_eds_t *e, pid_t pid);
  * way (tb_eds_parent_down); or if that connection's end has arrived and
  * the EDS has not read it yet. Any thread; NULL is fine. */
 int  tb_eds_parent_gone(tb_eds_t *e, tbon_rank_t parent);
+/* Whether the FE, our parent, is gone: its event connection ended without
+ * its word that it fenced us. Nobody can take its place: the session is
+ * over. Any thread. */
+int  tb_eds_fe_gone(tb_eds_t *e);
 /* Watch io in the EDS thread's loop (its callback runs on that thread; an
  * io watched already is armed again, for a one shot that went off), or take
  * it out (tb_node_side_watch). Any thread; NULL: TBON_EINVAL, nothing. */

@@ -625,11 +625,45 @@ void tb_eds_join_adopter(tb_eds_t *e)
     e->job = NULL;
 }
 
+/* Whether the FE, our parent, is known gone (not fencing us): its event
+ * connection's end read here without TB_EVENT_FENCED, or waiting in it with
+ * nothing before it, or no such connection left (an adopter FE that refused
+ * it). Unread bytes before the end, or an open connection (a broken data
+ * link only): not known, and the FE is asked as any adopter would be. */
+static int fe_end_seen(tb_eds_t *e)
+{
+    if (atomic_load(&e->fe_gone))
+        return 1;
+    if (e->fenced)
+        return 0;
+    pthread_mutex_lock(&e->mu);
+    watch_t *w = e->all;
+    while (w && (w->dead || w->kind != K_EVENT || w->rank != 0))
+        w = w->next;
+    int fd = w ? w->fd : -1;
+    pthread_mutex_unlock(&e->mu);
+    if (fd < 0)
+        return 1;
+    char b;
+    return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 /* The parent's event connection ended, or the reactor saw the parent go. */
 void tb_eds_parent_down(tb_eds_t *e, tbon_rank_t lost)
 {
     if (lost != e->parent)
         return;            /* an old parent, already replaced */
+    if (lost == 0 && fe_end_seen(e)) {
+        /* Nobody takes the FE's place: the reactor leaves, an orphan already
+         * (its ADOPT_FAILED) or not yet (tb_recovery_parent_lost, when it
+         * reads the PEER_LOST), and the application hears now. */
+        atomic_store(&e->fe_gone, 1);
+        atomic_store(&e->gone_parent, lost + 1);
+        tb_eds_post(e, tb_cmd_adopt_failed(lost));
+        tb_eds_post(e, tb_cmd_peer_lost(lost));
+        tb_node_parent_gone(e->node, lost);
+        return;
+    }
     atomic_store(&e->gone_parent, lost + 1);
     pthread_mutex_lock(&e->mu);
     for (watch_t *w = e->all; w; w = w->next)

@@ -21,6 +21,11 @@
 /* On an event connection, the byte a parent sends its children before an
  * orderly end (docs/protocol.md 8.2): the connection's end is then no failure. */
 #define TB_EVENT_BYE 'B'
+/* The byte the FE sends a child before it closes the child's event
+ * connection (fenced, failed in the view, or a bad message): the child,
+ * woken from a stop say, then knows the FE alive, not its end the
+ * session's (tb_eds_drop_watch). */
+#define TB_EVENT_FENCED 'X'
 /* A heartbeat on an event connection. */
 #define TB_EVENT_BEAT 'H'
 /* A node whose plug-in filter hung (eds_watch.c): to its parent 'F', a u32
@@ -110,6 +115,8 @@ struct tb_eds {
     pid_t *reaped;             /* under mu (tb_eds_reaped) */
     size_t nreaped, capreaped;
     atomic_int stop;
+    atomic_int fe_gone;        /* the FE's event connection ended, not fencing
+                                  us: the session's end (tb_eds_fe_gone) */
     atomic_uint gone_parent;   /* rank + 1 of the last parent given up
                                   (tb_eds_parent_down, tb_eds_parent_gone) */
     atomic_ullong parent_watch; /* (parent rank + 1) << 32 | fd of the parent's
@@ -125,6 +132,7 @@ struct tb_eds {
     atomic_int leaving;        /* an orderly end: tell the children, adopt nobody */
     int bye_sent;
     int parent_bye;            /* the parent said it leaves: its end is no failure */
+    int fenced;                /* the parent fenced us (TB_EVENT_FENCED) */
     atomic_int hb_ms;          /* heartbeat timeout (0: none); a beat every quarter */
     int hb_seen;               /* EDS thread: hb_ms at its last look */
     int hb_on;                 /* EDS thread: heartbeats were on at its last look */
@@ -195,8 +203,9 @@ void tb_eds_join_adopter(tb_eds_t *e);
 void tb_eds_parent_down(tb_eds_t *e, tbon_rank_t lost);
 void tb_eds_say_bye(tb_eds_t *e);
 /* eds_watch.c: after each batch, start watching the plug-in calls once one
- * is loaded; the bytes buf[0..n) read on event connection w: 1 if a BYE was
- * among them, -1 if w sent something malformed (drop it), else 0. */
+ * is loaded; the bytes buf[0..n) read on event connection w: bit 1 if a BYE
+ * was among them, bit 2 if a FENCED, -1 if w sent something malformed (drop
+ * it), else 0. */
 void tb_eds_filters_after_batch(tb_eds_t *e);
 /* Arm the watch timer (memory) as the EDS thread starts. */
 void tb_eds_watch_start(tb_eds_t *e);

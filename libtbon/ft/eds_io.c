@@ -7,6 +7,7 @@
 #include "ft/eds_int.h"
 
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -49,6 +50,14 @@ void tb_eds_drop_watch(tb_eds_t *e, watch_t *w)
         return;
     tb_loop_forget(e->loop, &w->io);
     tb_timer_cancel(e->loop, &w->timer);
+    /* The FE closing a child's event connection is alive: a child still
+     * alive (stopped, say, and fenced) hears so, and will not take the end
+     * for the session's (docs/protocol.md 8.2). Not at the FE's end. */
+    if (w->kind == K_EVENT && e->role == TB_ROLE_FE && !atomic_load(&e->leaving) &&
+        !atomic_load(&e->stop)) {
+        const char x = TB_EVENT_FENCED;
+        (void)!send(w->fd, &x, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
     if (w->kind == K_EVENT) {
         unsigned long long v = atomic_load(&e->parent_watch);
         if (v && (int)(uint32_t)v == w->fd)

@@ -381,7 +381,9 @@ TB_HOT int tb_eds_scan_events(tb_eds_t *e, watch_t *w, const uint8_t *buf, size_
             w->ev_hdr[0] = b;
             w->ev_hdr_have = 1;
         } else if (b == TB_EVENT_BYE) {
-            bye = 1;
+            bye |= 1;
+        } else if (b == TB_EVENT_FENCED) {
+            bye |= 2;
         }
     }
     return bye;

@@ -190,7 +190,9 @@ static void on_cmd(struct tb_ft *ft, tb_cmd_t *c)
     case TB_CMD_ADOPT_FAILED:
         if (tb_recovery_orphan(ft->rec)) {
             tb_recovery_adopt_failed(ft->rec);
-            nd->ops->parent_lost(nd->n, "no node would adopt us");
+            nd->ops->parent_lost(nd->n, c->u.adopt_failed.lost == 0
+                                            ? "the front-end is gone: the session is over"
+                                            : "no node would adopt us");
         }
         break;
     case TB_CMD_CHECK:

@@ -353,15 +353,25 @@ int tb_recovery_parent_lost(tb_recovery_t *rc, tbon_rank_t lost)
      * came up, before passing it on), the nodes whose ports we know are
      * asked all the same: the FE's is known to all, and its adopter sends us
      * the table. Without fault tolerance (no table ever comes) they refuse,
-     * and we leave as we would have. */
-    if (rc->gave_up || (!cx->ready && !cx->eds) || tb_ft_ending(cx) || tb_ft_is_fe(cx))
+     * and we leave as we would have. The front-end cannot be replaced:
+     * its end (not its fencing of us, which it says first) is the
+     * session's, and we leave at once, our children told to
+     * (TB_CTL_SHUTDOWN), where asking for an adopter only heard its port
+     * refuse, round after round, on every level. Not known yet (the EDS
+     * has not read the end): the EDS answers the request at once. */
+    if (rc->gave_up || (!cx->ready && !cx->eds) || tb_ft_ending(cx) || tb_ft_is_fe(cx) ||
+        (lost == 0 && tb_eds_fe_gone(cx->eds)))
         return 0;
     if (rc->orphan)
         return 1;
     rc->orphan = 1;
     rc->orphan_since = tb_now_us();
     rc->lost_parent = lost;
-    TB_WARN("ft", "lost the parent (rank %u); looking for an adopter", lost);
+    /* (The FE: most likely gone, the EDS tells at once; said then.) */
+    if (lost == 0)
+        TB_INFO("ft", "lost the front-end's connections: asking it again");
+    else
+        TB_WARN("ft", "lost the parent (rank %u); looking for an adopter", lost);
     uint32_t inc = tb_topology_incarnation(t, lost);
     /* The FE hears of it directly from one of the orphans (the first alive
      * child in our copy): the lost parent's own parent may have died with

@@ -446,20 +446,25 @@ ITEST(attach_missing_file)
 
 /* ---- the front-end dies ---- */
 
-/* A child process becomes the FE of a 2x2 tree and is killed with SIGKILL:
- * every other process of the tree must be gone within a second (polled for
- * up to 5 s). */
-ITEST(fe_death_kills_tree)
+/* A child process becomes the FE of a tree of shape and is killed with
+ * SIGKILL: every other process of the tree (nprocs) must be gone within a
+ * second (polled for up to 5 s). The FE's end is the session's: no commnode
+ * asks anyone to adopt it (the FE's children shut their subtrees down; a
+ * dead FE's port only refused them, round after round, 0.3 s on an idle
+ * machine before). */
+static void fe_death(const char *shape, size_t nprocs)
 {
     int pfd[2];
     REQUIRE(pipe(pfd) == 0);
+    size_t nbe = 0;
+    tbon_rank_t be[16];
+    const char *topo = it_topo_shape(shape, be, 16, &nbe);
+    REQUIRE(topo != NULL);
+    size_t nodes = it_last_total;
     pid_t fe = fork();
     REQUIRE(fe >= 0);
     if (fe == 0) {
         close(pfd[0]);
-        tbon_rank_t be[8];
-        size_t n;
-        const char *topo = it_topo_shape("2x2", be, 8, &n);
         tbon_error_t err = { 0, "" };
         tbon_net_t *net = tbon_fe_create(topo, it_be_path(), NULL, NULL, &err);
         char c = net ? 'R' : 'F';
@@ -482,14 +487,32 @@ ITEST(fe_death_kills_tree)
         waitpid(fe, NULL, 0);
         return;
     }
-    pid_t pids[16];
-    CHECK_UINT(it_our_procs("tbon_", pids, 16), 6);   /* 2 commnodes, 4 BEs */
+    pid_t pids[32];
+    CHECK_UINT(it_our_procs("tbon_", pids, 32), nprocs);
     CHECK_INT(kill(fe, SIGKILL), 0);
     CHECK_INT(waitpid(fe, NULL, 0), fe);
     int64_t ms = 0;
     size_t left = it_wait_no_procs(5000, &ms);
-    fprintf(stderr, "    tree gone %lld ms after the FE died (%zu left)\n", (long long)ms,
-            left);
+    fprintf(stderr, "    %s: tree gone %lld ms after the FE died (%zu left)\n", shape,
+            (long long)ms, left);
     CHECK_UINT(left, 0);
     CHECK(ms <= 1500);   /* "within a second", with slack for a loaded machine */
+    /* every commnode's log (those below the FE's children left quietly,
+     * told to): the leaves are the back-ends */
+    for (tbon_rank_t r = 1; r < (tbon_rank_t)nodes; r++) {
+        if (r >= be[0] && r <= be[nbe - 1])
+            continue;
+        CHECK_INT(it_log_lines(r, "adopt", NULL), 0);
+    }
+    if (nbe < nodes - 1)
+        CHECK(it_log_lines(1, "lost the parent", NULL) >= 1);
 }
+
+ITEST(fe_death_kills_tree) { fe_death("2x2", 6); }
+
+/* The FE's children are back-ends: their applications hear it at once. */
+ITEST(fe_death_ends_backends_below_it) { fe_death("4", 4); }
+
+/* Three levels: the FE's children shut their subtrees down, commnodes below
+ * them included. */
+ITEST(fe_death_ends_subtrees_without_adoption) { fe_death("2x2x2", 14); }

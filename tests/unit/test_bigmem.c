@@ -186,7 +186,11 @@ static void *churn_until_done(void *arg)
 }
 
 /* A child forked while another thread takes and gives back buffers gets
- * its own first large buffer (the lock is not left held in it). */
+ * its own first large buffer (the lock is not left held in it). Under
+ * ThreadSanitizer the child only takes the lock: gcc 12's runtime does not
+ * hold its own large-block allocator's lock across fork, and a child
+ * forked while the other thread is in it waits for ever in malloc (seen
+ * once in 70 runs, stack in the runtime's LargeMmapAllocator). */
 TEST(fork_while_another_thread_keeps)
 {
     tb_big_trim();
@@ -198,6 +202,8 @@ TEST(fork_while_another_thread_keeps)
         pid_t pid = fork();
         if (pid == 0) {
             alarm(10);      /* a child stuck on the lock dies of it */
+            if (UNDER_TSAN)
+                _exit(tb_big_kept(NULL) <= 1 ? 0 : 1);
             void *p = tb_big_alloc(MIB);
             tb_big_free(p);
             _exit(p ? 0 : 1);
