@@ -636,16 +636,11 @@ static int fe_end_seen(tb_eds_t *e)
         return 1;
     if (e->fenced)
         return 0;
-    pthread_mutex_lock(&e->mu);
-    watch_t *w = e->all;
-    while (w && (w->dead || w->kind != K_EVENT || w->rank != 0))
-        w = w->next;
-    int fd = w ? w->fd : -1;
-    pthread_mutex_unlock(&e->mu);
-    if (fd < 0)
+    unsigned long long v = atomic_load(&e->parent_watch);  /* the FE's, if watched */
+    if (v >> 32 != 1)
         return 1;
     char b;
-    return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+    return recv((int)(uint32_t)v, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 /* The parent's event connection ended, or the reactor saw the parent go. */
