@@ -12,7 +12,7 @@
 #include <string.h>
 
 enum { OPT_JSON = 256, OPT_ATTACH, OPT_EVENTS, OPT_IDLE, OPT_FE_HOST, OPT_ENV, OPT_SLURM,
-       OPT_FANOUT, OPT_PER_NODE, OPT_REQUIRE_ALL };
+       OPT_FANOUT, OPT_PER_NODE, OPT_REQUIRE_ALL, OPT_DETACH, OPT_REATTACH, OPT_GRACE };
 
 static const struct {
     const char *name;
@@ -37,6 +37,7 @@ static void usage(FILE *f)
 "usage: " PROG " -t TOPOLOGY -b BACKEND [options] [-- BACKEND ARGS...]\n"
 "       " PROG " --slurm -b BACKEND [options] [-- BACKEND ARGS...]\n"
 "       " PROG " -t TOPOLOGY --attach FILE [options]\n"
+"       " PROG " --reattach FILE [options]\n"
 "\n"
 "Launch a tbon tree: the commnodes of TOPOLOGY and BACKEND at each of its\n"
 "leaves. Open a stream over every back-end with FILTER, then for each wave\n"
@@ -126,6 +127,21 @@ static void usage(FILE *f)
 static void usage_env(FILE *f)
 {
     fputs(
+"Sessions (docs/user-guide.md, \"Sessions\"):\n"
+"      --detach FILE     after the waves, leave the tree running (its\n"
+"                        processes, streams and filter state) instead of\n"
+"                        shutting it down; FILE (mode 0600) holds what a new\n"
+"                        front-end needs: " PROG " --reattach FILE\n"
+"      --grace MS        with --detach FILE: FILE is written as the tree comes\n"
+"                        up, and if this program dies (kill -9, a lost ssh\n"
+"                        session) the tree waits MS ms for a --reattach\n"
+"                        before every process exits\n"
+"      --reattach FILE   instead of -t and -b: become the front-end of the\n"
+"                        running tree FILE names (left by --detach, or by a\n"
+"                        front-end that died within its --grace); the waves\n"
+"                        run on a new stream, and the tree is shut down at\n"
+"                        the end (or left again with --detach)\n"
+"\n"
 "Environment:\n"
 "  TBON_LOG=error|warn|info|debug   library log level (default warn); the\n"
 "                                   commnodes log to files in TBON_LOG_DIR,\n"
@@ -145,7 +161,9 @@ static void usage_env(FILE *f)
 "  " PROG " -t topologies/local-4x4.top -b build/bin/tbon_example_be -w 3\n"
 "  " PROG " -t my.top -b tbon_example_be -f avg --json\n"
 "  " PROG " -t my.top -b tbon_example_be -f null -s dontwait\n"
-"  " PROG " -t my.top -b ./my_be -f ./my_filter.so:my_sum -- --my-be-option\n",
+"  " PROG " -t my.top -b ./my_be -f ./my_filter.so:my_sum -- --my-be-option\n"
+"  " PROG " -t my.top -b tbon_example_be --detach s.tbon; "
+"" PROG " --reattach s.tbon -w 3\n",
           f);
 }
 
@@ -270,6 +288,9 @@ void fe_parse_args(struct cli *c, int argc, char **argv)
         { "require-all", no_argument, NULL, OPT_REQUIRE_ALL },
         { "fanout", required_argument, NULL, OPT_FANOUT },
         { "be-per-node", required_argument, NULL, OPT_PER_NODE },
+        { "detach", required_argument, NULL, OPT_DETACH },
+        { "reattach", required_argument, NULL, OPT_REATTACH },
+        { "grace", required_argument, NULL, OPT_GRACE },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -322,6 +343,12 @@ void fe_parse_args(struct cli *c, int argc, char **argv)
             if (parse_ulong(optarg, 65536, &c->per_node) != 0 || c->per_node == 0)
                 usage_error("bad number of back-ends per node '%s' (1 to 65536)", optarg);
             break;
+        case OPT_DETACH: c->detach = optarg; break;
+        case OPT_REATTACH: c->reattach = optarg; break;
+        case OPT_GRACE:
+            if (parse_ulong(optarg, INT_MAX, &c->grace_ms) != 0 || c->grace_ms == 0)
+                usage_error("bad grace '%s' (ms, from 1)", optarg);
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -344,6 +371,17 @@ void fe_parse_args(struct cli *c, int argc, char **argv)
  * NULL); the defaults that depend on them. Exits 2 on a bad combination. */
 static void check_args(struct cli *c, const char *first)
 {
+    if (c->grace_ms && !c->detach)
+        usage_error("--grace needs --detach FILE (the file a new front-end reattaches from)");
+    if (c->reattach) {
+        if (c->topology || c->backend || c->slurm || c->attach || first)
+            usage_error("--reattach takes a running tree over: no -t, -b, --slurm, "
+                        "--attach or back-end arguments");
+        parse_filter(c);
+        if (c->idle_ms < 0)
+            c->idle_ms = 2000;
+        return;
+    }
     if (!c->topology && !c->slurm)
         usage_error("missing -t TOPOLOGY (or --slurm inside a Slurm allocation)");
     if (c->topology && c->slurm)

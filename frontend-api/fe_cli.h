@@ -33,6 +33,9 @@ struct cli {
     unsigned long      waves;
     long               idle_ms;       /* dontwait/timeout: end of a wave */
     int                json, events;
+    const char        *detach;        /* --detach FILE: leave the tree running */
+    const char        *reattach;      /* --reattach FILE: take a running tree over */
+    unsigned long      grace_ms;      /* --grace MS (with --detach FILE) */
     char *const       *be_argv;       /* NULL-terminated (argv's tail) */
 };
 

@@ -133,7 +133,7 @@ tbon_net_t *fe_start(const struct cli *c, char **backend)
     *backend = NULL;
     if (c->backend) {
         *backend = resolve_backend(c->backend);
-    } else {
+    } else if (!c->reattach) {
         fprintf(stderr, PROG ": attach mode: the tree's commnodes start now and write "
                 "%s; then start, for each leaf of %s, a back-end that calls\n"
                 "  tbon_be_attach(\"%s\", RANK, &err)   (RANK: the leaf's rank, "
@@ -154,6 +154,17 @@ tbon_net_t *fe_start(const struct cli *c, char **backend)
     opts.slurm_be_per_node = (unsigned)c->per_node;
     opts.env = c->env;
     opts.require_all = c->require_all;
+    if (c->grace_ms) {
+        opts.session_file = c->detach;
+        opts.grace_ms = (int)c->grace_ms;
+    }
+    if (c->reattach) {
+        tbon_net_t *net = tbon_fe_reattach(c->reattach, &opts, &err);
+        if (!net)
+            fprintf(stderr, PROG ": --reattach %s: %s\n", c->reattach,
+                    err.msg[0] ? err.msg : tbon_strerror(err.code));
+        return net;
+    }
     tbon_net_t *net = tbon_fe_create(c->topology,
                                      c->backend ? (*backend ? *backend : c->backend) : NULL,
                                      (const char *const *)c->be_argv, &opts, &err);

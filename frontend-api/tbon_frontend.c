@@ -56,6 +56,17 @@ int main(int argc, char **argv)
         if (s)
             status = fe_run_waves(&c, net, s);
     }
+    /* --detach: the tree stays (Ctrl-C still shuts it down) */
+    if (net && c.detach && !fe_stop) {
+        if (tbon_fe_detach(net, c.detach) == 0) {
+            fprintf(stderr, PROG ": detached: the tree runs on; " PROG " --reattach %s "
+                    "takes it over\n", c.detach);
+            net = NULL;
+        } else {
+            fprintf(stderr, PROG ": --detach %s: %s\n", c.detach, tbon_net_error(net));
+            status = EXIT_RUN;
+        }
+    }
     tbon_net_destroy(net);
     free(backend);
     free(c.so_path);

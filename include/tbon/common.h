@@ -23,6 +23,9 @@ enum {                                   /* every call returns 0 or one of these
     /* A packet larger than a link carries (tbon_stream_send, docs/user-guide.md,
      * "Packets"). */
     TBON_ETOOBIG = -13,
+    /* tbon_fe_reattach: the session has a front-end, or another one is
+     * reattaching (docs/user-guide.md, "Sessions"). */
+    TBON_EBUSY = -14,
 };
 
 /* A short English description of a TBON_E* code ("unknown error" otherwise).

@@ -64,6 +64,19 @@ typedef struct tbon_fe_options {         /* zero-initialise: every field has a d
      * die"); off, such a stream behaves as any other: waves in flight at a
      * failure may miss a subtree (their coverage says so). */
     int         exact_off;
+    /* A session that outlives its front-end (docs/user-guide.md,
+     * "Sessions"). session_file: written (mode 0600) once the tree is up,
+     * kept current, removed at the session's end; tbon_fe_reattach takes
+     * the tree over from it. grace_ms: when this front-end dies (its
+     * connections end without a word), the tree waits this long for a new
+     * one (tbon_fe_reattach) before every process exits; 0, the default:
+     * it exits at once. A grace needs a session_file. detach_ms: after
+     * tbon_fe_detach, how long the tree waits for a new front-end (0, the
+     * default: until one comes). Both need commnodes, not back-ends, as the
+     * front-end's children. */
+    const char *session_file;
+    int         grace_ms;
+    int         detach_ms;
 } tbon_fe_options_t;
 
 /* Launch the tree of topology_file (text or XML): its commnodes, and at its
@@ -81,6 +94,38 @@ typedef struct tbon_fe_options {         /* zero-initialise: every field has a d
 tbon_net_t  *tbon_fe_create(const char *topology_file, const char *backend_exe,
                             const char *const backend_argv[],
                             const tbon_fe_options_t *opts, tbon_error_t *err);
+
+/* Leave the tree running (docs/user-guide.md, "Sessions"): its processes,
+ * streams and their filters' state stay; file (mode 0600, as the attach
+ * file) gets what a new front-end needs - the session's secret, where this
+ * front-end's children listen, the plug-ins loaded. The children buffer
+ * what comes up meanwhile (64 MiB each at most; past it, dropped, and a
+ * TBON_EV_DATA_LOST at the reattach says so) and wait opts->detach_ms (0:
+ * until a front-end comes). On 0, net is gone, as after tbon_net_destroy
+ * (what it had received and not handed out is dropped); on an error
+ * (TBON_EINVAL: a back-end is a child of the front-end, or no fault
+ * tolerance; TBON_EIO: the file; TBON_ECLOSED) net is as it was, with the
+ * reason in tbon_net_error(net). Call from one thread, with no other call
+ * on net under way. */
+int          tbon_fe_detach(tbon_net_t *net, const char *file);
+
+/* Become the front-end of the tree that file names (written by
+ * tbon_fe_detach, or kept by a front-end made with opts->session_file that
+ * has died within its grace), on this host or another: claim each of the
+ * old front-end's children (proving the session's secret), take the
+ * topology and view from them, and have them adopted. Their streams come
+ * with them (tbon_net_stream finds one by id), and each stream's filter
+ * state is composed up (seed 003 IV-C): the first result of a stream whose
+ * filter keeps state (union, a plug-in's F_get_FilterState) covers all that
+ * was sent before. opts: as for tbon_fe_create (its grace_ms, detach_ms and
+ * session_file for this front-end; the topology, launch and Slurm fields
+ * are not used). NULL with err filled: the file unreadable or malformed
+ * (its line), TBON_EAUTH (another session's file, or a wrong secret),
+ * TBON_ECLOSED (the session has ended: nobody answers), TBON_EBUSY (the
+ * session has a front-end, or another one is reattaching: exactly one of
+ * two that race wins). */
+tbon_net_t  *tbon_fe_reattach(const char *file, const tbon_fe_options_t *opts,
+                              tbon_error_t *err);
 
 /* The ranks left out of the start-up (tbon_fe_create's default, see
  * tbon_fe_options_t.require_all): commnodes and back-ends that could not be

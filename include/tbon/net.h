@@ -15,6 +15,10 @@ typedef struct tbon_net    tbon_net_t;
 typedef struct tbon_comm   tbon_comm_t;
 typedef struct tbon_stream tbon_stream_t;
 
+/* The stream with this id (a reattached front-end gets the tree's streams
+ * this way), or NULL (none, or closed). Owned by net. */
+tbon_stream_t *tbon_net_stream(tbon_net_t *net, uint32_t id);
+
 /* This process's rank (0 at the FE). */
 tbon_rank_t  tbon_net_rank(const tbon_net_t *net);
 

@@ -720,6 +720,22 @@ int tbon_net_next_event(tbon_net_t *net, tbon_event_t *ev, int timeout_ms)
     return rc;
 }
 
+tbon_stream_t *tbon_net_stream(tbon_net_t *net, uint32_t id)
+{
+    if (!net) {
+        tb_net_seterr(TBON_EINVAL, "tbon_net_stream needs a network");
+        return NULL;
+    }
+    pthread_mutex_lock(&net->mu);
+    tbon_stream_t *s = tb_net_stream_locked(net, id, 0);
+    if (s && atomic_load(&s->closed))
+        s = NULL;
+    pthread_mutex_unlock(&net->mu);
+    if (!s)
+        tb_net_fail(net, TBON_ENOTFOUND, "no stream %u here", id);
+    return s;
+}
+
 void tbon_net_destroy(tbon_net_t *net)
 {
     if (!net)
@@ -773,6 +789,8 @@ void tb_net_free(tbon_net_t *net)
         free(s);
     }
     free(net->streams);
+    free(net->session_file);
+    free(net->rwait);
     tbon_comm_t *c = net->comms;
     while (c) {
         tbon_comm_t *next = c->next;

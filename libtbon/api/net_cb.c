@@ -158,6 +158,18 @@ static void cb_event(void *arg, const tbon_event_t *ev)
 {
     tbon_net_t *net = arg;
     pthread_mutex_lock(&net->mu);
+    if (ev->type == TBON_EV_NODE_ADOPTED && ev->parent == 0 && net->nrwait) {
+        /* A child of the old FE, adopted by us: the reattach's own work
+         * (tbon_fe_reattach waits for it), not news for the application. */
+        for (size_t i = 0; i < net->nrwait; i++)
+            if (net->rwait[i] == ev->rank) {
+                net->rwait[i] = net->rwait[--net->nrwait];
+                tb_report_adoption(net->topo, ev->rank, ev->parent, ev->incarnation);
+                pthread_cond_broadcast(&net->cond);
+                pthread_mutex_unlock(&net->mu);
+                return;
+            }
+    }
     if (ev->type == TBON_EV_NODE_JOINED && net->bcast &&
         tb_topology_role(net->topo, ev->rank) == TB_ROLE_BE) {
         /* Streams made on the broadcast communicator from now on reach it
@@ -245,6 +257,16 @@ static void cb_checked(void *arg, uint64_t id, const tbon_rank_t *agree, size_t 
     pthread_mutex_unlock(&net->mu);
 }
 
+/* FE: a stream that came with a child's graft (a reattached FE). */
+static void cb_stream_found(void *arg, uint32_t id)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    if (tb_net_stream_locked(net, id, 1) && id >= net->next_stream)
+        net->next_stream = id + 1;
+    pthread_mutex_unlock(&net->mu);
+}
+
 tb_node_cbs_t tb_net_callbacks(tbon_net_t *net)
 {
     return (tb_node_cbs_t){ .arg = net, .deliver = cb_deliver, .wave_error = cb_wave_error,
@@ -252,6 +274,7 @@ tb_node_cbs_t tb_net_callbacks(tbon_net_t *net)
                             .progress = cb_progress, .app_full = cb_app_full,
                             .event = cb_event, .kick = net->inline_node ? tb_net_kick : NULL,
                             .arm = net->inline_node ? tb_net_arm : NULL,
-                            .view = cb_view, .checked = cb_checked, .attr = cb_attr };
+                            .view = cb_view, .checked = cb_checked, .attr = cb_attr,
+                            .stream_found = cb_stream_found };
 }
 

@@ -125,6 +125,13 @@ struct tbon_net {
     void          *progress_arg;
     size_t         prog_ready, prog_total;
     const char   **argv_keep;      /* the back-end argv the node points to */
+    /* FE: a session that outlives its front-end (fe_session.c) */
+    char          *session_file;   /* the node's cfg.session_file (a copy) */
+    uint32_t       detach_ms;      /* opts.detach_ms, for tbon_fe_detach */
+    tbon_rank_t   *rwait;          /* reattach: the claimed children not yet
+                                      adopted (their TBON_EV_NODE_ADOPTED is
+                                      the reattach's, not queued) */
+    size_t         nrwait;
 };
 
 /* A back-end's node while nobody drives it (kick.c): a thread that runs a
@@ -187,6 +194,17 @@ struct tb_attrs *tb_net_replica(tbon_net_t *net, tbon_rank_t r, int make);
 void tb_net_attrs_changed_locked(tbon_net_t *net, tbon_rank_t r);
 /* What a packet counts for in the queues' byte marks (net.c). */
 size_t tb_net_pkt_size(const tbon_packet_t *p);
+/* FE (fe.c), shared with fe_session.c: the node's configuration from the
+ * options (commnode "" if none; no secret yet); the session options checked
+ * into net and cfg (0 or an error code, err); waiting for the tree (1 if it
+ * is up); the broadcast communicator made once it is. */
+tb_node_config_t tb_fe_config(const tbon_fe_options_t *o, const tb_config_t *conf,
+                              tb_topology_t *topo, const char *commnode, const char *bexe,
+                              const char **argv);
+int tb_fe_session_opts(tbon_net_t *net, const tbon_fe_options_t *o, tb_node_config_t *cfg,
+                       tbon_error_t *err);
+int tb_fe_wait_ready(tbon_net_t *net);
+void tb_fe_ready(tbon_net_t *net);
 /* Free everything but the node. */
 void tb_net_free(tbon_net_t *net);
 /* Set the calling thread's error message for tbon_net_error; returns code. */

@@ -55,6 +55,7 @@ const char *tb_purpose_name(int purpose)
     case TB_PURPOSE_ADOPTION: return "adoption";
     case TB_PURPOSE_JOIN:     return "join";
     case TB_PURPOSE_RELINK:   return "relink";
+    case TB_PURPOSE_REATTACH: return "reattach";
     default:                  return "unknown";
     }
 }
@@ -67,6 +68,7 @@ const char *tb_welcome_status_name(int status)
     case TB_WELCOME_WRONG_SESSION: return "wrong session";
     case TB_WELCOME_BAD_MAC:       return "bad MAC";
     case TB_WELCOME_REFUSED:       return "refused";
+    case TB_WELCOME_TAKEN:         return "taken by another front-end";
     default:                       return "unknown";
     }
 }

@@ -42,8 +42,10 @@ enum tb_purpose {
     TB_PURPOSE_JOIN = 4,       /* a new BE asking the FE for a rank and a parent */
     TB_PURPOSE_RELINK = 5,     /* a child whose data connection broke, back to the same
                                   parent: the link layer resends (docs/protocol.md 2.4) */
+    TB_PURPOSE_REATTACH = 6,   /* a new front-end claiming a child of the one that left
+                                  (docs/protocol.md 8.7); incarnation: 0 */
 };
-#define TB_PURPOSE_MAX TB_PURPOSE_RELINK
+#define TB_PURPOSE_MAX TB_PURPOSE_REATTACH
 
 /* WELCOME status; values are part of the protocol. */
 enum tb_welcome_status {
@@ -52,8 +54,10 @@ enum tb_welcome_status {
     TB_WELCOME_WRONG_SESSION = 2,
     TB_WELCOME_BAD_MAC = 3,
     TB_WELCOME_REFUSED = 4,    /* authentic, but not accepted (e.g. adoption declined) */
+    TB_WELCOME_TAKEN = 5,      /* a reattach: the session has a front-end, or another
+                                  one is reattaching */
 };
-#define TB_WELCOME_STATUS_MAX TB_WELCOME_REFUSED
+#define TB_WELCOME_STATUS_MAX TB_WELCOME_TAKEN
 
 typedef struct tb_hello {
     uint16_t version;

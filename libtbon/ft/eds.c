@@ -51,8 +51,39 @@ TB_HOT static void sweep(tb_eds_t *e)
     pthread_mutex_unlock(&e->mu);
 }
 
-/* Hand command c (NULL: out of memory, nothing to do) to the reactor. Only
- * posted: the EDS never runs the node (a back-end's kicker does, kick.c). */
+/* A new node, or a restarted one (hs->rank: its old rank), whose
+ * incarnation field is where a commnode listens (docs/protocol.md 9.6):
+ * the FE's reactor gives it a rank and a parent (TB_CTL_JOIN_ACK) or
+ * closes. */
+static void admit_join(tb_eds_t *e, watch_t *w)
+{
+    const tb_handshake_t *hs = &w->auth->hs;
+    tbon_error_t err;
+    tbon_rank_t r = hs->rank;
+    int cn = hs->role == TB_ROLE_COMMNODE;
+    uint32_t port = hs->incarnation;
+    if (e->role != TB_ROLE_FE || (hs->role != TB_ROLE_BE && !cn) ||
+        (cn && (port == 0 || port > 65535)) || (!cn && port) ||
+        !atomic_load(&e->ft_ready)) {
+        TB_WARN("eds", "refused a join: %s", e->role != TB_ROLE_FE ? "not the front-end" :
+                hs->role != TB_ROLE_BE && !cn ? "only back-ends and commnodes join" :
+                !atomic_load(&e->ft_ready) ? "the tree is not up yet"
+                : "a commnode must say where it listens (and only a commnode)");
+        tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_REFUSED, e->rank, 0, 0, &err);
+        tb_eds_drop_watch(e, w);
+        return;
+    }
+    if (tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_OK, e->rank, 0, 1, &err)) {
+        tb_eds_drop_watch(e, w);
+        return;
+    }
+    free(w->auth);
+    w->auth = NULL;
+    tb_loop_forget(e->loop, &w->io);
+    w->dead = 1;
+    tb_eds_post(e, tb_cmd_join_conn(w->fd, cn ? TB_ROLE_COMMNODE : TB_ROLE_BE, r, port));
+}
+
 /* An authentic peer: is it one we expect? */
 static void admit(tb_eds_t *e, watch_t *w)
 {
@@ -61,32 +92,11 @@ static void admit(tb_eds_t *e, watch_t *w)
     tbon_rank_t r = hs->rank;
     uint8_t purpose = hs->purpose;   /* hs dies with w->auth below */
     if (purpose == TB_PURPOSE_JOIN) {
-        /* A new node, or a restarted one (hs->rank: its old rank), whose
-         * incarnation field is where a commnode listens (docs/protocol.md
-         * 9.6): the FE's reactor gives it a rank and a parent
-         * (TB_CTL_JOIN_ACK) or closes. */
-        int cn = hs->role == TB_ROLE_COMMNODE;
-        uint32_t port = hs->incarnation;
-        if (e->role != TB_ROLE_FE || (hs->role != TB_ROLE_BE && !cn) ||
-            (cn && (port == 0 || port > 65535)) || (!cn && port) ||
-            !atomic_load(&e->ft_ready)) {
-            TB_WARN("eds", "refused a join: %s", e->role != TB_ROLE_FE ? "not the front-end" :
-                    hs->role != TB_ROLE_BE && !cn ? "only back-ends and commnodes join" :
-                    !atomic_load(&e->ft_ready) ? "the tree is not up yet"
-                    : "a commnode must say where it listens (and only a commnode)");
-            tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_REFUSED, e->rank, 0, 0, &err);
-            tb_eds_drop_watch(e, w);
-            return;
-        }
-        if (tb_auth_srv_welcome(w->auth, &e->session, TB_WELCOME_OK, e->rank, 0, 1, &err)) {
-            tb_eds_drop_watch(e, w);
-            return;
-        }
-        free(w->auth);
-        w->auth = NULL;
-        tb_loop_forget(e->loop, &w->io);
-        w->dead = 1;
-        tb_eds_post(e, tb_cmd_join_conn(w->fd, cn ? TB_ROLE_COMMNODE : TB_ROLE_BE, r, port));
+        admit_join(e, w);
+        return;
+    }
+    if (purpose == TB_PURPOSE_REATTACH) {
+        tb_eds_claim(e, w);            /* a new front-end (eds_fe.c) */
         return;
     }
     tb_eds_apply_reports(e);           /* a back-end that joined may be connecting */
@@ -141,6 +151,7 @@ static void admit(tb_eds_t *e, watch_t *w)
             e->expect[r] = 0;
         w->kind = K_EVENT;
         w->rank = r;
+        tb_eds_tell_grace(e, w);
         return;
     }
     /* A data connection belongs to the reactor from here on. */
@@ -284,6 +295,13 @@ TB_HOT static void on_event_conn(tb_eds_t *e, watch_t *w)
     tbon_rank_t r = w->rank;
     /* The FE's end, not our fencing by it: the session's end. */
     int fe_gone = r == 0 && r == e->parent && !e->fenced;
+    if (fe_gone && tb_eds_fe_end(e)) {
+        /* It detached, or has a grace: the tree waits for a new one
+         * (eds_fe.c); the reactor, an orphan, buffers meanwhile. */
+        tb_eds_drop_watch(e, w);
+        tb_eds_post(e, tb_cmd_peer_lost(r));
+        return;
+    }
     if (fe_gone) {
         atomic_store(&e->fe_gone, 1);
         atomic_store(&e->gone_parent, r + 1);   /* for tb_eds_parent_gone: no relink */
@@ -333,6 +351,8 @@ static void on_handshake_timer(tb_timer_t *t, int64_t now)
 {
     (void)now;
     watch_t *w = (watch_t *)((char *)t - offsetof(watch_t, timer));
+    if (!w->dead && w->kind == K_CLAIM)
+        tb_eds_claim_read(t->arg, w, NULL, 0, NULL);
     if (w->dead || w->kind != K_PENDING)
         return;
     TB_WARN_LIMITED("eds", "a connection did not finish its handshake in time; closed");
@@ -547,6 +567,13 @@ TB_HOT static void on_watch_io(tb_io_t *io, uint32_t events)
     case K_PENDING: on_pending(e, w); break;
     case K_EVENT: on_event_conn(e, w); break;
     case K_PIDFD: on_pidfd(e, w); break;
+    case K_CLAIM: {
+        char host[64];
+        uint16_t port;
+        if (tb_eds_claim_read(e, w, host, sizeof host, &port))
+            tb_eds_adopt_to(e, host, port);
+        break;
+    }
     }
 }
 
@@ -621,6 +648,7 @@ tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->amu, NULL);
     pthread_cond_init(&e->acv, NULL);
+    pthread_cond_init(&e->dcv, NULL);
     e->topo = tb_topology_clone(topo);
     size_t n = tb_topology_size(topo);
     e->data_seen = calloc(n, 1);
@@ -792,5 +820,6 @@ void tb_eds_free(tb_eds_t *e)
     pthread_mutex_destroy(&e->mu);
     pthread_mutex_destroy(&e->amu);
     pthread_cond_destroy(&e->acv);
+    pthread_cond_destroy(&e->dcv);
     free(e);
 }

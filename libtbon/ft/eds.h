@@ -61,6 +61,17 @@ void tb_eds_report(tb_eds_t *e, tb_eds_rep_kind_t kind, tbon_rank_t r, tbon_rank
 void tb_eds_join(tb_eds_t *e, const tb_vchange_t *c);
 /* The tree is up and the ports known: orphans may now be adopted. */
 void tb_eds_set_ft_ready(tb_eds_t *e);
+/* The session outliving its front-end (eds_fe.c; docs/fault-tolerance.md,
+ * "The root"). FE: the grace each child is told (ms; 0: none), and
+ * tb_eds_detach, which tells every child the FE detaches and the tree waits
+ * hold_ms for a new one (0: no limit), returning once said (0 or
+ * TBON_ETIMEOUT). Any node: the view version applied (for a new FE's
+ * claim); whether the FE is gone and the tree waits for a new one. Any
+ * thread; NULL is fine. */
+void tb_eds_set_grace(tb_eds_t *e, int ms);
+int  tb_eds_detach(tb_eds_t *e, uint32_t hold_ms);
+void tb_eds_set_view(tb_eds_t *e, uint64_t v);
+int  tb_eds_headless(tb_eds_t *e);
 /* The reactor lost its parent (rank lost) first: adopt us now. */
 void tb_eds_request_adoption(tb_eds_t *e, tbon_rank_t lost);
 /* An adopted child rank will open its event connection. */

@@ -15,9 +15,11 @@
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/clock.h"
+#include "util/endian.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "codec/packet_int.h"
@@ -87,6 +89,7 @@ static void apply_report(tb_eds_t *e, const struct eds_mail *q)
 
 static void on_adopter(tb_eds_t *e, struct eds_mail *q);
 static void adopt_here(tb_eds_t *e, struct adopt_job *job);
+static void detach_children(tb_eds_t *e, struct eds_mail *q);
 
 /* What the reactor sent, in the order it sent it (the loop's drain). An
  * adoption asked for is only noted here: the thread's loop starts it after
@@ -113,6 +116,9 @@ void tb_eds_on_mail(void *arg, tb_mail_t *list)
             break;
         case M_FAULT_TAKEN:
             tb_eds_say_fault_taken(e, q->r);
+            break;
+        case M_DETACH:
+            detach_children(e, q);
             break;
         case M_ADOPTED:
         case M_PARENT_EVENTS:
@@ -169,6 +175,7 @@ struct adopt_job {
                                   orphan: bench/RESULTS.md, "fresh pages") */
     int fd0;
     int fd0_up;                /* fd0 is connected already: no wait for it */
+    int reattach;              /* the new FE's claim: it alone, one round */
 };
 
 /* A copy of the EDS's topology (any thread; the EDS thread writes it under
@@ -398,7 +405,8 @@ static long adopt_rounds(struct adopt_job *job)
     tb_topology_t *t = NULL;
     tb_adopt_index_t *aidx = NULL;
     long got = -1;
-    for (int round = 0; got < 0 && round < 4 && !atomic_load(&e->stop); round++) {
+    int rounds = job->reattach ? 1 : 4;
+    for (int round = 0; got < 0 && round < rounds && !atomic_load(&e->stop); round++) {
         if (round > 0) {
             struct timespec ts = { 0, 40000000L * round };
             nanosleep(&ts, NULL);
@@ -566,6 +574,10 @@ static void on_adopter(tb_eds_t *e, struct eds_mail *q)
          * given the reactor the connection (run_job) */
         e->parent = q->p;
         e->incarnation++;
+        if (atomic_exchange(&e->headless, 0)) {
+            tb_timer_cancel(e->loop, &e->hold_timer);
+            TB_INFO("ft", "a new front-end took us: the session goes on");
+        }
         break;
     case M_PARENT_EVENTS:
         while (e->ngrave > 0)           /* the lost parent's, closed now */
@@ -584,6 +596,10 @@ static void on_adopter(tb_eds_t *e, struct eds_mail *q)
         }
         break;
     case M_ADOPT_FAILED:
+        if (q->r == 0 && atomic_load(&e->headless)) {
+            TB_WARN("adopt", "the new front-end did not take us: waiting for another");
+            break;
+        }
         TB_WARN("adopt", "no node would adopt us after the loss of rank %u; leaving", q->r);
         tb_eds_post(e, tb_cmd_adopt_failed(q->r));
         tb_node_parent_gone(e->node, q->r);
@@ -639,15 +655,49 @@ static int fe_end_seen(tb_eds_t *e)
     unsigned long long v = atomic_load(&e->parent_watch);  /* the FE's, if watched */
     if (v >> 32 != 1)
         return 1;
-    char b;
-    return recv((int)(uint32_t)v, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+    /* What it said before its end is read now: a detach ('D'), or our
+     * fencing ('X'), may wait there unread. */
+    pthread_mutex_lock(&e->mu);
+    watch_t *w = e->all;
+    while (w && (w->dead || w->kind != K_EVENT || w->fd != (int)(uint32_t)v))
+        w = w->next;
+    pthread_mutex_unlock(&e->mu);
+    uint8_t buf[512];
+    ssize_t n;
+    while (w && (n = recv(w->fd, buf, sizeof buf, MSG_DONTWAIT)) > 0) {
+        int said = tb_eds_scan_events(e, w, buf, (size_t)n);
+        if (said > 0 && (said & 2))
+            e->fenced = 1;
+        if (said < 0 || e->fenced)
+            return 0;
+    }
+    if (!w)
+        return 1;
+    if (n == 0)
+        return 1;
+    return e->detached;     /* it said so: its end is on its way */
 }
 
 /* The parent's event connection ended, or the reactor saw the parent go. */
 void tb_eds_parent_down(tb_eds_t *e, tbon_rank_t lost)
 {
+    if (lost == 0 && atomic_load(&e->headless))
+        return;            /* the FE is gone; we wait for a new one (eds_fe.c) */
     if (lost != e->parent)
         return;            /* an old parent, already replaced */
+    if (lost == 0 && fe_end_seen(e) && tb_eds_fe_end(e)) {
+        /* It detached, or has a grace: no adoption, the reactor an orphan
+         * meanwhile (it asked for this, or hears it now). */
+        pthread_mutex_lock(&e->mu);
+        watch_t *w = e->all;
+        while (w && (w->dead || w->kind != K_EVENT || w->rank != 0))
+            w = w->next;
+        pthread_mutex_unlock(&e->mu);
+        if (w)
+            tb_eds_drop_watch(e, w);
+        tb_eds_post(e, tb_cmd_peer_lost(0));
+        return;
+    }
     if (lost == 0 && fe_end_seen(e)) {
         /* Nobody takes the FE's place: the reactor leaves, an orphan already
          * (its ADOPT_FAILED) or not yet (tb_recovery_parent_lost, when it
@@ -777,4 +827,106 @@ void tb_eds_expect(tb_eds_t *e, tbon_rank_t rank)
     if (!e)
         return;
     send_mail(e, (struct eds_mail){ .what = M_EXPECT, .r = rank }, 0);
+}
+
+/* A new FE's claim said where it listens (eds_fe.c): be adopted by it, in
+ * one round (nobody else can take its place). */
+void tb_eds_adopt_to(tb_eds_t *e, const char *host, uint16_t port)
+{
+    struct adopt_job *job = calloc(1, sizeof *job);
+    char *h = strdup(host);
+    if (!job || !h || e->adopting || atomic_load(&e->leaving)) {
+        free(job);
+        free(h);
+        return;
+    }
+    *job = (struct adopt_job){ .e = e, .lost = 0, .inc = e->incarnation + 1, .t0 = tb_now_us(),
+                               .fd0 = -1, .reattach = 1, .k = 1, .hosts = h };
+    job->cand[0] = 0;
+    job->host[0] = h;
+    job->port[0] = port;
+    TB_INFO("ft", "the new front-end listens at %s port %u: asking it to adopt us", host,
+            (unsigned)port);
+    if (tb_eds_start_adopter(e) != 0) {
+        job_free(job);
+        return;
+    }
+    pthread_mutex_lock(&e->amu);
+    job_free(e->job);
+    e->job = job;
+    pthread_cond_signal(&e->acv);
+    pthread_mutex_unlock(&e->amu);
+    e->adopting = 1;
+}
+
+/* FE, EDS thread: tell every child we detach ('D' and how long the tree
+ * waits), then let their connections close without a word of fencing. */
+static int events_of_all_children(tb_eds_t *e)
+{
+    size_t nk;
+    const tbon_rank_t *kids = tb_topology_children(e->topo, e->rank, &nk);
+    for (size_t i = 0; i < nk; i++) {
+        if (!tb_topology_alive(e->topo, kids[i]))
+            continue;
+        watch_t *w = e->all;
+        while (w && (w->dead || w->kind != K_EVENT || w->rank != kids[i]))
+            w = w->next;
+        if (!w)
+            return 0;
+    }
+    return 1;
+}
+
+static void on_detach_timer(tb_timer_t *t, int64_t now)
+{
+    (void)now;
+    struct eds_mail q = { .what = M_DETACH, .port = ((tb_eds_t *)t->arg)->detach_hold };
+    detach_children(t->arg, &q);
+}
+
+/* A child adopted a moment ago opens its event connection after a delay
+ * (tb_eds_events_delay): the detach waits for it (at most a second), or it
+ * would never hear the 'D' and take the FE's end for the session's. */
+static void detach_children(tb_eds_t *e, struct eds_mail *q)
+{
+    uint8_t b[5] = { TB_EVENT_DETACH };
+    tb_put32(b + 1, q->port);
+    tb_eds_apply_reports(e);
+    if (!e->detach_until)
+        e->detach_until = tb_now_ms() + 1000;
+    if (!events_of_all_children(e) && tb_now_ms() < e->detach_until) {
+        e->detach_hold = q->port;
+        e->detach_timer = (tb_timer_t){ .fn = on_detach_timer, .arg = e };
+        tb_timer_at(e->loop, &e->detach_timer, tb_now_ms() + 10);
+        return;
+    }
+    atomic_store(&e->detaching, 1);
+    pthread_mutex_lock(&e->mu);
+    for (watch_t *w = e->all; w; w = w->next)
+        if (!w->dead && w->kind == K_EVENT)
+            (void)!send(w->fd, b, sizeof b, MSG_DONTWAIT | MSG_NOSIGNAL);
+    e->detach_done = 1;
+    pthread_cond_broadcast(&e->dcv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+int tb_eds_detach(tb_eds_t *e, uint32_t hold_ms)
+{
+    if (!e)
+        return TBON_EINVAL;
+    struct eds_mail *m = malloc(sizeof *m);
+    if (!m)
+        return TBON_ENOMEM;
+    *m = (struct eds_mail){ .what = M_DETACH, .port = hold_ms, .fd = -1 };
+    tb_loop_post(e->loop, &m->mail);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 5;
+    pthread_mutex_lock(&e->mu);
+    int rc = 0;
+    while (!e->detach_done && rc == 0)
+        rc = pthread_cond_timedwait(&e->dcv, &e->mu, &ts);
+    int done = e->detach_done;
+    pthread_mutex_unlock(&e->mu);
+    return done ? 0 : TBON_ETIMEOUT;
 }

@@ -26,6 +26,12 @@
  * woken from a stop say, then knows the FE alive, not its end the
  * session's (tb_eds_drop_watch). */
 #define TB_EVENT_FENCED 'X'
+/* From the FE to a child, a u32 after each (docs/protocol.md 8.7): 'G', how
+ * long (ms) the tree holds when the FE's connections end without a word
+ * (its grace; 0: the session ends with it); 'D', the FE detaches on purpose
+ * and the tree holds this long for a new one (0: until one comes). */
+#define TB_EVENT_GRACE 'G'
+#define TB_EVENT_DETACH 'D'
 /* A heartbeat on an event connection. */
 #define TB_EVENT_BEAT 'H'
 /* A node whose plug-in filter hung (eds_watch.c): to its parent 'F', a u32
@@ -41,14 +47,15 @@
  * rank: see events_delay(). */
 #define TB_EVENTS_AFTER_ADOPTION_MS 40
 
-enum { K_LISTEN, K_PENDING, K_EVENT, K_PIDFD };
+enum { K_LISTEN, K_PENDING, K_EVENT, K_PIDFD, K_CLAIM };
 
 /* A watch is complete before add_watch publishes it; after that only the
  * EDS thread changes it (and reads it but for e->all's links, walked under
  * e->mu). */
 typedef struct watch {
     tb_io_t io;                /* in the EDS's loop (io.fd is fd; io.arg the EDS) */
-    tb_timer_t timer;          /* K_PENDING: the handshake's deadline */
+    tb_timer_t timer;          /* K_PENDING: the handshake's deadline; K_CLAIM:
+                                  the claim's (eds_fe.c) */
     int kind;
     int fd;
     tbon_rank_t rank;
@@ -72,7 +79,9 @@ typedef struct watch {
  * the EDS thread (tb_eds_apply_reports, the loop's drain). */
 enum eds_mail_kind { M_REPORT, M_EXPECT, M_ADOPT, M_FAULT_TAKEN,
                      /* from the adopter thread (eds_adopt.c) */
-                     M_ADOPTED, M_PARENT_EVENTS, M_ADOPT_FAILED };
+                     M_ADOPTED, M_PARENT_EVENTS, M_ADOPT_FAILED,
+                     /* FE: tb_eds_detach (port: how long the tree waits) */
+                     M_DETACH };
 struct eds_mail {
     tb_mail_t mail;            /* first */
     enum eds_mail_kind what;
@@ -178,6 +187,26 @@ struct tb_eds {
     int64_t mem_mark, mem_next;/* MiB: the mark, and the next warning's */
     int64_t mem_due;
     size_t nhung;
+    /* The front-end's absence (eds_fe.c): what it said, and the hold */
+    atomic_int fe_grace_ms;    /* 'G': the tree holds this long after the FE's end */
+    int detached;              /* 'D': the FE detached on purpose ... */
+    uint32_t detach_ms;        /* ... and the tree holds this long (0: no limit) */
+    atomic_int headless;       /* our parent the FE is gone and we wait for a new
+                                  one (tb_eds_headless) */
+    tb_timer_t hold_timer;     /* the end of the wait */
+    int64_t hold_until;        /* its deadline (ms; 0: none) */
+    watch_t *claim;            /* K_CLAIM: the new FE that claimed us, until its
+                                  word (where it listens) or its end */
+    atomic_ullong view;        /* the view version the reactor last applied */
+    atomic_int fe_grace_sent;  /* FE: the grace to tell each child's event
+                                  connection as it comes ('G') */
+    atomic_int detaching;      /* FE: tb_eds_detach: no 'X' as connections close */
+    int detach_done;           /* under mu: the children were told (dcv) */
+    int64_t detach_until;      /* the detach waits for children's event
+                                  connections until then (ms) */
+    uint32_t detach_hold;
+    tb_timer_t detach_timer;
+    pthread_cond_t dcv;
 };
 
 /* Between eds.c and eds_adopt.c (EDS thread, unless said otherwise): */
@@ -212,6 +241,22 @@ void tb_eds_watch_start(tb_eds_t *e);
 /* Answer child rank's 'F' (its report reached our reactor). */
 void tb_eds_say_fault_taken(tb_eds_t *e, tbon_rank_t rank);
 int tb_eds_scan_events(tb_eds_t *e, watch_t *w, const uint8_t *buf, size_t n);
+/* eds_fe.c: the FE, our parent, is gone (its event connection ended without
+ * fencing us, or the reactor saw it go): 1 if the tree holds for a new FE
+ * (headless now, or already), 0 if its end is the session's. */
+int tb_eds_fe_end(tb_eds_t *e);
+/* A 'G' or 'D' from parent w, with its value. */
+void tb_eds_fe_said(tb_eds_t *e, watch_t *w, uint8_t what, uint32_t v);
+/* A new FE's claim (purpose REATTACH, authentic): refused, or taken, with
+ * what it needs sent (the topology and the view). */
+void tb_eds_claim(tb_eds_t *e, watch_t *w);
+/* The claim connection is readable: 1 with host and *port set when the FE
+ * said where it listens (the watch is dropped), else 0. */
+int tb_eds_claim_read(tb_eds_t *e, watch_t *w, char *host, size_t hostlen, uint16_t *port);
+/* FE: a child's event connection was admitted: tell it the grace. */
+void tb_eds_tell_grace(tb_eds_t *e, watch_t *w);
+/* eds_adopt.c: be adopted by the new FE at host:port (a claim's word). */
+void tb_eds_adopt_to(tb_eds_t *e, const char *host, uint16_t port);
 int tb_eds_grow_seen(tb_eds_t *e, size_t old, size_t n);
 int64_t tb_eds_events_delay(const tb_eds_t *e);
 

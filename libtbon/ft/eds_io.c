@@ -54,7 +54,7 @@ void tb_eds_drop_watch(tb_eds_t *e, watch_t *w)
      * alive (stopped, say, and fenced) hears so, and will not take the end
      * for the session's (docs/protocol.md 8.2). Not at the FE's end. */
     if (w->kind == K_EVENT && e->role == TB_ROLE_FE && !atomic_load(&e->leaving) &&
-        !atomic_load(&e->stop)) {
+        !atomic_load(&e->stop) && !atomic_load(&e->detaching)) {
         const char x = TB_EVENT_FENCED;
         (void)!send(w->fd, &x, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
     }

@@ -355,6 +355,11 @@ TB_HOT int tb_eds_scan_events(tb_eds_t *e, watch_t *w, const uint8_t *buf, size_
             if (w->ev_hdr_have < 5)
                 continue;
             uint32_t v = get_u32(w->ev_hdr + 1);
+            if (w->ev_hdr[0] == TB_EVENT_GRACE || w->ev_hdr[0] == TB_EVENT_DETACH) {
+                w->ev_hdr_have = 0;
+                tb_eds_fe_said(e, w, w->ev_hdr[0], v);
+                continue;
+            }
             if (w->ev_hdr[0] == TB_EVENT_POISON) {
                 w->ev_hdr_have = 0;
                 if (w->rank != e->parent)
@@ -377,7 +382,8 @@ TB_HOT int tb_eds_scan_events(tb_eds_t *e, watch_t *w, const uint8_t *buf, size_
             continue;
         }
         uint8_t b = buf[i++];
-        if (b == TB_EVENT_FAULT || b == TB_EVENT_POISON) {
+        if (b == TB_EVENT_FAULT || b == TB_EVENT_POISON || b == TB_EVENT_GRACE ||
+            b == TB_EVENT_DETACH) {
             w->ev_hdr[0] = b;
             w->ev_hdr_have = 1;
         } else if (b == TB_EVENT_BYE) {

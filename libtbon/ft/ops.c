@@ -153,6 +153,8 @@ static int ft_start(tb_node_t *n, tbon_error_t *err)
     if (!ft->cx.eds)
         return err && err->code ? err->code : TBON_ENOMEM;
     tb_nft_set_listener(n, -1, port);   /* the EDS owns it now */
+    if (nd->role == TB_ROLE_FE)
+        tb_eds_set_grace(ft->cx.eds, nd->grace_ms);
     return 0;
 }
 
@@ -280,6 +282,8 @@ int tb_ft_event(struct tb_ft *ft, const tb_ft_event_t *ev)
     case TB_FT_EV_FAULT_TAKEN:
         tb_eds_fault_taken(eds, ev->u.rank);
         break;
+    case TB_FT_EV_DETACH:
+        return tb_eds_detach(eds, (uint32_t)ev->u.fd);
     case TB_FT_EV_PARENT_EVENTS:
         return tb_eds_watch_parent(eds, ev->u.fd, ft->cx.nd.ops->parent_rank(ft->cx.nd.n));
     case TB_FT_EV_PARENT_LOST:

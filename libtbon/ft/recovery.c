@@ -367,11 +367,16 @@ int tb_recovery_parent_lost(tb_recovery_t *rc, tbon_rank_t lost)
     rc->orphan = 1;
     rc->orphan_since = tb_now_us();
     rc->lost_parent = lost;
-    /* (The FE: most likely gone, the EDS tells at once; said then.) */
-    if (lost == 0)
+    /* The FE: most likely gone, the EDS tells at once (said then): the
+     * session ends, or the tree waits for a new FE (ft/eds_fe.c), or only
+     * the data link broke and the FE takes us back. It is never failed in
+     * our copy: nobody but it could say so. */
+    if (lost == 0) {
         TB_INFO("ft", "lost the front-end's connections: asking it again");
-    else
-        TB_WARN("ft", "lost the parent (rank %u); looking for an adopter", lost);
+        tb_eds_request_adoption(cx->eds, lost);
+        return 1;
+    }
+    TB_WARN("ft", "lost the parent (rank %u); looking for an adopter", lost);
     uint32_t inc = tb_topology_incarnation(t, lost);
     /* The FE hears of it directly from one of the orphans (the first alive
      * child in our copy): the lost parent's own parent may have died with
@@ -478,7 +483,8 @@ void tb_recovery_adopted(tb_recovery_t *rc, tb_cmd_t *c)
      * parent may have died with it), and what it may not have passed on. */
     resend_held(rc);
     uint32_t linc = tb_topology_incarnation(nd->topo, rc->lost_parent);
-    tb_recovery_report(rc, TB_V_FAILED, rc->lost_parent, TBON_RANK_NONE, linc);
+    if (rc->lost_parent != 0)       /* the FE again, or a new one: no failure */
+        tb_recovery_report(rc, TB_V_FAILED, rc->lost_parent, TBON_RANK_NONE, linc);
     int64_t t2 = tb_now_us();
     uint64_t us[5] = { c->u.adopted.us[0], c->u.adopted.us[1], (uint64_t)(t1 - t0),
                        (uint64_t)(t2 - t1), (uint64_t)lossy };
@@ -538,6 +544,10 @@ void tb_recovery_adopt_conn(tb_recovery_t *rc, tb_cmd_t *c)
     c->u.adopt_conn.fd = -1;
     tb_eds_expect(rc->cx->eds, o);
     tb_ft_send(rc->cx, i, TB_CTL_ADOPT_ACK, tb_ctl_adopt_ack_encode(&(tb_ctl_adopt_ack_t){ 1 }));
+    /* A new FE (reattached) listens elsewhere than the one the tree knew:
+     * its children pass the table on where it is news. */
+    if (tb_ft_is_fe(rc->cx))
+        tb_recovery_send_ports_to(rc, (size_t)i);
     TB_INFO("ft", "adopted rank %u", o);
 }
 

@@ -133,9 +133,12 @@ tb_view_t *tb_view_new(tb_ft_ctx_t *cx, tb_joins_t *jn)
         return NULL;
     v->cx = cx;
     v->jn = jn;
-    v->view = 1;        /* the tree as it started: the same copy everywhere */
-    v->sub = 1;
-    v->up[0] = v->up[1] = 1;
+    /* The tree as it started: the same copy everywhere; a reattached FE
+     * goes on from the version its children have (nd.view_base). */
+    uint64_t base = cx->nd.view_base ? cx->nd.view_base : 1;
+    v->view = base;
+    v->sub = base;
+    v->up[0] = v->up[1] = base;
     tb_ring_init(&v->hist, sizeof(struct tb_vhist));
     for (size_t i = 0, k = tb_ft_nchild(cx); i < k; i++)
         tb_view_child_known(v, i);
@@ -518,6 +521,7 @@ static void on_view(tb_view_t *v, const tb_ctl_view_t *m, tbon_packet_t *p)
         if (apply_change(v, ver, &m->ch[i]) && ch)
             ch[k++] = m->ch[i];
     v->view = ver;
+    tb_eds_set_view(cx->eds, ver);      /* for a new FE's claim (eds_fe.c) */
     if (ch)
         cx->up->confirm(cx->up_arg, ch, k);
     if (cx->nd.cbs->view && ch)

@@ -230,10 +230,12 @@ static void on_filter(tb_node_t *n, tb_cmd_t *c)
 {
     tbon_error_t err;
     tb_ctl_filter_t f = { c->u.filter.id, c->u.filter.path, c->u.filter.func };
-    if (tb_filter_reg_load(n->filters, f.path, f.func, f.id, &err) < 0)
+    if (tb_filter_reg_load(n->filters, f.path, f.func, f.id, &err) < 0) {
         TB_ERROR("filter", "%s", err.msg);
-    else
+    } else {
         tb_node_filter_loaded(n);
+        tb_node_session_changed(n);
+    }
     /* to every child: back-ends load plug-ins too (their state for an
      * adoption, docs/filter-guide.md) */
     for (size_t i = 0; i < n->nchild; i++)
@@ -325,6 +327,10 @@ TB_HOT static void on_cmd(tb_node_t *n, tb_cmd_t *c)
         break;  /* the back-pressure check after the dispatch does the work */
     case TB_CMD_SHUTDOWN:
         tb_node_begin_shutdown(n);
+        break;
+    case TB_CMD_DETACH:
+        tb_node_detach(n, c->u.detach.file, c->u.detach.hold_ms, c->u.detach.reply);
+        c->u.detach.reply = NULL;
         break;
     case TB_CMD_LEAVE:
         tb_node_leave(n);
@@ -728,6 +734,11 @@ TB_HOT static void *node_thread(void *arg)
     return NULL;
 }
 
+uint16_t tb_node_port(const tb_node_t *n)
+{
+    return n->port;
+}
+
 int tb_node_start(tb_node_t *n)
 {
     if (pthread_create(&n->thread, NULL, node_thread, n))
@@ -761,6 +772,8 @@ static int node_parts(tb_node_t *n)
     n->filters = tb_filter_reg_new();
     size_t nc;
     const tbon_rank_t *kids = tb_topology_children(n->topo, n->rank, &nc);
+    if (n->cfg.reattach)
+        nc = 0;         /* the old FE's children come as adopted ones */
     n->child = calloc(nc ? nc : 1, sizeof *n->child);
     n->loop = tb_loop_new(on_mail, n);
     n->start_timer = (tb_timer_t){ .fn = on_start_timer, .arg = n };
@@ -807,14 +820,14 @@ static int node_begin(tb_node_t *n, tbon_error_t *err)
     tb_timer_at(n->loop, &n->start_timer, n->start_deadline);
     if (n->role == TB_ROLE_BE)
         tb_node_enter(n, TB_LIFE_RUNNING);   /* a back-end is ready once connected */
-    if (!cfg->given_links && tb_node_launch_children(n, err)) {
+    if (!cfg->given_links && !cfg->reattach && tb_node_launch_children(n, err)) {
         if (!n->parent)
             return err && err->code ? err->code : TBON_ELAUNCH;
         /* Below the FE, a failure travels up to it by name; the children
          * already started are reaped when the FE ends the session. */
         tb_node_fail(n, err ? err->code : TBON_ELAUNCH, "%s", err ? err->msg : "launch failed");
     }
-    if (n->role == TB_ROLE_FE)
+    if (n->role == TB_ROLE_FE && !cfg->reattach)
         tb_node_write_attach(n);
     if (cfg->joined)
         tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_JOINED }); /* the parent sends a view */
@@ -875,7 +888,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
          * EDS's part; no port, no notices, no EDS thread. */
         if (cfg->parent_event_fd >= 0)
             close(cfg->parent_event_fd);
-    } else if (n->nchild > 0 && !cfg->listening) {
+    } else if ((n->nchild > 0 || cfg->reattach) && !cfg->listening) {
         n->lfd = tb_sock_listen(&n->port, err);
         if (n->lfd < 0)
             goto error;
@@ -916,8 +929,10 @@ void tb_node_destroy(tb_node_t *n)
     }
     n->ft->stop(n);
     tb_node_reap_all(n);
-    /* the children are gone: so are the masters' sessions */
-    tb_sshmux_destroy(n->sshmux, tb_now_ms() + 2000);
+    /* the children are gone: so are the masters' sessions (detached: they
+     * live on, and the masters with them) */
+    if (!n->detached)
+        tb_sshmux_destroy(n->sshmux, tb_now_ms() + 2000);
     tb_relay_destroy(n->relay);
     tb_stream_free_all(n);
     tb_cover_free(n);
@@ -930,6 +945,9 @@ void tb_node_destroy(tb_node_t *n)
         if (n->fe->attach_path && unlink(n->fe->attach_path) != 0 && errno != ENOENT)
             TB_WARN("attach", "cannot remove the attach file %s: %s", n->fe->attach_path,
                     strerror(errno));
+        /* The session's end (not a detach): its file names nothing now. */
+        if (n->session_written && !n->detached && n->cfg.session_file)
+            unlink(n->cfg.session_file);
         free(n->fe->attach_path);
         free(n->fe->slurm_pid);
         free(n->fe);

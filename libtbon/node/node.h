@@ -4,6 +4,7 @@
 #ifndef TB_NODE_H
 #define TB_NODE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -68,6 +69,9 @@ typedef struct tb_node_cbs {
     /* FE: an attribute entry of source src arrived (value NULL: a tombstone). */
     void (*attr)(void *arg, tbon_rank_t src, const char *key, const char *value,
                  uint64_t version);
+    /* FE: a stream the application did not make came with a child's graft
+     * (a reattached FE takes over the tree's streams). May be NULL. */
+    void (*stream_found)(void *arg, uint32_t id);
 } tb_node_cbs_t;
 
 typedef struct tb_node_config {
@@ -102,6 +106,16 @@ typedef struct tb_node_config {
     int            listen_fd;
     uint16_t       port;
     int            given_links;     /* the links are given, not made: see below */
+    /* FE: the session outliving its front-end (docs/fault-tolerance.md,
+     * "The root"). grace_ms: how long the tree holds after this FE's end;
+     * reattach: this FE takes over a running tree (api/fe_session.c) - it
+     * launches nothing, starts with no children (the old FE's adopt it) and
+     * view version view_base; session_file: written once the tree is up,
+     * and again as it changes (tb_node_write_session). */
+    int            grace_ms;
+    int            reattach;
+    uint64_t       view_base;
+    const char    *session_file;
     /* the fault-tolerance layer the node reaches (node_int.h, tb_ft_ops_t):
      * &tb_ft_ops of ft/ft.h; required */
     const struct tb_ft_ops *ft;
@@ -188,6 +202,9 @@ int  tb_node_stopped(const tb_node_t *n);
 /* EDS thread: the event connection to rank (our parent?) has ended. */
 void tb_node_parent_gone(tb_node_t *n, tbon_rank_t rank);
 
+/* Where the node's EDS listens (a reattached FE tells the old FE's children). */
+uint16_t tb_node_port(const tb_node_t *n);
+
 /* Wait for the reactor thread to end, stop the EDS thread, reap every child
  * (killing what has not exited by the deadline) and free the node. */
 void tb_node_destroy(tb_node_t *n);
@@ -217,7 +234,19 @@ enum tb_cmd_op {
     TB_CMD_FILTER_FAULT, /* EDS: a child's filter hung (eds_watch.c): its
                             FILTER_FAULT control message, to send on up */
     TB_CMD_STREAM_END,   /* FE app: end a stream everywhere (tbon_stream_close) */
+    TB_CMD_DETACH,       /* FE app: leave the tree running (tbon_fe_detach) */
 };
+
+/* A caller waiting for the reactor's answer to its command (TB_CMD_DETACH):
+ * tb_node_answer fills it; a command freed unanswered answers
+ * TBON_ECLOSED. */
+typedef struct tb_node_reply {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, rc;
+    char msg[512];
+} tb_node_reply_t;
+void tb_node_answer(tb_node_reply_t *r, int rc, const char *msg);
 
 /* A command: op says which member of u is set. Made by the constructors
  * below, which take over what they are given (fds, packets, member lists)
@@ -247,6 +276,11 @@ struct tb_cmd {
         struct { uint32_t stream; int which; tbon_packet_t *pkt; } params;   /* PARAMS */
         struct { tbon_packet_t *pkt; tbon_rank_t from; } fault;   /* FILTER_FAULT */
         struct { uint32_t id; } stream_end;                 /* STREAM_END */
+        struct {                                            /* DETACH */
+            char *file;           /* the session file to write */
+            uint32_t hold_ms;     /* how long the tree waits (0: no limit) */
+            tb_node_reply_t *reply;
+        } detach;
         struct { int id; char *path, *func; } filter;       /* FILTER */
         struct { int fd; tbon_rank_t rank; uint32_t inc; } adopt_conn;
                                   /* ADOPT_CONN: orphan rank at its new incarnation */
@@ -288,6 +322,8 @@ tb_cmd_t *tb_cmd_stream(uint32_t id, int up, int sync, uint32_t timeout_ms, int 
 tb_cmd_t *tb_cmd_params(uint32_t stream, int which, tbon_packet_t *pkt);
 /* path and func are copied. */
 tb_cmd_t *tb_cmd_filter(int id, const char *path, const char *func);
+/* file is copied; reply is answered (also if the command is never run). */
+tb_cmd_t *tb_cmd_detach(const char *file, uint32_t hold_ms, tb_node_reply_t *reply);
 tb_cmd_t *tb_cmd_resume(void);
 tb_cmd_t *tb_cmd_shutdown(void);
 tb_cmd_t *tb_cmd_leave(void);

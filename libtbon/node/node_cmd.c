@@ -159,6 +159,32 @@ tb_cmd_t *tb_cmd_shutdown(void)
     return cmd_new(TB_CMD_SHUTDOWN);
 }
 
+void tb_node_answer(tb_node_reply_t *r, int rc, const char *msg)
+{
+    pthread_mutex_lock(&r->mu);
+    r->rc = rc;
+    snprintf(r->msg, sizeof r->msg, "%s", msg ? msg : "");
+    r->done = 1;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+tb_cmd_t *tb_cmd_detach(const char *file, uint32_t hold_ms, tb_node_reply_t *reply)
+{
+    tb_cmd_t *c = cmd_new(TB_CMD_DETACH);
+    char *f = strdup(file);
+    if (!c || !f) {
+        free(c);
+        free(f);
+        tb_node_answer(reply, TBON_ENOMEM, "out of memory");
+        return NULL;
+    }
+    c->u.detach.file = f;
+    c->u.detach.hold_ms = hold_ms;
+    c->u.detach.reply = reply;
+    return c;
+}
+
 tb_cmd_t *tb_cmd_leave(void)
 {
     return cmd_new(TB_CMD_LEAVE);
@@ -296,6 +322,11 @@ TB_HOT void tb_cmd_free(tb_cmd_t *c)
     case TB_CMD_ATTR:
         free(c->u.attr.key);
         free(c->u.attr.value);
+        break;
+    case TB_CMD_DETACH:
+        free(c->u.detach.file);
+        if (c->u.detach.reply)
+            tb_node_answer(c->u.detach.reply, TBON_ECLOSED, "the session has ended");
         break;
     default:
         break;

@@ -69,6 +69,8 @@ static int nft_child_adopt(tb_node_t *n, tbon_rank_t r, int is_be, int fd)
     n->child[i].conn = conn;
     n->child[i].state = CH_READY;
     tb_node_watch_conn(n, conn);
+    if (n->role == TB_ROLE_FE)
+        tb_node_session_changed(n);     /* a child more */
     return i;
 }
 
@@ -133,9 +135,26 @@ static void nft_graft(tb_node_t *n, size_t child, const tb_ctl_graft_t *m, tbon_
      * commnode that joined the running tree knows the broadcast streams
      * without taking part), is grafted further up: we owe what the child
      * owes. */
-    if (!tb_stream_known(n, d->id))
+    if (!tb_stream_known(n, d->id)) {
         tb_stream_create(n, d->id, d->up, d->sync, d->timeout_ms, d->down, d->members,
                          d->nmembers);
+        /* At a new FE (reattached), the application gets the stream too. */
+        if (n->role == TB_ROLE_FE && n->cbs.stream_found && tb_stream_known(n, d->id))
+            n->cbs.stream_found(n->cbs.arg, d->id);
+    }
+    tb_stream_st_t *fs = n->role == TB_ROLE_FE ? tb_stream_get(n, d->id) : NULL;
+    if (fs && m->last_q > fs->down_q) {
+        /* Its requests go on from the last one the tree has seen, and the
+         * waves up to it are the old FE's, closed: what comes for them (a
+         * filter's composed state, seed 003 IV-C) joins the next wave. */
+        fs->down_q = m->last_q;
+        if (m->last_q > fs->last_q)
+            fs->last_q = m->last_q;
+        if (!fs->has_closed || fs->closed < m->last_q) {
+            fs->has_closed = 1;
+            fs->closed = m->last_q;
+        }
+    }
     if (tb_stream_join(n, d->id, child, m->sent_key, m->last_q) && n->role != TB_ROLE_FE &&
         n->parent)
         tb_node_send_ctl(n, n->parent, TB_CTL_GRAFT, tbon_packet_ref(p));
@@ -269,6 +288,7 @@ void tb_nft_make(tb_node_t *n, tb_nft_t *h)
         .session = &n->cfg.session, .cbs = &n->cbs, .heartbeat_ms = n->cfg.heartbeat_ms,
         .suspect_ms = n->cfg.suspect_ms, .joined = n->cfg.joined,
         .given_links = n->cfg.given_links, .parent_event_fd = n->cfg.parent_event_fd,
+        .grace_ms = n->cfg.grace_ms, .view_base = n->cfg.view_base,
     };
 }
 

@@ -80,6 +80,9 @@ typedef enum tb_ft_ev_kind {
     TB_FT_EV_FINISHED,      /* the node has finished (its loop is over): the
                                EDS thread may end now, while the node is torn
                                down (stop joins it) */
+    TB_FT_EV_DETACH,        /* u.fd: the FE detaches; the tree waits this many
+                               ms for a new one (0: no limit): the children
+                               are told; result 0 or TBON_E* */
     TB_FT_EV_MISSING,       /* u.missing: rank failed during start-up (it is
                                dead from now on) and its children moved under
                                parent, which launches them (their slots here
@@ -252,6 +255,9 @@ typedef struct tb_nft {
     int  joined;              /* the node joined the running tree */
     int  given_links;         /* node.h, "Given links": no notices, no EDS */
     int  parent_event_fd;     /* the event connection to the parent (EDS) */
+    int  grace_ms;            /* FE: how long the tree holds after its end */
+    uint64_t view_base;       /* FE: the first view version (0: 1); a
+                                 reattached FE goes on from its children's */
 } tb_nft_t;
 
 /* The handle on node n (node_ft.c's calls). */

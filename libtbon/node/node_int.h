@@ -345,10 +345,18 @@ struct tb_node {
     int64_t    shutdown_deadline;
     int        up_paused, down_paused;
     int        attach_written;
+    int        session_written; /* FE: cfg.session_file is there (node_session.c) */
+    int        detached;      /* FE: tbon_fe_detach: the tree goes on without us */
     size_t     ready_count;
     size_t     total;
     int64_t    last_conn;     /* when a child last connected (ms; start-up) */
 };
+
+/* node_session.c: the FE's session file written again (the tree is up, its
+ * children or plug-ins changed), if it has one; the detach (TB_CMD_DETACH),
+ * answered through reply. */
+void tb_node_session_changed(tb_node_t *n);
+void tb_node_detach(tb_node_t *n, const char *file, uint32_t hold_ms, tb_node_reply_t *reply);
 
 /* node.c */
 /* Move the node's life to `to` if the table above allows it; 1 if it moved. */

@@ -255,6 +255,15 @@ void tb_node_check_ready(tb_node_t *n)
 {
     if (tb_node_life(n) != TB_LIFE_STARTING || n->failed || n->role == TB_ROLE_BE)
         return;
+    if (n->cfg.reattach) {
+        /* A new FE of a running tree: up at once; the old FE's children
+         * come as orphans it adopts (api/fe_session.c waits for them). */
+        tb_node_enter(n, TB_LIFE_RUNNING);
+        tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_TREE_UP });
+        if (n->cbs.status)
+            n->cbs.status(n->cbs.arg, TB_NODE_READY, 0, "ready");
+        return;
+    }
     size_t count = 1, ready = 0, out = 0;
     for (size_t i = 0; i < n->nchild; i++) {
         if (n->child[i].left_out) {
@@ -282,6 +291,7 @@ void tb_node_check_ready(tb_node_t *n)
          * and into the application's copy before it hears that the tree
          * is ready (docs/protocol.md 7.1). */
         n->ft->flush(n);
+        tb_node_session_changed(n);
         if (n->cbs.status)
             n->cbs.status(n->cbs.arg, TB_NODE_READY, 0, "ready");
     } else {

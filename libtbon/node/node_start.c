@@ -432,6 +432,8 @@ void tb_node_write_attach(tb_node_t *n)
 
 void tb_node_reap_all(tb_node_t *n)
 {
+    if (n->detached)
+        return;         /* the tree goes on: nobody here is ours to end */
     int64_t deadline = tb_now_ms() + 2000;
     /* Slurm steps end when their tasks do (they have been told to); one
      * that does not is killed, and Slurm then ends its tasks. */

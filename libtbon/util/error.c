@@ -21,6 +21,7 @@ const char *tbon_strerror(int code)
     case TBON_ENOTFOUND: return "not found";
     case TBON_ELOST:     return "a wave was lost with failed nodes";
     case TBON_ETOOBIG:   return "packet too large";
+    case TBON_EBUSY:     return "taken by another front-end";
     default:             return "unknown error";
     }
 }

@@ -540,7 +540,7 @@ TEST(refused_by_an_authentic_server)
     /* a status past the protocol's is refused before anything is sent */
     CHECK_INT(tb_auth_srv_welcome(&a, &s, TB_WELCOME_STATUS_MAX + 1, 4, 2, 0, &err),
               TBON_EINVAL);
-    CHECK_STR(err.msg, "WELCOME status 5 out of range");
+    CHECK_STR(err.msg, "WELCOME status 6 out of range");
     CHECK(nothing_to_read(cfd));
     close(sfd);
     close(cfd);

@@ -283,17 +283,17 @@ TEST(out_of_range_fields)
     CHECK_INT(tb_handshake_decode(&hs, b, sizeof b, &err), TBON_EFORMAT);
     CHECK_STR(err.msg, "HANDSHAKE: role 3 out of range (0..2)");
     b[10] = 2;
-    b[11] = 6;
+    b[11] = 7;
     CHECK_INT(tb_handshake_decode(&hs, b, sizeof b, &err), TBON_EFORMAT);
-    CHECK_STR(err.msg, "HANDSHAKE: purpose 6 out of range (0..5)");
+    CHECK_STR(err.msg, "HANDSHAKE: purpose 7 out of range (0..6)");
     b[11] = 3;
     CHECK_INT(tb_handshake_decode(&hs, b, sizeof b, &err), 0);
     CHECK_UINT(hs.purpose, TB_PURPOSE_ADOPTION);
 
-    uint8_t wb[TB_WELCOME_SIZE] = { 5 };
+    uint8_t wb[TB_WELCOME_SIZE] = { 6 };
     tb_welcome_t w;
     CHECK_INT(tb_welcome_decode(&w, wb, sizeof wb, &err), TBON_EFORMAT);
-    CHECK_STR(err.msg, "WELCOME: status 5 out of range (0..4)");
+    CHECK_STR(err.msg, "WELCOME: status 6 out of range (0..5)");
 
     /* Making one with bad values is refused too; so is verifying one. */
     tb_hello_t hello;
@@ -301,8 +301,10 @@ TEST(out_of_range_fields)
     secret_of(secret, 1);
     REQUIRE(tb_hello_make(&hello, 1, NULL) == 0);
     CHECK_INT(tb_handshake_make(&hs, &hello, secret, 1, 3, 0, 0, 0, &err), TBON_EINVAL);
-    CHECK_INT(tb_handshake_make(&hs, &hello, secret, 1, 0, 6, 0, 0, &err), TBON_EINVAL);
-    CHECK_INT(tb_welcome_make(&w, &hs, secret, 5, 0, 0, &err), TBON_EINVAL);
+    CHECK_INT(tb_handshake_make(&hs, &hello, secret, 1, 0, TB_PURPOSE_MAX + 1, 0, 0, &err),
+              TBON_EINVAL);
+    CHECK_INT(tb_welcome_make(&w, &hs, secret, TB_WELCOME_STATUS_MAX + 1, 0, 0, &err),
+              TBON_EINVAL);
     REQUIRE(tb_handshake_make(&hs, &hello, secret, 1, TB_ROLE_COMMNODE, TB_PURPOSE_ADOPTION,
                               4, 0, &err) == 0);
     CHECK_INT(tb_handshake_verify(&hs, &hello, secret, &err), 0);
@@ -366,6 +368,8 @@ TEST(names)
     CHECK_STR(tb_purpose_name(TB_PURPOSE_ATTACH), "attach");
     CHECK_STR(tb_purpose_name(TB_PURPOSE_EVENT), "event");
     CHECK_STR(tb_purpose_name(TB_PURPOSE_RELINK), "relink");
+    CHECK_STR(tb_purpose_name(TB_PURPOSE_REATTACH), "reattach");
+    CHECK_STR(tb_welcome_status_name(TB_WELCOME_TAKEN), "taken by another front-end");
     CHECK_STR(tb_purpose_name(-1), "unknown");
     CHECK_STR(tb_welcome_status_name(TB_WELCOME_BAD_VERSION), "bad version");
     CHECK_STR(tb_welcome_status_name(TB_WELCOME_WRONG_SESSION), "wrong session");
