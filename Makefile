@@ -113,7 +113,7 @@ TPLUGIN_SO  := $(TPLUGIN_SRC:tests/plugins/%.c=$(B)/tests/plugins/%.so)
 # stat/examples/*.c are targets to sample, built without sanitizers and
 # without optimisation, so that their stacks are what the source says.
 STAT_PROG_SRC := stat/tbon_stat.c stat/st_cli.c stat/st_plan.c stat/st_topo.c stat/st_procs.c \
-                 stat/st_be.c stat/st_fe.c stat/st_out.c stat/st_prog.c
+                 stat/st_be.c stat/st_fe.c stat/st_out.c stat/st_prog.c stat/st_session.c
 STAT_LIB_SRC := $(filter-out $(STAT_PROG_SRC),$(wildcard stat/st_*.c))
 STAT_LIB_OBJ := $(STAT_LIB_SRC:%.c=$(B)/obj/%.o)
 STAT_LIBS    := -ldw -lelf -ljansson
@@ -376,6 +376,7 @@ $(B)/bench/%: $(B)/obj/bench/%.o $(B)/lib/libtbon-lto.o
 
 # The watchdog (tests/lib/watchdog.c) of the benchmarks that have one.
 $(B)/bench/bench_tree: $(WATCHDOG_OBJ)
+$(B)/bench/bench_session: $(WATCHDOG_OBJ)
 
 $(B)/bench/bench_ft: $(BENCH_FT_OBJ) $(WATCHDOG_OBJ) $(B)/lib/libtbon-lto.o
 	@mkdir -p $(dir $@)

@@ -7,6 +7,8 @@
  *                                                    eu-stack: the median of 3 loops)
  * Markdown rows on stdout (bench/run.sh collects them); progress on stderr.
  * Every tbon_stat run must exit 0 with every task in its merged tree.
+ * At 256 tasks also: ten samples through one tbon_stat --session (start,
+ * 10 x sample, stop) beside ten separate runs, in the same run.
  */
 #include "lib/bench.h"
 
@@ -23,6 +25,7 @@
 #define PROG "bench_stat"
 #define MAXT 4096
 #define EU_REPS 3           /* loops of eu-stack, for their median */
+#define SESSION_SAMPLES 10  /* samples through one --session (256 tasks) */
 
 static char build[PATH_MAX], tmp[64];
 static pid_t hang_parent;
@@ -147,6 +150,65 @@ static double stat_once(size_t n, int rep, double *launch, double *merge)
     return wall;
 }
 
+/* tbon_stat with args (NULL-terminated, after the program) into /dev/null;
+ * 0 if it exited 0. */
+static int stat_run(char *const *args)
+{
+    char bin[PATH_MAX + 32];
+    snprintf(bin, sizeof bin, "%s/bin/tbon_stat", build);
+    char *argv[16] = { bin };
+    for (int i = 0; args[i] && i < 14; i++)
+        argv[i + 1] = args[i];
+    pid_t pid = fork();
+    if (pid == 0) {
+        int dn = open("/dev/null", O_WRONLY);
+        dup2(dn, 1);
+        execv(bin, argv);
+        _exit(127);
+    }
+    int st;
+    wait_status(pid, &st);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* One --session over the workers: start, k samples (-n 1, each checked to
+ * miss no task in its .perf), stop. The whole wall time; each sample's in
+ * per[]. */
+static double session_samples(size_t n, int k, double *per)
+{
+    char pids[PATH_MAX], out[PATH_MAX], dir[PATH_MAX];
+    snprintf(pids, sizeof pids, "%s/pids", tmp);
+    snprintf(out, sizeof out, "%s/session-out%zu", tmp, n);
+    snprintf(dir, sizeof dir, "%s/session%zu", tmp, n);
+    double t0 = bench_now();
+    char *start[] = { "--session", dir, "start", "-q", "-o", out, "--pids-file", pids, NULL };
+    if (stat_run(start) != 0)
+        die("tbon_stat --session start");
+    for (int i = 0; i < k; i++) {
+        double t1 = bench_now();
+        char *sample[] = { "--session", dir, "sample", "-n", "1", "-q", "-o", out, NULL };
+        if (stat_run(sample) != 0)
+            die("tbon_stat --session sample");
+        per[i] = bench_now() - t1;
+        char perf[PATH_MAX + 64], line[256];
+        snprintf(perf, sizeof perf, "%s/stat_hang.%04d/stat_hang.perf", out, i);
+        FILE *f = fopen(perf, "r");
+        size_t missing = 1;
+        while (f && fgets(line, sizeof line, f))
+            sscanf(line, "missing %zu", &missing);
+        if (f)
+            fclose(f);
+        if (missing)
+            die("a session's sample left tasks out");
+    }
+    char *stop[] = { "--session", dir, "stop", "-q", NULL };
+    if (stat_run(stop) != 0)
+        die("tbon_stat --session stop");
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;       /* the session's commnodes, ours once their tbon_stat left */
+    return bench_now() - t0;
+}
+
 /* eu-stack -p PID for every worker, one after the other. */
 static double eu_loop(void)
 {
@@ -220,6 +282,15 @@ int main(int argc, char **argv)
             fprintf(stderr, PROG ": %zu tasks, run %d: %.3f s (tree up %.3f s, sample and merge "
                     "%.3f s)\n", n, r + 1, wall[r], launch[r], merge[r]);
         }
+        double sess = 0, per[SESSION_SAMPLES], sep[SESSION_SAMPLES];
+        if (n == 256) {
+            /* Issue 33: ten samples through one session beside ten runs. */
+            sess = session_samples(n, SESSION_SAMPLES, per);
+            for (int r = 0; r < SESSION_SAMPLES; r++)
+                sep[r] = stat_once(n, 100 + r, &launch[19], &merge[19]);
+            fprintf(stderr, PROG ": %zu tasks: a session of %d samples %.3f s\n", n,
+                    SESSION_SAMPLES, sess);
+        }
         double loops[EU_REPS];
         for (int r = 0; r < EU_REPS; r++) {
             loops[r] = eu_loop();
@@ -240,6 +311,20 @@ int main(int argc, char **argv)
                   "written; median of %d; beside it, eu-stack -p PID for each of the %zu "
                   "processes in turn: %.2f s (median of %d loops; %.1fx as long)%s", l, m, reps,
                   n, eu, EU_REPS, eu / w, goal);
+        if (n == 256) {
+            double tsep = 0;
+            for (int r = 0; r < SESSION_SAMPLES; r++)
+                tsep += sep[r];
+            double pm = bench_median(per, SESSION_SAMPLES);
+            snprintf(metric, sizeof metric, "%d samples through one session, %zu tasks",
+                     SESSION_SAMPLES, n);
+            bench_row("stat", metric, "%.3f", sess, "s",
+                      "tbon_stat --session DIR start, %d x sample -n 1, stop (each sample "
+                      "checked complete; a sample's median %.3f s), beside %d separate runs of "
+                      "tbon_stat -n 1 in the same run: %.3f s, %.2fx as long; target >= 5x: %s",
+                      SESSION_SAMPLES, pm, SESSION_SAMPLES, tsep, tsep / sess,
+                      tsep / sess >= 5 ? "met" : "MISSED");
+        }
         fflush(stdout);
     }
     return 0;

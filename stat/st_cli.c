@@ -20,6 +20,9 @@ static void usage(FILE *f)
 "       " PROG " [options] -P LAUNCHER_PID\n"
 "       " PROG " [options] -C COMMAND [ARGS...]\n"
 "       " PROG " [options] --jobid JOB [--step S,S,...]\n"
+"       " PROG " --session DIR start [options] (-p ...|--pids-file ...|-P ...)\n"
+"       " PROG " --session DIR sample [options]\n"
+"       " PROG " --session DIR stop\n"
 "\n"
 "Sample the stack traces of a job's processes with a tree of back-ends and\n"
 "merge them into one call-prefix tree: each edge is labelled with the number\n"
@@ -70,6 +73,14 @@ static void usage(FILE *f)
 "                     <exe>.perf\n"
 "  -q                 no tree on the terminal (the summary only)\n"
 "  -h, --help         this text\n"
+"\n"
+"Sessions (the tree outlives the program; tasks of this host):\n"
+"  --session DIR start  find the tasks, start the tree, and leave it running\n"
+"                     (DIR, made mode 0700, holds its session file and the\n"
+"                     tasks); -t, -n and the like as for a run\n"
+"  --session DIR sample take the tree over, sample and merge as one run\n"
+"                     (results under -o as usual), and leave it running again\n"
+"  --session DIR stop   end the tree and empty DIR\n"
 "\n"
 "Targets are stopped only while sampled (ptrace interrupt, no SIGSTOP) and\n"
 "always resumed, also when " PROG " is killed. A back-end that does not start\n"
@@ -135,6 +146,20 @@ void st_parse_cli(int argc, char **argv, struct cli *c)
     *c = (struct cli){ .outdir = "stat_results", .samples = 10, .interval_ms = 100,
                        .wait_s = 1 };
     int o, sources = 0;
+    if (argc > 1 && strcmp(argv[1], "--session") == 0) {
+        /* --session DIR VERB [options]: the verb stands in for argv[0] */
+        static const char *const verbs[] = { "", "start", "sample", "stop" };
+        for (int v = 1; argc > 3 && v <= ST_SESSION_STOP; v++)
+            if (strcmp(argv[3], verbs[v]) == 0)
+                c->verb = v;
+        if (!c->verb || !argv[2][0]) {
+            fprintf(stderr, PROG ": --session DIR start|sample|stop (see --help)\n");
+            exit(EXIT_USAGE);
+        }
+        c->session = argv[2];
+        argc -= 3;
+        argv += 3;
+    }
     /* "+": stop at -C's command, whose options are its own. */
     while ((o = getopt_long(argc, argv, "+p:P:Cs:n:i:t:o:qh", longs, NULL)) != -1) {
         switch (o) {
@@ -178,6 +203,18 @@ void st_parse_cli(int argc, char **argv, struct cli *c)
     if (optind < argc) {
         fprintf(stderr, PROG ": unexpected argument \"%s\" (see --help)\n", argv[optind]);
         exit(EXIT_USAGE);
+    }
+    if (c->session && (c->command || c->jobid)) {
+        fprintf(stderr, PROG ": --session: -C and --jobid are not supported yet\n");
+        exit(EXIT_USAGE);
+    }
+    if (c->session && c->verb != ST_SESSION_START) {
+        if (sources) {
+            fprintf(stderr, PROG ": --session %s %s: the tasks were given at start\n",
+                    c->session, c->verb == ST_SESSION_SAMPLE ? "sample" : "stop");
+            exit(EXIT_USAGE);
+        }
+        return;
     }
     if (sources != 1) {
         fprintf(stderr, PROG ": give exactly one of -p, --pids-file, -P, -C and --jobid (see "

@@ -23,7 +23,11 @@ struct cli {
     unsigned samples, interval_ms, flags;
     double wait_s;           /* -C: before sampling */
     int quiet, keep;
+    const char *session;     /* --session DIR (docs/stat.md, "Sessions") */
+    int verb;                /* with it: ST_SESSION_* */
 };
+
+enum { ST_SESSION_START = 1, ST_SESSION_SAMPLE, ST_SESSION_STOP };
 
 /* Parse the front-end's command line into c (c->command points into argv):
  * the help on -h (exit 0); a bad option or combination said on stderr,

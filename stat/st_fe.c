@@ -226,14 +226,22 @@ static struct sampled sample_merge(const struct cli *c, struct run *r, tbon_stre
 }
 
 /* The session ends: the nodes that failed counted, the tree, the srun
- * step, the command launched (unless --keep) and the topology file gone. */
-static size_t end_session(const struct cli *c, struct run *r)
+ * step, the command launched (unless --keep) and the topology file gone.
+ * detach_to (--session): the tree is left running instead, its file
+ * there. */
+static size_t end_session(const struct cli *c, struct run *r, const char *detach_to)
 {
     tbon_event_t ev;
     size_t failed = 0;
     while (tbon_net_next_event(r->net, &ev, 0) == 0)
         failed += ev.type == TBON_EV_NODE_FAILED;
-    tbon_net_destroy(r->net);
+    if (detach_to && tbon_fe_detach(r->net, detach_to) != 0) {
+        fprintf(stderr, PROG ": cannot leave the tree running (%s): it ends\n",
+                tbon_net_error(r->net));
+        detach_to = NULL;
+    }
+    if (!detach_to)
+        tbon_net_destroy(r->net);
     r->net = NULL;
     if (r->srun)
         st_stop_srun(r->srun, 10);
@@ -249,7 +257,7 @@ static size_t end_session(const struct cli *c, struct run *r)
     return failed;
 }
 
-static void free_run(struct run *r)
+void st_fe_free_run(struct run *r)
 {
     for (size_t i = 0; i < r->n; i++)
         free(r->t[i].host);
@@ -262,12 +270,11 @@ static void free_run(struct run *r)
     free(r->topo);
 }
 
-int st_fe_main(const struct cli *c, char *self)
+int st_fe_plan(const struct cli *c, char *self, struct run *r)
 {
     double t_start = st_now();
     st_tasks_t tasks = { 0 };
     char err[512] = "";
-    struct run run = { 0 }, *r = &run;
     uint32_t job = c->jobid;
     uint32_t steps[ST_MAX_STEPS];
     size_t nsteps = c->nsteps;
@@ -277,7 +284,7 @@ int st_fe_main(const struct cli *c, char *self)
             st_stop_command(r->launched);
         fprintf(stderr, PROG ": %s\n", err);
         st_tasks_free(&tasks);
-        return c->pids || c->pids_file ? EXIT_USAGE : EXIT_RUN;
+        exit(c->pids || c->pids_file ? EXIT_USAGE : EXIT_RUN);
     }
     st_make_dirs(c->outdir);
     char *filter = filter_path();
@@ -285,6 +292,9 @@ int st_fe_main(const struct cli *c, char *self)
         st_die("cannot find stat_merge.so (set TBON_STAT_FILTER to its path)");
     r->t_find = st_now() - t_start;
     st_tasks_unique(&tasks);            /* the number of tasks the tree is for */
+    if (c->session && (job || st_tasks_remote(&tasks)))
+        st_die("--session: tasks on other hosts and --jobid are not supported yet; "
+               "sample them without --session");
     if (job || st_tasks_remote(&tasks))
         st_plan_remote(c, self, &tasks, job, steps, nsteps, r);
     else
@@ -293,6 +303,15 @@ int st_fe_main(const struct cli *c, char *self)
     if (strcmp(r->exe, "?") == 0)
         snprintf(r->exe, sizeof r->exe, "stat");
     qsort(r->t, r->n, sizeof *r->t, st_by_id);
+    int fid = tbon_fe_load_filter(r->net, filter, "stat_merge");
+    if (fid < 0)
+        st_die("loading %s: %s", filter, tbon_net_error(r->net));
+    free(filter);
+    return fid;
+}
+
+int st_fe_sample(const struct cli *c, struct run *r, int fid, const char *detach_to)
+{
     tbon_net_t *net = r->net;
     size_t nbe = tbon_net_num_backends(net);
     struct req q = { st_xcalloc(r->n, sizeof *q.pids), st_xcalloc(r->n, sizeof *q.ids),
@@ -302,9 +321,6 @@ int st_fe_main(const struct cli *c, char *self)
         q.ids[i] = r->t[i].id;
         q.owner[i] = r->t[i].be;
     }
-    int fid = tbon_fe_load_filter(net, filter, "stat_merge");
-    if (fid < 0)
-        st_die("loading %s: %s", filter, tbon_net_error(net));
     tbon_stream_t *s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), fid,
                                           TBON_SYNC_WAITFORALL, TBON_FILTER_NULL);
     if (!s)
@@ -322,7 +338,7 @@ int st_fe_main(const struct cli *c, char *self)
         st_tree_add(t2, frame, 1, r->absent[i]);
         st_tree_add(t3, frame, 1, r->absent[i]);
     }
-    size_t failed = end_session(c, r);
+    size_t failed = end_session(c, r, detach_to);
     char *dir = st_run_dir(c->outdir, r->exe);
     int svg = 1;                        /* until dot is missing or fails */
     st_write_results(c, r, dir, t2, t3, &svg, nbe, &o, missing, failed);
@@ -330,11 +346,17 @@ int st_fe_main(const struct cli *c, char *self)
     st_tree_free(t2);
     st_tree_free(t3);
     int rc = st_interrupted || r->incomplete ? EXIT_RUN : r->nunreached ? EXIT_UNREACHED : 0;
-    free_run(r);
+    st_fe_free_run(r);
     free(dir);
-    free(filter);
     free(q.pids);
     free(q.ids);
     free(q.owner);
     return rc;
+}
+
+int st_fe_main(const struct cli *c, char *self)
+{
+    struct run run = { 0 };
+    int fid = st_fe_plan(c, self, &run);
+    return st_fe_sample(c, &run, fid, NULL);
 }

@@ -125,7 +125,7 @@ static void *start_tree(void *arg)
  * time waiting for the target to stop, so a few back-ends per CPU overlap
  * those waits; more only cost their start (on 2 CPUs, 256 tasks: 16
  * back-ends took 60-70 ms, 4 or 8 about 40-60 ms, 2 50-70 ms). */
-static char *default_topology(size_t ntasks, char *dir_out, size_t cap)
+static char *default_topology(size_t ntasks, int commnodes, char *dir_out, size_t cap)
 {
     uint32_t nbe = (uint32_t)((ntasks + TASKS_PER_BE - 1) / TASKS_PER_BE);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -135,7 +135,7 @@ static char *default_topology(size_t ntasks, char *dir_out, size_t cap)
     if (nbe < 1)
         nbe = 1;
     struct st_topo t;
-    st_topo_fanout(&t, DEFAULT_FANOUT, nbe);
+    st_topo_fanout_cn(&t, DEFAULT_FANOUT, nbe, commnodes);
     snprintf(dir_out, cap, "/tmp/tbon_stat.XXXXXX");
     if (!mkdtemp(dir_out))
         st_die("mkdtemp: %s", strerror(errno));
@@ -156,7 +156,8 @@ void st_plan_local(const struct cli *c, const char *self, st_tasks_t *tasks, str
 {
     double t0 = st_now();
     r->topo = c->topology ? st_xstrdup(c->topology)
-                          : default_topology(tasks->n, r->tmpdir, sizeof r->tmpdir);
+                          : default_topology(tasks->n, c->session != NULL, r->tmpdir,
+                                             sizeof r->tmpdir);
     struct start st = { .topo = r->topo, .be_exe = self, .done_fd = -1 };
     pthread_t starter;
     bool threaded = pthread_create(&starter, NULL, start_tree, &st) == 0;

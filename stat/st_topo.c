@@ -97,6 +97,11 @@ int st_topo_write(const struct st_topo *t, const char *path, const char *comment
  * the next one out as evenly as possible (the first get one more). */
 void st_topo_fanout(struct st_topo *t, uint32_t k, uint32_t leaves)
 {
+    st_topo_fanout_cn(t, k, leaves, 0);
+}
+
+void st_topo_fanout_cn(struct st_topo *t, uint32_t k, uint32_t leaves, int commnodes)
+{
     uint64_t width[32];
     size_t nl = 0;
     uint64_t n = leaves;
@@ -105,7 +110,7 @@ void st_topo_fanout(struct st_topo *t, uint32_t k, uint32_t leaves)
         width[nl] = (width[nl - 1] + k - 1) / k;
         n += width[nl];
         nl++;
-    } while (width[nl - 1] > 1);
+    } while (width[nl - 1] > 1 || (commnodes && nl < 3));
     st_topo_alloc(t, (size_t)n);
     size_t r = 0, next = 1;
     for (size_t lv = nl; lv-- > 0;) {

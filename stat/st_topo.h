@@ -35,5 +35,9 @@ int st_topo_write(const struct st_topo *t, const char *path, const char *comment
  * children per node, every node on localhost, into t (st_topo_alloc'ed
  * here). */
 void st_topo_fanout(struct st_topo *t, uint32_t k, uint32_t leaves);
+/* The same with commnodes set: at least one level of commnodes between the
+ * front-end and the back-ends (a tree that outlives its front-end needs
+ * them: --session). */
+void st_topo_fanout_cn(struct st_topo *t, uint32_t k, uint32_t leaves, int commnodes);
 
 #endif

@@ -23,6 +23,7 @@
 #include "st_fe.h"
 #include "st_procs.h"
 #include "st_prog.h"
+#include "st_session.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -43,5 +44,5 @@ int main(int argc, char **argv)
     st_self_exe(self, sizeof self);
     if (!self[0])
         st_die("/proc/self/exe: %s", strerror(errno));
-    return st_fe_main(&c, self);
+    return c.session ? st_session_main(&c, self) : st_fe_main(&c, self);
 }

@@ -21,7 +21,6 @@
 #include "filter/filter.h"
 #include "net/auth.h"
 #include "net/sock.h"
-#include "proc/launch.h"
 #include "topo/reconfig.h"
 #include "topo/topology.h"
 #include "util/clock.h"
@@ -414,14 +413,9 @@ tbon_net_t *tbon_fe_reattach(const char *file, const tbon_fe_options_t *opts,
         if (fds[i] < 0 && sf.child[i].rank < tb_topology_size(topo))
             tb_report_failure(topo, sf.child[i].rank,
                               tb_topology_incarnation(topo, sf.child[i].rank));
-    char me[256] = "";
-    gethostname(me, sizeof me - 1);
-    const char *fe_host = o.fe_host && *o.fe_host ? o.fe_host : me;
-    if (!tb_host_is_local(tb_topology_host(topo, 0))) {
-        tb_topology_t *t = tb_topology_with_fe_host(topo, fe_host, err);
-        tb_topology_destroy(topo);
-        topo = t;
-    }
+    /* The topology stays as the children have it, rank 0's host too (the
+     * views agree): on another host, the new FE is reached at the address
+     * its claims came from (docs/fault-tolerance.md, "The root"). */
     tbon_net_t *net = topo ? new_fe(&o, &sf, topo, view, fds, err) : NULL;
     if (!net) {
         for (size_t i = 0; i < sf.nchild; i++)

@@ -89,6 +89,7 @@ static int send_info(tb_eds_t *e, int fd)
 {
     uint8_t *buf = NULL;
     size_t len = 0;
+    tb_loop_drain(e->loop);     /* the reactor's reports (the ports) applied */
     pthread_mutex_lock(&e->mu);
     int rc = tb_topology_serialize(e->topo, &buf, &len);
     pthread_mutex_unlock(&e->mu);

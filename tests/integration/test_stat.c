@@ -1082,3 +1082,46 @@ ITEST(tasks_behind_a_backend_that_did_not_start_are_named)
     free(err);
     hang_stop(&h);
 }
+
+/* tbon_stat --session: start leaves the tree running on a 64-task hang,
+ * three samples each take it over, sample, merge and leave it again - each
+ * tree exact (every task, each path eu-stack's) - and stop ends it: no
+ * process left, the directory gone, and a sample after the stop says
+ * there is no session. */
+ITEST(session_start_sample_stop)
+{
+    struct hang h;
+    REQUIRE(hang_start(&h, NTASK) == 0);
+    char outdir[PATH_MAX], sdir[PATH_MAX];
+    snprintf(outdir, sizeof outdir, "%s/out", th_tmpdir());
+    snprintf(sdir, sizeof sdir, "%s/sess", th_tmpdir());
+    char *start[] = { (char *)stat_bin(), "--session", sdir, "start", "-q", "-o", outdir,
+                      "-p", (char *)pid_list(&h), NULL };
+    CHECK_INT(stat_wait(stat_spawn(start), 60000), 0);
+    /* the tree runs on without tbon_stat: commnodes and back-ends */
+    CHECK(it_our_procs("tbon_commnode", NULL, 0) >= 1);
+    for (int k = 0; k < 3; k++) {
+        char *sample[] = { (char *)stat_bin(), "--session", sdir, "sample", "-n", "1", "-q",
+                           "-o", outdir, NULL };
+        CHECK_INT(stat_wait(stat_spawn(sample), 60000), 0);
+        char path[PATH_MAX + 64];
+        snprintf(path, sizeof path, "%s/stat_hang.%04d/stat_hang.2D.txt", outdir, k);
+        struct ttree t = { 0 };
+        CHECK(parse_tree(path, &t) == 0);
+        if (t.n) {
+            char want[32];
+            snprintf(want, sizeof want, "%d:[0-%d]", NTASK, NTASK - 1);
+            CHECK_STR(t.v[0].label, want);
+            if (k == 0)
+                check_against_eu_stack(&h, &t);
+        }
+        free(t.v);
+    }
+    char *stop[] = { (char *)stat_bin(), "--session", sdir, "stop", "-q", NULL };
+    CHECK_INT(stat_wait(stat_spawn(stop), 60000), 0);
+    CHECK(access(sdir, F_OK) != 0);
+    it_check_no_procs("after the session's stop");
+    char *again[] = { (char *)stat_bin(), "--session", sdir, "sample", "-q", NULL };
+    CHECK_INT(stat_wait(stat_spawn(again), 60000), 1);
+    hang_stop(&h);
+}
