@@ -74,10 +74,10 @@ static void usage(FILE *f)
 "  -q                 no tree on the terminal (the summary only)\n"
 "  -h, --help         this text\n"
 "\n"
-"Sessions (the tree outlives the program; tasks of this host):\n"
+"Sessions (the tree outlives the program):\n"
 "  --session DIR start  find the tasks, start the tree, and leave it running\n"
 "                     (DIR, made mode 0700, holds its session file and the\n"
-"                     tasks); -t, -n and the like as for a run\n"
+"                     tasks); -p, --pids-file, -P, --jobid and -t as for a run\n"
 "  --session DIR sample take the tree over, sample and merge as one run\n"
 "                     (results under -o as usual), and leave it running again\n"
 "  --session DIR stop   end the tree and empty DIR\n"
@@ -204,8 +204,9 @@ void st_parse_cli(int argc, char **argv, struct cli *c)
         fprintf(stderr, PROG ": unexpected argument \"%s\" (see --help)\n", argv[optind]);
         exit(EXIT_USAGE);
     }
-    if (c->session && (c->command || c->jobid)) {
-        fprintf(stderr, PROG ": --session: -C and --jobid are not supported yet\n");
+    if (c->session && c->command) {
+        fprintf(stderr, PROG ": --session: -C is not supported (launch the command, then "
+                "--session DIR start -P its pid)\n");
         exit(EXIT_USAGE);
     }
     if (c->session && c->verb != ST_SESSION_START) {

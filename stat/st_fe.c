@@ -292,9 +292,6 @@ int st_fe_plan(const struct cli *c, char *self, struct run *r)
         st_die("cannot find stat_merge.so (set TBON_STAT_FILTER to its path)");
     r->t_find = st_now() - t_start;
     st_tasks_unique(&tasks);            /* the number of tasks the tree is for */
-    if (c->session && (job || st_tasks_remote(&tasks)))
-        st_die("--session: tasks on other hosts and --jobid are not supported yet; "
-               "sample them without --session");
     if (job || st_tasks_remote(&tasks))
         st_plan_remote(c, self, &tasks, job, steps, nsteps, r);
     else

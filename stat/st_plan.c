@@ -228,9 +228,11 @@ static size_t first_repeat(char **hosts, size_t n)
 
 /* The tree for back-ends on hosts[0..n): the front-end on this host (its
  * real name, so that the other hosts reach it), each host's back-end its
- * child, or with more than DEFAULT_FANOUT hosts commnodes on this host
- * between them. leaf[i] is hosts[i]'s rank. Written to r->tmpdir. */
-static void remote_topology(struct run *r, char **hosts, size_t n, tbon_rank_t *leaf)
+ * child, or with more than DEFAULT_FANOUT hosts (or with commnodes set)
+ * commnodes on this host between them. leaf[i] is hosts[i]'s rank. Written
+ * to r->tmpdir. */
+static void remote_topology(struct run *r, char **hosts, size_t n, tbon_rank_t *leaf,
+                            int commnodes)
 {
     const char *me = st_this_host();
     /* $TBON_STAT_FANOUT: a smaller fan-out, so that the tests see commnodes
@@ -239,7 +241,9 @@ static void remote_topology(struct run *r, char **hosts, size_t n, tbon_rank_t *
     const char *fo = getenv("TBON_STAT_FANOUT");
     if (fo && atoi(fo) >= 2 && atoi(fo) <= 1024)
         fanout = (size_t)atoi(fo);
-    size_t ncn = n > fanout ? (n + fanout - 1) / fanout : 0;
+    /* A session's tree (--session) has commnodes in any case: a back-end
+     * cannot wait for a new front-end. */
+    size_t ncn = n > fanout || commnodes ? (n + fanout - 1) / fanout : 0;
     if (!st_host_ok(me))
         st_die("a topology for %zu hosts: out of memory", n);
     struct st_topo t;
@@ -620,7 +624,7 @@ void st_plan_remote(const struct cli *c, const char *self, st_tasks_t *tasks,
     if (c->topology)
         fprintf(stderr, PROG ": note: -t is not used for tasks on other hosts: the tree has "
                 "one back-end per host\n");
-    remote_topology(r, hosts, nh, leaf);
+    remote_topology(r, hosts, nh, leaf, c->session != NULL);
     start_remote(c, self, r, job, hosts, nh, leaf);
     r->t_launch = st_now() - t0;
     uint8_t *down = st_xcalloc(nh, 1);

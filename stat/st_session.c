@@ -27,8 +27,8 @@ static const char *in_dir(const struct cli *c, const char *name, char *buf, size
     return buf;
 }
 
-/* DIR/tasks: the run's executable, the merge filter's id, where the ranks
- * came from, then one line per task. */
+/* DIR/tasks: the run's executable, the merge filter's id, the job, where
+ * the ranks came from, the job's ranks no node had, then one line per task. */
 static void write_tasks(const struct cli *c, const struct run *r, int fid)
 {
     char path[PATH_MAX + 16], tmp[PATH_MAX + 32];
@@ -37,47 +37,71 @@ static void write_tasks(const struct cli *c, const struct run *r, int fid)
     FILE *f = fopen(tmp, "w");
     if (!f)
         st_die("%s: %s", tmp, strerror(errno));
-    fprintf(f, "# tbon_stat session: exe filter ranks-from tasks, then id pid rank be host\n");
-    fprintf(f, "%s %d %s %zu\n", r->exe, fid, r->ranks_from ? r->ranks_from : "list order",
-            r->n);
+    fprintf(f, "# tbon_stat session: then id pid rank size step be host, a task a line\n");
+    fprintf(f, "exe=%s filter=%d job=%" PRIu32 " tasks=%zu absent=%zu\n", r->exe, fid, r->job,
+            r->n, r->nabsent);
+    fprintf(f, "ranks=%s\n", r->ranks_from ? r->ranks_from : "list order");
+    for (size_t i = 0; i < r->nabsent; i++)
+        fprintf(f, "%" PRIu32 "\n", r->absent[i]);
     for (size_t i = 0; i < r->n; i++)
-        fprintf(f, "%" PRIu32 " %" PRId32 " %" PRId32 " %" PRIu32 " %s\n", r->t[i].id,
-                r->t[i].pid, r->t[i].rank, r->t[i].be, r->t[i].host);
+        fprintf(f, "%" PRIu32 " %" PRId32 " %" PRId32 " %" PRId32 " %" PRIu32 " %" PRIu32 " %s\n",
+                r->t[i].id, r->t[i].pid, r->t[i].rank, r->t[i].size, r->t[i].step, r->t[i].be,
+                r->t[i].host);
     if (fclose(f) != 0 || rename(tmp, path) != 0)
         st_die("%s: %s", path, strerror(errno));
+}
+
+static int by_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 /* The same, read back into r; the filter's id. */
 static int read_tasks(const struct cli *c, struct run *r)
 {
-    char path[PATH_MAX + 16], line[1024], from[64] = "";
+    static char ranks_from[128];
+    char path[PATH_MAX + 16], line[1024];
     in_dir(c, "tasks", path, sizeof path);
     FILE *f = fopen(path, "r");
     if (!f)
         st_die("--session %s: no session there (%s: %s); start one with --session %s start",
                c->session, path, strerror(errno), c->session);
     int fid = -1, ok = fgets(line, sizeof line, f) && fgets(line, sizeof line, f) &&
-              sscanf(line, "%255s %d %63[^0-9] %zu", r->exe, &fid, from, &r->n) == 4 &&
-              r->n > 0 && r->n < (1u << 24);
-    if (ok)
+              sscanf(line, "exe=%255s filter=%d job=%" SCNu32 " tasks=%zu absent=%zu", r->exe,
+                     &fid, &r->job, &r->n, &r->nabsent) == 5 &&
+              r->n > 0 && r->n < (1u << 24) && r->nabsent < (1u << 24) &&
+              fgets(line, sizeof line, f) && strncmp(line, "ranks=", 6) == 0;
+    if (ok) {
+        line[strcspn(line, "\n")] = 0;
+        snprintf(ranks_from, sizeof ranks_from, "%.120s", line + 6);
+        r->ranks_from = ranks_from;
         r->t = st_xcalloc(r->n, sizeof *r->t);
+        r->absent = r->nabsent ? st_xcalloc(r->nabsent, sizeof *r->absent) : NULL;
+    }
+    for (size_t i = 0; ok && i < r->nabsent; i++)
+        ok = fgets(line, sizeof line, f) && sscanf(line, "%" SCNu32, &r->absent[i]) == 1;
     for (size_t i = 0; ok && i < r->n; i++) {
         char host[256];
         struct task *t = &r->t[i];
         ok = fgets(line, sizeof line, f) &&
-             sscanf(line, "%" SCNu32 " %" SCNd32 " %" SCNd32 " %" SCNu32 " %255s", &t->id,
-                    &t->pid, &t->rank, &t->be, host) == 5;
-        if (ok) {
+             sscanf(line, "%" SCNu32 " %" SCNd32 " %" SCNd32 " %" SCNd32 " %" SCNu32
+                    " %" SCNu32 " %255s", &t->id, &t->pid, &t->rank, &t->size, &t->step,
+                    &t->be, host) == 7;
+        if (ok)
             t->host = st_xstrdup(host);
-            t->size = -1;
-            t->step = UINT32_MAX;   /* ST_STEP_NONE: no Slurm step */
-        }
     }
     fclose(f);
     if (!ok)
         st_die("%s: not a tbon_stat session's tasks file", path);
-    r->ranks_from = strstr(from, "environment") ? "their environment" : "list order";
+    /* how many hosts (the summary says) */
+    char **h = st_xcalloc(r->n, sizeof *h);
+    for (size_t i = 0; i < r->n; i++)
+        h[i] = r->t[i].host;
+    qsort(h, r->n, sizeof *h, by_str);
     r->nhosts = 1;
+    for (size_t i = 1; i < r->n; i++)
+        r->nhosts += strcmp(h[i], h[i - 1]) != 0;
+    free(h);
     return fid;
 }
 
@@ -110,6 +134,10 @@ static int start(const struct cli *c, char *self)
         st_die("--session %s: cannot leave the tree running: %s", c->session,
                tbon_net_error(r->net));
     r->net = NULL;
+    /* --jobid: the back-ends' srun step goes on with the tree (it ends when
+     * they do, at the session's stop); its attach file is gone. */
+    st_cleanup.srun = 0;
+    st_cleanup.attach = NULL;
     if (r->tmpdir[0]) {
         unlink(r->topo);
         rmdir(r->tmpdir);
