@@ -317,7 +317,8 @@ static int be_discover(tbon_stream_t *s, tbon_packet_t *p, tbon_rank_t me, const
 /* Sample what the request p names (TAG_SAMPLE, or an ask again that
  * carries it) into fresh trees and send them with tag. */
 static int be_sample_req(tbon_net_t *net, tbon_stream_t *s, tbon_packet_t *p, tbon_rank_t me,
-                         int tag, st_tree_t **t2, st_tree_t **t3)
+                         int tag, st_tree_t **t2, st_tree_t **t3, st_walker_t **kw,
+                         unsigned *kflags)
 {
     int32_t *pids = NULL;
     uint32_t *ranks = NULL, *owner = NULL, n, interval, flags;
@@ -333,15 +334,25 @@ static int be_sample_req(tbon_net_t *net, tbon_stream_t *s, tbon_packet_t *p, tb
         st_tree_free(*t3);
         *t2 = st_tree_new();
         *t3 = st_tree_new();
-        st_walker_t *w = *t2 && *t3 ? be_walker(flags) : NULL;
+        /* The walker stays between requests (a session samples many
+         * times): what it learned of each process (its modules, their
+         * symbols) is not learned again. A request of other flags gets a
+         * new one. No target is held stopped between samples. */
+        if (*kw && *kflags != flags) {
+            st_walker_free(*kw);
+            *kw = NULL;
+        }
+        if (!*kw && *t2 && *t3) {
+            *kw = be_walker(flags);
+            *kflags = flags;
+        }
+        st_walker_t *w = *t2 && *t3 ? *kw : NULL;
         rc = w ? be_sample(net, w, pids, ranks, owner, np, me, n, interval, *t2, *t3)
                : TBON_ENOMEM;
         test_hold(s, me, 0);
         if (rc == 0)
             rc = be_send(s, tag, *t2, *t3);
         test_hold(s, me, 1);
-        /* The walker's files and maps go after the result did. */
-        st_walker_free(w);
     }
     free(pids);
     free(ranks);
@@ -358,6 +369,8 @@ static int be_loop(tbon_net_t *net, const char *self)
 {
     tbon_rank_t me = tbon_net_rank(net);
     st_tree_t *t2 = st_tree_new(), *t3 = st_tree_new();
+    st_walker_t *w = NULL;
+    unsigned wflags = 0;
     int rc = t2 && t3 ? 0 : TBON_ENOMEM, sampled = 0;
     while (rc == 0) {
         tbon_packet_t *p = NULL;
@@ -369,13 +382,14 @@ static int be_loop(tbon_net_t *net, const char *self)
         if (tag == TAG_DISCOVER) {
             rc = be_discover(s, p, me, self);
         } else if (tag == TAG_SAMPLE || (tag == TAG_RESEND && !sampled)) {
-            rc = be_sample_req(net, s, p, me, tag, &t2, &t3);
+            rc = be_sample_req(net, s, p, me, tag, &t2, &t3, &w, &wflags);
             sampled = rc == 0;
         } else if (tag == TAG_RESEND) {
             rc = be_send(s, TAG_RESEND, t2, t3);
         }
         tbon_packet_unref(p);
     }
+    st_walker_free(w);
     st_tree_free(t2);
     st_tree_free(t3);
     if (rc != TBON_ECLOSED)

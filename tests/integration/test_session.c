@@ -468,3 +468,51 @@ ITEST(frontend_detach_and_reattach)
     }
     CHECK(access(file, F_OK) != 0);
 }
+
+/* After a reattach the new FE is the membership root: kill -9 of a commnode
+ * below it is detected, its orphans adopted, the FE told (NODE_FAILED, then
+ * ADOPTED for each), the view goes stable, and sum waves are exact. */
+ITEST(reattached_fe_hears_failures_and_adoptions)
+{
+    it_tree_t t;
+    char file[600];
+    snprintf(file, sizeof file, "%s/session", th_tmpdir());
+    tbon_fe_options_t o = session_opts(NULL, 0);
+    if (it_start(&t, "2x2x2", NULL, &o))
+        return;
+    tbon_stream_t *sum = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(sum);
+    uint32_t sid = tbon_stream_id(sum);
+    CHECK_INT(it_sum_wave(sum, 1, t.be, t.nbe), 0);
+    REQUIRE(tbon_fe_detach(t.net, file) == 0);
+    tbon_error_t err;
+    tbon_net_t *net = tbon_fe_reattach(file, NULL, &err);
+    if (!net)
+        th_fail(__FILE__, __LINE__, "reattach: %s", err.msg);
+    REQUIRE(net);
+    tbon_stream_t *s2 = tbon_net_stream(net, sid);
+    REQUIRE(s2);
+    CHECK_INT(it_sum_wave(s2, 2, t.be, t.nbe), 0);
+    /* rank 3: a commnode under rank 1, with back-ends 7 and 8 */
+    pid_t victim = it_pid_of("tbon_commnode", 3);
+    REQUIRE(victim > 0);
+    kill(victim, SIGKILL);
+    int failed = 0, adopted = 0, stable = 0;
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while ((!failed || adopted < 2 || !stable) && it_now_ms() < end) {
+        tbon_event_t ev;
+        if (tbon_net_next_event(net, &ev, (int)(end - it_now_ms())) != 0)
+            break;
+        failed |= ev.type == TBON_EV_NODE_FAILED && ev.rank == 3;
+        adopted += ev.type == TBON_EV_NODE_ADOPTED && (ev.rank == 7 || ev.rank == 8);
+        stable |= failed && adopted >= 2 && ev.type == TBON_EV_VIEW_STABLE;
+    }
+    CHECK(failed);
+    CHECK_INT(adopted, 2);
+    CHECK(stable);
+    tbon_view_check_t vc;
+    CHECK_INT(tbon_fe_check_views(net, &vc, IT_RECV_MS), 0);
+    for (uint32_t w = 3; w < 6; w++)
+        CHECK_INT(it_sum_wave(s2, w, t.be, t.nbe), 0);
+    tbon_net_destroy(net);
+}
