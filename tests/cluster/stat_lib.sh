@@ -10,6 +10,8 @@
 #   node_stacks HOST PIDS   "PID: PATH" from eu-stack -p PID on HOST, the
 #                           main thread's frames outermost first, " > "
 #   job_tasks_running J N NAME   N processes NAME of job J on its nodes
+#   stat_hang_job N         a hung sbatch job of N stat_hang tasks over 4
+#                           nodes, waited for until all run; its id in J
 set -u
 
 . "$TBON/tests/cluster/lib.sh"
@@ -68,4 +70,14 @@ _count_running() {
 
 job_tasks_running() {
     [ "$(on head squeue -h -j "$1" -o %T 2>/dev/null)" = RUNNING ] && _count_running "$@"
+}
+
+stat_hang_job() {
+    step "submitting a job of $1 tasks"
+    stat_submit -N4 -n"$1" -O -o "$CASE_TMP/job-%j.out" \
+        --wrap "srun sh -c 'exec $B/stat/examples/stat_hang --worker \$SLURM_PROCID'"
+    J=$JOB
+    step "job $J submitted; waiting for its $1 tasks"
+    wait_until 40 job_tasks_running "$J" "$1" stat_hang ||
+        fail "job $J: not all $1 stat_hang tasks running after 40 s ($(on head squeue -h -j "$J"))"
 }

@@ -53,6 +53,47 @@ static tbon_fe_options_t session_opts(const char *file, int grace_ms)
     return o;
 }
 
+/* A tree of shape with a sum stream (its id in *sid) and one exact wave,
+ * detached to file (th_tmpdir()/session); t->net is NULL after. 0, or -1
+ * (recorded). */
+static int detached_tree(it_tree_t *t, const char *shape, char *file, size_t cap,
+                         uint32_t *sid)
+{
+    snprintf(file, cap, "%s/session", th_tmpdir());
+    tbon_fe_options_t o = session_opts(NULL, 0);
+    if (it_start(t, shape, NULL, &o))
+        return -1;
+    tbon_stream_t *sum = it_stream(t->net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    if (!sum || it_sum_wave(sum, 1, t->be, t->nbe) != 0)
+        return -1;
+    *sid = tbon_stream_id(sum);
+    if (tbon_fe_detach(t->net, file) != 0) {
+        th_fail(__FILE__, __LINE__, "tbon_fe_detach: %s", tbon_net_error(t->net));
+        return -1;
+    }
+    t->net = NULL;
+    return 0;
+}
+
+/* tbon_fe_reattach(file), and the stream sid on it; NULL (recorded) if
+ * either is not there. */
+static tbon_net_t *reattached(const char *file, uint32_t sid, tbon_stream_t **s)
+{
+    tbon_error_t err;
+    tbon_net_t *net = tbon_fe_reattach(file, NULL, &err);
+    if (!net) {
+        th_fail(__FILE__, __LINE__, "reattach: %s", err.msg);
+        return NULL;
+    }
+    *s = tbon_net_stream(net, sid);
+    if (!*s) {
+        th_fail(__FILE__, __LINE__, "no stream %u after the reattach", sid);
+        tbon_net_destroy(net);
+        return NULL;
+    }
+    return net;
+}
+
 /* Detach, then reattach from another process (a child of ours, as a tool
  * run again would be): the sum waves before and after are exact, the union
  * stream's first result after the reattach covers everything sent before,
@@ -299,16 +340,9 @@ ITEST(reattach_refuses_wrong_secret_and_other_session)
 {
     it_tree_t t;
     char file[600], bad[600];
-    snprintf(file, sizeof file, "%s/session", th_tmpdir());
+    uint32_t sid;
+    REQUIRE(detached_tree(&t, "2x2", file, sizeof file, &sid) == 0);
     snprintf(bad, sizeof bad, "%s/bad", th_tmpdir());
-    tbon_fe_options_t o = session_opts(NULL, 0);
-    if (it_start(&t, "2x2", NULL, &o))
-        return;
-    tbon_stream_t *sum = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
-    REQUIRE(sum);
-    uint32_t sid = tbon_stream_id(sum);
-    CHECK_INT(it_sum_wave(sum, 1, t.be, t.nbe), 0);
-    REQUIRE(tbon_fe_detach(t.net, file) == 0);
     tbon_error_t err;
     copy_with(file, bad, "secret",
               "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
@@ -324,12 +358,9 @@ ITEST(reattach_refuses_wrong_secret_and_other_session)
     if (!strstr(err.msg, "bad:3:"))
         th_fail(__FILE__, __LINE__, "the message names no line: %s", err.msg);
     unlink(bad);
-    tbon_net_t *net = tbon_fe_reattach(file, NULL, &err);
-    if (!net)
-        th_fail(__FILE__, __LINE__, "reattach: %s", err.msg);
+    tbon_stream_t *s2;
+    tbon_net_t *net = reattached(file, sid, &s2);
     REQUIRE(net);
-    tbon_stream_t *s2 = tbon_net_stream(net, sid);
-    REQUIRE(s2);
     for (uint32_t w = 2; w < 5; w++)
         CHECK_INT(it_sum_wave(s2, w, t.be, t.nbe), 0);
     /* and while it holds the tree, nobody else gets it */
@@ -348,15 +379,8 @@ ITEST(two_reattaches_racing_one_wins)
 {
     it_tree_t t;
     char file[600];
-    snprintf(file, sizeof file, "%s/session", th_tmpdir());
-    tbon_fe_options_t o = session_opts(NULL, 0);
-    if (it_start(&t, "3x2", NULL, &o))
-        return;
-    tbon_stream_t *sum = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
-    REQUIRE(sum);
-    uint32_t sid = tbon_stream_id(sum);
-    CHECK_INT(it_sum_wave(sum, 1, t.be, t.nbe), 0);
-    REQUIRE(tbon_fe_detach(t.net, file) == 0);
+    uint32_t sid;
+    REQUIRE(detached_tree(&t, "3x2", file, sizeof file, &sid) == 0);
     int go[2], res[2];
     REQUIRE(pipe(go) == 0 && pipe(res) == 0);
     pid_t kid[2];
@@ -405,23 +429,13 @@ ITEST(detach_reattach_in_a_chain)
 {
     it_tree_t t;
     char file[600];
-    snprintf(file, sizeof file, "%s/session", th_tmpdir());
-    tbon_fe_options_t o = session_opts(NULL, 0);
-    if (it_start(&t, "2x2", NULL, &o))
-        return;
-    tbon_stream_t *sum = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
-    REQUIRE(sum);
-    uint32_t sid = tbon_stream_id(sum);
-    REQUIRE(tbon_fe_detach(t.net, file) == 0);
+    uint32_t sid;
+    REQUIRE(detached_tree(&t, "2x2", file, sizeof file, &sid) == 0);
     tbon_net_t *net = NULL;
     for (uint32_t round = 0; round < 3; round++) {
-        tbon_error_t err;
-        net = tbon_fe_reattach(file, NULL, &err);
-        if (!net)
-            th_fail(__FILE__, __LINE__, "round %u: reattach: %s", round, err.msg);
+        tbon_stream_t *s2;
+        net = reattached(file, sid, &s2);
         REQUIRE(net);
-        tbon_stream_t *s2 = tbon_net_stream(net, sid);
-        REQUIRE(s2);
         CHECK_INT(it_sum_wave(s2, 10 + round, t.be, t.nbe), 0);
         if (round < 2)
             REQUIRE(tbon_fe_detach(net, file) == 0);
@@ -476,22 +490,11 @@ ITEST(reattached_fe_hears_failures_and_adoptions)
 {
     it_tree_t t;
     char file[600];
-    snprintf(file, sizeof file, "%s/session", th_tmpdir());
-    tbon_fe_options_t o = session_opts(NULL, 0);
-    if (it_start(&t, "2x2x2", NULL, &o))
-        return;
-    tbon_stream_t *sum = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
-    REQUIRE(sum);
-    uint32_t sid = tbon_stream_id(sum);
-    CHECK_INT(it_sum_wave(sum, 1, t.be, t.nbe), 0);
-    REQUIRE(tbon_fe_detach(t.net, file) == 0);
-    tbon_error_t err;
-    tbon_net_t *net = tbon_fe_reattach(file, NULL, &err);
-    if (!net)
-        th_fail(__FILE__, __LINE__, "reattach: %s", err.msg);
+    uint32_t sid;
+    REQUIRE(detached_tree(&t, "2x2x2", file, sizeof file, &sid) == 0);
+    tbon_stream_t *s2;
+    tbon_net_t *net = reattached(file, sid, &s2);
     REQUIRE(net);
-    tbon_stream_t *s2 = tbon_net_stream(net, sid);
-    REQUIRE(s2);
     CHECK_INT(it_sum_wave(s2, 2, t.be, t.nbe), 0);
     /* rank 3: a commnode under rank 1, with back-ends 7 and 8 */
     pid_t victim = it_pid_of("tbon_commnode", 3);

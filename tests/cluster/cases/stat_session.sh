@@ -9,12 +9,7 @@
 trap stat_cleanup EXIT
 
 N=64
-step "submitting a job of $N tasks"
-stat_submit -N4 -n$N -O -o "$CASE_TMP/job-%j.out" \
-    --wrap "srun sh -c 'exec $B/stat/examples/stat_hang --worker \$SLURM_PROCID'"
-J=$JOB
-wait_until 40 job_tasks_running "$J" $N stat_hang ||
-    fail "job $J: not all $N stat_hang tasks running after 40 s ($(on head squeue -h -j "$J"))"
+stat_hang_job $N
 
 D=$CASE_TMP/session OUT=$CASE_TMP/out
 step "tbon_stat --session start --jobid $J"
