@@ -225,16 +225,23 @@ static struct sampled sample_merge(const struct cli *c, struct run *r, tbon_stre
     return o;
 }
 
+/* The nodes that failed, from the events not yet taken. */
+static size_t failed_nodes(struct run *r)
+{
+    tbon_event_t ev;
+    size_t failed = 0;
+    while (tbon_net_next_event(r->net, &ev, 0) == 0)
+        failed += ev.type == TBON_EV_NODE_FAILED;
+    return failed;
+}
+
 /* The session ends: the nodes that failed counted, the tree, the srun
  * step, the command launched (unless --keep) and the topology file gone.
  * detach_to (--session): the tree is left running instead, its file
  * there. */
 static size_t end_session(const struct cli *c, struct run *r, const char *detach_to)
 {
-    tbon_event_t ev;
-    size_t failed = 0;
-    while (tbon_net_next_event(r->net, &ev, 0) == 0)
-        failed += ev.type == TBON_EV_NODE_FAILED;
+    size_t failed = failed_nodes(r);
     if (detach_to && tbon_fe_detach(r->net, detach_to) != 0) {
         fprintf(stderr, PROG ": cannot leave the tree running (%s): it ends\n",
                 tbon_net_error(r->net));
@@ -335,11 +342,16 @@ int st_fe_sample(const struct cli *c, struct run *r, int fid, const char *detach
         st_tree_add(t2, frame, 1, r->absent[i]);
         st_tree_add(t3, frame, 1, r->absent[i]);
     }
-    size_t failed = end_session(c, r, detach_to);
+    /* A run ends its tree before it writes; a session's sample leaves it
+     * after (meanwhile the children a reattach adopted open their event
+     * connections, which the detach would otherwise wait for). */
+    size_t failed = detach_to ? failed_nodes(r) : end_session(c, r, NULL);
     char *dir = st_run_dir(c->outdir, r->exe);
     int svg = 1;                        /* until dot is missing or fails */
     st_write_results(c, r, dir, t2, t3, &svg, nbe, &o, missing, failed);
     st_print_results(c, r, dir, t2, svg, nbe, o.t_sample, missing);
+    if (detach_to)
+        end_session(c, r, detach_to);
     st_tree_free(t2);
     st_tree_free(t3);
     int rc = st_interrupted || r->incomplete ? EXIT_RUN : r->nunreached ? EXIT_UNREACHED : 0;
