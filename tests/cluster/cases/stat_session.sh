@@ -3,7 +3,7 @@
 # running), three samples from head each taking the tree over (every task
 # in each merged tree, once), a sample while another holds the session
 # refused, and stop: no tbon process left on any host, the session's
-# directory gone.
+# directory gone. Then the same tasks named HOST:PID (back-ends over ssh).
 # timeout: 300
 . "$TBON/tests/cluster/stat_lib.sh"
 trap stat_cleanup EXIT
@@ -48,4 +48,27 @@ on head timeout -k 10 60 "$B/bin/tbon_stat" --session "$D" stop >"$CASE_TMP/stop
     2>"$CASE_TMP/stop.err" || fail "stop: exit $? ($(cat "$CASE_TMP/stop.err"))"
 [ ! -e "$D" ] || fail "$D is still there after stop"
 no_tbon_left 10
-echo "result: --jobid $J session: start, 3 exact samples, a busy session refused, stop; every host clean"
+
+# The same tasks named HOST:PID: a back-end per host over ssh, under a
+# commnode on head; two samples, stop.
+LIST=""
+for h in $(on head scontrol show hostnames "$(on head squeue -h -j "$J" -o %N)"); do
+    for p in $(node_tasks "$h" stat_hang | awk '{print $1}'); do LIST="$LIST${LIST:+,}$h:$p"; done
+done
+[ "$(echo "$LIST" | tr ',' '\n' | wc -l)" -eq $N ] || fail "not $N HOST:PID tasks: $LIST"
+D2=$CASE_TMP/session2 OUT2=$CASE_TMP/out2
+step "tbon_stat --session start -p HOST:PID,... ($N tasks)"
+on head timeout -k 10 60 "$B/bin/tbon_stat" --session "$D2" start -p "$LIST" -o "$OUT2" \
+    >"$CASE_TMP/start2.out" 2>"$CASE_TMP/start2.err" ||
+    fail "start -p: exit $? ($(cat "$CASE_TMP/start2.err"))"
+for k in 0 1; do
+    on head timeout -k 10 60 "$B/bin/tbon_stat" --session "$D2" sample -n 1 -q -o "$OUT2" \
+        >/dev/null 2>"$CASE_TMP/sample2$k.err" ||
+        fail "sample -p $k: exit $? ($(cat "$CASE_TMP/sample2$k.err"))"
+    grep -q "^/  $N:\[0-$((N - 1))\]$" "$OUT2/stat_hang.000$k/stat_hang.2D.txt" ||
+        fail "sample -p $k: the tree's root is not $N:[0-$((N - 1))]"
+done
+on head timeout -k 10 60 "$B/bin/tbon_stat" --session "$D2" stop >/dev/null 2>"$CASE_TMP/stop2.err" ||
+    fail "stop -p: exit $? ($(cat "$CASE_TMP/stop2.err"))"
+no_tbon_left 10
+echo "result: --jobid $J session: start, 3 exact samples, a busy session refused, stop; the same as HOST:PID over ssh: 2 exact samples; every host clean"
