@@ -8,8 +8,6 @@
 #include "st_session.h"
 
 #include "st_fe.h"
-#include "st_plan.h"
-#include "st_procs.h"
 
 #include <errno.h>
 #include <inttypes.h>

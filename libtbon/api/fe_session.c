@@ -253,37 +253,17 @@ static int claim_all(const sfile_t *sf, int *fds, tb_topology_t **topo, uint64_t
     return tb_error_set(err, first.code ? first.code : TBON_ECLOSED, "%s", first.msg);
 }
 
-/* The plug-ins the session had, loaded here (checked first, so that a
- * missing one is named before anything changes) and in the node. */
+/* The plug-ins the session had, in id order (the file lists them so), as
+ * tbon_fe_load_filter loads any: each must get its old id. */
 static int load_filters(tbon_net_t *net, const sfile_t *sf, tbon_error_t *err)
 {
     for (size_t i = 0; i < sf->nfilter; i++) {
         const struct sf_filter *x = &sf->filter[i];
-        tb_filter_reg_t *probe = tb_filter_reg_new();
-        tbon_error_t e2;
-        int rc = probe ? tb_filter_reg_load(probe, x->path, x->func, -1, &e2) : TBON_ENOMEM;
-        tb_filter_reg_destroy(probe);
-        if (rc < 0)
-            return tb_error_set(err, TBON_EFILTER, "the session's filter %d: %s", x->id,
-                                probe ? e2.msg : "out of memory");
-    }
-    for (size_t i = 0; i < sf->nfilter; i++) {
-        const struct sf_filter *x = &sf->filter[i];
-        struct tb_loaded *nl = realloc(net->loaded, (net->nloaded + 1) * sizeof *nl);
-        char *p = strdup(x->path), *fn = strdup(x->func);
-        tb_cmd_t *c = tb_cmd_filter(x->id, x->path, x->func);
-        if (nl)
-            net->loaded = nl;
-        if (!nl || !p || !fn || !c) {
-            free(p);
-            free(fn);
-            tb_cmd_free(c);
-            return tb_error_set(err, TBON_ENOMEM, "out of memory");
-        }
-        nl[net->nloaded++] = (struct tb_loaded){ p, fn, x->id };
-        if (x->id >= net->next_filter)
-            net->next_filter = x->id + 1;
-        tb_node_post(net->node, c);
+        int id = tbon_fe_load_filter(net, x->path, x->func);
+        if (id != x->id)
+            return tb_error_set(err, TBON_EFILTER, "the session's filter %d (%s in %s): %s",
+                                x->id, x->func, x->path, id < 0 ? tbon_net_error(net)
+                                : "loaded under another id");
     }
     return 0;
 }

@@ -66,12 +66,10 @@ void tb_eds_set_ft_ready(tb_eds_t *e);
  * tb_eds_detach, which tells every child the FE detaches and the tree waits
  * hold_ms for a new one (0: no limit), returning once said (0 or
  * TBON_ETIMEOUT). Any node: the view version applied (for a new FE's
- * claim); whether the FE is gone and the tree waits for a new one. Any
- * thread; NULL is fine. */
+ * claim). Any thread; NULL is fine. */
 void tb_eds_set_grace(tb_eds_t *e, int ms);
 int  tb_eds_detach(tb_eds_t *e, uint32_t hold_ms);
 void tb_eds_set_view(tb_eds_t *e, uint64_t v);
-int  tb_eds_headless(tb_eds_t *e);
 /* The reactor lost its parent (rank lost) first: adopt us now. */
 void tb_eds_request_adoption(tb_eds_t *e, tbon_rank_t lost);
 /* An adopted child rank will open its event connection. */

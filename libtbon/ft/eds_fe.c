@@ -68,11 +68,9 @@ int tb_eds_fe_end(tb_eds_t *e)
     atomic_store(&e->headless, 1);
     atomic_store(&e->gone_parent, 1);       /* rank 0 + 1: no relink */
     e->parent = TBON_RANK_NONE;
-    e->hold_until = 0;
     if (hold > 0) {
-        e->hold_until = tb_now_ms() + hold;
         e->hold_timer = (tb_timer_t){ .fn = on_hold_timer, .arg = e };
-        tb_timer_at(e->loop, &e->hold_timer, e->hold_until);
+        tb_timer_at(e->loop, &e->hold_timer, tb_now_ms() + hold);
     }
     if (e->detached)
         TB_INFO("ft", "the front-end detached: the tree waits for a new one%s", hold ? "" :
@@ -200,9 +198,4 @@ void tb_eds_set_view(tb_eds_t *e, uint64_t v)
 {
     if (e)
         atomic_store(&e->view, v);
-}
-
-int tb_eds_headless(tb_eds_t *e)
-{
-    return e && atomic_load(&e->headless);
 }

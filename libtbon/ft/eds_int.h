@@ -194,7 +194,6 @@ struct tb_eds {
     atomic_int headless;       /* our parent the FE is gone and we wait for a new
                                   one (tb_eds_headless) */
     tb_timer_t hold_timer;     /* the end of the wait */
-    int64_t hold_until;        /* its deadline (ms; 0: none) */
     watch_t *claim;            /* K_CLAIM: the new FE that claimed us, until its
                                   word (where it listens) or its end */
     atomic_ullong view;        /* the view version the reactor last applied */
