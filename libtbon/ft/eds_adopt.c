@@ -615,6 +615,8 @@ static void on_adopter(tb_eds_t *e, struct eds_mail *q)
         e->adopt_next = 0;
         if (e->parent == TBON_RANK_NONE && !atomic_load(&e->leaving))
             adopt(e, lost);
+        else if (lost == 0 && e->parent == 0 && !atomic_load(&e->leaving))
+            tb_eds_parent_down(e, 0);   /* the new FE's loss, held back above */
     }
 }
 
@@ -685,6 +687,13 @@ void tb_eds_parent_down(tb_eds_t *e, tbon_rank_t lost)
         return;            /* the FE is gone; we wait for a new one (eds_fe.c) */
     if (lost != e->parent)
         return;            /* an old parent, already replaced */
+    if (lost == 0 && e->adopting) {
+        /* A new FE took us and the event connection to it is still being
+         * opened: what waits there (its detach, say) decides once it is
+         * watched (on_event_conn), not the missing watch now. */
+        e->adopt_next = 1;
+        return;
+    }
     if (lost == 0 && fe_end_seen(e) && tb_eds_fe_end(e)) {
         /* It detached, or has a grace: no adoption, the reactor an orphan
          * meanwhile (it asked for this, or hears it now). */
