@@ -176,6 +176,7 @@ struct adopt_job {
     int fd0;
     int fd0_up;                /* fd0 is connected already: no wait for it */
     int reattach;              /* the new FE's claim: it alone, one round */
+    int64_t ev_delay;          /* ms before the event connection to the new parent */
 };
 
 /* A copy of the EDS's topology (any thread; the EDS thread writes it under
@@ -235,6 +236,20 @@ int64_t tb_eds_events_delay(const tb_eds_t *e)
     if (hb > 0 && d > hb / 4)
         d = hb / 4;
     return d + (int64_t)(e->rank % 16) * (d / 16);
+}
+
+/* The same after a new FE's claim (EDS thread): the burst is the FE's
+ * children being adopted at once, so the wait grows with their number, to
+ * the full delay at 32 (a small tree's sample through a session does not
+ * wait 40 ms for it; bench/RESULTS.md, "Issue 33"). */
+static int64_t reattach_events_delay(const tb_eds_t *e)
+{
+    size_t nk = 0, alive = 0;
+    const tbon_rank_t *kids = tb_topology_children(e->topo, 0, &nk);
+    for (size_t i = 0; i < nk; i++)
+        alive += tb_topology_alive(e->topo, kids[i]) != 0;
+    int64_t full = tb_eds_events_delay(e);
+    return alive >= 32 ? full : full * (int64_t)alive / 32;
 }
 
 static void job_mail(tb_eds_t *e, struct eds_mail q)
@@ -444,7 +459,7 @@ static void run_job(struct adopt_job *job)
                                        .last = 1 });
         return;
     }
-    struct timespec ts = { 0, (long)tb_eds_events_delay(e) * 1000000L };
+    struct timespec ts = { job->ev_delay / 1000, (job->ev_delay % 1000) * 1000000L };
     nanosleep(&ts, NULL);
     int gone;
     int efd = parent_events(e, job->cand[i], job->host[i], job->port[i], job->inc, &gone);
@@ -534,7 +549,8 @@ static void adopt(tb_eds_t *e, tbon_rank_t lost)
     struct adopt_job *job = malloc(sizeof *job);
     if (job) {
         *job = (struct adopt_job){ .e = e, .lost = lost, .inc = e->incarnation + 1,
-                                   .t0 = tb_now_us(), .fd0 = -1 };
+                                   .t0 = tb_now_us(), .fd0 = -1,
+                                   .ev_delay = tb_eds_events_delay(e) };
         plan_job(e, job);
     }
     if (job && e->role == TB_ROLE_BE) {
@@ -850,7 +866,8 @@ void tb_eds_adopt_to(tb_eds_t *e, const char *host, uint16_t port)
         return;
     }
     *job = (struct adopt_job){ .e = e, .lost = 0, .inc = e->incarnation + 1, .t0 = tb_now_us(),
-                               .fd0 = -1, .reattach = 1, .k = 1, .hosts = h };
+                               .fd0 = -1, .reattach = 1, .k = 1, .hosts = h,
+                               .ev_delay = reattach_events_delay(e) };
     job->cand[0] = 0;
     job->host[0] = h;
     job->port[0] = port;
