@@ -5,17 +5,15 @@
  * the tasks not reached. */
 #include "st_out.h"
 
+#include "st_draw.h"
 #include "st_job.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -57,32 +55,8 @@ static void close_file(FILE *f, const char *path)
         st_die("%s: write error", path);
 }
 
-/* dot -Tsvg IN -o OUT, without a shell (any character may be in a path):
- * 0 when it succeeded, 1 when there is no dot on the PATH, -1 when it
- * failed. */
-static int run_dot(const char *in, const char *out)
-{
-    char *const argv[] = { "dot", "-Tsvg", (char *)in, "-o", (char *)out, NULL };
-    posix_spawn_file_actions_t fa;
-    if (posix_spawn_file_actions_init(&fa) != 0)
-        return -1;
-    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, "dot", &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    int st;
-    if (rc != 0)
-        return rc == ENOENT ? 1 : -1;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
-}
-
-/* Write one tree's files; also its SVG while *svg (cleared when there is no
- * dot to draw it). */
-static void write_tree(const char *dir, const char *exe, const char *which,
-                       const st_tree_t *t, int *svg)
+/* Write one tree's dot text (drawn by st_draw). */
+static void write_dot(const char *dir, const char *exe, const char *which, const st_tree_t *t)
 {
     char path[PATH_MAX], suffix[32];
     snprintf(suffix, sizeof suffix, "%s.dot", which);
@@ -92,16 +66,14 @@ static void write_tree(const char *dir, const char *exe, const char *which,
     if (st_tree_write_dot(t, f, title) != 0)
         st_die("%s: write error", path);
     close_file(f, path);
-    if (*svg) {
-        char svgpath[PATH_MAX + NAME_MAX + 16];
-        snprintf(svgpath, sizeof svgpath, "%s/%s.%s.svg", dir, exe, which);
-        int r = run_dot(path, svgpath);
-        if (r < 0)
-            fprintf(stderr, PROG ": note: dot could not draw %s\n", path);
-        *svg = r == 0;
-    }
+}
+
+/* Write one tree's JSON and text. */
+static void write_tree(const char *dir, const char *exe, const char *which, const st_tree_t *t)
+{
+    char path[PATH_MAX], suffix[32];
     snprintf(suffix, sizeof suffix, "%s.json", which);
-    f = out_file(dir, exe, suffix, path, sizeof path);
+    FILE *f = out_file(dir, exe, suffix, path, sizeof path);
     if (st_tree_write_json(t, f) != 0)
         st_die("%s: write error", path);
     close_file(f, path);
@@ -232,12 +204,20 @@ void st_write_results(const struct cli *c, struct run *r, const char *dir, st_tr
 {
     double t2s = st_now();
     const char *exe = r->exe;
-    write_tree(dir, exe, "2D", t2, svg);
-    write_tree(dir, exe, "3D", t3, svg);
+    write_dot(dir, exe, "2D", t2);
+    write_dot(dir, exe, "3D", t3);
+    struct st_draw d;
+    st_draw_start(&d, dir, exe, c->session);   /* while the rest is written */
+    write_tree(dir, exe, "2D", t2);
+    write_tree(dir, exe, "3D", t3);
     write_classes(dir, exe, "2D", t2, r);
     write_classes(dir, exe, "3D", t3, r);
     write_tasks(dir, exe, r, t2);
     write_tasks_json(dir, exe, r);
+    int drawn = st_draw_finish(&d);
+    if (drawn < 0)
+        fprintf(stderr, PROG ": note: dot could not draw %s/%s.{2D,3D}.dot\n", dir, exe);
+    *svg = drawn == 0;
     char path[PATH_MAX];
     FILE *f = out_file(dir, exe, "perf", path, sizeof path);
     double t_write = st_now() - t2s;

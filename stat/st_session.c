@@ -7,6 +7,7 @@
  * over and shut down, DIR emptied. */
 #include "st_session.h"
 
+#include "st_draw.h"
 #include "st_fe.h"
 
 #include <errno.h>
@@ -166,6 +167,7 @@ static int stop(const struct cli *c)
     tbon_net_destroy(net);
     char path[PATH_MAX + 16];
     unlink(in_dir(c, "tasks", path, sizeof path));
+    st_draw_forget(c->session);
     rmdir(c->session);              /* unless the user keeps more there */
     if (!c->quiet)
         printf(PROG ": session %s ended\n", c->session);

@@ -990,8 +990,9 @@ ITEST(svg_drawn_by_dot_on_the_path)
         REQUIRE(mkdir(bindir, 0755) == 0);
         FILE *f = fopen(dot, "w");
         REQUIRE(f);
-        /* dot -Tsvg IN -o OUT */
-        fputs(k == 0 ? "#!/bin/sh\ncp \"$2\" \"$4\"\n" : "#!/bin/sh\nexit 1\n", f);
+        /* dot -Tsvg -O IN... (IN.svg for each IN) */
+        fputs(k == 0 ? "#!/bin/sh\nshift 2\nfor f; do cp \"$f\" \"$f.svg\"; done\n"
+                     : "#!/bin/sh\nexit 1\n", f);
         fclose(f);
         REQUIRE(chmod(dot, 0755) == 0);
         snprintf(cmd, sizeof cmd, "PATH='%s':\"$PATH\" '%s' -n 1 -q -o '%s' -p %s >'%s.out' "
@@ -1088,6 +1089,63 @@ ITEST(tasks_behind_a_backend_that_did_not_start_are_named)
  * tree exact (every task, each path eu-stack's) - and stop ends it: no
  * process left, the directory gone, and a sample after the stop says
  * there is no session. */
+/* A session's sample draws again only a tree that changed: a dot that
+ * copies its input (and logs each call) draws the first sample, not the
+ * second (the same trees), the third (--modules: other labels) and the
+ * fourth (back to the first's trees, no longer the kept ones); each
+ * sample's SVG is its own tree's; stop leaves nothing in DIR. */
+ITEST(session_redraws_only_a_changed_tree)
+{
+    struct hang h;
+    REQUIRE(hang_start(&h, 4) == 0);
+    char bindir[1024], dot[1040], log[1040], out[1040], sdir[1040], cmd[32768];
+    snprintf(bindir, sizeof bindir, "%s/dotbin", th_tmpdir());
+    snprintf(dot, sizeof dot, "%s/dot", bindir);
+    snprintf(log, sizeof log, "%s/dot.log", th_tmpdir());
+    snprintf(out, sizeof out, "%s/out", th_tmpdir());
+    snprintf(sdir, sizeof sdir, "%s/sess", th_tmpdir());
+    REQUIRE(mkdir(bindir, 0755) == 0);
+    FILE *f = fopen(dot, "w");
+    REQUIRE(f);
+    fprintf(f, "#!/bin/sh\necho \"$*\" >>'%s'\nshift 2\nfor f; do cp \"$f\" \"$f.svg\"; done\n",
+            log);
+    fclose(f);
+    REQUIRE(chmod(dot, 0755) == 0);
+    snprintf(cmd, sizeof cmd, "'%s' --session '%s' start -q -o '%s' -p %s >/dev/null",
+             stat_bin(), sdir, out, pid_list(&h));
+    CHECK_INT(system(cmd), 0);
+    const char *flags[] = { "", "", "--modules", "" };
+    const int calls[] = { 1, 1, 2, 3 };          /* dot's calls after each sample */
+    for (int k = 0; k < 4; k++) {
+        snprintf(cmd, sizeof cmd, "PATH='%s':\"$PATH\" '%s' --session '%s' sample -n 1 -q %s "
+                 "-o '%s' >/dev/null", bindir, stat_bin(), sdir, flags[k], out);
+        CHECK_INT(system(cmd), 0);
+        char *said = th_read_file(log);
+        int n = 0;
+        for (const char *p = said; p && (p = strchr(p, '\n')); p++)
+            n++;
+        if (n != calls[k])
+            th_fail(__FILE__, __LINE__, "sample %d: dot called %d times, not %d: %s", k, n,
+                    calls[k], said ? said : "(no log)");
+        free(said);
+        for (int w = 0; w < 2; w++) {
+            char a[1200], b[1200];
+            snprintf(a, sizeof a, "%s/stat_hang.%04d/stat_hang.%s.dot", out, k, w ? "3D" : "2D");
+            snprintf(b, sizeof b, "%s/stat_hang.%04d/stat_hang.%s.svg", out, k, w ? "3D" : "2D");
+            char *ta = th_read_file(a), *tb = th_read_file(b);
+            CHECK(ta && tb && strcmp(ta, tb) == 0);
+            CHECK(ta && (strstr(ta, "stat_hang`") != NULL) == (k == 2));   /* --modules */
+            free(ta);
+            free(tb);
+        }
+    }
+    snprintf(cmd, sizeof cmd, "'%s' --session '%s' stop -q", stat_bin(), sdir);
+    CHECK_INT(system(cmd), 0);
+    CHECK(access(sdir, F_OK) != 0);
+    it_check_no_procs("after the session's stop");
+    hang_stop(&h);
+}
+
 ITEST(session_start_sample_stop)
 {
     struct hang h;
