@@ -64,6 +64,63 @@ ms=$(printf '%s\n' "${S[@]}" | median)
 me=$(printf '%s\n' "${E[@]}" | median)
 no_tbon_left
 
+# Issue 33: ten samples through one --session beside ten runs, the tasks
+# given as --jobid (the back-ends a job step) and as HOST:PID (back-ends
+# over ssh), all timed on head in one shell (the checks of each result not counted):
+# seconds for the ten runs, the session in all (start, ten samples, stop),
+# its start and stop, and each sample.
+HOSTPIDS=""
+for h in $(on head scontrol show hostnames "$(on head squeue -h -j "$J" -o %N)"); do
+    for p in $(node_tasks "$h" stat_hang | awk '{print $1}'); do
+        HOSTPIDS="$HOSTPIDS${HOSTPIDS:+,}$h:$p"
+    done
+done
+[ "$(echo "$HOSTPIDS" | tr ',' '\n' | wc -l)" -eq "$NTASKS" ] ||
+    fail "not $NTASKS HOST:PID tasks of job $J"
+SESS_N=${SESS_N:-10}
+time_session() {      # which: "--jobid J" or "-p LIST"
+    on head bash -c '
+        set -e
+        bin=$1 n=$2 k=$3 out=$4; shift 4
+        count() { n1=$(grep -vc "^#" "$(ls -d "$1"/stat_hang.* | tail -1)/stat_hang.tasks.txt");
+                  [ "$n1" -eq "$n" ] || { echo "tbon_stat found $n1 tasks, not $n" >&2; exit 1; }; }
+        el() { echo "$t $t1" | awk "{ printf \"%.4f\", \$2 - \$1 }"; }
+        runs=0
+        for ((i = 0; i < k; i++)); do
+            rm -rf "$out.run"
+            t=$EPOCHREALTIME
+            "$bin" "$@" -n 1 -q -o "$out.run" >/dev/null 2>"$out.err" || { cat "$out.err" >&2; exit 1; }
+            t1=$EPOCHREALTIME
+            runs=$(echo "$runs $(el)" | awk "{ print \$1 + \$2 }")
+            count "$out.run"
+        done
+        rm -rf "$out.sess" "$out.s"
+        t=$EPOCHREALTIME
+        "$bin" --session "$out.s" start "$@" -q -o "$out.sess" >/dev/null 2>"$out.err" ||
+            { cat "$out.err" >&2; exit 1; }
+        t1=$EPOCHREALTIME
+        started=$(el)
+        per=""
+        for ((i = 0; i < k; i++)); do
+            t=$EPOCHREALTIME
+            "$bin" --session "$out.s" sample -n 1 -q -o "$out.sess" >/dev/null 2>"$out.err" ||
+                { cat "$out.err" >&2; exit 1; }
+            t1=$EPOCHREALTIME
+            per="$per $(el)"
+            count "$out.sess"
+        done
+        t=$EPOCHREALTIME
+        "$bin" --session "$out.s" stop -q >/dev/null 2>"$out.err" || { cat "$out.err" >&2; exit 1; }
+        t1=$EPOCHREALTIME
+        stopped=$(el)
+        sess=$(echo "$started $stopped$per" | awk "{ for (i = 1; i <= NF; i++) s += \$i; print s }")
+        echo "$runs $sess $started $stopped$per"' _ "$B/bin/tbon_stat" "$NTASKS" "$SESS_N" "$CASE_TMP/sess" "$@"
+}
+SJ=$(time_session --jobid "$J") || fail "the --jobid session comparison failed"
+no_tbon_left
+SP=$(time_session -p "$HOSTPIDS") || fail "the HOST:PID session comparison failed"
+no_tbon_left
+
 echo "### tbon_stat --jobid on the emulated cluster"
 echo
 echo "$NTASKS hung tasks (stat/examples/stat_hang) of one sbatch job over 4 nodes; from head;"
@@ -75,5 +132,22 @@ echo "| \`$STAT_CMD\` | $ms | ${S[*]} |"
 echo "| \`$EU_CMD\` | $me | ${E[*]} |"
 echo
 awk -v s="$ms" -v e="$me" 'BEGIN { printf "The eu-stack step takes %.1fx as long as tbon_stat --jobid.\n", e / s }'
+echo
+echo "#### $SESS_N samples through one tbon_stat --session beside $SESS_N runs"
+echo
+echo "The same job; timed on head; each run and each sample checked to hold every task."
+echo "The session: \`tbon_stat --session DIR start TASKS\`, $SESS_N x \`sample -n 1\`, \`stop\`."
+echo
+echo "| tasks given as | $SESS_N runs s | the session in all s | runs / session | start s | a sample's median s | stop s | the samples s |"
+echo "|---|---|---|---|---|---|---|---|"
+for row in "--jobid $J (back-ends a job step)|$SJ" "HOST:PID (back-ends over ssh)|$SP"; do
+    name=${row%%|*} v=${row#*|}
+    set -- $v
+    runs=$1 sess=$2 started=$3 stopped=$4; shift 4
+    med=$(printf '%s\n' "$@" | median)
+    awk -v n="$name" -v r="$runs" -v s="$sess" -v m="$med" -v all="$*" -v a="$started" -v z="$stopped" \
+        'BEGIN { v = (r / s >= 5) ? "met" : "missed"
+                 printf "| %s | %.3f | %.3f | %.2fx (target 5x: %s) | %.3f | %.4f | %.3f | %s |\n", n, r, s, r / s, v, a, m, z, all }'
+done
 echo
 echo "Machine: $(nproc) CPUs, Linux $(uname -r); cluster: head + 4 nodes (cluster.sh, Slurm $(on head sinfo -V 2>/dev/null | awk '{print $2}'))."
