@@ -67,6 +67,34 @@ uint64_t     tbon_stream_request(tbon_stream_t *s);
 int          tbon_stream_answer(tbon_stream_t *s, uint64_t request);
 uint32_t     tbon_stream_id(const tbon_stream_t *s);
 
+/* Messages between processes (docs/user-guide.md, "Messages between
+ * processes"): from any back-end or the FE to one back-end or the FE
+ * (tbon_net_send_to), to a set of them (tbon_net_multicast: each once,
+ * repeats counted once), or to every back-end and the FE but the sender
+ * (tbon_net_broadcast). A message goes by the topology, up to the lowest
+ * ancestor it shares with each destination and down from there, its
+ * copies parting where their ways do; through the FE only when it is on
+ * the way. From one sender to one receiver messages arrive in the order
+ * sent; messages are not part of any stream or wave. The packet is made
+ * as by tbon_stream_send (tag >= TBON_FIRST_APP_TAG). Returns 0 once the
+ * message is on its way, TBON_EINVAL for a NULL argument, a reserved tag,
+ * no destination, or a destination that is no rank of the tree, a
+ * commnode, or failed (tbon_net_error names it; nothing is sent),
+ * TBON_ETOOBIG past the maximum packet, TBON_ECLOSED once the network
+ * has shut down. */
+int          tbon_net_send_to(tbon_net_t *net, tbon_rank_t to, int tag, const char *fmt, ...);
+int          tbon_net_multicast(tbon_net_t *net, const tbon_rank_t *to, size_t n, int tag,
+                                const char *fmt, ...);
+int          tbon_net_broadcast(tbon_net_t *net, int tag, const char *fmt, ...);
+
+/* The next message sent to this process by another (or by itself):
+ * *pkt (one reference, the caller's), its sender in *from (may be NULL).
+ * timeout_ms: -1 blocks, 0 polls. 0, TBON_ETIMEOUT, or TBON_ECLOSED once
+ * the network has shut down. Stream packets are not taken here, nor
+ * messages by tbon_net_recv. */
+int          tbon_net_recv_direct(tbon_net_t *net, tbon_rank_t *from, tbon_packet_t **pkt,
+                                  int timeout_ms);
+
 /* FE: flush, tell every node to exit and reap the tree. BE: leave. Frees net
  * and everything it owns. NULL is fine. */
 void         tbon_net_destroy(tbon_net_t *net);

@@ -71,6 +71,7 @@ tbon_net_t *tb_net_alloc(int is_fe)
         return NULL;
     n->is_fe = is_fe;
     tb_ring_init(&n->arrived, sizeof(tb_rent_t));
+    tb_ring_init(&n->direct, sizeof(tb_dmsg_t));
     pthread_mutex_init(&n->mu, NULL);
     pthread_mutex_init(&n->errmu, NULL);
     pthread_condattr_t ca;
@@ -344,6 +345,14 @@ TB_HOT static void exec_or_post(tbon_net_t *net, tb_cmd_t *c, int hold)
     pthread_mutex_unlock(&net->mu);
 }
 
+void tb_net_submit(tbon_net_t *net, tb_cmd_t *c)
+{
+    if (net->inline_node)
+        exec_or_post(net, c, 0);
+    else
+        tb_node_post(net->node, c);
+}
+
 TB_HOT void tb_net_arm(void *arg, int on)
 {
     tbon_net_t *net = arg;
@@ -376,6 +385,27 @@ int tb_net_kick_ran(tbon_net_t *net)
 void tb_net_kick(void *arg)
 {
     tb_net_kick_ran(arg);
+}
+
+/* One step of a receiver's wait, with net->mu held: a turn of an inline
+ * node that nobody else drives (kept, *held, until the receiver lets go),
+ * else a wait on net->cond. 1: look again; 0: the time is up. */
+TB_HOT static int wait_step(tbon_net_t *net, const struct timespec *abs, int timeout_ms,
+                            int *turned, int *held)
+{
+    if (net->inline_node && (*held || !net->driving) && !tb_node_stopped(net->node)) {
+        int left = ms_left(abs);
+        if (*turned && left == 0)
+            return 0;
+        drive_held(net, left, held);
+        *turned = 1;
+        return 1;
+    }
+    if (*held) {
+        release(net);       /* the node stopped */
+        *held = 0;
+    }
+    return timeout_ms != 0 && tb_net_wait_until(net, abs) == 0;
 }
 
 TB_HOT static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt,
@@ -436,22 +466,8 @@ TB_HOT static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_
             pthread_mutex_unlock(&net->mu);
             return tb_net_fail(net, TBON_ECLOSED, "the network has shut down");
         }
-        if (net->inline_node && (held || !net->driving) && !tb_node_stopped(net->node)) {
-            int left = ms_left(abs);
-            if (turned && left == 0)
-                break;
-            drive_held(net, left, &held);
-            turned = 1;
-            continue;
-        }
-        if (held) {
-            release(net);       /* the node stopped */
-            held = 0;
-        }
-        if (timeout_ms == 0 || tb_net_wait_until(net, abs) != 0) {
-            pthread_mutex_unlock(&net->mu);
-            return tb_net_fail(net, TBON_ETIMEOUT, "nothing received within %d ms", timeout_ms);
-        }
+        if (!wait_step(net, abs, timeout_ms, &turned, &held))
+            break;
     }
     if (held)
         release(net);
@@ -469,6 +485,42 @@ TB_HOT int tbon_stream_recv(tbon_stream_t *s, tbon_packet_t **pkt, int timeout_m
     if (!s)
         return tb_net_fail(s ? s->net : NULL, TBON_EINVAL, "NULL stream");
     return recv_common(s->net, s, pkt, NULL, timeout_ms);
+}
+
+int tbon_net_recv_direct(tbon_net_t *net, tbon_rank_t *from, tbon_packet_t **pkt,
+                         int timeout_ms)
+{
+    if (!net || !pkt)
+        return tb_net_fail(net, TBON_EINVAL, "NULL argument");
+    *pkt = NULL;
+    struct timespec ts, *abs = tb_net_deadline(timeout_ms, &ts);
+    int turned = 0, held = 0, rc = TBON_ETIMEOUT;
+    pthread_mutex_lock(&net->mu);
+    for (;;) {
+        if (net->direct.len) {
+            tb_dmsg_t *m = tb_ring_at(&net->direct, 0);
+            *pkt = m->pkt;
+            if (from)
+                *from = m->from;
+            tb_ring_drop(&net->direct);
+            rc = 0;
+            break;
+        }
+        if (net->closed) {
+            rc = TBON_ECLOSED;
+            break;
+        }
+        if (!wait_step(net, abs, timeout_ms, &turned, &held))
+            break;
+    }
+    if (held)
+        release(net);
+    pthread_mutex_unlock(&net->mu);
+    if (rc == TBON_ECLOSED)
+        return tb_net_fail(net, rc, "the network has shut down");
+    if (rc == TBON_ETIMEOUT)
+        return tb_net_fail(net, rc, "no message within %d ms", timeout_ms);
+    return 0;
 }
 
 /* ---- sending ---- */
@@ -772,6 +824,11 @@ void tb_net_free(tbon_net_t *net)
     tb_config_free(&net->conf);
     tb_ring_free(&net->events);
     tb_ring_free(&net->arrived);
+    while (net->direct.len) {
+        tbon_packet_unref(((tb_dmsg_t *)tb_ring_at(&net->direct, 0))->pkt);
+        tb_ring_drop(&net->direct);
+    }
+    tb_ring_free(&net->direct);
     free(net->chk_agree);
     free(net->chk_bad);
     free(net->missing);

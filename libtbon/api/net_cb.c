@@ -267,6 +267,20 @@ static void cb_stream_found(void *arg, uint32_t id)
     pthread_mutex_unlock(&net->mu);
 }
 
+/* A message from another process: queued for tbon_net_recv_direct. */
+static void cb_direct(void *arg, tbon_rank_t from, tbon_packet_t *p)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    tb_dmsg_t *m = tb_ring_push(&net->direct);
+    if (m)
+        *m = (tb_dmsg_t){ from, p };
+    else
+        tbon_packet_unref(p);
+    pthread_cond_broadcast(&net->cond);
+    pthread_mutex_unlock(&net->mu);
+}
+
 tb_node_cbs_t tb_net_callbacks(tbon_net_t *net)
 {
     return (tb_node_cbs_t){ .arg = net, .deliver = cb_deliver, .wave_error = cb_wave_error,
@@ -275,6 +289,6 @@ tb_node_cbs_t tb_net_callbacks(tbon_net_t *net)
                             .event = cb_event, .kick = net->inline_node ? tb_net_kick : NULL,
                             .arm = net->inline_node ? tb_net_arm : NULL,
                             .view = cb_view, .checked = cb_checked, .attr = cb_attr,
-                            .stream_found = cb_stream_found };
+                            .stream_found = cb_stream_found, .direct = cb_direct };
 }
 

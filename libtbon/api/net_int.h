@@ -35,6 +35,12 @@ typedef struct tb_rent {
     uint64_t seq;
 } tb_rent_t;
 
+/* A message from another process (tbon_net_recv_direct). */
+typedef struct tb_dmsg {
+    tbon_rank_t from;
+    tbon_packet_t *pkt;
+} tb_dmsg_t;
+
 struct tbon_comm {
     tbon_rank_t *ranks;
     size_t n;
@@ -99,6 +105,8 @@ struct tbon_net {
     size_t         nmissing, capmissing;
     int            any_error;      /* a stream error not yet returned by tbon_net_recv */
     tb_ring_t      events;         /* FE: tbon_event_t not yet taken */
+    tb_ring_t      direct;         /* tb_dmsg_t: messages from other processes,
+                                      oldest first (tbon_net_recv_direct) */
     uint64_t       view_version;   /* the last view applied by the node */
     /* FE: consistency checks (tbon_fe_check_views) */
     uint64_t       chk_next, chk_done;
@@ -145,6 +153,10 @@ struct tbon_net {
  * loop shares its events with tb_kicker_share_fd (naming
  * tb_kicker_share_io: tb_node_config_t), and started once the node is
  * there: 0 or TBON_ENOMEM. */
+/* Carry out command c now (a back-end's inline node, unless another thread
+ * drives it) or post it to the node (net.c). */
+void tb_net_submit(tbon_net_t *net, tb_cmd_t *c);
+
 tb_kicker_t *tb_kicker_new(void (*kick)(void *arg), void *arg);
 int tb_kicker_share_fd(const tb_kicker_t *k);
 tb_io_t *tb_kicker_share_io(tb_kicker_t *k);

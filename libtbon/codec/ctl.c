@@ -64,6 +64,10 @@ void tb_ctl_free(int op, void *mp)
         free(UNCONST(AS(tb_ctl_filter_fault_t)->msg));
         free(UNCONST(AS(tb_ctl_filter_fault_t)->sources));
         break;
+    case TB_CTL_DIRECT:
+        free(UNCONST(AS(tb_ctl_direct_t)->dst));
+        free(UNCONST(AS(tb_ctl_direct_t)->body));
+        break;
     default:
         break;
     }
@@ -107,6 +111,7 @@ tbon_packet_t *tb_ctl_encode(const tb_ctl_msg_t *m)
     case TB_CTL_STREAM_END: return tb_ctl_stream_end_encode(&m->u.stream_end);
     case TB_CTL_DONE:       return tb_ctl_done_encode(&m->u.done);
     case TB_CTL_CATCH_UP:   return tb_ctl_catch_up_encode(&m->u.catch_up);
+    case TB_CTL_DIRECT:     return tb_ctl_direct_encode(&m->u.direct);
     default:                return NULL;
     }
 }
@@ -142,6 +147,7 @@ int tb_ctl_decode(int op, const tbon_packet_t *p, tb_ctl_msg_t *m, tbon_error_t 
     case TB_CTL_STREAM_END: return tb_ctl_stream_end_decode(p, &m->u.stream_end, err);
     case TB_CTL_DONE:       return tb_ctl_done_decode(p, &m->u.done, err);
     case TB_CTL_CATCH_UP:   return tb_ctl_catch_up_decode(p, &m->u.catch_up, err);
+    case TB_CTL_DIRECT:     return tb_ctl_direct_decode(p, &m->u.direct, err);
     default:
         return tb_error_set(err, TBON_EFORMAT, "control message %d: no such op", op);
     }

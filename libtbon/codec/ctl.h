@@ -62,7 +62,9 @@ enum tb_ctl {
     TB_CTL_DONE,
     /* Adoption (docs/protocol.md 8.3): what an adopted child lacks */
     TB_CTL_CATCH_UP,
-    TB_CTL_OP_MAX = TB_CTL_CATCH_UP
+    /* Messages between any two processes (docs/protocol.md 10) */
+    TB_CTL_DIRECT,
+    TB_CTL_OP_MAX = TB_CTL_DIRECT
 };
 
 /* Which way a message goes: up (child to parent), down, or both. */
@@ -215,6 +217,21 @@ typedef struct { uint32_t stream; uint64_t key; } tb_ctl_done_t;
  * (ids TBON_FILTER_BUILTIN_COUNT on, without a gap) and whether it has the
  * port table (0 or 1); the adopter sends what it lacks. */
 typedef struct { uint32_t filters; int32_t ports; } tb_ctl_catch_up_t;
+/* A message from any process to others, routed hop by hop (node_direct.c):
+ * its sender, the sender's number for it, the application's tag, flags
+ * (TB_DIRECT_*), the destinations this hop still serves (none for a
+ * broadcast) and the application's packet, encoded. */
+#define TB_DIRECT_BCAST 1u      /* every back-end and the FE, the sender excepted */
+typedef struct {
+    uint32_t src;
+    uint64_t seq;
+    int32_t tag;
+    uint32_t flags;
+    const uint32_t *dst;
+    size_t ndst;
+    const uint8_t *body;
+    size_t len;
+} tb_ctl_direct_t;
 /* A node left out of the start-up: why (code and a message naming its rank,
  * host and what happened), the node that launches its children in its
  * place, and those children (none: its whole subtree is left out). */
@@ -289,6 +306,8 @@ tbon_packet_t *tb_ctl_done_encode(const tb_ctl_done_t *m);
 int tb_ctl_done_decode(const tbon_packet_t *p, tb_ctl_done_t *m, tbon_error_t *err);
 tbon_packet_t *tb_ctl_catch_up_encode(const tb_ctl_catch_up_t *m);
 int tb_ctl_catch_up_decode(const tbon_packet_t *p, tb_ctl_catch_up_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_direct_encode(const tb_ctl_direct_t *m);
+int tb_ctl_direct_decode(const tbon_packet_t *p, tb_ctl_direct_t *m, tbon_error_t *err);
 int tb_ctl_leave_decode(const tbon_packet_t *p, tb_ctl_leave_t *m, tbon_error_t *err);
 tbon_packet_t *tb_ctl_missing_encode(const tb_ctl_missing_t *m);
 int tb_ctl_missing_decode(const tbon_packet_t *p, tb_ctl_missing_t *m, tbon_error_t *err);
@@ -330,6 +349,7 @@ typedef struct tb_ctl_msg {
         tb_ctl_stream_end_t stream_end;
         tb_ctl_done_t done;
         tb_ctl_catch_up_t catch_up;
+        tb_ctl_direct_t direct;
     } u;
 } tb_ctl_msg_t;
 

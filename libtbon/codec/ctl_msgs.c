@@ -639,3 +639,36 @@ int tb_ctl_filter_fault_decode(const tbon_packet_t *p, tb_ctl_filter_fault_t *m,
     }
     return rc;
 }
+
+tbon_packet_t *tb_ctl_direct_encode(const tb_ctl_direct_t *m)
+{
+    return tbon_packet_new(TB_CTL_DIRECT, "%ud %uld %d %ud %aud %auc", m->src, m->seq, m->tag,
+                           m->flags, m->dst, m->ndst, m->body, m->len);
+}
+
+int tb_ctl_direct_decode(const tbon_packet_t *p, tb_ctl_direct_t *m, tbon_error_t *err)
+{
+    uint32_t *dst = NULL;
+    uint8_t *body = NULL;
+    int rc = check_packet(p, TB_CTL_DIRECT, err);
+    if (!rc)
+        rc = unpacked(tbon_packet_unpack(p, "%ud %uld %d %ud %aud %auc", &m->src, &m->seq,
+                                         &m->tag, &m->flags, &dst, &m->ndst, &body, &m->len),
+                      TB_CTL_DIRECT, err);
+    if (!rc && (m->flags & ~TB_DIRECT_BCAST))
+        rc = bad(err, TB_CTL_DIRECT, "field 4: unknown flags 0x%x", m->flags);
+    if (!rc && !(m->flags & TB_DIRECT_BCAST) && m->ndst == 0)
+        rc = bad(err, TB_CTL_DIRECT, "field 5: no destination");
+    if (!rc && m->seq == 0)
+        rc = bad(err, TB_CTL_DIRECT, "field 2: the message number is 0");
+    if (rc) {
+        free(dst);
+        free(body);
+        m->dst = NULL;
+        m->body = NULL;
+        return rc;
+    }
+    m->dst = dst;
+    m->body = body;
+    return 0;
+}

@@ -88,6 +88,11 @@ static const tb_ctl_info_t table[] = {
       "plug-in filters loaded here (from the first plug-in id on, without a gap), 1 if the "
       "port table is here (else 0): from an adopted child after its grafts; the adopter "
       "sends what it lacks (8.3)" },
+    { TB_CTL_DIRECT, "DIRECT", TB_CTL_BOTH, N_, "%ud %uld %d %ud %aud %auc",
+      "sender's rank, its number for the message (from 1, per sender), the application's "
+      "tag, flags (1: broadcast), the destinations this hop serves (none for a broadcast), "
+      "the application's packet encoded: a message between any two processes, passed "
+      "towards each destination by the topology (10)" },
 };
 
 const tb_ctl_info_t *tb_ctl_info(int op)

@@ -335,6 +335,9 @@ TB_HOT static void on_cmd(tb_node_t *n, tb_cmd_t *c)
     case TB_CMD_LEAVE:
         tb_node_leave(n);
         break;
+    case TB_CMD_DIRECT:
+        tb_direct_send(n, c);
+        break;
     }
     tb_cmd_free(c);
 }

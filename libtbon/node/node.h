@@ -60,6 +60,9 @@ typedef struct tb_node_cbs {
      * loop (1), or not (0): tb_node_arm. Any thread. */
     void (*kick)(void *arg);
     void (*arm)(void *arg, int on);
+    /* A message from another process for this one (tbon_net_recv_direct;
+     * takes the reference). May be NULL: such messages are dropped. */
+    void (*direct)(void *arg, tbon_rank_t from, tbon_packet_t *p);
     /* View version applied here, with its changes (all of them, at the FE). */
     void (*view)(void *arg, uint64_t version, const tb_vchange_t *ch, size_t n);
     /* FE: consistency check id finished: the ranks that agree and those
@@ -235,6 +238,7 @@ enum tb_cmd_op {
                             FILTER_FAULT control message, to send on up */
     TB_CMD_STREAM_END,   /* FE app: end a stream everywhere (tbon_stream_close) */
     TB_CMD_DETACH,       /* FE app: leave the tree running (tbon_fe_detach) */
+    TB_CMD_DIRECT,       /* app: a message to other processes (node_direct.c) */
 };
 
 /* A caller waiting for the reactor's answer to its command (TB_CMD_DETACH):
@@ -282,6 +286,12 @@ struct tb_cmd {
             tb_node_reply_t *reply;
         } detach;
         struct { int id; char *path, *func; } filter;       /* FILTER */
+        struct {                                            /* DIRECT */
+            tbon_rank_t *dst;     /* the destinations (NULL for a broadcast) */
+            size_t ndst;
+            uint32_t flags;       /* TB_DIRECT_* (codec/ctl.h) */
+            tbon_packet_t *pkt;
+        } direct;
         struct { int fd; tbon_rank_t rank; uint32_t inc; } adopt_conn;
                                   /* ADOPT_CONN: orphan rank at its new incarnation */
         struct {                                            /* ADOPTED */
@@ -336,6 +346,9 @@ tb_cmd_t *tb_cmd_fence(tbon_rank_t rank, int silent_ms);
 tb_cmd_t *tb_cmd_suspect(tbon_rank_t rank, int on, int silent_ms);
 tb_cmd_t *tb_cmd_check(uint64_t id);
 tb_cmd_t *tb_cmd_stream_end(uint32_t id);
+/* dst (n ranks, malloc'd; NULL for a broadcast) and pkt are taken. */
+tb_cmd_t *tb_cmd_direct(tbon_rank_t *dst, size_t n, uint32_t flags, tbon_packet_t *pkt,
+                        size_t bytes);
 /* key and value (NULL: delete) are copied. */
 tb_cmd_t *tb_cmd_attr(const char *key, const char *value);
 tb_cmd_t *tb_cmd_join_conn(int fd, int role, tbon_rank_t rank, uint32_t port);

@@ -260,6 +260,23 @@ tb_cmd_t *tb_cmd_stream_end(uint32_t id)
     return c;
 }
 
+tb_cmd_t *tb_cmd_direct(tbon_rank_t *dst, size_t n, uint32_t flags, tbon_packet_t *pkt,
+                        size_t bytes)
+{
+    tb_cmd_t *c = cmd_new(TB_CMD_DIRECT);
+    if (!c) {
+        free(dst);
+        tbon_packet_unref(pkt);
+        return NULL;
+    }
+    c->bytes = bytes;
+    c->u.direct.dst = dst;
+    c->u.direct.ndst = n;
+    c->u.direct.flags = flags;
+    c->u.direct.pkt = pkt;
+    return c;
+}
+
 tb_cmd_t *tb_cmd_attr(const char *key, const char *value)
 {
     tb_cmd_t *c = cmd_new(TB_CMD_ATTR);
@@ -315,6 +332,10 @@ TB_HOT void tb_cmd_free(tb_cmd_t *c)
     case TB_CMD_PARAMS:     tbon_packet_unref(c->u.params.pkt); break;
     case TB_CMD_FILTER_FAULT: tbon_packet_unref(c->u.fault.pkt); break;
     case TB_CMD_STREAM:     free(c->u.stream.members); break;
+    case TB_CMD_DIRECT:
+        free(c->u.direct.dst);
+        tbon_packet_unref(c->u.direct.pkt);
+        break;
     case TB_CMD_FILTER:
         free(c->u.filter.path);
         free(c->u.filter.func);

@@ -120,6 +120,9 @@ static void ctl_down(tb_node_t *n, const tb_ctl_msg_t *m, tbon_packet_t *p)
     case TB_CTL_DONE:
         tb_exact_done(n, m->u.done.stream, m->u.done.key, 1);
         break;
+    case TB_CTL_DIRECT:
+        tb_direct_route(n, -1, &m->u.direct);
+        break;
     case TB_CTL_PARAMS: {
         const tb_ctl_params_t *pa = &m->u.params;
         tbon_packet_t *q = tb_packet_decode(pa->payload, pa->len, pa->tag, pa->stream, 0, NULL);
@@ -174,6 +177,9 @@ static void ctl_up(tb_node_t *n, size_t i, const tb_ctl_msg_t *m, tbon_packet_t 
         break;
     case TB_CTL_LEAVE:
         ch->leaving = 1;        /* its end that follows is no failure */
+        break;
+    case TB_CTL_DIRECT:
+        tb_direct_route(n, (int)i, &m->u.direct);
         break;
     case TB_CTL_MISSING:
         tb_node_on_missing(n, &m->u.missing, p);

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <stdatomic.h>
 
+#include "codec/ctl.h"
 #include "net/conn.h"
 #include "filter/filter.h"
 #include "node/node.h"
@@ -347,6 +348,9 @@ struct tb_node {
     int        attach_written;
     int        session_written; /* FE: cfg.session_file is there (node_session.c) */
     int        detached;      /* FE: tbon_fe_detach: the tree goes on without us */
+    uint64_t   direct_seq;    /* the number of the last message sent from here
+                                 to other processes (node_direct.c) */
+    uint64_t   direct_dropped; /* messages passing here with no way on */
     size_t     ready_count;
     size_t     total;
     int64_t    last_conn;     /* when a child last connected (ms; start-up) */
@@ -371,6 +375,12 @@ static inline int tb_node_ending(const tb_node_t *n)
     return tb_node_life(n) >= TB_LIFE_SHUTTING_DOWN;
 }
 void tb_node_send_ctl(tb_node_t *n, tb_conn_t *c, int op, tbon_packet_t *p); /* takes p */
+/* Messages between any two processes (node_direct.c): the application's
+ * (TB_CMD_DIRECT), and one that came from the parent (from -1) or child
+ * from, passed on towards its destinations (and delivered here if this
+ * process is one). */
+void tb_direct_send(tb_node_t *n, tb_cmd_t *c);
+void tb_direct_route(tb_node_t *n, int from, const tb_ctl_direct_t *m);
 /* TB_CTL_FILTER for every plug-in loaded so far but the first skip (to a
  * child; node_stream.c). */
 void tb_stream_filters_to(tb_node_t *n, tb_conn_t *c, uint32_t skip);

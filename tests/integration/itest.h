@@ -42,6 +42,15 @@ enum {
     IT_TAG_LEAVE  = 122,  /* "%aud" ranks -> "%ld" 0: the listed BEs then leave in order
                              (tbon_net_destroy) and exit 0 */
     IT_TAG_ENV    = 123,  /* "%s" name -> "%s" its value, or "(unset)" */
+    IT_TAG_DSEND  = 130,  /* "%aud %ud" dsts count -> "%ld" 0 or the first error: sends
+                             count messages IT_TAG_DMSG "%ud %ud" {rank, k = 1..count}
+                             to dsts (tbon_net_send_to for one, else multicast) */
+    IT_TAG_DRECV  = 131,  /* "%ud %ud" count ms -> "%aud %aud %ud" senders, numbers k,
+                             mismatches: up to count messages within ms */
+    IT_TAG_DBCAST = 132,  /* "%ud" count -> "%ld" 0 or the first error: count broadcasts */
+    IT_TAG_DRING  = 133,  /* "%aud %ud" ring count -> as DSEND, to the rank after this
+                             one in ring (cyclic) */
+    IT_TAG_DMSG   = 150,  /* the messages of the three above */
     IT_TAG_AWAY   = 124,  /* "%ud %ud" pre post -> "%ld" 1 after pre ms; then away post ms */
 };
 

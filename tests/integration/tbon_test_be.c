@@ -27,6 +27,8 @@
  *                            post ms before its next call into the library
  *   122 "%aud" ranks      -> "%ld" 0; a BE among ranks then leaves in order
  *                            (tbon_net_destroy) and exits 0
+ *   130-133               messages between processes: itest.h (IT_TAG_DSEND,
+ *                            DRECV, DBCAST, DRING)
  *   110+i "%ud" wave      -> one value of the scalar type it_type_fmt[i]
  *                            (%c %uc %hd %uhd %d %ud %ld %uld %f %lf):
  *                            it_type_ival / it_type_fval (itest.h)
@@ -139,6 +141,66 @@ static int burst(tbon_stream_t *s, uint32_t n, uint32_t size)
     return rc ? rc : tbon_stream_flush(s);
 }
 
+/* Messages between processes (IT_TAG_DSEND, DRECV, DBCAST): -2 if tag is
+ * none of them, else the answer's send result. */
+static int handle_direct(tbon_packet_t *p, tbon_stream_t *s, int tag)
+{
+    uint32_t count = 0, ms = 0;
+    if (tag == IT_TAG_DSEND || tag == IT_TAG_DRING) {
+        uint32_t *dst = NULL;
+        size_t n = 0;
+        if (tbon_packet_unpack(p, "%aud %ud", &dst, &n, &count) != 0)
+            return TBON_EFORMAT;
+        for (size_t i = 0; tag == IT_TAG_DRING && i < n; i++)
+            if (dst[i] == rank) {
+                dst[0] = dst[(i + 1) % n];
+                n = 1;
+                break;
+            }
+        int res = 0;
+        for (uint32_t k = 1; k <= count && res == 0; k++)
+            res = n == 1 ? tbon_net_send_to(the_net, dst[0], IT_TAG_DMSG, "%ud %ud", rank, k)
+                         : tbon_net_multicast(the_net, dst, n, IT_TAG_DMSG, "%ud %ud", rank, k);
+        free(dst);
+        return tbon_stream_send(s, tag, "%ld", (int64_t)res);
+    }
+    if (tag == IT_TAG_DBCAST) {
+        if (tbon_packet_unpack(p, "%ud", &count) != 0)
+            return TBON_EFORMAT;
+        int res = 0;
+        for (uint32_t k = 1; k <= count && res == 0; k++)
+            res = tbon_net_broadcast(the_net, IT_TAG_DMSG, "%ud %ud", rank, k);
+        return tbon_stream_send(s, tag, "%ld", (int64_t)res);
+    }
+    if (tag != IT_TAG_DRECV)
+        return -2;
+    if (tbon_packet_unpack(p, "%ud %ud", &count, &ms) != 0)
+        return TBON_EFORMAT;
+    uint32_t *from = calloc(count + 1, sizeof *from), *num = calloc(count + 1, sizeof *num);
+    uint32_t got = 0, bad = 0;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (from && num && got < count) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long left = (long)ms - ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
+        tbon_packet_t *m = NULL;
+        tbon_rank_t f = 0;
+        if (left <= 0 || tbon_net_recv_direct(the_net, &f, &m, (int)left) != 0)
+            break;
+        uint32_t r = 0, k = 0;
+        if (tbon_packet_tag(m) != IT_TAG_DMSG || tbon_packet_unpack(m, "%ud %ud", &r, &k) != 0 ||
+            r != f || tbon_packet_source(m) != f)
+            bad++;
+        from[got] = f;
+        num[got++] = k;
+        tbon_packet_unref(m);
+    }
+    int rc = tbon_stream_send(s, tag, "%aud %aud %ud", from, (size_t)got, num, (size_t)got, bad);
+    free(from);
+    free(num);
+    return rc;
+}
+
 /* Handle one request; returns the send's result (0 when nothing is sent). */
 static int handle(tbon_packet_t *p, tbon_stream_t *s, int argc, char **argv)
 {
@@ -146,6 +208,9 @@ static int handle(tbon_packet_t *p, tbon_stream_t *s, int argc, char **argv)
     uint32_t a = 0, b = 0;
     int rc = 0;
 
+    if ((rc = handle_direct(p, s, tag)) != -2)
+        return rc;
+    rc = 0;
     if (tag >= IT_TAG_TYPE0 && tag < IT_TAG_TYPE0 + IT_NTYPES) {
         if (tbon_packet_unpack(p, "%ud", &a) != 0)
             return TBON_EFORMAT;

@@ -118,7 +118,7 @@ TEST(table_names_every_op_once)
     CHECK(tb_ctl_info(TB_CTL_OP_MAX + 1) == NULL);
     CHECK(tb_ctl_info(-1) == NULL);
     CHECK_STR(tb_ctl_name(99), "?");
-    CHECK_INT(TB_CTL_OP_MAX, 26);
+    CHECK_INT(TB_CTL_OP_MAX, 27);
     for (int op = 1; op <= TB_CTL_OP_MAX; op++) {
         const tb_ctl_info_t *i = tb_ctl_info(op);
         REQUIRE(i);
@@ -143,6 +143,8 @@ TEST(table_names_every_op_once)
     CHECK_INT(TB_CTL_STREAM_END, 24);
     CHECK_INT(TB_CTL_DONE, 25);
     CHECK_INT(TB_CTL_CATCH_UP, 26);
+    CHECK_INT(TB_CTL_DIRECT, 27);
+    CHECK_INT(tb_ctl_info(TB_CTL_DIRECT)->dir, TB_CTL_BOTH);
     CHECK_STR(tb_ctl_name(TB_CTL_VIEW_ACK), "VIEW_ACK");
     CHECK_INT(tb_ctl_info(TB_CTL_VIEW)->owner, TB_CTL_OWN_VIEW);
     CHECK_INT(tb_ctl_info(TB_CTL_REPORT)->owner, TB_CTL_OWN_FT);
@@ -155,10 +157,10 @@ TEST(unknown_op_is_refused)
 {
     tb_ctl_msg_t m;
     tbon_error_t err;
-    tbon_packet_t *p = tbon_packet_new(27, "%ud", 0u);
+    tbon_packet_t *p = tbon_packet_new(28, "%ud", 0u);
     REQUIRE(p);
-    CHECK_INT(tb_ctl_decode(27, p, &m, &err), TBON_EFORMAT);
-    CHECK(strstr(err.msg, "control message 27: no such op") != NULL);
+    CHECK_INT(tb_ctl_decode(28, p, &m, &err), TBON_EFORMAT);
+    CHECK(strstr(err.msg, "control message 28: no such op") != NULL);
     size_t len;
     const uint8_t *b = tb_packet_payload(p, &len);
     CHECK_INT(tb_ctl_decode_bytes(0, b, len, &m, &err), TBON_EFORMAT);
@@ -630,6 +632,40 @@ TEST(catch_up_round_trip)
                   "the port table flag -1 is not 0 or 1");
 }
 
+TEST(direct_round_trip_and_checks)
+{
+    const uint32_t dst[] = { 5, 9, 12 };
+    const uint8_t body[] = { 1, 2, 3, 4 };
+    tb_ctl_direct_t in = { 7, 42, 130, 0, dst, 3, body, 4 }, out;
+    tbon_packet_t *p = tb_ctl_direct_encode(&in);
+    REQUIRE(p && tb_ctl_direct_decode(p, &out, NULL) == 0);
+    CHECK_UINT(out.src, 7);
+    CHECK_UINT(out.seq, 42);
+    CHECK_INT(out.tag, 130);
+    CHECK_UINT(out.ndst, 3);
+    CHECK(out.dst && out.dst[2] == 12);
+    CHECK(out.len == 4 && memcmp(out.body, body, 4) == 0);
+    tb_ctl_free(TB_CTL_DIRECT, &out);
+    check_wire(TB_CTL_DIRECT, p, tbon_packet_new(TB_CTL_DIRECT, "%ud %uld %d %ud %aud %auc", 7u,
+                                                 (uint64_t)42, 130, 0u, dst, (size_t)3, body,
+                                                 (size_t)4));
+    /* A broadcast names no destination; anything else names one at least. */
+    p = tb_ctl_direct_encode(&(tb_ctl_direct_t){ 7, 1, 130, TB_DIRECT_BCAST, NULL, 0, body, 4 });
+    REQUIRE(p && tb_ctl_direct_decode(p, &out, NULL) == 0);
+    CHECK_UINT(out.ndst, 0);
+    tb_ctl_free(TB_CTL_DIRECT, &out);
+    tbon_packet_unref(p);
+    check_refused(TB_CTL_DIRECT, tb_ctl_direct_encode(&(tb_ctl_direct_t){ 7, 1, 130, 0, NULL, 0,
+                                                                         body, 4 }),
+                  "no destination");
+    check_refused(TB_CTL_DIRECT, tb_ctl_direct_encode(&(tb_ctl_direct_t){ 7, 1, 130, 6, dst, 1,
+                                                                         body, 4 }),
+                  "unknown flags 0x6");
+    check_refused(TB_CTL_DIRECT, tb_ctl_direct_encode(&(tb_ctl_direct_t){ 7, 0, 130, 0, dst, 1,
+                                                                         body, 4 }),
+                  "the message number is 0");
+}
+
 TEST(filter_fault_round_trip_and_signal_range)
 {
     const uint32_t src[] = { 97, 98, 100 };
@@ -721,6 +757,7 @@ TEST(every_message_refuses_every_other_format)
     pk[TB_CTL_STREAM_END] = tb_ctl_stream_end_encode(&(tb_ctl_stream_end_t){ 9 });
     pk[TB_CTL_DONE] = tb_ctl_done_encode(&(tb_ctl_done_t){ 9, (uint64_t)3 << 24 });
     pk[TB_CTL_CATCH_UP] = tb_ctl_catch_up_encode(&(tb_ctl_catch_up_t){ 2, 1 });
+    pk[TB_CTL_DIRECT] = tb_ctl_direct_encode(&(tb_ctl_direct_t){ 1, 1, 100, 0, one, 1, d1, 1 });
     for (int a = 1; a <= TB_CTL_OP_MAX; a++) {
         REQUIRE(pk[a]);
         for (int b = 1; b <= TB_CTL_OP_MAX; b++) {
