@@ -69,8 +69,11 @@ static void deliver(tb_node_t *n, const tb_ctl_direct_t *m)
     n->cbs.direct(n->cbs.arg, m->src, p);
 }
 
-/* m, with dst[0..k) as its destinations, on hop h. */
-static void forward(tb_node_t *n, const tb_ctl_direct_t *m, int h, const uint32_t *dst, size_t k)
+/* m, with dst[0..k) as its destinations, on hop h; orig: m's packet as it
+ * came (NULL: from our application), sent on as it is when the hop serves
+ * every destination of m (a unicast, a broadcast): no encoding per hop. */
+static void forward(tb_node_t *n, const tb_ctl_direct_t *m, tbon_packet_t *orig, int h,
+                    const uint32_t *dst, size_t k)
 {
     tb_conn_t *c = conn_of(n, h);
     if (!c) {
@@ -78,6 +81,10 @@ static void forward(tb_node_t *n, const tb_ctl_direct_t *m, int h, const uint32_
         TB_WARN("direct", "a message from rank %u (number %llu) has no way on from here "
                 "(%s not connected); dropped", m->src, (unsigned long long)m->seq,
                 h == HOP_UP ? "the parent" : "a child");
+        return;
+    }
+    if (orig && k == m->ndst) {
+        tb_node_send_ctl(n, c, TB_CTL_DIRECT, tbon_packet_ref(orig));
         return;
     }
     tb_ctl_direct_t f = *m;
@@ -88,15 +95,20 @@ static void forward(tb_node_t *n, const tb_ctl_direct_t *m, int h, const uint32_
         tb_node_send_ctl(n, c, TB_CTL_DIRECT, p);
 }
 
-static void broadcast(tb_node_t *n, int from, const tb_ctl_direct_t *m)
+static void broadcast(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *orig)
 {
     if (from != HOP_HERE && endpoint(n) && m->src != n->rank)
         deliver(n, m);
+    if (!orig)
+        orig = tb_ctl_direct_encode(m);     /* once for every neighbour */
+    else
+        tbon_packet_ref(orig);
     if (from != HOP_UP && n->parent)
-        forward(n, m, HOP_UP, NULL, 0);
+        forward(n, m, orig, HOP_UP, NULL, 0);
     for (size_t i = 0; i < n->nchild; i++)
         if ((int)i != from && n->child[i].conn)
-            forward(n, m, (int)i, NULL, 0);
+            forward(n, m, orig, (int)i, NULL, 0);
+    tbon_packet_unref(orig);
 }
 
 struct hd {
@@ -113,10 +125,10 @@ static int by_hop(const void *a, const void *b)
 
 /* from: the child it came from, HOP_UP (the parent) or HOP_HERE (our
  * application). */
-static void route(tb_node_t *n, int from, const tb_ctl_direct_t *m)
+static void route(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *orig)
 {
     if (m->flags & TB_DIRECT_BCAST) {
-        broadcast(n, from, m);
+        broadcast(n, from, m, orig);
         return;
     }
     struct hd *v = malloc(m->ndst * sizeof *v);
@@ -145,16 +157,16 @@ static void route(tb_node_t *n, int from, const tb_ctl_direct_t *m)
                     "from rank %u; dropped", m->src, (unsigned long long)m->seq, dst[0],
                     n->rank);
         } else {
-            forward(n, m, v[i].hop, dst, k);
+            forward(n, m, orig, v[i].hop, dst, k);
         }
     }
     free(v);
     free(dst);
 }
 
-void tb_direct_route(tb_node_t *n, int from, const tb_ctl_direct_t *m)
+void tb_direct_route(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *p)
 {
-    route(n, from < 0 ? HOP_UP : from, m);
+    route(n, from < 0 ? HOP_UP : from, m, p);
 }
 
 void tb_direct_send(tb_node_t *n, tb_cmd_t *c)
@@ -166,5 +178,5 @@ void tb_direct_send(tb_node_t *n, tb_cmd_t *c)
         .flags = c->u.direct.flags, .dst = c->u.direct.dst, .ndst = c->u.direct.ndst,
         .body = body, .len = len,
     };
-    route(n, HOP_HERE, &m);
+    route(n, HOP_HERE, &m, NULL);
 }

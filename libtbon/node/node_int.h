@@ -376,11 +376,11 @@ static inline int tb_node_ending(const tb_node_t *n)
 }
 void tb_node_send_ctl(tb_node_t *n, tb_conn_t *c, int op, tbon_packet_t *p); /* takes p */
 /* Messages between any two processes (node_direct.c): the application's
- * (TB_CMD_DIRECT), and one that came from the parent (from -1) or child
- * from, passed on towards its destinations (and delivered here if this
+ * (TB_CMD_DIRECT), and one that came (m, decoded from p) from the parent
+ * (from -1) or child from, passed on towards its destinations (and delivered here if this
  * process is one). */
 void tb_direct_send(tb_node_t *n, tb_cmd_t *c);
-void tb_direct_route(tb_node_t *n, int from, const tb_ctl_direct_t *m);
+void tb_direct_route(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *p);
 /* TB_CTL_FILTER for every plug-in loaded so far but the first skip (to a
  * child; node_stream.c). */
 void tb_stream_filters_to(tb_node_t *n, tb_conn_t *c, uint32_t skip);

@@ -1,0 +1,341 @@
+/* bench_direct.c - messages between back-ends (tbon_net_send_to,
+ * tbon_net_recv_direct) beside the same exchange relayed by the front-end
+ * (each message sent up a stream, taken by the FE's application and sent
+ * down the destination's own stream), in the same run, on the same tree.
+ *
+ * Usage: bench_direct [--rounds N] [SHAPE ...]   (default 3 rounds; 8x8 32x32)
+ *
+ * Each round starts a tree of SHAPE (commnodes, this program at the leaves
+ * with --be) and measures, direct then relayed:
+ *   - messages/s: every back-end sends COUNT messages to the next one (a
+ *     ring in rank order; about TOTAL in all) and takes COUNT from the one
+ *     before it; from the FE's request to the last back-end's answer;
+ *   - one-way latency: half the round trip of PINGS ping-pongs between two
+ *     back-ends under different commnodes (their way passes the FE in
+ *     both kinds) and between two under the same commnode.
+ * Every count is checked: a back-end that does not get exactly COUNT
+ * messages ends the run with no row.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <tbon/tbon.h>
+
+#include "lib/bench.h"
+
+#define PROG "bench_direct"
+#define TOTAL 100000    /* messages in a ring, about: COUNT each */
+#define COUNT(nbe) ((nbe) < TOTAL / 50 ? (uint32_t)(TOTAL / (nbe)) : 50u)
+#define PINGS 200       /* round trips per latency figure */
+
+enum {
+    T_RING = TBON_FIRST_APP_TAG, /* "%ud %aud" count ring -> "%ud" taken */
+    T_RELAY,                     /* the same, relayed by the FE */
+    T_PING,                      /* "%ud %ud %d" peer n relayed -> "%ud" 0: n round trips */
+    T_PONG,                      /* "%ud %ud %d" peer n relayed -> "%ud" 0: n answers */
+    T_MSG,                       /* "%ud %ud" {dest, k}: a message */
+};
+
+/* ---- the back-end ---- */
+
+static tbon_rank_t me;
+
+/* The next message for us: direct, or relayed (a T_MSG on a stream). */
+static int take(tbon_net_t *net, int relayed)
+{
+    tbon_packet_t *p = NULL;
+    int rc = relayed ? tbon_net_recv(net, &p, NULL, 60000)
+                     : tbon_net_recv_direct(net, NULL, &p, 60000);
+    if (rc != 0)
+        return rc;
+    uint32_t dest = 0, k = 0;
+    if (tbon_packet_tag(p) != T_MSG || tbon_packet_unpack(p, "%ud %ud", &dest, &k) != 0 ||
+        dest != me)
+        rc = TBON_EFORMAT;
+    tbon_packet_unref(p);
+    return rc;
+}
+
+/* Send a message to dest: direct, or up s for the FE to relay. */
+static int give(tbon_net_t *net, tbon_stream_t *s, int relayed, tbon_rank_t dest, uint32_t k)
+{
+    return relayed ? tbon_stream_send(s, T_MSG, "%ud %ud", dest, k)
+                   : tbon_net_send_to(net, dest, T_MSG, "%ud %ud", dest, k);
+}
+
+static uint32_t ring(tbon_net_t *net, tbon_stream_t *s, int relayed, uint32_t count,
+                     const uint32_t *r, size_t n)
+{
+    tbon_rank_t next = me;
+    for (size_t i = 0; i < n; i++)
+        if (r[i] == me)
+            next = r[(i + 1) % n];
+    for (uint32_t k = 1; k <= count; k++)
+        if (give(net, s, relayed, next, k) != 0)
+            return 0;
+    if (relayed)
+        tbon_stream_flush(s);
+    uint32_t got = 0;
+    while (got < count && take(net, relayed) == 0)
+        got++;
+    return got;
+}
+
+/* n round trips with peer, we first (ping) or it first (pong). */
+static uint32_t pingpong(tbon_net_t *net, tbon_stream_t *s, int relayed, int first,
+                         tbon_rank_t peer, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (first && give(net, s, relayed, peer, me) != 0)
+            return 1;
+        if (take(net, relayed) != 0)
+            return 1;
+        if (!first && give(net, s, relayed, peer, me) != 0)
+            return 1;
+        if (relayed)
+            tbon_stream_flush(s);
+    }
+    return 0;
+}
+
+static int be_main(int argc, char **argv)
+{
+    tbon_net_t *net = bench_be_create(PROG, &argc, &argv);
+    me = tbon_net_rank(net);
+    for (;;) {
+        tbon_packet_t *p = NULL;
+        tbon_stream_t *s = NULL;
+        int rc = tbon_net_recv(net, &p, &s, -1);
+        if (rc == TBON_ECLOSED)
+            break;
+        if (rc != 0)
+            continue;
+        int tag = tbon_packet_tag(p);
+        uint32_t a = 0, b = 0, *r = NULL;
+        int32_t relayed = 0;
+        size_t n = 0;
+        uint32_t answer = 0;
+        if ((tag == T_RING || tag == T_RELAY) &&
+            tbon_packet_unpack(p, "%ud %aud", &a, &r, &n) == 0)
+            answer = ring(net, s, tag == T_RELAY, a, r, n);
+        else if ((tag == T_PING || tag == T_PONG) &&
+                 tbon_packet_unpack(p, "%ud %ud %d", &a, &b, &relayed) == 0)
+            answer = pingpong(net, s, relayed, tag == T_PING, a, b);
+        free(r);
+        tbon_packet_unref(p);
+        if (tag != T_MSG)
+            tbon_stream_send(s, tag, "%ud", answer);
+        tbon_stream_flush(s);
+    }
+    tbon_net_destroy(net);
+    return 0;
+}
+
+/* ---- the front-end ---- */
+
+struct tree {
+    tbon_net_t *net;
+    tbon_stream_t *all;          /* every back-end: requests, answers, relayed messages */
+    tbon_stream_t **one;         /* by back-end index: its own, for what is relayed to it */
+    tbon_rank_t *be;
+    size_t nbe;
+};
+
+static size_t index_of(const struct tree *t, tbon_rank_t r)
+{
+    for (size_t i = 0; i < t->nbe; i++)
+        if (t->be[i] == r)
+            return i;
+    bench_die(PROG, "a rank that is no back-end");
+}
+
+/* Take packets until want answers of tag came (each checked by ok), while
+ * relaying the T_MSG that come up to their destination's stream. */
+static void serve(struct tree *t, int tag, size_t want, uint32_t ok)
+{
+    size_t answers = 0;
+    while (answers < want) {
+        tbon_packet_t *p = NULL;
+        if (tbon_net_recv(t->net, &p, NULL, 120000) != 0)
+            bench_die(PROG, "waiting for the back-ends");
+        uint32_t a = 0, k = 0;
+        if (tbon_packet_tag(p) == T_MSG && tbon_packet_unpack(p, "%ud %ud", &a, &k) == 0) {
+            if (tbon_stream_send_packet(t->one[index_of(t, a)], p) != 0)
+                bench_die(PROG, "relaying a message");
+        } else if (tbon_packet_tag(p) == tag && tbon_packet_unpack(p, "%ud", &a) == 0) {
+            if (a != ok)
+                bench_die(PROG, "a back-end's count (a message lost or extra)");
+            answers++;
+        } else {
+            bench_die(PROG, "an unexpected packet");
+        }
+        tbon_packet_unref(p);
+    }
+}
+
+static double ring_round(struct tree *t, int relayed)
+{
+    double t0 = bench_now();
+    uint32_t count = COUNT(t->nbe);
+    if (tbon_stream_send(t->all, relayed ? T_RELAY : T_RING, "%ud %aud", count, t->be,
+                         t->nbe) != 0)
+        bench_die(PROG, "the ring's request");
+    serve(t, relayed ? T_RELAY : T_RING, t->nbe, count);
+    return (double)(t->nbe * count) / (bench_now() - t0);
+}
+
+/* One-way latency between back-ends i and j (s). */
+static double latency(struct tree *t, size_t i, size_t j, int relayed)
+{
+    double t0 = bench_now();
+    if (tbon_stream_send(t->one[j], T_PONG, "%ud %ud %d", t->be[i], (uint32_t)PINGS,
+                         relayed) != 0 ||
+        tbon_stream_send(t->one[i], T_PING, "%ud %ud %d", t->be[j], (uint32_t)PINGS,
+                         relayed) != 0)
+        bench_die(PROG, "a ping's request");
+    size_t answers = 0;
+    while (answers < 2) {
+        tbon_packet_t *p = NULL;
+        if (tbon_net_recv(t->net, &p, NULL, 120000) != 0)
+            bench_die(PROG, "waiting for the ping");
+        uint32_t a = 0, k = 0;
+        int tag = tbon_packet_tag(p);
+        if (tag == T_MSG && tbon_packet_unpack(p, "%ud %ud", &a, &k) == 0) {
+            if (tbon_stream_send_packet(t->one[index_of(t, a)], p) != 0)
+                bench_die(PROG, "relaying a ping");
+        } else if ((tag == T_PING || tag == T_PONG) && tbon_packet_unpack(p, "%ud", &a) == 0 &&
+                   a == 0) {
+            answers++;
+        } else {
+            bench_die(PROG, "a ping's answer");
+        }
+        tbon_packet_unref(p);
+    }
+    return (bench_now() - t0) / (2.0 * PINGS);
+}
+
+static char *shape_text(const char *shape, size_t *nbe)
+{
+    unsigned a, b;
+    if (sscanf(shape, "%ux%u", &a, &b) != 2 || !a || !b || a * b > 4096)
+        bench_die(PROG, "a shape (AxB)");
+    size_t cap = 64 + (size_t)(a + 1) * (b + 2) * 24;
+    char *s = malloc(cap), *p = s;
+    p += sprintf(p, "localhost:0 =>");
+    for (unsigned i = 1; i <= a; i++)
+        p += sprintf(p, " localhost:%u", i);
+    p += sprintf(p, " ;\n");
+    unsigned next = a + 1;
+    for (unsigned i = 1; i <= a; i++) {
+        p += sprintf(p, "localhost:%u =>", i);
+        for (unsigned k = 0; k < b; k++)
+            p += sprintf(p, " localhost:%u", next++);
+        p += sprintf(p, " ;\n");
+    }
+    *nbe = (size_t)a * b;
+    return s;
+}
+
+static void round_of(const char *shape, double *v)
+{
+    struct tree t = { 0 };
+    char *text = shape_text(shape, &t.nbe);
+    t.net = bench_start_tree(PROG, text, "--be");
+    free(text);
+    t.be = calloc(t.nbe, sizeof *t.be);
+    t.one = calloc(t.nbe, sizeof *t.one);
+    if (!t.be || !t.one || tbon_net_backends(t.net, t.be, t.nbe) != (int)t.nbe)
+        bench_die(PROG, "the back-ends");
+    t.all = tbon_fe_stream_new(t.net, tbon_fe_broadcast_comm(t.net), TBON_FILTER_NULL,
+                               TBON_SYNC_DONTWAIT, TBON_FILTER_NULL);
+    for (size_t i = 0; t.all && i < t.nbe; i++) {
+        tbon_comm_t *c = tbon_fe_comm_new(t.net, &t.be[i], 1);
+        t.one[i] = c ? tbon_fe_stream_new(t.net, c, TBON_FILTER_NULL, TBON_SYNC_DONTWAIT,
+                                          TBON_FILTER_NULL) : NULL;
+        if (!t.one[i])
+            bench_die(PROG, "a back-end's stream");
+    }
+    if (!t.all)
+        bench_die(PROG, "the stream");
+    size_t far = t.nbe - 1, near = 1;   /* be[0] and far: other commnodes; near: the same */
+    v[0] = ring_round(&t, 0);
+    v[1] = ring_round(&t, 1);
+    v[2] = latency(&t, 0, far, 0);
+    v[3] = latency(&t, 0, far, 1);
+    v[4] = latency(&t, 0, near, 0);
+    v[5] = latency(&t, 0, near, 1);
+    tbon_net_destroy(t.net);
+    free(t.be);
+    free(t.one);
+}
+
+int main(int argc, char **argv)
+{
+    if (bench_is_be(argc, argv))
+        return be_main(argc, argv);
+    int rounds = 3, first = 1;
+    if (argc > 2 && strcmp(argv[1], "--rounds") == 0) {
+        rounds = atoi(argv[2]);
+        first = 3;
+        if (rounds < 1 || rounds > 50)
+            bench_die(PROG, "--rounds N (1 to 50)");
+    } else if (argc > 1 && argv[1][0] == '-') {
+        fprintf(stderr, "usage: " PROG " [--rounds N] [SHAPE ...]  (default 3; 8x8 32x32)\n");
+        return 2;
+    }
+    static const char *defaults[] = { "8x8", "32x32" };
+    const char **shapes = first < argc ? (const char **)argv + first : defaults;
+    int nshapes = first < argc ? argc - first : 2;
+    signal(SIGPIPE, SIG_IGN);
+    for (int k = 0; k < nshapes; k++) {
+        double v[6][50];
+        for (int r = 0; r < rounds; r++) {
+            double x[6];
+            round_of(shapes[k], x);
+            for (int i = 0; i < 6; i++)
+                v[i][r] = x[i];
+            fprintf(stderr, PROG ": %s round %d: ring %.0f/s direct, %.0f/s relayed; "
+                    "latency far %.1f/%.1f us, near %.1f/%.1f us\n", shapes[k], r + 1, x[0],
+                    x[1], x[2] * 1e6, x[3] * 1e6, x[4] * 1e6, x[5] * 1e6);
+            while (waitpid(-1, NULL, WNOHANG) > 0)
+                ;
+        }
+        double m[6];
+        for (int i = 0; i < 6; i++)
+            m[i] = bench_median(v[i], rounds);
+        size_t nbe = 0;
+        free(shape_text(shapes[k], &nbe));
+        char metric[128];
+        snprintf(metric, sizeof metric, "messages back-end to back-end, %s (%zu back-ends)",
+                 shapes[k], nbe);
+        bench_row("direct", metric, "%.0f", m[0], "msg/s",
+                  "a ring: each back-end sends %u messages to the next (tbon_net_send_to) "
+                  "and takes %u (tbon_net_recv_direct), every count checked; the same "
+                  "relayed by the FE (up a stream, down the destination's) in the same "
+                  "run: %.0f msg/s; %.2fx the relay's; median of %d rounds%s", COUNT(nbe),
+                  COUNT(nbe),
+                  m[1], m[0] / m[1], rounds,
+                  nbe >= 1024 ? (m[0] >= 2 * m[1] ? "; target >= 2x at 1,024: met"
+                                                   : "; target >= 2x at 1,024: MISSED") : "");
+        snprintf(metric, sizeof metric, "one-way latency, other commnodes, %s", shapes[k]);
+        bench_row("direct", metric, "%.1f", m[2] * 1e6, "us",
+                  "half a round trip of %d ping-pongs between two back-ends under "
+                  "different commnodes (the way passes the FE's process); relayed by the "
+                  "FE's application in the same run: %.1f us (%.2fx); median of %d rounds",
+                  PINGS, m[3] * 1e6, m[2] / m[3], rounds);
+        snprintf(metric, sizeof metric, "one-way latency, one commnode, %s", shapes[k]);
+        bench_row("direct", metric, "%.1f", m[4] * 1e6, "us",
+                  "the same between two back-ends of one commnode (it alone passes the "
+                  "message on); relayed by the FE in the same run: %.1f us (%.2fx); median "
+                  "of %d rounds", m[5] * 1e6, m[4] / m[5], rounds);
+        fflush(stdout);
+    }
+    return 0;
+}
