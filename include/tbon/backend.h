@@ -23,6 +23,16 @@ tbon_net_t  *tbon_be_create(int *argc, char ***argv, tbon_error_t *err);
  * Returns when connected, or NULL with err filled. */
 tbon_net_t  *tbon_be_attach(const char *attach_file, tbon_rank_t rank, tbon_error_t *err);
 
+/* Membership events at this back-end (docs/user-guide.md, "Membership"):
+ * with on, tbon_net_next_event gives from now on the changes of every view
+ * this process applies - TBON_EV_NODE_FAILED, NODE_ADOPTED (parent: the
+ * adopter), NODE_JOINED and NODE_LEFT, each with view_version the version
+ * that carried it, in the order of the versions: the same changes the
+ * front-end's view has. Off by default (nothing is kept then); costs no
+ * message either way: views reach every process already. 0, or
+ * TBON_EINVAL at the front-end or for NULL. */
+int          tbon_be_membership_events(tbon_net_t *net, int on);
+
 #ifdef __cplusplus
 }
 #endif

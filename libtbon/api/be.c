@@ -167,3 +167,17 @@ tbon_net_t *tbon_be_attach(const char *attach_file, tbon_rank_t rank, tbon_error
                  "process: %s", first, second);
     return NULL;
 }
+
+int tbon_be_membership_events(tbon_net_t *net, int on)
+{
+    if (!net || net->is_fe)
+        return tb_net_fail(net, TBON_EINVAL, "tbon_be_membership_events needs a back-end's "
+                           "network");
+    pthread_mutex_lock(&net->mu);
+    net->be_events = on != 0;
+    if (!on)
+        while (net->events.len)
+            tb_ring_drop(&net->events);
+    pthread_mutex_unlock(&net->mu);
+    return 0;
+}

@@ -212,6 +212,30 @@ static void cb_event(void *arg, const tbon_event_t *ev)
 /* A view version the node applied: the application's copy follows it (at
  * the FE the events already did, and applying a report twice changes
  * nothing). */
+/* A back-end that asked for them: the view's changes as events (under
+ * net->mu). How many were queued. */
+static size_t be_events(tbon_net_t *net, uint64_t version, const tb_vchange_t *ch, size_t n)
+{
+    size_t queued = 0;
+    if (!net->events.size)
+        tb_ring_init(&net->events, sizeof(tbon_event_t));
+    for (size_t i = 0; i < n; i++) {
+        const tb_vchange_t *c = &ch[i];
+        int type = c->kind == TB_V_FAILED ? TBON_EV_NODE_FAILED
+                   : c->kind == TB_V_ADOPTED ? TBON_EV_NODE_ADOPTED
+                   : c->kind == TB_V_JOINED ? TBON_EV_NODE_JOINED
+                   : c->kind == TB_V_LEFT ? TBON_EV_NODE_LEFT : -1;
+        tbon_event_t *e = type >= 0 ? tb_ring_push(&net->events) : NULL;
+        if (!e)
+            continue;
+        *e = (tbon_event_t){ .type = (tbon_event_type_t)type, .rank = c->rank,
+                             .parent = c->parent, .incarnation = c->inc,
+                             .view_version = version };
+        queued++;
+    }
+    return queued;
+}
+
 static void cb_view(void *arg, uint64_t version, const tb_vchange_t *ch, size_t n)
 {
     tbon_net_t *net = arg;
@@ -227,7 +251,9 @@ static void cb_view(void *arg, uint64_t version, const tb_vchange_t *ch, size_t 
                            c->rank, c->parent, c->host, c->lid, c->inc);
     }
     net->view_version = version;
-    pthread_mutex_unlock(&net->mu);     /* nobody waits for a view: no wake-up */
+    if (!net->is_fe && net->be_events && be_events(net, version, ch, n))
+        pthread_cond_broadcast(&net->ev_cond);
+    pthread_mutex_unlock(&net->mu);     /* else nobody waits for a view: no wake-up */
 }
 
 static tbon_rank_t *dup_ranks(const tbon_rank_t *r, size_t n)

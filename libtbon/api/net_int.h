@@ -104,7 +104,9 @@ struct tbon_net {
                                       reactor, before ready; in rank order) */
     size_t         nmissing, capmissing;
     int            any_error;      /* a stream error not yet returned by tbon_net_recv */
-    tb_ring_t      events;         /* FE: tbon_event_t not yet taken */
+    tb_ring_t      events;         /* tbon_event_t not yet taken (FE; a back-end
+                                      with be_events) */
+    int            be_events;      /* BE: membership events asked for */
     tb_ring_t      direct;         /* tb_dmsg_t: messages from other processes,
                                       oldest first (tbon_net_recv_direct) */
     uint64_t       view_version;   /* the last view applied by the node */

@@ -50,6 +50,9 @@ enum {
     IT_TAG_DBCAST = 132,  /* "%ud" count -> "%ld" 0 or the first error: count broadcasts */
     IT_TAG_DRING  = 133,  /* "%aud %ud" ring count -> as DSEND, to the rank after this
                              one in ring (cyclic) */
+    IT_TAG_EVENTS = 134,  /* "%ud" any -> "%ad %aud %aud %auld" the membership events
+                             queued here (types, ranks, parents, view versions),
+                             at most 64, oldest first (a BE started with --events) */
     IT_TAG_DMSG   = 150,  /* the messages of the three above */
     IT_TAG_AWAY   = 124,  /* "%ud %ud" pre post -> "%ld" 1 after pre ms; then away post ms */
 };

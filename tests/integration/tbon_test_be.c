@@ -45,6 +45,7 @@
  *                         up to 20 s while that fails (file not there yet);
  *                         without --rank, join the running tree as a new
  *                         back-end (TBON_RANK_NONE)
+ *   --events              tbon_be_membership_events(net, 1) once joined
  *   --marker DIR          on TBON_ECLOSED, after tbon_net_destroy, create
  *                         DIR/closed.RANK (proof that the BE left cleanly)
  *   --exit-after N        _exit(0) without leaving after N requests, their
@@ -171,6 +172,21 @@ static int handle_direct(tbon_packet_t *p, tbon_stream_t *s, int tag)
         for (uint32_t k = 1; k <= count && res == 0; k++)
             res = tbon_net_broadcast(the_net, IT_TAG_DMSG, "%ud %ud", rank, k);
         return tbon_stream_send(s, tag, "%ld", (int64_t)res);
+    }
+    if (tag == IT_TAG_EVENTS) {
+        int32_t type[64];
+        uint32_t who[64], parent[64];
+        uint64_t ver[64];
+        size_t n = 0;
+        tbon_event_t ev;
+        while (n < 64 && tbon_net_next_event(the_net, &ev, 0) == 0) {
+            type[n] = (int32_t)ev.type;
+            who[n] = ev.rank;
+            parent[n] = ev.parent;
+            ver[n++] = ev.view_version;
+        }
+        return tbon_stream_send(s, tag, "%ad %aud %aud %auld", type, n, who, n, parent, n, ver,
+                                n);
     }
     if (tag != IT_TAG_DRECV)
         return -2;
@@ -416,6 +432,8 @@ int main(int argc, char **argv)
         return 5;
     rank = tbon_net_rank(net);
     the_net = net;
+    if (opt_flag(argc, argv, "--events") && tbon_be_membership_events(net, 1) != 0)
+        return 5;
 
     const char *marker = opt_value(argc, argv, "--marker");
     const char *ea = opt_value(argc, argv, "--exit-after");

@@ -1,7 +1,8 @@
 /* test_view.c - the membership layer over real trees: views that become
  * stable after single, multiple and cascading failures and after a node
  * that dies before it acknowledges; the failure notice that reaches the FE
- * while the tree path is blocked; every back-end's own view, and the
+ * while the tree path is blocked; every back-end's own view and, asked
+ * for, its membership events (the FE's own); and the
  * consistency check (passing after each scenario; failing on a copy that
  * differs: tests/inproc/test_view.c, check_finds_a_corrupted_copy)
  */
@@ -165,6 +166,78 @@ ITEST(commnode_failure_stable_after_adoptions)
     REQUIRE(v >= 2);
     check_everyone(&t, v, dead, 1);
     waves_exact(&t, s, dead, 1, 1);
+    it_stop(&t);
+}
+
+/* Back-ends that asked for membership events (--events) get the same
+ * changes as the FE: commnode 1 killed, every live back-end's events are
+ * exactly FAILED 1 and ADOPTED 5-8 (by the adopters the FE named), each
+ * with a view version no later than the stable one, in version order. */
+ITEST(backends_get_the_fes_membership_events)
+{
+    it_tree_t t;
+    const char *argv[] = { "--events", NULL };
+    if (it_start(&t, "4x4x4", argv, NULL))
+        return;
+    pid_t victim = it_pid_of("tbon_commnode", 1);
+    REQUIRE(victim > 0);
+    kill(victim, SIGKILL);
+    /* The FE's own events, kept to compare. */
+    tbon_rank_t adopter[9] = { 0 };     /* 0 too: the FE may adopt */
+    int failed = 0, seen = 0;
+    uint64_t v = 0;
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while (!v && it_now_ms() < end) {
+        tbon_event_t ev;
+        if (tbon_net_next_event(t.net, &ev, (int)(end - it_now_ms())) != 0)
+            break;
+        if (ev.type == TBON_EV_NODE_FAILED && ev.rank == 1)
+            failed = 1;
+        else if (ev.type == TBON_EV_NODE_ADOPTED && ev.rank >= 5 && ev.rank <= 8) {
+            adopter[ev.rank] = ev.parent;
+            seen |= 1 << (ev.rank - 5);
+        } else if (ev.type == TBON_EV_VIEW_STABLE && failed && seen == 15) {
+            v = ev.view_version;
+        }
+    }
+    REQUIRE(v >= 2);
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_NULL, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    REQUIRE(tbon_stream_send(s, IT_TAG_EVENTS, "%ud", 0u) == 0);
+    size_t want = tbon_net_num_backends(t.net);
+    CHECK_UINT(want, 64);
+    for (size_t k = 0; k < want; k++) {
+        tbon_packet_t *p = it_recv(s, IT_RECV_MS, "a back-end's events");
+        if (!p)
+            break;
+        int32_t *type = NULL;
+        uint32_t *who = NULL, *par = NULL;
+        uint64_t *ver = NULL;
+        size_t n1 = 0, n2 = 0, n3 = 0, n4 = 0;
+        CHECK_INT(tbon_packet_unpack(p, "%ad %aud %aud %auld", &type, &n1, &who, &n2, &par, &n3,
+                                     &ver, &n4), 0);
+        tbon_rank_t be = tbon_packet_source(p);
+        tbon_packet_unref(p);
+        int f = 0, a = 0, bad = n1 != 5;
+        for (size_t i = 0; i < n1 && i < n2 && i < n3 && i < n4; i++) {
+            if (type[i] == TBON_EV_NODE_FAILED && who[i] == 1)
+                f++;
+            else if (type[i] == TBON_EV_NODE_ADOPTED && who[i] >= 5 && who[i] <= 8 &&
+                     par[i] == adopter[who[i]])
+                a++;
+            else
+                bad = 1;
+            bad |= ver[i] > v || (i && ver[i] < ver[i - 1]);
+        }
+        if (bad || f != 1 || a != 4)
+            th_fail(__FILE__, __LINE__, "back-end %u: %zu events, %d failures of 1, %d "
+                    "adoptions of 5-8 as the FE saw them, stable view %llu", be, n1, f, a,
+                    (unsigned long long)v);
+        free(type);
+        free(who);
+        free(par);
+        free(ver);
+    }
     it_stop(&t);
 }
 
