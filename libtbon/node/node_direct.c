@@ -123,12 +123,33 @@ static int by_hop(const void *a, const void *b)
                             : (x->dst < y->dst ? -1 : x->dst > y->dst);
 }
 
+/* m's destinations dst[0..k), all of which go by hop h from here. */
+static void to_hop(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *orig, int h,
+                   const uint32_t *dst, size_t k)
+{
+    if (h == HOP_HERE && endpoint(n)) {
+        deliver(n, m);
+    } else if (h == HOP_NONE || (h == from && from != HOP_HERE)) {
+        /* Back where it came from: the topologies disagree (a view in
+         * flight); never bounced. */
+        n->direct_dropped += k;
+        TB_WARN("direct", "a message from rank %u (number %llu) to rank %u has no way "
+                "from rank %u; dropped", m->src, (unsigned long long)m->seq, dst[0], n->rank);
+    } else {
+        forward(n, m, orig, h, dst, k);
+    }
+}
+
 /* from: the child it came from, HOP_UP (the parent) or HOP_HERE (our
- * application). */
+ * application). A unicast goes on with no copy or sort. */
 static void route(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *orig)
 {
     if (m->flags & TB_DIRECT_BCAST) {
         broadcast(n, from, m, orig);
+        return;
+    }
+    if (m->ndst == 1) {
+        to_hop(n, from, m, orig, hop_to(n, m->dst[0]), m->dst, 1);
         return;
     }
     struct hd *v = malloc(m->ndst * sizeof *v);
@@ -147,18 +168,7 @@ static void route(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_
         for (j = i; j < m->ndst && v[j].hop == v[i].hop; j++)
             if (j == i || v[j].dst != v[j - 1].dst)     /* once each */
                 dst[k++] = v[j].dst;
-        if (v[i].hop == HOP_HERE && endpoint(n)) {
-            deliver(n, m);
-        } else if (v[i].hop == HOP_NONE || (v[i].hop == from && from != HOP_HERE)) {
-            /* Back where it came from: the topologies disagree (a view in
-             * flight); never bounced. */
-            n->direct_dropped += k;
-            TB_WARN("direct", "a message from rank %u (number %llu) to rank %u has no way "
-                    "from rank %u; dropped", m->src, (unsigned long long)m->seq, dst[0],
-                    n->rank);
-        } else {
-            forward(n, m, orig, v[i].hop, dst, k);
-        }
+        to_hop(n, from, m, orig, v[i].hop, dst, k);
     }
     free(v);
     free(dst);

@@ -44,16 +44,20 @@ enum {
     IT_TAG_ENV    = 123,  /* "%s" name -> "%s" its value, or "(unset)" */
     IT_TAG_DSEND  = 130,  /* "%aud %ud" dsts count -> "%ld" 0 or the first error: sends
                              count messages IT_TAG_DMSG "%ud %ud" {rank, k = 1..count}
-                             to dsts (tbon_net_send_to for one, else multicast) */
-    IT_TAG_DRECV  = 131,  /* "%ud %ud" count ms -> "%aud %aud %ud" senders, numbers k,
-                             mismatches: up to count messages within ms */
-    IT_TAG_DBCAST = 132,  /* "%ud" count -> "%ld" 0 or the first error: count broadcasts */
+                             to dsts (tbon_net_send_to for one, else multicast), then
+                             a marker IT_TAG_DMARK {rank, 0} to every back-end, the FE
+                             and itself */
+    IT_TAG_DRECV  = 131,  /* "%ud %ud" nmark ms -> "%aud %aud %ud" senders, numbers k,
+                             mismatches (a wait past ms counts one): the messages that
+                             came before nmark markers did */
+    IT_TAG_DBCAST = 132,  /* "%ud" count -> as DSEND, count broadcasts */
     IT_TAG_DRING  = 133,  /* "%aud %ud" ring count -> as DSEND, to the rank after this
                              one in ring (cyclic) */
     IT_TAG_EVENTS = 134,  /* "%ud" any -> "%ad %aud %aud %auld" the membership events
                              queued here (types, ranks, parents, view versions),
                              at most 64, oldest first (a BE started with --events) */
     IT_TAG_DMSG   = 150,  /* the messages of the three above */
+    IT_TAG_DMARK  = 151,  /* their markers */
     IT_TAG_AWAY   = 124,  /* "%ud %ud" pre post -> "%ld" 1 after pre ms; then away post ms */
 };
 

@@ -142,8 +142,63 @@ static int burst(tbon_stream_t *s, uint32_t n, uint32_t size)
     return rc ? rc : tbon_stream_flush(s);
 }
 
-/* Messages between processes (IT_TAG_DSEND, DRECV, DBCAST): -2 if tag is
- * none of them, else the answer's send result. */
+/* After a burst: a marker (IT_TAG_DMARK) to every back-end and the FE,
+ * this one included: whoever has it has all the burst meant for it (one
+ * sender's messages to one receiver keep their order). */
+static int mark(int res)
+{
+    if (res == 0)
+        res = tbon_net_broadcast(the_net, IT_TAG_DMARK, "%ud %ud", rank, 0u);
+    if (res == 0)
+        res = tbon_net_send_to(the_net, rank, IT_TAG_DMARK, "%ud %ud", rank, 0u);
+    return res;
+}
+
+/* IT_TAG_DRECV: the messages until nmark markers came (within ms). */
+static int drecv(tbon_stream_t *s, int tag, uint32_t nmark, uint32_t ms)
+{
+    uint32_t *from = NULL, *num = NULL, got = 0, cap = 0, bad = 0, marks = 0;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (marks < nmark) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long left = (long)ms - ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
+        tbon_packet_t *m = NULL;
+        tbon_rank_t f = 0;
+        if (left <= 0 || tbon_net_recv_direct(the_net, &f, &m, (int)left) != 0)
+            break;
+        uint32_t r = 0, k = 0;
+        int t = tbon_packet_tag(m);
+        if ((t != IT_TAG_DMSG && t != IT_TAG_DMARK) ||
+            tbon_packet_unpack(m, "%ud %ud", &r, &k) != 0 || r != f ||
+            tbon_packet_source(m) != f)
+            bad++;
+        tbon_packet_unref(m);
+        if (t == IT_TAG_DMARK) {
+            marks++;
+            continue;
+        }
+        if (got == cap) {
+            cap = cap ? 2 * cap : 64;
+            uint32_t *a = realloc(from, cap * sizeof *a), *b = a ? realloc(num, cap * sizeof *b)
+                                                                 : NULL;
+            from = a ? a : from;
+            num = b ? b : num;
+            if (!a || !b)
+                break;
+        }
+        from[got] = f;
+        num[got++] = k;
+    }
+    bad += marks < nmark;       /* timed out */
+    int rc = tbon_stream_send(s, tag, "%aud %aud %ud", from, (size_t)got, num, (size_t)got, bad);
+    free(from);
+    free(num);
+    return rc;
+}
+
+/* Messages between processes (IT_TAG_DSEND, DRECV, DBCAST, DRING,
+ * EVENTS): -2 if tag is none of them, else the answer's send result. */
 static int handle_direct(tbon_packet_t *p, tbon_stream_t *s, int tag)
 {
     uint32_t count = 0, ms = 0;
@@ -163,7 +218,7 @@ static int handle_direct(tbon_packet_t *p, tbon_stream_t *s, int tag)
             res = n == 1 ? tbon_net_send_to(the_net, dst[0], IT_TAG_DMSG, "%ud %ud", rank, k)
                          : tbon_net_multicast(the_net, dst, n, IT_TAG_DMSG, "%ud %ud", rank, k);
         free(dst);
-        return tbon_stream_send(s, tag, "%ld", (int64_t)res);
+        return tbon_stream_send(s, tag, "%ld", (int64_t)mark(res));
     }
     if (tag == IT_TAG_DBCAST) {
         if (tbon_packet_unpack(p, "%ud", &count) != 0)
@@ -171,7 +226,7 @@ static int handle_direct(tbon_packet_t *p, tbon_stream_t *s, int tag)
         int res = 0;
         for (uint32_t k = 1; k <= count && res == 0; k++)
             res = tbon_net_broadcast(the_net, IT_TAG_DMSG, "%ud %ud", rank, k);
-        return tbon_stream_send(s, tag, "%ld", (int64_t)res);
+        return tbon_stream_send(s, tag, "%ld", (int64_t)mark(res));
     }
     if (tag == IT_TAG_EVENTS) {
         int32_t type[64];
@@ -192,29 +247,7 @@ static int handle_direct(tbon_packet_t *p, tbon_stream_t *s, int tag)
         return -2;
     if (tbon_packet_unpack(p, "%ud %ud", &count, &ms) != 0)
         return TBON_EFORMAT;
-    uint32_t *from = calloc(count + 1, sizeof *from), *num = calloc(count + 1, sizeof *num);
-    uint32_t got = 0, bad = 0;
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (from && num && got < count) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long left = (long)ms - ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
-        tbon_packet_t *m = NULL;
-        tbon_rank_t f = 0;
-        if (left <= 0 || tbon_net_recv_direct(the_net, &f, &m, (int)left) != 0)
-            break;
-        uint32_t r = 0, k = 0;
-        if (tbon_packet_tag(m) != IT_TAG_DMSG || tbon_packet_unpack(m, "%ud %ud", &r, &k) != 0 ||
-            r != f || tbon_packet_source(m) != f)
-            bad++;
-        from[got] = f;
-        num[got++] = k;
-        tbon_packet_unref(m);
-    }
-    int rc = tbon_stream_send(s, tag, "%aud %aud %ud", from, (size_t)got, num, (size_t)got, bad);
-    free(from);
-    free(num);
-    return rc;
+    return drecv(s, tag, count, ms);
 }
 
 /* Handle one request; returns the send's result (0 when nothing is sent). */

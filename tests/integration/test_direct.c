@@ -88,10 +88,11 @@ static void check_from(const struct got *g, tbon_rank_t sender, uint32_t count)
         }
 }
 
-/* The FE receives count messages from sender, 1..count in order. */
+/* The FE receives count messages from sender, 1..count in order, then
+ * the sender's marker (nothing more from it before). */
 static void fe_gets(tbon_net_t *net, tbon_rank_t sender, uint32_t count)
 {
-    for (uint32_t k = 1; k <= count; k++) {
+    for (uint32_t k = 1; k <= count + 1; k++) {
         tbon_packet_t *p = NULL;
         tbon_rank_t from = TBON_RANK_NONE;
         int rc = tbon_net_recv_direct(net, &from, &p, WAIT_MS);
@@ -102,9 +103,10 @@ static void fe_gets(tbon_net_t *net, tbon_rank_t sender, uint32_t count)
         }
         uint32_t r = 0, n = 0;
         CHECK_INT(tbon_packet_unpack(p, "%ud %ud", &r, &n), 0);
+        CHECK_INT(tbon_packet_tag(p), k <= count ? IT_TAG_DMSG : IT_TAG_DMARK);
         CHECK_UINT(from, sender);
         CHECK_UINT(r, sender);
-        CHECK_UINT(n, k);
+        CHECK_UINT(n, k <= count ? k : 0);
         tbon_packet_unref(p);
     }
 }
@@ -119,7 +121,8 @@ static void ring(const char *shape, uint32_t count)
     tbon_stream_t *s = answers(&t, NULL, 0);
     if (s && tbon_stream_send(s, IT_TAG_DRING, "%aud %ud", t.be, t.nbe, count) == 0) {
         expect_zeros(s, IT_TAG_DRING, t.nbe, "the ring's sends");
-        REQUIRE(tbon_stream_send(s, IT_TAG_DRECV, "%ud %ud", count, WAIT_MS) == 0);
+        /* Every back-end marks the end of its burst: all markers in, all in. */
+        REQUIRE(tbon_stream_send(s, IT_TAG_DRECV, "%ud %ud", (uint32_t)t.nbe, WAIT_MS) == 0);
         struct got *g = calloc(t.nbe, sizeof *g);
         if (g && collect(s, g, t.nbe) == 0)
             for (size_t i = 0; i < t.nbe; i++) {
@@ -159,9 +162,9 @@ ITEST(broadcast_from_a_backend_reaches_all_once)
     if (one && all && tbon_stream_send(one, IT_TAG_DBCAST, "%ud", count) == 0) {
         expect_zeros(one, IT_TAG_DBCAST, 1, "the broadcast");
         fe_gets(t.net, sender, count);
-        /* Everybody waits a little beyond the last one: the sender's wait
-         * ends empty, a duplicate anywhere would be counted. */
-        REQUIRE(tbon_stream_send(all, IT_TAG_DRECV, "%ud %ud", count + 1, 1500) == 0);
+        /* Each takes what came before the sender's marker: the sender
+         * nothing, a duplicate anywhere would be counted. */
+        REQUIRE(tbon_stream_send(all, IT_TAG_DRECV, "%ud %ud", 1u, WAIT_MS) == 0);
         struct got *g = calloc(t.nbe, sizeof *g);
         if (g && collect(all, g, t.nbe) == 0)
             for (size_t i = 0; i < t.nbe; i++)
@@ -198,7 +201,7 @@ ITEST(multicast_to_a_random_set_16x16)
     if (one && all && tbon_stream_send(one, IT_TAG_DSEND, "%aud %ud", set, n, count) == 0) {
         expect_zeros(one, IT_TAG_DSEND, 1, "the multicast");
         fe_gets(t.net, sender, count);
-        REQUIRE(tbon_stream_send(all, IT_TAG_DRECV, "%ud %ud", count + 1, 1500) == 0);
+        REQUIRE(tbon_stream_send(all, IT_TAG_DRECV, "%ud %ud", 1u, WAIT_MS) == 0);
         struct got *g = calloc(t.nbe, sizeof *g);
         if (g && collect(all, g, t.nbe) == 0)
             for (size_t i = 0; i < t.nbe; i++) {
@@ -225,8 +228,9 @@ ITEST(fe_sends_and_bad_calls_are_refused)
     for (uint32_t k = 1; k <= 3; k++)
         CHECK_INT(tbon_net_send_to(net, a, IT_TAG_DMSG, "%ud %ud", 0u, k), 0);
     CHECK_INT(tbon_net_multicast(net, b, 2, IT_TAG_DMSG, "%ud %ud", 0u, 1u), 0);
+    CHECK_INT(tbon_net_broadcast(net, IT_TAG_DMARK, "%ud %ud", 0u, 0u), 0);
     tbon_stream_t *s = answers(&t, NULL, 0);
-    if (s && tbon_stream_send(s, IT_TAG_DRECV, "%ud %ud", 4u, 1500) == 0) {
+    if (s && tbon_stream_send(s, IT_TAG_DRECV, "%ud %ud", 1u, WAIT_MS) == 0) {
         struct got g[16];
         if (collect(s, g, t.nbe) == 0)
             for (size_t i = 0; i < t.nbe; i++)
