@@ -30,10 +30,25 @@ int tb_sock_nonblock(int fd, int on)
     return TBON_EIO;
 }
 
+/* Every tree connection: no Nagle delay, and TCP keepalive (probes after
+ * 10 s idle, every 5 s, 3 unanswered end it), so that a peer whose host or
+ * network is gone is found on a quiet connection even without heartbeats.
+ * A stopped process's kernel answers the probes: a paused peer is never
+ * taken for a dead one here (heartbeats and suspicion judge it: docs/
+ * protocol.md 8.5). TCP_USER_TIMEOUT is not set, for the same reason: on
+ * Linux it also ends a connection whose peer's window stays shut, which is
+ * what a paused reader's is. */
+#define TB_KEEPIDLE_S 10
+#define TB_KEEPINTVL_S 5
+#define TB_KEEPCNT 3
 static void sock_tune(int fd)
 {
-    int one = 1;
+    int one = 1, idle = TB_KEEPIDLE_S, intvl = TB_KEEPINTVL_S, cnt = TB_KEEPCNT;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
 }
 
 /* Bind and listen on fd (family's wildcard address, *port); 0, or TBON_EIO

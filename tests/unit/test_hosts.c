@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -449,4 +450,32 @@ TEST(relay_first_line_and_copy)
     buf[n] = 0;
     fclose(in);
     CHECK(strstr(buf, "Connection refused\nsecond line\n") != NULL);
+}
+
+/* Tree connections, both ends: no Nagle delay and TCP keepalive (10 s
+ * idle, 5 s apart, 3 probes), so a quiet connection to a vanished host
+ * ends without heartbeats (net/sock.c). */
+TEST(tree_connections_keep_alive)
+{
+    uint16_t port = 0;
+    tbon_error_t err;
+    int lfd = tb_sock_listen(&port, &err);
+    REQUIRE(lfd >= 0);
+    int c = tb_sock_connect("127.0.0.1", port, tb_now_ms() + 5000, &err);
+    REQUIRE(c >= 0);
+    int a = tb_sock_accept(lfd);
+    REQUIRE(a >= 0);
+    int fds[2] = { c, a };
+    for (int i = 0; i < 2; i++) {
+        int v = 0;
+        socklen_t len = sizeof v;
+        CHECK(getsockopt(fds[i], SOL_SOCKET, SO_KEEPALIVE, &v, &len) == 0 && v == 1);
+        CHECK(getsockopt(fds[i], IPPROTO_TCP, TCP_KEEPIDLE, &v, &len) == 0 && v == 10);
+        CHECK(getsockopt(fds[i], IPPROTO_TCP, TCP_KEEPINTVL, &v, &len) == 0 && v == 5);
+        CHECK(getsockopt(fds[i], IPPROTO_TCP, TCP_KEEPCNT, &v, &len) == 0 && v == 3);
+        CHECK(getsockopt(fds[i], IPPROTO_TCP, TCP_NODELAY, &v, &len) == 0 && v == 1);
+    }
+    close(a);
+    close(c);
+    close(lfd);
 }
