@@ -127,7 +127,7 @@ static void drain_events(const struct cli *c, tbon_net_t *net)
         [TBON_EV_NODE_JOINED] = "node_joined", [TBON_EV_NODE_LEFT] = "node_left",
         [TBON_EV_VIEW_STABLE] = "view_stable", [TBON_EV_DATA_LOST] = "data_lost",
         [TBON_EV_NODE_SUSPECT] = "node_suspect", [TBON_EV_NODE_ALIVE] = "node_alive",
-        [TBON_EV_FILTER_ERROR] = "filter_error",
+        [TBON_EV_FILTER_ERROR] = "filter_error", [TBON_EV_UNREACHABLE] = "unreachable",
     };
     take_events(net);
     size_t nev = g_nev;

@@ -139,6 +139,13 @@ typedef enum {
      * on a don't-wait stream the stream's next receive returns TBON_EFILTER.
      * docs/filter-guide.md, "When a filter crashes or hangs". */
     TBON_EV_FILTER_ERROR,
+    /* At the sender of a message (tbon_net_send_to, tbon_net_multicast):
+     * destination `rank` failed or left (`incarnation`: the one the
+     * message was for) before it took message number `message` (the
+     * sender's messages are numbered 1, 2, ... in the order of the calls
+     * that returned 0) of tag `tag`; that destination never gets it. One
+     * event per message and destination. */
+    TBON_EV_UNREACHABLE,
 } tbon_event_type_t;
 
 typedef struct tbon_event {
@@ -152,6 +159,9 @@ typedef struct tbon_event {
     int         filter;
     int         signal;
     char        detail[384];
+    /* UNREACHABLE only: */
+    uint64_t    message;
+    int         tag;
 } tbon_event_t;
 
 /* The next membership event seen by this process. Returns 0, TBON_ETIMEOUT or

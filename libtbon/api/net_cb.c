@@ -256,6 +256,24 @@ static void cb_view(void *arg, uint64_t version, const tb_vchange_t *ch, size_t 
     pthread_mutex_unlock(&net->mu);     /* else nobody waits for a view: no wake-up */
 }
 
+/* A back-end: the FE said view version is stable. */
+static void cb_stable(void *arg, uint64_t version)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    if (!net->is_fe && net->be_events) {
+        if (!net->events.size)
+            tb_ring_init(&net->events, sizeof(tbon_event_t));
+        tbon_event_t *e = tb_ring_push(&net->events);
+        if (e) {
+            *e = (tbon_event_t){ .type = TBON_EV_VIEW_STABLE, .rank = TBON_RANK_NONE,
+                                 .parent = TBON_RANK_NONE, .view_version = version };
+            pthread_cond_broadcast(&net->ev_cond);
+        }
+    }
+    pthread_mutex_unlock(&net->mu);
+}
+
 static tbon_rank_t *dup_ranks(const tbon_rank_t *r, size_t n)
 {
     tbon_rank_t *v = malloc((n ? n : 1) * sizeof *v);
@@ -314,7 +332,7 @@ tb_node_cbs_t tb_net_callbacks(tbon_net_t *net)
                             .progress = cb_progress, .app_full = cb_app_full,
                             .event = cb_event, .kick = net->inline_node ? tb_net_kick : NULL,
                             .arm = net->inline_node ? tb_net_arm : NULL,
-                            .view = cb_view, .checked = cb_checked, .attr = cb_attr,
+                            .view = cb_view, .stable = cb_stable, .checked = cb_checked, .attr = cb_attr,
                             .stream_found = cb_stream_found, .direct = cb_direct };
 }
 

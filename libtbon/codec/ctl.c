@@ -66,6 +66,7 @@ void tb_ctl_free(int op, void *mp)
         break;
     case TB_CTL_DIRECT:
         free(UNCONST(AS(tb_ctl_direct_t)->dst));
+        free(UNCONST(AS(tb_ctl_direct_t)->dseq));
         free(UNCONST(AS(tb_ctl_direct_t)->body));
         break;
     default:
@@ -110,6 +111,7 @@ tbon_packet_t *tb_ctl_encode(const tb_ctl_msg_t *m)
     case TB_CTL_FILTER_FAULT: return tb_ctl_filter_fault_encode(&m->u.filter_fault);
     case TB_CTL_STREAM_END: return tb_ctl_stream_end_encode(&m->u.stream_end);
     case TB_CTL_DONE:       return tb_ctl_done_encode(&m->u.done);
+    case TB_CTL_STABLE:     return tb_ctl_stable_encode(&m->u.stable);
     case TB_CTL_CATCH_UP:   return tb_ctl_catch_up_encode(&m->u.catch_up);
     case TB_CTL_DIRECT:     return tb_ctl_direct_encode(&m->u.direct);
     default:                return NULL;
@@ -146,6 +148,7 @@ int tb_ctl_decode(int op, const tbon_packet_t *p, tb_ctl_msg_t *m, tbon_error_t 
     case TB_CTL_FILTER_FAULT: return tb_ctl_filter_fault_decode(p, &m->u.filter_fault, err);
     case TB_CTL_STREAM_END: return tb_ctl_stream_end_decode(p, &m->u.stream_end, err);
     case TB_CTL_DONE:       return tb_ctl_done_decode(p, &m->u.done, err);
+    case TB_CTL_STABLE:     return tb_ctl_stable_decode(p, &m->u.stable, err);
     case TB_CTL_CATCH_UP:   return tb_ctl_catch_up_decode(p, &m->u.catch_up, err);
     case TB_CTL_DIRECT:     return tb_ctl_direct_decode(p, &m->u.direct, err);
     default:

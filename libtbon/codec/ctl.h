@@ -64,7 +64,9 @@ enum tb_ctl {
     TB_CTL_CATCH_UP,
     /* Messages between any two processes (docs/protocol.md 10) */
     TB_CTL_DIRECT,
-    TB_CTL_OP_MAX = TB_CTL_DIRECT
+    /* Membership (docs/protocol.md 9.2): a view version is stable */
+    TB_CTL_STABLE,
+    TB_CTL_OP_MAX = TB_CTL_STABLE
 };
 
 /* Which way a message goes: up (child to parent), down, or both. */
@@ -213,21 +215,37 @@ typedef struct { uint32_t stream; } tb_ctl_stream_end_t;
 /* The FE has delivered every wave of stream up to key: what is kept for
  * them may go. */
 typedef struct { uint32_t stream; uint64_t key; } tb_ctl_done_t;
+/* View version `version` is stable (the FE's TBON_EV_VIEW_STABLE), down to
+ * every process. */
+typedef struct { uint64_t version; } tb_ctl_stable_t;
 /* An adopted child, after its grafts: the plug-in filters it has loaded
  * (ids TBON_FILTER_BUILTIN_COUNT on, without a gap) and whether it has the
  * port table (0 or 1); the adopter sends what it lacks. */
 typedef struct { uint32_t filters; int32_t ports; } tb_ctl_catch_up_t;
-/* A message from any process to others, routed hop by hop (node_direct.c):
- * its sender, the sender's number for it, the application's tag, flags
- * (TB_DIRECT_*), the destinations this hop still serves (none for a
- * broadcast) and the application's packet, encoded. */
+/* A message from any process to others, routed hop by hop (node_direct.c),
+ * and delivered once and in order for each sender and receiver
+ * (node_dlog.c): its sender and the sender's process tag (a random number
+ * drawn when the process first sends or takes a message), the sender's
+ * number for it (0 in an acknowledgement), the application's tag, flags
+ * (TB_DIRECT_*), a broadcast number (a broadcast's own, 1, 2, ...; for
+ * anything else the number of the sender's broadcasts before it, or 0 if
+ * the destination need not wait for any), the destinations this hop still
+ * serves with the sender's number for the message at each (its unicasts to
+ * that destination: 1, 2, ...; a broadcast names only destinations that
+ * must first take the unicast of that number), and the application's
+ * packet, encoded. An acknowledgement names the sender it goes to, with the
+ * unicasts (dseq) and broadcasts (bseq) taken from it in order so far. */
 #define TB_DIRECT_BCAST 1u      /* every back-end and the FE, the sender excepted */
+#define TB_DIRECT_ACK   2u      /* an acknowledgement (no body) */
 typedef struct {
     uint32_t src;
+    uint32_t nonce;
     uint64_t seq;
     int32_t tag;
     uint32_t flags;
+    uint32_t bseq;
     const uint32_t *dst;
+    const uint32_t *dseq;
     size_t ndst;
     const uint8_t *body;
     size_t len;
@@ -300,6 +318,8 @@ int tb_ctl_attr_sync_decode(const tbon_packet_t *p, tb_ctl_attr_sync_t *m, tbon_
 tbon_packet_t *tb_ctl_join_ack_encode(const tb_ctl_join_ack_t *m);
 int tb_ctl_join_ack_decode(const tbon_packet_t *p, tb_ctl_join_ack_t *m, tbon_error_t *err);
 tbon_packet_t *tb_ctl_leave_encode(const tb_ctl_leave_t *m);
+tbon_packet_t *tb_ctl_stable_encode(const tb_ctl_stable_t *m);
+int tb_ctl_stable_decode(const tbon_packet_t *p, tb_ctl_stable_t *m, tbon_error_t *err);
 tbon_packet_t *tb_ctl_stream_end_encode(const tb_ctl_stream_end_t *m);
 int tb_ctl_stream_end_decode(const tbon_packet_t *p, tb_ctl_stream_end_t *m, tbon_error_t *err);
 tbon_packet_t *tb_ctl_done_encode(const tb_ctl_done_t *m);
@@ -350,6 +370,7 @@ typedef struct tb_ctl_msg {
         tb_ctl_done_t done;
         tb_ctl_catch_up_t catch_up;
         tb_ctl_direct_t direct;
+        tb_ctl_stable_t stable;
     } u;
 } tb_ctl_msg_t;
 

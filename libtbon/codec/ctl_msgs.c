@@ -560,6 +560,21 @@ int tb_ctl_stream_end_decode(const tbon_packet_t *p, tb_ctl_stream_end_t *m, tbo
     return dec_u32(p, TB_CTL_STREAM_END, &m->stream, err);
 }
 
+tbon_packet_t *tb_ctl_stable_encode(const tb_ctl_stable_t *m)
+{
+    return tbon_packet_new(TB_CTL_STABLE, "%uld", m->version);
+}
+
+int tb_ctl_stable_decode(const tbon_packet_t *p, tb_ctl_stable_t *m, tbon_error_t *err)
+{
+    int rc = check_packet(p, TB_CTL_STABLE, err);
+    if (!rc)
+        rc = unpacked(tbon_packet_unpack(p, "%uld", &m->version), TB_CTL_STABLE, err);
+    if (!rc && m->version == 0)
+        rc = bad(err, TB_CTL_STABLE, "field 1: view version 0");
+    return rc;
+}
+
 tbon_packet_t *tb_ctl_done_encode(const tb_ctl_done_t *m)
 {
     return tbon_packet_new(TB_CTL_DONE, "%ud %uld", m->stream, m->key);
@@ -640,35 +655,66 @@ int tb_ctl_filter_fault_decode(const tbon_packet_t *p, tb_ctl_filter_fault_t *m,
     return rc;
 }
 
+#define DIRECT_FMT "%ud %ud %uld %d %ud %ud %aud %aud %auc"
+
 tbon_packet_t *tb_ctl_direct_encode(const tb_ctl_direct_t *m)
 {
-    return tbon_packet_new(TB_CTL_DIRECT, "%ud %uld %d %ud %aud %auc", m->src, m->seq, m->tag,
-                           m->flags, m->dst, m->ndst, m->body, m->len);
+    return tbon_packet_new(TB_CTL_DIRECT, DIRECT_FMT, m->src, m->nonce, m->seq, m->tag, m->flags,
+                           m->bseq, m->dst, m->ndst, m->dseq, m->ndst, m->body, m->len);
+}
+
+/* What is wrong with decoded message m (a field and why), or NULL. */
+static const char *direct_wrong(const tb_ctl_direct_t *m, size_t nseq, char *buf, size_t len)
+{
+    int ack = !!(m->flags & TB_DIRECT_ACK), bc = !!(m->flags & TB_DIRECT_BCAST);
+    if (m->flags & ~(TB_DIRECT_BCAST | TB_DIRECT_ACK))
+        snprintf(buf, len, "field 5: unknown flags 0x%x", m->flags);
+    else if (ack && bc)
+        snprintf(buf, len, "field 5: an acknowledgement is no broadcast");
+    else if (nseq != m->ndst)
+        snprintf(buf, len, "field 8: %zu numbers for %zu destinations", nseq, m->ndst);
+    else if (!bc && m->ndst == 0)
+        snprintf(buf, len, "field 7: no destination");
+    else if (ack && (m->ndst != 1 || m->len))
+        snprintf(buf, len, "field 7: an acknowledgement goes to one sender, with no body");
+    else if (!ack && m->seq == 0)
+        snprintf(buf, len, "field 3: the message number is 0");
+    else if (bc && m->bseq == 0)
+        snprintf(buf, len, "field 6: the broadcast number is 0");
+    else
+        return NULL;
+    return buf;
 }
 
 int tb_ctl_direct_decode(const tbon_packet_t *p, tb_ctl_direct_t *m, tbon_error_t *err)
 {
-    uint32_t *dst = NULL;
+    uint32_t *dst = NULL, *dseq = NULL;
     uint8_t *body = NULL;
+    size_t nseq = 0;
+    char why[96];
+    const char *w = NULL;
     int rc = check_packet(p, TB_CTL_DIRECT, err);
     if (!rc)
-        rc = unpacked(tbon_packet_unpack(p, "%ud %uld %d %ud %aud %auc", &m->src, &m->seq,
-                                         &m->tag, &m->flags, &dst, &m->ndst, &body, &m->len),
+        rc = unpacked(tbon_packet_unpack(p, DIRECT_FMT, &m->src, &m->nonce, &m->seq, &m->tag,
+                                         &m->flags, &m->bseq, &dst, &m->ndst, &dseq, &nseq,
+                                         &body, &m->len),
                       TB_CTL_DIRECT, err);
-    if (!rc && (m->flags & ~TB_DIRECT_BCAST))
-        rc = bad(err, TB_CTL_DIRECT, "field 4: unknown flags 0x%x", m->flags);
-    if (!rc && !(m->flags & TB_DIRECT_BCAST) && m->ndst == 0)
-        rc = bad(err, TB_CTL_DIRECT, "field 5: no destination");
-    if (!rc && m->seq == 0)
-        rc = bad(err, TB_CTL_DIRECT, "field 2: the message number is 0");
+    if (!rc && !(m->flags & TB_DIRECT_ACK))
+        for (size_t i = 0; i < m->ndst && !(m->flags & TB_DIRECT_BCAST) && !w; i++)
+            if (i < nseq && dseq[i] == 0)
+                w = "field 8: a destination's number is 0";
+    if (!rc && (w || (w = direct_wrong(m, nseq, why, sizeof why))))
+        rc = bad(err, TB_CTL_DIRECT, "%s", w);
     if (rc) {
         free(dst);
+        free(dseq);
         free(body);
-        m->dst = NULL;
+        m->dst = m->dseq = NULL;
         m->body = NULL;
         return rc;
     }
     m->dst = dst;
+    m->dseq = dseq;
     m->body = body;
     return 0;
 }

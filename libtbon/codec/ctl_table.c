@@ -88,11 +88,15 @@ static const tb_ctl_info_t table[] = {
       "plug-in filters loaded here (from the first plug-in id on, without a gap), 1 if the "
       "port table is here (else 0): from an adopted child after its grafts; the adopter "
       "sends what it lacks (8.3)" },
-    { TB_CTL_DIRECT, "DIRECT", TB_CTL_BOTH, N_, "%ud %uld %d %ud %aud %auc",
-      "sender's rank, its number for the message (from 1, per sender), the application's "
-      "tag, flags (1: broadcast), the destinations this hop serves (none for a broadcast), "
-      "the application's packet encoded: a message between any two processes, passed "
-      "towards each destination by the topology (10)" },
+    { TB_CTL_DIRECT, "DIRECT", TB_CTL_BOTH, N_, "%ud %ud %uld %d %ud %ud %aud %aud %auc",
+      "sender's rank and process tag (random, drawn once), its number for the message (from 1, per sender; 0 in "
+      "an acknowledgement), the application's tag, flags (1: broadcast, 2: acknowledgement), "
+      "the broadcast number, the destinations this hop serves and the sender's number for "
+      "the message at each, the application's packet encoded: a message between any two "
+      "processes, passed towards each destination by the topology (10)" },
+    { TB_CTL_STABLE, "STABLE", TB_CTL_DOWN, V_, "%uld",
+      "view version: stable (every live process has applied it, every live node has a "
+      "parent); from the FE down to every process, which passes it on (9.2)" },
 };
 
 const tb_ctl_info_t *tb_ctl_info(int op)

@@ -95,6 +95,7 @@ struct tb_view {
     uint64_t   sub;           /* the version this whole subtree has applied */
     uint64_t   up[2];         /* what went up last: applied, subtree (FE: the
                                  last version announced stable, in [1]) */
+    uint64_t   stable;        /* not the FE: the last version said stable */
     tb_ring_t  hist;          /* recent deltas (struct tb_vhist), oldest first */
     struct vchild *ch;        /* by slot, grown as the node's children are */
     size_t     nch;
@@ -205,6 +206,30 @@ static uint64_t subtree(tb_view_t *v)
     return s;
 }
 
+/* Version ver is stable: every process hears of it (back-ends that asked
+ * for membership events get TBON_EV_VIEW_STABLE). One message per node and
+ * stable version: only after changes. */
+static void stable_down(tb_view_t *v, uint64_t ver)
+{
+    tbon_packet_t *p = NULL;
+    for (size_t i = 0, k = tb_ft_nchild(v->cx); i < k; i++)
+        if (tb_ft_has_conn(v->cx, i) &&
+            (p || (p = tb_ctl_stable_encode(&(tb_ctl_stable_t){ ver }))))
+            tb_ft_send(v->cx, (int)i, TB_CTL_STABLE, tbon_packet_ref(p));
+    tbon_packet_unref(p);
+}
+
+static void on_stable(tb_view_t *v, uint64_t ver)
+{
+    if (tb_ft_is_fe(v->cx) || ver <= v->stable || ver > v->view)
+        return;                 /* had it, or a version not applied here */
+    v->stable = ver;
+    const tb_node_cbs_t *cbs = v->cx->nd.cbs;
+    if (cbs->stable)
+        cbs->stable(cbs->arg, ver);
+    stable_down(v, ver);
+}
+
 static void emit_stable(tb_view_t *v)
 {
     if (v->sub != v->view || v->view <= v->up[1] || v->norph || v->nvpend || v->orph_dirty ||
@@ -213,6 +238,7 @@ static void emit_stable(tb_view_t *v)
     v->up[1] = v->view;
     TB_DEBUG("view", "view %llu is stable", (unsigned long long)v->view);
     tb_ft_emit(v->cx, TBON_EV_VIEW_STABLE, 0, TBON_RANK_NONE, 0, v->view);
+    stable_down(v, v->view);
 }
 
 static void send_ack(tb_view_t *v, int want)
@@ -718,6 +744,9 @@ void tb_view_ctl(tb_view_t *v, int child, const tb_ctl_msg_t *m, tbon_packet_t *
         break;
     case TB_CTL_CHECKED:
         on_checked(v, (size_t)child, &m->u.checked);
+        break;
+    case TB_CTL_STABLE:
+        on_stable(v, m->u.stable.version);
         break;
     default:
         break;

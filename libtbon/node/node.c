@@ -336,7 +336,7 @@ TB_HOT static void on_cmd(tb_node_t *n, tb_cmd_t *c)
         tb_node_leave(n);
         break;
     case TB_CMD_DIRECT:
-        tb_direct_send(n, c);
+        tb_dlog_send(n, c);
         break;
     }
     tb_cmd_free(c);
@@ -938,6 +938,7 @@ void tb_node_destroy(tb_node_t *n)
         tb_sshmux_destroy(n->sshmux, tb_now_ms() + 2000);
     tb_relay_destroy(n->relay);
     tb_stream_free_all(n);
+    tb_dlog_free(n);
     tb_cover_free(n);
     n->ft->free(n);
     if (n->fecall_left)

@@ -65,6 +65,8 @@ typedef struct tb_node_cbs {
     void (*direct)(void *arg, tbon_rank_t from, tbon_packet_t *p);
     /* View version applied here, with its changes (all of them, at the FE). */
     void (*view)(void *arg, uint64_t version, const tb_vchange_t *ch, size_t n);
+    /* Not the FE: view version is stable (the FE said so: TB_CTL_STABLE). */
+    void (*stable)(void *arg, uint64_t version);
     /* FE: consistency check id finished: the ranks that agree and those
      * that do not (both in no order). */
     void (*checked)(void *arg, uint64_t id, const tbon_rank_t *agree, size_t nagree,

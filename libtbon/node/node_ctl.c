@@ -121,7 +121,7 @@ static void ctl_down(tb_node_t *n, const tb_ctl_msg_t *m, tbon_packet_t *p)
         tb_exact_done(n, m->u.done.stream, m->u.done.key, 1);
         break;
     case TB_CTL_DIRECT:
-        tb_direct_route(n, -1, &m->u.direct, p);
+        tb_dlog_route(n, -1, &m->u.direct, p);
         break;
     case TB_CTL_PARAMS: {
         const tb_ctl_params_t *pa = &m->u.params;
@@ -179,7 +179,7 @@ static void ctl_up(tb_node_t *n, size_t i, const tb_ctl_msg_t *m, tbon_packet_t 
         ch->leaving = 1;        /* its end that follows is no failure */
         break;
     case TB_CTL_DIRECT:
-        tb_direct_route(n, (int)i, &m->u.direct, p);
+        tb_dlog_route(n, (int)i, &m->u.direct, p);
         break;
     case TB_CTL_MISSING:
         tb_node_on_missing(n, &m->u.missing, p);

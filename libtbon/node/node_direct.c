@@ -6,7 +6,8 @@
  * their paths do: Angskun, Bosilca, Fagg, Pjesivac-Grbovic and Dongarra, "A
  * self-healing network for scalable fault-tolerant runtime environments",
  * section 4). Never through the FE unless it is on the way. Commnodes pass
- * messages on; back-ends and the FE take theirs (tb_node_cbs_t.direct). */
+ * messages on; where this process is a destination the caller
+ * (node_dlog.c) takes the message, once and in order. */
 #include "node/node_int.h"
 
 #include <stdlib.h>
@@ -17,7 +18,7 @@
 #include "util/log.h"
 
 /* Where a destination goes from here. */
-enum { HOP_HERE = -3, HOP_NONE = -2, HOP_UP = -1 };     /* >= 0: a child's index */
+enum { HOP_HERE = TB_DIRECT_HERE, HOP_NONE = -2, HOP_UP = -1 };     /* >= 0: a child's index */
 
 static int endpoint(const tb_node_t *n)
 {
@@ -55,30 +56,19 @@ static tb_conn_t *conn_of(tb_node_t *n, int h)
     return h >= 0 && (size_t)h < n->nchild ? n->child[h].conn : NULL;
 }
 
-static void deliver(tb_node_t *n, const tb_ctl_direct_t *m)
-{
-    if (!n->cbs.direct)
-        return;
-    tbon_error_t err;
-    tbon_packet_t *p = tb_packet_decode(m->body, m->len, m->tag, 0, m->src, &err);
-    if (!p) {
-        TB_WARN("direct", "a message from rank %u (number %llu) cannot be read: %s; dropped",
-                m->src, (unsigned long long)m->seq, err.msg);
-        return;
-    }
-    n->cbs.direct(n->cbs.arg, m->src, p);
-}
-
-/* m, with dst[0..k) as its destinations, on hop h; orig: m's packet as it
- * came (NULL: from our application), sent on as it is when the hop serves
- * every destination of m (a unicast, a broadcast): no encoding per hop. */
+/* m, with dst[0..k) and their numbers dseq[0..k) as its destinations, on
+ * hop h; orig: m's packet as it came (NULL: made here), sent on as it is
+ * when the hop serves every destination of m (a unicast, a broadcast): no
+ * encoding per hop. A hop with no connection (a dead child, an orphan's
+ * parent) drops it: its sender sends it again once the tree has healed
+ * (node_dlog.c). */
 static void forward(tb_node_t *n, const tb_ctl_direct_t *m, tbon_packet_t *orig, int h,
-                    const uint32_t *dst, size_t k)
+                    const uint32_t *dst, const uint32_t *dseq, size_t k)
 {
     tb_conn_t *c = conn_of(n, h);
     if (!c) {
         n->direct_dropped += k ? k : 1;
-        TB_WARN("direct", "a message from rank %u (number %llu) has no way on from here "
+        TB_INFO("direct", "a message from rank %u (number %llu) has no way on from here "
                 "(%s not connected); dropped", m->src, (unsigned long long)m->seq,
                 h == HOP_UP ? "the parent" : "a child");
         return;
@@ -89,31 +79,34 @@ static void forward(tb_node_t *n, const tb_ctl_direct_t *m, tbon_packet_t *orig,
     }
     tb_ctl_direct_t f = *m;
     f.dst = dst;
+    f.dseq = dseq;
     f.ndst = k;
     tbon_packet_t *p = tb_ctl_direct_encode(&f);
     if (p)
         tb_node_send_ctl(n, c, TB_CTL_DIRECT, p);
 }
 
-static void broadcast(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *orig)
+/* A broadcast names in dst only the destinations that must take a unicast
+ * first: passed on whole. 1 if this process takes it. */
+static int broadcast(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *orig)
 {
-    if (from != HOP_HERE && endpoint(n) && m->src != n->rank)
-        deliver(n, m);
+    int here = from != HOP_HERE && endpoint(n) && m->src != n->rank;
     if (!orig)
         orig = tb_ctl_direct_encode(m);     /* once for every neighbour */
     else
         tbon_packet_ref(orig);
     if (from != HOP_UP && n->parent)
-        forward(n, m, orig, HOP_UP, NULL, 0);
+        forward(n, m, orig, HOP_UP, m->dst, m->dseq, m->ndst);
     for (size_t i = 0; i < n->nchild; i++)
         if ((int)i != from && n->child[i].conn)
-            forward(n, m, orig, (int)i, NULL, 0);
+            forward(n, m, orig, (int)i, m->dst, m->dseq, m->ndst);
     tbon_packet_unref(orig);
+    return here;
 }
 
 struct hd {
     int hop;
-    uint32_t dst;
+    uint32_t dst, dseq;
 };
 
 static int by_hop(const void *a, const void *b)
@@ -123,70 +116,63 @@ static int by_hop(const void *a, const void *b)
                             : (x->dst < y->dst ? -1 : x->dst > y->dst);
 }
 
-/* m's destinations dst[0..k), all of which go by hop h from here. */
-static void to_hop(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *orig, int h,
-                   const uint32_t *dst, size_t k)
+/* m's destinations dst[0..k) (numbers dseq), all of which go by hop h from
+ * here. 1 if this process is the one (*mine: its number). */
+static int to_hop(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *orig, int h,
+                   const uint32_t *dst, const uint32_t *dseq, size_t k, uint32_t *mine)
 {
     if (h == HOP_HERE && endpoint(n)) {
-        deliver(n, m);
+        *mine = dseq[0];
+        return 1;
     } else if (h == HOP_NONE || (h == from && from != HOP_HERE)) {
         /* Back where it came from: the topologies disagree (a view in
          * flight); never bounced. */
         n->direct_dropped += k;
-        TB_WARN("direct", "a message from rank %u (number %llu) to rank %u has no way "
+        TB_INFO("direct", "a message from rank %u (number %llu) to rank %u has no way "
                 "from rank %u; dropped", m->src, (unsigned long long)m->seq, dst[0], n->rank);
     } else {
-        forward(n, m, orig, h, dst, k);
+        forward(n, m, orig, h, dst, dseq, k);
     }
+    return 0;
 }
 
-/* from: the child it came from, HOP_UP (the parent) or HOP_HERE (our
- * application). A unicast goes on with no copy or sort. */
-static void route(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *orig)
+/* from: the child it came from, HOP_UP (the parent) or HOP_HERE (made
+ * here). A unicast goes on with no copy or sort. */
+int tb_direct_route(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *orig,
+                    uint32_t *mine)
 {
+    if (from < 0 && from != HOP_HERE)
+        from = HOP_UP;
     if (m->flags & TB_DIRECT_BCAST) {
-        broadcast(n, from, m, orig);
-        return;
+        *mine = 0;
+        return broadcast(n, from, m, orig);
     }
-    if (m->ndst == 1) {
-        to_hop(n, from, m, orig, hop_to(n, m->dst[0]), m->dst, 1);
-        return;
-    }
+    *mine = 0;
+    if (m->ndst == 1)
+        return to_hop(n, from, m, orig, hop_to(n, m->dst[0]), m->dst, m->dseq, 1, mine);
     struct hd *v = malloc(m->ndst * sizeof *v);
-    uint32_t *dst = malloc(m->ndst * sizeof *dst);
+    uint32_t *dst = malloc(2 * m->ndst * sizeof *dst);
     if (!v || !dst) {
         free(v);
         free(dst);
         TB_WARN("direct", "out of memory: a message from rank %u dropped", m->src);
-        return;
+        return 0;
     }
+    uint32_t *dseq = dst + m->ndst;
     for (size_t i = 0; i < m->ndst; i++)
-        v[i] = (struct hd){ hop_to(n, m->dst[i]), m->dst[i] };
+        v[i] = (struct hd){ hop_to(n, m->dst[i]), m->dst[i], m->dseq[i] };
     qsort(v, m->ndst, sizeof *v, by_hop);
+    int here = 0;
     for (size_t i = 0, j; i < m->ndst; i = j) {
         size_t k = 0;
         for (j = i; j < m->ndst && v[j].hop == v[i].hop; j++)
-            if (j == i || v[j].dst != v[j - 1].dst)     /* once each */
-                dst[k++] = v[j].dst;
-        to_hop(n, from, m, orig, v[i].hop, dst, k);
+            if (j == i || v[j].dst != v[j - 1].dst) {   /* once each */
+                dst[k] = v[j].dst;
+                dseq[k++] = v[j].dseq;
+            }
+        here |= to_hop(n, from, m, orig, v[i].hop, dst, dseq, k, mine);
     }
     free(v);
     free(dst);
-}
-
-void tb_direct_route(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *p)
-{
-    route(n, from < 0 ? HOP_UP : from, m, p);
-}
-
-void tb_direct_send(tb_node_t *n, tb_cmd_t *c)
-{
-    size_t len = 0;
-    const uint8_t *body = tb_packet_payload(c->u.direct.pkt, &len);
-    tb_ctl_direct_t m = {
-        .src = n->rank, .seq = ++n->direct_seq, .tag = tbon_packet_tag(c->u.direct.pkt),
-        .flags = c->u.direct.flags, .dst = c->u.direct.dst, .ndst = c->u.direct.ndst,
-        .body = body, .len = len,
-    };
-    route(n, HOP_HERE, &m, NULL);
+    return here;
 }

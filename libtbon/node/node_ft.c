@@ -114,6 +114,7 @@ static int nft_parent_set(tb_node_t *n, tbon_rank_t r, int fd)
     n->parent = conn;
     tb_node_watch_conn(n, conn);
     atomic_store(&n->parent_rank, r);
+    tb_dlog_topo(n);            /* what went to the lost parent goes again */
     return 0;
 }
 
@@ -126,6 +127,7 @@ static void nft_topo_changed(tb_node_t *n)
 {
     free(n->topo_frame);        /* new children must get the new topology */
     n->topo_frame = NULL;
+    tb_dlog_topo(n);            /* messages not yet taken go by the new routes */
 }
 
 static void nft_graft(tb_node_t *n, size_t child, const tb_ctl_graft_t *m, tbon_packet_t *p)

@@ -351,6 +351,8 @@ struct tb_node {
     uint64_t   direct_seq;    /* the number of the last message sent from here
                                  to other processes (node_direct.c) */
     uint64_t   direct_dropped; /* messages passing here with no way on */
+    struct tb_dlog *dlog;     /* their order, acknowledgements and resends
+                                 (node_dlog.c); NULL until the first */
     size_t     ready_count;
     size_t     total;
     int64_t    last_conn;     /* when a child last connected (ms; start-up) */
@@ -375,12 +377,24 @@ static inline int tb_node_ending(const tb_node_t *n)
     return tb_node_life(n) >= TB_LIFE_SHUTTING_DOWN;
 }
 void tb_node_send_ctl(tb_node_t *n, tb_conn_t *c, int op, tbon_packet_t *p); /* takes p */
-/* Messages between any two processes (node_direct.c): the application's
- * (TB_CMD_DIRECT), and one that came (m, decoded from p) from the parent
- * (from -1) or child from, passed on towards its destinations (and delivered here if this
- * process is one). */
-void tb_direct_send(tb_node_t *n, tb_cmd_t *c);
-void tb_direct_route(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *p);
+/* Messages between any two processes. node_direct.c: m (decoded from p, or
+ * p NULL) passed on towards its destinations from where it came: the
+ * parent (-1), child `from`, or this process (TB_DIRECT_HERE); 1 if this
+ * process is a destination too (*mine: its number for a unicast), which
+ * the caller takes. */
+#define TB_DIRECT_HERE (-3)
+int  tb_direct_route(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *p,
+                     uint32_t *mine);
+/* node_dlog.c, above it: the application's message (TB_CMD_DIRECT)
+ * numbered, kept and sent; one that came (m, decoded from p) from the
+ * parent (-1) or child `from` routed, and taken in order here if this
+ * process is a destination (or an acknowledgement taken); the topology
+ * changed (what is not yet acknowledged goes again); the state freed. */
+typedef struct tb_dlog tb_dlog_t;
+void tb_dlog_send(tb_node_t *n, tb_cmd_t *c);
+void tb_dlog_route(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *p);
+void tb_dlog_topo(tb_node_t *n);
+void tb_dlog_free(tb_node_t *n);
 /* TB_CTL_FILTER for every plug-in loaded so far but the first skip (to a
  * child; node_stream.c). */
 void tb_stream_filters_to(tb_node_t *n, tb_conn_t *c, uint32_t skip);

@@ -197,6 +197,24 @@ static int drecv(tbon_stream_t *s, int tag, uint32_t nmark, uint32_t ms)
     return rc;
 }
 
+/* Half way through a burst of DSEND or DBCAST, with $TBON_TEST_GATE set:
+ * say so ($TBON_TEST_GATE.half) and wait until the test opens the gate
+ * (creates $TBON_TEST_GATE; it stops or kills a node meanwhile), at most a
+ * minute. */
+static void gate(uint32_t k, uint32_t count)
+{
+    const char *g = getenv("TBON_TEST_GATE");
+    if (!g || !*g || k != count / 2)
+        return;
+    char half[PATH_MAX];
+    snprintf(half, sizeof half, "%s.half", g);
+    int fd = open(half, O_WRONLY | O_CREAT, 0600);
+    if (fd >= 0)
+        close(fd);
+    for (int i = 0; i < 30000 && access(g, F_OK) != 0; i++)
+        usleep(2000);
+}
+
 /* Messages between processes (IT_TAG_DSEND, DRECV, DBCAST, DRING,
  * EVENTS): -2 if tag is none of them, else the answer's send result. */
 static int handle_direct(tbon_packet_t *p, tbon_stream_t *s, int tag)
@@ -214,9 +232,12 @@ static int handle_direct(tbon_packet_t *p, tbon_stream_t *s, int tag)
                 break;
             }
         int res = 0;
-        for (uint32_t k = 1; k <= count && res == 0; k++)
+        for (uint32_t k = 1; k <= count && res == 0; k++) {
             res = n == 1 ? tbon_net_send_to(the_net, dst[0], IT_TAG_DMSG, "%ud %ud", rank, k)
                          : tbon_net_multicast(the_net, dst, n, IT_TAG_DMSG, "%ud %ud", rank, k);
+            if (tag == IT_TAG_DSEND)
+                gate(k, count);
+        }
         free(dst);
         return tbon_stream_send(s, tag, "%ld", (int64_t)mark(res));
     }
@@ -224,8 +245,10 @@ static int handle_direct(tbon_packet_t *p, tbon_stream_t *s, int tag)
         if (tbon_packet_unpack(p, "%ud", &count) != 0)
             return TBON_EFORMAT;
         int res = 0;
-        for (uint32_t k = 1; k <= count && res == 0; k++)
+        for (uint32_t k = 1; k <= count && res == 0; k++) {
             res = tbon_net_broadcast(the_net, IT_TAG_DMSG, "%ud %ud", rank, k);
+            gate(k, count);
+        }
         return tbon_stream_send(s, tag, "%ld", (int64_t)mark(res));
     }
     if (tag == IT_TAG_EVENTS) {

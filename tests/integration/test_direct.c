@@ -2,9 +2,14 @@
  * tbon_net_multicast, tbon_net_broadcast, tbon_net_recv_direct) over real
  * trees of 16x16: a ring of every back-end, a broadcast from a back-end, a
  * multicast to a random set, the FE as sender and receiver, and the errors.
+ * The same while commnodes are killed (one, two at once, the sender's
+ * parent) and under link faults, and a killed destination's UNREACHABLE.
  * Each message is "%ud %ud" {sender, k}, checked by the receiver against the
  * sender the library names; every count and order is checked exactly. */
 #include "itest.h"
+#include "lib/faultlog.h"
+
+#include <signal.h>
 
 #define WAIT_MS 60000     /* for answers: generous, the machine may be loaded */
 
@@ -111,6 +116,44 @@ static void fe_gets(tbon_net_t *net, tbon_rank_t sender, uint32_t count)
     }
 }
 
+/* Ask every back-end, on s, for what came until nmark markers; each back-end
+ * must have exactly count messages from its predecessor in the ring of
+ * t->be, in order. */
+static void ring_received(it_tree_t *t, tbon_stream_t *s, uint32_t count)
+{
+    REQUIRE(tbon_stream_send(s, IT_TAG_DRECV, "%ud %ud", (uint32_t)t->nbe, WAIT_MS) == 0);
+    struct got *g = calloc(t->nbe, sizeof *g);
+    if (g && collect(s, g, t->nbe) == 0)
+        for (size_t i = 0; i < t->nbe; i++) {
+            size_t me = 0;
+            while (me < t->nbe && t->be[me] != g[i].rank)
+                me++;
+            REQUIRE(me < t->nbe);
+            check_from(&g[i], t->be[(me + t->nbe - 1) % t->nbe], count);
+        }
+    free_got(g, t->nbe);
+    free(g);
+}
+
+/* Ask every back-end, on s, for what came until sender's marker: the ranks
+ * of set[0..n) (NULL: all but the sender) exactly count messages from
+ * sender, in order, the others none. */
+static void set_received(it_tree_t *t, tbon_stream_t *s, tbon_rank_t sender,
+                         const tbon_rank_t *set, size_t n, uint32_t count)
+{
+    REQUIRE(tbon_stream_send(s, IT_TAG_DRECV, "%ud %ud", 1u, WAIT_MS) == 0);
+    struct got *g = calloc(t->nbe, sizeof *g);
+    if (g && collect(s, g, t->nbe) == 0)
+        for (size_t i = 0; i < t->nbe; i++) {
+            int in = !set && g[i].rank != sender;
+            for (size_t k = 0; set && k < n; k++)
+                in |= set[k] == g[i].rank;
+            check_from(&g[i], sender, in ? count : 0);
+        }
+    free_got(g, t->nbe);
+    free(g);
+}
+
 /* Every back-end sends count messages to the next one (a ring in rank
  * order): each gets exactly its predecessor's, in order. */
 static void ring(const char *shape, uint32_t count)
@@ -122,18 +165,7 @@ static void ring(const char *shape, uint32_t count)
     if (s && tbon_stream_send(s, IT_TAG_DRING, "%aud %ud", t.be, t.nbe, count) == 0) {
         expect_zeros(s, IT_TAG_DRING, t.nbe, "the ring's sends");
         /* Every back-end marks the end of its burst: all markers in, all in. */
-        REQUIRE(tbon_stream_send(s, IT_TAG_DRECV, "%ud %ud", (uint32_t)t.nbe, WAIT_MS) == 0);
-        struct got *g = calloc(t.nbe, sizeof *g);
-        if (g && collect(s, g, t.nbe) == 0)
-            for (size_t i = 0; i < t.nbe; i++) {
-                size_t me = 0;
-                while (me < t.nbe && t.be[me] != g[i].rank)
-                    me++;
-                REQUIRE(me < t.nbe);
-                check_from(&g[i], t.be[(me + t.nbe - 1) % t.nbe], count);
-            }
-        free_got(g, t.nbe);
-        free(g);
+        ring_received(&t, s, count);
     }
     it_stop(&t);
 }
@@ -164,13 +196,7 @@ ITEST(broadcast_from_a_backend_reaches_all_once)
         fe_gets(t.net, sender, count);
         /* Each takes what came before the sender's marker: the sender
          * nothing, a duplicate anywhere would be counted. */
-        REQUIRE(tbon_stream_send(all, IT_TAG_DRECV, "%ud %ud", 1u, WAIT_MS) == 0);
-        struct got *g = calloc(t.nbe, sizeof *g);
-        if (g && collect(all, g, t.nbe) == 0)
-            for (size_t i = 0; i < t.nbe; i++)
-                check_from(&g[i], sender, g[i].rank == sender ? 0 : count);
-        free_got(g, t.nbe);
-        free(g);
+        set_received(&t, all, sender, NULL, 0, count);
         tbon_packet_t *p = NULL;
         CHECK_INT(tbon_net_recv_direct(t.net, NULL, &p, 0), TBON_ETIMEOUT);
     }
@@ -201,18 +227,251 @@ ITEST(multicast_to_a_random_set_16x16)
     if (one && all && tbon_stream_send(one, IT_TAG_DSEND, "%aud %ud", set, n, count) == 0) {
         expect_zeros(one, IT_TAG_DSEND, 1, "the multicast");
         fe_gets(t.net, sender, count);
-        REQUIRE(tbon_stream_send(all, IT_TAG_DRECV, "%ud %ud", 1u, WAIT_MS) == 0);
-        struct got *g = calloc(t.nbe, sizeof *g);
-        if (g && collect(all, g, t.nbe) == 0)
-            for (size_t i = 0; i < t.nbe; i++) {
-                int in = 0;
-                for (size_t k = 0; k < n; k++)
-                    in |= set[k] == g[i].rank;
-                check_from(&g[i], sender, in ? count : 0);
-            }
-        free_got(g, t.nbe);
-        free(g);
+        set_received(&t, all, sender, set, n, count);
     }
+    it_stop(&t);
+}
+
+/* ---- under failures ---- */
+
+/* Kill commnodes cn[0..n) at once; wait until the FE has seen each fail
+ * and a view is stable after (every orphan adopted). 0, or -1 (failure
+ * recorded). */
+static int kill_and_settle(it_tree_t *t, const tbon_rank_t *cn, size_t n)
+{
+    pid_t pid[8];
+    for (size_t i = 0; i < n; i++) {
+        pid[i] = it_pid_of("tbon_commnode", cn[i]);
+        if (pid[i] <= 0) {
+            th_fail(__FILE__, __LINE__, "no pid for commnode %u", cn[i]);
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        kill(pid[i], SIGKILL);
+    size_t failed = 0;
+    int64_t end = it_now_ms() + WAIT_MS;
+    while (it_now_ms() < end) {
+        tbon_event_t ev;
+        if (tbon_net_next_event(t->net, &ev, (int)(end - it_now_ms())) != 0)
+            break;
+        for (size_t i = 0; i < n; i++)
+            failed += ev.type == TBON_EV_NODE_FAILED && ev.rank == cn[i];
+        if (ev.type == TBON_EV_VIEW_STABLE && failed == n)
+            return 0;
+    }
+    th_fail(__FILE__, __LINE__, "%zu of %zu commnodes seen failed, no stable view after", failed,
+            n);
+    return -1;
+}
+
+/* The ring of every back-end of shape, count messages each; the commnodes
+ * cn[0..n) killed once the first back-end has sent its all (the rest
+ * still sending, most messages in flight): still exactly the
+ * predecessor's, in order, at every back-end. */
+static void ring_killing(const char *shape, uint32_t count, const tbon_rank_t *cn, size_t n)
+{
+    it_tree_t t;
+    if (it_start(&t, shape, NULL, NULL))
+        return;
+    tbon_stream_t *go = answers(&t, NULL, 0), *rcv = answers(&t, NULL, 0);
+    tbon_packet_t *first = NULL;
+    if (go && rcv && tbon_stream_send(go, IT_TAG_DRING, "%aud %ud", t.be, t.nbe, count) == 0 &&
+        (first = it_recv(go, WAIT_MS, "a first back-end's sends")) &&
+        kill_and_settle(&t, cn, n) == 0)
+        ring_received(&t, rcv, count);
+    tbon_packet_unref(first);
+    it_stop(&t);
+}
+
+ITEST(ring_16x16_one_commnode_killed)
+{
+    const tbon_rank_t cn[] = { 3 };
+    ring_killing("16x16", 200, cn, 1);
+}
+
+ITEST(ring_16x16_two_commnodes_killed_at_once)
+{
+    const tbon_rank_t cn[] = { 5, 6 };
+    ring_killing("16x16", 200, cn, 2);
+}
+
+/* Also under the sanitizers: the FE adopts or a sibling does. */
+ITEST(ring_4x4_commnode_killed)
+{
+    const tbon_rank_t cn[] = { 2 };
+    ring_killing("4x4", 400, cn, 1);
+}
+
+/* The gate of the sender's burst (tbon_test_be.c, gate): armed for the
+ * processes started from now on; path in buf. */
+static void gate_arm(char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/gate", th_tmpdir());
+    unlink(buf);
+    setenv("TBON_TEST_GATE", buf, 1);
+}
+
+/* Wait until the sender is half way (within WAIT_MS); stop commnode cn;
+ * open the gate: the second half goes into the stopped commnode, which is
+ * killed then. The pid of cn, or 0 (failure recorded). */
+static pid_t gate_stop(const char *path, tbon_rank_t cn)
+{
+    char half[PATH_MAX + 8];
+    snprintf(half, sizeof half, "%s.half", path);
+    int64_t end = it_now_ms() + WAIT_MS;
+    while (access(half, F_OK) != 0 && it_now_ms() < end)
+        it_sleep_ms(2);
+    pid_t pid = it_pid_of("tbon_commnode", cn);
+    if (access(half, F_OK) != 0 || pid <= 0) {
+        th_fail(__FILE__, __LINE__, "the sender never got half way, or no commnode %u", cn);
+        return 0;
+    }
+    kill(pid, SIGSTOP);
+    it_arm(path, 1);
+    return pid;
+}
+
+/* A back-end broadcasts; half way, the sender's parent (parent) or another
+ * commnode is stopped, the second half goes into it, and it is killed:
+ * every other back-end and the FE still get every message once, in
+ * order. */
+static void broadcast_killing(int parent)
+{
+    char path[PATH_MAX];
+    gate_arm(path, sizeof path);
+    it_tree_t t;
+    int rc = it_start(&t, "16x16", NULL, NULL);
+    unsetenv("TBON_TEST_GATE");
+    if (rc)
+        return;
+    size_t si = t.nbe / 2 + 3;
+    tbon_rank_t sender = t.be[si];
+    tbon_rank_t cn = parent ? (tbon_rank_t)(1 + si / 16) : 2;     /* 16x16: ranks 1-16 */
+    tbon_stream_t *one = answers(&t, &sender, 1), *all = answers(&t, NULL, 0);
+    const uint32_t count = 300;
+    if (one && all && tbon_stream_send(one, IT_TAG_DBCAST, "%ud", count) == 0 &&
+        gate_stop(path, cn) && kill_and_settle(&t, &cn, 1) == 0) {
+        /* (the sender's answer may have died with its parent: a stream
+         * that is not exact loses what a dead commnode held; the FE's
+         * messages and marker say the sender is through) */
+        fe_gets(t.net, sender, count);
+        set_received(&t, all, sender, NULL, 0, count);
+    }
+    it_stop(&t);
+}
+
+ITEST(broadcast_16x16_a_commnode_killed)
+{
+    broadcast_killing(0);
+}
+
+ITEST(broadcast_16x16_the_senders_parent_killed)
+{
+    broadcast_killing(1);
+}
+
+/* A multicast from a back-end to a random set; half way its parent is
+ * stopped, the second half goes into it, and it is killed: each of the set
+ * still gets the messages once, in order. */
+ITEST(multicast_16x16_the_senders_parent_killed)
+{
+    char path[PATH_MAX];
+    gate_arm(path, sizeof path);
+    it_tree_t t;
+    int rc = it_start(&t, "16x16", NULL, NULL);
+    unsetenv("TBON_TEST_GATE");
+    if (rc)
+        return;
+    unsigned seed = (unsigned)it_now_ms();
+    fprintf(stderr, "    seed %u\n", seed);
+    srand(seed);
+    size_t si = (size_t)rand() % t.nbe;
+    tbon_rank_t sender = t.be[si], set[40];
+    size_t n = 0;
+    set[n++] = 0;
+    while (n < 40)
+        set[n++] = t.be[(size_t)rand() % t.nbe];
+    tbon_rank_t cn = (tbon_rank_t)(1 + si / 16);                 /* 16x16 */
+    tbon_stream_t *one = answers(&t, &sender, 1), *all = answers(&t, NULL, 0);
+    const uint32_t count = 300;
+    if (one && all && tbon_stream_send(one, IT_TAG_DSEND, "%aud %ud", set, n, count) == 0 &&
+        gate_stop(path, cn) && kill_and_settle(&t, &cn, 1) == 0) {
+        /* (the sender's answer may have died with its parent: a stream
+         * that is not exact loses what a dead commnode held; the FE's
+         * messages and marker say the sender is through) */
+        fe_gets(t.net, sender, count);
+        set_received(&t, all, sender, set, n, count);
+    }
+    it_stop(&t);
+}
+
+/* The ring on 8x8 while links flip bits and reset (the link layer repairs
+ * them: no failure, and still every message once, in order). */
+ITEST(ring_8x8_under_link_faults)
+{
+    char log[PATH_MAX], armf[PATH_MAX];
+    snprintf(log, sizeof log, "%s/faults.log", th_tmpdir());
+    snprintf(armf, sizeof armf, "%s/faults.arm", th_tmpdir());
+    it_fault_env("0.002", "0.0005", "0.001", "0.01", log, armf, 23);
+    it_tree_t t;
+    tbon_stream_t *sum = it_start_summing(&t, "8x8", NULL);
+    if (!sum)
+        return;
+    tbon_stream_t *go = answers(&t, NULL, 0);
+    it_arm(armf, 1);
+    const uint32_t count = 300;
+    if (go && tbon_stream_send(go, IT_TAG_DRING, "%aud %ud", t.be, t.nbe, count) == 0) {
+        expect_zeros(go, IT_TAG_DRING, t.nbe, "the ring's sends");
+        ring_received(&t, go, count);
+    }
+    it_arm(armf, 0);
+    size_t faults = tb_fault_count(log, "flip") + tb_fault_count(log, "rflip") +
+                    tb_fault_count(log, "reset");
+    CHECK(faults >= 3);
+    tbon_event_t ev;
+    CHECK_INT(tbon_net_next_event(t.net, &ev, 0), TBON_ETIMEOUT);    /* no failure */
+    it_stop(&t);
+}
+
+/* A destination that dies before taking the FE's messages: one
+ * UNREACHABLE per message, numbered as sent, after its failure. */
+ITEST(killed_destination_is_unreachable_at_the_sender)
+{
+    it_tree_t t;
+    if (it_start(&t, "4x4", NULL, NULL))
+        return;
+    tbon_rank_t victim = t.be[5];
+    pid_t pid = it_pid_of("tbon_test_be", victim);
+    REQUIRE(pid > 0);
+    kill(pid, SIGSTOP);         /* takes nothing, acknowledges nothing */
+    for (uint32_t k = 1; k <= 5; k++)
+        CHECK_INT(tbon_net_send_to(t.net, victim, 160 + (int)k, "%ud %ud", 0u, k), 0);
+    kill(pid, SIGKILL);
+    uint32_t seen = 0;
+    int failed = 0;
+    int64_t end = it_now_ms() + WAIT_MS;
+    while (seen != 0x3e && it_now_ms() < end) {
+        tbon_event_t ev;
+        if (tbon_net_next_event(t.net, &ev, (int)(end - it_now_ms())) != 0)
+            break;
+        if (ev.type == TBON_EV_NODE_FAILED && ev.rank == victim)
+            failed = 1;
+        if (ev.type != TBON_EV_UNREACHABLE)
+            continue;
+        CHECK_UINT(ev.rank, victim);
+        CHECK(failed);
+        CHECK(ev.message >= 1 && ev.message <= 5);
+        CHECK_INT(ev.tag, 160 + (int)ev.message);
+        if (seen & (1u << ev.message))
+            th_fail(__FILE__, __LINE__, "message %llu unreachable twice",
+                    (unsigned long long)ev.message);
+        seen |= 1u << (ev.message & 31);
+    }
+    CHECK_UINT(seen, 0x3e);
+    /* and the rest still take messages */
+    CHECK_INT(tbon_net_send_to(t.net, t.be[6], IT_TAG_DMSG, "%ud %ud", 0u, 1u), 0);
+    CHECK_INT(tbon_net_send_to(t.net, victim, IT_TAG_DMSG, "%ud %ud", 0u, 1u), TBON_EINVAL);
     it_stop(&t);
 }
 

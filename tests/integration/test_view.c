@@ -172,7 +172,8 @@ ITEST(commnode_failure_stable_after_adoptions)
 /* Back-ends that asked for membership events (--events) get the same
  * changes as the FE: commnode 1 killed, every live back-end's events are
  * exactly FAILED 1 and ADOPTED 5-8 (by the adopters the FE named), each
- * with a view version no later than the stable one, in version order. */
+ * with a view version no later than the stable one, in version order, and
+ * last VIEW_STABLE with the FE's stable version. */
 ITEST(backends_get_the_fes_membership_events)
 {
     it_tree_t t;
@@ -218,21 +219,23 @@ ITEST(backends_get_the_fes_membership_events)
                                      &ver, &n4), 0);
         tbon_rank_t be = tbon_packet_source(p);
         tbon_packet_unref(p);
-        int f = 0, a = 0, bad = n1 != 5;
+        int f = 0, a = 0, st = 0, bad = n1 != 6;
         for (size_t i = 0; i < n1 && i < n2 && i < n3 && i < n4; i++) {
             if (type[i] == TBON_EV_NODE_FAILED && who[i] == 1)
                 f++;
             else if (type[i] == TBON_EV_NODE_ADOPTED && who[i] >= 5 && who[i] <= 8 &&
                      par[i] == adopter[who[i]])
                 a++;
+            else if (type[i] == TBON_EV_VIEW_STABLE && ver[i] == v && i + 1 == n1)
+                st++;           /* the FE's stable view, last */
             else
                 bad = 1;
             bad |= ver[i] > v || (i && ver[i] < ver[i - 1]);
         }
-        if (bad || f != 1 || a != 4)
+        if (bad || f != 1 || a != 4 || st != 1)
             th_fail(__FILE__, __LINE__, "back-end %u: %zu events, %d failures of 1, %d "
-                    "adoptions of 5-8 as the FE saw them, stable view %llu", be, n1, f, a,
-                    (unsigned long long)v);
+                    "adoptions of 5-8 as the FE saw them, %d stable views %llu", be, n1, f,
+                    a, st, (unsigned long long)v);
         free(type);
         free(who);
         free(par);

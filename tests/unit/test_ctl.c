@@ -118,7 +118,7 @@ TEST(table_names_every_op_once)
     CHECK(tb_ctl_info(TB_CTL_OP_MAX + 1) == NULL);
     CHECK(tb_ctl_info(-1) == NULL);
     CHECK_STR(tb_ctl_name(99), "?");
-    CHECK_INT(TB_CTL_OP_MAX, 27);
+    CHECK_INT(TB_CTL_OP_MAX, 28);
     for (int op = 1; op <= TB_CTL_OP_MAX; op++) {
         const tb_ctl_info_t *i = tb_ctl_info(op);
         REQUIRE(i);
@@ -144,6 +144,7 @@ TEST(table_names_every_op_once)
     CHECK_INT(TB_CTL_DONE, 25);
     CHECK_INT(TB_CTL_CATCH_UP, 26);
     CHECK_INT(TB_CTL_DIRECT, 27);
+    CHECK_INT(TB_CTL_STABLE, 28);
     CHECK_INT(tb_ctl_info(TB_CTL_DIRECT)->dir, TB_CTL_BOTH);
     CHECK_STR(tb_ctl_name(TB_CTL_VIEW_ACK), "VIEW_ACK");
     CHECK_INT(tb_ctl_info(TB_CTL_VIEW)->owner, TB_CTL_OWN_VIEW);
@@ -157,10 +158,10 @@ TEST(unknown_op_is_refused)
 {
     tb_ctl_msg_t m;
     tbon_error_t err;
-    tbon_packet_t *p = tbon_packet_new(28, "%ud", 0u);
+    tbon_packet_t *p = tbon_packet_new(29, "%ud", 0u);
     REQUIRE(p);
-    CHECK_INT(tb_ctl_decode(28, p, &m, &err), TBON_EFORMAT);
-    CHECK(strstr(err.msg, "control message 28: no such op") != NULL);
+    CHECK_INT(tb_ctl_decode(29, p, &m, &err), TBON_EFORMAT);
+    CHECK(strstr(err.msg, "control message 29: no such op") != NULL);
     size_t len;
     const uint8_t *b = tb_packet_payload(p, &len);
     CHECK_INT(tb_ctl_decode_bytes(0, b, len, &m, &err), TBON_EFORMAT);
@@ -634,36 +635,67 @@ TEST(catch_up_round_trip)
 
 TEST(direct_round_trip_and_checks)
 {
-    const uint32_t dst[] = { 5, 9, 12 };
+    const uint32_t dst[] = { 5, 9, 12 }, dseq[] = { 1, 4, 2 };
     const uint8_t body[] = { 1, 2, 3, 4 };
-    tb_ctl_direct_t in = { 7, 42, 130, 0, dst, 3, body, 4 }, out;
+    tb_ctl_direct_t in = { 7, 2, 42, 130, 0, 3, dst, dseq, 3, body, 4 }, out;
     tbon_packet_t *p = tb_ctl_direct_encode(&in);
     REQUIRE(p && tb_ctl_direct_decode(p, &out, NULL) == 0);
     CHECK_UINT(out.src, 7);
+    CHECK_UINT(out.nonce, 2);
     CHECK_UINT(out.seq, 42);
     CHECK_INT(out.tag, 130);
+    CHECK_UINT(out.bseq, 3);
     CHECK_UINT(out.ndst, 3);
-    CHECK(out.dst && out.dst[2] == 12);
+    CHECK(out.dst && out.dst[2] == 12 && out.dseq && out.dseq[1] == 4);
     CHECK(out.len == 4 && memcmp(out.body, body, 4) == 0);
     tb_ctl_free(TB_CTL_DIRECT, &out);
-    check_wire(TB_CTL_DIRECT, p, tbon_packet_new(TB_CTL_DIRECT, "%ud %uld %d %ud %aud %auc", 7u,
-                                                 (uint64_t)42, 130, 0u, dst, (size_t)3, body,
-                                                 (size_t)4));
-    /* A broadcast names no destination; anything else names one at least. */
-    p = tb_ctl_direct_encode(&(tb_ctl_direct_t){ 7, 1, 130, TB_DIRECT_BCAST, NULL, 0, body, 4 });
+    check_wire(TB_CTL_DIRECT, p, tbon_packet_new(TB_CTL_DIRECT,
+                                                 "%ud %ud %uld %d %ud %ud %aud %aud %auc", 7u, 2u,
+                                                 (uint64_t)42, 130, 0u, 3u, dst, (size_t)3, dseq,
+                                                 (size_t)3, body, (size_t)4));
+    /* A broadcast may name no destination; anything else names one at least. */
+    p = tb_ctl_direct_encode(&(tb_ctl_direct_t){ 7, 0, 1, 130, TB_DIRECT_BCAST, 1, NULL, NULL, 0,
+                                                 body, 4 });
     REQUIRE(p && tb_ctl_direct_decode(p, &out, NULL) == 0);
     CHECK_UINT(out.ndst, 0);
     tb_ctl_free(TB_CTL_DIRECT, &out);
     tbon_packet_unref(p);
-    check_refused(TB_CTL_DIRECT, tb_ctl_direct_encode(&(tb_ctl_direct_t){ 7, 1, 130, 0, NULL, 0,
-                                                                         body, 4 }),
-                  "no destination");
-    check_refused(TB_CTL_DIRECT, tb_ctl_direct_encode(&(tb_ctl_direct_t){ 7, 1, 130, 6, dst, 1,
-                                                                         body, 4 }),
-                  "unknown flags 0x6");
-    check_refused(TB_CTL_DIRECT, tb_ctl_direct_encode(&(tb_ctl_direct_t){ 7, 0, 130, 0, dst, 1,
-                                                                         body, 4 }),
-                  "the message number is 0");
+    /* An acknowledgement: one sender, no body, no number. */
+    p = tb_ctl_direct_encode(&(tb_ctl_direct_t){ 9, 0, 0, 0, TB_DIRECT_ACK, 3, dst, dseq, 1,
+                                                 NULL, 0 });
+    REQUIRE(p && tb_ctl_direct_decode(p, &out, NULL) == 0);
+    CHECK_UINT(out.flags, TB_DIRECT_ACK);
+    tb_ctl_free(TB_CTL_DIRECT, &out);
+    tbon_packet_unref(p);
+    const uint32_t zero[] = { 0 };
+    struct { tb_ctl_direct_t m; const char *why; } bad[] = {
+        { { 7, 0, 1, 130, 0, 0, NULL, NULL, 0, body, 4 }, "no destination" },
+        { { 7, 0, 1, 130, 6, 0, dst, dseq, 1, body, 4 }, "unknown flags 0x6" },
+        { { 7, 0, 1, 130, 3, 1, dst, dseq, 1, body, 4 }, "an acknowledgement is no broadcast" },
+        { { 7, 0, 0, 130, 0, 0, dst, dseq, 1, body, 4 }, "the message number is 0" },
+        { { 7, 0, 1, 130, 0, 0, dst, zero, 1, body, 4 }, "a destination's number is 0" },
+        { { 7, 0, 1, 130, 1, 0, NULL, NULL, 0, body, 4 }, "the broadcast number is 0" },
+        { { 7, 0, 0, 0, 2, 0, dst, dseq, 2, NULL, 0 }, "goes to one sender" },
+        { { 7, 0, 0, 0, 2, 0, dst, dseq, 1, body, 4 }, "goes to one sender" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        check_refused(TB_CTL_DIRECT, tb_ctl_direct_encode(&bad[i].m), bad[i].why);
+    /* Fewer numbers than destinations. */
+    check_refused(TB_CTL_DIRECT, tbon_packet_new(TB_CTL_DIRECT,
+                                                 "%ud %ud %uld %d %ud %ud %aud %aud %auc", 7u, 0u,
+                                                 (uint64_t)1, 130, 0u, 0u, dst, (size_t)3, dseq,
+                                                 (size_t)2, body, (size_t)4),
+                  "2 numbers for 3 destinations");
+}
+
+TEST(stable_round_trip_and_version_zero)
+{
+    tb_ctl_stable_t out;
+    tbon_packet_t *p = tb_ctl_stable_encode(&(tb_ctl_stable_t){ 12 });
+    REQUIRE(p && tb_ctl_stable_decode(p, &out, NULL) == 0);
+    CHECK_UINT(out.version, 12);
+    check_wire(TB_CTL_STABLE, p, tbon_packet_new(TB_CTL_STABLE, "%uld", (uint64_t)12));
+    check_refused(TB_CTL_STABLE, tb_ctl_stable_encode(&(tb_ctl_stable_t){ 0 }), "view version 0");
 }
 
 TEST(filter_fault_round_trip_and_signal_range)
@@ -757,7 +789,9 @@ TEST(every_message_refuses_every_other_format)
     pk[TB_CTL_STREAM_END] = tb_ctl_stream_end_encode(&(tb_ctl_stream_end_t){ 9 });
     pk[TB_CTL_DONE] = tb_ctl_done_encode(&(tb_ctl_done_t){ 9, (uint64_t)3 << 24 });
     pk[TB_CTL_CATCH_UP] = tb_ctl_catch_up_encode(&(tb_ctl_catch_up_t){ 2, 1 });
-    pk[TB_CTL_DIRECT] = tb_ctl_direct_encode(&(tb_ctl_direct_t){ 1, 1, 100, 0, one, 1, d1, 1 });
+    pk[TB_CTL_DIRECT] = tb_ctl_direct_encode(&(tb_ctl_direct_t){ 1, 0, 1, 100, 0, 0, one, one, 1,
+                                                                 d1, 1 });
+    pk[TB_CTL_STABLE] = tb_ctl_stable_encode(&(tb_ctl_stable_t){ 4 });
     for (int a = 1; a <= TB_CTL_OP_MAX; a++) {
         REQUIRE(pk[a]);
         for (int b = 1; b <= TB_CTL_OP_MAX; b++) {

@@ -1,0 +1,698 @@
+/* node_dlog.c - messages between processes delivered once and in order for
+ * each sender and receiver, through failures (docs/protocol.md 10.2).
+ *
+ * Links already repair their own faults (net/link.c); what a dead commnode
+ * held dies with it. So the ends take care of it, as in Angskun et al.'s
+ * self-healing network (section 3.2: a message goes on around the failed
+ * node once the tree has healed):
+ *
+ *   - the sender numbers its unicasts per destination (1, 2, ...), its
+ *     broadcasts on their own (1, 2, ...), and keeps every message until
+ *     each destination has acknowledged it; a unicast says how many
+ *     broadcasts came before it, a broadcast which unicast must come before
+ *     it (only for destinations that have not acknowledged all of theirs);
+ *   - a receiver takes a message only when everything before it from that
+ *     sender is taken, keeps what comes early, drops what it had, and
+ *     acknowledges what it took (32 messages, or 10 ms after the first);
+ *   - when the topology changes (an adoption, a failure) the sender sends
+ *     again, by the new routes, what is not yet acknowledged; so it does
+ *     after a wait that doubles (2 s, up to 16 s) while nothing is
+ *     acknowledged (a hop that dropped a message on a stale topology);
+ *   - a destination that fails or leaves before acknowledging a message
+ *     gives the sender TBON_EV_UNREACHABLE for it.
+ *
+ * The state is made at the first message sent or taken: a process that
+ * never uses messages pays nothing. */
+#include "node/node_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "codec/ctl.h"
+#include "codec/packet_int.h"
+#include "util/array.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/ring.h"
+
+#define DLOG_ACK_COUNT 32       /* messages taken before an acknowledgement goes */
+#define DLOG_ACK_MS 10          /* ... or this long after the first of them */
+#define DLOG_RTO_MS 2000        /* unacknowledged this long: sent again */
+#define DLOG_RTO_MAX_MS 16000
+#define DLOG_REROUTE_MS 2       /* a topology change: sent again this soon */
+
+/* What we sent to a rank. */
+struct dpeer {
+    uint32_t inc;               /* its incarnation when we came to know it */
+    uint32_t nonce;             /* its process tag, from its first acknowledgement */
+    uint32_t sent, acked;       /* unicasts numbered so far; acknowledged */
+    uint32_t backed;            /* broadcasts it acknowledged */
+    uint32_t bbase;             /* broadcasts sent before we knew it (a join) */
+    uint8_t  known, dead;
+};
+
+/* A message come early, kept until those before it are taken. */
+struct dheld {
+    uint64_t seq;
+    int32_t  tag;
+    uint32_t flags, bseq;
+    uint32_t num;               /* a unicast's number; the unicast a broadcast waits for */
+    uint8_t *body;
+    size_t   len;
+};
+
+/* What we took from a rank. */
+struct dfrom {
+    uint32_t nonce;             /* the sender's process tag */
+    uint32_t got, bgot;         /* unicasts and broadcasts taken, in order */
+    uint32_t owed;              /* messages come since our last acknowledgement */
+    uint8_t  fresh;             /* no broadcast taken from it yet */
+    uint8_t  queued;            /* in owe[] */
+    struct dheld *held;
+    size_t   nheld, capheld;
+};
+
+/* A message sent and not yet acknowledged by every destination. */
+struct dout {
+    uint64_t seq;
+    int32_t  tag;
+    uint32_t flags, bseq;
+    uint32_t *dst, *dseq;       /* a unicast's: dseq[i] is 0 once dst[i] took it
+                                   or is gone; a broadcast's: whom it waits for */
+    size_t   ndst;
+    tbon_packet_t *app;         /* the application's packet */
+};
+
+/* Both sides for one rank, made when it is first needed (at the first
+ * broadcast for every back-end and the FE): a process that talks to a few
+ * keeps a few. Never moved, never freed before the end. */
+struct dp {
+    tbon_rank_t rank;
+    struct dpeer to;
+    struct dfrom from;
+};
+
+struct tb_dlog {
+    tb_node_t *n;
+    struct dp **tab;            /* by rank: open addressing, a power of 2 */
+    size_t tabcap;
+    struct dp **all;            /* every entry, in the order made */
+    size_t nall, capall;
+    tb_ring_t out;              /* struct dout, oldest first */
+    uint32_t bsent;             /* broadcasts sent */
+    uint32_t nonce;             /* our process tag */
+    struct dp **owe;            /* the senders owed an acknowledgement */
+    size_t nowe, capowe;
+    tb_timer_t ack_timer, resend_timer;
+    int rto;                    /* ms: the wait before sending again */
+};
+
+static int endpoint_rank(const tb_topology_t *t, tbon_rank_t r)
+{
+    return tb_topology_role(t, r) != TB_ROLE_COMMNODE;
+}
+
+/* A process tag: tells a restarted process from the one before (an
+ * incarnation does not: it grows with every adoption too). Never 0. */
+static uint32_t draw_nonce(void)
+{
+    uint32_t v = 0;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v)
+        v = (uint32_t)getpid() * 2654435761u ^ (uint32_t)tb_now_ms();
+    return v ? v : 1;
+}
+
+static size_t slot_of(const tb_dlog_t *d, tbon_rank_t r)
+{
+    return (size_t)(((uint64_t)r * 0x9e3779b97f4a7c15ull) >> 32) & (d->tabcap - 1);
+}
+
+static int rehash(tb_dlog_t *d)
+{
+    size_t cap = d->tabcap ? 2 * d->tabcap : 64;
+    struct dp **tab = calloc(cap, sizeof *tab);
+    if (!tab)
+        return -1;
+    free(d->tab);
+    d->tab = tab;
+    d->tabcap = cap;
+    for (size_t k = 0; k < d->nall; k++) {
+        size_t i = slot_of(d, d->all[k]->rank);
+        while (tab[i])
+            i = (i + 1) & (cap - 1);
+        tab[i] = d->all[k];
+    }
+    return 0;
+}
+
+/* Rank r's entry; made if make (a live back-end or FE is known from now
+ * on: its broadcasts start at the next); NULL if there is none (or no
+ * memory). */
+static struct dp *peer(tb_dlog_t *d, tbon_rank_t r, int make)
+{
+    if (d->tabcap)
+        for (size_t i = slot_of(d, r); d->tab[i]; i = (i + 1) & (d->tabcap - 1))
+            if (d->tab[i]->rank == r)
+                return d->tab[i];
+    if (!make || r >= tb_topology_size(d->n->topo))
+        return NULL;
+    if ((2 * (d->nall + 1) > d->tabcap && rehash(d) < 0) ||
+        TB_ARRAY_ROOM(d->all, d->nall, d->capall, 64))
+        return NULL;
+    struct dp *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    const tb_topology_t *t = d->n->topo;
+    p->rank = r;
+    if (endpoint_rank(t, r) && tb_topology_alive(t, r))
+        p->to = (struct dpeer){ .inc = tb_topology_incarnation(t, r), .bbase = d->bsent,
+                                .known = 1 };
+    d->all[d->nall++] = p;
+    size_t i = slot_of(d, r);
+    while (d->tab[i])
+        i = (i + 1) & (d->tabcap - 1);
+    d->tab[i] = p;
+    return p;
+}
+
+/* An entry for every live back-end and the FE (before a broadcast). */
+static void peer_all(tb_dlog_t *d)
+{
+    const tb_topology_t *t = d->n->topo;
+    size_t size = tb_topology_size(t);
+    for (tbon_rank_t r = 0; r < size; r++)
+        if (r != d->n->rank && endpoint_rank(t, r) && tb_topology_alive(t, r))
+            peer(d, r, 1);
+}
+
+static void on_ack_timer(tb_timer_t *t, int64_t now);
+static void on_resend_timer(tb_timer_t *t, int64_t now);
+static void arrived(tb_node_t *n, const tb_ctl_direct_t *m, uint32_t mine);
+
+/* m on its way from `from` (or made here): taken here if we are one of its
+ * destinations. */
+void tb_dlog_route(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *p)
+{
+    uint32_t mine = 0;
+    if (tb_direct_route(n, from, m, p, &mine))
+        arrived(n, m, mine);
+}
+
+static tb_dlog_t *dlog(tb_node_t *n)
+{
+    if (!n->dlog) {
+        tb_dlog_t *d = calloc(1, sizeof *d);
+        if (!d)
+            return NULL;
+        d->n = n;
+        d->rto = DLOG_RTO_MS;
+        d->nonce = draw_nonce();
+        tb_ring_init(&d->out, sizeof(struct dout));
+        d->ack_timer = (tb_timer_t){ .fn = on_ack_timer, .arg = d };
+        d->resend_timer = (tb_timer_t){ .fn = on_resend_timer, .arg = d };
+        n->dlog = d;
+    }
+    return n->dlog;
+}
+
+static void held_free(struct dfrom *f)
+{
+    for (size_t i = 0; i < f->nheld; i++)
+        free(f->held[i].body);
+    free(f->held);
+    f->held = NULL;
+    f->nheld = f->capheld = 0;
+}
+
+static void out_free(struct dout *o)
+{
+    free(o->dst);
+    tbon_packet_unref(o->app);
+}
+
+void tb_dlog_free(tb_node_t *n)
+{
+    tb_dlog_t *d = n->dlog;
+    if (!d)
+        return;
+    tb_timer_cancel(n->loop, &d->ack_timer);
+    tb_timer_cancel(n->loop, &d->resend_timer);
+    for (size_t i = 0; i < d->out.len; i++)
+        out_free(tb_ring_at(&d->out, i));
+    tb_ring_free(&d->out);
+    for (size_t k = 0; k < d->nall; k++) {
+        held_free(&d->all[k]->from);
+        free(d->all[k]);
+    }
+    free(d->all);
+    free(d->tab);
+    free(d->owe);
+    free(d);
+    n->dlog = NULL;
+}
+
+/* ---- the sender ---- */
+
+static void emit_unreachable(tb_dlog_t *d, const struct dout *o, tbon_rank_t r, uint32_t inc)
+{
+    tb_node_t *n = d->n;
+    TB_INFO("direct", "message %llu (tag %d) to rank %u: the rank failed or left before "
+            "taking it", (unsigned long long)o->seq, o->tag, r);
+    if (!n->cbs.event)
+        return;
+    tbon_event_t ev = { .type = TBON_EV_UNREACHABLE, .rank = r, .parent = TBON_RANK_NONE,
+                        .incarnation = inc, .message = o->seq, .tag = o->tag };
+    n->cbs.event(n->cbs.arg, &ev);
+}
+
+/* Rank r (incarnation inc) is gone: what we kept for it will never be
+ * taken. */
+static void peer_gone(tb_dlog_t *d, tbon_rank_t r, uint32_t inc)
+{
+    for (size_t k = 0; k < d->out.len; k++) {
+        struct dout *o = tb_ring_at(&d->out, k);
+        if (o->flags & TB_DIRECT_BCAST)
+            continue;
+        for (size_t i = 0; i < o->ndst; i++)
+            if (o->dst[i] == r && o->dseq[i]) {
+                o->dseq[i] = 0;
+                emit_unreachable(d, o, r, inc);
+            }
+    }
+}
+
+/* The topology's word on every rank: the dead are gone (their messages
+ * unreachable, what they sent forgotten), the new or restarted start
+ * afresh. */
+static void sync_peers(tb_dlog_t *d)
+{
+    const tb_topology_t *t = d->n->topo;
+    if (d->bsent)
+        peer_all(d);            /* the joined take our broadcasts from now on */
+    for (size_t k = 0; k < d->nall; k++) {
+        struct dp *e = d->all[k];
+        tbon_rank_t r = e->rank;
+        if (r == d->n->rank || !endpoint_rank(t, r))
+            continue;
+        struct dpeer *p = &e->to;
+        int alive = tb_topology_alive(t, r);
+        if (p->known && !p->dead && !alive) {
+            p->dead = 1;
+            peer_gone(d, r, p->inc);
+        }
+        if (alive && (!p->known || p->dead))
+            *p = (struct dpeer){ .inc = tb_topology_incarnation(t, r), .bbase = d->bsent,
+                                 .known = 1 };
+        struct dfrom *f = &e->from;
+        if (f->nonce && !alive) {
+            held_free(f);
+            *f = (struct dfrom){ .queued = f->queued };
+        }
+    }
+}
+
+/* The fewest broadcasts a live destination has taken. */
+static uint32_t bcast_min(const tb_dlog_t *d)
+{
+    uint32_t m = UINT32_MAX;
+    for (size_t k = 0; k < d->nall; k++) {
+        const struct dpeer *p = &d->all[k]->to;
+        if (d->all[k]->rank != d->n->rank && p->known && !p->dead) {
+            uint32_t b = p->backed > p->bbase ? p->backed : p->bbase;
+            if (b < m)
+                m = b;
+        }
+    }
+    return m;
+}
+
+/* Whether every live destination has taken o; *bmin: bcast_min, or -1
+ * until needed. */
+static int taken(const tb_dlog_t *d, struct dout *o, int64_t *bmin)
+{
+    if (o->flags & TB_DIRECT_BCAST) {
+        if (*bmin < 0)
+            *bmin = bcast_min(d);
+        return *bmin >= o->bseq;
+    }
+    int all = 1;
+    for (size_t i = 0; i < o->ndst; i++) {
+        const struct dp *e = o->dseq[i] ? peer((tb_dlog_t *)d, o->dst[i], 0) : NULL;
+        if (e && e->to.acked >= o->dseq[i])
+            o->dseq[i] = 0;
+        all &= o->dseq[i] == 0;
+    }
+    return all;
+}
+
+/* Drop the oldest messages every destination has taken; 1 if any went. */
+static int trim(tb_dlog_t *d)
+{
+    int64_t bmin = -1;
+    int any = 0;
+    while (d->out.len) {
+        struct dout *o = tb_ring_at(&d->out, 0);
+        if (!taken(d, o, &bmin))
+            break;
+        out_free(o);
+        tb_ring_drop(&d->out);
+        any = 1;
+    }
+    if (!d->out.len)
+        tb_timer_cancel(d->n->loop, &d->resend_timer);
+    return any;
+}
+
+static void arm_resend(tb_dlog_t *d, int64_t due)
+{
+    if (!tb_timer_armed(&d->resend_timer) || d->resend_timer.due > due)
+        tb_timer_at(d->n->loop, &d->resend_timer, due);
+}
+
+/* Send o again, by today's routes, where it is not yet taken. */
+static void resend(tb_dlog_t *d, const struct dout *o)
+{
+    tb_node_t *n = d->n;
+    tb_ctl_direct_t m = { .src = n->rank, .nonce = d->nonce, .seq = o->seq, .tag = o->tag,
+                          .flags = o->flags, .bseq = o->bseq };
+    size_t len = 0;
+    m.body = tb_packet_payload(o->app, &len);
+    m.len = len;
+    if (o->flags & TB_DIRECT_BCAST) {
+        m.dst = o->dst;
+        m.dseq = o->dseq;
+        m.ndst = o->ndst;
+        tb_dlog_route(n, TB_DIRECT_HERE, &m, NULL);
+        return;
+    }
+    size_t k = 0;
+    while (k < o->ndst && o->dseq[k])
+        k++;
+    if (k == o->ndst) {         /* none has it yet (its first sending) */
+        m.dst = o->dst;
+        m.dseq = o->dseq;
+        m.ndst = k;
+        tb_dlog_route(n, TB_DIRECT_HERE, &m, NULL);
+        return;
+    }
+    uint32_t *v = malloc(2 * o->ndst * sizeof *v);
+    if (!v)
+        return;                 /* the next try */
+    k = 0;
+    for (size_t i = 0; i < o->ndst; i++)
+        if (o->dseq[i]) {
+            v[k] = o->dst[i];
+            v[o->ndst + k++] = o->dseq[i];
+        }
+    if (k) {
+        m.dst = v;
+        m.dseq = v + o->ndst;
+        m.ndst = k;
+        tb_dlog_route(n, TB_DIRECT_HERE, &m, NULL);
+    }
+    free(v);
+}
+
+static void on_resend_timer(tb_timer_t *t, int64_t now)
+{
+    tb_dlog_t *d = t->arg;
+    sync_peers(d);
+    trim(d);
+    if (!d->out.len || tb_node_ending(d->n))
+        return;
+    TB_DEBUG("direct", "%zu messages not yet taken everywhere: sent again", d->out.len);
+    for (size_t k = 0; k < d->out.len; k++)
+        resend(d, tb_ring_at(&d->out, k));
+    arm_resend(d, now + d->rto);
+    if (d->rto < DLOG_RTO_MAX_MS)
+        d->rto *= 2;
+}
+
+/* The ranks that must take a unicast of ours before a broadcast: those with
+ * some not yet acknowledged; in v[0..k) and their last unicasts' numbers in
+ * v[k..2k). k. */
+static size_t bcast_waits(const tb_dlog_t *d, uint32_t *v)
+{
+    size_t k = 0;
+    for (size_t j = 0; j < d->nall; j++) {
+        const struct dpeer *p = &d->all[j]->to;
+        if (d->all[j]->rank != d->n->rank && p->known && !p->dead && p->sent != p->acked)
+            v[k++] = d->all[j]->rank;
+    }
+    for (size_t i = 0, j = 0; j < d->nall; j++) {
+        const struct dpeer *p = &d->all[j]->to;
+        if (d->all[j]->rank != d->n->rank && p->known && !p->dead && p->sent != p->acked)
+            v[k + i++] = p->sent;
+    }
+    return k;
+}
+
+/* Unicast numbers for o's destinations dst[0..nd), in o->dst and o->dseq
+ * (a rank named twice gets one number: it takes the message once); a
+ * destination gone already is unreachable at once. */
+static void number(tb_dlog_t *d, struct dout *o, const tbon_rank_t *dst, size_t nd)
+{
+    o->ndst = nd;
+    o->dseq = o->dst + nd;
+    for (size_t i = 0; i < nd; i++) {
+        tbon_rank_t r = dst[i];
+        struct dp *e = peer(d, r, 1);
+        struct dpeer *p = e ? &e->to : NULL;
+        o->dst[i] = r;
+        o->dseq[i] = 0;
+        if (!p || p->dead || !p->known) {
+            emit_unreachable(d, o, r, p ? p->inc : 0);
+            continue;
+        }
+        for (size_t j = 0; j < i && !o->dseq[i]; j++)
+            if (o->dst[j] == r)
+                o->dseq[i] = o->dseq[j];
+        if (!o->dseq[i])
+            o->dseq[i] = ++p->sent;
+    }
+}
+
+void tb_dlog_send(tb_node_t *n, tb_cmd_t *c)
+{
+    tb_dlog_t *d = dlog(n);
+    tbon_packet_t *app = c->u.direct.pkt;
+    int bc = !!(c->u.direct.flags & TB_DIRECT_BCAST);
+    if (bc && d)
+        peer_all(d);
+    size_t nv = bc ? (d ? d->nall : 0) : c->u.direct.ndst;
+    struct dout *o = d ? tb_ring_push(&d->out) : NULL;
+    uint32_t *v = o ? malloc((2 * nv + 1) * sizeof *v) : NULL;
+    if (!v) {
+        if (o)
+            tb_ring_drop(&d->out);
+        TB_WARN("direct", "out of memory: a message from here dropped");
+        return;
+    }
+    *o = (struct dout){ .seq = ++n->direct_seq, .tag = tbon_packet_tag(app),
+                        .flags = c->u.direct.flags, .dst = v, .app = tbon_packet_ref(app) };
+    if (bc) {
+        o->bseq = ++d->bsent;
+        o->ndst = bcast_waits(d, v);
+        o->dseq = v + o->ndst;
+    } else {
+        o->bseq = d->bsent;
+        number(d, o, c->u.direct.dst, c->u.direct.ndst);
+    }
+    if (!tb_timer_armed(&d->resend_timer))
+        arm_resend(d, tb_now_ms() + d->rto);
+    resend(d, o);
+}
+
+static void on_ack(tb_dlog_t *d, const tb_ctl_direct_t *m)
+{
+    struct dp *e = peer(d, m->src, 0);
+    struct dpeer *p = e ? &e->to : NULL;
+    if (!p || !p->known || p->dead)
+        return;
+    if (!p->nonce)
+        p->nonce = m->nonce;
+    else if (p->nonce != m->nonce)
+        return;                 /* from a process we did not number for */
+    if (m->dseq[0] > p->acked && m->dseq[0] <= p->sent)
+        p->acked = m->dseq[0];
+    if (m->bseq > p->backed && m->bseq <= d->bsent)
+        p->backed = m->bseq;
+    if (trim(d)) {
+        d->rto = DLOG_RTO_MS;
+        if (d->out.len)
+            tb_timer_at(d->n->loop, &d->resend_timer, tb_now_ms() + d->rto);
+    }
+}
+
+void tb_dlog_topo(tb_node_t *n)
+{
+    /* (also when nothing waits: the dead are forgotten then) */
+    if (n->dlog)
+        arm_resend(n->dlog, tb_now_ms() + DLOG_REROUTE_MS);
+}
+
+/* ---- the receiver ---- */
+
+static void send_ack(tb_dlog_t *d, struct dp *e)
+{
+    struct dfrom *f = &e->from;
+    tb_node_t *n = d->n;
+    uint32_t dst = e->rank, got = f->got;
+    tb_ctl_direct_t m = { .src = n->rank, .nonce = d->nonce, .flags = TB_DIRECT_ACK,
+                          .bseq = f->bgot, .dst = &dst, .dseq = &got, .ndst = 1 };
+    f->owed = 0;
+    tb_dlog_route(n, TB_DIRECT_HERE, &m, NULL);
+}
+
+static void on_ack_timer(tb_timer_t *t, int64_t now)
+{
+    (void)now;
+    tb_dlog_t *d = t->arg;
+    /* (an acknowledgement to ourselves comes back at once, and may queue
+     * again: the list is taken first) */
+    size_t n = d->nowe;
+    for (size_t i = 0; i < n; i++) {
+        struct dp *e = d->owe[i];
+        e->from.queued = 0;
+        if (e->from.owed && e->from.nonce)
+            send_ack(d, e);
+    }
+    memmove(d->owe, d->owe + n, (d->nowe - n) * sizeof *d->owe);
+    d->nowe -= n;
+    if (d->nowe && !tb_timer_armed(&d->ack_timer))
+        tb_timer_at(d->n->loop, &d->ack_timer, tb_now_ms() + DLOG_ACK_MS);
+}
+
+static void owe(tb_dlog_t *d, struct dp *e)
+{
+    struct dfrom *f = &e->from;
+    if (++f->owed >= DLOG_ACK_COUNT) {
+        send_ack(d, e);
+        return;
+    }
+    if (f->queued)
+        return;
+    if (TB_ARRAY_ROOM(d->owe, d->nowe, d->capowe, 16)) {
+        send_ack(d, e);
+        return;
+    }
+    d->owe[d->nowe++] = e;
+    f->queued = 1;
+    if (!tb_timer_armed(&d->ack_timer))
+        tb_timer_at(d->n->loop, &d->ack_timer, tb_now_ms() + DLOG_ACK_MS);
+}
+
+/* 1: take it now; 0: keep it for later; -1: had it. */
+static int order(const tb_node_t *n, tbon_rank_t src, const struct dfrom *f, uint32_t flags,
+                 uint32_t bseq, uint32_t num)
+{
+    if (flags & TB_DIRECT_BCAST) {
+        if (bseq <= f->bgot)
+            return -1;
+        return bseq == f->bgot + 1 && f->got >= num;
+    }
+    if (num <= f->got)
+        return -1;
+    /* A process waits for none of its own broadcasts (it does not take
+     * them); one that joined the running tree for no broadcast sent before
+     * it had taken one from that sender. */
+    int bwait = src == n->rank || (f->fresh && n->cfg.joined) ? 0 : bseq > f->bgot;
+    return num == f->got + 1 && !bwait;
+}
+
+static void take(tb_dlog_t *d, struct dp *e, uint64_t seq, int32_t tag, uint32_t flags,
+                 const uint8_t *body, size_t len)
+{
+    tb_node_t *n = d->n;
+    struct dfrom *f = &e->from;
+    if (flags & TB_DIRECT_BCAST) {
+        f->bgot++;
+        f->fresh = 0;
+    } else {
+        f->got++;
+    }
+    if (!n->cbs.direct)
+        return;
+    tbon_error_t err;
+    tbon_packet_t *p = tb_packet_decode(body, len, tag, 0, e->rank, &err);
+    if (!p) {
+        TB_WARN("direct", "a message from rank %u (number %llu) cannot be read: %s; dropped",
+                e->rank, (unsigned long long)seq, err.msg);
+        return;
+    }
+    n->cbs.direct(n->cbs.arg, e->rank, p);
+}
+
+/* Take what was kept from e and is next now, until nothing is. */
+static void take_held(tb_dlog_t *d, struct dp *e)
+{
+    struct dfrom *f = &e->from;
+    for (size_t i = 0; i < f->nheld;) {
+        struct dheld h = f->held[i];
+        int o = order(d->n, e->rank, f, h.flags, h.bseq, h.num);
+        if (o == 0) {
+            i++;
+            continue;
+        }
+        f->held[i] = f->held[--f->nheld];
+        if (o > 0)
+            take(d, e, h.seq, h.tag, h.flags, h.body, h.len);
+        free(h.body);
+        i = 0;                  /* what it unblocked may be anywhere */
+    }
+}
+
+static void hold(struct dfrom *f, const tb_ctl_direct_t *m, uint32_t num)
+{
+    for (size_t i = 0; i < f->nheld; i++)
+        if (f->held[i].flags == m->flags && f->held[i].bseq == m->bseq && f->held[i].num == num)
+            return;             /* kept already (sent again) */
+    uint8_t *body = malloc(m->len ? m->len : 1);
+    if (!body || TB_ARRAY_ROOM(f->held, f->nheld, f->capheld, 8)) {
+        free(body);
+        return;                 /* its sender sends it again */
+    }
+    memcpy(body, m->body, m->len);
+    f->held[f->nheld++] = (struct dheld){ m->seq, m->tag, m->flags, m->bseq, num, body, m->len };
+}
+
+static void arrived(tb_node_t *n, const tb_ctl_direct_t *m, uint32_t mine)
+{
+    tb_dlog_t *d = dlog(n);
+    if (!d)
+        return;
+    if (m->flags & TB_DIRECT_ACK) {
+        on_ack(d, m);
+        return;
+    }
+    struct dp *e = peer(d, m->src, 1);
+    if (!e)
+        return;                 /* no memory: its sender sends it again */
+    struct dfrom *f = &e->from;
+    if (f->nonce != m->nonce) {     /* the first from it, or it restarted */
+        held_free(f);
+        *f = (struct dfrom){ .nonce = m->nonce, .fresh = 1, .queued = f->queued };
+    }
+    uint32_t num = mine;
+    if (m->flags & TB_DIRECT_BCAST) {
+        num = 0;
+        for (size_t i = 0; i < m->ndst; i++)
+            if (m->dst[i] == n->rank)
+                num = m->dseq[i];
+        /* a process that joined the running tree takes a sender's
+         * broadcasts from the first that reaches it */
+        if (f->fresh && n->cfg.joined && f->bgot == 0)
+            f->bgot = m->bseq - 1;
+    }
+    owe(d, e);
+    int o = order(n, m->src, f, m->flags, m->bseq, num);
+    if (o > 0) {
+        take(d, e, m->seq, m->tag, m->flags, m->body, m->len);
+        if (f->nheld)
+            take_held(d, e);
+    } else if (o == 0) {
+        hold(f, m, num);
+    }
+}
