@@ -12,7 +12,8 @@
 #include <string.h>
 
 enum { OPT_JSON = 256, OPT_ATTACH, OPT_EVENTS, OPT_IDLE, OPT_FE_HOST, OPT_ENV, OPT_SLURM,
-       OPT_FANOUT, OPT_PER_NODE, OPT_REQUIRE_ALL, OPT_DETACH, OPT_REATTACH, OPT_GRACE };
+       OPT_FANOUT, OPT_PER_NODE, OPT_REQUIRE_ALL, OPT_DETACH, OPT_REATTACH, OPT_GRACE,
+       OPT_PING, OPT_PING_COUNT };
 
 static const struct {
     const char *name;
@@ -142,6 +143,12 @@ static void usage_env(FILE *f)
 "                        run on a new stream, and the tree is shut down at\n"
 "                        the end (or left again with --detach)\n"
 "\n"
+"Probing:\n"
+"      --ping RANK       instead of waves: the route from the front-end to RANK\n"
+"                        (any process, commnodes too) and the round trip to\n"
+"                        each process on it, one per line (--json: one line)\n"
+"      --ping-count N    pings per process, the median shown (default 3)\n"
+"\n"
 "Environment:\n"
 "  TBON_LOG=error|warn|info|debug   library log level (default warn); the\n"
 "                                   commnodes log to files in TBON_LOG_DIR,\n"
@@ -269,6 +276,31 @@ static void add_env(struct cli *c, const char *arg)
 
 static void check_args(struct cli *c, const char *first);
 
+/* The options of sessions (--detach, --reattach, --grace) and probing
+ * (--ping, --ping-count). */
+static void session_or_probe_opt(struct cli *c, int opt, const char *arg)
+{
+    unsigned long v;
+    switch (opt) {
+    case OPT_DETACH: c->detach = arg; break;
+    case OPT_REATTACH: c->reattach = arg; break;
+    case OPT_GRACE:
+        if (parse_ulong(arg, INT_MAX, &c->grace_ms) != 0 || c->grace_ms == 0)
+            usage_error("bad grace '%s' (ms, from 1)", arg);
+        break;
+    case OPT_PING:
+        if (parse_ulong(arg, UINT32_MAX - 1, &v) != 0)
+            usage_error("bad rank '%s' for --ping", arg);
+        c->ping = 1;
+        c->ping_rank = (tbon_rank_t)v;
+        break;
+    default:
+        if (parse_ulong(arg, 64, &c->ping_count) != 0 || c->ping_count == 0)
+            usage_error("bad --ping-count '%s' (1 to 64)", arg);
+        break;
+    }
+}
+
 void fe_parse_args(struct cli *c, int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -291,6 +323,8 @@ void fe_parse_args(struct cli *c, int argc, char **argv)
         { "detach", required_argument, NULL, OPT_DETACH },
         { "reattach", required_argument, NULL, OPT_REATTACH },
         { "grace", required_argument, NULL, OPT_GRACE },
+        { "ping", required_argument, NULL, OPT_PING },
+        { "ping-count", required_argument, NULL, OPT_PING_COUNT },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -343,11 +377,8 @@ void fe_parse_args(struct cli *c, int argc, char **argv)
             if (parse_ulong(optarg, 65536, &c->per_node) != 0 || c->per_node == 0)
                 usage_error("bad number of back-ends per node '%s' (1 to 65536)", optarg);
             break;
-        case OPT_DETACH: c->detach = optarg; break;
-        case OPT_REATTACH: c->reattach = optarg; break;
-        case OPT_GRACE:
-            if (parse_ulong(optarg, INT_MAX, &c->grace_ms) != 0 || c->grace_ms == 0)
-                usage_error("bad grace '%s' (ms, from 1)", optarg);
+        case OPT_DETACH: case OPT_REATTACH: case OPT_GRACE: case OPT_PING: case OPT_PING_COUNT:
+            session_or_probe_opt(c, opt, optarg);
             break;
         case 'h':
             usage(stdout);
@@ -371,6 +402,8 @@ void fe_parse_args(struct cli *c, int argc, char **argv)
  * NULL); the defaults that depend on them. Exits 2 on a bad combination. */
 static void check_args(struct cli *c, const char *first)
 {
+    if (!c->ping_count)
+        c->ping_count = 3;
     if (c->grace_ms && !c->detach)
         usage_error("--grace needs --detach FILE (the file a new front-end reattaches from)");
     if (c->reattach) {

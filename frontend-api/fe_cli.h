@@ -36,6 +36,9 @@ struct cli {
     const char        *detach;        /* --detach FILE: leave the tree running */
     const char        *reattach;      /* --reattach FILE: take a running tree over */
     unsigned long      grace_ms;      /* --grace MS (with --detach FILE) */
+    int                ping;          /* --ping RANK given: ping instead of waves */
+    tbon_rank_t        ping_rank;
+    unsigned long      ping_count;    /* --ping-count N (default 3) */
     char *const       *be_argv;       /* NULL-terminated (argv's tail) */
 };
 

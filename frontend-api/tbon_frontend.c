@@ -11,6 +11,7 @@
 #include <tbon/tbon.h>
 
 #include "fe_cli.h"
+#include "fe_ping.h"
 #include "fe_start.h"
 #include "fe_waves.h"
 
@@ -52,8 +53,10 @@ int main(int argc, char **argv)
     tbon_net_t *net = fe_start(&c, &backend);
     if (net && !fe_stop) {
         fe_note_missing(net);
-        tbon_stream_t *s = fe_open_stream(&c, net);
-        if (s)
+        tbon_stream_t *s = c.ping ? NULL : fe_open_stream(&c, net);
+        if (c.ping)
+            status = fe_ping(&c, net);
+        else if (s)
             status = fe_run_waves(&c, net, s);
     }
     /* --detach: the tree stays (Ctrl-C still shuts it down) */

@@ -92,6 +92,13 @@ int          tbon_net_broadcast(tbon_net_t *net, int tag, const char *fmt, ...);
  * timeout_ms: -1 blocks, 0 polls. 0, TBON_ETIMEOUT, or TBON_ECLOSED once
  * the network has shut down. Stream packets are not taken here, nor
  * messages by tbon_net_recv. */
+/* Ping rank (any process of the tree, commnodes too): the round trip in
+ * *rtt_ms and the route the ping took, this process first and rank last,
+ * in route[0..cap) with its length in *nroute (either may be NULL). The
+ * ping goes by the topology as a message does. 0, TBON_ETIMEOUT (no answer
+ * within timeout_ms), TBON_EINVAL (no such rank, or failed), TBON_ECLOSED. */
+int          tbon_net_ping(tbon_net_t *net, tbon_rank_t rank, int timeout_ms, double *rtt_ms,
+                           tbon_rank_t *route, size_t cap, size_t *nroute);
 int          tbon_net_recv_direct(tbon_net_t *net, tbon_rank_t *from, tbon_packet_t **pkt,
                                   int timeout_ms);
 

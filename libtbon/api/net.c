@@ -487,22 +487,16 @@ TB_HOT int tbon_stream_recv(tbon_stream_t *s, tbon_packet_t **pkt, int timeout_m
     return recv_common(s->net, s, pkt, NULL, timeout_ms);
 }
 
-int tbon_net_recv_direct(tbon_net_t *net, tbon_rank_t *from, tbon_packet_t **pkt,
-                         int timeout_ms)
+/* Wait, driving the node as a receive does, until ready(net, arg), the
+ * network's end or timeout_ms: 0, TBON_ECLOSED or TBON_ETIMEOUT. Called and
+ * returns under net->mu. */
+static int wait_ready(tbon_net_t *net, int timeout_ms, int (*ready)(tbon_net_t *, void *),
+                      void *arg)
 {
-    if (!net || !pkt)
-        return tb_net_fail(net, TBON_EINVAL, "NULL argument");
-    *pkt = NULL;
     struct timespec ts, *abs = tb_net_deadline(timeout_ms, &ts);
     int turned = 0, held = 0, rc = TBON_ETIMEOUT;
-    pthread_mutex_lock(&net->mu);
     for (;;) {
-        if (net->direct.len) {
-            tb_dmsg_t *m = tb_ring_at(&net->direct, 0);
-            *pkt = m->pkt;
-            if (from)
-                *from = m->from;
-            tb_ring_drop(&net->direct);
+        if (ready(net, arg)) {
             rc = 0;
             break;
         }
@@ -515,11 +509,89 @@ int tbon_net_recv_direct(tbon_net_t *net, tbon_rank_t *from, tbon_packet_t **pkt
     }
     if (held)
         release(net);
+    return rc;
+}
+
+static int direct_ready(tbon_net_t *net, void *arg)
+{
+    (void)arg;
+    return net->direct.len > 0;
+}
+
+int tbon_net_recv_direct(tbon_net_t *net, tbon_rank_t *from, tbon_packet_t **pkt,
+                         int timeout_ms)
+{
+    if (!net || !pkt)
+        return tb_net_fail(net, TBON_EINVAL, "NULL argument");
+    *pkt = NULL;
+    pthread_mutex_lock(&net->mu);
+    int rc = wait_ready(net, timeout_ms, direct_ready, NULL);
+    if (rc == 0) {
+        tb_dmsg_t *m = tb_ring_at(&net->direct, 0);
+        *pkt = m->pkt;
+        if (from)
+            *from = m->from;
+        tb_ring_drop(&net->direct);
+    }
     pthread_mutex_unlock(&net->mu);
     if (rc == TBON_ECLOSED)
         return tb_net_fail(net, rc, "the network has shut down");
     if (rc == TBON_ETIMEOUT)
         return tb_net_fail(net, rc, "no message within %d ms", timeout_ms);
+    return 0;
+}
+
+/* The answer to ping *id, if it is here (under net->mu). */
+static const struct tb_pong *pong_of(const tbon_net_t *net, uint64_t id)
+{
+    for (size_t i = 0; i < TB_NET_PONGS; i++)
+        if (net->pong[i].id == id)
+            return &net->pong[i];
+    return NULL;
+}
+
+static int pong_ready(tbon_net_t *net, void *arg)
+{
+    return pong_of(net, *(const uint64_t *)arg) != NULL;
+}
+
+int tbon_net_ping(tbon_net_t *net, tbon_rank_t rank, int timeout_ms, double *rtt_ms,
+                  tbon_rank_t *route, size_t cap, size_t *nroute)
+{
+    if (!net)
+        return tb_net_fail(net, TBON_EINVAL, "NULL argument");
+    pthread_mutex_lock(&net->mu);
+    const char *why = rank >= tb_topology_size(net->topo) ? "is not a rank of the tree"
+                      : !tb_topology_alive(net->topo, rank) ? "has failed or left" : NULL;
+    uint64_t id = ++net->ping_next;
+    pthread_mutex_unlock(&net->mu);
+    if (why)
+        return tb_net_fail(net, TBON_EINVAL, "rank %u %s: no ping sent", rank, why);
+    tb_cmd_t *c = tb_cmd_ping(rank, id);
+    if (!c)
+        return tb_net_fail(net, TBON_ENOMEM, "out of memory");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    tb_net_submit(net, c);
+    pthread_mutex_lock(&net->mu);
+    int rc = wait_ready(net, timeout_ms, pong_ready, &id);
+    if (rc == 0) {
+        const struct tb_pong *p = pong_of(net, id);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (rtt_ms)
+            *rtt_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+                      (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+        size_t k = p->n < cap ? p->n : cap;
+        if (route && k)
+            memcpy(route, p->route, k * sizeof *route);
+        if (nroute)
+            *nroute = p->n;
+    }
+    pthread_mutex_unlock(&net->mu);
+    if (rc == TBON_ECLOSED)
+        return tb_net_fail(net, rc, "the network has shut down");
+    if (rc == TBON_ETIMEOUT)
+        return tb_net_fail(net, rc, "rank %u did not answer within %d ms", rank, timeout_ms);
     return 0;
 }
 

@@ -256,6 +256,19 @@ static void cb_view(void *arg, uint64_t version, const tb_vchange_t *ch, size_t 
     pthread_mutex_unlock(&net->mu);     /* else nobody waits for a view: no wake-up */
 }
 
+/* The answer to one of our pings: kept for the caller waiting for it. */
+static void cb_pong(void *arg, uint64_t id, const uint32_t *route, size_t n)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    struct tb_pong *p = &net->pong[net->pong_next++ % TB_NET_PONGS];
+    p->id = id;
+    p->n = n < TB_NET_PING_ROUTE ? n : TB_NET_PING_ROUTE;
+    memcpy(p->route, route, p->n * sizeof *route);
+    pthread_cond_broadcast(&net->cond);
+    pthread_mutex_unlock(&net->mu);
+}
+
 /* A back-end: the FE said view version is stable. */
 static void cb_stable(void *arg, uint64_t version)
 {
@@ -332,7 +345,7 @@ tb_node_cbs_t tb_net_callbacks(tbon_net_t *net)
                             .progress = cb_progress, .app_full = cb_app_full,
                             .event = cb_event, .kick = net->inline_node ? tb_net_kick : NULL,
                             .arm = net->inline_node ? tb_net_arm : NULL,
-                            .view = cb_view, .stable = cb_stable, .checked = cb_checked, .attr = cb_attr,
+                            .view = cb_view, .stable = cb_stable, .pong = cb_pong, .checked = cb_checked, .attr = cb_attr,
                             .stream_found = cb_stream_found, .direct = cb_direct };
 }
 

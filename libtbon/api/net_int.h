@@ -41,6 +41,10 @@ typedef struct tb_dmsg {
     tbon_packet_t *pkt;
 } tb_dmsg_t;
 
+/* tbon_net_ping: answers kept for their callers, and the route's length. */
+#define TB_NET_PONGS 8
+#define TB_NET_PING_ROUTE 64
+
 struct tbon_comm {
     tbon_rank_t *ranks;
     size_t n;
@@ -109,6 +113,14 @@ struct tbon_net {
     int            be_events;      /* BE: membership events asked for */
     tb_ring_t      direct;         /* tb_dmsg_t: messages from other processes,
                                       oldest first (tbon_net_recv_direct) */
+    /* tbon_net_ping: the last id given, and the latest answers */
+    uint64_t       ping_next;
+    struct tb_pong {
+        uint64_t id;
+        size_t n;
+        tbon_rank_t route[TB_NET_PING_ROUTE];
+    } pong[TB_NET_PONGS];
+    size_t         pong_next;      /* the slot the next answer takes */
     uint64_t       view_version;   /* the last view applied by the node */
     /* FE: consistency checks (tbon_fe_check_views) */
     uint64_t       chk_next, chk_done;

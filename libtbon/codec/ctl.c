@@ -69,6 +69,7 @@ void tb_ctl_free(int op, void *mp)
         free(UNCONST(AS(tb_ctl_direct_t)->dseq));
         free(UNCONST(AS(tb_ctl_direct_t)->body));
         break;
+    case TB_CTL_PING:       free(UNCONST(AS(tb_ctl_ping_t)->route)); break;
     default:
         break;
     }
@@ -112,6 +113,7 @@ tbon_packet_t *tb_ctl_encode(const tb_ctl_msg_t *m)
     case TB_CTL_STREAM_END: return tb_ctl_stream_end_encode(&m->u.stream_end);
     case TB_CTL_DONE:       return tb_ctl_done_encode(&m->u.done);
     case TB_CTL_STABLE:     return tb_ctl_stable_encode(&m->u.stable);
+    case TB_CTL_PING:       return tb_ctl_ping_encode(&m->u.ping);
     case TB_CTL_CATCH_UP:   return tb_ctl_catch_up_encode(&m->u.catch_up);
     case TB_CTL_DIRECT:     return tb_ctl_direct_encode(&m->u.direct);
     default:                return NULL;
@@ -149,6 +151,7 @@ int tb_ctl_decode(int op, const tbon_packet_t *p, tb_ctl_msg_t *m, tbon_error_t 
     case TB_CTL_STREAM_END: return tb_ctl_stream_end_decode(p, &m->u.stream_end, err);
     case TB_CTL_DONE:       return tb_ctl_done_decode(p, &m->u.done, err);
     case TB_CTL_STABLE:     return tb_ctl_stable_decode(p, &m->u.stable, err);
+    case TB_CTL_PING:       return tb_ctl_ping_decode(p, &m->u.ping, err);
     case TB_CTL_CATCH_UP:   return tb_ctl_catch_up_decode(p, &m->u.catch_up, err);
     case TB_CTL_DIRECT:     return tb_ctl_direct_decode(p, &m->u.direct, err);
     default:

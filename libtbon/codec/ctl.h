@@ -66,7 +66,9 @@ enum tb_ctl {
     TB_CTL_DIRECT,
     /* Membership (docs/protocol.md 9.2): a view version is stable */
     TB_CTL_STABLE,
-    TB_CTL_OP_MAX = TB_CTL_STABLE
+    /* A ping to any rank and its answer (docs/protocol.md 10.3) */
+    TB_CTL_PING,
+    TB_CTL_OP_MAX = TB_CTL_PING
 };
 
 /* Which way a message goes: up (child to parent), down, or both. */
@@ -218,6 +220,17 @@ typedef struct { uint32_t stream; uint64_t key; } tb_ctl_done_t;
 /* View version `version` is stable (the FE's TBON_EV_VIEW_STABLE), down to
  * every process. */
 typedef struct { uint64_t version; } tb_ctl_stable_t;
+/* A ping from origin to target (any rank, commnodes too) and, flag
+ * TB_PING_PONG, its answer back; id: the origin's; route: the ranks it
+ * passed on its way out, the origin first (each hop adds itself). */
+#define TB_PING_PONG 1u
+typedef struct {
+    uint32_t origin, target;
+    uint64_t id;
+    uint32_t flags;
+    const uint32_t *route;
+    size_t nroute;
+} tb_ctl_ping_t;
 /* An adopted child, after its grafts: the plug-in filters it has loaded
  * (ids TBON_FILTER_BUILTIN_COUNT on, without a gap) and whether it has the
  * port table (0 or 1); the adopter sends what it lacks. */
@@ -318,6 +331,8 @@ int tb_ctl_attr_sync_decode(const tbon_packet_t *p, tb_ctl_attr_sync_t *m, tbon_
 tbon_packet_t *tb_ctl_join_ack_encode(const tb_ctl_join_ack_t *m);
 int tb_ctl_join_ack_decode(const tbon_packet_t *p, tb_ctl_join_ack_t *m, tbon_error_t *err);
 tbon_packet_t *tb_ctl_leave_encode(const tb_ctl_leave_t *m);
+tbon_packet_t *tb_ctl_ping_encode(const tb_ctl_ping_t *m);
+int tb_ctl_ping_decode(const tbon_packet_t *p, tb_ctl_ping_t *m, tbon_error_t *err);
 tbon_packet_t *tb_ctl_stable_encode(const tb_ctl_stable_t *m);
 int tb_ctl_stable_decode(const tbon_packet_t *p, tb_ctl_stable_t *m, tbon_error_t *err);
 tbon_packet_t *tb_ctl_stream_end_encode(const tb_ctl_stream_end_t *m);
@@ -371,6 +386,7 @@ typedef struct tb_ctl_msg {
         tb_ctl_catch_up_t catch_up;
         tb_ctl_direct_t direct;
         tb_ctl_stable_t stable;
+        tb_ctl_ping_t ping;
     } u;
 } tb_ctl_msg_t;
 

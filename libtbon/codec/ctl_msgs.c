@@ -560,6 +560,33 @@ int tb_ctl_stream_end_decode(const tbon_packet_t *p, tb_ctl_stream_end_t *m, tbo
     return dec_u32(p, TB_CTL_STREAM_END, &m->stream, err);
 }
 
+tbon_packet_t *tb_ctl_ping_encode(const tb_ctl_ping_t *m)
+{
+    return tbon_packet_new(TB_CTL_PING, "%ud %ud %uld %ud %aud", m->origin, m->target, m->id,
+                           m->flags, m->route, m->nroute);
+}
+
+int tb_ctl_ping_decode(const tbon_packet_t *p, tb_ctl_ping_t *m, tbon_error_t *err)
+{
+    uint32_t *route = NULL;
+    int rc = check_packet(p, TB_CTL_PING, err);
+    if (!rc)
+        rc = unpacked(tbon_packet_unpack(p, "%ud %ud %uld %ud %aud", &m->origin, &m->target,
+                                         &m->id, &m->flags, &route, &m->nroute),
+                      TB_CTL_PING, err);
+    if (!rc && (m->flags & ~TB_PING_PONG))
+        rc = bad(err, TB_CTL_PING, "field 4: unknown flags 0x%x", m->flags);
+    if (!rc && (m->nroute == 0 || route[0] != m->origin))
+        rc = bad(err, TB_CTL_PING, "field 5: the route does not start at the origin");
+    if (rc) {
+        free(route);
+        m->route = NULL;
+        return rc;
+    }
+    m->route = route;
+    return 0;
+}
+
 tbon_packet_t *tb_ctl_stable_encode(const tb_ctl_stable_t *m)
 {
     return tbon_packet_new(TB_CTL_STABLE, "%uld", m->version);

@@ -97,6 +97,10 @@ static const tb_ctl_info_t table[] = {
     { TB_CTL_STABLE, "STABLE", TB_CTL_DOWN, V_, "%uld",
       "view version: stable (every live process has applied it, every live node has a "
       "parent); from the FE down to every process, which passes it on (9.2)" },
+    { TB_CTL_PING, "PING", TB_CTL_BOTH, N_, "%ud %ud %uld %ud %aud",
+      "origin, target (any rank), the origin's id, flags (1: the answer), the ranks passed on "
+      "the way out (the origin first): a ping, passed towards the target by the topology "
+      "and answered back to the origin with the route (10.3)" },
 };
 
 const tb_ctl_info_t *tb_ctl_info(int op)

@@ -338,6 +338,11 @@ TB_HOT static void on_cmd(tb_node_t *n, tb_cmd_t *c)
     case TB_CMD_DIRECT:
         tb_dlog_send(n, c);
         break;
+    case TB_CMD_PING:
+        tb_direct_ping(n, TB_DIRECT_HERE, &(tb_ctl_ping_t){ .origin = n->rank,
+                                                           .target = c->u.ping.target,
+                                                           .id = c->u.ping.id });
+        break;
     }
     tb_cmd_free(c);
 }

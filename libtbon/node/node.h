@@ -65,6 +65,9 @@ typedef struct tb_node_cbs {
     void (*direct)(void *arg, tbon_rank_t from, tbon_packet_t *p);
     /* View version applied here, with its changes (all of them, at the FE). */
     void (*view)(void *arg, uint64_t version, const tb_vchange_t *ch, size_t n);
+    /* The answer to this process's ping id, with the route it took (this
+     * process first, the target last). */
+    void (*pong)(void *arg, uint64_t id, const uint32_t *route, size_t n);
     /* Not the FE: view version is stable (the FE said so: TB_CTL_STABLE). */
     void (*stable)(void *arg, uint64_t version);
     /* FE: consistency check id finished: the ranks that agree and those
@@ -241,6 +244,7 @@ enum tb_cmd_op {
     TB_CMD_STREAM_END,   /* FE app: end a stream everywhere (tbon_stream_close) */
     TB_CMD_DETACH,       /* FE app: leave the tree running (tbon_fe_detach) */
     TB_CMD_DIRECT,       /* app: a message to other processes (node_direct.c) */
+    TB_CMD_PING,         /* app: a ping to any rank (node_direct.c) */
 };
 
 /* A caller waiting for the reactor's answer to its command (TB_CMD_DETACH):
@@ -294,6 +298,7 @@ struct tb_cmd {
             uint32_t flags;       /* TB_DIRECT_* (codec/ctl.h) */
             tbon_packet_t *pkt;
         } direct;
+        struct { tbon_rank_t target; uint64_t id; } ping;  /* PING */
         struct { int fd; tbon_rank_t rank; uint32_t inc; } adopt_conn;
                                   /* ADOPT_CONN: orphan rank at its new incarnation */
         struct {                                            /* ADOPTED */
@@ -351,6 +356,7 @@ tb_cmd_t *tb_cmd_stream_end(uint32_t id);
 /* dst (n ranks, malloc'd; NULL for a broadcast) and pkt are taken. */
 tb_cmd_t *tb_cmd_direct(tbon_rank_t *dst, size_t n, uint32_t flags, tbon_packet_t *pkt,
                         size_t bytes);
+tb_cmd_t *tb_cmd_ping(tbon_rank_t target, uint64_t id);
 /* key and value (NULL: delete) are copied. */
 tb_cmd_t *tb_cmd_attr(const char *key, const char *value);
 tb_cmd_t *tb_cmd_join_conn(int fd, int role, tbon_rank_t rank, uint32_t port);

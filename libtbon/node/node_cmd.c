@@ -277,6 +277,16 @@ tb_cmd_t *tb_cmd_direct(tbon_rank_t *dst, size_t n, uint32_t flags, tbon_packet_
     return c;
 }
 
+tb_cmd_t *tb_cmd_ping(tbon_rank_t target, uint64_t id)
+{
+    tb_cmd_t *c = cmd_new(TB_CMD_PING);
+    if (c) {
+        c->u.ping.target = target;
+        c->u.ping.id = id;
+    }
+    return c;
+}
+
 tb_cmd_t *tb_cmd_attr(const char *key, const char *value)
 {
     tb_cmd_t *c = cmd_new(TB_CMD_ATTR);

@@ -120,6 +120,9 @@ static void ctl_down(tb_node_t *n, const tb_ctl_msg_t *m, tbon_packet_t *p)
     case TB_CTL_DONE:
         tb_exact_done(n, m->u.done.stream, m->u.done.key, 1);
         break;
+    case TB_CTL_PING:
+        tb_direct_ping(n, -1, &m->u.ping);
+        break;
     case TB_CTL_DIRECT:
         tb_dlog_route(n, -1, &m->u.direct, p);
         break;
@@ -177,6 +180,9 @@ static void ctl_up(tb_node_t *n, size_t i, const tb_ctl_msg_t *m, tbon_packet_t 
         break;
     case TB_CTL_LEAVE:
         ch->leaving = 1;        /* its end that follows is no failure */
+        break;
+    case TB_CTL_PING:
+        tb_direct_ping(n, (int)i, &m->u.ping);
         break;
     case TB_CTL_DIRECT:
         tb_dlog_route(n, (int)i, &m->u.direct, p);

@@ -26,11 +26,12 @@ static int endpoint(const tb_node_t *n)
 }
 
 /* The hop towards rank d: HOP_HERE, a child's index, HOP_UP, or HOP_NONE
- * (no such rank, a commnode, or below us through a child we do not have). */
-static int hop_to(const tb_node_t *n, tbon_rank_t d)
+ * (no such rank, a commnode unless any, or below us through a child we do
+ * not have). */
+static int hop_any(const tb_node_t *n, tbon_rank_t d, int any)
 {
     size_t size = tb_topology_size(n->topo);
-    if (d >= size || tb_topology_role(n->topo, d) == TB_ROLE_COMMNODE)
+    if (d >= size || (!any && tb_topology_role(n->topo, d) == TB_ROLE_COMMNODE))
         return HOP_NONE;
     if (d == n->rank)
         return HOP_HERE;
@@ -49,6 +50,11 @@ static int hop_to(const tb_node_t *n, tbon_rank_t d)
 }
 
 /* The connection of hop h (a child's index or HOP_UP), or NULL. */
+static int hop_to(const tb_node_t *n, tbon_rank_t d)
+{
+    return hop_any(n, d, 0);
+}
+
 static tb_conn_t *conn_of(tb_node_t *n, int h)
 {
     if (h == HOP_UP)
@@ -175,4 +181,44 @@ int tb_direct_route(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packe
     free(v);
     free(dst);
     return here;
+}
+
+/* ---- ping (docs/protocol.md 10.3) ---- */
+
+void tb_direct_ping(tb_node_t *n, int from, const tb_ctl_ping_t *m)
+{
+    if (from < 0 && from != HOP_HERE)
+        from = HOP_UP;
+    tb_ctl_ping_t f = *m;
+    uint32_t *route = NULL;
+    if (!(m->flags & TB_PING_PONG)) {       /* on the way out: we are on its route */
+        route = malloc((m->nroute + 1) * sizeof *route);
+        if (!route)
+            return;
+        if (m->nroute)
+            memcpy(route, m->route, m->nroute * sizeof *route);
+        route[m->nroute] = n->rank;
+        f.route = route;
+        f.nroute = m->nroute + 1;
+        if (m->target == n->rank)
+            f.flags |= TB_PING_PONG;        /* answered here */
+    }
+    tbon_rank_t to = f.flags & TB_PING_PONG ? f.origin : f.target;
+    int h = to == n->rank ? HOP_HERE : hop_any(n, to, 1);
+    /* (never back where it came from, unless it turned here: an answer) */
+    int turned = !(m->flags & TB_PING_PONG) && (f.flags & TB_PING_PONG);
+    tb_conn_t *c = h == HOP_HERE || (h == from && from != HOP_HERE && !turned) ? NULL
+                                                                             : conn_of(n, h);
+    if (h == HOP_HERE) {
+        if (n->cbs.pong)
+            n->cbs.pong(n->cbs.arg, f.id, f.route, f.nroute);
+    } else if (c) {
+        tbon_packet_t *p = tb_ctl_ping_encode(&f);
+        if (p)
+            tb_node_send_ctl(n, c, TB_CTL_PING, p);
+    } else {
+        TB_INFO("direct", "a ping from rank %u to rank %u has no way on from rank %u; dropped",
+                f.origin, f.target, n->rank);
+    }
+    free(route);
 }

@@ -390,6 +390,9 @@ int  tb_direct_route(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_pack
  * parent (-1) or child `from` routed, and taken in order here if this
  * process is a destination (or an acknowledgement taken); the topology
  * changed (what is not yet acknowledged goes again); the state freed. */
+/* A ping (m; from as above) passed on, answered here if we are its
+ * target, or its answer taken here (cbs.pong) if we are its origin. */
+void tb_direct_ping(tb_node_t *n, int from, const tb_ctl_ping_t *m);
 typedef struct tb_dlog tb_dlog_t;
 void tb_dlog_send(tb_node_t *n, tb_cmd_t *c);
 void tb_dlog_route(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *p);

@@ -56,6 +56,8 @@ enum {
     IT_TAG_EVENTS = 134,  /* "%ud" any -> "%ad %aud %aud %auld" the membership events
                              queued here (types, ranks, parents, view versions),
                              at most 64, oldest first (a BE started with --events) */
+    IT_TAG_DPING  = 135,  /* "%ud" rank -> "%ld %aud" tbon_net_ping's result and the
+                             route (this back-end first) */
     IT_TAG_DMSG   = 150,  /* the messages of the three above */
     IT_TAG_DMARK  = 151,  /* their markers */
     IT_TAG_AWAY   = 124,  /* "%ud %ud" pre post -> "%ld" 1 after pre ms; then away post ms */

@@ -251,6 +251,14 @@ static int handle_direct(tbon_packet_t *p, tbon_stream_t *s, int tag)
         }
         return tbon_stream_send(s, tag, "%ld", (int64_t)mark(res));
     }
+    if (tag == IT_TAG_DPING) {
+        uint32_t to = 0, route[64];
+        size_t n = 0;
+        if (tbon_packet_unpack(p, "%ud", &to) != 0)
+            return TBON_EFORMAT;
+        int rc = tbon_net_ping(the_net, to, 60000, NULL, route, 64, &n);
+        return tbon_stream_send(s, tag, "%ld %aud", (int64_t)rc, route, rc ? (size_t)0 : n);
+    }
     if (tag == IT_TAG_EVENTS) {
         int32_t type[64];
         uint32_t who[64], parent[64];

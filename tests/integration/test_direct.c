@@ -303,13 +303,16 @@ ITEST(ring_4x4_commnode_killed)
     ring_killing("4x4", 400, cn, 1);
 }
 
-/* The gate of the sender's burst (tbon_test_be.c, gate): armed for the
- * processes started from now on; path in buf. */
-static void gate_arm(char *buf, size_t len)
+/* A 16x16 tree whose back-ends' bursts have a gate (tbon_test_be.c,
+ * gate), at path (in buf). 0, or -1 (failure recorded, nothing running). */
+static int start_gated(it_tree_t *t, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/gate", th_tmpdir());
     unlink(buf);
     setenv("TBON_TEST_GATE", buf, 1);
+    int rc = it_start(t, "16x16", NULL, NULL);
+    unsetenv("TBON_TEST_GATE");
+    return rc ? -1 : 0;
 }
 
 /* Wait until the sender is half way (within WAIT_MS); stop commnode cn;
@@ -339,11 +342,8 @@ static pid_t gate_stop(const char *path, tbon_rank_t cn)
 static void broadcast_killing(int parent)
 {
     char path[PATH_MAX];
-    gate_arm(path, sizeof path);
     it_tree_t t;
-    int rc = it_start(&t, "16x16", NULL, NULL);
-    unsetenv("TBON_TEST_GATE");
-    if (rc)
+    if (start_gated(&t, path, sizeof path))
         return;
     size_t si = t.nbe / 2 + 3;
     tbon_rank_t sender = t.be[si];
@@ -377,11 +377,8 @@ ITEST(broadcast_16x16_the_senders_parent_killed)
 ITEST(multicast_16x16_the_senders_parent_killed)
 {
     char path[PATH_MAX];
-    gate_arm(path, sizeof path);
     it_tree_t t;
-    int rc = it_start(&t, "16x16", NULL, NULL);
-    unsetenv("TBON_TEST_GATE");
-    if (rc)
+    if (start_gated(&t, path, sizeof path))
         return;
     unsigned seed = (unsigned)it_now_ms();
     fprintf(stderr, "    seed %u\n", seed);
@@ -472,6 +469,45 @@ ITEST(killed_destination_is_unreachable_at_the_sender)
     /* and the rest still take messages */
     CHECK_INT(tbon_net_send_to(t.net, t.be[6], IT_TAG_DMSG, "%ud %ud", 0u, 1u), 0);
     CHECK_INT(tbon_net_send_to(t.net, victim, IT_TAG_DMSG, "%ud %ud", 0u, 1u), TBON_EINVAL);
+    it_stop(&t);
+}
+
+/* tbon_net_ping from the FE: to a back-end (the route through its
+ * commnode), to a commnode, to itself; a bad rank refused; from a
+ * back-end to another under another commnode. */
+ITEST(pings_from_the_fe_and_a_backend)
+{
+    it_tree_t t;
+    if (it_start(&t, "4x4", NULL, NULL))
+        return;
+    tbon_rank_t route[8];
+    size_t n = 0;
+    double ms = -1;
+    tbon_rank_t be = t.be[6];                   /* 4x4: under commnode 2 */
+    CHECK_INT(tbon_net_ping(t.net, be, WAIT_MS, &ms, route, 8, &n), 0);
+    CHECK(ms > 0);
+    CHECK_UINT(n, 3);
+    CHECK(route[0] == 0 && route[1] == 2 && route[2] == be);
+    CHECK_INT(tbon_net_ping(t.net, 3, WAIT_MS, &ms, route, 8, &n), 0);
+    CHECK(n == 2 && route[0] == 0 && route[1] == 3);
+    CHECK_INT(tbon_net_ping(t.net, 0, WAIT_MS, NULL, route, 8, &n), 0);
+    CHECK(n == 1 && route[0] == 0);
+    CHECK_INT(tbon_net_ping(t.net, 9999, WAIT_MS, NULL, NULL, 0, NULL), TBON_EINVAL);
+    CHECK(strstr(tbon_net_error(t.net), "rank 9999 is not a rank of the tree") != NULL);
+    /* a back-end pings one under another commnode: up to the FE and down */
+    tbon_rank_t from = t.be[1], to = t.be[13];  /* under 1 and 4 */
+    tbon_stream_t *one = answers(&t, &from, 1);
+    if (one && tbon_stream_send(one, IT_TAG_DPING, "%ud", to) == 0) {
+        tbon_packet_t *p = it_recv(one, WAIT_MS, "the back-end's ping");
+        int64_t rc = -1;
+        uint32_t *r = NULL;
+        size_t k = 0;
+        CHECK(p && tbon_packet_unpack(p, "%ld %aud", &rc, &r, &k) == 0);
+        CHECK_INT(rc, 0);
+        CHECK(k == 5 && r && r[0] == from && r[1] == 1 && r[2] == 0 && r[3] == 4 && r[4] == to);
+        free(r);
+        tbon_packet_unref(p);
+    }
     it_stop(&t);
 }
 

@@ -228,3 +228,37 @@ ITEST_LONG(late_answers_go_under_their_own_wave)
     CHECK(nlate >= 1);      /* rank 1's answer to wave 0 comes during wave 1 */
     free(out);
 }
+
+/* --ping: the route from the FE down to a back-end of a two-level tree
+ * (FE, commnode 2, back-end 6) and a round trip for each hop, readable and
+ * as one JSON line; a commnode answers too. */
+ITEST(ping_shows_the_route_and_each_hop)
+{
+    const char *topo = "localhost:0 => localhost:1 localhost:2 ;\n"
+                       "localhost:1 => localhost:3 localhost:4 ;\n"
+                       "localhost:2 => localhost:5 localhost:6 ;\n";
+    char *out = NULL;
+    const char *args[] = { "--ping", "6", "--ping-count", "5", NULL };
+    if (run_frontend_on(topo, args, &out) == 0 && out) {
+        CHECK(strstr(out, "ping rank 6: route 0 -> 2 -> 6 (2 hops)\n") != NULL);
+        double a = -1, b = -1;
+        const char *h1 = strstr(out, "  hop 1: rank 2  "), *h2 = strstr(out, "  hop 2: rank 6  ");
+        CHECK(h1 && sscanf(h1, "  hop 1: rank 2  %lf ms (median of 5)", &a) == 1 && a > 0);
+        CHECK(h2 && sscanf(h2, "  hop 2: rank 6  %lf ms (median of 5)", &b) == 1 && b > 0);
+    }
+    free(out);
+    out = NULL;
+    const char *jargs[] = { "--ping", "1", "--json", NULL };
+    if (run_frontend_on(topo, jargs, &out) == 0 && out) {
+        json_error_t e;
+        json_t *o = json_loads(out, 0, &e);
+        json_t *hops = o ? json_object_get(o, "hops") : NULL;
+        CHECK(o && json_integer_value(json_object_get(o, "ping")) == 1);
+        CHECK(hops && json_array_size(hops) == 1);
+        json_t *h = hops ? json_array_get(hops, 0) : NULL;
+        CHECK(h && json_integer_value(json_object_get(h, "rank")) == 1 &&
+              json_real_value(json_object_get(h, "rtt_ms")) > 0);
+        json_decref(o);
+    }
+    free(out);
+}

@@ -118,7 +118,7 @@ TEST(table_names_every_op_once)
     CHECK(tb_ctl_info(TB_CTL_OP_MAX + 1) == NULL);
     CHECK(tb_ctl_info(-1) == NULL);
     CHECK_STR(tb_ctl_name(99), "?");
-    CHECK_INT(TB_CTL_OP_MAX, 28);
+    CHECK_INT(TB_CTL_OP_MAX, 29);
     for (int op = 1; op <= TB_CTL_OP_MAX; op++) {
         const tb_ctl_info_t *i = tb_ctl_info(op);
         REQUIRE(i);
@@ -145,6 +145,7 @@ TEST(table_names_every_op_once)
     CHECK_INT(TB_CTL_CATCH_UP, 26);
     CHECK_INT(TB_CTL_DIRECT, 27);
     CHECK_INT(TB_CTL_STABLE, 28);
+    CHECK_INT(TB_CTL_PING, 29);
     CHECK_INT(tb_ctl_info(TB_CTL_DIRECT)->dir, TB_CTL_BOTH);
     CHECK_STR(tb_ctl_name(TB_CTL_VIEW_ACK), "VIEW_ACK");
     CHECK_INT(tb_ctl_info(TB_CTL_VIEW)->owner, TB_CTL_OWN_VIEW);
@@ -158,10 +159,10 @@ TEST(unknown_op_is_refused)
 {
     tb_ctl_msg_t m;
     tbon_error_t err;
-    tbon_packet_t *p = tbon_packet_new(29, "%ud", 0u);
+    tbon_packet_t *p = tbon_packet_new(30, "%ud", 0u);
     REQUIRE(p);
-    CHECK_INT(tb_ctl_decode(29, p, &m, &err), TBON_EFORMAT);
-    CHECK(strstr(err.msg, "control message 29: no such op") != NULL);
+    CHECK_INT(tb_ctl_decode(30, p, &m, &err), TBON_EFORMAT);
+    CHECK(strstr(err.msg, "control message 30: no such op") != NULL);
     size_t len;
     const uint8_t *b = tb_packet_payload(p, &len);
     CHECK_INT(tb_ctl_decode_bytes(0, b, len, &m, &err), TBON_EFORMAT);
@@ -698,6 +699,25 @@ TEST(stable_round_trip_and_version_zero)
     check_refused(TB_CTL_STABLE, tb_ctl_stable_encode(&(tb_ctl_stable_t){ 0 }), "view version 0");
 }
 
+TEST(ping_round_trip_and_checks)
+{
+    const uint32_t route[] = { 0, 3, 40 };
+    tb_ctl_ping_t out;
+    tbon_packet_t *p = tb_ctl_ping_encode(&(tb_ctl_ping_t){ 0, 40, 9, TB_PING_PONG, route, 3 });
+    REQUIRE(p && tb_ctl_ping_decode(p, &out, NULL) == 0);
+    CHECK(out.origin == 0 && out.target == 40 && out.id == 9 && out.flags == TB_PING_PONG);
+    CHECK(out.nroute == 3 && out.route[1] == 3);
+    tb_ctl_free(TB_CTL_PING, &out);
+    check_wire(TB_CTL_PING, p, tbon_packet_new(TB_CTL_PING, "%ud %ud %uld %ud %aud", 0u, 40u,
+                                               (uint64_t)9, 1u, route, (size_t)3));
+    check_refused(TB_CTL_PING, tb_ctl_ping_encode(&(tb_ctl_ping_t){ 0, 40, 9, 2, route, 3 }),
+                  "unknown flags 0x2");
+    check_refused(TB_CTL_PING, tb_ctl_ping_encode(&(tb_ctl_ping_t){ 5, 40, 9, 0, route, 3 }),
+                  "does not start at the origin");
+    check_refused(TB_CTL_PING, tb_ctl_ping_encode(&(tb_ctl_ping_t){ 0, 40, 9, 0, NULL, 0 }),
+                  "does not start at the origin");
+}
+
 TEST(filter_fault_round_trip_and_signal_range)
 {
     const uint32_t src[] = { 97, 98, 100 };
@@ -792,6 +812,7 @@ TEST(every_message_refuses_every_other_format)
     pk[TB_CTL_DIRECT] = tb_ctl_direct_encode(&(tb_ctl_direct_t){ 1, 0, 1, 100, 0, 0, one, one, 1,
                                                                  d1, 1 });
     pk[TB_CTL_STABLE] = tb_ctl_stable_encode(&(tb_ctl_stable_t){ 4 });
+    pk[TB_CTL_PING] = tb_ctl_ping_encode(&(tb_ctl_ping_t){ 1, 3, 7, 0, one, 1 });
     for (int a = 1; a <= TB_CTL_OP_MAX; a++) {
         REQUIRE(pk[a]);
         for (int b = 1; b <= TB_CTL_OP_MAX; b++) {
