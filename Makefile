@@ -140,7 +140,9 @@ IPROG_BIN := $(IPROG_SRC:tests/integration/%.c=$(B)/tests/bin/%)
 
 # examples/*/: each a small FE, BE and filter a user can copy (see its README).
 EX_DIRS := $(patsubst %/,%,$(dir $(wildcard examples/*/fe.c)))
-EX_BIN  := $(foreach d,$(EX_DIRS),$(B)/$(d)/fe $(B)/$(d)/be $(B)/$(d)/filter.so)
+# (filter.c is optional: an example of messages between processes needs none)
+EX_BIN  := $(foreach d,$(EX_DIRS),$(B)/$(d)/fe $(B)/$(d)/be \
+             $(if $(wildcard $(d)/filter.c),$(B)/$(d)/filter.so))
 
 # Unit tests: tests/unit/test_*.c, each one binary with the harness.
 TEST_SRC := $(wildcard tests/unit/test_*.c)
@@ -180,7 +182,8 @@ ALL_OBJ := $(LIB_OBJ) $(foreach p,$(PROGRAMS),$($(p)_SRC:%.c=$(B)/obj/%.o)) \
            $(INPROC_SRC:%.c=$(B)/obj/%.o) $(INPROC_OBJ) \
            $(ITEST_SRC:%.c=$(B)/obj/%.o) $(IPROG_SRC:%.c=$(B)/obj/%.o) \
            $(PLUGIN_SRC:%.c=$(B)/obj/%.o) $(TPLUGIN_SRC:%.c=$(B)/obj/%.o) \
-           $(foreach d,$(EX_DIRS),$(B)/obj/$(d)/fe.o $(B)/obj/$(d)/be.o $(B)/obj/$(d)/filter.o) \
+           $(foreach d,$(EX_DIRS),$(B)/obj/$(d)/fe.o $(B)/obj/$(d)/be.o \
+             $(if $(wildcard $(d)/filter.c),$(B)/obj/$(d)/filter.o)) \
            $(STAT_LIB_OBJ) $(wildcard $(B)/obj/stat/*.o) $(TESTLIB_OBJ)
 
 # tbon_fims, the failure injection and management tool (tests/fims/, one file

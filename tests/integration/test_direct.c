@@ -511,6 +511,31 @@ ITEST(pings_from_the_fe_and_a_backend)
     it_stop(&t);
 }
 
+/* The example tool (examples/token_ring): its tokens round the 16
+ * back-ends of local-4x4 come back whole (ranks 5-20: sum 200). */
+ITEST(example_token_ring)
+{
+    char cmd[3 * PATH_MAX];
+    snprintf(cmd, sizeof cmd, "%s/examples/token_ring/fe %s 3 2>&1", it_build_dir(),
+             it_src_path("topologies/local-4x4.top"));
+    FILE *f = popen(cmd, "r");
+    REQUIRE(f);
+    char line[256];
+    int ok = 0, first = 0;
+    while (fgets(line, sizeof line, f)) {
+        first |= strcmp(line, "fe: 16 back-ends in the ring\n") == 0;
+        for (int k = 0; k < 3; k++) {
+            char want[80];
+            snprintf(want, sizeof want, "token %d: sum 200 over 16 hops from rank 20 in ", k);
+            ok += strncmp(line, want, strlen(want)) == 0 && strstr(line, " ok\n") != NULL;
+        }
+    }
+    CHECK_INT(pclose(f), 0);
+    CHECK(first);
+    CHECK_INT(ok, 3);
+    it_check_no_procs("after the example");
+}
+
 /* The FE sends to one back-end and multicasts to two; the errors: a
  * commnode, no such rank, a reserved tag, no destination, NULL. */
 ITEST(fe_sends_and_bad_calls_are_refused)
