@@ -544,7 +544,7 @@ int tbon_net_recv_direct(tbon_net_t *net, tbon_rank_t *from, tbon_packet_t **pkt
 /* The answer to ping *id, if it is here (under net->mu). */
 static const struct tb_pong *pong_of(const tbon_net_t *net, uint64_t id)
 {
-    for (size_t i = 0; i < TB_NET_PONGS; i++)
+    for (size_t i = 0; net->pong && i < TB_NET_PONGS; i++)
         if (net->pong[i].id == id)
             return &net->pong[i];
     return NULL;
@@ -564,7 +564,10 @@ int tbon_net_ping(tbon_net_t *net, tbon_rank_t rank, int timeout_ms, double *rtt
     const char *why = rank >= tb_topology_size(net->topo) ? "is not a rank of the tree"
                       : !tb_topology_alive(net->topo, rank) ? "has failed or left" : NULL;
     uint64_t id = ++net->ping_next;
+    int oom = !net->pong && !why && !(net->pong = calloc(TB_NET_PONGS, sizeof *net->pong));
     pthread_mutex_unlock(&net->mu);
+    if (oom)
+        return tb_net_fail(net, TBON_ENOMEM, "out of memory");
     if (why)
         return tb_net_fail(net, TBON_EINVAL, "rank %u %s: no ping sent", rank, why);
     tb_cmd_t *c = tb_cmd_ping(rank, id);
@@ -901,6 +904,7 @@ void tb_net_free(tbon_net_t *net)
         tb_ring_drop(&net->direct);
     }
     tb_ring_free(&net->direct);
+    free(net->pong);
     free(net->chk_agree);
     free(net->chk_bad);
     free(net->missing);

@@ -261,6 +261,10 @@ static void cb_pong(void *arg, uint64_t id, const uint32_t *route, size_t n)
 {
     tbon_net_t *net = arg;
     pthread_mutex_lock(&net->mu);
+    if (!net->pong) {               /* (made by tbon_net_ping; a stray answer) */
+        pthread_mutex_unlock(&net->mu);
+        return;
+    }
     struct tb_pong *p = &net->pong[net->pong_next++ % TB_NET_PONGS];
     p->id = id;
     p->n = n < TB_NET_PING_ROUTE ? n : TB_NET_PING_ROUTE;

@@ -44,6 +44,11 @@ typedef struct tb_dmsg {
 /* tbon_net_ping: answers kept for their callers, and the route's length. */
 #define TB_NET_PONGS 8
 #define TB_NET_PING_ROUTE 64
+struct tb_pong {
+    uint64_t id;
+    size_t n;
+    tbon_rank_t route[TB_NET_PING_ROUTE];
+};
 
 struct tbon_comm {
     tbon_rank_t *ranks;
@@ -113,13 +118,11 @@ struct tbon_net {
     int            be_events;      /* BE: membership events asked for */
     tb_ring_t      direct;         /* tb_dmsg_t: messages from other processes,
                                       oldest first (tbon_net_recv_direct) */
-    /* tbon_net_ping: the last id given, and the latest answers */
+    /* tbon_net_ping: the last id given, and the latest answers
+     * (TB_NET_PONGS of them, made at the first ping: kept out of this
+     * struct, whose hot fields keep their places) */
     uint64_t       ping_next;
-    struct tb_pong {
-        uint64_t id;
-        size_t n;
-        tbon_rank_t route[TB_NET_PING_ROUTE];
-    } pong[TB_NET_PONGS];
+    struct tb_pong *pong;
     size_t         pong_next;      /* the slot the next answer takes */
     uint64_t       view_version;   /* the last view applied by the node */
     /* FE: consistency checks (tbon_fe_check_views) */
