@@ -107,6 +107,9 @@ struct tb_dlog {
     size_t nowe, capowe;
     tb_timer_t ack_timer, resend_timer;
     int rto;                    /* ms: the wait before sending again */
+    int topo_pending;           /* the resend timer is for a topology change */
+    uint32_t *snap;             /* every rank's parent at the last such resend */
+    size_t nsnap;
 };
 
 static int endpoint_rank(const tb_topology_t *t, tbon_rank_t r)
@@ -190,6 +193,7 @@ static void peer_all(tb_dlog_t *d)
 static void on_ack_timer(tb_timer_t *t, int64_t now);
 static void on_resend_timer(tb_timer_t *t, int64_t now);
 static void arrived(tb_node_t *n, const tb_ctl_direct_t *m, uint32_t mine);
+static void snap_take(tb_dlog_t *d);
 
 /* m on its way from `from` (or made here): taken here if we are one of its
  * destinations. */
@@ -213,6 +217,7 @@ static tb_dlog_t *dlog(tb_node_t *n)
         d->ack_timer = (tb_timer_t){ .fn = on_ack_timer, .arg = d };
         d->resend_timer = (tb_timer_t){ .fn = on_resend_timer, .arg = d };
         n->dlog = d;
+        snap_take(d);
     }
     return n->dlog;
 }
@@ -248,6 +253,7 @@ void tb_dlog_free(tb_node_t *n)
     }
     free(d->all);
     free(d->tab);
+    free(d->snap);
     free(d->owe);
     free(d);
     n->dlog = NULL;
@@ -372,7 +378,11 @@ static void arm_resend(tb_dlog_t *d, int64_t due)
 }
 
 /* Send o again, by today's routes, where it is not yet taken. */
-static void resend(tb_dlog_t *d, const struct dout *o)
+static int moved(const tb_dlog_t *d, tbon_rank_t r);
+
+/* Send o again, by today's routes, where it is not yet taken (and, with
+ * sel, only to destinations that moved). */
+static void resend(tb_dlog_t *d, const struct dout *o, const tb_dlog_t *sel)
 {
     tb_node_t *n = d->n;
     tb_ctl_direct_t m = { .src = n->rank, .nonce = d->nonce, .seq = o->seq, .tag = o->tag,
@@ -388,7 +398,7 @@ static void resend(tb_dlog_t *d, const struct dout *o)
         return;
     }
     size_t k = 0;
-    while (k < o->ndst && o->dseq[k])
+    while (k < o->ndst && o->dseq[k] && !sel)
         k++;
     if (k == o->ndst) {         /* none has it yet (its first sending) */
         m.dst = o->dst;
@@ -402,7 +412,7 @@ static void resend(tb_dlog_t *d, const struct dout *o)
         return;                 /* the next try */
     k = 0;
     for (size_t i = 0; i < o->ndst; i++)
-        if (o->dseq[i]) {
+        if (o->dseq[i] && (!sel || moved(sel, o->dst[i]))) {
             v[k] = o->dst[i];
             v[o->ndst + k++] = o->dseq[i];
         }
@@ -415,16 +425,83 @@ static void resend(tb_dlog_t *d, const struct dout *o)
     free(v);
 }
 
+/* Every rank's parent now, to tell later which moved. */
+static void snap_take(tb_dlog_t *d)
+{
+    const tb_topology_t *t = d->n->topo;
+    size_t size = tb_topology_size(t);
+    if (size > d->nsnap) {
+        uint32_t *v = realloc(d->snap, size * sizeof *v);
+        if (!v)
+            return;             /* the old one: more is sent again, not less */
+        d->snap = v;
+        d->nsnap = size;
+    }
+    for (size_t r = 0; r < size; r++)
+        d->snap[r] = tb_topology_parent(t, (tbon_rank_t)r);
+}
+
+/* Whether rank r or a node above it has a new parent since snap_take: a
+ * message between it and anyone may have died with the old one. */
+static int moved(const tb_dlog_t *d, tbon_rank_t r)
+{
+    const tb_topology_t *t = d->n->topo;
+    for (int k = 0; k < 64 && r != TBON_RANK_NONE; k++) {
+        tbon_rank_t p = tb_topology_parent(t, r);
+        if (r >= d->nsnap || d->snap[r] != p)
+            return 1;
+        r = p;
+    }
+    return 0;
+}
+
+/* After a topology change, what may have died with a failed node goes
+ * again: the messages to or from a process that moved (adopted, or below
+ * one adopted), broadcasts if anything moved. Everything else is on its
+ * way and will be acknowledged; sending it all again at every change (a
+ * recovery brings dozens) flooded a loaded tree's recovery until its
+ * nodes were taken for dead. */
+static void resend_moved(tb_dlog_t *d)
+{
+    int me = moved(d, d->n->rank), any = me;
+    for (size_t k = 0; k < d->out.len; k++) {
+        struct dout *o = tb_ring_at(&d->out, k);
+        if (me) {
+            resend(d, o, NULL);
+            continue;
+        }
+        if (o->flags & TB_DIRECT_BCAST) {
+            for (size_t r = 0; r < d->nsnap && !any; r++)
+                any = d->snap[r] != tb_topology_parent(d->n->topo, (tbon_rank_t)r);
+            if (any)
+                resend(d, o, NULL);
+            continue;
+        }
+        resend(d, o, d);
+    }
+    snap_take(d);
+}
+
 static void on_resend_timer(tb_timer_t *t, int64_t now)
 {
     tb_dlog_t *d = t->arg;
     sync_peers(d);
     trim(d);
-    if (!d->out.len || tb_node_ending(d->n))
+    int topo = d->topo_pending;
+    d->topo_pending = 0;
+    if (!d->out.len || tb_node_ending(d->n)) {
+        snap_take(d);
         return;
-    TB_DEBUG("direct", "%zu messages not yet taken everywhere: sent again", d->out.len);
+    }
+    if (topo) {
+        resend_moved(d);
+        arm_resend(d, now + d->rto);
+        return;
+    }
+    TB_DEBUG("direct", "%zu messages not acknowledged for %d ms: sent again", d->out.len,
+             d->rto);
     for (size_t k = 0; k < d->out.len; k++)
-        resend(d, tb_ring_at(&d->out, k));
+        resend(d, tb_ring_at(&d->out, k), NULL);
     arm_resend(d, now + d->rto);
     if (d->rto < DLOG_RTO_MAX_MS)
         d->rto *= 2;
@@ -502,7 +579,7 @@ void tb_dlog_send(tb_node_t *n, tb_cmd_t *c)
     }
     if (!tb_timer_armed(&d->resend_timer))
         arm_resend(d, tb_now_ms() + d->rto);
-    resend(d, o);
+    resend(d, o, NULL);
 }
 
 static void on_ack(tb_dlog_t *d, const tb_ctl_direct_t *m)
@@ -529,8 +606,10 @@ static void on_ack(tb_dlog_t *d, const tb_ctl_direct_t *m)
 void tb_dlog_topo(tb_node_t *n)
 {
     /* (also when nothing waits: the dead are forgotten then) */
-    if (n->dlog)
+    if (n->dlog) {
+        n->dlog->topo_pending = 1;
         arm_resend(n->dlog, tb_now_ms() + DLOG_REROUTE_MS);
+    }
 }
 
 /* ---- the receiver ---- */
