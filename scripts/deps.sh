@@ -9,7 +9,8 @@ set -u
 # compare and random nonces; libjansson-dev: the JSON that tbon_frontend and
 # tbon_stat write; graphviz (dot): tbon_stat's SVG drawings of its trees.
 # valgrind: bench/instr.sh counts instructions per wave with its callgrind.
-PKGS="make gcc pkg-config procps valgrind libxml2-dev zlib1g-dev libsodium-dev libjansson-dev clang libclang-rt-14-dev libdw-dev elfutils gdb openmpi-bin libopenmpi-dev graphviz"
+# iptables: the cluster test of a link that drops every packet (host_firewall).
+PKGS="make gcc pkg-config procps iptables valgrind libxml2-dev zlib1g-dev libsodium-dev libjansson-dev clang libclang-rt-14-dev libdw-dev elfutils gdb openmpi-bin libopenmpi-dev graphviz"
 
 missing=""
 for p in $PKGS; do

@@ -353,6 +353,24 @@ void tb_net_submit(tbon_net_t *net, tb_cmd_t *c)
         tb_node_post(net->node, c);
 }
 
+/* Back-pressure for messages: wait while this process has more of them
+ * unacknowledged than the window (node_dlog.c). 0 or TBON_ECLOSED. */
+int tb_net_wait_dlog(tbon_net_t *net)
+{
+    if (!net->inline_node)
+        return tb_node_wait_dlog(net->node);
+    pthread_mutex_lock(&net->mu);
+    while (tb_node_dlog_full(net->node) && !tb_node_stopped(net->node)) {
+        if (net->driving)
+            tb_net_wait_until(net, NULL);
+        else
+            drive(net, -1);
+    }
+    int rc = tb_node_stopped(net->node) ? TBON_ECLOSED : 0;
+    pthread_mutex_unlock(&net->mu);
+    return rc;
+}
+
 TB_HOT void tb_net_arm(void *arg, int on)
 {
     tbon_net_t *net = arg;
@@ -532,6 +550,13 @@ int tbon_net_recv_direct(tbon_net_t *net, tbon_rank_t *from, tbon_packet_t **pkt
         if (from)
             *from = m->from;
         tb_ring_drop(&net->direct);
+        atomic_fetch_sub(&net->direct_bytes, tb_net_pkt_size(*pkt));
+        if (net->direct_resume && atomic_load(&net->direct_bytes) < TB_APP_LOW) {
+            net->direct_resume = 0;
+            tb_cmd_t *c = tb_cmd_resume();
+            if (c)
+                tb_node_post(net->node, c);
+        }
     }
     pthread_mutex_unlock(&net->mu);
     if (rc == TBON_ECLOSED)

@@ -334,12 +334,31 @@ static void cb_direct(void *arg, tbon_rank_t from, tbon_packet_t *p)
     tbon_net_t *net = arg;
     pthread_mutex_lock(&net->mu);
     tb_dmsg_t *m = tb_ring_push(&net->direct);
-    if (m)
+    if (m) {
         *m = (tb_dmsg_t){ from, p };
-    else
+        atomic_fetch_add(&net->direct_bytes, tb_net_pkt_size(p));
+    } else {
         tbon_packet_unref(p);
+    }
     pthread_cond_broadcast(&net->cond);
     pthread_mutex_unlock(&net->mu);
+}
+
+/* Whether the messages not yet taken are over the mark (the node then
+ * keeps the next ones back until tbon_net_recv_direct drains them). */
+static int cb_direct_full(void *arg)
+{
+    tbon_net_t *net = arg;
+    /* Only this thread adds (cb_direct): below the mark now, it stays so
+     * until this thread adds more (as cb_app_full). */
+    if (atomic_load_explicit(&net->direct_bytes, memory_order_relaxed) <= TB_APP_HIGH)
+        return 0;
+    pthread_mutex_lock(&net->mu);
+    int full = atomic_load(&net->direct_bytes) > TB_APP_HIGH;
+    if (full)
+        net->direct_resume = 1;
+    pthread_mutex_unlock(&net->mu);
+    return full;
 }
 
 tb_node_cbs_t tb_net_callbacks(tbon_net_t *net)
@@ -350,6 +369,7 @@ tb_node_cbs_t tb_net_callbacks(tbon_net_t *net)
                             .event = cb_event, .kick = net->inline_node ? tb_net_kick : NULL,
                             .arm = net->inline_node ? tb_net_arm : NULL,
                             .view = cb_view, .stable = cb_stable, .pong = cb_pong, .checked = cb_checked, .attr = cb_attr,
-                            .stream_found = cb_stream_found, .direct = cb_direct };
+                            .stream_found = cb_stream_found, .direct = cb_direct,
+                            .direct_full = cb_direct_full };
 }
 

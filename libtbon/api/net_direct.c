@@ -57,7 +57,13 @@ static int submit(tbon_net_t *net, tbon_rank_t *dst, size_t n, uint32_t flags, t
     tb_cmd_t *c = tb_cmd_direct(dst, n, flags, p, tb_net_pkt_size(p));
     if (!c)
         return tb_net_fail(net, TBON_ENOMEM, "out of memory");
+    /* counted now: the command may wait in the node's mailbox */
+    tb_dlog_window_add(net->node, tb_dlog_bytes(c->u.direct.pkt));
     tb_net_submit(net, c);
+    /* Back-pressure: past the window, the next send waits here until the
+     * destinations acknowledge (they do as their applications take them). */
+    if (tb_node_dlog_full(net->node) && tb_net_wait_dlog(net) != 0)
+        return tb_net_fail(net, TBON_ECLOSED, "the network has shut down");
     return 0;
 }
 

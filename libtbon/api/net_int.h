@@ -118,6 +118,10 @@ struct tbon_net {
     int            be_events;      /* BE: membership events asked for */
     tb_ring_t      direct;         /* tb_dmsg_t: messages from other processes,
                                       oldest first (tbon_net_recv_direct) */
+    atomic_size_t  direct_bytes;   /* theirs (tb_net_pkt_size; changed under mu):
+                                      over TB_APP_HIGH the node keeps the next
+                                      ones back */
+    int            direct_resume;  /* it did: a RESUME goes below TB_APP_LOW */
     /* tbon_net_ping: the last id given, and the latest answers
      * (TB_NET_PONGS of them, made at the first ping: kept out of this
      * struct, whose hot fields keep their places) */
@@ -172,6 +176,7 @@ struct tbon_net {
  * there: 0 or TBON_ENOMEM. */
 /* Carry out command c now (a back-end's inline node, unless another thread
  * drives it) or post it to the node (net.c). */
+int tb_net_wait_dlog(tbon_net_t *net);
 void tb_net_submit(tbon_net_t *net, tb_cmd_t *c);
 
 tb_kicker_t *tb_kicker_new(void (*kick)(void *arg), void *arg);

@@ -6,8 +6,10 @@
 #include "ft/eds.h"
 #include "util/hot.h"
 #include "ft/eds_int.h"
+#include "node/node_ft.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -370,22 +372,25 @@ static void on_handshake_timer(tb_timer_t *t, int64_t now)
  * never suspected: only its end (its connections closing) ends a session. */
 static void silent(tb_eds_t *e, watch_t *w, int64_t now, int hb, int beat)
 {
-    int for_ms = (int)(now - w->heard);
+    int for_ms = w->link_quiet ? w->link_quiet : (int)(now - w->heard);
+    int how = w->link_quiet ? TB_SUSPECT_LINK : 1;
     if (w->rank == 0 && e->role != TB_ROLE_FE) {
         if (!w->suspected)
-            TB_WARN("eds", "the front-end has sent nothing for %d ms (stopped? a debugger?): "
-                    "waiting for it", for_ms);
+            TB_WARN("eds", "the front-end has %s for %d ms (%s): waiting for it",
+                    w->link_quiet ? "acknowledged nothing on its connection" : "sent nothing",
+                    for_ms, w->link_quiet ? "a cut link? its host gone?"
+                                          : "stopped? a debugger?");
         w->suspected = 1;
         return;
     }
     if (!w->suspected) {
         w->suspected = 1;
         w->suspected_at = now;
-        tb_eds_post(e, tb_cmd_suspect(w->rank, 1, for_ms));
+        tb_eds_post(e, tb_cmd_suspect(w->rank, how, for_ms));
         return;
     }
     if (beat)
-        tb_eds_post(e, tb_cmd_suspect(w->rank, 1, for_ms));
+        tb_eds_post(e, tb_cmd_suspect(w->rank, how, for_ms));
     /* The FE confirms within three windows of the first report it gets; a
      * suspicion that stands much longer has not reached it (no datagram
      * route, its notice socket could not be opened, every verdict lost). */
@@ -429,6 +434,58 @@ static void silent(tb_eds_t *e, watch_t *w, int64_t now, int hb, int beat)
  * timeout. Returns when the EDS must look again (-1: heartbeats are off). */
 #define TB_BEAT_FALLBACK(hb) ((hb) / 4 + (hb) / 16)
 
+/* The acknowledgement timeout (seed 004 section 4; docs/protocol.md 8.5):
+ * a peer whose kernel has acknowledged none of our beats for this long is
+ * silent without waiting for the heartbeat timeout. TCP's own
+ * acknowledgements are the measure, not the peer's answers: a stopped or
+ * starved process's kernel still acknowledges, so only a cut link or a
+ * dead host trips it, and what follows is the same suspicion as silence
+ * (confirmed by the FE, refuted when the peer is heard). Default: a third
+ * of the heartbeat timeout, at least TB_ACK_MIN_MS (TCP sends again after
+ * 200 ms at the soonest). */
+#define TB_ACK_MIN_MS 250
+
+static int ack_timeout(const tb_eds_t *e, int hb)
+{
+    if (e->ack_conf >= 0)
+        return e->ack_conf;
+    return hb / 3 > TB_ACK_MIN_MS ? hb / 3 : TB_ACK_MIN_MS;
+}
+
+/* Whether w's link is silent (w->link_quiet); *next lowered to when it
+ * would be, for data outstanding that is not yet overdue. */
+static void link_look(watch_t *w, int64_t now, int ack, int64_t *next)
+{
+    w->link_quiet = 0;
+    if (ack <= 0 || now < w->link_after)
+        return;
+    int q = tb_sock_unacked_ms(w->fd);
+    if (q >= ack)
+        w->link_quiet = q;
+    else if (q > 0 && now + (ack - q) < *next)
+        *next = now + (ack - q);
+}
+
+/* Silent: nothing heard for limit ms, or a silent link. */
+static int quiet(const watch_t *w, int64_t now, int64_t limit)
+{
+    return now - w->heard >= limit || w->link_quiet;
+}
+
+/* One peer's look: whether it is silent (quiet()). */
+static int look_at(watch_t *w, int64_t now, int64_t limit, int ack, int64_t *link_next)
+{
+    if (now - w->heard >= limit) {
+        /* We may be the slow one (starved, or just woken up): what the
+         * peer sent may be waiting unread. Only true silence counts. */
+        char c;
+        if (recv(w->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0)
+            w->heard = now;
+    }
+    link_look(w, now, ack, link_next);
+    return quiet(w, now, limit);
+}
+
 TB_HOT static int64_t heartbeats(tb_eds_t *e, int parent_beat)
 {
     int hb = atomic_load(&e->hb_ms);
@@ -456,7 +513,8 @@ TB_HOT static int64_t heartbeats(tb_eds_t *e, int parent_beat)
         e->last_beat = now;
         e->next_beat = now + (period > 0 ? period : 1);
     }
-    int64_t limit = (int64_t)hb * (1 + e->lh);
+    int64_t limit = (int64_t)hb * (1 + e->lh), link_next = INT64_MAX;
+    int ack = ack_timeout(e, hb);
     const char b = TB_EVENT_BEAT;
     size_t npeers = 0, nsilent = 0;
     pthread_mutex_lock(&e->mu);
@@ -474,14 +532,7 @@ TB_HOT static int64_t heartbeats(tb_eds_t *e, int parent_beat)
         npeers++;
         if (starting)
             w->heard = now;
-        if (now - w->heard >= limit) {
-            /* We may be the slow one (starved, or just woken up): what the
-             * peer sent may be waiting unread. Only true silence counts. */
-            char c;
-            if (recv(w->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0)
-                w->heard = now;
-        }
-        nsilent += now - w->heard >= limit;
+        nsilent += look_at(w, now, limit, ack, &link_next);
         if (beat && send(w->fd, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)
             TB_DEBUG("eds", "no heartbeat to rank %u: %s", w->rank, strerror(errno));
     }
@@ -499,12 +550,16 @@ TB_HOT static int64_t heartbeats(tb_eds_t *e, int parent_beat)
         e->lh_since = now;
         limit = (int64_t)hb * (1 + e->lh);
     }
-    int64_t next = e->next_beat;
+    int64_t next = e->next_beat < link_next ? e->next_beat : link_next;
     for (watch_t *w = e->all; w; w = w->next) {
         if (w->dead || w->kind != K_EVENT)
             continue;
         if (self && now - w->heard >= (int64_t)hb)
             w->heard = now;             /* a fresh period for everyone */
+        if (self && w->link_quiet) {
+            w->link_quiet = 0;
+            w->link_after = now + limit;
+        }
         if (now - w->heard < limit && w->heard + limit < next)
             next = w->heard + limit;
     }
@@ -515,7 +570,7 @@ TB_HOT static int64_t heartbeats(tb_eds_t *e, int parent_beat)
         again = 0;
         pthread_mutex_lock(&e->mu);
         watch_t *w = e->all;
-        while (w && (w->dead || w->kind != K_EVENT || now - w->heard < limit ||
+        while (w && (w->dead || w->kind != K_EVENT || !quiet(w, now, limit) ||
                      w->looked == now))
             w = w->next;
         if (w)
@@ -626,6 +681,21 @@ TB_HOT static void *eds_thread(void *arg)
     return NULL;
 }
 
+/* TBON_ACK_TIMEOUT_MS: -1 (unset: the default), 0 (off) or ms. */
+static int ack_conf(const char *v)
+{
+    if (!v || !*v)
+        return -1;
+    char *end;
+    long ms = strtol(v, &end, 10);
+    if (*end || ms < 0 || ms > INT_MAX) {
+        TB_WARN("eds", "TBON_ACK_TIMEOUT_MS=%s is not a number of ms (0: off): "
+                "the default it is", v);
+        return -1;
+    }
+    return (int)ms;
+}
+
 tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
                        const tb_topology_t *topo, tbon_rank_t rank,
                        const tb_session_t *s, tbon_error_t *err)
@@ -645,6 +715,7 @@ tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
     e->watch_io = on_watch_io;
     e->handshake_timer = on_handshake_timer;
     e->hb_timer = (tb_timer_t){ .fn = on_hb_timer, .arg = e };
+    e->ack_conf = ack_conf(node ? tb_node_conf(node)->ack_timeout_ms : NULL);
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->amu, NULL);
     pthread_cond_init(&e->acv, NULL);

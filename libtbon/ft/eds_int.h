@@ -67,6 +67,11 @@ typedef struct watch {
     int suspected;             /* K_EVENT: silent past the timeout (eds.c, silent()) */
     int64_t suspected_at;      /* since when (ms) */
     int64_t looked;            /* heartbeats(): the turn that last looked at it */
+    int link_quiet;            /* K_EVENT: its kernel has acknowledged nothing for
+                                  this long (ms), past the acknowledgement timeout;
+                                  0: the link is fine (eds.c, link_look()) */
+    int64_t link_after;        /* link silence counts again from then (a fresh
+                                  period after suspecting ourselves) */
     /* K_EVENT: a message read in part (eds_watch.c, tb_eds_scan_events) */
     uint8_t ev_hdr[5];
     uint8_t ev_hdr_have;
@@ -149,6 +154,8 @@ struct tb_eds {
     int64_t last_beat;
     int64_t hb_due;            /* when the heartbeat timer was due (its lateness
                                   says the EDS was starved) */
+    int ack_conf;              /* TBON_ACK_TIMEOUT_MS: -1 the default (a third of
+                                  the heartbeat timeout), 0 off */
     int lh;                    /* local health: timeouts are (1 + lh) x hb_ms */
     int64_t lh_since;          /* its last change (ms) */
     atomic_int verdicts;       /* the node can hear the FE's verdicts (notice.c):

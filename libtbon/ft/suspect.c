@@ -75,8 +75,13 @@ void tb_suspect_cmd(tb_suspect_t *sp, tbon_rank_t r, int on, int silent_ms)
     tb_ft_ctx_t *cx = sp->cx;
     const tb_nft_t *nd = &cx->nd;
     int i = nd->ops->child_index(nd->n, r);
+    int how = on;
+    on = on != 0;
     if (i >= 0 && nd->ops->child_suspect(nd->n, (size_t)i, on)) {
-        if (on)
+        if (how == TB_SUSPECT_LINK)
+            TB_WARN("ft", "rank %u: its kernel has acknowledged nothing for %d ms (a cut link? "
+                    "its host gone?): suspected; the waves go on without it", r, silent_ms);
+        else if (on)
             TB_WARN("ft", "rank %u sent nothing for %d ms: suspected; the waves go on "
                     "without it", r, silent_ms);
         else

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
@@ -49,6 +50,18 @@ static void sock_tune(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+}
+
+int tb_sock_unacked_ms(int fd)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    memset(&ti, 0, sizeof ti);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+        return -1;
+    if (!ti.tcpi_unacked || !ti.tcpi_retransmits)
+        return 0;
+    return ti.tcpi_last_ack_recv > INT_MAX ? INT_MAX : (int)ti.tcpi_last_ack_recv;
 }
 
 /* Bind and listen on fd (family's wildcard address, *port); 0, or TBON_EIO

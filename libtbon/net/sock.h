@@ -96,6 +96,15 @@ void tb_sock_dial_end(tb_dial_t *d);
  * none is waiting. */
 int tb_sock_accept(int lfd);
 
+/* How long the peer's kernel has left what we sent on TCP socket fd without
+ * an acknowledgement (ms): the time since anything came from it, when data
+ * is outstanding and TCP has already sent some of it again (a
+ * retransmission timeout passed without progress); 0 when nothing is
+ * outstanding or it is not yet overdue; -1 for a socket that is not TCP.
+ * A stopped or starved process's kernel acknowledges for it: this finds a
+ * cut link or a dead host, never a paused process (docs/protocol.md 8.5). */
+int tb_sock_unacked_ms(int fd);
+
 /* Write a whole frame (header built from h, payload) on a blocking or
  * non-blocking fd, waiting with poll until deadline_ms. 0 or TBON_EIO /
  * TBON_ETIMEOUT. */

@@ -324,7 +324,9 @@ TB_HOT static void on_cmd(tb_node_t *n, tb_cmd_t *c)
         tb_stream_end(n, c->u.stream_end.id);
         break;
     case TB_CMD_RESUME:
-        break;  /* the back-pressure check after the dispatch does the work */
+        tb_dlog_resume(n);  /* messages kept back; for streams the back-pressure
+                               check after the dispatch does the work */
+        break;
     case TB_CMD_SHUTDOWN:
         tb_node_begin_shutdown(n);
         break;

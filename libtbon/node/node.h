@@ -63,6 +63,10 @@ typedef struct tb_node_cbs {
     /* A message from another process for this one (tbon_net_recv_direct;
      * takes the reference). May be NULL: such messages are dropped. */
     void (*direct)(void *arg, tbon_rank_t from, tbon_packet_t *p);
+    /* 1 while the application's messages not yet taken are above their
+     * high-water mark: what comes then is kept unacknowledged, and so holds
+     * its sender back (node_dlog.c); a TB_CMD_RESUME lets it in. */
+    int  (*direct_full)(void *arg);
     /* View version applied here, with its changes (all of them, at the FE). */
     void (*view)(void *arg, uint64_t version, const tb_vchange_t *ch, size_t n);
     /* The answer to this process's ping id, with the route it took (this
@@ -350,6 +354,9 @@ tb_cmd_t *tb_cmd_adopted(int fd, tbon_rank_t parent, tbon_rank_t lost, uint64_t 
 tb_cmd_t *tb_cmd_adopt_failed(tbon_rank_t lost);
 tb_cmd_t *tb_cmd_fence(tbon_rank_t rank, int silent_ms);
 /* on: rank has been silent for silent_ms; 0: it spoke again. */
+/* on: 0 heard again, 1 silent past the heartbeat timeout, TB_SUSPECT_LINK
+ * its link silent past the acknowledgement timeout (ft/eds.c). */
+#define TB_SUSPECT_LINK 2
 tb_cmd_t *tb_cmd_suspect(tbon_rank_t rank, int on, int silent_ms);
 tb_cmd_t *tb_cmd_check(uint64_t id);
 tb_cmd_t *tb_cmd_stream_end(uint32_t id);
@@ -374,6 +381,17 @@ void tb_cmd_free(tb_cmd_t *c);
  * backlog is above its high-water mark (flush: until it is empty), or until
  * the node is closed. Returns 0 or TBON_ECLOSED. Any thread but the reactor. */
 int tb_node_wait_backlog(tb_node_t *n, int flush);
+/* Messages sent from here not yet acknowledged by all their destinations
+ * are over TB_DLOG_WINDOW bytes: a sender waits (docs/protocol.md 10.2). */
+int tb_node_dlog_full(const tb_node_t *n);
+/* A message counts in the window from its send call (any thread) until
+ * every destination has acknowledged it: tb_dlog_window_add(n,
+ * tb_dlog_bytes(p)) before the command goes to the node. */
+size_t tb_dlog_bytes(const tbon_packet_t *p);
+void tb_dlog_window_add(tb_node_t *n, size_t bytes);
+/* Wait until they are not, or the node closed (TBON_ECLOSED); any thread
+ * of a node with a reactor thread of its own. */
+int tb_node_wait_dlog(tb_node_t *n);
 
 
 /* The event connection fd to the parent (taken over) goes to the event

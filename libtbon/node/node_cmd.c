@@ -399,6 +399,23 @@ TB_HOT int tb_node_wait_backlog(tb_node_t *n, int flush)
     return closed && !flush ? TBON_ECLOSED : 0;
 }
 
+int tb_node_dlog_full(const tb_node_t *n)
+{
+    return atomic_load(&n->dlog_bytes) > TB_DLOG_WINDOW;
+}
+
+int tb_node_wait_dlog(tb_node_t *n)
+{
+    pthread_mutex_lock(&n->qmu);
+    atomic_fetch_add(&n->waiters, 1);
+    while (!atomic_load(&n->closed) && tb_node_dlog_full(n))
+        pthread_cond_wait(&n->bcond, &n->qmu);
+    atomic_fetch_sub(&n->waiters, 1);
+    int closed = atomic_load(&n->closed);
+    pthread_mutex_unlock(&n->qmu);
+    return closed ? TBON_ECLOSED : 0;
+}
+
 int tb_node_child_index(const tb_node_t *n, tbon_rank_t r)
 {
     /* Children are in increasing rank order: binary search; adopted ones

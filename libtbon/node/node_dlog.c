@@ -19,7 +19,13 @@
  *     after a wait that doubles (2 s, up to 16 s) while nothing is
  *     acknowledged (a hop that dropped a message on a stale topology);
  *   - a destination that fails or leaves before acknowledging a message
- *     gives the sender TBON_EV_UNREACHABLE for it.
+ *     gives the sender TBON_EV_UNREACHABLE for it;
+ *   - back-pressure, end to end: a receiver whose application has more than
+ *     its high-water mark of messages not yet taken keeps what comes next
+ *     unacknowledged (and takes it when the application catches up), and a
+ *     sender with more than TB_DLOG_WINDOW bytes unacknowledged waits in
+ *     its next send. No link stops for it: a process that does not read
+ *     its messages holds back their senders, not the tree's other traffic.
  *
  * The state is made at the first message sent or taken: a process that
  * never uses messages pays nothing. */
@@ -83,6 +89,7 @@ struct dout {
                                    or is gone; a broadcast's: whom it waits for */
     size_t   ndst;
     tbon_packet_t *app;         /* the application's packet */
+    size_t   bytes;             /* counted in the window (dlog_bytes) */
 };
 
 /* Both sides for one rank, made when it is first needed (at the first
@@ -110,6 +117,8 @@ struct tb_dlog {
     int topo_pending;           /* the resend timer is for a topology change */
     uint32_t *snap;             /* every rank's parent at the last such resend */
     size_t nsnap;
+    int withheld;               /* a message was kept back: the application's
+                                   queue was full (tb_dlog_resume) */
 };
 
 static int endpoint_rank(const tb_topology_t *t, tbon_rank_t r)
@@ -237,6 +246,19 @@ static void out_free(struct dout *o)
     tbon_packet_unref(o->app);
 }
 
+/* What a message counts in the window: its payload and 64. */
+size_t tb_dlog_bytes(const tbon_packet_t *p)
+{
+    size_t len;
+    tb_packet_payload(p, &len);
+    return len + 64;
+}
+
+void tb_dlog_window_add(tb_node_t *n, size_t bytes)
+{
+    atomic_fetch_add(&n->dlog_bytes, bytes);
+}
+
 void tb_dlog_free(tb_node_t *n)
 {
     tb_dlog_t *d = n->dlog;
@@ -362,6 +384,7 @@ static int trim(tb_dlog_t *d)
         struct dout *o = tb_ring_at(&d->out, 0);
         if (!taken(d, o, &bmin))
             break;
+        atomic_fetch_sub(&d->n->dlog_bytes, o->bytes);
         out_free(o);
         tb_ring_drop(&d->out);
         any = 1;
@@ -561,14 +584,17 @@ void tb_dlog_send(tb_node_t *n, tb_cmd_t *c)
     size_t nv = bc ? (d ? d->nall : 0) : c->u.direct.ndst;
     struct dout *o = d ? tb_ring_push(&d->out) : NULL;
     uint32_t *v = o ? malloc((2 * nv + 1) * sizeof *v) : NULL;
+    size_t bytes = tb_dlog_bytes(app);
     if (!v) {
         if (o)
             tb_ring_drop(&d->out);
+        atomic_fetch_sub(&n->dlog_bytes, bytes);
         TB_WARN("direct", "out of memory: a message from here dropped");
         return;
     }
     *o = (struct dout){ .seq = ++n->direct_seq, .tag = tbon_packet_tag(app),
-                        .flags = c->u.direct.flags, .dst = v, .app = tbon_packet_ref(app) };
+                        .flags = c->u.direct.flags, .dst = v, .app = tbon_packet_ref(app),
+                        .bytes = bytes };
     if (bc) {
         o->bseq = ++d->bsent;
         o->ndst = bcast_waits(d, v);
@@ -704,6 +730,17 @@ static void take(tb_dlog_t *d, struct dp *e, uint64_t seq, int32_t tag, uint32_t
     n->cbs.direct(n->cbs.arg, e->rank, p);
 }
 
+/* Whether the application's queue is full: then nothing more is taken
+ * (and so acknowledged) until it drains (tb_dlog_resume). */
+static int app_full(tb_dlog_t *d)
+{
+    tb_node_t *n = d->n;
+    if (!n->cbs.direct_full || !n->cbs.direct_full(n->cbs.arg))
+        return 0;
+    d->withheld = 1;
+    return 1;
+}
+
 /* Take what was kept from e and is next now, until nothing is. */
 static void take_held(tb_dlog_t *d, struct dp *e)
 {
@@ -715,6 +752,8 @@ static void take_held(tb_dlog_t *d, struct dp *e)
             i++;
             continue;
         }
+        if (o > 0 && app_full(d))
+            return;
         f->held[i] = f->held[--f->nheld];
         if (o > 0)
             take(d, e, h.seq, h.tag, h.flags, h.body, h.len);
@@ -767,11 +806,27 @@ static void arrived(tb_node_t *n, const tb_ctl_direct_t *m, uint32_t mine)
     }
     owe(d, e);
     int o = order(n, m->src, f, m->flags, m->bseq, num);
-    if (o > 0) {
+    if (o > 0 && !app_full(d)) {
         take(d, e, m->seq, m->tag, m->flags, m->body, m->len);
         if (f->nheld)
             take_held(d, e);
-    } else if (o == 0) {
+    } else if (o >= 0) {
         hold(f, m, num);
+    }
+}
+
+void tb_dlog_resume(tb_node_t *n)
+{
+    tb_dlog_t *d = n->dlog;
+    if (!d || !d->withheld)
+        return;
+    d->withheld = 0;
+    for (size_t k = 0; k < d->nall && !d->withheld; k++) {
+        struct dp *e = d->all[k];
+        uint32_t got = e->from.got, bgot = e->from.bgot;
+        if (e->from.nheld)
+            take_held(d, e);
+        if (e->from.got != got || e->from.bgot != bgot)
+            owe(d, e);          /* their sender waits for this acknowledgement */
     }
 }

@@ -21,6 +21,9 @@
 /* Back-pressure marks (bytes queued on one connection, or for the app). */
 #define TB_HWM (4u << 20)
 #define TB_LWM (1u << 20)
+/* The most bytes of messages a process may have sent and not yet seen
+ * acknowledged by their destinations before its next send waits. */
+#define TB_DLOG_WINDOW (4u << 20)
 
 enum child_state { CH_LAUNCHED, CH_CONNECTED, CH_READY, CH_GONE };
 
@@ -329,6 +332,8 @@ struct tb_node {
     pthread_cond_t bcond;     /* senders waiting on the backlog */
     atomic_size_t pending;    /* bytes of SEND commands not yet taken */
     atomic_size_t queued;     /* bytes in connection queues */
+    atomic_size_t dlog_bytes; /* bytes of messages sent from here that are not
+                                 acknowledged yet (node_dlog.c) */
     atomic_int    waiters;
     atomic_int    closed;
 
@@ -398,6 +403,7 @@ void tb_dlog_send(tb_node_t *n, tb_cmd_t *c);
 void tb_dlog_route(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *p);
 void tb_dlog_topo(tb_node_t *n);
 void tb_dlog_free(tb_node_t *n);
+void tb_dlog_resume(tb_node_t *n);
 /* TB_CTL_FILTER for every plug-in loaded so far but the first skip (to a
  * child; node_stream.c). */
 void tb_stream_filters_to(tb_node_t *n, tb_conn_t *c, uint32_t skip);

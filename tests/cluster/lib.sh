@@ -183,6 +183,33 @@ expect_waves() {
 }
 
 
+# The concat waves of tbon_example_be (-f concat -k array: {rank, wave} per
+# back-end) in FILE, one "wave N: ..." line each, checked to hold exactly
+# the back-ends ALIVE (ranks, blank-separated), each once and for that
+# wave, and the FE's count ("from N back-ends") to be theirs. Prints one
+# line per wrong wave; nothing when all are right.
+concat_waves_wrong() {
+    awk -v alive="$2" '
+        {
+            w = $2; sub(":", "", w)
+            l = $0; sub(/.*\[/, "", l); sub(/\].*/, "", l)
+            n = $0; sub(/.*\(from /, "", n); sub(/ back-end.*/, "", n); sub(/ of .*/, "", n)
+            k = split(l, v, /, */)
+            delete got; cnt = 0; msg = ""
+            for (i = 1; i + 1 <= k; i += 2) {
+                if (v[i + 1] != w) msg = msg " rank " v[i] " answered for wave " v[i + 1] ";"
+                if (got[v[i]]++) msg = msg " rank " v[i] " twice;"
+                cnt++
+            }
+            m = split(alive, a, " ")
+            for (i = 1; i <= m; i++) if (!(a[i] in got)) msg = msg " rank " a[i] " missing;"
+            for (r in got) { f = 0; for (i = 1; i <= m; i++) if (a[i] == r) f = 1; if (!f) msg = msg " rank " r " (not expected) present;" }
+            if (cnt != n) msg = msg " " cnt " answers but the FE counts " n ";"
+            if (cnt != m) msg = msg " " cnt " answers, " m " back-ends expected;"
+            if (msg != "") print "wave " w ":" msg
+        }' "$1"
+}
+
 expect_start_failure() {
     local name=$1 top=$2 host=$3 limit=$4 t0 took rc
     t0=$(now_ms)

@@ -58,6 +58,11 @@ enum {
                              at most 64, oldest first (a BE started with --events) */
     IT_TAG_DPING  = 135,  /* "%ud" rank -> "%ld %aud" tbon_net_ping's result and the
                              route (this back-end first) */
+    IT_TAG_DBULK  = 136,  /* "%ud %ud %ud" dst count size -> "%ld" as DSEND: count
+                             messages IT_TAG_DMSG "%ud %ud %auc" {rank, k, size bytes
+                             of k & 0xff} to dst, an IT_TAG_DPROG "%ud" k on the
+                             stream after every 100, then the markers */
+    IT_TAG_DPROG  = 137,
     IT_TAG_DMSG   = 150,  /* the messages of the three above */
     IT_TAG_DMARK  = 151,  /* their markers */
     IT_TAG_AWAY   = 124,  /* "%ud %ud" pre post -> "%ld" 1 after pre ms; then away post ms */

@@ -154,6 +154,21 @@ static int mark(int res)
     return res;
 }
 
+/* A message "%ud %ud" {rank, k}, or IT_TAG_DBULK's "%ud %ud %auc" with
+ * every byte k & 0xff. 0, or -1. */
+static int dmsg_unpack(tbon_packet_t *m, uint32_t *r, uint32_t *k)
+{
+    if (strcmp(tbon_packet_format(m), "%ud %ud %auc") != 0)
+        return tbon_packet_unpack(m, "%ud %ud", r, k) == 0 ? 0 : -1;
+    uint8_t *b = NULL;
+    size_t n = 0;
+    int bad = tbon_packet_unpack(m, "%ud %ud %auc", r, k, &b, &n) != 0;
+    for (size_t i = 0; !bad && i < n; i++)
+        bad = b[i] != (uint8_t)*k;
+    free(b);
+    return bad ? -1 : 0;
+}
+
 /* IT_TAG_DRECV: the messages until nmark markers came (within ms). */
 static int drecv(tbon_stream_t *s, int tag, uint32_t nmark, uint32_t ms)
 {
@@ -169,8 +184,7 @@ static int drecv(tbon_stream_t *s, int tag, uint32_t nmark, uint32_t ms)
             break;
         uint32_t r = 0, k = 0;
         int t = tbon_packet_tag(m);
-        if ((t != IT_TAG_DMSG && t != IT_TAG_DMARK) ||
-            tbon_packet_unpack(m, "%ud %ud", &r, &k) != 0 || r != f ||
+        if ((t != IT_TAG_DMSG && t != IT_TAG_DMARK) || dmsg_unpack(m, &r, &k) != 0 || r != f ||
             tbon_packet_source(m) != f)
             bad++;
         tbon_packet_unref(m);
@@ -197,20 +211,25 @@ static int drecv(tbon_stream_t *s, int tag, uint32_t nmark, uint32_t ms)
     return rc;
 }
 
-/* Half way through a burst of DSEND or DBCAST, with $TBON_TEST_GATE set:
- * say so ($TBON_TEST_GATE.half) and wait until the test opens the gate
- * (creates $TBON_TEST_GATE; it stops or kills a node meanwhile), at most a
- * minute. */
+/* Half way through a burst of DSEND, DRING or DBCAST, with $TBON_TEST_GATE
+ * set: say so ($TBON_TEST_GATE.half, and .half.RANK) and wait until the
+ * test opens the gate (creates $TBON_TEST_GATE; it stops or kills a node
+ * meanwhile), at most a minute. */
 static void gate(uint32_t k, uint32_t count)
 {
     const char *g = getenv("TBON_TEST_GATE");
     if (!g || !*g || k != count / 2)
         return;
     char half[PATH_MAX];
-    snprintf(half, sizeof half, "%s.half", g);
-    int fd = open(half, O_WRONLY | O_CREAT, 0600);
-    if (fd >= 0)
-        close(fd);
+    for (int i = 0; i < 2; i++) {
+        if (i)
+            snprintf(half, sizeof half, "%s.half.%u", g, rank);
+        else
+            snprintf(half, sizeof half, "%s.half", g);
+        int fd = open(half, O_WRONLY | O_CREAT, 0600);
+        if (fd >= 0)
+            close(fd);
+    }
     for (int i = 0; i < 30000 && access(g, F_OK) != 0; i++)
         usleep(2000);
 }
@@ -235,10 +254,28 @@ static int handle_direct(tbon_packet_t *p, tbon_stream_t *s, int tag)
         for (uint32_t k = 1; k <= count && res == 0; k++) {
             res = n == 1 ? tbon_net_send_to(the_net, dst[0], IT_TAG_DMSG, "%ud %ud", rank, k)
                          : tbon_net_multicast(the_net, dst, n, IT_TAG_DMSG, "%ud %ud", rank, k);
-            if (tag == IT_TAG_DSEND)
-                gate(k, count);
+            gate(k, count);
+            if (res != 0)
+                fprintf(stderr, "tbon_test_be: rank %u: message %u to %u: %s\n", rank, k,
+                        dst[0], tbon_net_error(the_net));
         }
         free(dst);
+        return tbon_stream_send(s, tag, "%ld", (int64_t)mark(res));
+    }
+    if (tag == IT_TAG_DBULK) {
+        uint32_t dst = 0, size = 0;
+        if (tbon_packet_unpack(p, "%ud %ud %ud", &dst, &count, &size) != 0)
+            return TBON_EFORMAT;
+        uint8_t *b = malloc(size ? size : 1);
+        int res = b ? 0 : TBON_ENOMEM;
+        for (uint32_t k = 1; k <= count && res == 0; k++) {
+            memset(b, (int)(k & 0xff), size);
+            res = tbon_net_send_to(the_net, dst, IT_TAG_DMSG, "%ud %ud %auc", rank, k, b,
+                                   (size_t)size);
+            if (res == 0 && k % 100 == 0)
+                res = tbon_stream_send(s, IT_TAG_DPROG, "%ud", k);
+        }
+        free(b);
         return tbon_stream_send(s, tag, "%ld", (int64_t)mark(res));
     }
     if (tag == IT_TAG_DBCAST) {

@@ -17,6 +17,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -452,19 +455,24 @@ TEST(relay_first_line_and_copy)
     CHECK(strstr(buf, "Connection refused\nsecond line\n") != NULL);
 }
 
+/* A listening socket and a connection to it on loopback, both ends. 0 or -1. */
+static int loopback_pair(int *lfd, int *c, int *a)
+{
+    uint16_t port = 0;
+    tbon_error_t err;
+    *lfd = tb_sock_listen(&port, &err);
+    *c = *lfd >= 0 ? tb_sock_connect("127.0.0.1", port, tb_now_ms() + 5000, &err) : -1;
+    *a = *c >= 0 ? tb_sock_accept(*lfd) : -1;
+    return *a >= 0 ? 0 : -1;
+}
+
 /* Tree connections, both ends: no Nagle delay and TCP keepalive (10 s
  * idle, 5 s apart, 3 probes), so a quiet connection to a vanished host
  * ends without heartbeats (net/sock.c). */
 TEST(tree_connections_keep_alive)
 {
-    uint16_t port = 0;
-    tbon_error_t err;
-    int lfd = tb_sock_listen(&port, &err);
-    REQUIRE(lfd >= 0);
-    int c = tb_sock_connect("127.0.0.1", port, tb_now_ms() + 5000, &err);
-    REQUIRE(c >= 0);
-    int a = tb_sock_accept(lfd);
-    REQUIRE(a >= 0);
+    int lfd, c, a;
+    REQUIRE(loopback_pair(&lfd, &c, &a) == 0);
     int fds[2] = { c, a };
     for (int i = 0; i < 2; i++) {
         int v = 0;
@@ -478,4 +486,90 @@ TEST(tree_connections_keep_alive)
     close(a);
     close(c);
     close(lfd);
+}
+
+/* The acknowledgement timeout's measure (net/sock.c, tb_sock_unacked_ms):
+ * a peer that is stopped (SIGSTOP) and never reads is not a silent link:
+ * its kernel acknowledges what comes, then shuts its window, and the
+ * sender's data is never left unacknowledged past a retransmission. */
+TEST(stopped_reader_is_no_silent_link)
+{
+    int lfd, c, a;
+    REQUIRE(loopback_pair(&lfd, &c, &a) == 0);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        close(c);
+        raise(SIGSTOP);         /* holds a, never reads it */
+        _exit(0);
+    }
+    close(a);
+    int st;
+    REQUIRE(waitpid(pid, &st, WUNTRACED) == pid && WIFSTOPPED(st));
+    tb_sock_nonblock(c, 1);
+    static char buf[65536];
+    size_t sent = 0;
+    ssize_t k;
+    while ((k = send(c, buf, sizeof buf, MSG_NOSIGNAL)) > 0)
+        sent += (size_t)k;
+    CHECK(k < 0 && errno == EAGAIN);
+    CHECK(sent > 0);
+    /* Four of the shortest acknowledgement timeouts (250 ms): never silent. */
+    int worst = 0;
+    for (int64_t end = tb_now_ms() + 1000; tb_now_ms() < end;) {
+        int q = tb_sock_unacked_ms(c);
+        worst = q > worst ? q : worst;
+        CHECK(q >= 0);
+        poll(NULL, 0, 20);
+    }
+    CHECK_INT(worst, 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    close(c);
+    close(lfd);
+}
+
+/* A connection whose packets a firewall drops (in a network namespace of
+ * its own: iptables on its loopback) is a silent link once TCP has sent
+ * the data again and nothing came back. Needs root and iptables (scripts/
+ * deps.sh installs it). Exit codes of the child say which step failed. */
+static int silent_link_child(void)
+{
+    if (unshare(CLONE_NEWNET) != 0 || system("ip link set lo up") != 0)
+        return 10;
+    uint16_t port = 0;
+    tbon_error_t err;
+    int lfd = tb_sock_listen(&port, &err);
+    int c = lfd >= 0 ? tb_sock_connect("127.0.0.1", port, tb_now_ms() + 5000, &err) : -1;
+    int a = c >= 0 ? tb_sock_accept(lfd) : -1;
+    if (a < 0)
+        return 11;
+    if (tb_sock_unacked_ms(c) != 0)
+        return 12;                  /* an idle link is fine */
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "iptables -A INPUT -p tcp --dport %u -j DROP", port);
+    if (system(cmd) != 0)
+        return 13;
+    if (send(c, "beat", 4, MSG_NOSIGNAL) != 4)
+        return 14;
+    for (int64_t end = tb_now_ms() + 10000; tb_now_ms() < end; poll(NULL, 0, 20))
+        if (tb_sock_unacked_ms(c) >= 300)
+            return 0;
+    return 15;
+}
+
+TEST(dropped_packets_make_a_silent_link)
+{
+    if (geteuid() != 0 || system("iptables -V >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "    skipped: needs root and iptables\n");
+        return;
+    }
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0)
+        _exit(silent_link_child());
+    int st;
+    REQUIRE(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st));
+    CHECK_INT(WEXITSTATUS(st), 0);
 }

@@ -99,25 +99,7 @@ alive=$(awk '$3 == "be" && $2 != "n3" { print $1 }' <<<"$nodes" | sort -n | tr '
 enough() { [ "$(grep -c '^wave ' "$out")" -ge $((w5 + 4)) ]; }
 if wait_until 30 enough; then
     grep '^wave ' "$out" | tail -n +$((w5 + 2)) >"$CASE_TMP/after"
-    bad=$(awk -v alive="$alive" '
-        {
-            w = $2; sub(":", "", w)
-            l = $0; sub(/.*\[/, "", l); sub(/\].*/, "", l)
-            n = $0; sub(/.*\(from /, "", n); sub(/ back-end.*/, "", n); sub(/ of .*/, "", n)
-            k = split(l, v, /, */)
-            delete got; cnt = 0; msg = ""
-            for (i = 1; i + 1 <= k; i += 2) {
-                if (v[i + 1] != w) msg = msg " rank " v[i] " answered for wave " v[i + 1] ";"
-                if (got[v[i]]++) msg = msg " rank " v[i] " twice;"
-                cnt++
-            }
-            m = split(alive, a, " ")
-            for (i = 1; i <= m; i++) if (!(a[i] in got)) msg = msg " rank " a[i] " missing;"
-            for (r in got) { f = 0; for (i = 1; i <= m; i++) if (a[i] == r) f = 1; if (!f) msg = msg " rank " r " (on n3) present;" }
-            if (cnt != n) msg = msg " " cnt " answers but the FE counts " n ";"
-            if (cnt != m) msg = msg " " cnt " answers, " m " back-ends off n3;"
-            if (msg != "") print "wave " w ":" msg
-        }' "$CASE_TMP/after")
+    bad=$(concat_waves_wrong "$CASE_TMP/after" "$alive")
     echo "$(wc -l <"$CASE_TMP/after") waves from 5 s after the link went down, checked against the $(wc -w <<<"$alive") back-ends off n3 ($alive)"
     if [ -n "$bad" ]; then
         printf '%s\n' "$bad" | head -n 5

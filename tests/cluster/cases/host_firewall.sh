@@ -1,0 +1,102 @@
+# host_firewall: a link that drops every packet without a word (seed 004,
+# section 4: a link found broken by its missing acknowledgements). A 4x4
+# over head,n1..n4 at the default heartbeat timeout (3000 ms) runs a long
+# concat wave loop (--events); then a firewall rule in n3's namespace drops
+# everything in and out of its eth0 (iptables DROP: no reset, no ICMP, the
+# processes on n3 running on). Twice, a fresh tree each time:
+#  1. TBON_ACK_TIMEOUT_MS=0, heartbeats alone: n3's commnode cannot be
+#     suspected sooner than 3/4 of the timeout after the rule (2250 ms: the
+#     last beat it sent may have come a quarter of the timeout before);
+#  2. the default acknowledgement timeout (a third of the heartbeat timeout:
+#     1000 ms): the FE, the commnode's parent, finds that n3's kernel has
+#     acknowledged none of its beats, says so on its terminal, and the
+#     commnode is suspected within 2250 ms of the rule (the time of the
+#     command included).
+# Both: every node on n3 reported failed, the children of n3's commnode on
+# other hosts adopted, and four waves afterwards exactly those of the
+# back-ends off n3. The rule goes in the trap too; nothing may be left on
+# any host.
+# timeout: 150
+set -u
+. "$TBON/tests/cluster/lib.sh"
+
+top=$CASE_TMP/head.top
+pidf=$CASE_TMP/fe.pid
+out=$CASE_TMP/out
+err=$CASE_TMP/err
+walled=0
+unwall() {
+    [ "$walled" = 0 ] || on n3 iptables -F
+    walled=0
+}
+cleanup() {
+    unwall
+    bg_signal head "$pidf" KILL 2>/dev/null
+}
+trap cleanup EXIT
+
+on n3 iptables -L -n >/dev/null 2>&1 || fail "no iptables on the hosts (scripts/deps.sh installs it)"
+on head "$B/bin/tbon_topgen" --shape 4x4 --hosts head,n1,n2,n3,n4 -o "$top" || fail "tbon_topgen"
+nodes=$(topo_nodes "$top")
+lost=$(awk '$2 == "n3" { print $1 }' <<<"$nodes")
+cn=$(awk '$2 == "n3" && $3 == "cn" { print $1 }' <<<"$nodes")
+[ "$(awk -v c="$cn" '$1 == c { print $4 }' <<<"$nodes")" = 0 ] ||
+    fail "n3's commnode $cn is not a child of the front-end in $top"
+orphans=$(awk -v p="$cn" '$2 != "n3" && $4 == p { print $1 }' <<<"$nodes")
+alive=$(awk '$3 == "be" && $2 != "n3" { print $1 }' <<<"$nodes" | sort -n | tr '\n' ' ')
+echo "on n3: ranks $(echo $lost); commnode $cn, its children elsewhere: $(echo $orphans)"
+
+all_failed() {
+    local r
+    for r in $lost; do grep -q "^event: node $r failed" "$out" || return 1; done
+}
+adopted() {
+    local k
+    for k in $orphans; do grep -q "^event: node $k adopted by " "$out" || return 1; done
+}
+suspected() { grep -Eq "^event: node $cn (suspected|failed)" "$out"; }
+
+# One run: the tree, the rule, the commnode's suspicion (its time in
+# $found, ms after the rule's command began), the outcome checked.
+run() {
+    local ack=$1 w0 bad
+    bg_start head "$pidf" "$out" "$err" env TBON_ACK_TIMEOUT_MS="$ack" \
+        "$B/bin/tbon_frontend" -t "$top" -b "$B/bin/tbon_example_be" -f concat -k array \
+        -w 100000 --events -- --delay 5
+    wait_until 30 grep -q '^wave 2:' "$out" || { cat "$err"; fail "the tree did not run 3 waves within 30 s"; }
+    local t0
+    t0=$(now_ms)
+    walled=1
+    on n3 sh -c 'iptables -A INPUT -i eth0 -j DROP && iptables -A OUTPUT -o eth0 -j DROP' ||
+        fail "cannot add the firewall rules on n3"
+    wait_until 20 suspected || { cat "$out" "$err"; fail "rank $cn not suspected within 20 s of the rule"; }
+    found=$(($(now_ms) - t0))
+    wait_until 30 all_failed || { cat "$out"; fail "not every node on n3 ($(echo $lost)) failed within 30 s"; }
+    wait_until 20 adopted || { cat "$out"; fail "rank $cn's children elsewhere ($(echo $orphans)) not adopted"; }
+    step "TBON_ACK_TIMEOUT_MS=${ack:-default}: rank $cn suspected after $found ms, every node on n3 failed"
+    w0=$(grep -c '^wave ' "$out")
+    enough() { [ "$(grep -c '^wave ' "$out")" -ge $((w0 + 5)) ]; }
+    wait_until 30 enough || fail "no 5 waves within 30 s after the failures"
+    grep '^wave ' "$out" | tail -n +$((w0 + 2)) | head -n 4 >"$CASE_TMP/after"
+    bad=$(concat_waves_wrong "$CASE_TMP/after" "$alive")
+    [ -z "$bad" ] || { printf '%s\n' "$bad" | head -n 5; fail "waves after the failures are wrong"; }
+    unwall
+    bg_signal head "$pidf" TERM || fail "cannot signal the front-end"
+    fe_ended() { ! kill -0 "$bg_pid" 2>/dev/null; }
+    wait_until 30 fe_ended || fail "the front-end did not end within 30 s of SIGTERM"
+    wait "$bg_pid"
+    no_tbon_left 15
+}
+
+run 0
+hb_ms=$found
+grep -q 'acknowledged nothing' "$err" &&
+    fail "the acknowledgement timeout is off, yet the front-end says a kernel acknowledged nothing"
+[ "$hb_ms" -ge 2250 ] ||
+    fail "heartbeats alone suspected rank $cn after $hb_ms ms, sooner than they can (2250 ms)"
+run ""
+grep -q "rank $cn: its kernel has acknowledged nothing for [0-9]* ms" "$err" ||
+    { cat "$err"; fail "the front-end did not say that rank $cn's kernel acknowledged nothing"; }
+[ "$found" -lt 2250 ] ||
+    fail "with the acknowledgement timeout rank $cn was suspected only after $found ms (heartbeats alone: $hb_ms ms)"
+echo "result: a firewall dropping n3's packets: rank $cn suspected after $found ms by the acknowledgement timeout (1000 ms), $hb_ms ms by heartbeats alone (3000 ms); n3's nodes failed, orphans adopted, waves exact"
