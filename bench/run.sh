@@ -144,7 +144,8 @@ if [ -x "$b/bench/bench_ft" ]; then
        "$b/bench/bench_ft" --perturbation --csv bench/perturbation.csv \
            --svg bench/perturbation.svg >>"$ft_rows" &&
        "$b/bench/bench_ft" --recovery --fanout 128 --with-sum >>"$ft_rows" &&
-       "$b/bench/bench_ft" --figure7 --csv bench/figure7.csv >>"$ft_rows"; then
+       "$b/bench/bench_ft" --figure7 --csv bench/figure7.csv >>"$ft_rows" &&
+       "$b/bench/bench_ft" --hops >>"$ft_rows"; then
         ft_ok=1
     else
         echo "bench_ft failed" >&2
@@ -169,7 +170,9 @@ fi
     echo "four commnodes killed at 30, 60, 90 and 120 s, the FE's throughput over its ten"
     echo "most recent output packets, every integer sent checked at the FE"
     echo "([trace](figure7.csv)). The fan-out 128 recovery again with an exact sum stream"
-    echo "beside the union, waves back to back through the kill. The figures move with the"
+    echo "beside the union, waves back to back through the kill. Seed 001 Figure 3 (hops):"
+    echo "on 8x8x16, the routes of real pings from 4 back-ends to every rank, with 0, 1 and"
+    echo "2 commnodes killed (each after the FE's stable view), beside the FE's relay. The figures move with the"
     echo "machine's load; load average (1, 5, 15 min) when bench_ft started, after a quiet second (the averages decay slowly): $ft_load."
     if [ "$ft_ok" = 0 ]; then
         echo

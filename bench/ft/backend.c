@@ -37,6 +37,36 @@ static int be_stream(tbon_stream_t *s, uint64_t rank, uint32_t w, uint32_t npkt)
     return tbon_stream_send(s, TAG, "%auld", v, (size_t)1);
 }
 
+uint32_t *ping_routes(tbon_net_t *net, tbon_rank_t me, size_t size, size_t *nv)
+{
+    uint32_t *v = malloc(size * (ROUTE_MAX + 1) * sizeof *v);
+    size_t n = 0;
+    for (tbon_rank_t r = 0; v && r < size; r++) {
+        if (r == me)
+            continue;
+        size_t len = 0;
+        if (tbon_net_ping(net, r, 10000, NULL, v + n + 1, ROUTE_MAX, &len) != 0 ||
+            len > ROUTE_MAX)
+            len = 0;
+        v[n] = (uint32_t)len;
+        n += 1 + len;
+    }
+    *nv = n;
+    return v;
+}
+
+/* OP_ROUTES: the route of a ping to every rank below size but this one. */
+static int be_routes(tbon_net_t *net, tbon_stream_t *s, tbon_rank_t me, uint32_t size)
+{
+    size_t n = 0;
+    uint32_t *v = ping_routes(net, me, size, &n);
+    if (!v)
+        return TBON_ENOMEM;
+    int rc = tbon_stream_send(s, TAG, "%aud", v, n);
+    free(v);
+    return rc;
+}
+
 /* Join the tree and answer the FE's requests (see the OP_ enum) until it
  * shuts the network down. */
 int be_main(int argc, char **argv)
@@ -102,6 +132,9 @@ int be_main(int argc, char **argv)
             break;
         case OP_SUM:
             rc = tbon_stream_send(s, TAG, "%ld %ld", (int64_t)w, (int64_t)1);
+            break;
+        case OP_ROUTES:
+            rc = w == rank ? be_routes(net, s, (tbon_rank_t)rank, arg) : 0;
             break;
         case OP_TICK:
             if (!arg && w && tick_s) {

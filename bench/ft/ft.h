@@ -14,6 +14,7 @@
  *   perturbation.c  (c) waves/s while they die, --perturbation
  *   figure7.c       (c') Figure 7 as seed 003 ran it, --figure7
  *   membership.c    (d) failures, views, joins and idle traffic, --membership
+ *   hops.c          (e) seed 001 Figure 3: hops of messages, --hops
  */
 #ifndef TB_BENCH_FT_H
 #define TB_BENCH_FT_H
@@ -40,7 +41,11 @@ enum {
     OP_SUM = 3,     /* sum: send "%ld %ld" (w, 1) */
     OP_TICK = 4,    /* union: send one new value every arg ms from now on; arg 0
                        stops it, and with w the count sent goes as round w's mark */
+    OP_ROUTES = 5,  /* back-end w alone: ping every rank below arg but itself and
+                       send "%aud" the routes, each its length then its ranks
+                       (length 0: no answer), in rank order (hops.c) */
 };
+#define ROUTE_MAX 16    /* ranks in a route, at most */
 
 /* The union values: what each one is, from its top bits. */
 #define V_MARK   (UINT64_C(1) << 63)    /* end of a round: w << 52 | rank << 40 | count */
@@ -54,6 +59,10 @@ enum {
 
 /* Join the tree and answer the FE's requests until it shuts the network down. */
 int be_main(int argc, char **argv);
+/* A ping from here (rank me) to every other rank below size: their routes,
+ * each its length then its ranks (length 0: no answer), in rank order, in
+ * a malloc'd array of *nv values (NULL: no memory). */
+uint32_t *ping_routes(tbon_net_t *net, tbon_rank_t me, size_t size, size_t *nv);
 
 /* ------------------------------------------------------------------ tree.c */
 
@@ -101,6 +110,10 @@ const char *tree_kv(const tbon_net_t *net);
 tbon_net_t *start(const char *topo, size_t n, int no_ft);
 void stop(tbon_net_t *net);
 void request(tbon_stream_t *s, uint32_t op, uint32_t w, uint32_t arg);
+/* Kill victim (pid) and time the FE's TBON_EV_NODE_FAILED for it and the
+ * TBON_EV_VIEW_STABLE after it and after orphans adoptions (ms). */
+void kill_settle(tbon_net_t *net, tbon_rank_t victim, pid_t pid, size_t orphans,
+                 double *failed, double *stable);
 
 /* ----------------------------------------------------------------- union.c */
 
@@ -211,5 +224,10 @@ void figure7_run(int victims, double period, const char *csv);
 
 void membership_run(void);
 void membership_rows(void);
+
+/* ------------------------------------------------------------------ hops.c */
+
+void hops_run(void);
+void hops_rows(void);
 
 #endif

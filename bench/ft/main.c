@@ -33,7 +33,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-"usage: " PROG " [--recovery] [--throughput] [--membership] [--link] [--fanout F] [--reps N]\n"
+"usage: " PROG " [--recovery] [--throughput] [--membership] [--link] [--hops] [--fanout F]\n"
+"                [--reps N]\n"
 "       " PROG " --recovery --fanout F --with-sum [--reps N]\n"
 "       " PROG " --perturbation [--period S] [--rounds K] [--csv FILE] [--svg FILE]\n"
 "       " PROG " --figure7 [--victims K] [--period S] [--csv FILE]\n"
@@ -48,6 +49,9 @@ static void usage(FILE *f)
 "                  idle traffic per node with and without heartbeats\n"
 "  --link          the streaming union on 8x8 under link faults (one bit flipped per\n"
 "                  10,000 frames, one reset per second) beside the same without\n"
+"  --hops          seed 001 Figure 3 on 8x8x16 (1,024 back-ends): hops of unicast,\n"
+"                  multicast and broadcast from back-ends, with 0, 1 and 2 dead\n"
+"                  commnodes, beside the same relayed by the FE\n"
 "  --fanout F      --recovery at that fan-out only (16, 32, 64 or 128)\n"
 "  --with-sum      --recovery with an exact sum stream beside the union, waves\n"
 "                  sent back to back through the kill, each checked\n"
@@ -67,7 +71,7 @@ static void usage(FILE *f)
 
 /* The parts asked for and their options. */
 struct args {
-    int do_rec, do_tp, do_pt, do_mb, do_lk, do_f7, reps;
+    int do_rec, do_tp, do_pt, do_mb, do_lk, do_f7, do_hops, reps;
     int rounds, victims, period_set;
     double period;
     const char *csv, *svg;
@@ -96,6 +100,8 @@ static int parse_args(int argc, char **argv, struct args *o)
             o->do_mb = 1;
         else if (strcmp(a, "--link") == 0)
             o->do_lk = 1;
+        else if (strcmp(a, "--hops") == 0)
+            o->do_hops = 1;
         else if (strcmp(a, "--exact-off") == 0)
             start_exact_off = 1;
         else if (strcmp(a, "--with-sum") == 0)
@@ -178,7 +184,7 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": --figure7 runs alone\n");
         return 2;
     }
-    if (!o.do_rec && !o.do_tp && !o.do_pt && !o.do_mb && !o.do_lk && !o.do_f7)
+    if (!o.do_rec && !o.do_tp && !o.do_pt && !o.do_mb && !o.do_lk && !o.do_f7 && !o.do_hops)
         o.do_rec = o.do_tp = o.do_mb = 1;
 
     setup();
@@ -190,6 +196,8 @@ int main(int argc, char **argv)
         link_run();
     if (o.do_mb)
         membership_run();
+    if (o.do_hops)
+        hops_run();
     /* The rows of a part once all of its runs have passed. */
     if (o.do_rec)
         recovery_rows(o.reps);
@@ -199,6 +207,8 @@ int main(int argc, char **argv)
         link_rows();
     if (o.do_mb)
         membership_rows();
+    if (o.do_hops)
+        hops_rows();
     fflush(stdout);
     if (o.do_pt)
         perturbation_run(o.period, o.rounds, o.csv, o.svg);

@@ -80,34 +80,6 @@ static double mb_wave(tbon_stream_t *s, uint32_t w, size_t live)
     return (bench_now() - t0) * 1e3;
 }
 
-/* Kill victim (pid) and time the FE's TBON_EV_NODE_FAILED for it and the
- * TBON_EV_VIEW_STABLE after it (and after every adoption it causes), ms. */
-static void mb_kill(tbon_net_t *net, tbon_rank_t victim, pid_t pid, size_t orphans,
-                    double *failed, double *stable)
-{
-    tbon_event_t ev;
-    while (tbon_net_next_event(net, &ev, 0) == 0)
-        ;
-    size_t adopted = 0;
-    double t0 = bench_now(), dl = t0 + 30;
-    *failed = *stable = -1;
-    kill(pid, SIGKILL);
-    while (*stable < 0) {
-        int ms = (int)((dl - bench_now()) * 1e3);
-        if (ms <= 0 || tbon_net_next_event(net, &ev, ms) != 0)
-            ft_die("no stable view within 30 s of killing rank %u", victim);
-        double t = (bench_now() - t0) * 1e3;
-        if (ev.type == TBON_EV_NODE_FAILED && ev.rank == victim)
-            *failed = t;
-        else if (ev.type == TBON_EV_NODE_FAILED)
-            ft_die("rank %u reported failed, not the victim %u", ev.rank, victim);
-        adopted += ev.type == TBON_EV_NODE_ADOPTED;
-        if (ev.type == TBON_EV_VIEW_STABLE && *failed >= 0 && adopted >= orphans)
-            *stable = t;
-    }
-    reap_all();
-}
-
 static void mb_run(size_t k, struct mb_result *out)
 {
     const uint32_t *fan = mb_fan[k];
@@ -147,7 +119,7 @@ static void mb_run(size_t k, struct mb_result *out)
         scan_session(tree_kv(net), 0, pids, size);
         if (!pids[v])
             ft_die("no process for back-end %u", v);
-        mb_kill(net, v, pids[v], 0, &bf[i], &bs[i]);
+        kill_settle(net, v, pids[v], 0, &bf[i], &bs[i]);
         wv[i] = mb_wave(s, w++, --live);
     }
     for (int i = 0; i < MB_KILLS; i++) {
@@ -159,7 +131,7 @@ static void mb_run(size_t k, struct mb_result *out)
         size_t nk = 0;
         for (tbon_rank_t r = first_be; r < size; r++)   /* its live back-ends */
             nk += (r - first_be) / fan[2] == v - first_cn && pids[r];
-        mb_kill(net, v, pids[v], nk, &cf[i], &cs[i]);
+        kill_settle(net, v, pids[v], nk, &cf[i], &cs[i]);
         wv[MB_KILLS + i] = mb_wave(s, w++, live);
     }
     tbon_view_check_t c;
@@ -281,7 +253,7 @@ static void mb_joins(double *join_ms, double *start_ms)
         if (!pids[v])
             ft_die("no process for back-end %u", v);
         double failed, stable;
-        mb_kill(net, v, pids[v], 0, &failed, &stable);
+        kill_settle(net, v, pids[v], 0, &failed, &stable);
         free(pids);
         char rank[16];
         snprintf(rank, sizeof rank, "%u", v);

@@ -19,6 +19,7 @@
 #include <tbon/tbon.h>
 
 #include "ft.h"
+#include "lib/bench.h"
 #include "lib/procscan.h"
 #include "lib/watchdog.h"
 
@@ -268,3 +269,30 @@ void request(tbon_stream_t *s, uint32_t op, uint32_t w, uint32_t arg)
         ft_die("request %u: %s", op, tbon_strerror(rc));
 }
 
+/* Kill victim (pid) and time the FE's TBON_EV_NODE_FAILED for it and the
+ * TBON_EV_VIEW_STABLE after it (and after every adoption it causes), ms. */
+void kill_settle(tbon_net_t *net, tbon_rank_t victim, pid_t pid, size_t orphans,
+                 double *failed, double *stable)
+{
+    tbon_event_t ev;
+    while (tbon_net_next_event(net, &ev, 0) == 0)
+        ;
+    size_t adopted = 0;
+    double t0 = bench_now(), dl = t0 + 30;
+    *failed = *stable = -1;
+    kill(pid, SIGKILL);
+    while (*stable < 0) {
+        int ms = (int)((dl - bench_now()) * 1e3);
+        if (ms <= 0 || tbon_net_next_event(net, &ev, ms) != 0)
+            ft_die("no stable view within 30 s of killing rank %u", victim);
+        double t = (bench_now() - t0) * 1e3;
+        if (ev.type == TBON_EV_NODE_FAILED && ev.rank == victim)
+            *failed = t;
+        else if (ev.type == TBON_EV_NODE_FAILED)
+            ft_die("rank %u reported failed, not the victim %u", ev.rank, victim);
+        adopted += ev.type == TBON_EV_NODE_ADOPTED;
+        if (ev.type == TBON_EV_VIEW_STABLE && *failed >= 0 && adopted >= orphans)
+            *stable = t;
+    }
+    reap_all();
+}
