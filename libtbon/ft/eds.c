@@ -460,8 +460,15 @@ static int ack_timeout(const tb_eds_t *e, int hb)
 static void link_look(watch_t *w, int64_t now, int ack, int64_t *next)
 {
     w->link_quiet = 0;
-    if (ack <= 0 || now < w->link_after || now - w->heard < ack)
+    if (ack <= 0)
         return;
+    if (now - w->heard < ack) {
+        /* looked at then if still not heard (sooner than the next beat
+         * only for a peer whose beats stopped) */
+        if (w->heard + ack < *next)
+            *next = w->heard + ack;
+        return;
+    }
     int q = tb_sock_unacked_ms(w->fd);
     if (q >= ack)
         w->link_quiet = q;
@@ -469,13 +476,8 @@ static void link_look(watch_t *w, int64_t now, int ack, int64_t *next)
         *next = now + (ack - q);
 }
 
-/* Silent: nothing heard for limit ms, or a silent link. */
-static int quiet(const watch_t *w, int64_t now, int64_t limit)
-{
-    return now - w->heard >= limit || w->link_quiet;
-}
-
-/* One peer's look: whether it is silent (quiet()). */
+/* One peer's look: whether nothing was heard from it for limit ms (its
+ * link's silence is in w->link_quiet). */
 static int look_at(watch_t *w, int64_t now, int64_t limit, int ack, int64_t *link_next)
 {
     if (now - w->heard >= limit) {
@@ -486,7 +488,7 @@ static int look_at(watch_t *w, int64_t now, int64_t limit, int ack, int64_t *lin
             w->heard = now;
     }
     link_look(w, now, ack, link_next);
-    return quiet(w, now, limit);
+    return now - w->heard >= limit;
 }
 
 TB_HOT static int64_t heartbeats(tb_eds_t *e, int parent_beat)
@@ -557,24 +559,22 @@ TB_HOT static int64_t heartbeats(tb_eds_t *e, int parent_beat)
     for (watch_t *w = e->all; w; w = w->next) {
         if (w->dead || w->kind != K_EVENT)
             continue;
-        if (self && now - w->heard >= (int64_t)hb)
-            w->heard = now;             /* a fresh period for everyone */
-        if (self && w->link_quiet) {
-            w->link_quiet = 0;
-            w->link_after = now + limit;
-        }
+        /* A fresh period for everyone, but a silent link: its kernel's
+         * silence was measured by the kernel, however late we looked. */
+        if (self && now - w->heard >= (int64_t)hb && !w->link_quiet)
+            w->heard = now;
         if (now - w->heard < limit && w->heard + limit < next)
             next = w->heard + limit;
     }
     pthread_mutex_unlock(&e->mu);
     /* silent() may drop watches (and so take mu): a pass of its own, one
      * watch at a time looked up again. */
-    for (int again = 1; again && !self;) {
+    for (int again = 1; again;) {
         again = 0;
         pthread_mutex_lock(&e->mu);
         watch_t *w = e->all;
-        while (w && (w->dead || w->kind != K_EVENT || !quiet(w, now, limit) ||
-                     w->looked == now))
+        while (w && (w->dead || w->kind != K_EVENT || w->looked == now ||
+                     !(w->link_quiet || (!self && now - w->heard >= limit))))
             w = w->next;
         if (w)
             w->looked = now;

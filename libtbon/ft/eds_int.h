@@ -69,9 +69,8 @@ typedef struct watch {
     int64_t looked;            /* heartbeats(): the turn that last looked at it */
     int link_quiet;            /* K_EVENT: its kernel has acknowledged nothing for
                                   this long (ms), past the acknowledgement timeout;
-                                  0: the link is fine (eds.c, link_look()) */
-    int64_t link_after;        /* link silence counts again from then (a fresh
-                                  period after suspecting ourselves) */
+                                  0: the link is fine (eds.c, link_look()); local
+                                  health does not discount it */
     /* K_EVENT: a message read in part (eds_watch.c, tb_eds_scan_events) */
     uint8_t ev_hdr[5];
     uint8_t ev_hdr_have;

@@ -9,9 +9,12 @@
 #     last beat it sent may have come a quarter of the timeout before);
 #  2. the default acknowledgement timeout (a third of the heartbeat timeout:
 #     1000 ms): the FE, the commnode's parent, finds that n3's kernel has
-#     acknowledged none of its beats, says so on its terminal, and the
-#     commnode is suspected within 2250 ms of the rule (the time of the
-#     command included).
+#     acknowledged none of its beats and says so on its terminal, with how
+#     long the kernel had heard nothing: under 3000 ms, so before silence
+#     could have reached the heartbeat timeout (what the FE's application
+#     heard last came no sooner than what its kernel did), whatever the
+#     machine's load. The times from the rule to the suspicion are
+#     reported for both runs.
 # Both: every node on n3 reported failed, the children of n3's commnode on
 # other hosts adopted, and four waves afterwards exactly those of the
 # back-ends off n3. The rule goes in the trap too; nothing may be left on
@@ -56,8 +59,19 @@ adopted() {
 }
 suspected() { grep -Eq "^event: node $cn (suspected|failed)" "$out"; }
 
+# When the FE suspected rank $cn, by its own log line (ms since the epoch;
+# every host shares this machine's clock): the application prints its
+# events between waves, later than that when a wave waits.
+fe_suspected_ms() {
+    local line ts
+    line=$(grep -E "warn rank=0 fe \[ft\] rank $cn(:| sent nothing)" "$err" | head -n 1)
+    ts=${line%%Z *}
+    [ -n "$line" ] && date -d "${ts}Z" +%s%3N
+}
+
 # One run: the tree, the rule, the commnode's suspicion (its time in
-# $found, ms after the rule's command began), the outcome checked.
+# $found, ms after the rule's command began, by the FE's log), the outcome
+# checked.
 run() {
     local ack=$1 w0 bad
     bg_start head "$pidf" "$out" "$err" env TBON_ACK_TIMEOUT_MS="$ack" \
@@ -70,7 +84,9 @@ run() {
     on n3 sh -c 'iptables -A INPUT -i eth0 -j DROP && iptables -A OUTPUT -o eth0 -j DROP' ||
         fail "cannot add the firewall rules on n3"
     wait_until 20 suspected || { cat "$out" "$err"; fail "rank $cn not suspected within 20 s of the rule"; }
-    found=$(($(now_ms) - t0))
+    local at
+    at=$(fe_suspected_ms) || { cat "$err"; fail "no line of the FE's log says it suspected rank $cn"; }
+    found=$((at - t0))
     wait_until 30 all_failed || { cat "$out"; fail "not every node on n3 ($(echo $lost)) failed within 30 s"; }
     wait_until 20 adopted || { cat "$out"; fail "rank $cn's children elsewhere ($(echo $orphans)) not adopted"; }
     step "TBON_ACK_TIMEOUT_MS=${ack:-default}: rank $cn suspected after $found ms, every node on n3 failed"
@@ -95,8 +111,10 @@ grep -q 'acknowledged nothing' "$err" &&
 [ "$hb_ms" -ge 2250 ] ||
     fail "heartbeats alone suspected rank $cn after $hb_ms ms, sooner than they can (2250 ms)"
 run ""
-grep -q "rank $cn: its kernel has acknowledged nothing for [0-9]* ms" "$err" ||
+said=$(grep -o "rank $cn: its kernel has acknowledged nothing for [0-9]* ms" "$err" | head -n 1)
+[ -n "$said" ] ||
     { cat "$err"; fail "the front-end did not say that rank $cn's kernel acknowledged nothing"; }
-[ "$found" -lt 2250 ] ||
-    fail "with the acknowledgement timeout rank $cn was suspected only after $found ms (heartbeats alone: $hb_ms ms)"
-echo "result: a firewall dropping n3's packets: rank $cn suspected after $found ms by the acknowledgement timeout (1000 ms), $hb_ms ms by heartbeats alone (3000 ms); n3's nodes failed, orphans adopted, waves exact"
+quiet_ms=$(sed 's/.* for \([0-9]*\) ms/\1/' <<<"$said")
+[ "$quiet_ms" -lt 3000 ] ||
+    fail "rank $cn was found by its link only after $quiet_ms ms of silence, no sooner than heartbeats"
+echo "result: a firewall dropping n3's packets: rank $cn suspected after $found ms by the acknowledgement timeout (1000 ms; its kernel silent $quiet_ms ms), $hb_ms ms by heartbeats alone (3000 ms); n3's nodes failed, orphans adopted, waves exact"
