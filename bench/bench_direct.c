@@ -15,6 +15,10 @@
  *     both kinds) and between two under the same commnode.
  * Every count is checked: a back-end that does not get exactly COUNT
  * messages ends the run with no row.
+ *
+ * For profiling: BENCH_DIRECT_ONLY=direct or =relayed runs one kind of ring
+ * only (the other's figure is then 1), and says on stderr when it starts
+ * and ends; BENCH_DIRECT_COUNT=N sends N messages per back-end.
  */
 #include <errno.h>
 #include <limits.h>
@@ -32,7 +36,7 @@
 
 #define PROG "bench_direct"
 #define TOTAL 100000    /* messages in a ring, about: COUNT each */
-#define COUNT(nbe) ((nbe) < TOTAL / 50 ? (uint32_t)(TOTAL / (nbe)) : 50u)
+#define COUNT(nbe) count_of(nbe)
 #define PINGS 200       /* round trips per latency figure */
 
 enum {
@@ -42,6 +46,16 @@ enum {
     T_PONG,                      /* "%ud %ud %d" peer n relayed -> "%ud" 0: n answers */
     T_MSG,                       /* "%ud %ud" {dest, k}: a message */
 };
+
+/* Messages per back-end in a ring: TOTAL in all, at least 50 each; or
+ * $BENCH_DIRECT_COUNT (for profiling a longer ring). */
+static uint32_t count_of(size_t nbe)
+{
+    const char *v = getenv("BENCH_DIRECT_COUNT");
+    if (v && atoi(v) > 0)
+        return (uint32_t)atoi(v);
+    return nbe < TOTAL / 50 ? (uint32_t)(TOTAL / nbe) : 50u;
+}
 
 /* ---- the back-end ---- */
 
@@ -183,11 +197,15 @@ static void serve(struct tree *t, int tag, size_t want, uint32_t ok)
 static double ring_round(struct tree *t, int relayed)
 {
     double t0 = bench_now();
+    if (getenv("BENCH_DIRECT_ONLY"))
+        fprintf(stderr, PROG ": ring starts\n");
     uint32_t count = COUNT(t->nbe);
     if (tbon_stream_send(t->all, relayed ? T_RELAY : T_RING, "%ud %aud", count, t->be,
                          t->nbe) != 0)
         bench_die(PROG, "the ring's request");
     serve(t, relayed ? T_RELAY : T_RING, t->nbe, count);
+    if (getenv("BENCH_DIRECT_ONLY"))
+        fprintf(stderr, PROG ": ring ends after %.3f s\n", bench_now() - t0);
     return (double)(t->nbe * count) / (bench_now() - t0);
 }
 
@@ -265,8 +283,9 @@ static void round_of(const char *shape, double *v)
     if (!t.all)
         bench_die(PROG, "the stream");
     size_t far = t.nbe - 1, near = 1;   /* be[0] and far: other commnodes; near: the same */
-    v[0] = ring_round(&t, 0);
-    v[1] = ring_round(&t, 1);
+    const char *only = getenv("BENCH_DIRECT_ONLY");     /* "direct", "relayed": profiling */
+    v[0] = only && strcmp(only, "direct") != 0 ? 1 : ring_round(&t, 0);
+    v[1] = only && strcmp(only, "relayed") != 0 ? 1 : ring_round(&t, 1);
     v[2] = latency(&t, 0, far, 0);
     v[3] = latency(&t, 0, far, 1);
     v[4] = latency(&t, 0, near, 0);

@@ -250,6 +250,7 @@ typedef struct { uint32_t filters; int32_t ports; } tb_ctl_catch_up_t;
  * unicasts (dseq) and broadcasts (bseq) taken from it in order so far. */
 #define TB_DIRECT_BCAST 1u      /* every back-end and the FE, the sender excepted */
 #define TB_DIRECT_ACK   2u      /* an acknowledgement (no body) */
+#define TB_DIRECT_GAP   4u      /* (with ACK) the receiver keeps later ones: one is missing */
 typedef struct {
     uint32_t src;
     uint32_t nonce;

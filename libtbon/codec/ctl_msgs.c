@@ -694,8 +694,10 @@ tbon_packet_t *tb_ctl_direct_encode(const tb_ctl_direct_t *m)
 static const char *direct_wrong(const tb_ctl_direct_t *m, size_t nseq, char *buf, size_t len)
 {
     int ack = !!(m->flags & TB_DIRECT_ACK), bc = !!(m->flags & TB_DIRECT_BCAST);
-    if (m->flags & ~(TB_DIRECT_BCAST | TB_DIRECT_ACK))
+    if (m->flags & ~(TB_DIRECT_BCAST | TB_DIRECT_ACK | TB_DIRECT_GAP))
         snprintf(buf, len, "field 5: unknown flags 0x%x", m->flags);
+    else if ((m->flags & TB_DIRECT_GAP) && !ack)
+        snprintf(buf, len, "field 5: a gap is told by an acknowledgement only");
     else if (ack && bc)
         snprintf(buf, len, "field 5: an acknowledgement is no broadcast");
     else if (nseq != m->ndst)

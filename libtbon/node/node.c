@@ -865,6 +865,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
     n->rank = cfg->rank;
     n->role = cfg->role;
     n->ft = cfg->ft;
+    n->drop_every = -1;     /* TBON_TEST_DROP_DIRECT: read at the first message */
     if (n->role == TB_ROLE_FE && !(n->fe = calloc(1, sizeof *n->fe))) {
         free(n);
         tb_topology_destroy(cfg->topo);

@@ -68,10 +68,30 @@ static tb_conn_t *conn_of(tb_node_t *n, int h)
  * encoding per hop. A hop with no connection (a dead child, an orphan's
  * parent) drops it: its sender sends it again once the tree has healed
  * (node_dlog.c). */
+/* TBON_TEST_DROP_DIRECT=N: whether this commnode drops this message (its
+ * Nth passed on): a hop with no way on, made at will, for the tests of the
+ * senders' repair (node_dlog.c, resend_oldest). */
+static int test_drop(tb_node_t *n)
+{
+    if (n->drop_every < 0) {
+        const char *v = tb_node_conf(n)->test_drop_direct;
+        n->drop_every = v && n->role == TB_ROLE_COMMNODE ? strtol(v, NULL, 10) : 0;
+        if (n->drop_every < 0)
+            n->drop_every = 0;
+    }
+    return n->drop_every > 0 && ++n->drop_passed % (uint64_t)n->drop_every == 0;
+}
+
 static void forward(tb_node_t *n, const tb_ctl_direct_t *m, tbon_packet_t *orig, int h,
                     const uint32_t *dst, const uint32_t *dseq, size_t k)
 {
     tb_conn_t *c = conn_of(n, h);
+    if (c && test_drop(n)) {
+        n->direct_dropped++;
+        TB_WARN("direct", "TBON_TEST_DROP_DIRECT: a message from rank %u (number %llu) "
+                "dropped here", m->src, (unsigned long long)m->seq);
+        return;
+    }
     if (!c) {
         n->direct_dropped += k ? k : 1;
         TB_INFO("direct", "a message from rank %u (number %llu) has no way on from here "

@@ -45,8 +45,9 @@
 
 #define DLOG_ACK_COUNT 32       /* messages taken before an acknowledgement goes */
 #define DLOG_ACK_MS 10          /* ... or this long after the first of them */
-#define DLOG_RTO_MS 2000        /* unacknowledged this long: sent again */
+#define DLOG_RTO_MS 2000        /* unacknowledged this long: sent again, at the least */
 #define DLOG_RTO_MAX_MS 16000
+#define DLOG_PROBE 32           /* sent again per destination at a time-out, the oldest */
 #define DLOG_REROUTE_MS 2       /* a topology change: sent again this soon */
 
 /* What we sent to a rank. */
@@ -56,6 +57,8 @@ struct dpeer {
     uint32_t sent, acked;       /* unicasts numbered so far; acknowledged */
     uint32_t backed;            /* broadcasts it acknowledged */
     uint32_t bbase;             /* broadcasts sent before we knew it (a join) */
+    uint32_t pass, probes;      /* the time-out's pass, and how many it sent again */
+    uint32_t fast, bfast;       /* the unicast and broadcast last sent again for a gap */
     uint8_t  known, dead;
 };
 
@@ -90,6 +93,7 @@ struct dout {
     size_t   ndst;
     tbon_packet_t *app;         /* the application's packet */
     size_t   bytes;             /* counted in the window (dlog_bytes) */
+    int64_t  sent;              /* ms: when first sent */
 };
 
 /* Both sides for one rank, made when it is first needed (at the first
@@ -114,6 +118,9 @@ struct tb_dlog {
     size_t nowe, capowe;
     tb_timer_t ack_timer, resend_timer;
     int rto;                    /* ms: the wait before sending again */
+    int64_t slow;               /* ms: the longest wait for an acknowledgement
+                                   lately (each acknowledgement takes 1/8 off) */
+    uint32_t pass;              /* time-outs so far */
     int topo_pending;           /* the resend timer is for a topology change */
     uint32_t *snap;             /* every rank's parent at the last such resend */
     size_t nsnap;
@@ -378,12 +385,18 @@ static int taken(const tb_dlog_t *d, struct dout *o, int64_t *bmin)
 /* Drop the oldest messages every destination has taken; 1 if any went. */
 static int trim(tb_dlog_t *d)
 {
-    int64_t bmin = -1;
+    int64_t bmin = -1, now = 0;
     int any = 0;
     while (d->out.len) {
         struct dout *o = tb_ring_at(&d->out, 0);
         if (!taken(d, o, &bmin))
             break;
+        if (!any) {             /* the oldest tells how long the way is now */
+            now = tb_now_ms();
+            d->slow -= d->slow / 8;
+            if (now - o->sent > d->slow)
+                d->slow = now - o->sent;
+        }
         atomic_fetch_sub(&d->n->dlog_bytes, o->bytes);
         out_free(o);
         tb_ring_drop(&d->out);
@@ -505,6 +518,57 @@ static void resend_moved(tb_dlog_t *d)
     snap_take(d);
 }
 
+/* The wait before sending again after an acknowledgement: twice the
+ * longest wait for one lately, from DLOG_RTO_MS to DLOG_RTO_MAX_MS. A
+ * receiver behind a long queue (a loaded machine, a tree busy with other
+ * messages) acknowledges late, not never: sending again then only lengthens
+ * the queue. */
+static int rto_base(const tb_dlog_t *d)
+{
+    int64_t v = 2 * d->slow;
+    return v < DLOG_RTO_MS ? DLOG_RTO_MS : v > DLOG_RTO_MAX_MS ? DLOG_RTO_MAX_MS : (int)v;
+}
+
+/* Whether o waits for a destination that this pass may still probe (and
+ * count it). */
+static int probe_due(tb_dlog_t *d, const struct dout *o)
+{
+    int any = 0;
+    for (size_t i = 0; i < o->ndst; i++) {
+        struct dp *e = o->dseq[i] ? peer(d, o->dst[i], 0) : NULL;
+        if (!e || e->to.acked >= o->dseq[i])
+            continue;
+        if (e->to.pass != d->pass) {
+            e->to.pass = d->pass;
+            e->to.probes = 0;
+        }
+        if (e->to.probes < DLOG_PROBE) {
+            e->to.probes++;
+            any = 1;
+        }
+    }
+    return any;
+}
+
+/* Nothing acknowledged for the wait: a hop may have dropped messages (it
+ * had no way on, on a topology older or newer than ours). The oldest
+ * DLOG_PROBE messages to each destination go again, and the oldest as many
+ * broadcasts: what a destination took comes back as an acknowledgement
+ * (it acknowledges what it had already), what it lacked fills its gap and
+ * frees what it kept. Sending everything again, every time, flooded a
+ * loaded tree: at 1,024 back-ends four bytes in five on the wire were
+ * copies (bench/RESULTS.md). */
+static void resend_oldest(tb_dlog_t *d)
+{
+    size_t bc = 0;
+    d->pass++;
+    for (size_t k = 0; k < d->out.len; k++) {
+        struct dout *o = tb_ring_at(&d->out, k);
+        if ((o->flags & TB_DIRECT_BCAST) ? bc++ < DLOG_PROBE : probe_due(d, o))
+            resend(d, o, NULL);
+    }
+}
+
 static void on_resend_timer(tb_timer_t *t, int64_t now)
 {
     tb_dlog_t *d = t->arg;
@@ -521,10 +585,9 @@ static void on_resend_timer(tb_timer_t *t, int64_t now)
         arm_resend(d, now + d->rto);
         return;
     }
-    TB_DEBUG("direct", "%zu messages not acknowledged for %d ms: sent again", d->out.len,
-             d->rto);
-    for (size_t k = 0; k < d->out.len; k++)
-        resend(d, tb_ring_at(&d->out, k), NULL);
+    TB_DEBUG("direct", "%zu messages not acknowledged for %d ms: the oldest sent again",
+             d->out.len, d->rto);
+    resend_oldest(d);
     arm_resend(d, now + d->rto);
     if (d->rto < DLOG_RTO_MAX_MS)
         d->rto *= 2;
@@ -594,7 +657,7 @@ void tb_dlog_send(tb_node_t *n, tb_cmd_t *c)
     }
     *o = (struct dout){ .seq = ++n->direct_seq, .tag = tbon_packet_tag(app),
                         .flags = c->u.direct.flags, .dst = v, .app = tbon_packet_ref(app),
-                        .bytes = bytes };
+                        .bytes = bytes, .sent = tb_now_ms() };
     if (bc) {
         o->bseq = ++d->bsent;
         o->ndst = bcast_waits(d, v);
@@ -606,6 +669,52 @@ void tb_dlog_send(tb_node_t *n, tb_cmd_t *c)
     if (!tb_timer_armed(&d->resend_timer))
         arm_resend(d, tb_now_ms() + d->rto);
     resend(d, o, NULL);
+}
+
+/* Send message o again to rank r alone (its i-th destination). */
+static void resend_to(tb_dlog_t *d, const struct dout *o, size_t i)
+{
+    tb_node_t *n = d->n;
+    tb_ctl_direct_t m = { .src = n->rank, .nonce = d->nonce, .seq = o->seq, .tag = o->tag,
+                          .flags = o->flags, .bseq = o->bseq, .dst = &o->dst[i],
+                          .dseq = &o->dseq[i], .ndst = 1 };
+    size_t len = 0;
+    m.body = tb_packet_payload(o->app, &len);
+    m.len = len;
+    tb_dlog_route(n, TB_DIRECT_HERE, &m, NULL);
+}
+
+/* Rank r keeps messages that came after one it lacks (an acknowledgement
+ * with GAP): a hop dropped it. The next unicast it lacks goes again at
+ * once, to it alone, and the next broadcast (to all), each once for each
+ * point the receiver is at: no waiting for the time-out, which repairs
+ * one gap per wait. A link keeps order, so what came later was sent later
+ * by the same way: the missing one is not still on its way (after a
+ * topology change both ways may carry it; the receiver drops the copy). */
+static void fill_gap(tb_dlog_t *d, struct dp *e)
+{
+    struct dpeer *p = &e->to;
+    int uni = p->acked < p->sent && p->fast != p->acked + 1;
+    int bc = p->backed < d->bsent && p->bfast != p->backed + 1;
+    if (uni)
+        p->fast = p->acked + 1;
+    if (bc)
+        p->bfast = p->backed + 1;
+    for (size_t k = 0; k < d->out.len && (uni || bc); k++) {
+        struct dout *o = tb_ring_at(&d->out, k);
+        if (o->flags & TB_DIRECT_BCAST) {
+            if (bc && o->bseq == p->backed + 1) {
+                resend(d, o, NULL);
+                bc = 0;
+            }
+            continue;
+        }
+        for (size_t i = 0; uni && i < o->ndst; i++)
+            if (o->dst[i] == e->rank && o->dseq[i] == p->acked + 1) {
+                resend_to(d, o, i);
+                uni = 0;
+            }
+    }
 }
 
 static void on_ack(tb_dlog_t *d, const tb_ctl_direct_t *m)
@@ -622,8 +731,10 @@ static void on_ack(tb_dlog_t *d, const tb_ctl_direct_t *m)
         p->acked = m->dseq[0];
     if (m->bseq > p->backed && m->bseq <= d->bsent)
         p->backed = m->bseq;
+    if (m->flags & TB_DIRECT_GAP)
+        fill_gap(d, e);
     if (trim(d)) {
-        d->rto = DLOG_RTO_MS;
+        d->rto = rto_base(d);
         if (d->out.len)
             tb_timer_at(d->n->loop, &d->resend_timer, tb_now_ms() + d->rto);
     }
@@ -645,7 +756,8 @@ static void send_ack(tb_dlog_t *d, struct dp *e)
     struct dfrom *f = &e->from;
     tb_node_t *n = d->n;
     uint32_t dst = e->rank, got = f->got;
-    tb_ctl_direct_t m = { .src = n->rank, .nonce = d->nonce, .flags = TB_DIRECT_ACK,
+    tb_ctl_direct_t m = { .src = n->rank, .nonce = d->nonce,
+                          .flags = TB_DIRECT_ACK | (f->nheld && !d->withheld ? TB_DIRECT_GAP : 0),
                           .bseq = f->bgot, .dst = &dst, .dseq = &got, .ndst = 1 };
     f->owed = 0;
     tb_dlog_route(n, TB_DIRECT_HERE, &m, NULL);

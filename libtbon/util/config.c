@@ -30,6 +30,7 @@ static const struct {
     VAR("TBON_MEM_WARN_MB", mem_warn_mb),
     VAR("TBON_RELINK_MS", relink_ms),
     VAR("TBON_ACK_TIMEOUT_MS", ack_timeout_ms),
+    VAR("TBON_TEST_DROP_DIRECT", test_drop_direct),
     VAR("TBON_CRC32C", crc32c),
     VAR("SLURM_JOB_NODELIST", slurm_job_nodelist),
     VAR("SLURM_NODELIST", slurm_nodelist),

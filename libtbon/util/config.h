@@ -51,6 +51,7 @@ typedef struct tb_config {
     const char *mem_warn_mb;            /* TBON_MEM_WARN_MB */
     const char *relink_ms;              /* TBON_RELINK_MS */
     const char *ack_timeout_ms;         /* TBON_ACK_TIMEOUT_MS */
+    const char *test_drop_direct;       /* TBON_TEST_DROP_DIRECT (tests only) */
     const char *crc32c;                 /* TBON_CRC32C (process-wide) */
     /* Slurm's, read under Slurm */
     const char *slurm_job_nodelist;     /* SLURM_JOB_NODELIST */

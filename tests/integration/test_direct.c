@@ -9,7 +9,9 @@
 #include "itest.h"
 #include "lib/faultlog.h"
 
+#include <dirent.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #define WAIT_MS 60000     /* for answers: generous, the machine may be loaded */
 
@@ -393,6 +395,47 @@ ITEST(ring_4x4_commnode_killed)
 {
     const tbon_rank_t cn[] = { 2 };
     ring_killing("4x4", 400, cn, 1);
+}
+
+/* Lines of the commnodes' logs in dir that hold what. */
+static size_t log_lines(const char *dir, const char *what)
+{
+    size_t n = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char path[PATH_MAX + 300], line[512];
+        if (strncmp(e->d_name, "commnode-", 9) != 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        while (f && fgets(line, sizeof line, f))
+            n += strstr(line, what) != NULL;
+        if (f)
+            fclose(f);
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* Commnodes that drop every 50th message they pass on (TBON_TEST_DROP_
+ * DIRECT; acknowledgements and messages sent again too): no failure, no
+ * new topology, only the senders' time-out to repair it (node_dlog.c,
+ * resend_oldest). Every back-end still gets its predecessor's messages
+ * once, in order. */
+ITEST(ring_4x4_commnodes_drop_messages)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/droplogs", th_tmpdir());
+    mkdir(dir, 0700);
+    setenv("TBON_TEST_DROP_DIRECT", "50", 1);
+    setenv("TBON_LOG_DIR", dir, 1);
+    ring("4x4", 200);
+    unsetenv("TBON_TEST_DROP_DIRECT");
+    unsetenv("TBON_LOG_DIR");
+    size_t dropped = log_lines(dir, "TBON_TEST_DROP_DIRECT");
+    fprintf(stderr, "    %zu messages dropped by the commnodes\n", dropped);
+    CHECK(dropped >= 10);
 }
 
 /* A tree of shape whose back-ends' bursts have a gate (tbon_test_be.c,

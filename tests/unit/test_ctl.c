@@ -668,10 +668,18 @@ TEST(direct_round_trip_and_checks)
     CHECK_UINT(out.flags, TB_DIRECT_ACK);
     tb_ctl_free(TB_CTL_DIRECT, &out);
     tbon_packet_unref(p);
+    /* ... and one that tells of a gap. */
+    p = tb_ctl_direct_encode(&(tb_ctl_direct_t){ 9, 0, 0, 0, TB_DIRECT_ACK | TB_DIRECT_GAP, 3,
+                                                 dst, dseq, 1, NULL, 0 });
+    REQUIRE(p && tb_ctl_direct_decode(p, &out, NULL) == 0);
+    CHECK_UINT(out.flags, TB_DIRECT_ACK | TB_DIRECT_GAP);
+    tb_ctl_free(TB_CTL_DIRECT, &out);
+    tbon_packet_unref(p);
     const uint32_t zero[] = { 0 };
     struct { tb_ctl_direct_t m; const char *why; } bad[] = {
         { { 7, 0, 1, 130, 0, 0, NULL, NULL, 0, body, 4 }, "no destination" },
-        { { 7, 0, 1, 130, 6, 0, dst, dseq, 1, body, 4 }, "unknown flags 0x6" },
+        { { 7, 0, 1, 130, 8, 0, dst, dseq, 1, body, 4 }, "unknown flags 0x8" },
+        { { 7, 0, 1, 130, 4, 0, dst, dseq, 1, body, 4 }, "a gap is told by an acknowledgement" },
         { { 7, 0, 1, 130, 3, 1, dst, dseq, 1, body, 4 }, "an acknowledgement is no broadcast" },
         { { 7, 0, 0, 130, 0, 0, dst, dseq, 1, body, 4 }, "the message number is 0" },
         { { 7, 0, 1, 130, 0, 0, dst, zero, 1, body, 4 }, "a destination's number is 0" },
