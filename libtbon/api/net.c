@@ -292,6 +292,7 @@ TB_HOT static void release(tbon_net_t *net)
  * what it queued for them, a backlog it drained. */
 static void drive_held(tbon_net_t *net, int timeout_ms, int *held)
 {
+    net->burst = 0;             /* the application waits: a burst has ended */
     if (!*held) {
         net->driving = 1;
         *held = 1;
@@ -315,12 +316,17 @@ static void drive(tbon_net_t *net, int timeout_ms)
     release(net);
 }
 
+/* When a command may leave its output queued for the next ones. */
+enum { HOLD_NO, HOLD_BACKLOG, HOLD_BURST };
+
 /* Take the node to run a command now, or post it if another thread drives
  * it (under net->mu, so the driver sees it before it lets go: release).
- * hold: a send of a back-end whose application has more packets waiting to
- * be taken: its answer may wait for the next ones (tb_node_exec_held), to
- * go up in one write with them; the last answer of a backlog, or the
- * application's next wait, writes them all. */
+ * hold: HOLD_BACKLOG, a send of a back-end whose application has more
+ * packets waiting to be taken: its answer may wait for the next ones
+ * (tb_node_exec_held), to go up in one write with them; HOLD_BURST, a
+ * message that is not the first sent since the application last waited.
+ * The last answer of a backlog, 64 held commands, 1 ms, or the
+ * application's next wait write them all. */
 TB_HOT static void exec_or_post(tbon_net_t *net, tb_cmd_t *c, int hold)
 {
     pthread_mutex_lock(&net->mu);
@@ -330,7 +336,7 @@ TB_HOT static void exec_or_post(tbon_net_t *net, tb_cmd_t *c, int hold)
         return;
     }
     net->driving = 1;
-    hold = hold && net->app_bytes > 0;
+    hold = hold == HOLD_BURST ? net->burst++ > 0 : hold == HOLD_BACKLOG && net->app_bytes > 0;
     pthread_mutex_unlock(&net->mu);
     c->bytes = 0;   /* never counted as pending: it is carried out now */
     if (hold)
@@ -348,7 +354,15 @@ TB_HOT static void exec_or_post(tbon_net_t *net, tb_cmd_t *c, int hold)
 void tb_net_submit(tbon_net_t *net, tb_cmd_t *c)
 {
     if (net->inline_node)
-        exec_or_post(net, c, 0);
+        exec_or_post(net, c, HOLD_NO);
+    else
+        tb_node_post(net->node, c);
+}
+
+void tb_net_submit_burst(tbon_net_t *net, tb_cmd_t *c)
+{
+    if (net->inline_node)
+        exec_or_post(net, c, HOLD_BURST);
     else
         tb_node_post(net->node, c);
 }
@@ -676,7 +690,7 @@ TB_HOT int tbon_stream_send_packet(tbon_stream_t *s, tbon_packet_t *p)
         s->idx++;
     pthread_mutex_unlock(&net->mu);
     if (net->inline_node)
-        exec_or_post(net, c, !net->is_fe);
+        exec_or_post(net, c, net->is_fe ? HOLD_NO : HOLD_BACKLOG);
     else
         tb_node_post(net->node, c);
     return 0;
@@ -839,7 +853,7 @@ int tbon_net_set_attr(tbon_net_t *net, const char *key, const char *value)
         tb_cmd_free(c);
         return tb_net_fail(net, TBON_ECLOSED, "the network has shut down");
     }
-    exec_or_post(net, c, 0);
+    exec_or_post(net, c, HOLD_NO);
     return 0;
 }
 

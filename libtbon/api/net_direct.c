@@ -59,7 +59,7 @@ static int submit(tbon_net_t *net, tbon_rank_t *dst, size_t n, uint32_t flags, t
         return tb_net_fail(net, TBON_ENOMEM, "out of memory");
     /* counted now: the command may wait in the node's mailbox */
     tb_dlog_window_add(net->node, tb_dlog_bytes(c->u.direct.pkt));
-    tb_net_submit(net, c);
+    tb_net_submit_burst(net, c);
     /* Back-pressure: past the window, the next send waits here until the
      * destinations acknowledge (they do as their applications take them). */
     if (tb_node_dlog_full(net->node) && tb_net_wait_dlog(net) != 0)

@@ -107,6 +107,8 @@ struct tbon_net {
     int            driving;        /* a caller is driving the node now */
     int            kick_missed;    /* the kicker found it driven: the driver
                                       runs one more turn before it lets go */
+    unsigned       burst;          /* messages sent since a receiver's last turn
+                                      (tb_net_submit_burst) */
     int            ready, failed, fail_code;
     char           fail_msg[512];
     tbon_rank_t   *missing;        /* FE: ranks left out of the start-up (by the
@@ -178,6 +180,11 @@ struct tbon_net {
  * drives it) or post it to the node (net.c). */
 int tb_net_wait_dlog(tbon_net_t *net);
 void tb_net_submit(tbon_net_t *net, tb_cmd_t *c);
+/* The same for a message between processes: at a back-end, the second and
+ * later of a burst (sends with no wait between) stay queued, to go in one
+ * write with the rest (tb_node_exec_held): at most 64 of them or 1 ms, or
+ * until the application's next wait. */
+void tb_net_submit_burst(tbon_net_t *net, tb_cmd_t *c);
 
 tb_kicker_t *tb_kicker_new(void (*kick)(void *arg), void *arg);
 int tb_kicker_share_fd(const tb_kicker_t *k);
