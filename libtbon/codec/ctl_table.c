@@ -89,10 +89,11 @@ static const tb_ctl_info_t table[] = {
       "port table is here (else 0): from an adopted child after its grafts; the adopter "
       "sends what it lacks (8.3)" },
     { TB_CTL_DIRECT, "DIRECT", TB_CTL_BOTH, N_, "%ud %ud %uld %d %ud %ud %aud %aud %auc",
-      "sender's rank and process tag (random, drawn once), its number for the message (from 1, per sender; 0 in "
-      "an acknowledgement), the application's tag, flags (1: broadcast, 2: acknowledgement), "
-      "the broadcast number, the destinations this hop serves and the sender's number for "
-      "the message at each, the application's packet encoded: a message between any two "
+      "sender's rank and process tag (random, drawn once), its number for the message (from "
+      "1, per sender; 0 in an acknowledgement), the application's tag, flags (1: broadcast, "
+      "2: acknowledgement, 4: with 2, the receiver keeps later messages and lacks one), the "
+      "broadcast number, the destinations this hop serves and the sender's number for the "
+      "message at each, the application's packet encoded: a message between any two "
       "processes, passed towards each destination by the topology (10)" },
     { TB_CTL_STABLE, "STABLE", TB_CTL_DOWN, V_, "%uld",
       "view version: stable (every live process has applied it, every live node has a "

@@ -74,7 +74,7 @@ static tb_conn_t *conn_of(tb_node_t *n, int h)
 static int test_drop(tb_node_t *n)
 {
     if (n->drop_every < 0) {
-        const char *v = tb_node_conf(n)->test_drop_direct;
+        const char *v = n->cfg.conf ? n->cfg.conf->test_drop_direct : NULL;
         n->drop_every = v && n->role == TB_ROLE_COMMNODE ? strtol(v, NULL, 10) : 0;
         if (n->drop_every < 0)
             n->drop_every = 0;
