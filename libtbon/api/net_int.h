@@ -107,8 +107,6 @@ struct tbon_net {
     int            driving;        /* a caller is driving the node now */
     int            kick_missed;    /* the kicker found it driven: the driver
                                       runs one more turn before it lets go */
-    unsigned       burst;          /* messages sent since a receiver's last turn
-                                      (tb_net_submit_burst) */
     int            ready, failed, fail_code;
     char           fail_msg[512];
     tbon_rank_t   *missing;        /* FE: ranks left out of the start-up (by the
@@ -163,6 +161,8 @@ struct tbon_net {
                                       adopted (their TBON_EV_NODE_ADOPTED is
                                       the reattach's, not queued) */
     size_t         nrwait;
+    unsigned       burst;          /* messages sent since a receiver's last turn
+                                      (tb_net_submit_burst) */
 };
 
 /* A back-end's node while nobody drives it (kick.c): a thread that runs a

@@ -356,15 +356,15 @@ struct tb_node {
     uint64_t   direct_seq;    /* the number of the last message sent from here
                                  to other processes (node_direct.c) */
     uint64_t   direct_dropped; /* messages passing here with no way on */
-    int64_t    drop_every;    /* TBON_TEST_DROP_DIRECT: a commnode drops every
-                                 Nth message it passes on (0: none; -1: not
-                                 read yet) */
-    uint64_t   drop_passed;
     struct tb_dlog *dlog;     /* their order, acknowledgements and resends
                                  (node_dlog.c); NULL until the first */
     size_t     ready_count;
     size_t     total;
     int64_t    last_conn;     /* when a child last connected (ms; start-up) */
+    int64_t    drop_every;    /* TBON_TEST_DROP_DIRECT: a commnode drops every
+                                 Nth message it passes on (0: none; -1: not
+                                 read yet) */
+    uint64_t   drop_passed;
 };
 
 /* node_session.c: the FE's session file written again (the tree is up, its
