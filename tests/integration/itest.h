@@ -310,8 +310,13 @@ static IT_UNUSED int it_start(it_tree_t *t, const char *shape,
         th_fail(__FILE__, __LINE__, "bad shape %s", shape);
         return -1;
     }
+    /* Without options of its own a test's tree has 90 s to start, not the
+     * library's 30: a 16x16 tree once took past 20 s under CI's load (make
+     * check's sanitizer runs and the cluster cases beside), and the nodes
+     * past their deadlines were left out. */
+    static const tbon_fe_options_t slow_start = { .startup_timeout_ms = 90000 };
     int64_t t0 = it_now_ms();
-    t->net = tbon_fe_create(t->topo, it_be_path(), argv, opts, &t->err);
+    t->net = tbon_fe_create(t->topo, it_be_path(), argv, opts ? opts : &slow_start, &t->err);
     if (!t->net) {
         th_fail(__FILE__, __LINE__, "tbon_fe_create(%s) failed: %s (%s)", shape,
                 t->err.msg, tbon_strerror(t->err.code));
