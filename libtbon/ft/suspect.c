@@ -1,7 +1,8 @@
 /* suspect.c - silence is suspicion, not death (seed 002 section 3:
  * suspicion reports, a threshold, refutation; docs/fault-tolerance.md).
  *
- * The EDS finds a peer silent past its heartbeat timeout and tells the
+ * The EDS finds a peer silent past its heartbeat timeout (or its link
+ * acknowledging nothing past the acknowledgement timeout) and tells the
  * reactor (TB_CMD_SUSPECT); the reactor stops waiting for a suspected child
  * in its waves and tells the FE: directly at the FE, else by a notice
  * (notice.c). The FE keeps one suspicion per rank with the observers that
@@ -129,8 +130,8 @@ static struct tb_susp *suspect_new(tb_suspect_t *sp, tbon_rank_t r, uint32_t inc
     s->r = r;
     s->inc = inc;
     s->since = tb_now_ms();
-    TB_WARN("ft", "rank %u suspected by rank %u: it has been silent past its heartbeat "
-            "timeout", r, from);
+    TB_WARN("ft", "rank %u suspected by rank %u: nothing heard from it in time (past its "
+            "heartbeat timeout, or its link acknowledging nothing)", r, from);
     tb_ft_emit(sp->cx, TBON_EV_NODE_SUSPECT, r, from, inc, 0);
     return s;
 }

@@ -82,16 +82,23 @@ static int test_drop(tb_node_t *n)
     return n->drop_every > 0 && ++n->drop_passed % (uint64_t)n->drop_every == 0;
 }
 
+/* Whether the test hook drops the message from src (number seq) here. */
+static int drop_here(tb_node_t *n, uint32_t src, uint64_t seq)
+{
+    if (!test_drop(n))
+        return 0;
+    n->direct_dropped++;
+    TB_WARN("direct", "TBON_TEST_DROP_DIRECT: a message from rank %u (number %llu) dropped "
+            "here", src, (unsigned long long)seq);
+    return 1;
+}
+
 static void forward(tb_node_t *n, const tb_ctl_direct_t *m, tbon_packet_t *orig, int h,
                     const uint32_t *dst, const uint32_t *dseq, size_t k)
 {
     tb_conn_t *c = conn_of(n, h);
-    if (c && test_drop(n)) {
-        n->direct_dropped++;
-        TB_WARN("direct", "TBON_TEST_DROP_DIRECT: a message from rank %u (number %llu) "
-                "dropped here", m->src, (unsigned long long)m->seq);
+    if (c && drop_here(n, m->src, m->seq))
         return;
-    }
     if (!c) {
         n->direct_dropped += k ? k : 1;
         TB_INFO("direct", "a message from rank %u (number %llu) has no way on from here "
