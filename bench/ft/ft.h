@@ -110,6 +110,10 @@ const char *tree_kv(const tbon_net_t *net);
 tbon_net_t *start(const char *topo, size_t n, int no_ft);
 void stop(tbon_net_t *net);
 void request(tbon_stream_t *s, uint32_t op, uint32_t w, uint32_t arg);
+/* start(topo, n, 0) with start_heartbeat_ms = hb_ms (and left so), and in
+ * *s a stream over every back-end with filter and sync. */
+tbon_net_t *start_streamed(const char *topo, size_t n, int hb_ms, int filter, int sync,
+                           tbon_stream_t **s);
 /* Kill victim (pid) and time the FE's TBON_EV_NODE_FAILED for it and the
  * TBON_EV_VIEW_STABLE after it and after orphans adoptions (ms). */
 void kill_settle(tbon_net_t *net, tbon_rank_t victim, pid_t pid, size_t orphans,

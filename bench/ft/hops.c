@@ -266,13 +266,9 @@ void hops_run(void)
     if (!copy)
         ft_die("tb_topology_clone");
     const char *topo = write_topology(t, "hops");
-    start_heartbeat_ms = 0;
-    tbon_net_t *net = start(topo, n, 0);
+    tbon_stream_t *s;
+    tbon_net_t *net = start_streamed(topo, n, 0, TBON_FILTER_NULL, TBON_SYNC_DONTWAIT, &s);
     tb_wd_arm("hops run", 600);
-    tbon_stream_t *s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), TBON_FILTER_NULL,
-                                          TBON_SYNC_DONTWAIT, TBON_FILTER_NULL);
-    if (!s)
-        ft_die("hops stream: %s", tbon_net_error(net));
     hops_measure(net, s, copy, src, 0);
     pid_t *pids = calloc(size, sizeof *pids);
     if (!pids)

@@ -96,13 +96,9 @@ static void mb_run(size_t k, struct mb_result *out)
     const char *topo = write_topology(t, name);
     out->nodes = size;
 
-    start_heartbeat_ms = 0;
-    tbon_net_t *net = start(topo, n, 0);
+    tbon_stream_t *s;
+    tbon_net_t *net = start_streamed(topo, n, 0, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, &s);
     tb_wd_arm("membership run", 240);
-    tbon_stream_t *s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), TBON_FILTER_SUM,
-                                          TBON_SYNC_WAITFORALL, TBON_FILTER_NULL);
-    if (!s)
-        ft_die("membership stream: %s", tbon_net_error(net));
     mb_wave(s, 1, n);                   /* the port table is everywhere now */
     out->idle = mb_idle(size);
     pid_t *pids = calloc(size, sizeof *pids);
@@ -148,12 +144,7 @@ static void mb_run(size_t k, struct mb_result *out)
     if (k + 1 == MB_SHAPES) {
         /* The same tree without heartbeats: what the membership layer alone
          * sends when nothing happens. */
-        start_heartbeat_ms = -1;
-        net = start(topo, n, 0);
-        s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), TBON_FILTER_SUM,
-                               TBON_SYNC_WAITFORALL, TBON_FILTER_NULL);
-        if (!s)
-            ft_die("membership stream: %s", tbon_net_error(net));
+        net = start_streamed(topo, n, -1, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, &s);
         mb_wave(s, 1, n);
         out->idle_nohb = mb_idle(size);
         stop(net);
@@ -209,13 +200,10 @@ static void mb_joins(double *join_ms, double *start_ms)
         sv[rep] = (bench_now() - t0) * 1e3;
         stop(net);
         start_attach_file = attach;
-        net = start(topo, n, 0);
+        tbon_stream_t *s;
+        net = start_streamed(topo, n, 0, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, &s);
         start_attach_file = NULL;
         tb_wd_arm("joins", 120);
-        tbon_stream_t *s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), TBON_FILTER_SUM,
-                                              TBON_SYNC_WAITFORALL, TBON_FILTER_NULL);
-        if (!s)
-            ft_die("join stream: %s", tbon_net_error(net));
         mb_wave(s, 1, n);
         t0 = bench_now();
         for (int i = 0; i < MB_JOINERS; i++) {

@@ -269,6 +269,17 @@ void request(tbon_stream_t *s, uint32_t op, uint32_t w, uint32_t arg)
         ft_die("request %u: %s", op, tbon_strerror(rc));
 }
 
+tbon_net_t *start_streamed(const char *topo, size_t n, int hb_ms, int filter, int sync,
+                           tbon_stream_t **s)
+{
+    start_heartbeat_ms = hb_ms;
+    tbon_net_t *net = start(topo, n, 0);
+    *s = tbon_fe_stream_new(net, tbon_fe_broadcast_comm(net), filter, sync, TBON_FILTER_NULL);
+    if (!*s)
+        ft_die("a stream over every back-end: %s", tbon_net_error(net));
+    return net;
+}
+
 /* Kill victim (pid) and time the FE's TBON_EV_NODE_FAILED for it and the
  * TBON_EV_VIEW_STABLE after it (and after every adoption it causes), ms. */
 void kill_settle(tbon_net_t *net, tbon_rank_t victim, pid_t pid, size_t orphans,
