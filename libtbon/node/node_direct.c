@@ -62,12 +62,6 @@ static tb_conn_t *conn_of(tb_node_t *n, int h)
     return h >= 0 && (size_t)h < n->nchild ? n->child[h].conn : NULL;
 }
 
-/* m, with dst[0..k) and their numbers dseq[0..k) as its destinations, on
- * hop h; orig: m's packet as it came (NULL: made here), sent on as it is
- * when the hop serves every destination of m (a unicast, a broadcast): no
- * encoding per hop. A hop with no connection (a dead child, an orphan's
- * parent) drops it: its sender sends it again once the tree has healed
- * (node_dlog.c). */
 /* TBON_TEST_DROP_DIRECT=N: whether this commnode drops this message (its
  * Nth passed on): a hop with no way on, made at will, for the tests of the
  * senders' repair (node_dlog.c, resend_oldest). */
@@ -93,6 +87,12 @@ static int drop_here(tb_node_t *n, uint32_t src, uint64_t seq)
     return 1;
 }
 
+/* m, with dst[0..k) and their numbers dseq[0..k) as its destinations, on
+ * hop h; orig: m's packet as it came (NULL: made here), sent on as it is
+ * when the hop serves every destination of m (a unicast, a broadcast): no
+ * encoding per hop. A hop with no connection (a dead child, an orphan's
+ * parent) drops it: its sender sends it again once the tree has healed
+ * (node_dlog.c). */
 static void forward(tb_node_t *n, const tb_ctl_direct_t *m, tbon_packet_t *orig, int h,
                     const uint32_t *dst, const uint32_t *dseq, size_t k)
 {

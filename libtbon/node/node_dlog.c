@@ -15,9 +15,14 @@
  *     sender is taken, keeps what comes early, drops what it had, and
  *     acknowledges what it took (32 messages, or 10 ms after the first);
  *   - when the topology changes (an adoption, a failure) the sender sends
- *     again, by the new routes, what is not yet acknowledged; so it does
- *     after a wait that doubles (2 s, up to 16 s) while nothing is
- *     acknowledged (a hop that dropped a message on a stale topology);
+ *     again, by the new routes, what is not yet acknowledged; a hop that
+ *     dropped a message on a stale topology is repaired by the receiver's
+ *     word (an acknowledgement with GAP: the missing one goes again at
+ *     once) and, for a last message with nothing after it, by a time-out
+ *     that sends the oldest 32 per destination again (twice the longest
+ *     recent wait, 2 to 16 s, doubling while nothing is acknowledged; a
+ *     message sent again counts its whole wait, so a lossy time pushes
+ *     the time-out up, never down);
  *   - a destination that fails or leaves before acknowledging a message
  *     gives the sender TBON_EV_UNREACHABLE for it;
  *   - back-pressure, end to end: a receiver whose application has more than
