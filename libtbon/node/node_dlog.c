@@ -99,6 +99,8 @@ struct dout {
     tbon_packet_t *app;         /* the application's packet */
     size_t   bytes;             /* counted in the window (dlog_bytes) */
     int64_t  sent;              /* ms: when first sent */
+    uint8_t  again;             /* sent again since (its wait then tells nothing
+                                   of the way's: Karn's rule, as in TCP) */
 };
 
 /* Both sides for one rank, made when it is first needed (at the first
@@ -396,7 +398,7 @@ static int trim(tb_dlog_t *d)
         struct dout *o = tb_ring_at(&d->out, 0);
         if (!taken(d, o, &bmin))
             break;
-        if (!any) {             /* the oldest tells how long the way is now */
+        if (!any && !o->again) {    /* the oldest tells how long the way is now */
             now = tb_now_ms();
             d->slow -= d->slow / 8;
             if (now - o->sent > d->slow)
@@ -507,6 +509,7 @@ static void resend_moved(tb_dlog_t *d)
     int me = moved(d, d->n->rank), any = me;
     for (size_t k = 0; k < d->out.len; k++) {
         struct dout *o = tb_ring_at(&d->out, k);
+        o->again = 1;
         if (me) {
             resend(d, o, NULL);
             continue;
@@ -569,8 +572,10 @@ static void resend_oldest(tb_dlog_t *d)
     d->pass++;
     for (size_t k = 0; k < d->out.len; k++) {
         struct dout *o = tb_ring_at(&d->out, k);
-        if ((o->flags & TB_DIRECT_BCAST) ? bc++ < DLOG_PROBE : probe_due(d, o))
+        if ((o->flags & TB_DIRECT_BCAST) ? bc++ < DLOG_PROBE : probe_due(d, o)) {
+            o->again = 1;
             resend(d, o, NULL);
+        }
     }
 }
 
@@ -709,6 +714,7 @@ static void fill_gap(tb_dlog_t *d, struct dp *e)
         struct dout *o = tb_ring_at(&d->out, k);
         if (o->flags & TB_DIRECT_BCAST) {
             if (bc && o->bseq == p->backed + 1) {
+                o->again = 1;
                 resend(d, o, NULL);
                 bc = 0;
             }
@@ -716,6 +722,7 @@ static void fill_gap(tb_dlog_t *d, struct dp *e)
         }
         for (size_t i = 0; uni && i < o->ndst; i++)
             if (o->dst[i] == e->rank && o->dseq[i] == p->acked + 1) {
+                o->again = 1;
                 resend_to(d, o, i);
                 uni = 0;
             }
