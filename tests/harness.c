@@ -1,6 +1,7 @@
 /* harness.c - main() for test binaries: runs each TEST in a forked child */
 #include "harness.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -30,6 +31,7 @@ static struct { const char *name; th_fn fn; int is_long; } cases[TH_MAX_CASES];
 static int ncases;
 int th_failures;
 static char tmpdir[256];
+static char planned[256];       /* the current case's, named by the harness */
 
 void th_register(const char *name, th_fn fn, int is_long)
 {
@@ -56,6 +58,8 @@ void th_fail(const char *file, int line, const char *fmt, ...)
 
 const char *th_tmpdir(void)
 {
+    if (!tmpdir[0] && planned[0] && mkdir(planned, 0700) == 0)
+        snprintf(tmpdir, sizeof tmpdir, "%s", planned);
     if (!tmpdir[0]) {
         const char *base = getenv("TMPDIR");
         snprintf(tmpdir, sizeof tmpdir, "%s/tbon-test-XXXXXX", base ? base : "/tmp");
@@ -65,6 +69,62 @@ const char *th_tmpdir(void)
         }
     }
     return tmpdir;
+}
+
+/* The last `keep` lines of file path (those that fit a line of 400). */
+#define TH_DUMP_MAX 40
+static void dump_tail(const char *path, const char *name, size_t keep)
+{
+    static char line[TH_DUMP_MAX][400];
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    size_t n = 0;
+    while (fgets(line[n % keep], sizeof line[0], f))
+        n++;
+    fclose(f);
+    if (n == 0)
+        return;
+    fprintf(stderr, "    --- %s (%zu lines%s)\n", name, n, n > keep ? ", the last ones" : "");
+    for (size_t i = n > keep ? n - keep : 0; i < n; i++) {
+        const char *l = line[i % keep];
+        fprintf(stderr, "    | %s%s", l, l[0] && l[strlen(l) - 1] == '\n' ? "" : "\n");
+    }
+}
+
+void th_dump_logs(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int files = 0;
+    for (struct dirent *e; d && (e = readdir(d)) && files < 24;) {
+        char p[PATH_MAX];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        dump_tail(p, e->d_name, strcmp(e->d_name, "front-end.log") == 0 ? TH_DUMP_MAX : 12);
+        files++;
+    }
+    if (d)
+        closedir(d);
+}
+
+/* The case that ran in planned died of a signal: what its logs say; then
+ * its directory goes (it could not remove it). */
+static void after_death(void)
+{
+    struct stat st;
+    if (!planned[0] || stat(planned, &st) != 0)
+        return;
+    char logs[300], cmd[300];
+    snprintf(logs, sizeof logs, "%s/logs", planned);
+    th_dump_logs(logs);
+    if (getenv("TH_KEEP")) {
+        fprintf(stderr, "harness: kept %s\n", planned);
+        return;
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", planned);
+    if (system(cmd) != 0)
+        fprintf(stderr, "harness: could not remove %s\n", planned);
 }
 
 const char *th_write_file(const char *name, const char *text)
@@ -130,6 +190,10 @@ void th_fill_random(void *p, size_t n, uint64_t seed)
 
 static int run_case(int i, int timeout_s)
 {
+    const char *base = getenv("TMPDIR");
+    snprintf(planned, sizeof planned, "%s/tbon-test-%ld-%d", base ? base : "/tmp",
+             (long)getpid(), i);
+    tmpdir[0] = '\0';
     pid_t pid = fork();
     if (pid < 0) {
         perror("harness: fork");
@@ -162,6 +226,7 @@ static int run_case(int i, int timeout_s)
     if (WIFSIGNALED(status)) {
         fprintf(stderr, "    killed by signal %d%s\n", WTERMSIG(status),
                 WTERMSIG(status) == SIGALRM ? " (timeout)" : "");
+        after_death();
         return 1;
     }
     return WEXITSTATUS(status) != 0;

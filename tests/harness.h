@@ -67,8 +67,16 @@ extern int th_failures;   /* failures in the current case */
     th_fail(__FILE__, __LINE__, "%s and %s differ in their first %zu bytes", \
             #a, #b, (size_t)(n)); } while (0)
 
-/* A scratch directory for the current case, removed after it ends. */
+/* A scratch directory for the current case, removed after it ends. Its
+ * name is chosen before the case starts, so that the harness can still look
+ * into it and remove it when the case dies (a crash, its time out): it
+ * shows the last lines of the files in its logs/ folder (th_dump_logs),
+ * where an integration case keeps its processes' logs and its front-end's. */
 const char *th_tmpdir(void);
+
+/* The last lines of every file in dir that has any (40 of front-end.log,
+ * 12 of the others), on stderr. */
+void th_dump_logs(const char *dir);
 
 /* Write text to a fresh file in th_tmpdir(); returns its path (static buffer
  * per call slot, valid until the case ends). */

@@ -948,44 +948,23 @@ static IT_UNUSED int it_connect(const struct it_addr *a)
 
 /* ---- per-case set-up and check ---- */
 
-/* Show the first lines of every log file of the case (commnode logs). */
-#define IT_DUMP_LINES 12
+/* Show the last lines of every log file of the case (its processes', and
+ * the FE's own: front-end.log). */
 static IT_UNUSED void it_dump_logs(void)
 {
     char dir[600];
     snprintf(dir, sizeof dir, "%s/logs", th_tmpdir());
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    int files = 0;
-    while (d && (e = readdir(d)) && files < 24) {
-        if (e->d_name[0] == '.')
-            continue;
-        char p[1200];
-        static char line[IT_DUMP_LINES][400];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        FILE *f = fopen(p, "r");
-        if (!f)
-            continue;
-        files++;
-        /* the last lines: what a process did last is what a hang shows */
-        size_t n = 0;
-        while (fgets(line[n % IT_DUMP_LINES], sizeof line[0], f))
-            n++;
-        fclose(f);
-        fprintf(stderr, "    --- %s (%zu lines%s)\n", e->d_name, n,
-                n > IT_DUMP_LINES ? ", the last ones" : "");
-        for (size_t i = n > IT_DUMP_LINES ? n - IT_DUMP_LINES : 0; i < n; i++)
-            fprintf(stderr, "    | %s", line[i % IT_DUMP_LINES]);
-    }
-    if (d)
-        closedir(d);
+    th_dump_logs(dir);
 }
 
-/* The library's log lines of this case (FE side), kept in a ring and shown
- * only when the case fails, so that passing runs stay quiet. */
+/* The library's log lines of this case (FE side), kept in a ring (cases
+ * look into it) and in the log directory's front-end.log, shown only when
+ * the case fails (it_dump_logs, or the harness when the case dies), so that
+ * passing runs stay quiet. */
 #define IT_LOG_LINES 40
 static char it_log_ring[IT_LOG_LINES][512];
 static unsigned it_log_next;
+static FILE *it_log_file;
 static pthread_mutex_t it_log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static IT_UNUSED void it_log_keep(void *arg, int level, const char *line)
@@ -994,17 +973,8 @@ static IT_UNUSED void it_log_keep(void *arg, int level, const char *line)
     (void)level;
     pthread_mutex_lock(&it_log_lock);
     snprintf(it_log_ring[it_log_next++ % IT_LOG_LINES], sizeof it_log_ring[0], "%s", line);
-    pthread_mutex_unlock(&it_log_lock);
-}
-
-static IT_UNUSED void it_log_dump(void)
-{
-    pthread_mutex_lock(&it_log_lock);
-    unsigned n = it_log_next < IT_LOG_LINES ? it_log_next : IT_LOG_LINES;
-    if (n)
-        fprintf(stderr, "    --- front-end log (last %u lines)\n", n);
-    for (unsigned i = it_log_next - n; i != it_log_next; i++)
-        fprintf(stderr, "    | %s\n", it_log_ring[i % IT_LOG_LINES]);
+    if (it_log_file)
+        fprintf(it_log_file, "%s\n", line);
     pthread_mutex_unlock(&it_log_lock);
 }
 
@@ -1041,6 +1011,11 @@ static void it_init(void)
     mkdir(dir, 0700);
     setenv("TBON_LOG_DIR", dir, 1);
     signal(SIGPIPE, SIG_IGN);
+    char fe[700];
+    snprintf(fe, sizeof fe, "%s/front-end.log", dir);
+    it_log_file = fopen(fe, "a");
+    if (it_log_file)
+        setvbuf(it_log_file, NULL, _IOLBF, 0);      /* on disk before a crash */
     if (!getenv("ITEST_VERBOSE"))
         tbon_log_set_handler(it_log_keep, NULL);
     if (getenv("IT_FE_DEBUG"))       /* this process's lines only (to hunt a rare failure) */
@@ -1050,10 +1025,8 @@ static void it_init(void)
 static void it_finish(void)
 {
     it_check_no_procs("after the test");
-    if (th_failures) {
-        it_log_dump();
+    if (th_failures)
         it_dump_logs();
-    }
 }
 
 #endif /* ITEST_PROTO_ONLY */
