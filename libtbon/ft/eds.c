@@ -716,6 +716,8 @@ tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
     e->handshake_timer = on_handshake_timer;
     e->hb_timer = (tb_timer_t){ .fn = on_hb_timer, .arg = e };
     e->ack_conf = ack_conf(node ? tb_node_conf(node)->ack_timeout_ms : NULL);
+    const char *delay = node ? tb_node_conf(node)->test_adopt_delay_ms : NULL;
+    e->adopt_delay_ms = delay ? atoi(delay) : 0;
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->amu, NULL);
     pthread_cond_init(&e->acv, NULL);

@@ -421,6 +421,13 @@ static long adopt_rounds(struct adopt_job *job)
     tb_adopt_index_t *aidx = NULL;
     long got = -1;
     int rounds = job->reattach ? 1 : 4;
+    if (e->adopt_delay_ms > 0 && !job->reattach) {
+        /* a slow adoption, made for the tests (a starved machine's) */
+        TB_WARN("adopt", "TBON_TEST_ADOPT_DELAY_MS: asking for an adopter in %d ms",
+                e->adopt_delay_ms);
+        struct timespec ts = { e->adopt_delay_ms / 1000, (e->adopt_delay_ms % 1000) * 1000000L };
+        nanosleep(&ts, NULL);
+    }
     for (int round = 0; got < 0 && round < rounds && !atomic_load(&e->stop); round++) {
         if (round > 0) {
             struct timespec ts = { 0, 40000000L * round };

@@ -157,6 +157,8 @@ struct tb_eds {
                                   says the EDS was starved) */
     int ack_conf;              /* TBON_ACK_TIMEOUT_MS: -1 the default (a third of
                                   the heartbeat timeout), 0 off */
+    int adopt_delay_ms;        /* TBON_TEST_ADOPT_DELAY_MS (tests only): an orphan
+                                  waits this long before it asks anyone */
     int lh;                    /* local health: timeouts are (1 + lh) x hb_ms */
     int64_t lh_since;          /* its last change (ms) */
     atomic_int verdicts;       /* the node can hear the FE's verdicts (notice.c):

@@ -63,6 +63,7 @@ typedef struct tb_ft_up {
     void (*view_note)(void *arg, int kind, tbon_rank_t r, tbon_rank_t p, uint32_t inc);
     void (*view_note_change)(void *arg, const tb_vchange_t *c);
     int  (*view_applied)(void *arg, tbon_rank_t p, uint64_t v);
+    void (*view_orphan_heard)(void *arg, tbon_rank_t r);
     /* notice.c */
     void (*notice_send)(void *arg, int kind, tbon_rank_t r, uint32_t inc);
     void (*notice_verdict)(void *arg, const void *addr, socklen_t alen, tbon_rank_t r,
@@ -214,6 +215,9 @@ void tb_view_flush(tb_view_t *v);
  * next batch or orphan is due. */
 int  tb_view_timers(tb_view_t *v, int64_t now);
 void tb_view_next(const tb_view_t *v, int64_t *next);
+/* FE: orphan r has said that it is alive and looking for an adopter (its
+ * failure notice about its parent): it gets the longer deadline. */
+void tb_view_orphan_heard(tb_view_t *v, tbon_rank_t r);
 /* Membership control messages (TB_CTL_OWN_VIEW), m decoded from p. */
 void tb_view_ctl(tb_view_t *v, int child, const tb_ctl_msg_t *m, tbon_packet_t *p);
 /* Child i's connection ended. */

@@ -384,9 +384,15 @@ void tb_notice_take(tb_notice_t *nt, const uint8_t *b, size_t len,
     if (kind == TB_NOTICE_VERDICT) {
         tb_suspect_verdict(nt->sp, r, inc, b[6]);
     } else if (kind == TB_NOTICE_FAILED) {
+        /* From one of r's orphans (every one of them sends it): it is
+         * alive, and looking for an adopter. */
+        tbon_rank_t fp = tb_topology_parent(nt->cx->nd.topo, from);
+        int orphan = fp == r || fp == TBON_RANK_NONE;
         char how[64];
         snprintf(how, sizeof how, "notice from rank %u", from);
         nt->cx->up->failed(nt->cx->up_arg, r, inc, how);
+        if (orphan)
+            nt->cx->up->view_orphan_heard(nt->cx->up_arg, from);
     } else {
         tb_suspect_fe(nt->sp, r, inc, from, kind == TB_NOTICE_SUSPECT, src, slen);
     }

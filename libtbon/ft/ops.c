@@ -64,6 +64,10 @@ static int up_view_applied(void *a, tbon_rank_t p, uint64_t v)
 {
     return tb_view_applied(((struct tb_ft *)a)->view, p, v);
 }
+static void up_view_orphan_heard(void *a, tbon_rank_t r)
+{
+    tb_view_orphan_heard(((struct tb_ft *)a)->view, r);
+}
 static void up_notice_send(void *a, int kind, tbon_rank_t r, uint32_t inc)
 {
     tb_notice_send(((struct tb_ft *)a)->notice, kind, r, inc);
@@ -84,6 +88,7 @@ static const tb_ft_up_t up = {
     .view_note = up_view_note,
     .view_note_change = up_view_note_change,
     .view_applied = up_view_applied,
+    .view_orphan_heard = up_view_orphan_heard,
     .notice_send = up_notice_send,
     .notice_verdict = up_notice_verdict,
 };

@@ -55,19 +55,29 @@
  * the others' adoptions by this much; the FAILED and ADOPTED events do not
  * wait for it. */
 #define TB_VIEW_HOLD_MS 250
-/* An alive node without a parent for this long is taken for failed (ms):
- * one heartbeat timeout, at least a second; 10 s without heartbeats. A live
- * orphan learns of its parent's failure when the FE does (the connection's
- * end, or the same silence: beats go to parent and children together) and
- * is adopted within milliseconds; one that never asks is cut off with its
- * parent (a host that lost its network, the orphan on the same host), and
- * only this deadline finds it. It was twice the timeout, which found such an
- * orphan only three timeouts after the loss; half of it left a live orphan
- * whose own look came late on a starved machine too little slack (its
- * detection may trail the FE's by up to a quarter of the timeout, a beat's
- * period, plus the time its EDS thread waits for a CPU). */
+/* An alive node without a parent is taken for failed after a deadline
+ * counted from its parent's failure, in units of one heartbeat timeout (at
+ * least a second; 10 s without heartbeats). A live orphan learns of its
+ * parent's failure when the FE does (the connection's end, or the same
+ * silence: beats go to parent and children together), tells the FE so (its
+ * failure notice) and is adopted within milliseconds; one that never asks
+ * is cut off with its parent (a host that lost its network, the orphan on
+ * the same host), and only the deadline finds it.
+ * - Not heard from: one and a half units, as a silent back-end's (its
+ *   heartbeat timeout, then the suspicion window with its one observer):
+ *   an orphan stopped across its parent's death is treated no worse than
+ *   a stopped child of a live parent. (One unit was once the rule; twice
+ *   the timeout before that found a cut-off orphan only three timeouts
+ *   after the loss.)
+ * - Heard from: four units. Its adoption is under way, and on a starved
+ *   machine it can take seconds (each candidate has a second to answer,
+ *   eds_adopt.c): under ThreadSanitizer in a loaded CI run, orphans adopted
+ *   after the one unit were fenced by their adopter as the late verdict
+ *   came, and left the tree. */
 #define TB_VIEW_ORPHAN_MIN_MS 1000
 #define TB_VIEW_ORPHAN_NOHB_MS 10000
+#define TB_VIEW_ORPHAN_QUIET(unit) ((unit) + (unit) / 2)
+#define TB_VIEW_ORPHAN_HEARD(unit) (4 * (unit))
 
 struct tb_vhist {
     uint64_t v;
@@ -76,6 +86,7 @@ struct tb_vhist {
 
 struct tb_orphan {
     tbon_rank_t r;
+    int     heard;      /* it said it is looking for an adopter */
     int64_t since;      /* ms */
 };
 
@@ -422,7 +433,8 @@ static void count_orphans(tb_view_t *v, int64_t now)
             }
             o = no;
         }
-        o[k++] = (struct tb_orphan){ r, j < v->norph && v->orph[j].r == r ? v->orph[j].since : now };
+        int old = j < v->norph && v->orph[j].r == r;
+        o[k++] = (struct tb_orphan){ r, old && v->orph[j].heard, old ? v->orph[j].since : now };
     }
     free(v->orph);
     v->orph = o;
@@ -464,21 +476,44 @@ static int64_t orphan_ms(const tb_view_t *v)
     return hb > TB_VIEW_ORPHAN_MIN_MS ? hb : TB_VIEW_ORPHAN_MIN_MS;
 }
 
+static int64_t orphan_limit(const tb_view_t *v, const struct tb_orphan *o)
+{
+    int64_t unit = orphan_ms(v);
+    return o->heard ? TB_VIEW_ORPHAN_HEARD(unit) : TB_VIEW_ORPHAN_QUIET(unit);
+}
+
+void tb_view_orphan_heard(tb_view_t *v, tbon_rank_t r)
+{
+    if (!tb_ft_is_fe(v->cx))
+        return;
+    if (v->orph_dirty)
+        count_orphans(v, tb_now_ms());
+    size_t lo = 0, hi = v->norph;       /* in rank order */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v->orph[mid].r < r)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < v->norph && v->orph[lo].r == r)
+        v->orph[lo].heard = 1;
+}
+
 TB_HOT int tb_view_timers(tb_view_t *v, int64_t now)
 {
     tb_ft_ctx_t *cx = v->cx;
     if (!tb_ft_is_fe(cx) || !cx->ready || tb_ft_ending(cx))
         return 0;
     int acted = 0;
-    int64_t limit = orphan_ms(v);
     for (size_t j = 0; j < v->norph; j++) {
         struct tb_orphan o = v->orph[j];
-        if (now - o.since < limit)
+        if (now - o.since < orphan_limit(v, &o))
             continue;
         /* Seed 000 section 3.5: a node that does not acknowledge is taken
          * for failed. Its adoption never came: fenced like a silent node. */
-        TB_WARN("view", "rank %u has had no parent for %lld ms: taken for failed", o.r,
-                (long long)(now - o.since));
+        TB_WARN("view", "rank %u has had no parent for %lld ms%s: taken for failed", o.r,
+                (long long)(now - o.since), o.heard ? " (it was looking for one)" : "");
         cx->up->failed(cx->up_arg, o.r, tb_topology_incarnation(cx->nd.topo, o.r),
                        "never adopted");
         acted = 1;
@@ -495,10 +530,11 @@ TB_HOT void tb_view_next(const tb_view_t *v, int64_t *next)
         if (due < *next)
             *next = due;
     }
-    int64_t limit = orphan_ms(v);
-    for (size_t j = 0; j < v->norph; j++)
-        if (v->orph[j].since + limit < *next)
-            *next = v->orph[j].since + limit;
+    for (size_t j = 0; j < v->norph; j++) {
+        int64_t due = v->orph[j].since + orphan_limit(v, &v->orph[j]);
+        if (due < *next)
+            *next = due;
+    }
 }
 
 /* ---- versions arriving (every node but the FE) ---- */

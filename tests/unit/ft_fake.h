@@ -275,6 +275,10 @@ static int ffu_view_applied(void *a, tbon_rank_t p, uint64_t ver)
 {
     return tb_view_applied(((ff_t *)a)->v, p, ver);
 }
+static void ffu_view_orphan_heard(void *a, tbon_rank_t r)
+{
+    tb_view_orphan_heard(((ff_t *)a)->v, r);
+}
 static void ffu_notice_send(void *a, int kind, tbon_rank_t r, uint32_t inc)
 {
     tb_notice_send(((ff_t *)a)->nt, kind, r, inc);
@@ -289,7 +293,8 @@ static const tb_ft_up_t ff_up = {
     .apply = ffu_apply, .confirm = ffu_confirm, .failed = ffu_failed, .report = ffu_report,
     .child_lost = ffu_child_lost, .send_ports_to = ffu_send_ports_to,
     .view_note = ffu_view_note, .view_note_change = ffu_view_note_change,
-    .view_applied = ffu_view_applied, .notice_send = ffu_notice_send,
+    .view_applied = ffu_view_applied, .view_orphan_heard = ffu_view_orphan_heard,
+    .notice_send = ffu_notice_send,
     .notice_verdict = ffu_notice_verdict,
 };
 

@@ -5,6 +5,7 @@
 
 #include "ft_fake.h"
 #include "topo/reconfig.h"
+#include "util/clock.h"
 
 static const uint32_t FAN[] = { 2, 2 };     /* 0; 1, 2; 3, 4 under 1; 5, 6 under 2 */
 
@@ -96,5 +97,32 @@ TEST(verdict_taken_only_from_the_fe)
     CHECK_INT(f->node.parent_lost, 1);
     tb_notice_take(f->nt, b, sizeof b, NULL, 0);    /* replayed */
     CHECK_INT(f->node.parent_lost, 1);
+    ff_free(f);
+}
+
+/* Every orphan's notice about its parent says it is alive and looking for
+ * an adopter: the FE gives it four heartbeat timeouts to be adopted, where
+ * an orphan never heard from gets one and a half (ft/view.c; the fake's
+ * heartbeat is 1000 ms). A notice from a rank that is no child of the
+ * failed one marks nobody. */
+TEST(orphan_heard_from_waits_longer_for_its_adoption)
+{
+    ff_t *f = ff_new(FAN, 2, 0);
+    REQUIRE(f);
+    take(f, TB_NOTICE_FAILED, 3, 1, 5, 0);      /* 3 and 4 are orphans; 3 said so */
+    take(f, TB_NOTICE_FAILED, 5, 1, 6, 0);      /* 5 is 2's child: no orphan of 1 */
+    CHECK(!tb_topology_alive(f->node.topo, 1));
+    int64_t t0 = tb_now_ms();
+    tb_view_flush(f->v);
+    CHECK_INT(tb_view_timers(f->v, t0 + 1400), 0);
+    CHECK_INT(tb_view_timers(f->v, t0 + 1600), 1);     /* 4: never heard from */
+    CHECK(tb_topology_alive(f->node.topo, 3));
+    CHECK(!tb_topology_alive(f->node.topo, 4));
+    tb_view_flush(f->v);
+    CHECK_INT(tb_view_timers(f->v, t0 + 3900), 0);
+    CHECK(tb_topology_alive(f->node.topo, 3));
+    CHECK(tb_topology_alive(f->node.topo, 5));
+    CHECK_INT(tb_view_timers(f->v, t0 + 4100), 1);     /* 3: its time is up too */
+    CHECK(!tb_topology_alive(f->node.topo, 3));
     ff_free(f);
 }
