@@ -173,6 +173,10 @@ void tb_recovery_ctl(tb_recovery_t *rc, int child, const tb_ctl_msg_t *m, tbon_p
  * adopter, 0 if the node must leave. */
 int  tb_recovery_parent_lost(tb_recovery_t *rc, tbon_rank_t lost);
 int  tb_recovery_orphan(const tb_recovery_t *rc);
+/* An orphan not yet adopted tells the FE, once, that it is still looking
+ * (its failure notice); then (after the dispatch) *next lowered to when. */
+int  tb_recovery_timers(tb_recovery_t *rc, int64_t now);
+void tb_recovery_next(const tb_recovery_t *rc, int64_t *next);
 /* A child's connection ended after start-up: its failure reported. */
 void tb_recovery_child_lost(tb_recovery_t *rc, size_t i);
 /* An orphan keeps what would go up (takes p). */
@@ -197,6 +201,16 @@ size_t tb_recovery_held(const tb_recovery_t *rc);
 /* FE: a failure learned first hand (a notice, an orphan that never came
  * back): applied, announced (TBON_EV_NODE_FAILED) and put in the view. */
 void tb_recovery_failed(tb_recovery_t *rc, tbon_rank_t r, uint32_t inc, const char *how);
+
+/* The unit of the FE's deadlines for an orphan's adoption (view.c), for a
+ * heartbeat timeout of hb ms (0: none): the timeout, at least a second;
+ * 10 s without heartbeats. */
+static inline int64_t tb_orphan_unit_ms(int hb)
+{
+    if (hb <= 0)
+        return 10000;
+    return hb > 1000 ? hb : 1000;
+}
 
 /* ---- view.c ---- */
 /* view.c calls join.c. */

@@ -359,6 +359,7 @@ int tb_ft_timers(struct tb_ft *ft, int64_t now)
     int acted = tb_joins_timers(ft->joins, now);
     acted |= tb_view_timers(ft->view, now);
     acted |= tb_suspect_timers(ft->suspect, now);
+    acted |= tb_recovery_timers(ft->rec, now);
     return acted;
 }
 
@@ -367,6 +368,7 @@ void tb_ft_next(const struct tb_ft *ft, int64_t *next)
     tb_joins_next(ft->joins, next);
     tb_view_next(ft->view, next);
     tb_suspect_next(ft->suspect, next);
+    tb_recovery_next(ft->rec, next);
 }
 
 TB_HOT static int ft_timers(tb_node_t *n, int64_t now)

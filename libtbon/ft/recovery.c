@@ -37,6 +37,8 @@ struct tb_recovery {
     int        gave_up;       /* no node would adopt us: we leave */
     tbon_rank_t lost_parent;
     int64_t    orphan_since;  /* us */
+    int64_t    say_at;        /* ms: when the orphan tells the FE it is still
+                                 looking (0: said, or nothing to say) */
     tb_ring_t  obuf;          /* what went up while orphaned (struct obuf_ent) */
     size_t     obytes;
     size_t     odropped;      /* packets not buffered: past TB_OBUF_MAX */
@@ -378,15 +380,43 @@ int tb_recovery_parent_lost(tb_recovery_t *rc, tbon_rank_t lost)
     }
     TB_WARN("ft", "lost the parent (rank %u); looking for an adopter", lost);
     uint32_t inc = tb_topology_incarnation(t, lost);
-    /* The FE hears of it directly from the orphans (the lost parent's own
-     * parent may have died with it), and hears from each that it is alive
-     * and looking for an adopter: an orphan heard from gets longer to be
-     * adopted on a starved machine (view.c, TB_VIEW_ORPHAN_HEARD). One
-     * datagram each, checked in a few microseconds. */
-    tb_notice_failed(rc->notice, lost, inc);
+    /* The FE hears of it directly from one of the orphans (the first alive
+     * child in our copy): the lost parent's own parent may have died with
+     * it. Every other orphan not adopted within a quarter of the FE's
+     * deadline unit sends the same (tb_recovery_timers): it tells the FE
+     * that it is alive and still looking for an adopter, and the FE gives
+     * it longer (view.c, TB_VIEW_ORPHAN_HEARD). Sent by every orphan at
+     * once, the datagrams made recoveries at fan-out 64 about 5% slower. */
+    size_t nk = 0;
+    const tbon_rank_t *kids = tb_topology_children(t, lost, &nk);
+    size_t k = 0;
+    while (k < nk && !tb_topology_alive(t, kids[k]))
+        k++;
+    rc->say_at = 0;
+    if (k < nk && kids[k] == cx->nd.rank)
+        tb_notice_failed(rc->notice, lost, inc);
+    else
+        rc->say_at = tb_now_ms() + tb_orphan_unit_ms(cx->nd.heartbeat_ms) / 4;
     tb_recovery_apply(rc, TB_V_FAILED, lost, TBON_RANK_NONE, inc);
     tb_eds_request_adoption(cx->eds, lost);
     return 1;
+}
+
+int tb_recovery_timers(tb_recovery_t *rc, int64_t now)
+{
+    if (!rc->orphan || !rc->say_at || now < rc->say_at || tb_ft_ending(rc->cx))
+        return 0;
+    rc->say_at = 0;
+    const tb_topology_t *t = rc->cx->nd.topo;
+    TB_INFO("ft", "not adopted yet: telling the front-end that we are still looking");
+    tb_notice_failed(rc->notice, rc->lost_parent, tb_topology_incarnation(t, rc->lost_parent));
+    return 1;
+}
+
+void tb_recovery_next(const tb_recovery_t *rc, int64_t *next)
+{
+    if (rc->orphan && rc->say_at && rc->say_at < *next)
+        *next = rc->say_at;
 }
 
 /* While orphaned, what would go up waits here (seed 003 V-B: the orphan keeps

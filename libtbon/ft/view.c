@@ -57,10 +57,11 @@
 #define TB_VIEW_HOLD_MS 250
 /* An alive node without a parent is taken for failed after a deadline
  * counted from its parent's failure, in units of one heartbeat timeout (at
- * least a second; 10 s without heartbeats). A live orphan learns of its
- * parent's failure when the FE does (the connection's end, or the same
- * silence: beats go to parent and children together), tells the FE so (its
- * failure notice) and is adopted within milliseconds; one that never asks
+ * least a second; 10 s without heartbeats: tb_orphan_unit_ms). A live
+ * orphan learns of its parent's failure when the FE does (the connection's
+ * end, or the same silence: beats go to parent and children together) and
+ * is adopted within milliseconds, or, if not within a quarter unit, tells
+ * the FE that it is still looking (recovery.c); one that never asks
  * is cut off with its parent (a host that lost its network, the orphan on
  * the same host), and only the deadline finds it.
  * - Not heard from: one and a half units, as a silent back-end's (its
@@ -74,8 +75,6 @@
  *   eds_adopt.c): under ThreadSanitizer in a loaded CI run, orphans adopted
  *   after the one unit were fenced by their adopter as the late verdict
  *   came, and left the tree. */
-#define TB_VIEW_ORPHAN_MIN_MS 1000
-#define TB_VIEW_ORPHAN_NOHB_MS 10000
 #define TB_VIEW_ORPHAN_QUIET(unit) ((unit) + (unit) / 2)
 #define TB_VIEW_ORPHAN_HEARD(unit) (4 * (unit))
 
@@ -470,10 +469,7 @@ TB_HOT void tb_view_flush(tb_view_t *v)
 
 static int64_t orphan_ms(const tb_view_t *v)
 {
-    int hb = v->cx->nd.heartbeat_ms;
-    if (hb <= 0)
-        return TB_VIEW_ORPHAN_NOHB_MS;
-    return hb > TB_VIEW_ORPHAN_MIN_MS ? hb : TB_VIEW_ORPHAN_MIN_MS;
+    return tb_orphan_unit_ms(v->cx->nd.heartbeat_ms);
 }
 
 static int64_t orphan_limit(const tb_view_t *v, const struct tb_orphan *o)
