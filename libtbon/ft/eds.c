@@ -718,6 +718,8 @@ tb_eds_t *tb_eds_start(tb_node_t *node, int listen_fd, int parent_event_fd,
     e->ack_conf = ack_conf(node ? tb_node_conf(node)->ack_timeout_ms : NULL);
     const char *delay = node ? tb_node_conf(node)->test_adopt_delay_ms : NULL;
     e->adopt_delay_ms = delay ? atoi(delay) : 0;
+    const char *stall = node ? tb_node_conf(node)->test_adopt_stall_ms : NULL;
+    e->adopt_stall_ms = stall ? atoi(stall) : 0;
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->amu, NULL);
     pthread_cond_init(&e->acv, NULL);

@@ -177,6 +177,7 @@ struct adopt_job {
     int fd0_up;                /* fd0 is connected already: no wait for it */
     int reattach;              /* the new FE's claim: it alone, one round */
     int64_t ev_delay;          /* ms before the event connection to the new parent */
+    unsigned asked;            /* candidates asked so far */
 };
 
 /* A copy of the EDS's topology (any thread; the EDS thread writes it under
@@ -199,15 +200,27 @@ static const char *host_of(const tb_eds_t *e, const tb_topology_t *t, tbon_rank_
 
 /* Ask candidate c, connected on fd, to adopt us: the handshake with purpose
  * ADOPTION, then its TB_CTL_ADOPT_ACK. fd if it did, else -1 (fd closed). */
-static int ask(tb_eds_t *e, int fd, tbon_rank_t c, uint32_t inc, int64_t deadline)
+static int ask(tb_eds_t *e, int fd, tbon_rank_t c, uint32_t inc, int64_t deadline,
+               int stall_ms)
 {
     tbon_error_t err = { 0 };
     tb_welcome_t w;
     tb_frame_t f;
     uint32_t one = 0;
-    if (tb_auth_client(fd, &e->session, (uint8_t)e->role, TB_PURPOSE_ADOPTION, e->rank,
-                       inc, deadline, &w, &err) == 0 &&
-        tb_sock_recv_frame(fd, 4096, &f, deadline, &err) == 0) {
+    int asked = tb_auth_client(fd, &e->session, (uint8_t)e->role, TB_PURPOSE_ADOPTION, e->rank,
+                               inc, deadline, &w, &err) == 0;
+    if (asked && stall_ms > 0) {
+        /* An orphan stopped after it asked, for longer than the answer's
+         * wait: when it runs again, it gives up on this candidate, which
+         * has taken it all the same (tests only). */
+        TB_WARN("adopt", "TBON_TEST_ADOPT_STALL_MS: rank %u's answer left unread for %d ms", c,
+                stall_ms);
+        struct timespec ts = { stall_ms / 1000, (stall_ms % 1000) * 1000000L };
+        nanosleep(&ts, NULL);
+        tb_error_set(&err, TBON_ETIMEOUT, "its answer was not read in time");
+        asked = 0;
+    }
+    if (asked && tb_sock_recv_frame(fd, 4096, &f, deadline, &err) == 0) {
         tb_ctl_msg_t m;
         if (f.hdr.type == TB_FRAME_CONTROL && f.hdr.tag == TB_CTL_ADOPT_ACK &&
             tb_ctl_decode_bytes(TB_CTL_ADOPT_ACK, f.payload, f.hdr.len, &m, NULL) == 0)
@@ -385,7 +398,8 @@ static long ask_candidates(tb_eds_t *e, struct adopt_job *job)
     size_t i;
     int fd;
     while (got < 0 && !atomic_load(&e->stop) && (fd = tb_sock_dial_next(&d, &i)) >= 0) {
-        fd = ask(e, fd, job->cand[i], job->inc, tb_now_ms() + TB_ADOPT_ANSWER_MS);
+        fd = ask(e, fd, job->cand[i], job->inc, tb_now_ms() + TB_ADOPT_ANSWER_MS,
+                 job->asked++ || job->reattach ? 0 : e->adopt_stall_ms);
         if (fd < 0)
             continue;
         int64_t t2 = tb_now_us();

@@ -159,6 +159,8 @@ struct tb_eds {
                                   the heartbeat timeout), 0 off */
     int adopt_delay_ms;        /* TBON_TEST_ADOPT_DELAY_MS (tests only): an orphan
                                   waits this long before it asks anyone */
+    int adopt_stall_ms;        /* TBON_TEST_ADOPT_STALL_MS (tests only): an orphan
+                                  reads its first candidate's answer this late */
     int lh;                    /* local health: timeouts are (1 + lh) x hb_ms */
     int64_t lh_since;          /* its last change (ms) */
     atomic_int verdicts;       /* the node can hear the FE's verdicts (notice.c):

@@ -32,6 +32,7 @@ static const struct {
     VAR("TBON_ACK_TIMEOUT_MS", ack_timeout_ms),
     VAR("TBON_TEST_DROP_DIRECT", test_drop_direct),
     VAR("TBON_TEST_ADOPT_DELAY_MS", test_adopt_delay_ms),
+    VAR("TBON_TEST_ADOPT_STALL_MS", test_adopt_stall_ms),
     VAR("TBON_CRC32C", crc32c),
     VAR("SLURM_JOB_NODELIST", slurm_job_nodelist),
     VAR("SLURM_NODELIST", slurm_nodelist),

@@ -53,6 +53,7 @@ typedef struct tb_config {
     const char *ack_timeout_ms;         /* TBON_ACK_TIMEOUT_MS */
     const char *test_drop_direct;       /* TBON_TEST_DROP_DIRECT (tests only) */
     const char *test_adopt_delay_ms;    /* TBON_TEST_ADOPT_DELAY_MS (tests only) */
+    const char *test_adopt_stall_ms;    /* TBON_TEST_ADOPT_STALL_MS (tests only) */
     const char *crc32c;                 /* TBON_CRC32C (process-wide) */
     /* Slurm's, read under Slurm */
     const char *slurm_job_nodelist;     /* SLURM_JOB_NODELIST */

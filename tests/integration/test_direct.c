@@ -545,6 +545,57 @@ ITEST(ring_4x4_commnodes_drop_messages)
     CHECK(dropped >= 10);
 }
 
+/* Orphans that give up on their first candidate and are adopted by the
+ * next (TBON_TEST_ADOPT_STALL_MS: each reads the first answer 1.5 s late,
+ * as if stopped right after it asked, past its second's wait). The first
+ * took each of them all the same, and later gives up its connection to it
+ * (TBON_RELINK_MS); it must report no failure then, or the FE fences a
+ * back-end alive under its real adopter (seen under two busy loops: a
+ * stopped orphan was fenced 5 s after its adoption). The ring is whole; once
+ * every first candidate has given its connection up, no back-end has been
+ * taken for failed, and a second ring is whole too. */
+ITEST(ring_4x4_orphans_leave_their_first_adopter)
+{
+    char dir[PATH_MAX], path[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/stalllogs", th_tmpdir());
+    mkdir(dir, 0700);
+    setenv("TBON_TEST_ADOPT_STALL_MS", "1500", 1);
+    setenv("TBON_RELINK_MS", "1000", 1);
+    setenv("TBON_LOG_DIR", dir, 1);
+    it_tree_t t;
+    int up = start_gated(&t, "4x4", path, sizeof path) == 0;
+    unsetenv("TBON_TEST_ADOPT_STALL_MS");
+    unsetenv("TBON_RELINK_MS");
+    unsetenv("TBON_LOG_DIR");
+    if (!up)
+        return;
+    const tbon_rank_t cn[] = { 2 };
+    tbon_stream_t *go = answers(&t, NULL, 0), *rcv = answers(&t, NULL, 0);
+    if (go && rcv && tbon_stream_send(go, IT_TAG_DRING, "%aud %ud", t.be, t.nbe, 400u) == 0 &&
+        all_half(&t, path) == 0 && kill_and_settle(&t, cn, 1) == 0) {
+        ring_received(&t, rcv, 400);
+        /* Each orphan's first candidate gives its connection up: a line
+         * each, where a failure report went before. */
+        const char *line = "no failure reported";
+        int64_t end = it_now_ms() + WAIT_MS / 4;
+        size_t given_up;
+        while ((given_up = log_lines(dir, line)) < 4 && it_now_ms() < end)
+            it_sleep_ms(10);
+        CHECK_UINT(given_up, 4);
+        tbon_event_t ev;
+        while (tbon_net_next_event(t.net, &ev, 0) == 0)
+            if (ev.type == TBON_EV_NODE_FAILED)
+                th_fail(__FILE__, __LINE__, "rank %u taken for failed after its adoption",
+                        ev.rank);
+        tbon_stream_t *go2 = answers(&t, NULL, 0);
+        if (go2 && tbon_stream_send(go2, IT_TAG_DRING, "%aud %ud", t.be, t.nbe, 100u) == 0) {
+            expect_zeros(go2, IT_TAG_DRING, t.nbe, "the second ring's sends");
+            ring_received(&t, rcv, 100);
+        }
+    }
+    it_stop(&t);
+}
+
 /* A tree of shape whose back-ends' bursts have a gate (tbon_test_be.c,
  * gate), at path (in buf). 0, or -1 (failure recorded, nothing running). */
 static int start_gated(it_tree_t *t, const char *shape, char *buf, size_t len)

@@ -19,6 +19,7 @@ static const struct { const char *name; size_t off; } expect[] = {
     F("TBON_ACK_TIMEOUT_MS", ack_timeout_ms),
     F("TBON_TEST_DROP_DIRECT", test_drop_direct),
     F("TBON_TEST_ADOPT_DELAY_MS", test_adopt_delay_ms),
+    F("TBON_TEST_ADOPT_STALL_MS", test_adopt_stall_ms),
     F("TBON_CRC32C", crc32c), F("SLURM_JOB_NODELIST", slurm_job_nodelist),
     F("SLURM_NODELIST", slurm_nodelist), F("SLURM_TASKS_PER_NODE", slurm_tasks_per_node),
     F("SLURM_NTASKS_PER_NODE", slurm_ntasks_per_node), F("SLURM_LOCALID", slurm_localid),
