@@ -496,7 +496,11 @@ static void fe_death(const char *shape)
     fprintf(stderr, "    %s: tree gone %lld ms after the FE died (%zu left)\n", shape,
             (long long)ms, left);
     CHECK_UINT(left, 0);
-    CHECK(ms <= 1500);   /* "within a second", with slack for a loaded machine */
+    /* "within a second", with slack for a loaded machine; under the
+     * sanitizers every exit runs their checks (2.1 s once, ASan, in a make
+     * check with the load at 90): gone within the wait above */
+    if (!IT_ASAN && !IT_TSAN)
+        CHECK(ms <= 1500);
     /* every commnode's log (those below the FE's children left quietly,
      * told to): the leaves are the back-ends */
     for (tbon_rank_t r = 1; r < (tbon_rank_t)nodes; r++) {
