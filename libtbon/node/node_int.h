@@ -406,6 +406,7 @@ typedef struct tb_dlog tb_dlog_t;
 void tb_dlog_send(tb_node_t *n, tb_cmd_t *c);
 void tb_dlog_route(tb_node_t *n, int from, const tb_ctl_direct_t *m, tbon_packet_t *p);
 void tb_dlog_topo(tb_node_t *n);
+void tb_dlog_ride(tb_node_t *n);
 void tb_dlog_free(tb_node_t *n);
 void tb_dlog_resume(tb_node_t *n);
 /* TB_CTL_FILTER for every plug-in loaded so far but the first skip (to a

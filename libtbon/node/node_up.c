@@ -46,6 +46,7 @@ TB_HOT void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, i
                                     (more ? TB_FRAME_F_MORE : 0) | TB_FRAME_F_COVER, stream,
                                     tbon_packet_tag(p), src, key, p) == TBON_ETOOBIG)
             tb_node_too_big(stream, p, n->parent->rank);
+        tb_dlog_ride(n);
     } else if (tb_node_ft(n, (tb_ft_event_t){ .kind = TB_FT_EV_ORPHAN_UP,
                                               .u.up = { stream, p, more, key } })) {
         return;     /* an orphan's: it goes to the adopter */
