@@ -160,7 +160,8 @@ struct tb_eds {
     int adopt_delay_ms;        /* TBON_TEST_ADOPT_DELAY_MS (tests only): an orphan
                                   waits this long before it asks anyone */
     int adopt_stall_ms;        /* TBON_TEST_ADOPT_STALL_MS (tests only): an orphan
-                                  reads its first candidate's answer this late */
+                                  leaves its first candidate's answer unread this
+                                  long, then gives up on it */
     int lh;                    /* local health: timeouts are (1 + lh) x hb_ms */
     int64_t lh_since;          /* its last change (ms) */
     atomic_int verdicts;       /* the node can hear the FE's verdicts (notice.c):

@@ -332,11 +332,11 @@ void tb_recovery_child_lost(tb_recovery_t *rc, size_t i)
     const tb_nft_t *nd = &rc->cx->nd;
     tbon_rank_t r = nd->ops->child_rank(nd->n, i);
     uint32_t inc = tb_topology_incarnation(nd->topo, r);
-    /* Alive, but not our child in the topology: an orphan we took that never said so
-     * (stopped before it read our ACK, it gave up on us and asked the next
-     * candidate), or one that has another parent since. Its process may
-     * well live on there; what broke is only our stale link to it, and a
-     * failure reported now would fence a healthy process. */
+    /* Alive, but not our child in the topology: an orphan we took that
+     * never said so (stopped before it read our ACK, it gave up on us and
+     * asked the next candidate), or one that has another parent since. Its
+     * process may well live on there; what broke is only our stale link to
+     * it, and a failure reported now would fence a healthy process. */
     tbon_rank_t p = tb_topology_parent(nd->topo, r);
     if (tb_topology_alive(nd->topo, r) && p != nd->rank) {
         char where[32] = "none";

@@ -803,8 +803,8 @@ static void on_ack_timer(tb_timer_t *t, int64_t now)
  * same write, not on its own when the ack timer goes off. Alone, an
  * acknowledgement wakes three processes (this one, the commnode, the
  * sender); in a ring of one message each at 1,024 back-ends, whose
- * answers go up a stream, those wake-ups took about a third of the ring's
- * time (bench/RESULTS.md, "acknowledgements that ride"). Not with our own
+ * answers go up a stream, those wake-ups took half the ring's time
+ * (bench/RESULTS.md, "Stop 72: acknowledgements that ride"). Not with our own
  * messages: a back-end that sends and takes a stream of them would then
  * acknowledge at each write, not each 32 messages (the long ring 10%
  * slower). One that takes messages and writes nothing acknowledges on the
