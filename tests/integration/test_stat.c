@@ -957,8 +957,8 @@ ITEST(this_host_by_name_and_output_dir_made)
     snprintf(out, sizeof out, "%s/not/yet/there", th_tmpdir());
     snprintf(list, sizeof list, "localhost:%d,%s:%d,%d,%d", (int)h.pid[2], me, (int)h.pid[0],
              (int)h.pid[1], (int)h.pid[3]);
-    snprintf(cmd, sizeof cmd, "'%s' -n 1 -o '%s' -p %s >'%s.out' 2>'%s.err'", stat_bin(), out,
-             list, th_tmpdir(), th_tmpdir());
+    snprintf(cmd, sizeof cmd, "'%s' -n 1 -o '%s' -p %s >'%s/stat.out' 2>'%s/stat.err'",
+             stat_bin(), out, list, th_tmpdir(), th_tmpdir());
     CHECK_INT(system(cmd), 0);
     char *tasks = th_read_file(result_file(out, "tasks.txt"));
     REQUIRE(tasks != NULL);
