@@ -643,7 +643,17 @@ static void after_batch(tb_eds_t *e)
     int want = e->adopt_want;
     e->adopt_want = 0;
     /* Asked by the reactor (tb_ft_parent_lost): also before the port table
-     * came, with the ports we know. */
+     * came, with the ports we know. A loss it saw before an adoption that
+     * started since (a new FE's claim, say, while the reactor still tried
+     * the old FE's link) was of the link that adoption replaces: taken for
+     * the new parent's, it had us leave the new FE for a second adoption,
+     * and the FE's detach then went unheard (the session left for good). */
+    if (want && tb_inc_gen(e->adopt_want_inc) == tb_inc_gen(e->adopt_inc) &&
+        e->adopt_want_inc < e->adopt_inc) {
+        TB_INFO("ft", "the reactor's loss of rank %d came from before the adoption under way: "
+                "the adoption replaces that link", want - 1);
+        want = 0;
+    }
     if (want && !atomic_load(&e->leaving))
         tb_eds_parent_down(e, (tbon_rank_t)(want - 1));
     tb_eds_filters_after_batch(e);

@@ -70,8 +70,9 @@ void tb_eds_set_ft_ready(tb_eds_t *e);
 void tb_eds_set_grace(tb_eds_t *e, int ms);
 int  tb_eds_detach(tb_eds_t *e, uint32_t hold_ms);
 void tb_eds_set_view(tb_eds_t *e, uint64_t v);
-/* The reactor lost its parent (rank lost) first: adopt us now. */
-void tb_eds_request_adoption(tb_eds_t *e, tbon_rank_t lost);
+/* The reactor lost its parent (rank lost) first, when our incarnation was
+ * inc: adopt us now (unless an adoption started since gives a new link). */
+void tb_eds_request_adoption(tb_eds_t *e, tbon_rank_t lost, uint32_t inc);
 /* An adopted child rank will open its event connection. */
 void tb_eds_expect(tb_eds_t *e, tbon_rank_t rank);
 /* The node leaves in order: the children are told, nobody is adopted. */

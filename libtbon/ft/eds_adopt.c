@@ -113,6 +113,7 @@ void tb_eds_on_mail(void *arg, tb_mail_t *list)
             break;
         case M_ADOPT:
             e->adopt_want = (int)q->r + 1;
+            e->adopt_want_inc = q->inc;
             break;
         case M_FAULT_TAKEN:
             tb_eds_say_fault_taken(e, q->r);
@@ -573,6 +574,7 @@ static void adopt(tb_eds_t *e, tbon_rank_t lost)
                                    .t0 = tb_now_us(), .fd0 = -1,
                                    .ev_delay = tb_eds_events_delay(e) };
         plan_job(e, job);
+        e->adopt_inc = job->inc;
     }
     if (job && e->role == TB_ROLE_BE) {
         adopt_here(e, job);
@@ -633,6 +635,7 @@ static void on_adopter(tb_eds_t *e, struct eds_mail *q)
         }
         break;
     case M_ADOPT_FAILED:
+        e->adopt_inc = 0;
         if (q->r == 0 && atomic_load(&e->headless)) {
             TB_WARN("adopt", "the new front-end did not take us: waiting for another");
             break;
@@ -853,11 +856,11 @@ void tb_eds_set_ft_ready(tb_eds_t *e)
     atomic_store(&e->ft_ready, 1);
 }
 
-void tb_eds_request_adoption(tb_eds_t *e, tbon_rank_t lost)
+void tb_eds_request_adoption(tb_eds_t *e, tbon_rank_t lost, uint32_t inc)
 {
     if (!e)
         return;         /* given links (node.h): the caller hands the adopter in */
-    send_mail(e, (struct eds_mail){ .what = M_ADOPT, .r = lost }, 1);
+    send_mail(e, (struct eds_mail){ .what = M_ADOPT, .r = lost, .inc = inc }, 1);
 }
 
 /* Queued, not woken for: admit() applies it before it looks at a peer. */
@@ -892,6 +895,7 @@ void tb_eds_adopt_to(tb_eds_t *e, const char *host, uint16_t port)
     job->cand[0] = 0;
     job->host[0] = h;
     job->port[0] = port;
+    e->adopt_inc = job->inc;
     TB_INFO("ft", "the new front-end listens at %s port %u: asking it to adopt us", host,
             (unsigned)port);
     if (tb_eds_start_adopter(e) != 0) {

@@ -143,6 +143,10 @@ struct tb_eds {
     atomic_int ft_ready;       /* the tree is up and every port is known */
     int adopt_want;            /* 1 + the lost parent the reactor asked an
                                   adoption for (M_ADOPT), or 0 */
+    uint32_t adopt_want_inc;   /* our incarnation as the reactor saw the loss */
+    uint32_t adopt_inc;        /* the incarnation the last adoption job gives
+                                  us (0 after one failed): a loss the reactor
+                                  saw below it was of a link it replaces */
     uint8_t *expect;           /* per rank: an adopted child may open events */
     atomic_int leaving;        /* an orderly end: tell the children, adopt nobody */
     int bye_sent;

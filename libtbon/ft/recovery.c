@@ -389,7 +389,7 @@ int tb_recovery_parent_lost(tb_recovery_t *rc, tbon_rank_t lost)
      * our copy: nobody but it could say so. */
     if (lost == 0) {
         TB_INFO("ft", "lost the front-end's connections: asking it again");
-        tb_eds_request_adoption(cx->eds, lost);
+        tb_eds_request_adoption(cx->eds, lost, tb_topology_incarnation(t, cx->nd.rank));
         return 1;
     }
     TB_WARN("ft", "lost the parent (rank %u); looking for an adopter", lost);
@@ -412,7 +412,7 @@ int tb_recovery_parent_lost(tb_recovery_t *rc, tbon_rank_t lost)
     else
         rc->say_at = tb_now_ms() + tb_orphan_unit_ms(cx->nd.heartbeat_ms) / 4;
     tb_recovery_apply(rc, TB_V_FAILED, lost, TBON_RANK_NONE, inc);
-    tb_eds_request_adoption(cx->eds, lost);
+    tb_eds_request_adoption(cx->eds, lost, tb_topology_incarnation(t, cx->nd.rank));
     return 1;
 }
 

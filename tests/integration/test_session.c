@@ -443,6 +443,56 @@ ITEST(detach_reattach_in_a_chain)
     tbon_net_destroy(net);
 }
 
+/* A reattach while commnode 1's reactor is held in a filter call (1.5 s,
+ * filter_poison's "slow"), as a starved machine holds it: its EDS is
+ * claimed by the new FE and adopts it meanwhile, and the reactor sees its
+ * old link to the first FE break only after that. That loss was taken for
+ * the new FE's: the commnode dropped its event connection to the new FE
+ * and asked it to adopt it again (refused: already its child), missed the
+ * next detach, and left the session, so the next reattach was refused
+ * ("the session has a front-end"; 1 run in 40 of
+ * detach_reattach_in_a_chain under load). Now each reattach of the chain
+ * must work and its sums be exact. */
+ITEST(reattach_while_a_child_is_in_a_filter_call)
+{
+    char mark[700], file[600];
+    snprintf(mark, sizeof mark, "%s/in-the-call", th_tmpdir());
+    snprintf(file, sizeof file, "%s/session", th_tmpdir());
+    setenv("POISON_MARK", mark, 1);
+    it_tree_t t;
+    tbon_fe_options_t o = session_opts(NULL, 0);
+    int rc = it_start(&t, "2x2", NULL, &o);
+    unsetenv("POISON_MARK");
+    REQUIRE(rc == 0);
+    int id = it_load_plugin(t.net, "filter_poison", "poison");
+    tbon_stream_t *slow = id >= 0 ? it_stream(t.net, id, TBON_SYNC_WAITFORALL, 0) : NULL;
+    tbon_stream_t *sum = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(slow && sum);
+    uint32_t sid = tbon_stream_id(sum);
+    /* back-end 3's value of wave 2 makes its parent's call sleep 1.5 s */
+    CHECK_INT(tbon_stream_set_filter_params(slow, TBON_FILTER_PARAM_LIMIT, "%ud", 10000), 0);
+    CHECK_INT(tbon_stream_set_filter_params(slow, TBON_FILTER_PARAM_UP, "%ld %d",
+                                            (int64_t)3002, 6), 0);
+    CHECK_INT(it_sum_wave(sum, 1, t.be, t.nbe), 0);
+    CHECK_INT(tbon_stream_send(slow, IT_TAG_WAVE, "%ud", 2), 0);
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while (access(mark, F_OK) != 0 && it_now_ms() < end)
+        it_sleep_ms(5);
+    REQUIRE(access(mark, F_OK) == 0);
+    REQUIRE(tbon_fe_detach(t.net, file) == 0);
+    t.net = NULL;
+    tbon_net_t *net = NULL;
+    for (uint32_t round = 0; round < 3; round++) {
+        tbon_stream_t *s2;
+        net = reattached(file, sid, &s2);
+        REQUIRE(net);
+        CHECK_INT(it_sum_wave(s2, 10 + round, t.be, t.nbe), 0);
+        if (round < 2)
+            REQUIRE(tbon_fe_detach(net, file) == 0);
+    }
+    tbon_net_destroy(net);
+}
+
 /* tbon_frontend --detach, then --reattach (and --detach again), then a last
  * --reattach that ends the session: each run's sums exact, no process left. */
 ITEST(frontend_detach_and_reattach)
