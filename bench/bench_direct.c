@@ -12,10 +12,14 @@
  *     before it; from the FE's request to the last back-end's answer; each
  *     kind timed after an untimed ring of each (the tree's first rings,
  *     reported beside: they pay the processes' one-time costs);
- *   - at 1,024 back-ends and more, the same ring with LONG messages each;
+ *   - at 1,024 back-ends and more, the same ring with LONG messages each
+ *     (also after an untimed one of each kind);
  *   - one-way latency: half the round trip of PINGS ping-pongs between two
  *     back-ends under different commnodes (their way passes the FE in
- *     both kinds) and between two under the same commnode.
+ *     both kinds) and between two under the same commnode;
+ *   - where each kind saturates first: the CPU time of the busiest process
+ *     (the FE, a commnode, a back-end) in each timed short ring, and the
+ *     bound it sets where every process has a core of its own.
  * Every count is checked: a back-end that does not get exactly COUNT
  * messages ends the run with no row.
  *
@@ -25,7 +29,9 @@
  * perf report --time can take the ring alone); BENCH_DIRECT_COUNT=N sends
  * N messages per back-end.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdint.h>
@@ -33,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <tbon/tbon.h>
@@ -44,7 +51,9 @@
 #define COUNT(nbe) count_of(nbe)
 #define PINGS 200       /* round trips per latency figure */
 #define LONG 600        /* messages each in the long ring, at 1,024 back-ends and more */
-#define NFIG 10         /* figures of a round: rings, latencies, long rings, first rings */
+#define NFIG 18         /* figures of a round: rings, latencies, long rings, first rings,
+                           the timed short rings' busiest processes (CPU s), first
+                           long rings */
 
 enum {
     T_RING = TBON_FIRST_APP_TAG, /* "%ud %aud" count ring -> "%ud" taken */
@@ -169,6 +178,130 @@ struct tree {
     size_t nbe;
 };
 
+/* ---- where the CPU goes ---- */
+
+/* The CPU time (every thread's, ns) of each process below us (the
+ * commnodes and the back-ends), by pid; kind 1 a commnode, 2 a back-end.
+ * From schedstat (ns): utime and stime count 10 ms ticks, more than a
+ * back-end's whole share of a short ring. */
+struct proc_cpu { pid_t pid, ppid; int kind, cn; unsigned long long ns; };
+
+/* The run time (ns) of pid's threads so far. */
+static unsigned long long run_ns(const char *pid)
+{
+    char path[300];
+    snprintf(path, sizeof path, "/proc/%s/task", pid);
+    DIR *d = opendir(path);
+    unsigned long long sum = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        char buf[128];
+        snprintf(path, sizeof path, "/proc/%s/task/%s/schedstat", pid, e->d_name);
+        int fd = open(path, O_RDONLY);
+        ssize_t len = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (len > 0) {
+            buf[len] = 0;
+            sum += strtoull(buf, NULL, 10);
+        }
+    }
+    if (d)
+        closedir(d);
+    return sum;
+}
+
+/* Every process's, into v (malloc'd); the count, or 0. */
+static size_t proc_table(struct proc_cpu **v)
+{
+    size_t n = 0, cap = 2048;
+    *v = malloc(cap * sizeof **v);
+    DIR *d = opendir("/proc");
+    for (struct dirent *e; *v && d && (e = readdir(d));) {
+        char path[300], buf[1024];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        int fd = open(path, O_RDONLY);
+        ssize_t len = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        char *rp = len > 0 ? (buf[len] = 0, strrchr(buf, ')')) : NULL;
+        struct proc_cpu pc = { .pid = (pid_t)atoi(buf) };
+        int ppid = 0;
+        if (!rp || sscanf(rp + 2, "%*c %d", &ppid) != 1)     /* after ")": state ppid */
+            continue;
+        pc.ppid = ppid;
+        pc.cn = strstr(buf, "(tbon_commnode)") != NULL;
+        if (n == cap) {
+            struct proc_cpu *nv = realloc(*v, 2 * cap * sizeof *nv);
+            if (!nv)
+                break;
+            *v = nv;
+            cap *= 2;
+        }
+        (*v)[n++] = pc;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* Our descendants' CPU so far: kept in v (n), the others' pid set to 0. */
+static size_t tree_cpu(struct proc_cpu **v)
+{
+    size_t n = proc_table(v);
+    for (size_t i = 0; i < n; i++)
+        (*v)[i].kind = (*v)[i].ppid == getpid() ? 1 + !(*v)[i].cn : 0;
+    char pid[24];
+    for (int more = 1; more;) {         /* their children, theirs, ... */
+        more = 0;
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; !(*v)[i].kind && j < n; j++)
+                if ((*v)[j].kind && (*v)[j].pid == (*v)[i].ppid) {
+                    (*v)[i].kind = 1 + !(*v)[i].cn;
+                    more = 1;
+                }
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((*v)[i].kind) {
+            snprintf(pid, sizeof pid, "%d", (int)(*v)[i].pid);
+            (*v)[i].ns = run_ns(pid);
+        }
+    return n;
+}
+
+static double cpu_self(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* What the busiest process took between two tables (s): the FE's (fe),
+ * a commnode's and a back-end's into out[0..3). A pid is matched in the
+ * same place or looked for. */
+static void busiest(const struct proc_cpu *a, size_t na, const struct proc_cpu *b, size_t nb,
+                    double fe, double *out)
+{
+    out[0] = fe;
+    out[1] = out[2] = 0;
+    for (size_t j = 0; j < nb; j++) {
+        if (!b[j].kind)
+            continue;
+        size_t i = j < na && a[j].pid == b[j].pid ? j : na;
+        for (size_t k = 0; i == na && k < na; k++)
+            if (a[k].pid == b[j].pid)
+                i = k;
+        if (i == na)
+            continue;
+        double d = (double)(b[j].ns - a[i].ns) * 1e-9;
+        if (d > out[b[j].kind])
+            out[b[j].kind] = d;
+    }
+}
+
 static size_t index_of(const struct tree *t, tbon_rank_t r)
 {
     for (size_t i = 0; i < t->nbe; i++)
@@ -201,8 +334,13 @@ static void serve(struct tree *t, int tag, size_t want, uint32_t ok)
     }
 }
 
-static double ring_round(struct tree *t, int relayed, uint32_t count)
+/* A ring of count messages each, direct or relayed (msg/s); cpu, if not
+ * NULL: the busiest processes' CPU during it (busiest). */
+static double ring_round(struct tree *t, int relayed, uint32_t count, double *cpu)
 {
+    struct proc_cpu *a = NULL, *b = NULL;
+    size_t na = cpu ? tree_cpu(&a) : 0;
+    double c0 = cpu_self();
     double t0 = bench_now();
     if (getenv("BENCH_DIRECT_ONLY"))
         fprintf(stderr, PROG ": ring starts at %.6f\n", t0);
@@ -210,9 +348,16 @@ static double ring_round(struct tree *t, int relayed, uint32_t count)
                          t->nbe) != 0)
         bench_die(PROG, "the ring's request");
     serve(t, relayed ? T_RELAY : T_RING, t->nbe, count);
+    double t1 = bench_now(), c1 = cpu_self();
     if (getenv("BENCH_DIRECT_ONLY"))
-        fprintf(stderr, PROG ": ring ends after %.3f s at %.6f\n", bench_now() - t0, bench_now());
-    return (double)(t->nbe * count) / (bench_now() - t0);
+        fprintf(stderr, PROG ": ring ends after %.3f s at %.6f\n", t1 - t0, t1);
+    if (cpu) {
+        size_t nb = tree_cpu(&b);
+        busiest(a, na, b, nb, c1 - c0, cpu);
+    }
+    free(a);
+    free(b);
+    return (double)(t->nbe * count) / (t1 - t0);
 }
 
 /* One-way latency between back-ends i and j (s). */
@@ -288,6 +433,8 @@ static void round_of(const char *shape, double *v)
     }
     if (!t.all)
         bench_die(PROG, "the stream");
+    for (int i = 10; i < NFIG; i++)
+        v[i] = 0;
     size_t far = t.nbe - 1, near = 1;   /* be[0] and far: other commnodes; near: the same */
     const char *only = getenv("BENCH_DIRECT_ONLY");     /* "direct", "relayed": profiling */
     /* A ring of each kind first, not timed: the first ring of a new tree
@@ -295,17 +442,22 @@ static void round_of(const char *shape, double *v)
      * and first touched, the state of each peer made), and the kind that
      * ran first paid it for both (at 32x32 the direct ring, always first,
      * took 2.1 s cold and 1.0 s warm; the relayed one 1.35 and 1.0 s). */
-    v[8] = only && strcmp(only, "direct") != 0 ? 1 : ring_round(&t, 0, COUNT(t.nbe));
-    v[9] = only && strcmp(only, "relayed") != 0 ? 1 : ring_round(&t, 1, COUNT(t.nbe));
-    v[0] = only && strcmp(only, "direct") != 0 ? 1 : ring_round(&t, 0, COUNT(t.nbe));
-    v[1] = only && strcmp(only, "relayed") != 0 ? 1 : ring_round(&t, 1, COUNT(t.nbe));
+    v[8] = only && strcmp(only, "direct") != 0 ? 1 : ring_round(&t, 0, COUNT(t.nbe), NULL);
+    v[9] = only && strcmp(only, "relayed") != 0 ? 1 : ring_round(&t, 1, COUNT(t.nbe), NULL);
+    v[0] = only && strcmp(only, "direct") != 0 ? 1 : ring_round(&t, 0, COUNT(t.nbe), v + 10);
+    v[1] = only && strcmp(only, "relayed") != 0 ? 1 : ring_round(&t, 1, COUNT(t.nbe), v + 13);
     /* The ring above is short at 1,024 back-ends (97 each): half its time
      * is the request reaching every back-end and their answers, the same
      * for both kinds. The long ring shows the messages' own rate. */
     v[6] = v[7] = 0;
     if (t.nbe >= 1024 && !only) {
-        v[6] = ring_round(&t, 0, LONG);
-        v[7] = ring_round(&t, 1, LONG);
+        /* Warmed as the short ring is: each kind's first long ring pays
+         * for the memory its 600 messages in flight need in every process
+         * (first touched then: reported beside). */
+        v[16] = ring_round(&t, 0, LONG, NULL);
+        v[17] = ring_round(&t, 1, LONG, NULL);
+        v[6] = ring_round(&t, 0, LONG, NULL);
+        v[7] = ring_round(&t, 1, LONG, NULL);
     }
     v[2] = latency(&t, 0, far, 0);
     v[3] = latency(&t, 0, far, 1);
@@ -338,8 +490,30 @@ static void rows(const char *shape, const double *m, int rounds)
         bench_row("direct", metric, "%.0f", m[6], "msg/s",
                   "the same ring with %d messages each (about half the short ring's time "
                   "is the request reaching every back-end and the answers, alike for both "
-                  "kinds); relayed in the same run: %.0f msg/s; %.2fx the relay's; median "
-                  "of %d rounds", LONG, m[7], m[6] / m[7], rounds);
+                  "kinds); relayed in the same run: %.0f msg/s; %.2fx the relay's; each "
+                  "after an untimed long ring of its kind (the first long rings, direct "
+                  "first: %.0f and %.0f msg/s); median of %d rounds", LONG, m[7],
+                  m[6] / m[7], m[16], m[17], rounds);
+    }
+    /* Where each kind saturates first: the busiest process of its timed
+     * ring. Here all the processes share two cores, and the rates above
+     * are what counts; with a core per process, as on a cluster, a ring
+     * cannot go faster than its messages over that process's CPU time. */
+    double bd = m[10] > m[11] ? m[10] : m[11], br = m[13] > m[14] ? m[13] : m[14];
+    bd = bd > m[12] ? bd : m[12];
+    br = br > m[15] ? br : m[15];
+    if (bd > 0 && br > 0) {
+        double msgs = (double)nbe * COUNT(nbe);
+        snprintf(metric, sizeof metric, "ring bound with a core per process, %s", shape);
+        bench_row("direct", metric, "%.0f", msgs / bd, "msg/s",
+                  "the short ring's messages over the CPU time of its busiest process "
+                  "(schedstat, every thread): direct, the FE %.3f s, a commnode %.3f s, a "
+                  "back-end %.3f s; relayed, the FE %.3f s (every message passes its "
+                  "application), a commnode %.3f s, a back-end %.3f s: %.0f msg/s; %.1fx the "
+                  "relay's. No ring can pass it where every process has a core of its own "
+                  "(a cluster); on this machine all of them share its cores and the measured "
+                  "rates above are what counts; median of %d rounds", m[10], m[11], m[12],
+                  m[13], m[14], m[15], msgs / br, br / bd, rounds);
     }
     snprintf(metric, sizeof metric, "one-way latency, other commnodes, %s", shape);
     bench_row("direct", metric, "%.1f", m[2] * 1e6, "us",
@@ -382,8 +556,10 @@ int main(int argc, char **argv)
                 v[i][r] = x[i];
             fprintf(stderr, PROG ": %s round %d: ring %.0f/s direct, %.0f/s relayed "
                     "(first rings %.0f/%.0f/s); latency far %.1f/%.1f us, near %.1f/%.1f us; "
-                    "long ring %.0f/%.0f/s\n", shapes[k], r + 1, x[0], x[1], x[8], x[9],
-                    x[2] * 1e6, x[3] * 1e6, x[4] * 1e6, x[5] * 1e6, x[6], x[7]);
+                    "long ring %.0f/%.0f/s; busiest CPU (FE, commnode, back-end) direct "
+                    "%.3f %.3f %.3f s, relayed %.3f %.3f %.3f s\n", shapes[k], r + 1, x[0],
+                    x[1], x[8], x[9], x[2] * 1e6, x[3] * 1e6, x[4] * 1e6, x[5] * 1e6, x[6],
+                    x[7], x[10], x[11], x[12], x[13], x[14], x[15]);
             while (waitpid(-1, NULL, WNOHANG) > 0)
                 ;
         }
