@@ -440,8 +440,8 @@ TB_HOT static int wait_step(tbon_net_t *net, const struct timespec *abs, int tim
     return timeout_ms != 0 && tb_net_wait_until(net, abs) == 0;
 }
 
-TB_HOT static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt,
-                       tbon_stream_t **sout, int timeout_ms)
+TB_HOT static int recv_inner(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt,
+                              tbon_stream_t **sout, int timeout_ms)
 {
     if (!net || !pkt)
         return tb_net_fail(net, TBON_EINVAL, "NULL argument");
@@ -507,6 +507,38 @@ TB_HOT static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_
     return tb_net_fail(net, TBON_ETIMEOUT, "nothing received within %d ms", timeout_ms);
 }
 
+/* A receive's way in and out (under mu): tbon_net_destroy wakes every
+ * thread inside one (net->closed: TBON_ECLOSED) and waits for it to leave
+ * before it frees what the thread uses. */
+static void call_enter(tbon_net_t *net)
+{
+    atomic_fetch_add(&net->inside, 1);
+}
+
+static int call_leave(tbon_net_t *net, int rc)
+{
+    if (atomic_load(&net->destroying)) {
+        pthread_mutex_lock(&net->mu);           /* the destroy waits on cond */
+        atomic_fetch_sub(&net->inside, 1);
+        pthread_cond_broadcast(&net->cond);
+        pthread_mutex_unlock(&net->mu);
+    } else {
+        /* A destroy begun meanwhile sees it at its next look (it looks
+         * every 20 ms): net may be freed after this. */
+        atomic_fetch_sub(&net->inside, 1);
+    }
+    return rc;
+}
+
+TB_HOT static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t **pkt,
+                              tbon_stream_t **sout, int timeout_ms)
+{
+    if (!net)
+        return recv_inner(net, only, pkt, sout, timeout_ms);
+    call_enter(net);
+    return call_leave(net, recv_inner(net, only, pkt, sout, timeout_ms));
+}
+
 TB_HOT int tbon_net_recv(tbon_net_t *net, tbon_packet_t **pkt, tbon_stream_t **s, int timeout_ms)
 {
     return recv_common(net, NULL, pkt, s, timeout_ms);
@@ -550,8 +582,20 @@ static int direct_ready(tbon_net_t *net, void *arg)
     return net->direct.len > 0;
 }
 
+static int recv_direct(tbon_net_t *net, tbon_rank_t *from, tbon_packet_t **pkt,
+                       int timeout_ms);
+
 int tbon_net_recv_direct(tbon_net_t *net, tbon_rank_t *from, tbon_packet_t **pkt,
                          int timeout_ms)
+{
+    if (!net)
+        return recv_direct(net, from, pkt, timeout_ms);
+    call_enter(net);
+    return call_leave(net, recv_direct(net, from, pkt, timeout_ms));
+}
+
+static int recv_direct(tbon_net_t *net, tbon_rank_t *from, tbon_packet_t **pkt,
+                       int timeout_ms)
 {
     if (!net || !pkt)
         return tb_net_fail(net, TBON_EINVAL, "NULL argument");
@@ -594,8 +638,20 @@ static int pong_ready(tbon_net_t *net, void *arg)
     return pong_of(net, *(const uint64_t *)arg) != NULL;
 }
 
+static int ping(tbon_net_t *net, tbon_rank_t rank, int timeout_ms, double *rtt_ms,
+                tbon_rank_t *route, size_t cap, size_t *nroute);
+
 int tbon_net_ping(tbon_net_t *net, tbon_rank_t rank, int timeout_ms, double *rtt_ms,
                   tbon_rank_t *route, size_t cap, size_t *nroute)
+{
+    if (!net)
+        return ping(net, rank, timeout_ms, rtt_ms, route, cap, nroute);
+    call_enter(net);
+    return call_leave(net, ping(net, rank, timeout_ms, rtt_ms, route, cap, nroute));
+}
+
+static int ping(tbon_net_t *net, tbon_rank_t rank, int timeout_ms, double *rtt_ms,
+                tbon_rank_t *route, size_t cap, size_t *nroute)
 {
     if (!net)
         return tb_net_fail(net, TBON_EINVAL, "NULL argument");
@@ -857,7 +913,17 @@ int tbon_net_set_attr(tbon_net_t *net, const char *key, const char *value)
     return 0;
 }
 
+static int next_event(tbon_net_t *net, tbon_event_t *ev, int timeout_ms);
+
 int tbon_net_next_event(tbon_net_t *net, tbon_event_t *ev, int timeout_ms)
+{
+    if (!net)
+        return next_event(net, ev, timeout_ms);
+    call_enter(net);
+    return call_leave(net, next_event(net, ev, timeout_ms));
+}
+
+static int next_event(tbon_net_t *net, tbon_event_t *ev, int timeout_ms)
 {
     if (!net || !ev)
         return tb_net_fail(net, TBON_EINVAL, "NULL argument");
@@ -902,10 +968,30 @@ tbon_stream_t *tbon_net_stream(tbon_net_t *net, uint32_t id)
     return s;
 }
 
+/* Every thread in a receive returns TBON_ECLOSED (an inline node's driver
+ * is woken in its loop), and is gone, before tbon_net_destroy frees what it
+ * uses. */
+static void wake_receivers(tbon_net_t *net)
+{
+    pthread_mutex_lock(&net->mu);
+    atomic_store(&net->destroying, 1);
+    net->closed = 1;
+    while (atomic_load(&net->inside) > 0) {
+        pthread_cond_broadcast(&net->cond);
+        pthread_cond_broadcast(&net->ev_cond);
+        if (net->node)
+            tb_node_wake(net->node);
+        struct timespec ts;
+        tb_net_wait_until(net, tb_net_deadline(20, &ts));   /* call_leave says */
+    }
+    pthread_mutex_unlock(&net->mu);
+}
+
 void tbon_net_destroy(tbon_net_t *net)
 {
     if (!net)
         return;
+    wake_receivers(net);
     tb_kicker_t *k = NULL;
     if (!net->inline_node) {
         tb_cmd_t *c = net->is_fe ? tb_cmd_shutdown() : tb_cmd_leave();

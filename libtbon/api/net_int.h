@@ -102,6 +102,8 @@ struct tbon_net {
     atomic_size_t  app_bytes;
     atomic_int     want_resume;
     int            closed;
+    atomic_int     inside;         /* threads in a receive (call_enter) */
+    atomic_int     destroying;     /* tbon_net_destroy has begun: they leave */
     int            inline_node;    /* BE: no reactor thread; callers drive it */
     tb_kicker_t   *kicker;         /* BE: drives it while they do not (kick.c) */
     int            driving;        /* a caller is driving the node now */

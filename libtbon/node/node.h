@@ -372,6 +372,9 @@ tb_cmd_t *tb_cmd_relink(int fd, tbon_rank_t rank, int up, uint32_t gen, const ch
 
 /* Queue a command (taken over) and wake the reactor. Any thread. */
 void tb_node_post(tb_node_t *n, tb_cmd_t *cmd);
+/* Any thread: a thread waiting in the node's loop (tb_node_step) returns
+ * from its turn. */
+void tb_node_wake(tb_node_t *n);
 /* Queue it without waking the reactor: news that can wait for its next
  * turn (the reactor's own wake-ups bring it in). Any thread. */
 void tb_node_queue(tb_node_t *n, tb_cmd_t *cmd);

@@ -378,6 +378,11 @@ void tb_node_queue(tb_node_t *n, tb_cmd_t *cmd)
     tb_loop_queue(n->loop, &cmd->mail);
 }
 
+void tb_node_wake(tb_node_t *n)
+{
+    tb_loop_wake(n->loop);
+}
+
 /* tb_loop_post: a command behind one not yet taken rides on its wake-up. */
 TB_HOT void tb_node_post(tb_node_t *n, tb_cmd_t *cmd)
 {

@@ -17,6 +17,7 @@
 #include <tbon/tbon.h>
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ---- the request protocol (see tbon_test_be.c for the answers) ---- */
@@ -111,6 +112,21 @@ static inline void it_pattern(uint8_t *b, size_t n, uint32_t rank, uint32_t seq)
     uint8_t x = (uint8_t)(seq * 31u + rank * 13u);
     for (size_t i = 0; i < n; i++)
         b[i] = (uint8_t)(x + i * 7u + (i >> 8));
+}
+
+/* Whether thread tid of this process sleeps (state S: in a wait, or a
+ * moment in a lock on its way there). */
+static inline int it_thread_asleep(int tid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = 0;
+    const char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && rp[2] == 'S';
 }
 
 #ifndef ITEST_PROTO_ONLY

@@ -52,6 +52,11 @@
  *                         answers flushed (a BE that dies)
  *   --exit-after-ranks LIST  with --exit-after: only when launched as one of
  *                         the ranks of LIST
+ *   --destroy-waiting DIR  a second thread waits in tbon_net_recv_direct with
+ *                         no time limit from the start; at the end, once it
+ *                         sleeps there, tbon_net_destroy, and DIR/waiter.RANK
+ *                         gets "RC MS": what its wait returned, and how long
+ *                         after the destroy began
  * On TBON_ECLOSED from tbon_net_recv: tbon_net_destroy and exit 0.
  * Exit status: 0 closed, 3 die-at-start, 4 receive error, 5 join failed,
  * 6 hang expired.
@@ -62,6 +67,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -505,6 +512,53 @@ static void maybe_log_to_file(void)
         tbon_log_set_handler(log_to_file, f);
 }
 
+/* --destroy-waiting: the thread that waits, and what it saw. */
+static int64_t dw_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct {
+    pthread_t th;
+    atomic_int tid;
+    int rc;
+    int64_t back_ms;
+} dw;
+
+static void *dw_wait(void *arg)
+{
+    atomic_store(&dw.tid, (int)gettid());
+    tbon_rank_t from;
+    tbon_packet_t *p = NULL;
+    dw.rc = tbon_net_recv_direct(arg, &from, &p, -1);
+    dw.back_ms = dw_now_ms();
+    tbon_packet_unref(p);
+    return NULL;
+}
+
+static void destroy_waiting(tbon_net_t *net, const char *dir)
+{
+    int64_t end = dw_now_ms() + 20000;
+    for (int seen = 0; seen < 5 && dw_now_ms() < end; sleep_ms(10))
+        seen = atomic_load(&dw.tid) && it_thread_asleep(atomic_load(&dw.tid)) ? seen + 1 : 0;
+    int64_t t0 = dw_now_ms();
+    tbon_net_destroy(net);
+    pthread_join(dw.th, NULL);
+    char path[4096], tmp[4100], text[64];
+    snprintf(path, sizeof path, "%s/waiter.%u", dir, (unsigned)rank);
+    snprintf(tmp, sizeof tmp, "%s.new", path);       /* whole when it is there */
+    int len = snprintf(text, sizeof text, "%d %lld\n", dw.rc, (long long)(dw.back_ms - t0));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+        int ok = write(fd, text, (size_t)len) == len;
+        close(fd);
+        if (ok)
+            rename(tmp, path);
+    }
+}
+
 int main(int argc, char **argv)
 {
     tbon_error_t err = { 0, "" };
@@ -540,6 +594,9 @@ int main(int argc, char **argv)
         return 5;
 
     const char *marker = opt_value(argc, argv, "--marker");
+    const char *dw_dir = opt_value(argc, argv, "--destroy-waiting");
+    if (dw_dir && pthread_create(&dw.th, NULL, dw_wait, net) != 0)
+        return 5;
     const char *ea = opt_value(argc, argv, "--exit-after");
     long exit_after = ea ? atol(ea) : -1, handled = 0;
     if (opt_value(argc, argv, "--exit-after-ranks") && !rank_listed(argc, argv, "--exit-after-ranks"))
@@ -588,7 +645,10 @@ int main(int argc, char **argv)
         if (leave)
             break;
     }
-    tbon_net_destroy(net);
+    if (dw_dir)
+        destroy_waiting(net, dw_dir);
+    else
+        tbon_net_destroy(net);
     if (marker) {
         char path[4096];
         snprintf(path, sizeof path, "%s/closed.%u", marker, (unsigned)rank);

@@ -422,6 +422,23 @@ ITEST(two_reattaches_racing_one_wins)
     }
 }
 
+/* Reattach to file's session three times in a row, detaching again at once
+ * but the last time, which ends it: the sums of stream sid exact each time
+ * (waves 10, 11, 12). */
+static void reattach_chain(const it_tree_t *t, const char *file, uint32_t sid)
+{
+    tbon_net_t *net = NULL;
+    for (uint32_t round = 0; round < 3; round++) {
+        tbon_stream_t *s2;
+        net = reattached(file, sid, &s2);
+        REQUIRE(net);
+        CHECK_INT(it_sum_wave(s2, 10 + round, t->be, t->nbe), 0);
+        if (round < 2)
+            REQUIRE(tbon_fe_detach(net, file) == 0);
+    }
+    tbon_net_destroy(net);
+}
+
 /* Reattach and detach again at once (before the children's event
  * connections to the new FE are up), three times over: every detach is
  * heard, nothing ends, and the waves of each FE are exact. */
@@ -431,16 +448,7 @@ ITEST(detach_reattach_in_a_chain)
     char file[600];
     uint32_t sid;
     REQUIRE(detached_tree(&t, "2x2", file, sizeof file, &sid) == 0);
-    tbon_net_t *net = NULL;
-    for (uint32_t round = 0; round < 3; round++) {
-        tbon_stream_t *s2;
-        net = reattached(file, sid, &s2);
-        REQUIRE(net);
-        CHECK_INT(it_sum_wave(s2, 10 + round, t.be, t.nbe), 0);
-        if (round < 2)
-            REQUIRE(tbon_fe_detach(net, file) == 0);
-    }
-    tbon_net_destroy(net);
+    reattach_chain(&t, file, sid);
 }
 
 /* A reattach while commnode 1's reactor is held in a filter call (1.5 s,
@@ -481,16 +489,7 @@ ITEST(reattach_while_a_child_is_in_a_filter_call)
     REQUIRE(access(mark, F_OK) == 0);
     REQUIRE(tbon_fe_detach(t.net, file) == 0);
     t.net = NULL;
-    tbon_net_t *net = NULL;
-    for (uint32_t round = 0; round < 3; round++) {
-        tbon_stream_t *s2;
-        net = reattached(file, sid, &s2);
-        REQUIRE(net);
-        CHECK_INT(it_sum_wave(s2, 10 + round, t.be, t.nbe), 0);
-        if (round < 2)
-            REQUIRE(tbon_fe_detach(net, file) == 0);
-    }
-    tbon_net_destroy(net);
+    reattach_chain(&t, file, sid);
 }
 
 /* tbon_frontend --detach, then --reattach (and --detach again), then a last

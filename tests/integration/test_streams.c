@@ -4,6 +4,8 @@
  */
 #include "itest.h"
 
+#include <stdatomic.h>
+
 /* ---- sync modes ---- */
 
 /* Wait-for-all: waves sent back to back give exactly one packet each, in
@@ -169,6 +171,113 @@ ITEST(last_error_kept_per_network)
     CHECK_INT(tbon_stream_close(s), 0);
     CHECK_INT(tbon_stream_close(s), TBON_EINVAL);
     CHECK(strstr(tbon_net_error(t.net), "is closed already") != NULL);
+    it_stop(&t);
+}
+
+/* ---- a destroy while other threads wait ---- */
+
+struct waiter {
+    tbon_net_t *net;
+    int which;                  /* 0 tbon_net_recv, 1 _next_event, 2 _recv_direct */
+    atomic_int tid;
+    int rc;
+    int64_t back_ms;
+};
+
+static void *wait_forever(void *arg)
+{
+    struct waiter *w = arg;
+    atomic_store(&w->tid, (int)gettid());
+    tbon_packet_t *p = NULL;
+    tbon_event_t ev;
+    tbon_rank_t from;
+    w->rc = w->which == 0 ? tbon_net_recv(w->net, &p, NULL, -1)
+          : w->which == 1 ? tbon_net_next_event(w->net, &ev, -1)
+                          : tbon_net_recv_direct(w->net, &from, &p, -1);
+    w->back_ms = it_now_ms();
+    tbon_packet_unref(p);
+    return NULL;
+}
+
+/* tbon_net_destroy at the FE while three other threads wait with no time
+ * limit, in tbon_net_recv, tbon_net_next_event and tbon_net_recv_direct:
+ * each returns TBON_ECLOSED within 100 ms of the destroy's start, and the
+ * destroy returns (it hung in pthread_cond_destroy, the waiters left
+ * asleep on a freed network). */
+ITEST(destroy_wakes_every_waiting_thread)
+{
+    it_tree_t t;
+    REQUIRE(it_start(&t, "1x2", NULL, NULL) == 0);
+    struct waiter w[3];
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) {
+        w[i] = (struct waiter){ .net = t.net, .which = i, .rc = 1 };
+        REQUIRE(pthread_create(&th[i], NULL, wait_forever, &w[i]) == 0);
+    }
+    /* Each asleep at five looks in a row, 10 ms apart: in its wait. */
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    for (int i = 0; i < 3; i++)
+        for (int seen = 0; seen < 5 && it_now_ms() < end; it_sleep_ms(10))
+            seen = atomic_load(&w[i].tid) && it_thread_asleep(atomic_load(&w[i].tid)) ? seen + 1 : 0;
+    REQUIRE(it_now_ms() < end);
+    int64_t t0 = it_now_ms();
+    tbon_net_destroy(t.net);
+    t.net = NULL;
+    int64_t bound = IT_SLOW ? 1000 : 100;
+    for (int i = 0; i < 3; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_INT(w[i].rc, TBON_ECLOSED);
+        if (w[i].back_ms - t0 > bound)
+            th_fail(__FILE__, __LINE__, "waiter %d came back %lld ms after the destroy began",
+                    i, (long long)(w[i].back_ms - t0));
+    }
+}
+
+/* The same at the back-ends, whose node has no thread of its own: a
+ * thread driving it in tbon_net_recv_direct is woken in its loop. Both
+ * back-ends of a 1x2 leave in order (IT_TAG_LEAVE) with a second thread
+ * waiting there (tbon_test_be --destroy-waiting): it returns TBON_ECLOSED
+ * within 100 ms of the destroy's start, and the leave is still orderly
+ * (NODE_LEFT, no failure). */
+ITEST(destroy_wakes_a_back_ends_waiting_thread)
+{
+    char dir[600], arg[640];
+    snprintf(dir, sizeof dir, "%s", th_tmpdir());
+    snprintf(arg, sizeof arg, "%s", dir);
+    const char *argv[] = { "--destroy-waiting", arg, NULL };
+    it_tree_t t;
+    REQUIRE(it_start(&t, "1x2", argv, NULL) == 0);
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    REQUIRE(tbon_stream_send(s, IT_TAG_LEAVE, "%aud", t.be, t.nbe) == 0);
+    tbon_packet_unref(it_recv(s, IT_RECV_MS, "the leave answers"));
+    int left = 0;
+    tbon_event_t ev;
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while (left < 2 && tbon_net_next_event(t.net, &ev, (int)(end - it_now_ms())) == 0) {
+        CHECK(ev.type != TBON_EV_NODE_FAILED);
+        left += ev.type == TBON_EV_NODE_LEFT;
+    }
+    CHECK_INT(left, 2);
+    int64_t bound = IT_SLOW ? 1000 : 100;
+    for (size_t i = 0; i < t.nbe; i++) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/waiter.%u", dir, (unsigned)t.be[i]);
+        while (access(path, F_OK) != 0 && it_now_ms() < end)
+            it_sleep_ms(10);
+        char *text = th_read_file(path);
+        int rc = 1;
+        long long ms = -1;
+        if (!text || sscanf(text, "%d %lld", &rc, &ms) != 2) {
+            th_fail(__FILE__, __LINE__, "back-end %u wrote no %s", (unsigned)t.be[i], path);
+        } else {
+            CHECK_INT(rc, TBON_ECLOSED);
+            if (ms < 0 || ms > bound)
+                th_fail(__FILE__, __LINE__, "back-end %u: its waiter came back %lld ms after "
+                        "the destroy began", (unsigned)t.be[i], ms);
+        }
+        free(text);
+    }
     it_stop(&t);
 }
 
