@@ -507,9 +507,9 @@ TB_HOT static int recv_inner(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t
     return tb_net_fail(net, TBON_ETIMEOUT, "nothing received within %d ms", timeout_ms);
 }
 
-/* A receive's way in and out (under mu): tbon_net_destroy wakes every
- * thread inside one (net->closed: TBON_ECLOSED) and waits for it to leave
- * before it frees what the thread uses. */
+/* A receive's way in and out (net->inside, an atomic): tbon_net_destroy
+ * wakes every thread inside one (net->closed: TBON_ECLOSED) and waits for
+ * it to leave before it frees what the thread uses. */
 static void call_enter(tbon_net_t *net)
 {
     atomic_fetch_add(&net->inside, 1);
