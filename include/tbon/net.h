@@ -105,9 +105,9 @@ int          tbon_net_recv_direct(tbon_net_t *net, tbon_rank_t *from, tbon_packe
 /* FE: flush, tell every node to exit and reap the tree. BE: leave. Frees net
  * and everything it owns. NULL is fine. Another thread waiting in
  * tbon_net_recv, tbon_stream_recv, tbon_net_recv_direct, tbon_net_next_event
- * or tbon_net_ping returns TBON_ECLOSED first (a back-end's driving its
- * node is woken in it), and is out of the call before net is freed; no
- * thread may start a call on net once the destroy has begun. */
+ * or tbon_net_ping returns TBON_ECLOSED first (at a back-end, a thread
+ * driving the node is woken in its loop), and is out of the call before net
+ * is freed; no thread may start a call on net once the destroy has begun. */
 void         tbon_net_destroy(tbon_net_t *net);
 
 /* The message of the last failed library call on net, whichever thread
