@@ -149,19 +149,31 @@ static int usage_error(const char *fmt, const char *what)
 }
 
 /* Joined (j filled in: launched, or by --join with its listening socket
- * lfd and port): the log, the parent's connections and its launch
- * instructions, then the node runs until the session ends. The exit
- * status. */
+ * lfd and port): the log (and at the end, an empty one removed: run_node),
+ * the parent's connections and its launch instructions, then the node runs
+ * until the session ends. The exit status. */
+static int run_joined(tb_join_t *jp, const char *join_file, int lfd, uint16_t port);
+
 static int run_node(tb_join_t *jp, const char *join_file, int lfd, uint16_t port)
+{
+    tb_log_set_identity(jp->rank, "commnode");
+    char dir[PATH_MAX], path[PATH_MAX + 32] = "";
+    uint64_t session = jp->session.id;
+    if (tb_log_session_dir(&conf, session, dir, sizeof dir) == 0) {
+        snprintf(path, sizeof path, "%s/commnode-%u.log", dir, jp->rank);
+        if (tb_log_to_file(path) != 0)
+            path[0] = 0;
+    }
+    int rc = run_joined(jp, join_file, lfd, port);
+    tb_log_to_file(NULL);
+    tb_log_drop_session_dir(&conf, session, path[0] ? path : NULL);
+    return rc;
+}
+
+static int run_joined(tb_join_t *jp, const char *join_file, int lfd, uint16_t port)
 {
     tbon_error_t err = { 0 };
     tb_join_t j = *jp;
-    tb_log_set_identity(j.rank, "commnode");
-    char dir[PATH_MAX], path[PATH_MAX + 32];
-    if (tb_log_session_dir(&conf, j.session.id, dir, sizeof dir) == 0) {
-        snprintf(path, sizeof path, "%s/commnode-%u.log", dir, j.rank);
-        tb_log_to_file(path);
-    }
     if (join_file)
         TB_INFO("join", "the front-end gave us rank %u (incarnation %u) under %s:%u", j.rank,
                 j.inc, j.parent_host, (unsigned)j.parent_port);

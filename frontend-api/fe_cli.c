@@ -13,7 +13,7 @@
 
 enum { OPT_JSON = 256, OPT_ATTACH, OPT_EVENTS, OPT_IDLE, OPT_FE_HOST, OPT_ENV, OPT_SLURM,
        OPT_FANOUT, OPT_PER_NODE, OPT_REQUIRE_ALL, OPT_DETACH, OPT_REATTACH, OPT_GRACE,
-       OPT_PING, OPT_PING_COUNT };
+       OPT_PING, OPT_PING_COUNT, OPT_STATUS };
 
 static const struct {
     const char *name;
@@ -25,8 +25,6 @@ static const struct {
     { "avg", TBON_FILTER_AVG, "int" },       { "concat", TBON_FILTER_CONCAT, "array" },
     { "union", TBON_FILTER_UNION, "set" },
 };
-
-static const char *const kinds[] = { "int", "int32", "double", "set", "array" };
 
 /* ---- messages ---- */
 
@@ -59,12 +57,14 @@ static void usage(FILE *f)
 "                        after a wave's first answer\n"
 "  -w, --waves N         number of request waves (default 1; 0 only starts\n"
 "                        and stops the tree)\n"
-"  -k, --kind KIND       what the back-ends answer with (tbon_example_be):\n"
+"  -k, --kind KIND       the word sent as the request's second field: what\n"
+"                        the back-ends answer with; tbon_example_be knows\n"
 "                          int     \"%%ld\"   rank + wave\n"
 "                          int32   \"%%d\"    rank + wave\n"
 "                          double  \"%%lf\"   (rank + wave) / 4\n"
 "                          set     \"%%auld\" {rank, rank %% 4, 100 + wave}\n"
 "                          array   \"%%ald\"  {rank, wave}\n"
+"                        (any other word goes to a back-end of your own)\n"
 "                        default: set for union, array for concat, else int\n"
 "      --idle MS         dontwait and timeout modes: a wave ends when no result\n"
 "                        came for MS ms (default 2000, or the sync timeout +\n"
@@ -148,6 +148,10 @@ static void usage_env(FILE *f)
 "                        (any process, commnodes too) and the round trip to\n"
 "                        each process on it, one per line (--json: one line)\n"
 "      --ping-count N    pings per process, the median shown (default 3)\n"
+"      --status          after the waves (or the ping): every node of the tree\n"
+"                        with its state (ok, suspect, adopted, failed, missing,\n"
+"                        joined, left), the time in it, its host, its parent\n"
+"                        and a ping's round trip; --json: one JSON line\n"
 "\n"
 "Environment:\n"
 "  TBON_LOG=error|warn|info|debug   library log level (default warn); the\n"
@@ -325,6 +329,7 @@ void fe_parse_args(struct cli *c, int argc, char **argv)
         { "grace", required_argument, NULL, OPT_GRACE },
         { "ping", required_argument, NULL, OPT_PING },
         { "ping-count", required_argument, NULL, OPT_PING_COUNT },
+        { "status", no_argument, NULL, OPT_STATUS },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -350,12 +355,13 @@ void fe_parse_args(struct cli *c, int argc, char **argv)
             c->waves = v;
             break;
         case 'k':
-            c->kind = NULL;
-            for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-                if (strcmp(optarg, kinds[i]) == 0)
-                    c->kind = kinds[i];
-            if (!c->kind)
-                usage_error("bad kind '%s' (int, int32, double, set or array)", optarg);
+            /* Any word: it is the request's second field, for the
+             * back-ends to read (tbon_example_be knows the five of
+             * --help, a tool's own back-end its own). */
+            if (!*optarg || strlen(optarg) > 256 || strpbrk(optarg, " \t\n"))
+                usage_error("bad kind '%s' (a word of 1 to 256 characters, e.g. int, int32, "
+                            "double, set or array for tbon_example_be)", optarg);
+            c->kind = optarg;
             break;
         case OPT_IDLE:
             if (parse_ulong(optarg, INT_MAX, &v) != 0 || v == 0)
@@ -364,6 +370,7 @@ void fe_parse_args(struct cli *c, int argc, char **argv)
             break;
         case OPT_JSON: c->json = 1; break;
         case OPT_EVENTS: c->events = 1; break;
+        case OPT_STATUS: c->status = 1; break;
         case OPT_ATTACH: c->attach = optarg; break;
         case OPT_FE_HOST: c->fe_host = optarg; break;
         case OPT_ENV: add_env(c, optarg); break;

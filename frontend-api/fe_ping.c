@@ -68,3 +68,45 @@ int fe_ping(const struct cli *c, tbon_net_t *net)
     fflush(stdout);
     return 0;
 }
+
+static const char *const role_names[] = { "fe", "commnode", "be" };
+
+int fe_status(const struct cli *c, tbon_net_t *net)
+{
+    int n = tbon_fe_status(net, NULL, 0, 0);
+    tbon_node_status_t *v = n > 0 ? calloc((size_t)n, sizeof *v) : NULL;
+    if (!v || (n = tbon_fe_status(net, v, (size_t)n, PING_MS / 10)) < 0) {
+        fprintf(stderr, PROG ": --status: %s\n", n < 0 ? tbon_net_error(net) : "out of memory");
+        free(v);
+        return EXIT_RUN;
+    }
+    json_t *all = c->json ? json_array() : NULL;
+    if (!c->json)
+        printf("%6s  %-8s  %-7s  %9s  %-20s  %6s  %s\n", "rank", "role", "state", "since",
+               "host", "parent", "rtt");
+    for (int i = 0; i < n; i++) {
+        const tbon_node_status_t *s = &v[i];
+        const char *role = s->role >= 0 && s->role < 3 ? role_names[s->role] : "?";
+        const char *state = tbon_node_state_name(s->state);
+        if (all) {
+            json_array_append_new(all, json_pack(
+                "{s:I, s:s, s:s, s:f, s:s, s:o, s:o}", "rank", (json_int_t)s->rank, "role", role,
+                "state", state, "since_s", s->since_s, "host", s->host, "parent",
+                s->parent == TBON_RANK_NONE ? json_null() : json_integer(s->parent), "rtt_ms",
+                s->rtt_ms < 0 ? json_null() : json_real(s->rtt_ms)));
+            continue;
+        }
+        char parent[16] = "-", rtt[32] = "-";
+        if (s->parent != TBON_RANK_NONE)
+            snprintf(parent, sizeof parent, "%u", s->parent);
+        if (s->rtt_ms >= 0)
+            snprintf(rtt, sizeof rtt, "%.3f ms", s->rtt_ms);
+        printf("%6u  %-8s  %-7s  %8.1fs  %-20s  %6s  %s\n", s->rank, role, state, s->since_s,
+               s->host, parent, rtt);
+    }
+    if (all)
+        fe_print_json_line(json_pack("{s:o}", "status", all), "--status");
+    fflush(stdout);
+    free(v);
+    return 0;
+}

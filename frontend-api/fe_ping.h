@@ -10,4 +10,8 @@
  * when a process did not answer (said on stderr). */
 int fe_ping(const struct cli *c, tbon_net_t *net);
 
+/* --status: every node's state (tbon_fe_status), a table or one JSON line.
+ * 0, or EXIT_RUN when it cannot be had. */
+int fe_status(const struct cli *c, tbon_net_t *net);
+
 #endif

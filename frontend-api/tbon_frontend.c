@@ -58,6 +58,8 @@ int main(int argc, char **argv)
             status = fe_ping(&c, net);
         else if (s)
             status = fe_run_waves(&c, net, s);
+        if (c.status && !fe_stop && fe_status(&c, net) != 0)
+            status = EXIT_RUN;
     }
     /* --detach: the tree stays (Ctrl-C still shuts it down) */
     if (net && c.detach && !fe_stop) {

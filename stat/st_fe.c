@@ -286,12 +286,13 @@ int st_fe_plan(const struct cli *c, char *self, struct run *r)
     uint32_t steps[ST_MAX_STEPS];
     size_t nsteps = c->nsteps;
     memcpy(steps, c->steps, sizeof steps);
-    if (st_find_tasks(c, r, &tasks, &job, steps, &nsteps, err, sizeof err) != 0) {
+    int rc = st_find_tasks(c, r, &tasks, &job, steps, &nsteps, err, sizeof err);
+    if (rc != 0) {
         if (r->launched)
             st_stop_command(r->launched);
         fprintf(stderr, PROG ": %s\n", err);
         st_tasks_free(&tasks);
-        exit(c->pids || c->pids_file ? EXIT_USAGE : EXIT_RUN);
+        exit(rc != TBON_ENOTFOUND && (c->pids || c->pids_file) ? EXIT_USAGE : EXIT_RUN);
     }
     st_make_dirs(c->outdir);
     char *filter = filter_path();

@@ -68,10 +68,11 @@ static uint32_t follow_srun(const struct cli *c, pid_t srun, uint32_t *steps, si
 int st_find_tasks(const struct cli *c, struct run *r, st_tasks_t *tasks, uint32_t *job,
                   uint32_t *steps, size_t *nsteps, char *err, size_t errlen)
 {
-    if (c->pids)
-        return st_tasks_parse_list(tasks, c->pids, err, errlen);
-    if (c->pids_file)
-        return st_tasks_read_file(tasks, c->pids_file, err, errlen);
+    if (c->pids || c->pids_file) {
+        int rc = c->pids ? st_tasks_parse_list(tasks, c->pids, err, errlen)
+                         : st_tasks_read_file(tasks, c->pids_file, err, errlen);
+        return rc ? rc : st_tasks_check_here(tasks, err, errlen);
+    }
     if (c->launcher) {
         /* An srun's tasks are on the job's nodes: follow them there. */
         pid_t srun = 0;

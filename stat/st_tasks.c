@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +121,23 @@ int st_tasks_parse_list(st_tasks_t *t, const char *list, char *err, size_t errle
     if (rc == 0 && t->n == before)
         return st_errf(err, errlen, TBON_EINVAL, "-p: no process id in \"%s\"", list);
     return rc;
+}
+
+int st_tasks_check_here(const st_tasks_t *t, char *err, size_t errlen)
+{
+    size_t gone = 0, first = 0;
+    for (size_t i = 0; i < t->n; i++)
+        if (!t->v[i].host && kill(t->v[i].pid, 0) != 0 && errno == ESRCH && gone++ == 0)
+            first = i;
+    if (!gone)
+        return 0;
+    char me[256] = "";
+    if (gethostname(me, sizeof me - 1) != 0)
+        snprintf(me, sizeof me, "?");
+    return st_errf(err, errlen, TBON_ENOTFOUND, "no process %d on this host (%s)%s%s%s",
+                   (int)t->v[first].pid, me, gone > 1 ? ", nor " : "",
+                   gone > 1 ? "others listed" : "", "; a task of another host is given as "
+                   "HOST:PID");
 }
 
 int st_tasks_read_file(st_tasks_t *t, const char *path, char *err, size_t errlen)

@@ -25,6 +25,12 @@ typedef struct st_tasks {
  * in err. */
 int st_tasks_parse_list(st_tasks_t *t, const char *list, char *err, size_t errlen);
 
+/* Every task listed on this host is there now: 0, or TBON_ENOTFOUND naming
+ * the first that is not (and how a task of another host is named). A task
+ * that ends while it is sampled is "[task exited]"; one that was never
+ * there is an error, not a tree. */
+int st_tasks_check_here(const st_tasks_t *t, char *err, size_t errlen);
+
 /* Append the tasks of a file (PID or HOST:PID): one or more per line, separated by commas or
  * white space; '#' starts a comment. Errors name the file and line. */
 int st_tasks_read_file(st_tasks_t *t, const char *path, char *err, size_t errlen);

@@ -77,6 +77,12 @@ typedef struct tbon_fe_options {         /* zero-initialise: every field has a d
     const char *session_file;
     int         grace_ms;
     int         detach_ms;
+    /* 1 (or $TBON_ALLOW_FLAT=1): go on when every commnode of the topology
+     * was left out of the start-up - the front-end then holds every
+     * back-end itself. 0, the default: tbon_fe_create fails, naming the
+     * first commnode's reason (usually one mistake made everywhere: a wrong
+     * commnode path, a binary missing on the hosts). */
+    int         allow_flat;
 } tbon_fe_options_t;
 
 /* Launch the tree of topology_file (text or XML): its commnodes, and at its
@@ -146,9 +152,50 @@ int          tbon_fe_missing(tbon_net_t *net, tbon_rank_t *out, size_t cap);
  * or a negative error code. docs/fault-tolerance.md. */
 int          tbon_fe_cut_off(tbon_net_t *net, tbon_rank_t *out, size_t cap);
 
-/* Load filter func from the shared object so_path here and in every commnode.
- * Returns its id (>= TBON_FILTER_BUILTIN_COUNT) or TBON_EFILTER, with the
- * reason (dlerror's text) in tbon_net_error(net). */
+/* --- the tree's status (tbon_frontend --status) --- */
+typedef enum {
+    TBON_NODE_OK,           /* up, under the parent it started with */
+    TBON_NODE_SUSPECT,      /* silent past its heartbeat timeout, not yet confirmed */
+    TBON_NODE_ADOPTED,      /* up, under a new parent after a failure */
+    TBON_NODE_FAILED,       /* failed (confirmed, or its connection ended) */
+    TBON_NODE_MISSING,      /* left out of the start-up (tbon_fe_missing) */
+    TBON_NODE_JOINED,       /* joined the running tree */
+    TBON_NODE_LEFT,         /* a back-end that left in order */
+} tbon_node_state_t;
+
+typedef struct tbon_node_status {
+    tbon_rank_t rank;
+    tbon_rank_t parent;     /* its parent now (TBON_RANK_NONE for the FE) */
+    int         role;       /* 0 the FE, 1 a commnode, 2 a back-end */
+    tbon_node_state_t state;
+    double      since_s;    /* seconds in that state (since the tree was up, if it
+                               never changed) */
+    char        host[128];  /* as the topology names it */
+    double      rtt_ms;     /* a ping's round trip; -1: not asked, down, or no answer */
+} tbon_node_status_t;
+
+/* "ok", "suspect", "adopted", "failed", "missing", "joined", "left". */
+const char *tbon_node_state_name(tbon_node_state_t s);
+
+/* Every node of the tree, by rank (the FE first), as the front-end's events
+ * left it: writes min(cap, count) entries to out and returns the count, or
+ * a negative error code. With ping_ms > 0 every node that is not down is
+ * pinged, one after another, waiting at most ping_ms for each answer
+ * (tbon_net_ping); 0: no round trips. Costs nothing until it is called. */
+int tbon_fe_status(tbon_net_t *net, tbon_node_status_t *out, size_t cap, int ping_ms);
+
+/* Load filter func from the shared object so_path here and in every other
+ * process of the tree (commnodes, and back-ends, which keep state for an
+ * adoption), all or nothing: it returns once every live node has said
+ * whether it loaded. Returns its id (>= TBON_FILTER_BUILTIN_COUNT); or
+ * TBON_EFILTER when it cannot load here or at any node, with the reason in
+ * tbon_net_error(net): each node that failed by rank, role and host, with
+ * dlerror's text (at most three named, then "..."); TBON_ETIMEOUT if some
+ * node said nothing within 60 s (a hung node); TBON_ECLOSED. After a
+ * failure nothing may use the filter, and a later call with the same path
+ * and function tries again. A process that opened libtbon.so with
+ * RTLD_LOCAL (Python's ctypes or cffi) loads plug-ins as well as any:
+ * the library makes its own symbols global first (docs/filter-guide.md). */
 int          tbon_fe_load_filter(tbon_net_t *net, const char *so_path, const char *func);
 
 /* The communicator of every back-end (owned by net). */

@@ -37,8 +37,10 @@ int          tbon_net_backends(tbon_net_t *net, tbon_rank_t *out, size_t cap);
  * the request). *pkt is NULL unless 0 is returned. */
 int          tbon_net_recv(tbon_net_t *net, tbon_packet_t **pkt, tbon_stream_t **s, int timeout_ms);
 
-/* Send a new packet on s (downstream from the FE, upstream from a BE). Blocks
- * while the network's send queue is full (back-pressure). A back-end with
+/* Send a new packet on s (downstream from the FE, upstream from a BE), with
+ * a tag of TBON_FIRST_APP_TAG or more (a reserved tag: TBON_EINVAL, nothing
+ * sent). Blocks while the network's send queue is full (back-pressure; a
+ * tbon_net_destroy meanwhile makes it return TBON_ECLOSED). A back-end with
  * received packets not yet taken may write its answer with the ones that
  * follow (within 1 ms): docs/api.md, "When a send is written". */
 int          tbon_stream_send(tbon_stream_t *s, int tag, const char *fmt, ...);
@@ -110,11 +112,23 @@ int          tbon_net_recv_direct(tbon_net_t *net, tbon_rank_t *from, tbon_packe
  * is freed; no thread may start a call on net once the destroy has begun. */
 void         tbon_net_destroy(tbon_net_t *net);
 
+/* The session's log directory on this host: where commnodes here write
+ * commnode-RANK.log (what went wrong at a node is there, as well as on the
+ * front-end's terminal). $TBON_LOG_DIR if set, else
+ * ${TMPDIR:-/tmp}/tbon-USER-SESSION; the same name on every host, each
+ * holding its own commnodes' logs. An empty log goes when its commnode
+ * ends, and the directory when the session ends with nothing in it (one of
+ * $TBON_LOG_DIR stays). Owned by net; NULL only for a NULL net. */
+const char  *tbon_net_log_dir(tbon_net_t *net);
+
 /* The message of the last failed library call on net, whichever thread
  * made it ("" if none); with net NULL, of the last failed call made by
  * this thread (a call given no network, or one that failed before it had
- * one: tbon_fe_create, tbon_be_create). The text is copied for the caller:
- * it stays until this thread's next tbon_net_error. */
+ * one: tbon_fe_create, tbon_be_create). A packet call of this thread
+ * that failed after net's last failure (tbon_packet_unpack on a format
+ * that does not match, say) is the one net names: its message says both
+ * formats. The text is copied for the caller: it stays until this
+ * thread's next tbon_net_error. */
 const char  *tbon_net_error(const tbon_net_t *net);
 
 /* --- events --- */
@@ -178,6 +192,20 @@ typedef struct tbon_event {
 /* The next membership event seen by this process. Returns 0, TBON_ETIMEOUT or
  * TBON_ECLOSED. */
 int tbon_net_next_event(tbon_net_t *net, tbon_event_t *ev, int timeout_ms);
+
+/* A descriptor for the application's own event loop (poll, epoll, select,
+ * asyncio): readable while a call with timeout 0 would return at once -
+ * tbon_net_recv (a packet, a wave's error, a filter failure),
+ * tbon_net_next_event (an event) or tbon_net_recv_direct (a message) - and
+ * for good once the network has shut down (each then says TBON_ECLOSED).
+ * Level-triggered: it stays readable until all of those are taken, so a
+ * loop takes what each of them has with timeout 0 (an event left untaken
+ * keeps it readable). Owned by net (closed by tbon_net_destroy): only
+ * watch it, never read or close it. The same descriptor every call; a
+ * negative error code if none can be made (tbon_net_error says why).
+ * Nothing is needed to drive the network meanwhile: no thread of the
+ * application's own (docs/api.md, "An event loop of your own"). */
+int tbon_net_fd(tbon_net_t *net);
 
 /* --- membership views (docs/user-guide.md, "Membership") ---
  * The FE numbers every change of the session's membership (failures,

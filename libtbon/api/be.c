@@ -178,6 +178,7 @@ int tbon_be_membership_events(tbon_net_t *net, int on)
     if (!on)
         while (net->events.len)
             tb_ring_drop(&net->events);
+    tb_net_fd_sync(net);
     pthread_mutex_unlock(&net->mu);
     return 0;
 }

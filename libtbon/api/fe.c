@@ -1,8 +1,10 @@
 /* api/fe.c - the front-end API: launch a tree from a topology file, load
  * filters, make communicators and streams, shut the tree down */
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,8 +38,33 @@ static int is_exe(const char *p)
     return stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
 }
 
+/* PREFIX/bin/tbon_commnode when this code runs from PREFIX/lib/libtbon.so.*
+ * (an installed library, or the build tree's lib/ beside its bin/): 0 and
+ * the path in out, or -1. A program linked with libtbon.a has no such
+ * object (dladdr names the program). */
+static int beside_library(char *out, size_t len)
+{
+    Dl_info di;
+    if (!dladdr((void *)(uintptr_t)beside_library, &di) || !di.dli_fname ||
+        !strstr(di.dli_fname, "libtbon.so"))
+        return -1;
+    char lib[PATH_MAX];
+    if (!realpath(di.dli_fname, lib))
+        return -1;
+    char *slash = strrchr(lib, '/');
+    if (!slash)
+        return -1;
+    *slash = 0;                                 /* PREFIX/lib */
+    slash = strrchr(lib, '/');
+    if (!slash)
+        return -1;
+    *slash = 0;                                 /* PREFIX */
+    return snprintf(out, len, "%s/bin/tbon_commnode", lib) < (int)len && is_exe(out) ? 0 : -1;
+}
+
 /* Where tbon_commnode is: opt, conf's TBON_COMMNODE, beside this program,
- * this build's bin/, then its PATH. */
+ * beside the shared library this code is in (PREFIX/bin for PREFIX/lib),
+ * the build's bin/ (a program linked with libtbon.a), then its PATH. */
 static int find_commnode(const tb_config_t *conf, const char *opt, char *out, size_t len)
 {
     const char *env = conf->commnode;
@@ -57,6 +84,8 @@ static int find_commnode(const tb_config_t *conf, const char *opt, char *out, si
                 return 0;
         }
     }
+    if (beside_library(out, len) == 0)
+        return 0;
     snprintf(out, len, "%s/tbon_commnode", TBON_BUILD_BINDIR);
     if (is_exe(out))
         return 0;
@@ -346,6 +375,33 @@ void tb_fe_ready(tbon_net_t *net)
     TB_INFO("startup", "tree of %zu processes ready", size);
 }
 
+/* Every commnode of the topology was left out of the start-up: the FE
+ * would hold every back-end itself, one process with thousands of
+ * connections, and the usual cause is one mistake made everywhere (a wrong
+ * commnode path, a binary missing on the hosts). 1 with err saying so and
+ * the first node's reason, else 0. */
+static int every_commnode_missing(tbon_net_t *net, tbon_error_t *err)
+{
+    size_t size = tb_topology_size(net->topo), ncn = 0, nbe = 0;
+    for (tbon_rank_t r = 1; r < size; r++) {
+        int role = tb_topology_role(net->topo, r);
+        ncn += role == TB_ROLE_COMMNODE;
+        nbe += role == TB_ROLE_BE;
+    }
+    pthread_mutex_lock(&net->mu);
+    size_t gone = 0;
+    for (size_t i = 0; i < net->nmissing; i++)
+        gone += tb_topology_role(net->topo, net->missing[i]) == TB_ROLE_COMMNODE;
+    int all = ncn > 0 && gone == ncn;
+    if (all)
+        tb_error_set(err, TBON_ELAUNCH, "every commnode (%zu) failed to start, and the "
+                     "front-end would hold all %zu back-ends itself; the first: %s "
+                     "(tbon_fe_options_t.allow_flat, or TBON_ALLOW_FLAT=1, goes on without "
+                     "them)", ncn, nbe, net->first_missing[0] ? net->first_missing : "?");
+    pthread_mutex_unlock(&net->mu);
+    return all;
+}
+
 tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
                            const char *const backend_argv[], const tbon_fe_options_t *opts,
                            tbon_error_t *err)
@@ -358,6 +414,8 @@ tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
     tb_config_t conf;         /* the environment, read once: the net's */
     if (tb_config_load(&conf, err) != 0)
         return NULL;
+    if (conf.allow_flat && atoi(conf.allow_flat) > 0)
+        o.allow_flat = 1;
     tb_topology_t *topo = fe_topology(&conf, &topology_file, backend_exe, &o, err);
     char commnode[PATH_MAX];
     if (!topo || fe_commnode(&conf, topo, o.commnode_path, commnode, sizeof commnode, err)) {
@@ -412,9 +470,13 @@ tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
         return NULL;
     }
     /* The node copied the pointers in cfg; argv must live as long as it. */
-    if (!tb_fe_wait_ready(net)) {
+    int ok = tb_fe_wait_ready(net);
+    if (!ok)
         tb_error_set(err, net->fail_code ? net->fail_code : TBON_ELAUNCH, "%s",
                      net->fail_msg[0] ? net->fail_msg : "the tree did not start");
+    else if (!o.allow_flat && every_commnode_missing(net, err))
+        ok = 0;
+    if (!ok) {
         tb_cmd_t *c = tb_cmd_shutdown();
         if (c)
             tb_node_post(net->node, c);
@@ -428,6 +490,73 @@ tbon_net_t *tbon_fe_create(const char *topology_file, const char *backend_exe,
     net->argv_keep = argv;
     tb_fe_ready(net);
     return net;
+}
+
+/* How long tbon_fe_load_filter waits for every node's answer. */
+#define TB_LOAD_MS 60000
+
+/* Forget filter id (it did not load everywhere): a later load of the
+ * same path and function tries again, under a new id. */
+static void forget_filter(tbon_net_t *net, int id)
+{
+    for (size_t i = 0; i < net->nloaded; i++)
+        if (net->loaded[i].id == id) {
+            free(net->loaded[i].path);
+            free(net->loaded[i].func);
+            net->loaded[i] = net->loaded[--net->nloaded];
+            return;
+        }
+}
+
+/* The load of filter id, posted, is all or nothing: a check sent after it
+ * (tbon_fe_check_views' message) reaches each node after the load did,
+ * and each node's answer comes up after its report of a failed load
+ * (STREAM_ERR, on the same connections in order), so once the check is
+ * back every failure is here (net->lerr, cb_status). Returns id, or
+ * TBON_EFILTER naming every node that failed (rank, host, dlerror's
+ * text), or TBON_ETIMEOUT / TBON_ECLOSED. */
+static int load_everywhere(tbon_net_t *net, int id, const char *path, const char *func)
+{
+    struct timespec ts, *abs = tb_net_deadline(TB_LOAD_MS, &ts);
+    pthread_mutex_lock(&net->mu);
+    uint64_t chk = ++net->chk_next;
+    tb_cmd_t *c = tb_cmd_check(chk);
+    if (c)
+        tb_node_post(net->node, c);
+    int rc = c ? 0 : TBON_ENOMEM;
+    while (rc == 0 && net->chk_done < chk && !net->closed)
+        rc = tb_net_wait_until(net, abs) ? TBON_ETIMEOUT : 0;
+    if (rc == 0 && net->closed)
+        rc = TBON_ECLOSED;
+    char prefix[32], why[1024] = "";
+    size_t nbad = 0, at = 0;
+    int n = snprintf(prefix, sizeof prefix, "filter %d ", id);
+    for (size_t i = 0; i < net->nlerr;) {
+        if (strncmp(net->lerr[i], prefix, (size_t)n) != 0) {
+            i++;
+            continue;
+        }
+        if (nbad++ < 3 && at < sizeof why)
+            at += (size_t)snprintf(why + at, sizeof why - at, "%s%s", nbad > 1 ? "; " : "",
+                                   net->lerr[i] + n);
+        free(net->lerr[i]);
+        net->lerr[i] = net->lerr[--net->nlerr];
+    }
+    if (rc != 0 || nbad)
+        forget_filter(net, id);
+    pthread_mutex_unlock(&net->mu);
+    if (nbad)
+        return tb_net_fail(net, TBON_EFILTER, "filter \"%s\" of %s did not load on %zu "
+                           "node%s: %s%s", func, path, nbad, nbad > 1 ? "s" : "", why,
+                           nbad > 3 ? "; ..." : "");
+    if (rc == TBON_ETIMEOUT)
+        return tb_net_fail(net, rc, "filter \"%s\" of %s: not every node said whether it "
+                           "loaded within %d ms", func, path, TB_LOAD_MS);
+    if (rc == TBON_ECLOSED)
+        return tb_net_fail(net, rc, "the network has shut down");
+    if (rc)
+        return tb_net_fail(net, rc, "out of memory");
+    return id;
 }
 
 int tbon_fe_load_filter(tbon_net_t *net, const char *so_path, const char *func)
@@ -472,9 +601,14 @@ int tbon_fe_load_filter(tbon_net_t *net, const char *so_path, const char *func)
     net->loaded = nl;
     net->next_filter++;
     nl[net->nloaded++] = (struct tb_loaded){ p, f, id };
+    net->loading++;
     pthread_mutex_unlock(&net->mu);
     tb_node_post(net->node, c);
-    return id;
+    rc = load_everywhere(net, id, abs, func);
+    pthread_mutex_lock(&net->mu);
+    net->loading--;
+    pthread_mutex_unlock(&net->mu);
+    return rc;
 }
 
 tbon_comm_t *tbon_fe_broadcast_comm(tbon_net_t *net)

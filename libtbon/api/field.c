@@ -8,15 +8,18 @@
 #include <stdarg.h>
 
 #include "codec/packet_int.h"
+#include "util/error.h"
 
 int tbon_packet_unpack_field(const tbon_packet_t *p, size_t i, const char *conv, ...)
 {
     struct tb_field f;
     tbon_error_t err = { 0 };
     if (!p || !conv)
-        return TBON_EINVAL;
+        return tb_tls_fail(TB_ON_PACKET, TBON_EINVAL, "tbon_packet_unpack_field: a NULL %s",
+                           p ? "conversion" : "packet");
     if (tb_packet_get_field(p, i, &f) != 0)
-        return TBON_EFORMAT;
+        return tb_tls_fail(TB_ON_PACKET, TBON_EFORMAT, "tbon_packet_unpack_field: the packet "
+                           "(format \"%.200s\") has no field %zu", tbon_packet_format(p), i);
     tbon_packet_t *one = tb_packet_build(tbon_packet_tag(p), &f, 1, &err);
     if (!one)
         return err.code ? err.code : TBON_ENOMEM;

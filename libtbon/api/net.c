@@ -18,43 +18,6 @@
 #include "net/conn.h"
 #include "topo/reconfig.h"
 
-static __thread char tls_error[512];
-static __thread char tls_copy[512];     /* tbon_net_error(net)'s answer */
-
-int tb_net_seterr(int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(tls_error, sizeof tls_error, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-int tb_net_fail(tbon_net_t *net, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(tls_error, sizeof tls_error, fmt, ap);
-    va_end(ap);
-    if (net) {
-        pthread_mutex_lock(&net->errmu);
-        memcpy(net->last_error, tls_error, sizeof net->last_error);
-        pthread_mutex_unlock(&net->errmu);
-    }
-    return code;
-}
-
-const char *tbon_net_error(const tbon_net_t *net)
-{
-    if (!net)
-        return tls_error;
-    tbon_net_t *n = (tbon_net_t *)net;      /* the lock, not the net, changes */
-    pthread_mutex_lock(&n->errmu);
-    memcpy(tls_copy, n->last_error, sizeof tls_copy);
-    pthread_mutex_unlock(&n->errmu);
-    return tls_copy;
-}
-
 size_t tb_net_pkt_size(const tbon_packet_t *p)
 {
     if (!p)
@@ -83,6 +46,7 @@ tbon_net_t *tb_net_alloc(int is_fe)
     n->next_stream = 1;
     n->next_filter = TBON_FILTER_BUILTIN_COUNT;
     n->view_version = 1;      /* the tree as it started (ft/view.c) */
+    n->evfd = -1;
     return n;
 }
 
@@ -159,6 +123,7 @@ TB_HOT tb_dent_t *tb_net_queue_locked(tbon_net_t *net, tbon_stream_t *s)
         return NULL;
     e->seq = ++net->seq;
     *(tb_rent_t *)tb_ring_push(&net->arrived) = (tb_rent_t){ s->id, e->seq };
+    net->nqueued++;
     return e;
 }
 
@@ -229,6 +194,7 @@ TB_HOT static tbon_packet_t *pop_locked(tbon_net_t *net, tbon_stream_t *s, int *
         s->idx = 0;
     }
     tb_ring_drop(&s->q);
+    net->nqueued--;
     net->app_bytes -= tb_net_pkt_size(p);
     return p;
 }
@@ -343,8 +309,10 @@ TB_HOT static void exec_or_post(tbon_net_t *net, tb_cmd_t *c, int hold)
         tb_node_exec_held(net->node, c);
     else
         tb_node_exec(net->node, c);
-    /* Back-pressure: while the way up is full, wait for it here. */
-    while (tb_node_backlog(net->node) > TB_APP_HIGH && !tb_node_stopped(net->node))
+    /* Back-pressure: while the way up is full, wait for it here (a
+     * destroy wakes the loop: tb_node_release_waiters). */
+    while (tb_node_backlog(net->node) > TB_APP_HIGH && !tb_node_stopped(net->node) &&
+           !atomic_load(&net->destroying))
         tb_node_step(net->node, -1);
     pthread_mutex_lock(&net->mu);
     release(net);
@@ -374,13 +342,14 @@ int tb_net_wait_dlog(tbon_net_t *net)
     if (!net->inline_node)
         return tb_node_wait_dlog(net->node);
     pthread_mutex_lock(&net->mu);
-    while (tb_node_dlog_full(net->node) && !tb_node_stopped(net->node)) {
+    while (tb_node_dlog_full(net->node) && !tb_node_stopped(net->node) &&
+           !atomic_load(&net->destroying)) {
         if (net->driving)
             tb_net_wait_until(net, NULL);
         else
             drive(net, -1);
     }
-    int rc = tb_node_stopped(net->node) ? TBON_ECLOSED : 0;
+    int rc = tb_node_stopped(net->node) || atomic_load(&net->destroying) ? TBON_ECLOSED : 0;
     pthread_mutex_unlock(&net->mu);
     return rc;
 }
@@ -459,6 +428,7 @@ TB_HOT static int recv_inner(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t
             if (sout)
                 *sout = best;
             maybe_resume(net);
+            tb_net_fd_sync(net);
             if (held)
                 release(net);
             pthread_mutex_unlock(&net->mu);
@@ -487,6 +457,7 @@ TB_HOT static int recv_inner(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t
                         net->streams[i]->error = 0;
             }
             tb_net_fail(net, TBON_EFILTER, "%s", net->error_msg);
+            tb_net_fd_sync(net);
             if (held)
                 release(net);
             pthread_mutex_unlock(&net->mu);
@@ -507,15 +478,7 @@ TB_HOT static int recv_inner(tbon_net_t *net, tbon_stream_t *only, tbon_packet_t
     return tb_net_fail(net, TBON_ETIMEOUT, "nothing received within %d ms", timeout_ms);
 }
 
-/* A receive's way in and out (net->inside, an atomic): tbon_net_destroy
- * wakes every thread inside one (net->closed: TBON_ECLOSED) and waits for
- * it to leave before it frees what the thread uses. */
-static void call_enter(tbon_net_t *net)
-{
-    atomic_fetch_add(&net->inside, 1);
-}
-
-static int call_leave(tbon_net_t *net, int rc)
+int tb_net_call_leave(tbon_net_t *net, int rc)
 {
     if (atomic_load(&net->destroying)) {
         pthread_mutex_lock(&net->mu);           /* the destroy waits on cond */
@@ -535,8 +498,8 @@ TB_HOT static int recv_common(tbon_net_t *net, tbon_stream_t *only, tbon_packet_
 {
     if (!net)
         return recv_inner(net, only, pkt, sout, timeout_ms);
-    call_enter(net);
-    return call_leave(net, recv_inner(net, only, pkt, sout, timeout_ms));
+    tb_net_call_enter(net);
+    return tb_net_call_leave(net, recv_inner(net, only, pkt, sout, timeout_ms));
 }
 
 TB_HOT int tbon_net_recv(tbon_net_t *net, tbon_packet_t **pkt, tbon_stream_t **s, int timeout_ms)
@@ -590,8 +553,8 @@ int tbon_net_recv_direct(tbon_net_t *net, tbon_rank_t *from, tbon_packet_t **pkt
 {
     if (!net)
         return recv_direct(net, from, pkt, timeout_ms);
-    call_enter(net);
-    return call_leave(net, recv_direct(net, from, pkt, timeout_ms));
+    tb_net_call_enter(net);
+    return tb_net_call_leave(net, recv_direct(net, from, pkt, timeout_ms));
 }
 
 static int recv_direct(tbon_net_t *net, tbon_rank_t *from, tbon_packet_t **pkt,
@@ -608,6 +571,7 @@ static int recv_direct(tbon_net_t *net, tbon_rank_t *from, tbon_packet_t **pkt,
         if (from)
             *from = m->from;
         tb_ring_drop(&net->direct);
+        tb_net_fd_sync(net);
         atomic_fetch_sub(&net->direct_bytes, tb_net_pkt_size(*pkt));
         if (net->direct_resume && atomic_load(&net->direct_bytes) < TB_APP_LOW) {
             net->direct_resume = 0;
@@ -646,8 +610,8 @@ int tbon_net_ping(tbon_net_t *net, tbon_rank_t rank, int timeout_ms, double *rtt
 {
     if (!net)
         return ping(net, rank, timeout_ms, rtt_ms, route, cap, nroute);
-    call_enter(net);
-    return call_leave(net, ping(net, rank, timeout_ms, rtt_ms, route, cap, nroute));
+    tb_net_call_enter(net);
+    return tb_net_call_leave(net, ping(net, rank, timeout_ms, rtt_ms, route, cap, nroute));
 }
 
 static int ping(tbon_net_t *net, tbon_rank_t rank, int timeout_ms, double *rtt_ms,
@@ -711,6 +675,7 @@ int tbon_stream_close(tbon_stream_t *s)
     while (s->q.len)
         tbon_packet_unref(pop_locked(net, s, NULL, NULL, 0));
     maybe_resume(net);
+    tb_net_fd_sync(net);
     pthread_cond_broadcast(&net->cond);     /* a receiver waiting on it */
     pthread_mutex_unlock(&net->mu);
     tb_cmd_t *c = tb_cmd_stream_end(s->id);
@@ -720,11 +685,13 @@ int tbon_stream_close(tbon_stream_t *s)
     return 0;
 }
 
-TB_HOT int tbon_stream_send_packet(tbon_stream_t *s, tbon_packet_t *p)
+TB_HOT static int send_packet(tbon_stream_t *s, tbon_packet_t *p)
 {
-    if (!s || !p)
-        return tb_net_fail(s ? s->net : NULL, TBON_EINVAL, "NULL argument");
     tbon_net_t *net = s->net;
+    if (tbon_packet_tag(p) < TBON_FIRST_APP_TAG)
+        return tb_net_fail(net, TBON_EINVAL, "tag %d is reserved (an application's tags start "
+                           "at %d): not sent on stream %u", tbon_packet_tag(p),
+                           TBON_FIRST_APP_TAG, s->id);
     if (atomic_load(&s->closed))
         return tb_net_fail(net, TBON_ECLOSED, "stream %u was closed", s->id);
     if (!net->inline_node && tb_node_wait_backlog(net->node, 0))
@@ -752,6 +719,15 @@ TB_HOT int tbon_stream_send_packet(tbon_stream_t *s, tbon_packet_t *p)
     return 0;
 }
 
+/* (A send may wait for back-pressure: a destroy wakes it.) */
+TB_HOT int tbon_stream_send_packet(tbon_stream_t *s, tbon_packet_t *p)
+{
+    if (!s || !p)
+        return tb_net_fail(s ? s->net : NULL, TBON_EINVAL, "NULL argument");
+    tb_net_call_enter(s->net);
+    return tb_net_call_leave(s->net, send_packet(s, p));
+}
+
 TB_HOT int tbon_stream_send(tbon_stream_t *s, int tag, const char *fmt, ...)
 {
     if (!s || !fmt)
@@ -768,22 +744,30 @@ TB_HOT int tbon_stream_send(tbon_stream_t *s, int tag, const char *fmt, ...)
     return rc;
 }
 
-int tbon_stream_flush(tbon_stream_t *s)
+static int flush(tbon_stream_t *s)
 {
-    if (!s)
-        return tb_net_fail(s ? s->net : NULL, TBON_EINVAL, "NULL stream");
     tbon_net_t *net = s->net;
     if (!net->inline_node)
         return tb_node_wait_backlog(net->node, 1);
     pthread_mutex_lock(&net->mu);
-    while (tb_node_backlog(net->node) > 0 && !tb_node_stopped(net->node)) {
+    while (tb_node_backlog(net->node) > 0 && !tb_node_stopped(net->node) &&
+           !atomic_load(&net->destroying)) {
         if (net->driving)
             tb_net_wait_until(net, NULL);
         else
             drive(net, -1);
     }
+    int rc = atomic_load(&net->destroying) ? TBON_ECLOSED : 0;
     pthread_mutex_unlock(&net->mu);
-    return 0;
+    return rc;
+}
+
+int tbon_stream_flush(tbon_stream_t *s)
+{
+    if (!s)
+        return tb_net_fail(NULL, TBON_EINVAL, "NULL stream");
+    tb_net_call_enter(s->net);
+    return tb_net_call_leave(s->net, flush(s));
 }
 
 uint32_t tbon_stream_id(const tbon_stream_t *s)
@@ -919,8 +903,8 @@ int tbon_net_next_event(tbon_net_t *net, tbon_event_t *ev, int timeout_ms)
 {
     if (!net)
         return next_event(net, ev, timeout_ms);
-    call_enter(net);
-    return call_leave(net, next_event(net, ev, timeout_ms));
+    tb_net_call_enter(net);
+    return tb_net_call_leave(net, next_event(net, ev, timeout_ms));
 }
 
 static int next_event(tbon_net_t *net, tbon_event_t *ev, int timeout_ms)
@@ -934,6 +918,7 @@ static int next_event(tbon_net_t *net, tbon_event_t *ev, int timeout_ms)
         if (net->events.len) {
             *ev = *(tbon_event_t *)tb_ring_at(&net->events, 0);
             tb_ring_drop(&net->events);
+            tb_net_fd_sync(net);
             rc = 0;
             break;
         }
@@ -976,11 +961,13 @@ static void wake_receivers(tbon_net_t *net)
     pthread_mutex_lock(&net->mu);
     atomic_store(&net->destroying, 1);
     net->closed = 1;
+    tb_net_fd_sync(net);
     while (atomic_load(&net->inside) > 0) {
         pthread_cond_broadcast(&net->cond);
         pthread_cond_broadcast(&net->ev_cond);
         if (net->node)
-            tb_node_wake(net->node);
+            tb_node_release_waiters(net->node);     /* senders held back, and
+                                                       a driver in its loop */
         struct timespec ts;
         tb_net_wait_until(net, tb_net_deadline(20, &ts));   /* call_leave says */
     }
@@ -1011,8 +998,13 @@ void tbon_net_destroy(tbon_net_t *net)
         tb_node_arm(net->node, 0);
         tb_kicker_stop(k);
     }
+    uint64_t session = net->node ? tb_node_session_id(net->node) : 0;
     tb_node_destroy(net->node);
     tb_kicker_destroy(k);       /* after its EDS thread has ended */
+    /* The FE ends the session: its log directory here goes if nothing was
+     * logged (the commnodes took their empty logs with them). */
+    if (net->is_fe && net->node)
+        tb_log_drop_session_dir(&net->conf, session, NULL);
     tb_net_free(net);
     tb_big_trim();              /* the large buffers kept for reuse */
 }
@@ -1061,11 +1053,34 @@ void tb_net_free(tbon_net_t *net)
         free(net->loaded[i].func);
     }
     free(net->loaded);
+    for (size_t i = 0; i < net->nlerr; i++)
+        free(net->lerr[i]);
+    free(net->lerr);
+    free(net->nstat);
     free((void *)net->argv_keep);
     tb_topology_destroy(net->topo);
     pthread_mutex_destroy(&net->mu);
     pthread_mutex_destroy(&net->errmu);
     pthread_cond_destroy(&net->cond);
     pthread_cond_destroy(&net->ev_cond);
+    tb_net_fd_close(net);
     free(net);
+}
+
+const char *tbon_net_log_dir(tbon_net_t *net)
+{
+    if (!net || !net->node) {
+        tb_net_fail(net, TBON_EINVAL, "tbon_net_log_dir needs a network");
+        return NULL;
+    }
+    pthread_mutex_lock(&net->mu);
+    if (!net->log_dir[0] && tb_log_session_path(&net->conf, tb_node_session_id(net->node),
+                                                net->log_dir, sizeof net->log_dir) != 0)
+        net->log_dir[0] = 0;
+    pthread_mutex_unlock(&net->mu);
+    if (!net->log_dir[0]) {
+        tb_net_fail(net, TBON_EIO, "the log directory's path is too long");
+        return NULL;
+    }
+    return net->log_dir;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/clock.h"
 #include "util/error.h"
 #include "util/log.h"
 #include <unistd.h>
@@ -41,6 +42,7 @@ TB_HOT static void cb_deliver(void *arg, uint32_t stream, tbon_packet_t *p, uint
     }
     *e = (tb_dent_t){ p, e->seq, q, 0, NULL };
     net->app_bytes += tb_net_pkt_size(p);
+    tb_net_fd_sync(net);
     pthread_cond_broadcast(&net->cond);
     pthread_mutex_unlock(&net->mu);
 }
@@ -55,6 +57,7 @@ static void cb_wave_error(void *arg, uint32_t stream, uint64_t q, int code, cons
     tb_dent_t *e = s && !atomic_load(&s->closed) ? tb_net_queue_locked(net, s) : NULL;
     if (e) {
         *e = (tb_dent_t){ NULL, e->seq, q, code, msg ? strdup(msg) : NULL };
+        tb_net_fd_sync(net);
         pthread_cond_broadcast(&net->cond);
     }
     pthread_mutex_unlock(&net->mu);
@@ -67,6 +70,7 @@ static void cb_status(void *arg, int what, int code, const char *msg)
     switch (what) {
     case TB_NODE_READY:
         net->ready = 1;
+        net->ready_ms = tb_now_ms();
         break;
     case TB_NODE_FAILED:
         if (!net->failed) {
@@ -89,6 +93,9 @@ static void cb_status(void *arg, int what, int code, const char *msg)
     case TB_NODE_MISSING: {
         /* Kept in rank order (tbon_fe_missing). */
         tbon_rank_t r = (tbon_rank_t)code;
+        tb_fe_status_note(net, r, -1);
+        if (!net->first_missing[0] && msg)
+            snprintf(net->first_missing, sizeof net->first_missing, "%s", msg);
         if (TB_ARRAY_ROOM(net->missing, net->nmissing, net->capmissing, 16))
             break;
         size_t k = net->nmissing;
@@ -102,6 +109,19 @@ static void cb_status(void *arg, int what, int code, const char *msg)
         break;
     }
     case TB_NODE_STREAM_ERROR: {
+        if (code == 0 && net->loading && !strncmp(msg, "filter ", 7)) {
+            /* a node's failed load, for the tbon_fe_load_filter that waits */
+            char **v = realloc(net->lerr, (net->nlerr + 1) * sizeof *v);
+            char *m = strdup(msg);
+            if (v && m) {
+                net->lerr = v;
+                v[net->nlerr++] = m;
+                break;
+            }
+            if (v)
+                net->lerr = v;
+            free(m);
+        }
         tbon_stream_t *s = tb_net_stream_locked(net, (uint32_t)code, 0);
         if (s)
             s->error = 1;
@@ -110,6 +130,7 @@ static void cb_status(void *arg, int what, int code, const char *msg)
         break;
     }
     }
+    tb_net_fd_sync(net);
     pthread_cond_broadcast(&net->cond);
     pthread_mutex_unlock(&net->mu);
 }
@@ -158,6 +179,7 @@ static void cb_event(void *arg, const tbon_event_t *ev)
 {
     tbon_net_t *net = arg;
     pthread_mutex_lock(&net->mu);
+    tb_fe_status_note(net, ev->rank, (int)ev->type);
     if (ev->type == TBON_EV_NODE_ADOPTED && ev->parent == 0 && net->nrwait) {
         /* A child of the old FE, adopted by us: the reattach's own work
          * (tbon_fe_reattach waits for it), not news for the application. */
@@ -201,6 +223,7 @@ static void cb_event(void *arg, const tbon_event_t *ev)
     tbon_event_t *e = tb_ring_push(&net->events);
     if (e)
         *e = *ev;
+    tb_net_fd_sync(net);
     /* tbon_net_next_event's waiters only: no call waits on net->cond for
      * the topology (the attributes' waiters are woken by
      * tb_net_attrs_changed_locked), and a receiver woken for every event
@@ -251,8 +274,10 @@ static void cb_view(void *arg, uint64_t version, const tb_vchange_t *ch, size_t 
                            c->rank, c->parent, c->host, c->lid, c->inc);
     }
     net->view_version = version;
-    if (!net->is_fe && net->be_events && be_events(net, version, ch, n))
+    if (!net->is_fe && net->be_events && be_events(net, version, ch, n)) {
+        tb_net_fd_sync(net);
         pthread_cond_broadcast(&net->ev_cond);
+    }
     pthread_mutex_unlock(&net->mu);     /* else nobody waits for a view: no wake-up */
 }
 
@@ -285,6 +310,7 @@ static void cb_stable(void *arg, uint64_t version)
         if (e) {
             *e = (tbon_event_t){ .type = TBON_EV_VIEW_STABLE, .rank = TBON_RANK_NONE,
                                  .parent = TBON_RANK_NONE, .view_version = version };
+            tb_net_fd_sync(net);
             pthread_cond_broadcast(&net->ev_cond);
         }
     }
@@ -340,6 +366,7 @@ static void cb_direct(void *arg, tbon_rank_t from, tbon_packet_t *p)
     } else {
         tbon_packet_unref(p);
     }
+    tb_net_fd_sync(net);
     pthread_cond_broadcast(&net->cond);
     pthread_mutex_unlock(&net->mu);
 }

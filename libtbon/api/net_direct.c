@@ -99,7 +99,9 @@ static int vsend(tbon_net_t *net, const tbon_rank_t *to, size_t n, uint32_t flag
     }
     if (n)
         memcpy(dst, to, n * sizeof *dst);
-    return submit(net, dst, n, flags, p);
+    /* (it may wait for the window: a destroy wakes it) */
+    tb_net_call_enter(net);
+    return tb_net_call_leave(net, submit(net, dst, n, flags, p));
 }
 
 int tbon_net_send_to(tbon_net_t *net, tbon_rank_t to, int tag, const char *fmt, ...)

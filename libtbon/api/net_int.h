@@ -165,7 +165,50 @@ struct tbon_net {
     size_t         nrwait;
     unsigned       burst;          /* messages sent since a receiver's last turn
                                       (tb_net_submit_burst) */
+    /* tbon_net_fd (net_fd.c): an eventfd, readable while something waits
+     * to be taken (-1 until asked for; set once, under mu), and whether
+     * it is readable now */
+    int            evfd;
+    int            evfd_on;
+    size_t         nqueued;        /* entries on every stream's queue */
+    char           log_dir[4096];  /* tbon_net_log_dir's answer, once asked */
+    /* FE: each node's state for tbon_fe_status (fe_status.c), by rank, and
+     * when the tree was ready (tb_now_ms) */
+    struct tb_nstat *nstat;
+    size_t         nnstat;
+    int64_t        ready_ms;
+    /* (Added at the end, so that the fields above keep their places.) */
+    char           first_missing[512];  /* FE: the first node left out: why */
+    uint64_t       last_seq;       /* last_error's place among failures (util/error.h) */
+    int            loading;        /* FE: tbon_fe_load_filter calls waiting */
+    char         **lerr;           /* while they wait: the nodes' failed loads
+                                      ("filter ID did not load at ...") */
+    size_t         nlerr;
 };
+
+/* FE, with mu held: node r's state changes with event type what
+ * (TBON_EV_*; -1: it was left out of the start-up). */
+void tb_fe_status_note(tbon_net_t *net, tbon_rank_t r, int what);
+
+/* A blocking call's way in and out (net->inside, an atomic):
+ * tbon_net_destroy wakes every thread inside one (net->closed:
+ * TBON_ECLOSED) and waits for it to leave before it frees what the thread
+ * uses. tb_net_call_leave returns rc. */
+static inline void tb_net_call_enter(tbon_net_t *net)
+{
+    atomic_fetch_add(&net->inside, 1);
+}
+int tb_net_call_leave(tbon_net_t *net, int rc);
+
+/* tbon_net_fd's descriptor follows what is waiting to be taken (with mu
+ * held, after any change to it): nothing to do until it was asked for. */
+void tb_net_fd_update(tbon_net_t *net);
+void tb_net_fd_close(tbon_net_t *net);
+static inline void tb_net_fd_sync(tbon_net_t *net)
+{
+    if (net->evfd >= 0)
+        tb_net_fd_update(net);
+}
 
 /* A back-end's node while nobody drives it (kick.c): a thread that runs a
  * turn when node's loop has something; armed (any thread) while no

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "util/bigmem.h"
+#include "util/error.h"
 
 /* Up to this many strings and arrays are tracked on the stack. */
 #define STACK_BUFS 32
@@ -157,9 +158,12 @@ TB_HOT int tbon_packet_vunpack(const tbon_packet_t *p, const char *fmt, va_list 
     int rc = 0;
 
     if (!p || !fmt)
-        return TBON_EINVAL;
+        return tb_tls_fail(TB_ON_PACKET, TBON_EINVAL, "tbon_packet_unpack: a NULL %s",
+                           p ? "format" : "packet");
     if (!tb_packet_format_matches(p, fmt))
-        return TBON_EFORMAT;
+        return tb_tls_fail(TB_ON_PACKET, TBON_EFORMAT, "tbon_packet_unpack: format \"%.200s\" "
+                           "does not match the packet's \"%.200s\" (tag %d)", fmt,
+                           tbon_packet_format(p), tbon_packet_tag(p));
     /* All copies are made before any output is written, so a failure leaves
      * the caller's variables as they were. */
     for (size_t i = 0; i < p->nfields; i++)
@@ -181,6 +185,8 @@ TB_HOT int tbon_packet_vunpack(const tbon_packet_t *p, const char *fmt, va_list 
 out:
     if (bufs != stack_bufs)
         free(bufs);
+    if (rc)
+        tb_tls_fail(TB_ON_PACKET, rc, "tbon_packet_unpack: out of memory copying a field out");
     return rc;
 }
 

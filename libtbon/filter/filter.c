@@ -19,9 +19,34 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A plug-in calls the library (tbon_filter_error, tbon_packet_*). A
+ * process that loaded libtbon.so with RTLD_LOCAL - Python's ctypes and
+ * cffi, a tool's own dlopen - keeps those symbols out of the global scope,
+ * and the plug-in's dlopen failed with "undefined symbol". Opening the
+ * library again with RTLD_NOLOAD | RTLD_GLOBAL promotes the copy already
+ * loaded to the global scope (nothing new is loaded). A program linked
+ * with libtbon.a exports them itself (-rdynamic, the Makefile); there
+ * dladdr names the program, and nothing is done. */
+static pthread_once_t promote_once = PTHREAD_ONCE_INIT;
+
+static void promote_self(void)
+{
+    Dl_info di;
+    if (!dladdr((void *)(uintptr_t)promote_self, &di) || !di.dli_fname ||
+        !strstr(di.dli_fname, "libtbon.so"))
+        return;
+    void *self = dlopen(di.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+    if (self)
+        dlclose(self);      /* the promotion stays; the count is as it was */
+    else
+        TB_WARN("filter", "cannot make %s's symbols global for plug-ins: %s", di.dli_fname,
+                dlerror());
+}
 
 /* Ids come from the FE over the wire to commnodes: bound them so a bad id
  * cannot make the registry allocate an enormous table. */
@@ -219,6 +244,7 @@ int tb_filter_reg_load(tb_filter_reg_t *r, const char *so_path, const char *func
                             "id %d: that id is filter \"%s\" of %s", so_path, func,
                             id, r->v[id]->name, r->v[id]->path);
 
+    pthread_once(&promote_once, promote_self);
     if (!(dl = dlopen(so_path, RTLD_NOW | RTLD_LOCAL))) {
         why = dlerror();
         return tb_error_set(err, TBON_EFILTER, "%s: cannot load filter \"%s\": %s",

@@ -380,6 +380,9 @@ void tb_node_wake(tb_node_t *n);
 void tb_node_queue(tb_node_t *n, tb_cmd_t *cmd);
 void tb_cmd_free(tb_cmd_t *c);
 
+/* The session's id (the log directory's name, util/log.h). */
+uint64_t tb_node_session_id(const tb_node_t *n);
+
 /* Back-pressure for application senders: block while the node's outgoing
  * backlog is above its high-water mark (flush: until it is empty), or until
  * the node is closed. Returns 0 or TBON_ECLOSED. Any thread but the reactor. */
@@ -395,6 +398,10 @@ void tb_dlog_window_add(tb_node_t *n, size_t bytes);
 /* Wait until they are not, or the node closed (TBON_ECLOSED); any thread
  * of a node with a reactor thread of its own. */
 int tb_node_wait_dlog(tb_node_t *n);
+/* The network is being destroyed: every sender waiting in the two calls
+ * above returns TBON_ECLOSED, and none waits from now on; a thread
+ * driving an inline node is woken in its loop (tb_node_wake). */
+void tb_node_release_waiters(tb_node_t *n);
 
 
 /* The event connection fd to the parent (taken over) goes to the event

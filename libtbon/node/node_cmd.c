@@ -395,13 +395,13 @@ TB_HOT int tb_node_wait_backlog(tb_node_t *n, int flush)
     size_t limit = flush ? 0 : TB_HWM;
     pthread_mutex_lock(&n->qmu);
     atomic_fetch_add(&n->waiters, 1);
-    while (!atomic_load(&n->closed) &&
+    while (!atomic_load(&n->closed) && !atomic_load(&n->released) &&
            atomic_load(&n->pending) + atomic_load(&n->queued) > limit)
         pthread_cond_wait(&n->bcond, &n->qmu);
     atomic_fetch_sub(&n->waiters, 1);
-    int closed = atomic_load(&n->closed);
+    int closed = atomic_load(&n->closed), released = atomic_load(&n->released);
     pthread_mutex_unlock(&n->qmu);
-    return closed && !flush ? TBON_ECLOSED : 0;
+    return (closed && !flush) || released ? TBON_ECLOSED : 0;
 }
 
 int tb_node_dlog_full(const tb_node_t *n)
@@ -413,12 +413,21 @@ int tb_node_wait_dlog(tb_node_t *n)
 {
     pthread_mutex_lock(&n->qmu);
     atomic_fetch_add(&n->waiters, 1);
-    while (!atomic_load(&n->closed) && tb_node_dlog_full(n))
+    while (!atomic_load(&n->closed) && !atomic_load(&n->released) && tb_node_dlog_full(n))
         pthread_cond_wait(&n->bcond, &n->qmu);
     atomic_fetch_sub(&n->waiters, 1);
-    int closed = atomic_load(&n->closed);
+    int closed = atomic_load(&n->closed) || atomic_load(&n->released);
     pthread_mutex_unlock(&n->qmu);
     return closed ? TBON_ECLOSED : 0;
+}
+
+void tb_node_release_waiters(tb_node_t *n)
+{
+    pthread_mutex_lock(&n->qmu);
+    atomic_store(&n->released, 1);
+    pthread_cond_broadcast(&n->bcond);
+    pthread_mutex_unlock(&n->qmu);
+    tb_loop_wake(n->loop);
 }
 
 int tb_node_child_index(const tb_node_t *n, tbon_rank_t r)
@@ -441,3 +450,8 @@ int tb_node_child_index(const tb_node_t *n, tbon_rank_t r)
     return -1;
 }
 
+
+uint64_t tb_node_session_id(const tb_node_t *n)
+{
+    return n->cfg.session.id;
+}

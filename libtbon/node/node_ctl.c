@@ -100,9 +100,12 @@ static void ctl_down(tb_node_t *n, const tb_ctl_msg_t *m, tbon_packet_t *p)
         const tb_ctl_filter_t *f = &m->u.filter;
         tbon_error_t err;
         if (tb_filter_reg_load(n->filters, f->path, f->func, f->id, &err) < 0) {
-            char msg[600];
-            snprintf(msg, sizeof msg, "rank %u (%s): %s", n->rank, tb_role_name(n->role),
-                     err.msg);
+            char msg[800], host[256] = "";
+            if (gethostname(host, sizeof host - 1) != 0)
+                snprintf(host, sizeof host, "?");
+            /* "filter ID ": what tbon_fe_load_filter, waiting, looks for */
+            snprintf(msg, sizeof msg, "filter %d did not load at rank %u (%s on %s): %s", f->id,
+                     n->rank, tb_role_name(n->role), host, err.msg);
             TB_ERROR("filter", "%s", msg);
             tb_node_send_ctl(n, n->parent, TB_CTL_STREAM_ERR,
                              tb_ctl_stream_err_encode(&(tb_ctl_stream_err_t){ 0, msg }));

@@ -365,6 +365,8 @@ struct tb_node {
                                  Nth message it passes on (0: none; -1: not
                                  read yet) */
     uint64_t   drop_passed;
+    atomic_int released;      /* tb_node_release_waiters: no sender waits any
+                                 more (read under qmu by senders, as closed) */
 };
 
 /* node_session.c: the FE's session file written again (the tree is up, its

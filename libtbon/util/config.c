@@ -21,6 +21,7 @@ static const struct {
     VAR("TBON_RSH", rsh),
     VAR("TBON_SSH_MUX", ssh_mux),
     VAR("TBON_COMMNODE", commnode),
+    VAR("TBON_ALLOW_FLAT", allow_flat),
     VAR("TBON_FE_HOST", fe_host),
     VAR("TBON_IFACE", iface),
     VAR("TBON_SRUN", srun),

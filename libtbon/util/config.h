@@ -42,6 +42,7 @@ typedef struct tb_config {
     const char *rsh;                    /* TBON_RSH */
     const char *ssh_mux;                /* TBON_SSH_MUX */
     const char *commnode;               /* TBON_COMMNODE */
+    const char *allow_flat;             /* TBON_ALLOW_FLAT */
     const char *fe_host;                /* TBON_FE_HOST */
     const char *iface;                  /* TBON_IFACE */
     const char *srun;                   /* TBON_SRUN */

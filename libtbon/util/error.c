@@ -2,6 +2,7 @@
 #include "util/error.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 const char *tbon_strerror(int code)
@@ -44,4 +45,37 @@ void tb_error_clear(tbon_error_t *err)
         err->code = TBON_OK;
         err->msg[0] = '\0';
     }
+}
+
+static _Atomic uint64_t fail_seq;
+static __thread struct {
+    char msg[512];
+    const void *net;
+    uint64_t seq;
+} tls_fail;
+
+int tb_tls_vfail(const void *net, int code, const char *fmt, va_list ap)
+{
+    vsnprintf(tls_fail.msg, sizeof tls_fail.msg, fmt, ap);
+    tls_fail.net = net;
+    tls_fail.seq = atomic_fetch_add(&fail_seq, 1) + 1;
+    return code;
+}
+
+int tb_tls_fail(const void *net, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    tb_tls_vfail(net, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *tb_tls_error(const void **net, uint64_t *seq)
+{
+    if (net)
+        *net = tls_fail.net;
+    if (seq)
+        *seq = tls_fail.seq;
+    return tls_fail.msg;
 }

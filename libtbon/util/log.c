@@ -283,6 +283,31 @@ static int make_dirs(const char *path)
     return stat(tmp, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
 }
 
+int tb_log_session_path(const tb_config_t *conf, uint64_t session, char *out, size_t outlen)
+{
+    const char *dir = conf ? conf->log_dir : NULL;
+    if (dir && *dir)
+        return snprintf(out, outlen, "%s", dir) < (int)outlen ? 0 : TBON_EIO;
+    const char *tmp = conf ? conf->tmpdir : NULL;
+    char user[256];
+    user_name(conf ? conf->user : NULL, user, sizeof user);
+    int n = snprintf(out, outlen, "%s/tbon-%s-%016llx", tmp && *tmp ? tmp : "/tmp",
+                     user, (unsigned long long)session);
+    return n < 0 || (size_t)n >= outlen ? TBON_EIO : 0;
+}
+
+void tb_log_drop_session_dir(const tb_config_t *conf, uint64_t session, const char *own_log)
+{
+    struct stat st;
+    if (own_log && stat(own_log, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
+        unlink(own_log);
+    char path[4096];
+    if ((conf && conf->log_dir && *conf->log_dir) ||
+        tb_log_session_path(conf, session, path, sizeof path) != 0)
+        return;
+    rmdir(path);            /* fails, as it should, unless it is empty */
+}
+
 int tb_log_session_dir(const tb_config_t *conf, uint64_t session, char *out, size_t outlen)
 {
     const char *dir = conf ? conf->log_dir : NULL;
@@ -299,12 +324,7 @@ int tb_log_session_dir(const tb_config_t *conf, uint64_t session, char *out, siz
         }
         return 0;
     }
-    const char *tmp = conf ? conf->tmpdir : NULL;
-    char user[256];
-    user_name(conf ? conf->user : NULL, user, sizeof user);
-    int n = snprintf(out, outlen, "%s/tbon-%s-%016llx", tmp && *tmp ? tmp : "/tmp",
-                     user, (unsigned long long)session);
-    if (n < 0 || (size_t)n >= outlen)
+    if (tb_log_session_path(conf, session, out, outlen) != 0)
         return TBON_EIO;
     if (mkdir(out, 0700) == 0)
         return 0;

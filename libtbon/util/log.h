@@ -24,6 +24,13 @@ int tb_log_to_file(const char *path);
  * missing. conf NULL: nothing set. Writes the path into out. Returns 0 or
  * TBON_EIO. */
 int tb_log_session_dir(const tb_config_t *conf, uint64_t session, char *out, size_t outlen);
+/* Its path alone (nothing created): 0, or TBON_EIO when it does not fit. */
+int tb_log_session_path(const tb_config_t *conf, uint64_t session, char *out, size_t outlen);
+/* At a process's end: its own log file (own_log, or NULL) goes if nothing
+ * was written to it, and the default directory if that left it empty (a
+ * session with nothing to log leaves nothing behind; the last process of
+ * the session on a host removes it). A TBON_LOG_DIR of the user's stays. */
+void tb_log_drop_session_dir(const tb_config_t *conf, uint64_t session, const char *own_log);
 
 /* Write all of buf to fd, a stderr or a log file (one write() unless the
  * kernel takes less). One that is gone - a pipe whose reader died, such as

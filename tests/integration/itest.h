@@ -67,6 +67,7 @@ enum {
     IT_TAG_DMSG   = 150,  /* the messages of the three above */
     IT_TAG_DMARK  = 151,  /* their markers */
     IT_TAG_AWAY   = 124,  /* "%ud %ud" pre post -> "%ld" 1 after pre ms; then away post ms */
+    IT_TAG_SINK   = 125,  /* anything -> nothing: taken and dropped */
 };
 
 #define IT_NTYPES 10

@@ -57,6 +57,11 @@
  *                         sleeps there, tbon_net_destroy, and DIR/waiter.RANK
  *                         gets "RC MS": what its wait returned, and how long
  *                         after the destroy began
+ *   --fd                  wait in poll on tbon_net_fd, then take with timeout 0
+ *                         (for stream requests only: messages and events
+ *                         left untaken would keep the descriptor readable);
+ *                         with --marker, DIR/closed.RANK holds how many times
+ *                         poll said readable and nothing was there
  * On TBON_ECLOSED from tbon_net_recv: tbon_net_destroy and exit 0.
  * Exit status: 0 closed, 3 die-at-start, 4 receive error, 5 join failed,
  * 6 hang expired.
@@ -67,6 +72,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -455,6 +461,8 @@ static int handle(tbon_packet_t *p, tbon_stream_t *s, int argc, char **argv)
         free(name);
         return tbon_stream_send(s, tag, "%s", v ? v : "(unset)");
     }
+    case IT_TAG_SINK:
+        return 0;
     case IT_TAG_ARGV:
         return tbon_stream_send(s, tag, "%as", (const char *const *)(argv + 1),
                                 (size_t)(argc - 1));
@@ -559,6 +567,25 @@ static void destroy_waiting(tbon_net_t *net, const char *dir)
     }
 }
 
+/* --fd: the next request as tbon_net_recv(net, p, s, -1) gives it, waited
+ * for in poll on the network's descriptor; *empty counts the wake-ups that
+ * found nothing. */
+static int fd_recv(tbon_net_t *net, tbon_packet_t **p, tbon_stream_t **s, long *empty)
+{
+    int fd = tbon_net_fd(net);
+    if (fd < 0)
+        return fd;
+    for (;;) {
+        struct pollfd pf = { .fd = fd, .events = POLLIN };
+        if (poll(&pf, 1, -1) < 0 && errno != EINTR)
+            return TBON_EIO;
+        int rc = tbon_net_recv(net, p, s, 0);
+        if (rc != TBON_ETIMEOUT)
+            return rc;
+        ++*empty;
+    }
+}
+
 int main(int argc, char **argv)
 {
     tbon_error_t err = { 0, "" };
@@ -602,10 +629,12 @@ int main(int argc, char **argv)
     if (opt_value(argc, argv, "--exit-after-ranks") && !rank_listed(argc, argv, "--exit-after-ranks"))
         exit_after = -1;
 
+    int use_fd = opt_flag(argc, argv, "--fd");
+    long empty = 0;
     for (;;) {
         tbon_packet_t *p = NULL;
         tbon_stream_t *s = NULL;
-        int rc = tbon_net_recv(net, &p, &s, -1);
+        int rc = use_fd ? fd_recv(net, &p, &s, &empty) : tbon_net_recv(net, &p, &s, -1);
         if (rc == TBON_ECLOSED)
             break;
         if (rc != 0) {
@@ -653,8 +682,15 @@ int main(int argc, char **argv)
         char path[4096];
         snprintf(path, sizeof path, "%s/closed.%u", marker, (unsigned)rank);
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0)
+        if (fd >= 0) {
+            if (use_fd) {
+                char text[32];
+                int len = snprintf(text, sizeof text, "%ld\n", empty);
+                if (write(fd, text, (size_t)len) != len)
+                    fprintf(stderr, "tbon_test_be: cannot write %s\n", path);
+            }
             close(fd);
+        }
     }
     return 0;
 }

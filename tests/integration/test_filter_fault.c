@@ -475,3 +475,42 @@ ITEST(pipelined_faults_one_outcome_per_wave)
     it_expect_nothing(s, 200, "after the last wave");
     it_stop(&t);
 }
+
+/* filter_fe_only.so needs this symbol, which only this process has (the
+ * test programs export theirs: --export-dynamic): it loads here and at no
+ * commnode or back-end. */
+int tbon_test_fe_only(void);
+int tbon_test_fe_only(void)
+{
+    return 1;
+}
+
+/* A filter that loads at the FE but not at the commnodes and back-ends
+ * fails the load, naming each node's role, rank, host and dlerror's text;
+ * nothing of it reaches a receive later, the tree is untouched, a good
+ * plug-in loads after it, and the failed one is tried afresh (not taken
+ * from a cache). */
+ITEST(filter_missing_at_the_commnodes_fails_the_load)
+{
+    it_tree_t t;
+    if (it_start(&t, "2x2", NULL, NULL))
+        return;
+    char path[PATH_MAX + 64], host[256] = "";
+    snprintf(path, sizeof path, "%.*s/tests/plugins/filter_fe_only.so", PATH_MAX,
+             it_build_dir());
+    gethostname(host, sizeof host - 1);
+    for (int round = 0; round < 2; round++) {
+        CHECK_INT(tbon_fe_load_filter(t.net, path, "fe_only"), TBON_EFILTER);
+        const char *e = tbon_net_error(t.net);
+        if (!strstr(e, "did not load on 6 nodes") || !strstr(e, "(commnode on ") ||
+            !strstr(e, host) || !strstr(e, "undefined symbol: tbon_test_fe_only") ||
+            !strstr(e, "rank "))
+            th_fail(__FILE__, __LINE__, "load %d: %s", round, e);
+    }
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
+    REQUIRE(s);
+    CHECK(it_sum_wave(s, 1, t.be, t.nbe) == 0);
+    it_expect_nothing(s, 100, "an error of the failed load");
+    CHECK(it_load_plugin(t.net, "filter_histo", "histo") >= TBON_FILTER_BUILTIN_COUNT);
+    it_stop(&t);
+}

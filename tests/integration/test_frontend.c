@@ -4,12 +4,14 @@
 #include "itest.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <jansson.h>
 #include <sys/wait.h>
 
-/* Run tbon_frontend on the tree of topology text topo with args; its exit
- * status, and its stdout in *out (malloc'd). */
-static int run_frontend_on(const char *topo_text, const char *const *args, char **out)
+/* Start tbon_frontend on the tree of topology text topo with args, its
+ * stdout and stderr to fe.out and fe.err in the case's directory; its pid
+ * (or -1). */
+static pid_t spawn_frontend_on(const char *topo_text, const char *const *args)
 {
     char fe[PATH_MAX + 32], be[PATH_MAX + 32], outf[600], errf[600];
     snprintf(fe, sizeof fe, "%s/bin/tbon_frontend", it_build_dir());
@@ -34,8 +36,19 @@ static int run_frontend_on(const char *topo_text, const char *const *args, char 
         execv(fe, (char *const *)argv);
         _exit(127);
     }
+    return pid;
+}
+
+/* Wait for the tbon_frontend of spawn_frontend_on: its exit status, and its
+ * stdout in *out (malloc'd); a failure recorded unless it exited 0. */
+static int wait_frontend(pid_t pid, char **out)
+{
+    char outf[600], errf[600];
+    snprintf(outf, sizeof outf, "%s/fe.out", th_tmpdir());
+    snprintf(errf, sizeof errf, "%s/fe.err", th_tmpdir());
     int st = 0;
-    waitpid(pid, &st, 0);
+    if (pid < 0 || waitpid(pid, &st, 0) != pid)
+        return -1;
     *out = th_read_file(outf);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         char *err = th_read_file(errf);
@@ -43,6 +56,13 @@ static int run_frontend_on(const char *topo_text, const char *const *args, char 
         free(err);
     }
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Run tbon_frontend on the tree of topology text topo with args; its exit
+ * status, and its stdout in *out (malloc'd). */
+static int run_frontend_on(const char *topo_text, const char *const *args, char **out)
+{
+    return wait_frontend(spawn_frontend_on(topo_text, args), out);
 }
 
 /* The same on a 2-back-end tree (ranks 1 and 2 under the FE). */
@@ -89,12 +109,15 @@ static const char *const RESULT_KEYS[] = { "wave", "stream", "source", "format",
                                            NULL };
 
 /* The waves of one kind under the sum filter: tbon_example_be answers
- * rank + wave (int), (rank + wave) / 4 (double), {rank, wave} (array). */
+ * rank + wave (int), (rank + wave) / 4 (double), {rank, wave} (array); a
+ * kind of the user's own goes to the back-ends as it is (tbon_example_be
+ * answers one it does not know as int). */
 ITEST(json_results_of_each_kind)
 {
     static const struct {
         const char *kind, *format;
-    } kinds[] = { { "int", "%ld" }, { "double", "%lf" }, { "array", "%ald" } };
+    } kinds[] = { { "int", "%ld" }, { "double", "%lf" }, { "array", "%ald" },
+                  { "histogram-of-my-own", "%ld" } };
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         const char *args[] = { "-w", "3", "-k", kinds[i].kind, "--json", NULL };
         char *out = NULL;
@@ -115,7 +138,7 @@ ITEST(json_results_of_each_kind)
             json_t *vals = json_object_get(v[w], "values");
             REQUIRE(json_array_size(vals) == 1);
             json_t *x = json_array_get(vals, 0);
-            if (i == 0) {
+            if (i == 0 || i == 3) {
                 CHECK(json_is_integer(x));
                 CHECK_INT(json_integer_value(x), (long long)(3 + 2 * w));
             } else if (i == 1) {
@@ -260,5 +283,105 @@ ITEST(ping_shows_the_route_and_each_hop)
               json_real_value(json_object_get(h, "rtt_ms")) > 0);
         json_decref(o);
     }
+    free(out);
+}
+
+/* The status of a tree (tbon_fe_status) through a commnode's death and a
+ * back-end left out of the start-up: the dead commnode failed, its children
+ * adopted under another parent, the missing back-end missing, every other
+ * node ok with its host and a round trip, the FE first. */
+ITEST(status_through_a_commnode_kill)
+{
+    const char *argv[] = { "--die-at-start-ranks", "10", NULL };
+    it_tree_t t;
+    if (it_start(&t, "2x4", argv, NULL))        /* commnodes 1, 2; back-ends 3-10 */
+        return;
+    tbon_node_status_t v[16];
+    CHECK_INT(tbon_fe_status(t.net, v, 16, 5000), 11);
+    for (int r = 0; r < 11; r++) {
+        CHECK_INT(v[r].rank, r);
+        CHECK_STR(v[r].host, "localhost");
+        CHECK_INT(v[r].state, r == 10 ? TBON_NODE_MISSING : TBON_NODE_OK);
+        CHECK(r == 10 ? v[r].rtt_ms < 0 : v[r].rtt_ms >= 0);
+    }
+    CHECK_INT(v[0].role, 0);
+    CHECK_INT(v[1].role, 1);
+    CHECK_INT(v[3].role, 2);
+    CHECK_INT(v[3].parent, 1);
+    CHECK_INT(v[0].parent, TBON_RANK_NONE);
+    pid_t cn = it_pid_of("tbon_commnode", 1);
+    REQUIRE(cn > 0);
+    kill(cn, SIGKILL);
+    /* until its four children are adopted */
+    int adopted = 0;
+    tbon_event_t ev;
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    while (adopted < 4 && tbon_net_next_event(t.net, &ev, (int)(end - it_now_ms())) == 0)
+        adopted += ev.type == TBON_EV_NODE_ADOPTED;
+    CHECK_INT(adopted, 4);
+    CHECK_INT(tbon_fe_status(t.net, v, 16, 5000), 11);
+    CHECK_STR(tbon_node_state_name(v[1].state), "failed");
+    CHECK(v[1].rtt_ms < 0);
+    for (int r = 3; r <= 6; r++) {
+        CHECK_STR(tbon_node_state_name(v[r].state), "adopted");
+        CHECK(v[r].parent != 1 && v[r].parent != TBON_RANK_NONE);
+        CHECK(v[r].rtt_ms >= 0);
+        CHECK(v[r].since_s < v[7].since_s);     /* changed after the start */
+    }
+    for (int r = 7; r <= 9; r++)
+        CHECK_STR(tbon_node_state_name(v[r].state), "ok");
+    CHECK_STR(tbon_node_state_name(v[10].state), "missing");
+    CHECK_INT(tbon_fe_status(t.net, NULL, 0, 0), 11);      /* the count alone */
+    it_stop(&t);
+}
+
+/* tbon_frontend --status --json after waves during which a commnode was
+ * killed: one JSON line, the commnode failed, its children adopted. */
+ITEST(frontend_status_after_a_kill)
+{
+    const char *args[] = { "-w", "40", "--status", "--json", "--", "--delay", "15", NULL };
+    pid_t fe = spawn_frontend_on("localhost:0 => localhost:1 localhost:2 ;\n"
+                                 "localhost:1 => localhost:3 localhost:4 ;\n"
+                                 "localhost:2 => localhost:5 localhost:6 ;\n", args);
+    REQUIRE(fe > 0);
+    /* once the second result is out (the tree is up, the waves run: 40 of
+     * 45 ms each), kill commnode 2 */
+    char outf[600];
+    snprintf(outf, sizeof outf, "%s/fe.out", th_tmpdir());
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    for (;;) {
+        char *so_far = th_read_file(outf);
+        int going = so_far && strstr(so_far, "\"wave\":1,");
+        free(so_far);
+        if (going || it_now_ms() > end)
+            break;
+        it_sleep_ms(10);
+    }
+    pid_t cn = it_pid_of("tbon_commnode", 2);
+    REQUIRE(cn > 0);
+    kill(cn, SIGKILL);
+    char *out = NULL;
+    CHECK_INT(wait_frontend(fe, &out), 0);
+    REQUIRE(out);
+    const char *line = strstr(out, "{\"status\":");
+    json_error_t je;
+    json_t *j = line ? json_loadb(line, strcspn(line, "\n"), 0, &je) : NULL;
+    json_t *all = j ? json_object_get(j, "status") : NULL;
+    if (!all || json_array_size(all) != 7) {
+        th_fail(__FILE__, __LINE__, "no status line of 7 nodes: %s", out);
+    } else {
+        static const char *const want[] = { "ok", "ok", "failed", "ok", "ok", "adopted",
+                                            "adopted" };
+        for (size_t r = 0; r < 7; r++) {
+            json_t *n = json_array_get(all, r);
+            CHECK_INT(json_integer_value(json_object_get(n, "rank")), (long long)r);
+            CHECK_STR(json_string_value(json_object_get(n, "state")), want[r]);
+            CHECK_STR(json_string_value(json_object_get(n, "host")), "localhost");
+            CHECK(json_is_number(json_object_get(n, "since_s")));
+            CHECK(r == 2 ? json_is_null(json_object_get(n, "rtt_ms"))
+                         : json_is_real(json_object_get(n, "rtt_ms")));
+        }
+    }
+    json_decref(j);
     free(out);
 }

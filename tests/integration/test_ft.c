@@ -497,14 +497,13 @@ static size_t collect_ranks(tbon_stream_t *s, uint32_t w, uint32_t late_from,
     return have;
 }
 
-/* A stream and a filter made while a commnode is stopped (about to die)
- * never reach its subtree through it: 4x4x4, commnode 1 is stopped, a filter
- * is loaded and a don't-wait stream made with it (the 48 back-ends under
- * commnodes 2-4 answer on it), then commnode 1 is killed. Its orphans,
- * commnodes 5-8, are adopted; their adopters tell them of the stream and
- * the filter (tb_stream_catch_up), so soon a request on the stream is
- * answered by all 64 back-ends, and from then on every one is, exactly
- * once each. */
+/* A stream made while a commnode is stopped (about to die) never reaches
+ * its subtree through it: 4x4x4, a filter is loaded, commnode 1 is
+ * stopped, a don't-wait stream is made with the filter (the 48 back-ends
+ * under commnodes 2-4 answer on it), then commnode 1 is killed. Its
+ * orphans, commnodes 5-8, are adopted; their adopters tell them of the
+ * stream (tb_stream_catch_up), so soon a request on the stream is answered
+ * by all 64 back-ends, and from then on every one is, exactly once each. */
 ITEST(stream_made_while_commnode_dying_reaches_orphans)
 {
     it_tree_t t;
@@ -512,9 +511,12 @@ ITEST(stream_made_while_commnode_dying_reaches_orphans)
     REQUIRE(sum);
     pid_t victim = it_pid_of("tbon_commnode", 1);
     REQUIRE(victim > 0);
-    REQUIRE(kill(victim, SIGSTOP) == 0);
+    /* (The filter is loaded first: tbon_fe_load_filter is all or nothing,
+     * so with commnode 1 stopped it would wait until commnode 1 was found
+     * failed, and its orphans adopted, before the stream is made.) */
     int id = it_load_plugin(t.net, "filter_int_only", "int_only");
     REQUIRE(id >= 0);
+    REQUIRE(kill(victim, SIGSTOP) == 0);
     tbon_stream_t *s = it_stream(t.net, id, TBON_SYNC_DONTWAIT, 0);
     REQUIRE(s);
     tbon_rank_t rest[64];

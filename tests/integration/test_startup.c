@@ -103,8 +103,9 @@ ITEST(start_missing_commnode)
     tbon_rank_t be[8], cn[2] = { 1, 2 };
     size_t n;
     const char *topo = it_topo_shape("2x2", be, 8, &n);
-    /* require_all: by default the FE would launch the back-ends itself
-     * (test_startup_ft, missing_commnode_program_starts_a_flat_tree). */
+    /* require_all: the first failure ends the start (by default, every
+     * commnode failing does: test_startup_ft,
+     * missing_commnode_program_fails_the_start). */
     tbon_fe_options_t o = { .commnode_path = "/nonexistent/dir/tbon_commnode",
                             .require_all = 1 };
     expect_start_failure(topo, it_be_path(), NULL, &o, TBON_ELAUNCH, TBON_ELAUNCH, cn, 2,

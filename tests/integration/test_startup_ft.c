@@ -312,17 +312,38 @@ ITEST_LONG(require_all_names_a_backend_that_never_connects)
                    "did not connect");
 }
 
-/* The commnode program is missing: by default the FE launches every
- * back-end itself, and the tree starts flat. */
-ITEST(missing_commnode_program_starts_a_flat_tree)
+/* The commnode program is missing: every commnode fails the same way, and
+ * tbon_fe_create fails, naming the path and the way to go on anyway (the
+ * FE holding every back-end: at scale, thousands of connections). */
+ITEST(missing_commnode_program_fails_the_start)
 {
     tbon_rank_t be[32];
     size_t nbe;
     const char *topo = it_topo_shape("2x8", be, 32, &nbe);
     tbon_fe_options_t o = { .commnode_path = "/nonexistent/dir/tbon_commnode",
                             .startup_timeout_ms = START_MS };
+    expect_failure(topo, it_be_path(), NULL, &o, TBON_ELAUNCH, (const tbon_rank_t[]){ 1, 2 },
+                   2, "localhost", "/nonexistent/dir/tbon_commnode");
+    tbon_error_t err = { 0, "" };
+    CHECK(tbon_fe_create(topo, it_be_path(), NULL, &o, &err) == NULL);
+    CHECK(strstr(err.msg, "every commnode (2) failed to start") != NULL);
+    CHECK(strstr(err.msg, "allow_flat") != NULL);
+    CHECK_UINT(it_left_after_reap(), 0);
+}
+
+/* ... unless asked to go on (allow_flat, or TBON_ALLOW_FLAT=1): the FE
+ * launches every back-end itself, and the tree starts flat. */
+ITEST(missing_commnode_program_starts_a_flat_tree_if_allowed)
+{
+    tbon_rank_t be[32];
+    size_t nbe;
+    const char *topo = it_topo_shape("2x8", be, 32, &nbe);
+    tbon_fe_options_t o = { .commnode_path = "/nonexistent/dir/tbon_commnode",
+                            .startup_timeout_ms = START_MS };
+    setenv("TBON_ALLOW_FLAT", "1", 1);
     tbon_error_t err = { 0, "" };
     tbon_net_t *net = tbon_fe_create(topo, it_be_path(), NULL, &o, &err);
+    unsetenv("TBON_ALLOW_FLAT");
     if (!net) {
         th_fail(__FILE__, __LINE__, "tbon_fe_create: %s", err.msg);
         return;

@@ -713,10 +713,12 @@ static void err_has_at(const char *errpath, const char *says, int line)
         th_fail(__FILE__, line, "stderr \"%s\" lacks \"%s\"", buf, says);
 }
 
-/* Bad arguments: a clear message and exit status 2, nothing started. */
+/* Bad arguments: a clear message and exit status 2, nothing started; a
+ * listed task that is not there: status 1. */
 ITEST(bad_arguments)
 {
     const char *bad_file = th_write_file("pids", "123\n45x\n");
+    const char *gone_file = th_write_file("gone", "1\n999999998  # never there\n");
     struct { const char *a[7]; const char *says; int code; } cases[] = {
         { { "-p", "12x" }, "\"12x\" is not a process id", 2 },
         { { "--pids-file", bad_file }, "pids:2: \"45x\" is not a process id", 2 },
@@ -729,6 +731,10 @@ ITEST(bad_arguments)
         { { "--jobid", "x" }, "--jobid \"x\"", 2 },
         { { "--step", "1", "-p", "1" }, "--step goes with --jobid", 2 },
         { { "--jobid", "1", "-p", "1" }, "give exactly one of", 2 },
+        /* a task never there is no "[task exited]" tree: status 1 */
+        { { "-p", "999999999" }, "no process 999999999 on this host", 1 },
+        { { "--pids-file", gone_file }, "no process 999999998 on this host", 1 },
+        { { "-p", "1,999999997,999999996" }, "no process 999999997 on this host (", 1 },
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char errpath[PATH_MAX];

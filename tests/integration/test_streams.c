@@ -281,6 +281,97 @@ ITEST(destroy_wakes_a_back_ends_waiting_thread)
     it_stop(&t);
 }
 
+/* A sender held by back-pressure (the back-ends away from the library, so
+ * that everything between them and the FE fills) is woken by the destroy
+ * too: tbon_stream_send returns TBON_ECLOSED within 100 ms of its start. */
+struct sender {
+    tbon_stream_t *s;
+    atomic_int tid;
+    int rc;
+    long sent;
+    int64_t back_ms;
+};
+
+static void *send_until_held(void *arg)
+{
+    struct sender *w = arg;
+    atomic_store(&w->tid, (int)gettid());
+    static uint8_t mb[1 << 20];
+    while ((w->rc = tbon_stream_send(w->s, IT_TAG_SINK, "%auc", mb, sizeof mb)) == 0)
+        w->sent++;
+    w->back_ms = it_now_ms();
+    return NULL;
+}
+
+ITEST(destroy_wakes_a_sender_held_by_back_pressure)
+{
+    it_tree_t t;
+    REQUIRE(it_start(&t, "1x2", NULL, NULL) == 0);
+    tbon_stream_t *s = it_stream(t.net, TBON_FILTER_NULL, TBON_SYNC_DONTWAIT, 0);
+    REQUIRE(s);
+    /* both answer, then stay away from the library for 5 s */
+    REQUIRE(tbon_stream_send(s, IT_TAG_AWAY, "%ud %ud", 0u, 5000u) == 0);
+    for (size_t i = 0; i < t.nbe; i++)
+        tbon_packet_unref(it_recv(s, IT_RECV_MS, "an away answer"));
+    struct sender w = { .s = s, .rc = 1 };
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, send_until_held, &w) == 0);
+    int64_t end = it_now_ms() + 4000;
+    int seen = 0;
+    for (; seen < 5 && it_now_ms() < end; it_sleep_ms(10))
+        seen = atomic_load(&w.tid) && it_thread_asleep(atomic_load(&w.tid)) ? seen + 1 : 0;
+    if (seen < 5)
+        th_fail(__FILE__, __LINE__, "the sender was never held (%ld MB sent)", w.sent);
+    int64_t t0 = it_now_ms();
+    tbon_net_destroy(t.net);
+    t.net = NULL;
+    pthread_join(th, NULL);
+    CHECK_INT(w.rc, TBON_ECLOSED);
+    int64_t bound = IT_SLOW ? 1000 : 100;
+    if (w.back_ms - t0 > bound)
+        th_fail(__FILE__, __LINE__, "the sender came back %lld ms after the destroy began",
+                (long long)(w.back_ms - t0));
+    if (getenv("ITEST_VERBOSE"))
+        fprintf(stderr, "    held after %ld MB; back in %lld ms\n", w.sent,
+                (long long)(w.back_ms - t0));
+}
+
+/* A reserved tag is refused on a stream (nothing sent, the stream still
+ * works); tbon_net_error after an unpack that does not match names both
+ * formats, not the network's previous failure. */
+ITEST(reserved_tag_refused_and_unpack_errors_named)
+{
+    it_tree_t t;
+    tbon_stream_t *s = it_start_summing(&t, "1x2", NULL);
+    REQUIRE(s);
+    CHECK_INT(tbon_stream_send(s, 5, "%ud", 1u), TBON_EINVAL);
+    CHECK(strstr(tbon_net_error(t.net), "tag 5 is reserved") != NULL);
+    CHECK_INT(tbon_stream_send(s, TBON_FIRST_APP_TAG - 1, "%ud", 1u), TBON_EINVAL);
+    tbon_packet_t *p = tbon_packet_new(3, "%ud", 1u);
+    REQUIRE(p);
+    CHECK_INT(tbon_stream_send_packet(s, p), TBON_EINVAL);
+    tbon_packet_unref(p);
+    CHECK(it_sum_wave(s, 1, t.be, t.nbe) == 0);     /* nothing went down */
+
+    /* the network's last failure was the reserved tag; then an unpack */
+    REQUIRE(tbon_stream_send(s, IT_TAG_WAVE, "%ud", 2u) == 0);
+    p = it_recv(s, IT_RECV_MS, "wave 2");
+    REQUIRE(p);
+    int32_t wrong;
+    CHECK_INT(tbon_packet_unpack(p, "%d", &wrong), TBON_EFORMAT);
+    const char *e = tbon_net_error(t.net);
+    if (!strstr(e, "\"%d\" does not match the packet's \"%ld\""))
+        th_fail(__FILE__, __LINE__, "after the unpack, tbon_net_error says \"%s\"", e);
+    CHECK(strstr(tbon_net_error(NULL), "does not match") != NULL);
+    CHECK_INT(tbon_packet_unpack_field(p, 3, "%ld", &wrong), TBON_EFORMAT);
+    CHECK(strstr(tbon_net_error(t.net), "has no field 3") != NULL);
+    tbon_packet_unref(p);
+    /* a later failure on the network is named again */
+    CHECK_INT(tbon_stream_send(s, 7, "%ud", 1u), TBON_EINVAL);
+    CHECK(strstr(tbon_net_error(t.net), "tag 7 is reserved") != NULL);
+    it_stop(&t);
+}
+
 ITEST(subset_comm)
 {
     it_tree_t t;
@@ -860,7 +951,7 @@ ITEST(queued_requests_answered_in_their_waves)
     CHECK_INT(tbon_stream_answer(s, 1), TBON_EINVAL);     /* the FE answers nothing */
     enum { N = 5 };
     for (uint32_t w = 0; w < N; w++)
-        CHECK_INT(tbon_stream_send(s, 0, "%ud %s", w, "int"), 0);
+        CHECK_INT(tbon_stream_send(s, TBON_FIRST_APP_TAG, "%ud %s", w, "int"), 0);
     for (uint32_t w = 0; w < N; w++) {
         tbon_packet_t *p = it_recv(s, IT_RECV_MS, "a wave of the five");
         if (!p)

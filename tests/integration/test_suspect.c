@@ -119,6 +119,11 @@ ITEST(suspect_woken_in_time_is_cleared)
         it_stop(&t);
         return;
     }
+    /* the status says so (tbon_fe_status), and its children are as they were */
+    tbon_node_status_t st[21];
+    CHECK_INT(tbon_fe_status(t.net, st, 21, 0), 21);
+    CHECK_STR(tbon_node_state_name(st[1].state), "suspect");
+    CHECK_STR(tbon_node_state_name(st[5].state), "ok");
     tbon_rank_t rest[16];
     size_t nrest = others(&t, rest);
     for (uint32_t w = 1; w <= 3; w++)
@@ -139,6 +144,8 @@ ITEST(suspect_woken_in_time_is_cleared)
     }
     CHECK_INT(suspected, 0);
     CHECK_INT(failed, 0);
+    CHECK_INT(tbon_fe_status(t.net, st, 21, 0), 21);
+    CHECK_STR(tbon_node_state_name(st[1].state), "ok");
     /* Its late answers to the waves that closed without it are dropped; the
      * next ones count all sixteen. */
     for (uint32_t w = 10; w <= 14; w++)

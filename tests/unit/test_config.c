@@ -12,7 +12,8 @@
 #define F(name, field) { name, offsetof(tb_config_t, field) }
 static const struct { const char *name; size_t off; } expect[] = {
     F("TBON_LOG", log), F("TBON_LOG_DIR", log_dir), F("TBON_RSH", rsh),
-    F("TBON_SSH_MUX", ssh_mux), F("TBON_COMMNODE", commnode), F("TBON_FE_HOST", fe_host),
+    F("TBON_SSH_MUX", ssh_mux), F("TBON_COMMNODE", commnode),
+    F("TBON_ALLOW_FLAT", allow_flat), F("TBON_FE_HOST", fe_host),
     F("TBON_IFACE", iface), F("TBON_SRUN", srun), F("TBON_ENV", env),
     F("TBON_MAX_PACKET", max_packet), F("TBON_FILTER_LIMIT_MS", filter_limit_ms),
     F("TBON_MEM_WARN_MB", mem_warn_mb), F("TBON_RELINK_MS", relink_ms),
