@@ -44,6 +44,12 @@ for x in "$b"/bench/bench_*; do
     echo "== $x" >&2
     "$x" | grep -E '^\|' >>"$tmp"
 done
+# The Python package's front-end beside C's (python/, Debian's python3).
+if [ -x "$b/bench/bench_fd" ] && /usr/bin/python3 -c 'import cffi' 2>/dev/null; then
+    quiet
+    echo "== bench/bench_python.py" >&2
+    /usr/bin/python3 bench/bench_python.py "$b" | grep -E '^\|' >>"$tmp"
+fi
 
 # Issue 3: the running tree beside the flat TCP baseline of the same run.
 # bench_flat runs first; bench_tree reads its rows, names the flat figure in

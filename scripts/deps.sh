@@ -10,7 +10,9 @@ set -u
 # tbon_stat write; graphviz (dot): tbon_stat's SVG drawings of its trees.
 # valgrind: bench/instr.sh counts instructions per wave with its callgrind.
 # iptables: the cluster test of a link that drops every packet (host_firewall).
-PKGS="make gcc pkg-config procps iptables valgrind libxml2-dev zlib1g-dev libsodium-dev libjansson-dev clang libclang-rt-14-dev libdw-dev elfutils gdb openmpi-bin libopenmpi-dev graphviz"
+# python3-cffi, python3-pytest, python3-venv, python3-setuptools: the Python
+# package (python/), its tests and its pip install into a virtual environment.
+PKGS="make gcc pkg-config procps iptables valgrind libxml2-dev zlib1g-dev libsodium-dev libjansson-dev clang libclang-rt-14-dev libdw-dev elfutils gdb openmpi-bin libopenmpi-dev graphviz python3-cffi python3-pytest python3-venv python3-setuptools"
 
 missing=""
 for p in $PKGS; do
