@@ -375,6 +375,34 @@ class Network:
         p = lib.tbon_net_log_dir(self._live())
         return None if p == ffi.NULL else ffi.string(p).decode(errors="surrogateescape")
 
+    def send_to(self, to, tag, fmt="", *values):
+        """A message to another process (a rank, or a list of ranks: each
+        once), or with to None to every back-end and the FE but this one:
+        tbon_net_send_to, tbon_net_multicast, tbon_net_broadcast."""
+        net = self._live()
+        args, keep = _pack_args(fmt, values)
+        tag, cfmt = ffi.cast("int", tag), fmt.encode()
+        if to is None:
+            rc = lib.tbon_net_broadcast(net, tag, cfmt, *args)
+        elif isinstance(to, int):
+            rc = lib.tbon_net_send_to(net, to, tag, cfmt, *args)
+        else:
+            ranks = ffi.new("tbon_rank_t[]", list(to))
+            rc = lib.tbon_net_multicast(net, ranks, len(to), tag, cfmt, *args)
+        del keep
+        if rc != 0:
+            _raise(rc, net, "send_to")
+
+    def recv_direct(self, timeout=None):
+        """The next message from another process: (sender's rank, Packet);
+        as recv."""
+        net = self._live()
+        pp, fp = ffi.new("tbon_packet_t **"), ffi.new("tbon_rank_t *")
+        rc = lib.tbon_net_recv_direct(net, fp, pp, _ms(timeout))
+        if rc != 0:
+            _raise(rc, net, "recv_direct")
+        return fp[0], Packet(pp[0])
+
     def fileno(self):
         """The network's descriptor (tbon_net_fd): readable while recv,
         next_event (or a message) would return at once, and for good once
@@ -505,6 +533,13 @@ class BackEnd(Network):
         self.argv = [os.fsdecode(ffi.string(pargv[0][i])) for i in range(pargc[0])]
         self._keep = (cargs, arr)
         super().__init__(net)
+
+    def membership_events(self, on=True):
+        """Have the view's changes queued here as events (next_event):
+        tbon_be_membership_events."""
+        rc = lib.tbon_be_membership_events(self._live(), 1 if on else 0)
+        if rc != 0:
+            _raise(rc, self._net, "membership_events")
 
     def __iter__(self):
         """Every packet until the front-end shuts the tree down."""

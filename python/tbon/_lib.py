@@ -99,6 +99,13 @@ int tbon_stream_recv(tbon_stream_t *s, tbon_packet_t **pkt, int timeout_ms);
 int tbon_stream_send_packet(tbon_stream_t *s, tbon_packet_t *p);
 int tbon_stream_flush(tbon_stream_t *s);
 int tbon_net_next_event(tbon_net_t *net, tbon_event_t *ev, int timeout_ms);
+int tbon_be_membership_events(tbon_net_t *net, int on);
+int tbon_net_send_to(tbon_net_t *net, tbon_rank_t to, int tag, const char *fmt, ...);
+int tbon_net_multicast(tbon_net_t *net, const tbon_rank_t *to, size_t n, int tag,
+                       const char *fmt, ...);
+int tbon_net_broadcast(tbon_net_t *net, int tag, const char *fmt, ...);
+int tbon_net_recv_direct(tbon_net_t *net, tbon_rank_t *from, tbon_packet_t **pkt,
+                         int timeout_ms);
 
 tbon_packet_t *tbon_packet_new(int tag, const char *fmt, ...);
 int tbon_packet_unpack(const tbon_packet_t *p, const char *fmt, ...);

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """A back-end in Python for the tests: request 100 "%ud" w -> "%ld"
 rank * 1000 + w (as tbon_test_be answers); tbon_frontend's request 100
-"%ud %s" (w, kind) -> "%ld" rank + w; 101 "%ud" -> the echo of its argv.
+"%ud %s" (w, kind) -> "%ld" rank + w; 101 "%ud" -> the echo of its argv; 102 -> "%ud %ud" the sender
+and value of the next message it takes; 103 -> a message "%ud" rank to the
+front-end.
 Leaves when the front-end shuts the tree down. With --aio DIR it waits in
 an asyncio loop on the network's descriptor (tbon.aio), and at the close
 writes DIR/closed.RANK."""
@@ -21,6 +23,11 @@ def answer(be, p):
         p.stream.send(100, "%ld", be.rank + w)
     elif p.tag == 101:
         p.stream.send(101, "%as", be.argv[1:])
+    elif p.tag == 102:                  # take one message, say who sent what
+        frm, m = be.recv_direct(30)
+        p.stream.send(102, "%ud %ud", frm, m.values[0])
+    elif p.tag == 103:                  # a message to the front-end
+        be.send_to(0, 151, "%ud", be.rank)
 
 
 async def aio_loop(be, marks):

@@ -145,3 +145,24 @@ def test_bad_topology_and_options_say_what(tmp_path):
     assert "none.top" in str(e.value)
     with pytest.raises(TypeError):
         tbon.FrontEnd(str(tmp_path / "none.top"), C_BE, startup_timout_ms=5)
+
+
+def test_messages_between_python_processes(tmp_path):
+    topo, ranks = topology(tmp_path, "2x2")
+    with tbon.FrontEnd(topo, sys.executable, [PY_BE]) as net:
+        s = net.stream(up=tbon.FILTER_NULL)
+        net.send_to(None, 150, "%ud", 7)            # every back-end (broadcast)
+        net.send_to(ranks, 150, "%ud", 8)           # these (multicast)
+        net.send_to(ranks[1], 150, "%ud", 9)        # one
+        for k, v in enumerate((7, 8)):              # in the order sent, at each
+            s.send(102, "%ud", k)
+            assert sorted(net.recv(RECV_S).values for _ in ranks) == [(0, v)] * len(ranks)
+        one = net.stream(up=tbon.FILTER_NULL, backends=[ranks[1]])
+        one.send(102, "%ud", 2)
+        assert net.recv(RECV_S).values == (0, 9)
+        s.send(103, "%ud", 0)                       # each sends one to the FE
+        got = sorted((frm, p.values) for frm, p in (net.recv_direct(RECV_S) for _ in ranks))
+        assert got == [(r, (r,)) for r in ranks]
+        with pytest.raises(tbon.Error) as e:
+            net.send_to(1, 150, "%ud", 1)           # a commnode: refused
+        assert e.value.code == tbon.EINVAL and "rank 1" in str(e.value)
