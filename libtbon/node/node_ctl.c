@@ -100,7 +100,7 @@ static void ctl_down(tb_node_t *n, const tb_ctl_msg_t *m, tbon_packet_t *p)
         const tb_ctl_filter_t *f = &m->u.filter;
         tbon_error_t err;
         if (tb_filter_reg_load(n->filters, f->path, f->func, f->id, &err) < 0) {
-            char msg[800], host[256] = "";
+            char msg[1200], host[256] = "";
             if (gethostname(host, sizeof host - 1) != 0)
                 snprintf(host, sizeof host, "?");
             /* "filter ID ": what tbon_fe_load_filter, waiting, looks for */
