@@ -184,6 +184,74 @@ const char *tbon_node_state_name(tbon_node_state_t s);
  * (tbon_net_ping); 0: no round trips. Costs nothing until it is called. */
 int tbon_fe_status(tbon_net_t *net, tbon_node_status_t *out, size_t cap, int ping_ms);
 
+/* --- run-time performance data (tbon_frontend --perf) --- */
+
+/* One stream at one node. "Up" is towards the FE, "down" towards the
+ * back-ends; packets are counted with their payload's bytes. */
+typedef struct tbon_perf_stream {
+    tbon_rank_t rank;
+    uint32_t    stream;
+    uint64_t    up_in_packets, up_in_bytes;      /* from its children */
+    uint64_t    up_out_packets, up_out_bytes;    /* to its parent (a back-end: what it
+                                                    sent; the FE: delivered to the
+                                                    application) */
+    uint64_t    down_in_packets, down_in_bytes;  /* from its parent (the FE: sent by
+                                                    the application) */
+    uint64_t    down_out_packets, down_out_bytes;/* to its children, each counted */
+    uint64_t    waves;          /* waves its up filter ran over (not at back-ends) */
+    uint64_t    filter_calls;   /* up and down filter calls */
+    uint64_t    filter_ns;      /* their wall time */
+    uint64_t    filter_cpu_ns;  /* their CPU time, estimated from one call in 16
+                                   since the node's first gathering (0: none
+                                   measured; the FE's plug-in calls, which run on
+                                   a worker thread, are not) */
+    uint64_t    queued_bytes;   /* waiting in its wave queues now */
+} tbon_perf_stream_t;
+
+typedef struct tbon_perf_node {
+    tbon_rank_t rank;
+    int         role;           /* 0 the FE, 1 a commnode, 2 a back-end */
+    int         alive;          /* alive in the front-end's topology */
+    int         answered;       /* 0: no answer (down, or silent past the timeout):
+                                   the figures below are 0 */
+    char        host[128];      /* as the topology names it */
+    uint64_t    rss_bytes;      /* resident memory of its process */
+    uint64_t    cpu_us;         /* CPU time of its process (user and system) */
+    uint64_t    queued_bytes;   /* written to its connections, not yet sent */
+    uint64_t    stream_queued_bytes; /* in its streams' wave queues */
+    uint64_t    link_resends;   /* frames its live links sent again */
+    uint64_t    relinks;        /* times its live links were made again */
+    uint64_t    crc_errors;     /* frames its live links took in damaged */
+    uint64_t    uptime_ms;
+    uint64_t    children;       /* connected now */
+    uint64_t    messages_dropped; /* messages between processes it could not pass on */
+    size_t      first_stream, nstreams; /* its entries of tbon_perf_t.streams */
+} tbon_perf_node_t;
+
+typedef struct tbon_perf {
+    size_t              nnodes;    /* every rank of the topology, by rank */
+    tbon_perf_node_t   *nodes;
+    size_t              nstreams;  /* by rank, then stream */
+    tbon_perf_stream_t *streams;
+    size_t              answered;  /* nodes that answered */
+    size_t              silent;    /* nodes alive that did not */
+    int                 rounds;    /* gatherings it took (a failure may need more) */
+    double              elapsed_ms;
+} tbon_perf_t;
+
+/* Gather every node's performance data up the tree (docs/user-guide.md,
+ * "Performance data"). The counters are kept always, at a few additions per
+ * packet; the gathering costs one small message per node. From a node's
+ * first gathering on, its filter calls' CPU time is sampled too. A node waits for
+ * its children at most part of timeout_ms (> 0), so that a stopped process
+ * holds up only its own answer; the nodes that lost their parent answer
+ * again once adopted. 0 when every node alive answered; TBON_ETIMEOUT when
+ * some did not within timeout_ms (the message names them; *out holds what
+ * came); another negative error code otherwise (*out NULL). Free *out with
+ * tbon_perf_free. */
+int  tbon_fe_perf(tbon_net_t *net, tbon_perf_t **out, int timeout_ms);
+void tbon_perf_free(tbon_perf_t *perf);
+
 /* Load filter func from the shared object so_path here and in every other
  * process of the tree (commnodes, and back-ends, which keep state for an
  * adoption), all or nothing: it returns once every live node has said

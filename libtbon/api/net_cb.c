@@ -224,10 +224,13 @@ static void cb_event(void *arg, const tbon_event_t *ev)
     if (e)
         *e = *ev;
     tb_net_fd_sync(net);
-    /* tbon_net_next_event's waiters only: no call waits on net->cond for
-     * the topology (the attributes' waiters are woken by
+    /* tbon_net_next_event's waiters; and tbon_fe_perf's, while one runs
+     * (it waits for adoptions on net->cond). No other call waits on
+     * net->cond for the topology (the attributes' waiters are woken by
      * tb_net_attrs_changed_locked), and a receiver woken for every event
      * of a recovery found nothing new each time. */
+    if (net->perf_first)
+        pthread_cond_broadcast(&net->cond);
     pthread_cond_broadcast(&net->ev_cond);
     pthread_mutex_unlock(&net->mu);
 }
@@ -388,6 +391,57 @@ static int cb_direct_full(void *arg)
     return full;
 }
 
+/* FE: records of a performance gathering (node_perf.c) into the running
+ * call's collection; a node that answers again replaces its records. */
+static void perf_take(struct tb_perf_acc *a, const tb_ctl_perf_data_t *d)
+{
+    for (size_t i = 0; i + d->nw <= d->nnode; i += d->nw) {
+        uint64_t r = d->node[i + TB_PERF_N_RANK];
+        if (r >= a->n)
+            continue;       /* (joined after the call began) */
+        if (a->got[r]) {    /* its streams' older records go */
+            size_t k = 0;
+            for (size_t j = 0; j < a->nstrm; j++)
+                if (a->strm[j * TB_PERF_SW + TB_PERF_S_RANK] != r)
+                    memmove(a->strm + k++ * TB_PERF_SW, a->strm + j * TB_PERF_SW,
+                            TB_PERF_SW * sizeof *a->strm);
+            a->nstrm = k;
+        } else {
+            a->got[r] = 1;
+            a->nanswered++;
+        }
+        memcpy(a->node + r * TB_PERF_NW, d->node + i, TB_PERF_NW * sizeof *a->node);
+    }
+    size_t k = d->nstrm / d->sw;
+    if (a->nstrm + k > a->capstrm) {
+        size_t cap = a->capstrm ? a->capstrm : 64;
+        while (cap < a->nstrm + k)
+            cap *= 2;
+        uint64_t *v = realloc(a->strm, cap * TB_PERF_SW * sizeof *v);
+        if (!v)
+            return;
+        a->strm = v;
+        a->capstrm = cap;
+    }
+    for (size_t j = 0; j < k; j++)
+        if (d->strm[j * d->sw + TB_PERF_S_RANK] < a->n)
+            memcpy(a->strm + a->nstrm++ * TB_PERF_SW, d->strm + j * d->sw,
+                   TB_PERF_SW * sizeof *a->strm);
+}
+
+static void cb_perf(void *arg, const tb_ctl_perf_data_t *d, int done)
+{
+    tbon_net_t *net = arg;
+    pthread_mutex_lock(&net->mu);
+    if (net->perf_first && net->perf_acc && d->id >= net->perf_first) {
+        perf_take(net->perf_acc, d);
+        if (done && d->id > net->perf_done)
+            net->perf_done = d->id;
+        pthread_cond_broadcast(&net->cond);
+    }
+    pthread_mutex_unlock(&net->mu);
+}
+
 tb_node_cbs_t tb_net_callbacks(tbon_net_t *net)
 {
     return (tb_node_cbs_t){ .arg = net, .deliver = cb_deliver, .wave_error = cb_wave_error,
@@ -397,6 +451,6 @@ tb_node_cbs_t tb_net_callbacks(tbon_net_t *net)
                             .arm = net->inline_node ? tb_net_arm : NULL,
                             .view = cb_view, .stable = cb_stable, .pong = cb_pong, .checked = cb_checked, .attr = cb_attr,
                             .stream_found = cb_stream_found, .direct = cb_direct,
-                            .direct_full = cb_direct_full };
+                            .direct_full = cb_direct_full, .perf = cb_perf };
 }
 

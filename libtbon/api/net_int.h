@@ -184,6 +184,24 @@ struct tbon_net {
     char         **lerr;           /* while they wait: the nodes' failed loads
                                       ("filter ID did not load at ...") */
     size_t         nlerr;
+    /* FE: performance gatherings (fe_perf.c asks; net_cb.c's cb_perf
+     * collects): the last id posted, the running call's first (0: no call
+     * runs; answers of older ones are dropped), the last whose answer at
+     * the FE was complete, and what has come */
+    uint64_t       perf_next, perf_first, perf_done;
+    struct tb_perf_acc *perf_acc;
+};
+
+/* What a performance gathering collected, by rank (fe_perf.c): each node's
+ * latest record and its streams' records (a node answering a later round
+ * again replaces what it said before). */
+struct tb_perf_acc {
+    size_t    n;              /* ranks it has room for */
+    uint64_t *node;           /* n records of TB_PERF_NW */
+    uint8_t  *got;            /* per rank: its record came */
+    size_t    nanswered;
+    uint64_t *strm;           /* nstrm records of TB_PERF_SW */
+    size_t    nstrm, capstrm;
 };
 
 /* FE, with mu held: node r's state changes with event type what

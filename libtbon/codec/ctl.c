@@ -70,6 +70,10 @@ void tb_ctl_free(int op, void *mp)
         free(UNCONST(AS(tb_ctl_direct_t)->body));
         break;
     case TB_CTL_PING:       free(UNCONST(AS(tb_ctl_ping_t)->route)); break;
+    case TB_CTL_PERF_DATA:
+        free(UNCONST(AS(tb_ctl_perf_data_t)->node));
+        free(UNCONST(AS(tb_ctl_perf_data_t)->strm));
+        break;
     default:
         break;
     }
@@ -114,6 +118,8 @@ tbon_packet_t *tb_ctl_encode(const tb_ctl_msg_t *m)
     case TB_CTL_DONE:       return tb_ctl_done_encode(&m->u.done);
     case TB_CTL_STABLE:     return tb_ctl_stable_encode(&m->u.stable);
     case TB_CTL_PING:       return tb_ctl_ping_encode(&m->u.ping);
+    case TB_CTL_PERF:       return tb_ctl_perf_encode(&m->u.perf);
+    case TB_CTL_PERF_DATA:  return tb_ctl_perf_data_encode(&m->u.perf_data);
     case TB_CTL_CATCH_UP:   return tb_ctl_catch_up_encode(&m->u.catch_up);
     case TB_CTL_DIRECT:     return tb_ctl_direct_encode(&m->u.direct);
     default:                return NULL;
@@ -152,6 +158,8 @@ int tb_ctl_decode(int op, const tbon_packet_t *p, tb_ctl_msg_t *m, tbon_error_t 
     case TB_CTL_DONE:       return tb_ctl_done_decode(p, &m->u.done, err);
     case TB_CTL_STABLE:     return tb_ctl_stable_decode(p, &m->u.stable, err);
     case TB_CTL_PING:       return tb_ctl_ping_decode(p, &m->u.ping, err);
+    case TB_CTL_PERF:       return tb_ctl_perf_decode(p, &m->u.perf, err);
+    case TB_CTL_PERF_DATA:  return tb_ctl_perf_data_decode(p, &m->u.perf_data, err);
     case TB_CTL_CATCH_UP:   return tb_ctl_catch_up_decode(p, &m->u.catch_up, err);
     case TB_CTL_DIRECT:     return tb_ctl_direct_decode(p, &m->u.direct, err);
     default:

@@ -68,7 +68,10 @@ enum tb_ctl {
     TB_CTL_STABLE,
     /* A ping to any rank and its answer (docs/protocol.md 10.3) */
     TB_CTL_PING,
-    TB_CTL_OP_MAX = TB_CTL_PING
+    /* Run-time performance data gathered up the tree (docs/protocol.md 10.4) */
+    TB_CTL_PERF,
+    TB_CTL_PERF_DATA,
+    TB_CTL_OP_MAX = TB_CTL_PERF_DATA
 };
 
 /* Which way a message goes: up (child to parent), down, or both. */
@@ -231,6 +234,34 @@ typedef struct {
     const uint32_t *route;
     size_t nroute;
 } tb_ctl_ping_t;
+/* A gathering of performance data (docs/protocol.md 10.4): id, the FE's
+ * (not 0), and how long the receiver waits for its children's answers
+ * before it sends what it has (the rest follows as it comes). */
+typedef struct { uint64_t id; uint32_t wait_ms; } tb_ctl_perf_t;
+/* The answer of a subtree, or part of it: records of nw (node) and sw
+ * (stream) 64-bit fields each, node[0..nnode) and strm[0..nstrm) values
+ * (multiples of nw and sw; fields past those a reader knows are skipped,
+ * so that a newer node may send more). The fields: TB_PERF_N_* and
+ * TB_PERF_S_* below, the rank first in both. */
+enum {
+    TB_PERF_N_RANK, TB_PERF_N_ROLE, TB_PERF_N_RSS, TB_PERF_N_CPU_US, TB_PERF_N_QUEUED,
+    TB_PERF_N_STREAM_QUEUED, TB_PERF_N_RESENT, TB_PERF_N_RELINKS, TB_PERF_N_CRC,
+    TB_PERF_N_UPTIME_MS, TB_PERF_N_CHILDREN, TB_PERF_N_MSGS_DROPPED,
+    TB_PERF_NW                /* the fields a node record has (now) */
+};
+enum {
+    TB_PERF_S_RANK, TB_PERF_S_STREAM, TB_PERF_S_UP_IN, TB_PERF_S_UP_IN_BYTES, TB_PERF_S_UP_OUT,
+    TB_PERF_S_UP_OUT_BYTES, TB_PERF_S_DOWN_IN, TB_PERF_S_DOWN_IN_BYTES, TB_PERF_S_DOWN_OUT,
+    TB_PERF_S_DOWN_OUT_BYTES, TB_PERF_S_WAVES, TB_PERF_S_FCALLS, TB_PERF_S_FWALL_NS,
+    TB_PERF_S_FCPU_NS, TB_PERF_S_FCPU_SAMPLES, TB_PERF_S_QUEUED,
+    TB_PERF_SW
+};
+typedef struct {
+    uint64_t id;
+    uint32_t nw, sw;
+    const uint64_t *node, *strm;
+    size_t nnode, nstrm;
+} tb_ctl_perf_data_t;
 /* An adopted child, after its grafts: the plug-in filters it has loaded
  * (ids TBON_FILTER_BUILTIN_COUNT on, without a gap) and whether it has the
  * port table (0 or 1); the adopter sends what it lacks. */
@@ -334,6 +365,10 @@ int tb_ctl_join_ack_decode(const tbon_packet_t *p, tb_ctl_join_ack_t *m, tbon_er
 tbon_packet_t *tb_ctl_leave_encode(const tb_ctl_leave_t *m);
 tbon_packet_t *tb_ctl_ping_encode(const tb_ctl_ping_t *m);
 int tb_ctl_ping_decode(const tbon_packet_t *p, tb_ctl_ping_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_perf_encode(const tb_ctl_perf_t *m);
+int tb_ctl_perf_decode(const tbon_packet_t *p, tb_ctl_perf_t *m, tbon_error_t *err);
+tbon_packet_t *tb_ctl_perf_data_encode(const tb_ctl_perf_data_t *m);
+int tb_ctl_perf_data_decode(const tbon_packet_t *p, tb_ctl_perf_data_t *m, tbon_error_t *err);
 tbon_packet_t *tb_ctl_stable_encode(const tb_ctl_stable_t *m);
 int tb_ctl_stable_decode(const tbon_packet_t *p, tb_ctl_stable_t *m, tbon_error_t *err);
 tbon_packet_t *tb_ctl_stream_end_encode(const tb_ctl_stream_end_t *m);
@@ -388,6 +423,8 @@ typedef struct tb_ctl_msg {
         tb_ctl_direct_t direct;
         tb_ctl_stable_t stable;
         tb_ctl_ping_t ping;
+        tb_ctl_perf_t perf;
+        tb_ctl_perf_data_t perf_data;
     } u;
 } tb_ctl_msg_t;
 

@@ -587,6 +587,58 @@ int tb_ctl_ping_decode(const tbon_packet_t *p, tb_ctl_ping_t *m, tbon_error_t *e
     return 0;
 }
 
+tbon_packet_t *tb_ctl_perf_encode(const tb_ctl_perf_t *m)
+{
+    return tbon_packet_new(TB_CTL_PERF, "%uld %ud", m->id, m->wait_ms);
+}
+
+int tb_ctl_perf_decode(const tbon_packet_t *p, tb_ctl_perf_t *m, tbon_error_t *err)
+{
+    int rc = check_packet(p, TB_CTL_PERF, err);
+    if (!rc)
+        rc = unpacked(tbon_packet_unpack(p, "%uld %ud", &m->id, &m->wait_ms), TB_CTL_PERF, err);
+    if (!rc && !m->id)
+        rc = bad(err, TB_CTL_PERF, "field 1: gathering id 0");
+    return rc;
+}
+
+tbon_packet_t *tb_ctl_perf_data_encode(const tb_ctl_perf_data_t *m)
+{
+    return tbon_packet_new(TB_CTL_PERF_DATA, "%uld %ud %ud %auld %auld", m->id, m->nw, m->sw,
+                           m->node, m->nnode, m->strm, m->nstrm);
+}
+
+int tb_ctl_perf_data_decode(const tbon_packet_t *p, tb_ctl_perf_data_t *m, tbon_error_t *err)
+{
+    uint64_t *node = NULL, *strm = NULL;
+    int rc = check_packet(p, TB_CTL_PERF_DATA, err);
+    if (!rc)
+        rc = unpacked(tbon_packet_unpack(p, "%uld %ud %ud %auld %auld", &m->id, &m->nw, &m->sw,
+                                         &node, &m->nnode, &strm, &m->nstrm),
+                      TB_CTL_PERF_DATA, err);
+    if (!rc && m->nw < TB_PERF_NW)
+        rc = bad(err, TB_CTL_PERF_DATA, "field 2: %u fields per node record (at least %d)",
+                 m->nw, TB_PERF_NW);
+    else if (!rc && m->sw < TB_PERF_SW)
+        rc = bad(err, TB_CTL_PERF_DATA, "field 3: %u fields per stream record (at least %d)",
+                 m->sw, TB_PERF_SW);
+    else if (!rc && m->nnode % m->nw)
+        rc = bad(err, TB_CTL_PERF_DATA, "field 4: %zu values, not whole records of %u",
+                 m->nnode, m->nw);
+    else if (!rc && m->nstrm % m->sw)
+        rc = bad(err, TB_CTL_PERF_DATA, "field 5: %zu values, not whole records of %u",
+                 m->nstrm, m->sw);
+    if (rc) {
+        free(node);
+        free(strm);
+        m->node = m->strm = NULL;
+        return rc;
+    }
+    m->node = node;
+    m->strm = strm;
+    return 0;
+}
+
 tbon_packet_t *tb_ctl_stable_encode(const tb_ctl_stable_t *m)
 {
     return tbon_packet_new(TB_CTL_STABLE, "%uld", m->version);

@@ -102,6 +102,13 @@ static const tb_ctl_info_t table[] = {
       "origin, target (any rank), the origin's id, flags (1: the answer), the ranks passed on "
       "the way out (the origin first): a ping, passed towards the target by the topology "
       "and answered back to the origin with the route (10.3)" },
+    { TB_CTL_PERF, "PERF", TB_CTL_DOWN, N_, "%uld %ud",
+      "gathering id (not 0), ms to wait for the children's answers: performance data asked "
+      "for, passed to every child (10.4)" },
+    { TB_CTL_PERF_DATA, "PERF_DATA", TB_CTL_UP, N_, "%uld %ud %ud %auld %auld",
+      "gathering id, fields per node record (at least 12) and per stream record (at least "
+      "16), the node records, the stream records: a subtree's answer, or late parts of it "
+      "(10.4)" },
 };
 
 const tb_ctl_info_t *tb_ctl_info(int op)

@@ -340,6 +340,9 @@ TB_HOT static void on_cmd(tb_node_t *n, tb_cmd_t *c)
     case TB_CMD_DIRECT:
         tb_dlog_send(n, c);
         break;
+    case TB_CMD_PERF:
+        tb_perf_start(n, c->u.perf.id, c->u.perf.wait_ms);
+        break;
     case TB_CMD_PING:
         tb_direct_ping(n, TB_DIRECT_HERE, &(tb_ctl_ping_t){ .origin = n->rank,
                                                            .target = c->u.ping.target,
@@ -866,6 +869,7 @@ tb_node_t *tb_node_new(const tb_node_config_t *cfg, const tb_node_cbs_t *cbs, tb
     n->role = cfg->role;
     n->ft = cfg->ft;
     n->drop_every = -1;     /* TBON_TEST_DROP_DIRECT: read at the first message */
+    n->born_ms = tb_now_ms();
     if (n->role == TB_ROLE_FE && !(n->fe = calloc(1, sizeof *n->fe))) {
         free(n);
         tb_topology_destroy(cfg->topo);
@@ -946,6 +950,7 @@ void tb_node_destroy(tb_node_t *n)
         tb_sshmux_destroy(n->sshmux, tb_now_ms() + 2000);
     tb_relay_destroy(n->relay);
     tb_stream_free_all(n);
+    tb_perf_free(n);
     tb_dlog_free(n);
     tb_cover_free(n);
     n->ft->free(n);

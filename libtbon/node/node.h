@@ -84,6 +84,11 @@ typedef struct tb_node_cbs {
     /* FE: a stream the application did not make came with a child's graft
      * (a reattached FE takes over the tree's streams). May be NULL. */
     void (*stream_found)(void *arg, uint32_t id);
+    /* FE: records of performance gathering id (node_perf.c): the part of
+     * the answer that came; done 1 once this node's own answer is complete
+     * (every child answered or was lost, or its wait ran out: later parts
+     * come with done 0). May be NULL. */
+    void (*perf)(void *arg, const tb_ctl_perf_data_t *d, int done);
 } tb_node_cbs_t;
 
 typedef struct tb_node_config {
@@ -249,6 +254,7 @@ enum tb_cmd_op {
     TB_CMD_DETACH,       /* FE app: leave the tree running (tbon_fe_detach) */
     TB_CMD_DIRECT,       /* app: a message to other processes (node_direct.c) */
     TB_CMD_PING,         /* app: a ping to any rank (node_direct.c) */
+    TB_CMD_PERF,         /* FE app: gather performance data (node_perf.c) */
 };
 
 /* A caller waiting for the reactor's answer to its command (TB_CMD_DETACH):
@@ -314,6 +320,7 @@ struct tb_cmd {
         struct { tbon_rank_t rank; int silent_ms; } fence;  /* FENCE */
         struct { tbon_rank_t rank; int on, silent_ms; } suspect;  /* SUSPECT */
         struct { uint64_t id; } check;                      /* CHECK */
+        struct { uint64_t id; uint32_t wait_ms; } perf;     /* PERF */
         struct { char *key, *value; } attr;                 /* ATTR: value NULL deletes */
         struct {                                            /* JOIN_CONN */
             int fd;
@@ -359,6 +366,7 @@ tb_cmd_t *tb_cmd_fence(tbon_rank_t rank, int silent_ms);
 #define TB_SUSPECT_LINK 2
 tb_cmd_t *tb_cmd_suspect(tbon_rank_t rank, int on, int silent_ms);
 tb_cmd_t *tb_cmd_check(uint64_t id);
+tb_cmd_t *tb_cmd_perf(uint64_t id, uint32_t wait_ms);
 tb_cmd_t *tb_cmd_stream_end(uint32_t id);
 /* dst (n ranks, malloc'd; NULL for a broadcast) and pkt are taken. */
 tb_cmd_t *tb_cmd_direct(tbon_rank_t *dst, size_t n, uint32_t flags, tbon_packet_t *pkt,

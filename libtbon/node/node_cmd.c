@@ -252,6 +252,16 @@ tb_cmd_t *tb_cmd_check(uint64_t id)
     return c;
 }
 
+tb_cmd_t *tb_cmd_perf(uint64_t id, uint32_t wait_ms)
+{
+    tb_cmd_t *c = cmd_new(TB_CMD_PERF);
+    if (c) {
+        c->u.perf.id = id;
+        c->u.perf.wait_ms = wait_ms;
+    }
+    return c;
+}
+
 tb_cmd_t *tb_cmd_stream_end(uint32_t id)
 {
     tb_cmd_t *c = cmd_new(TB_CMD_STREAM_END);

@@ -126,6 +126,9 @@ static void ctl_down(tb_node_t *n, const tb_ctl_msg_t *m, tbon_packet_t *p)
     case TB_CTL_PING:
         tb_direct_ping(n, -1, &m->u.ping);
         break;
+    case TB_CTL_PERF:
+        tb_perf_start(n, m->u.perf.id, m->u.perf.wait_ms);
+        break;
     case TB_CTL_DIRECT:
         tb_dlog_route(n, -1, &m->u.direct, p);
         break;
@@ -186,6 +189,9 @@ static void ctl_up(tb_node_t *n, size_t i, const tb_ctl_msg_t *m, tbon_packet_t 
         break;
     case TB_CTL_PING:
         tb_direct_ping(n, (int)i, &m->u.ping);
+        break;
+    case TB_CTL_PERF_DATA:
+        tb_perf_on_data(n, i, &m->u.perf_data, p);
         break;
     case TB_CTL_DIRECT:
         tb_dlog_route(n, (int)i, &m->u.direct, p);

@@ -105,18 +105,76 @@ static void fw_end(tb_node_t *n, const tb_filter_t *f)
     pthread_mutex_unlock(&n->fw.mu);
 }
 
+/* Once the node has been asked for its performance data (n->perf), one
+ * call in this many measures its thread's CPU time as well; the others'
+ * is estimated from them (docs/user-guide.md, "Performance data"). Not
+ * before: the thread's CPU clock is a system call of microseconds here
+ * (the monotonic clock's read is tens of nanoseconds), and read on every
+ * 16th call it made fault-free waves up to a fifth slower
+ * (bench/perf_cost.sh). */
+#ifndef CPU_SAMPLE_EVERY
+#define CPU_SAMPLE_EVERY 16
+#endif
+
+#ifndef TB_PERF_OFF
+/* What reading the thread's CPU clock twice costs in CPU time itself (a
+ * sample holds about one read's worth): taken off each sample, measured
+ * once per process, the least of a few tries. */
+static int64_t cpu_clock_cost;
+static pthread_once_t cpu_clock_once = PTHREAD_ONCE_INIT;
+
+static void cpu_clock_calibrate(void)
+{
+    int64_t best = INT64_MAX;
+    for (int i = 0; i < 5; i++) {
+        int64_t a = tb_thread_cpu_ns(), b = tb_thread_cpu_ns();
+        if (b - a < best)
+            best = b - a;
+    }
+    cpu_clock_cost = best > 0 && best < INT64_MAX ? best : 0;
+}
+
+static uint64_t cpu_sample(int64_t c0)
+{
+    int64_t d = tb_thread_cpu_ns() - c0 - cpu_clock_cost;
+    return d > 0 ? (uint64_t)d : 0;
+}
+#endif
+
 /* Run f for stream s: at the FE a plug-in runs on its worker thread, within
- * its limit (node_fecall.c); elsewhere here, watched by the EDS (fw_begin). */
-TB_HOT int tb_stream_run_filter(tb_node_t *n, const tb_stream_st_t *s, const tb_filter_t *f, uint64_t key,
-                      tbon_packet_t *const in[], size_t k, tbon_packet_list_t *out, void **state,
-                      const tbon_filter_ctx_t *ctx, tbon_error_t *err)
+ * its limit (node_fecall.c); elsewhere here, watched by the EDS (fw_begin).
+ * Its calls, wall time and sampled CPU time go to s's counters. */
+TB_HOT int tb_stream_run_filter(tb_node_t *n, tb_stream_st_t *s, const tb_filter_t *f,
+                                uint64_t key, tbon_packet_t *const in[], size_t k,
+                                tbon_packet_list_t *out, void **state,
+                                const tbon_filter_ctx_t *ctx, tbon_error_t *err)
 {
     int limit = s->ff.limit_ms >= 0 ? s->ff.limit_ms : n->fw_default;
-    if (n->role == TB_ROLE_FE && f->dl && limit > 0)
-        return tb_fecall_run(n, f, in, k, out, state, ctx, limit, err);
-    fw_begin(n, s, f, key, in, k);
-    int rc = tb_filter_run(f, in, k, out, state, ctx, err);
-    fw_end(n, f);
+    int worker = n->role == TB_ROLE_FE && f->dl && limit > 0;
+#ifndef TB_PERF_OFF
+    /* (on the FE's worker the call's CPU time is another thread's: not
+     * sampled) */
+    int cpu = !worker && n->perf && s->perf[TB_PERF_S_FCALLS] % CPU_SAMPLE_EVERY == 0;
+    if (cpu)
+        pthread_once(&cpu_clock_once, cpu_clock_calibrate);
+    int64_t c0 = cpu ? tb_thread_cpu_ns() : 0, t0 = tb_now_ns();
+#endif
+    int rc;
+    if (worker) {
+        rc = tb_fecall_run(n, f, in, k, out, state, ctx, limit, err);
+    } else {
+        fw_begin(n, s, f, key, in, k);
+        rc = tb_filter_run(f, in, k, out, state, ctx, err);
+        fw_end(n, f);
+    }
+#ifndef TB_PERF_OFF
+    s->perf[TB_PERF_S_FWALL_NS] += (uint64_t)(tb_now_ns() - t0);
+    s->perf[TB_PERF_S_FCALLS]++;
+    if (cpu) {
+        s->perf[TB_PERF_S_FCPU_NS] += cpu_sample(c0);
+        s->perf[TB_PERF_S_FCPU_SAMPLES]++;
+    }
+#endif
     return rc;
 }
 

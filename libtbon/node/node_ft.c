@@ -83,6 +83,7 @@ static void nft_child_absent(tb_node_t *n, size_t i)
 {
     n->child[i].state = CH_GONE;
     tb_stream_child_gone(n, i);
+    tb_perf_child_gone(n, i);
 }
 
 static int nft_child_suspect(tb_node_t *n, size_t i, int on)

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 
 #include "codec/ctl.h"
+#include "codec/packet_int.h"
 #include "net/conn.h"
 #include "filter/filter.h"
 #include "node/node.h"
@@ -168,7 +169,28 @@ typedef struct tb_stream_st {
     int       exact;          /* an exact stream: an associative up filter, fault
                                  tolerance on, not don't-wait */
     tb_exact_st_t ex;         /* what an exact stream keeps (node_exact.c) */
+    /* Its performance counters (node_perf.c reads them), by TB_PERF_S_*
+     * (codec/ctl.h); the rank, stream and queue fields are filled there.
+     * Kept always: a few adds per packet (bench/bench_perf.sh). */
+    uint64_t  perf[TB_PERF_SW];
 } tb_stream_st_t;
+
+/* Counting into a stream's counters; compiled out with -DTB_PERF_OFF (the
+ * baseline bench/bench_perf.sh measures them against). */
+#ifdef TB_PERF_OFF
+#define TB_PERF_ADD(s, f, v) ((void)0)
+#define TB_PERF_PKT(s, f, p) ((void)0)
+#else
+#define TB_PERF_ADD(s, f, v) ((void)((s)->perf[f] += (v)))
+/* a packet and its payload's bytes: f and the field after it */
+#define TB_PERF_PKT(s, f, p)                                                   \
+    do {                                                                       \
+        size_t pl_len_;                                                        \
+        tb_packet_payload((p), &pl_len_);                                      \
+        (s)->perf[f]++;                                                        \
+        (s)->perf[(f) + 1] += pl_len_;                                         \
+    } while (0)
+#endif
 
 /* The node's life (seed 003's processes start, serve, and end in order).
  * The transitions tb_node_enter allows:
@@ -367,6 +389,10 @@ struct tb_node {
     uint64_t   drop_passed;
     atomic_int released;      /* tb_node_release_waiters: no sender waits any
                                  more (read under qmu by senders, as closed) */
+    /* Performance data (node_perf.c): when the node was made (ms), and the
+     * gathering it answers now (NULL before the first). The driver's. */
+    int64_t    born_ms;
+    struct tb_nperf *perf;
 };
 
 /* node_session.c: the FE's session file written again (the tree is up, its
@@ -801,10 +827,19 @@ int  tb_ffault_hung_above(const tb_ffault_st_t *ff);
 int  tb_ffault_take_poison(tb_ffault_st_t *ff, uint64_t key, char *msg, size_t len);
 /* Report a filter failure of stream id toward the FE (TB_CTL_STREAM_ERR). */
 void tb_stream_error(tb_node_t *n, uint32_t id, const char *msg);
+/* node_perf.c: performance data gathered up the tree (docs/protocol.md
+ * 10.4). A gathering begins at the FE (TB_CMD_PERF) or comes from the
+ * parent (TB_CTL_PERF); a child's answer (TB_CTL_PERF_DATA, m decoded from
+ * p) joins ours, or passes on if ours has gone; a child lost owes none. */
+void tb_perf_start(tb_node_t *n, uint64_t id, uint32_t wait_ms);
+void tb_perf_on_data(tb_node_t *n, size_t child, const tb_ctl_perf_data_t *m, tbon_packet_t *p);
+void tb_perf_child_gone(tb_node_t *n, size_t child);
+void tb_perf_free(tb_node_t *n);
+
 /* Run filter f of stream s over in[0..k) for the wave with key: at the FE a
  * plug-in on its worker thread within its limit, elsewhere watched by the
  * EDS; as tb_filter_run. */
-int  tb_stream_run_filter(tb_node_t *n, const tb_stream_st_t *s, const tb_filter_t *f,
+int  tb_stream_run_filter(tb_node_t *n, tb_stream_st_t *s, const tb_filter_t *f,
                           uint64_t key, tbon_packet_t *const in[], size_t k,
                           tbon_packet_list_t *out, void **state, const tbon_filter_ctx_t *ctx,
                           tbon_error_t *err);

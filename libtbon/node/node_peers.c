@@ -89,6 +89,7 @@ void tb_node_close_child(tb_node_t *n, size_t i, const char *why)
         tb_node_ft_child(n, TB_FT_EV_CHILD_LOST, i);
     }
     tb_stream_child_gone(n, i);
+    tb_perf_child_gone(n, i);
     /* Until the whole tree is up, a child lost is left out of the start-up
      * (node_missing.c), or the tree would wait for it until the timeout. */
     if (tb_node_life(n) == TB_LIFE_STARTING)
@@ -105,6 +106,7 @@ void tb_node_drop_child(tb_node_t *n, size_t i)
     ch->released = 1;
     detach_child(n, i);
     tb_stream_child_gone(n, i);
+    tb_perf_child_gone(n, i);
 }
 
 void tb_node_parent_lost(tb_node_t *n, const char *why_in)

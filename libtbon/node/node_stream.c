@@ -229,6 +229,8 @@ TB_HOT void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint
     }
     if (s && q > s->last_q)
         s->last_q = q;
+    if (s && p)
+        TB_PERF_PKT(s, TB_PERF_S_DOWN_IN, p);
     if (tb_stream_ended(n, stream)) {
         tbon_packet_unref(p);       /* sent before its end reached us */
         return;
@@ -273,8 +275,10 @@ TB_HOT void tb_stream_down(tb_node_t *n, uint32_t stream, tbon_packet_t *p, uint
         if (keep)
             tb_reqs_keep(s, q, out.v[j], at);
         for (size_t i = 0; i < n->nchild; i++)
-            if (tb_stream_child_gets(s, i, q))
+            if (tb_stream_child_gets(s, i, q)) {
+                TB_PERF_PKT(s, TB_PERF_S_DOWN_OUT, out.v[j]);
                 tb_node_to_child(n, i, stream, out.v[j], q, j == 0 ? done : 0);
+            }
     }
     tb_plist_free(&out);
     if (!tb_stream_takes_part(n, s))

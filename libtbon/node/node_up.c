@@ -12,6 +12,9 @@ TB_HOT void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, i
 {
     if (!p)
         return;
+    tb_stream_st_t *s = stream < n->nstreams ? n->streams[stream] : NULL;
+    if (s)
+        TB_PERF_PKT(s, TB_PERF_S_UP_OUT, p);
     tbon_rank_t src = tbon_packet_source(p);
     if (src == TBON_RANK_NONE)
         src = n->rank;
@@ -38,7 +41,6 @@ TB_HOT void tb_node_to_parent(tb_node_t *n, uint32_t stream, tbon_packet_t *p, i
     }
     if (!more)
         tb_stream_sent(n, stream, key);
-    tb_stream_st_t *s = stream < n->nstreams ? n->streams[stream] : NULL;
     if (s && s->exact && n->ft->ready(n))
         tb_exact_retain(n, s, p, more, key);       /* for an adoption (node_exact.c) */
     if (n->parent && !n->parent->closed) {

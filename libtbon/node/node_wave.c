@@ -128,6 +128,7 @@ TB_HOT static void run_up(tb_node_t *n, tb_stream_st_t *s, tbon_packet_t **in, s
      * that error, never a partial result. */
     int per_wave = s->sync != TBON_SYNC_DONTWAIT && key != 0;
     char msg[600];
+    TB_PERF_ADD(s, TB_PERF_S_WAVES, 1);
     if (n->role == TB_ROLE_FE && tb_ffault_take_poison(&s->ff, key, msg, sizeof msg)) {
         for (size_t i = 0; i < k; i++)
             tbon_packet_unref(in[i]);
@@ -417,6 +418,8 @@ TB_HOT void tb_stream_up(tb_node_t *n, size_t child, uint32_t stream, tbon_packe
         tbon_packet_unref(p);
         return;
     }
+    if (p)
+        TB_PERF_PKT(s, TB_PERF_S_UP_IN, p);
     if (s->exact && n->ft->ready(n) && (late || (s->has_closed && key <= s->closed))) {
         /* A partial sent again after an adoption, or for a wave closed
          * here: never folded below the FE (node_exact.c). */

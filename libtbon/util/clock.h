@@ -1,5 +1,6 @@
 /* clock.h - the library's monotonic clock: every deadline, timer and
- * heartbeat is on CLOCK_MONOTONIC, in milliseconds or microseconds. */
+ * heartbeat is on CLOCK_MONOTONIC, in milliseconds or microseconds
+ * (nanoseconds for what a filter call takes). */
 #ifndef TB_UTIL_CLOCK_H
 #define TB_UTIL_CLOCK_H
 
@@ -7,6 +8,9 @@
 
 int64_t tb_now_ms(void);
 int64_t tb_now_us(void);
+int64_t tb_now_ns(void);
+/* The CPU time of the calling thread so far, ns (0 if it cannot be read). */
+int64_t tb_thread_cpu_ns(void);
 /* The CPU time of the whole process (all its threads) so far, ms. */
 int64_t tb_cpu_ms(void);
 

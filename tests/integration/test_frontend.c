@@ -385,3 +385,96 @@ ITEST(frontend_status_after_a_kill)
     json_decref(j);
     free(out);
 }
+
+/* The stream record of rank r in --perf's JSON, or NULL. */
+static json_t *perf_stream_of(json_t *streams, long long r)
+{
+    for (size_t i = 0; i < json_array_size(streams); i++) {
+        json_t *o = json_array_get(streams, i);
+        if (json_integer_value(json_object_get(o, "rank")) == r)
+            return o;
+    }
+    return NULL;
+}
+
+/* tbon_frontend --perf --json after waves during which a commnode was
+ * killed: one JSON line; the dead commnode down, every other node's
+ * figures there, and each back-end (its orphans too) answered each of the
+ * 40 requests once, as the front-end delivered each wave once. */
+ITEST(frontend_perf_after_a_kill)
+{
+    const char *args[] = { "-w", "40", "--perf", "--json", "--", "--delay", "15", NULL };
+    pid_t fe = spawn_frontend_on("localhost:0 => localhost:1 localhost:2 ;\n"
+                                 "localhost:1 => localhost:3 localhost:4 ;\n"
+                                 "localhost:2 => localhost:5 localhost:6 ;\n", args);
+    REQUIRE(fe > 0);
+    char outf[600];
+    snprintf(outf, sizeof outf, "%s/fe.out", th_tmpdir());
+    int64_t end = it_now_ms() + IT_RECV_MS;
+    for (;;) {
+        char *so_far = th_read_file(outf);
+        int going = so_far && strstr(so_far, "\"wave\":1,");
+        free(so_far);
+        if (going || it_now_ms() > end)
+            break;
+        it_sleep_ms(10);
+    }
+    pid_t cn = it_pid_of("tbon_commnode", 2);
+    REQUIRE(cn > 0);
+    kill(cn, SIGKILL);
+    char *out = NULL;
+    CHECK_INT(wait_frontend(fe, &out), 0);
+    REQUIRE(out);
+    const char *line = strstr(out, "{\"perf\":");
+    json_error_t je;
+    json_t *j = line ? json_loadb(line, strcspn(line, "\n"), 0, &je) : NULL;
+    json_t *perf = j ? json_object_get(j, "perf") : NULL;
+    json_t *nodes = json_object_get(perf, "nodes"), *streams = json_object_get(perf, "streams");
+    if (!perf || json_array_size(nodes) != 7) {
+        th_fail(__FILE__, __LINE__, "no perf line of 7 nodes: %s", out);
+    } else {
+        CHECK_INT(json_integer_value(json_object_get(perf, "answered")), 6);
+        CHECK_INT(json_integer_value(json_object_get(perf, "silent")), 0);
+        for (size_t r = 0; r < 7; r++) {
+            json_t *n = json_array_get(nodes, r);
+            CHECK_INT(json_integer_value(json_object_get(n, "rank")), (long long)r);
+            CHECK_STR(json_string_value(json_object_get(n, "host")), "localhost");
+            CHECK(json_is_true(json_object_get(n, "answered")) == (r != 2));
+            if (r != 2)
+                CHECK(json_integer_value(json_object_get(n, "rss_bytes")) > 0);
+        }
+        for (long long r = 3; r <= 6; r++) {
+            json_t *b = perf_stream_of(streams, r);
+            CHECK(b != NULL);
+            CHECK_INT(json_integer_value(json_object_get(b, "down_in_packets")), 40);
+            CHECK_INT(json_integer_value(json_object_get(b, "up_out_packets")), 40);
+        }
+        json_t *f = perf_stream_of(streams, 0);
+        CHECK(f != NULL);
+        CHECK_INT(json_integer_value(json_object_get(f, "up_out_packets")), 40);
+        CHECK_INT(json_integer_value(json_object_get(f, "waves")), 40);
+    }
+    json_decref(j);
+    free(out);
+}
+
+/* --perf's table: a line per node and per stream at each, the header
+ * saying every node answered. */
+ITEST(frontend_perf_table)
+{
+    const char *args[] = { "-w", "3", "--perf", NULL };
+    pid_t fe = spawn_frontend_on("localhost:0 => localhost:1 localhost:2 ;\n", args);
+    REQUIRE(fe > 0);
+    char *out = NULL;
+    CHECK_INT(wait_frontend(fe, &out), 0);
+    REQUIRE(out);
+    CHECK(strstr(out, "perf: 3 nodes, 3 answered, 0 alive and silent (1 round,") != NULL);
+    CHECK(strstr(out, "localhost") && strstr(out, "filter ms"));
+    int rows = 0;
+    for (const char *l = strstr(out, "filter ms"); l && (l = strchr(l, '\n')) && l[1]; l++)
+        rows++;
+    CHECK_INT(rows, 3);             /* stream 1 at ranks 0, 1, 2 */
+    if (rows != 3)
+        fprintf(stderr, "    the front-end said: %s\n", out);
+    free(out);
+}

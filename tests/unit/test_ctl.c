@@ -118,7 +118,7 @@ TEST(table_names_every_op_once)
     CHECK(tb_ctl_info(TB_CTL_OP_MAX + 1) == NULL);
     CHECK(tb_ctl_info(-1) == NULL);
     CHECK_STR(tb_ctl_name(99), "?");
-    CHECK_INT(TB_CTL_OP_MAX, 29);
+    CHECK_INT(TB_CTL_OP_MAX, 31);
     for (int op = 1; op <= TB_CTL_OP_MAX; op++) {
         const tb_ctl_info_t *i = tb_ctl_info(op);
         REQUIRE(i);
@@ -146,6 +146,8 @@ TEST(table_names_every_op_once)
     CHECK_INT(TB_CTL_DIRECT, 27);
     CHECK_INT(TB_CTL_STABLE, 28);
     CHECK_INT(TB_CTL_PING, 29);
+    CHECK_INT(TB_CTL_PERF, 30);
+    CHECK_INT(TB_CTL_PERF_DATA, 31);
     CHECK_INT(tb_ctl_info(TB_CTL_DIRECT)->dir, TB_CTL_BOTH);
     CHECK_STR(tb_ctl_name(TB_CTL_VIEW_ACK), "VIEW_ACK");
     CHECK_INT(tb_ctl_info(TB_CTL_VIEW)->owner, TB_CTL_OWN_VIEW);
@@ -159,10 +161,10 @@ TEST(unknown_op_is_refused)
 {
     tb_ctl_msg_t m;
     tbon_error_t err;
-    tbon_packet_t *p = tbon_packet_new(30, "%ud", 0u);
+    tbon_packet_t *p = tbon_packet_new(TB_CTL_OP_MAX + 1, "%ud", 0u);
     REQUIRE(p);
-    CHECK_INT(tb_ctl_decode(30, p, &m, &err), TBON_EFORMAT);
-    CHECK(strstr(err.msg, "control message 30: no such op") != NULL);
+    CHECK_INT(tb_ctl_decode(TB_CTL_OP_MAX + 1, p, &m, &err), TBON_EFORMAT);
+    CHECK(strstr(err.msg, "control message 32: no such op") != NULL);
     size_t len;
     const uint8_t *b = tb_packet_payload(p, &len);
     CHECK_INT(tb_ctl_decode_bytes(0, b, len, &m, &err), TBON_EFORMAT);
@@ -726,6 +728,60 @@ TEST(ping_round_trip_and_checks)
                   "does not start at the origin");
 }
 
+TEST(perf_round_trip_and_id_zero)
+{
+    tb_ctl_perf_t out;
+    tbon_packet_t *p = tb_ctl_perf_encode(&(tb_ctl_perf_t){ 7, 1500 });
+    REQUIRE(p && tb_ctl_perf_decode(p, &out, NULL) == 0);
+    CHECK(out.id == 7 && out.wait_ms == 1500);
+    check_wire(TB_CTL_PERF, p, tbon_packet_new(TB_CTL_PERF, "%uld %ud", (uint64_t)7, 1500u));
+    check_refused(TB_CTL_PERF, tb_ctl_perf_encode(&(tb_ctl_perf_t){ 0, 10 }), "gathering id 0");
+}
+
+/* Records of a newer sender (wider) are read; too narrow or ragged ones
+ * are refused, naming the field. */
+TEST(perf_data_round_trip_and_widths)
+{
+    uint64_t node[2 * (TB_PERF_NW + 1)] = { 0 }, strm[TB_PERF_SW + 1] = { 0 };
+    node[TB_PERF_N_RANK] = 3;
+    node[TB_PERF_NW + 1 + TB_PERF_N_RANK] = 4;
+    node[TB_PERF_NW + 1 + TB_PERF_N_RSS] = 1 << 20;
+    strm[TB_PERF_S_STREAM] = 9;
+    strm[TB_PERF_S_UP_IN_BYTES] = 123456789012ull;
+    tb_ctl_perf_data_t in = { 5, TB_PERF_NW + 1, TB_PERF_SW + 1, node, strm,
+                              2 * (TB_PERF_NW + 1), TB_PERF_SW + 1 }, out;
+    tbon_packet_t *p = tb_ctl_perf_data_encode(&in);
+    REQUIRE(p && tb_ctl_perf_data_decode(p, &out, NULL) == 0);
+    CHECK(out.id == 5 && out.nw == TB_PERF_NW + 1 && out.sw == TB_PERF_SW + 1);
+    CHECK(out.nnode == 2 * (TB_PERF_NW + 1) && out.nstrm == TB_PERF_SW + 1);
+    CHECK(out.node[TB_PERF_NW + 1 + TB_PERF_N_RSS] == 1 << 20);
+    CHECK(out.strm[TB_PERF_S_UP_IN_BYTES] == 123456789012ull);
+    tb_ctl_free(TB_CTL_PERF_DATA, &out);
+    check_wire(TB_CTL_PERF_DATA, p,
+               tbon_packet_new(TB_CTL_PERF_DATA, "%uld %ud %ud %auld %auld", (uint64_t)5,
+                               (uint32_t)(TB_PERF_NW + 1), (uint32_t)(TB_PERF_SW + 1), node,
+                               (size_t)(2 * (TB_PERF_NW + 1)), strm, (size_t)(TB_PERF_SW + 1)));
+    /* no records at all is an answer too */
+    p = tb_ctl_perf_data_encode(&(tb_ctl_perf_data_t){ 5, TB_PERF_NW, TB_PERF_SW, NULL, NULL,
+                                                        0, 0 });
+    REQUIRE(p && tb_ctl_perf_data_decode(p, &out, NULL) == 0);
+    CHECK(out.nnode == 0 && out.nstrm == 0);
+    tb_ctl_free(TB_CTL_PERF_DATA, &out);
+    tbon_packet_unref(p);
+    check_refused(TB_CTL_PERF_DATA, tb_ctl_perf_data_encode(&(tb_ctl_perf_data_t){
+                      5, TB_PERF_NW - 1, TB_PERF_SW, node, NULL, TB_PERF_NW - 1, 0 }),
+                  "field 2");
+    check_refused(TB_CTL_PERF_DATA, tb_ctl_perf_data_encode(&(tb_ctl_perf_data_t){
+                      5, TB_PERF_NW, TB_PERF_SW - 1, NULL, strm, 0, TB_PERF_SW - 1 }),
+                  "field 3");
+    check_refused(TB_CTL_PERF_DATA, tb_ctl_perf_data_encode(&(tb_ctl_perf_data_t){
+                      5, TB_PERF_NW, TB_PERF_SW, node, NULL, TB_PERF_NW + 1, 0 }),
+                  "not whole records");
+    check_refused(TB_CTL_PERF_DATA, tb_ctl_perf_data_encode(&(tb_ctl_perf_data_t){
+                      5, TB_PERF_NW, TB_PERF_SW, NULL, strm, 0, TB_PERF_SW + 1 }),
+                  "field 5");
+}
+
 TEST(filter_fault_round_trip_and_signal_range)
 {
     const uint32_t src[] = { 97, 98, 100 };
@@ -821,6 +877,9 @@ TEST(every_message_refuses_every_other_format)
                                                                  d1, 1 });
     pk[TB_CTL_STABLE] = tb_ctl_stable_encode(&(tb_ctl_stable_t){ 4 });
     pk[TB_CTL_PING] = tb_ctl_ping_encode(&(tb_ctl_ping_t){ 1, 3, 7, 0, one, 1 });
+    pk[TB_CTL_PERF] = tb_ctl_perf_encode(&(tb_ctl_perf_t){ 1, 10 });
+    pk[TB_CTL_PERF_DATA] = tb_ctl_perf_data_encode(&(tb_ctl_perf_data_t){
+        1, TB_PERF_NW, TB_PERF_SW, NULL, NULL, 0, 0 });
     for (int a = 1; a <= TB_CTL_OP_MAX; a++) {
         REQUIRE(pk[a]);
         for (int b = 1; b <= TB_CTL_OP_MAX; b++) {
