@@ -90,7 +90,8 @@ PROGRAMS := tbon_topgen tbon_commnode tbon_frontend tbon_example_be
 tbon_topgen_SRC     := topologies/tbon_topgen.c
 tbon_commnode_SRC   := commnode/tbon_commnode.c
 tbon_frontend_SRC   := frontend-api/tbon_frontend.c frontend-api/fe_cli.c frontend-api/fe_start.c \
-                       frontend-api/fe_waves.c frontend-api/fe_values.c frontend-api/fe_ping.c
+                       frontend-api/fe_waves.c frontend-api/fe_values.c frontend-api/fe_ping.c \
+                       frontend-api/fe_perf.c
 tbon_example_be_SRC := backend-api/tbon_example_be.c
 # Libraries a program needs beyond libtbon's: jansson writes --json.
 tbon_frontend_LIBS  := -ljansson

@@ -138,6 +138,39 @@ fi
 } >>"$tmp"
 rm -f "$ex_rows"
 
+# Run-time performance data (issue 35): the counters every node keeps,
+# against the same sources built with them compiled out.
+pc_rows=$(mktemp)
+pc_ok=0
+if [ -x "$b/bench/bench_tree" ]; then
+    echo "== bench/perf_cost.sh" >&2
+    if bench/perf_cost.sh --rounds 5 --shapes "8x8 16x16" "$b" >"$pc_rows"; then
+        pc_ok=1
+    else
+        echo "perf_cost.sh failed" >&2
+        status=1
+    fi
+fi
+{
+    echo
+    echo "## Performance counters: their cost when nobody asks"
+    echo
+    echo "bench/perf_cost.sh: bench_tree's sum stream on 8x8 and 16x16, the library as it"
+    echo "is (every stream counts packets and bytes each way, waves, filter calls and"
+    echo "their time, sampling the CPU clock on one call in 16) beside the same sources"
+    echo "built with -DTB_PERF_OFF, five rounds alternating; each figure is the median of"
+    echo "the rounds' medians."
+    if [ "$pc_ok" = 0 ]; then
+        echo
+        echo "**perf_cost.sh did not run or failed in this run.**"
+    fi
+    echo
+    echo "| area | metric | median | unit | notes |"
+    echo "|---|---|---|---|---|"
+    grep -E '^\|' "$pc_rows" || true
+} >>"$tmp"
+rm -f "$pc_rows"
+
 # Fault tolerance (seed 003 VI-C and VI-D): recovery latency against the
 # victim's fan-out, the cost of fault tolerance on a streaming union, and the
 # perturbation trace of a 32x32 tree (bench/perturbation.csv and .svg).

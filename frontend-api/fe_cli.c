@@ -13,7 +13,7 @@
 
 enum { OPT_JSON = 256, OPT_ATTACH, OPT_EVENTS, OPT_IDLE, OPT_FE_HOST, OPT_ENV, OPT_SLURM,
        OPT_FANOUT, OPT_PER_NODE, OPT_REQUIRE_ALL, OPT_DETACH, OPT_REATTACH, OPT_GRACE,
-       OPT_PING, OPT_PING_COUNT, OPT_STATUS };
+       OPT_PING, OPT_PING_COUNT, OPT_STATUS, OPT_PERF };
 
 static const struct {
     const char *name;
@@ -152,6 +152,11 @@ static void usage_env(FILE *f)
 "                        with its state (ok, suspect, adopted, failed, missing,\n"
 "                        joined, left), the time in it, its host, its parent\n"
 "                        and a ping's round trip; --json: one JSON line\n"
+"      --perf            after the waves (or the ping, or --status): each\n"
+"                        node's performance data, gathered up the tree (its\n"
+"                        memory, CPU, queues, link resends; per stream the\n"
+"                        packets and bytes in and out, waves, filter calls and\n"
+"                        their time); --json: one JSON line\n"
 "\n"
 "Environment:\n"
 "  TBON_LOG=error|warn|info|debug   library log level (default warn); the\n"
@@ -305,34 +310,37 @@ static void session_or_probe_opt(struct cli *c, int opt, const char *arg)
     }
 }
 
+/* The long options (--help lists them). */
+static const struct option longopts[] = {
+    { "topology", required_argument, NULL, 't' },
+    { "backend", required_argument, NULL, 'b' },
+    { "filter", required_argument, NULL, 'f' },
+    { "sync", required_argument, NULL, 's' },
+    { "waves", required_argument, NULL, 'w' },
+    { "kind", required_argument, NULL, 'k' },
+    { "idle", required_argument, NULL, OPT_IDLE },
+    { "json", no_argument, NULL, OPT_JSON },
+    { "events", no_argument, NULL, OPT_EVENTS },
+    { "attach", required_argument, NULL, OPT_ATTACH },
+    { "fe-host", required_argument, NULL, OPT_FE_HOST },
+    { "env", required_argument, NULL, OPT_ENV },
+    { "slurm", no_argument, NULL, OPT_SLURM },
+    { "require-all", no_argument, NULL, OPT_REQUIRE_ALL },
+    { "fanout", required_argument, NULL, OPT_FANOUT },
+    { "be-per-node", required_argument, NULL, OPT_PER_NODE },
+    { "detach", required_argument, NULL, OPT_DETACH },
+    { "reattach", required_argument, NULL, OPT_REATTACH },
+    { "grace", required_argument, NULL, OPT_GRACE },
+    { "ping", required_argument, NULL, OPT_PING },
+    { "ping-count", required_argument, NULL, OPT_PING_COUNT },
+    { "status", no_argument, NULL, OPT_STATUS },
+    { "perf", no_argument, NULL, OPT_PERF },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+};
+
 void fe_parse_args(struct cli *c, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        { "topology", required_argument, NULL, 't' },
-        { "backend", required_argument, NULL, 'b' },
-        { "filter", required_argument, NULL, 'f' },
-        { "sync", required_argument, NULL, 's' },
-        { "waves", required_argument, NULL, 'w' },
-        { "kind", required_argument, NULL, 'k' },
-        { "idle", required_argument, NULL, OPT_IDLE },
-        { "json", no_argument, NULL, OPT_JSON },
-        { "events", no_argument, NULL, OPT_EVENTS },
-        { "attach", required_argument, NULL, OPT_ATTACH },
-        { "fe-host", required_argument, NULL, OPT_FE_HOST },
-        { "env", required_argument, NULL, OPT_ENV },
-        { "slurm", no_argument, NULL, OPT_SLURM },
-        { "require-all", no_argument, NULL, OPT_REQUIRE_ALL },
-        { "fanout", required_argument, NULL, OPT_FANOUT },
-        { "be-per-node", required_argument, NULL, OPT_PER_NODE },
-        { "detach", required_argument, NULL, OPT_DETACH },
-        { "reattach", required_argument, NULL, OPT_REATTACH },
-        { "grace", required_argument, NULL, OPT_GRACE },
-        { "ping", required_argument, NULL, OPT_PING },
-        { "ping-count", required_argument, NULL, OPT_PING_COUNT },
-        { "status", no_argument, NULL, OPT_STATUS },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
     unsigned long v;
     int opt;
 
@@ -371,6 +379,7 @@ void fe_parse_args(struct cli *c, int argc, char **argv)
         case OPT_JSON: c->json = 1; break;
         case OPT_EVENTS: c->events = 1; break;
         case OPT_STATUS: c->status = 1; break;
+        case OPT_PERF: c->perf = 1; break;
         case OPT_ATTACH: c->attach = optarg; break;
         case OPT_FE_HOST: c->fe_host = optarg; break;
         case OPT_ENV: add_env(c, optarg); break;

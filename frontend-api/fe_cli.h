@@ -37,6 +37,7 @@ struct cli {
     const char        *reattach;      /* --reattach FILE: take a running tree over */
     unsigned long      grace_ms;      /* --grace MS (with --detach FILE) */
     int                status;        /* --status: the tree's status at the end */
+    int                perf;          /* --perf: its performance data at the end */
     int                ping;          /* --ping RANK given: ping instead of waves */
     tbon_rank_t        ping_rank;
     unsigned long      ping_count;    /* --ping-count N (default 3) */

@@ -11,6 +11,7 @@
 #include <tbon/tbon.h>
 
 #include "fe_cli.h"
+#include "fe_perf.h"
 #include "fe_ping.h"
 #include "fe_start.h"
 #include "fe_waves.h"
@@ -53,12 +54,16 @@ int main(int argc, char **argv)
     tbon_net_t *net = fe_start(&c, &backend);
     if (net && !fe_stop) {
         fe_note_missing(net);
+        if (c.perf)
+            fe_perf_begin(net);
         tbon_stream_t *s = c.ping ? NULL : fe_open_stream(&c, net);
         if (c.ping)
             status = fe_ping(&c, net);
         else if (s)
             status = fe_run_waves(&c, net, s);
         if (c.status && !fe_stop && fe_status(&c, net) != 0)
+            status = EXIT_RUN;
+        if (c.perf && !fe_stop && fe_perf(&c, net) != 0)
             status = EXIT_RUN;
     }
     /* --detach: the tree stays (Ctrl-C still shuts it down) */
