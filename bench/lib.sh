@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# lib.sh - what bench/run.sh, compare.sh, cluster.sh, instr.sh and hot.sh
-# share; sourced, not run.
+# lib.sh - what bench/run.sh, compare.sh, cluster.sh, instr.sh, hot.sh,
+# exact_cost.sh and perf_cost.sh share; sourced, not run.
 
 # A benchmark starts on a quiet machine, not in the aftermath of the one
 # before (a 1,057-process tree's teardown keeps the kernel busy for a while):
@@ -54,4 +54,42 @@ valgrind_start() {
     tmp=$(mktemp -d) || exit 1
     # shellcheck disable=SC2064  # $tmp is meant to be expanded now
     trap "rm -rf '$tmp'" EXIT
+}
+
+# What exact_cost.sh and perf_cost.sh share: two sides of one question
+# (on, off), bench_tree run for each in alternating rounds.
+# tree_side SIDE BENCH_TREE SHAPES...: one run of one side, its round trip
+# and pipelined rows as "side shape rtt|pipe value" lines on stdout.
+tree_side() {
+    local side=$1 bin=$2
+    shift 2
+    quiet 5 100
+    "$bin" "$@" 2>/dev/null |
+        awk -F'|' -v side="$side" '
+            $3 ~ /wave round trip|pipelined waves/ {
+                split($2, a, " "); sh = a[2]; sub(",", "", sh)
+                m = $3; gsub(/^ +| +$/, "", m); v = $4; gsub(/ /, "", v)
+                print side, sh, (m == "wave round trip" ? "rtt" : "pipe"), v
+            }'
+}
+# side_medians RAW: tree_side's lines gathered in RAW, as one line per shape
+# and metric: "shape rtt|pipe on onlo onhi off offlo offhi" (each side's
+# median over the rounds and its range).
+side_medians() {
+    awk '
+        function median(list,   n, v, i, j, t) {
+            n = split(list, v, " ")
+            for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
+                if (v[j] + 0 < v[i] + 0) { t = v[i]; v[i] = v[j]; v[j] = t }
+            lo = v[1]; hi = v[n]
+            return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+        }
+        { key = $2 " " $3; vals[$1 " " key] = vals[$1 " " key] " " $4; keys[key] = 1 }
+        END {
+            for (k in keys) {
+                on = median(vals["on " k]); onlo = lo; onhi = hi
+                off = median(vals["off " k]); offlo = lo; offhi = hi
+                print k, on, onlo, onhi, off, offlo, offhi
+            }
+        }' "$1"
 }

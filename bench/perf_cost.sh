@@ -32,48 +32,23 @@ CFLAGS="-O2 -g -DTB_PERF_OFF" make -s -j"$(nproc 2>/dev/null || echo 2)" B="$b/p
 raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
 
-# One run of one side: its round trip and pipelined rows, as "side shape metric value".
-run_side() {
-    local side=$1 bin=$on
-    [ "$side" = off ] && bin=$off
-    quiet 5 100
-    # shellcheck disable=SC2086
-    "$bin" $shapes 2>/dev/null |
-        awk -F'|' -v side="$side" '
-            $3 ~ /wave round trip|pipelined waves/ {
-                split($2, a, " "); sh = a[2]; sub(",", "", sh)
-                m = $3; gsub(/^ +| +$/, "", m); v = $4; gsub(/ /, "", v)
-                print side, sh, (m == "wave round trip" ? "rtt" : "pipe"), v
-            }' >>"$raw"
-}
-
 for r in $(seq 1 "$rounds"); do
-    if [ $((r % 2)) = 1 ]; then run_side on; run_side off; else run_side off; run_side on; fi
+    # shellcheck disable=SC2086
+    if [ $((r % 2)) = 1 ]; then
+        tree_side on "$on" $shapes >>"$raw"; tree_side off "$off" $shapes >>"$raw"
+    else
+        tree_side off "$off" $shapes >>"$raw"; tree_side on "$on" $shapes >>"$raw"
+    fi
     echo "   round $r of $rounds done" >&2
 done
 
-awk -v rounds="$rounds" '
-    function median(list,   n, v, i, j, t) {
-        n = split(list, v, " ")
-        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
-            if (v[j] + 0 < v[i] + 0) { t = v[i]; v[i] = v[j]; v[j] = t }
-        lo = v[1]; hi = v[n]
-        return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-    }
-    { key = $2 " " $3; vals[$1 " " key] = vals[$1 " " key] " " $4; keys[key] = 1 }
-    END {
-        for (k in keys) {
-            split(k, kk, " ")
-            on = median(vals["on " k]); onlo = lo; onhi = hi
-            off = median(vals["off " k]); offlo = lo; offhi = hi
-            if (kk[2] == "rtt") {
-                metric = "wave round trip, counters kept"; unit = "ms"
-                cost = on / off - 1
-            } else {
-                metric = "pipelined waves, counters kept"; unit = "waves/s"
-                cost = off / on - 1
-            }
-            printf "| performance counters %s | %s | %s | %s | %s-%s over %d rounds; compiled out (-DTB_PERF_OFF): %s (%s-%s); cost %+.1f%% (positive: slower with them); target: at most 1%% |\n",
-                kk[1], metric, on, unit, onlo, onhi, rounds, off, offlo, offhi, 100 * cost
+side_medians "$raw" | awk -v rounds="$rounds" '
+    {
+        if ($2 == "rtt") {
+            metric = "wave round trip, counters kept"; unit = "ms"; cost = $3 / $6 - 1
+        } else {
+            metric = "pipelined waves, counters kept"; unit = "waves/s"; cost = $6 / $3 - 1
         }
-    }' "$raw" | sort
+        printf "| performance counters %s | %s | %s | %s | %s-%s over %d rounds; compiled out (-DTB_PERF_OFF): %s (%s-%s); cost %+.1f%% (positive: slower with them); target: at most 1%% |\n",
+            $1, metric, $3, unit, $4, $5, rounds, $6, $7, $8, 100 * cost
+    }' | sort

@@ -264,6 +264,47 @@ Event = namedtuple("Event", "type name rank parent incarnation view_version stre
 
 NodeStatus = namedtuple("NodeStatus", "rank role state since_s host parent rtt_ms")
 
+_PERF_NODE = ("rss_bytes", "cpu_us", "queued_bytes", "stream_queued_bytes", "link_resends",
+              "relinks", "crc_errors", "uptime_ms", "children", "messages_dropped")
+_PERF_STREAM = ("up_in_packets", "up_in_bytes", "up_out_packets", "up_out_bytes",
+                "down_in_packets", "down_in_bytes", "down_out_packets", "down_out_bytes",
+                "waves", "filter_calls", "filter_ns", "filter_cpu_ns", "queued_bytes")
+
+
+class Perf:
+    """What FrontEnd.perf gathered: .nodes (a dict per rank: rank, role,
+    host, alive, answered and the figures of tbon_perf_node_t), .streams
+    (a dict per stream at each node: rank, stream and the figures of
+    tbon_perf_stream_t), .answered, .silent, .rounds, .elapsed_ms, and
+    .error: None when every live node answered, else what the library
+    said (the silent ranks)."""
+
+    def __init__(self, p, error):
+        roles = ("fe", "commnode", "be")
+        self.nodes = []
+        for n in p.nodes[0:p.nnodes]:
+            d = {"rank": n.rank, "role": roles[n.role] if 0 <= n.role < 3 else "?",
+                 "host": ffi.string(n.host).decode(errors="replace"),
+                 "alive": bool(n.alive), "answered": bool(n.answered)}
+            d.update({k: getattr(n, k) for k in _PERF_NODE})
+            self.nodes.append(d)
+        self.streams = []
+        for st in p.streams[0:p.nstreams]:
+            d = {"rank": st.rank, "stream": st.stream}
+            d.update({k: getattr(st, k) for k in _PERF_STREAM})
+            self.streams.append(d)
+        self.answered, self.silent = p.answered, p.silent
+        self.rounds, self.elapsed_ms = p.rounds, p.elapsed_ms
+        self.error = error
+
+    def stream(self, rank, stream):
+        """The record of stream (an id or a Stream) at rank, or None."""
+        sid = stream.id if hasattr(stream, "id") else stream
+        for d in self.streams:
+            if d["rank"] == rank and d["stream"] == sid:
+                return d
+        return None
+
 
 # ---- streams and networks ----
 
@@ -505,6 +546,21 @@ class FrontEnd(Network):
                            ffi.string(s.host).decode(errors="replace"),
                            None if s.parent == 0xffffffff else s.parent,
                            None if s.rtt_ms < 0 else s.rtt_ms) for s in out[0:n]]
+
+    def perf(self, timeout=10.0):
+        """Every node's performance data, gathered up the tree
+        (tbon_fe_perf): a Perf. Some live node silent past timeout seconds
+        is no exception: the Perf says so (.silent, .error)."""
+        net = self._live()
+        out = ffi.new("tbon_perf_t **")
+        rc = lib.tbon_fe_perf(net, out, _ms(timeout))
+        if out[0] == ffi.NULL:
+            _raise(rc, net, "perf")
+        try:
+            err = None if rc == 0 else ffi.string(lib.tbon_net_error(net)).decode()
+            return Perf(out[0], err)
+        finally:
+            lib.tbon_perf_free(out[0])
 
     def load_filter(self, so_path, func):
         """Load plug-in filter func from so_path here and at every node (all

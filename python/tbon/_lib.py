@@ -71,6 +71,50 @@ const char *tbon_node_state_name(int s);
 int tbon_fe_status(tbon_net_t *net, tbon_node_status_t *out, size_t cap, int ping_ms);
 const char *tbon_net_log_dir(tbon_net_t *net);
 
+typedef struct tbon_perf_stream {
+    tbon_rank_t rank;
+    uint32_t stream;
+    uint64_t up_in_packets, up_in_bytes;
+    uint64_t up_out_packets, up_out_bytes;
+    uint64_t down_in_packets, down_in_bytes;
+    uint64_t down_out_packets, down_out_bytes;
+    uint64_t waves;
+    uint64_t filter_calls;
+    uint64_t filter_ns;
+    uint64_t filter_cpu_ns;
+    uint64_t queued_bytes;
+} tbon_perf_stream_t;
+typedef struct tbon_perf_node {
+    tbon_rank_t rank;
+    int role;
+    int alive;
+    int answered;
+    char host[128];
+    uint64_t rss_bytes;
+    uint64_t cpu_us;
+    uint64_t queued_bytes;
+    uint64_t stream_queued_bytes;
+    uint64_t link_resends;
+    uint64_t relinks;
+    uint64_t crc_errors;
+    uint64_t uptime_ms;
+    uint64_t children;
+    uint64_t messages_dropped;
+    size_t first_stream, nstreams;
+} tbon_perf_node_t;
+typedef struct tbon_perf {
+    size_t nnodes;
+    tbon_perf_node_t *nodes;
+    size_t nstreams;
+    tbon_perf_stream_t *streams;
+    size_t answered;
+    size_t silent;
+    int rounds;
+    double elapsed_ms;
+} tbon_perf_t;
+int tbon_fe_perf(tbon_net_t *net, tbon_perf_t **out, int timeout_ms);
+void tbon_perf_free(tbon_perf_t *perf);
+
 const char *tbon_strerror(int code);
 const char *tbon_net_error(const tbon_net_t *net);
 

@@ -85,6 +85,16 @@ def test_python_over_python_with_a_commnode_killed(tmp_path):
         assert st[2].state == "failed" and st[2].rtt_ms is None and st[2].role == "commnode"
         adopted = [n for n in st if n.state == "adopted"]
         assert len(adopted) == 3 and all(n.parent != 2 and n.rtt_ms >= 0 for n in adopted)
+        # each back-end got every request of the sum stream once, and answered it once
+        perf = net.perf(RECV_S)
+        assert perf.error is None and perf.silent == 0
+        assert perf.answered == len(st) - 1 and not perf.nodes[2]["answered"]
+        for r in ranks:
+            b = perf.stream(r, s)
+            assert (b["down_in_packets"], b["up_out_packets"]) == (90, 90), (r, b)
+        fe = perf.stream(0, s)
+        assert fe["up_out_packets"] == 90 and fe["waves"] == 90
+        assert all(n["rss_bytes"] > 0 for n in perf.nodes if n["answered"])
 
 
 def test_a_plugin_loads_where_libtbon_is_rtld_local(tmp_path):
