@@ -8,7 +8,7 @@
 #include <assert.h>
 #include <stdlib.h>
 
-const uint8_t *tb_packet_payload(const tbon_packet_t *p, size_t *len)
+TB_HOT const uint8_t *tb_packet_payload(const tbon_packet_t *p, size_t *len)
 {
     *len = p->len;
     return p->payload;

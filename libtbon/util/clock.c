@@ -2,6 +2,7 @@
 #include <time.h>
 
 #include "util/clock.h"
+#include "util/hot.h"
 
 int64_t tb_now_us(void)
 {
@@ -10,7 +11,7 @@ int64_t tb_now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-int64_t tb_now_ns(void)
+TB_HOT int64_t tb_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
