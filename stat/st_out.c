@@ -1,8 +1,8 @@
 /* st_out.c - tbon_stat's results: under -o's directory, a run directory
  * <exe>.NNNN with the 2D and 3D trees (dot, SVG when Graphviz's dot is
- * there, JSON, text, equivalence classes), the tasks (text and JSON) and
- * the figures (perf); on the terminal the merged tree, the summary, and
- * the tasks not reached. */
+ * there, JSON, text, folded stacks, equivalence classes), the tasks (text
+ * and JSON) and the figures (perf); on the terminal the merged tree, the
+ * summary, and the tasks not reached. */
 #include "st_out.h"
 
 #include "st_draw.h"
@@ -68,7 +68,7 @@ static void write_dot(const char *dir, const char *exe, const char *which, const
     close_file(f, path);
 }
 
-/* Write one tree's JSON and text. */
+/* Write one tree's JSON, text and folded stacks (flame graphs). */
 static void write_tree(const char *dir, const char *exe, const char *which, const st_tree_t *t)
 {
     char path[PATH_MAX], suffix[32];
@@ -80,6 +80,11 @@ static void write_tree(const char *dir, const char *exe, const char *which, cons
     snprintf(suffix, sizeof suffix, "%s.txt", which);
     f = out_file(dir, exe, suffix, path, sizeof path);
     if (st_tree_write_text(t, f) != 0)
+        st_die("%s: write error", path);
+    close_file(f, path);
+    snprintf(suffix, sizeof suffix, "%s.folded", which);
+    f = out_file(dir, exe, suffix, path, sizeof path);
+    if (st_tree_write_folded(t, f) != 0)
         st_die("%s: write error", path);
     close_file(f, path);
 }
@@ -249,7 +254,7 @@ void st_print_results(const struct cli *c, const struct run *r, const char *dir,
     printf("%zu tasks, %zu back-ends: tree up in %.3f s, %u sample%s and merge in %.3f s%s\n",
            r->n, nbe, r->t_launch, c->samples, c->samples == 1 ? "" : "s", t_sample,
            missing ? " (some tasks not sampled: see the tree)" : "");
-    printf("results: %s/%s.{2D,3D}.{dot,json,txt,classes.txt%s}, %s/%s.{tasks.txt,tasks.json,"
+    printf("results: %s/%s.{2D,3D}.{dot,json,txt,folded,classes.txt%s}, %s/%s.{tasks.txt,tasks.json,"
            "perf}\n",
            dir, exe, svg ? ",svg" : "", dir, exe);
     print_unreached(stdout, "", r);

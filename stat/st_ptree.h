@@ -89,6 +89,13 @@ int st_tree_write_json(const st_tree_t *t, FILE *f);
 /* An indented text tree, one node per line, two spaces per level:
  * "/  8:[0-7]", then "  _start  8:[0-7]", ... "    main  4:[0-2,7]". */
 int st_tree_write_text(const st_tree_t *t, FILE *f);
+/* Folded stacks, as flame-graph tools read them: one line per node where
+ * tasks end (a node holding them where no child does), its frames from
+ * the root's child down joined by ';' (a ';' in a frame is written \x3b,
+ * other bytes as in the text), a space, and how many tasks end there:
+ * "_start;main;poll 3". In pre-order; the counts add up to the tasks'
+ * ends (a task with threads ends once per distinct path). */
+int st_tree_write_folded(const st_tree_t *t, FILE *f);
 /* Equivalence classes (as STAT): the tasks grouped by the set of nodes they
  * end in (a node holding the task where no child does: a leaf of the task's
  * paths). One line per class, in order of representative:

@@ -71,7 +71,9 @@ static void put_ranges(FILE *f, const st_range_t *r, size_t n, int with_count)
 
 /* ---- escaping ---- */
 
-enum esc { ESC_DOT, ESC_TEXT };
+/* DOT strings, text lines, folded stacks (text, with ';' escaped too: it
+ * separates the frames there). */
+enum esc { ESC_DOT, ESC_TEXT, ESC_FOLD };
 
 /* The length of the valid UTF-8 sequence at s[0..n), or 0. */
 static size_t utf8_len(const unsigned char *s, size_t n)
@@ -125,7 +127,9 @@ static void put_escaped(FILE *f, const char *str, size_t n, enum esc mode)
                 fprintf(f, "\\x%02x", c);
             continue;
         }
-        if (c == '"' && mode != ESC_TEXT) {
+        if (c == ';' && mode == ESC_FOLD) {
+            fputs("\\x3b", f);
+        } else if (c == '"' && mode == ESC_DOT) {
             fputs("\\\"", f);
         } else if (c == '\\') {
             fputs("\\\\", f);
@@ -328,6 +332,103 @@ int st_tree_write_text(const st_tree_t *t, FILE *f)
         return TBON_EINVAL;
     text_node(f, t->root, 0);
     return finish(f);
+}
+
+/* ---- folded stacks ---- */
+
+static int by_lo(const void *a, const void *b)
+{
+    const st_range_t *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The tasks of nd that end there: in nd and in none of its children. */
+static uint64_t ends_at(const st_node_t *nd, st_range_t **tmp, size_t *cap, int *err)
+{
+    uint64_t all = st_ranges_count(nd->set.r, nd->set.n);
+    size_t n = 0;
+    for (size_t i = 0; i < nd->nkids; i++)
+        n += nd->kids[i]->set.n;
+    if (!n)
+        return all;
+    if (n > *cap) {
+        st_range_t *v = realloc(*tmp, n * sizeof *v);
+        if (!v) {
+            *err = TBON_ENOMEM;
+            return 0;
+        }
+        *tmp = v;
+        *cap = n;
+    }
+    n = 0;
+    for (size_t i = 0; i < nd->nkids; i++)
+        for (size_t j = 0; j < nd->kids[i]->set.n; j++)
+            (*tmp)[n++] = nd->kids[i]->set.r[j];
+    qsort(*tmp, n, sizeof **tmp, by_lo);
+    /* the children's union, counted as its ranges are merged */
+    uint64_t below = 0;
+    uint32_t lo = (*tmp)[0].lo, hi = (*tmp)[0].hi;
+    for (size_t i = 1; i <= n; i++) {
+        if (i < n && (*tmp)[i].lo <= (uint64_t)hi + 1) {
+            if ((*tmp)[i].hi > hi)
+                hi = (*tmp)[i].hi;
+            continue;
+        }
+        below += (uint64_t)hi - lo + 1;
+        if (i < n) {
+            lo = (*tmp)[i].lo;
+            hi = (*tmp)[i].hi;
+        }
+    }
+    return all > below ? all - below : 0;
+}
+
+struct fold_walk {
+    FILE *f;
+    const st_node_t **path;
+    size_t cap;
+    st_range_t *tmp;
+    size_t tmpcap;
+    int err;
+};
+
+static void fold_node(struct fold_walk *w, const st_node_t *nd, size_t depth)
+{
+    if (w->err)
+        return;
+    if (depth >= w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 64;
+        const st_node_t **v = realloc(w->path, cap * sizeof *v);
+        if (!v) {
+            w->err = TBON_ENOMEM;
+            return;
+        }
+        w->path = v;
+        w->cap = cap;
+    }
+    w->path[depth] = nd;
+    uint64_t n = depth ? ends_at(nd, &w->tmp, &w->tmpcap, &w->err) : 0;
+    if (n) {
+        for (size_t i = 1; i <= depth; i++) {
+            if (i > 1)
+                fputc(';', w->f);
+            put_escaped(w->f, w->path[i]->frame, w->path[i]->flen, ESC_FOLD);
+        }
+        fprintf(w->f, " %llu\n", (unsigned long long)n);
+    }
+    for (size_t i = 0; i < nd->nkids; i++)
+        fold_node(w, nd->kids[i], depth + 1);
+}
+
+int st_tree_write_folded(const st_tree_t *t, FILE *f)
+{
+    if (!t || !f)
+        return TBON_EINVAL;
+    struct fold_walk w = { .f = f };
+    fold_node(&w, t->root, 0);
+    free(w.path);
+    free(w.tmp);
+    return w.err ? w.err : finish(f);
 }
 
 /* ---- equivalence classes ----

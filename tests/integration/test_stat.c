@@ -5,6 +5,7 @@
 #include "itest.h"
 
 #include <dirent.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -337,6 +338,80 @@ static void check_against_eu_stack(const struct hang *h, const struct ttree *t)
     }
 }
 
+/* The tasks of a JSON node's "tasks" ("[0-2,7]"), as a mask (NTASK <= 64). */
+static uint64_t task_mask(json_t *n)
+{
+    const char *s = json_string_value(json_object_get(n, "tasks"));
+    uint64_t m = 0;
+    while (s && *s) {
+        char *end;
+        unsigned long lo = strtoul(s + 1, &end, 10), hi = lo;
+        if (end == s + 1)
+            break;
+        if (*end == '-')
+            hi = strtoul(end + 1, &end, 10);
+        for (unsigned long i = lo; i <= hi && i < 64; i++)
+            m |= (uint64_t)1 << i;
+        s = end;            /* at ',' or ']' */
+        if (*s != ',')
+            break;
+    }
+    return m;
+}
+
+/* What <exe>.2D.folded must hold, from the JSON: a line per node where
+ * tasks end (held there and by no child), in pre-order. */
+static void folded_of_json(json_t *n, char *path, size_t len, FILE *f)
+{
+    json_t *kids = json_object_get(n, "children");
+    uint64_t below = 0;
+    for (size_t i = 0; i < json_array_size(kids); i++)
+        below |= task_mask(json_array_get(kids, i));
+    int ends = __builtin_popcountll(task_mask(n) & ~below);
+    if (len && ends)
+        fprintf(f, "%.*s %d\n", (int)len, path, ends);
+    for (size_t i = 0; i < json_array_size(kids); i++) {
+        json_t *k = json_array_get(kids, i);
+        const char *fr = json_string_value(json_object_get(k, "frame"));
+        size_t fl = fr ? strlen(fr) : 0, l = len + (len ? 1 : 0) + fl;
+        if (!fr || l >= 8192)
+            continue;
+        char *p = path + len;
+        if (len)
+            *p++ = ';';
+        memcpy(p, fr, fl);
+        folded_of_json(k, path, l, f);
+    }
+}
+
+/* The run's folded stacks (both trees) say what its JSON does. */
+static void check_folded(const char *outdir)
+{
+    static const char *const which[] = { "2D", "3D" };
+    for (int w = 0; w < 2; w++) {
+        char name[32];
+        snprintf(name, sizeof name, "%s.json", which[w]);
+        json_error_t je;
+        json_t *j = json_load_file(result_file(outdir, name), 0, &je);
+        snprintf(name, sizeof name, "%s.folded", which[w]);
+        char *got = th_read_file(result_file(outdir, name)), *want = NULL;
+        size_t wn = 0;
+        FILE *f = open_memstream(&want, &wn);
+        static char path[8192];
+        if (j && f)
+            folded_of_json(j, path, 0, f);
+        if (f)
+            fclose(f);
+        if (!j || !got || !want || !got[0])
+            th_fail(__FILE__, __LINE__, "%s: no JSON or no folded stacks", which[w]);
+        else
+            CHECK_STR(got, want);
+        json_decref(j);
+        free(got);
+        free(want);
+    }
+}
+
 static void run_and_compare(const char *shape, int use_file)
 {
     struct hang h;
@@ -365,6 +440,7 @@ static void run_and_compare(const char *shape, int use_file)
         CHECK_STR(t.v[0].label, want);
         check_against_eu_stack(&h, &t);
     }
+    check_folded(outdir);
     free(t.v);
     hang_stop(&h);
 }

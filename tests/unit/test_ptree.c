@@ -905,6 +905,111 @@ TEST(text_dot_json_of_a_known_tree)
     st_tree_free(t);
 }
 
+/* Folded stacks: a line per node where tasks end, with how many. */
+TEST(folded_stacks_of_known_trees)
+{
+    st_tree_t *t = known_tree();
+    REQUIRE(t);
+    int rc = -1;
+    char *s = out_of(t, st_tree_write_folded, &rc);
+    CHECK_INT(rc, 0);
+    CHECK_STR(s, "_start;main 1\n"                       /* task 6 */
+                 "_start;main;MPI_Barrier;poll 4\n"
+                 "_start;main;compute 2\n"               /* 3 and 4; 5 goes on */
+                 "_start;main;compute;sqrt 1\n");
+    free(s);
+    st_tree_free(t);
+    /* Threads: a task ends once per distinct path, and not above a node
+     * where another of its threads goes on; ';' in a frame is escaped. */
+    t = st_tree_new();
+    REQUIRE(t);
+    addp(t, 0, "a;b");
+    addp(t, 0, "a;c");
+    addp(t, 1, "a;c");
+    addp(t, 2, "a");
+    const char *odd[] = { "x;y", "z" };
+    REQUIRE(st_tree_add(t, odd, 2, 3) == 0);
+    s = out_of(t, st_tree_write_folded, NULL);
+    CHECK_STR(s, "a 1\n"
+                 "a;b 1\n"
+                 "a;c 2\n"
+                 "x\\x3by;z 1\n");
+    free(s);
+    st_tree_free(t);
+    t = st_tree_new();
+    REQUIRE(t);
+    s = out_of(t, st_tree_write_folded, &rc);
+    CHECK_STR(s, "");
+    CHECK_INT(rc, 0);
+    free(s);
+    CHECK_INT(st_tree_write_folded(NULL, stdout), TBON_EINVAL);
+    st_tree_free(t);
+}
+
+/* The folded lines of a JSON tree of one path per task: each node's count
+ * less its children's, where that is not 0. */
+static void folded_of_json(json_t *n, char *path, size_t len, FILE *f)
+{
+    json_t *kids = json_object_get(n, "children");
+    long long left = json_integer_value(json_object_get(n, "count"));
+    for (size_t i = 0; i < json_array_size(kids); i++)
+        left -= json_integer_value(json_object_get(json_array_get(kids, i), "count"));
+    if (len && left)
+        fprintf(f, "%.*s %lld\n", (int)len, path, left);
+    for (size_t i = 0; i < json_array_size(kids); i++) {
+        json_t *k = json_array_get(kids, i);
+        const char *fr = json_string_value(json_object_get(k, "frame"));
+        size_t l = len + (len ? 1 : 0) + strlen(fr);
+        if (l >= 4096)
+            continue;
+        char *p = path + len;
+        if (len)
+            *p++ = ';';
+        memcpy(p, fr, strlen(fr));
+        folded_of_json(k, path, l, f);
+    }
+}
+
+/* Random trees, one path per task: the folded output says what the JSON
+ * does. */
+TEST(folded_agrees_with_the_json)
+{
+    static const char *const names[] = { "main", "poll", "wait", "MPI_Recv", "compute" };
+    srand(7);
+    for (int round = 0; round < 20; round++) {
+        st_tree_t *t = st_tree_new();
+        REQUIRE(t);
+        for (uint32_t task = 0; task < 200; task++) {
+            const char *st[6];
+            size_t depth = 1 + (size_t)(rand() % 6);
+            for (size_t i = 0; i < depth; i++)
+                st[i] = names[rand() % 5];
+            REQUIRE(st_tree_add(t, st, depth, task) == 0);
+        }
+        char *js = out_of(t, st_tree_write_json, NULL), *fo = out_of(t, st_tree_write_folded,
+                                                                      NULL);
+        json_error_t je;
+        json_t *j = js ? json_loads(js, 0, &je) : NULL;
+        REQUIRE(j && fo);
+        char *want = NULL, path[4096];
+        size_t wn = 0;
+        FILE *f = open_memstream(&want, &wn);
+        REQUIRE(f);
+        folded_of_json(j, path, 0, f);
+        fclose(f);
+        CHECK_STR(fo, want);
+        long long sum = 0;
+        for (const char *l = fo; (l = strchr(l, ' ')); l++)
+            sum += atoll(l + 1);
+        CHECK_INT(sum, 200);
+        free(want);
+        free(js);
+        free(fo);
+        json_decref(j);
+        st_tree_free(t);
+    }
+}
+
 TEST(outputs_escape_frames)
 {
     st_tree_t *t = st_tree_new();
