@@ -231,13 +231,8 @@ static int gather(tbon_net_t *net, struct tb_perf_acc *a, const struct timespec 
     return rounds;
 }
 
-int tbon_fe_perf(tbon_net_t *net, tbon_perf_t **out, int timeout_ms)
+static int perf_call(tbon_net_t *net, tbon_perf_t **out, int timeout_ms)
 {
-    if (out)
-        *out = NULL;
-    if (!net || !net->is_fe || !out || timeout_ms <= 0)
-        return tb_net_fail(net, TBON_EINVAL, "tbon_fe_perf needs a front-end network, a place "
-                           "for the result and a timeout over 0 ms");
     int64_t t0 = tb_now_ms(), due = t0 + timeout_ms;
     struct timespec ts, *abs = tb_net_deadline(timeout_ms, &ts);
     pthread_mutex_lock(&net->mu);
@@ -288,4 +283,16 @@ int tbon_fe_perf(tbon_net_t *net, tbon_perf_t **out, int timeout_ms)
     return tb_net_fail(net, TBON_ETIMEOUT, "%zu live node%s did not answer within %d ms "
                        "(rank%s %s%s)", nsilent, nsilent == 1 ? "" : "s", timeout_ms,
                        nsilent == 1 ? "" : "s", list, nsilent > 8 ? ", ..." : "");
+}
+
+int tbon_fe_perf(tbon_net_t *net, tbon_perf_t **out, int timeout_ms)
+{
+    if (out)
+        *out = NULL;
+    if (!net || !net->is_fe || !out || timeout_ms <= 0)
+        return tb_net_fail(net, TBON_EINVAL, "tbon_fe_perf needs a front-end network, a place "
+                           "for the result and a timeout over 0 ms");
+    /* (a destroy wakes the call, and waits for it to be gone) */
+    tb_net_call_enter(net);
+    return tb_net_call_leave(net, perf_call(net, out, timeout_ms));
 }

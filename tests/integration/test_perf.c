@@ -8,7 +8,10 @@
  * timeout). */
 #include "itest.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <unistd.h>
 #include <string.h>
 
 /* The record of stream sid at rank r in p, or NULL (failure recorded). */
@@ -242,4 +245,69 @@ ITEST(a_stopped_commnode_is_named_silent)
     tbon_perf_free(p);
     CHECK_INT(it_sum_wave(s, 1, t.be, t.nbe), 0);
     it_stop(&t);
+}
+
+struct gatherer {
+    tbon_net_t *net;
+    atomic_int tid, done;
+    int rc;
+    int64_t back_ms;
+    pid_t stopped;
+};
+
+static void *gather_long(void *arg)
+{
+    struct gatherer *g = arg;
+    atomic_store(&g->tid, (int)gettid());
+    tbon_perf_t *p = NULL;
+    g->rc = tbon_fe_perf(g->net, &p, 60000);
+    g->back_ms = it_now_ms();
+    tbon_perf_free(p);
+    atomic_store(&g->done, 1);
+    return NULL;
+}
+
+/* Once the gathering is back, the stopped commnode runs again, so that
+ * the destroy's shutdown ends in order. */
+static void *resume_after(void *arg)
+{
+    struct gatherer *g = arg;
+    while (!atomic_load(&g->done))
+        it_sleep_ms(5);
+    kill(g->stopped, SIGCONT);
+    return NULL;
+}
+
+/* A destroy while another thread waits in tbon_fe_perf (a stopped commnode
+ * keeps the gathering open) wakes it with TBON_ECLOSED at once, and frees
+ * nothing under it. */
+ITEST(destroy_wakes_a_gathering)
+{
+    tbon_fe_options_t o = { .startup_timeout_ms = 90000, .heartbeat_ms = -1 };
+    it_tree_t t;
+    if (it_start(&t, "2x4", NULL, &o))
+        return;
+    pid_t cn = it_pid_of("tbon_commnode", 2);
+    REQUIRE(cn > 0);
+    kill(cn, SIGSTOP);
+    struct gatherer g = { .net = t.net, .rc = 1, .stopped = cn };
+    pthread_t th, rt;
+    REQUIRE(pthread_create(&th, NULL, gather_long, &g) == 0);
+    REQUIRE(pthread_create(&rt, NULL, resume_after, &g) == 0);
+    /* until the caller waits (the rest of the tree answers at once) */
+    int64_t end = it_now_ms() + 4000;
+    int seen = 0;
+    for (; seen < 5 && it_now_ms() < end; it_sleep_ms(10))
+        seen = atomic_load(&g.tid) && it_thread_asleep(atomic_load(&g.tid)) ? seen + 1 : 0;
+    CHECK_INT(seen, 5);
+    int64_t t0 = it_now_ms();
+    tbon_net_destroy(t.net);
+    t.net = NULL;
+    pthread_join(th, NULL);
+    pthread_join(rt, NULL);
+    CHECK_INT(g.rc, TBON_ECLOSED);
+    int64_t bound = IT_SLOW ? 1000 : 100;
+    if (g.back_ms - t0 > bound)
+        th_fail(__FILE__, __LINE__, "the gathering came back %lld ms after the destroy began",
+                (long long)(g.back_ms - t0));
 }
