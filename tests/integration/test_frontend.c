@@ -335,17 +335,10 @@ ITEST(status_through_a_commnode_kill)
     it_stop(&t);
 }
 
-/* tbon_frontend --status --json after waves during which a commnode was
- * killed: one JSON line, the commnode failed, its children adopted. */
-ITEST(frontend_status_after_a_kill)
+/* Once the front-end's second result is out (the tree is up, the waves
+ * run), kill -9 commnode rank; 0, or -1 if it is not there. */
+static int kill_once_waves_run(tbon_rank_t rank)
 {
-    const char *args[] = { "-w", "40", "--status", "--json", "--", "--delay", "15", NULL };
-    pid_t fe = spawn_frontend_on("localhost:0 => localhost:1 localhost:2 ;\n"
-                                 "localhost:1 => localhost:3 localhost:4 ;\n"
-                                 "localhost:2 => localhost:5 localhost:6 ;\n", args);
-    REQUIRE(fe > 0);
-    /* once the second result is out (the tree is up, the waves run: 40 of
-     * 45 ms each), kill commnode 2 */
     char outf[600];
     snprintf(outf, sizeof outf, "%s/fe.out", th_tmpdir());
     int64_t end = it_now_ms() + IT_RECV_MS;
@@ -357,9 +350,24 @@ ITEST(frontend_status_after_a_kill)
             break;
         it_sleep_ms(10);
     }
-    pid_t cn = it_pid_of("tbon_commnode", 2);
-    REQUIRE(cn > 0);
-    kill(cn, SIGKILL);
+    pid_t cn = it_pid_of("tbon_commnode", rank);
+    if (cn <= 0)
+        return -1;
+    return kill(cn, SIGKILL);
+}
+
+/* tbon_frontend --status --json after waves during which a commnode was
+ * killed: one JSON line, the commnode failed, its children adopted. */
+ITEST(frontend_status_after_a_kill)
+{
+    const char *args[] = { "-w", "40", "--status", "--json", "--", "--delay", "15", NULL };
+    pid_t fe = spawn_frontend_on("localhost:0 => localhost:1 localhost:2 ;\n"
+                                 "localhost:1 => localhost:3 localhost:4 ;\n"
+                                 "localhost:2 => localhost:5 localhost:6 ;\n", args);
+    REQUIRE(fe > 0);
+    /* once the second result is out (the tree is up, the waves run: 40 of
+     * 45 ms each), kill commnode 2 */
+    REQUIRE(kill_once_waves_run(2) == 0);
     char *out = NULL;
     CHECK_INT(wait_frontend(fe, &out), 0);
     REQUIRE(out);
@@ -408,20 +416,7 @@ ITEST(frontend_perf_after_a_kill)
                                  "localhost:1 => localhost:3 localhost:4 ;\n"
                                  "localhost:2 => localhost:5 localhost:6 ;\n", args);
     REQUIRE(fe > 0);
-    char outf[600];
-    snprintf(outf, sizeof outf, "%s/fe.out", th_tmpdir());
-    int64_t end = it_now_ms() + IT_RECV_MS;
-    for (;;) {
-        char *so_far = th_read_file(outf);
-        int going = so_far && strstr(so_far, "\"wave\":1,");
-        free(so_far);
-        if (going || it_now_ms() > end)
-            break;
-        it_sleep_ms(10);
-    }
-    pid_t cn = it_pid_of("tbon_commnode", 2);
-    REQUIRE(cn > 0);
-    kill(cn, SIGKILL);
+    REQUIRE(kill_once_waves_run(2) == 0);
     char *out = NULL;
     CHECK_INT(wait_frontend(fe, &out), 0);
     REQUIRE(out);

@@ -86,6 +86,15 @@ static void check_quiet_counts(const tbon_perf_t *p, uint32_t sid, uint64_t w)
     CHECK_UINT(be_out, c1->up_in_bytes + srec(p, 2, sid)->up_in_bytes);
 }
 
+/* Sum waves [from, to) on s, one at a time, each checked; 0 or -1. */
+static int sum_waves(tbon_stream_t *s, const it_tree_t *t, uint32_t from, uint32_t to)
+{
+    for (uint32_t w = from; w < to; w++)
+        if (it_sum_wave(s, w, t->be, t->nbe) != 0)
+            return -1;
+    return 0;
+}
+
 /* Every node answers, its figures are its own, and the counts are exact;
  * a second gathering sees them grow by the waves between. */
 ITEST(counts_are_exact_on_a_quiet_tree)
@@ -96,9 +105,7 @@ ITEST(counts_are_exact_on_a_quiet_tree)
     tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
     REQUIRE(s);
     uint32_t sid = tbon_stream_id(s);
-    for (uint32_t w = 0; w < 25; w++)
-        if (it_sum_wave(s, w, t.be, t.nbe) != 0)
-            break;
+    CHECK_INT(sum_waves(s, &t, 0, 25), 0);
     tbon_perf_t *p = gather(t.net, 0);
     if (p) {
         CHECK_UINT(p->nnodes, 11);
@@ -119,9 +126,7 @@ ITEST(counts_are_exact_on_a_quiet_tree)
         check_quiet_counts(p, sid, 25);
     }
     tbon_perf_free(p);
-    for (uint32_t w = 25; w < 30; w++)
-        if (it_sum_wave(s, w, t.be, t.nbe) != 0)
-            break;
+    CHECK_INT(sum_waves(s, &t, 25, 30), 0);
     p = gather(t.net, 0);
     if (p)
         check_quiet_counts(p, sid, 30);
@@ -149,9 +154,7 @@ ITEST(perf_through_a_commnode_kill)
     tbon_stream_t *s = it_stream(t.net, TBON_FILTER_SUM, TBON_SYNC_WAITFORALL, 0);
     REQUIRE(s);
     uint32_t sid = tbon_stream_id(s);
-    for (uint32_t w = 0; w < 10; w++)
-        if (it_sum_wave(s, w, t.be, t.nbe) != 0)
-            break;
+    CHECK_INT(sum_waves(s, &t, 0, 10), 0);
     pid_t cn = it_pid_of("tbon_commnode", 1);
     REQUIRE(cn > 0);
     for (uint32_t w = 10; w < 20; w++)
