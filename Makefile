@@ -115,7 +115,7 @@ TPLUGIN_SO  := $(TPLUGIN_SRC:tests/plugins/%.c=$(B)/tests/plugins/%.so)
 # without optimisation, so that their stacks are what the source says.
 STAT_PROG_SRC := stat/tbon_stat.c stat/st_cli.c stat/st_plan.c stat/st_topo.c stat/st_procs.c \
                  stat/st_be.c stat/st_fe.c stat/st_out.c stat/st_draw.c stat/st_prog.c \
-                 stat/st_session.c
+                 stat/st_session.c stat/st_view.c
 STAT_LIB_SRC := $(filter-out $(STAT_PROG_SRC),$(wildcard stat/st_*.c))
 STAT_LIB_OBJ := $(STAT_LIB_SRC:%.c=$(B)/obj/%.o)
 STAT_LIBS    := -ldw -lelf -ljansson
@@ -322,6 +322,12 @@ $(B)/lib/libtbonstat.a: $(STAT_LIB_OBJ)
 $(B)/bin/tbon_stat: $(STAT_PROG_SRC:%.c=$(B)/obj/%.o) $(B)/lib/libtbonstat.a $(B)/lib/libtbon.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(STAT_LINK)
+
+# The viewer's page is built into the program (st_view.c, .incbin); its
+# placeholder line must be there.
+$(B)/obj/stat/st_view.o: stat/view/stat_view.html
+$(B)/obj/stat/st_view.o: CFLAGS += -DST_VIEW_CHECKED=$(shell grep -cx '@STAT_DATA@' \
+    stat/view/stat_view.html 2>/dev/null || echo 0)
 
 # The merge filter carries its own copy of the prefix-tree code.
 $(B)/stat/stat_merge.so: $(B)/obj/stat/stat_merge.o $(B)/obj/stat/st_ptree.o

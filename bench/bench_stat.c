@@ -106,9 +106,12 @@ static void hang_stop(void)
     hang_parent = 0;
 }
 
-/* One tbon_stat run over the workers; its wall time; *launch and *merge
- * from its .perf file. */
-static double stat_once(size_t n, int rep, double *launch, double *merge)
+/* The last run's result_bytes (its .perf file): what came to the front-end. */
+static unsigned long long last_bytes;
+
+/* One tbon_stat run over the workers (counts: --counts-only); its wall
+ * time; *launch and *merge from its .perf file. */
+static double stat_once_mode(size_t n, int rep, double *launch, double *merge, int counts)
 {
     char pids[PATH_MAX], out[PATH_MAX], bin[PATH_MAX + 32];
     snprintf(pids, sizeof pids, "%s/pids", tmp);
@@ -125,7 +128,8 @@ static double stat_once(size_t n, int rep, double *launch, double *merge)
     if (pid == 0) {
         int dn = open("/dev/null", O_WRONLY);
         dup2(dn, 1);
-        execl(bin, "tbon_stat", "-n", "1", "-q", "-o", out, "--pids-file", pids, (char *)NULL);
+        execl(bin, "tbon_stat", "-n", "1", "-q", "-o", out, "--pids-file", pids,
+              counts ? "--counts-only" : (char *)NULL, (char *)NULL);
         _exit(127);
     }
     int st;
@@ -143,11 +147,47 @@ static double stat_once(size_t n, int rep, double *launch, double *merge)
         sscanf(line, "launch_tree_s %lf", launch);
         sscanf(line, "sample_merge_s %lf", merge);
         sscanf(line, "missing %zu", &missing);
+        sscanf(line, "result_bytes %llu", &last_bytes);
     }
     fclose(f);
     if (missing)
         die("tbon_stat left tasks out");
     return wall;
+}
+
+static double stat_once(size_t n, int rep, double *launch, double *merge)
+{
+    return stat_once_mode(n, rep, launch, merge, 0);
+}
+
+/* --counts-only beside the full merge of the same workers, runs
+ * alternating: rows of the wall time, the sample-and-merge time and the
+ * bytes of the results at the front-end. what: the workers' kind. */
+static void counts_beside_full(size_t n, int reps, const char *what)
+{
+    static int base = 200;      /* each run its own directory */
+    base += 100;
+    double wall[2][20], launch[20], merge[2][20];
+    unsigned long long bytes[2] = { 0, 0 };
+    for (int r = 0; r < reps; r++)
+        for (int c = 0; c < 2; c++) {
+            wall[c][r] = stat_once_mode(n, base + 2 * r + c, &launch[r], &merge[c][r], c);
+            bytes[c] = last_bytes;
+            fprintf(stderr, PROG ": %zu tasks (%s)%s, run %d: %.3f s, sample and merge %.3f s, "
+                    "%llu bytes\n", n, what, c ? " --counts-only" : "", r + 1, wall[c][r],
+                    merge[c][r], last_bytes);
+        }
+    double w[2] = { bench_median(wall[0], reps), bench_median(wall[1], reps) };
+    double m[2] = { bench_median(merge[0], reps), bench_median(merge[1], reps) };
+    char metric[96];
+    snprintf(metric, sizeof metric, "--counts-only, %zu tasks (%s)", n, what);
+    bench_row("stat", metric, "%.3f", w[1], "s",
+              "tbon_stat -n 1 --counts-only --pids-file, from the command to its exit; the "
+              "merged trees at the front-end %llu bytes against %llu for the full merge (%.2fx); "
+              "sample and merge %.3f s against %.3f s; the full merge's whole run %.3f s "
+              "(%.2fx); median of %d, runs alternating", bytes[1], bytes[0],
+              bytes[1] ? (double)bytes[0] / (double)bytes[1] : 0.0, m[1], m[0], w[0], w[0] / w[1],
+              reps);
 }
 
 /* tbon_stat with args (NULL-terminated, after the program) into /dev/null;
@@ -290,6 +330,17 @@ int main(int argc, char **argv)
                 sep[r] = stat_once(n, 100 + r, &launch[19], &merge[19]);
             fprintf(stderr, PROG ": %zu tasks: a session of %d samples %.3f s\n", n,
                     SESSION_SAMPLES, sess);
+        }
+        if (n == 1024) {
+            /* Issue 36: --counts-only beside the full merge, on the usual
+             * hang (each path's ranks contiguous: sets of a range or two)
+             * and on one whose ranks are scattered over two paths. */
+            counts_beside_full(n, reps, "stat_hang: ranks contiguous");
+            hang_stop();
+            setenv("STAT_HANG_SCATTER", "1", 1);
+            hang_start(n);
+            unsetenv("STAT_HANG_SCATTER");
+            counts_beside_full(n, reps, "STAT_HANG_SCATTER=1: ranks scattered");
         }
         double loops[EU_REPS];
         for (int r = 0; r < EU_REPS; r++) {

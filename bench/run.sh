@@ -385,6 +385,15 @@ if [ -x "$b/bench/bench_stat" ] && [ -x "$b/bin/tbon_stat" ]; then
         status=1
     fi
 fi
+# Issue 36: the viewer page in headless Chromium (bench/stat_view.sh).
+if [ -x "$b/bin/tbon_stat" ] && command -v chromium >/dev/null; then
+    quiet
+    echo "== bench/stat_view.sh" >&2
+    if ! bench/stat_view.sh "$b" 5 >>"$stat_rows"; then
+        echo "bench/stat_view.sh failed" >&2
+        status=1
+    fi
+fi
 {
     echo
     echo "## tbon_stat"
@@ -394,7 +403,12 @@ fi
     echo "tree (one back-end per 16 tasks, at most 2 per CPU, fan-out 8) and merges the"
     echo "traces; the time is the whole command, tree start-up included. The baseline is"
     echo "\`eu-stack -p PID\` (elfutils) run for each of the same workers in turn, in the"
-    echo "same run (the median of 3 such loops)."
+    echo "same run (the median of 3 such loops). At 1,024 tasks, \`--counts-only\` runs"
+    echo "alternate with full ones on the same workers: the bytes of the merged trees"
+    echo "that reach the front-end and the times, on stat_hang as it is (each path's"
+    echo "ranks contiguous) and with STAT_HANG_SCATTER=1 (ranks scattered over two"
+    echo "paths). bench/stat_view.sh: the viewer page (<exe>.html) in headless"
+    echo "Chromium, beside the SVG of the same run."
     if [ "$stat_ok" = 0 ]; then
         echo
         echo "**bench_stat did not run or failed in this run: rows of the sizes that passed only.**"

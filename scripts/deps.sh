@@ -12,7 +12,9 @@ set -u
 # iptables: the cluster test of a link that drops every packet (host_firewall).
 # python3-cffi, python3-pytest, python3-venv, python3-setuptools: the Python
 # package (python/), its tests and its pip install into a virtual environment.
-PKGS="make gcc pkg-config procps iptables valgrind libxml2-dev zlib1g-dev libsodium-dev libjansson-dev clang libclang-rt-14-dev libdw-dev elfutils gdb openmpi-bin libopenmpi-dev graphviz python3-cffi python3-pytest python3-venv python3-setuptools"
+# chromium: tbon_stat's viewer page (<exe>.html) is checked and timed in it,
+# headless (tests/scripts/stat_view_check.py).
+PKGS="make gcc pkg-config procps iptables valgrind libxml2-dev zlib1g-dev libsodium-dev libjansson-dev clang libclang-rt-14-dev libdw-dev elfutils gdb openmpi-bin libopenmpi-dev graphviz python3-cffi python3-pytest python3-venv python3-setuptools chromium"
 
 missing=""
 for p in $PKGS; do

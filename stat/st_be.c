@@ -91,18 +91,59 @@ static int be_sample(tbon_net_t *net, st_walker_t *w, const int32_t *pids,
     return rc;
 }
 
-static int be_send(tbon_stream_t *s, int tag, const st_tree_t *t2, const st_tree_t *t3)
+/* Send t2 and t3 with tag; with FLAG_COUNTS as counts-only trees of the
+ * request's round (copies: the back-end keeps its sets for a later ask). */
+static int be_send(tbon_stream_t *s, int tag, const st_tree_t *t2, const st_tree_t *t3,
+                   uint32_t flags, uint32_t round)
 {
     uint8_t *b2 = NULL, *b3 = NULL;
     size_t l2 = 0, l3 = 0;
-    int rc = st_tree_encode(t2, &b2, &l2);
+    st_tree_t *c2 = NULL, *c3 = NULL;
+    int rc = 0;
+    if (flags & FLAG_COUNTS) {
+        c2 = st_tree_new();
+        c3 = st_tree_new();
+        rc = c2 && c3 ? 0 : TBON_ENOMEM;
+        if (rc == 0)
+            rc = st_tree_merge(c2, t2);
+        if (rc == 0)
+            rc = st_tree_merge(c3, t3);
+        if (rc == 0)
+            rc = st_tree_to_counts(c2, round);
+        if (rc == 0)
+            rc = st_tree_to_counts(c3, round);
+        t2 = c2;
+        t3 = c3;
+    }
+    if (rc == 0)
+        rc = st_tree_encode(t2, &b2, &l2);
     if (rc == 0)
         rc = st_tree_encode(t3, &b3, &l3);
     if (rc == 0)
         rc = tbon_stream_send(s, tag, FMT_TREES, b2, l2, b3, l3);
     free(b2);
     free(b3);
+    st_tree_free(c2);
+    st_tree_free(c3);
     return rc;
+}
+
+/* The flags and round of a request (TAG_SAMPLE or TAG_RESEND): 0, or
+ * TBON_EFORMAT after saying so. */
+static int req_mode(tbon_packet_t *p, tbon_rank_t me, uint32_t *flags, uint32_t *round)
+{
+    int32_t *pids = NULL;
+    uint32_t *ranks = NULL, *owner = NULL, n, interval;
+    size_t np = 0, nr = 0, no = 0;
+    int rc = tbon_packet_unpack(p, FMT_REQ, &pids, &np, &ranks, &nr, &owner, &no, &n, &interval,
+                                flags, round);
+    free(pids);
+    free(ranks);
+    free(owner);
+    if (rc != 0)
+        fprintf(stderr, PROG " --be: rank %u: malformed request (\"%s\")\n", me,
+                tbon_packet_format(p));
+    return rc ? TBON_EFORMAT : 0;
 }
 
 /* For the tests only: $TBON_STAT_TEST_HOLD = "RANK:DIR". Every back-end
@@ -321,11 +362,11 @@ static int be_sample_req(tbon_net_t *net, tbon_stream_t *s, tbon_packet_t *p, tb
                          unsigned *kflags)
 {
     int32_t *pids = NULL;
-    uint32_t *ranks = NULL, *owner = NULL, n, interval, flags;
+    uint32_t *ranks = NULL, *owner = NULL, n, interval, flags, round;
     size_t np = 0, nr = 0, no = 0;
     int rc;
     if (tbon_packet_unpack(p, FMT_REQ, &pids, &np, &ranks, &nr, &owner, &no, &n, &interval,
-                           &flags) != 0 || np != nr || np != no) {
+                           &flags, &round) != 0 || np != nr || np != no) {
         fprintf(stderr, PROG " --be: rank %u: malformed request (\"%s\")\n", me,
                 tbon_packet_format(p));
         rc = TBON_EFORMAT;
@@ -338,20 +379,20 @@ static int be_sample_req(tbon_net_t *net, tbon_stream_t *s, tbon_packet_t *p, tb
          * times): what it learned of each process (its modules, their
          * symbols) is not learned again. A request of other flags gets a
          * new one. No target is held stopped between samples. */
-        if (*kw && *kflags != flags) {
+        if (*kw && *kflags != (flags & ~FLAG_COUNTS)) {
             st_walker_free(*kw);
             *kw = NULL;
         }
         if (!*kw && *t2 && *t3) {
             *kw = be_walker(flags);
-            *kflags = flags;
+            *kflags = flags & ~FLAG_COUNTS;
         }
         st_walker_t *w = *t2 && *t3 ? *kw : NULL;
         rc = w ? be_sample(net, w, pids, ranks, owner, np, me, n, interval, *t2, *t3)
                : TBON_ENOMEM;
         test_hold(s, me, 0);
         if (rc == 0)
-            rc = be_send(s, tag, *t2, *t3);
+            rc = be_send(s, tag, *t2, *t3, flags, round);
         test_hold(s, me, 1);
     }
     free(pids);
@@ -385,7 +426,10 @@ static int be_loop(tbon_net_t *net, const char *self)
             rc = be_sample_req(net, s, p, me, tag, &t2, &t3, &w, &wflags);
             sampled = rc == 0;
         } else if (tag == TAG_RESEND) {
-            rc = be_send(s, TAG_RESEND, t2, t3);
+            uint32_t flags, round;
+            rc = req_mode(p, me, &flags, &round);
+            if (rc == 0)
+                rc = be_send(s, TAG_RESEND, t2, t3, flags, round);
         }
         tbon_packet_unref(p);
     }

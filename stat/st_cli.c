@@ -33,10 +33,11 @@ static void usage(FILE *f)
 "                     process of another host (a back-end is started there\n"
 "                     over $TBON_RSH, default ssh), a plain PID one of this host\n"
 "  --pids-file FILE   the same, one or more per line ('#' comments)\n"
-"  -P PID             the descendants of a launcher (mpirun, a shell) that run\n"
-"                     the executable most of them run; for an srun (or a\n"
-"                     launcher that started one), its job step's tasks on the\n"
-"                     job's nodes, as with --jobid\n"
+"  -P PID             a launcher's tasks: an mpirun's ranks on every host, from\n"
+"                     its MPIR process table; for an srun (or a launcher that\n"
+"                     started one), its job step's tasks on the job's nodes, as\n"
+"                     with --jobid; else its descendants on this host that run\n"
+"                     the executable most of them run\n"
 "  -C COMMAND...      launch COMMAND (the rest of the line), wait -s seconds,\n"
 "                     sample its descendants (or itself), then stop it\n"
 "  -s SECONDS         with -C: how long to let it run first (default 1)\n"
@@ -59,6 +60,9 @@ static void usage(FILE *f)
 "  --threads          every thread of each task (default: the main thread)\n"
 "  --lines            source file:line of each frame, where known\n"
 "  --modules          the shared object of each frame\n"
+"  --counts-only      no task lists in the merge: each node says how many tasks\n"
+"                     it has and the lowest of them (its representative), for\n"
+"                     very large jobs; no classes, no paths in the tasks file\n"
 "  -t FILE            the tree's topology for tasks of this host (default: one\n"
 "                     back-end per %d tasks, at most %d per CPU, fan-out %d);\n"
 "                     tasks on other hosts get one back-end per host\n"
@@ -71,7 +75,11 @@ static void usage(FILE *f)
 "                     .classes.txt of both, .svg when\n"
 "                     Graphviz's dot is installed, <exe>.tasks.txt and .json\n"
 "                     (each task's number, rank, host, pid and step) and\n"
-"                     <exe>.perf\n"
+"                     <exe>.perf; <exe>.html, the trees to explore in a\n"
+"                     browser (one file, nothing fetched)\n"
+"  --classes          on the terminal, the equivalence classes instead of the\n"
+"                     tree, each with the command that attaches gdb to its\n"
+"                     representative (gdb -p PID; ssh -t HOST gdb -p PID)\n"
 "  -q                 no tree on the terminal (the summary only)\n"
 "  -h, --help         this text\n"
 "\n"
@@ -107,7 +115,7 @@ static unsigned parse_uint(const char *opt, const char *v, unsigned lo, unsigned
 }
 
 enum { OPT_PIDS_FILE = 256, OPT_THREADS, OPT_LINES, OPT_MODULES, OPT_KEEP, OPT_BE, OPT_JOBID,
-       OPT_STEP };
+       OPT_STEP, OPT_CLASSES, OPT_COUNTS };
 
 /* --step S,S,...: step ids. */
 static void parse_steps(struct cli *c, const char *v)
@@ -131,19 +139,23 @@ static void parse_steps(struct cli *c, const char *v)
     }
 }
 
+/* The long options (getopt_long). */
+static const struct option longs[] = {
+    { "pids-file", required_argument, NULL, OPT_PIDS_FILE },
+    { "threads", no_argument, NULL, OPT_THREADS },
+    { "lines", no_argument, NULL, OPT_LINES },
+    { "modules", no_argument, NULL, OPT_MODULES },
+    { "keep", no_argument, NULL, OPT_KEEP },
+    { "jobid", required_argument, NULL, OPT_JOBID },
+    { "step", required_argument, NULL, OPT_STEP },
+    { "classes", no_argument, NULL, OPT_CLASSES },
+    { "counts-only", no_argument, NULL, OPT_COUNTS },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+};
+
 void st_parse_cli(int argc, char **argv, struct cli *c)
 {
-    static const struct option longs[] = {
-        { "pids-file", required_argument, NULL, OPT_PIDS_FILE },
-        { "threads", no_argument, NULL, OPT_THREADS },
-        { "lines", no_argument, NULL, OPT_LINES },
-        { "modules", no_argument, NULL, OPT_MODULES },
-        { "keep", no_argument, NULL, OPT_KEEP },
-        { "jobid", required_argument, NULL, OPT_JOBID },
-        { "step", required_argument, NULL, OPT_STEP },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
     *c = (struct cli){ .outdir = "stat_results", .samples = 10, .interval_ms = 100,
                        .wait_s = 1 };
     int o, sources = 0;
@@ -197,9 +209,16 @@ void st_parse_cli(int argc, char **argv, struct cli *c)
         case OPT_KEEP: c->keep = 1; break;
         case OPT_JOBID: c->jobid = parse_uint("--jobid", optarg, 1, 0xfffffff0u); sources++; break;
         case OPT_STEP: parse_steps(c, optarg); break;
+        case OPT_CLASSES: c->classes = 1; break;
+        case OPT_COUNTS: c->flags |= FLAG_COUNTS; break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); exit(EXIT_USAGE);
         }
+    }
+    if (c->classes && (c->flags & FLAG_COUNTS)) {
+        fprintf(stderr, PROG ": --classes needs the task lists that --counts-only leaves "
+                "out\n");
+        exit(EXIT_USAGE);
     }
     if (optind < argc) {
         fprintf(stderr, PROG ": unexpected argument \"%s\" (see --help)\n", argv[optind]);

@@ -25,6 +25,7 @@ struct cli {
     int quiet, keep;
     const char *session;     /* --session DIR (docs/stat.md, "Sessions") */
     int verb;                /* with it: ST_SESSION_* */
+    int classes;             /* --classes: the classes with attach lines */
 };
 
 enum { ST_SESSION_START = 1, ST_SESSION_SAMPLE, ST_SESSION_STOP };

@@ -80,8 +80,15 @@ static size_t fill_missing(st_tree_t *tr, const struct run *r, const char *why)
     size_t n, added = 0;
     size_t *miss = missing_tasks(tr, r, &n);
     const char *frame[] = { why };
-    for (size_t k = 0; k < n; k++)
-        added += st_tree_add(tr, frame, 1, r->t[miss[k]].id) == 0;
+    /* (a counts-only tree takes them as a tree of their own, counted) */
+    st_tree_t *add = st_tree_is_counts(tr) ? st_tree_new() : tr;
+    for (size_t k = 0; add && k < n; k++)
+        added += st_tree_add(add, frame, 1, r->t[miss[k]].id) == 0;
+    if (add && add != tr && (st_tree_to_counts(add, st_tree_round(tr)) != 0 ||
+                             st_tree_merge(tr, add) != 0))
+        added = 0;
+    if (add != tr)
+        st_tree_free(add);
     free(miss);
     return added;
 }
@@ -113,8 +120,12 @@ static size_t missing_alive(const st_tree_t *tr, const struct run *r, tbon_net_t
     return k;
 }
 
-/* Merge the packet's trees into t2 and t3. */
-static int take(tbon_packet_t *p, st_tree_t *t2, st_tree_t *t3, char *err, size_t errlen)
+/* Merge the packet's trees into t2 and t3. Counts-only trees do not merge
+ * (the filter adds them up: each result is the whole sum so far): one that
+ * has more tasks than t2, or as many of a later round, takes t2's and t3's
+ * place. *bytes grows by the trees' size. */
+static int take(tbon_packet_t *p, st_tree_t *t2, st_tree_t *t3, uint64_t *bytes, char *err,
+                size_t errlen)
 {
     uint8_t *b2 = NULL, *b3 = NULL;
     size_t l2 = 0, l3 = 0;
@@ -122,13 +133,23 @@ static int take(tbon_packet_t *p, st_tree_t *t2, st_tree_t *t3, char *err, size_
         snprintf(err, errlen, "a result of format \"%s\"", tbon_packet_format(p));
         return TBON_EFORMAT;
     }
+    *bytes += l2 + l3;
     st_tree_t *a = st_tree_decode(b2, l2, err, errlen);
     st_tree_t *b = a ? st_tree_decode(b3, l3, err, errlen) : NULL;
     int rc = a && b ? 0 : TBON_EFORMAT;
-    if (rc == 0)
+    if (rc == 0 && st_tree_is_counts(a)) {
+        uint64_t na = 0, nt = 0;
+        st_tree_tasks(a, NULL, &na);
+        st_tree_tasks(t2, NULL, &nt);
+        if (na > nt || (na == nt && st_tree_round(a) >= st_tree_round(t2))) {
+            st_tree_swap(t2, a);
+            st_tree_swap(t3, b);
+        }
+    } else if (rc == 0) {
         rc = st_tree_merge(t2, a);
-    if (rc == 0)
-        rc = st_tree_merge(t3, b);
+        if (rc == 0)
+            rc = st_tree_merge(t3, b);
+    }
     st_tree_free(a);
     st_tree_free(b);
     free(b2);
@@ -160,7 +181,7 @@ static struct sampled sample_merge(const struct cli *c, struct run *r, tbon_stre
     struct sampled o = { 0 };
     double t1 = st_now();
     if (tbon_stream_send(s, TAG_SAMPLE, FMT_REQ, q->pids, r->n, q->ids, r->n, q->owner, r->n,
-                         c->samples, c->interval_ms, c->flags) != 0)
+                         c->samples, c->interval_ms, c->flags, 0u) != 0)
         st_die("sending the request: %s", tbon_net_error(net));
     /* Time enough for every sample of every task. */
     int budget_ms = (int)(c->samples * (c->interval_ms + 50) + 30000 + r->n * 20);
@@ -172,7 +193,7 @@ static struct sampled sample_merge(const struct cli *c, struct run *r, tbon_stre
         tbon_packet_t *p = NULL;
         int rr = tbon_stream_recv(s, &p, 200);
         if (rr == 0) {
-            if (take(p, t2, t3, err, sizeof err) != 0)
+            if (take(p, t2, t3, &o.bytes, err, sizeof err) != 0)
                 st_die("a result from the tree: %s", err);
             tbon_packet_unref(p);
             o.got = 1;
@@ -213,7 +234,7 @@ static struct sampled sample_merge(const struct cli *c, struct run *r, tbon_stre
         /* The request again: a back-end it never reached samples now. */
         ++o.asks;
         if (tbon_stream_send(s, TAG_RESEND, FMT_REQ, q->pids, r->n, q->ids, r->n, q->owner,
-                             r->n, c->samples, c->interval_ms, c->flags) != 0)
+                             r->n, c->samples, c->interval_ms, c->flags, (uint32_t)o.asks) != 0)
             break;
         last = st_now();
         quiet = quiet * 2 < RESEND_MAX_S ? quiet * 2 : RESEND_MAX_S;

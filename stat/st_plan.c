@@ -6,6 +6,7 @@
 #include "st_plan.h"
 
 #include "st_job.h"
+#include "st_mpir.h"
 #include "st_procs.h"
 #include "st_proto.h"
 #include "st_topo.h"
@@ -82,6 +83,20 @@ int st_find_tasks(const struct cli *c, struct run *r, st_tasks_t *tasks, uint32_
             *job = follow_srun(c, srun, steps, nsteps);
             return 0;
         }
+        /* An MPI launcher's own table of its ranks, wherever they run. */
+        char exe[256], merr[512] = "";
+        int m = st_mpir_tasks(c->launcher, tasks, exe, sizeof exe, merr, sizeof merr);
+        if (m == 0) {
+            fprintf(stderr, PROG ": -P %d: %zu ranks from its MPIR process table%s%s%s\n",
+                    (int)c->launcher, tasks->n, exe[0] ? " (" : "", exe, exe[0] ? ")" : "");
+            return st_tasks_check_here(tasks, err, errlen);
+        }
+        if (m < 0 && kind == ST_REMOTE_SSH)
+            st_die("-P %d: its tasks run on other hosts too (%s, started over ssh/rsh), and "
+                   "%s", (int)c->launcher, hosts, merr);
+        if (m < 0)
+            fprintf(stderr, PROG ": note: -P %d: %s; sampling its descendants on this host\n",
+                    (int)c->launcher, merr);
         if (kind == ST_REMOTE_SSH)
             st_die("-P %d: its tasks run on other hosts too (%s, started over ssh/rsh): -P "
                    "samples this host's only; give them as -p HOST:PID,... or run the job "
@@ -175,7 +190,8 @@ void st_plan_local(const struct cli *c, const char *self, st_tasks_t *tasks, str
     }
     r->net = st.net;
     r->t_launch = st_now() - t0;
-    r->ranks_from = env_ranks ? "their environment" : "list order";
+    r->ranks_from = tasks->ranks_from ? tasks->ranks_from
+                    : env_ranks ? "their environment" : "list order";
     /* Back-ends that did not start: every task is on this host, the others
      * sample them all. */
     int nm = tbon_fe_missing(r->net, NULL, 0);

@@ -60,6 +60,7 @@ struct sampled {
                                after a failure (no request: seed 003's state
                                composition brought them back) */
     double t_sample;
+    uint64_t bytes;         /* of the results that came to the front-end */
 };
 
 /* --jobid's step of back-ends and attach file while they exist: a failure

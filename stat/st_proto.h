@@ -11,7 +11,9 @@
 
 #define TAG_SAMPLE (TBON_FIRST_APP_TAG)
 #define TAG_RESEND (TBON_FIRST_APP_TAG + 1)
-#define FMT_REQ    "%ad %aud %aud %ud %ud %ud"
+/* pids, their task numbers, their back-ends, samples, interval, flags, round
+ * (0 for TAG_SAMPLE, counting up with each TAG_RESEND) */
+#define FMT_REQ    "%ad %aud %aud %ud %ud %ud %ud"
 #define FMT_TREES  "%auc %auc"
 #define TAG_DISCOVER (TBON_FIRST_APP_TAG + 2)
 /* job (0: the pids given), steps (none: all), pids, their back-ends */
@@ -24,5 +26,6 @@
 #define FLAG_THREADS 1u
 #define FLAG_LINES   2u
 #define FLAG_MODULES 4u
+#define FLAG_COUNTS  8u    /* --counts-only: counts-only trees (st_ptree.h) */
 
 #endif

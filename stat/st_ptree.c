@@ -14,6 +14,13 @@
  *         | lo-(prev hi)-2 hi-lo    the others: ranges are increasing and
  *                                   non-adjacent by construction
  *
+ * A counts-only tree (st_tree_to_counts) is version 2: its round after the
+ * version, and each node below the root has "count rep" (how many tasks,
+ * the lowest of them) where a set would be; the root keeps its set:
+ *
+ *   "STPT" 2 round  root = nranges range* nkids node*
+ *                   node = flen frame count rep nkids node*
+ *
  * Every tree has one encoding (sets and children are canonical), so equal
  * trees give identical bytes. */
 #include "st_ptree_int.h"
@@ -126,6 +133,21 @@ static int rset_subset(const st_rset_t *a, const st_rset_t *b)
         while (j < b->n && b->r[j].hi < a->r[i].lo)
             j++;
         if (j == b->n || b->r[j].lo > a->r[i].lo || b->r[j].hi < a->r[i].hi)
+            return 0;
+    }
+    return 1;
+}
+
+/* 1 if a and b have no task in common. */
+static int rset_disjoint(const st_rset_t *a, const st_rset_t *b)
+{
+    size_t i = 0, j = 0;
+    while (i < a->n && j < b->n) {
+        if (a->r[i].hi < b->r[j].lo)
+            i++;
+        else if (b->r[j].hi < a->r[i].lo)
+            j++;
+        else
             return 0;
     }
     return 1;
@@ -284,6 +306,8 @@ static st_node_t *node_copy(const st_node_t *s, size_t *count)
     st_node_t *d = node_new(s->frame, s->flen);
     if (!d)
         return NULL;
+    d->count = s->count;
+    d->rep = s->rep;
     if (s->set.n) {
         if (rset_reserve(&d->set, s->set.n))
             goto error;
@@ -336,7 +360,7 @@ size_t st_tree_size(const st_tree_t *t)
 
 int st_tree_add(st_tree_t *t, const char *const *frames, size_t n, uint32_t task)
 {
-    if (!t || (n && !frames) || n > ST_MAX_DEPTH)
+    if (!t || (n && !frames) || n > ST_MAX_DEPTH || t->counts)
         return TBON_EINVAL;
     /* Check the whole stack first, so that a refused one changes nothing. */
     for (size_t i = 0; i < n; i++)
@@ -371,12 +395,24 @@ struct merge_ctx {
     size_t added;       /* nodes copied from the source */
 };
 
+/* A counts-only node takes s's tasks (disjoint from d's: the caller
+ * checked the roots). */
+static void add_counts(st_node_t *d, const st_node_t *s)
+{
+    if (d->count == 0 || s->rep < d->rep)
+        d->rep = s->rep;
+    d->count += s->count;
+}
+
 /* d = d U s, then the same for their children: a walk of the two sorted
  * child arrays side by side, O(|d| + |s|) per node. New children are
  * merged into a fresh array in one go rather than inserted one by one. */
 static int merge_node(st_node_t *d, const st_node_t *s, struct merge_ctx *m)
 {
+    /* (in a counts-only tree, sets are the root's only) */
     int rc = rset_union(&d->set, &s->set, &m->tmp);
+    if (rc == 0)
+        add_counts(d, s);
     if (rc)
         return rc;   /* d's children stay inside d's set: do not descend */
     if (s->nkids == 0)
@@ -450,6 +486,18 @@ int st_tree_merge(st_tree_t *dst, const st_tree_t *src)
         return TBON_EINVAL;
     if (dst == src)
         return 0;
+    if (src->counts && !dst->counts && dst->nnodes == 1 && dst->root->set.n == 0) {
+        dst->counts = 1;        /* an empty tree takes the kind of the first */
+        dst->round = src->round;
+    }
+    if (dst->counts != src->counts)
+        return TBON_EINVAL;
+    if (src->counts) {
+        if (rset_subset(&src->root->set, &dst->root->set))
+            return 0;           /* its tasks are in already, and the same */
+        if (!rset_disjoint(&src->root->set, &dst->root->set))
+            return ST_OVERLAP;
+    }
     struct merge_ctx m = { { NULL, 0, 0, { 0, 0 } }, 0 };
     int rc = merge_node(dst->root, src->root, &m);
     dst->nnodes += m.added;
@@ -460,7 +508,8 @@ int st_tree_merge(st_tree_t *dst, const st_tree_t *src)
 static int node_equal(const st_node_t *a, const st_node_t *b)
 {
     if (a->flen != b->flen || memcmp(a->frame, b->frame, a->flen) != 0 ||
-        a->set.n != b->set.n || a->nkids != b->nkids)
+        a->set.n != b->set.n || a->nkids != b->nkids || a->count != b->count ||
+        a->rep != b->rep)
         return 0;
     if (a->set.n && memcmp(a->set.r, b->set.r, a->set.n * sizeof *a->set.r) != 0)
         return 0;
@@ -474,7 +523,46 @@ int st_tree_equal(const st_tree_t *a, const st_tree_t *b)
 {
     if (!a || !b)
         return a == b;
-    return a->nnodes == b->nnodes && node_equal(a->root, b->root);
+    return a->nnodes == b->nnodes && a->counts == b->counts && a->round == b->round &&
+           node_equal(a->root, b->root);
+}
+
+/* Counts and representatives from the sets; the sets dropped below the root. */
+static void node_to_counts(st_node_t *nd, int is_root)
+{
+    nd->count = st_ranges_count(nd->set.r, nd->set.n);
+    nd->rep = nd->set.n ? nd->set.r[0].lo : 0;
+    if (!is_root)
+        rset_release(&nd->set);
+    for (size_t i = 0; i < nd->nkids; i++)
+        node_to_counts(nd->kids[i], 0);
+}
+
+int st_tree_to_counts(st_tree_t *t, uint32_t round)
+{
+    if (!t || t->counts)
+        return TBON_EINVAL;
+    node_to_counts(t->root, 1);
+    t->counts = 1;
+    t->round = round;
+    return 0;
+}
+
+void st_tree_swap(st_tree_t *a, st_tree_t *b)
+{
+    st_tree_t x = *a;
+    *a = *b;
+    *b = x;
+}
+
+int st_tree_is_counts(const st_tree_t *t)
+{
+    return t && t->counts;
+}
+
+uint32_t st_tree_round(const st_tree_t *t)
+{
+    return t ? t->round : 0;
 }
 
 size_t st_tree_tasks(const st_tree_t *t, st_range_t **ranges, uint64_t *tasks_count)
@@ -545,11 +633,16 @@ static void put_num(struct wbuf *w, uint64_t v)
     w->b[w->n++] = (uint8_t)v;
 }
 
-static void enc_node(struct wbuf *w, const st_node_t *nd, int is_root)
+static void enc_node(struct wbuf *w, const st_node_t *nd, int is_root, int counts)
 {
     if (!is_root) {
         put_num(w, nd->flen);
         put_bytes(w, nd->frame, nd->flen);
+    }
+    if (counts && !is_root) {
+        put_num(w, nd->count);
+        put_num(w, nd->rep);
+        goto kids;
     }
     put_num(w, nd->set.n);
     for (size_t k = 0; k < nd->set.n; k++) {
@@ -557,9 +650,10 @@ static void enc_node(struct wbuf *w, const st_node_t *nd, int is_root)
         put_num(w, k ? (uint64_t)r->lo - nd->set.r[k - 1].hi - 2 : r->lo);
         put_num(w, (uint64_t)r->hi - r->lo);
     }
+kids:
     put_num(w, nd->nkids);
     for (size_t i = 0; i < nd->nkids; i++)
-        enc_node(w, nd->kids[i], 0);
+        enc_node(w, nd->kids[i], 0, counts);
 }
 
 int st_tree_encode(const st_tree_t *t, uint8_t **buf, size_t *len)
@@ -567,10 +661,12 @@ int st_tree_encode(const st_tree_t *t, uint8_t **buf, size_t *len)
     if (!t || !buf || !len)
         return TBON_EINVAL;
     struct wbuf w = { NULL, 0, 0, 0 };
-    uint8_t version = ST_ENC_VERSION;
+    uint8_t version = t->counts ? ST_ENC_VERSION_COUNTS : ST_ENC_VERSION;
     put_bytes(&w, st_magic, sizeof st_magic);
     put_bytes(&w, &version, 1);
-    enc_node(&w, t->root, 1);
+    if (t->counts)
+        put_num(&w, t->round);
+    enc_node(&w, t->root, 1, t->counts);
     if (w.err) {
         free(w.b);
         return w.err;
@@ -588,6 +684,8 @@ struct rbuf {
     char *err;
     size_t errlen;
     size_t nnodes;
+    int counts;                 /* version 2 */
+    const st_node_t *root;      /* its set: what a counts node's rep is in */
 };
 
 static void fail(struct rbuf *r, size_t at, const char *fmt, ...)
@@ -646,10 +744,75 @@ static size_t left(const struct rbuf *r)
 
 /* The smallest encoded child: empty frame, one one-task range, no children. */
 #define ST_MIN_NODE_BYTES 5
+/* ... in a counts-only tree: empty frame, count, rep, no children. */
+#define ST_MIN_COUNTS_NODE_BYTES 4
 
-/* Reads one node and its subtree; NULL after fail(). parent: the parent's
- * task set (NULL for the root); prev: the previous sibling, for the order. */
-static st_node_t *dec_node(struct rbuf *r, const st_rset_t *parent, const st_node_t *prev,
+/* A counts-only node's "count rep": at least one task, no more than its
+ * parent has, the lowest of them one of the tree's and not below the
+ * parent's lowest. 0, or -1 after fail(). */
+static int dec_counts(struct rbuf *r, st_node_t *nd, const st_node_t *parent)
+{
+    size_t at = r->off;
+    uint64_t c, rep;
+    if (get_num(r, "task count", UINT32_MAX + 1ull, &c) ||
+        get_num(r, "representative", UINT32_MAX, &rep))
+        return -1;
+    if (c == 0 || c > parent->count) {
+        fail(r, at, "a node of %llu tasks below one of %llu", (unsigned long long)c,
+             (unsigned long long)parent->count);
+        return -1;
+    }
+    if (rep < parent->rep || !st_rset_has(&r->root->set, (uint32_t)rep)) {
+        fail(r, at, "representative %llu is not one of its parent's tasks",
+             (unsigned long long)rep);
+        return -1;
+    }
+    nd->count = c;
+    nd->rep = (uint32_t)rep;
+    return 0;
+}
+
+/* A node's task set ("nranges range*"); root: the root's, which may be
+ * empty. 0, or -1 after fail(). */
+static int dec_set(struct rbuf *r, st_node_t *nd, size_t set_at, int root)
+{
+    uint64_t v;
+    if (get_num(r, "range count", UINT32_MAX, &v))
+        return -1;
+    if (v > left(r) / 2) {
+        fail(r, set_at, "%llu ranges but only %zu bytes left", (unsigned long long)v, left(r));
+        return -1;
+    }
+    if (v == 0 && !root) {
+        fail(r, set_at, "a node below the root with no tasks");
+        return -1;
+    }
+    if (rset_reserve(&nd->set, (size_t)v)) {
+        fail(r, set_at, "out of memory");
+        return -1;
+    }
+    for (size_t k = 0, n = (size_t)v; k < n; k++) {
+        size_t rat = r->off;
+        uint64_t a, b;
+        if (get_num(r, k ? "range gap" : "range start", UINT32_MAX, &a) ||
+            get_num(r, "range length", UINT32_MAX, &b))
+            return -1;
+        uint64_t lo = k ? (uint64_t)nd->set.r[k - 1].hi + 2 + a : a;
+        if (lo + b > UINT32_MAX) {
+            fail(r, rat, "range %llu-%llu goes past task %lu", (unsigned long long)lo,
+                 (unsigned long long)(lo + b), (unsigned long)UINT32_MAX);
+            return -1;
+        }
+        nd->set.r[k].lo = (uint32_t)lo;
+        nd->set.r[k].hi = (uint32_t)(lo + b);
+        nd->set.n++;
+    }
+    return 0;
+}
+
+/* Reads one node and its subtree; NULL after fail(). parent: NULL for the
+ * root; prev: the previous sibling, for the order. */
+static st_node_t *dec_node(struct rbuf *r, const st_node_t *parent, const st_node_t *prev,
                            unsigned depth)
 {
     size_t at = r->off;
@@ -689,45 +852,30 @@ static st_node_t *dec_node(struct rbuf *r, const st_rset_t *parent, const st_nod
     }
 
     size_t set_at = r->off;
-    if (get_num(r, "range count", UINT32_MAX, &v))
-        goto error;
-    if (v > left(r) / 2) {
-        fail(r, set_at, "%llu ranges but only %zu bytes left", (unsigned long long)v, left(r));
-        goto error;
-    }
-    if (v == 0 && parent) {
-        fail(r, set_at, "a node below the root with no tasks");
-        goto error;
-    }
-    if (rset_reserve(&nd->set, (size_t)v)) {
-        fail(r, set_at, "out of memory");
-        goto error;
-    }
-    for (size_t k = 0, n = (size_t)v; k < n; k++) {
-        size_t rat = r->off;
-        uint64_t a, b;
-        if (get_num(r, k ? "range gap" : "range start", UINT32_MAX, &a) ||
-            get_num(r, "range length", UINT32_MAX, &b))
+    if (r->counts && parent) {
+        if (dec_counts(r, nd, parent))
             goto error;
-        uint64_t lo = k ? (uint64_t)nd->set.r[k - 1].hi + 2 + a : a;
-        if (lo + b > UINT32_MAX) {
-            fail(r, rat, "range %llu-%llu goes past task %lu", (unsigned long long)lo,
-                 (unsigned long long)(lo + b), (unsigned long)UINT32_MAX);
-            goto error;
-        }
-        nd->set.r[k].lo = (uint32_t)lo;
-        nd->set.r[k].hi = (uint32_t)(lo + b);
-        nd->set.n++;
+        goto kids;
     }
-    if (parent && !rset_subset(&nd->set, parent)) {
+    if (dec_set(r, nd, set_at, !parent))
+        goto error;
+    if (parent && !rset_subset(&nd->set, &parent->set)) {
         fail(r, set_at, "the tasks of a node are not a subset of its parent's");
         goto error;
     }
+    if (!parent) {
+        nd->count = st_ranges_count(nd->set.r, nd->set.n);
+        nd->rep = nd->set.n ? nd->set.r[0].lo : 0;
+        r->root = nd;
+        if (!r->counts)
+            nd->count = nd->rep = 0;   /* as a full tree's nodes have them */
+    }
 
+kids:;
     size_t kids_at = r->off;
     if (get_num(r, "child count", UINT32_MAX, &v))
         goto error;
-    if (v > left(r) / ST_MIN_NODE_BYTES) {
+    if (v > left(r) / (r->counts ? ST_MIN_COUNTS_NODE_BYTES : ST_MIN_NODE_BYTES)) {
         fail(r, kids_at, "%llu children but only %zu bytes left", (unsigned long long)v,
              left(r));
         goto error;
@@ -737,7 +885,7 @@ static st_node_t *dec_node(struct rbuf *r, const st_rset_t *parent, const st_nod
         goto error;
     }
     for (size_t k = 0, n = (size_t)v; k < n; k++) {
-        st_node_t *kid = dec_node(r, &nd->set, k ? nd->kids[k - 1] : NULL, depth + 1);
+        st_node_t *kid = dec_node(r, nd, k ? nd->kids[k - 1] : NULL, depth + 1);
         if (!kid)
             goto error;
         nd->kids[nd->nkids++] = kid;
@@ -751,7 +899,7 @@ error:
 
 st_tree_t *st_tree_decode(const uint8_t *buf, size_t len, char *err, size_t errlen)
 {
-    struct rbuf r = { buf, len, 0, err, errlen, 0 };
+    struct rbuf r = { buf, len, 0, err, errlen, 0, 0, NULL };
 
     if (err && errlen)
         err[0] = '\0';
@@ -773,11 +921,16 @@ st_tree_t *st_tree_decode(const uint8_t *buf, size_t len, char *err, size_t errl
         fail(&r, 4, "truncated header (%zu bytes)", len);
         return NULL;
     }
-    if (buf[4] != ST_ENC_VERSION) {
-        fail(&r, 4, "version %u, this code reads version %d", buf[4], ST_ENC_VERSION);
+    if (buf[4] != ST_ENC_VERSION && buf[4] != ST_ENC_VERSION_COUNTS) {
+        fail(&r, 4, "version %u, this code reads versions %d and %d", buf[4], ST_ENC_VERSION,
+             ST_ENC_VERSION_COUNTS);
         return NULL;
     }
     r.off = 5;
+    r.counts = buf[4] == ST_ENC_VERSION_COUNTS;
+    uint64_t round = 0;
+    if (r.counts && get_num(&r, "round", UINT32_MAX, &round))
+        return NULL;
 
     st_tree_t *t = calloc(1, sizeof *t);
     if (!t) {
@@ -794,5 +947,7 @@ st_tree_t *st_tree_decode(const uint8_t *buf, size_t len, char *err, size_t errl
         return NULL;
     }
     t->nnodes = r.nnodes;
+    t->counts = r.counts;
+    t->round = (uint32_t)round;
     return t;
 }

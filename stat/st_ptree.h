@@ -29,8 +29,12 @@ typedef struct st_tree st_tree_t;
 #define ST_MAX_DEPTH 4096
 #define ST_MAX_FRAME 65535
 
-/* The binary form: "STPT", then this version byte. */
+/* The binary form: "STPT", then this version byte (2: counts-only). */
 #define ST_ENC_VERSION 1
+#define ST_ENC_VERSION_COUNTS 2
+
+/* st_tree_merge of counts-only trees that share some tasks, not all. */
+#define ST_OVERLAP 1
 
 /* A task range [lo, hi], lo <= hi. */
 typedef struct st_range {
@@ -48,8 +52,24 @@ void st_tree_free(st_tree_t *t);
 int st_tree_add(st_tree_t *t, const char *const *frames, size_t n, uint32_t task);
 
 /* dst = dst U src. 0 or TBON_ENOMEM (dst may then hold part of src: still a
- * valid tree, a subset of the union). */
+ * valid tree, a subset of the union).
+ * Counts-only trees (an empty dst takes src's kind and round): the counts
+ * add up when the two have no task in common (their roots' sets); when
+ * every task of src is in dst already, nothing changes (a task's stacks
+ * are sampled once, so they are the same); when they share some but not
+ * all, ST_OVERLAP and dst unchanged. TBON_EINVAL for two kinds. */
 int st_tree_merge(st_tree_t *dst, const st_tree_t *src);
+
+/* Counts-only trees, for very large jobs (tbon_stat --counts-only): every
+ * node but the root keeps how many tasks it has and the lowest of them (its
+ * representative) instead of their set; the root keeps its set, so that
+ * what is missing is known. round: which request of the front-end it
+ * answers (its asks again count up). TBON_EINVAL if t is one already. */
+int st_tree_to_counts(st_tree_t *t, uint32_t round);
+int st_tree_is_counts(const st_tree_t *t);
+/* a and b trade contents. */
+void st_tree_swap(st_tree_t *a, st_tree_t *b);
+uint32_t st_tree_round(const st_tree_t *t);
 
 /* 1 if a and b have the same nodes with the same task sets. */
 int st_tree_equal(const st_tree_t *a, const st_tree_t *b);
@@ -109,6 +129,21 @@ int st_tree_write_classes(const st_tree_t *t, FILE *f);
  * ("rep 0 (n1:4242)") where name(arg, task) gives one (NULL: none). */
 typedef const char *(*st_task_name_fn)(void *arg, uint32_t task);
 int st_tree_write_classes_named(const st_tree_t *t, FILE *f, st_task_name_fn name, void *arg);
+
+/* The same, with after(arg, rep)'s line (NULL: none) under each class,
+ * indented by four spaces: tbon_stat --classes writes the command that
+ * attaches a debugger to the representative there. */
+int st_tree_write_classes_ex(const st_tree_t *t, FILE *f, st_task_name_fn name,
+                             st_task_name_fn after, void *arg);
+
+/* jansson values (NULL when out of memory): the tree as st_tree_write_json
+ * writes it; its classes as an array, in order of representative, of
+ * {"tasks": "[0-2,7]", "count": 4, "rep": 0, "ends": [5, 9]}, ends being
+ * the pre-order numbers of the nodes the class ends in (the root is 0, a
+ * node's children follow it in their JSON order). */
+struct json_t;
+struct json_t *st_tree_json(const st_tree_t *t);
+struct json_t *st_tree_classes_json(const st_tree_t *t);
 
 /* Number of nodes, root included. */
 size_t st_tree_size(const st_tree_t *t);

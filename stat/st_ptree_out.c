@@ -198,7 +198,7 @@ size_t st_tree_path(const st_tree_t *t, uint32_t task, const char ***frames)
     if (!frames)
         return 0;
     *frames = NULL;
-    if (!t || !st_rset_has(&t->root->set, task))
+    if (!t || t->counts || !st_rset_has(&t->root->set, task))
         return 0;
     if (!(w.cur = malloc(ST_MAX_DEPTH * sizeof *w.cur)))
         return 0;
@@ -214,7 +214,18 @@ size_t st_tree_path(const st_tree_t *t, uint32_t task, const char ***frames)
 
 /* ---- DOT, JSON, text ---- */
 
-static void dot_node(FILE *f, const st_node_t *nd, size_t parent, size_t *next)
+/* A node's label: "4:[0-2,7]", or in a counts-only tree "4 (rep 0)" (the
+ * root's is its set in both). */
+static void put_label(FILE *f, const st_tree_t *t, const st_node_t *nd)
+{
+    if (t->counts && nd != t->root)
+        fprintf(f, "%llu (rep %lu)", (unsigned long long)nd->count, (unsigned long)nd->rep);
+    else
+        put_ranges(f, nd->set.r, nd->set.n, 1);
+}
+
+static void dot_node(FILE *f, const st_tree_t *t, const st_node_t *nd, size_t parent,
+                     size_t *next)
 {
     size_t id = (*next)++;
     fprintf(f, "  n%zu [label=\"", id);
@@ -222,11 +233,11 @@ static void dot_node(FILE *f, const st_node_t *nd, size_t parent, size_t *next)
     fputs("\"];\n", f);
     if (id) {
         fprintf(f, "  n%zu -> n%zu [label=\"", parent, id);
-        put_ranges(f, nd->set.r, nd->set.n, 1);
+        put_label(f, t, nd);
         fputs("\"];\n", f);
     }
     for (size_t i = 0; i < nd->nkids; i++)
-        dot_node(f, nd->kids[i], id, next);
+        dot_node(f, t, nd->kids[i], id, next);
 }
 
 int st_tree_write_dot(const st_tree_t *t, FILE *f, const char *title)
@@ -239,7 +250,7 @@ int st_tree_write_dot(const st_tree_t *t, FILE *f, const char *title)
         title = "tbon_stat";
     put_escaped(f, title, strlen(title), ESC_DOT);
     fputs("\" {\n  node [shape=box];\n", f);
-    dot_node(f, t->root, 0, &next);
+    dot_node(f, t, t->root, 0, &next);
     fputs("}\n", f);
     return finish(f);
 }
@@ -272,10 +283,10 @@ static json_t *json_frame(const char *str, size_t n)
 
 /* {"frame", "tasks", "count", "children"} for nd and below (jansson keeps
  * the keys in this order). NULL when out of memory. */
-static json_t *json_node(const st_node_t *nd, int is_root)
+static json_t *json_node(const st_tree_t *t, const st_node_t *nd, int is_root)
 {
     /* The label "N:[ranges]" without its count is the task set. */
-    size_t ln = st_tree_label(nd->set.r, nd->set.n, NULL, 0);
+    size_t ln = t->counts ? 0 : st_tree_label(nd->set.r, nd->set.n, NULL, 0);
     char *label = malloc(ln + 1);
     json_t *o = json_object(), *kids = json_array();
     int bad = !label || !o || !kids;
@@ -283,13 +294,15 @@ static json_t *json_node(const st_node_t *nd, int is_root)
         st_tree_label(nd->set.r, nd->set.n, label, ln + 1);
         json_t *frame = is_root ? json_string(ST_ROOT_NAME) : json_frame(nd->frame, nd->flen);
         bad = json_object_set_new(o, "frame", frame) ||
-              json_object_set_new(o, "tasks", json_string(strchr(label, ':') + 1)) ||
-              json_object_set_new(o, "count", json_integer((json_int_t)st_ranges_count(
-                                                  nd->set.r, nd->set.n))) ||
+              (!t->counts &&
+               json_object_set_new(o, "tasks", json_string(strchr(label, ':') + 1))) ||
+              json_object_set_new(o, "count", json_integer((json_int_t)st_node_count(t, nd))) ||
+              (t->counts &&
+               json_object_set_new(o, "rep", json_integer((json_int_t)st_node_rep(t, nd)))) ||
               json_object_set(o, "children", kids);
     }
     for (size_t i = 0; !bad && i < nd->nkids; i++)
-        bad = json_array_append_new(kids, json_node(nd->kids[i], 0)) != 0;
+        bad = json_array_append_new(kids, json_node(t, nd->kids[i], 0)) != 0;
     free(label);
     json_decref(kids);
     if (bad) {
@@ -303,7 +316,7 @@ int st_tree_write_json(const st_tree_t *t, FILE *f)
 {
     if (!t || !f)
         return TBON_EINVAL;
-    json_t *j = json_node(t->root, 1);
+    json_t *j = st_tree_json(t);
     if (!j)
         return TBON_ENOMEM;
     int rc = json_dumpf(j, f, JSON_COMPACT);
@@ -314,23 +327,23 @@ int st_tree_write_json(const st_tree_t *t, FILE *f)
     return finish(f);
 }
 
-static void text_node(FILE *f, const st_node_t *nd, size_t depth)
+static void text_node(FILE *f, const st_tree_t *t, const st_node_t *nd, size_t depth)
 {
     for (size_t i = 0; i < depth; i++)
         fputs("  ", f);
     put_frame(f, nd, depth == 0, ESC_TEXT);
     fputs("  ", f);
-    put_ranges(f, nd->set.r, nd->set.n, 1);
+    put_label(f, t, nd);
     fputc('\n', f);
     for (size_t i = 0; i < nd->nkids; i++)
-        text_node(f, nd->kids[i], depth + 1);
+        text_node(f, t, nd->kids[i], depth + 1);
 }
 
 int st_tree_write_text(const st_tree_t *t, FILE *f)
 {
     if (!t || !f)
         return TBON_EINVAL;
-    text_node(f, t->root, 0);
+    text_node(f, t, t->root, 0);
     return finish(f);
 }
 
@@ -342,9 +355,17 @@ static int by_lo(const void *a, const void *b)
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-/* The tasks of nd that end there: in nd and in none of its children. */
-static uint64_t ends_at(const st_node_t *nd, st_range_t **tmp, size_t *cap, int *err)
+/* The tasks of nd that end there: in nd and in none of its children (in a
+ * counts-only tree: its count less its children's). */
+static uint64_t ends_at(const st_tree_t *t, const st_node_t *nd, st_range_t **tmp, size_t *cap,
+                        int *err)
 {
+    if (t->counts) {
+        uint64_t below = 0;
+        for (size_t i = 0; i < nd->nkids; i++)
+            below += nd->kids[i]->count;
+        return nd->count > below ? nd->count - below : 0;
+    }
     uint64_t all = st_ranges_count(nd->set.r, nd->set.n);
     size_t n = 0;
     for (size_t i = 0; i < nd->nkids; i++)
@@ -384,6 +405,7 @@ static uint64_t ends_at(const st_node_t *nd, st_range_t **tmp, size_t *cap, int 
 }
 
 struct fold_walk {
+    const st_tree_t *t;
     FILE *f;
     const st_node_t **path;
     size_t cap;
@@ -407,7 +429,7 @@ static void fold_node(struct fold_walk *w, const st_node_t *nd, size_t depth)
         w->cap = cap;
     }
     w->path[depth] = nd;
-    uint64_t n = depth ? ends_at(nd, &w->tmp, &w->tmpcap, &w->err) : 0;
+    uint64_t n = depth ? ends_at(w->t, nd, &w->tmp, &w->tmpcap, &w->err) : 0;
     if (n) {
         for (size_t i = 1; i <= depth; i++) {
             if (i > 1)
@@ -424,7 +446,7 @@ int st_tree_write_folded(const st_tree_t *t, FILE *f)
 {
     if (!t || !f)
         return TBON_EINVAL;
-    struct fold_walk w = { .f = f };
+    struct fold_walk w = { .t = t, .f = f };
     fold_node(&w, t->root, 0);
     free(w.path);
     free(w.tmp);
@@ -559,9 +581,9 @@ static void cls_collect(struct cls_walk *w, const st_node_t *nd)
         cls_collect(w, nd->kids[i]);
 }
 
-static void cls_print(FILE *f, const struct cls_walk *w, const struct cls_seg *segs,
-                      const struct cls_class *c, st_range_t *rbuf, st_task_name_fn name,
-                      void *arg)
+/* A class's task set as ranges, into rbuf (its segments are sorted and
+ * disjoint: adjacent ones join); returns how many. */
+static size_t cls_ranges(const struct cls_seg *segs, const struct cls_class *c, st_range_t *rbuf)
 {
     size_t nr = 0;
     for (size_t i = c->first; i < c->first + c->n; i++) {
@@ -570,51 +592,27 @@ static void cls_print(FILE *f, const struct cls_walk *w, const struct cls_seg *s
         else
             rbuf[nr++] = (st_range_t){ segs[i].lo, segs[i].hi };
     }
-    put_ranges(f, rbuf, nr, 1);
-    const char *who = name ? name(arg, c->rep) : NULL;
-    if (who)
-        fprintf(f, "  rep %lu (%s)  ", (unsigned long)c->rep, who);
-    else
-        fprintf(f, "  rep %lu  ", (unsigned long)c->rep);
-    const struct cls_seg *s = &segs[c->first];
-    for (size_t i = 0; i < s->klen; i++) {
-        if (i)
-            fputs(" | ", f);
-        put_frame(f, w->nodes[s->key[i]], s->key[i] == 0, ESC_TEXT);
-    }
-    fputc('\n', f);
+    return nr;
 }
 
-int st_tree_write_classes(const st_tree_t *t, FILE *f)
-{
-    return st_tree_write_classes_named(t, f, NULL, NULL);
-}
+/* What is done with each class, in order of representative: its ranges
+ * (r[0..nr)), and its first segment, whose key is the class's end nodes.
+ * 0 or an error that stops the walk. */
+typedef int (*cls_each_fn)(void *arg, const struct cls_walk *w, const struct cls_seg *s,
+                           uint32_t rep, const st_range_t *r, size_t nr);
 
-int st_tree_write_classes_named(const st_tree_t *t, FILE *f, st_task_name_fn name, void *arg)
+/* Sweep the end sets' events in task order: a segment is a run of tasks
+ * with the same active end nodes (its key). 0 or TBON_ENOMEM. */
+static int cls_segments(struct cls_walk *w, size_t *active, struct cls_seg **segsp,
+                        size_t *nsegp, size_t **poolp)
 {
-    struct cls_walk w = { 0 };
-    size_t *active = NULL, nact = 0, *pool = NULL, npool = 0, poolcap = 0;
     struct cls_seg *segs = NULL;
-    struct cls_class *cls = NULL;
-    st_range_t *rbuf = NULL;
-    size_t nseg = 0, segcap = 0, ncls = 0;
-    int rc = TBON_ENOMEM;
+    size_t nact = 0, *pool = NULL, npool = 0, poolcap = 0, nseg = 0, segcap = 0;
 
-    if (!t || !f)
-        return TBON_EINVAL;
-    if (!(w.nodes = malloc(t->nnodes * sizeof *w.nodes)) ||
-        !(active = malloc(t->nnodes * sizeof *active)))
-        goto out;
-    cls_collect(&w, t->root);
-    if (w.err)
-        goto out;
-    if (w.nev)
-        qsort(w.ev, w.nev, sizeof *w.ev, ev_cmp);
-
-    for (size_t i = 0; i < w.nev;) {
-        uint64_t pos = w.ev[i].pos;
-        for (; i < w.nev && w.ev[i].pos == pos; i++) {
-            size_t lo = 0, hi = nact, v = w.ev[i].node;
+    for (size_t i = 0; i < w->nev;) {
+        uint64_t pos = w->ev[i].pos;
+        for (; i < w->nev && w->ev[i].pos == pos; i++) {
+            size_t lo = 0, hi = nact, v = w->ev[i].node;
             while (lo < hi) {
                 size_t mid = lo + (hi - lo) / 2;
                 if (active[mid] < v)
@@ -622,7 +620,7 @@ int st_tree_write_classes_named(const st_tree_t *t, FILE *f, st_task_name_fn nam
                 else
                     hi = mid;
             }
-            if (w.ev[i].start) {
+            if (w->ev[i].start) {
                 memmove(&active[lo + 1], &active[lo], (nact - lo) * sizeof *active);
                 active[lo] = v;
                 nact++;
@@ -631,13 +629,13 @@ int st_tree_write_classes_named(const st_tree_t *t, FILE *f, st_task_name_fn nam
                 nact--;
             }
         }
-        if (!nact || i == w.nev)
+        if (!nact || i == w->nev)
             continue;
         if (nseg == segcap) {
             size_t cap = segcap ? 2 * segcap : 64;
             struct cls_seg *s = realloc(segs, cap * sizeof *s);
             if (!s)
-                goto out;
+                goto oom;
             segs = s;
             segcap = cap;
         }
@@ -647,17 +645,50 @@ int st_tree_write_classes_named(const st_tree_t *t, FILE *f, st_task_name_fn nam
                 cap *= 2;
             size_t *p = realloc(pool, cap * sizeof *p);
             if (!p)
-                goto out;
+                goto oom;
             pool = p;
             poolcap = cap;
         }
         memcpy(pool + npool, active, nact * sizeof *active);
-        segs[nseg++] = (struct cls_seg){ (uint32_t)pos, (uint32_t)(w.ev[i].pos - 1),
+        segs[nseg++] = (struct cls_seg){ (uint32_t)pos, (uint32_t)(w->ev[i].pos - 1),
                                          npool, nact, NULL };
         npool += nact;
     }
     for (size_t i = 0; i < nseg; i++)
         segs[i].key = pool + segs[i].koff;
+    *segsp = segs;
+    *nsegp = nseg;
+    *poolp = pool;
+    return 0;
+oom:
+    free(segs);
+    free(pool);
+    return TBON_ENOMEM;
+}
+
+/* The classes of t, each given to fn. The number of classes (at most
+ * INT_MAX), or < 0: TBON_EINVAL, TBON_ENOMEM, or fn's error. */
+static int cls_walk_classes(const st_tree_t *t, cls_each_fn fn, void *arg)
+{
+    struct cls_walk w = { 0 };
+    size_t *active = NULL, *pool = NULL, nseg = 0, ncls = 0;
+    struct cls_seg *segs = NULL;
+    struct cls_class *cls = NULL;
+    st_range_t *rbuf = NULL;
+    int rc = TBON_ENOMEM;
+
+    if (!t || t->counts)
+        return TBON_EINVAL;     /* (classes need the task sets) */
+    if (!(w.nodes = malloc(t->nnodes * sizeof *w.nodes)) ||
+        !(active = malloc(t->nnodes * sizeof *active)))
+        goto out;
+    cls_collect(&w, t->root);
+    if (w.err)
+        goto out;
+    if (w.nev)
+        qsort(w.ev, w.nev, sizeof *w.ev, ev_cmp);
+    if (cls_segments(&w, active, &segs, &nseg, &pool) != 0)
+        goto out;
     if (nseg)
         qsort(segs, nseg, sizeof *segs, seg_cmp);
 
@@ -673,9 +704,9 @@ int st_tree_write_classes_named(const st_tree_t *t, FILE *f, st_task_name_fn nam
     }
     if (ncls)
         qsort(cls, ncls, sizeof *cls, class_cmp);
-    for (size_t i = 0; i < ncls; i++)
-        cls_print(f, &w, segs, &cls[i], rbuf, name, arg);
-    rc = finish(f);
+    rc = 0;
+    for (size_t i = 0; i < ncls && rc == 0; i++)
+        rc = fn(arg, &w, &segs[cls[i].first], cls[i].rep, rbuf, cls_ranges(segs, &cls[i], rbuf));
     if (rc == 0)
         rc = ncls > INT_MAX ? INT_MAX : (int)ncls;
 out:
@@ -688,4 +719,95 @@ out:
     free(cls);
     free(rbuf);
     return rc;
+}
+
+struct cls_text {
+    FILE *f;
+    st_task_name_fn name, after;
+    void *arg;
+};
+
+/* "4:[0-2,7]  rep 0 (n1:4242)  poll | compute", and after's line. */
+static int cls_print(void *arg, const struct cls_walk *w, const struct cls_seg *s, uint32_t rep,
+                     const st_range_t *r, size_t nr)
+{
+    const struct cls_text *ct = arg;
+    FILE *f = ct->f;
+    put_ranges(f, r, nr, 1);
+    const char *who = ct->name ? ct->name(ct->arg, rep) : NULL;
+    if (who)
+        fprintf(f, "  rep %lu (%s)  ", (unsigned long)rep, who);
+    else
+        fprintf(f, "  rep %lu  ", (unsigned long)rep);
+    for (size_t i = 0; i < s->klen; i++) {
+        if (i)
+            fputs(" | ", f);
+        put_frame(f, w->nodes[s->key[i]], s->key[i] == 0, ESC_TEXT);
+    }
+    fputc('\n', f);
+    const char *line = ct->after ? ct->after(ct->arg, rep) : NULL;
+    if (line)
+        fprintf(f, "    %s\n", line);
+    return 0;
+}
+
+int st_tree_write_classes(const st_tree_t *t, FILE *f)
+{
+    return st_tree_write_classes_named(t, f, NULL, NULL);
+}
+
+int st_tree_write_classes_named(const st_tree_t *t, FILE *f, st_task_name_fn name, void *arg)
+{
+    return st_tree_write_classes_ex(t, f, name, NULL, arg);
+}
+
+int st_tree_write_classes_ex(const st_tree_t *t, FILE *f, st_task_name_fn name,
+                             st_task_name_fn after, void *arg)
+{
+    if (!f)
+        return TBON_EINVAL;
+    struct cls_text ct = { f, name, after, arg };
+    int n = cls_walk_classes(t, cls_print, &ct);
+    if (n < 0)
+        return n;
+    int rc = finish(f);
+    return rc ? rc : n;
+}
+
+/* {"tasks", "count", "rep", "ends"} onto the array arg. */
+static int cls_json(void *arg, const struct cls_walk *w, const struct cls_seg *s, uint32_t rep,
+                    const st_range_t *r, size_t nr)
+{
+    (void)w;
+    size_t ln = st_tree_label(r, nr, NULL, 0);
+    char *label = malloc(ln + 1);
+    json_t *ends = json_array();
+    int bad = !label || !ends;
+    for (size_t i = 0; !bad && i < s->klen; i++)
+        bad = json_array_append_new(ends, json_integer((json_int_t)s->key[i])) != 0;
+    if (!bad) {
+        st_tree_label(r, nr, label, ln + 1);
+        bad = json_array_append_new(arg, json_pack("{s:s, s:I, s:I, s:O}", "tasks",
+                                                   strchr(label, ':') + 1, "count",
+                                                   (json_int_t)st_ranges_count(r, nr), "rep",
+                                                   (json_int_t)rep, "ends", ends)) != 0;
+    }
+    json_decref(ends);
+    free(label);
+    return bad ? TBON_ENOMEM : 0;
+}
+
+json_t *st_tree_classes_json(const st_tree_t *t)
+{
+    json_t *a = json_array();
+    if (a && cls_walk_classes(t, cls_json, a) < 0) {
+        json_decref(a);
+        a = NULL;
+    }
+    return a;
+}
+
+json_t *st_tree_json(const st_tree_t *t)
+{
+    return t ? json_node(t, t->root, 1) : NULL;
 }

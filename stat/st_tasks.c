@@ -47,8 +47,7 @@ static int push(st_tasks_t *t, pid_t pid)
     return push_on(t, NULL, 0, pid);
 }
 
-/* Is host[0..len) this host: its name, its short name, or localhost? */
-static int is_this_host(const char *host, size_t len)
+int st_is_this_host(const char *host, size_t len)
 {
     char me[256] = "";
     if (gethostname(me, sizeof me - 1) != 0)
@@ -107,7 +106,7 @@ static int parse_items(st_tasks_t *t, const char *s, const char *where, char *er
         if (parse_pid(ps, len - (size_t)(ps - s), &pid))
             return st_errf(err, errlen, TBON_EINVAL, "%s\"%.*s\" is not a process id%s", where,
                         (int)(len > 80 ? 80 : len), s, colon ? " on a host (HOST:PID)" : "");
-        if (push_on(t, colon && !is_this_host(s, hl) ? s : NULL, hl, pid))
+        if (push_on(t, colon && !st_is_this_host(s, hl) ? s : NULL, hl, pid))
             return st_errf(err, errlen, TBON_ENOMEM, "out of memory");
         s += len;
     }
@@ -493,7 +492,7 @@ int st_tasks_rank(st_tasks_t *t)
 {
     st_tasks_unique(t);
     st_task_t *e = malloc((t->n ? t->n : 1) * sizeof *e);
-    int from_env = e != NULL && t->n > 0;
+    int from_env = e != NULL && t->n > 0 && !t->ranks_from;
     for (size_t i = 0; from_env && i < t->n; i++) {
         long r = env_rank(t->v[i].pid);
         e[i] = (st_task_t){ t->v[i].pid, (uint32_t)r, t->v[i].host };
@@ -510,7 +509,7 @@ int st_tasks_rank(st_tasks_t *t)
         for (size_t i = 0; i < t->n; i++)
             t->v[i].rank = (uint32_t)i;
     free(e);
-    return from_env;
+    return from_env || (t->ranks_from && t->n > 0);
 }
 
 void st_tasks_free(st_tasks_t *t)

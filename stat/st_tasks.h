@@ -17,6 +17,8 @@ typedef struct st_task {
 typedef struct st_tasks {
     st_task_t *v;
     size_t n;
+    const char *ranks_from;   /* the list's order is the ranks' (a launcher's
+                                 MPIR table, static text), or NULL */
 } st_tasks_t;
 
 /* Append the tasks of "ITEM,ITEM,..." (what -p takes), each ITEM a PID (on
@@ -45,6 +47,9 @@ int st_tasks_from_launcher(st_tasks_t *t, pid_t launcher, char *err, size_t errl
 /* 1 if some task is on another host. */
 int st_tasks_remote(const st_tasks_t *t);
 
+/* Is host[0..len) this host: its name, its short name, or localhost? */
+int st_is_this_host(const char *host, size_t len);
+
 /* Does a launcher run its tasks on other hosts? ST_REMOTE_SRUN when it is
  * an srun or has one among its descendants (*srun: the outermost), then its
  * tasks are a Slurm step's; ST_REMOTE_SSH when a descendant is an ssh or
@@ -60,8 +65,9 @@ void st_tasks_unique(st_tasks_t *t);
 /* Give every task its rank: from its environment (OMPI_COMM_WORLD_RANK,
  * PMI_RANK, PMIX_RANK, SLURM_PROCID, the first one set) when every task has
  * one and they are distinct, else its position in the list. Drops duplicate
- * pids. Then sorts the tasks by rank. Returns 1 if the ranks came from the
- * environment, 0 if from positions. */
+ * pids. Then sorts the tasks by rank. With t->ranks_from, the positions
+ * are the ranks (the environment is not read). Returns 1 if the ranks came
+ * from the environment or t->ranks_from, 0 if from positions. */
 int st_tasks_rank(st_tasks_t *t);
 
 /* The executable's base name of pid ("?" if unknown); static buffer. */

@@ -9,6 +9,16 @@
  * idempotent, and its state can be composed after a failure (filter guide,
  * "State composition"): stat_merge_get_FilterState returns the same packet.
  *
+ * Counts-only trees (tbon_stat --counts-only) do not add up idempotently:
+ * the filter keeps each source's newest trees (a source sends the whole of
+ * what it has each time) and outputs the sum of those of the newest round
+ * (a round is one ask of the front-end; each ask again counts up, and every
+ * live back-end answers it), larger first. A source whose tasks are all in
+ * already adds nothing (a task's stacks are sampled once: the same); one
+ * that shares only some of its tasks with those in (after a failure moved
+ * tasks to another parent) is left out until the next round sorts it out,
+ * and the front-end, missing them, asks again.
+ *
  * The plug-in carries its own copy of st_ptree.c (the Makefile links it in);
  * the tbon_* functions come from the process that loads it. */
 #include <tbon/tbon.h>
@@ -18,9 +28,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A source's newest counts-only trees. */
+struct source {
+    uint32_t rank;
+    st_tree_t *tree[2];
+};
+
 struct stat_state {
-    st_tree_t *tree[2];   /* 2D, 3D */
+    st_tree_t *tree[2];   /* 2D, 3D: the union, or the counts-only sum */
     int tag;              /* of the last wave, for the state packet */
+    int counts;           /* the inputs are counts-only trees */
+    struct source *src;   /* counts-only: each source's newest */
+    size_t nsrc;
 };
 
 tbon_filter_fn       stat_merge;
@@ -38,6 +57,11 @@ void stat_merge_free_state(void *state)
         return;
     st_tree_free(st->tree[0]);
     st_tree_free(st->tree[1]);
+    for (size_t i = 0; i < st->nsrc; i++) {
+        st_tree_free(st->src[i].tree[0]);
+        st_tree_free(st->src[i].tree[1]);
+    }
+    free(st->src);
     free(st);
 }
 
@@ -82,6 +106,84 @@ static int decode_input(tbon_packet_t *in, size_t i, st_tree_t *t[2])
     return rc;
 }
 
+/* Counts-only: input i's trees t[0..2) become its source's newest (they
+ * are taken: *t set to NULL), unless that source already sent a later
+ * round. 0 or TBON_ENOMEM. */
+static int counts_take(struct stat_state *st, uint32_t rank, st_tree_t *t[2])
+{
+    size_t i = 0;
+    while (i < st->nsrc && st->src[i].rank != rank)
+        i++;
+    if (i == st->nsrc) {
+        struct source *v = realloc(st->src, (st->nsrc + 1) * sizeof *v);
+        if (!v)
+            return TBON_ENOMEM;
+        st->src = v;
+        st->src[st->nsrc++] = (struct source){ rank, { NULL, NULL } };
+    } else if (st_tree_round(st->src[i].tree[0]) > st_tree_round(t[0])) {
+        return 0;   /* an older round's, late: the one kept is newer */
+    }
+    for (int d = 0; d < 2; d++) {
+        st_tree_free(st->src[i].tree[d]);
+        st->src[i].tree[d] = t[d];
+        t[d] = NULL;
+    }
+    return 0;
+}
+
+static int by_tasks_desc(const void *a, const void *b)
+{
+    const struct source *x = *(const struct source *const *)a,
+                        *y = *(const struct source *const *)b;
+    uint64_t nx = 0, ny = 0;
+    st_tree_tasks(x->tree[0], NULL, &nx);
+    st_tree_tasks(y->tree[0], NULL, &ny);
+    if (nx != ny)
+        return nx > ny ? -1 : 1;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* Counts-only: the output trees, the sum of the newest round's sources
+ * (see the top). 0 or TBON_ENOMEM. */
+static int counts_compose(struct stat_state *st)
+{
+    uint32_t round = 0;
+    for (size_t i = 0; i < st->nsrc; i++)
+        if (st_tree_round(st->src[i].tree[0]) > round)
+            round = st_tree_round(st->src[i].tree[0]);
+    const struct source **order = malloc((st->nsrc ? st->nsrc : 1) * sizeof *order);
+    st_tree_t *sum[2] = { st_tree_new(), st_tree_new() };
+    int rc = order && sum[0] && sum[1] ? 0 : TBON_ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; rc == 0 && i < st->nsrc; i++)
+        if (st_tree_round(st->src[i].tree[0]) == round)
+            order[n++] = &st->src[i];
+    if (n > 1)
+        qsort(order, n, sizeof *order, by_tasks_desc);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        int r = st_tree_merge(sum[0], order[i]->tree[0]);
+        if (r == ST_OVERLAP)
+            continue;
+        rc = r ? r : st_tree_merge(sum[1], order[i]->tree[1]);
+        if (rc == ST_OVERLAP)
+            rc = TBON_EINVAL;   /* a 3D tree of other tasks than its 2D tree */
+    }
+    free(order);
+    if (rc) {
+        tbon_filter_error("%s adding up the counts-only trees",
+                          rc == TBON_ENOMEM ? "out of memory" : "a 3D tree not of its 2D tree's "
+                          "tasks");
+        st_tree_free(sum[0]);
+        st_tree_free(sum[1]);
+        return rc;
+    }
+    for (int d = 0; d < 2; d++) {
+        st_tree_free(st->tree[d]);
+        st->tree[d] = sum[d];
+    }
+    return 0;
+}
+
 int stat_merge(tbon_packet_t *const in[], size_t n_in, tbon_packet_list_t *out,
                void **state, const tbon_filter_ctx_t *ctx)
 {
@@ -111,9 +213,31 @@ int stat_merge(tbon_packet_t *const in[], size_t n_in, tbon_packet_list_t *out,
         }
         *state = st;
     }
+    /* One kind of tree on a stream (a request asks for one). */
+    if (st->nsrc == 0 && st_tree_size(st->tree[0]) == 1)
+        st->counts = st_tree_is_counts(trees[0]);
+    for (size_t i = 0; i < 2 * n_in && rc == 0; i++) {
+        if (st_tree_is_counts(trees[i]) != st->counts) {
+            tbon_filter_error("input %zu (from rank %lu): a %s tree on a stream of %s trees",
+                              i / 2, (unsigned long)tbon_packet_source(in[i / 2]),
+                              st->counts ? "full" : "counts-only",
+                              st->counts ? "counts-only" : "full");
+            rc = TBON_EFORMAT;
+        }
+    }
+    if (rc)
+        goto out;
+    if (st->counts) {
+        for (size_t i = 0; i < n_in && rc == 0; i++)
+            rc = counts_take(st, (uint32_t)tbon_packet_source(in[i]), &trees[2 * i]);
+        if (rc == 0)
+            rc = counts_compose(st);
+        if (rc)
+            goto out;
+    }
     /* On ENOMEM a tree may hold part of an input: still a valid tree, and
      * a later merge of the same input completes it (merging is idempotent). */
-    for (size_t i = 0; i < 2 * n_in; i++) {
+    for (size_t i = 0; i < 2 * n_in && !st->counts; i++) {
         if ((rc = st_tree_merge(st->tree[i % 2], trees[i]))) {
             tbon_filter_error("out of memory merging the %s tree of input %zu",
                               dim_name[i % 2], i / 2);

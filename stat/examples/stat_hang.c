@@ -25,11 +25,20 @@
 #define MAX_WORKERS 4096
 
 /* The path (outermost first) a worker of rank r ends in; what the parent prints. */
+/* $STAT_HANG_SCATTER=1 (inherited by the workers): ranks other than 1 go
+ * to the barrier or the checkpoint by a hash of the rank, so that each
+ * path's ranks are scattered (a merge's task sets of many ranges). */
+static int scattered(int r)
+{
+    const char *v = getenv("STAT_HANG_SCATTER");
+    return v && strcmp(v, "1") == 0 && r != 1 && ((unsigned)r * 2654435761u >> 13) % 2;
+}
+
 static const char *path_of(int r)
 {
     if (r == 1)
         return "main>do_work>compute_loop>spin";
-    if (r == 2)
+    if (r == 2 || scattered(r))
         return "main>do_work>write_checkpoint";
     return "main>do_work>exchange_data>barrier_wait";
 }
@@ -96,7 +105,7 @@ void do_work(int rank)
 {
     if (rank == 1)
         compute_loop();
-    else if (rank == 2)
+    else if (rank == 2 || scattered(rank))
         write_checkpoint();
     else
         exchange_data(rank);

@@ -10,6 +10,10 @@
 #   node_stacks HOST PIDS   "PID: PATH" from eu-stack -p PID on HOST, the
 #                           main thread's frames outermost first, " > "
 #   job_tasks_running J N NAME   N processes NAME of job J on its nodes
+#   mpi_tasks_checked OUT N MPIOUT   the tasks file of OUT's mpi_hang run:
+#                           N tasks, ranks 0..N-1 once each, and each rank
+#                           with the pid the job's output (MPIOUT: lines
+#                           "rank R pid P ...") gives it; sets TASKS, body
 #   stat_hang_job N         a hung sbatch job of N stat_hang tasks over 4
 #                           nodes, waited for until all run; its id in J
 set -u
@@ -80,4 +84,17 @@ stat_hang_job() {
     step "job $J submitted; waiting for its $1 tasks"
     wait_until 40 job_tasks_running "$J" "$1" stat_hang ||
         fail "job $J: not all $1 stat_hang tasks running after 40 s ($(on head squeue -h -j "$J"))"
+}
+
+mpi_tasks_checked() {
+    local out=$1 n=$2 mpiout=$3 r p
+    TASKS=$(ls "$out"/mpi_hang.*/mpi_hang.tasks.txt) || fail "no tasks file in $out"
+    body=$(grep -v '^#' "$TASKS")
+    [ "$(echo "$body" | wc -l)" -eq "$n" ] || fail "$(echo "$body" | wc -l) tasks, not $n: $body"
+    [ "$(echo "$body" | awk '{print $2}' | sort -n | tr '\n' ' ')" = "$(seq -s ' ' 0 $((n - 1))) " ] ||
+        fail "the ranks are not 0..$((n - 1)) once each: $body"
+    while read -r _ r _ p _; do
+        echo "$body" | awk -v r="$r" -v p="$p" '$2 == r && $4 == p { f = 1 } END { exit !f }' ||
+            fail "rank $r (pid $p in the job's output) is not rank $r in $TASKS"
+    done < <(grep -E '^rank [0-9]+ pid' "$mpiout")
 }

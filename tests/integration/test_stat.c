@@ -529,6 +529,25 @@ static int wait_all_let_go(const struct hang *h, const long *base, int ms)
     return 1;
 }
 
+/* A 4x4 topology file of this host (16 back-ends under 4 commnodes). */
+static const char *topo_4x4(void)
+{
+    tbon_rank_t be[IT_MAX_BE];
+    size_t nbe;
+    return it_topo_shape("4x4", be, IT_MAX_BE, &nbe);
+}
+
+/* Kill -9 a commnode of the tree of tbon_stat sp, once there is one (2 s
+ * at most); 1 if one was killed. */
+static int kill_one_commnode(pid_t sp)
+{
+    pid_t victim = 0;
+    int64_t t0 = it_now_ms();
+    while (!(victim = kill_a_commnode(sp)) && it_now_ms() - t0 < 2000)
+        it_sleep_ms(5);
+    return victim != 0;
+}
+
 /* A commnode killed while the back-ends sample and merge: every task is
  * still in the tree with a real path (state composition, then asking the
  * back-ends again for what died in flight). */
@@ -538,9 +557,7 @@ ITEST(commnode_killed_during_merge)
     alarm(150);
     struct hang h;
     REQUIRE(hang_start(&h, NTASK) == 0);
-    tbon_rank_t be[IT_MAX_BE];
-    size_t nbe;
-    const char *topo = it_topo_shape("4x4", be, IT_MAX_BE, &nbe);
+    const char *topo = topo_4x4();
     REQUIRE(topo != NULL);
     char outdir[PATH_MAX];
     snprintf(outdir, sizeof outdir, "%s/out", th_tmpdir());
@@ -564,11 +581,7 @@ ITEST(commnode_killed_during_merge)
         int seen = wait_all_let_go(&h, base, 60000) &&
                    (trial == 0 || wait_let_go(h.pid[0], base[0], 5, 60000));
         CHECK(seen);
-        pid_t victim = 0;
-        int64_t t0 = it_now_ms();
-        while (!(victim = kill_a_commnode(sp)) && it_now_ms() - t0 < 2000)
-            it_sleep_ms(5);
-        CHECK(victim != 0);
+        CHECK(kill_one_commnode(sp));
         int st = stat_wait(sp, 60000);
         CHECK_INT(st, 0);
         char path[PATH_MAX + 64], what[32];
@@ -605,22 +618,21 @@ static int wait_files(const char *dir, const char *const *names, int ms)
     }
 }
 
-ITEST(results_lost_with_a_commnode_are_asked_again)
+static int counts_differ(json_t *f, json_t *c, char *why, size_t cap);
+
+/* One run of the loss above into outdir (gate: the hold's directory, made
+ * here); counts: with --counts-only. The run's perf file says how the
+ * front-end got the lost results back (asked again, or composed state). */
+static void lose_in_flight(const struct hang *h, const char *topo, const char *outdir,
+                           const char *gate, int counts)
 {
-    struct hang h;
-    REQUIRE(hang_start(&h, NTASK) == 0);
-    tbon_rank_t be[IT_MAX_BE];
-    size_t nbe;
-    const char *topo = it_topo_shape("4x4", be, IT_MAX_BE, &nbe);
-    REQUIRE(topo != NULL);
-    char outdir[PATH_MAX], gate[PATH_MAX], hold[PATH_MAX + 8], go[PATH_MAX + 8];
-    snprintf(outdir, sizeof outdir, "%s/out", th_tmpdir());
-    snprintf(gate, sizeof gate, "%s/gate", th_tmpdir());
+    char hold[PATH_MAX + 8], go[PATH_MAX + 8];
     REQUIRE(mkdir(gate, 0700) == 0);
     snprintf(hold, sizeof hold, "8:%s", gate);
     setenv("TBON_STAT_TEST_HOLD", hold, 1);
     char *argv[] = { (char *)stat_bin(), "-n", "2", "-i", "50", "-q", "-t", (char *)topo,
-                     "-o", outdir, "-p", (char *)pid_list(&h), NULL };
+                     "-o", (char *)outdir, "-p", (char *)pid_list(h),
+                     counts ? "--counts-only" : NULL, NULL };
     pid_t sp = stat_spawn(argv);
     unsetenv("TBON_STAT_TEST_HOLD");
     /* Once 5, 6 and 7 sent their results to commnode 1 and 8 holds its. */
@@ -648,7 +660,6 @@ ITEST(results_lost_with_a_commnode_are_asked_again)
     if (gofd >= 0)
         close(gofd);
     CHECK_INT(stat_wait(sp, 60000), 0);
-    check_complete(result_file(outdir, "2D.txt"), "after the loss");
     FILE *f = fopen(result_file(outdir, "perf"), "r");
     int resends = -1, composed = -1;
     char line[128];
@@ -660,8 +671,41 @@ ITEST(results_lost_with_a_commnode_are_asked_again)
         fclose(f);
     CHECK(resends >= 0 && composed >= 0);
     if (resends < 1 && composed < 1)
-        th_fail(__FILE__, __LINE__, "complete, but neither asked again (resends %d) nor "
-                "recovered by composed state (composed %d)", resends, composed);
+        th_fail(__FILE__, __LINE__, "%s: complete, but neither asked again (resends %d) nor "
+                "recovered by composed state (composed %d)", counts ? "--counts-only" : "full",
+                resends, composed);
+}
+
+/* Deterministic loss in flight, as above, in both kinds of merge: the full
+ * one ends with every task on its real path; the counts-only one (whose
+ * sums must not count twice what comes again) with every node's count and
+ * representative those of the full run. */
+ITEST(results_lost_with_a_commnode_are_asked_again)
+{
+    struct hang h;
+    REQUIRE(hang_start(&h, NTASK) == 0);
+    const char *topo = topo_4x4();
+    REQUIRE(topo != NULL);
+    char outdir[2][PATH_MAX], gate[PATH_MAX];
+    for (int counts = 0; counts < 2; counts++) {
+        snprintf(outdir[counts], sizeof outdir[counts], "%s/out%d", th_tmpdir(), counts);
+        snprintf(gate, sizeof gate, "%s/gate%d", th_tmpdir(), counts);
+        lose_in_flight(&h, topo, outdir[counts], gate, counts);
+    }
+    check_complete(result_file(outdir[0], "2D.txt"), "after the loss");
+    static const char *const which[] = { "2D.json", "3D.json" };
+    for (int w = 0; w < 2; w++) {
+        json_error_t je;
+        json_t *f = json_load_file(result_file(outdir[0], which[w]), 0, &je);
+        json_t *c = json_load_file(result_file(outdir[1], which[w]), 0, &je);
+        char why[1024] = "";
+        if (!f || !c)
+            th_fail(__FILE__, __LINE__, "no %s", which[w]);
+        else if (counts_differ(f, c, why, sizeof why))
+            th_fail(__FILE__, __LINE__, "--counts-only after the loss, %s: %s", which[w], why);
+        json_decref(f);
+        json_decref(c);
+    }
     hang_stop(&h);
 }
 
@@ -811,6 +855,8 @@ ITEST(bad_arguments)
         { { "-p", "999999999" }, "no process 999999999 on this host", 1 },
         { { "--pids-file", gone_file }, "no process 999999998 on this host", 1 },
         { { "-p", "1,999999997,999999996" }, "no process 999999997 on this host (", 1 },
+        { { "--classes", "--counts-only", "-p", "1" },
+          "--classes needs the task lists that --counts-only leaves out", 2 },
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char errpath[PATH_MAX];
@@ -1266,5 +1312,257 @@ ITEST(session_start_sample_stop)
     it_check_no_procs("after the session's stop");
     char *again[] = { (char *)stat_bin(), "--session", sdir, "sample", "-q", NULL };
     CHECK_INT(stat_wait(stat_spawn(again), 60000), 1);
+    hang_stop(&h);
+}
+
+/* The lines of text between "\n" + after and the next blank line. */
+static const char *section_after(const char *text, const char *after)
+{
+    const char *p = text ? strstr(text, after) : NULL;
+    return p ? p + strlen(after) : NULL;
+}
+
+/* --classes: each class of the 2D tree, as its classes file has it, with the
+ * command that attaches gdb to its representative under it: "gdb -p PID"
+ * for a task of this host, "ssh -t HOST gdb -p PID" for another host's (a
+ * stand-in ssh runs that host's back-end here). Ranks 1 and 3-7 are "on"
+ * 198.51.100.21, ranks 0 and 2 here: the classes {0,3-7} (barrier), {1}
+ * (compute) and {2} (checkpoint) have representatives of both kinds. */
+ITEST(classes_name_a_debugger_line_for_each_representative)
+{
+    struct hang h;
+    REQUIRE(hang_start(&h, 8) == 0);
+    char list[1024] = "";
+    for (size_t r = 0; r < 8; r++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s%d", r ? "," : "",
+                 r == 0 || r == 2 ? "" : "198.51.100.21:", (int)h.pid[r]);
+    char outdir[PATH_MAX], so[PATH_MAX + 8];
+    snprintf(outdir, sizeof outdir, "%s/out", th_tmpdir());
+    snprintf(so, sizeof so, "%s/stdout", th_tmpdir());
+    pid_t pid = fork();
+    if (pid == 0) {
+        int o = open(so, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(o, 1);
+        setenv("TBON_RSH", it_src_path("tests/integration/rsh-local"), 1);
+        execl(stat_bin(), "tbon_stat", "-n", "1", "--classes", "-o", outdir, "-p", list,
+              (char *)NULL);
+        _exit(127);
+    }
+    CHECK_INT(stat_wait(pid, IT_SLOW ? 120000 : 60000), 0);
+    char *out = th_read_file(so), *cls = th_read_file(result_file(outdir, "2D.classes.txt"));
+    REQUIRE(out && cls);
+    /* no tree on the terminal, the classes instead */
+    CHECK(strstr(out, "Merged stack traces") == NULL);
+    const char *got = section_after(out, "how to attach a debugger:\n\n");
+    CHECK(got != NULL);
+    char want[4096] = "", me[256] = "";
+    gethostname(me, sizeof me - 1);
+    int ncls = 0;
+    for (const char *l = cls; *l; l = strchr(l, '\n') + 1, ncls++) {
+        const char *nl = strchr(l, '\n');
+        REQUIRE(nl != NULL);
+        unsigned rep;
+        REQUIRE(sscanf(strstr(l, "rep "), "rep %u", &rep) == 1 && rep < 8);
+        char line[512];
+        if (rep == 0 || rep == 2)
+            snprintf(line, sizeof line, "    gdb -p %d\n", (int)h.pid[rep]);
+        else
+            snprintf(line, sizeof line, "    ssh -t 198.51.100.21 gdb -p %d\n",
+                     (int)h.pid[rep]);
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%.*s%s",
+                 (int)(nl - l + 1), l, line);
+    }
+    CHECK_INT(ncls, 3);
+    if (got && strncmp(got, want, strlen(want)) != 0)
+        th_fail(__FILE__, __LINE__, "--classes printed:\n%s\nwanted:\n%s", got, want);
+    CHECK(strstr(want, "rep 1 (198.51.100.21:") && strstr(want, "ssh -t 198.51.100.21 gdb"));
+    CHECK(strstr(want, "rep 0 (") && strstr(want, "    gdb -p "));
+    free(out);
+    free(cls);
+    hang_stop(&h);
+}
+
+/* -P of a launcher with an MPIR process table (stat/examples/mpir_launcher,
+ * which keeps one as mpirun does): the ranks are the table's order (the
+ * reverse of the workers' pids here), and a table that is not complete,
+ * empty, or has an entry that is no host and pid is named in a note, the
+ * launcher's descendants sampled instead. */
+ITEST(mpir_table_gives_the_ranks_and_bad_tables_are_named)
+{
+    static const char *const modes[] = { "ok", "spawning", "empty", "badpid", "badhost" };
+    static const char *const says[] = {
+        "4 ranks from its MPIR process table (",
+        "its MPIR process table is not complete (MPIR_proctable_size 4, MPIR_debug_state 0)",
+        "its MPIR process table is empty",
+        "its MPIR_proctable entry 1 (rank 1) is not a host and a pid (pid -5)",
+        "its MPIR_proctable entry 2 (rank 2) is not a host and a pid",
+    };
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        char cmd[PATH_MAX + 64];
+        snprintf(cmd, sizeof cmd, "exec '%s/stat/examples/mpir_launcher' 4 %s", it_build_dir(),
+                 modes[m]);
+        FILE *l = popen(cmd, "r");
+        REQUIRE(l != NULL);
+        char line[128];
+        int pid[4] = { 0 }, ready = fgets(line, sizeof line, l) && strcmp(line, "ready\n") == 0;
+        for (int r = 0; ready && r < 4; r++) {
+            int rr;
+            ready = fgets(line, sizeof line, l) && sscanf(line, "%d %d", &rr, &pid[r]) == 2 &&
+                    rr == r;
+        }
+        REQUIRE(ready);
+        /* the launcher: popen's sh exec'ed it, so the workers' parent */
+        char lp[16], out[PATH_MAX], run[4 * PATH_MAX + 256];
+        char st[512] = "";
+        int ppid = 0;
+        const char *rp = tb_proc_read(pid[0], "stat", st, sizeof st) > 0 ? strrchr(st, ')') : NULL;
+        REQUIRE(rp && sscanf(rp + 2, "%*c %d", &ppid) == 1 && ppid > 1);
+        snprintf(lp, sizeof lp, "%d", ppid);
+        snprintf(out, sizeof out, "%s/out%zu", th_tmpdir(), m);
+        snprintf(run, sizeof run, "'%s' -P %s -n 1 -q -o '%s' 2>'%s.err' >/dev/null", stat_bin(),
+                 lp, out, out);
+        CHECK_INT(system(run), 0);
+        char errf[PATH_MAX + 8];
+        snprintf(errf, sizeof errf, "%s.err", out);
+        char *err = th_read_file(errf);
+        if (!err || !strstr(err, says[m]))
+            th_fail(__FILE__, __LINE__, "%s: stderr [%s] lacks \"%s\"", modes[m], err, says[m]);
+        if (m > 0 && err && !strstr(err, "sampling its descendants on this host"))
+            th_fail(__FILE__, __LINE__, "%s: no fallback said: %s", modes[m], err);
+        free(err);
+        char tasks_path[PATH_MAX + 64];
+        snprintf(tasks_path, sizeof tasks_path, "%s/mpir_launcher.0000/mpir_launcher.tasks.txt",
+                 out);
+        char *tasks = th_read_file(tasks_path);
+        REQUIRE(tasks != NULL);
+        for (int r = 0; r < 4; r++) {
+            /* "TASK RANK HOST PID -: path": the table's rank, or with the
+             * fallback, the pid somewhere */
+            char want[64];
+            if (m == 0)
+                snprintf(want, sizeof want, "\n%d %d ", r, r);
+            const char *p = m == 0 ? strstr(tasks, want) : tasks;
+            snprintf(want, sizeof want, " %d -: _start > ", pid[r]);
+            const char *q = p ? strstr(p, want) : NULL;
+            if (!q || (m == 0 && strchr(p + 1, '\n') < q))
+                th_fail(__FILE__, __LINE__, "%s: rank %d (pid %d) is not so in %s", modes[m], r,
+                        pid[r], tasks);
+        }
+        free(tasks);
+        kill((pid_t)atoi(lp), SIGTERM);
+        pclose(l);
+    }
+}
+
+/* The counts-only JSON node c says what the full one f does: the same
+ * frame, count and children, and its representative the lowest of f's
+ * tasks. The number of nodes that differ. */
+static int counts_differ(json_t *f, json_t *c, char *why, size_t cap)
+{
+    const char *tasks = json_string_value(json_object_get(f, "tasks"));
+    const char *ff = json_string_value(json_object_get(f, "frame")),
+               *cf = json_string_value(json_object_get(c, "frame"));
+    json_t *fk = json_object_get(f, "children"), *ck = json_object_get(c, "children");
+    if (!tasks || !ff || !cf || strcmp(ff, cf) != 0 ||
+        json_integer_value(json_object_get(f, "count")) !=
+            json_integer_value(json_object_get(c, "count")) ||
+        json_integer_value(json_object_get(c, "rep")) != atoll(tasks + 1) ||
+        json_array_size(fk) != json_array_size(ck)) {
+        snprintf(why, cap, "full %s %s, counts-only %s %lld (rep %lld)", ff ? ff : "?",
+                 tasks ? tasks : "?", cf ? cf : "?",
+                 (long long)json_integer_value(json_object_get(c, "count")),
+                 (long long)json_integer_value(json_object_get(c, "rep")));
+        return 1;
+    }
+    int bad = 0;
+    for (size_t i = 0; i < json_array_size(fk) && !bad; i++)
+        bad += counts_differ(json_array_get(fk, i), json_array_get(ck, i), why, cap);
+    return bad;
+}
+
+/* --counts-only on a 64-task hang through a 4x4 tree, beside a full run of
+ * the same tasks: every node's count and representative are the full
+ * tree's, in the 2D and 3D trees, also when a commnode is killed with -9
+ * while the back-ends sample (trial 1): the sum is exact, not a double
+ * count of what the adopters send again. */
+ITEST(counts_only_equals_the_full_merge_also_through_a_kill)
+{
+    alarm(150);
+    struct hang h;
+    REQUIRE(hang_start(&h, NTASK) == 0);
+    const char *topo = topo_4x4();
+    REQUIRE(topo != NULL);
+    char full[PATH_MAX];
+    snprintf(full, sizeof full, "%s/full", th_tmpdir());
+    char *fargv[] = { (char *)stat_bin(), "-n", "8", "-i", "50", "-q", "-t", (char *)topo,
+                      "-o", full, "-p", (char *)pid_list(&h), NULL };
+    CHECK_INT(stat_wait(stat_spawn(fargv), 60000), 0);
+    for (int trial = 0; trial < 2; trial++) {
+        char od[PATH_MAX + 16];
+        snprintf(od, sizeof od, "%s/counts%d", th_tmpdir(), trial);
+        char *argv[] = { (char *)stat_bin(), "-n", "8", "-i", "50", "-q", "--counts-only",
+                         "-t", (char *)topo, "-o", od, "-p", (char *)pid_list(&h), NULL };
+        long base[NTASK];
+        for (size_t i = 0; i < h.n; i++)
+            base[i] = task_switches(h.pid[i]);
+        pid_t sp = stat_spawn(argv);
+        if (trial == 1) {
+            /* once the sampling has reached every task (conditions, not delays) */
+            CHECK(wait_all_let_go(&h, base, 60000));
+            CHECK(kill_one_commnode(sp));
+        }
+        CHECK_INT(stat_wait(sp, 60000), 0);
+        static const char *const which[] = { "2D.json", "3D.json" };
+        for (int w = 0; w < 2; w++) {
+            json_error_t je;
+            json_t *f = json_load_file(result_file(full, which[w]), 0, &je);
+            json_t *c = json_load_file(result_file(od, which[w]), 0, &je);
+            char why[1024] = "";
+            if (!f || !c)
+                th_fail(__FILE__, __LINE__, "trial %d: no %s", trial, which[w]);
+            else if (counts_differ(f, c, why, sizeof why))
+                th_fail(__FILE__, __LINE__, "trial %d, %s: %s", trial, which[w], why);
+            json_decref(f);
+            json_decref(c);
+        }
+        char *perf = th_read_file(result_file(od, "perf"));
+        CHECK(perf && strstr(perf, "\ncounts_only 1\n") && strstr(perf, "\nmissing 0\n"));
+        free(perf);
+    }
+    hang_stop(&h);
+}
+
+/* The page of a run (<exe>.html) in headless Chromium, checked by
+ * tests/scripts/stat_view_check.py against the run's JSON: it loads with no
+ * error; both trees as shown equal the JSON trees; the classes shown are
+ * those computed from the trees, with their attach lines; a search finds
+ * each leaf path's function, each class's rank and the host; focus and
+ * select show the subtree and the attach line. For a 64-task hang sampled
+ * 3 times, and the same with --counts-only (no task lists, no classes). */
+ITEST(viewer_page_in_chromium_equals_the_json)
+{
+    alarm(400);
+    struct hang h;
+    REQUIRE(hang_start(&h, NTASK) == 0);
+    for (int counts = 0; counts < 2; counts++) {
+        char od[PATH_MAX], cmd[4 * PATH_MAX + 512];
+        snprintf(od, sizeof od, "%s/out%d", th_tmpdir(), counts);
+        char *argv[] = { (char *)stat_bin(), "-n", "3", "-i", "50", "-q", "-o", od, "-p",
+                         (char *)pid_list(&h), counts ? "--counts-only" : NULL, NULL };
+        CHECK_INT(stat_wait(stat_spawn(argv), 60000), 0);
+        char rundir[PATH_MAX + 32];
+        snprintf(rundir, sizeof rundir, "%s/stat_hang.0000", od);
+        snprintf(cmd, sizeof cmd,
+                 "timeout -k 5 300 /usr/bin/python3 '%s' --timeout 60 '%s/stat_hang.html' '%s' "
+                 ">'%s/check.out' 2>&1", it_src_path("tests/scripts/stat_view_check.py"),
+                 rundir, rundir, od);
+        int rc = system(cmd);
+        snprintf(cmd, sizeof cmd, "%s/check.out", od);
+        char *out = th_read_file(cmd);
+        if (rc != 0 || !out || !strstr(out, " 0 failed"))
+            th_fail(__FILE__, __LINE__, "%s: the page's check (exit %d):\n%s",
+                    counts ? "--counts-only" : "full", rc, out ? out : "(no output)");
+        free(out);
+    }
     hang_stop(&h);
 }

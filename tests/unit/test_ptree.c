@@ -659,8 +659,8 @@ TEST(decoder_refuses_hostile_input_with_the_offset)
     bb_raw(&b, "STPX\x01", 5);
     REFUSED(&b, 3, "bad magic: not a tbon_stat prefix tree");
     b.n = 0;
-    bb_raw(&b, "STPT\x02\x00\x00", 7);
-    REFUSED(&b, 4, "version 2, this code reads version 1");
+    bb_raw(&b, "STPT\x03\x00\x00", 7);
+    REFUSED(&b, 4, "version 3, this code reads versions 1 and 2");
     b.n = 3;
     REFUSED(&b, 3, "truncated header (3 bytes)");
     b.n = 4;
@@ -1187,6 +1187,61 @@ static char *ref_key(const struct sample *s, size_t n, uint32_t task)
     return key;
 }
 
+/* The frames of the JSON tree j in pre-order, into fr[*n..cap). */
+static void preorder_frames(json_t *j, const char **fr, size_t *n, size_t cap)
+{
+    if (*n < cap)
+        fr[(*n)++] = json_string_value(json_object_get(j, "frame"));
+    json_t *k;
+    size_t i;
+    json_array_foreach(json_object_get(j, "children"), i, k)
+        preorder_frames(k, fr, n, cap);
+}
+
+/* The classes as JSON (st_tree_classes_json) say what the text (out) says:
+ * the same sets, counts and representatives, in the same order, and the
+ * nodes "ends" numbers in the JSON tree's pre-order have the frames the
+ * text names. */
+static void check_classes_json(const st_tree_t *t, const char *out)
+{
+    json_t *cj = st_tree_classes_json(t), *tj = st_tree_json(t);
+    REQUIRE(cj && tj);
+    static const char *fr[8192];
+    size_t nfr = 0;
+    preorder_frames(tj, fr, &nfr, 8192);
+    CHECK_UINT(nfr, st_tree_size(t));
+    const char *l = out;
+    json_t *c;
+    size_t i;
+    json_array_foreach(cj, i, c) {
+        char want[8192];
+        size_t w = (size_t)snprintf(want, sizeof want, "%lld:%s  rep %lld  ",
+                                    (long long)json_integer_value(json_object_get(c, "count")),
+                                    json_string_value(json_object_get(c, "tasks")),
+                                    (long long)json_integer_value(json_object_get(c, "rep")));
+        json_t *e;
+        size_t k;
+        json_array_foreach(json_object_get(c, "ends"), k, e) {
+            json_int_t id = json_integer_value(e);
+            REQUIRE(id >= 0 && (size_t)id < nfr);
+            w += (size_t)snprintf(want + w, sizeof want - w, "%s", k ? " | " : "");
+            /* the text's escapes of the generated frames (all UTF-8) */
+            for (const char *p = fr[id]; *p && w + 8 < sizeof want; p++)
+                w += (size_t)snprintf(want + w, sizeof want - w, *p == '\\' ? "\\\\"
+                                      : (unsigned char)*p < 0x20 ? "\\x%02x" : "%c", *p);
+        }
+        const char *nl = strchr(l, '\n');
+        REQUIRE(nl != NULL);
+        if (strlen(want) != (size_t)(nl - l) || strncmp(want, l, (size_t)(nl - l)) != 0)
+            th_fail(__FILE__, __LINE__, "class %zu: JSON says \"%s\", the text \"%.*s\"", i,
+                    want, (int)(nl - l), l);
+        l = nl + 1;
+    }
+    CHECK(*l == '\0');
+    json_decref(cj);
+    json_decref(tj);
+}
+
 TEST(classes_agree_with_a_per_task_reference)
 {
     uint64_t rs = 99;
@@ -1253,9 +1308,192 @@ TEST(classes_agree_with_a_per_task_reference)
                     th_fail(__FILE__, __LINE__, "iteration %d: tasks %lu and %lu:\n%s", iter,
                             (unsigned long)tasks[a], (unsigned long)tasks[b], out);
         }
+        check_classes_json(t, out);
         for (size_t k = 0; k < nt; k++)
             free(keys[k]);
         free(out);
         st_tree_free(t);
     }
+}
+
+/* ---- counts-only trees ---- */
+
+/* a converted copy of t, of round r */
+static st_tree_t *counts_of(const st_tree_t *t, uint32_t r)
+{
+    st_tree_t *c = copy(t);
+    if (c && st_tree_to_counts(c, r) != 0) {
+        st_tree_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Every node of the JSON of a counts-only tree (c) has the count of the
+ * full tree's node (f) and the lowest of its tasks. */
+static void check_counts_json(json_t *f, json_t *c, const char *where)
+{
+    const char *tasks = json_string_value(json_object_get(f, "tasks"));
+    REQUIRE(tasks && tasks[0] == '[');
+    long long lowest = tasks[1] == ']' ? 0 : atoll(tasks + 1);
+    if (json_integer_value(json_object_get(f, "count")) !=
+            json_integer_value(json_object_get(c, "count")) ||
+        json_integer_value(json_object_get(c, "rep")) != lowest ||
+        json_object_get(c, "tasks") != NULL ||
+        json_array_size(json_object_get(f, "children")) !=
+            json_array_size(json_object_get(c, "children"))) {
+        th_fail(__FILE__, __LINE__, "%s: node %s: full %s, counts-only %lld (rep %lld)", where,
+                json_string_value(json_object_get(f, "frame")), tasks,
+                (long long)json_integer_value(json_object_get(c, "count")),
+                (long long)json_integer_value(json_object_get(c, "rep")));
+        return;
+    }
+    for (size_t i = 0; i < json_array_size(json_object_get(f, "children")); i++)
+        check_counts_json(json_array_get(json_object_get(f, "children"), i),
+                          json_array_get(json_object_get(c, "children"), i), where);
+}
+
+/* Counts-only trees: counts and representatives are the full tree's;
+ * the binary form (version 2, with its round) reads back; trees of
+ * disjoint tasks add up to the counts-only tree of all; a tree whose tasks
+ * are in already changes nothing; one that shares only some is refused
+ * (ST_OVERLAP) with the sum unchanged; folded stacks of single-path trees
+ * are the full tree's; what needs the sets says so. */
+TEST(counts_only_trees)
+{
+    uint64_t rs = 0xc0c0;
+    struct sample s[120];
+    for (int iter = 0; iter < 200 && !th_failures; iter++) {
+        size_t n = gen(&rs, s, 120);
+        /* two disjoint halves by task: below and from a cut */
+        uint32_t cut = (uint32_t)(th_rand(&rs) % 64);
+        struct sample lo[120], hi[120];
+        size_t nl = 0, nh = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (s[i].task < cut)
+                lo[nl++] = s[i];
+            else
+                hi[nh++] = s[i];
+        }
+        st_tree_t *all = build(s, n, 0), *a = build(lo, nl, 0), *b = build(hi, nh, 1);
+        REQUIRE(all && a && b);
+        st_tree_t *ca = counts_of(a, 4), *cb = counts_of(b, 4), *call = counts_of(all, 4);
+        REQUIRE(ca && cb && call);
+        CHECK(st_tree_is_counts(call) && !st_tree_is_counts(all));
+        CHECK_UINT(st_tree_round(call), 4);
+        json_t *jf = st_tree_json(all), *jc = st_tree_json(call);
+        REQUIRE(jf && jc);
+        check_counts_json(jf, jc, "converted");
+        json_decref(jf);
+        json_decref(jc);
+        check_round_trip(call);
+        /* disjoint: the sum is the counts-only tree of all (an empty tree
+         * takes the first one's kind and round) */
+        st_tree_t *sum = st_tree_new();
+        REQUIRE(sum);
+        CHECK_INT(st_tree_merge(sum, ca), 0);
+        CHECK_INT(st_tree_merge(sum, cb), 0);
+        if (nl && nh)
+            CHECK(same(sum, call));
+        /* all in already: nothing changes */
+        CHECK_INT(st_tree_merge(sum, ca), 0);
+        CHECK_INT(st_tree_merge(sum, call), 0);
+        if (nl && nh)
+            CHECK(same(sum, call));
+        /* some in, some not: refused, unchanged */
+        if (nl && nh) {
+            CHECK_INT(st_tree_merge(ca, call), ST_OVERLAP);
+            st_tree_t *ca2 = counts_of(a, 4);
+            CHECK(ca2 && same(ca, ca2));
+            st_tree_free(ca2);
+        }
+        /* kinds do not mix; sets are needed for adding, paths, classes */
+        CHECK_INT(st_tree_merge(call, all), TBON_EINVAL);
+        if (n)      /* (an empty tree takes the kind of what comes) */
+            CHECK_INT(st_tree_merge(all, call), TBON_EINVAL);
+        CHECK_INT(st_tree_to_counts(call, 5), TBON_EINVAL);
+        const char *fr[] = { "x" };
+        CHECK_INT(st_tree_add(call, fr, 1, 7), TBON_EINVAL);
+        const char **path = NULL;
+        CHECK_UINT(st_tree_path(call, n ? s[0].task : 0, &path), 0);
+        int rc = 0;
+        char *out = out_of(call, st_tree_write_classes, &rc);
+        CHECK(rc < 0);
+        free(out);
+        st_tree_t *v[] = { all, a, b, ca, cb, call, sum };
+        for (size_t i = 0; i < sizeof v / sizeof *v; i++)
+            st_tree_free(v[i]);
+    }
+    /* folded stacks of a tree where every task has one path */
+    st_tree_t *k = known_tree(), *ck = counts_of(k, 0);
+    REQUIRE(k && ck);
+    char *ff = out_of(k, st_tree_write_folded, NULL), *fc = out_of(ck, st_tree_write_folded, NULL);
+    CHECK(ff && fc);
+    if (ff && fc)
+        CHECK_STR(fc, ff);
+    free(ff);
+    free(fc);
+    char *txt = out_of(ck, st_tree_write_text, NULL);
+    CHECK(txt && strstr(txt, "/  8:[0-7]\n  _start  8 (rep 0)\n") == txt);
+    CHECK(txt && strstr(txt, "      compute  3 (rep 3)\n        sqrt  1 (rep 5)\n"));
+    free(txt);
+    st_tree_free(k);
+    st_tree_free(ck);
+}
+
+/* The version-2 decoder refuses counts that cannot be, with the offset. */
+TEST(decoder_refuses_bad_counts)
+{
+    struct bb b = { 0 };
+    size_t at;
+    /* root 0-9, child "a" of count C rep R, no children */
+    const struct {
+        uint64_t count, rep;
+        const char *msg;
+    } bad[] = {
+        { 0, 0, "a node of 0 tasks below one of 10" },
+        { 11, 0, "a node of 11 tasks below one of 10" },
+        { 3, 12, "representative 12 is not one of its parent's tasks" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        b.n = 0;
+        bb_raw(&b, "STPT\x02", 5);
+        bb_num(&b, 3);              /* round */
+        bb_set1(&b, 0, 9);
+        bb_num(&b, 1);
+        bb_frame(&b, "a");
+        at = b.n;
+        bb_num(&b, bad[i].count);
+        bb_num(&b, bad[i].rep);
+        bb_num(&b, 0);
+        REFUSED(&b, at, bad[i].msg);
+    }
+    /* a grandchild below its parent's representative */
+    b.n = 0;
+    bb_raw(&b, "STPT\x02", 5);
+    bb_num(&b, 0);
+    bb_set1(&b, 0, 9);
+    bb_num(&b, 1);
+    bb_frame(&b, "a");
+    bb_num(&b, 5);
+    bb_num(&b, 4);
+    bb_num(&b, 1);
+    bb_frame(&b, "b");
+    at = b.n;
+    bb_num(&b, 2);
+    bb_num(&b, 3);
+    bb_num(&b, 0);
+    REFUSED(&b, at, "representative 3 is not one of its parent's tasks");
+    /* the same with rep 6: accepted, and it reads back as it was */
+    b.b[at + 1] = 6;
+    char err[200] = "";
+    st_tree_t *t = st_tree_decode(b.b, b.n, err, sizeof err);
+    CHECK(t != NULL);
+    if (!t)
+        fprintf(stderr, "    %s\n", err);
+    char *txt = t ? out_of(t, st_tree_write_text, NULL) : NULL;
+    CHECK(txt && strcmp(txt, "/  10:[0-9]\n  a  5 (rep 4)\n    b  2 (rep 6)\n") == 0);
+    free(txt);
+    st_tree_free(t);
+    free(b.b);
 }

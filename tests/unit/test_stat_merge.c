@@ -45,14 +45,20 @@ static st_tree_t *tree_of(const char *spec)
     return t;
 }
 
-/* A "%auc %auc" packet of two trees given as specs, from rank src. */
-static tbon_packet_t *input(int tag, tbon_rank_t src, const char *spec2, const char *spec3)
+/* A "%auc %auc" packet of two trees given as specs, from rank src;
+ * counts-only trees of round when round >= 0. */
+static tbon_packet_t *packet_of(int tag, tbon_rank_t src, long round, const char *spec2,
+                                const char *spec3)
 {
     st_tree_t *a = tree_of(spec2), *b = tree_of(spec3);
     uint8_t *ea = NULL, *eb = NULL;
     size_t la = 0, lb = 0;
     tbon_packet_t *p = NULL;
-    if (a && b && st_tree_encode(a, &ea, &la) == 0 && st_tree_encode(b, &eb, &lb) == 0)
+    int ok = a && b;
+    if (ok && round >= 0)
+        ok = st_tree_to_counts(a, (uint32_t)round) == 0 &&
+             st_tree_to_counts(b, (uint32_t)round) == 0;
+    if (ok && st_tree_encode(a, &ea, &la) == 0 && st_tree_encode(b, &eb, &lb) == 0)
         p = tbon_packet_new(tag, "%auc %auc", ea, la, eb, lb);
     if (p)
         tb_packet_set_route(p, 5, src);
@@ -61,6 +67,11 @@ static tbon_packet_t *input(int tag, tbon_rank_t src, const char *spec2, const c
     st_tree_free(a);
     st_tree_free(b);
     return p;
+}
+
+static tbon_packet_t *input(int tag, tbon_rank_t src, const char *spec2, const char *spec3)
+{
+    return packet_of(tag, src, -1, spec2, spec3);
 }
 
 /* 1 if packet p holds exactly the trees of the two specs. */
@@ -224,5 +235,112 @@ TEST(malformed_input_is_refused_and_state_kept)
     free(b3);
     unref_all(w, 2);
     tbon_packet_unref(good);
+    tb_filter_state_free(&merge_filter, &state);
+}
+
+/* A counts-only input: the trees of the specs, of round, from rank src. */
+static tbon_packet_t *cinput(tbon_rank_t src, uint32_t round, const char *spec2,
+                             const char *spec3)
+{
+    return packet_of(150, src, (long)round, spec2, spec3);
+}
+
+/* 1 if p holds the counts-only trees of the specs, of round. */
+static int holds_counts(const tbon_packet_t *p, uint32_t round, const char *spec2,
+                        const char *spec3)
+{
+    uint8_t *b[2] = { NULL, NULL };
+    size_t n[2];
+    if (!p || tbon_packet_unpack(p, "%auc %auc", &b[0], &n[0], &b[1], &n[1]) != 0)
+        return 0;
+    st_tree_t *got[2] = { st_tree_decode(b[0], n[0], NULL, 0), st_tree_decode(b[1], n[1], NULL, 0) };
+    st_tree_t *want[2] = { tree_of(spec2), tree_of(spec3) };
+    int ok = 1;
+    for (int d = 0; d < 2; d++)
+        ok &= got[d] && want[d] && st_tree_to_counts(want[d], round) == 0 &&
+              st_tree_equal(got[d], want[d]);
+    for (int d = 0; d < 2; d++) {
+        st_tree_free(got[d]);
+        st_tree_free(want[d]);
+        free(b[d]);
+    }
+    return ok;
+}
+
+/* One wave of one input, which it takes. */
+static tbon_packet_t *cwave(void **state, tbon_packet_t *in, tbon_error_t *err, int *rc)
+{
+    tbon_packet_t *out = NULL;
+    *rc = wave(state, &in, 1, &out, err);
+    tbon_packet_unref(in);
+    return out;
+}
+
+/* Counts-only trees add up once per source: a source sending its whole
+ * sum again, and the sources that a dead commnode's sum had already
+ * brought (its orphans' composed state), add nothing; a source sharing
+ * only some tasks with those in is left out until the next round, which
+ * (the failed node sending nothing of it) is exact; a late input of an
+ * older round changes nothing; a full tree on the stream is refused. */
+TEST(counts_only_sums_each_source_once)
+{
+    void *state = NULL;
+    tbon_error_t err = { 0 };
+    int rc;
+    tbon_packet_t *out;
+    /* commnode 1 brings tasks 0 and 1, commnode 2 tasks 2 and 3 */
+    tbon_packet_t *w1[2] = { cinput(1, 0, "0:main;a 1:main;b", "0:main;a 1:main;b"),
+                             cinput(2, 0, "2:main;a 3:main;a", "2:main;a 3:main;a") };
+    REQUIRE(w1[0] && w1[1]);
+    CHECK_INT(wave(&state, w1, 2, &out, &err), 0);
+    const char *s4 = "0:main;a 1:main;b 2:main;a 3:main;a";
+    CHECK(holds_counts(out, 0, s4, s4));
+    tbon_packet_unref(out);
+    unref_all(w1, 2);
+    /* commnode 1 again (an ask again): the same */
+    out = cwave(&state, cinput(1, 0, "0:main;a 1:main;b", "0:main;a 1:main;b"), &err, &rc);
+    CHECK_INT(rc, 0);
+    CHECK(holds_counts(out, 0, s4, s4));
+    tbon_packet_unref(out);
+    /* commnode 1 died; its back-ends 10 and 11, adopted here, send their
+     * state: all in already, not counted twice */
+    out = cwave(&state, cinput(10, 0, "0:main;a", "0:main;a"), &err, &rc);
+    tbon_packet_unref(out);
+    out = cwave(&state, cinput(11, 0, "1:main;b", "1:main;b"), &err, &rc);
+    CHECK_INT(rc, 0);
+    CHECK(holds_counts(out, 0, s4, s4));
+    tbon_packet_unref(out);
+    /* commnode 12 adopted back-end 11 and has task 4 of its own: it shares
+     * task 1 with commnode 1's sum, so it waits */
+    out = cwave(&state, cinput(12, 0, "1:main;b 4:main;c", "1:main;b 4:main;c"), &err, &rc);
+    CHECK_INT(rc, 0);
+    CHECK(holds_counts(out, 0, s4, s4));
+    tbon_packet_unref(out);
+    /* the front-end asks again (round 1): the live sources answer, the dead
+     * commnode 1 does not; as they come, the sum is theirs alone */
+    out = cwave(&state, cinput(12, 1, "1:main;b 4:main;c", "1:main;b 4:main;c"), &err, &rc);
+    CHECK(holds_counts(out, 1, "1:main;b 4:main;c", "1:main;b 4:main;c"));
+    tbon_packet_unref(out);
+    out = cwave(&state, cinput(10, 1, "0:main;a", "0:main;a"), &err, &rc);
+    tbon_packet_unref(out);
+    out = cwave(&state, cinput(2, 1, "2:main;a 3:main;a", "2:main;a 3:main;a"), &err, &rc);
+    CHECK_INT(rc, 0);
+    const char *s5 = "0:main;a 1:main;b 2:main;a 3:main;a 4:main;c";
+    CHECK(holds_counts(out, 1, s5, s5));
+    tbon_packet_unref(out);
+    /* a late round-0 input of a source that sent round 1: nothing changes;
+     * the state packet is the sum */
+    out = cwave(&state, cinput(2, 0, "2:main;a", "2:main;a"), &err, &rc);
+    CHECK(holds_counts(out, 1, s5, s5));
+    tbon_packet_unref(out);
+    tbon_packet_t *sp = stat_merge_get_FilterState(&state, 5);
+    CHECK(holds_counts(sp, 1, s5, s5));
+    tbon_packet_unref(sp);
+    /* a full tree on a counts-only stream */
+    tbon_packet_t *full = input(150, 3, "5:main", "5:main");
+    tbon_packet_t *w2[1] = { full };
+    CHECK_INT(wave(&state, w2, 1, &out, &err), TBON_EFORMAT);
+    CHECK(strstr(err.msg, "a full tree on a stream of counts-only trees") != NULL);
+    tbon_packet_unref(full);
     tb_filter_state_free(&merge_filter, &state);
 }

@@ -4,12 +4,7 @@
 # with the pid the node says, rank 1 alone in wait_for_lost_message.
 # timeout: 360
 . "$TBON/tests/cluster/stat_lib.sh"
-_cleanup() {
-    [ ! -s "$CASE_TMP/mpirun.pid" ] || on head kill "$(cat "$CASE_TMP/mpirun.pid")" 2>/dev/null
-    [ -z "${BG:-}" ] || wait "$BG" 2>/dev/null
-    stat_cleanup
-}
-trap _cleanup EXIT
+trap stat_cleanup EXIT
 
 EXE=$B/stat/examples/mpi_hang
 [ -x "$EXE" ] || { echo "skip: no $EXE (no mpicc when tbon was built)"; exit 77; }
@@ -63,16 +58,8 @@ on head timeout -k 10 150 "$B/bin/tbon_stat" --jobid "$J" -n 3 -i 50 -o "$OUT" >
     2>"$CASE_TMP/stat.err" || fail "tbon_stat --jobid $J: exit $? ($(cat "$CASE_TMP/stat.err"); \
 the job's steps: $(on head squeue -h -s -j "$J" 2>&1 | tr '\n' ';'))"
 step "tbon_stat --jobid $J ended"
-TASKS=$(ls "$OUT"/mpi_hang.*/mpi_hang.tasks.txt) || fail "no tasks file in $OUT"
-body=$(grep -v '^#' "$TASKS")
-[ "$(echo "$body" | wc -l)" -eq $N ] || fail "$(echo "$body" | wc -l) tasks, not $N: $body"
-[ "$(echo "$body" | awk '{print $2}' | sort -n | tr '\n' ' ')" = "$(seq -s ' ' 0 $((N - 1))) " ] ||
-    fail "the ranks are not 0..$((N - 1)) once each: $body"
 # The ranks as MPI gave them (the job's output) and as each node's /proc has them.
-while read -r _ r _ p _; do
-    echo "$body" | awk -v r="$r" -v p="$p" '$2 == r && $4 == p { f = 1 } END { exit !f }' ||
-        fail "rank $r (pid $p in the job's output) is not rank $r in $TASKS"
-done < <(grep -E '^rank [0-9]+ pid' "$CASE_TMP/job-$J.out")
+mpi_tasks_checked "$OUT" $N "$CASE_TMP/job-$J.out"
 for h in $(on head scontrol show hostnames "$(on head squeue -h -j "$J" -o %N)"); do
     mine=$(node_tasks "$h" mpi_hang | sort -n)
     theirs=$(echo "$body" | awk -v h="$h" '$3 == h { print $4, $2 }' | sort -n)
@@ -87,22 +74,5 @@ grep -q "^1:\[1\]  rep 1 (" "${TASKS%tasks.txt}2D.classes.txt" ||
 
 step "job $J: the merged tree checked"
 on head scancel "$J"
-# -P of an mpirun on head whose daemons it started on n2 and n3 over ssh:
-# an error that names them, not a tree of head's processes alone.
-on head timeout -k 10 60 env OMPI_MCA_btl=self,tcp PMIX_MCA_gds=hash OMPI_MCA_mpi_yield_when_idle=1 mpirun --allow-run-as-root \
-    --oversubscribe --host n2:2,n3:2 -np 4 "$EXE" >"$CASE_TMP/mpirun.out" 2>&1 &
-BG=$!
-_mpirun_up() {
-    [ "$(grep -cE '^rank [0-9]+ pid' "$CASE_TMP/mpirun.out" 2>/dev/null)" = 4 ] &&
-        on head pgrep -xo mpirun >"$CASE_TMP/mpirun.pid"
-}
-wait_until 40 _mpirun_up || fail "mpirun over ssh: not 4 ranks after 40 s: $(tail -3 "$CASE_TMP/mpirun.out")"
-M=$(cat "$CASE_TMP/mpirun.pid")
-step "mpirun $M up with 4 ranks on n2, n3; tbon_stat -P $M"
-rc=0
-on head timeout -k 10 60 "$B/bin/tbon_stat" -P "$M" -o "$CASE_TMP/outM" >"$CASE_TMP/statM.out" 2>"$CASE_TMP/statM.err" || rc=$?
-[ "$rc" -ne 0 ] || fail "tbon_stat -P $M (mpirun with ranks on n2, n3): exit 0"
-grep -q "its tasks run on other hosts too (n2, n3" "$CASE_TMP/statM.err" ||
-    fail "tbon_stat -P $M: [$(cat "$CASE_TMP/statM.err")] does not name n2 and n3"
 no_tbon_left
-echo "result: job $J (srun --mpi=pmix), $N ranks on 4 nodes, rank 1 alone; -P of an mpirun over ssh: $(cat "$CASE_TMP/statM.err")"
+echo "result: job $J (srun --mpi=pmix), $N ranks on 4 nodes, rank 1 alone"
