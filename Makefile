@@ -115,7 +115,7 @@ TPLUGIN_SO  := $(TPLUGIN_SRC:tests/plugins/%.c=$(B)/tests/plugins/%.so)
 # without optimisation, so that their stacks are what the source says.
 STAT_PROG_SRC := stat/tbon_stat.c stat/st_cli.c stat/st_plan.c stat/st_topo.c stat/st_procs.c \
                  stat/st_be.c stat/st_fe.c stat/st_out.c stat/st_draw.c stat/st_prog.c \
-                 stat/st_session.c stat/st_view.c
+                 stat/st_session.c
 STAT_LIB_SRC := $(filter-out $(STAT_PROG_SRC),$(wildcard stat/st_*.c))
 STAT_LIB_OBJ := $(STAT_LIB_SRC:%.c=$(B)/obj/%.o)
 STAT_LIBS    := -ldw -lelf -ljansson

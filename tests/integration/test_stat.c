@@ -476,8 +476,8 @@ static void check_complete(const char *path, const char *what)
     free(t.v);
 }
 
-/* Kill pid's first tbon_commnode descendant; its pid or 0. */
-static pid_t kill_a_commnode(pid_t root)
+/* Signal pid's first tbon_commnode descendant; its pid or 0. */
+static pid_t signal_a_commnode(pid_t root, int sig)
 {
     size_t np;
     struct it_proc *v = it_proc_table(&np);
@@ -487,8 +487,13 @@ static pid_t kill_a_commnode(pid_t root)
             victim = v[i].pid;
     free(v);
     if (victim)
-        kill(victim, SIGKILL);
+        kill(victim, sig);
     return victim;
+}
+
+static pid_t kill_a_commnode(pid_t root)
+{
+    return signal_a_commnode(root, SIGKILL);
 }
 
 /* Context switches of a target task so far. A task blocked in a system
@@ -1484,8 +1489,10 @@ static int counts_differ(json_t *f, json_t *c, char *why, size_t cap)
  * the same tasks: every node's count and representative are the full
  * tree's, in the 2D and 3D trees, also when a commnode is killed with -9
  * while the back-ends sample (trial 1): the sum is exact, not a double
- * count of what the adopters send again. */
-ITEST(counts_only_equals_the_full_merge_also_through_a_kill)
+ * count of what the adopters send again; and when a commnode is stopped
+ * (SIGSTOP) until the front-end, missing its tasks, has asked again, then
+ * let go (trial 2): its late answers of the older round count once. */
+ITEST(counts_only_equals_the_full_merge_through_kill_and_pause)
 {
     alarm(150);
     struct hang h;
@@ -1497,19 +1504,38 @@ ITEST(counts_only_equals_the_full_merge_also_through_a_kill)
     char *fargv[] = { (char *)stat_bin(), "-n", "8", "-i", "50", "-q", "-t", (char *)topo,
                       "-o", full, "-p", (char *)pid_list(&h), NULL };
     CHECK_INT(stat_wait(stat_spawn(fargv), 60000), 0);
-    for (int trial = 0; trial < 2; trial++) {
-        char od[PATH_MAX + 16];
+    for (int trial = 0; trial < 3; trial++) {
+        char od[PATH_MAX + 16], errpath[PATH_MAX + 32];
         snprintf(od, sizeof od, "%s/counts%d", th_tmpdir(), trial);
-        char *argv[] = { (char *)stat_bin(), "-n", "8", "-i", "50", "-q", "--counts-only",
-                         "-t", (char *)topo, "-o", od, "-p", (char *)pid_list(&h), NULL };
+        snprintf(errpath, sizeof errpath, "%s.err", od);
+        const char *args[] = { "-n", "8", "-i", "50", "-q", "--counts-only", "-t", topo,
+                               "-o", od, "-p", pid_list(&h), NULL };
         long base[NTASK];
         for (size_t i = 0; i < h.n; i++)
             base[i] = task_switches(h.pid[i]);
-        pid_t sp = stat_spawn(argv);
+        pid_t sp = stat_spawn_err(args, errpath);
         if (trial == 1) {
             /* once the sampling has reached every task (conditions, not delays) */
             CHECK(wait_all_let_go(&h, base, 60000));
             CHECK(kill_one_commnode(sp));
+        } else if (trial == 2) {
+            CHECK(wait_all_let_go(&h, base, 60000));
+            pid_t stopped = signal_a_commnode(sp, SIGSTOP);
+            CHECK(stopped != 0);
+            int64_t t0 = it_now_ms();
+            char *err = NULL;
+            while (it_now_ms() - t0 < 60000) {
+                free(err);
+                err = th_read_file(errpath);
+                if (err && strstr(err, "asking again"))
+                    break;
+                it_sleep_ms(20);
+            }
+            if (!err || !strstr(err, "asking again"))
+                th_fail(__FILE__, __LINE__, "the front-end did not ask again: %s", err);
+            free(err);
+            if (stopped)
+                kill(stopped, SIGCONT);
         }
         CHECK_INT(stat_wait(sp, 60000), 0);
         static const char *const which[] = { "2D.json", "3D.json" };

@@ -5,6 +5,7 @@
  * hostile inputs, paths, labels and the DOT, JSON, text and class outputs */
 #include "../harness.h"
 #include "../../stat/st_ptree.h"
+#include "../../stat/st_view.h"
 
 #include <tbon/common.h>
 #include <jansson.h>
@@ -1496,4 +1497,41 @@ TEST(decoder_refuses_bad_counts)
     free(txt);
     st_tree_free(t);
     free(b.b);
+}
+
+/* ---- the viewer page (st_view.c) ---- */
+
+/* The page carries the data so that no frame can end its script element or
+ * open a comment that swallows the rest: no '<' in the data's line, '/'
+ * escaped, and the line reads back as the same JSON. */
+TEST(view_page_escapes_the_data)
+{
+    st_tree_t *t = st_tree_new();
+    REQUIRE(t);
+    addp(t, 0, "_start;main;</script><script>alert(1)</script>");
+    addp(t, 1, "_start;main;<!--;<script>");
+    json_t *d = json_pack("{s:s, s:o}", "format", "tbon_stat-view 1", "tree", st_tree_json(t));
+    REQUIRE(d);
+    char *page = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&page, &n);
+    REQUIRE(f);
+    CHECK_INT(st_view_write(f, d), 0);
+    fclose(f);
+    /* the template's text, the data line, the rest */
+    const char *line = page ? strstr(page, "\n{\"format\"") : NULL;
+    REQUIRE(line);
+    line++;
+    const char *end = strchr(line, '\n');
+    REQUIRE(end);
+    CHECK(memchr(line, '<', (size_t)(end - line)) == NULL);
+    CHECK(strstr(page, "@STAT_DATA@") == NULL);
+    CHECK(strstr(end, "</html>") != NULL);
+    json_error_t je;
+    json_t *back = json_loadb(line, (size_t)(end - line), 0, &je);
+    CHECK(back && json_equal(back, d));
+    json_decref(back);
+    json_decref(d);
+    free(page);
+    st_tree_free(t);
 }

@@ -28,8 +28,15 @@ pidf=$CASE_TMP/fe.pid
 out=$CASE_TMP/out
 err=$CASE_TMP/err
 walled=0
+# (-w: the hosts share the file system, so xtables' lock file too; without
+# it an iptables that meets another holding the lock fails at once. A run
+# of CI once left the rules in place, and the next tree could not reach n3.)
 unwall() {
-    [ "$walled" = 0 ] || on n3 iptables -F
+    if [ "$walled" != 0 ]; then
+        on n3 iptables -w 10 -F || echo "host_firewall: iptables -F on n3 failed" >&2
+        [ -z "$(on n3 iptables -w 10 -S | grep -- '-j DROP')" ] ||
+            echo "host_firewall: n3 still drops packets after iptables -F" >&2
+    fi
     walled=0
 }
 cleanup() {
@@ -81,7 +88,7 @@ run() {
     local t0
     t0=$(now_ms)
     walled=1
-    on n3 sh -c 'iptables -A INPUT -i eth0 -j DROP && iptables -A OUTPUT -o eth0 -j DROP' ||
+    on n3 sh -c 'iptables -w 10 -A INPUT -i eth0 -j DROP && iptables -w 10 -A OUTPUT -o eth0 -j DROP' ||
         fail "cannot add the firewall rules on n3"
     wait_until 20 suspected || { cat "$out" "$err"; fail "rank $cn not suspected within 20 s of the rule"; }
     local at
@@ -97,6 +104,7 @@ run() {
     bad=$(concat_waves_wrong "$CASE_TMP/after" "$alive")
     [ -z "$bad" ] || { printf '%s\n' "$bad" | head -n 5; fail "waves after the failures are wrong"; }
     unwall
+    [ -z "$(on n3 iptables -w 10 -S | grep -- '-j DROP')" ] || fail "n3 still drops packets after the rule's removal"
     bg_signal head "$pidf" TERM || fail "cannot signal the front-end"
     fe_ended() { ! kill -0 "$bg_pid" 2>/dev/null; }
     wait_until 30 fe_ended || fail "the front-end did not end within 30 s of SIGTERM"
