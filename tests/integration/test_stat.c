@@ -1564,7 +1564,9 @@ ITEST(counts_only_equals_the_full_merge_through_kill_and_pause)
  * those computed from the trees, with their attach lines; a search finds
  * each leaf path's function, each class's rank and the host; focus and
  * select show the subtree and the attach line. For a 64-task hang sampled
- * 3 times, and the same with --counts-only (no task lists, no classes). */
+ * 3 times with --threads (four paths: the barrier's, rank 3's second
+ * thread's, the busy rank's and the sleeping one's; four classes), and
+ * with --counts-only (no task lists, no classes). */
 ITEST(viewer_page_in_chromium_equals_the_json)
 {
     alarm(400);
@@ -1574,7 +1576,7 @@ ITEST(viewer_page_in_chromium_equals_the_json)
         char od[PATH_MAX], cmd[4 * PATH_MAX + 512];
         snprintf(od, sizeof od, "%s/out%d", th_tmpdir(), counts);
         char *argv[] = { (char *)stat_bin(), "-n", "3", "-i", "50", "-q", "-o", od, "-p",
-                         (char *)pid_list(&h), counts ? "--counts-only" : NULL, NULL };
+                         (char *)pid_list(&h), counts ? "--counts-only" : "--threads", NULL };
         CHECK_INT(stat_wait(stat_spawn(argv), 60000), 0);
         char rundir[PATH_MAX + 32];
         snprintf(rundir, sizeof rundir, "%s/stat_hang.0000", od);
