@@ -777,12 +777,8 @@ static void note_rank(tbon_rank_t *v, size_t cap, size_t *n, tbon_rank_t r)
     (*n)++;
 }
 
-int tbon_fe_check_views(tbon_net_t *net, tbon_view_check_t *out, int timeout_ms)
+static int check_views(tbon_net_t *net, tbon_view_check_t *out, int timeout_ms)
 {
-    if (!net || !net->is_fe || !out)
-        return tb_net_fail(net, TBON_EINVAL,
-                           "tbon_fe_check_views needs a front-end network and a result");
-    memset(out, 0, sizeof *out);
     struct timespec ts, *abs = tb_net_deadline(timeout_ms, &ts);
     pthread_mutex_lock(&net->mu);
     uint64_t id = net->chk_next + 1;
@@ -834,6 +830,17 @@ int tbon_fe_check_views(tbon_net_t *net, tbon_view_check_t *out, int timeout_ms)
     return 0;
 }
 
+int tbon_fe_check_views(tbon_net_t *net, tbon_view_check_t *out, int timeout_ms)
+{
+    if (!net || !net->is_fe || !out)
+        return tb_net_fail(net, TBON_EINVAL,
+                           "tbon_fe_check_views needs a front-end network and a result");
+    memset(out, 0, sizeof *out);
+    /* (a destroy wakes the call, and waits for it to be gone) */
+    tb_net_call_enter(net);
+    return tb_net_call_leave(net, check_views(net, out, timeout_ms));
+}
+
 int tbon_fe_get_attr(tbon_net_t *net, tbon_rank_t rank, const char *key, char *buf, size_t cap)
 {
     if (!net || !net->is_fe || !key || (cap && !buf))
@@ -854,11 +861,8 @@ int tbon_fe_get_attr(tbon_net_t *net, tbon_rank_t rank, const char *key, char *b
     return len > INT32_MAX ? INT32_MAX : (int)len;
 }
 
-int tbon_fe_attrs_changed(tbon_net_t *net, tbon_rank_t *ranks, size_t cap, int timeout_ms)
+static int attrs_changed(tbon_net_t *net, tbon_rank_t *ranks, size_t cap, int timeout_ms)
 {
-    if (!net || !net->is_fe || !ranks || !cap)
-        return tb_net_fail(net, TBON_EINVAL, "tbon_fe_attrs_changed needs a front-end network and "
-                           "room for ranks");
     struct timespec ts, *abs = tb_net_deadline(timeout_ms, &ts);
     pthread_mutex_lock(&net->mu);
     while (!net->nchg && !net->closed && timeout_ms != 0 && tb_net_wait_until(net, abs) == 0)
@@ -877,5 +881,14 @@ int tbon_fe_attrs_changed(tbon_net_t *net, tbon_rank_t *ranks, size_t cap, int t
     if (closed)
         return tb_net_fail(net, TBON_ECLOSED, "the network has shut down");
     return tb_net_fail(net, TBON_ETIMEOUT, "no attribute changed within %d ms", timeout_ms);
+}
+
+int tbon_fe_attrs_changed(tbon_net_t *net, tbon_rank_t *ranks, size_t cap, int timeout_ms)
+{
+    if (!net || !net->is_fe || !ranks || !cap)
+        return tb_net_fail(net, TBON_EINVAL, "tbon_fe_attrs_changed needs a front-end network and "
+                           "room for ranks");
+    tb_net_call_enter(net);
+    return tb_net_call_leave(net, attrs_changed(net, ranks, cap, timeout_ms));
 }
 

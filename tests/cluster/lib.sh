@@ -120,6 +120,11 @@ bg_start() {
     local h=$1 pidfile=$2 out=$3 err=$4
     shift 4
     rm -f "$pidfile"
+    # Emptied here, before the job starts: its own redirections happen in
+    # the background, and a caller waiting for a line in a file an earlier
+    # job wrote could otherwise find the old line (fe_killed_grace did, once).
+    : >"$out"
+    : >"$err"
     on "$h" sh -c 'echo $$ >"$0.tmp" && mv "$0.tmp" "$0" && exec "$@"' "$pidfile" "$@" \
         </dev/null >"$out" 2>"$err" &
     # shellcheck disable=SC2034 # for the caller

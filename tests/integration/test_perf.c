@@ -250,12 +250,18 @@ ITEST(a_stopped_commnode_is_named_silent)
     it_stop(&t);
 }
 
+/* The front-end calls that wait for the tree, which a destroy must wake. */
+enum waiting_call { CALL_PERF, CALL_CHECK_VIEWS, CALL_ATTRS_CHANGED };
+static const char *const call_name[] = { "tbon_fe_perf", "tbon_fe_check_views",
+                                         "tbon_fe_attrs_changed" };
+
 struct gatherer {
     tbon_net_t *net;
     atomic_int tid, done;
     int rc;
     int64_t back_ms;
     pid_t stopped;
+    enum waiting_call call;
 };
 
 static void *gather_long(void *arg)
@@ -263,7 +269,14 @@ static void *gather_long(void *arg)
     struct gatherer *g = arg;
     atomic_store(&g->tid, (int)gettid());
     tbon_perf_t *p = NULL;
-    g->rc = tbon_fe_perf(g->net, &p, 60000);
+    tbon_view_check_t vc;
+    tbon_rank_t ranks[8];
+    if (g->call == CALL_PERF)
+        g->rc = tbon_fe_perf(g->net, &p, 60000);
+    else if (g->call == CALL_CHECK_VIEWS)
+        g->rc = tbon_fe_check_views(g->net, &vc, 60000);
+    else
+        g->rc = tbon_fe_attrs_changed(g->net, ranks, 8, 60000);
     g->back_ms = it_now_ms();
     tbon_perf_free(p);
     atomic_store(&g->done, 1);
@@ -281,10 +294,10 @@ static void *resume_after(void *arg)
     return NULL;
 }
 
-/* A destroy while another thread waits in tbon_fe_perf (a stopped commnode
- * keeps the gathering open) wakes it with TBON_ECLOSED at once, and frees
- * nothing under it. */
-ITEST(destroy_wakes_a_gathering)
+/* A destroy while another thread waits in call (a stopped commnode keeps
+ * a gathering or a check open; no attribute changes) wakes it with
+ * TBON_ECLOSED at once, and frees nothing under it. */
+static void destroy_wakes(enum waiting_call call)
 {
     tbon_fe_options_t o = { .startup_timeout_ms = 90000, .heartbeat_ms = -1 };
     it_tree_t t;
@@ -293,7 +306,7 @@ ITEST(destroy_wakes_a_gathering)
     pid_t cn = it_pid_of("tbon_commnode", 2);
     REQUIRE(cn > 0);
     kill(cn, SIGSTOP);
-    struct gatherer g = { .net = t.net, .rc = 1, .stopped = cn };
+    struct gatherer g = { .net = t.net, .rc = 1, .stopped = cn, .call = call };
     pthread_t th, rt;
     REQUIRE(pthread_create(&th, NULL, gather_long, &g) == 0);
     REQUIRE(pthread_create(&rt, NULL, resume_after, &g) == 0);
@@ -308,9 +321,22 @@ ITEST(destroy_wakes_a_gathering)
     t.net = NULL;
     pthread_join(th, NULL);
     pthread_join(rt, NULL);
-    CHECK_INT(g.rc, TBON_ECLOSED);
+    if (g.rc != TBON_ECLOSED)
+        th_fail(__FILE__, __LINE__, "%s returned %d after the destroy, not TBON_ECLOSED",
+                call_name[call], g.rc);
     int64_t bound = IT_SLOW ? 1000 : 100;
     if (g.back_ms - t0 > bound)
-        th_fail(__FILE__, __LINE__, "the gathering came back %lld ms after the destroy began",
-                (long long)(g.back_ms - t0));
+        th_fail(__FILE__, __LINE__, "%s came back %lld ms after the destroy began",
+                call_name[call], (long long)(g.back_ms - t0));
+}
+
+ITEST(destroy_wakes_a_gathering)
+{
+    destroy_wakes(CALL_PERF);
+}
+
+ITEST(destroy_wakes_a_view_check_and_an_attribute_wait)
+{
+    destroy_wakes(CALL_CHECK_VIEWS);
+    destroy_wakes(CALL_ATTRS_CHANGED);
 }
