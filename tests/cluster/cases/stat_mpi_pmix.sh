@@ -22,10 +22,11 @@ N=16
 # The ranks in MPI_Barrier poll without end: 16 of them on the two cores
 # of this emulation made every other command of the case wait its turn
 # (90-120 s for the case); yielding while idle (mpi_yield_when_idle) gives
-# the CPU back whenever something else wants it, and the job ends as soon
-# as its tree is checked.
+# the CPU back whenever something else wants it, nice 19 keeps their share
+# small beside make check's trees, and the job ends as soon as its tree is
+# checked.
 WRAP="PMIX_MCA_gds=hash OMPI_MCA_mpi_yield_when_idle=1 srun --mpi=pmix sh -c 'd=$CASE_TMP/mpi-\$SLURM_JOB_ID-\$SLURMD_NODENAME; \
-mkdir -p \$d && export TMPDIR=\$d OMPI_MCA_btl_vader_backing_directory=\$d && exec $EXE'"
+mkdir -p \$d && export TMPDIR=\$d OMPI_MCA_btl_vader_backing_directory=\$d && exec nice -n 19 $EXE'"
 # Each rank prints "rank R pid P barrier|stuck" on its way there.
 _all_printed() {
     [ "$(cat "$CASE_TMP/job-$J.out" 2>/dev/null | grep -cE '^rank [0-9]+ pid [0-9]+ (barrier|stuck)$')" -eq $N ]
