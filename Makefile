@@ -327,7 +327,8 @@ $(B)/bin/tbon_stat: $(STAT_PROG_SRC:%.c=$(B)/obj/%.o) $(B)/lib/libtbonstat.a $(B
 # placeholder line must be there.
 $(B)/obj/stat/st_view.o: stat/view/stat_view.html
 $(B)/obj/stat/st_view.o: CFLAGS += -DST_VIEW_CHECKED=$(shell grep -cx '@STAT_DATA@' \
-    stat/view/stat_view.html 2>/dev/null || echo 0)
+    stat/view/stat_view.html 2>/dev/null || echo 0) \
+    -DST_VIEW_FILE='"$(abspath stat/view/stat_view.html)"'
 
 # The merge filter carries its own copy of the prefix-tree code.
 $(B)/stat/stat_merge.so: $(B)/obj/stat/stat_merge.o $(B)/obj/stat/st_ptree.o

@@ -10,6 +10,9 @@
 #include <string.h>
 
 /* The Makefile counts the template's placeholder lines. */
+#ifndef ST_VIEW_FILE
+#error "the Makefile gives the template's path: ST_VIEW_FILE"
+#endif
 #if !defined(ST_VIEW_CHECKED) || ST_VIEW_CHECKED != 1
 #error "stat/view/stat_view.html must have exactly one line that is @STAT_DATA@"
 #endif
@@ -19,7 +22,7 @@ __asm__(".section .rodata\n"
         ".global st_view_html\n"
         ".type st_view_html, @object\n"
         "st_view_html:\n"
-        ".incbin \"stat/view/stat_view.html\"\n"
+        ".incbin \"" ST_VIEW_FILE "\"\n"
         ".global st_view_html_end\n"
         "st_view_html_end:\n"
         ".byte 0\n"

@@ -32,6 +32,7 @@
 struct source {
     uint32_t rank;
     st_tree_t *tree[2];
+    uint64_t ntasks;      /* in its trees (their roots' sets) */
 };
 
 struct stat_state {
@@ -119,7 +120,7 @@ static int counts_take(struct stat_state *st, uint32_t rank, st_tree_t *t[2])
         if (!v)
             return TBON_ENOMEM;
         st->src = v;
-        st->src[st->nsrc++] = (struct source){ rank, { NULL, NULL } };
+        st->src[st->nsrc++] = (struct source){ rank, { NULL, NULL }, 0 };
     } else if (st_tree_round(st->src[i].tree[0]) > st_tree_round(t[0])) {
         return 0;   /* an older round's, late: the one kept is newer */
     }
@@ -128,6 +129,7 @@ static int counts_take(struct stat_state *st, uint32_t rank, st_tree_t *t[2])
         st->src[i].tree[d] = t[d];
         t[d] = NULL;
     }
+    st_tree_tasks(st->src[i].tree[0], NULL, &st->src[i].ntasks);
     return 0;
 }
 
@@ -135,11 +137,8 @@ static int by_tasks_desc(const void *a, const void *b)
 {
     const struct source *x = *(const struct source *const *)a,
                         *y = *(const struct source *const *)b;
-    uint64_t nx = 0, ny = 0;
-    st_tree_tasks(x->tree[0], NULL, &nx);
-    st_tree_tasks(y->tree[0], NULL, &ny);
-    if (nx != ny)
-        return nx > ny ? -1 : 1;
+    if (x->ntasks != y->ntasks)
+        return x->ntasks > y->ntasks ? -1 : 1;
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
